@@ -1,0 +1,172 @@
+"""The lake's datasets and their Arrow schemas: the contract between node and warehouse.
+
+Every column carries its unit in its name. Timestamps are UTC (`timestamp[us, UTC]`). A reading
+a source does not have is NULL, never 0. Extra columns are allowed in files; these are the ones
+the warehouse relies on. The types follow what the sources give: NVML power is integer mW, so
+`power_w` as float32 holds it to better than 0.1 mW; counters are int64.
+"""
+
+from __future__ import annotations
+
+import pyarrow as pa
+
+TS = pa.timestamp("us", tz="UTC")
+
+GPU_SAMPLES = pa.schema(
+    [
+        pa.field("sampled_at", TS, nullable=False),
+        pa.field("host", pa.string(), nullable=False),
+        pa.field("gpu_index", pa.int16(), nullable=False),
+        pa.field("gpu_uuid", pa.string(), nullable=False),
+        pa.field("gpu_model", pa.string()),
+        pa.field("power_w", pa.float32()),
+        pa.field("energy_mj_total", pa.int64()),
+        pa.field("temp_c", pa.float32()),
+        pa.field("mem_temp_c", pa.float32()),
+        pa.field("sm_clock_mhz", pa.int32()),
+        pa.field("mem_clock_mhz", pa.int32()),
+        pa.field("util_gpu_pct", pa.float32()),
+        pa.field("util_mem_pct", pa.float32()),
+        pa.field("sm_active_ratio", pa.float32()),
+        pa.field("sm_occupancy_ratio", pa.float32()),
+        pa.field("tensor_active_ratio", pa.float32()),
+        pa.field("dram_active_ratio", pa.float32()),
+        pa.field("pcie_tx_bytes_per_s", pa.int64()),
+        pa.field("pcie_rx_bytes_per_s", pa.int64()),
+        pa.field("power_limit_w", pa.float32()),
+        pa.field("mem_used_mib", pa.int32()),
+        pa.field("pstate", pa.int8()),
+        # NVML clocks-event (throttle) reasons bitmask, nvmlClocksEventReason* constants.
+        pa.field("clock_event_reasons", pa.int64()),
+        pa.field("source", pa.string(), nullable=False),
+    ]
+)
+
+NODE_SAMPLES = pa.schema(
+    [
+        pa.field("sampled_at", TS, nullable=False),
+        pa.field("host", pa.string(), nullable=False),
+        # DCMI "Instantaneous power reading" of the whole server, W.
+        pa.field("power_w", pa.float32()),
+        # The SDR's own total-power sensor where the BMC has one, W.
+        pa.field("sdr_power_w", pa.float32()),
+        pa.field("inlet_temp_c", pa.float32()),
+        pa.field("exhaust_temp_c", pa.float32()),
+        pa.field("fan_rpm_avg", pa.float32()),
+        pa.field("source", pa.string(), nullable=False),
+    ]
+)
+
+# One row per site and reading. Partitioned under host=<site> so the lake keeps one layout.
+FACILITY_SAMPLES = pa.schema(
+    [
+        pa.field("sampled_at", TS, nullable=False),
+        pa.field("site", pa.string(), nullable=False),
+        pa.field("facility_power_w", pa.float64()),
+        pa.field("it_power_w", pa.float64()),
+        pa.field("outdoor_temp_c", pa.float32()),
+        pa.field("source", pa.string(), nullable=False),
+    ]
+)
+
+# One row per job and GPU it held. Work counters are optional (NULL when a job reports none).
+JOBS = pa.schema(
+    [
+        pa.field("job_id", pa.string(), nullable=False),
+        pa.field("host", pa.string(), nullable=False),
+        pa.field("gpu_uuid", pa.string(), nullable=False),
+        pa.field("started_at", TS, nullable=False),
+        pa.field("ended_at", TS, nullable=False),
+        pa.field("user", pa.string()),
+        pa.field("team", pa.string()),
+        # data-preparation | training | inference | evaluation
+        pa.field("stage", pa.string()),
+        # latency-sensitive | throughput | background
+        pa.field("workload_class", pa.string()),
+        pa.field("deferrable", pa.bool_()),
+        pa.field("requests_total", pa.int64()),
+        pa.field("tokens_total", pa.int64()),
+        pa.field("samples_total", pa.int64()),
+        pa.field("flops_total", pa.float64()),
+    ]
+)
+
+AGENT_AUDIT = pa.schema(
+    [
+        pa.field("audited_at", TS, nullable=False),
+        pa.field("host", pa.string(), nullable=False),
+        pa.field("gpu_uuid", pa.string()),
+        # apply | refuse | rollback | dry-run | verify-failed | unchanged
+        pa.field("action", pa.string(), nullable=False),
+        pa.field("config_sha256", pa.string()),
+        pa.field("power_limit_w_before", pa.float32()),
+        pa.field("power_limit_w_requested", pa.float32()),
+        pa.field("power_limit_w_after", pa.float32()),
+        pa.field("reason", pa.string()),
+    ]
+)
+
+DATASETS: dict[str, pa.Schema] = {
+    "gpu_samples": GPU_SAMPLES,
+    "node_samples": NODE_SAMPLES,
+    "facility_samples": FACILITY_SAMPLES,
+    "jobs": JOBS,
+    "agent_audit": AGENT_AUDIT,
+}
+
+# The column each dataset's rows are dated by (picks the date= partition) and sorted by.
+TIME_COLUMN = {
+    "gpu_samples": "sampled_at",
+    "node_samples": "sampled_at",
+    "facility_samples": "sampled_at",
+    "jobs": "started_at",
+    "agent_audit": "audited_at",
+}
+PARTITION_HOST_COLUMN = {
+    "gpu_samples": "host",
+    "node_samples": "host",
+    "facility_samples": "site",
+    "jobs": "host",
+    "agent_audit": "host",
+}
+SORT_KEYS = {
+    "gpu_samples": [("gpu_uuid", "ascending"), ("sampled_at", "ascending")],
+    "node_samples": [("host", "ascending"), ("sampled_at", "ascending")],
+    "facility_samples": [("site", "ascending"), ("sampled_at", "ascending")],
+    "jobs": [("started_at", "ascending"), ("job_id", "ascending")],
+    "agent_audit": [("audited_at", "ascending")],
+}
+
+
+class SchemaError(ValueError):
+    """A batch does not fit its dataset's schema."""
+
+
+def conform(dataset: str, table: pa.Table) -> pa.Table:
+    """Return `table` with the dataset's columns in order and types; missing nullable columns
+    become NULL, extra columns are kept after them. Raises SchemaError naming the column."""
+    try:
+        schema = DATASETS[dataset]
+    except KeyError:
+        raise SchemaError(f"unknown dataset {dataset!r}; expected one of {sorted(DATASETS)}") from None
+    columns, fields = [], []
+    for f in schema:
+        if f.name in table.column_names:
+            col = table.column(f.name)
+            try:
+                col = col.cast(f.type) if col.type != f.type else col
+            except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
+                raise SchemaError(f"{dataset}.{f.name}: cannot store {col.type} as {f.type}: {exc}") from None
+            if not f.nullable and col.null_count:
+                raise SchemaError(f"{dataset}.{f.name}: {col.null_count} NULL values in a required column")
+        elif f.nullable:
+            col = pa.nulls(table.num_rows, f.type)
+        else:
+            raise SchemaError(f"{dataset}: required column {f.name!r} is missing")
+        columns.append(col)
+        fields.append(f)
+    for name in table.column_names:
+        if name not in schema.names:
+            columns.append(table.column(name))
+            fields.append(table.schema.field(name))
+    return pa.Table.from_arrays(columns, schema=pa.schema(fields))

@@ -1,0 +1,277 @@
+"""The one settings object: a frozen dataclass tree loaded from a TOML file plus environment.
+
+Nothing is read at import time. `load_settings(path)` reads the file (if any), then applies
+`JOULEHOUSE_<SECTION>__<FIELD>=value` overrides (for example
+`JOULEHOUSE_CARBON__CARBON_PRICE_USD_PER_TCO2E=80`), and returns a `Settings`. Each function
+of the library takes only its own section.
+
+This module lives at the bottom layer (collectors) because the node side needs its sections
+too; it imports only the standard library.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import tomllib
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping
+
+ENV_PREFIX = "JOULEHOUSE_"
+
+
+class SettingsError(ValueError):
+    """A settings file or override names an unknown key or carries a value of the wrong type."""
+
+
+@dataclass(frozen=True)
+class LakeSettings:
+    """Where the Parquet lake lives (a folder, or an fsspec URL such as s3://bucket/lake)."""
+
+    path: str = "var/lake"
+
+
+@dataclass(frozen=True)
+class CollectorSettings:
+    """Node collector: sampling, spooling and Parquet rolling."""
+
+    interval_s: float = 1.0
+    spool_dir: str = "var/spool"
+    spool_flush_interval_s: float = 2.0
+    roll_interval_s: float = 300.0
+    roll_max_rows: int = 500_000
+    ipmi_host: str = "127.0.0.1"
+    ipmi_port: int = 623
+    ipmi_user: str = "admin"
+    ipmi_password: str = ""
+    ipmi_timeout_s: float = 5.0
+    ipmi_retries: int = 2
+    prometheus_url: str = "http://127.0.0.1:9090"
+    prometheus_step_s: float = 30.0
+
+
+@dataclass(frozen=True)
+class WarehouseSettings:
+    """DuckDB warehouse over the lake and the data-quality rules."""
+
+    db_path: str = "var/warehouse.duckdb"
+    inventory_path: str = ""
+    # A gap between two readings longer than this is not bridged by the power integral.
+    max_gap_s: float = 10.0
+    # Readings above this multiple of the power limit are physically implausible.
+    max_power_over_limit_ratio: float = 1.5
+    min_temp_c: float = -20.0
+    max_temp_c: float = 125.0
+    # Tolerated host clock running ahead of the analytics side before a row counts as "future".
+    max_clock_skew_s: float = 300.0
+    threads: int = 2
+    memory_limit: str = "4GB"
+
+
+@dataclass(frozen=True)
+class ModelSettings:
+    """Power-model fitting and its quality gate."""
+
+    holdout_fraction: float = 0.3
+    max_holdout_mape_pct: float = 10.0
+    drift_warning_pct: float = 20.0
+    min_samples: int = 600
+
+
+@dataclass(frozen=True)
+class CarbonSettings:
+    """Carbon accounting (GHG Protocol scope 2, both methods, plus embodied)."""
+
+    region: str = "FR"
+    grid_file: str = ""
+    default_grid_gco2e_per_kwh: float = 400.0
+    default_pue: float = 1.3
+    market_contract_kwh_per_day: float = 0.0
+    market_contract_gco2e_per_kwh: float = 0.0
+    residual_mix_gco2e_per_kwh: float = 450.0
+    embodied_kgco2e_per_gpu: float = 150.0
+    embodied_kgco2e_per_server: float = 2750.0
+    gpus_per_server: int = 8
+    lifetime_years: float = 5.0
+    # How idle / unallocated energy is treated: "unallocated" line or spread "proportional".
+    idle_policy: str = "unallocated"
+    grid_uncertainty_pct: float = 10.0
+    pue_uncertainty_pct: float = 5.0
+    embodied_uncertainty_pct: float = 30.0
+    carbon_price_usd_per_tco2e: float = 0.0
+
+
+@dataclass(frozen=True)
+class TcoSettings:
+    """Total cost of ownership: prices, tariffs, demand charges, capital."""
+
+    price_file: str = ""
+    price_node: str = "PJM-RTO"
+    tariff_file: str = ""
+    flat_price_usd_per_mwh: float = 80.0
+    demand_charge_usd_per_kw_month: float = 15.0
+    green_premium_ratio: float = 0.18
+    green_premium_below_renewable_pct: float = 30.0
+    density_surcharge_25_35kw_ratio: float = 0.12
+    density_surcharge_over_35kw_ratio: float = 0.28
+    rack_kw: float = 20.0
+    gpu_capex_usd: float = 30000.0
+    server_capex_usd: float = 60000.0
+    lifetime_years: float = 5.0
+    operations_ratio_of_capex_per_year: float = 0.1
+
+
+@dataclass(frozen=True)
+class RecommendSettings:
+    """Choosing power limits and clocks per workload class."""
+
+    max_slowdown_latency_pct: float = 2.0
+    max_slowdown_throughput_pct: float = 10.0
+    max_slowdown_background_pct: float = 25.0
+    value_of_time_usd_per_gpu_hour: float = 2.0
+    do_not_touch: tuple[str, ...] = ()
+    limit_step_w: float = 25.0
+
+
+@dataclass(frozen=True)
+class ExportSettings:
+    """The signed recommended-config file."""
+
+    out_dir: str = "var/export"
+    private_key_path: str = "var/keys/joulehouse-ed25519.pem"
+    validity_hours: float = 48.0
+
+
+@dataclass(frozen=True)
+class AgentSettings:
+    """The node agent that applies recommended configs."""
+
+    public_key_path: str = "var/keys/joulehouse-ed25519.pub.pem"
+    config_url: str = ""
+    poll_interval_s: float = 300.0
+
+
+@dataclass(frozen=True)
+class Settings:
+    lake: LakeSettings = field(default_factory=LakeSettings)
+    collector: CollectorSettings = field(default_factory=CollectorSettings)
+    warehouse: WarehouseSettings = field(default_factory=WarehouseSettings)
+    models: ModelSettings = field(default_factory=ModelSettings)
+    carbon: CarbonSettings = field(default_factory=CarbonSettings)
+    tco: TcoSettings = field(default_factory=TcoSettings)
+    recommend: RecommendSettings = field(default_factory=RecommendSettings)
+    export: ExportSettings = field(default_factory=ExportSettings)
+    agent: AgentSettings = field(default_factory=AgentSettings)
+
+
+def _coerce(value: Any, annotation: Any, where: str) -> Any:
+    """Turn a TOML or environment value into the field's declared type, or say why not."""
+    origin = typing.get_origin(annotation)
+    if origin is tuple:
+        if isinstance(value, str):
+            value = [v.strip() for v in value.split(",") if v.strip()]
+        if not isinstance(value, (list, tuple)):
+            raise SettingsError(f"{where}: expected a list, got {value!r}")
+        return tuple(str(v) for v in value)
+    if annotation is bool:
+        if isinstance(value, str):
+            if value.lower() in ("1", "true", "yes", "on"):
+                return True
+            if value.lower() in ("0", "false", "no", "off"):
+                return False
+        if isinstance(value, bool):
+            return value
+        raise SettingsError(f"{where}: expected true/false, got {value!r}")
+    if annotation in (int, float, str):
+        try:
+            if annotation is int and isinstance(value, float) and not value.is_integer():
+                raise ValueError
+            return annotation(value)
+        except (TypeError, ValueError):
+            raise SettingsError(f"{where}: expected {annotation.__name__}, got {value!r}") from None
+    raise SettingsError(f"{where}: unsupported field type {annotation!r}")
+
+
+def _section_types(cls: type) -> dict[str, Any]:
+    hints = typing.get_type_hints(cls)
+    return {f.name: hints[f.name] for f in dataclasses.fields(cls)}
+
+
+def settings_from_mapping(data: Mapping[str, Any], env: Mapping[str, str] | None = None) -> Settings:
+    """Build Settings from a parsed TOML mapping, then apply JOULEHOUSE_* overrides from `env`."""
+    sections = _section_types(Settings)
+    merged: dict[str, dict[str, Any]] = {}
+    for name, values in data.items():
+        if name not in sections:
+            raise SettingsError(f"unknown settings section [{name}]; expected one of {sorted(sections)}")
+        if not isinstance(values, Mapping):
+            raise SettingsError(f"[{name}] must be a table")
+        merged[name] = dict(values)
+    for key, raw in (env or {}).items():
+        if not key.startswith(ENV_PREFIX) or "__" not in key:
+            continue
+        section, _, field_name = key[len(ENV_PREFIX):].lower().partition("__")
+        if section not in sections:
+            raise SettingsError(f"{key}: unknown settings section {section!r}")
+        merged.setdefault(section, {})[field_name] = raw
+    built = {}
+    for name, cls in sections.items():
+        types_ = _section_types(cls)
+        values = merged.get(name, {})
+        unknown = set(values) - set(types_)
+        if unknown:
+            raise SettingsError(f"[{name}]: unknown keys {sorted(unknown)}; expected some of {sorted(types_)}")
+        built[name] = cls(**{k: _coerce(v, types_[k], f"[{name}].{k}") for k, v in values.items()})
+    return Settings(**built)
+
+
+def load_settings(path: str | Path | None = None, env: Mapping[str, str] | None = None) -> Settings:
+    """Read the TOML file at `path` (optional) and the process environment (or `env`)."""
+    data: dict[str, Any] = {}
+    if path is not None:
+        p = Path(path)
+        try:
+            data = tomllib.loads(p.read_text())
+        except FileNotFoundError:
+            raise SettingsError(f"settings file {p} does not exist") from None
+        except tomllib.TOMLDecodeError as exc:
+            raise SettingsError(f"settings file {p} is not valid TOML: {exc}") from None
+    return settings_from_mapping(data, os.environ if env is None else env)
+
+
+def settings_to_toml(settings: Settings) -> str:
+    """Write settings back as TOML text (what the demo saves beside its outputs)."""
+    lines: list[str] = []
+    for section in dataclasses.fields(settings):
+        lines.append(f"[{section.name}]")
+        for f in dataclasses.fields(getattr(settings, section.name)):
+            value = getattr(getattr(settings, section.name), f.name)
+            lines.append(f"{f.name} = {_toml_value(value)}")
+        lines.append("")
+    return "\n".join(lines)
+
+
+def _toml_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return repr(value)
+    if isinstance(value, tuple):
+        return "[" + ", ".join(_toml_value(v) for v in value) + "]"
+    escaped = str(value).replace("\\", "\\\\").replace('"', '\\"')
+    return f'"{escaped}"'
+
+
+def replace_section(settings: Settings, **sections: Any) -> Settings:
+    """Return a copy of `settings` with whole sections replaced (tests and the demo use this)."""
+    return dataclasses.replace(settings, **sections)
+
+
+__all__ = [
+    "AgentSettings", "CarbonSettings", "CollectorSettings", "ExportSettings", "LakeSettings",
+    "ModelSettings", "RecommendSettings", "Settings", "SettingsError", "TcoSettings",
+    "WarehouseSettings", "load_settings", "replace_section", "settings_from_mapping",
+    "settings_to_toml",
+]

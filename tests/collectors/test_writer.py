@@ -1,0 +1,82 @@
+"""The lake round trip: what the writer puts down, DuckDB, polars and pyarrow read back."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import duckdb
+import polars as pl
+import pyarrow as pa
+import pyarrow.dataset as ds
+import pyarrow.parquet as pq
+import pytest
+
+from collectors.schema import GPU_SAMPLES, SchemaError, conform
+from collectors.writer import TMP_SUFFIX, replace_partition, write_dataset
+
+T0 = dt.datetime(2026, 3, 1, 23, 59, 58, tzinfo=dt.timezone.utc)
+
+
+def _samples(n: int, host: str = "node-a", uuid: str = "GPU-0000") -> pa.Table:
+    return pa.table(
+        {
+            "sampled_at": pa.array([T0 + dt.timedelta(seconds=i) for i in range(n)], pa.timestamp("us", tz="UTC")),
+            "host": [host] * n,
+            "gpu_index": [0] * n,
+            "gpu_uuid": [uuid] * n,
+            "gpu_model": ["NVIDIA H100 80GB HBM3"] * n,
+            "power_w": [100.123 + i for i in range(n)],
+            "energy_mj_total": [1_000_000 + 100_123 * i for i in range(n)],
+            "temp_c": [None if i == 1 else 40.0 for i in range(n)],
+            "source": ["sim"] * n,
+        }
+    )
+
+
+def test_round_trip_splits_days_and_reads_back_in_three_engines(lake):
+    written = write_dataset(lake, "gpu_samples", _samples(4))
+    assert sorted(str(w.path.relative_to(lake)).split("/part-")[0] for w in written) == [
+        "gpu_samples/date=2026-03-01/host=node-a",
+        "gpu_samples/date=2026-03-02/host=node-a",
+    ]
+    glob = f"{lake}/gpu_samples/**/*.parquet"
+    rows = duckdb.sql(
+        f"SELECT date, sampled_at, power_w, temp_c, energy_mj_total FROM read_parquet('{glob}', hive_partitioning=true) ORDER BY sampled_at"
+    ).fetchall()
+    assert [r[0] for r in rows] == [dt.date(2026, 3, 1)] * 2 + [dt.date(2026, 3, 2)] * 2
+    assert rows[0][1] == T0
+    assert rows[3][2] == pytest.approx(103.123, abs=1e-4)  # float32 keeps mW precision
+    assert rows[1][3] is None  # missing stays NULL, not 0
+    assert [r[4] for r in rows] == [1_000_000 + 100_123 * i for i in range(4)]
+    frame = pl.read_parquet(glob, hive_partitioning=True)
+    assert frame.height == 4 and frame["temp_c"].null_count() == 1
+    table = ds.dataset(lake / "gpu_samples", format="parquet", partitioning="hive").to_table()
+    assert table.num_rows == 4
+    assert pq.read_schema(written[0].path).field("sampled_at").type == pa.timestamp("us", tz="UTC")
+
+
+def test_files_use_telemetry_encodings(lake):
+    (written,) = write_dataset(lake, "gpu_samples", _samples(1))
+    meta = pq.ParquetFile(written.path).metadata
+    columns = {meta.row_group(0).column(i).path_in_schema: meta.row_group(0).column(i) for i in range(meta.num_columns)}
+    assert columns["sampled_at"].compression == "ZSTD"
+    assert "DELTA_BINARY_PACKED" in columns["energy_mj_total"].encodings
+    assert "BYTE_STREAM_SPLIT" in columns["power_w"].encodings
+
+
+def test_no_temporary_file_is_left_and_replace_keeps_one_version(lake):
+    replace_partition(lake, "gpu_samples", "2026-03-01", "node-a", _samples(2))
+    replace_partition(lake, "gpu_samples", "2026-03-01", "node-a", _samples(2))
+    folder = lake / "gpu_samples" / "date=2026-03-01" / "host=node-a"
+    assert len(list(folder.glob("*.parquet"))) == 1
+    assert not list(lake.rglob(f"*{TMP_SUFFIX}"))
+
+
+def test_schema_errors_name_the_column():
+    bad = _samples(2).drop_columns(["gpu_uuid"])
+    with pytest.raises(SchemaError, match="gpu_uuid"):
+        conform("gpu_samples", bad)
+    wrong = _samples(2).set_column(5, "power_w", pa.array(["a", "b"]))
+    with pytest.raises(SchemaError, match="power_w"):
+        conform("gpu_samples", wrong)
+    assert conform("gpu_samples", _samples(2)).schema.names[: len(GPU_SAMPLES)] == GPU_SAMPLES.names

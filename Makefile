@@ -1,0 +1,41 @@
+# joulehouse: `make demo` runs the whole loop on the embedded default, `make test` runs the tests.
+# Both create .venv and install the project first (idempotent).
+
+PYTHON ?= python3
+VENV   := .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
+APT_PACKAGES := prometheus openipmi ipmitool libopenipmi-dev chromium gcc
+DEMO_ARGS ?=
+
+.PHONY: demo test bench system-packages venv clean
+
+$(STAMP): pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[test]'
+	rm -f $(VENV)/.installed-*; touch $(STAMP)
+
+venv: $(STAMP)
+
+# The tests start real servers (Prometheus, an OpenIPMI BMC, headless Chromium): install them
+# when missing. Needs root (CI and the dev machines run as root); says so otherwise.
+system-packages:
+	@missing=""; for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then \
+	  if [ "$$(id -u)" != 0 ]; then echo "missing system packages:$$missing (run: sudo apt-get install$$missing)"; exit 1; fi; \
+	  echo "installing system packages:$$missing"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
+	fi
+
+demo: $(STAMP)
+	$(VENV)/bin/joulehouse demo $(DEMO_ARGS)
+
+test: $(STAMP) system-packages
+	$(PY) -m pytest -q
+
+bench: $(STAMP) system-packages
+	$(PY) -m bench
+
+clean:
+	rm -rf var .pytest_cache .hypothesis

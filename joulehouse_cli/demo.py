@@ -1,0 +1,69 @@
+"""`joulehouse run` (one day through the Airflow DAG) and `joulehouse demo` (the whole loop on
+the embedded default: a simulated fleet plus the real traces in ../shared/data)."""
+
+from __future__ import annotations
+
+import datetime as dt
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+from rich.console import Console
+
+console = Console()
+SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+
+
+def _parse_day(value: str) -> dt.date:
+    try:
+        return dt.date.fromisoformat(value)
+    except ValueError:
+        raise typer.BadParameter(f"expected a date as YYYY-MM-DD, got {value!r}") from None
+
+
+def register(app: typer.Typer) -> None:
+    @app.command()
+    def run(
+        date: Annotated[str, typer.Option("--date", help="The UTC day to process, YYYY-MM-DD.")],
+        config: Annotated[Optional[Path], typer.Option("--config", help="Settings TOML file.")] = None,
+        airflow_home: Annotated[Optional[Path], typer.Option(help="Airflow home (SQLite metadata DB); default: beside the warehouse.")] = None,
+    ) -> None:
+        """Run the daily DAG for one day through Airflow (dag.test with a SQLite metadata DB)."""
+        from collectors.settings import SettingsError, load_settings
+        from joulehouse_cli.dagrun import DagRunFailed, run_day
+
+        day = _parse_day(date)
+        try:
+            settings = load_settings(config)
+        except SettingsError as exc:
+            console.print(f"[red]error:[/red] {exc}")
+            raise typer.Exit(2) from None
+        home = airflow_home or Path(settings.warehouse.db_path).resolve().parent / "airflow"
+        cfg = config
+        if cfg is None:
+            from collectors.settings import settings_to_toml
+
+            cfg = home / "joulehouse.toml"
+            home.mkdir(parents=True, exist_ok=True)
+            cfg.write_text(settings_to_toml(settings))
+        with console.status(f"running joulehouse_daily for {day} through Airflow"):
+            try:
+                run_day(day, cfg, home)
+            except DagRunFailed as exc:
+                console.print(f"[red]error:[/red] {exc}")
+                raise typer.Exit(1) from None
+        console.print(f"joulehouse_daily {day}: success")
+
+    @app.command()
+    def demo(
+        out: Annotated[Path, typer.Option(help="Output folder.")] = Path("var/demo"),
+        days: Annotated[int, typer.Option(min=1, help="Simulated days.")] = 2,
+        gpus: Annotated[int, typer.Option(min=1, help="Simulated GPUs (8 per host).")] = 32,
+        seed: Annotated[int, typer.Option(help="Random seed of the simulation.")] = 7,
+        start: Annotated[str, typer.Option(help="First simulated UTC day.")] = "2026-06-10",
+        shared_data: Annotated[Path, typer.Option(help="Real reference data (traces, grid, prices).")] = SHARED_DATA,
+    ) -> None:
+        """Simulate a fleet, import the real traces, run the daily DAG per day, print the results."""
+        from joulehouse_cli.demo_run import run_demo
+
+        run_demo(out=out, days=days, gpus=gpus, seed=seed, start=_parse_day(start), shared_data=shared_data, console=console)

@@ -1,0 +1,143 @@
+"""The demo: the whole loop on the embedded default, in one output folder.
+
+1. simulate a fleet into DIR/lake through the node writer (and its inventory);
+2. import the real nvidia-smi logs from ../shared/data/telemetry into the same lake;
+3. write the settings used (DIR/joulehouse.toml) and an ed25519 key pair (DIR/keys/);
+4. run the daily Airflow DAG once per simulated day;
+5. print where everything is, the last day's headline numbers, and how to query.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import resource
+import time
+from pathlib import Path
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from collectors.settings import (
+    CarbonSettings,
+    ExportSettings,
+    LakeSettings,
+    Settings,
+    TcoSettings,
+    WarehouseSettings,
+    AgentSettings,
+    settings_to_toml,
+)
+
+# nvidia-smi logs in ../shared/data/telemetry and the host/model each is imported as.
+TRACES = {
+    "mddair_gpu_telemetry_1hz.csv": ("trace-mddair", None),
+    "vlm_optimization_gpu_log_rtx4090_1hz.csv": ("trace-rtx4090", "NVIDIA GeForce RTX 4090"),
+    "gpu_glasses_nvidia_smi_8x80GB_idle.csv": ("trace-8x80gb", None),
+}
+
+
+def demo_settings(out: Path, shared_data: Path) -> Settings:
+    """The settings of the demo: every path under `out`, real grid and price files when present."""
+    grid = shared_data / "grid" / "electricitymaps_FR_2022_hourly.csv"
+    prices = shared_data / "prices" / "pjm_rto_da_hourly_lmp_2025.csv"
+    return Settings(
+        lake=LakeSettings(path=str(out / "lake")),
+        warehouse=WarehouseSettings(db_path=str(out / "warehouse.duckdb"), inventory_path=str(out / "inventory.csv")),
+        carbon=CarbonSettings(grid_file=str(grid) if grid.exists() else ""),
+        tco=TcoSettings(price_file=str(prices) if prices.exists() else ""),
+        export=ExportSettings(
+            out_dir=str(out / "export"), private_key_path=str(out / "keys" / "joulehouse-ed25519.pem")
+        ),
+        agent=AgentSettings(public_key_path=str(out / "keys" / "joulehouse-ed25519.pub.pem")),
+    )
+
+
+def _progress(console: Console) -> Progress:
+    return Progress(
+        TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=console
+    )
+
+
+def run_demo(*, out: Path, days: int, gpus: int, seed: int, start: dt.date, shared_data: Path, console: Console) -> None:
+    from collectors.config_contract import generate_keypair
+    from collectors.sim import simulate_fleet
+    from joulehouse_cli.dagrun import run_day
+
+    started = time.monotonic()
+    out = out.resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    settings = demo_settings(out, shared_data)
+    config = out / "joulehouse.toml"
+    config.write_text(settings_to_toml(settings))
+    lake = Path(settings.lake.path)
+
+    with _progress(console) as progress:
+        task = progress.add_task(f"simulating {gpus} GPUs x {days} days at 1 Hz", total=None)
+
+        def on_progress(done: int, total: int) -> None:
+            progress.update(task, completed=done, total=total)
+
+        summary = simulate_fleet(lake, gpus=gpus, days=days, start=start, seed=seed, progress=on_progress)
+    console.print(f"simulated lake: {summary.rows}")
+
+    _ingest_traces(lake, shared_data, console)
+    keys = out / "keys"
+    if not Path(settings.export.private_key_path).exists():
+        generate_keypair(keys)
+
+    day_list = [start + dt.timedelta(days=i) for i in range(days)]
+    with _progress(console) as progress:
+        task = progress.add_task("daily DAG through Airflow", total=len(day_list))
+        for day in day_list:
+            progress.update(task, description=f"daily DAG through Airflow: {day}")
+            run_day(day, config, out / "airflow")
+            progress.advance(task)
+
+    elapsed_s = time.monotonic() - started
+    peak_mib = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+    _print_results(out, settings, day_list[-1], elapsed_s, peak_mib, console)
+
+
+def _ingest_traces(lake: Path, shared_data: Path, console: Console) -> None:
+    folder = shared_data / "telemetry"
+    if not folder.is_dir():
+        console.print(f"[yellow]no real traces: {folder} does not exist; the demo runs on the simulation only[/yellow]")
+        return
+    from collectors.ingest.nvidia_smi import ingest_nvidia_smi
+
+    for name, (host, model) in TRACES.items():
+        path = folder / name
+        if not path.exists():
+            console.print(f"[yellow]trace {path} missing; skipped[/yellow]")
+            continue
+        result = ingest_nvidia_smi(path, lake=lake, host=host, gpu_model=model)
+        console.print(f"imported {name}: {result.good_rows} rows landed, {result.bad_rows} quarantined"
+                      + (f" ({'; '.join(sorted(set(result.reasons))[:3])})" if result.bad_rows else ""))
+
+
+def _print_results(out: Path, settings: Settings, day: dt.date, elapsed_s: float, peak_mib: float, console: Console) -> None:
+    from warehouse.db import connect
+
+    con = connect(settings.warehouse.db_path, settings.lake.path, read_only=True)
+    try:
+        energy_kwh = con.execute("SELECT sum(energy_kwh) FROM fct_gpu_energy_hourly WHERE day = ?", [day]).fetchone()[0]
+        carbon_kg = con.execute("SELECT sum(total_gco2e) / 1000 FROM rpt_carbon_daily WHERE day = ?", [day]).fetchone()[0]
+        cost_usd = con.execute("SELECT sum(total_cost_usd) FROM rpt_tco_daily WHERE day = ?", [day]).fetchone()[0]
+    finally:
+        con.close()
+    table = Table(title=f"joulehouse demo: {day} (last simulated day)")
+    table.add_column("headline")
+    table.add_column("value", justify="right")
+    table.add_row("GPU energy", f"{energy_kwh:,.1f} kWh" if energy_kwh is not None else "not computed")
+    table.add_row("carbon (location-based + embodied)", f"{carbon_kg:,.1f} kgCO2e" if carbon_kg is not None else "not computed")
+    table.add_row("cost (TCO)", f"${cost_usd:,.2f}" if cost_usd is not None else "not computed")
+    console.print(table)
+    console.print(f"lake:       {settings.lake.path}")
+    console.print(f"warehouse:  {settings.warehouse.db_path}")
+    console.print(f"report:     {out / 'reports' / f'{day}.html'}")
+    console.print(f"export:     {Path(settings.export.out_dir) / 'recommended-config.json'}")
+    console.print(f"settings:   {out / 'joulehouse.toml'}   keys: {out / 'keys'}")
+    console.print(f"wall time {elapsed_s:,.0f} s, peak memory of the largest step {peak_mib:,.0f} MiB")
+    console.print(f'query:      joulehouse sql "SELECT gpu_model, sum(energy_kwh) FROM fct_gpu_energy_hourly GROUP BY ALL" --db {settings.warehouse.db_path}')
+

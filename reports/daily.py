@@ -1,0 +1,114 @@
+"""What each task of the daily DAG does: one function per task, each a few calls into the
+library for one day. Each opens the warehouse, does its step for `day`, and returns a small
+JSON-able summary (it lands in Airflow's XCom). Re-running a day replaces that day's rows.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Iterator
+
+from collectors.settings import Settings, load_settings
+
+
+def _load(day: str, config: str | None) -> tuple[dt.date, Settings]:
+    return dt.date.fromisoformat(day), load_settings(config)
+
+
+@contextmanager
+def _warehouse(settings: Settings, read_only: bool = False) -> Iterator[object]:
+    from warehouse.db import connect
+
+    con = connect(settings.warehouse.db_path, settings.lake.path, read_only=read_only)
+    try:
+        yield con
+    finally:
+        con.close()
+
+
+def _data_dir(path: str) -> Path | None:
+    """The folder of a configured reference file, or None when the file is not configured."""
+    return Path(path).parent.parent if path else None
+
+
+def _summary(obj: object) -> dict:
+    if dataclasses.is_dataclass(obj):
+        return {k: v for k, v in dataclasses.asdict(obj).items() if isinstance(v, (int, float, str, bool, type(None)))}
+    return {"result": obj if isinstance(obj, (int, float, str, bool, type(None))) else str(obj)}
+
+
+def build_warehouse(day: str, config: str | None) -> dict:
+    """Views over the lake, the day's staging + quarantine, hourly GPU/node/facility energy."""
+    from warehouse.build import build_day
+
+    the_day, settings = _load(day, config)
+    with _warehouse(settings) as con:
+        return _summary(build_day(con, the_day, settings.warehouse))
+
+
+def check_data(day: str, config: str | None) -> dict:
+    """Great Expectations suites on the day's data; a blocking failure raises."""
+    from warehouse.checks import run_checks
+
+    the_day, settings = _load(day, config)
+    with _warehouse(settings) as con:
+        return _summary(run_checks(con, the_day, settings.warehouse))
+
+
+def fit_power_models(day: str, config: str | None) -> dict:
+    """One power model per GPU model, validated on held-out time; thermal resistance per GPU."""
+    from models.power import fit_day
+    from models.thermal import fit_thermal_day
+
+    the_day, settings = _load(day, config)
+    with _warehouse(settings) as con:
+        fits = fit_day(con, the_day, settings.models)
+        fit_thermal_day(con, the_day)
+    return {"models": len(fits)}
+
+
+def account_carbon_and_cost(day: str, config: str | None) -> dict:
+    """Carbon (both scope 2 methods + embodied) and TCO for the day, attributed to jobs/teams."""
+    from reports.carbon import carbon_day
+    from reports.tco import tco_day
+
+    the_day, settings = _load(day, config)
+    with _warehouse(settings) as con:
+        carbon = carbon_day(con, the_day, settings.carbon, _data_dir(settings.carbon.grid_file))
+        cost = tco_day(con, the_day, settings.tco, _data_dir(settings.tco.price_file))
+    return {"carbon": _summary(carbon), "cost": _summary(cost)}
+
+
+def recommend_power_limits(day: str, config: str | None) -> dict:
+    """A power limit (and clock range where a cap would do nothing) per GPU."""
+    from models.recommend import recommend_day
+
+    the_day, settings = _load(day, config)
+    with _warehouse(settings) as con:
+        n = recommend_day(con, the_day, settings.recommend,
+                          carbon_price_usd_per_tco2e=settings.carbon.carbon_price_usd_per_tco2e)
+    return {"recommendations": n}
+
+
+def render_report(day: str, config: str | None) -> dict:
+    """The self-contained HTML report of the day."""
+    from reports.html import render_report as render
+
+    the_day, settings = _load(day, config)
+    out = Path(settings.warehouse.db_path).parent / "reports" / f"{the_day}.html"
+    with _warehouse(settings, read_only=True) as con:
+        path = render(con, the_day, out)
+    return {"report": str(path)}
+
+
+def export_recommended_config(day: str, config: str | None) -> dict:
+    """The signed recommended-config file, gated on the power models' quality."""
+    from reports.export import export_config
+
+    the_day, settings = _load(day, config)
+    with _warehouse(settings, read_only=True) as con:
+        path = export_config(con, the_day, settings.export, private_key_path=settings.export.private_key_path)
+    return {"export": str(path)}

@@ -78,6 +78,14 @@ class ModelSettings:
     max_holdout_mape_pct: float = 10.0
     drift_warning_pct: float = 20.0
     min_samples: int = 600
+    # Days of history (ending on the fitted day) a fit sees; sums make longer windows cheap.
+    history_days: int = 28
+    # One sample stands for at most this long when integrating energy (longer gaps are not bridged).
+    max_sample_interval_s: float = 60.0
+    # Grid of exponents alpha of (f/f_max) in the dynamic term: alpha_min + alpha_step*i, i < alpha_count.
+    alpha_min: float = 1.0
+    alpha_step: float = 0.25
+    alpha_count: int = 11
 
 
 @dataclass(frozen=True)
@@ -142,6 +150,8 @@ class ExportSettings:
     out_dir: str = "var/export"
     private_key_path: str = "var/keys/joulehouse-ed25519.pem"
     validity_hours: float = 48.0
+    # The site named in the signed body, so an agent can tell one site's file from another's.
+    site: str = "site-a"
 
 
 @dataclass(frozen=True)

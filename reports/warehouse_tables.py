@@ -1,0 +1,51 @@
+"""Defensive reads of warehouse relations: what exists, and one day's rows of it.
+
+Reports and the export read relations other parts of the pipeline write. A site without IPMI, a
+day whose fit failed, or an older database lacks some of them; these helpers let the caller say
+so instead of failing. Relation and column names come from the caller's fixed lists and are
+checked against information_schema before they are quoted into the query; the day is bound.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Iterable
+
+import polars as pl
+
+
+def relation_columns(con, name: str) -> list[str]:
+    """Columns of the table or view `name` in the current database, in order; [] if absent."""
+    rows = con.execute(
+        "SELECT column_name FROM information_schema.columns WHERE table_name = ? "
+        "AND table_schema = current_schema() ORDER BY ordinal_position",
+        [name],
+    ).fetchall()
+    return [r[0] for r in rows]
+
+
+def _quote(identifier: str) -> str:
+    return '"' + identifier.replace('"', '""') + '"'
+
+
+def read_day(
+    con, name: str, day: dt.date | str, columns: Iterable[str] | None = None
+) -> tuple[pl.DataFrame | None, str | None]:
+    """One day's rows of relation `name` (rows whose `day` column equals `day`).
+
+    Returns (frame, None) on success, or (None, why) when the relation or its `day` column is
+    missing. Requested columns the relation lacks come back as NULL columns so callers can test
+    for them with `frame[col].is_null().all()`; the relation's own columns are all kept."""
+    present = relation_columns(con, name)
+    if not present:
+        return None, f"relation {name} does not exist"
+    if "day" not in present:
+        return None, f"relation {name} has no day column"
+    day_value = dt.date.fromisoformat(str(day)) if not isinstance(day, dt.date) else day
+    frame = con.sql(
+        f"SELECT {', '.join(_quote(c) for c in present)} FROM {_quote(name)} WHERE day = ?", params=[day_value]
+    ).pl()
+    for col in columns or ():
+        if col not in frame.columns:
+            frame = frame.with_columns(pl.lit(None).alias(col))
+    return frame, None

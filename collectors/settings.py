@@ -109,6 +109,13 @@ class CarbonSettings:
     pue_uncertainty_pct: float = 5.0
     embodied_uncertainty_pct: float = 30.0
     carbon_price_usd_per_tco2e: float = 0.0
+    # Electricity Maps column: "direct" (combustion, GHG Protocol scope 2) or "lca" (life cycle).
+    grid_intensity_basis: str = "direct"
+    # Market-based contracts (PPA/REC) per site and period: "site|YYYY-MM|kwh|gco2e_per_kwh"
+    # (a month's volume, spread evenly over its days) or "site|YYYY-MM-DD|kwh|gco2e_per_kwh".
+    market_contracts: tuple[str, ...] = ()
+    # Per-model embodied overrides, "NVIDIA H100 80GB HBM3=150" (kgCO2e per GPU).
+    embodied_kgco2e_by_gpu_model: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -129,6 +136,13 @@ class TcoSettings:
     server_capex_usd: float = 60000.0
     lifetime_years: float = 5.0
     operations_ratio_of_capex_per_year: float = 0.1
+    # Time-of-use tariffs are written in the utility's local wall-clock time.
+    tariff_timezone: str = "America/New_York"
+    gpus_per_server: int = 8
+    # Grid region whose renewable share (Electricity Maps file) drives the green premium.
+    region: str = "FR"
+    grid_file: str = ""
+    default_pue: float = 1.3
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,70 @@
+"""Embodied (manufacturing) carbon and capital, amortised per GPU-hour.
+
+Per GPU-hour embodied carbon, gCO2e:
+    (gpu_kgco2e + server_kgco2e / gpus_per_server) * 1000 / (lifetime_years * 8760)
+Every hour a GPU exists in the metered data carries this amount, busy or idle: the hardware
+ages either way. Idle hours' share therefore lands on the `unallocated` line (or is spread over
+the jobs, by `idle_policy`): a lightly used fleet shows a large idle embodied line, which is
+the point. Hours with no telemetry row at all are not counted (the report states coverage).
+
+Defaults per GPU model (kgCO2e per GPU, cradle-to-gate), used when the inventory has none:
+- A100 (any A100 name): 150. ../shared/data/README.md gives "A100 80GB ~143-150 kgCO2e";
+  we take the top of that range.
+- H100: 150. No per-GPU vendor figure was available to us. The H100 SXM die (TSMC 4N,
+  814 mm^2) is about the A100's size (826 mm^2) with the same 80 GB of HBM, so we carry the
+  A100 figure over rather than invent precision; the 30% embodied uncertainty covers it.
+- H200: 180. Same die as H100 with 141 GB HBM3e instead of 80 GB; memory is a large part of
+  an accelerator's footprint, so we add 20% as a stated assumption, not a measurement.
+- Anything else: CarbonSettings.embodied_kgco2e_per_gpu (150).
+Server without GPUs: CarbonSettings.embodied_kgco2e_per_server = 2,750, the middle of the
+README's "8-GPU server without its GPUs ~2,500-3,000 kgCO2e", shared by gpus_per_server GPUs.
+"""
+
+from __future__ import annotations
+
+HOURS_PER_YEAR = 8760.0
+
+EMBODIED_KGCO2E_BY_MODEL_PREFIX = {
+    "NVIDIA A100": 150.0,
+    "NVIDIA H100": 150.0,
+    "NVIDIA H200": 180.0,
+}
+
+
+def parse_model_overrides(entries: tuple[str, ...]) -> dict[str, float]:
+    """Settings entries "GPU model name=kgCO2e" -> {name: kg}; errors name the bad entry."""
+    out: dict[str, float] = {}
+    for entry in entries:
+        name, sep, value = entry.rpartition("=")
+        try:
+            if not sep or not name.strip():
+                raise ValueError
+            out[name.strip()] = float(value)
+        except ValueError:
+            raise ValueError(f"embodied override {entry!r}: expected 'GPU model name=kgCO2e'") from None
+    return out
+
+
+def default_gpu_embodied_kgco2e(gpu_model: str | None, fallback_kg: float, overrides: dict[str, float] | None = None) -> float:
+    """The manufacturing footprint of one GPU, kgCO2e: settings override, model table, fallback."""
+    model = gpu_model or ""
+    if overrides and model in overrides:
+        return overrides[model]
+    for prefix, kg in EMBODIED_KGCO2E_BY_MODEL_PREFIX.items():
+        if model.startswith(prefix):
+            return kg
+    return fallback_kg
+
+
+def embodied_gco2e_per_gpu_hour(gpu_kg: float, server_kg: float, gpus_per_server: int, lifetime_years: float) -> float:
+    """Amortised manufacturing carbon of one GPU and its share of the server, gCO2e per hour."""
+    if lifetime_years <= 0 or gpus_per_server <= 0:
+        raise ValueError(f"lifetime_years={lifetime_years}, gpus_per_server={gpus_per_server}: both must be > 0")
+    return (gpu_kg + server_kg / gpus_per_server) * 1000.0 / (lifetime_years * HOURS_PER_YEAR)
+
+
+def capital_usd_per_gpu_hour(gpu_usd: float, server_usd: float, gpus_per_server: int, lifetime_years: float) -> float:
+    """Straight-line depreciation of one GPU and its share of the server, $ per hour."""
+    if lifetime_years <= 0 or gpus_per_server <= 0:
+        raise ValueError(f"lifetime_years={lifetime_years}, gpus_per_server={gpus_per_server}: both must be > 0")
+    return (gpu_usd + server_usd / gpus_per_server) / (lifetime_years * HOURS_PER_YEAR)

@@ -1,0 +1,171 @@
+"""Grid carbon intensity loaders: real files in, one hourly frame per region out.
+
+Every loader returns `hour_at` (UTC, start of the hour), `region`, `intensity_gco2e_per_kwh`
+(hourly mean), `renewable_pct` (NULL where the source has none) and `samples_n` (readings
+averaged into that hour).
+
+The documented format for users' own files (`CarbonSettings.grid_file`): CSV with a header row
+    at,region,gco2e_per_kwh[,renewable_pct]
+`at` an ISO-8601 timestamp with offset or `Z` (UTC), the start of an interval of one hour or
+less; `gco2e_per_kwh` grams CO2e per kWh consumed. Finer intervals are averaged to the hour.
+
+Electricity Maps gives two intensities: `direct` (combustion only) and `lca` (life cycle, with
+upstream fuel and plant construction). We use `direct` by default because GHG Protocol scope 2
+counts generation emissions only; life-cycle upstream belongs to scope 3 category 3
+(`CarbonSettings.grid_intensity_basis = "lca"` switches).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import polars as pl
+
+# 1 lb = 453.59237 g, 1 MWh = 1000 kWh.
+GCO2E_PER_KWH_PER_LB_PER_MWH = 0.45359237
+
+# The reference file used for a region when no grid_file is set (paths under ../shared/data).
+DEFAULT_REGION_FILES = {
+    "FR": "grid/electricitymaps_FR_2022_hourly.csv",
+    "CAISO_NORTH": "grid/watttime_moer_CAISO_NORTH_5min_2023-11.csv",
+    "MISO_MASON_CITY": "grid/watttime_moer_MISO_MASON_CITY_2022-10_30min_from_zeus.csv",
+}
+
+
+class GridFileError(ValueError):
+    """An intensity file is missing, or its header or values are not what the format says."""
+
+
+def _to_hourly(frame: pl.DataFrame) -> pl.DataFrame:
+    """Average readings (at, region, intensity, renewable_pct) into UTC hours."""
+    bad = frame.filter(pl.col("intensity_gco2e_per_kwh").is_null() | (pl.col("intensity_gco2e_per_kwh") < 0))
+    if bad.height:
+        raise GridFileError(
+            f"{bad.height} intensity values are missing or negative (first at {bad['at'][0]}); "
+            "expected gCO2e/kWh >= 0"
+        )
+    return (
+        frame.with_columns(pl.col("at").dt.convert_time_zone("UTC").dt.truncate("1h").alias("hour_at"))
+        .group_by(["hour_at", "region"])
+        .agg(
+            pl.col("intensity_gco2e_per_kwh").mean(),
+            pl.col("renewable_pct").mean(),
+            pl.len().alias("samples_n"),
+        )
+        .with_columns(pl.col("hour_at").cast(pl.Datetime("us", "UTC")), pl.col("samples_n").cast(pl.Int64))
+        .sort(["region", "hour_at"])
+    )
+
+
+def _read_csv(path: Path) -> pl.DataFrame:
+    if not path.is_file():
+        raise GridFileError(f"grid intensity file {path} does not exist")
+    return pl.read_csv(path, infer_schema=False)
+
+
+def load_electricitymaps_csv(path: Path, basis: str = "direct") -> pl.DataFrame:
+    """Electricity Maps hourly export (`Datetime (UTC)` as dd/mm/yyyy HH:MM, gCO2eq/kWh)."""
+    columns = {"direct": "Carbon Intensity gCO2eq/kWh (direct)", "lca": "Carbon Intensity gCO2eq/kWh (LCA)"}
+    if basis not in columns:
+        raise GridFileError(f"grid_intensity_basis {basis!r}: expected 'direct' or 'lca'")
+    raw = _read_csv(path)
+    needed = ["Datetime (UTC)", "Zone Id", columns[basis], "Renewable Percentage"]
+    missing = [c for c in needed if c not in raw.columns]
+    if missing:
+        raise GridFileError(f"{path}: not an Electricity Maps export, missing columns {missing}")
+    frame = raw.select(
+        pl.col("Datetime (UTC)").str.strptime(pl.Datetime("us"), "%d/%m/%Y %H:%M").dt.replace_time_zone("UTC").alias("at"),
+        pl.col("Zone Id").alias("region"),
+        pl.col(columns[basis]).cast(pl.Float64).alias("intensity_gco2e_per_kwh"),
+        pl.col("Renewable Percentage").cast(pl.Float64).alias("renewable_pct"),
+    )
+    return _to_hourly(frame)
+
+
+def load_watttime_moer_csv(path: Path, region: str = "CAISO_NORTH") -> pl.DataFrame:
+    """WattTime MOER export (`point_time`, `value` in lbs CO2/MWh, 5-minute), converted to
+    gCO2e/kWh and averaged to the hour. The file carries no region: the caller names it."""
+    raw = _read_csv(path)
+    if not {"point_time", "value"} <= set(raw.columns):
+        raise GridFileError(f"{path}: expected WattTime columns point_time,value; got {raw.columns}")
+    frame = raw.select(
+        pl.col("point_time").str.to_datetime(time_zone="UTC", time_unit="us").alias("at"),
+        pl.lit(region).alias("region"),
+        (pl.col("value").cast(pl.Float64) * GCO2E_PER_KWH_PER_LB_PER_MWH).alias("intensity_gco2e_per_kwh"),
+        pl.lit(None, dtype=pl.Float64).alias("renewable_pct"),
+    )
+    return _to_hourly(frame)
+
+
+def load_watttime_historical_csv(path: Path) -> pl.DataFrame:
+    """WattTime historical MOER as stored by Zeus (`location,timestamp,duration,value`): units
+    are not stated in the file; WattTime's MOER unit is lbs/MWh, which we assume and convert."""
+    raw = _read_csv(path)
+    if not {"location", "timestamp", "value"} <= set(raw.columns):
+        raise GridFileError(f"{path}: expected columns location,timestamp,value; got {raw.columns}")
+    frame = raw.select(
+        pl.col("timestamp").str.to_datetime(time_zone="UTC", time_unit="us").alias("at"),
+        pl.col("location").alias("region"),
+        (pl.col("value").cast(pl.Float64) * GCO2E_PER_KWH_PER_LB_PER_MWH).alias("intensity_gco2e_per_kwh"),
+        pl.lit(None, dtype=pl.Float64).alias("renewable_pct"),
+    )
+    return _to_hourly(frame)
+
+
+def load_user_intensity_csv(path: Path) -> pl.DataFrame:
+    """The documented format (module docstring): at,region,gco2e_per_kwh[,renewable_pct]."""
+    raw = _read_csv(path)
+    if not {"at", "region", "gco2e_per_kwh"} <= set(raw.columns):
+        raise GridFileError(
+            f"{path}: expected header at,region,gco2e_per_kwh[,renewable_pct]; got {raw.columns}"
+        )
+    renewable = pl.col("renewable_pct").cast(pl.Float64) if "renewable_pct" in raw.columns else pl.lit(None, dtype=pl.Float64)
+    try:
+        frame = raw.select(
+            pl.col("at").str.to_datetime(time_zone="UTC", time_unit="us").alias("at"),
+            pl.col("region"),
+            pl.col("gco2e_per_kwh").cast(pl.Float64).alias("intensity_gco2e_per_kwh"),
+            renewable.alias("renewable_pct"),
+        )
+    except pl.exceptions.PolarsError as exc:
+        raise GridFileError(f"{path}: cannot parse timestamps/values ({exc}); expected ISO-8601 UTC and numbers") from None
+    return _to_hourly(frame)
+
+
+def load_intensity_file(path: Path, region: str | None = None, basis: str = "direct") -> pl.DataFrame:
+    """Pick the loader from the file's header; `region` names files that carry none (WattTime)."""
+    path = Path(path)
+    header = _read_csv(path).columns
+    if "Datetime (UTC)" in header:
+        return load_electricitymaps_csv(path, basis)
+    if "point_time" in header:
+        return load_watttime_moer_csv(path, region or "CAISO_NORTH")
+    if "location" in header and "timestamp" in header:
+        return load_watttime_historical_csv(path)
+    return load_user_intensity_csv(path)
+
+
+def intensity_for_region(
+    region: str, grid_file: str, data_dir: Path | None, basis: str = "direct"
+) -> tuple[pl.DataFrame, str]:
+    """The hourly intensity of `region` and a sentence saying where it came from. An empty
+    frame (and a sentence saying so) when no file is known for the region."""
+    if grid_file:
+        path = Path(grid_file)
+    elif data_dir is not None and region in DEFAULT_REGION_FILES:
+        path = Path(data_dir) / DEFAULT_REGION_FILES[region]
+    else:
+        return _empty(), f"no intensity file for region {region!r}: flat default used"
+    frame = load_intensity_file(path, region, basis)
+    if frame.filter(pl.col("region") == region).height == 0 and frame["region"].n_unique() == 1:
+        # A single-region file named explicitly for this region: take it as that region's.
+        frame = frame.with_columns(pl.lit(region).alias("region"))
+    frame = frame.filter(pl.col("region") == region)
+    return frame, f"{path.name}, region {region}, basis {basis}"
+
+
+def _empty() -> pl.DataFrame:
+    return pl.DataFrame(schema={
+        "hour_at": pl.Datetime("us", "UTC"), "region": pl.String, "intensity_gco2e_per_kwh": pl.Float64,
+        "renewable_pct": pl.Float64, "samples_n": pl.Int64,
+    })

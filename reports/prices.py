@@ -1,0 +1,140 @@
+"""Electricity price loaders: hourly market prices (PJM LMP) and time-of-use tariffs (OpenEI URDB).
+
+Market prices come in $/MWh and are kept as published: negative prices (surplus hours) and
+spikes (scarcity hours, near $2,000/MWh in the real-time file) are real costs or credits, never
+clipped. Tariffs give $/kWh per period; the period of an hour is read from the URDB 12x24
+matrices (month row, local hour column), weekday or weekend.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from zoneinfo import ZoneInfo
+
+import polars as pl
+
+DEFAULT_PRICE_FILE = "prices/pjm_rto_da_hourly_lmp_2025.csv"
+KWH_PER_MWH = 1000.0
+
+
+class PriceFileError(ValueError):
+    """A price or tariff file is missing or does not have the structure its format promises."""
+
+
+def usd_per_mwh_to_usd_per_kwh(price_usd_per_mwh: float) -> float:
+    """$/MWh -> $/kWh (divide by 1000)."""
+    return price_usd_per_mwh / KWH_PER_MWH
+
+
+def load_pjm_lmp_csv(path: Path, node: str) -> pl.DataFrame:
+    """PJM hourly LMP export (Data Miner 2), day-ahead (`total_lmp_da`) or real-time
+    (`total_lmp_rt`), for one pricing node. Returns hour_at (UTC), node, price_usd_per_mwh."""
+    path = Path(path)
+    if not path.is_file():
+        raise PriceFileError(f"price file {path} does not exist")
+    raw = pl.read_csv(path, infer_schema=False)
+    price_col = next((c for c in ("total_lmp_da", "total_lmp_rt") if c in raw.columns), None)
+    if price_col is None or "datetime_beginning_utc" not in raw.columns or "pnode_name" not in raw.columns:
+        raise PriceFileError(
+            f"{path}: expected PJM columns datetime_beginning_utc, pnode_name, total_lmp_da|total_lmp_rt"
+        )
+    nodes = raw["pnode_name"].unique().sort().to_list()
+    if node not in nodes:
+        raise PriceFileError(f"{path}: pricing node {node!r} not in the file; it has {nodes}")
+    return (
+        raw.filter(pl.col("pnode_name") == node)
+        .select(
+            pl.col("datetime_beginning_utc").str.strptime(pl.Datetime("us"), "%m/%d/%Y %I:%M:%S %p")
+            .dt.replace_time_zone("UTC").alias("hour_at"),
+            pl.col("pnode_name").alias("node"),
+            pl.col(price_col).cast(pl.Float64).alias("price_usd_per_mwh"),
+        )
+        .unique("hour_at", keep="first")
+        .sort("hour_at")
+    )
+
+
+@dataclass(frozen=True)
+class UrdbTariff:
+    """A time-of-use energy tariff: 12x24 period matrices and the $/kWh of each period.
+
+    `rates_usd_per_kwh[p]` is the first tier's rate plus its adjustment (riders); tiered
+    volumes are not modelled (a data centre sits in the top tier all month, see `tier`)."""
+
+    name: str
+    utility: str
+    weekday_periods: tuple[tuple[int, ...], ...]
+    weekend_periods: tuple[tuple[int, ...], ...]
+    rates_usd_per_kwh: tuple[float, ...]
+    fixed_charge_usd_per_month: float
+
+    def period_at(self, local: dt.datetime) -> int:
+        """The period index of a local wall-clock time (Mon-Fri weekday, Sat/Sun weekend;
+        public holidays are not in URDB's matrices and count as their weekday)."""
+        matrix = self.weekend_periods if local.weekday() >= 5 else self.weekday_periods
+        return matrix[local.month - 1][local.hour]
+
+    def rate_at(self, local: dt.datetime) -> float:
+        """$/kWh at a local wall-clock time."""
+        return self.rates_usd_per_kwh[self.period_at(local)]
+
+
+def _matrix(item: dict, key: str, path: Path) -> tuple[tuple[int, ...], ...]:
+    rows = item.get(key)
+    if not isinstance(rows, list) or len(rows) != 12 or any(not isinstance(r, list) or len(r) != 24 for r in rows):
+        raise PriceFileError(f"{path}: {key} must be a 12x24 matrix (month rows, hour columns)")
+    return tuple(tuple(int(v) for v in r) for r in rows)
+
+
+def parse_urdb_item(item: dict, path: Path = Path("<urdb>"), tier: int = 0) -> UrdbTariff:
+    """One URDB rate record (the JSON the OpenEI API returns under `items`)."""
+    structure = item.get("energyratestructure")
+    if not isinstance(structure, list) or not structure:
+        raise PriceFileError(f"{path}: energyratestructure missing or empty")
+    rates = []
+    for p, tiers in enumerate(structure):
+        chosen = tiers[min(tier, len(tiers) - 1)]
+        if "rate" not in chosen:
+            raise PriceFileError(f"{path}: period {p} has no rate")
+        rates.append(float(chosen["rate"]) + float(chosen.get("adj", 0.0)))
+    weekday = _matrix(item, "energyweekdayschedule", path)
+    weekend = _matrix(item, "energyweekendschedule", path)
+    used = {v for m in (weekday, weekend) for row in m for v in row}
+    if max(used) >= len(rates) or min(used) < 0:
+        raise PriceFileError(f"{path}: schedule uses period {max(used)} but only {len(rates)} rates are given")
+    return UrdbTariff(
+        name=str(item.get("name", "")), utility=str(item.get("utility", "")),
+        weekday_periods=weekday, weekend_periods=weekend, rates_usd_per_kwh=tuple(rates),
+        fixed_charge_usd_per_month=float(item.get("fixedchargefirstmeter", 0.0) or 0.0),
+    )
+
+
+def load_urdb_tariff(path: Path) -> UrdbTariff:
+    """An OpenEI URDB JSON file: `{"items": [record, ...]}` (first record) or one bare record."""
+    path = Path(path)
+    try:
+        data = json.loads(path.read_text())
+    except FileNotFoundError:
+        raise PriceFileError(f"tariff file {path} does not exist") from None
+    except json.JSONDecodeError as exc:
+        raise PriceFileError(f"tariff file {path} is not JSON: {exc}") from None
+    items = data.get("items") if isinstance(data, dict) and "items" in data else [data]
+    if not items:
+        raise PriceFileError(f"{path}: no rate records under items")
+    return parse_urdb_item(items[0], path)
+
+
+def tariff_prices(tariff: UrdbTariff, hours: pl.Series, timezone: str) -> pl.DataFrame:
+    """hour_at (UTC) -> price_usd_per_kwh and tou_period, looked up at local wall-clock time."""
+    zone = ZoneInfo(timezone)
+    rows = []
+    for hour in hours.to_list():
+        local = hour.astimezone(zone)
+        rows.append((hour, tariff.rate_at(local), tariff.period_at(local)))
+    return pl.DataFrame(
+        rows, schema={"hour_at": pl.Datetime("us", "UTC"), "price_usd_per_kwh": pl.Float64, "tou_period": pl.Int64},
+        orient="row",
+    )

@@ -1,0 +1,109 @@
+"""Put an hourly reference series (grid intensity, prices) onto the hours being accounted.
+
+The reference files cover one past year (Electricity Maps FR 2022, PJM 2025...) while the fleet
+runs in another. The stated rule, applied to every target hour and counted in `value_rule`:
+
+1. `exact`: the source has that very hour (same year).
+2. `year_mapped`: otherwise the same (month, day, hour-of-day) from the source year nearest the
+   target year (ties go to the earlier year). 29 February maps to 28 February when the source
+   has no leap day.
+3. `interpolated`: the source hour chosen by 1 or 2 was itself missing inside the source's span;
+   it is filled by linear interpolation in time between its neighbours.
+4. `hour_of_day_mean`: the source does not cover that calendar day at all (e.g. a 3-month
+   WattTime file and a target in June): the mean of the source at that hour of day.
+5. `default`: the source is empty; the caller's default value.
+
+Hours are UTC. Frames: `hour_at` is `Datetime("us", "UTC")`, truncated to the hour.
+"""
+
+from __future__ import annotations
+
+import polars as pl
+
+UTC_HOUR = pl.Datetime("us", "UTC")
+RULES = ("exact", "year_mapped", "interpolated", "hour_of_day_mean", "default")
+
+
+def complete_hourly(source: pl.DataFrame, value_cols: list[str]) -> pl.DataFrame:
+    """Reindex `source` (hour_at + value_cols) to every hour of its span; gaps are filled by
+    linear interpolation and flagged `interpolated` (bool)."""
+    if source.height == 0:
+        return source.with_columns(pl.lit(False).alias("interpolated"))
+    src = source.sort("hour_at").unique("hour_at", keep="first", maintain_order=True)
+    hours = pl.datetime_range(
+        src["hour_at"].min(), src["hour_at"].max(), interval="1h", time_unit="us", time_zone="UTC",
+        eager=True,
+    ).alias("hour_at")
+    full = pl.DataFrame(hours).join(src.with_columns(pl.lit(False).alias("interpolated")),
+                                    on="hour_at", how="left")
+    full = full.with_columns(pl.col("interpolated").fill_null(True))
+    return full.with_columns([pl.col(c).cast(pl.Float64).interpolate() for c in value_cols])
+
+
+def map_to_target_hours(
+    source: pl.DataFrame,
+    target_hours: pl.Series | list,
+    value_cols: list[str],
+    defaults: dict[str, float | None],
+) -> pl.DataFrame:
+    """One row per target hour: hour_at, each value column, `source_hour_at` (the source hour
+    used, NULL for the fallbacks) and `value_rule` (one of RULES, see the module docstring)."""
+    target = (
+        pl.DataFrame({"hour_at": pl.Series(target_hours).cast(UTC_HOUR)})
+        .unique("hour_at").sort("hour_at")
+    )
+    if source.height == 0:
+        return target.with_columns(
+            [pl.lit(defaults.get(c), dtype=pl.Float64).alias(c) for c in value_cols]
+            + [pl.lit(None, dtype=UTC_HOUR).alias("source_hour_at"), pl.lit("default").alias("value_rule")]
+        )
+    full = complete_hourly(source.select(["hour_at", *value_cols]), value_cols)
+    has_leap_day = full.filter((pl.col("hour_at").dt.month() == 2) & (pl.col("hour_at").dt.day() == 29)).height > 0
+    keyed_src = full.with_columns(
+        pl.col("hour_at").alias("source_hour_at"),
+        pl.col("hour_at").dt.year().alias("src_year"),
+        pl.col("hour_at").dt.month().alias("k_month"),
+        pl.col("hour_at").dt.day().alias("k_day"),
+        pl.col("hour_at").dt.hour().alias("k_hour"),
+    ).drop("hour_at")
+    is_leap = (pl.col("hour_at").dt.month() == 2) & (pl.col("hour_at").dt.day() == 29)
+    keyed_tgt = target.with_columns(
+        pl.col("hour_at").dt.year().alias("tgt_year"),
+        pl.col("hour_at").dt.month().alias("k_month"),
+        pl.when(is_leap & pl.lit(not has_leap_day)).then(28).otherwise(pl.col("hour_at").dt.day())
+        .cast(keyed_src["k_day"].dtype).alias("k_day"),
+        pl.col("hour_at").dt.hour().alias("k_hour"),
+    )
+    matched = (
+        keyed_tgt.join(keyed_src, on=["k_month", "k_day", "k_hour"], how="inner")
+        .with_columns((pl.col("src_year").cast(pl.Int32) - pl.col("tgt_year").cast(pl.Int32)).abs().alias("dist"))
+        .sort(["hour_at", "dist", "src_year"])
+        .group_by("hour_at", maintain_order=True).first()
+        .with_columns(
+            pl.when(pl.col("interpolated")).then(pl.lit("interpolated"))
+            .when(pl.col("source_hour_at") == pl.col("hour_at")).then(pl.lit("exact"))
+            .otherwise(pl.lit("year_mapped")).alias("value_rule")
+        )
+        .select(["hour_at", *value_cols, "source_hour_at", "value_rule"])
+    )
+    missing = target.join(matched.select("hour_at"), on="hour_at", how="anti")
+    if missing.height:
+        profile = full.group_by(pl.col("hour_at").dt.hour().alias("k_hour")).agg(
+            [pl.col(c).mean() for c in value_cols]
+        )
+        filled = (
+            missing.with_columns(pl.col("hour_at").dt.hour().alias("k_hour"))
+            .join(profile, on="k_hour", how="left")
+            .with_columns([pl.col(c).fill_null(defaults.get(c)) for c in value_cols])
+            .with_columns(pl.lit(None, dtype=UTC_HOUR).alias("source_hour_at"),
+                          pl.lit("hour_of_day_mean").alias("value_rule"))
+            .select(["hour_at", *value_cols, "source_hour_at", "value_rule"])
+        )
+        matched = pl.concat([matched, filled], how="vertical_relaxed")
+    return matched.sort("hour_at")
+
+
+def rule_counts(mapped: pl.DataFrame) -> dict[str, int]:
+    """How many target hours each rule produced (every rule listed, zeros included)."""
+    counts = dict(mapped.group_by("value_rule").len().iter_rows())
+    return {rule: int(counts.get(rule, 0)) for rule in RULES}

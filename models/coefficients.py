@@ -1,0 +1,128 @@
+"""Power-model coefficients and their solution from sufficient statistics (pure numpy/scipy).
+
+Model (W): P = static_w + temp_w_per_c*(T - 25) + dyn_w*activity*(f/f_max)^alpha + mem_w*memory
+             + pcie_w_per_gbps*pcie_GBps.
+The heavy part (sums over rows) is SQL (models/sql/power_suffstats.sql); this module only solves
+the 5x5 normal equations per GPU model and exponent, with the signs physics demands.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Mapping, Sequence
+
+import numpy as np
+from scipy.optimize import lsq_linear
+
+N_FEATURES = 5  # intercept, temperature, dynamic, memory, pcie
+FEATURE_NAMES = ("static_w", "temp_w_per_c", "dyn_w", "mem_w", "pcie_w_per_gbps")
+# Lower/upper bounds per coefficient: static power is positive, dynamic, memory and PCIe power
+# cannot be negative; the temperature slope is left free (a wrong sign is a finding, not a fix).
+LOWER_BOUNDS = np.array([1e-6, -np.inf, 0.0, 0.0, 0.0])
+UPPER_BOUNDS = np.full(N_FEATURES, np.inf)
+
+
+class FitError(ValueError):
+    """Sufficient statistics that cannot be solved (too few rows, no variation)."""
+
+
+@dataclass(frozen=True)
+class PowerCoefficients:
+    """One GPU model's fitted power model. Watts; f_max in MHz; alpha unitless (None: no clocks)."""
+
+    static_w: float
+    temp_w_per_c: float
+    dyn_w: float
+    dyn_freq_exponent: float | None
+    mem_w: float
+    pcie_w_per_gbps: float
+    f_max_mhz: float | None
+
+    @property
+    def static_pct_per_10c(self) -> float | None:
+        """Rise of static power per 10 C, in % of static power at 25 C."""
+        return 100.0 * 10.0 * self.temp_w_per_c / self.static_w if self.static_w > 0 else None
+
+    def predict_power_w(self, *, temp_c: float | np.ndarray = 25.0, activity_ratio=0.0,
+                        clock_ratio=1.0, memory_ratio=0.0, pcie_gbps=0.0) -> np.ndarray | float:
+        """Predicted board power in W (unclipped: apply min(P, limit) where a cap holds)."""
+        alpha = 1.0 if self.dyn_freq_exponent is None else self.dyn_freq_exponent
+        return (self.static_w + self.temp_w_per_c * (np.asarray(temp_c) - 25.0)
+                + self.dyn_w * np.asarray(activity_ratio) * np.power(np.asarray(clock_ratio, dtype=float), alpha)
+                + self.mem_w * np.asarray(memory_ratio) + self.pcie_w_per_gbps * np.asarray(pcie_gbps))
+
+    def as_row(self) -> dict[str, float | None]:
+        return {"static_w": self.static_w, "temp_w_per_c": self.temp_w_per_c, "dyn_w": self.dyn_w,
+                "dyn_freq_exponent": self.dyn_freq_exponent, "mem_w": self.mem_w,
+                "pcie_w_per_gbps": self.pcie_w_per_gbps, "f_max_mhz": self.f_max_mhz}
+
+
+@dataclass(frozen=True)
+class LinearSolution:
+    beta: np.ndarray  # the 5 coefficients (0 for dropped features)
+    sse_w2: float  # training sum of squared errors, W^2
+    n: int
+    used: tuple[bool, ...]  # which features had variation and were fitted
+
+
+def normal_equations(stats: Mapping[str, float]) -> tuple[np.ndarray, np.ndarray, float, int]:
+    """(X'X, X'y, y'y, n) from one row of power_suffstats."""
+    n = int(stats["n"])
+    xtx = np.empty((N_FEATURES, N_FEATURES))
+    for i in range(N_FEATURES):
+        for j in range(i, N_FEATURES):
+            value = float(n) if i == j == 0 else float(stats[f"xtx_{i}_{j}"] or 0.0)
+            xtx[i, j] = xtx[j, i] = value
+    xty = np.array([float(stats[f"xty_{i}"] or 0.0) for i in range(N_FEATURES)])
+    return xtx, xty, float(stats["yty"] or 0.0), n
+
+
+def solve_normal_equations(xtx: np.ndarray, xty: np.ndarray, yty: float, n: int) -> LinearSolution:
+    """Bounded least squares from sufficient statistics alone.
+
+    With X'X = L L' (Cholesky), ||X b - y||^2 = ||L' b - L^-1 X'y||^2 + const, so lsq_linear on the
+    5x5 system gives the same bounded optimum as on the rows. Features without variation (a column
+    of zeros, or constant and so collinear with the intercept) are dropped and get coefficient 0.
+    """
+    if n < N_FEATURES + 1:
+        raise FitError(f"{n} training rows; need at least {N_FEATURES + 1}")
+    mean = xtx[0] / n
+    variance = np.diag(xtx) / n - mean**2
+    scale_ref = np.maximum(np.diag(xtx) / n, 1e-300)
+    used = [True] + [bool(variance[i] > 1e-9 * scale_ref[i]) for i in range(1, N_FEATURES)]
+    idx = np.flatnonzero(used)
+    a = xtx[np.ix_(idx, idx)]
+    b = xty[idx]
+    d = np.sqrt(np.diag(a))  # column scaling for conditioning
+    a_scaled = a / np.outer(d, d) + 1e-12 * np.eye(len(idx))
+    chol = np.linalg.cholesky(a_scaled)
+    rhs = np.linalg.solve(chol, b / d)
+    result = lsq_linear(chol.T, rhs, bounds=(LOWER_BOUNDS[idx] * d, UPPER_BOUNDS[idx] * d),
+                        method="bvls", lsmr_tol="auto")
+    beta = np.zeros(N_FEATURES)
+    beta[idx] = result.x / d
+    sse = float(yty - 2 * beta @ xty + beta @ xtx @ beta)
+    return LinearSolution(beta=beta, sse_w2=max(sse, 0.0), n=n, used=tuple(used))
+
+
+def best_exponent(rows: Sequence[Mapping[str, float]], *, has_clock: bool) -> tuple[float | None, LinearSolution]:
+    """Solve each exponent's statistics; return (alpha with least training SSE, its solution).
+
+    Without clock readings every alpha gives the same features, and alpha is reported as None.
+    """
+    if not rows:
+        raise FitError("no sufficient-statistics rows (no training samples)")
+    best: tuple[float, LinearSolution] | None = None
+    for row in rows:
+        solution = solve_normal_equations(*normal_equations(row))
+        if best is None or solution.sse_w2 < best[1].sse_w2:
+            best = (float(row["alpha"]), solution)
+    assert best is not None
+    return (best[0] if has_clock else None), best[1]
+
+
+def coefficients_from(solution: LinearSolution, alpha: float | None, f_max_mhz: float | None) -> PowerCoefficients:
+    b = solution.beta
+    return PowerCoefficients(static_w=float(b[0]), temp_w_per_c=float(b[1]), dyn_w=float(b[2]),
+                             dyn_freq_exponent=alpha, mem_w=float(b[3]), pcie_w_per_gbps=float(b[4]),
+                             f_max_mhz=f_max_mhz)

@@ -1,0 +1,239 @@
+"""Daily power-model fit per GPU model, validated on held-out time, written to the warehouse.
+
+`fit_day(con, day, settings)` fits P = a0 + aT*(T-25) + a_dyn*act*(f/f_max)^alpha + a_mem*mem
++ a_pcie*pcie_GBps (watts) for every GPU model seen in the `history_days` up to `day`:
+1. models/sql/power_features.sql picks the feature set per model (DCGM when sm_active_ratio is in
+   most rows, else NVML-only), marks power-limited rows (SW power cap bit 0x4, or power within 1%
+   of the limit: the cap, not the workload, sets their power) and the held-out tail of time;
+2. models/sql/power_suffstats.sql sums X'X, X'y, y'y per model and per alpha on a grid, so no row
+   reaches Python and any SQL engine can do the heavy part;
+3. numpy/scipy solve each alpha with sign bounds and keep the least training SSE;
+4. held-out MAPE, R^2 and job-energy error are SQL aggregates of the residuals;
+5. the gate (held-out MAPE, minimum rows) and drift against the previous fit are decided here.
+Rows go to `fct_power_model` and `fct_power_residual_hourly` (delete-then-insert for the day).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+from dataclasses import dataclass
+
+import duckdb
+
+from collectors.settings import ModelSettings
+from models.coefficients import FitError, PowerCoefficients, best_exponent, coefficients_from
+from models.sql import load_sql
+
+_IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)?$")
+JOBS_RELATIONS = ("stg_jobs", "jobs", "raw_jobs")  # first one present is used for job energy
+
+
+@dataclass(frozen=True)
+class PowerFit:
+    """One GPU model's fit for one day and how it did on time it did not see."""
+
+    gpu_model: str
+    day: dt.date
+    fitted_at: dt.datetime
+    feature_set: str
+    n_samples: int
+    n_holdout: int
+    n_power_limited_excluded: int
+    n_incomplete_excluded: int
+    coefficients: PowerCoefficients | None
+    mape_pct: float | None
+    r2: float | None
+    rmse_w: float | None
+    job_energy_error_pct: float | None
+    passed_gate: bool
+    gate_reason: str | None
+    drift_pct: float | None
+    drift_warning: bool | None
+
+
+def quoted_relation(name: str) -> str:
+    """`name` as a quoted SQL identifier (schema.table allowed); identifiers cannot be bound."""
+    if not _IDENTIFIER.match(name):
+        raise ValueError(f"relation name {name!r} is not a plain identifier (letters, digits, _; optional schema.)")
+    return ".".join(f'"{part}"' for part in name.split("."))
+
+
+def relation_exists(con: duckdb.DuckDBPyConnection, name: str) -> bool:
+    schema, _, table = name.rpartition(".")
+    rows = con.execute(
+        "SELECT 1 FROM duckdb_tables() WHERE table_name = ? AND (? = '' OR schema_name = ?) "
+        "UNION ALL SELECT 1 FROM duckdb_views() WHERE view_name = ? AND (? = '' OR schema_name = ?)",
+        [table, schema, schema, table, schema, schema],
+    ).fetchall()
+    return bool(rows)
+
+
+def _records(cursor: duckdb.DuckDBPyConnection) -> list[dict]:
+    names = [d[0] for d in cursor.description]
+    return [dict(zip(names, row)) for row in cursor.fetchall()]
+
+
+def build_power_features(con: duckdb.DuckDBPyConnection, day: dt.date, settings: ModelSettings,
+                         samples_relation: str = "stg_gpu_samples") -> None:
+    """(Re)create the temp table `power_features` for the window ending on `day`."""
+    if not relation_exists(con, samples_relation):
+        raise ValueError(f"samples relation {samples_relation!r} does not exist in the warehouse")
+    con.execute(f"CREATE OR REPLACE TEMP VIEW power_input_samples AS SELECT * FROM {quoted_relation(samples_relation)}")
+    con.execute(
+        "CREATE OR REPLACE TEMP TABLE power_features AS " + load_sql("power_features"),
+        {"day": day, "history_days": settings.history_days, "holdout_fraction": settings.holdout_fraction,
+         "max_interval_s": settings.max_sample_interval_s},
+    )
+
+
+def write_coefficients_table(con: duckdb.DuckDBPyConnection, coefficients: dict[str, PowerCoefficients]) -> None:
+    """Temp table `power_fit_coefficients` that the validation and residual SQL join on."""
+    con.execute(
+        "CREATE OR REPLACE TEMP TABLE power_fit_coefficients (gpu_model VARCHAR, static_w DOUBLE, "
+        "temp_w_per_c DOUBLE, dyn_w DOUBLE, dyn_freq_exponent DOUBLE, mem_w DOUBLE, pcie_w_per_gbps DOUBLE)"
+    )
+    rows = [[m, c.static_w, c.temp_w_per_c, c.dyn_w, c.dyn_freq_exponent, c.mem_w, c.pcie_w_per_gbps]
+            for m, c in coefficients.items()]
+    if rows:
+        con.executemany("INSERT INTO power_fit_coefficients VALUES (?, ?, ?, ?, ?, ?, ?)", rows)
+
+
+def _previous_fit(con: duckdb.DuckDBPyConnection, gpu_model: str, day: dt.date) -> dict | None:
+    if not relation_exists(con, "fct_power_model"):
+        return None
+    rows = _records(con.execute(
+        "SELECT static_w, dyn_w, mem_w FROM fct_power_model WHERE gpu_model = ? AND day < ? "
+        "AND static_w IS NOT NULL ORDER BY day DESC, fitted_at DESC LIMIT 1", [gpu_model, day]))
+    return rows[0] if rows else None
+
+
+def drift_pct(previous: dict | None, current: PowerCoefficients) -> float | None:
+    """Largest relative change (%) of static, dynamic and memory power vs the previous fit.
+
+    A term below 1 W on both days is skipped (a relative change of near-zero terms is noise)."""
+    if previous is None:
+        return None
+    changes = []
+    for name in ("static_w", "dyn_w", "mem_w"):
+        old, new = previous[name], getattr(current, name)
+        if old is None or (abs(old) < 1.0 and abs(new) < 1.0):
+            continue
+        changes.append(100.0 * abs(new - old) / max(abs(old), 1.0))
+    return max(changes) if changes else None
+
+
+def gate(n_samples: int, mape_pct: float | None, settings: ModelSettings) -> tuple[bool, str | None]:
+    """Whether a fit may drive recommendations, and if not, why."""
+    if n_samples < settings.min_samples:
+        return False, f"only {n_samples} training samples (< min_samples {settings.min_samples})"
+    if mape_pct is None:
+        return False, "no held-out samples to validate on"
+    if mape_pct > settings.max_holdout_mape_pct:
+        return False, f"held-out MAPE {mape_pct:.1f}% above {settings.max_holdout_mape_pct:.1f}%"
+    return True, None
+
+
+def fit_day(con: duckdb.DuckDBPyConnection, day: dt.date, settings: ModelSettings, *,
+            samples_relation: str = "stg_gpu_samples") -> list[PowerFit]:
+    """Fit, validate and store one power model per GPU model for `day`; returns the fits."""
+    build_power_features(con, day, settings, samples_relation)
+    summary = {r["gpu_model"]: r for r in _records(con.execute(load_sql("power_feature_summary")))}
+    stats_rows = _records(con.execute(load_sql("power_suffstats"), {
+        "alpha_min": settings.alpha_min, "alpha_step": settings.alpha_step, "alpha_count": settings.alpha_count}))
+    by_model: dict[str, list[dict]] = {}
+    for row in stats_rows:
+        by_model.setdefault(row["gpu_model"], []).append(row)
+
+    coefficients: dict[str, PowerCoefficients] = {}
+    failures: dict[str, str] = {}
+    for gpu_model, info in summary.items():
+        try:
+            alpha, solution = best_exponent(by_model.get(gpu_model, []), has_clock=bool(info["has_clock"]))
+        except FitError as exc:
+            failures[gpu_model] = f"fit failed: {exc}"
+            continue
+        coefficients[gpu_model] = coefficients_from(solution, alpha, info["f_max_mhz"])
+
+    write_coefficients_table(con, coefficients)
+    metrics = {r["gpu_model"]: r for r in _records(con.execute(load_sql("power_holdout_metrics")))}
+    job_errors: dict[str, dict] = {}
+    jobs_relation = next((name for name in JOBS_RELATIONS if relation_exists(con, name)), None)
+    if jobs_relation is not None:
+        con.execute(f"CREATE OR REPLACE TEMP VIEW power_input_jobs AS SELECT * FROM {quoted_relation(jobs_relation)}")
+        job_errors = {r["gpu_model"]: r for r in _records(con.execute(load_sql("power_job_energy_error")))}
+
+    fitted_at = dt.datetime.now(dt.timezone.utc)
+    fits = []
+    for gpu_model, info in summary.items():
+        coef = coefficients.get(gpu_model)
+        m = metrics.get(gpu_model, {})
+        n_samples = int(info["n_training"])
+        if coef is None:
+            passed, reason, drift = False, failures[gpu_model], None
+        else:
+            passed, reason = gate(n_samples, m.get("mape_pct"), settings)
+            drift = drift_pct(_previous_fit(con, gpu_model, day), coef)
+        fits.append(PowerFit(
+            gpu_model=gpu_model, day=day, fitted_at=fitted_at, feature_set=info["feature_set"],
+            n_samples=n_samples, n_holdout=int(m.get("n_holdout") or 0),
+            n_power_limited_excluded=int(info["n_power_limited_excluded"]),
+            n_incomplete_excluded=int(info["n_incomplete_excluded"]), coefficients=coef,
+            mape_pct=m.get("mape_pct"), r2=m.get("r2"), rmse_w=m.get("rmse_w"),
+            job_energy_error_pct=job_errors.get(gpu_model, {}).get("job_energy_error_pct"),
+            passed_gate=passed, gate_reason=reason, drift_pct=drift,
+            drift_warning=None if drift is None else drift > settings.drift_warning_pct,
+        ))
+    _store(con, day, fits)
+    return fits
+
+
+def _store(con: duckdb.DuckDBPyConnection, day: dt.date, fits: list[PowerFit]) -> None:
+    con.execute(load_sql("fct_power_model"))
+    residual_sql = load_sql("fct_power_residual_hourly")
+    con.execute(f"CREATE TABLE IF NOT EXISTS fct_power_residual_hourly AS SELECT * FROM ({residual_sql}) WHERE false",
+                {"day": day})
+    con.execute("BEGIN TRANSACTION")
+    try:
+        con.execute("DELETE FROM fct_power_model WHERE day = ?", [day])
+        for f in fits:
+            c = f.coefficients
+            values = {
+                "gpu_model": f.gpu_model, "day": f.day, "fitted_at": f.fitted_at, "feature_set": f.feature_set,
+                "n_samples": f.n_samples, "n_holdout": f.n_holdout,
+                "n_power_limited_excluded": f.n_power_limited_excluded,
+                "n_incomplete_excluded": f.n_incomplete_excluded, "mape_pct": f.mape_pct, "r2": f.r2,
+                "rmse_w": f.rmse_w, "job_energy_error_pct": f.job_energy_error_pct,
+                **(c.as_row() if c else {}),
+                "static_pct_per_10c": c.static_pct_per_10c if c else None,
+                "passed_gate": f.passed_gate, "gate_reason": f.gate_reason, "drift_pct": f.drift_pct,
+                "drift_warning": f.drift_warning,
+            }
+            names = list(values)
+            con.execute(f"INSERT INTO fct_power_model ({', '.join(names)}) VALUES ({', '.join('?' * len(names))})",
+                        list(values.values()))
+        con.execute("DELETE FROM fct_power_residual_hourly WHERE day = ?", [day])
+        con.execute(f"INSERT INTO fct_power_residual_hourly BY NAME {residual_sql}", {"day": day})
+        con.execute("COMMIT")
+    except Exception:
+        con.execute("ROLLBACK")
+        raise
+
+
+def load_fit(con: duckdb.DuckDBPyConnection, gpu_model: str, day: dt.date | None = None) -> dict | None:
+    """The latest fct_power_model row for `gpu_model` on or before `day` (any day when None)."""
+    if not relation_exists(con, "fct_power_model"):
+        return None
+    rows = _records(con.execute(
+        "SELECT * FROM fct_power_model WHERE gpu_model = ? AND (CAST(? AS DATE) IS NULL OR day <= ?) "
+        "ORDER BY day DESC, fitted_at DESC LIMIT 1", [gpu_model, day, day]))
+    return rows[0] if rows else None
+
+
+def coefficients_of(row: dict) -> PowerCoefficients | None:
+    """PowerCoefficients from a fct_power_model row (None where the fit failed)."""
+    if row is None or row.get("static_w") is None:
+        return None
+    return PowerCoefficients(static_w=row["static_w"], temp_w_per_c=row["temp_w_per_c"], dyn_w=row["dyn_w"],
+                             dyn_freq_exponent=row["dyn_freq_exponent"], mem_w=row["mem_w"],
+                             pcie_w_per_gbps=row["pcie_w_per_gbps"], f_max_mhz=row["f_max_mhz"])

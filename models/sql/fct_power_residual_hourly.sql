@@ -1,0 +1,41 @@
+-- fct_power_residual_hourly: where the power model is wrong, per GPU-hour of one day.
+-- Grain: gpu_uuid x hour_at, for rows of power_features with day = $day.
+-- Inputs: power_features, power_fit_coefficients (the fit of that day).
+-- Columns: day (DATE), hour_at (TIMESTAMPTZ, UTC hour start), host, gpu_uuid, gpu_model, feature_set,
+--   n_samples, measured_energy_kwh (kWh, sum of power x interval), predicted_energy_kwh (kWh, the
+--   model from that hour's readings, capped at the power limit), residual_energy_kwh (kWh,
+--   measured - predicted), residual_pct (% of measured), avg_temp_c (C), power_limited_ratio (0..1).
+WITH predicted AS (
+    SELECT
+        f.*,
+        least(
+            c.static_w + c.temp_w_per_c * f.temp_delta_c
+                + c.dyn_w * f.activity_ratio * pow(f.clock_ratio, coalesce(c.dyn_freq_exponent, 1.0))
+                + c.mem_w * f.memory_ratio + c.pcie_w_per_gbps * f.pcie_gbps,
+            coalesce(f.power_limit_w, 1e9)
+        ) AS predicted_power_w
+    FROM power_features AS f
+    JOIN power_fit_coefficients AS c USING (gpu_model)
+    WHERE f.day = $day AND f.is_complete
+),
+hourly AS (
+    SELECT
+        day,
+        date_trunc('hour', sampled_at) AS hour_at,
+        host, gpu_uuid, gpu_model, feature_set,
+        count(*) AS n_samples,
+        sum(power_w * interval_s) / 3.6e6 AS measured_energy_kwh,
+        sum(predicted_power_w * interval_s) / 3.6e6 AS predicted_energy_kwh,
+        avg(temp_c) AS avg_temp_c,
+        avg(CASE WHEN is_power_limited THEN 1.0 ELSE 0.0 END) AS power_limited_ratio
+    FROM predicted
+    GROUP BY day, date_trunc('hour', sampled_at), host, gpu_uuid, gpu_model, feature_set
+)
+SELECT
+    day, hour_at, host, gpu_uuid, gpu_model, feature_set, n_samples,
+    measured_energy_kwh, predicted_energy_kwh,
+    measured_energy_kwh - predicted_energy_kwh AS residual_energy_kwh,
+    CASE WHEN measured_energy_kwh > 0
+         THEN 100.0 * (measured_energy_kwh - predicted_energy_kwh) / measured_energy_kwh END AS residual_pct,
+    avg_temp_c, power_limited_ratio
+FROM hourly

@@ -1,0 +1,92 @@
+-- power_features: the power model's inputs, one row per GPU sample in the fitting window.
+-- Grain: gpu_uuid x sampled_at, days in ($day - $history_days, $day] of `power_input_samples`
+-- (a temporary view over stg_gpu_samples that models.power creates).
+-- Parameters: $day DATE, $history_days INTEGER, $holdout_fraction DOUBLE (0..1),
+--             $max_interval_s DOUBLE (longest gap one sample is allowed to stand for).
+-- Columns:
+--   gpu_model, feature_set ('dcgm' | 'nvml'), host, gpu_uuid, sampled_at (UTC), day (DATE)
+--   power_w (W, measured), power_limit_w (W), temp_c (C, as read; NULL where missing)
+--   temp_delta_c (C above 25 C; 0 where the model has no temperature readings at all)
+--   activity_ratio (0..1: sm_active_ratio for dcgm, util_gpu_pct/100 for nvml)
+--   clock_ratio (0..1: sm_clock_mhz / f_max_mhz; 1 where the model has no clock readings)
+--   memory_ratio (0..1: dram_active_ratio for dcgm, util_mem_pct/100 for nvml; 0 where absent)
+--   pcie_gbps (GB/s, tx + rx; 0 where absent)
+--   f_max_mhz (MHz, highest SM clock seen for the model in the window)
+--   interval_s (s, time this sample stands for: gap to the next one, capped)
+--   is_power_limited (SW power cap bit 0x4 set, or power within 1% of the limit)
+--   is_holdout (in the last $holdout_fraction of the model's time range)
+--   is_complete (every feature the model uses is present in this row)
+WITH window_rows AS (
+    SELECT *
+    FROM power_input_samples
+    WHERE day <= $day
+      AND day > $day - CAST($history_days AS INTEGER)
+      AND power_w IS NOT NULL
+      AND gpu_model IS NOT NULL
+),
+availability AS (
+    SELECT
+        gpu_model,
+        count(*) AS n_rows,
+        count(sm_active_ratio) / count(*) AS sm_active_share,
+        count(dram_active_ratio) / count(*) AS dram_active_share,
+        count(util_gpu_pct) / count(*) AS util_gpu_share,
+        count(util_mem_pct) / count(*) AS util_mem_share,
+        count(temp_c) / count(*) AS temp_share,
+        count(sm_clock_mhz) / count(*) AS clock_share,
+        count(pcie_tx_bytes_per_s) / count(*) AS pcie_share,
+        max(sm_clock_mhz) AS f_max_mhz,
+        min(epoch(sampled_at)) AS first_epoch_s,
+        max(epoch(sampled_at)) AS last_epoch_s
+    FROM window_rows
+    GROUP BY gpu_model
+),
+feature_choice AS (
+    SELECT
+        gpu_model,
+        CASE WHEN sm_active_share >= 0.5 THEN 'dcgm' ELSE 'nvml' END AS feature_set,
+        temp_share >= 0.5 AS has_temp,
+        clock_share >= 0.5 AND f_max_mhz > 0 AS has_clock,
+        CASE WHEN sm_active_share >= 0.5 THEN dram_active_share ELSE util_mem_share END >= 0.5 AS has_memory,
+        pcie_share >= 0.5 AS has_pcie,
+        f_max_mhz,
+        first_epoch_s + (last_epoch_s - first_epoch_s) * (1 - $holdout_fraction) AS holdout_from_epoch_s
+    FROM availability
+),
+features AS (
+    SELECT
+        w.gpu_model,
+        c.feature_set,
+        w.host,
+        w.gpu_uuid,
+        w.sampled_at,
+        w.day,
+        CAST(w.power_w AS DOUBLE) AS power_w,
+        CAST(w.power_limit_w AS DOUBLE) AS power_limit_w,
+        CAST(w.temp_c AS DOUBLE) AS temp_c,
+        CASE WHEN c.has_temp THEN w.temp_c - 25.0 ELSE 0.0 END AS temp_delta_c,
+        CASE WHEN c.feature_set = 'dcgm' THEN CAST(w.sm_active_ratio AS DOUBLE)
+             ELSE w.util_gpu_pct / 100.0 END AS activity_ratio,
+        CASE WHEN c.has_clock THEN w.sm_clock_mhz / c.f_max_mhz ELSE 1.0 END AS clock_ratio,
+        CASE WHEN NOT c.has_memory THEN 0.0
+             WHEN c.feature_set = 'dcgm' THEN CAST(w.dram_active_ratio AS DOUBLE)
+             ELSE w.util_mem_pct / 100.0 END AS memory_ratio,
+        CASE WHEN c.has_pcie THEN (w.pcie_tx_bytes_per_s + coalesce(w.pcie_rx_bytes_per_s, 0)) / 1e9
+             ELSE 0.0 END AS pcie_gbps,
+        CAST(c.f_max_mhz AS DOUBLE) AS f_max_mhz,
+        least(
+            coalesce(epoch(lead(w.sampled_at) OVER (PARTITION BY w.gpu_uuid ORDER BY w.sampled_at))
+                     - epoch(w.sampled_at), 0.0),
+            $max_interval_s
+        ) AS interval_s,
+        (coalesce(w.clock_event_reasons, 0) & 4) <> 0
+            OR (w.power_limit_w IS NOT NULL AND w.power_w >= 0.99 * w.power_limit_w) AS is_power_limited,
+        epoch(w.sampled_at) >= c.holdout_from_epoch_s AS is_holdout
+    FROM window_rows AS w
+    JOIN feature_choice AS c USING (gpu_model)
+)
+SELECT
+    *,
+    temp_delta_c IS NOT NULL AND activity_ratio IS NOT NULL AND clock_ratio IS NOT NULL
+        AND memory_ratio IS NOT NULL AND pcie_gbps IS NOT NULL AS is_complete
+FROM features

@@ -1,0 +1,34 @@
+-- power_holdout_metrics: how well each fitted model predicts time it did not see.
+-- Grain: gpu_model. Rows: held-out, not power limited, every feature present, power_w > 0.
+-- Inputs: power_features, power_fit_coefficients (one row per gpu_model, written by models.power).
+-- Columns: gpu_model, n_holdout (rows), mape_pct (%, mean |predicted - measured| / measured),
+--          r2 (1 - SSE/SST, unitless), rmse_w (W).
+WITH predicted AS (
+    SELECT
+        f.gpu_model,
+        f.power_w,
+        c.static_w + c.temp_w_per_c * f.temp_delta_c
+            + c.dyn_w * f.activity_ratio * pow(f.clock_ratio, coalesce(c.dyn_freq_exponent, 1.0))
+            + c.mem_w * f.memory_ratio + c.pcie_w_per_gbps * f.pcie_gbps AS predicted_power_w
+    FROM power_features AS f
+    JOIN power_fit_coefficients AS c USING (gpu_model)
+    WHERE f.is_holdout AND NOT f.is_power_limited AND f.is_complete AND f.power_w > 0
+),
+sums AS (
+    SELECT
+        gpu_model,
+        count(*) AS n,
+        sum(abs(predicted_power_w - power_w) / power_w) AS sum_abs_rel,
+        sum((predicted_power_w - power_w) * (predicted_power_w - power_w)) AS sse,
+        sum(power_w) AS sy,
+        sum(power_w * power_w) AS syy
+    FROM predicted
+    GROUP BY gpu_model
+)
+SELECT
+    gpu_model,
+    n AS n_holdout,
+    100.0 * sum_abs_rel / n AS mape_pct,
+    CASE WHEN syy - sy * sy / n > 0 THEN 1.0 - sse / (syy - sy * sy / n) END AS r2,
+    sqrt(sse / n) AS rmse_w
+FROM sums

@@ -78,7 +78,7 @@ def _child(day: str, config: str) -> int:
     if bag.import_errors:
         print(f"DAG import errors: {bag.import_errors}", file=sys.stderr)
         return 2
-    dag = bag.get_dag(DAG_ID)
+    dag = bag.dags[DAG_ID]
     logical = dt.datetime.fromisoformat(day).replace(tzinfo=dt.timezone.utc)
     run = dag.test(logical_date=logical, run_conf={"day": day, "config": config})
     tis = run.get_task_instances() if hasattr(run, "get_task_instances") else []

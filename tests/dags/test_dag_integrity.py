@@ -1,0 +1,62 @@
+"""The DAG file parses without errors, imports nothing heavy, and is wired as documented."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+DAG_FILE = REPO / "dags" / "joulehouse_daily.py"
+HEAVY = ["duckdb", "polars", "pandas", "plotly", "pyarrow", "numpy", "scipy", "great_expectations",
+         "warehouse", "models", "reports", "collectors"]
+
+
+def _airflow_env(tmp_path: Path) -> dict[str, str]:
+    from joulehouse_cli.dagrun import airflow_env
+
+    return airflow_env(tmp_path / "airflow", REPO / "dags")
+
+
+def test_parsing_the_dag_file_imports_nothing_heavy(tmp_path):
+    probe = (
+        "import sys, runpy; before = set(sys.modules); runpy.run_path(%r); "
+        "new = {m.split('.')[0] for m in set(sys.modules) - before}; print(sorted(new))" % str(DAG_FILE)
+    )
+    out = subprocess.run([sys.executable, "-c", probe], env=_airflow_env(tmp_path), capture_output=True, text=True, check=True)
+    imported = eval(out.stdout.strip().splitlines()[-1])  # a printed list of module names
+    assert not set(HEAVY) & set(imported), f"parse-time imports: {set(HEAVY) & set(imported)}"
+
+
+def test_dagbag_loads_without_errors_and_tasks_are_wired(tmp_path):
+    probe = f"""
+import json
+from airflow.dag_processing.dagbag import DagBag
+bag = DagBag(dag_folder={str(REPO / 'dags')!r})
+dag = bag.dags['joulehouse_daily']
+print(json.dumps({{
+  'errors': {{k: str(v) for k, v in bag.import_errors.items()}},
+  'tasks': {{t.task_id: sorted(t.downstream_task_ids) for t in dag.tasks}},
+  'owners': sorted({{t.owner for t in dag.tasks}}),
+  'retries': sorted({{t.retries for t in dag.tasks}}),
+  'tags': sorted(dag.tags), 'schedule': str(dag.schedule),
+}}))
+"""
+    env = _airflow_env(tmp_path)
+    env.pop("JOULEHOUSE_DAG_RETRIES")
+    out = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr[-2000:]
+    import json
+
+    info = json.loads(out.stdout.strip().splitlines()[-1])
+    assert info["errors"] == {}
+    assert info["owners"] == ["joulehouse"] and info["retries"] == [2] and "joulehouse" in info["tags"]
+    assert info["schedule"] == "@daily"
+    tasks = info["tasks"]
+    assert tasks["build_warehouse"] == ["check_data"]
+    assert set(tasks["check_data"]) == {"fit_power_models", "account_carbon_and_cost"}
+    assert set(tasks["recommend_power_limits"]) == {"render_report", "export_recommended_config"}
+    assert tasks["export_recommended_config"] == []

@@ -77,9 +77,10 @@ def _records(cursor: duckdb.DuckDBPyConnection) -> list[dict]:
 def build_power_features(con: duckdb.DuckDBPyConnection, day: dt.date, settings: ModelSettings,
                          samples_relation: str = "stg_gpu_samples") -> None:
     """(Re)create the temp table `power_features` for the window ending on `day`."""
+    quoted = quoted_relation(samples_relation)
     if not relation_exists(con, samples_relation):
         raise ValueError(f"samples relation {samples_relation!r} does not exist in the warehouse")
-    con.execute(f"CREATE OR REPLACE TEMP VIEW power_input_samples AS SELECT * FROM {quoted_relation(samples_relation)}")
+    con.execute(f"CREATE OR REPLACE TEMP VIEW power_input_samples AS SELECT * FROM {quoted}")
     con.execute(
         "CREATE OR REPLACE TEMP TABLE power_features AS " + load_sql("power_features"),
         {"day": day, "history_days": settings.history_days, "holdout_fraction": settings.holdout_fraction,

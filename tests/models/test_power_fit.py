@@ -1,0 +1,176 @@
+"""The daily power fit: recovers known coefficients, validates on held-out time, gates, drifts."""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+
+import duckdb
+import numpy as np
+import pyarrow as pa
+import pytest
+from hypothesis import given, settings as hsettings, strategies as st
+
+from collectors.settings import ModelSettings
+from models.coefficients import solve_normal_equations
+from models.power import fit_day
+from power_synthetic import TruePower, load_samples, synthetic_samples
+
+DAY = dt.date(2026, 3, 2)
+A100 = "NVIDIA A100-SXM4-80GB"
+H100 = "NVIDIA H100 80GB HBM3"
+H100_TRUTH = TruePower(static_w=90, temp_w_per_c=1.0, dyn_w=480, alpha=2.5, mem_w=80, f_max_mhz=1980, limit_w=700)
+
+
+@pytest.fixture()
+def con():
+    connection = duckdb.connect()
+    yield connection
+    connection.close()
+
+
+def _fit(con, **kwargs):
+    fits = fit_day(con, DAY, ModelSettings(**kwargs))
+    return {f.gpu_model: f for f in fits}
+
+
+def test_dcgm_fit_recovers_known_coefficients_and_excludes_capped_rows(con):
+    truth = TruePower()
+    load_samples(con, synthetic_samples(truth=truth, capped_limit_w=200.0, seed=1))
+    fit = _fit(con)[A100]
+    c = fit.coefficients
+    assert fit.feature_set == "dcgm"
+    assert fit.n_power_limited_excluded > 50  # GPU 0 ran under a 200 W cap
+    assert c.dyn_w == pytest.approx(truth.dyn_w, rel=0.05)
+    assert abs(c.dyn_freq_exponent - truth.alpha) <= 0.25
+    assert c.static_w == pytest.approx(truth.static_w, rel=0.10)
+    assert c.temp_w_per_c == pytest.approx(truth.temp_w_per_c, rel=0.15)
+    assert c.mem_w == pytest.approx(truth.mem_w, rel=0.10)
+    assert c.pcie_w_per_gbps == pytest.approx(truth.pcie_w_per_gbps, rel=0.25)
+    assert c.static_pct_per_10c == pytest.approx(100 * 10 * truth.temp_w_per_c / truth.static_w, rel=0.2)
+    assert fit.mape_pct < 5.0 and fit.r2 > 0.95
+    assert fit.passed_gate and fit.gate_reason is None
+
+
+def test_capped_rows_would_bias_the_fit_if_kept(con):
+    """The exclusion matters: the same data with the cap bit and limit erased fits dyn_w worse."""
+    truth = TruePower()
+    table = synthetic_samples(truth=truth, capped_limit_w=220.0, seed=3)
+    hidden = table.set_column(table.schema.get_field_index("clock_event_reasons"), "clock_event_reasons",
+                              pa.nulls(table.num_rows, pa.int64()))
+    hidden = hidden.set_column(hidden.schema.get_field_index("power_limit_w"), "power_limit_w",
+                               pa.nulls(hidden.num_rows, pa.float32()))
+    load_samples(con, table)
+    kept_out = abs(_fit(con)[A100].coefficients.dyn_w - truth.dyn_w)
+    other = duckdb.connect()
+    load_samples(other, hidden)
+    kept_in = abs({f.gpu_model: f for f in fit_day(other, DAY, ModelSettings())}[A100].coefficients.dyn_w - truth.dyn_w)
+    assert kept_in > 2 * kept_out
+
+
+def test_nvml_only_rows_get_the_nvml_feature_set(con):
+    load_samples(con, synthetic_samples(gpu_model=H100, truth=H100_TRUTH, dcgm=False, capped_limit_w=500, seed=2))
+    fit = _fit(con)[H100]
+    assert fit.feature_set == "nvml"
+    assert fit.coefficients.pcie_w_per_gbps == 0.0  # no PCIe readings: the term is dropped, not guessed
+    assert fit.coefficients.f_max_mhz == 1980
+    assert fit.mape_pct < 5.0
+    assert fit.n_power_limited_excluded > 0
+
+
+def test_models_are_fitted_separately_and_stored_once_per_day(con):
+    load_samples(con, synthetic_samples(seed=1, n_gpus=2))
+    load_samples(con, synthetic_samples(gpu_model=H100, truth=H100_TRUTH, seed=2, n_gpus=2))
+    first = _fit(con)
+    assert first[H100].coefficients.dyn_w == pytest.approx(H100_TRUTH.dyn_w, rel=0.05)
+    assert first[A100].coefficients.dyn_w == pytest.approx(TruePower().dyn_w, rel=0.05)
+    _fit(con)  # re-running the day replaces its rows
+    assert con.execute("SELECT count(*) FROM fct_power_model WHERE day = ?", [DAY]).fetchone()[0] == 2
+    hours = con.execute("SELECT count(*), count(DISTINCT (gpu_uuid, hour_at)) FROM fct_power_residual_hourly").fetchone()
+    assert hours[0] == hours[1] == 4 * 6
+
+
+def test_residual_table_integrates_measured_energy(con):
+    table = synthetic_samples(seed=4, n_gpus=1, capped_limit_w=None)
+    load_samples(con, table)
+    _fit(con)
+    measured, predicted = con.execute(
+        "SELECT sum(measured_energy_kwh), sum(predicted_energy_kwh) FROM fct_power_residual_hourly").fetchone()
+    power = np.asarray(table.column("power_w"), dtype=float)
+    expected_kwh = power[:-1].sum() * 10.0 / 3.6e6  # 10 s samples; the last one stands for no time
+    assert measured == pytest.approx(expected_kwh, rel=1e-6)
+    assert predicted == pytest.approx(measured, rel=0.02)
+
+
+def test_job_energy_error_uses_jobs_relation(con):
+    table = synthetic_samples(seed=5, n_gpus=2)
+    load_samples(con, table)
+    start = dt.datetime(2026, 3, 2, tzinfo=dt.timezone.utc)
+    con.execute("CREATE TABLE stg_jobs (job_id VARCHAR, host VARCHAR, gpu_uuid VARCHAR, "
+                "started_at TIMESTAMPTZ, ended_at TIMESTAMPTZ)")
+    uuids = sorted(set(table.column("gpu_uuid").to_pylist()))
+    for k in range(6):  # hour-long jobs through the held-out tail and before it
+        con.execute("INSERT INTO stg_jobs VALUES (?, 'node-01', ?, ?, ?)",
+                    [f"job-{k}", uuids[k % 2], start + dt.timedelta(hours=k), start + dt.timedelta(hours=k + 1)])
+    fit = _fit(con)[A100]
+    assert fit.job_energy_error_pct is not None and fit.job_energy_error_pct < 5.0
+
+
+def test_gate_fails_a_model_that_does_not_predict_held_out_time(con):
+    table = synthetic_samples(seed=6, noise_ratio=0.25, capped_limit_w=None)
+    load_samples(con, table)
+    fit = _fit(con, max_holdout_mape_pct=10.0)[A100]
+    assert fit.mape_pct > 10.0
+    assert not fit.passed_gate and "MAPE" in fit.gate_reason
+    row = con.execute("SELECT passed_gate, gate_reason FROM fct_power_model").fetchone()
+    assert row[0] is False and "MAPE" in row[1]
+
+
+def test_gate_needs_enough_samples(con):
+    load_samples(con, synthetic_samples(seed=7, n_gpus=1, hours=1))
+    fit = _fit(con, min_samples=10_000)[A100]
+    assert not fit.passed_gate and "min_samples" in fit.gate_reason
+
+
+def test_holdout_is_the_tail_of_time_not_a_random_split(con):
+    """A change of behaviour in the last hours shows up in held-out MAPE (a random split would hide it)."""
+    early = synthetic_samples(seed=8, hours=4, capped_limit_w=None)
+    late = synthetic_samples(seed=9, hours=2, capped_limit_w=None,
+                             truth=dataclasses.replace(TruePower(), static_w=120.0),
+                             start=dt.datetime(2026, 3, 2, 4, tzinfo=dt.timezone.utc))
+    load_samples(con, pa.concat_tables([early, late]))
+    fit = _fit(con)[A100]
+    assert fit.mape_pct > 10.0
+
+
+def test_drift_against_the_previous_fit(con):
+    load_samples(con, synthetic_samples(seed=10, capped_limit_w=None))
+    fit_day(con, DAY, ModelSettings())
+    next_day = dt.datetime(2026, 3, 3, tzinfo=dt.timezone.utc)
+    load_samples(con, synthetic_samples(seed=11, capped_limit_w=None, start=next_day,
+                                        truth=dataclasses.replace(TruePower(), static_w=90.0)))
+    fit = {f.gpu_model: f for f in fit_day(con, next_day.date(), ModelSettings(history_days=1))}[A100]
+    assert fit.drift_pct == pytest.approx(50.0, abs=12.0)
+    assert fit.drift_warning is True
+
+
+def test_unknown_relation_is_named_in_the_error(con):
+    with pytest.raises(ValueError, match="nope"):
+        fit_day(con, DAY, ModelSettings(), samples_relation="nope")
+    with pytest.raises(ValueError, match="identifier"):
+        fit_day(con, DAY, ModelSettings(), samples_relation="x; DROP TABLE y")
+
+
+@hsettings(max_examples=40, deadline=None)
+@given(st.integers(min_value=0, max_value=2**32 - 1))
+def test_sufficient_statistics_solution_equals_row_least_squares(seed):
+    """Without active bounds, solving from X'X, X'y gives the same coefficients as lstsq on rows."""
+    rng = np.random.default_rng(seed)
+    n = 200
+    x = np.column_stack([np.ones(n), rng.normal(0, 10, n), rng.uniform(0, 1, n), rng.uniform(0, 1, n), rng.uniform(0, 5, n)])
+    beta = np.array([50.0, rng.normal(0, 1), rng.uniform(10, 300), rng.uniform(5, 80), rng.uniform(0.5, 3)])
+    y = x @ beta + rng.normal(0, 1, n)
+    sol = solve_normal_equations(x.T @ x, x.T @ y, float(y @ y), n)
+    expected, *_ = np.linalg.lstsq(x, y, rcond=None)
+    assert np.allclose(sol.beta, expected, rtol=1e-5, atol=1e-5)
+    assert sol.sse_w2 == pytest.approx(float(((x @ expected - y) ** 2).sum()), rel=1e-5)

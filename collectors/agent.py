@@ -1,0 +1,276 @@
+"""The node agent: apply a verified recommended config to this node's GPUs through NVML.
+
+Safety rules (DESIGN.md 3.3): nothing is applied unless `verify_config` accepts the document
+(signature, schema version, validity window, host). GPUs are matched by UUID. A value outside
+the device's own limits (nvmlDeviceGetPowerManagementLimitConstraints, mW) is refused and
+reported, never clamped. Every set is read back. Applying the same config twice changes nothing
+(audited 'unchanged'). GPUs are independent: when one set call fails (NO_PERMISSION on GPU 3 of
+8) the others still get theirs, and every GPU gets its own outcome and audit row. `rollback`
+returns GPUs to the device default limit (nvmlDeviceGetPowerManagementDefaultLimit) and unlocks
+clocks, for an expired or revoked config.
+
+NVML is injected (`nvml=pynvml`) so tests can run the real nvidia-ml-py against a stand-in
+library, or a fake module. NVML units are mW and MHz; this module's API speaks W and MHz.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import socket
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping
+
+import pyarrow as pa
+
+from collectors.config_contract import (
+    ConfigError, GpuSetting, RecommendedConfig, body_sha256, load_config_document, verify_config,
+)
+from collectors.schema import AGENT_AUDIT
+
+OK_ACTIONS = frozenset({"apply", "unchanged", "dry-run", "rollback"})
+
+
+@dataclass(frozen=True)
+class GpuOutcome:
+    """What happened to one GPU. Power in W (None where it could not be read)."""
+
+    gpu_uuid: str | None
+    action: str  # apply | refuse | rollback | dry-run | verify-failed | unchanged
+    reason: str
+    power_limit_w_before: float | None = None
+    power_limit_w_requested: float | None = None
+    power_limit_w_after: float | None = None
+
+
+@dataclass
+class ApplyResult:
+    """Every GPU's outcome for one apply or rollback on one host."""
+
+    host: str
+    config_sha256: str | None
+    dry_run: bool
+    outcomes: list[GpuOutcome] = field(default_factory=list)
+    # End of the applied config's validity window (UTC); the agent loop rolls back after it.
+    valid_until: dt.datetime | None = None
+
+    @property
+    def ok(self) -> bool:
+        """True when every GPU ended as asked (applied, unchanged, rolled back or dry-run)."""
+        return all(o.action in OK_ACTIONS for o in self.outcomes)
+
+    def count(self, action: str) -> int:
+        return sum(o.action == action for o in self.outcomes)
+
+    def summary(self) -> str:
+        counts = {a: self.count(a) for a in ("apply", "unchanged", "dry-run", "rollback", "refuse", "verify-failed")}
+        parts = [f"{n} {a}" for a, n in counts.items() if n]
+        return f"{self.host}: " + (", ".join(parts) if parts else "no GPUs in the config for this host")
+
+
+def _utc_now() -> dt.datetime:
+    return dt.datetime.now(dt.timezone.utc)
+
+
+def _watts(mw: int | None) -> float | None:
+    return None if mw is None else mw / 1000.0
+
+
+def _nvml_error(nvml: Any, exc: Exception) -> str:
+    """NVML's own text for an error (e.g. 'Insufficient Permissions')."""
+    try:
+        return f"{type(exc).__name__}: {nvml.nvmlErrorString(exc.value)}"
+    except Exception:  # noqa: BLE001 - an error string is best effort
+        return f"{type(exc).__name__}: {exc}"
+
+
+def _as_text(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def gpus_by_uuid(nvml: Any) -> dict[str, Any]:
+    """{uuid: NVML handle} for every GPU this node's driver sees."""
+    handles = {}
+    for index in range(nvml.nvmlDeviceGetCount()):
+        handle = nvml.nvmlDeviceGetHandleByIndex(index)
+        handles[_as_text(nvml.nvmlDeviceGetUUID(handle))] = handle
+    return handles
+
+
+def _check_clocks(nvml: Any, handle: Any, s: GpuSetting) -> str | None:
+    """Why a locked SM clock range cannot be set on this device, or None if it can."""
+    if s.locked_sm_clock_max_mhz is None:
+        return None
+    try:
+        top_mhz = nvml.nvmlDeviceGetMaxClockInfo(handle, nvml.NVML_CLOCK_SM)
+    except nvml.NVMLError as exc:
+        return f"cannot read the device's max SM clock to check {s.locked_sm_clock_max_mhz} MHz ({_nvml_error(nvml, exc)})"
+    if s.locked_sm_clock_max_mhz > top_mhz:
+        return f"locked SM clock max {s.locked_sm_clock_max_mhz} MHz is above the device's max {top_mhz} MHz"
+    return None
+
+
+def _apply_one(nvml: Any, handle: Any, s: GpuSetting) -> GpuOutcome:
+    requested_mw = int(round(s.power_limit_w * 1000))
+    try:
+        before_mw = nvml.nvmlDeviceGetPowerManagementLimit(handle)
+        min_mw, max_mw = nvml.nvmlDeviceGetPowerManagementLimitConstraints(handle)
+    except nvml.NVMLError as exc:
+        return GpuOutcome(s.gpu_uuid, "refuse", f"cannot read the device's power limits: {_nvml_error(nvml, exc)}",
+                          power_limit_w_requested=s.power_limit_w)
+    common = dict(power_limit_w_before=_watts(before_mw), power_limit_w_requested=s.power_limit_w)
+    if not min_mw <= requested_mw <= max_mw:
+        return GpuOutcome(s.gpu_uuid, "refuse", f"requested {s.power_limit_w:.1f} W is outside the device's limits "
+                          f"{min_mw / 1000:.1f}-{max_mw / 1000:.1f} W; not applied", **common)
+    clock_problem = _check_clocks(nvml, handle, s)
+    if clock_problem:
+        return GpuOutcome(s.gpu_uuid, "refuse", clock_problem + "; not applied", **common)
+    clocks = (f", SM clocks locked to {s.locked_sm_clock_min_mhz}-{s.locked_sm_clock_max_mhz} MHz"
+              if s.locked_sm_clock_max_mhz is not None else "")
+    try:
+        if before_mw != requested_mw:
+            nvml.nvmlDeviceSetPowerManagementLimit(handle, requested_mw)
+        if s.locked_sm_clock_max_mhz is not None:
+            # No NVML getter for locked clocks: setting the same range again is a no-op on the device.
+            nvml.nvmlDeviceSetGpuLockedClocks(handle, s.locked_sm_clock_min_mhz, s.locked_sm_clock_max_mhz)
+    except nvml.NVMLError as exc:
+        return GpuOutcome(s.gpu_uuid, "refuse", f"NVML refused the setting: {_nvml_error(nvml, exc)}", **common)
+    try:
+        after_mw = nvml.nvmlDeviceGetPowerManagementLimit(handle)
+    except nvml.NVMLError as exc:
+        return GpuOutcome(s.gpu_uuid, "verify-failed", f"cannot read the limit back: {_nvml_error(nvml, exc)}", **common)
+    if after_mw != requested_mw:
+        return GpuOutcome(s.gpu_uuid, "verify-failed", f"set {requested_mw} mW but the device reads back {after_mw} mW",
+                          power_limit_w_after=_watts(after_mw), **common)
+    if before_mw == requested_mw:
+        return GpuOutcome(s.gpu_uuid, "unchanged", f"already at {s.power_limit_w:.1f} W{clocks}",
+                          power_limit_w_after=_watts(after_mw), **common)
+    return GpuOutcome(s.gpu_uuid, "apply", f"set {s.power_limit_w:.1f} W{clocks}", power_limit_w_after=_watts(after_mw), **common)
+
+
+def audit(lake: str | Path | None, result: ApplyResult, now: dt.datetime) -> None:
+    """One agent_audit row per outcome, written through the lake writer (no-op without a lake)."""
+    if lake is None or not result.outcomes:
+        return
+    from collectors.writer import write_dataset  # the writer pulls pyarrow.parquet; only when auditing
+
+    rows = [
+        {"audited_at": now, "host": result.host, "gpu_uuid": o.gpu_uuid, "action": o.action,
+         "config_sha256": result.config_sha256, "power_limit_w_before": o.power_limit_w_before,
+         "power_limit_w_requested": o.power_limit_w_requested, "power_limit_w_after": o.power_limit_w_after,
+         "reason": o.reason}
+        for o in result.outcomes
+    ]
+    write_dataset(lake, "agent_audit", pa.Table.from_pylist(rows, schema=AGENT_AUDIT))
+
+
+def _document(doc_or_path: str | Path | bytes | Mapping[str, Any]) -> dict[str, Any]:
+    if isinstance(doc_or_path, str) and not doc_or_path.lstrip().startswith("{"):
+        doc_or_path = Path(doc_or_path)
+    return load_config_document(doc_or_path)
+
+
+def apply_config(
+    doc_or_path: str | Path | bytes | Mapping[str, Any], *, public_key: Any, host: str | None = None,
+    nvml: Any = None, dry_run: bool = False, lake: str | Path | None = None, now: dt.datetime | None = None,
+) -> ApplyResult:
+    """Verify the config for `host` (default: this machine's name) and apply its settings.
+
+    A config the contract refuses raises its ConfigError (after auditing one 'refuse' row with
+    no GPU). Otherwise returns one outcome per GPU of the host's entries; GPUs the config names
+    but the driver does not have are refused. `dry_run` verifies and reports what would be set
+    without touching NVML at all."""
+    host = host or socket.gethostname()
+    now = now or _utc_now()
+    doc = _document(doc_or_path)
+    try:
+        config = verify_config(doc, public_key, now, host=host)
+    except ConfigError as exc:
+        sha = body_sha256(doc["body"]) if isinstance(doc.get("body"), Mapping) else None
+        refused = ApplyResult(host, sha, dry_run, [GpuOutcome(None, "refuse", f"{type(exc).__name__}: {exc}")])
+        audit(lake, refused, now)
+        raise
+    result = ApplyResult(host, config.config_sha256, dry_run, valid_until=config.valid_until)
+    if dry_run:
+        result.outcomes = [
+            GpuOutcome(s.gpu_uuid, "dry-run", "would set " + _describe(s), power_limit_w_requested=s.power_limit_w)
+            for s in config.settings
+        ]
+    else:
+        result.outcomes = _with_nvml(nvml, lambda n: _apply_all(n, config))
+    audit(lake, result, now)
+    return result
+
+
+def _describe(s: GpuSetting) -> str:
+    clocks = (f", SM clocks {s.locked_sm_clock_min_mhz}-{s.locked_sm_clock_max_mhz} MHz"
+              if s.locked_sm_clock_max_mhz is not None else "")
+    return f"{s.power_limit_w:.1f} W{clocks} ({s.gpu_model}, {s.workload_class})"
+
+
+def _with_nvml(nvml: Any, work) -> list[GpuOutcome]:
+    if nvml is None:
+        import pynvml as nvml  # noqa: PLW0127 - the production default, imported only when used
+    nvml.nvmlInit()
+    try:
+        return work(nvml)
+    finally:
+        nvml.nvmlShutdown()
+
+
+def _apply_all(nvml: Any, config: RecommendedConfig) -> list[GpuOutcome]:
+    handles = gpus_by_uuid(nvml)
+    outcomes = []
+    for s in config.settings:
+        handle = handles.get(s.gpu_uuid)
+        if handle is None:
+            outcomes.append(GpuOutcome(s.gpu_uuid, "refuse", f"no GPU with UUID {s.gpu_uuid} on this host; not applied",
+                                       power_limit_w_requested=s.power_limit_w))
+        else:
+            outcomes.append(_apply_one(nvml, handle, s))
+    return outcomes
+
+
+def _rollback_one(nvml: Any, uuid: str, handle: Any, reason: str) -> GpuOutcome:
+    try:
+        before_mw = nvml.nvmlDeviceGetPowerManagementLimit(handle)
+        default_mw = nvml.nvmlDeviceGetPowerManagementDefaultLimit(handle)
+        if before_mw != default_mw:
+            nvml.nvmlDeviceSetPowerManagementLimit(handle, default_mw)
+        try:
+            nvml.nvmlDeviceResetGpuLockedClocks(handle)
+        except nvml.NVMLError_NotSupported:
+            pass  # a device without clock locking has nothing to unlock
+        after_mw = nvml.nvmlDeviceGetPowerManagementLimit(handle)
+    except nvml.NVMLError as exc:
+        return GpuOutcome(uuid, "refuse", f"rollback failed: {_nvml_error(nvml, exc)}")
+    watts = dict(power_limit_w_before=_watts(before_mw), power_limit_w_requested=_watts(default_mw),
+                 power_limit_w_after=_watts(after_mw))
+    if after_mw != default_mw:
+        return GpuOutcome(uuid, "verify-failed", f"rollback set {default_mw} mW but reads back {after_mw} mW", **watts)
+    if before_mw == default_mw:
+        return GpuOutcome(uuid, "unchanged", f"already at the device default ({reason}); clocks unlocked", **watts)
+    return GpuOutcome(uuid, "rollback", f"back to the device default {default_mw / 1000:.1f} W ({reason})", **watts)
+
+
+def rollback(
+    *, host: str | None = None, nvml: Any = None, lake: str | Path | None = None, now: dt.datetime | None = None,
+    reason: str = "config expired or revoked", gpu_uuids: list[str] | None = None, config_sha256: str | None = None,
+) -> ApplyResult:
+    """Return GPUs (all of this node's, or `gpu_uuids`) to their default power limit and unlock
+    their SM clocks. Audited as 'rollback' (or 'unchanged' where already at the default)."""
+    host = host or socket.gethostname()
+    now = now or _utc_now()
+
+    def work(n: Any) -> list[GpuOutcome]:
+        handles = gpus_by_uuid(n)
+        wanted = sorted(handles) if gpu_uuids is None else gpu_uuids
+        return [
+            _rollback_one(n, u, handles[u], reason) if u in handles
+            else GpuOutcome(u, "refuse", f"no GPU with UUID {u} on this host; nothing to roll back")
+            for u in wanted
+        ]
+
+    result = ApplyResult(host, config_sha256, False, _with_nvml(nvml, work))
+    audit(lake, result, now)
+    return result

@@ -1,0 +1,150 @@
+"""`joulehouse agent apply|run|rollback` (the node agent) and `joulehouse keys generate`.
+
+Exit codes: 0 every GPU as asked; 1 some GPU refused or failed to verify (the table says which);
+2 the config itself was refused (tampered, expired, unsigned, other host...) or unreadable;
+3 NVML is not usable on this machine.
+"""
+
+from __future__ import annotations
+
+import socket
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+agent_app = typer.Typer(no_args_is_help=True, help="Apply signed recommended configs to this node's GPUs.")
+keys_app = typer.Typer(no_args_is_help=True, help="Signing keys for the recommended-config file.")
+
+
+def _fail(message: str, code: int) -> None:
+    typer.echo(message, err=True)
+    raise typer.Exit(code)
+
+
+def _public_key(path: Path):
+    from collectors.config_contract import load_public_key
+
+    try:
+        return load_public_key(path)
+    except (OSError, ValueError) as exc:
+        _fail(f"error: {exc}", 2)
+
+
+def _print_result(result) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=f"{'dry run: ' if result.dry_run else ''}{result.summary()}")
+    for col in ("GPU UUID", "action", "before W", "requested W", "after W", "reason"):
+        table.add_column(col)
+    fmt = lambda w: "" if w is None else f"{w:.1f}"  # noqa: E731
+    for o in result.outcomes:
+        table.add_row(o.gpu_uuid or "-", o.action, fmt(o.power_limit_w_before), fmt(o.power_limit_w_requested),
+                      fmt(o.power_limit_w_after), o.reason)
+    Console(width=160).print(table)
+
+
+def _nvml_usable_or_exit():
+    import pynvml
+
+    try:
+        pynvml.nvmlInit()
+        pynvml.nvmlShutdown()
+    except pynvml.NVMLError as exc:
+        _fail(f"error: NVML is not usable on this machine ({exc}); use --dry-run to check a config without a GPU", 3)
+    return pynvml
+
+
+@agent_app.command("apply")
+def apply_command(
+    config: str = typer.Argument(..., help="Path or http(s)/file URL of recommended-config.json"),
+    public_key: Path = typer.Option(..., "--public-key", help="PEM ed25519 public key the config must be signed with"),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Verify and print what would be set; touch no device"),
+    host: Optional[str] = typer.Option(None, "--host", help="Host name to take entries for (default: this machine)"),
+    lake: Optional[Path] = typer.Option(None, "--lake", help="Lake folder to audit into (agent_audit)"),
+) -> None:
+    """Verify a signed config and apply this host's power limits (and locked clocks)."""
+    from collectors.agent import apply_config
+    from collectors.agent_loop import ConfigFetchError, fetch_config
+    from collectors.config_contract import ConfigError
+
+    key = _public_key(public_key)
+    try:
+        data = fetch_config(config)
+    except ConfigFetchError as exc:
+        _fail(f"error: {exc}", 2)
+    if data is None:
+        _fail(f"error: no config at {config}", 2)
+    nvml = None if dry_run else _nvml_usable_or_exit()
+    try:
+        result = apply_config(data, public_key=key, host=host or socket.gethostname(), nvml=nvml,
+                              dry_run=dry_run, lake=lake)
+    except ConfigError as exc:
+        _fail(f"refused: {type(exc).__name__}: {exc}", 2)
+    _print_result(result)
+    if not result.ok:
+        raise typer.Exit(1)
+
+
+@agent_app.command("rollback")
+def rollback_command(
+    host: Optional[str] = typer.Option(None, "--host", help="Host name for the audit (default: this machine)"),
+    lake: Optional[Path] = typer.Option(None, "--lake", help="Lake folder to audit into (agent_audit)"),
+) -> None:
+    """Return every GPU of this node to its default power limit and unlock its clocks."""
+    from collectors.agent import rollback
+
+    result = rollback(host=host or socket.gethostname(), nvml=_nvml_usable_or_exit(), lake=lake,
+                      reason="rolled back by the operator")
+    _print_result(result)
+    if not result.ok:
+        raise typer.Exit(1)
+
+
+@agent_app.command("run")
+def run_command(
+    settings_file: Optional[Path] = typer.Option(None, "--config", help="joulehouse TOML settings ([agent] section)"),
+    config_url: Optional[str] = typer.Option(None, "--config-url", help="Where the config is published (path or URL)"),
+    public_key: Optional[Path] = typer.Option(None, "--public-key", help="PEM ed25519 public key"),
+    host: Optional[str] = typer.Option(None, "--host", help="Host name (default: this machine)"),
+    lake: Optional[Path] = typer.Option(None, "--lake", help="Lake folder to audit into"),
+    interval_s: Optional[float] = typer.Option(None, "--interval-s", help="Seconds between polls"),
+    iterations: Optional[int] = typer.Option(None, "--iterations", help="Stop after N polls (default: forever)"),
+) -> None:
+    """Poll the config location; apply a new config when it changes, roll back on expiry or revocation."""
+    from collectors.agent_loop import run_agent
+    from collectors.settings import SettingsError, load_settings
+
+    try:
+        agent = load_settings(settings_file).agent
+    except SettingsError as exc:
+        _fail(f"error: {exc}", 2)
+    location = config_url or agent.config_url
+    if not location:
+        _fail("error: no config location: pass --config-url or set [agent] config_url", 2)
+    key = _public_key(public_key or Path(agent.public_key_path))
+    run_agent(location, public_key=key, host=host or socket.gethostname(), nvml=_nvml_usable_or_exit(), lake=lake,
+              poll_interval_s=interval_s or agent.poll_interval_s, iterations=iterations, log=typer.echo)
+
+
+@keys_app.command("generate")
+def keys_generate_command(
+    out: Path = typer.Option(..., "--out", help="Folder for joulehouse-ed25519.pem and .pub.pem"),
+    overwrite: bool = typer.Option(False, "--overwrite", help="Replace an existing key pair"),
+) -> None:
+    """Create an ed25519 key pair: the private key signs exports, the public key goes to the nodes."""
+    from collectors.config_contract import generate_keypair
+
+    try:
+        private_path, public_path = generate_keypair(out, overwrite=overwrite)
+    except FileExistsError as exc:
+        _fail(f"error: {exc}", 2)
+    typer.echo(f"private key (keep on the analytics host): {private_path}")
+    typer.echo(f"public key (copy to every node): {public_path}")
+
+
+def register(app: typer.Typer) -> None:
+    """Add the `agent` and `keys` command groups to the joulehouse app."""
+    app.add_typer(agent_app, name="agent")
+    app.add_typer(keys_app, name="keys")

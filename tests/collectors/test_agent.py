@@ -1,0 +1,169 @@
+"""The node agent against the real nvidia-ml-py loading the stand-in libnvidia-ml.so.1."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+
+import pyarrow.dataset as ds
+import pynvml
+import pytest
+
+from collectors.agent import apply_config, rollback
+from collectors.agent_loop import poll_once, AgentState
+from collectors.config_contract import (
+    BadSignature, ExpiredConfig, HostNotInConfig, dump_config, generate_keypair, load_private_key,
+    load_public_key, sign_config,
+)
+from nvml_stub.fixture import GpuState
+
+NOW = dt.datetime(2026, 1, 3, 6, 0, tzinfo=dt.timezone.utc)
+HOST = "node-01"
+
+
+@pytest.fixture(scope="module")
+def keys(tmp_path_factory):
+    private_path, public_path = generate_keypair(tmp_path_factory.mktemp("keys"))
+    return load_private_key(private_path), load_public_key(public_path)
+
+
+def fleet(n=8):
+    return [GpuState.a100(i) for i in range(n)]
+
+
+def entry(watts, model="NVIDIA A100-SXM4-80GB", clocks=None):
+    lo, hi = clocks or (None, None)
+    return {"gpu_model": model, "workload_class": "throughput", "power_limit_w": float(watts),
+            "locked_sm_clock_min_mhz": lo, "locked_sm_clock_max_mhz": hi,
+            "expected_saving_pct": 10.0, "expected_slowdown_pct": 5.0}
+
+
+def signed(private, gpus, host=HOST, hours=48):
+    body = {"schema_version": 1, "generated_at": "2026-01-03T06:00:00Z", "valid_from": "2026-01-03T06:00:00Z",
+            "valid_until": (NOW + dt.timedelta(hours=hours)).strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "site": "site-a", "day": "2026-01-02", "hosts": {host: gpus}, "excluded_gpu_models": []}
+    return sign_config(body, private)
+
+
+def uuid(i):
+    return GpuState.a100(i).uuid
+
+
+def limit_mw(stub, i):
+    return int(stub.read()[f"gpu{i}.power_limit_mw"])
+
+
+def audit_rows(lake):
+    return ds.dataset(lake / "agent_audit", format="parquet", partitioning="hive").to_table().to_pylist()
+
+
+def test_apply_sets_reads_back_and_audits_each_gpu(nvml_stub, keys, lake):
+    nvml_stub.write(fleet(4))
+    doc = signed(keys[0], {uuid(0): entry(300), uuid(1): entry(250, clocks=(900, 1200))})
+    result = apply_config(doc, public_key=keys[1], host=HOST, nvml=pynvml, lake=lake, now=NOW)
+    assert result.ok and result.count("apply") == 2
+    assert (limit_mw(nvml_stub, 0), limit_mw(nvml_stub, 1), limit_mw(nvml_stub, 2)) == (300_000, 250_000, 400_000)
+    state = nvml_stub.read()
+    assert (state["gpu1.locked_sm_clock_min_mhz"], state["gpu1.locked_sm_clock_max_mhz"]) == ("900", "1200")
+    rows = {r["gpu_uuid"]: r for r in audit_rows(lake)}
+    assert rows[uuid(0)]["action"] == "apply"
+    assert (rows[uuid(0)]["power_limit_w_before"], rows[uuid(0)]["power_limit_w_after"]) == (400.0, 300.0)
+    assert rows[uuid(0)]["config_sha256"] == result.config_sha256
+
+
+def test_applying_the_same_config_twice_changes_nothing(nvml_stub, keys, lake):
+    nvml_stub.write(fleet(2))
+    doc = signed(keys[0], {uuid(0): entry(300), uuid(1): entry(275)})
+    apply_config(doc, public_key=keys[1], host=HOST, nvml=pynvml, lake=lake, now=NOW)
+    lines_before = nvml_stub.state_path.read_text()
+    again = apply_config(doc, public_key=keys[1], host=HOST, nvml=pynvml, lake=lake, now=NOW)
+    assert again.ok and again.count("unchanged") == 2
+    assert nvml_stub.state_path.read_text() == lines_before  # no Set call reached the device
+    assert sorted(r["action"] for r in audit_rows(lake)) == ["apply", "apply", "unchanged", "unchanged"]
+
+
+def test_out_of_range_and_unknown_gpus_are_refused_not_clamped(nvml_stub, keys, lake):
+    nvml_stub.write(fleet(3))
+    doc = signed(keys[0], {uuid(0): entry(90), uuid(1): entry(300, clocks=(900, 2000)),
+                           uuid(2): entry(300), "GPU-not-here": entry(300)})
+    result = apply_config(doc, public_key=keys[1], host=HOST, nvml=pynvml, lake=lake, now=NOW)
+    by_uuid = {o.gpu_uuid: o for o in result.outcomes}
+    assert not result.ok
+    assert by_uuid[uuid(0)].action == "refuse" and "outside the device's limits 100.0-400.0 W" in by_uuid[uuid(0)].reason
+    assert by_uuid[uuid(1)].action == "refuse" and "1410 MHz" in by_uuid[uuid(1)].reason
+    assert by_uuid["GPU-not-here"].action == "refuse" and "no GPU with UUID" in by_uuid["GPU-not-here"].reason
+    assert by_uuid[uuid(2)].action == "apply"
+    assert (limit_mw(nvml_stub, 0), limit_mw(nvml_stub, 1)) == (400_000, 400_000)  # untouched
+    assert len(audit_rows(lake)) == 4
+
+
+def test_a_set_call_failing_half_way_reports_every_gpu(nvml_stub, keys, lake):
+    gpus = fleet(8)
+    gpus[3].error = {"nvmlDeviceSetPowerManagementLimit": "NO_PERMISSION"}
+    nvml_stub.write(gpus)
+    doc = signed(keys[0], {uuid(i): entry(300) for i in range(8)})
+    result = apply_config(doc, public_key=keys[1], host=HOST, nvml=pynvml, lake=lake, now=NOW)
+    actions = {o.gpu_uuid: o.action for o in result.outcomes}
+    assert actions.pop(uuid(3)) == "refuse" and set(actions.values()) == {"apply"}
+    failed = next(o for o in result.outcomes if o.gpu_uuid == uuid(3))
+    assert "Insufficient Permissions" in failed.reason or "NoPermission" in failed.reason
+    assert limit_mw(nvml_stub, 3) == 400_000 and limit_mw(nvml_stub, 7) == 300_000
+    assert "7 apply, 1 refuse" in result.summary()
+    assert len(audit_rows(lake)) == 8
+
+
+def test_rollback_returns_every_gpu_to_its_default_and_unlocks_clocks(nvml_stub, keys, lake):
+    nvml_stub.write(fleet(2))
+    apply_config(signed(keys[0], {uuid(0): entry(300, clocks=(900, 1200))}), public_key=keys[1], host=HOST,
+                 nvml=pynvml, now=NOW)
+    result = rollback(host=HOST, nvml=pynvml, lake=lake, now=NOW, reason="config expired")
+    assert [o.action for o in result.outcomes] == ["rollback", "unchanged"]
+    assert limit_mw(nvml_stub, 0) == 400_000 and nvml_stub.read()["gpu0.locked_sm_clock_max_mhz"] == "0"
+    assert {r["action"] for r in audit_rows(lake)} == {"rollback", "unchanged"}
+
+
+def test_a_config_for_another_host_touches_no_gpu_and_is_audited(nvml_stub, keys, lake):
+    nvml_stub.write(fleet(1))
+    doc = signed(keys[0], {uuid(0): entry(300)}, host="node-02")
+    with pytest.raises(HostNotInConfig, match="no entries for host 'node-01'"):
+        apply_config(doc, public_key=keys[1], host=HOST, nvml=pynvml, lake=lake, now=NOW)
+    assert limit_mw(nvml_stub, 0) == 400_000
+    assert [(r["action"], r["gpu_uuid"]) for r in audit_rows(lake)] == [("refuse", None)]
+
+
+def test_expired_config_is_refused_and_audited(nvml_stub, keys, lake):
+    nvml_stub.write(fleet(1))
+    doc = signed(keys[0], {uuid(0): entry(300)}, hours=1)
+    with pytest.raises(ExpiredConfig):
+        apply_config(doc, public_key=keys[1], host=HOST, nvml=pynvml, lake=lake, now=NOW + dt.timedelta(hours=2))
+    assert limit_mw(nvml_stub, 0) == 400_000
+    assert audit_rows(lake)[0]["reason"].startswith("ExpiredConfig")
+
+
+def test_tampered_file_is_refused(nvml_stub, keys, tmp_path):
+    nvml_stub.write(fleet(1))
+    path = tmp_path / "c.json"
+    path.write_bytes(dump_config(signed(keys[0], {uuid(0): entry(300)})).replace(b"300.0", b"150.0"))
+    with pytest.raises(BadSignature):
+        apply_config(str(path), public_key=keys[1], host=HOST, nvml=pynvml, now=NOW)
+    assert limit_mw(nvml_stub, 0) == 400_000
+
+
+def test_agent_loop_applies_on_change_and_rolls_back_on_expiry_and_revocation(nvml_stub, keys, lake, tmp_path):
+    nvml_stub.write(fleet(2))
+    location = tmp_path / "recommended-config.json"
+    location.write_bytes(dump_config(signed(keys[0], {uuid(0): entry(300)}, hours=2)))
+    state, kw = AgentState(), dict(public_key=keys[1], host=HOST, nvml=pynvml, lake=lake)
+    assert poll_once(state, str(location), now=NOW, **kw).startswith("applied")
+    assert poll_once(state, str(location), now=NOW + dt.timedelta(minutes=5), **kw) == "config unchanged"
+    assert limit_mw(nvml_stub, 0) == 300_000
+    assert poll_once(state, str(location), now=NOW + dt.timedelta(hours=2), **kw).startswith("expired")
+    assert limit_mw(nvml_stub, 0) == 400_000
+    location.write_bytes(dump_config(signed(keys[0], {uuid(1): entry(250)}, hours=48)))
+    poll_once(state, str(location), now=NOW + dt.timedelta(hours=3), **kw)
+    assert limit_mw(nvml_stub, 1) == 250_000
+    location.unlink()
+    assert poll_once(state, str(location), now=NOW + dt.timedelta(hours=4), **kw).startswith("revoked")
+    assert limit_mw(nvml_stub, 1) == 400_000
+    actions = [r["action"] for r in sorted(audit_rows(lake), key=lambda r: r["audited_at"])]
+    assert actions.count("apply") == 2 and actions.count("rollback") == 2

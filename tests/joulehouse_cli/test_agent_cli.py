@@ -1,0 +1,86 @@
+"""`joulehouse agent apply --dry-run` and `joulehouse keys generate`, as a user runs them."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import pytest
+import typer
+from typer.testing import CliRunner
+
+from collectors.config_contract import dump_config, load_private_key, sign_config
+from joulehouse_cli.agent import register
+
+runner = CliRunner()
+
+
+@pytest.fixture()
+def app():
+    app = typer.Typer()
+    register(app)
+    return app
+
+
+@pytest.fixture()
+def keys(app, tmp_path):
+    result = runner.invoke(app, ["keys", "generate", "--out", str(tmp_path / "keys")])
+    assert result.exit_code == 0, result.output
+    return tmp_path / "keys" / "joulehouse-ed25519.pem", tmp_path / "keys" / "joulehouse-ed25519.pub.pem"
+
+
+def write_config(path, private_path, *, hours=48, tamper=False, signed=True):
+    now = dt.datetime.now(dt.timezone.utc).replace(microsecond=0)
+    fmt = lambda t: t.strftime("%Y-%m-%dT%H:%M:%SZ")  # noqa: E731
+    body = {"schema_version": 1, "generated_at": fmt(now), "valid_from": fmt(now - dt.timedelta(days=2)),
+            "valid_until": fmt(now + dt.timedelta(hours=hours)) if hours > 0 else fmt(now - dt.timedelta(minutes=1)),
+            "site": "site-a", "hosts": {"node-01": {"GPU-1": {
+                "gpu_model": "NVIDIA H200", "workload_class": "background", "power_limit_w": 500.0,
+                "locked_sm_clock_min_mhz": 1000, "locked_sm_clock_max_mhz": 1500,
+                "expected_saving_pct": 18.0, "expected_slowdown_pct": 12.0}}},
+            "excluded_gpu_models": []}
+    doc = sign_config(body, load_private_key(private_path)) if signed else {"body": body}
+    data = dump_config(doc)
+    path.write_bytes(data.replace(b"500.0", b"700.0") if tamper else data)
+    return path
+
+
+def test_dry_run_prints_what_it_would_set_without_a_gpu(app, keys, tmp_path, lake):
+    config = write_config(tmp_path / "c.json", keys[0])
+    result = runner.invoke(app, ["agent", "apply", str(config), "--public-key", str(keys[1]), "--dry-run",
+                                 "--host", "node-01", "--lake", str(lake)])
+    assert result.exit_code == 0, result.output
+    assert "GPU-1" in result.output and "500.0" in result.output and "1000-1500 MHz" in result.output
+    assert list((lake / "agent_audit").rglob("*.parquet"))  # the dry run is audited too
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    (dict(tamper=True), "refused: BadSignature"),
+    (dict(hours=-1), "refused: ExpiredConfig"),
+    (dict(signed=False), "refused: UnsignedConfig"),
+])
+def test_bad_configs_exit_non_zero_with_one_line(app, keys, tmp_path, kwargs, message):
+    config = write_config(tmp_path / "c.json", keys[0], **kwargs)
+    result = runner.invoke(app, ["agent", "apply", str(config), "--public-key", str(keys[1]), "--dry-run",
+                                 "--host", "node-01"])
+    assert result.exit_code == 2
+    assert result.output.strip().startswith(message) and len(result.output.strip().splitlines()) == 1
+
+
+def test_another_host_is_refused(app, keys, tmp_path):
+    config = write_config(tmp_path / "c.json", keys[0])
+    result = runner.invoke(app, ["agent", "apply", str(config), "--public-key", str(keys[1]), "--dry-run",
+                                 "--host", "node-07"])
+    assert result.exit_code == 2 and "HostNotInConfig" in result.output
+
+
+def test_dry_run_reads_a_file_url_and_a_missing_one_is_an_error(app, keys, tmp_path):
+    config = write_config(tmp_path / "c.json", keys[0])
+    ok = runner.invoke(app, ["agent", "apply", config.as_uri(), "--public-key", str(keys[1]), "--dry-run", "--host", "node-01"])
+    assert ok.exit_code == 0, ok.output
+    missing = runner.invoke(app, ["agent", "apply", str(tmp_path / "nope.json"), "--public-key", str(keys[1]), "--dry-run"])
+    assert missing.exit_code == 2 and "no config at" in missing.output
+
+
+def test_keys_generate_refuses_to_overwrite(app, keys):
+    again = runner.invoke(app, ["keys", "generate", "--out", str(keys[0].parent)])
+    assert again.exit_code == 2 and "already exists" in again.output

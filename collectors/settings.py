@@ -50,6 +50,21 @@ class CollectorSettings:
     ipmi_retries: int = 2
     prometheus_url: str = "http://127.0.0.1:9090"
     prometheus_step_s: float = 30.0
+    # Pause between IPMI retries (doubles each time); the BMC is slow, not the network.
+    ipmi_backoff_s: float = 0.5
+    # Prometheus: one query's HTTP timeout, bounded retries with doubling backoff.
+    prometheus_timeout_s: float = 10.0
+    prometheus_retries: int = 3
+    prometheus_backoff_s: float = 1.0
+    # DCGM watermark (JSON): where the last range written ends, so a restart resumes there.
+    dcgm_state_path: str = "var/state/dcgm-watermark.json"
+    # Extra PromQL label matchers for the dcgm-exporter series, e.g. '{job="dcgm-exporter"}'.
+    dcgm_selector: str = ""
+    # Ranges stop this far behind now: the newest scrapes may still be landing in Prometheus
+    # (dcgm-exporter's default collect interval is 30 s).
+    dcgm_settle_s: float = 60.0
+    # With no watermark yet, the first range starts this long ago.
+    dcgm_initial_lookback_s: float = 3600.0
 
 
 @dataclass(frozen=True)
@@ -66,6 +81,11 @@ class WarehouseSettings:
     max_temp_c: float = 125.0
     # Tolerated host clock running ahead of the analytics side before a row counts as "future".
     max_clock_skew_s: float = 300.0
+    # Energy-counter intervals up to this long are bridged: the counter measured the gap's
+    # energy exactly; longer ones are not (a reboot can hide in them and restart the count).
+    max_counter_gap_s: float = 900.0
+    # Power above this is implausible for any one GPU when its power limit is unknown.
+    max_power_abs_w: float = 3000.0
     threads: int = 2
     memory_limit: str = "4GB"
 

@@ -1,0 +1,220 @@
+"""Building one day of the warehouse: views over the lake, then that day's rows of every table.
+
+Each `day` relation is replaced for the built day only (DELETE that day, INSERT the new rows)
+inside one transaction: a re-run of a day replaces exactly that day; a failure leaves the
+previous state. Only the lake partitions the day needs are read: its own `date=` folder and the
+neighbouring days' (for the readings just across midnight that interpolation at the day's first
+and last hour needs), filtered on the typed `date` partition column so DuckDB opens only those
+files. The cost of a day therefore grows with the fleet's readings per day and not with history,
+except dim_gpu, which re-reads fct_gpu_coverage_daily (one row per GPU and day).
+"""
+
+from __future__ import annotations
+
+import csv
+import datetime as dt
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import duckdb
+
+from collectors.schema import DATASETS
+from collectors.settings import WarehouseSettings
+from warehouse.catalog import Relation, relations
+
+INVENTORY_COLUMNS = (
+    "gpu_uuid", "host", "gpu_index", "gpu_model", "rack", "site", "region", "purchased_on",
+    "purchase_price_usd", "embodied_kgco2e", "lifetime_years",
+)
+_DUCK_TYPES = {
+    "timestamp[us, tz=UTC]": "TIMESTAMPTZ", "string": "VARCHAR", "int8": "TINYINT",
+    "int16": "SMALLINT", "int32": "INTEGER", "int64": "BIGINT", "float": "FLOAT",
+    "double": "DOUBLE", "bool": "BOOLEAN",
+}
+
+
+class BuildError(RuntimeError):
+    """Building a day failed; the message names the day, the relation and the cause."""
+
+
+@dataclass(frozen=True)
+class BuildSummary:
+    """What a build did: rows per relation for the day, and how long each step took (s)."""
+
+    day: dt.date
+    raw_gpu_rows: int
+    clean_gpu_rows: int
+    quarantined_gpu_rows: int
+    rows: dict[str, int] = field(default_factory=dict)
+    seconds: dict[str, float] = field(default_factory=dict)
+    missing_datasets: tuple[str, ...] = ()
+    inventory_found: bool = False
+
+    @property
+    def total_seconds(self) -> float:
+        return sum(self.seconds.values())
+
+
+def _parameters(day: dt.date, settings: WarehouseSettings, now: dt.datetime, inventory: str) -> dict:
+    # Neighbouring readings are needed no further than the longest interval that is bridged.
+    margin_s = max(settings.max_gap_s, settings.max_counter_gap_s)
+    if margin_s >= 86400:
+        raise BuildError(f"max_gap_s/max_counter_gap_s = {margin_s} s; expected less than one day")
+    return {
+        "day": day,
+        "now": now,
+        "margin_s": float(margin_s),
+        "max_gap_s": float(settings.max_gap_s),
+        "max_counter_gap_s": float(settings.max_counter_gap_s),
+        "max_clock_skew_s": float(settings.max_clock_skew_s),
+        "max_power_over_limit_ratio": float(settings.max_power_over_limit_ratio),
+        "max_power_abs_w": float(settings.max_power_abs_w),
+        "min_temp_c": float(settings.min_temp_c),
+        "max_temp_c": float(settings.max_temp_c),
+        "inventory_path": inventory,
+    }
+
+
+def _bound(rel: Relation, params: dict) -> dict:
+    missing = [p for p in rel.parameters if p not in params]
+    if missing:
+        raise BuildError(f"{rel.name}.sql uses unknown parameters {missing}")
+    return {p: params[p] for p in rel.parameters}
+
+
+def _body(rel: Relation) -> str:
+    return rel.sql.rstrip().rstrip(";")
+
+
+def _dataset_present(lake: str | None, dataset: str) -> bool:
+    if lake is None:
+        return False
+    if "://" in lake:
+        return True  # object storage: assume present; a missing prefix fails loudly in DuckDB
+    return any((Path(lake) / dataset).glob("date=*/*/*.parquet"))
+
+
+def _empty_view_sql(dataset: str) -> str:
+    """A typed, empty stand-in for a dataset the lake does not have (all but gpu_samples are optional)."""
+    cols = [f"CAST(NULL AS {_DUCK_TYPES[str(f.type)]}) AS {f.name}" for f in DATASETS[dataset]]
+    cols.append("CAST(NULL AS DATE) AS date")
+    return f"SELECT {', '.join(cols)} WHERE false"
+
+
+def _inventory_file(path: str, scratch: Path) -> tuple[str, bool]:
+    """The inventory CSV to read, checked for its header; an empty one when none is configured."""
+    if path and Path(path).is_file():
+        with open(path, newline="") as fh:
+            header = [h.strip() for h in next(csv.reader(fh), [])]
+        missing = [c for c in INVENTORY_COLUMNS if c not in header]
+        if missing:
+            raise BuildError(
+                f"inventory file {path} lacks columns {missing}; expected a header row with "
+                f"{', '.join(INVENTORY_COLUMNS)}"
+            )
+        return path, True
+    empty = scratch / "inventory-empty.csv"
+    empty.write_text(",".join(INVENTORY_COLUMNS) + "\n")
+    return str(empty), False
+
+
+def _table_exists(con: duckdb.DuckDBPyConnection, name: str) -> bool:
+    row = con.execute(
+        "SELECT count(*) FROM duckdb_tables() WHERE table_name = ? AND NOT temporary", [name]
+    ).fetchone()
+    return bool(row and row[0])
+
+
+def ensure_views(con: duckdb.DuckDBPyConnection) -> tuple[str, ...]:
+    """(Re)create the raw_* views; returns the datasets the lake lacks (empty stand-ins)."""
+    lake = con.execute("SELECT getvariable('jh_lake')").fetchone()[0]
+    missing = []
+    for rel in relations():
+        if rel.kind != "view":
+            continue
+        dataset = rel.name.removeprefix("raw_")
+        if _dataset_present(lake, dataset):
+            body = _body(rel)
+        else:
+            missing.append(dataset)
+            body = _empty_view_sql(dataset)
+        con.execute(f"CREATE OR REPLACE VIEW {rel.name} AS {body}")
+    return tuple(missing)
+
+
+def _build_relation(con: duckdb.DuckDBPyConnection, rel: Relation, params: dict) -> None:
+    body, bound = _body(rel), _bound(rel, params)
+    if rel.kind == "temp":
+        con.execute(f"CREATE OR REPLACE TEMP TABLE {rel.name} AS {body}", bound)
+    elif rel.kind == "day":
+        if _table_exists(con, rel.name):
+            con.execute(f"DELETE FROM {rel.name} WHERE day = ?", [params["day"]])
+            con.execute(f"INSERT INTO {rel.name} BY NAME {body}", bound)
+        else:
+            con.execute(f"CREATE TABLE {rel.name} AS {body}", bound)
+    elif rel.kind == "table":
+        con.execute(f"CREATE OR REPLACE TABLE {rel.name} AS {body}", bound)
+    elif rel.kind == "results":
+        if not _table_exists(con, rel.name):
+            con.execute(f"CREATE TABLE {rel.name} AS {body}", bound)
+
+
+def build_day(
+    con: duckdb.DuckDBPyConnection,
+    day: dt.date,
+    settings: WarehouseSettings,
+    *,
+    now: dt.datetime | None = None,
+) -> BuildSummary:
+    """Build `day` (a UTC date): views, dim_gpu, and that day's rows of every per-day relation.
+
+    `now` is the reference for the future-timestamp rule (default: the current time, UTC).
+    Raises BuildError naming the relation that failed; the day's previous rows are then kept.
+    """
+    if not isinstance(day, dt.date) or isinstance(day, dt.datetime):
+        raise BuildError(f"day must be a datetime.date, got {day!r}")
+    now = now or dt.datetime.now(dt.timezone.utc)
+    seconds: dict[str, float] = {}
+    started = time.perf_counter()
+    missing = ensure_views(con)
+    seconds["views"] = time.perf_counter() - started
+    if "gpu_samples" in missing:
+        raise BuildError(f"the lake has no gpu_samples files; cannot build {day}")
+    with tempfile.TemporaryDirectory(prefix="jh-build-") as scratch:
+        inventory, inventory_found = _inventory_file(settings.inventory_path, Path(scratch))
+        params = _parameters(day, settings, now, inventory)
+        con.execute("BEGIN TRANSACTION")
+        try:
+            for rel in relations():
+                if rel.kind == "view":
+                    continue
+                t0 = time.perf_counter()
+                try:
+                    _build_relation(con, rel, params)
+                except duckdb.Error as exc:
+                    raise BuildError(f"building {rel.name} for {day} failed: {exc}") from exc
+                seconds[rel.name] = time.perf_counter() - t0
+            counts = _day_counts(con, day)
+            con.execute("COMMIT")
+        except BaseException:
+            con.execute("ROLLBACK")
+            raise
+    raw, clean, quarantined = counts.pop("__raw"), counts["stg_gpu_samples"], counts["quarantine_gpu_samples"]
+    return BuildSummary(
+        day=day, raw_gpu_rows=raw, clean_gpu_rows=clean, quarantined_gpu_rows=quarantined,
+        rows=counts, seconds=seconds, missing_datasets=missing, inventory_found=inventory_found,
+    )
+
+
+def _day_counts(con: duckdb.DuckDBPyConnection, day: dt.date) -> dict[str, int]:
+    counts = {}
+    for rel in relations():
+        if rel.kind == "day":
+            counts[rel.name] = con.execute(f"SELECT count(*) FROM {rel.name} WHERE day = ?", [day]).fetchone()[0]
+    counts["dim_gpu"] = con.execute("SELECT count(*) FROM dim_gpu").fetchone()[0]
+    counts["__raw"] = con.execute(
+        "SELECT count(*) FROM int_gpu_samples_checked WHERE day = ?", [day]
+    ).fetchone()[0]
+    return counts

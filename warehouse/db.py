@@ -1,0 +1,80 @@
+"""Opening the warehouse: one DuckDB file whose raw_* views read the Parquet lake.
+
+Views cannot take prepared parameters, so the lake path lives in the DuckDB variable `jh_lake`
+(`getvariable('jh_lake')` in raw_*.sql). A writable open stores the path in the one-row table
+`jh_meta`, so that a read-only open (the `joulehouse sql` command) can set the variable without
+being told where the lake is. The session time zone is UTC: `date_trunc('hour', ...)` and
+TIMESTAMPTZ -> DATE casts then follow UTC hours and days, whatever the machine's zone.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import duckdb
+
+META_TABLE = "jh_meta"
+
+
+class WarehouseError(RuntimeError):
+    """The warehouse file or the lake it points to cannot be used as asked."""
+
+
+def _lake_text(lake: str | Path | None) -> str | None:
+    if lake is None:
+        return None
+    text = str(lake)
+    if "://" in text:
+        return text.rstrip("/")
+    return str(Path(text).expanduser().resolve())
+
+
+def connect(
+    db_path: str | Path,
+    lake: str | Path | None,
+    *,
+    read_only: bool = False,
+    threads: int | None = None,
+    memory_limit: str | None = None,
+) -> duckdb.DuckDBPyConnection:
+    """Open the warehouse at `db_path` with `getvariable('jh_lake')` set to `lake`.
+
+    `lake` may be None on a read-only open: the path stored by the last writable open is used.
+    Loads only built-in extensions (parquet, json, icu); never installs anything.
+    """
+    db_path = Path(db_path)
+    if read_only and not db_path.exists():
+        raise WarehouseError(f"warehouse file {db_path} does not exist; build a day first (joulehouse run)")
+    if not read_only:
+        db_path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        con = duckdb.connect(str(db_path), read_only=read_only)
+    except duckdb.Error as exc:
+        raise WarehouseError(f"cannot open warehouse file {db_path}: {exc}") from None
+    con.execute("SET TimeZone = 'UTC'")
+    if threads:
+        con.execute("SET threads = ?", [int(threads)])
+    if memory_limit:
+        con.execute("SET memory_limit = ?", [memory_limit])
+    lake_text = _lake_text(lake)
+    if read_only:
+        if lake_text is None:
+            lake_text = _stored_lake(con)
+    else:
+        con.execute(f"CREATE TABLE IF NOT EXISTS {META_TABLE} (lake_path VARCHAR, updated_at TIMESTAMPTZ)")
+        if lake_text is not None:
+            con.execute(f"DELETE FROM {META_TABLE}")
+            con.execute(f"INSERT INTO {META_TABLE} VALUES (?, now())", [lake_text])
+        else:
+            lake_text = _stored_lake(con)
+    if lake_text is not None:
+        con.execute("SET VARIABLE jh_lake = ?", [lake_text])
+    return con
+
+
+def _stored_lake(con: duckdb.DuckDBPyConnection) -> str | None:
+    try:
+        row = con.execute(f"SELECT lake_path FROM {META_TABLE} LIMIT 1").fetchone()
+    except duckdb.CatalogException:
+        return None
+    return row[0] if row else None

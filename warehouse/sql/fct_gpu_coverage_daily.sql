@@ -1,0 +1,81 @@
+-- fct_gpu_coverage_daily: how completely each GPU was observed during the day.
+-- kind: day
+-- grain: one row per (day, gpu_uuid) with any raw reading that day
+-- columns:
+--   day [DATE] UTC day
+--   host [text] server
+--   gpu_uuid [text] GPU
+--   gpu_model [text] NVML name
+--   in_inventory [bool] the GPU is in the site inventory
+--   n_samples [count] clean readings (all sources)
+--   n_quarantined [count] readings sent to quarantine_gpu_samples
+--   first_sampled_at [TIMESTAMPTZ, UTC] first clean reading of the day
+--   last_sampled_at [TIMESTAMPTZ, UTC] last clean reading of the day
+--   covered_s [s] seconds of the day covered in fct_gpu_energy_hourly
+--   coverage_ratio [0..1] covered_s / 86400
+--   energy_kwh [kWh] sum of fct_gpu_energy_hourly.energy_kwh
+--   n_gaps [count] intervals between consecutive clean readings (any source) longer than max_gap_s
+--   longest_gap_s [s] longest such interval (NULL when none)
+--   staleness_s [s] from the last clean reading to the end of the day (or to build time, if earlier)
+WITH day_rows AS (
+    SELECT * FROM int_gpu_samples_checked WHERE day = $day::DATE
+),
+per_gpu AS (
+    SELECT
+        gpu_uuid,
+        max(host) AS host,
+        max(gpu_model) AS gpu_model,
+        bool_or(in_inventory) AS in_inventory,
+        count(*) FILTER (WHERE reason IS NULL) AS n_samples,
+        count(*) FILTER (WHERE reason IS NOT NULL) AS n_quarantined,
+        min(sampled_at) FILTER (WHERE reason IS NULL) AS first_sampled_at,
+        max(sampled_at) FILTER (WHERE reason IS NULL) AS last_sampled_at
+    FROM day_rows
+    GROUP BY gpu_uuid
+),
+instants AS (
+    SELECT DISTINCT gpu_uuid, epoch_us(sampled_at) AS t_us
+    FROM int_gpu_samples_checked
+    WHERE reason IS NULL
+),
+steps AS (
+    SELECT gpu_uuid, t_us, (t_us - lag(t_us) OVER (PARTITION BY gpu_uuid ORDER BY t_us)) / 1e6 AS step_s
+    FROM instants
+),
+gaps AS (
+    SELECT gpu_uuid, count(*) AS n_gaps, max(step_s) AS longest_gap_s
+    FROM steps
+    WHERE step_s > $max_gap_s
+      AND t_us > epoch_us($day::TIMESTAMPTZ)
+      AND t_us - step_s * 1e6 < epoch_us(($day::DATE + 1)::TIMESTAMPTZ)
+    GROUP BY gpu_uuid
+),
+energy AS (
+    SELECT gpu_uuid, sum(coverage_ratio * 3600) AS covered_s, sum(energy_kwh) AS energy_kwh
+    FROM fct_gpu_energy_hourly
+    WHERE day = $day::DATE
+    GROUP BY gpu_uuid
+)
+SELECT
+    $day::DATE AS day,
+    p.host,
+    p.gpu_uuid,
+    p.gpu_model,
+    p.in_inventory,
+    p.n_samples,
+    p.n_quarantined,
+    p.first_sampled_at,
+    p.last_sampled_at,
+    coalesce(e.covered_s, 0) AS covered_s,
+    coalesce(e.covered_s, 0) / 86400 AS coverage_ratio,
+    e.energy_kwh,
+    coalesce(g.n_gaps, 0) AS n_gaps,
+    g.longest_gap_s,
+    greatest(
+        0,
+        epoch(least(($day::DATE + 1)::TIMESTAMPTZ, $now::TIMESTAMPTZ))
+        - epoch(coalesce(p.last_sampled_at, $day::TIMESTAMPTZ))
+    ) AS staleness_s
+FROM per_gpu AS p
+LEFT JOIN energy AS e USING (gpu_uuid)
+LEFT JOIN gaps AS g USING (gpu_uuid)

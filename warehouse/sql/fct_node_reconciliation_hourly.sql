@@ -1,0 +1,46 @@
+-- fct_node_reconciliation_hourly: each server's BMC energy against the sum of its GPUs' energy.
+-- The residual is what the GPUs do not explain: CPUs, memory, fans, disks, PSU losses.
+-- kind: day
+-- grain: one row per (hour_at, host) with BMC readings or GPU energy
+-- columns:
+--   hour_at [TIMESTAMPTZ, UTC] start of the hour
+--   day [DATE] UTC day of hour_at
+--   host [text] server
+--   node_energy_kwh [kWh] fct_node_energy_hourly.energy_kwh (NULL without BMC readings)
+--   gpu_energy_kwh [kWh] sum of fct_gpu_energy_hourly.energy_kwh of the host's GPUs
+--   residual_kwh [kWh] node_energy_kwh - gpu_energy_kwh (negative: the meters disagree)
+--   residual_share [ratio] residual_kwh / node_energy_kwh
+--   node_coverage_ratio [0..1] coverage of the BMC readings
+--   gpu_coverage_ratio [0..1] lowest coverage among the host's GPUs
+--   n_gpus [count] GPUs with energy in the hour
+-- Compare only hours where both coverage ratios are near 1: energies cover the measured part only.
+WITH node AS (
+    SELECT hour_at, host, energy_kwh AS node_energy_kwh, coverage_ratio AS node_coverage_ratio
+    FROM fct_node_energy_hourly
+    WHERE day = $day::DATE
+),
+gpus AS (
+    SELECT
+        hour_at, host,
+        sum(energy_kwh) AS gpu_energy_kwh,
+        min(coverage_ratio) AS gpu_coverage_ratio,
+        count(energy_kwh) AS n_gpus
+    FROM fct_gpu_energy_hourly
+    WHERE day = $day::DATE
+    GROUP BY ALL
+),
+joined AS (
+    SELECT * FROM node FULL OUTER JOIN gpus USING (hour_at, host)
+)
+SELECT
+    hour_at,
+    $day::DATE AS day,
+    host,
+    node_energy_kwh,
+    gpu_energy_kwh,
+    node_energy_kwh - gpu_energy_kwh AS residual_kwh,
+    CASE WHEN node_energy_kwh > 0 THEN (node_energy_kwh - gpu_energy_kwh) / node_energy_kwh END AS residual_share,
+    node_coverage_ratio,
+    gpu_coverage_ratio,
+    coalesce(n_gpus, 0) AS n_gpus
+FROM joined

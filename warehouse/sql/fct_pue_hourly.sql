@@ -1,0 +1,79 @@
+-- fct_pue_hourly: facility and IT energy of each site in each UTC hour, and their ratio (PUE).
+-- kind: day
+-- grain: one row per (hour_at, site)
+-- columns:
+--   hour_at [TIMESTAMPTZ, UTC] start of the hour
+--   day [DATE] UTC day of hour_at
+--   site [text] site name
+--   pue [ratio >= 1] facility_energy_kwh / it_energy_kwh over the same covered intervals
+--   it_energy_kwh [kWh] trapezoid of it_power_w over the covered part of the hour
+--   facility_energy_kwh [kWh] trapezoid of facility_power_w over the covered part of the hour
+--   coverage_ratio [0..1] share of the hour covered by intervals <= max_gap_s with both readings
+--   n_samples [count] readings in the hour
+-- Only intervals where both meters read at both ends count, so the ratio compares like with like.
+WITH readings AS (
+    SELECT
+        site, epoch_us(sampled_at) AS t_us,
+        facility_power_w::DOUBLE AS facility_power_w, it_power_w::DOUBLE AS it_power_w
+    FROM raw_facility_samples
+    WHERE date BETWEEN $day::DATE - 1 AND $day::DATE + 1
+      AND sampled_at BETWEEN $day::TIMESTAMPTZ - to_seconds($margin_s)
+                         AND ($day::DATE + 1)::TIMESTAMPTZ + to_seconds($margin_s)
+      AND facility_power_w >= 0 AND it_power_w >= 0
+      AND isfinite(facility_power_w) AND isfinite(it_power_w)
+    QUALIFY row_number() OVER (PARTITION BY site, sampled_at ORDER BY source) = 1
+),
+intervals AS (
+    SELECT
+        site,
+        lag(t_us) OVER w AS t0_us, t_us AS t1_us,
+        lag(facility_power_w) OVER w AS f0_w, facility_power_w AS f1_w,
+        lag(it_power_w) OVER w AS i0_w, it_power_w AS i1_w
+    FROM readings
+    WINDOW w AS (PARTITION BY site ORDER BY t_us)
+),
+bridged AS (
+    SELECT *, t0_us // 3600000000 AS first_hour, (t1_us - 1) // 3600000000 AS last_hour
+    FROM intervals
+    WHERE t0_us IS NOT NULL AND (t1_us - t0_us) / 1e6 <= $max_gap_s
+),
+hour_spans AS (
+    SELECT *, unnest(range(first_hour, last_hour + 1)) AS hour_index FROM bridged
+),
+pieces AS (
+    SELECT
+        *,
+        greatest(t0_us, hour_index * 3600000000) AS a_us,
+        least(t1_us, (hour_index + 1) * 3600000000) AS b_us,
+        ((greatest(t0_us, hour_index * 3600000000) - t0_us)
+         + (least(t1_us, (hour_index + 1) * 3600000000) - t0_us)) / (t1_us - t0_us) AS mid_fraction_x2
+    FROM hour_spans
+    WHERE hour_index >= epoch($day::TIMESTAMPTZ)::BIGINT // 3600
+      AND hour_index < epoch(($day::DATE + 1)::TIMESTAMPTZ)::BIGINT // 3600
+),
+site_hours AS (
+    SELECT
+        site, hour_index,
+        sum((2 * f0_w + (f1_w - f0_w) * mid_fraction_x2) / 2 * (b_us - a_us) / 1e6) AS facility_j,
+        sum((2 * i0_w + (i1_w - i0_w) * mid_fraction_x2) / 2 * (b_us - a_us) / 1e6) AS it_j,
+        sum((b_us - a_us) / 1e6) AS covered_s
+    FROM pieces
+    GROUP BY ALL
+),
+site_samples AS (
+    SELECT site, t_us // 3600000000 AS hour_index, count(*) AS n_samples
+    FROM readings
+    WHERE t_us >= epoch_us($day::TIMESTAMPTZ) AND t_us < epoch_us(($day::DATE + 1)::TIMESTAMPTZ)
+    GROUP BY ALL
+)
+SELECT
+    to_timestamp(hour_index * 3600) AS hour_at,
+    $day::DATE AS day,
+    site,
+    CASE WHEN it_j > 0 THEN facility_j / it_j END AS pue,
+    CASE WHEN covered_s > 0 THEN it_j / 3.6e6 END AS it_energy_kwh,
+    CASE WHEN covered_s > 0 THEN facility_j / 3.6e6 END AS facility_energy_kwh,
+    coalesce(covered_s, 0) / 3600 AS coverage_ratio,
+    coalesce(n_samples, 0) AS n_samples
+FROM site_hours
+FULL OUTER JOIN site_samples USING (site, hour_index)

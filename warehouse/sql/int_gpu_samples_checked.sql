@@ -1,0 +1,68 @@
+-- int_gpu_samples_checked: the GPU readings of the day being built plus a margin on each side,
+-- each with the first quarantine rule it breaks (NULL when clean). Internal, rebuilt per build.
+-- kind: temp
+-- grain: one row per raw GPU reading in [day - margin, day + 1 + margin]
+-- columns: the lake's gpu_samples columns, plus
+--   day [DATE] the date= partition the row was read from (UTC day of sampled_at)
+--   in_inventory [bool] the GPU's uuid is in the site inventory (dim_gpu)
+--   reason [text] why the row is quarantined (NULL: clean). Rules, first match wins:
+--     duplicate_key: a second row with the same (gpu_uuid, sampled_at, source);
+--     future_timestamp: sampled_at later than build time + max_clock_skew_s;
+--     power_not_finite; power_negative; counter_negative;
+--     power_unit_mw: power_w > 100x the power limit (or 10x the absolute bound): mW stored as W;
+--     power_over_limit: power_w > max_power_over_limit_ratio x power_limit_w;
+--     power_over_bound: no limit known and power_w > max_power_abs_w;
+--     temp_out_of_range: temp_c or mem_temp_c outside [min_temp_c, max_temp_c];
+--     ratio_out_of_range: an *_ratio column outside 0..1;
+--     util_out_of_range: util_gpu_pct or util_mem_pct outside 0..100.
+WITH window_rows AS (
+    SELECT r.* EXCLUDE (date), r.date AS day
+    FROM raw_gpu_samples AS r
+    -- the typed partition column first: DuckDB opens only these three days' files
+    WHERE r.date BETWEEN $day::DATE - 1 AND $day::DATE + 1
+      AND (
+          r.date = $day::DATE
+          OR r.sampled_at BETWEEN $day::TIMESTAMPTZ - to_seconds($margin_s)
+                              AND ($day::DATE + 1)::TIMESTAMPTZ + to_seconds($margin_s)
+      )
+),
+numbered AS (
+    SELECT
+        *,
+        row_number() OVER (
+            PARTITION BY gpu_uuid, sampled_at, source
+            ORDER BY power_w NULLS LAST, energy_mj_total NULLS LAST, host, gpu_index
+        ) AS duplicate_rank
+    FROM window_rows
+),
+checked AS (
+    SELECT
+        * EXCLUDE (duplicate_rank),
+        CASE
+            WHEN duplicate_rank > 1 THEN 'duplicate_key'
+            WHEN sampled_at > $now::TIMESTAMPTZ + to_seconds($max_clock_skew_s) THEN 'future_timestamp'
+            WHEN isnan(power_w) OR isinf(power_w) THEN 'power_not_finite'
+            WHEN power_w < 0 THEN 'power_negative'
+            WHEN energy_mj_total < 0 THEN 'counter_negative'
+            WHEN power_limit_w > 0 AND power_w > 100 * power_limit_w THEN 'power_unit_mw'
+            WHEN coalesce(power_limit_w, 0) <= 0 AND power_w > 10 * $max_power_abs_w THEN 'power_unit_mw'
+            WHEN power_limit_w > 0 AND power_w > $max_power_over_limit_ratio * power_limit_w THEN 'power_over_limit'
+            WHEN coalesce(power_limit_w, 0) <= 0 AND power_w > $max_power_abs_w THEN 'power_over_bound'
+            WHEN NOT coalesce(temp_c BETWEEN $min_temp_c AND $max_temp_c, true)
+              OR NOT coalesce(mem_temp_c BETWEEN $min_temp_c AND $max_temp_c, true) THEN 'temp_out_of_range'
+            WHEN NOT coalesce(sm_active_ratio BETWEEN 0 AND 1, true)
+              OR NOT coalesce(sm_occupancy_ratio BETWEEN 0 AND 1, true)
+              OR NOT coalesce(tensor_active_ratio BETWEEN 0 AND 1, true)
+              OR NOT coalesce(dram_active_ratio BETWEEN 0 AND 1, true) THEN 'ratio_out_of_range'
+            WHEN NOT coalesce(util_gpu_pct BETWEEN 0 AND 100, true)
+              OR NOT coalesce(util_mem_pct BETWEEN 0 AND 100, true) THEN 'util_out_of_range'
+        END AS reason
+    FROM numbered
+),
+flagged AS (
+    SELECT
+        checked.*,
+        checked.gpu_uuid IN (SELECT gpu_uuid FROM int_inventory) AS in_inventory
+    FROM checked
+)
+SELECT * FROM flagged

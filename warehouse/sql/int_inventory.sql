@@ -1,0 +1,32 @@
+-- int_inventory: the site inventory file, typed. Internal, reloaded on every build.
+-- kind: temp
+-- grain: one row per GPU listed in the inventory CSV
+-- columns: the CSV's header row must name (order free, extra columns ignored):
+--   gpu_uuid [text] NVML UUID
+--   host [text] server
+--   gpu_index [int] index on the host
+--   gpu_model [text] NVML name
+--   rack [text] rack
+--   site [text] site
+--   region [text] grid region
+--   purchased_on [YYYY-MM-DD] purchase date
+--   purchase_price_usd [USD] purchase price
+--   embodied_kgco2e [kgCO2e] manufacturing footprint
+--   lifetime_years [years] amortisation lifetime
+WITH csv_rows AS (
+    SELECT * FROM read_csv($inventory_path, header = true, all_varchar = true)
+)
+SELECT
+    trim(gpu_uuid) AS gpu_uuid,
+    trim(host) AS host,
+    CAST(nullif(trim(gpu_index), '') AS SMALLINT) AS gpu_index,
+    trim(gpu_model) AS gpu_model,
+    nullif(trim(rack), '') AS rack,
+    nullif(trim(site), '') AS site,
+    nullif(trim(region), '') AS region,
+    CAST(nullif(trim(purchased_on), '') AS DATE) AS purchased_on,
+    CAST(nullif(trim(purchase_price_usd), '') AS DOUBLE) AS purchase_price_usd,
+    CAST(nullif(trim(embodied_kgco2e), '') AS DOUBLE) AS embodied_kgco2e,
+    CAST(nullif(trim(lifetime_years), '') AS DOUBLE) AS lifetime_years
+FROM csv_rows
+WHERE nullif(trim(gpu_uuid), '') IS NOT NULL

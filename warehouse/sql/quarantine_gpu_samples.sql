@@ -1,0 +1,14 @@
+-- quarantine_gpu_samples: GPU readings that broke a rule, with the rule. For each day,
+-- rows in raw_gpu_samples = rows in stg_gpu_samples + rows here.
+-- kind: day
+-- grain: one row per raw GPU reading that failed a rule
+-- columns: the lake's gpu_samples columns, plus
+--   day [DATE] UTC day of sampled_at
+--   in_inventory [bool] the GPU is in the site inventory
+--   reason [text] the first rule the row broke (see int_gpu_samples_checked.sql for the list)
+WITH day_rows AS (
+    SELECT *
+    FROM int_gpu_samples_checked
+    WHERE day = $day::DATE AND reason IS NOT NULL
+)
+SELECT * FROM day_rows

@@ -1,0 +1,14 @@
+-- raw_jobs: the lake's jobs dataset as is, read straight from the Parquet files.
+-- kind: view
+-- grain: one row per (job, GPU it held)
+-- columns: the dataset's columns (collectors/schema.py; units in the names, times UTC), plus
+--   date [DATE] the date= partition (UTC day of the row's time); filter on it so DuckDB reads only those files
+WITH files AS (
+    SELECT *
+    FROM read_parquet(
+        getvariable('jh_lake') || '/jobs/**/*.parquet',
+        hive_partitioning = true,
+        union_by_name = true
+    )
+)
+SELECT * FROM files

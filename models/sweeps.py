@@ -1,0 +1,165 @@
+"""Measured power-limit and clock sweeps (Zeus formats) and the limit they call for.
+
+Formats in ../shared/data/sweeps, recognised by their columns:
+- Zeus test profiles (`start_time, window_name, elapsed_time, gpu0_energy`): one profiling window
+  per limit, window_name `__GlobalPowerLimitOptimizer_<W>`, elapsed_time s, gpu0_energy J.
+  Where one limit has several windows, their mean is used (a window is a fixed number of
+  iterations; Zeus's optimizer likewise keeps one time and energy per limit).
+- Zeus NSDI'23 summaries (`dataset, network, batch_size, optimizer, power_limit, time_per_epoch,
+  average_power`): one sweep per workload; energy per epoch = time_per_epoch x average_power.
+- Perseus stage profiles (`stage, instruction, frequency, time, energy`): SM clock (MHz) sweeps;
+  summed over stages and forward/backward, one iteration's time (s) and energy (J) per clock.
+"""
+
+from __future__ import annotations
+
+import csv
+import re
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+OBJECTIVES = ("energy", "cost", "time")
+_WINDOW = re.compile(r"_(\d+(?:\.\d+)?)$")
+
+
+class SweepError(ValueError):
+    """A sweep file that is not in a known format, or a sweep with nothing to choose from."""
+
+
+@dataclass(frozen=True)
+class Sweep:
+    """One workload's sweep: per setting (power limit W, or SM clock MHz) time s and energy J."""
+
+    label: str
+    setting: str  # "power_limit_w" | "sm_clock_mhz"
+    values: np.ndarray
+    time_s: np.ndarray
+    energy_j: np.ndarray
+
+    @property
+    def average_power_w(self) -> np.ndarray:
+        return self.energy_j / self.time_s
+
+
+@dataclass(frozen=True)
+class Choice:
+    """The chosen setting and what it costs relative to the highest one."""
+
+    label: str
+    objective: str
+    setting: str
+    chosen: float
+    time_s: float
+    energy_j: float
+    slowdown_pct: float
+    energy_saving_pct: float
+    candidates: list[dict] = field(default_factory=list)
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+def _rows(path: Path) -> list[dict[str, str]]:
+    with path.open(newline="") as fh:
+        return [{k.strip(): (v or "").strip() for k, v in row.items()} for row in csv.DictReader(fh)]
+
+
+def _sweep(label: str, setting: str, groups: dict[float, list[tuple[float, float]]]) -> Sweep:
+    values = np.array(sorted(groups))
+    time_s = np.array([np.mean([t for t, _ in groups[v]]) for v in values])
+    energy_j = np.array([np.mean([e for _, e in groups[v]]) for v in values])
+    return Sweep(label, setting, values, time_s, energy_j)
+
+
+def load_sweeps(path: str | Path) -> dict[str, Sweep]:
+    """All sweeps in one file, keyed by a workload label; raises SweepError naming the file."""
+    path = Path(path)
+    if not path.is_file():
+        raise SweepError(f"sweep file {path} does not exist")
+    rows = _rows(path)
+    if not rows:
+        raise SweepError(f"sweep file {path} has no rows")
+    columns = set(rows[0])
+    groups: dict[str, dict[float, list[tuple[float, float]]]] = {}
+    if {"window_name", "elapsed_time", "gpu0_energy"} <= columns:
+        for row in rows:
+            match = _WINDOW.search(row["window_name"])
+            if not match:
+                continue  # a window that is not a power-limit probe (e.g. a user's own window)
+            groups.setdefault(path.stem, {}).setdefault(float(match.group(1)), []).append(
+                (float(row["elapsed_time"]), float(row["gpu0_energy"])))
+        setting = "power_limit_w"
+    elif {"power_limit", "time_per_epoch", "average_power"} <= columns:
+        for row in rows:
+            label = "/".join(row[k] for k in ("dataset", "network", "batch_size", "optimizer") if k in row)
+            t = float(row["time_per_epoch"])
+            groups.setdefault(label, {}).setdefault(float(row["power_limit"]), []).append(
+                (t, t * float(row["average_power"])))
+        setting = "power_limit_w"
+    elif {"frequency", "time", "energy"} <= columns:
+        per_clock: dict[float, list[float]] = {}
+        for row in rows:
+            acc = per_clock.setdefault(float(row["frequency"]), [0.0, 0.0])
+            acc[0] += float(row["time"])
+            acc[1] += float(row["energy"])
+        groups[path.stem] = {f: [(t, e)] for f, (t, e) in per_clock.items()}
+        setting = "sm_clock_mhz"
+    else:
+        raise SweepError(f"sweep file {path}: columns {sorted(columns)} match no known sweep format "
+                         "(Zeus profile window_name/elapsed_time/gpu0_energy, Zeus summary "
+                         "power_limit/time_per_epoch/average_power, or Perseus frequency/time/energy)")
+    if not groups:
+        raise SweepError(f"sweep file {path}: no power-limit windows found")
+    return {label: _sweep(label, setting, g) for label, g in groups.items()}
+
+
+def load_sweep(path: str | Path, label: str | None = None) -> Sweep:
+    """The one sweep in `path` (or the one named `label` in a multi-workload file)."""
+    sweeps = load_sweeps(path)
+    if label is None:
+        if len(sweeps) != 1:
+            raise SweepError(f"sweep file {path} holds {len(sweeps)} workloads; name one of {sorted(sweeps)[:5]}...")
+        return next(iter(sweeps.values()))
+    if label not in sweeps:
+        raise SweepError(f"sweep file {path} has no workload {label!r}; it has {sorted(sweeps)[:5]}...")
+    return sweeps[label]
+
+
+def choose_power_limit(sweep: Sweep, objective: str = "energy", eta: float = 0.5,
+                       max_slowdown_pct: float | None = None, max_power_w: float | None = None) -> Choice:
+    """Pick the setting that minimises the objective over the measured points.
+
+    energy: energy per unit of work (J). time: time (s). cost (Zeus): eta*energy +
+    (1 - eta)*max_power_w*time, max_power_w defaulting to the sweep's highest power limit (Zeus uses
+    the device's maximum limit). max_slowdown_pct keeps only settings whose time is within that
+    percentage of the time at the highest setting (Zeus's MaxSlowdownConstraint).
+    """
+    if objective not in OBJECTIVES:
+        raise SweepError(f"objective {objective!r} is not one of {OBJECTIVES}")
+    if not 0.0 <= eta <= 1.0:
+        raise SweepError(f"eta {eta} is outside [0, 1]")
+    if objective == "cost" and max_power_w is None and sweep.setting != "power_limit_w":
+        raise SweepError(f"sweep {sweep.label!r} varies {sweep.setting}: the cost objective needs max_power_w")
+    top = int(np.argmax(sweep.values))
+    reference_time, reference_energy = sweep.time_s[top], sweep.energy_j[top]
+    max_power = float(sweep.values.max()) if max_power_w is None else max_power_w
+    if objective == "energy":
+        score = sweep.energy_j
+    elif objective == "time":
+        score = sweep.time_s
+    else:
+        score = eta * sweep.energy_j + (1 - eta) * max_power * sweep.time_s
+    slowdown_pct = 100.0 * (sweep.time_s / reference_time - 1.0)
+    allowed = np.ones(len(score), bool) if max_slowdown_pct is None else slowdown_pct <= max_slowdown_pct + 1e-9
+    allowed[top] = True  # the highest setting is always admissible: it defines zero slowdown
+    best = int(np.flatnonzero(allowed)[np.argmin(score[allowed])])
+    candidates = [{"setting": float(v), "time_s": float(t), "energy_j": float(e), "score": float(s),
+                   "slowdown_pct": float(d), "allowed": bool(a)}
+                  for v, t, e, s, d, a in zip(sweep.values, sweep.time_s, sweep.energy_j, score, slowdown_pct, allowed)]
+    return Choice(label=sweep.label, objective=objective, setting=sweep.setting, chosen=float(sweep.values[best]),
+                  time_s=float(sweep.time_s[best]), energy_j=float(sweep.energy_j[best]),
+                  slowdown_pct=float(slowdown_pct[best]),
+                  energy_saving_pct=float(100.0 * (1 - sweep.energy_j[best] / reference_energy)),
+                  candidates=candidates)

@@ -95,7 +95,7 @@ def group_by_job(attributed: pl.DataFrame, additive_cols: list[str]) -> pl.DataF
     """Sum to the report grain: day x team x user x job x stage."""
     return (
         attributed.group_by(GROUP_KEYS)
-        .agg([pl.col("gpu_hours").sum(), pl.col("flops_total").sum(min_count=1)] + [pl.col(c).sum() for c in additive_cols])
+        .agg([pl.col("gpu_hours").sum(), pl.when(pl.col("flops_total").count() > 0).then(pl.col("flops_total").sum()).alias("flops_total")] + [pl.col(c).sum() for c in additive_cols])
         .sort(GROUP_KEYS)
     )
 

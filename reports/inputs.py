@@ -1,0 +1,131 @@
+"""I/O edge of the accounts: read one day's inputs from the warehouse, write report rows back.
+
+Everything here talks to DuckDB; everything the accounts compute is in pure functions
+elsewhere. Optional relations (fct_pue_hourly, dim_gpu, raw_jobs) that do not exist yield an
+empty frame and a note saying what was assumed instead.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass, field
+from importlib import resources
+
+import polars as pl
+
+from reports.attribution import JOB_COLUMNS, empty_jobs
+
+UTC = dt.timezone.utc
+HOUR = pl.Datetime("us", "UTC")
+# Report tables this module may replace a day in (names are SQL identifiers, never user input).
+REPORT_TABLES = ("rpt_carbon_daily", "rpt_tco_daily")
+
+
+def load_sql(name: str) -> str:
+    """The text of reports/sql/<name>.sql."""
+    return resources.files("reports").joinpath("sql", f"{name}.sql").read_text()
+
+
+def relation_exists(con, name: str) -> bool:
+    """True when a table or view of that name exists in the connection's database."""
+    row = con.execute(
+        "SELECT count(*) FROM (SELECT table_name AS n FROM duckdb_tables() UNION ALL "
+        "SELECT view_name FROM duckdb_views()) WHERE n = ?", [name]
+    ).fetchall()
+    return bool(row and row[0][0])
+
+
+def day_bounds(day: dt.date) -> tuple[dt.datetime, dt.datetime]:
+    start = dt.datetime(day.year, day.month, day.day, tzinfo=UTC)
+    return start, start + dt.timedelta(days=1)
+
+
+def _to_utc(frame: pl.DataFrame, columns: list[str]) -> pl.DataFrame:
+    """DuckDB returns TIMESTAMPTZ in the session's time zone: bring it back to UTC, in us."""
+    fixes = []
+    for c in columns:
+        if c in frame.columns:
+            dtype = frame.schema[c]
+            expr = pl.col(c)
+            if isinstance(dtype, pl.Datetime) and dtype.time_zone is None:
+                expr = expr.dt.replace_time_zone("UTC")
+            fixes.append(expr.dt.convert_time_zone("UTC").dt.cast_time_unit("us").alias(c))
+    return frame.with_columns(fixes) if fixes else frame
+
+
+@dataclass
+class DayInputs:
+    """One day's inputs. gpu_hours has the metered GPU-hours with site, region, rack and the
+    inventory's embodied_kgco2e / lifetime_years / purchase_price_usd (NULL where unknown)."""
+
+    day: dt.date
+    gpu_hours: pl.DataFrame
+    pue: pl.DataFrame
+    jobs: pl.DataFrame
+    notes: list[str] = field(default_factory=list)
+
+
+def read_day_inputs(con, day: dt.date, fallback_region: str) -> DayInputs:
+    """Read fct_gpu_energy_hourly for `day` and whatever optional relations exist."""
+    start, end = day_bounds(day)
+    notes: list[str] = []
+    if not relation_exists(con, "fct_gpu_energy_hourly"):
+        raise LookupError("relation fct_gpu_energy_hourly does not exist: build the warehouse for this day first")
+    gpu_hours = _to_utc(con.sql(load_sql("acct_gpu_hours"), params={"day": day}).pl(), ["hour_at"])
+    gpu_hours = gpu_hours.with_columns(pl.col("day").cast(pl.Date), pl.col("energy_kwh").cast(pl.Float64))
+
+    if relation_exists(con, "fct_pue_hourly"):
+        pue = _to_utc(con.sql(load_sql("acct_pue_hours"), params={"day_start": start, "day_end": end}).pl(), ["hour_at"])
+    else:
+        pue = pl.DataFrame(schema={"hour_at": HOUR, "site": pl.String, "pue": pl.Float64})
+        notes.append("fct_pue_hourly absent: default PUE used for every hour")
+
+    inventory_cols = {"site": pl.String, "region": pl.String, "rack": pl.String, "embodied_kgco2e": pl.Float64,
+                      "lifetime_years": pl.Float64, "purchase_price_usd": pl.Float64}
+    if relation_exists(con, "dim_gpu"):
+        dim = con.sql(load_sql("acct_dim_gpu")).pl()
+        dim = dim.select(["gpu_uuid"] + [
+            (pl.col(c).cast(t) if c in dim.columns else pl.lit(None, dtype=t)).alias(c) for c, t in inventory_cols.items()
+        ]).unique("gpu_uuid")
+    else:
+        dim = pl.DataFrame(schema={"gpu_uuid": pl.String, **inventory_cols})
+        notes.append("dim_gpu absent: settings defaults used for site, region, embodied carbon and capital")
+    gpu_hours = gpu_hours.join(dim, on="gpu_uuid", how="left")
+    # Without an inventory site, a warehouse with exactly one PUE site is that site.
+    sites = pue["site"].unique().to_list()
+    default_site = sites[0] if len(sites) == 1 else "unknown"
+    gpu_hours = gpu_hours.with_columns(
+        pl.col("site").fill_null(default_site), pl.col("region").fill_null(fallback_region),
+        pl.col("rack").fill_null(pl.col("host")),
+    )
+
+    if relation_exists(con, "raw_jobs"):
+        jobs = _to_utc(con.sql(load_sql("acct_jobs"), params={"day_start": start, "day_end": end}).pl(),
+                       ["started_at", "ended_at"])
+        jobs = jobs.select([(pl.col(c).cast(t) if c in jobs.columns else pl.lit(None, dtype=t)).alias(c)
+                            for c, t in JOB_COLUMNS.items()])
+    else:
+        jobs = empty_jobs()
+        notes.append("raw_jobs absent: all energy is on the unallocated line")
+    return DayInputs(day=day, gpu_hours=gpu_hours, pue=pue, jobs=jobs, notes=notes)
+
+
+def replace_report_day(con, table: str, day: dt.date, rows: pl.DataFrame) -> int:
+    """Create `table` (and its monthly view) if needed, delete `day`'s rows, insert `rows`."""
+    if table not in REPORT_TABLES:
+        raise ValueError(f"report table {table!r}: expected one of {REPORT_TABLES}")
+    con.execute(load_sql(table))
+    con.execute(load_sql(table.replace("_daily", "_monthly")))
+    columns = [r[0] for r in con.execute(f"DESCRIBE {table}").fetchall()]
+    con.register("_jh_report_rows", rows.select(columns).to_arrow())
+    con.execute("BEGIN TRANSACTION")
+    try:
+        con.execute(f"DELETE FROM {table} WHERE day = ?", [day])
+        con.execute(f"INSERT INTO {table} SELECT * FROM _jh_report_rows")
+        con.execute("COMMIT")
+    except Exception:
+        con.execute("ROLLBACK")
+        raise
+    finally:
+        con.unregister("_jh_report_rows")
+    return rows.height

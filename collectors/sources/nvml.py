@@ -1,0 +1,262 @@
+"""NVML source: one gpu_samples row per GPU per poll, read through nvidia-ml-py (`pynvml`).
+
+Units, as stored: power_w W (NVML gives integer mW), energy_mj_total mJ (NVML's counter since the
+driver loaded; integrate this, not power: on A100/H100 the instantaneous power reading covers
+only about a quarter of the time), temp_c / mem_temp_c C, sm_clock_mhz / mem_clock_mhz MHz,
+util_gpu_pct / util_mem_pct 0-100, mem_used_mib MiB, power_limit_w W (the enforced limit),
+pcie_tx/rx_bytes_per_s bytes/s (NVML gives KB/s; 1 KB = 1024 bytes here), pstate 0-15,
+clock_event_reasons the NVML bitmask.
+
+Extra columns: `power_limit_min_w` / `power_limit_max_w` / `power_limit_default_w` (W, read once
+per GPU when it is first seen), `running_pids` (list of PIDs of compute processes, for job
+attribution) and `error` (NULL on a good row; else which NVML calls failed and why).
+
+Error policy, applied in one place (`_call`): NOT_SUPPORTED, NO_DATA, a function the driver
+lacks (NVMLError_FunctionNotFound, old drivers) -> the reading is NULL and the row is good.
+GPU_IS_LOST / GPU_NOT_FOUND / RESET_REQUIRED -> the GPU's row is written with every reading
+NULL and `error` saying so; the other GPUs go on. Any other error -> that reading is NULL and
+`error` names the call. NVML that cannot start at all raises NvmlUnavailable (a SourceError).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from types import ModuleType
+from typing import Any
+
+import pyarrow as pa
+
+from collectors.schema import GPU_SAMPLES
+from collectors.sources.base import ERROR_COLUMN, SourceError
+
+KIB = 1024
+NVML_FI_DEV_MEMORY_TEMP = 82
+NVML_PSTATE_UNKNOWN = 32
+_UNSUPPORTED = {3, 21}  # NOT_SUPPORTED, NO_DATA
+_LOST = {15, 16, 28}  # GPU_IS_LOST, RESET_REQUIRED, GPU_NOT_FOUND
+
+
+class NvmlError(RuntimeError):
+    """An NVML call failed; the message names the call and NVML's error."""
+
+
+class NvmlUnsupported(NvmlError):
+    """The GPU or driver has no such reading (the value is NULL, not an error)."""
+
+
+class NvmlFunctionMissing(NvmlUnsupported):
+    """The driver's NVML lacks the function (older driver)."""
+
+
+class NvmlGpuLost(NvmlError):
+    """The GPU fell off the bus or needs a reset."""
+
+
+class NvmlUnavailable(SourceError):
+    """NVML itself could not start (no driver, no library)."""
+
+
+_SCHEMA_FIELDS = {f.name: f for f in GPU_SAMPLES}
+_EXTRA_FIELDS = [
+    pa.field("power_limit_min_w", pa.float32()),
+    pa.field("power_limit_max_w", pa.float32()),
+    pa.field("power_limit_default_w", pa.float32()),
+    pa.field("running_pids", pa.list_(pa.int64())),
+    pa.field(ERROR_COLUMN, pa.string()),
+]
+_COLUMNS = [
+    "sampled_at", "host", "gpu_index", "gpu_uuid", "gpu_model", "power_w", "energy_mj_total", "temp_c",
+    "mem_temp_c", "sm_clock_mhz", "mem_clock_mhz", "util_gpu_pct", "util_mem_pct", "mem_used_mib",
+    "power_limit_w", "pcie_tx_bytes_per_s", "pcie_rx_bytes_per_s", "pstate", "clock_event_reasons", "source",
+]
+ROW_SCHEMA = pa.schema([_SCHEMA_FIELDS[c] for c in _COLUMNS] + _EXTRA_FIELDS)
+
+
+def _import_pynvml() -> ModuleType:
+    import pynvml
+
+    return pynvml
+
+
+@dataclass
+class _Gpu:
+    index: int
+    handle: Any = None
+    uuid: str = ""
+    model: str | None = None
+    limits_w: tuple[float | None, float | None, float | None] = (None, None, None)
+    lost: str | None = None
+    errors: list[str] = field(default_factory=list)
+
+
+class NvmlSource:
+    """Polls every GPU NVML sees on this host. `nvml` is the pynvml module (a test may hand in
+    another); `clock` gives seconds since the epoch (UTC)."""
+
+    dataset = "gpu_samples"
+
+    def __init__(self, host: str, *, nvml: ModuleType | None = None, clock: Callable[[], float] = time.time):
+        self.host = host
+        self._nvml = nvml
+        self._clock = clock
+        self._gpus: list[_Gpu] | None = None
+        self._event_reasons_fn = "nvmlDeviceGetCurrentClocksEventReasons"
+
+    def _call(self, gpu: _Gpu | None, name: str, *args: Any) -> Any:
+        """Call pynvml.<name>(*args), translating NVML's errors into this module's exceptions."""
+        nvml = self._nvml
+        try:
+            return getattr(nvml, name)(*args)
+        except nvml.NVMLError as exc:
+            code = getattr(exc, "value", None)
+            text = f"{name}: {exc} (NVML error {code})"
+            if code == 13:  # FUNCTION_NOT_FOUND
+                raise NvmlFunctionMissing(text) from None
+            if code in _UNSUPPORTED:
+                raise NvmlUnsupported(text) from None
+            if code in _LOST:
+                raise NvmlGpuLost(text) from None
+            raise NvmlError(text) from None
+        except nvml.NVMLLibraryMismatchError as exc:  # pynvml's word for a missing unversioned function
+            raise NvmlFunctionMissing(f"{name}: {exc}") from None
+
+    def _reading(self, gpu: _Gpu, name: str, *args: Any) -> Any:
+        """One reading of one GPU, or None. A lost GPU stops being read for this poll."""
+        if gpu.lost:
+            return None
+        try:
+            return self._call(gpu, name, gpu.handle, *args)
+        except NvmlUnsupported:
+            return None
+        except NvmlGpuLost as exc:
+            gpu.lost = str(exc)
+        except NvmlError as exc:
+            gpu.errors.append(str(exc))
+        return None
+
+    def _start(self) -> list[_Gpu]:
+        if self._nvml is None:
+            try:
+                self._nvml = _import_pynvml()
+            except ImportError as exc:
+                raise NvmlUnavailable(f"nvidia-ml-py is not installed: {exc}") from None
+        try:
+            self._call(None, "nvmlInit")
+            count = self._call(None, "nvmlDeviceGetCount")
+        except NvmlError as exc:
+            raise NvmlUnavailable(f"NVML on host {self.host!r} cannot start: {exc}") from None
+        gpus = [_Gpu(index=i) for i in range(count)]
+        for gpu in gpus:
+            self._discover(gpu)
+        return gpus
+
+    def _discover(self, gpu: _Gpu) -> None:
+        """Get the handle, UUID, model and limit constraints (fixed for a GPU's life)."""
+        try:
+            gpu.handle = self._call(gpu, "nvmlDeviceGetHandleByIndex", gpu.index)
+        except NvmlError as exc:
+            gpu.handle, gpu.lost = None, str(exc)
+            return
+        gpu.uuid = _text(self._reading(gpu, "nvmlDeviceGetUUID")) or gpu.uuid
+        gpu.model = _text(self._reading(gpu, "nvmlDeviceGetName"))
+        limits = self._reading(gpu, "nvmlDeviceGetPowerManagementLimitConstraints")
+        default = self._reading(gpu, "nvmlDeviceGetPowerManagementDefaultLimit")
+        lo, hi = limits if limits else (None, None)
+        gpu.limits_w = (_mw_to_w(lo), _mw_to_w(hi), _mw_to_w(default))
+
+    def read(self) -> pa.Table:
+        """One row per GPU, sampled now."""
+        if self._gpus is None:
+            self._gpus = self._start()
+        rows = {name: [] for name in ROW_SCHEMA.names}
+        for gpu in self._gpus:
+            gpu.lost, gpu.errors = None, []
+            if gpu.handle is None or not gpu.uuid:
+                self._discover(gpu)  # lost at start-up: try again each poll
+            for name, value in self._sample(gpu).items():
+                rows[name].append(value)
+        return pa.Table.from_pydict(rows, schema=ROW_SCHEMA)
+
+    def _sample(self, gpu: _Gpu) -> dict[str, Any]:
+        nvml = self._nvml
+        sampled_at_us = int(self._clock() * 1_000_000)
+        util = self._reading(gpu, "nvmlDeviceGetUtilizationRates")
+        memory = self._reading(gpu, "nvmlDeviceGetMemoryInfo")
+        pstate = self._reading(gpu, "nvmlDeviceGetPerformanceState")
+        processes = self._reading(gpu, "nvmlDeviceGetComputeRunningProcesses")
+        row = {
+            "power_w": _mw_to_w(self._reading(gpu, "nvmlDeviceGetPowerUsage")),
+            "energy_mj_total": self._reading(gpu, "nvmlDeviceGetTotalEnergyConsumption"),
+            "temp_c": self._reading(gpu, "nvmlDeviceGetTemperature", nvml.NVML_TEMPERATURE_GPU),
+            "mem_temp_c": self._memory_temp_c(gpu),
+            "sm_clock_mhz": self._reading(gpu, "nvmlDeviceGetClockInfo", nvml.NVML_CLOCK_SM),
+            "mem_clock_mhz": self._reading(gpu, "nvmlDeviceGetClockInfo", nvml.NVML_CLOCK_MEM),
+            "util_gpu_pct": util.gpu if util is not None else None,
+            "util_mem_pct": util.memory if util is not None else None,
+            "mem_used_mib": memory.used // (1024 * 1024) if memory is not None else None,
+            "power_limit_w": _mw_to_w(self._reading(gpu, "nvmlDeviceGetEnforcedPowerLimit")),
+            "pcie_tx_bytes_per_s": _kib(self._reading(gpu, "nvmlDeviceGetPcieThroughput", nvml.NVML_PCIE_UTIL_TX_BYTES)),
+            "pcie_rx_bytes_per_s": _kib(self._reading(gpu, "nvmlDeviceGetPcieThroughput", nvml.NVML_PCIE_UTIL_RX_BYTES)),
+            "pstate": pstate if pstate is not None and 0 <= pstate < NVML_PSTATE_UNKNOWN else None,
+            "clock_event_reasons": self._clock_event_reasons(gpu),
+            "running_pids": [p.pid for p in processes] if processes is not None else None,
+        }
+        if gpu.lost:  # readings taken before the GPU was found lost are not trusted either
+            row = dict.fromkeys(row)
+        errors = [gpu.lost] if gpu.lost else gpu.errors
+        row.update(
+            sampled_at=sampled_at_us, host=self.host, gpu_index=gpu.index, gpu_uuid=gpu.uuid,
+            gpu_model=gpu.model, source="nvml", power_limit_min_w=gpu.limits_w[0],
+            power_limit_max_w=gpu.limits_w[1], power_limit_default_w=gpu.limits_w[2],
+            error="; ".join(errors) if errors else None,
+        )
+        return row
+
+    def _memory_temp_c(self, gpu: _Gpu) -> int | None:
+        values = self._reading(gpu, "nvmlDeviceGetFieldValues", [NVML_FI_DEV_MEMORY_TEMP])
+        if not values or values[0].nvmlReturn != 0:
+            return None
+        return values[0].value.uiVal
+
+    def _clock_event_reasons(self, gpu: _Gpu) -> int | None:
+        """Drivers before 535 only have the older name ("throttle reasons") for the same bitmask."""
+        if gpu.lost:
+            return None
+        try:
+            return self._call(gpu, self._event_reasons_fn, gpu.handle)
+        except NvmlFunctionMissing:
+            if self._event_reasons_fn == "nvmlDeviceGetCurrentClocksThrottleReasons":
+                return None
+            self._event_reasons_fn = "nvmlDeviceGetCurrentClocksThrottleReasons"
+            return self._reading(gpu, self._event_reasons_fn)
+        except NvmlUnsupported:
+            return None
+        except NvmlGpuLost as exc:
+            gpu.lost = str(exc)
+        except NvmlError as exc:
+            gpu.errors.append(str(exc))
+        return None
+
+    def close(self) -> None:
+        if self._gpus is not None and self._nvml is not None:
+            try:
+                self._call(None, "nvmlShutdown")
+            except NvmlError:
+                pass  # shutting down a driver that already went away is not worth failing for
+        self._gpus = None
+
+
+def _mw_to_w(value: int | None) -> float | None:
+    return value / 1000.0 if value is not None else None
+
+
+def _kib(value: int | None) -> int | None:
+    return value * KIB if value is not None else None
+
+
+def _text(value: Any) -> str | None:
+    if value is None:
+        return None
+    return value.decode() if isinstance(value, bytes) else str(value)

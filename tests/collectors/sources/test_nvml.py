@@ -1,0 +1,122 @@
+"""NvmlSource against the real nvidia-ml-py and the stand-in libnvidia-ml.so.1."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from collectors.schema import conform
+from collectors.sources.base import Source
+from collectors.sources.nvml import NvmlSource, NvmlUnavailable
+from collectors.writer import write_dataset
+from nvml_stub.fixture import GpuState
+
+NOW_S = 1_767_225_600.25  # 2026-01-01T00:00:00.25Z
+
+
+@pytest.fixture()
+def source(nvml_stub):
+    src = NvmlSource("node-01", clock=lambda: NOW_S)
+    yield src
+    src.close()
+
+
+def rows_by_index(table: pa.Table) -> dict[int, dict]:
+    return {r["gpu_index"]: r for r in table.to_pylist()}
+
+
+def test_readings_are_converted_to_lake_units(nvml_stub, source):
+    nvml_stub.write([GpuState.a100(0, power_mw=312_345, energy_mj_total=9_876_543_210, temp_c=61,
+                                   mem_temp_c=70, sm_clock_mhz=1410, mem_clock_mhz=1593,
+                                   util_gpu_pct=97, util_mem_pct=41, mem_used_mib=40_000,
+                                   power_limit_mw=300_000, pcie_tx_kb_per_s=1500,
+                                   pcie_rx_kb_per_s=3, pstate=0, clock_event_reasons=0x4,
+                                   processes={4242: 2048, 4243: 10})])
+    assert isinstance(source, Source)
+    [row] = source.read().to_pylist()
+    assert row["gpu_model"] == "NVIDIA A100-SXM4-80GB"
+    assert row["gpu_uuid"].startswith("GPU-")
+    assert row["power_w"] == pytest.approx(312.345)
+    assert row["energy_mj_total"] == 9_876_543_210
+    assert (row["temp_c"], row["mem_temp_c"]) == (61, 70)
+    assert (row["sm_clock_mhz"], row["mem_clock_mhz"]) == (1410, 1593)
+    assert (row["util_gpu_pct"], row["util_mem_pct"]) == (97, 41)
+    assert row["mem_used_mib"] == 40_000
+    assert row["power_limit_w"] == 300.0
+    assert (row["power_limit_min_w"], row["power_limit_max_w"], row["power_limit_default_w"]) == (100, 400, 400)
+    assert (row["pcie_tx_bytes_per_s"], row["pcie_rx_bytes_per_s"]) == (1500 * 1024, 3 * 1024)
+    assert row["pstate"] == 0
+    assert row["clock_event_reasons"] == 0x4  # via the pre-535 name: the stub lacks the new one
+    assert sorted(row["running_pids"]) == [4242, 4243]
+    assert row["error"] is None and row["source"] == "nvml"
+    assert row["sampled_at"].timestamp() == NOW_S and row["sampled_at"].tzinfo is not None
+
+
+def test_lost_gpu_marks_its_row_and_the_others_go_on(nvml_stub, source):
+    source.read()
+    nvml_stub.set(1, error={"*": "GPU_IS_LOST"})
+    rows = rows_by_index(source.read())
+    assert rows[0]["error"] is None and rows[0]["power_w"] == 72.0
+    assert "GPU is lost" in rows[1]["error"] or "15" in rows[1]["error"]
+    assert rows[1]["power_w"] is None and rows[1]["energy_mj_total"] is None
+    assert rows[1]["gpu_uuid"] == rows_by_index(source.read())[1]["gpu_uuid"] != ""
+    nvml_stub.set(1, error={"*": "SUCCESS"})  # back on the bus
+    assert rows_by_index(source.read())[1]["error"] is None
+
+
+def test_unsupported_readings_are_null_not_zero(nvml_stub, source):
+    nvml_stub.write([GpuState(name="Tesla V100-SXM2-16GB", uuid="GPU-v100", power_mw=40_000)])
+    [row] = source.read().to_pylist()
+    assert row["power_w"] == 40.0
+    for column in ("energy_mj_total", "temp_c", "mem_temp_c", "sm_clock_mhz", "util_gpu_pct",
+                   "pcie_tx_bytes_per_s", "pstate", "clock_event_reasons", "power_limit_w"):
+        assert row[column] is None, column
+    assert row["error"] is None  # a reading the GPU does not have is not an error
+
+
+def test_other_errors_null_the_reading_and_say_which_call(nvml_stub, source):
+    nvml_stub.set(0, error={"nvmlDeviceGetPowerUsage": "UNKNOWN"})
+    rows = rows_by_index(source.read())
+    assert rows[0]["power_w"] is None
+    assert "nvmlDeviceGetPowerUsage" in rows[0]["error"]
+    assert rows[0]["energy_mj_total"] is not None
+
+
+def test_no_driver_raises_a_source_error(nvml_stub):
+    nvml_stub.write([], errors={"nvmlInitWithFlags": "DRIVER_NOT_LOADED"})
+    with pytest.raises(NvmlUnavailable, match="node-01"):
+        NvmlSource("node-01").read()
+
+
+def test_rows_land_in_the_lake(nvml_stub, source, lake):
+    written = write_dataset(lake, "gpu_samples", source.read())
+    assert sum(w.rows for w in written) == 2
+    assert written[0].path.parent.name == "host=node-01"
+
+
+# The state file is rewritten whole for every example, so sharing the fixture is safe.
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(power_mw=st.integers(0, 2**32 - 2), energy_mj=st.integers(0, 2**63 - 1),
+       pcie_kb=st.integers(0, 2**32 - 2))
+def test_conversions_are_exact_over_nvml_ranges(nvml_stub, power_mw, energy_mj, pcie_kb):
+    nvml_stub.write([GpuState.h200(0, power_mw=power_mw, energy_mj_total=energy_mj, pcie_tx_kb_per_s=pcie_kb)])
+    src = NvmlSource("node-02")
+    try:
+        row = conform("gpu_samples", src.read()).to_pylist()[0]
+    finally:
+        src.close()
+    assert row["energy_mj_total"] == energy_mj
+    assert row["pcie_tx_bytes_per_s"] == pcie_kb * 1024
+    assert row["power_w"] == pytest.approx(power_mw / 1000, rel=1e-6)  # float32 in the lake
+
+
+def test_gpu_lost_before_start_is_reported_and_found_again(nvml_stub, source):
+    nvml_stub.set(1, error={"*": "GPU_IS_LOST"})
+    rows = rows_by_index(source.read())
+    assert rows[0]["error"] is None
+    assert rows[1]["error"] and rows[1]["gpu_uuid"] == ""  # NVML never told us its UUID
+    nvml_stub.set(1, error={"*": "SUCCESS"})
+    rows = rows_by_index(source.read())
+    assert rows[1]["error"] is None and rows[1]["gpu_uuid"].startswith("GPU-")

@@ -1,0 +1,364 @@
+"""DCGM readings through Prometheus: dcgm-exporter series -> `gpu_samples` rows, exactly once.
+
+dcgm-exporter publishes one series per (field, GPU) with the labels `gpu` (index), `UUID`,
+`modelName` and `Hostname` (`hostname` in some deployments); Prometheus stores them. This
+source asks Prometheus for a time range with `query_range` (one request for all fields),
+converts the string values, and pivots to one row per (GPU, timestamp). A field a GPU does
+not publish is NULL in its rows, never 0.
+
+Units as dcgm-exporter gives them: power W, energy mJ (a counter since boot), clocks MHz,
+temperatures C, GPU/memory-copy utilisation %, DCGM_FI_PROF_* activity ratios 0..1, PCIe
+bytes per second.
+
+Exactly once: Prometheus is this source's spool. A small JSON state file holds the watermark
+(the last timestamp written) and, while a range is being written, that range ("pending"). A
+range's rows land in files whose names are fixed by the range, so a range redone after a crash
+replaces its own files instead of adding rows; the watermark advances only after the files are
+written. Evaluation timestamps are aligned to multiples of the step, so every run asks for the
+same instants.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import os
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from collectors.schema import GPU_SAMPLES, SORT_KEYS, conform
+from collectors.settings import CollectorSettings
+from collectors.sources.base import SourceError
+from collectors.writer import WrittenFile, partition_dir, write_parquet_atomic
+
+log = logging.getLogger(__name__)
+
+SOURCE_TAG = "dcgm"
+STATE_VERSION = 1
+# Prometheus refuses a range query with more than 11,000 points per series.
+MAX_POINTS_PER_QUERY = 10_000
+
+# dcgm-exporter field -> (lake column, Python type of the lake value).
+FIELDS: dict[str, tuple[str, type]] = {
+    "DCGM_FI_DEV_POWER_USAGE": ("power_w", float),
+    "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION": ("energy_mj_total", int),
+    "DCGM_FI_DEV_SM_CLOCK": ("sm_clock_mhz", int),
+    "DCGM_FI_DEV_MEM_CLOCK": ("mem_clock_mhz", int),
+    "DCGM_FI_DEV_GPU_TEMP": ("temp_c", float),
+    "DCGM_FI_DEV_MEMORY_TEMP": ("mem_temp_c", float),
+    "DCGM_FI_DEV_GPU_UTIL": ("util_gpu_pct", float),
+    "DCGM_FI_DEV_MEM_COPY_UTIL": ("util_mem_pct", float),
+    "DCGM_FI_PROF_SM_ACTIVE": ("sm_active_ratio", float),
+    "DCGM_FI_PROF_SM_OCCUPANCY": ("sm_occupancy_ratio", float),
+    "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE": ("tensor_active_ratio", float),
+    "DCGM_FI_PROF_DRAM_ACTIVE": ("dram_active_ratio", float),
+    "DCGM_FI_PROF_PCIE_TX_BYTES": ("pcie_tx_bytes_per_s", int),
+    "DCGM_FI_PROF_PCIE_RX_BYTES": ("pcie_rx_bytes_per_s", int),
+    "DCGM_FI_DEV_POWER_MGMT_LIMIT": ("power_limit_w", float),
+}
+COLUMNS = [column for column, _ in FIELDS.values()]
+
+
+def fields_query(selector: str = "") -> str:
+    """One PromQL selector for every field: `{__name__=~"A|B|...", <selector matchers>}`."""
+    matchers = f'__name__=~"{"|".join(FIELDS)}"'
+    extra = selector.strip().strip("{}").strip()
+    return "{" + matchers + (", " + extra if extra else "") + "}"
+
+
+def _convert(raw: str, kind: type) -> float | int | None:
+    """Prometheus sends sample values as strings ("312.5", "NaN", "+Inf"): NaN/Inf -> NULL."""
+    value = float(raw)
+    if not math.isfinite(value):
+        return None
+    return int(round(value)) if kind is int else value
+
+
+@dataclass(frozen=True)
+class SeriesKey:
+    host: str
+    gpu_index: int
+    gpu_uuid: str
+    gpu_model: str | None
+
+
+def series_key(labels: dict[str, str]) -> SeriesKey | str:
+    """Map dcgm-exporter labels onto the lake keys, or return why the series cannot be keyed."""
+    host = labels.get("Hostname") or labels.get("hostname")
+    if not host:
+        instance = labels.get("instance", "")
+        host = instance.rsplit(":", 1)[0] if instance else ""
+    uuid = labels.get("UUID") or labels.get("uuid")
+    gpu = labels.get("gpu")
+    if labels.get("GPU_I_ID"):
+        return "MIG instance series (GPU_I_ID label) are not per-GPU readings"
+    if not host or not uuid or gpu is None:
+        return "needs Hostname/hostname (or instance), UUID and gpu labels"
+    try:
+        index = int(gpu)
+    except ValueError:
+        return f"gpu label {gpu!r} is not a GPU index"
+    return SeriesKey(host=host, gpu_index=index, gpu_uuid=uuid, gpu_model=labels.get("modelName"))
+
+
+def pivot_range_result(result: Iterable[dict[str, Any]]) -> tuple[pa.Table, list[str]]:
+    """Turn a `query_range` matrix (one entry per series) into gpu_samples rows: one row per
+    (GPU, timestamp), a column per field, NULL where a GPU has no sample for a field.
+    Returns the table and a list of the series that were set aside, each with its reason."""
+    rows: dict[tuple[SeriesKey, float], dict[str, Any]] = {}
+    rejected: list[str] = []
+    for series in result:
+        labels = series.get("metric", {})
+        name = labels.get("__name__", "")
+        if name not in FIELDS:
+            rejected.append(f"{name or '<no __name__>'} {labels}: not a field this source reads")
+            continue
+        key = series_key(labels)
+        if isinstance(key, str):
+            rejected.append(f"{name} {labels}: {key}")
+            continue
+        column, kind = FIELDS[name]
+        for ts, raw in series.get("values", []):
+            try:
+                value = _convert(raw, kind)
+            except (TypeError, ValueError):
+                rejected.append(f"{name} {labels} at {ts}: value {raw!r} is not a number")
+                continue
+            rows.setdefault((key, float(ts)), {})[column] = value
+    ordered = sorted(rows.items(), key=lambda kv: (kv[0][0].gpu_uuid, kv[0][1]))
+    data: dict[str, list[Any]] = {
+        "sampled_at": [datetime.fromtimestamp(ts, tz=timezone.utc) for (_, ts), _ in ordered],
+        "host": [k.host for (k, _), _ in ordered],
+        "gpu_index": [k.gpu_index for (k, _), _ in ordered],
+        "gpu_uuid": [k.gpu_uuid for (k, _), _ in ordered],
+        "gpu_model": [k.gpu_model for (k, _), _ in ordered],
+    }
+    for column in COLUMNS:
+        data[column] = [values.get(column) for _, values in ordered]
+    data["source"] = [SOURCE_TAG] * len(ordered)
+    schema = pa.schema([GPU_SAMPLES.field(name) for name in data])
+    return pa.Table.from_pydict(data, schema=schema), rejected
+
+
+class WatermarkState:
+    """The JSON state file: `watermark_at` (last instant written, UTC) and `pending` (the range
+    being written, redone first after a crash). Written atomically (temp file, fsync, rename)."""
+
+    def __init__(self, path: str | Path):
+        self.path = Path(path)
+
+    def load(self) -> dict[str, Any]:
+        try:
+            data = json.loads(self.path.read_text())
+        except FileNotFoundError:
+            return {"state_version": STATE_VERSION, "watermark_at": None, "pending": None}
+        except json.JSONDecodeError as exc:
+            raise SourceError(f"dcgm state file {self.path} is not valid JSON ({exc}); "
+                              "fix or remove it (removing it re-reads the initial lookback)") from None
+        if data.get("state_version") != STATE_VERSION:
+            raise SourceError(f"dcgm state file {self.path} has state_version "
+                              f"{data.get('state_version')!r}; expected {STATE_VERSION}")
+        return data
+
+    def save(self, data: dict[str, Any]) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
+        with open(tmp, "w") as fh:
+            json.dump(data, fh, indent=1, sort_keys=True)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, self.path)
+        dir_fd = os.open(self.path.parent, os.O_RDONLY)
+        try:
+            os.fsync(dir_fd)
+        finally:
+            os.close(dir_fd)
+
+
+def _iso(ts: float) -> str:
+    return datetime.fromtimestamp(ts, tz=timezone.utc).isoformat()
+
+
+def _epoch(iso: str) -> float:
+    return datetime.fromisoformat(iso).timestamp()
+
+
+def write_range(lake: str | Path, table: pa.Table, start_s: float, end_s: float) -> list[WrittenFile]:
+    """Write one range's rows, one file per (date, host) partition, under names fixed by the
+    range: writing the same range again replaces those files rather than adding rows."""
+    if table.num_rows == 0:
+        return []
+    table = conform("gpu_samples", table)
+    dates = pc.strftime(table.column("sampled_at"), format="%Y-%m-%d", locale="C")
+    keys = sorted(set(zip(dates.to_pylist(), table.column("host").to_pylist())))
+    name = f"part-{int(start_s * 1e6):016d}-{SOURCE_TAG}-{int(end_s * 1e6):016d}.parquet"
+    written = []
+    for date, host in keys:
+        mask = pc.and_(pc.equal(dates, date), pc.equal(table.column("host"), host))
+        part = table.filter(mask).sort_by(SORT_KEYS["gpu_samples"])
+        written.append(write_parquet_atomic(part, partition_dir(Path(lake), "gpu_samples", date, host) / name))
+    return written
+
+
+class DcgmSource:
+    """gpu_samples from dcgm-exporter series stored in Prometheus (source tag 'dcgm').
+
+    `read_range(start, end)` returns the rows of a closed range; `sync()` writes every range
+    from the watermark up to `now - settle_s` into the lake exactly once and returns the files.
+    `read()` (the collect loop's Protocol) runs `sync()` and returns no rows, because this
+    source writes its own ranges: Prometheus already holds the samples durably."""
+
+    dataset = "gpu_samples"
+
+    def __init__(
+        self,
+        lake: str | Path,
+        *,
+        url: str = "http://127.0.0.1:9090",
+        step_s: float = 30.0,
+        state_path: str | Path = "var/state/dcgm-watermark.json",
+        selector: str = "",
+        timeout_s: float = 10.0,
+        retries: int = 3,
+        backoff_s: float = 1.0,
+        settle_s: float = 60.0,
+        initial_lookback_s: float = 3600.0,
+        client: Any = None,
+        clock: Callable[[], float] = time.time,
+        sleep: Callable[[float], None] = time.sleep,
+    ):
+        if step_s < 1 or step_s != int(step_s):
+            raise ValueError(f"step_s={step_s!r}: expected a whole number of seconds >= 1 "
+                             "(prometheus-api-client sends whole-second range bounds)")
+        if retries < 0:
+            raise ValueError(f"retries={retries!r}: expected 0 or more")
+        self.lake = Path(lake)
+        self.url = url
+        self.step_s = int(step_s)
+        self.state = WatermarkState(state_path)
+        self.query = fields_query(selector)
+        self.timeout_s = timeout_s
+        self.retries = retries
+        self.backoff_s = backoff_s
+        self.settle_s = settle_s
+        self.initial_lookback_s = initial_lookback_s
+        self._clock = clock
+        self._sleep = sleep
+        self._client = client
+        self.rejected_series: list[str] = []
+
+    @classmethod
+    def from_settings(cls, lake: str | Path, settings: CollectorSettings, **overrides: Any) -> DcgmSource:
+        kwargs: dict[str, Any] = dict(
+            url=settings.prometheus_url, step_s=settings.prometheus_step_s,
+            state_path=settings.dcgm_state_path, selector=settings.dcgm_selector,
+            timeout_s=settings.prometheus_timeout_s, retries=settings.prometheus_retries,
+            backoff_s=settings.prometheus_backoff_s, settle_s=settings.dcgm_settle_s,
+            initial_lookback_s=settings.dcgm_initial_lookback_s,
+        )
+        kwargs.update(overrides)
+        return cls(lake, **kwargs)
+
+    def _prometheus(self) -> Any:
+        if self._client is None:
+            from prometheus_api_client import PrometheusConnect
+            from urllib3.util.retry import Retry
+
+            # The client's own retries are switched off so that the bound and the log are ours.
+            self._client = PrometheusConnect(url=self.url, retry=Retry(total=0, raise_on_status=False),
+                                             timeout=self.timeout_s)
+        return self._client
+
+    def read_range(self, start_s: float, end_s: float) -> pa.Table:
+        """Rows for the step-aligned instants in [start_s, end_s] (epoch seconds, UTC).
+        Retries a failing Prometheus `retries` times with doubling backoff, then raises
+        SourceError naming the URL, the range and the last error."""
+        start = datetime.fromtimestamp(start_s, tz=timezone.utc)
+        end = datetime.fromtimestamp(end_s, tz=timezone.utc)
+        attempts = self.retries + 1
+        for attempt in range(1, attempts + 1):
+            try:
+                result = self._prometheus().custom_query_range(
+                    self.query, start_time=start, end_time=end, step=str(self.step_s), timeout=self.timeout_s)
+                break
+            except Exception as exc:  # requests' and the client's errors: all mean "not now"
+                if attempt == attempts:
+                    raise SourceError(
+                        f"dcgm: Prometheus at {self.url} did not answer query_range for "
+                        f"{start.isoformat()}..{end.isoformat()} after {attempts} attempts: "
+                        f"{type(exc).__name__}: {exc}") from exc
+                delay = self.backoff_s * 2 ** (attempt - 1)
+                log.warning("dcgm: Prometheus at %s failed (attempt %d/%d: %s: %s); retrying in %.1f s",
+                            self.url, attempt, attempts, type(exc).__name__, exc, delay)
+                self._sleep(delay)
+        table, rejected = pivot_range_result(result)
+        if rejected:
+            log.warning("dcgm: %d series set aside for %s..%s, first: %s",
+                        len(rejected), start.isoformat(), end.isoformat(), rejected[0])
+        self.rejected_series = rejected
+        return table
+
+    def _next_range(self, state: dict[str, Any], now_s: float) -> tuple[float, float] | None:
+        step = self.step_s
+        end = math.floor((now_s - self.settle_s) / step) * step
+        if state.get("watermark_at"):
+            start = _epoch(state["watermark_at"]) + step
+        else:
+            start = math.floor((now_s - self.initial_lookback_s) / step) * step
+        start = math.ceil(start / step) * step
+        if end < start:
+            return None
+        # Keep each query under Prometheus' points-per-series limit.
+        end = min(end, start + (MAX_POINTS_PER_QUERY - 1) * step)
+        return float(start), float(end)
+
+    def sync(self, now_s: float | None = None) -> list[WrittenFile]:
+        """Write every range not yet written, up to `now - settle_s`; returns the files.
+        A crash at any point leaves either the old watermark and a pending range (redone first
+        next time, replacing its own files) or the new watermark: nothing twice, nothing skipped."""
+        now_s = self._clock() if now_s is None else now_s
+        state = self.state.load()
+        written: list[WrittenFile] = []
+        while True:
+            pending = state.get("pending")
+            if pending:
+                start, end = _epoch(pending["start_at"]), _epoch(pending["end_at"])
+                log.info("dcgm: redoing range %s..%s left pending by an earlier run",
+                         pending["start_at"], pending["end_at"])
+            else:
+                span = self._next_range(state, now_s)
+                if span is None:
+                    return written
+                start, end = span
+                state = {**state, "pending": {"start_at": _iso(start), "end_at": _iso(end)}}
+                self.state.save(state)
+            table = self.read_range(start, end)
+            # Rows at or before the watermark were written by the previous range.
+            if state.get("watermark_at"):
+                floor = datetime.fromisoformat(state["watermark_at"])
+                table = table.filter(pc.greater(table.column("sampled_at"), pa.scalar(floor, GPU_SAMPLES.field("sampled_at").type)))
+            written += write_range(self.lake, table, start, end)
+            state = {"state_version": STATE_VERSION, "watermark_at": _iso(end), "pending": None}
+            self.state.save(state)
+            log.info("dcgm: wrote %d rows for %s..%s", table.num_rows, _iso(start), _iso(end))
+
+    def read(self) -> pa.Table:
+        """Protocol entry for the collect loop: sync to the lake, return no rows (see class doc)."""
+        self.sync()
+        return GPU_SAMPLES.empty_table()
+
+    def close(self) -> None:
+        if self._client is not None and hasattr(self._client, "close"):
+            self._client.close()
+        self._client = None
+
+
+__all__ = ["DcgmSource", "FIELDS", "WatermarkState", "fields_query", "pivot_range_result", "write_range"]

@@ -1,0 +1,289 @@
+"""The DCGM source against a real Prometheus (Debian's /usr/bin/prometheus) scraping a local
+endpoint that serves dcgm-exporter's text format for 2 hosts x 4 GPUs with known values."""
+
+from __future__ import annotations
+
+import shutil
+import socket
+import subprocess
+import threading
+import time
+from collections.abc import Callable, Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pyarrow.dataset as ds
+import pytest
+import requests
+
+from collectors.sources import dcgm as dcgm_module
+from collectors.sources.base import SourceError
+from collectors.sources.dcgm import DcgmSource
+
+pytestmark = [pytest.mark.integration]
+PROMETHEUS = "/usr/bin/prometheus"
+if not Path(PROMETHEUS).exists():
+    pytest.skip(f"{PROMETHEUS} is not installed (Debian package 'prometheus')", allow_module_level=True)
+
+# dcgm-exporter's HELP/TYPE lines, as its counters file declares them.
+HELP = {
+    "DCGM_FI_DEV_SM_CLOCK": ("gauge", "SM clock frequency (in MHz)."),
+    "DCGM_FI_DEV_MEM_CLOCK": ("gauge", "Memory clock frequency (in MHz)."),
+    "DCGM_FI_DEV_MEMORY_TEMP": ("gauge", "Memory temperature (in C)."),
+    "DCGM_FI_DEV_GPU_TEMP": ("gauge", "GPU temperature (in C)."),
+    "DCGM_FI_DEV_POWER_USAGE": ("gauge", "Power draw (in W)."),
+    "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION": ("counter", "Total energy consumption since boot (in mJ)."),
+    "DCGM_FI_DEV_GPU_UTIL": ("gauge", "GPU utilization (in %)."),
+    "DCGM_FI_DEV_MEM_COPY_UTIL": ("gauge", "Memory utilization (in %)."),
+    "DCGM_FI_DEV_POWER_MGMT_LIMIT": ("gauge", "Power management limit (in W)."),
+    "DCGM_FI_PROF_SM_ACTIVE": ("gauge", "The ratio of cycles an SM has at least 1 warp assigned."),
+    "DCGM_FI_PROF_SM_OCCUPANCY": ("gauge", "The ratio of number of warps resident on an SM."),
+    "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE": ("gauge", "Ratio of cycles the tensor (HMMA) pipe is active."),
+    "DCGM_FI_PROF_DRAM_ACTIVE": ("gauge", "Ratio of cycles the device memory interface is active sending or receiving data."),
+    "DCGM_FI_PROF_PCIE_TX_BYTES": ("gauge", "The rate of data transmitted over the PCIe bus - including both protocol headers and data payloads - in bytes per second."),
+    "DCGM_FI_PROF_PCIE_RX_BYTES": ("gauge", "The rate of data received over the PCIe bus - including both protocol headers and data payloads - in bytes per second."),
+}
+HOSTS = {"node-01": "NVIDIA A100-SXM4-80GB", "node-02": "NVIDIA H100 80GB HBM3"}
+
+
+def gpu_uuid(host: str, index: int) -> str:
+    return f"GPU-{int(host[-2:]):08x}-0000-4000-8000-{index:012x}"
+
+
+def known_values(host: str, index: int, power_offset_w: float = 0.0) -> dict[str, float | None]:
+    """The readings one GPU publishes, in dcgm-exporter units (float32-exact). None: the
+    exporter publishes no series for it (profiling fields off on node-02 GPU 3, and the power
+    limit field only on node-01)."""
+    h = int(host[-2:])
+    values: dict[str, float | None] = {
+        "DCGM_FI_DEV_POWER_USAGE": 100.0 * h + 10.0 * index + 0.5 + power_offset_w,
+        "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION": 9_000_000_000.0 + 1_000_000 * h + index,
+        "DCGM_FI_DEV_SM_CLOCK": 1000.0 + 100 * h + index,
+        "DCGM_FI_DEV_MEM_CLOCK": 1593.0,
+        "DCGM_FI_DEV_GPU_TEMP": 40.0 + index,
+        "DCGM_FI_DEV_MEMORY_TEMP": 50.0 + index,
+        "DCGM_FI_DEV_GPU_UTIL": 10.0 * index,
+        "DCGM_FI_DEV_MEM_COPY_UTIL": 5.0 * index,
+        "DCGM_FI_PROF_SM_ACTIVE": 0.125 * index,
+        "DCGM_FI_PROF_SM_OCCUPANCY": 0.0625 * index,
+        "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE": 0.25,
+        "DCGM_FI_PROF_DRAM_ACTIVE": 0.5,
+        "DCGM_FI_PROF_PCIE_TX_BYTES": 1_000_000.0 * (index + 1),
+        "DCGM_FI_PROF_PCIE_RX_BYTES": 2_000_000.0 * (index + 1),
+        "DCGM_FI_DEV_POWER_MGMT_LIMIT": 400.0 if host == "node-01" else None,
+    }
+    if host == "node-02" and index == 3:
+        for name in values:
+            if name.startswith("DCGM_FI_PROF_"):
+                values[name] = None
+    return values
+
+
+def exposition(power_offset_w: float) -> str:
+    """dcgm-exporter's text format (HELP, TYPE, then one line per GPU with its label set)."""
+    lines = []
+    for name, (kind, help_text) in HELP.items():
+        lines += [f"# HELP {name} {help_text}", f"# TYPE {name} {kind}"]
+        for host, model in HOSTS.items():
+            for index in range(4):
+                value = known_values(host, index, power_offset_w)[name]
+                if value is None:
+                    continue
+                text = f"{value:.6f}" if value != int(value) else f"{int(value)}"
+                lines.append(
+                    f'{name}{{gpu="{index}",UUID="{gpu_uuid(host, index)}",'
+                    f'pci_bus_id="00000000:{0x18 + index:02X}:00.0",device="nvidia{index}",'
+                    f'modelName="{model}",Hostname="{host}",DCGM_FI_DRIVER_VERSION="550.54.15"}} {text}')
+    return "\n".join(lines) + "\n"
+
+
+class Exporter:
+    """A local HTTP endpoint serving the exposition; `power_offset_w` changes what it serves."""
+
+    def __init__(self) -> None:
+        self.power_offset_w = 0.0
+        exporter = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:  # noqa: N802 (http.server's name)
+                body = exposition(exporter.power_offset_w).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.port = self.server.server_address[1]
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    def stop(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_for(condition: Callable[[], bool], timeout_s: float, what: str) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            if condition():
+                return
+        except requests.RequestException:
+            pass
+        time.sleep(0.2)
+    raise AssertionError(f"timed out after {timeout_s} s waiting for {what}")
+
+
+class PrometheusServer:
+    def __init__(self, folder: Path, target_port: int) -> None:
+        folder.mkdir(parents=True, exist_ok=True)
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        config = folder / "prometheus.yml"
+        config.write_text(
+            "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n"
+            "scrape_configs:\n  - job_name: dcgm-exporter\n"
+            f"    static_configs:\n      - targets: ['127.0.0.1:{target_port}']\n")
+        self.log = open(folder / "prometheus.log", "wb")
+        self.process = subprocess.Popen(
+            [PROMETHEUS, f"--config.file={config}", f"--storage.tsdb.path={folder / 'data'}",
+             f"--web.listen-address=127.0.0.1:{self.port}"],
+            stdout=self.log, stderr=subprocess.STDOUT)
+        wait_for(lambda: requests.get(f"{self.url}/-/ready", timeout=1).status_code == 200, 20,
+                 "Prometheus /-/ready")
+
+    first_scrape_s = 0
+
+    def series_count(self, query: str) -> int:
+        r = requests.get(f"{self.url}/api/v1/query", params={"query": query}, timeout=2).json()
+        return int(float(r["data"]["result"][0]["value"][1])) if r["data"]["result"] else 0
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(10)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        self.log.close()
+
+
+@pytest.fixture(scope="module")
+def exporter() -> Iterator[Exporter]:
+    server = Exporter()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="module")
+def prometheus(exporter: Exporter, tmp_path_factory: pytest.TempPathFactory) -> Iterator[PrometheusServer]:
+    server = PrometheusServer(tmp_path_factory.mktemp("prometheus"), exporter.port)
+    try:
+        # The first scrape is queryable about 5 s after start, whatever the interval: poll.
+        wait_for(lambda: server.series_count("count(DCGM_FI_DEV_POWER_USAGE)") == 8, 30,
+                 "the first scrape of 8 GPUs")
+        # Range queries evaluate at whole seconds; only instants after this scrape have values.
+        server.first_scrape_s = server.series_count("min(timestamp(DCGM_FI_DEV_POWER_USAGE))") + 1
+        yield server
+    finally:
+        server.stop()
+
+
+def source(prometheus: PrometheusServer, tmp_path: Path, **kw: object) -> DcgmSource:
+    kw.setdefault("step_s", 1)
+    kw.setdefault("state_path", tmp_path / "state" / "dcgm.json")
+    return DcgmSource(tmp_path / "lake", url=prometheus.url, **kw)
+
+
+def lake_rows(lake: Path) -> list[dict]:
+    return ds.dataset(lake / "gpu_samples", format="parquet", partitioning="hive").to_table().to_pylist()
+
+
+def test_lake_holds_exactly_the_exported_values_with_null_for_absent_series(prometheus, tmp_path):
+    start = prometheus.first_scrape_s
+    wait_for(lambda: time.time() > start + 3, 10, "two scrapes after the first")
+    src = source(prometheus, tmp_path)
+    table = src.read_range(start, start + 2)
+    rows = table.to_pylist()
+    assert len(rows) == 8 * 3, "one row per GPU and instant"
+    assert {(r["host"], r["gpu_index"]) for r in rows} == {(h, i) for h in HOSTS for i in range(4)}
+    assert src.rejected_series == []
+    for r in rows:
+        expected = known_values(r["host"], r["gpu_index"])
+        assert r["gpu_uuid"] == gpu_uuid(r["host"], r["gpu_index"])
+        assert r["gpu_model"] == HOSTS[r["host"]]
+        assert r["source"] == "dcgm"
+        for name, (column, _) in dcgm_module.FIELDS.items():
+            assert r[column] == expected[name], (r["host"], r["gpu_index"], column)
+    # Units survive as dcgm-exporter gives them: W, mJ counter, ratios 0..1, bytes/s.
+    h1 = next(r for r in rows if r["host"] == "node-01" and r["gpu_index"] == 2)
+    assert (h1["power_w"], h1["energy_mj_total"], h1["sm_active_ratio"], h1["pcie_rx_bytes_per_s"]) == (
+        120.5, 9_001_000_002, 0.25, 6_000_000)
+    absent = next(r for r in rows if r["host"] == "node-02" and r["gpu_index"] == 3)
+    assert absent["sm_active_ratio"] is None and absent["pcie_tx_bytes_per_s"] is None
+    assert absent["power_limit_w"] is None and absent["power_w"] == 230.5
+
+
+def test_watermark_resumes_without_duplicates_or_gaps_even_after_a_crash(prometheus, exporter, tmp_path, monkeypatch):
+    wait_for(lambda: time.time() > prometheus.first_scrape_s + 5, 10, "a few scrapes")
+    src = source(prometheus, tmp_path, settle_s=1, initial_lookback_s=3)
+    first = src.sync()
+    assert first, "the first sync wrote no file"
+    watermark = src.state.load()["watermark_at"]
+
+    # Crash after the range's files are written but before the watermark moves.
+    exporter.power_offset_w = 1.0
+    wait_for(lambda: prometheus.series_count(
+        'count(DCGM_FI_DEV_POWER_USAGE{Hostname="node-01",gpu="0"} == 101.5)') == 1, 15, "a scrape of the new power")
+    wait_for(lambda: time.time() > dcgm_module._epoch(watermark) + 4, 10, "newer scrapes")
+    real_write = dcgm_module.write_range
+
+    def write_then_crash(*args, **kwargs):
+        real_write(*args, **kwargs)
+        raise KeyboardInterrupt("simulated crash between the write and the watermark")
+
+    monkeypatch.setattr(dcgm_module, "write_range", write_then_crash)
+    with pytest.raises(KeyboardInterrupt):
+        src.sync()
+    state = src.state.load()
+    assert state["watermark_at"] == watermark and state["pending"] is not None
+    monkeypatch.setattr(dcgm_module, "write_range", real_write)
+    src.sync()
+
+    rows = lake_rows(tmp_path / "lake")
+    keys = [(r["gpu_uuid"], r["sampled_at"]) for r in rows]
+    assert len(keys) == len(set(keys)), "a timestamp was written twice"
+    for uuid in {r["gpu_uuid"] for r in rows}:
+        stamps = sorted(r["sampled_at"].timestamp() for r in rows if r["gpu_uuid"] == uuid)
+        assert [b - a for a, b in zip(stamps, stamps[1:])] == [1.0] * (len(stamps) - 1), "a range was skipped"
+    assert src.state.load()["pending"] is None
+    assert src.state.load()["watermark_at"] > watermark
+    powers = {r["power_w"] for r in rows if r["gpu_uuid"] == gpu_uuid("node-01", 0)}
+    assert {100.5, 101.5} <= powers, "the second range did not carry the new readings"
+
+
+def test_prometheus_stopped_gives_a_clear_error_after_bounded_retries(exporter, tmp_path):
+    server = PrometheusServer(tmp_path / "prom-stopped", exporter.port)
+    server.stop()
+    sleeps: list[float] = []
+    src = DcgmSource(tmp_path / "lake", url=server.url, step_s=1, state_path=tmp_path / "s.json",
+                     retries=2, backoff_s=0.5, timeout_s=2, sleep=sleeps.append)
+    now = int(time.time())
+    with pytest.raises(SourceError, match=r"did not answer query_range .* after 3 attempts"):
+        src.read_range(now - 10, now)
+    assert sleeps == [0.5, 1.0]
+    with pytest.raises(SourceError):
+        src.sync()
+    assert not (tmp_path / "lake").exists(), "a failed range must not write anything"
+    assert src.state.load()["watermark_at"] is None

@@ -163,6 +163,8 @@ class TcoSettings:
     region: str = "FR"
     grid_file: str = ""
     default_pue: float = 1.3
+    # What no job held: an explicit "unallocated" line, or spread "proportional" to job energy.
+    idle_policy: str = "unallocated"
 
 
 @dataclass(frozen=True)

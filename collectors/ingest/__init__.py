@@ -1,0 +1,1 @@
+"""Importers of existing logs (nvidia-smi CSV) into the lake."""

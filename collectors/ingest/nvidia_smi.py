@@ -1,0 +1,309 @@
+"""Import `nvidia-smi --query-gpu=... --format=csv` logs into the lake's gpu_samples.
+
+What real logs look like, and what is done about it:
+- headers carry units in brackets and leading spaces (" power.draw [W]"): the field name is the
+  part before the bracket; the bracketed unit must be the one the field is stored in.
+- values carry units as text ("20.13 W", "195 MHz", "0 MiB", "0 %", "P8"); "[N/A]", "N/A" and
+  "[Not Supported]" are NULL, never 0. A value whose unit is not the field's unit is rejected.
+- timestamps come as "2026/06/11 15:24:31.269" (nvidia-smi's own, local time without a zone: read
+  in `assume_tz`, UTC by default, and said so in the notes) or ISO 8601 with an offset
+  ("2025-09-08T17:26:50+08:00", converted exactly). Stored in UTC.
+- the GPU index comes from `index`, or from `gpu` when a log has only that. When a log has both
+  and they disagree (one 8-GPU log writes index 0 on every row), the row's GPU cannot be told:
+  it is rejected with that reason, unless the caller names the column to trust (`index_column`).
+- no `uuid` column: a stable synthetic UUID "synthetic-<uuid5(host, index)>" is derived, and
+  the notes say so.
+
+Rejected rows are never dropped silently: `ingest_nvidia_smi` writes them, with their line
+number and reason, to `<lake>/_quarantine/nvidia_smi/<file>.jsonl`.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import re
+import uuid
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from collectors.schema import GPU_SAMPLES, SORT_KEYS, conform
+from collectors.writer import WrittenFile, partition_dir, write_parquet_atomic
+
+SOURCE = "nvidia-smi"
+_SYNTHETIC_NS = uuid.UUID("6f1c2a8e-4b7d-5e0f-9a3c-1d2e3f405162")
+_NULLS = {"", "[n/a]", "n/a", "[not supported]", "not supported", "[unknown error]", "[gpu is lost]"}
+
+# nvidia-smi field -> (gpu_samples column, unit nvidia-smi writes, scale to the column's unit)
+_NUMERIC = {
+    "power.draw": ("power_w", "W", 1.0),
+    "power.draw.instant": ("power_w", "W", 1.0),
+    "enforced.power.limit": ("power_limit_w", "W", 1.0),
+    "power.limit": ("power_limit_w", "W", 1.0),
+    "temperature.gpu": ("temp_c", "", 1.0),
+    "temperature.memory": ("mem_temp_c", "", 1.0),
+    "clocks.current.sm": ("sm_clock_mhz", "MHz", 1.0),
+    "clocks.sm": ("sm_clock_mhz", "MHz", 1.0),
+    "clocks.current.memory": ("mem_clock_mhz", "MHz", 1.0),
+    "clocks.mem": ("mem_clock_mhz", "MHz", 1.0),
+    "utilization.gpu": ("util_gpu_pct", "%", 1.0),
+    "utilization.memory": ("util_mem_pct", "%", 1.0),
+    "memory.used": ("mem_used_mib", "MiB", 1.0),
+}
+_INTEGER_COLUMNS = {"sm_clock_mhz", "mem_clock_mhz", "mem_used_mib"}
+_TIMESTAMP_FORMATS = ("%Y/%m/%d %H:%M:%S.%f", "%Y/%m/%d %H:%M:%S")
+_VALUE = re.compile(r"^\s*(-?\d+(?:\.\d+)?)\s*([A-Za-z%]*)\s*$")
+
+
+class NvidiaSmiError(ValueError):
+    """The file as a whole cannot be read as an nvidia-smi CSV log (the message says why)."""
+
+
+@dataclass(frozen=True)
+class RejectedRow:
+    line: int  # 1-based line number in the file (the header is line 1)
+    reason: str
+    text: str
+
+
+@dataclass
+class IngestResult:
+    """Good rows (gpu_samples, source='nvidia-smi'), rejected rows with reasons, and notes on
+    what was assumed (synthetic UUIDs, time zone, ignored columns)."""
+
+    path: Path
+    table: pa.Table
+    rejected: list[RejectedRow] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    written: list[WrittenFile] = field(default_factory=list)
+    quarantine_path: Path | None = None
+
+    @property
+    def good_rows(self) -> int:
+        return self.table.num_rows
+
+    @property
+    def bad_rows(self) -> int:
+        return len(self.rejected)
+
+    def reasons(self) -> dict[str, int]:
+        """Rejected-row count per reason kind (the text before the first colon)."""
+        counts: dict[str, int] = {}
+        for r in self.rejected:
+            kind = r.reason.split(":", 1)[0]
+            counts[kind] = counts.get(kind, 0) + 1
+        return counts
+
+
+def synthetic_gpu_uuid(host: str, gpu_index: int) -> str:
+    """A stable stand-in UUID for a GPU a log does not identify (same host+index, same UUID)."""
+    return f"synthetic-{uuid.uuid5(_SYNTHETIC_NS, f'{host}/{gpu_index}')}"
+
+
+def _field_name(header: str) -> tuple[str, str]:
+    """' power.draw [W]' -> ('power.draw', 'W')."""
+    name, _, rest = header.strip().partition("[")
+    return name.strip().lower(), rest.rstrip("]").strip()
+
+
+def _number(raw: str, unit: str, scale: float) -> float | None:
+    text = raw.strip()
+    if text.lower() in _NULLS:
+        return None
+    m = _VALUE.match(text)
+    if not m:
+        raise ValueError(f"{raw.strip()!r} is not a number")
+    if m.group(2) and m.group(2) != unit:
+        raise ValueError(f"{raw.strip()!r} is not in {unit or 'a plain number'}")
+    return float(m.group(1)) * scale
+
+
+def _timestamp(raw: str, assume_tz: ZoneInfo) -> datetime:
+    text = raw.strip()
+    for fmt in _TIMESTAMP_FORMATS:
+        try:
+            return datetime.strptime(text, fmt).replace(tzinfo=assume_tz).astimezone(timezone.utc)
+        except ValueError:
+            pass
+    try:
+        parsed = datetime.fromisoformat(text)
+    except ValueError:
+        raise ValueError(f"timestamp {text!r} is neither 'YYYY/MM/DD HH:MM:SS.fff' nor ISO 8601") from None
+    if parsed.tzinfo is None:
+        parsed = parsed.replace(tzinfo=assume_tz)
+    return parsed.astimezone(timezone.utc)
+
+
+def _gpu_index(raw: str) -> int:
+    value = int(raw.strip())
+    if not 0 <= value < 1024:
+        raise ValueError(f"GPU index {value} is outside 0..1023")
+    return value
+
+
+def read_nvidia_smi_csv(path: str | Path, *, host: str, gpu_model: str | None = None,
+                        assume_tz: str = "UTC", index_column: str | None = None) -> IngestResult:
+    """Parse one nvidia-smi CSV log. `host` names the machine it came from; `gpu_model` is used
+    when the log has no `name` column; `assume_tz` is the zone of timestamps written without an
+    offset; `index_column` ("index" or "gpu") names the column to trust when both disagree."""
+    path = Path(path)
+    try:
+        zone = ZoneInfo(assume_tz)
+    except (ValueError, ZoneInfoNotFoundError):
+        raise NvidiaSmiError(f"assume_tz {assume_tz!r} is not an IANA time zone such as 'UTC' or 'Asia/Shanghai'") from None
+    try:
+        fh = open(path, newline="", encoding="utf-8")
+    except OSError as exc:
+        raise NvidiaSmiError(f"cannot open nvidia-smi log {path}: {exc.strerror or exc}") from None
+    with fh:
+        reader = csv.reader(fh)
+        try:
+            header = next(reader)
+        except StopIteration:
+            raise NvidiaSmiError(f"{path} is empty; expected an nvidia-smi CSV header line") from None
+        fields = [_field_name(h) for h in header]
+        names = [n for n, _ in fields]
+        if "timestamp" not in names:
+            raise NvidiaSmiError(f"{path}: no 'timestamp' column in header {header}; "
+                                 "log with --query-gpu=timestamp,...")
+        for name, unit in fields:
+            if name in _NUMERIC and unit and unit != _NUMERIC[name][1]:
+                raise NvidiaSmiError(f"{path}: column {name!r} is in [{unit}], expected [{_NUMERIC[name][1]}]")
+        notes = _notes(path, names, host, gpu_model, assume_tz, index_column)
+        id_columns = [c for c in ("index", "gpu") if c in names]
+        if index_column is not None and index_column not in names:
+            raise NvidiaSmiError(f"{path}: index_column {index_column!r} is not a column of {names}")
+        columns: dict[str, list] = {n: [] for n in GPU_SAMPLES.names}
+        rejected: list[RejectedRow] = []
+        seen: set[tuple[datetime, int]] = set()
+        for line_no, values in enumerate(reader, start=2):
+            if not values or all(not v.strip() for v in values):
+                continue
+            text = ",".join(values)
+            if len(values) != len(names):
+                rejected.append(RejectedRow(line_no, f"field count: {len(values)} fields, header has {len(names)}", text))
+                continue
+            row = dict(zip(names, values))
+            try:
+                sample = _parse_row(row, id_columns, index_column, zone)
+            except ValueError as exc:
+                rejected.append(RejectedRow(line_no, str(exc), text))
+                continue
+            key = (sample["sampled_at"], sample["gpu_index"])
+            if key in seen:
+                rejected.append(RejectedRow(line_no, f"duplicate: GPU {key[1]} already has a row at {key[0].isoformat()}", text))
+                continue
+            seen.add(key)
+            model = row.get("name", "").strip() or gpu_model
+            sample.update(host=host, gpu_model=model, source=SOURCE,
+                          gpu_uuid=row.get("uuid", "").strip() or synthetic_gpu_uuid(host, sample["gpu_index"]))
+            for name in columns:
+                columns[name].append(sample.get(name))
+    table = conform("gpu_samples", pa.Table.from_pydict(columns, schema=GPU_SAMPLES))
+    return IngestResult(path=path, table=table, rejected=rejected, notes=notes)
+
+
+def _parse_row(row: dict[str, str], id_columns: list[str], index_column: str | None, zone: ZoneInfo) -> dict:
+    try:
+        sampled_at = _timestamp(row["timestamp"], zone)
+    except ValueError as exc:
+        raise ValueError(f"timestamp: {exc}") from None
+    try:
+        ids = {c: _gpu_index(row[c]) for c in id_columns}
+    except ValueError as exc:
+        raise ValueError(f"gpu index: {exc}") from None
+    if index_column is not None:
+        gpu_index = ids[index_column]
+    elif len(set(ids.values())) > 1:
+        raise ValueError(f"gpu identity: columns gpu={ids['gpu']} and index={ids['index']} disagree; "
+                         "name the column to trust (--index-column gpu|index)")
+    else:
+        gpu_index = next(iter(ids.values()), 0)
+    sample: dict = {"sampled_at": sampled_at, "gpu_index": gpu_index}
+    for name, raw in row.items():
+        if name in _NUMERIC:
+            column, unit, scale = _NUMERIC[name]
+            try:
+                value = _number(raw, unit, scale)
+            except ValueError as exc:
+                raise ValueError(f"{name}: {exc}") from None
+            if value is not None and value < 0:
+                raise ValueError(f"{name}: negative reading {raw.strip()!r}")
+            if value is not None and column in _INTEGER_COLUMNS:
+                value = round(value)
+            if sample.get(column) is None:
+                sample[column] = value
+        elif name == "pstate":
+            text = raw.strip()
+            if text.lower() not in _NULLS:
+                if not re.fullmatch(r"P\d{1,2}", text):
+                    raise ValueError(f"pstate: {text!r} is not P0..P15")
+                sample["pstate"] = int(text[1:])
+        elif name in ("clocks_event_reasons.active", "clocks_throttle_reasons.active"):
+            text = raw.strip()
+            if text.lower() not in _NULLS:
+                try:
+                    sample["clock_event_reasons"] = int(text, 16)
+                except ValueError:
+                    raise ValueError(f"{name}: {text!r} is not a hex bitmask") from None
+    return sample
+
+
+def _notes(path: Path, names: list[str], host: str, gpu_model: str | None, assume_tz: str,
+           index_column: str | None) -> list[str]:
+    known = set(_NUMERIC) | {"timestamp", "index", "gpu", "name", "uuid", "pstate",
+                             "clocks_event_reasons.active", "clocks_throttle_reasons.active"}
+    notes = []
+    if "uuid" not in names:
+        notes.append(f"no uuid column: GPU UUIDs are synthetic, derived from host {host!r} and the GPU index")
+    if "name" not in names:
+        notes.append(f"no name column: gpu_model is {gpu_model!r}" if gpu_model else
+                     "no name column and no --gpu-model: gpu_model is NULL")
+    if not {"index", "gpu"} & set(names):
+        notes.append("no index column: every row is GPU 0")
+    if index_column:
+        other = {"index": "gpu", "gpu": "index"}[index_column]
+        if other in names:
+            notes.append(f"GPU index taken from column {index_column!r}; column {other!r} ignored")
+    ignored = [n for n in names if n not in known]
+    if ignored:
+        notes.append(f"columns not stored: {', '.join(ignored)}")
+    notes.append(f"timestamps without an offset are read as {assume_tz}")
+    return notes
+
+
+def ingest_nvidia_smi(path: str | Path, *, lake: str | Path, host: str, gpu_model: str | None = None,
+                      assume_tz: str = "UTC", index_column: str | None = None) -> IngestResult:
+    """Read the log and write its good rows to `<lake>/gpu_samples` (one file per UTC day, named
+    after the log, so importing the same log again replaces its rows rather than doubling them)
+    and its rejected rows to `<lake>/_quarantine/nvidia_smi/<file>.jsonl`."""
+    result = read_nvidia_smi_csv(path, host=host, gpu_model=gpu_model, assume_tz=assume_tz,
+                                 index_column=index_column)
+    lake = Path(lake)
+    stem = re.sub(r"[^A-Za-z0-9_.-]", "_", result.path.stem)
+    table = result.table
+    if table.num_rows:
+        days = pc.strftime(table.column("sampled_at"), format="%Y-%m-%d")
+        for day in sorted(set(days.to_pylist())):
+            part = table.filter(pc.equal(days, day)).sort_by(SORT_KEYS["gpu_samples"])
+            target = partition_dir(lake, "gpu_samples", day, host) / f"part-nvidia-smi-{stem}.parquet"
+            result.written.append(write_parquet_atomic(part, target))
+    quarantine = lake / "_quarantine" / "nvidia_smi" / f"{stem}.jsonl"
+    if result.rejected:
+        quarantine.parent.mkdir(parents=True, exist_ok=True)
+        tmp = quarantine.with_name(f".{quarantine.name}.tmp")
+        with open(tmp, "w", encoding="utf-8") as fh:
+            for r in result.rejected:
+                fh.write(json.dumps({"source_file": str(result.path), "host": host, "line": r.line,
+                                     "reason": r.reason, "text": r.text}) + "\n")
+        os.replace(tmp, quarantine)
+        result.quarantine_path = quarantine
+    else:
+        quarantine.unlink(missing_ok=True)  # an earlier import's rejects no longer apply
+    return result

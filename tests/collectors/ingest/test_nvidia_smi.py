@@ -1,0 +1,127 @@
+"""Importing real nvidia-smi logs (../shared/data/telemetry) and hand-made bad ones.
+
+Row counts were checked by hand: mddair has 5,240 lines (header + 5,239 rows at 1 Hz), the RTX
+4090 log 2,620 (header + 2,619), and the 8x80GB log 44 lines: 5 full samples of 8 GPUs plus a cut
+last sample of 3 GPUs (43 rows), whose `index` column is 0 on every row while `gpu` runs 0..7.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timezone
+
+import pyarrow.parquet as pq
+import pytest
+import typer
+from typer.testing import CliRunner
+
+from collectors.ingest.nvidia_smi import (NvidiaSmiError, ingest_nvidia_smi, read_nvidia_smi_csv,
+                                          synthetic_gpu_uuid)
+from joulehouse_cli.ingest import register
+
+UTC = timezone.utc
+
+
+@pytest.fixture(scope="module")
+def telemetry(shared_data):
+    return shared_data / "telemetry"
+
+
+def test_mddair_log_units_and_pstates(telemetry):
+    res = read_nvidia_smi_csv(telemetry / "mddair_gpu_telemetry_1hz.csv", host="lab-01")
+    assert (res.good_rows, res.bad_rows) == (5239, 0)
+    first = res.table.slice(0, 1).to_pylist()[0]
+    # line 2: "2026/06/11 15:24:31.269, 20.13 W, 33, 195 MHz, 405 MHz, 0 MiB, 0 %, P8"
+    assert first["sampled_at"] == datetime(2026, 6, 11, 15, 24, 31, 269000, tzinfo=UTC)
+    assert first["power_w"] == pytest.approx(20.13, abs=1e-4)
+    assert (first["temp_c"], first["sm_clock_mhz"], first["mem_clock_mhz"]) == (33, 195, 405)
+    assert (first["mem_used_mib"], first["util_gpu_pct"], first["pstate"]) == (0, 0, 8)
+    assert first["util_mem_pct"] is None  # not in this log: NULL, not 0
+    power = res.table.column("power_w").to_pylist()
+    assert 15 < min(power) and max(power) < 400  # idle ~20 W, load 250-350 W (data README)
+    assert any("synthetic" in n for n in res.notes)
+    assert set(res.table.column("gpu_uuid").to_pylist()) == {synthetic_gpu_uuid("lab-01", 0)}
+
+
+def test_rtx4090_log_takes_the_model_from_its_name_column(telemetry):
+    res = read_nvidia_smi_csv(telemetry / "vlm_optimization_gpu_log_rtx4090_1hz.csv", host="lab-02",
+                              gpu_model="ignored when the log names it")
+    assert (res.good_rows, res.bad_rows) == (2619, 0)
+    assert set(res.table.column("gpu_model").to_pylist()) == {"NVIDIA GeForce RTX 4090"}
+    power = res.table.column("power_w").to_pylist()
+    assert min(power) > 30 and max(power) < 340  # 33-333 W per the data README
+    assert res.table.column("temp_c").null_count == res.good_rows
+
+
+def test_malformed_8gpu_log_rejects_rows_whose_gpu_cannot_be_told(telemetry, lake):
+    path = telemetry / "gpu_glasses_nvidia_smi_8x80GB_idle.csv"
+    res = ingest_nvidia_smi(path, lake=lake, host="node-07", gpu_model="NVIDIA A100-SXM4-80GB")
+    # Only gpu 0 rows (gpu == index == 0) are unambiguous: one per sample time, 6 times.
+    assert (res.good_rows, res.bad_rows) == (6, 37)
+    assert res.reasons() == {"gpu identity": 37}
+    assert all(r.line >= 3 for r in res.rejected)
+    # +08:00 offset converted to UTC
+    assert res.table.column("sampled_at")[0].as_py() == datetime(2025, 9, 8, 9, 26, 50, tzinfo=UTC)
+    quarantined = [json.loads(x) for x in res.quarantine_path.read_text().splitlines()]
+    assert len(quarantined) == 37 and quarantined[0]["line"] == 3
+    assert "disagree" in quarantined[0]["reason"] and quarantined[0]["text"].startswith("2025-09-08T17:26:50")
+    assert pq.read_table(res.written[0].path).num_rows == 6
+
+
+def test_malformed_log_with_the_gpu_column_trusted(telemetry):
+    path = telemetry / "gpu_glasses_nvidia_smi_8x80GB_idle.csv"
+    trusted = read_nvidia_smi_csv(path, host="node-07", index_column="gpu")
+    assert (trusted.good_rows, trusted.bad_rows) == (43, 0)
+    assert sorted(set(trusted.table.column("gpu_index").to_pylist())) == list(range(8))
+    assert 72 < min(trusted.table.column("power_w").to_pylist()) < max(trusted.table.column("power_w").to_pylist()) < 75
+    by_index = read_nvidia_smi_csv(path, host="node-07", index_column="index")
+    assert by_index.reasons() == {"duplicate": 37}  # 8 rows per time would all be GPU 0
+
+
+def test_reimport_replaces_rather_than_doubles(telemetry, lake):
+    path = telemetry / "vlm_optimization_gpu_log_rtx4090_1hz.csv"
+    ingest_nvidia_smi(path, lake=lake, host="lab-02")
+    ingest_nvidia_smi(path, lake=lake, host="lab-02")
+    files = list((lake / "gpu_samples").rglob("*.parquet"))
+    assert sum(pq.read_metadata(f).num_rows for f in files) == 2619
+
+
+def test_bad_values_are_rejected_with_line_and_reason(tmp_path):
+    log = tmp_path / "smi.csv"
+    log.write_text(
+        "timestamp, index, power.draw [W], pstate\n"
+        "2026/01/01 00:00:00.000, 0, 100.5 W, P0\n"
+        "2026/01/01 00:00:01.000, 0, 1.2 kW, P0\n"       # wrong unit
+        "2026/01/01 00:00:02.000, 0, [N/A], P2\n"        # missing reading: NULL, kept
+        "yesterday, 0, 90 W, P0\n"                        # bad timestamp
+        "2026/01/01 00:00:03.000, 0, 90 W\n"              # short row
+        "2026/01/01 00:00:00.000, 0, 101 W, P0\n"        # duplicate time for GPU 0
+        "2026/01/01 00:00:04.000, 0, -3 W, P0\n"          # negative power
+    )
+    res = read_nvidia_smi_csv(log, host="h", assume_tz="Europe/Paris")
+    assert res.good_rows == 2
+    assert res.table.column("power_w").to_pylist()[1] is None
+    assert res.table.column("sampled_at")[0].as_py() == datetime(2025, 12, 31, 23, 0, tzinfo=UTC)
+    assert {r.line: r.reason.split(":")[0] for r in res.rejected} == {
+        3: "power.draw", 5: "timestamp", 6: "field count", 7: "duplicate", 8: "power.draw"}
+
+
+def test_unreadable_file_names_the_problem(tmp_path):
+    log = tmp_path / "no_time.csv"
+    log.write_text("index, power.draw [W]\n0, 10 W\n")
+    with pytest.raises(NvidiaSmiError, match="timestamp"):
+        read_nvidia_smi_csv(log, host="h")
+    with pytest.raises(NvidiaSmiError, match="cannot open"):
+        read_nvidia_smi_csv(tmp_path / "missing.csv", host="h")
+
+
+def test_cli_prints_counts_and_reasons(telemetry, lake):
+    app = typer.Typer()
+    register(app)
+    out = CliRunner().invoke(app, ["ingest", "nvidia-smi", str(telemetry / "gpu_glasses_nvidia_smi_8x80GB_idle.csv"),
+                                   "--lake", str(lake), "--host", "node-07"])
+    assert out.exit_code == 0, out.output
+    assert "6 rows imported, 37 rejected" in out.output
+    assert "37 x gpu identity" in out.output and "--index-column" in out.output
+    bad = CliRunner().invoke(app, ["ingest", "nvidia-smi", str(lake / "nope.csv"), "--lake", str(lake), "--host", "h"])
+    assert bad.exit_code == 2 and "cannot open" in bad.output

@@ -1,0 +1,97 @@
+"""`joulehouse sql`: read-only SQL against the warehouse, saved queries, and descriptions."""
+
+from __future__ import annotations
+
+import csv
+import json
+import sys
+from enum import Enum
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+
+class OutputFormat(str, Enum):
+    table = "table"
+    csv = "csv"
+    json = "json"
+
+
+def _parse_params(values: list[str]) -> dict[str, str]:
+    params = {}
+    for item in values:
+        name, sep, value = item.partition("=")
+        if not sep or not name.strip():
+            raise typer.BadParameter(f"--param {item!r}: expected name=value, e.g. day=2026-01-02")
+        params[name.strip()] = value
+    return params
+
+
+def _print(result, fmt: OutputFormat) -> int:
+    """Write batches as they come; returns the number of rows."""
+    out = sys.stdout
+    n = 0
+    if fmt is OutputFormat.csv:
+        writer = csv.writer(out)
+        writer.writerow(result.columns)
+        for batch in result.batches:
+            writer.writerows(batch)
+            n += len(batch)
+    elif fmt is OutputFormat.json:
+        out.write("[")
+        for batch in result.batches:
+            for row in batch:
+                out.write(("," if n else "") + "\n" + json.dumps(dict(zip(result.columns, row)), default=str))
+                n += 1
+        out.write("\n]\n")
+    else:
+        from rich.console import Console
+        from rich.table import Table
+
+        console = Console()
+        for batch in result.batches:
+            table = Table(*result.columns, show_header=(n == 0), header_style="bold")
+            for row in batch:
+                table.add_row(*("NULL" if v is None else str(v) for v in row))
+            console.print(table)
+            n += len(batch)
+        console.print(f"[dim]{n} row(s)[/dim]")
+    return n
+
+
+def register(app: typer.Typer) -> None:
+    """Add `sql` to the given app."""
+
+    @app.command("sql")
+    def sql_command(
+        query: Optional[str] = typer.Argument(None, help="SQL to run, or with --describe a relation name."),
+        db: Optional[Path] = typer.Option(None, "--db", help="Warehouse DuckDB file."),
+        output: OutputFormat = typer.Option(OutputFormat.table, "--format", help="Output format."),
+        param: list[str] = typer.Option([], "--param", help="Bound parameter name=value ($name in the SQL)."),
+        describe: bool = typer.Option(False, "--describe", help="Describe relations (or the one named) instead."),
+        saved: Optional[str] = typer.Option(None, "--saved", help="Run a saved query by name (warehouse/queries)."),
+    ) -> None:
+        """Query the warehouse read-only: `joulehouse sql "SELECT ..." --db FILE`."""
+        from warehouse.db import WarehouseError
+        from warehouse.sqlrun import QueryError, describe as describe_text, open_read_only, run_query, saved_query_sql
+
+        try:
+            if describe:
+                typer.echo(describe_text(query))
+                return
+            if saved and query:
+                raise QueryError("give either a QUERY or --saved NAME, not both")
+            sql = saved_query_sql(saved) if saved else query
+            if not sql:
+                raise QueryError("give a QUERY, --saved NAME or --describe")
+            if db is None:
+                raise QueryError("--db FILE is required to run a query")
+            con = open_read_only(db)
+            try:
+                _print(run_query(con, sql, _parse_params(param)), output)
+            finally:
+                con.close()
+        except (QueryError, WarehouseError) as exc:
+            typer.echo(f"error: {exc}", err=True)
+            raise typer.Exit(2) from None

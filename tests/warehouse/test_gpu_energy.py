@@ -1,0 +1,142 @@
+"""fct_gpu_energy_hourly on hand-computable traces: every case checked to the joule."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import pytest
+from warehouse_lakes import DAY, at, gpu_rows, hourly, write
+
+from collectors.settings import WarehouseSettings
+
+
+def test_constant_power_over_the_whole_day_gives_power_times_hour(lake, warehouse):
+    # 1 Hz from the last second of the day before to the first second of the day after.
+    write(lake, gpu_rows(range(-1, 86401), 250.0))
+    rows = hourly(warehouse())
+    assert sorted(rows) == list(range(24))
+    for h, r in rows.items():
+        assert r["energy_j"] == pytest.approx(250.0 * 3600, rel=1e-12), h
+        assert r["coverage_ratio"] == pytest.approx(1.0)
+        assert r["energy_source"] == "power_integral"
+
+
+def test_reading_exactly_on_the_hour_splits_cleanly(lake, warehouse):
+    write(lake, gpu_rows([3590, 3600, 3610], lambda t: {3590: 100.0, 3600: 200.0, 3610: 300.0}[t]))
+    rows = hourly(warehouse())
+    assert rows[0]["energy_j"] == pytest.approx((100 + 200) / 2 * 10)
+    assert rows[1]["energy_j"] == pytest.approx((200 + 300) / 2 * 10)
+    assert rows[1]["n_samples"] == 2 and rows[0]["n_samples"] == 1
+
+
+def test_interval_across_the_hour_interpolates_power_at_the_boundary(lake, warehouse):
+    write(lake, gpu_rows([3595, 3605], lambda t: 100.0 if t == 3595 else 200.0))
+    rows = hourly(warehouse())
+    assert rows[0]["energy_j"] == pytest.approx((100 + 150) / 2 * 5)
+    assert rows[1]["energy_j"] == pytest.approx((150 + 200) / 2 * 5)
+    assert rows[0]["coverage_ratio"] == pytest.approx(5 / 3600)
+
+
+def test_counter_is_interpolated_at_the_boundary_and_preferred_to_power(lake, warehouse):
+    # The power readings claim 1 W; the counter says 10 kJ in 10 s. The counter wins.
+    write(lake, gpu_rows([3595, 3605], 1.0, counter_mj=lambda t: 0 if t == 3595 else 10_000_000))
+    rows = hourly(warehouse())
+    assert rows[0]["energy_j"] == pytest.approx(5000.0)
+    assert rows[1]["energy_j"] == pytest.approx(5000.0)
+    assert rows[0]["energy_source"] == rows[1]["energy_source"] == "counter"
+
+
+def test_counter_reset_uses_power_for_the_reset_interval(lake, warehouse):
+    # 100 W for 20 s; the driver reloads between t=10 and t=11 and the counter restarts.
+    def counter(t):
+        return int(t * 100_000) if t <= 10 else int((t - 10.5) * 100_000)
+
+    write(lake, gpu_rows(range(0, 21), 100.0, counter_mj=counter))
+    rows = hourly(warehouse())
+    assert rows[0]["energy_j"] == pytest.approx(100.0 * 20)
+    assert rows[0]["energy_source"] == "counter"
+
+
+def test_counter_reset_without_power_takes_the_post_reset_value(lake, warehouse):
+    def counter(t):
+        return int(t * 100_000) if t <= 10 else int((t - 10.5) * 100_000)
+
+    write(lake, gpu_rows(range(0, 21), None, counter_mj=counter))
+    rows = hourly(warehouse())
+    # 10 s before, 0.5 s after the reload seen in the reset interval, 9 s after: 19.5 s of 100 W.
+    assert rows[0]["energy_j"] == pytest.approx(100.0 * 19.5)
+    assert rows[0]["coverage_ratio"] == pytest.approx(20 / 3600)
+
+
+def test_implausible_counter_jump_falls_back_to_power(lake, warehouse):
+    # A jump of 1 GJ in one second is not a GPU: the power reading is used for that interval.
+    def counter(t):
+        return int(t * 100_000) + (10**12 if t >= 5 else 0)
+
+    write(lake, gpu_rows(range(0, 11), 100.0, counter_mj=counter))
+    assert hourly(warehouse())[0]["energy_j"] == pytest.approx(1000.0)
+
+
+def test_gap_longer_than_max_gap_lowers_coverage_instead_of_inventing_energy(lake, warehouse):
+    write(lake, gpu_rows(list(range(0, 101)) + list(range(200, 301)), 360.0))
+    r = hourly(warehouse(settings=WarehouseSettings(max_gap_s=10.0)))[0]
+    assert r["energy_j"] == pytest.approx(360.0 * 200)
+    assert r["coverage_ratio"] == pytest.approx(200 / 3600)
+
+
+def test_counter_bridges_gaps_up_to_max_counter_gap(lake, warehouse):
+    # The counter measured the 100 s gap exactly, so it is kept (max_counter_gap_s = 900 s).
+    write(lake, gpu_rows([0, 100], None, counter_mj=lambda t: int(t * 50_000)))
+    r = hourly(warehouse())[0]
+    assert r["energy_j"] == pytest.approx(5000.0)
+    assert r["coverage_ratio"] == pytest.approx(100 / 3600)
+
+
+def test_out_of_order_files_give_the_same_energy(lake, warehouse):
+    times = list(range(0, 120))
+    write(lake, gpu_rows(times[60:], lambda t: 100.0 + t))  # later readings land first
+    write(lake, gpu_rows(times[:60], lambda t: 100.0 + t))
+    expected = sum((200.0 + t0 + t0 + 1) / 2 for t0 in range(119))
+    assert hourly(warehouse())[0]["energy_j"] == pytest.approx(expected)
+
+
+def test_duplicate_rows_are_quarantined_and_not_counted_twice(lake, warehouse):
+    rows = gpu_rows(range(0, 11), 100.0)
+    write(lake, rows)
+    write(lake, rows[3:6])
+    con = warehouse()
+    assert hourly(con)[0]["energy_j"] == pytest.approx(1000.0)
+    reasons = con.execute("SELECT reason, count(*) FROM quarantine_gpu_samples GROUP BY ALL").fetchall()
+    assert reasons == [("duplicate_key", 3)]
+
+
+def test_gpu_seen_by_nvml_and_dcgm_is_counted_once_preferring_the_counter(lake, warehouse):
+    write(lake, gpu_rows(range(0, 3601), 100.0, counter_mj=lambda t: int(t * 100_000), source="nvml"))
+    write(lake, gpu_rows(range(0, 3601), 130.0, source="dcgm"))  # DCGM reads 30% high here
+    r = hourly(warehouse())[0]
+    assert r["energy_j"] == pytest.approx(100.0 * 3600)
+    assert (r["source"], r["energy_source"], r["n_sources"]) == ("nvml", "counter", 2)
+
+
+def test_a_source_covering_the_hour_beats_a_counter_that_did_not(lake, warehouse):
+    write(lake, gpu_rows(range(0, 601), 100.0, counter_mj=lambda t: int(t * 100_000), source="nvml"))
+    write(lake, gpu_rows(range(0, 3601), 100.0, source="dcgm"))
+    r = hourly(warehouse())[0]
+    assert r["source"] == "dcgm" and r["coverage_ratio"] == pytest.approx(1.0)
+
+
+def test_future_timestamps_beyond_skew_are_quarantined(lake, warehouse):
+    now = at(3600)
+    write(lake, gpu_rows(range(0, 3600 + 301), 100.0) + gpu_rows([3600 + 400, 3600 + 401], 100.0))
+    con = warehouse(now=now, settings=WarehouseSettings(max_clock_skew_s=300.0))
+    assert con.execute("SELECT count(*) FROM quarantine_gpu_samples WHERE reason = 'future_timestamp'").fetchone() == (2,)
+    assert hourly(con)[1]["energy_j"] == pytest.approx(100.0 * 300)
+
+
+def test_two_days_add_up_to_the_whole_trace_across_midnight(lake, warehouse):
+    write(lake, gpu_rows(range(-1800, 1801), lambda t: 100.0 + (t % 7)))
+    con = warehouse(day=DAY - dt.timedelta(days=1))
+    warehouse(day=DAY)
+    total = con.execute("SELECT sum(energy_kwh) * 3.6e6 FROM fct_gpu_energy_hourly").fetchone()[0]
+    expected = sum((200.0 + (t % 7) + ((t + 1) % 7)) / 2 for t in range(-1800, 1800))
+    assert total == pytest.approx(expected, rel=1e-12)

@@ -7,8 +7,8 @@ Operational carbon = energy at the meter x grid intensity (flat, or hourly from 
 run's wall-clock hours, all GPUs running together).
 Embodied carbon = GPU-hours x amortised (GPU + server share) per hour / utilization: a fleet
 used 50% of its life must recover twice the embodied carbon per used hour.
-Cost = energy at the meter x price + demand charge on the run's peak kW for the months it
-spans + capital and operations amortised per GPU-hour / utilization.
+Cost = energy at the meter x price + demand charge on the run's peak kW, pro rata for the
+months it spans + capital and operations amortised per GPU-hour / utilization.
 """
 
 from __future__ import annotations
@@ -105,7 +105,8 @@ def estimate_cost(run: RunShape, price_usd_per_mwh: float, demand_charge_usd_per
     gpus = run.gpus or 1
     hours = run.hours if run.hours is not None else run.gpu_hours / gpus
     peak_kw = gpus * run.avg_power_w / 1000.0 * run.pue
-    months = max(1.0, hours / HOURS_PER_MONTH)
+    # Pro rata by time, like the daily account (a day pays peak x rate / days in month).
+    months = hours / HOURS_PER_MONTH
     demand_usd = peak_kw * demand_charge_usd_per_kw_month * months
     capital_per_h = capital_usd_per_gpu_hour(gpu_capex_usd, server_capex_usd, gpus_per_server, lifetime_years)
     capex_per_gpu = gpu_capex_usd + server_capex_usd / gpus_per_server
@@ -124,7 +125,7 @@ def estimate_cost(run: RunShape, price_usd_per_mwh: float, demand_charge_usd_per
         "cost_per_gpu_hour_usd": total / run.gpu_hours,
         "method": (
             f"energy at the meter x price ({price_source}); demand charge on the run's peak kW (GPUs x avg power "
-            "x PUE) for each month it spans (at least one); capital straight-line over the lifetime and "
+            "x PUE), pro rata for the months it spans (hours / 730); capital straight-line over the lifetime and "
             "operations as a yearly share of capital, per GPU-hour / utilization"
         ),
         "inputs": asdict(run),

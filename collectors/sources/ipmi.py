@@ -1,0 +1,253 @@
+"""Whole-server readings from the BMC with `ipmitool` -> `node_samples` rows (source 'ipmi').
+
+Per poll, two ipmitool calls over RMCP+ (`-I lanplus -C 3`):
+- `dcmi power reading`: the DCMI instantaneous power of the server, W (`power_w`);
+- `sdr elist`: every SDR sensor; the total-power sensor (W, `sdr_power_w`), the inlet and
+  exhaust temperatures (C) and the mean of the readable fans (RPM) are picked by name and unit.
+
+Text output is parsed defensively: a sensor that says "no reading", "disabled", "na" or
+carries no number is NULL, never 0. A BMC without DCMI ("Invalid command") keeps
+`power_w` NULL and is not asked again. A call that times out or fails is retried a bounded
+number of times with doubling backoff; if the BMC still does not answer, the row is returned
+with NULL readings and the reason in the `error` column, so the GPU sources go on.
+
+The password reaches ipmitool through the IPMI_PASSWORD environment variable (`-E`), not the
+command line, where every local user could read it in the process list.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import subprocess
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timezone
+
+import pyarrow as pa
+
+from collectors.schema import NODE_SAMPLES
+from collectors.settings import CollectorSettings
+from collectors.sources.base import ERROR_COLUMN
+
+log = logging.getLogger(__name__)
+
+SOURCE_TAG = "ipmi"
+
+
+@dataclass(frozen=True)
+class CommandResult:
+    returncode: int
+    stdout: str
+    stderr: str
+    timed_out: bool = False
+
+
+# (argv, timeout_s, extra environment) -> result. Injected so tests can replay real output.
+CommandRunner = Callable[[Sequence[str], float, Mapping[str, str]], CommandResult]
+
+
+def run_command(argv: Sequence[str], timeout_s: float, env: Mapping[str, str]) -> CommandResult:
+    """Run a program with a hard timeout; a timeout is a result, not an exception."""
+    try:
+        done = subprocess.run(list(argv), capture_output=True, text=True, timeout=timeout_s,
+                              env={**os.environ, **env}, check=False)
+    except subprocess.TimeoutExpired as exc:
+        out = exc.stdout.decode(errors="replace") if isinstance(exc.stdout, bytes) else (exc.stdout or "")
+        return CommandResult(returncode=-1, stdout=out, stderr=f"no answer within {timeout_s} s", timed_out=True)
+    except FileNotFoundError:
+        return CommandResult(returncode=127, stdout="", stderr=f"{argv[0]} is not installed")
+    return CommandResult(done.returncode, done.stdout, done.stderr)
+
+
+_NUMBER = re.compile(r"^\s*(-?\d+(?:\.\d+)?)\s*(.*?)\s*$")
+_DCMI_POWER = re.compile(r"Instantaneous power reading:\s*(-?\d+(?:\.\d+)?)\s*Watts", re.IGNORECASE)
+_DCMI_STATE = re.compile(r"Power reading state is:\s*(\w+)", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class SensorReading:
+    name: str
+    status: str
+    value: float | None
+    unit: str
+
+
+def parse_sdr_elist(text: str) -> list[SensorReading]:
+    """Parse `ipmitool sdr elist` lines `name | id | status | entity | reading [unit]`.
+    A reading without a number ("no reading", "disabled", "Not Readable") becomes None."""
+    sensors = []
+    for line in text.splitlines():
+        parts = [p.strip() for p in line.split("|")]
+        if len(parts) < 5 or not parts[0]:
+            continue
+        name, status, reading = parts[0], parts[2].lower(), parts[4]
+        match = _NUMBER.match(reading)
+        if match is None or status in ("ns", "na", "disabled"):
+            sensors.append(SensorReading(name, status, None, ""))
+            continue
+        sensors.append(SensorReading(name, status, float(match.group(1)), match.group(2).lower()))
+    return sensors
+
+
+def parse_dcmi_power(text: str) -> float | None:
+    """The instantaneous power (W) from `ipmitool dcmi power reading`; None when absent or
+    when the BMC says its power measurement is deactivated (the number is then not a reading)."""
+    match = _DCMI_POWER.search(text)
+    if match is None:
+        return None
+    state = _DCMI_STATE.search(text)
+    if state and state.group(1).lower() == "deactivated":
+        return None
+    return float(match.group(1))
+
+
+_TOTAL_POWER = re.compile(r"pwr\s*consumption|total\s*power|sys(tem)?\s*power|node\s*power|power\s*meter|input\s*power", re.I)
+_INLET = re.compile(r"inlet|intake|ambient|front\s*panel\s*temp", re.I)
+_EXHAUST = re.compile(r"exhaust|outlet", re.I)
+
+
+def pick_readings(sensors: Sequence[SensorReading]) -> dict[str, float | None]:
+    """Choose the node readings among the SDR sensors by name and unit (units decide: a sensor
+    named 'Inlet' that reads in Watts is not a temperature)."""
+    readable = [s for s in sensors if s.value is not None]
+    watts = [s for s in readable if s.unit.startswith("watt")]
+    total = [s for s in watts if _TOTAL_POWER.search(s.name)]
+    sdr_power = total[0].value if total else (watts[0].value if len(watts) == 1 else None)
+    temps = [s for s in readable if s.unit.startswith("degrees c")]
+    inlet = next((s.value for s in temps if _INLET.search(s.name)), None)
+    exhaust = next((s.value for s in temps if _EXHAUST.search(s.name)), None)
+    fans = [s.value for s in readable if s.unit.startswith("rpm")]
+    return {
+        "sdr_power_w": sdr_power,
+        "inlet_temp_c": inlet,
+        "exhaust_temp_c": exhaust,
+        "fan_rpm_avg": sum(fans) / len(fans) if fans else None,
+    }
+
+
+class BmcUnreachable(RuntimeError):
+    """ipmitool got no answer from the BMC within the bounded retries."""
+
+
+class IpmiSource:
+    """node_samples for one server, read from its BMC with ipmitool (source tag 'ipmi')."""
+
+    dataset = "node_samples"
+
+    def __init__(
+        self,
+        host: str,
+        *,
+        bmc_host: str = "127.0.0.1",
+        port: int = 623,
+        user: str = "admin",
+        password: str = "",
+        timeout_s: float = 5.0,
+        retries: int = 2,
+        backoff_s: float = 0.5,
+        ipmitool: str = "ipmitool",
+        runner: CommandRunner = run_command,
+        clock: Callable[[], datetime] = lambda: datetime.now(timezone.utc),
+        sleep: Callable[[float], None] = time.sleep,
+    ):
+        if retries < 0 or timeout_s <= 0:
+            raise ValueError(f"retries={retries!r}, timeout_s={timeout_s!r}: expected retries >= 0 and timeout_s > 0")
+        self.host = host
+        self.bmc_host = bmc_host
+        self.port = port
+        self.user = user
+        self._env = {"IPMI_PASSWORD": password}
+        self.timeout_s = timeout_s
+        self.retries = retries
+        self.backoff_s = backoff_s
+        self.ipmitool = ipmitool
+        self._run = runner
+        self._clock = clock
+        self._sleep = sleep
+        self.dcmi_supported: bool | None = None
+
+    @classmethod
+    def from_settings(cls, host: str, settings: CollectorSettings, **overrides: object) -> IpmiSource:
+        kwargs: dict[str, object] = dict(
+            bmc_host=settings.ipmi_host, port=settings.ipmi_port, user=settings.ipmi_user,
+            password=settings.ipmi_password, timeout_s=settings.ipmi_timeout_s,
+            retries=settings.ipmi_retries, backoff_s=settings.ipmi_backoff_s)
+        kwargs.update(overrides)
+        return cls(host, **kwargs)  # type: ignore[arg-type]
+
+    def _argv(self, *command: str) -> list[str]:
+        # ipmitool's own session timeout (-N) and retries (-R) stay inside our timeout.
+        session_timeout = max(1, int(self.timeout_s / 2))
+        return [self.ipmitool, "-I", "lanplus", "-H", self.bmc_host, "-p", str(self.port),
+                "-U", self.user, "-E", "-C", "3", "-N", str(session_timeout), "-R", "1", *command]
+
+    def _call(self, *command: str) -> CommandResult:
+        """Run one ipmitool command; retry what looks like an unreachable BMC (timeout, no
+        session), not what the BMC answered (an unsupported command is an answer)."""
+        attempts = self.retries + 1
+        for attempt in range(1, attempts + 1):
+            result = self._run(self._argv(*command), self.timeout_s, self._env)
+            unreachable = result.timed_out or (
+                result.returncode != 0 and re.search(r"unable to establish|no response|timeout|session",
+                                                     result.stderr, re.I))
+            if not unreachable:
+                return result
+            if attempt == attempts:
+                raise BmcUnreachable(
+                    f"BMC {self.bmc_host}:{self.port} gave no answer to 'ipmitool {' '.join(command)}' "
+                    f"after {attempts} attempts: {result.stderr.strip() or 'no output'}")
+            delay = self.backoff_s * 2 ** (attempt - 1)
+            log.warning("ipmi: BMC %s:%d did not answer %r (attempt %d/%d: %s); retrying in %.1f s",
+                        self.bmc_host, self.port, " ".join(command), attempt, attempts,
+                        result.stderr.strip(), delay)
+            self._sleep(delay)
+        raise AssertionError("unreachable")
+
+    def _dcmi_power_w(self) -> float | None:
+        if self.dcmi_supported is False:
+            return None
+        result = self._call("dcmi", "power", "reading")
+        if result.returncode != 0:
+            text = result.stdout + result.stderr
+            if re.search(r"invalid command|not supported|unrecognized", text, re.I):
+                log.info("ipmi: BMC %s:%d does not answer DCMI power reading; power_w stays NULL",
+                         self.bmc_host, self.port)
+                self.dcmi_supported = False
+            else:
+                log.warning("ipmi: DCMI power reading failed on %s:%d: %s", self.bmc_host, self.port, text.strip())
+            return None
+        self.dcmi_supported = True
+        return parse_dcmi_power(result.stdout)
+
+    def read(self) -> pa.Table:
+        """One node_samples row sampled now. A BMC that does not answer yields a row with NULL
+        readings and the reason in `error`; it never raises for that."""
+        sampled_at = self._clock()
+        row: dict[str, object] = {"power_w": None, "sdr_power_w": None, "inlet_temp_c": None,
+                                  "exhaust_temp_c": None, "fan_rpm_avg": None, ERROR_COLUMN: None}
+        try:
+            row["power_w"] = self._dcmi_power_w()
+            sdr = self._call("sdr", "elist")
+            if sdr.returncode == 0:
+                row.update(pick_readings(parse_sdr_elist(sdr.stdout)))
+            else:
+                row[ERROR_COLUMN] = f"sdr elist failed: {sdr.stderr.strip() or sdr.stdout.strip()}"
+        except BmcUnreachable as exc:
+            log.error("ipmi: %s", exc)
+            row = {k: None for k in row} | {ERROR_COLUMN: str(exc)}
+        fields = [NODE_SAMPLES.field(n) for n in ("sampled_at", "host", "power_w", "sdr_power_w",
+                                                   "inlet_temp_c", "exhaust_temp_c", "fan_rpm_avg")]
+        schema = pa.schema(fields + [NODE_SAMPLES.field("source"), pa.field(ERROR_COLUMN, pa.string())])
+        data = {"sampled_at": [sampled_at], "host": [self.host], "source": [SOURCE_TAG]}
+        data.update({k: [v] for k, v in row.items()})
+        return pa.Table.from_pydict({f.name: data[f.name] for f in schema}, schema=schema)
+
+    def close(self) -> None:
+        """Nothing is held between polls (each ipmitool call opens and closes its session)."""
+
+
+__all__ = ["BmcUnreachable", "CommandResult", "IpmiSource", "parse_dcmi_power", "parse_sdr_elist",
+           "pick_readings", "run_command"]

@@ -1,0 +1,88 @@
+/*
+ * ipmi_sim module: answer DCMI "Get Power Reading" (netfn 0x2C, group 0xDC, cmd 0x02).
+ *
+ * Stock ipmi_sim answers DCMI with "Invalid command", so `ipmitool dcmi power reading`
+ * cannot be tested against it. Loaded from lan.conf with
+ *     loadlib "/path/dcmi_power.so" "/path/to/power_w_file"
+ * it reads the instantaneous power in whole watts (ASCII) from that file on every request,
+ * so a test changes the reading by rewriting the file. A missing or unreadable file
+ * answers completion code 0xCB ("requested data not present"), as a BMC without a meter does.
+ *
+ * Build: gcc -shared -fPIC -I/usr/include -o dcmi_power.so dcmi_power.c
+ * (symbols such as check_msg_length resolve against the ipmi_sim executable at load time).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <errno.h>
+#include <OpenIPMI/mcserv.h>
+
+#define DCMI_GROUP 0xDC
+#define DCMI_CMD_GET_POWER_READING 0x02
+#define CC_DATA_NOT_PRESENT 0xCB
+
+static char power_file[512];
+
+static void put_u16(unsigned char *p, unsigned int v) { p[0] = v & 0xff; p[1] = (v >> 8) & 0xff; }
+
+static void put_u32(unsigned char *p, unsigned long v)
+{
+    p[0] = v & 0xff; p[1] = (v >> 8) & 0xff; p[2] = (v >> 16) & 0xff; p[3] = (v >> 24) & 0xff;
+}
+
+static void handle_dcmi(lmc_data_t *mc, msg_t *msg, unsigned char *rdata,
+                        unsigned int *rdata_len, void *cb_data)
+{
+    FILE *f;
+    long watts = -1;
+
+    if (msg->cmd != DCMI_CMD_GET_POWER_READING) {
+        handle_invalid_cmd(mc, rdata, rdata_len);
+        return;
+    }
+    /* Request: group id, mode (1 = power status), mode attributes, reserved. */
+    if (check_msg_length(msg, 4, rdata, rdata_len))
+        return;
+    f = fopen(power_file, "r");
+    if (f) {
+        if (fscanf(f, "%ld", &watts) != 1)
+            watts = -1;
+        fclose(f);
+    }
+    if (watts < 0 || watts > 0xffff) {
+        rdata[0] = CC_DATA_NOT_PRESENT;
+        rdata[1] = DCMI_GROUP;
+        *rdata_len = 2;
+        return;
+    }
+    /* Response: cc, group id, current/min/max/avg W (16-bit LE), timestamp (32-bit),
+     * statistics period ms (32-bit), reading state (bit 6: power measurement active). */
+    rdata[0] = 0;
+    rdata[1] = DCMI_GROUP;
+    put_u16(rdata + 2, watts);
+    put_u16(rdata + 4, watts);
+    put_u16(rdata + 6, watts);
+    put_u16(rdata + 8, watts);
+    put_u32(rdata + 10, (unsigned long) time(NULL));
+    put_u32(rdata + 14, 1000);
+    rdata[18] = 0x40;
+    *rdata_len = 19;
+}
+
+int ipmi_sim_module_print_version(sys_data_t *sys, char *options)
+{
+    printf("dcmi_power module 1.0\n");
+    return 0;
+}
+
+int ipmi_sim_module_init(sys_data_t *sys, const char *options)
+{
+    if (!options || !*options) {
+        fprintf(stderr, "dcmi_power: loadlib needs the power file path as its option\n");
+        return EINVAL;
+    }
+    strncpy(power_file, options, sizeof(power_file) - 1);
+    ipmi_emu_register_group_extension_handler(DCMI_GROUP, handle_dcmi, NULL);
+    return 0;
+}

@@ -1,0 +1,149 @@
+"""The IPMI source against OpenIPMI's ipmi_sim BMC on 127.0.0.1, read with the real ipmitool.
+
+The BMC is configured from infra/ipmi_sim/ (LAN config, emulator commands with full SDR
+records) and extended with infra/ipmi_sim/dcmi_power.c, built here with gcc, so that
+`ipmitool dcmi power reading` has something to read. Sensor values live in files the
+emulator polls every second; the test rewrites them while the source polls."""
+
+from __future__ import annotations
+
+import shutil
+import socket
+import string
+import subprocess
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.dataset as ds
+import pytest
+
+from collectors.sources.ipmi import IpmiSource
+from collectors.writer import write_dataset
+
+pytestmark = [pytest.mark.integration]
+REPO = Path(__file__).resolve().parents[3]
+TEMPLATES = REPO / "infra" / "ipmi_sim"
+for tool in ("ipmi_sim", "ipmitool", "gcc"):
+    if shutil.which(tool) is None:
+        pytest.skip(f"{tool} is not installed (Debian: openipmi, ipmitool, gcc)", allow_module_level=True)
+if not Path("/usr/include/OpenIPMI/mcserv.h").exists():
+    pytest.skip("OpenIPMI headers missing (Debian: libopenipmi-dev)", allow_module_level=True)
+
+USER, PASSWORD = "jh-admin", "s3cret-pw"
+INITIAL = {"power_w": 1200, "inlet_c": 24, "exhaust_c": 38, "fan1_rpm": 8000, "fan2_rpm": 8100, "dcmi_w": 1150}
+
+
+def free_udp_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@dataclass
+class Bmc:
+    port: int
+    state: Path
+    process: subprocess.Popen
+
+    def set(self, **values: int) -> None:
+        for name, value in values.items():
+            tmp = self.state / f".{name}.tmp"
+            tmp.write_text(f"{value}\n")
+            tmp.replace(self.state / name)  # whole file or none: the emulator never reads half
+
+    def source(self, **kw: object) -> IpmiSource:
+        return IpmiSource("node-01", bmc_host="127.0.0.1", port=self.port, user=USER, password=PASSWORD, **kw)
+
+
+@pytest.fixture(scope="module")
+def bmc(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Bmc]:
+    folder = tmp_path_factory.mktemp("ipmi_sim")
+    state = folder / "state"
+    state.mkdir()
+    module = folder / "dcmi_power.so"
+    subprocess.run(["gcc", "-shared", "-fPIC", "-Wall", "-Werror", "-o", str(module),
+                    str(TEMPLATES / "dcmi_power.c")], check=True, capture_output=True)
+    port = free_udp_port()
+    values = dict(port=port, user=USER, password=PASSWORD, dcmi_module=module,
+                  dcmi_power_file=state / "dcmi_w", state_dir=state)
+    for name in ("lan.conf", "sim.emu"):
+        text = string.Template((TEMPLATES / f"{name}.template").read_text()).substitute(values)
+        (folder / name).write_text(text)
+    log = open(folder / "ipmi_sim.log", "wb")
+    process = subprocess.Popen(["ipmi_sim", "-c", str(folder / "lan.conf"), "-f", str(folder / "sim.emu"),
+                                "-s", str(state), "-n"], stdout=log, stderr=subprocess.STDOUT)
+    server = Bmc(port=port, state=state, process=process)
+    server.set(**INITIAL)
+    try:
+        deadline = time.monotonic() + 15
+        probe = server.source(timeout_s=2, retries=0)
+        while probe.read().column("inlet_temp_c")[0].as_py() != INITIAL["inlet_c"]:
+            assert process.poll() is None, (folder / "ipmi_sim.log").read_text()
+            assert time.monotonic() < deadline, "ipmi_sim did not answer within 15 s"
+            time.sleep(0.2)
+        yield server
+    finally:
+        process.terminate()
+        try:
+            process.wait(5)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+        log.close()
+
+
+def test_reads_dcmi_power_sdr_power_temperatures_and_fans(bmc):
+    row = bmc.source().read().to_pylist()[0]
+    assert row["host"] == "node-01" and row["source"] == "ipmi" and row["error"] is None
+    assert row["power_w"] == 1150.0           # DCMI instantaneous reading, W
+    assert row["sdr_power_w"] == 1200.0       # SDR 'Pwr Consumption', 8 W per raw step
+    assert (row["inlet_temp_c"], row["exhaust_temp_c"]) == (24.0, 38.0)
+    assert row["fan_rpm_avg"] == 8050.0       # mean of Fan1 8000 and Fan2 8100 RPM
+
+
+def test_a_value_changed_while_polling_lands_in_the_lake(bmc, lake):
+    source = bmc.source()
+    rows = [source.read()]
+    bmc.set(power_w=1400, dcmi_w=1310, inlet_c=27)
+    deadline = time.monotonic() + 10
+    while rows[-1].column("sdr_power_w")[0].as_py() != 1400.0:
+        assert time.monotonic() < deadline, "the new sensor value never appeared"
+        time.sleep(0.25)
+        rows.append(source.read())
+    bmc.set(**INITIAL)
+    write_dataset(lake, "node_samples", pa.concat_tables(rows))
+    stored = ds.dataset(lake / "node_samples", format="parquet", partitioning="hive").to_table()
+    stored = stored.sort_by("sampled_at").to_pylist()
+    assert len(stored) == len(rows)
+    assert (stored[0]["sdr_power_w"], stored[0]["power_w"]) == (1200.0, 1150.0)
+    assert (stored[-1]["sdr_power_w"], stored[-1]["power_w"], stored[-1]["inlet_temp_c"]) == (1400.0, 1310.0, 27.0)
+
+
+def test_missing_dcmi_reading_is_null_not_zero_and_the_sdr_still_reads(bmc):
+    (bmc.state / "dcmi_w").unlink()
+    try:
+        source = bmc.source()
+        row = source.read().to_pylist()[0]
+    finally:
+        bmc.set(dcmi_w=INITIAL["dcmi_w"])
+    assert row["power_w"] is None and row["error"] is None
+    # The SDR still reads (the previous test's 1400 W may still be in the emulator's poll).
+    assert row["sdr_power_w"] in (1200.0, 1400.0) and row["inlet_temp_c"] is not None
+    assert source.dcmi_supported is not False, "a BMC that answered 'no data' still speaks DCMI"
+
+
+def test_a_bmc_that_does_not_answer_is_marked_after_bounded_retries(tmp_path):
+    silent_port = free_udp_port()  # nothing listens there: every call times out
+    sleeps: list[float] = []
+    source = IpmiSource("node-09", bmc_host="127.0.0.1", port=silent_port, user=USER, password=PASSWORD,
+                        timeout_s=2, retries=1, backoff_s=0.25, sleep=sleeps.append)
+    started = time.monotonic()
+    row = source.read().to_pylist()[0]
+    elapsed = time.monotonic() - started
+    assert row["host"] == "node-09" and "gave no answer" in row["error"] and "after 2 attempts" in row["error"]
+    assert all(row[c] is None for c in ("power_w", "sdr_power_w", "inlet_temp_c", "exhaust_temp_c", "fan_rpm_avg"))
+    assert sleeps == [0.25]
+    assert elapsed < 2 * 2 + 1, f"bounded retries took {elapsed:.1f} s"

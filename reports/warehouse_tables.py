@@ -49,3 +49,20 @@ def read_day(
         if col not in frame.columns:
             frame = frame.with_columns(pl.lit(None).alias(col))
     return frame, None
+
+
+def count_day_by(con, name: str, day: dt.date | str, by: str) -> tuple[pl.DataFrame | None, str | None]:
+    """Rows of relation `name` on `day`, counted per value of column `by` (column `rows`).
+    Aggregated in the database: a quarantine can hold millions of rows."""
+    present = relation_columns(con, name)
+    if not present:
+        return None, f"relation {name} does not exist"
+    missing = [c for c in ("day", by) if c not in present]
+    if missing:
+        return None, f"relation {name} has no {', '.join(missing)} column"
+    day_value = dt.date.fromisoformat(str(day)) if not isinstance(day, dt.date) else day
+    frame = con.sql(
+        f"SELECT {_quote(by)}, count(*) AS rows FROM {_quote(name)} WHERE day = ? GROUP BY 1 ORDER BY 2 DESC, 1",
+        params=[day_value],
+    ).pl()
+    return frame, None

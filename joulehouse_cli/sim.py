@@ -1,0 +1,65 @@
+"""`joulehouse simulate`: write a simulated fleet (GPU, node, facility, jobs, inventory) into a lake."""
+
+from __future__ import annotations
+
+import datetime as dt
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+
+def register(app: typer.Typer) -> None:
+    """Add the `simulate` command to `app`."""
+
+    @app.command("simulate")
+    def simulate(
+        lake: Annotated[Path, typer.Option(help="Lake folder to write into (inventory.csv lands beside it).")],
+        gpus: Annotated[int, typer.Option(min=1, help="GPUs in the fleet (8 per host).")] = 32,
+        days: Annotated[int, typer.Option(min=1, help="UTC days to simulate.")] = 2,
+        start: Annotated[str, typer.Option(help="First UTC day, YYYY-MM-DD.")] = "2026-06-10",
+        seed: Annotated[int, typer.Option(help="Random seed: the same seed writes the same rows.")] = 0,
+        interval_s: Annotated[float, typer.Option("--interval-s", help="Seconds between GPU samples.")] = 1.0,
+    ) -> None:
+        """Simulate a GPU fleet and its site and write the lake datasets a collector would write."""
+        from rich.console import Console
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+        from rich.table import Table
+
+        from collectors.sim import simulate_fleet
+
+        console = Console()
+        try:
+            first_day = dt.date.fromisoformat(start)
+        except ValueError:
+            console.print(f"[red]--start {start!r}: expected a date as YYYY-MM-DD[/red]")
+            raise typer.Exit(2) from None
+        columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+        try:
+            with Progress(*columns, console=console) as progress:
+                task = progress.add_task(f"simulating {gpus} GPUs x {days} days (GPU-days)", total=gpus * days)
+
+                def on_progress(done: int, total: int) -> None:
+                    progress.update(task, completed=done, total=total)
+
+                summary = simulate_fleet(lake, gpus=gpus, days=days, start=first_day, seed=seed,
+                                         interval_s=interval_s, progress=on_progress)
+        except ValueError as exc:
+            console.print(f"[red]{exc}[/red]")
+            raise typer.Exit(2) from None
+        table = Table(title=f"simulated {first_day} + {days} day(s), seed {seed}, into {lake}")
+        table.add_column("dataset")
+        table.add_column("rows", justify="right")
+        for dataset, rows in summary.rows.items():
+            table.add_row(dataset, f"{rows:,}")
+        console.print(table)
+        console.print(f"{summary.files_written} files written; inventory: {summary.inventory_path}")
+        truth = Table(title="true power coefficients (what fitted models should recover)")
+        for name in ("gpu_model", "static_w", "static %/10C", "dyn_w", "alpha", "mem_w", "pcie_w_per_gbps"):
+            truth.add_column(name)
+        for model, t in summary.truth.items():
+            truth.add_row(model, f"{t.static_w:.1f}", f"{t.static_pct_per_10c:.1f}", f"{t.dyn_w:.0f}",
+                          f"{t.dyn_freq_exponent:g}", f"{t.mem_w:.0f}", f"{t.pcie_w_per_gbps:.2f}")
+        console.print(truth)
+        for run in summary.cross_model_runs:
+            console.print(f"cross-model job {run.job_id}: {run.gpu_model} {run.host} {run.gpu_uuid}")

@@ -1,0 +1,42 @@
+"""`joulehouse simulate` writes a lake and says what it wrote; bad input exits non-zero with a reason."""
+
+from __future__ import annotations
+
+import typer
+from typer.testing import CliRunner
+
+from joulehouse_cli.sim import register
+
+
+def _app() -> typer.Typer:
+    app = typer.Typer()
+    register(app)
+
+    @app.command("noop")
+    def noop() -> None:  # a second command keeps `simulate` addressable by name
+        pass
+
+    return app
+
+
+def test_simulate_writes_the_lake_and_prints_the_summary(tmp_path):
+    lake = tmp_path / "lake"
+    result = CliRunner().invoke(_app(), ["simulate", "--lake", str(lake), "--gpus", "2", "--days", "1",
+                                         "--start", "2026-01-05", "--seed", "4", "--interval-s", "60"])
+    assert result.exit_code == 0, result.output
+    assert "2,880" in result.output  # 2 GPUs x 1440 minutes of gpu_samples
+    assert (tmp_path / "inventory.csv").exists()
+    assert sorted(p.name for p in lake.iterdir()) == ["facility_samples", "gpu_samples", "jobs", "node_samples"]
+
+
+def test_a_bad_start_date_is_named(tmp_path):
+    result = CliRunner().invoke(_app(), ["simulate", "--lake", str(tmp_path / "lake"), "--start", "10/06/2026"])
+    assert result.exit_code == 2
+    assert "--start '10/06/2026'" in result.output
+
+
+def test_a_bad_interval_is_named(tmp_path):
+    result = CliRunner().invoke(_app(), ["simulate", "--lake", str(tmp_path / "lake"), "--gpus", "1",
+                                         "--days", "1", "--interval-s", "7"])
+    assert result.exit_code == 2
+    assert "interval_s=7.0" in result.output

@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import datetime as dt
 from dataclasses import dataclass, field
-from importlib import resources
+from pathlib import Path
 
 import polars as pl
 
 from reports.attribution import JOB_COLUMNS, empty_jobs
 
 UTC = dt.timezone.utc
+SQL_DIR = Path(__file__).resolve().parent / "sql"
 HOUR = pl.Datetime("us", "UTC")
 # Report tables this module may replace a day in (names are SQL identifiers, never user input).
 REPORT_TABLES = ("rpt_carbon_daily", "rpt_tco_daily")
@@ -23,7 +24,7 @@ REPORT_TABLES = ("rpt_carbon_daily", "rpt_tco_daily")
 
 def load_sql(name: str) -> str:
     """The text of reports/sql/<name>.sql."""
-    return resources.files("reports").joinpath("sql", f"{name}.sql").read_text()
+    return (SQL_DIR / f"{name}.sql").read_text()
 
 
 def relation_exists(con, name: str) -> bool:

@@ -1,0 +1,158 @@
+"""DCGM source without a server: label mapping, value conversion, the exactly-once watermark
+with a fake Prometheus, and the deployment files (counters file, scrape config) agreeing with
+the fields the source reads."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pyarrow.dataset as ds
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from collectors.sources import dcgm as dcgm_module
+from collectors.sources.base import SourceError
+from collectors.sources.dcgm import FIELDS, DcgmSource, pivot_range_result
+
+REPO = Path(__file__).resolve().parents[3]
+LABELS = {"gpu": "1", "UUID": "GPU-abc", "modelName": "NVIDIA H200", "Hostname": "node-03",
+          "device": "nvidia1", "pci_bus_id": "00000000:19:00.0", "DCGM_FI_DRIVER_VERSION": "550.54.15"}
+
+
+def series(name: str, values: list[tuple[float, str]], **labels: str) -> dict:
+    return {"metric": {"__name__": name, **LABELS, **labels}, "values": [[t, v] for t, v in values]}
+
+
+def test_labels_map_to_lake_keys_and_absent_or_nan_readings_are_null():
+    table, rejected = pivot_range_result([
+        series("DCGM_FI_DEV_POWER_USAGE", [(100, "312.5"), (101, "NaN")]),
+        series("DCGM_FI_PROF_SM_ACTIVE", [(100, "0.75")]),
+        series("DCGM_FI_DEV_GPU_TEMP", [(100, "61")], Hostname="", hostname="node-03b"),
+    ])
+    rows = table.to_pylist()
+    assert rejected == []
+    by_host = {(r["host"], r["sampled_at"].timestamp()): r for r in rows}
+    first = by_host[("node-03", 100.0)]
+    assert (first["gpu_index"], first["gpu_uuid"], first["gpu_model"]) == (1, "GPU-abc", "NVIDIA H200")
+    assert (first["power_w"], first["sm_active_ratio"], first["temp_c"]) == (312.5, 0.75, None)
+    assert by_host[("node-03", 101.0)]["power_w"] is None  # "NaN" is no reading, not 0
+    assert by_host[("node-03b", 100.0)]["temp_c"] == 61.0  # lower-case hostname label
+
+
+def test_series_that_cannot_be_keyed_are_set_aside_with_a_reason():
+    _, rejected = pivot_range_result([
+        series("DCGM_FI_DEV_POWER_USAGE", [(100, "1")], UUID=""),
+        series("DCGM_FI_DEV_POWER_USAGE", [(100, "1")], GPU_I_ID="3"),
+        series("DCGM_FI_DEV_POWER_USAGE", [(100, "watts")]),
+    ])
+    assert len(rejected) == 3
+    assert "UUID" in rejected[0] and "MIG" in rejected[1] and "not a number" in rejected[2]
+
+
+@given(st.lists(st.integers(min_value=0, max_value=10**15), min_size=1, max_size=20))
+@settings(max_examples=50, deadline=None)
+def test_energy_counter_survives_as_exact_integer_millijoules(values):
+    result = [series("DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", [(1000 + i, str(v)) for i, v in enumerate(values)])]
+    table, _ = pivot_range_result(result)
+    assert table.column("energy_mj_total").to_pylist() == values
+
+
+class FakePrometheus:
+    """Answers query_range from a function of time: one GPU, power = timestamp / 10 W."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[float, float]] = []
+        self.fail = 0
+
+    def custom_query_range(self, query, start_time, end_time, step, timeout=None):
+        if self.fail:
+            self.fail -= 1
+            raise ConnectionError("connection refused")
+        start, end = int(start_time.timestamp()), int(end_time.timestamp())
+        self.calls.append((start, end))
+        values = [[t, str(t / 10)] for t in range(start, end + 1, int(step))]
+        return [series("DCGM_FI_DEV_POWER_USAGE", values)]
+
+
+def fake_source(tmp_path: Path, client: FakePrometheus, **kw) -> DcgmSource:
+    return DcgmSource(tmp_path / "lake", step_s=10, state_path=tmp_path / "state.json", client=client,
+                      settle_s=0, initial_lookback_s=100, sleep=lambda s: None, **kw)
+
+
+def stored_times(lake: Path) -> list[float]:
+    table = ds.dataset(lake / "gpu_samples", format="parquet", partitioning="hive").to_table()
+    return sorted(t.timestamp() for t in table.column("sampled_at").to_pylist())
+
+
+@given(st.lists(st.integers(min_value=1, max_value=95), min_size=1, max_size=6),
+       st.integers(min_value=0, max_value=5))
+@settings(max_examples=25, deadline=None)
+def test_any_sequence_of_syncs_and_one_crash_writes_each_instant_exactly_once(tmp_path_factory, advances, crash_at):
+    tmp_path = tmp_path_factory.mktemp("sync")
+    client = FakePrometheus()
+    src = fake_source(tmp_path, client)
+    now = 1_700_000_000
+    real_write = dcgm_module.write_range
+    for i, advance in enumerate(advances):
+        now += advance
+        if i == crash_at:
+            def crash(*a, **k):
+                real_write(*a, **k)
+                raise KeyboardInterrupt
+            dcgm_module.write_range = crash
+            try:
+                src.sync(now_s=now)  # crashes if a range is due, else writes nothing
+            except KeyboardInterrupt:
+                pass
+            finally:
+                dcgm_module.write_range = real_write
+        else:
+            src.sync(now_s=now)
+    src.sync(now_s=now)
+    times = stored_times(tmp_path / "lake") if (tmp_path / "lake").exists() else []
+    first_now = 1_700_000_000 + advances[0]
+    start = (first_now - 100) // 10 * 10
+    assert times == [float(t) for t in range(start, now // 10 * 10 + 1, 10)]
+
+
+def test_a_long_catch_up_is_split_under_prometheus_points_limit(tmp_path):
+    client = FakePrometheus()
+    src = fake_source(tmp_path, client)
+    src.initial_lookback_s = 10 * 25_000
+    src.sync(now_s=1_700_000_000)
+    assert len(client.calls) == 3
+    assert all((end - start) / 10 + 1 <= dcgm_module.MAX_POINTS_PER_QUERY for start, end in client.calls)
+
+
+def test_retries_are_bounded_and_then_the_error_names_the_url(tmp_path):
+    client = FakePrometheus()
+    client.fail = 10
+    src = fake_source(tmp_path, client, retries=2)
+    with pytest.raises(SourceError, match=r"http://127.0.0.1:9090 did not answer .* after 3 attempts: ConnectionError"):
+        src.sync(now_s=1_700_000_000)
+    assert client.fail == 7
+
+
+def test_counters_file_enables_every_field_the_source_reads():
+    text = (REPO / "infra" / "dcgm-exporter" / "counters.csv").read_text()
+    assert text.startswith("# Format")
+    enabled = {}
+    for line in text.splitlines():
+        if line.strip() and not line.startswith("#"):
+            field, kind, help_text = (p.strip() for p in line.split(",", 2))
+            assert kind in ("gauge", "counter", "label") and help_text, line
+            enabled[field] = kind
+    assert set(FIELDS) <= set(enabled)
+    assert enabled["DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION"] == "counter"
+
+
+def test_scrape_config_keeps_every_field_and_is_valid():
+    config = REPO / "infra" / "prometheus" / "prometheus.yml"
+    keep = re.search(r'regex: "([^"]+)"', config.read_text()).group(1)
+    assert all(re.fullmatch(keep, name) for name in FIELDS)
+    if shutil.which("promtool"):
+        subprocess.run(["promtool", "check", "config", str(config)], check=True, capture_output=True)

@@ -86,6 +86,8 @@ class WarehouseSettings:
     max_counter_gap_s: float = 900.0
     # Power above this is implausible for any one GPU when its power limit is unknown.
     max_power_abs_w: float = 3000.0
+    # BMC (IPMI) and facility meters are read every 5 s to 1 min: gaps up to this are bridged.
+    max_meter_gap_s: float = 120.0
     threads: int = 2
     memory_limit: str = "4GB"
 

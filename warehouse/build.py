@@ -59,15 +59,16 @@ class BuildSummary:
 
 def _parameters(day: dt.date, settings: WarehouseSettings, now: dt.datetime, inventory: str) -> dict:
     # Neighbouring readings are needed no further than the longest interval that is bridged.
-    margin_s = max(settings.max_gap_s, settings.max_counter_gap_s)
+    margin_s = max(settings.max_gap_s, settings.max_counter_gap_s, settings.max_meter_gap_s)
     if margin_s >= 86400:
-        raise BuildError(f"max_gap_s/max_counter_gap_s = {margin_s} s; expected less than one day")
+        raise BuildError(f"the longest bridged gap = {margin_s} s; expected less than one day")
     return {
         "day": day,
         "now": now,
         "margin_s": float(margin_s),
         "max_gap_s": float(settings.max_gap_s),
         "max_counter_gap_s": float(settings.max_counter_gap_s),
+        "max_meter_gap_s": float(settings.max_meter_gap_s),
         "max_clock_skew_s": float(settings.max_clock_skew_s),
         "max_power_over_limit_ratio": float(settings.max_power_over_limit_ratio),
         "max_power_abs_w": float(settings.max_power_abs_w),

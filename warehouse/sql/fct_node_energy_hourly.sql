@@ -7,7 +7,7 @@
 --   host [text] server
 --   energy_kwh [kWh] trapezoid of power over the covered part of the hour (NULL when none covered)
 --   avg_power_w [W] energy over covered time
---   coverage_ratio [0..1] share of the hour covered by intervals <= max_gap_s between readings
+--   coverage_ratio [0..1] share of the hour covered by intervals <= max_meter_gap_s between readings
 --   n_samples [count] readings in the hour
 -- Readings with NULL, negative or non-finite power are skipped; several readings of one host at
 -- the same instant count once (the lowest source name wins).
@@ -31,7 +31,7 @@ intervals AS (
 bridged AS (
     SELECT *, t0_us // 3600000000 AS first_hour, (t1_us - 1) // 3600000000 AS last_hour
     FROM intervals
-    WHERE t0_us IS NOT NULL AND (t1_us - t0_us) / 1e6 <= $max_gap_s
+    WHERE t0_us IS NOT NULL AND (t1_us - t0_us) / 1e6 <= $max_meter_gap_s
 ),
 hour_spans AS (
     SELECT *, unnest(range(first_hour, last_hour + 1)) AS hour_index FROM bridged

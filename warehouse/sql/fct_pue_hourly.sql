@@ -8,7 +8,7 @@
 --   pue [ratio >= 1] facility_energy_kwh / it_energy_kwh over the same covered intervals
 --   it_energy_kwh [kWh] trapezoid of it_power_w over the covered part of the hour
 --   facility_energy_kwh [kWh] trapezoid of facility_power_w over the covered part of the hour
---   coverage_ratio [0..1] share of the hour covered by intervals <= max_gap_s with both readings
+--   coverage_ratio [0..1] share of the hour covered by intervals <= max_meter_gap_s with both readings
 --   n_samples [count] readings in the hour
 -- Only intervals where both meters read at both ends count, so the ratio compares like with like.
 WITH readings AS (
@@ -35,7 +35,7 @@ intervals AS (
 bridged AS (
     SELECT *, t0_us // 3600000000 AS first_hour, (t1_us - 1) // 3600000000 AS last_hour
     FROM intervals
-    WHERE t0_us IS NOT NULL AND (t1_us - t0_us) / 1e6 <= $max_gap_s
+    WHERE t0_us IS NOT NULL AND (t1_us - t0_us) / 1e6 <= $max_meter_gap_s
 ),
 hour_spans AS (
     SELECT *, unnest(range(first_hour, last_hour + 1)) AS hour_index FROM bridged

@@ -32,16 +32,18 @@ numbered AS (
         row_number() OVER (
             PARTITION BY gpu_uuid, sampled_at, source
             ORDER BY power_w NULLS LAST, energy_mj_total NULLS LAST, host, gpu_index
-        ) AS duplicate_rank
+        ) AS duplicate_rank,
+        -- computed apart: inside the CASE below, DuckDB 2.0.1 let a NaN row fall through to a later rule
+        coalesce(isfinite(power_w), true) AS power_finite
     FROM window_rows
 ),
 checked AS (
     SELECT
-        * EXCLUDE (duplicate_rank),
+        * EXCLUDE (duplicate_rank, power_finite),
         CASE
             WHEN duplicate_rank > 1 THEN 'duplicate_key'
             WHEN sampled_at > $now::TIMESTAMPTZ + to_seconds($max_clock_skew_s) THEN 'future_timestamp'
-            WHEN isnan(power_w) OR isinf(power_w) THEN 'power_not_finite'
+            WHEN NOT power_finite THEN 'power_not_finite'
             WHEN power_w < 0 THEN 'power_negative'
             WHEN energy_mj_total < 0 THEN 'counter_negative'
             WHEN power_limit_w > 0 AND power_w > 100 * power_limit_w THEN 'power_unit_mw'

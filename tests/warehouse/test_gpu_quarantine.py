@@ -1,0 +1,70 @@
+"""Quarantine rules, the raw = clean + quarantined identity, and the inventory flag."""
+
+from __future__ import annotations
+
+import pytest
+from warehouse_lakes import DAY, gpu_rows, write
+
+from warehouse.build import BuildError
+
+BAD_ROWS = {
+    "power_negative": dict(power_w=-3.0),
+    "power_unit_mw": dict(power_w=250_000.0),  # 250 W written in mW
+    "power_over_limit": dict(power_w=1500.0),  # 700 W limit, ratio 1.5
+    "temp_out_of_range": dict(temp_c=180.0),
+    "ratio_out_of_range": dict(sm_active_ratio=1.7),
+    "util_out_of_range": dict(util_gpu_pct=140.0),
+    "counter_negative": dict(energy_mj_total=-5),
+    "power_not_finite": dict(power_w=float("nan")),
+}
+
+
+def test_each_rule_sends_its_row_to_quarantine_with_its_reason(lake, warehouse):
+    rows = gpu_rows(range(0, 100), 100.0, temp_c=50.0, util_gpu_pct=30.0, sm_active_ratio=0.3)
+    for i, (reason, bad) in enumerate(BAD_ROWS.items()):
+        rows[10 + 5 * i].update(bad)
+    write(lake, rows)
+    con = warehouse()
+    got = dict(con.execute("SELECT reason, count(*) FROM quarantine_gpu_samples GROUP BY reason").fetchall())
+    assert got == {reason: 1 for reason in BAD_ROWS}
+    raw = con.execute("SELECT count(*) FROM raw_gpu_samples WHERE date = ?", [DAY]).fetchone()[0]
+    clean = con.execute("SELECT count(*) FROM stg_gpu_samples WHERE day = ?", [DAY]).fetchone()[0]
+    assert raw == clean + len(BAD_ROWS) == 100
+
+
+def test_power_without_a_known_limit_is_checked_against_the_absolute_bound(lake, warehouse):
+    rows = gpu_rows(range(0, 10), 100.0, limit_w=None)
+    rows[3]["power_w"] = 4000.0
+    rows[5]["power_w"] = 90_000.0
+    write(lake, rows)
+    got = dict(warehouse().execute("SELECT reason, count(*) FROM quarantine_gpu_samples GROUP BY reason").fetchall())
+    assert got == {"power_over_bound": 1, "power_unit_mw": 1}
+
+
+def test_gpu_missing_from_inventory_is_kept_and_flagged(lake, tmp_path, warehouse):
+    write(lake, gpu_rows(range(0, 61), 100.0, uuid="GPU-known") + gpu_rows(range(0, 61), 100.0, uuid="GPU-stranger"))
+    inventory = tmp_path / "inventory.csv"
+    inventory.write_text(
+        "gpu_uuid,host,gpu_index,gpu_model,rack,site,region,purchased_on,purchase_price_usd,embodied_kgco2e,lifetime_years\n"
+        "GPU-known,node-01,0,NVIDIA H100 80GB HBM3,r1,site-a,FR,2024-03-01,30000,150,5\n"
+        "GPU-spare,node-02,0,NVIDIA H200,r2,site-a,FR,2025-01-01,35000,160,5\n"
+    )
+    from collectors.settings import WarehouseSettings
+
+    con = warehouse(settings=WarehouseSettings(inventory_path=str(inventory)))
+    flags = dict(con.execute("SELECT gpu_uuid, bool_and(in_inventory) FROM stg_gpu_samples GROUP BY ALL").fetchall())
+    assert flags == {"GPU-known": True, "GPU-stranger": False}
+    energy = dict(con.execute("SELECT gpu_uuid, sum(energy_kwh) FROM fct_gpu_energy_hourly GROUP BY ALL").fetchall())
+    assert energy["GPU-stranger"] == pytest.approx(6000 / 3.6e6)
+    dim = {r[0]: r[1:] for r in con.execute("SELECT gpu_uuid, in_inventory, rack, first_seen_day FROM dim_gpu").fetchall()}
+    assert dim == {"GPU-known": (True, "r1", DAY), "GPU-stranger": (False, None, DAY), "GPU-spare": (True, "r2", None)}
+
+
+def test_inventory_without_required_columns_is_refused_naming_them(lake, tmp_path, warehouse):
+    write(lake, gpu_rows(range(0, 5), 100.0))
+    inventory = tmp_path / "inventory.csv"
+    inventory.write_text("gpu_uuid,host\nGPU-0,node-01\n")
+    from collectors.settings import WarehouseSettings
+
+    with pytest.raises(BuildError, match="lacks columns.*gpu_model"):
+        warehouse(settings=WarehouseSettings(inventory_path=str(inventory)))

@@ -152,17 +152,22 @@ def _simulate_host_day(seed, day, host, host_gpus, jobs: list[Job], limits, n, i
 def simulate_fleet(lake: str | Path, *, gpus: int = 32, days: int = 2, start: dt.date, seed: int = 0,
                    interval_s: float = 1.0, hosts: Sequence[str] | None = None,
                    power_limits_w: Mapping[str, float] | None = None,
+                   power_limits_by_day: Mapping[dt.date, Mapping[str, float]] | None = None,
                    progress: Callable[[int, int], None] | None = None) -> SimulationSummary:
     """Simulate `gpus` GPUs (8 per host, hosts node-01.. unless `hosts` names them) for `days`
     UTC days from `start`, one GPU sample per `interval_s` seconds, and write gpu_samples,
     node_samples (every 5 s), facility_samples (every minute), jobs and `<lake>/../inventory.csv`.
     `power_limits_w` (gpu_uuid -> W) replaces the default limit of those GPUs for the whole
-    range. `progress(done, total)` is called after each host-day with GPU-days done/total.
+    range; `power_limits_by_day` (day -> gpu_uuid -> W) overrides it on the days it names, and
+    gives the same rows as calling day by day with those limits. `progress(done, total)` is called after each host-day with GPU-days done/total.
     Existing partitions of the simulated days and hosts are replaced (re-running is idempotent)."""
     lake = Path(lake)
     fleet = build_fleet(gpus, seed, hosts)
     limits_by_uuid = {str(k): float(v) for k, v in (power_limits_w or {}).items()}
-    _validate(gpus, days, interval_s, start, fleet, limits_by_uuid)
+    by_day = {day: {**limits_by_uuid, **{str(k): float(v) for k, v in lim.items()}}
+              for day, lim in (power_limits_by_day or {}).items()}
+    for limits in [limits_by_uuid, *by_day.values()]:
+        _validate(gpus, days, interval_s, start, fleet, limits)
     n = int(round(DAY_S / interval_s))
     host_names = list(dict.fromkeys(g.host for g in fleet))
     by_host = {h: [g for g in fleet if g.host == h] for h in host_names}
@@ -182,7 +187,8 @@ def simulate_fleet(lake: str | Path, *, gpus: int = 32, days: int = 2, start: dt
             jobs = plan_host_day(seed, day.toordinal(), host, host_gpus, xmodel_hosts, interval_s)
             lake_end = {} if carried else _lake_counter_end(lake, day - dt.timedelta(days=1), host)
             start_mj = [_counter_start(seed, g, day, carried, lake_end) for g in host_gpus]
-            limits = [limits_by_uuid.get(g.uuid, g.spec.default_limit_w) for g in host_gpus]
+            day_limits = by_day.get(day, limits_by_uuid)
+            limits = [day_limits.get(g.uuid, g.spec.default_limit_w) for g in host_gpus]
             gpu_t, node, jobs_t, end_mj = _simulate_host_day(seed, day, host, host_gpus, jobs, limits, n, interval_s,
                                                              outdoor, start_mj)
             carried.update({g.uuid: int(v) for g, v in zip(host_gpus, end_mj)})

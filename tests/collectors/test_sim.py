@@ -265,3 +265,26 @@ def test_energy_counter_never_goes_backwards():
     counter = energy_counter_mj(power, 1.0, [5, 10**12, 0])
     assert np.all(np.diff(counter, axis=1) >= 0)
     assert counter[1, -1] - 10**12 == pytest.approx(power[1].sum() * 1000.0, abs=1.0)
+
+
+def test_limits_per_day_match_day_by_day_calls_and_leave_other_gpus_alone(tmp_path):
+    kw = dict(gpus=8, seed=5, interval_s=10.0)
+    day2 = DAY + dt.timedelta(days=1)
+    plain = simulate_fleet(tmp_path / "plain" / "lake", days=2, start=DAY, **kw)
+    capped_uuid = plain.gpus[0].uuid
+    simulate_fleet(tmp_path / "perday" / "lake", days=2, start=DAY, power_limits_by_day={day2: {capped_uuid: 250.0}},
+                   **kw)
+    simulate_fleet(tmp_path / "calls" / "lake", days=1, start=DAY, **kw)
+    simulate_fleet(tmp_path / "calls" / "lake", days=1, start=day2, power_limits_w={capped_uuid: 250.0}, **kw)
+    key = [("gpu_uuid", "ascending"), ("sampled_at", "ascending")]
+    per_day = read(tmp_path / "perday" / "lake", "gpu_samples").sort_by(key)
+    assert per_day.equals(read(tmp_path / "calls" / "lake", "gpu_samples").sort_by(key))
+    untouched = by_gpu(read(tmp_path / "plain" / "lake", "gpu_samples"))
+    for uuid, rows in by_gpu(per_day).items():
+        limits = set(rows["power_limit_w"].to_pylist())
+        if uuid == capped_uuid:
+            assert limits == {400.0, 250.0}
+            day1 = rows.filter(pc.equal(rows["power_limit_w"], 400.0))
+            assert day1.equals(untouched[uuid].slice(0, day1.num_rows))
+        else:
+            assert rows.equals(untouched[uuid]), uuid

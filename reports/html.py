@@ -79,6 +79,10 @@ class ReportData:
         and each GPU's measured energy of the day."""
         recs = self.recs.filter(pl.col("power_limit_w") < pl.col("default_limit_w")) if _has(
             self.recs, "power_limit_w", "default_limit_w") else self.recs
+        if self.models is not None and "passed_gate" in self.models.columns:
+            # the export holds back models whose fit failed its gate: they save nothing today
+            passed = self.models.filter(pl.col("passed_gate").fill_null(False))["gpu_model"].unique()
+            recs = recs.filter(pl.col("gpu_model").is_in(passed.implode()))
         if self.energy is None or not _has(recs, "expected_saving_pct"):
             return recs.height, None, None
         per_gpu = self.energy.group_by("gpu_uuid").agg(pl.col("energy_kwh").sum())

@@ -19,7 +19,8 @@ CSS = """
 body{font-family:system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;margin:0;color:#1d2430;background:#f6f7f9}
 header{background:#1d2430;color:#fff;padding:18px 32px}header h1{margin:0;font-size:22px}
 header p{margin:4px 0 0;color:#c8ced8;font-size:13px}
-main{max-width:1200px;margin:0 auto;padding:16px 32px 48px}
+main{max-width:1200px;margin:0 auto;padding:16px 32px 48px;box-sizing:border-box}
+section{min-width:0;overflow:hidden}
 nav{font-size:13px;margin:8px 0 16px}nav a{margin-right:14px;color:#2b6cb0;text-decoration:none}
 section{background:#fff;border:1px solid #e2e6ec;border-radius:8px;padding:12px 22px 18px;margin:0 0 18px}
 h2{font-size:18px;margin:8px 0 10px}h3{font-size:15px;margin:16px 0 6px}
@@ -29,8 +30,8 @@ h2{font-size:18px;margin:8px 0 10px}h3{font-size:15px;margin:16px 0 6px}
 .card .s{font-size:12px;color:#5a6472}
 .todo{background:#eef7ee;border-left:4px solid #38a169;padding:8px 12px;margin:10px 0}
 .missing{background:#fff8e6;border-left:4px solid #d69e2e;padding:6px 12px;margin:6px 0;font-size:13px}
-table{border-collapse:collapse;font-size:12.5px;margin:6px 0;width:100%}
-th,td{border-bottom:1px solid #e2e6ec;padding:4px 8px;text-align:left}th{background:#f1f3f6}
+.tbl{overflow-x:auto;max-width:100%}table{border-collapse:collapse;font-size:12.5px;margin:6px 0;width:100%}
+th,td{border-bottom:1px solid #e2e6ec;padding:4px 8px;text-align:left;white-space:nowrap}th{background:#f1f3f6}
 td.n{text-align:right;font-variant-numeric:tabular-nums}tr.bad td{background:#fdecec}
 .fig{margin:8px 0}.note{font-size:12.5px;color:#5a6472}
 """
@@ -111,7 +112,7 @@ def table(frame: pl.DataFrame, *, digits: dict[str, int] | None = None, bad: str
         rows.append(f"<tr{cls}>{''.join(cells)}</tr>")
     more = (f'<p class="note">{frame.height - max_rows:,} more rows not shown (query the warehouse for all).</p>'
             if frame.height > max_rows else "")
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>{more}"
+    return f'<div class="tbl"><table><thead><tr>{head}</tr></thead><tbody>{"".join(rows)}</tbody></table></div>{more}'
 
 
 def page(title: str, subtitle: str, sections: list[Section], plotly_js: str) -> str:

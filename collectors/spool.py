@@ -1,0 +1,215 @@
+"""The local spool between sources and the lake: append-only Arrow IPC segments.
+
+Rows are buffered in memory and appended to the open segment `<spool>/<dataset>-<id>.arrows` as
+one record batch per flush, then fsynced: a kill -9 loses at most the rows of one flush interval.
+A segment is "rolled" into the lake (collectors.writer, atomic Parquet) and then deleted. The lake
+file's name is derived from the segment id, so rolling the same segment twice (a crash between the
+lake rename and the segment delete) rewrites the same file instead of duplicating rows.
+
+On start, `recover()` rolls every segment a previous process left, reading its batches up to
+the first torn one (a write the kill cut short).
+"""
+
+from __future__ import annotations
+
+import errno
+import logging
+import os
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from collectors.schema import PARTITION_HOST_COLUMN, SORT_KEYS, TIME_COLUMN, conform
+from collectors.writer import LakeWriteError, WrittenFile, partition_dir, write_parquet_atomic
+
+log = logging.getLogger(__name__)
+SEGMENT_SUFFIX = ".arrows"
+
+
+class DiskFullError(OSError):
+    """The spool or the lake is out of space; the rows are still held in memory."""
+
+
+def read_segment(path: Path) -> pa.Table | None:
+    """The whole batches of a segment (a torn last batch is left out); None if it has none."""
+    batches = []
+    try:
+        with pa.OSFile(str(path), "rb") as fh:
+            reader = pa.ipc.open_stream(fh)
+            schema = reader.schema
+            while True:
+                try:
+                    batches.append(reader.read_next_batch())
+                except StopIteration:
+                    break
+    except (pa.ArrowInvalid, OSError, EOFError) as exc:
+        if not batches:
+            log.warning("spool segment %s has no readable batch (%s); keeping it aside", path, exc)
+            return None
+        log.warning("spool segment %s ends in a torn batch (%s); recovered %d batches", path, exc, len(batches))
+    if not batches:
+        return None
+    return pa.Table.from_batches(batches, schema=schema)
+
+
+def roll_to_lake(lake: Path, dataset: str, table: pa.Table, segment_id: str) -> list[WrittenFile]:
+    """Write `table` as one file per (date, host) partition named after `segment_id`."""
+    table = conform(dataset, table)
+    ts = table.column(TIME_COLUMN[dataset])
+    dates = pc.strftime(ts, format="%Y-%m-%d")
+    hosts = table.column(PARTITION_HOST_COLUMN[dataset])
+    written = []
+    for date in sorted(set(dates.to_pylist())):
+        for host in sorted(set(hosts.filter(pc.equal(dates, date)).to_pylist())):
+            part = table.filter(pc.and_(pc.equal(dates, date), pc.equal(hosts, host)))
+            part = part.sort_by(SORT_KEYS[dataset])
+            first = part.column(TIME_COLUMN[dataset])[0].value
+            path = partition_dir(lake, dataset, date, host) / f"part-{first:016d}-{segment_id}.parquet"
+            written.append(write_parquet_atomic(part, path))
+    return written
+
+
+@dataclass
+class _Segment:
+    path: Path
+    schema: pa.Schema
+    sink: pa.OSFile
+    writer: pa.ipc.RecordBatchStreamWriter
+    opened_at: float
+    rows: int = 0
+
+
+@dataclass
+class Spool:
+    """Append-only spool of one dataset. `flush()` every spool_flush_interval_s, `roll()` when
+    the segment is older than roll_interval_s or holds roll_max_rows."""
+
+    spool_dir: Path
+    lake: Path
+    dataset: str
+    roll_interval_s: float = 300.0
+    roll_max_rows: int = 500_000
+    max_buffer_rows: int = 2_000_000
+    clock: object = time.monotonic
+    _buffer: list[pa.Table] = field(default_factory=list)
+    _segment: _Segment | None = None
+    dropped_rows: int = 0
+    # Closed segments the lake could not take yet (disk full); retried by roll_pending().
+    pending: list[Path] = field(default_factory=list)
+
+    def append(self, table: pa.Table) -> None:
+        """Hold rows until the next flush (memory is bounded by max_buffer_rows: past it the
+        oldest rows are dropped and counted, and the log says so)."""
+        if table.num_rows:
+            self._buffer.append(conform(self.dataset, table))
+        held = sum(t.num_rows for t in self._buffer)
+        while held > self.max_buffer_rows and len(self._buffer) > 1:
+            lost = self._buffer.pop(0)
+            held -= lost.num_rows
+            self.dropped_rows += lost.num_rows
+            log.error("spool %s: buffer over %d rows, dropped %d oldest rows", self.dataset, self.max_buffer_rows, lost.num_rows)
+
+    @property
+    def buffered_rows(self) -> int:
+        return sum(t.num_rows for t in self._buffer)
+
+    def flush(self) -> int:
+        """Append buffered rows to the segment and fsync. Returns rows flushed. Raises
+        DiskFullError (rows stay buffered) when the disk is full."""
+        if not self._buffer:
+            return 0
+        table = pa.concat_tables(self._buffer, promote_options="permissive")
+        try:
+            if self._segment is not None and self._segment.schema != table.schema:
+                self.roll()
+            if self._segment is None:
+                self._open(table.schema)
+            seg = self._segment
+            for batch in table.to_batches():
+                seg.writer.write_batch(batch)
+            seg.sink.flush()
+            os.fsync(seg.sink.fileno())
+        except OSError as exc:
+            self._fail_segment()
+            if getattr(exc, "errno", None) == errno.ENOSPC or "No space" in str(exc):
+                raise DiskFullError(errno.ENOSPC, f"spool {self.spool_dir} is full; holding {table.num_rows} rows in memory") from exc
+            raise
+        self._buffer = []
+        seg.rows += table.num_rows
+        return table.num_rows
+
+    def _fail_segment(self) -> None:
+        """A write failed half way: close the segment; its whole batches are rolled on recovery,
+        and the buffered rows go to a fresh segment next time."""
+        if self._segment is not None:
+            try:
+                self._segment.sink.close()
+            except OSError:
+                pass
+            self._segment = None
+
+    def _open(self, schema: pa.Schema) -> None:
+        self.spool_dir.mkdir(parents=True, exist_ok=True)
+        seg_id = f"{time.time_ns():020d}-{uuid.uuid4().hex[:8]}"
+        path = self.spool_dir / f"{self.dataset}-{seg_id}{SEGMENT_SUFFIX}"
+        sink = pa.OSFile(str(path), "wb")
+        self._segment = _Segment(path, schema, sink, pa.ipc.new_stream(sink, schema), self.clock())
+
+    def due(self) -> bool:
+        seg = self._segment
+        return seg is not None and (seg.rows >= self.roll_max_rows or self.clock() - seg.opened_at >= self.roll_interval_s)
+
+    def roll(self) -> list[WrittenFile]:
+        """Close the segment, write it to the lake, delete it."""
+        seg, self._segment = self._segment, None
+        if seg is None:
+            return []
+        seg.writer.close()
+        seg.sink.close()
+        self.pending.append(seg.path)
+        return self.roll_pending()
+
+    def roll_pending(self) -> list[WrittenFile]:
+        """Roll closed segments into the lake; raises DiskFullError and keeps them if it is full."""
+        written = []
+        while self.pending:
+            written += roll_segment_file(self.pending[0], self.lake, self.dataset)
+            self.pending.pop(0)
+        return written
+
+    def close(self) -> list[WrittenFile]:
+        """Flush and roll everything (a clean stop)."""
+        self.flush()
+        return self.roll()
+
+
+def roll_segment_file(path: Path, lake: Path, dataset: str) -> list[WrittenFile]:
+    table = read_segment(path)
+    written = []
+    if table is not None and table.num_rows:
+        seg_id = path.name[len(dataset) + 1:-len(SEGMENT_SUFFIX)]
+        try:
+            written = roll_to_lake(lake, dataset, table, seg_id)
+        except LakeWriteError as exc:
+            if exc.errno == errno.ENOSPC:
+                raise DiskFullError(errno.ENOSPC, f"lake {lake} is full; segment {path} kept for later") from exc
+            raise
+    elif table is None and path.stat().st_size > 0:
+        path.rename(path.with_suffix(".unreadable"))
+        return []
+    path.unlink(missing_ok=True)
+    return written
+
+
+def recover(spool_dir: Path, lake: Path) -> list[WrittenFile]:
+    """Roll every segment a previous process left in `spool_dir` into the lake."""
+    written = []
+    for path in sorted(Path(spool_dir).glob(f"*{SEGMENT_SUFFIX}")):
+        dataset = path.name.split("-", 1)[0]
+        written += roll_segment_file(path, lake, dataset)
+        log.info("recovered spool segment %s", path.name)
+    return written

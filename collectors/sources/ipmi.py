@@ -237,7 +237,8 @@ class IpmiSource:
                 row[ERROR_COLUMN] = f"sdr elist failed: {sdr.stderr.strip() or sdr.stdout.strip()}"
         except BmcUnreachable as exc:
             log.error("ipmi: %s", exc)
-            row = {k: None for k in row} | {ERROR_COLUMN: str(exc)}
+            # Readings taken before the BMC went silent are still true readings: keep them.
+            row[ERROR_COLUMN] = str(exc)
         fields = [NODE_SAMPLES.field(n) for n in ("sampled_at", "host", "power_w", "sdr_power_w",
                                                    "inlet_temp_c", "exhaust_temp_c", "fan_rpm_avg")]
         schema = pa.schema(fields + [NODE_SAMPLES.field("source"), pa.field(ERROR_COLUMN, pa.string())])

@@ -1,0 +1,97 @@
+"""IPMI source with a replayed command runner: parsing of ipmitool's text output (units,
+"no reading", "disabled"), DCMI absent, retries, and the password kept off the command line."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from collectors.sources.ipmi import CommandResult, IpmiSource, parse_dcmi_power, parse_sdr_elist, pick_readings
+
+# Output shapes as ipmitool 1.8.19 prints them (the first from ipmi_sim, the second in the
+# shape of a vendor BMC with PSU sensors, unreadable and disabled sensors).
+SDR_SIM = """\
+Pwr Consumption  | 01h | ok  |  7.1 | 1200 Watts
+Inlet Temp       | 02h | ok  | 55.1 | 24 degrees C
+Exhaust Temp     | 03h | ok  |  7.1 | 38 degrees C
+Fan1             | 04h | ok  | 29.1 | 8000 RPM
+Fan2             | 05h | ok  | 29.1 | 8100 RPM
+"""
+SDR_VENDOR = """\
+Fan1 RPM         | 30h | ok  |  7.1 | 5640 RPM
+Fan2 RPM         | 31h | ns  |  7.1 | No Reading
+Fan3 RPM         | 32h | ok  |  7.1 | 5760 RPM
+Inlet Temp       | 04h | ok  |  7.1 | 21 degrees C
+Exhaust Temp     | 01h | ns  |  7.1 | Disabled
+Temp             | 0Eh | ok  |  3.1 | 45 degrees C
+Current 1        | 6Ah | ok  | 10.1 | 1.20 Amps
+Voltage 1        | 6Ch | ok  | 10.1 | 232 Volts
+PS1 Status       | 63h | ok  | 10.1 | Presence detected
+Pwr Consumption  | 77h | ok  |  7.1 | 252 Watts
+"""
+DCMI_OK = """
+    Instantaneous power reading:                  1150 Watts
+    Minimum during sampling period:               1150 Watts
+    Maximum during sampling period:               1150 Watts
+    Average power reading over sample period:     1150 Watts
+    IPMI timestamp:                           11/29/26 11:25:47 UTC    Sampling period:                          00000001 Seconds.
+    Power reading state is:                   activated
+
+"""
+
+
+def test_sdr_units_and_unreadable_sensors():
+    sensors = {s.name: s for s in parse_sdr_elist(SDR_VENDOR)}
+    assert (sensors["Fan1 RPM"].value, sensors["Fan1 RPM"].unit) == (5640.0, "rpm")
+    assert sensors["Fan2 RPM"].value is None and sensors["Exhaust Temp"].value is None
+    assert sensors["PS1 Status"].value is None
+    readings = pick_readings(list(sensors.values()))
+    assert readings == {"sdr_power_w": 252.0, "inlet_temp_c": 21.0, "exhaust_temp_c": None,
+                        "fan_rpm_avg": 5700.0}  # unreadable Fan2 is left out of the mean, not 0
+
+
+def test_dcmi_reading_and_deactivated_measurement():
+    assert parse_dcmi_power(DCMI_OK) == 1150.0
+    assert parse_dcmi_power(DCMI_OK.replace("activated", "deactivated")) is None
+    assert parse_dcmi_power("") is None
+
+
+class Replay:
+    """A command runner that answers from a table and records every call."""
+
+    def __init__(self, answers: dict[str, list[CommandResult]]):
+        self.answers = answers
+        self.calls: list[tuple[list[str], Mapping[str, str]]] = []
+
+    def __call__(self, argv: Sequence[str], timeout_s: float, env: Mapping[str, str]) -> CommandResult:
+        self.calls.append((list(argv), env))
+        key = " ".join(argv[argv.index("1") + 1:])  # the words after "-R 1"
+        queue = self.answers[key]
+        return queue.pop(0) if len(queue) > 1 else queue[0]
+
+
+def test_a_bmc_without_dcmi_is_not_asked_again_and_power_stays_null():
+    runner = Replay({
+        "dcmi power reading": [CommandResult(1, "", "DCMI request failed because: Invalid command (c1)\n")],
+        "sdr elist": [CommandResult(0, SDR_SIM, "")],
+    })
+    source = IpmiSource("node-02", password="pw", runner=runner)
+    first, second = source.read().to_pylist()[0], source.read().to_pylist()[0]
+    assert first["power_w"] is None and first["sdr_power_w"] == 1200.0 and first["error"] is None
+    assert source.dcmi_supported is False
+    assert [" ".join(c[0][-3:]) for c in runner.calls].count("dcmi power reading") == 1
+    assert second["fan_rpm_avg"] == 8050.0
+
+
+def test_timeouts_are_retried_within_the_bound_then_marked_and_the_password_stays_off_argv():
+    timeout = CommandResult(-1, "", "no answer within 5 s", timed_out=True)
+    runner = Replay({"dcmi power reading": [timeout, CommandResult(0, DCMI_OK, "")],
+                     "sdr elist": [timeout]})
+    sleeps: list[float] = []
+    source = IpmiSource("node-02", password="hunter2", retries=2, backoff_s=0.5, runner=runner, sleep=sleeps.append)
+    row = source.read().to_pylist()[0]
+    assert "after 3 attempts" in row["error"] and row["sdr_power_w"] is None
+    assert row["power_w"] == 1150.0  # read before the BMC went silent: kept
+    assert sleeps == [0.5, 0.5, 1.0]  # one retry for DCMI (then it answered), two for the SDR
+    assert all("hunter2" not in argv for argv, _ in runner.calls)
+    assert all(env["IPMI_PASSWORD"] == "hunter2" and "-E" in argv for argv, env in runner.calls)
+    assert all(argv[argv.index("-C") + 1] == "3" for argv, _ in runner.calls)

@@ -1,0 +1,83 @@
+"""Fit the cap model's few shape parameters to a measured power-limit sweep, and check it.
+
+A Zeus sweep gives, per limit, the time and average power of the same work. With the workload's
+uncapped power P_top (the highest limit's reading), the cap model of models.caps has three shape
+parameters: the share of P_top that does not scale with the SM clock (static + memory), the
+exponent alpha of the dynamic part, and the memory-to-SM activity ratio that sets when a slower
+clock starts to cost time, plus the lowest clock ratio the driver goes to. They are fitted on
+the sweep's time and power readings (log errors, so each limit weighs the same); the energy
+curve is then predicted, and its argmin compared with the measured energy-optimal limit.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.optimize import least_squares
+
+from models.caps import WorkloadProfile, energy_vs_limit
+from models.coefficients import PowerCoefficients
+from models.sweeps import Sweep
+
+
+@dataclass(frozen=True)
+class CapShape:
+    static_share: float
+    alpha: float
+    memory_ratio: float
+    min_clock_ratio: float
+    uncapped_power_w: float
+
+    def coefficients(self) -> PowerCoefficients:
+        return PowerCoefficients(static_w=self.static_share * self.uncapped_power_w, temp_w_per_c=0.0,
+                                 dyn_w=(1 - self.static_share) * self.uncapped_power_w, dyn_freq_exponent=self.alpha,
+                                 mem_w=0.0, pcie_w_per_gbps=0.0, f_max_mhz=None)
+
+    def profile(self) -> WorkloadProfile:
+        return WorkloadProfile(activity_ratio=1.0, memory_ratio=self.memory_ratio, temp_c=25.0)
+
+
+def _predict(shape: CapShape, limits_w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(time ratio, power W) per limit: models.caps in closed form (activity 1, no memory term,
+    so power does not depend on the stretch and s = ((L - static)/dyn)^(1/alpha) exactly)."""
+    coef = shape.coefficients()
+    headroom = np.clip((limits_w - coef.static_w) / coef.dyn_w, 1e-9, None)
+    s = np.clip(headroom ** (1.0 / shape.alpha), shape.min_clock_ratio, 1.0)
+    power = coef.static_w + coef.dyn_w * s**shape.alpha
+    time_ratio = np.maximum(1.0 / s, shape.memory_ratio) / max(1.0, shape.memory_ratio)
+    return time_ratio, power
+
+
+def predicted_curve(shape: CapShape, limits_w: np.ndarray):
+    """The same curve through models.caps (the bisection path), for checks and figures."""
+    return energy_vs_limit(shape.coefficients(), shape.profile(), limits_w, shape.min_clock_ratio)
+
+
+def fit_cap_shape(sweep: Sweep, mask: np.ndarray | None = None) -> CapShape:
+    """Least-squares fit of the cap model's shape to the sweep's points (those in `mask`)."""
+    if sweep.setting != "power_limit_w":
+        raise ValueError(f"sweep {sweep.label!r} varies {sweep.setting}, not the power limit")
+    mask = np.ones(len(sweep.values), bool) if mask is None else mask
+    top = int(np.argmax(sweep.values))
+    p_top, t_top = float(sweep.average_power_w[top]), float(sweep.time_s[top])
+    limits, t_meas, p_meas = sweep.values[mask], sweep.time_s[mask] / t_top, sweep.average_power_w[mask]
+
+    def residuals(x: np.ndarray) -> np.ndarray:
+        t_pred, p_pred = _predict(CapShape(*x, p_top), limits)
+        return np.concatenate([np.log(t_pred / t_meas), np.log(p_pred / p_meas)])
+
+    best = None
+    for start in ([0.3, 2.0, 0.5, 0.4], [0.5, 1.5, 0.2, 0.3], [0.2, 3.0, 0.8, 0.5]):
+        result = least_squares(residuals, start, bounds=([0.02, 1.0, 0.0, 0.1], [0.95, 4.0, 0.99, 0.9]),
+                               diff_step=1e-3)
+        if best is None or result.cost < best.cost:
+            best = result
+    return CapShape(*best.x, p_top)
+
+
+def predicted_energy_optimal_limit_w(sweep: Sweep, mask: np.ndarray | None = None) -> float:
+    """The energy-optimal limit (W) of the cap model fitted to the sweep, over the sweep's limits."""
+    shape = fit_cap_shape(sweep, mask)
+    t_pred, p_pred = _predict(shape, sweep.values)
+    return float(sweep.values[int(np.argmin(t_pred * p_pred))])

@@ -161,6 +161,7 @@ def test_kill_minus_nine_loses_at_most_one_flush_interval(tmp_path):
     rows = lake_rows(lake)
     assert len(rows) == len({(r["sampled_at"], r["gpu_uuid"]) for r in rows})  # no duplicates
     lost = len(sampled - landed_us)
+    print(f"kill -9 x{kills}: sampled {len(sampled)} polls, lost {lost}")
     # per kill at most one flush interval (0.1 s) of 0.02 s polls, plus the poll in flight
     assert lost <= kills * (0.1 / 0.02 + 2), (lost, len(sampled))
     assert len(landed_us) > len(sampled) / 2

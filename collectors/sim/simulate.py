@@ -76,7 +76,7 @@ class SimulationSummary:
         return len(self.files)
 
 
-def _validate(gpus: int, days: int, interval_s: float, start, fleet: Sequence[SimGpu],
+def _validate(days: int, interval_s: float, start, fleet: Sequence[SimGpu],
               power_limits_w: Mapping[str, float]) -> None:
     if days < 1:
         raise ValueError(f"days={days}: expected at least 1")
@@ -167,7 +167,7 @@ def simulate_fleet(lake: str | Path, *, gpus: int = 32, days: int = 2, start: dt
     by_day = {day: {**limits_by_uuid, **{str(k): float(v) for k, v in lim.items()}}
               for day, lim in (power_limits_by_day or {}).items()}
     for limits in [limits_by_uuid, *by_day.values()]:
-        _validate(gpus, days, interval_s, start, fleet, limits)
+        _validate(days, interval_s, start, fleet, limits)
     n = int(round(DAY_S / interval_s))
     host_names = list(dict.fromkeys(g.host for g in fleet))
     by_host = {h: [g for g in fleet if g.host == h] for h in host_names}

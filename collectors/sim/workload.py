@@ -130,7 +130,8 @@ def _timeline(rng, host, gpus, day_tag, kinds, weights, spec_speed, interval_s, 
         params = _draw_job(rng, kind, spec_speed)
         if end > t:
             n += 1
-            jobs.append(Job(job_id=f"{host}-{day_tag}-{'g' + ''.join(map(str, gpus)) if len(gpus) > 1 else 'g' + str(gpus[0])}-{n:02d}",
+            gpu_tag = "g" + "".join(str(i) for i in gpus)
+            jobs.append(Job(job_id=f"{host}-{day_tag}-{gpu_tag}-{n:02d}",
                             host=host, gpu_indices=tuple(gpus), start_i=_snap(t, interval_s), end_i=_snap(end, interval_s),
                             kind=kind, trace_key=int(rng.integers(1 << 31)), **params))
         t = end + rng.exponential(2400.0) + 60.0

@@ -3,7 +3,6 @@ endpoint that serves dcgm-exporter's text format for 2 hosts x 4 GPUs with known
 
 from __future__ import annotations
 
-import shutil
 import socket
 import subprocess
 import threading

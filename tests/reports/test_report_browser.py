@@ -21,7 +21,7 @@ import pytest
 from report_fixtures import DAY, build_day, energy_vs_limit, hourly_context
 from reports.html import render_report
 
-websockets_sync = pytest.importorskip("websockets.sync.client")
+import websockets.sync.client as websockets_sync
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
@@ -87,7 +87,7 @@ class DevTools:
 @pytest.fixture()
 def chromium(tmp_path):
     if not Path(CHROMIUM).exists():
-        pytest.skip("Debian's chromium is not installed (make test installs it)")
+        pytest.fail("Debian's chromium is not installed (make test installs it)")
     profile = tmp_path / "profile"
     proc = subprocess.Popen([CHROMIUM, *FLAGS, f"--user-data-dir={profile}", "about:blank"],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)

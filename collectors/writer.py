@@ -12,6 +12,7 @@ low-cardinality strings (host, uuid, model, source).
 
 from __future__ import annotations
 
+import datetime as dt
 import os
 import uuid
 from collections.abc import Iterator
@@ -26,6 +27,8 @@ from collectors.schema import PARTITION_HOST_COLUMN, SORT_KEYS, TIME_COLUMN, con
 
 TMP_SUFFIX = ".parquet.tmp"
 ROW_GROUP_ROWS = 1_048_576
+US_PER_DAY = 86_400_000_000
+EPOCH = dt.date(1970, 1, 1)
 
 
 class LakeWriteError(OSError):
@@ -92,13 +95,17 @@ def partition_dir(lake: Path, dataset: str, date: str, host: str) -> Path:
 
 
 def _split_by_partition(dataset: str, table: pa.Table) -> Iterator[tuple[str, str, pa.Table]]:
-    ts = table.column(TIME_COLUMN[dataset])
-    dates = pc.strftime(ts, format="%Y-%m-%d", locale="C")
-    keyed = table.append_column("__date", dates)
+    # Integer days since the epoch (UTC): formatting a date string per row cost ~1 us a row.
+    micros = table.column(TIME_COLUMN[dataset]).cast(pa.int64())
+    days = pc.divide(micros, pa.scalar(US_PER_DAY, pa.int64()))
+    # Integer division truncates toward zero; shift negative (pre-1970) times down a day.
+    days = pc.if_else(pc.less(micros, 0), pc.subtract(days, 1), days)
     host_col = PARTITION_HOST_COLUMN[dataset]
-    groups = keyed.group_by(["__date", host_col], use_threads=False).aggregate([])
-    for date, host in zip(groups.column("__date").to_pylist(), groups.column(host_col).to_pylist()):
-        mask = pc.and_(pc.equal(keyed.column("__date"), date), pc.equal(keyed.column(host_col), host))
+    keyed = pa.table({"__day": days, host_col: table.column(host_col)})
+    groups = keyed.group_by(["__day", host_col], use_threads=False).aggregate([])
+    for day, host in zip(groups.column("__day").to_pylist(), groups.column(host_col).to_pylist()):
+        mask = pc.and_(pc.equal(keyed.column("__day"), day), pc.equal(keyed.column(host_col), host))
+        date = (EPOCH + dt.timedelta(days=day)).isoformat()
         yield date, host, table.filter(mask)
 
 

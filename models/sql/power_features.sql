@@ -7,7 +7,7 @@
 --   gpu_model, feature_set ('dcgm' | 'nvml'), host, gpu_uuid, sampled_at (UTC), day (DATE)
 --   power_w (W, measured), power_limit_w (W), temp_c (C, as read; NULL where missing)
 --   temp_delta_c (C above 25 C; 0 where the model has no temperature readings at all)
---   activity_ratio (0..1: sm_active_ratio for dcgm, util_gpu_pct/100 for nvml)
+--   activity_ratio (0..1: sm_active_ratio for dcgm, util_gpu_pct/100 for nvml; 0 where absent)
 --   clock_ratio (0..1: sm_clock_mhz / f_max_mhz; 1 where the model has no clock readings)
 --   memory_ratio (0..1: dram_active_ratio for dcgm, util_mem_pct/100 for nvml; 0 where absent)
 --   pcie_gbps (GB/s, tx + rx; 0 where absent)
@@ -45,6 +45,9 @@ feature_choice AS (
     SELECT
         gpu_model,
         CASE WHEN sm_active_share >= 0.5 THEN 'dcgm' ELSE 'nvml' END AS feature_set,
+        -- A model with no activity readings at all (a log of power and temperature only) gets a
+        -- static-only fit instead of none.
+        sm_active_share >= 0.5 OR util_gpu_share >= 0.5 AS has_activity,
         temp_share >= 0.5 AS has_temp,
         clock_share >= 0.5 AND f_max_mhz > 0 AS has_clock,
         CASE WHEN sm_active_share >= 0.5 THEN dram_active_share ELSE util_mem_share END >= 0.5 AS has_memory,
@@ -65,7 +68,8 @@ features AS (
         CAST(w.power_limit_w AS DOUBLE) AS power_limit_w,
         CAST(w.temp_c AS DOUBLE) AS temp_c,
         CASE WHEN c.has_temp THEN w.temp_c - 25.0 ELSE 0.0 END AS temp_delta_c,
-        CASE WHEN c.feature_set = 'dcgm' THEN CAST(w.sm_active_ratio AS DOUBLE)
+        CASE WHEN NOT c.has_activity THEN 0.0
+             WHEN c.feature_set = 'dcgm' THEN CAST(w.sm_active_ratio AS DOUBLE)
              ELSE w.util_gpu_pct / 100.0 END AS activity_ratio,
         CASE WHEN c.has_clock THEN w.sm_clock_mhz / c.f_max_mhz ELSE 1.0 END AS clock_ratio,
         CASE WHEN NOT c.has_memory THEN 0.0

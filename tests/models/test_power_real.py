@@ -1,0 +1,87 @@
+"""Power fit on real nvidia-smi logs (../shared/data/telemetry), held out: the last 30% of each trace.
+
+These logs carry the NVML-only feature set at best, and each lacks something: the fit falls back
+(no clock: alpha not identifiable, reported NULL; no temperature: no leakage term; no utilisation
+at all: a static-only fit). Bounds are the measured held-out MAPE plus a small margin.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import duckdb
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pytest
+
+from collectors.settings import ModelSettings
+from models.power import fit_day
+
+ingest = pytest.importorskip("collectors.ingest.nvidia_smi")
+
+READINGS = ("power_w", "util_gpu_pct", "util_mem_pct", "temp_c", "sm_clock_mhz")
+
+
+def frozen_rows(table: pa.Table, min_run: int = 30) -> np.ndarray:
+    """Rows inside a run of >= min_run samples whose readings are all identical to the previous
+    one: a stuck logger (the MDDAir log repeats one reading for its last ~55 minutes)."""
+    values = [np.asarray(table.column(c).to_pylist(), dtype=object) for c in READINGS if c in table.column_names]
+    same = np.ones(table.num_rows, bool)
+    same[0] = False
+    for v in values:
+        same[1:] &= v[1:] == v[:-1]
+    frozen = np.zeros(table.num_rows, bool)
+    start = None
+    for i, flag in enumerate(np.append(same, False)):
+        if flag and start is None:
+            start = i - 1
+        elif not flag and start is not None:
+            if i - start >= min_run:
+                frozen[start:i] = True
+            start = None
+    return frozen
+
+
+def fit_real_log(path, drop_frozen: bool = True, **read_kwargs):
+    table = ingest.read_nvidia_smi_csv(path, host="real-host", **read_kwargs).table
+    if drop_frozen:
+        table = table.filter(pa.array(~frozen_rows(table)))
+    # Each file is its own "GPU model" here: the logs do not all name theirs.
+    table = table.set_column(table.schema.get_field_index("gpu_model"), "gpu_model",
+                             pa.array([path.stem] * table.num_rows, pa.string()))
+    days = pc.cast(table.column("sampled_at"), pa.date32())
+    table = table.append_column("day", days)
+    con = duckdb.connect()
+    con.register("log", table)
+    con.execute("CREATE TABLE stg_gpu_samples AS SELECT * FROM log")
+    last_day: dt.date = max(days.to_pylist())
+    (fit,) = fit_day(con, last_day, ModelSettings(min_samples=10, holdout_fraction=0.3, history_days=3))
+    return fit
+
+
+# (file, read options, measured held-out MAPE %, bound asserted). The RTX 4090 log misses the 10%
+# target: util_gpu saturates (50-100% util all draw ~280 W) and it has no clock or temperature.
+CASES = [
+    ("mddair_gpu_telemetry_1hz.csv", {}, 6.25, 7.0),
+    ("gpu_glasses_nvidia_smi_8x80GB_idle.csv", {"index_column": "gpu"}, 0.7, 1.5),
+    ("vlm_optimization_gpu_log_rtx4090_1hz.csv", {}, 22.9, 25.0),
+]
+
+
+@pytest.mark.parametrize("name,kwargs,measured,bound", CASES, ids=[c[0].split("_")[0] for c in CASES])
+def test_held_out_mape_on_real_logs(shared_data, name, kwargs, measured, bound):
+    fit = fit_real_log(shared_data / "telemetry" / name, **kwargs)
+    print(f"{name}: held-out MAPE {fit.mape_pct:.2f}% (R2 {fit.r2}), {fit.n_samples} training rows, "
+          f"feature set {fit.feature_set}, {fit.coefficients}")
+    assert fit.feature_set == "nvml"
+    assert fit.n_holdout > 0
+    assert fit.mape_pct <= bound
+
+
+def test_a_frozen_logger_would_flatter_the_fit(shared_data):
+    """Kept in, the MDDAir log's stuck tail is the whole held-out set: an easy, meaningless score."""
+    path = shared_data / "telemetry" / "mddair_gpu_telemetry_1hz.csv"
+    table = ingest.read_nvidia_smi_csv(path, host="real-host").table
+    assert frozen_rows(table).mean() > 0.3
+    assert fit_real_log(path, drop_frozen=False).r2 is None  # no variance left to explain

@@ -1,0 +1,323 @@
+"""Ship finished lake files from a node to the central lake, exactly once per file.
+
+The central lake is a folder or any fsspec URL (`s3://bucket/lake`, `file:///srv/lake`,
+`memory://lake` in tests); files keep their relative layout
+(`<dataset>/date=.../host=.../part-*.parquet`). Only finished files are shipped: `*.parquet`
+names that do not start with "." (the writer's temporary files are `.<name>.parquet.tmp`), so
+the spool (`*.arrows`) and files still being written are never sent.
+
+Exactly once, resumable. For each file, in this order:
+1. copy it to the destination, hashing it (sha256) on the way;
+   - where the destination can rename (a folder, SFTP, HDFS, memory): to a fixed temporary
+     name beside the final one, whose size is then checked, then renamed onto the final name;
+   - on an object store a single PUT is atomic: straight to the final key, size checked after;
+2. append `{dest, path, bytes, sha256, mtime_ns, shipped_at}` to the local manifest (one JSON
+   line, flushed and fsynced).
+A crash before step 2 leaves the file unrecorded: the next run copies it again onto the same
+name (a reader sees the old whole file or the new whole file, never a second copy). A crash
+after step 2 leaves it recorded: the next run skips it. A torn last manifest line (a crash in
+the middle of the append) is ignored, so that file is sent again. Nothing is duplicated,
+nothing is missed. A lake file that changed after it was shipped (a range the DCGM source
+redid after a crash) is shipped again over its old copy, and the log says so.
+
+One ship runs at a time per manifest (an exclusive lock beside it).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import fcntl
+import hashlib
+import json
+import logging
+import os
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+CHUNK_BYTES = 8 * 1024 * 1024
+# Object stores: no rename (a "move" is copy + delete), but one PUT is all or nothing.
+OBJECT_STORE_PROTOCOLS = frozenset({"s3", "s3a", "gs", "gcs", "abfs", "abfss", "az", "adl", "oss", "oci", "r2"})
+TMP_SUFFIX = ".ship.tmp"
+
+
+class ShipError(RuntimeError):
+    """Shipping could not go on; the message names the file or destination and the cause."""
+
+
+@dataclass(frozen=True)
+class ManifestEntry:
+    """One shipped file: its path relative to the lake, size in bytes, sha256 (hex), the local
+    file's modification time (ns) and when it was shipped (UTC)."""
+
+    dest: str
+    path: str
+    bytes: int
+    sha256: str
+    mtime_ns: int
+    shipped_at: str
+
+
+@dataclass
+class ShipReport:
+    """What one run did. `shipped`: files copied this run; `skipped`: already in the manifest."""
+
+    shipped: list[ManifestEntry] = field(default_factory=list)
+    skipped: int = 0
+    reshipped_changed: int = 0
+
+    @property
+    def bytes_shipped(self) -> int:
+        return sum(e.bytes for e in self.shipped)
+
+
+class Manifest:
+    """The append-only JSON-lines record of shipped files (one line per file and destination)."""
+
+    def __init__(self, path: str | Path):
+        self.path = Path(path)
+
+    def load(self, dest: str) -> dict[str, ManifestEntry]:
+        """The latest entry per relative path for `dest`. A line a crash cut short is ignored."""
+        entries: dict[str, ManifestEntry] = {}
+        try:
+            lines = self.path.read_text().splitlines()
+        except FileNotFoundError:
+            return entries
+        for number, line in enumerate(lines, 1):
+            if not line.strip():
+                continue
+            try:
+                entry = ManifestEntry(**json.loads(line))
+            except (json.JSONDecodeError, TypeError) as exc:
+                if number == len(lines):
+                    log.warning("ship manifest %s: last line is torn (%s); its file is shipped again",
+                                self.path, exc)
+                    continue
+                raise ShipError(f"ship manifest {self.path} line {number} is not a manifest entry ({exc}); "
+                                "expected one JSON object per line") from None
+            if entry.dest == dest:
+                entries[entry.path] = entry
+        return entries
+
+    def append(self, entry: ManifestEntry) -> None:
+        """Append one entry and make it durable before returning."""
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        line = json.dumps(entry.__dict__, sort_keys=True) + "\n"
+        _drop_torn_tail(self.path)
+        with open(self.path, "ab") as fh:
+            fh.write(line.encode())
+            fh.flush()
+            os.fsync(fh.fileno())
+
+    @contextmanager
+    def locked(self) -> Iterator[None]:
+        """Hold the manifest's lock file for one run; a second concurrent run fails fast."""
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        lock_path = self.path.with_name(self.path.name + ".lock")
+        with open(lock_path, "w") as fh:
+            try:
+                fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                raise ShipError(f"another ship holds {lock_path}; expected one ship at a time per manifest") from None
+            try:
+                yield
+            finally:
+                fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
+
+
+def _drop_torn_tail(path: Path) -> None:
+    """Cut a last line that a crash left without its newline (its file was never recorded), so
+    the next entry starts on a line of its own."""
+    try:
+        fh = open(path, "r+b")
+    except FileNotFoundError:
+        return
+    with fh:
+        size = fh.seek(0, os.SEEK_END)
+        if size == 0:
+            return
+        fh.seek(size - 1)
+        if fh.read(1) == b"\n":
+            return
+        fh.seek(0)
+        keep = fh.read().rfind(b"\n") + 1
+        fh.truncate(keep)
+        fh.flush()
+        os.fsync(fh.fileno())
+
+
+def finished_files(lake: str | Path) -> list[Path]:
+    """The lake's finished files, sorted: `*.parquet` not hidden (temporary names start with
+    '.') and not inside a hidden folder."""
+    root = Path(lake)
+    found = []
+    for path in root.rglob("*.parquet"):
+        rel = path.relative_to(root)
+        if any(part.startswith(".") for part in rel.parts) or not path.is_file():
+            continue
+        found.append(path)
+    return sorted(found)
+
+
+def open_destination(dest: str) -> tuple[Any, str]:
+    """(fsspec filesystem, root path) for a folder or an fsspec URL."""
+    import fsspec
+
+    try:
+        fs, root = fsspec.core.url_to_fs(dest)
+    except (ValueError, ImportError) as exc:
+        raise ShipError(f"--to {dest!r}: cannot open this destination ({exc}); expected a folder or an "
+                        "fsspec URL whose filesystem is installed (s3:// needs s3fs)") from None
+    return fs, root.rstrip("/") or "/"
+
+
+def _protocols(fs: Any) -> set[str]:
+    protocol = fs.protocol
+    return set(protocol) if isinstance(protocol, (tuple, list)) else {protocol}
+
+
+def _is_local(fs: Any) -> bool:
+    return bool(_protocols(fs) & {"file", "local"})
+
+
+class Shipper:
+    """Copies one lake's finished files to one destination (see the module docstring).
+
+    `fs`/`root` default to what the URL names; `rename` defaults to True except on object
+    stores. `after_file` is called after each file is recorded (progress bars use it)."""
+
+    def __init__(self, lake: str | Path, dest: str, manifest_path: str | Path, *, fs: Any = None,
+                 root: str | None = None, rename: bool | None = None):
+        self.lake = Path(lake)
+        self.manifest = Manifest(manifest_path)
+        if fs is None:
+            fs, root = open_destination(dest)
+        self.fs = fs
+        self.root = (root if root is not None else "").rstrip("/")
+        # The manifest's key for this destination: "lake" and "/abs/lake" are the same folder.
+        self.dest = f"file://{self.root}" if _is_local(fs) else dest
+        self.rename = (not (_protocols(fs) & OBJECT_STORE_PROTOCOLS)) if rename is None else rename
+
+    def pending(self) -> tuple[list[Path], dict[str, ManifestEntry]]:
+        """Lake files not yet shipped (or changed since), and the manifest as loaded."""
+        if not self.lake.is_dir():
+            raise ShipError(f"--lake {self.lake}: no such folder; expected the node's local lake")
+        shipped = self.manifest.load(self.dest)
+        todo = []
+        for path in finished_files(self.lake):
+            entry = shipped.get(path.relative_to(self.lake).as_posix())
+            if entry is None:
+                todo.append(path)
+                continue
+            stat = path.stat()
+            if stat.st_size != entry.bytes or stat.st_mtime_ns != entry.mtime_ns:
+                todo.append(path)
+        return todo, shipped
+
+    def run(self, after_file: Callable[[ManifestEntry], None] | None = None) -> ShipReport:
+        """Ship every pending file; returns what was done. Raises ShipError on the first file
+        that cannot be copied (the files before it stay shipped and recorded)."""
+        report = ShipReport()
+        with self.manifest.locked():
+            todo, shipped = self.pending()
+            report.skipped = len(finished_files(self.lake)) - len(todo)
+            for path in todo:
+                rel = path.relative_to(self.lake).as_posix()
+                previous = shipped.get(rel)
+                if previous is not None:
+                    digest = _sha256(path)
+                    if digest == previous.sha256:  # touched, not changed: record the new mtime only
+                        self.manifest.append(_entry(self.dest, rel, path, digest))
+                        report.skipped += 1
+                        continue
+                    log.warning("ship: %s changed since it was shipped (sha256 %s -> %s); shipping it again "
+                                "over its old copy", rel, previous.sha256[:12], digest[:12])
+                    report.reshipped_changed += 1
+                entry = self.ship_file(path, rel)
+                self.manifest.append(entry)
+                report.shipped.append(entry)
+                if after_file is not None:
+                    after_file(entry)
+        return report
+
+    def ship_file(self, path: Path, rel: str) -> ManifestEntry:
+        """Copy one file to `<root>/<rel>` (atomically, see the module docstring); check its size."""
+        final = f"{self.root}/{rel}"
+        parent = final.rsplit("/", 1)[0]
+        size = path.stat().st_size
+        try:
+            self.fs.makedirs(parent, exist_ok=True)
+            if self.rename:
+                # A fixed temporary name: a rerun after a crash overwrites it instead of leaving more.
+                tmp = f"{parent}/.{final.rsplit('/', 1)[1]}{TMP_SUFFIX}"
+                digest = self._copy(path, tmp)
+                self._check_size(tmp, size, rel)
+                self.fs.mv(tmp, final)
+                if _is_local(self.fs):
+                    _fsync_dir(parent)
+            else:
+                digest = self._copy(path, final)
+                self._check_size(final, size, rel)
+        except ShipError:
+            raise
+        except OSError as exc:
+            raise ShipError(f"ship {rel} to {self.dest}: {type(exc).__name__}: {exc}") from exc
+        return _entry(self.dest, rel, path, digest)
+
+    def _copy(self, src: Path, target: str) -> str:
+        """Stream `src` to `target`, fsynced where the destination is local; returns its sha256."""
+        digest = hashlib.sha256()
+        with open(src, "rb") as fin, self.fs.open(target, "wb") as fout:
+            while chunk := fin.read(CHUNK_BYTES):
+                digest.update(chunk)
+                fout.write(chunk)
+            if _is_local(self.fs):
+                fout.flush()
+                os.fsync(fout.fileno())
+        return digest.hexdigest()
+
+    def _check_size(self, target: str, expected: int, rel: str) -> None:
+        got = self.fs.size(target)
+        if got != expected:
+            try:
+                self.fs.rm(target)
+            except OSError as exc:
+                log.warning("ship: could not remove the short copy %s: %s", target, exc)
+            raise ShipError(f"ship {rel}: {target} holds {got} bytes after the copy; expected {expected} "
+                            "(the copy was removed and is retried next run)")
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        while chunk := fh.read(CHUNK_BYTES):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def _entry(dest: str, rel: str, path: Path, digest: str) -> ManifestEntry:
+    stat = path.stat()
+    return ManifestEntry(dest=dest, path=rel, bytes=stat.st_size, sha256=digest, mtime_ns=stat.st_mtime_ns,
+                         shipped_at=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"))
+
+
+def _fsync_dir(folder: str) -> None:
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def ship_lake(lake: str | Path, dest: str, manifest_path: str | Path, **kwargs: Any) -> ShipReport:
+    """Ship `lake`'s finished files to `dest` once each; `manifest_path` records what was sent."""
+    return Shipper(lake, dest, manifest_path, **kwargs).run()
+
+
+__all__ = ["Manifest", "ManifestEntry", "ShipError", "ShipReport", "Shipper", "finished_files",
+           "open_destination", "ship_lake"]

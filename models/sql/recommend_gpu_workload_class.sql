@@ -1,0 +1,16 @@
+-- recommend_gpu_workload_class: the workload class each GPU spent most job time in on one day.
+-- Grain: gpu_uuid. Input: `reco_input_jobs` (temp view over the jobs relation), jobs overlapping $day.
+-- Columns: gpu_uuid, workload_class, job_hours (h of that class's jobs on the day).
+WITH overlap AS (
+    SELECT gpu_uuid, workload_class,
+           (epoch(least(ended_at, CAST($day AS TIMESTAMPTZ) + INTERVAL 1 DAY))
+            - epoch(greatest(started_at, CAST($day AS TIMESTAMPTZ)))) / 3600.0 AS hours
+    FROM reco_input_jobs
+    WHERE started_at < CAST($day AS TIMESTAMPTZ) + INTERVAL 1 DAY AND ended_at > CAST($day AS TIMESTAMPTZ)
+      AND workload_class IS NOT NULL
+),
+per_class AS (
+    SELECT gpu_uuid, workload_class, sum(hours) AS job_hours FROM overlap GROUP BY gpu_uuid, workload_class
+)
+SELECT gpu_uuid, arg_max(workload_class, job_hours) AS workload_class, max(job_hours) AS job_hours
+FROM per_class GROUP BY gpu_uuid

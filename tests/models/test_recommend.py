@@ -1,0 +1,110 @@
+"""Daily recommendations: class bounds, device limits, do-not-touch, the gate, decode-style loads."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import duckdb
+import pytest
+
+from collectors.settings import ModelSettings, RecommendSettings
+from models.power import fit_day
+from models.recommend import DEVICE_LIMITS_W, recommend_day
+from power_synthetic import TruePower, load_samples, synthetic_samples
+
+DAY = dt.date(2026, 3, 2)
+A100 = "NVIDIA A100-SXM4-80GB"
+H100 = "NVIDIA H100 80GB HBM3"
+
+
+def _warehouse(noise_ratio: float = 0.02):
+    con = duckdb.connect()
+    load_samples(con, synthetic_samples(seed=21, n_gpus=3, capped_limit_w=None, noise_ratio=noise_ratio))
+    fit_day(con, DAY, ModelSettings())
+    return con
+
+
+def _rows(con):
+    cur = con.execute("SELECT * FROM fct_recommendation ORDER BY gpu_uuid")
+    names = [d[0] for d in cur.description]
+    return [dict(zip(names, r)) for r in cur.fetchall()]
+
+
+def _jobs(con, classes):
+    con.execute("CREATE OR REPLACE TABLE stg_jobs (job_id VARCHAR, host VARCHAR, gpu_uuid VARCHAR, started_at TIMESTAMPTZ, "
+                "ended_at TIMESTAMPTZ, workload_class VARCHAR)")
+    uuids = [r[0] for r in con.execute("SELECT DISTINCT gpu_uuid FROM stg_gpu_samples ORDER BY 1").fetchall()]
+    start = dt.datetime(2026, 3, 2, tzinfo=dt.timezone.utc)
+    for uuid, cls in zip(uuids, classes):
+        con.execute("INSERT INTO stg_jobs VALUES (?, 'node-01', ?, ?, ?, ?)", [f"j-{uuid}", uuid, start, start + dt.timedelta(hours=6), cls])
+    return uuids
+
+
+@pytest.mark.parametrize("value_of_time", [0.0, 2.0])
+def test_limits_stay_in_device_range_and_within_class_bounds(value_of_time):
+    con = _warehouse()
+    _jobs(con, ["latency-sensitive", "throughput", "background"])
+    settings = RecommendSettings(value_of_time_usd_per_gpu_hour=value_of_time)
+    assert recommend_day(con, DAY, settings) == 3
+    default_w, min_w, _ = DEVICE_LIMITS_W[A100]
+    bounds = {"latency-sensitive": 2.0, "throughput": 10.0, "background": 25.0}
+    for row in _rows(con):
+        assert min_w <= row["power_limit_w"] <= default_w and row["default_limit_w"] == default_w
+        assert row["expected_slowdown_pct"] <= bounds[row["workload_class"]] + 1e-6
+        assert row["expected_saving_pct"] >= 0.0
+    latency = next(r for r in _rows(con) if r["workload_class"] == "latency-sensitive")
+    assert latency["power_limit_w"] == default_w and "keep clocks" in latency["reason"]
+
+
+def test_background_work_gets_a_saving_when_time_is_free():
+    con = _warehouse()
+    _jobs(con, ["background"] * 3)
+    recommend_day(con, DAY, RecommendSettings())
+    for row in _rows(con):
+        assert row["expected_saving_pct"] > 5.0 and row["expected_energy_saving_kwh_per_day"] > 0
+        capped = row["power_limit_w"] < DEVICE_LIMITS_W[A100][0]
+        assert capped or row["locked_sm_clock_max_mhz"] is not None
+
+
+def test_without_jobs_busy_gpus_are_throughput():
+    con = _warehouse()
+    recommend_day(con, DAY, RecommendSettings())
+    assert {r["workload_class"] for r in _rows(con)} == {"throughput"}  # synthetic GPUs are busy ~85% of samples
+
+
+def test_do_not_touch_and_failed_gate_are_skipped_with_a_reason():
+    con = _warehouse()
+    uuid = con.execute("SELECT min(gpu_uuid) FROM stg_gpu_samples").fetchone()[0]
+    recommend_day(con, DAY, RecommendSettings(do_not_touch=(uuid,)))
+    rows = {r["gpu_uuid"]: r for r in _rows(con)}
+    assert rows[uuid]["power_limit_w"] is None and "do_not_touch" in rows[uuid]["reason"]
+    bad = _warehouse(noise_ratio=0.3)
+    recommend_day(bad, DAY, RecommendSettings())
+    for row in _rows(bad):
+        assert row["power_limit_w"] is None and "failed its gate" in row["reason"]
+
+
+def test_decode_style_load_gets_a_clock_range_not_a_cap():
+    """A memory-bound GPU that never reaches its minimum limit: the cap does nothing, clocks can drop."""
+    con = duckdb.connect()
+    truth = TruePower(static_w=60, dyn_w=150, mem_w=40, f_max_mhz=1980, limit_w=700)
+    table = synthetic_samples(seed=22, n_gpus=1, truth=truth, capped_limit_w=None, gpu_model=H100)
+    # decode: light SM activity, DRAM busy
+    con.register("t", table)
+    con.execute("CREATE TABLE stg_gpu_samples AS SELECT * REPLACE (sm_active_ratio * 0.25 AS sm_active_ratio, "
+                "greatest(dram_active_ratio, 0.7) AS dram_active_ratio) FROM t")
+    con.execute("UPDATE stg_gpu_samples SET power_w = 60 + 0.6 * (temp_c - 25) + 150 * sm_active_ratio * "
+                "pow(sm_clock_mhz / 1980.0, 3) + 40 * dram_active_ratio")
+    fit_day(con, DAY, ModelSettings())
+    recommend_day(con, DAY, RecommendSettings())
+    (row,) = _rows(con)
+    assert row["power_limit_w"] == DEVICE_LIMITS_W[H100][0]  # H100 minimum limit 200 W > what it draws
+    assert "cap does nothing" in row["reason"]
+    assert row["locked_sm_clock_max_mhz"] < 1980 and row["expected_slowdown_pct"] <= 10.0
+
+
+def test_rerunning_a_day_replaces_its_rows():
+    con = _warehouse()
+    recommend_day(con, DAY, RecommendSettings())
+    recommend_day(con, DAY, RecommendSettings())
+    assert con.execute("SELECT count(*) FROM fct_recommendation").fetchone()[0] == 3

@@ -1,0 +1,95 @@
+"""Thermal resistance theta (C/W) and time constant tau (s) per GPU, ranked within its model.
+
+T_chip relaxes towards T_inlet + theta*P with time constant tau. Sampled every dt, that is an
+AR(1) regression y_t = b0 + b1*y_prev + b2*P_t (models/sql/thermal_suffstats.sql sums it in SQL),
+so theta = b2/(1 - b1) and tau = -dt/ln(b1) come from one 3x3 solve per GPU, without needing
+steady state. Inlet air: the host's node_samples.inlet_temp_c when present (y = T - T_inlet);
+otherwise the inlet is taken as constant over the day and estimated per GPU as b0/(1 - b1)
+(inlet_source 'estimated': diurnal inlet swings then leak into theta, so compare such GPUs with
+each other on the same host rather than across sites). GPUs whose theta is more than
+`outlier_pct` from their model's median are flagged (badly seated heatsink, blocked airflow).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import duckdb
+import numpy as np
+
+from models.power import quoted_relation, relation_exists
+from models.sql import load_sql
+
+NODE_RELATIONS = ("stg_node_samples", "node_samples", "raw_node_samples")
+OUTLIER_PCT = 25.0
+
+
+def _records(cursor) -> list[dict]:
+    names = [d[0] for d in cursor.description]
+    return [dict(zip(names, row)) for row in cursor.fetchall()]
+
+
+def solve_thermal(row: dict) -> tuple[float, float, float] | None:
+    """(theta C/W, tau s, inlet intercept C) from one GPU's sums; None if not identifiable."""
+    n = row["n"]
+    if not n or n < 10:
+        return None
+    a = np.array([[n, row["s_0_1"], row["s_0_2"]],
+                  [row["s_0_1"], row["s_1_1"], row["s_1_2"]],
+                  [row["s_0_2"], row["s_1_2"], row["s_2_2"]]], dtype=float)
+    b = np.array([row["s_0_y"], row["s_1_y"], row["s_2_y"]], dtype=float)
+    try:
+        b0, b1, b2 = np.linalg.solve(a, b)
+    except np.linalg.LinAlgError:
+        return None
+    if not 0.0 < b1 < 1.0 or b2 <= 0:
+        return None
+    tau = -float(row["interval_s"]) / np.log(b1)
+    return float(b2 / (1 - b1)), float(tau), float(b0 / (1 - b1))
+
+
+def fit_thermal_day(con: duckdb.DuckDBPyConnection, day: dt.date, *, samples_relation: str = "stg_gpu_samples",
+                    max_gap_s: float = 60.0, outlier_pct: float = OUTLIER_PCT) -> int:
+    """Write `day`'s rows of fct_thermal_gpu; returns how many GPUs got a theta."""
+    quoted = quoted_relation(samples_relation)
+    if not relation_exists(con, samples_relation):
+        raise ValueError(f"samples relation {samples_relation!r} does not exist in the warehouse")
+    con.execute(f"CREATE OR REPLACE TEMP VIEW thermal_input_samples AS SELECT * FROM {quoted}")
+    node = next((name for name in NODE_RELATIONS if relation_exists(con, name)), None)
+    if node is not None:
+        con.execute("CREATE OR REPLACE TEMP VIEW thermal_input_inlet AS SELECT host, sampled_at, "
+                    f"CAST(inlet_temp_c AS DOUBLE) AS inlet_temp_c FROM {quoted_relation(node)} WHERE inlet_temp_c IS NOT NULL")
+    else:
+        con.execute("CREATE OR REPLACE TEMP TABLE thermal_input_inlet (host VARCHAR, sampled_at TIMESTAMPTZ, inlet_temp_c DOUBLE)")
+    stats = _records(con.execute(load_sql("thermal_suffstats"), {"day": day, "max_gap_s": max_gap_s}))
+    rows = []
+    for s in stats:
+        solved = solve_thermal(s)
+        if solved is None:
+            continue
+        theta, tau, intercept = solved
+        measured = bool(s["inlet_measured"])
+        rows.append({"day": day, "host": s["host"], "gpu_uuid": s["gpu_uuid"], "gpu_model": s["gpu_model"],
+                     "n_samples": s["n"], "theta_c_per_w": theta, "tau_s": tau,
+                     "inlet_c": s["mean_inlet_c"] if measured else intercept,
+                     "inlet_source": "node_samples" if measured else "estimated"})
+    for model in {r["gpu_model"] for r in rows}:
+        group = sorted((r for r in rows if r["gpu_model"] == model), key=lambda r: r["theta_c_per_w"])
+        median = float(np.median([r["theta_c_per_w"] for r in group]))
+        for rank, r in enumerate(group, start=1):
+            pct = 100.0 * (r["theta_c_per_w"] / median - 1.0)
+            r.update(rank_in_model=rank, model_median_theta_c_per_w=median, theta_vs_model_pct=pct,
+                     is_outlier=abs(pct) > outlier_pct)
+    con.execute(load_sql("fct_thermal_gpu"))
+    con.execute("BEGIN TRANSACTION")
+    try:
+        con.execute("DELETE FROM fct_thermal_gpu WHERE day = ?", [day])
+        for r in rows:
+            names = list(r)
+            con.execute(f"INSERT INTO fct_thermal_gpu ({', '.join(names)}) VALUES ({', '.join('?' * len(names))})",
+                        list(r.values()))
+        con.execute("COMMIT")
+    except Exception:
+        con.execute("ROLLBACK")
+        raise
+    return len(rows)

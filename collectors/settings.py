@@ -65,6 +65,11 @@ class CollectorSettings:
     dcgm_settle_s: float = 60.0
     # With no watermark yet, the first range starts this long ago.
     dcgm_initial_lookback_s: float = 3600.0
+    # The BMC is slow (each ipmitool call opens an RMCP+ session) and server power changes
+    # slowly: read it on its own interval, in its own thread, into node_samples.
+    ipmi_interval_s: float = 5.0
+    # How often the DCGM source writes the ranges Prometheus has settled (it is its own spool).
+    dcgm_sync_interval_s: float = 60.0
 
 
 @dataclass(frozen=True)
@@ -138,6 +143,11 @@ class CarbonSettings:
     market_contracts: tuple[str, ...] = ()
     # Per-model embodied overrides, "NVIDIA H100 80GB HBM3=150" (kgCO2e per GPU).
     embodied_kgco2e_by_gpu_model: tuple[str, ...] = ()
+    # IT energy: a host-hour's BMC (IPMI) energy replaces its GPUs' board energy when the BMC
+    # covered at least this share of the hour (reports.it_energy); below it, GPU energy only.
+    node_energy_min_coverage_ratio: float = 0.9
+    # Time-shifting estimate: hours a deferrable job may move from its own (0 = anywhere in its UTC day).
+    shift_window_hours: int = 0
 
 
 @dataclass(frozen=True)
@@ -167,6 +177,13 @@ class TcoSettings:
     default_pue: float = 1.3
     # What no job held: an explicit "unallocated" line, or spread "proportional" to job energy.
     idle_policy: str = "unallocated"
+    # As CarbonSettings: BMC energy is the IT energy where it covered at least this share of the hour.
+    node_energy_min_coverage_ratio: float = 0.9
+    # As CarbonSettings: hours a deferrable job may move for the cheapest-hours estimate (0 = its day).
+    shift_window_hours: int = 0
+    # Relative uncertainty of the hourly price (+/-, %) for the cost range: an assumption (a
+    # day-ahead price against the real-time one it stands for), not a measurement.
+    price_uncertainty_pct: float = 20.0
 
 
 @dataclass(frozen=True)

@@ -2,6 +2,8 @@
 attributed to jobs, users, teams and stages.
 
 Per metered GPU-hour (all in gCO2e unless named otherwise):
+    energy_kwh          = IT energy: the server's BMC energy split by GPU share where usable,
+                          else the GPU board energy (reports.it_energy; it_energy_basis says which)
     facility_energy_kwh = energy_kwh x PUE(site, hour)
     location_gco2e      = facility_energy_kwh x grid intensity(region, hour)
     market_gco2e        = facility_energy_kwh x (c x contract intensity + (1 - c) x residual mix)
@@ -10,7 +12,9 @@ Per metered GPU-hour (all in gCO2e unless named otherwise):
     embodied_gco2e      = amortised GPU + server share (reports.embodied), idle hours included.
 Range: operational relative uncertainty u_op = sqrt(u_grid^2 + u_pue^2) (independent inputs);
 embodied u_emb; low/high of the total = location x (1 -/+ u_op) + embodied x (1 -/+ u_emb).
-Attribution and the idle policy: reports.attribution.
+Attribution and the idle policy: reports.attribution. The day's hourly context
+(rpt_context_grid_hourly) and the cleanest-hours shifting estimate (rpt_shift_carbon_daily):
+reports.context, reports.shift.
 """
 
 from __future__ import annotations
@@ -28,10 +32,12 @@ from reports.attribution import (
     UNALLOCATED, attribute_gpu_hours, group_by_job, split_valid_jobs, spread_unallocated,
 )
 from reports.embodied import default_gpu_embodied_kgco2e, embodied_gco2e_per_gpu_hour, parse_model_overrides
+from reports.context import carbon_shift_rows, day_site_hours, grid_context
 from reports.hourly import attach_intensity, attach_pue
 from reports.inputs import read_day_inputs, replace_report_day
+from reports.it_energy import BASIS_AMOUNTS, label_basis, with_basis_amounts
 
-CARBON_AMOUNTS = ["energy_kwh", "facility_energy_kwh", "location_gco2e", "market_gco2e", "embodied_gco2e"]
+CARBON_AMOUNTS = ["energy_kwh", "facility_energy_kwh", "location_gco2e", "market_gco2e", "embodied_gco2e", *BASIS_AMOUNTS]
 
 
 @dataclass(frozen=True)
@@ -113,7 +119,7 @@ def embodied_per_gpu_hour(gpu_hours: pl.DataFrame, settings: CarbonSettings) -> 
 
 def carbon_per_gpu_hour(gpu_hours: pl.DataFrame, settings: CarbonSettings) -> pl.DataFrame:
     """GPU-hours with pue and intensity_gco2e_per_kwh attached -> the CARBON_AMOUNTS columns."""
-    with_energy = gpu_hours.with_columns(
+    with_energy = with_basis_amounts(gpu_hours).with_columns(
         (pl.col("energy_kwh") * pl.col("pue")).alias("facility_energy_kwh"),
     ).with_columns((pl.col("facility_energy_kwh") * pl.col("intensity_gco2e_per_kwh")).alias("location_gco2e"))
     return embodied_per_gpu_hour(market_based(with_energy, settings), settings)
@@ -140,7 +146,7 @@ def account_carbon(gpu_hours: pl.DataFrame, jobs: pl.DataFrame, settings: Carbon
     grouped = group_by_job(attribute_gpu_hours(per_hour, jobs, CARBON_AMOUNTS), CARBON_AMOUNTS)
     if settings.idle_policy == "proportional":
         grouped = spread_unallocated(grouped, CARBON_AMOUNTS)
-    return with_range(grouped, settings)
+    return label_basis(with_range(grouped, settings))
 
 
 @dataclass
@@ -158,6 +164,9 @@ class CarbonSummary:
     total_gco2e: float
     total_low_gco2e: float
     total_high_gco2e: float
+    gpu_energy_kwh: float
+    node_ipmi_energy_kwh: float
+    shift_saving_gco2e: float
     unallocated_energy_kwh: float
     intensity_rule_counts: dict[str, int]
     pue_default_gpu_hours: int
@@ -168,7 +177,7 @@ class CarbonSummary:
 
 def carbon_day(con, day: dt.date, settings: CarbonSettings, data_dir: Path | None) -> CarbonSummary:
     """Account one day: read the warehouse, compute, replace the day in rpt_carbon_daily."""
-    inputs = read_day_inputs(con, day, settings.region)
+    inputs = read_day_inputs(con, day, settings.region, settings.node_energy_min_coverage_ratio)
     notes = list(inputs.notes)
     jobs, quarantined = split_valid_jobs(inputs.jobs)
     if quarantined.height:
@@ -178,13 +187,20 @@ def carbon_day(con, day: dt.date, settings: CarbonSettings, data_dir: Path | Non
         notes.append(f"{pue_defaulted} GPU-hours without a measured PUE used default_pue={settings.default_pue}")
     ctx, rule_counts, sources = attach_intensity(
         with_pue, settings.grid_file, data_dir, settings.grid_intensity_basis, settings.default_grid_gco2e_per_kwh)
-    rows = account_carbon(ctx, jobs, settings) if ctx.height else with_range(
+    rows = account_carbon(ctx, jobs, settings) if ctx.height else label_basis(with_range(
         pl.DataFrame(schema={"day": pl.Date, "team": pl.String, "user": pl.String, "job_id": pl.String,
                              "stage": pl.String, "gpu_hours": pl.Float64, "flops_total": pl.Float64,
-                             **{c: pl.Float64 for c in CARBON_AMOUNTS}}), settings)
+                             **{c: pl.Float64 for c in CARBON_AMOUNTS}}), settings))
     if ctx.height == 0:
         notes.append(f"no metered GPU-hours on {day}: nothing to account")
     written = replace_report_day(con, "rpt_carbon_daily", day, rows)
+    site_hours, _ = attach_pue(day_site_hours(ctx, day), inputs.pue, settings.default_pue)
+    site_hours, _, _ = attach_intensity(
+        site_hours, settings.grid_file, data_dir, settings.grid_intensity_basis, settings.default_grid_gco2e_per_kwh)
+    grid = grid_context(site_hours, ctx)
+    replace_report_day(con, "rpt_context_grid_hourly", day, grid)
+    shift = carbon_shift_rows(ctx, jobs, grid, settings.shift_window_hours)
+    replace_report_day(con, "rpt_shift_carbon_daily", day, shift)
 
     def total(col: str) -> float:
         return float(rows[col].sum()) if rows.height else 0.0
@@ -193,14 +209,18 @@ def carbon_day(con, day: dt.date, settings: CarbonSettings, data_dir: Path | Non
         "GHG Protocol scope 2, location-based (grid intensity per region and hour: "
         + ("; ".join(sources) or "none") + f") and market-based (contracts first, residual mix "
         f"{settings.residual_mix_gco2e_per_kwh} gCO2e/kWh); embodied amortised over lifetime per GPU-hour, "
-        f"idle hours included; idle policy {settings.idle_policy}; year mapping by (month, day, hour) "
-        "from the nearest source year"
+        f"idle hours included; idle policy {settings.idle_policy}; IT energy at the server's BMC where it "
+        f"covered >= {settings.node_energy_min_coverage_ratio} of the hour, split by GPU energy share, else GPU "
+        "board energy; year mapping by (month, day, hour) from the nearest source year; shifting estimate: "
+        "deferrable jobs' energy moved to the day's lowest PUE x intensity hours within idle GPU-hours"
     )
     return CarbonSummary(
         day=day, rows_written=written, gpu_hours=total("gpu_hours"), energy_kwh=total("energy_kwh"),
         facility_energy_kwh=total("facility_energy_kwh"), location_gco2e=total("location_gco2e"),
         market_gco2e=total("market_gco2e"), embodied_gco2e=total("embodied_gco2e"), total_gco2e=total("total_gco2e"),
         total_low_gco2e=total("total_low_gco2e"), total_high_gco2e=total("total_high_gco2e"),
+        gpu_energy_kwh=total("gpu_energy_kwh"), node_ipmi_energy_kwh=total("node_ipmi_energy_kwh"),
+        shift_saving_gco2e=float(shift["carbon_saving_gco2e"].sum()) if shift.height else 0.0,
         unallocated_energy_kwh=float(rows.filter(pl.col("job_id") == UNALLOCATED)["energy_kwh"].sum()) if rows.height else 0.0,
         intensity_rule_counts=rule_counts, pue_default_gpu_hours=pue_defaulted,
         quarantined_jobs=quarantined.height, method=method, notes=notes,

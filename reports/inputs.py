@@ -1,8 +1,8 @@
 """I/O edge of the accounts: read one day's inputs from the warehouse, write report rows back.
 
 Everything here talks to DuckDB; everything the accounts compute is in pure functions
-elsewhere. Optional relations (fct_pue_hourly, dim_gpu, raw_jobs) that do not exist yield an
-empty frame and a note saying what was assumed instead.
+elsewhere. Optional relations (fct_node_energy_hourly, fct_pue_hourly, dim_gpu, raw_jobs) that do
+not exist yield an empty frame and a note saying what was assumed instead.
 """
 
 from __future__ import annotations
@@ -14,12 +14,22 @@ from pathlib import Path
 import polars as pl
 
 from reports.attribution import JOB_COLUMNS, empty_jobs
+from reports.it_energy import apply_it_energy_basis, basis_note
 
 UTC = dt.timezone.utc
 SQL_DIR = Path(__file__).resolve().parent / "sql"
 HOUR = pl.Datetime("us", "UTC")
-# Report tables this module may replace a day in (names are SQL identifiers, never user input).
-REPORT_TABLES = ("rpt_carbon_daily", "rpt_tco_daily")
+# The report tables this module may replace a day in (a fixed allow-list: table names cannot be
+# bound parameters). Each maps to the .sql files that create it and the views over it, run in
+# order; the delete/insert of a day is reports/sql/replace_day/<table>.sql.
+REPORT_TABLES = {
+    "rpt_carbon_daily": ("rpt_carbon_daily", "rpt_carbon_monthly"),
+    "rpt_tco_daily": ("rpt_tco_daily", "rpt_tco_monthly"),
+    "rpt_context_grid_hourly": ("rpt_context_grid_hourly", "rpt_context_price_hourly", "rpt_context_hourly"),
+    "rpt_context_price_hourly": ("rpt_context_grid_hourly", "rpt_context_price_hourly", "rpt_context_hourly"),
+    "rpt_shift_carbon_daily": ("rpt_shift_carbon_daily", "rpt_shift_cost_daily", "rpt_shift_opportunity_daily"),
+    "rpt_shift_cost_daily": ("rpt_shift_carbon_daily", "rpt_shift_cost_daily", "rpt_shift_opportunity_daily"),
+}
 
 
 def load_sql(name: str) -> str:
@@ -57,23 +67,36 @@ def _to_utc(frame: pl.DataFrame, columns: list[str]) -> pl.DataFrame:
 @dataclass
 class DayInputs:
     """One day's inputs. gpu_hours has the metered GPU-hours with site, region, rack and the
-    inventory's embodied_kgco2e / lifetime_years / purchase_price_usd (NULL where unknown)."""
+    inventory's embodied_kgco2e / lifetime_years / purchase_price_usd (NULL where unknown);
+    its energy_kwh is the IT energy (reports.it_energy), gpu_energy_kwh the board energy and
+    it_energy_basis 'node_ipmi' or 'gpu_only'. jobs has JOB_COLUMNS plus `deferrable`."""
 
     day: dt.date
     gpu_hours: pl.DataFrame
     pue: pl.DataFrame
     jobs: pl.DataFrame
     notes: list[str] = field(default_factory=list)
+    basis_counts: dict[str, int] = field(default_factory=dict)
 
 
-def read_day_inputs(con, day: dt.date, fallback_region: str) -> DayInputs:
-    """Read fct_gpu_energy_hourly for `day` and whatever optional relations exist."""
+def read_day_inputs(con, day: dt.date, fallback_region: str, min_node_coverage_ratio: float = 0.9) -> DayInputs:
+    """Read fct_gpu_energy_hourly for `day` and whatever optional relations exist; where the
+    server's BMC energy is usable (reports.it_energy) it becomes the GPU-hours' IT energy."""
     start, end = day_bounds(day)
     notes: list[str] = []
     if not relation_exists(con, "fct_gpu_energy_hourly"):
         raise LookupError("relation fct_gpu_energy_hourly does not exist: build the warehouse for this day first")
     gpu_hours = _to_utc(con.sql(load_sql("acct_gpu_hours"), params={"day": day}).pl(), ["hour_at"])
     gpu_hours = gpu_hours.with_columns(pl.col("day").cast(pl.Date), pl.col("energy_kwh").cast(pl.Float64))
+    if relation_exists(con, "fct_node_energy_hourly"):
+        node_hours = _to_utc(con.sql(load_sql("acct_node_hours"), params={"day": day}).pl(), ["hour_at"])
+    else:
+        node_hours = pl.DataFrame(schema={"hour_at": HOUR, "host": pl.String, "energy_kwh": pl.Float64,
+                                          "coverage_ratio": pl.Float64})
+        notes.append("fct_node_energy_hourly absent: IT energy is GPU board energy only (gpu_only)")
+    gpu_hours, basis_counts = apply_it_energy_basis(gpu_hours, node_hours, min_node_coverage_ratio)
+    if gpu_hours.height and node_hours.height:
+        notes.append(basis_note(basis_counts, min_node_coverage_ratio))
 
     if relation_exists(con, "fct_pue_hourly"):
         pue = _to_utc(con.sql(load_sql("acct_pue_hours"), params={"day_start": start, "day_end": end}).pl(), ["hour_at"])
@@ -104,25 +127,27 @@ def read_day_inputs(con, day: dt.date, fallback_region: str) -> DayInputs:
         jobs = _to_utc(con.sql(load_sql("acct_jobs"), params={"day_start": start, "day_end": end}).pl(),
                        ["started_at", "ended_at"])
         jobs = jobs.select([(pl.col(c).cast(t) if c in jobs.columns else pl.lit(None, dtype=t)).alias(c)
-                            for c, t in JOB_COLUMNS.items()])
+                            for c, t in {**JOB_COLUMNS, "deferrable": pl.Boolean}.items()])
     else:
-        jobs = empty_jobs()
+        jobs = empty_jobs().with_columns(pl.lit(None, dtype=pl.Boolean).alias("deferrable"))
         notes.append("raw_jobs absent: all energy is on the unallocated line")
-    return DayInputs(day=day, gpu_hours=gpu_hours, pue=pue, jobs=jobs, notes=notes)
+    return DayInputs(day=day, gpu_hours=gpu_hours, pue=pue, jobs=jobs, notes=notes, basis_counts=basis_counts)
 
 
 def replace_report_day(con, table: str, day: dt.date, rows: pl.DataFrame) -> int:
-    """Create `table` (and its monthly view) if needed, delete `day`'s rows, insert `rows`."""
+    """Create `table` (and the views over it) if needed, then delete `day`'s rows and insert
+    `rows` in one transaction (reports/sql/replace_day/<table>.sql, $day bound)."""
     if table not in REPORT_TABLES:
-        raise ValueError(f"report table {table!r}: expected one of {REPORT_TABLES}")
-    con.execute(load_sql(table))
-    con.execute(load_sql(table.replace("_daily", "_monthly")))
-    columns = [r[0] for r in con.execute(f"DESCRIBE {table}").fetchall()]
+        raise ValueError(f"report table {table!r}: expected one of {sorted(REPORT_TABLES)}")
+    for name in REPORT_TABLES[table]:
+        con.execute(load_sql(name))
+    columns = con.table(table).columns
+    statements = [s for s in load_sql(f"replace_day/{table}").split(";") if s.strip()]
     con.register("_jh_report_rows", rows.select(columns).to_arrow())
     con.execute("BEGIN TRANSACTION")
     try:
-        con.execute(f"DELETE FROM {table} WHERE day = ?", [day])
-        con.execute(f"INSERT INTO {table} SELECT * FROM _jh_report_rows")
+        for statement in statements:
+            con.execute(statement, {"day": day})
         con.execute("COMMIT")
     except Exception:
         con.execute("ROLLBACK")

@@ -13,6 +13,12 @@ Per metered GPU-hour, USD:
     operations        = that capital base x operations_ratio_of_capex_per_year / 8760
 static_energy_cost prices the same energy at the day's flat average (unweighted mean of the
 day's hourly prices), for the static-vs-dynamic comparison.
+energy_kwh is the IT energy of reports.it_energy (BMC energy where usable, else GPU board).
+Range: total_cost_low/high_usd = total -/+ u_price x |energy cost + green premium + density
+surcharge| (the components that move with the price; u_price = price_uncertainty_pct / 100);
+capital, operations and the demand charge are contract rates, not moved.
+The day's hourly prices (rpt_context_price_hourly) and the cheapest-hours shifting estimate
+(rpt_shift_cost_daily): reports.context, reports.shift.
 """
 
 from __future__ import annotations
@@ -27,15 +33,18 @@ import polars as pl
 from collectors.settings import TcoSettings
 from reports.attribution import UNALLOCATED, attribute_gpu_hours, group_by_job, split_valid_jobs, spread_unallocated
 from reports.embodied import HOURS_PER_YEAR, capital_usd_per_gpu_hour
+from reports.context import cost_shift_rows, day_site_hours, price_context
 from reports.hourly import attach_intensity, attach_pue
-from reports.inputs import read_day_inputs, replace_report_day
+from reports.inputs import day_bounds, read_day_inputs, replace_report_day
+from reports.it_energy import BASIS_AMOUNTS, label_basis, with_basis_amounts
 from reports.prices import DEFAULT_PRICE_FILE, load_pjm_lmp_csv, load_urdb_tariff, tariff_prices
 from reports.yearmap import map_to_target_hours, rule_counts
 
 FLOP_PER_TFLOP_HOUR = 1e12 * 3600.0
 COST_COMPONENTS = ["energy_cost_usd", "demand_charge_usd", "green_premium_usd", "density_surcharge_usd",
                    "capital_usd", "operations_usd"]
-TCO_AMOUNTS = ["energy_kwh", "facility_energy_kwh", *COST_COMPONENTS, "static_energy_cost_usd"]
+TCO_AMOUNTS = ["energy_kwh", "facility_energy_kwh", *COST_COMPONENTS, "static_energy_cost_usd", *BASIS_AMOUNTS]
+PRICE_DRIVEN = ["energy_cost_usd", "green_premium_usd", "density_surcharge_usd"]
 
 
 def density_surcharge_ratio(rack_kw: float, settings: TcoSettings) -> float:
@@ -89,7 +98,7 @@ def demand_charge(gpu_hours: pl.DataFrame, settings: TcoSettings) -> tuple[pl.Da
 def cost_per_gpu_hour(gpu_hours: pl.DataFrame, settings: TcoSettings) -> pl.DataFrame:
     """GPU-hours with pue, price_usd_per_kwh, renewable_pct, purchase_price_usd, lifetime_years
     -> the TCO_AMOUNTS columns."""
-    base = gpu_hours.with_columns((pl.col("energy_kwh") * pl.col("pue")).alias("facility_energy_kwh"))
+    base = with_basis_amounts(gpu_hours).with_columns((pl.col("energy_kwh") * pl.col("pue")).alias("facility_energy_kwh"))
     base = base.with_columns(
         (pl.col("facility_energy_kwh") * pl.col("price_usd_per_kwh")).alias("energy_cost_usd"),
         (pl.col("facility_energy_kwh") * pl.col("price_usd_per_kwh").mean().over("day")).alias("static_energy_cost_usd"),
@@ -120,6 +129,15 @@ def with_unit_costs(rows: pl.DataFrame) -> pl.DataFrame:
     )
 
 
+def with_cost_range(rows: pl.DataFrame, settings: TcoSettings) -> pl.DataFrame:
+    """Add total_cost_low_usd / total_cost_high_usd (see the module docstring) and it_energy_basis."""
+    if settings.price_uncertainty_pct < 0:
+        raise ValueError(f"price_uncertainty_pct={settings.price_uncertainty_pct}: expected >= 0")
+    swing = settings.price_uncertainty_pct / 100.0 * pl.sum_horizontal([pl.col(c).abs() for c in PRICE_DRIVEN])
+    return label_basis(rows.with_columns((pl.col("total_cost_usd") - swing).alias("total_cost_low_usd"),
+                                         (pl.col("total_cost_usd") + swing).alias("total_cost_high_usd")))
+
+
 def account_cost(gpu_hours: pl.DataFrame, jobs: pl.DataFrame, settings: TcoSettings) -> pl.DataFrame:
     """Pure: GPU-hours with context and jobs -> rpt_tco_daily rows (day x team x user x job x stage)."""
     if settings.idle_policy not in ("unallocated", "proportional"):
@@ -128,7 +146,7 @@ def account_cost(gpu_hours: pl.DataFrame, jobs: pl.DataFrame, settings: TcoSetti
     grouped = group_by_job(attribute_gpu_hours(per_hour, jobs, TCO_AMOUNTS), TCO_AMOUNTS)
     if settings.idle_policy == "proportional":
         grouped = spread_unallocated(grouped, TCO_AMOUNTS)
-    return with_unit_costs(grouped)
+    return with_cost_range(with_unit_costs(grouped), settings)
 
 
 @dataclass
@@ -142,10 +160,13 @@ class TcoSummary:
     facility_energy_kwh: float
     components_usd: dict[str, float]
     total_cost_usd: float
+    total_cost_low_usd: float
+    total_cost_high_usd: float
     cost_per_gpu_hour_usd: float | None
     dynamic_energy_cost_usd: float
     static_energy_cost_usd: float
     peak_site_kw: float
+    shift_saving_usd: float
     unallocated_cost_usd: float
     price_rule_counts: dict[str, int]
     pue_default_gpu_hours: int
@@ -155,7 +176,7 @@ class TcoSummary:
 
 def tco_day(con, day: dt.date, settings: TcoSettings, data_dir: Path | None) -> TcoSummary:
     """Account one day's cost: read the warehouse, compute, replace the day in rpt_tco_daily."""
-    inputs = read_day_inputs(con, day, settings.region)
+    inputs = read_day_inputs(con, day, settings.region, settings.node_energy_min_coverage_ratio)
     notes = list(inputs.notes)
     jobs, quarantined = split_valid_jobs(inputs.jobs)
     if quarantined.height:
@@ -167,7 +188,9 @@ def tco_day(con, day: dt.date, settings: TcoSettings, data_dir: Path | None) -> 
     unknown_share = ctx.filter(pl.col("renewable_pct").is_null()).height
     if unknown_share:
         notes.append(f"{unknown_share} GPU-hours without a renewable share: no green premium applied to them")
-    hours = ctx["hour_at"].unique().sort()
+    start, _ = day_bounds(day)
+    day_hours = pl.Series("hour_at", [start + dt.timedelta(hours=h) for h in range(24)], dtype=pl.Datetime("us", "UTC"))
+    hours = pl.concat([day_hours, ctx["hour_at"].cast(pl.Datetime("us", "UTC"))]).unique().sort()
     prices, price_counts, price_source = hourly_prices(hours, settings, data_dir)
     ctx = ctx.join(prices, on="hour_at", how="left")
     if ctx.height:
@@ -175,11 +198,16 @@ def tco_day(con, day: dt.date, settings: TcoSettings, data_dir: Path | None) -> 
         _, peak_kw = demand_charge(ctx.with_columns((pl.col("energy_kwh") * pl.col("pue")).alias("facility_energy_kwh")), settings)
     else:
         notes.append(f"no metered GPU-hours on {day}: nothing to account")
-        rows = with_unit_costs(pl.DataFrame(schema={
+        rows = with_cost_range(with_unit_costs(pl.DataFrame(schema={
             "day": pl.Date, "team": pl.String, "user": pl.String, "job_id": pl.String, "stage": pl.String,
-            "gpu_hours": pl.Float64, "flops_total": pl.Float64, **{c: pl.Float64 for c in TCO_AMOUNTS}}))
+            "gpu_hours": pl.Float64, "flops_total": pl.Float64, **{c: pl.Float64 for c in TCO_AMOUNTS}})), settings)
         peak_kw = 0.0
     written = replace_report_day(con, "rpt_tco_daily", day, rows)
+    site_hours, _ = attach_pue(day_site_hours(ctx, day), inputs.pue, settings.default_pue)
+    replace_report_day(con, "rpt_context_price_hourly", day,
+                       price_context(site_hours, prices, ", ".join(k for k, n in sorted(price_counts.items()) if n), ctx))
+    shift = cost_shift_rows(ctx, jobs, site_hours.select("site", "hour_at", "pue"), prices, settings.shift_window_hours)
+    replace_report_day(con, "rpt_shift_cost_daily", day, shift)
 
     def total(col: str) -> float:
         return float(rows[col].sum()) if rows.height else 0.0
@@ -191,12 +219,17 @@ def tco_day(con, day: dt.date, settings: TcoSettings, data_dir: Path | None) -> 
         f"allocation; green premium {settings.green_premium_ratio:.0%} below {settings.green_premium_below_renewable_pct}% "
         f"renewable ({'; '.join(grid_sources) or 'no renewable data'}); density surcharge at {settings.rack_kw} kW/rack; "
         f"capital straight-line over {settings.lifetime_years} years; operations "
-        f"{settings.operations_ratio_of_capex_per_year:.0%} of capital per year; idle policy {settings.idle_policy}"
+        f"{settings.operations_ratio_of_capex_per_year:.0%} of capital per year; idle policy {settings.idle_policy}; "
+        f"IT energy at the server's BMC where it covered >= {settings.node_energy_min_coverage_ratio} of the hour, "
+        f"else GPU board energy; range +/-{settings.price_uncertainty_pct}% on the price-driven components; "
+        "shifting estimate: deferrable jobs' energy moved to the day's lowest PUE x price hours within idle GPU-hours"
     )
     return TcoSummary(
         day=day, rows_written=written, gpu_hours=gpu_h, energy_kwh=total("energy_kwh"),
         facility_energy_kwh=total("facility_energy_kwh"),
         components_usd={c: total(c) for c in COST_COMPONENTS}, total_cost_usd=total("total_cost_usd"),
+        total_cost_low_usd=total("total_cost_low_usd"), total_cost_high_usd=total("total_cost_high_usd"),
+        shift_saving_usd=float(shift["cost_saving_usd"].sum()) if shift.height else 0.0,
         cost_per_gpu_hour_usd=total("total_cost_usd") / gpu_h if gpu_h else None,
         dynamic_energy_cost_usd=total("energy_cost_usd"), static_energy_cost_usd=total("static_energy_cost_usd"),
         peak_site_kw=peak_kw,

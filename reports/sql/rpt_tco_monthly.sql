@@ -1,5 +1,6 @@
 -- rpt_tco_monthly: rpt_tco_daily summed per calendar month x team x stage (USD, GPU-hours, kWh).
--- Grain: one row per (month_start, team, stage). demand_charge_usd is the sum of the daily
+-- Grain: one row per (month_start, team, stage). Low/high add up (fully correlated price error).
+-- demand_charge_usd is the sum of the daily
 -- shares (each day pays its own peak kW x rate / days in month), an estimate of the bill's
 -- monthly-peak charge that is exact when every day peaks alike.
 CREATE OR REPLACE VIEW rpt_tco_monthly AS
@@ -10,6 +11,8 @@ SELECT month_start, team, stage,
        count(DISTINCT job_id) AS jobs_n,
        sum(gpu_hours) AS gpu_hours,
        sum(energy_kwh) AS energy_kwh,
+       sum(gpu_energy_kwh) AS gpu_energy_kwh,
+       sum(node_ipmi_energy_kwh) AS node_ipmi_energy_kwh,
        sum(facility_energy_kwh) AS facility_energy_kwh,
        sum(energy_cost_usd) AS energy_cost_usd,
        sum(demand_charge_usd) AS demand_charge_usd,
@@ -18,6 +21,8 @@ SELECT month_start, team, stage,
        sum(capital_usd) AS capital_usd,
        sum(operations_usd) AS operations_usd,
        sum(total_cost_usd) AS total_cost_usd,
+       sum(total_cost_low_usd) AS total_cost_low_usd,
+       sum(total_cost_high_usd) AS total_cost_high_usd,
        sum(static_energy_cost_usd) AS static_energy_cost_usd,
        sum(total_cost_usd) / nullif(sum(gpu_hours), 0) AS cost_per_gpu_hour_usd
 FROM daily

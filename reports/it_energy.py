@@ -1,0 +1,107 @@
+"""Which IT energy the accounts charge: the server's BMC (IPMI) energy where it is trustworthy,
+else the GPUs' board energy (pure, frame in, frame out).
+
+Policy, per host-hour:
+- 'node_ipmi' when fct_node_energy_hourly has energy_kwh for the host-hour, its coverage_ratio is
+  at least `min_node_coverage_ratio`, and it is not below the sum of the host's GPU energies (a
+  server cannot draw less than its own GPUs: then the meters disagree and the BMC is not used).
+  The node kWh (CPUs, memory, fans, PSU losses included) is split among the host's GPUs in
+  proportion to each GPU's board energy in that hour; when the GPUs' energies sum to zero or are
+  all NULL it is split equally among the GPU rows of that host-hour. The split adds up to the
+  node kWh exactly, so attributed == metered at the node basis.
+- 'gpu_only' otherwise: the GPU board energy, as measured (CPUs etc. not counted).
+Every row keeps its board energy in `gpu_energy_kwh`; `energy_kwh` becomes the IT energy and
+`it_energy_basis` says which basis it is.
+"""
+
+from __future__ import annotations
+
+import polars as pl
+
+NODE_BASIS = "node_ipmi"
+GPU_BASIS = "gpu_only"
+
+
+def apply_it_energy_basis(
+    gpu_hours: pl.DataFrame, node_hours: pl.DataFrame, min_node_coverage_ratio: float,
+) -> tuple[pl.DataFrame, dict[str, int]]:
+    """gpu_hours (hour_at, host, energy_kwh [kWh board], ...) and node_hours (hour_at, host,
+    energy_kwh [kWh], coverage_ratio) -> gpu_hours with energy_kwh [kWh IT], gpu_energy_kwh
+    [kWh board] and it_energy_basis. Also returns host-hour counts: node_ipmi, gpu_only_no_node
+    (no BMC energy), gpu_only_low_coverage, gpu_only_node_below_gpus."""
+    if not 0.0 <= min_node_coverage_ratio <= 1.0:
+        raise ValueError(f"min_node_coverage_ratio={min_node_coverage_ratio}: expected a ratio in [0, 1]")
+    board = gpu_hours.with_columns(pl.col("energy_kwh").alias("gpu_energy_kwh"))
+    host_hours = board.group_by(["hour_at", "host"]).agg(
+        pl.col("gpu_energy_kwh").sum().alias("_gpu_sum_kwh"),
+        pl.len().alias("_n_gpu_rows"),
+    )
+    node = node_hours.select(
+        "hour_at", "host", pl.col("energy_kwh").cast(pl.Float64).alias("_node_kwh"),
+        pl.col("coverage_ratio").cast(pl.Float64).alias("_node_coverage"),
+    ).unique(["hour_at", "host"])
+    decided = host_hours.join(node, on=["hour_at", "host"], how="left").with_columns(
+        pl.when(pl.col("_node_kwh").is_null()).then(pl.lit("gpu_only_no_node"))
+        .when(pl.col("_node_coverage").fill_null(0.0) < min_node_coverage_ratio).then(pl.lit("gpu_only_low_coverage"))
+        # 1e-9 kWh of slack: equal meters are not a disagreement.
+        .when(pl.col("_node_kwh") < pl.col("_gpu_sum_kwh") - 1e-9).then(pl.lit("gpu_only_node_below_gpus"))
+        .otherwise(pl.lit(NODE_BASIS)).alias("_decision")
+    )
+    counts = {k: 0 for k in (NODE_BASIS, "gpu_only_no_node", "gpu_only_low_coverage", "gpu_only_node_below_gpus")}
+    for decision, n in decided.group_by("_decision").len().iter_rows():
+        counts[decision] = int(n)
+    use_node = pl.col("_decision") == NODE_BASIS
+    share = (
+        pl.when(pl.col("_gpu_sum_kwh") > 0).then(pl.col("gpu_energy_kwh").fill_null(0.0) / pl.col("_gpu_sum_kwh"))
+        .otherwise(1.0 / pl.col("_n_gpu_rows"))
+    )
+    out = (
+        board.join(decided.select("hour_at", "host", "_decision", "_node_kwh", "_gpu_sum_kwh", "_n_gpu_rows"),
+                   on=["hour_at", "host"], how="left")
+        .with_columns(
+            pl.when(use_node).then(pl.col("_node_kwh") * share).otherwise(pl.col("gpu_energy_kwh")).alias("energy_kwh"),
+            pl.when(use_node).then(pl.lit(NODE_BASIS)).otherwise(pl.lit(GPU_BASIS)).alias("it_energy_basis"),
+        )
+        .drop("_decision", "_node_kwh", "_gpu_sum_kwh", "_n_gpu_rows")
+    )
+    return out, counts
+
+
+def basis_note(counts: dict[str, int], min_node_coverage_ratio: float) -> str:
+    """One sentence for the summary's notes: how many host-hours used which basis and why."""
+    gpu_only = {k: v for k, v in counts.items() if k != NODE_BASIS and v}
+    text = f"IT energy: {counts.get(NODE_BASIS, 0)} host-hours at the server's BMC energy (node_ipmi, split by GPU share)"
+    if gpu_only:
+        why = {"gpu_only_no_node": "no BMC energy",
+               "gpu_only_low_coverage": f"BMC coverage below {min_node_coverage_ratio}",
+               "gpu_only_node_below_gpus": "BMC energy below its GPUs' energy"}
+        text += "; GPU board energy only (gpu_only: CPUs, fans and PSU losses not counted) for " + ", ".join(
+            f"{n} ({why[k]})" for k, n in sorted(gpu_only.items()))
+    return text
+
+
+BASIS_AMOUNTS = ["gpu_energy_kwh", "node_ipmi_energy_kwh"]
+
+
+def with_basis_amounts(gpu_hours: pl.DataFrame) -> pl.DataFrame:
+    """Add the additive basis columns the accounts carry to the report rows: gpu_energy_kwh (kWh
+    board; = energy_kwh where no basis was applied) and node_ipmi_energy_kwh (kWh of energy_kwh
+    at the node_ipmi basis, else 0)."""
+    frame = gpu_hours
+    if "gpu_energy_kwh" not in frame.columns:
+        frame = frame.with_columns(pl.col("energy_kwh").alias("gpu_energy_kwh"))
+    if "it_energy_basis" not in frame.columns:
+        frame = frame.with_columns(pl.lit(GPU_BASIS).alias("it_energy_basis"))
+    return frame.with_columns(
+        pl.when(pl.col("it_energy_basis") == NODE_BASIS).then(pl.col("energy_kwh")).otherwise(0.0).alias("node_ipmi_energy_kwh"))
+
+
+def label_basis(rows: pl.DataFrame) -> pl.DataFrame:
+    """Add it_energy_basis to report rows from their node_ipmi_energy_kwh share of energy_kwh:
+    'node_ipmi' (all of it), 'gpu_only' (none), 'mixed' (the row's GPU-hours used both)."""
+    node = pl.col("node_ipmi_energy_kwh").fill_null(0.0)
+    total = pl.col("energy_kwh").fill_null(0.0)
+    return rows.with_columns(
+        pl.when(node.abs() <= 1e-12).then(pl.lit(GPU_BASIS))
+        .when((total - node).abs() <= 1e-9 * total.abs().clip(lower_bound=1.0)).then(pl.lit(NODE_BASIS))
+        .otherwise(pl.lit("mixed")).alias("it_energy_basis"))

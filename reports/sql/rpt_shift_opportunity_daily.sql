@@ -1,0 +1,32 @@
+-- rpt_shift_opportunity_daily: per deferrable job, the carbon and energy-cost saving had it run
+-- in the cleanest / cheapest hours of its day (rules: rpt_shift_carbon_daily, rpt_shift_cost_daily;
+-- the two plans are made separately, so the cleanest and cheapest hours can differ).
+-- Grain: one row per (day, site, job_id). team, energy_kwh (kWh IT), gpu_hours (GPU-hours),
+-- carbon_saving_gco2e (gCO2e), cost_saving_usd (USD), best_carbon_hour_at / best_cost_hour_at
+-- (TIMESTAMPTZ, UTC), carbon_gco2e / energy_cost_usd (as run), NULL where that account was not run.
+CREATE OR REPLACE VIEW rpt_shift_opportunity_daily AS
+WITH carbon AS (
+    SELECT * FROM rpt_shift_carbon_daily
+),
+cost AS (
+    SELECT * FROM rpt_shift_cost_daily
+),
+joined AS (
+    SELECT
+        coalesce(carbon.day, cost.day) AS day,
+        coalesce(carbon.site, cost.site) AS site,
+        coalesce(carbon.team, cost.team) AS team,
+        coalesce(carbon.job_id, cost.job_id) AS job_id,
+        coalesce(carbon.energy_kwh, cost.energy_kwh) AS energy_kwh,
+        coalesce(carbon.gpu_hours, cost.gpu_hours) AS gpu_hours,
+        carbon.carbon_saving_gco2e,
+        cost.cost_saving_usd,
+        carbon.best_carbon_hour_at,
+        cost.best_cost_hour_at,
+        carbon.carbon_gco2e,
+        cost.energy_cost_usd
+    FROM carbon
+    FULL OUTER JOIN cost
+        ON carbon.day = cost.day AND carbon.site = cost.site AND carbon.job_id = cost.job_id
+)
+SELECT * FROM joined

@@ -6,16 +6,26 @@ every `spool_flush_interval_s` (a kill -9 loses at most that much) and rolled in
 disk is logged as such; rows stay in memory (bounded) and the loop retries each flush. On stop
 (SIGTERM/SIGINT set `stop`) everything is flushed and rolled. On start, segments a previous
 process left are recovered into the lake first.
+
+Slow sources (IPMI: one ipmitool call can wait seconds for a BMC; DCGM: a Prometheus range
+query, retried with backoff) run as `Scheduled(..., background=True)`: each in its own thread
+at its own interval, handing rows to the loop through a bounded queue, so a stalled BMC never
+delays a GPU sample. A source marked `required` (NVML) that cannot be read on the first poll
+stops the collector with SourceStartError: a node without a working driver should say so
+once, not log the same failure every second.
 """
 
 from __future__ import annotations
 
 import logging
+import queue
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+
+import pyarrow as pa
 
 from collectors.settings import CollectorSettings
 from collectors.sources.base import Source, SourceError
@@ -24,21 +34,49 @@ from collectors.spool import DiskFullError, Spool, recover
 log = logging.getLogger(__name__)
 
 
+# Tables a background source may hold for the loop before its oldest are dropped (and logged).
+BACKGROUND_QUEUE_TABLES = 1000
+
+
+class SourceStartError(RuntimeError):
+    """A required source could not be read at all on the first poll; the message says why."""
+
+
 @dataclass
 class CollectStats:
     polls: int = 0
     rows: int = 0
+    reads_ok: int = 0
     source_errors: int = 0
     files_written: int = 0
     disk_full_events: int = 0
+    background_dropped_tables: int = 0
+
+
+@dataclass
+class Scheduled:
+    """A source with its own read interval (seconds; None: the loop's interval_s). `background`
+    reads it in its own thread; `required` stops the collector if its first read fails."""
+
+    source: Source
+    interval_s: float | None = None
+    background: bool = False
+    required: bool = False
+    next_at: float = field(default=float("-inf"), repr=False)
+    started: bool = field(default=False, repr=False)
+
+    @property
+    def name(self) -> str:
+        return type(self.source).__name__
 
 
 class Collector:
     """Polls `sources` into spools under `spool_dir` and rolls them into `lake`."""
 
-    def __init__(self, sources: Sequence[Source], *, lake: str | Path, settings: CollectorSettings,
+    def __init__(self, sources: Sequence[Source | Scheduled], *, lake: str | Path, settings: CollectorSettings,
                  spool_dir: str | Path | None = None, clock: Callable[[], float] = time.monotonic):
-        self.sources = list(sources)
+        self.scheduled = [s if isinstance(s, Scheduled) else Scheduled(s) for s in sources]
+        self.sources = [s.source for s in self.scheduled]
         self.lake = Path(lake)
         self.settings = settings
         self.spool_dir = Path(spool_dir if spool_dir is not None else settings.spool_dir)
@@ -47,6 +85,8 @@ class Collector:
         self._spools: dict[str, Spool] = {}
         self._last_flush = clock()
         self._disk_full = False
+        self._inbox: queue.Queue[tuple[str, pa.Table]] = queue.Queue(maxsize=BACKGROUND_QUEUE_TABLES)
+        self._stats_lock = threading.Lock()
 
     def _spool(self, dataset: str) -> Spool:
         if dataset not in self._spools:
@@ -61,20 +101,72 @@ class Collector:
         self.stats.files_written += len(written)
         return len(written)
 
-    def poll(self) -> None:
-        """Read every source once, then flush and roll what is due."""
-        self.stats.polls += 1
-        for source in self.sources:
-            try:
-                table = source.read()
-            except SourceError as exc:
+    def _read(self, entry: Scheduled) -> pa.Table | None:
+        """One read of one source; a failure is logged and counted, and gives None."""
+        try:
+            table = entry.source.read()
+        except SourceError as exc:
+            with self._stats_lock:
                 self.stats.source_errors += 1
-                log.warning("source %s failed this poll: %s", type(source).__name__, exc)
+            log.warning("source %s failed this poll: %s", entry.name, exc)
+            return None
+        except Exception:  # a bug in one source must not stop the others
+            with self._stats_lock:
+                self.stats.source_errors += 1
+            log.exception("source %s raised unexpectedly this poll", entry.name)
+            return None
+        with self._stats_lock:
+            self.stats.reads_ok += 1
+        return table
+
+    def _first_read(self, entry: Scheduled) -> pa.Table:
+        """The first read of a required source: if it cannot be read at all, stop (SourceStartError)."""
+        try:
+            table = entry.source.read()
+        except SourceError as exc:
+            raise SourceStartError(str(exc)) from exc
+        entry.started = True
+        self.stats.reads_ok += 1
+        return table
+
+    def _take(self, dataset: str, table: pa.Table) -> None:
+        self._spool(dataset).append(table)
+        self.stats.rows += table.num_rows
+
+    def poll(self) -> None:
+        """Take what background sources read, read every due foreground source, then flush and
+        roll what is due."""
+        self.stats.polls += 1
+        self._drain_inbox()
+        now = self.clock()
+        for entry in self.scheduled:
+            if entry.background:
                 continue
-            self._spool(source.dataset).append(table)
-            self.stats.rows += table.num_rows
+            if entry.interval_s is not None:  # a slower foreground source: read when due
+                if now < entry.next_at:
+                    continue
+                entry.next_at = max(entry.next_at + entry.interval_s, now)
+            table = self._first_read(entry) if entry.required and not entry.started else self._read(entry)
+            if table is not None:
+                self._take(entry.source.dataset, table)
         if self.clock() - self._last_flush >= self.settings.spool_flush_interval_s:
             self.flush(roll_due_only=True)
+
+    def _background(self, entry: Scheduled, stop: threading.Event) -> None:
+        """Read `entry` every interval until `stop`; hand rows to the loop (bounded queue)."""
+        interval = entry.interval_s or self.settings.interval_s
+        while not stop.is_set():
+            started = time.monotonic()
+            table = self._read(entry)
+            if table is not None and table.num_rows:
+                try:
+                    self._inbox.put_nowait((entry.source.dataset, table))
+                except queue.Full:
+                    with self._stats_lock:
+                        self.stats.background_dropped_tables += 1
+                    log.error("source %s: the collect loop is %d tables behind; dropped this read",
+                              entry.name, BACKGROUND_QUEUE_TABLES)
+            stop.wait(max(0.0, interval - (time.monotonic() - started)))
 
     def flush(self, *, roll_due_only: bool = False) -> None:
         """Flush every spool (fsync) and roll those due (or all). Disk full: log, keep, go on."""
@@ -96,19 +188,50 @@ class Collector:
                 self._disk_full = True
 
     def run(self, stop: threading.Event, *, max_polls: int | None = None) -> CollectStats:
-        """Poll every interval_s until `stop` is set (or max_polls), then flush and roll all."""
+        """Recover, start the background sources, poll every interval_s until `stop` is set (or
+        max_polls), then flush and roll all. Raises SourceStartError when a required source
+        fails its first read (after flushing what the others gave)."""
         self.recover()
-        next_at = self.clock()
+        background_stop = threading.Event()
+        threads: list[threading.Thread] = []
+        background_started = False
         try:
+            next_at = self.clock()
             while not stop.is_set() and (max_polls is None or self.stats.polls < max_polls):
                 self.poll()
+                if not background_started:  # after the first poll: required sources have started
+                    threads, background_started = self._start_background(background_stop), True
                 next_at += self.settings.interval_s
                 stop.wait(max(0.0, next_at - self.clock()))
         finally:
+            background_stop.set()
+            for thread in threads:
+                # A source mid-call (an ipmitool timeout, a Prometheus retry) gets its bound to finish.
+                thread.join(timeout=30.0)
+            self._drain_inbox()
             self.flush()
             for source in self.sources:
                 source.close()
         return self.stats
+
+    def _start_background(self, stop: threading.Event) -> list[threading.Thread]:
+        threads = []
+        for entry in self.scheduled:
+            if entry.background:
+                thread = threading.Thread(target=self._background, args=(entry, stop),
+                                          name=f"collect-{entry.name}", daemon=True)
+                thread.start()
+                threads.append(thread)
+        return threads
+
+    def _drain_inbox(self) -> None:
+        """Move what the background sources read into the spools (only this thread touches them)."""
+        while True:
+            try:
+                dataset, table = self._inbox.get_nowait()
+            except queue.Empty:
+                return
+            self._take(dataset, table)
 
 
 def parse_duration_s(text: str) -> float:

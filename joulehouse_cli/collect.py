@@ -1,6 +1,13 @@
-"""`joulehouse collect --source nvml|sim --lake DIR --interval 1s`: the node collector.
+"""`joulehouse collect --source nvml|dcgm|ipmi|sim [--source ...] --lake DIR --interval 1s`: the node collector.
 
-Runs until SIGTERM/SIGINT, then flushes and exits 0. Exit 2: bad option; 3: no source could start.
+NVML and sim are read every --interval in the loop; IPMI (node_samples, every
+collector.ipmi_interval_s) and DCGM (ranges from Prometheus, every collector.dcgm_sync_interval_s)
+each run in their own thread, so a slow BMC or Prometheus never delays a GPU sample. Settings
+come from --config (TOML, [collector]) and JOULEHOUSE_COLLECTOR__* variables (BMC credentials:
+JOULEHOUSE_COLLECTOR__IPMI_USER / __IPMI_PASSWORD); the options here override them.
+
+Runs until SIGTERM/SIGINT, then flushes and exits 0. Exit 2: bad option or settings; 3: NVML
+cannot start, or no source could be read at all.
 """
 
 from __future__ import annotations
@@ -11,59 +18,103 @@ from typing import List, Optional
 
 import typer
 
+SOURCES = ("nvml", "dcgm", "ipmi", "sim")
+
+
+def _fail(message: str, code: int) -> None:
+    typer.echo(" ".join(message.split()), err=True)  # one line, whatever the cause's text holds
+    raise typer.Exit(code)
+
 
 def collect_command(
-    source: List[str] = typer.Option(..., "--source", help="nvml or sim (repeatable)."),
+    source: List[str] = typer.Option(..., "--source", help="nvml, dcgm, ipmi or sim (repeatable)."),
     lake: Path = typer.Option(..., "--lake", help="Lake folder."),
-    interval: str = typer.Option("1s", "--interval", help="Sampling interval, e.g. 1s, 100ms."),
+    interval: Optional[str] = typer.Option(None, "--interval", help="GPU sampling interval, e.g. 1s, 100ms (default: settings, 1s)."),
     host: Optional[str] = typer.Option(None, "--host", help="Host name in the lake (default: this machine's)."),
+    settings_file: Optional[Path] = typer.Option(None, "--config", help="joulehouse TOML settings ([collector] section)."),
     spool_dir: Optional[Path] = typer.Option(None, "--spool-dir", help="Spool folder (default: <lake>/../spool)."),
-    flush_interval: str = typer.Option("2s", "--flush-interval", help="Spool fsync interval."),
-    roll_interval: str = typer.Option("300s", "--roll-interval", help="Parquet roll interval."),
+    flush_interval: Optional[str] = typer.Option(None, "--flush-interval", help="Spool fsync interval (default 2s)."),
+    roll_interval: Optional[str] = typer.Option(None, "--roll-interval", help="Parquet roll interval (default 300s)."),
+    ipmi_interval: Optional[str] = typer.Option(None, "--ipmi-interval", help="BMC read interval (default 5s)."),
+    dcgm_interval: Optional[str] = typer.Option(None, "--dcgm-interval", help="DCGM sync interval (default 60s)."),
     sim_gpus: int = typer.Option(8, "--sim-gpus", help="GPUs of the sim source."),
     max_polls: Optional[int] = typer.Option(None, "--max-polls", help="Stop after N polls (tests)."),
 ) -> None:
-    """Sample GPUs into the lake through a crash-safe spool."""
+    """Sample GPUs (and the BMC) into the lake through a crash-safe spool."""
+    import dataclasses
     import logging
     import signal
     import threading
 
-    from collectors.collect import Collector, parse_duration_s
-    from collectors.settings import CollectorSettings
+    from collectors.collect import Collector, SourceStartError, parse_duration_s
+    from collectors.settings import CollectorSettings, SettingsError, load_settings
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    unknown = [name for name in source if name not in SOURCES]
+    if unknown:
+        _fail(f"error: --source {unknown[0]!r}: expected one of {', '.join(SOURCES)}", 2)
     try:
-        settings = CollectorSettings(interval_s=parse_duration_s(interval),
-                                     spool_flush_interval_s=parse_duration_s(flush_interval),
-                                     roll_interval_s=parse_duration_s(roll_interval))
-    except ValueError as exc:
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(2)
+        settings = load_settings(settings_file).collector
+        overrides = {name: parse_duration_s(text) for name, text in (
+            ("interval_s", interval), ("spool_flush_interval_s", flush_interval),
+            ("roll_interval_s", roll_interval), ("ipmi_interval_s", ipmi_interval),
+            ("dcgm_sync_interval_s", dcgm_interval)) if text is not None}
+        settings = dataclasses.replace(settings, **overrides)
+    except (SettingsError, ValueError) as exc:
+        _fail(f"error: {exc}", 2)
     host = host or socket.gethostname()
-    sources = []
-    for name in source:
-        if name == "nvml":
-            from collectors.sources.nvml import NvmlSource
-
-            sources.append(NvmlSource(host))
-        elif name == "sim":
-            from collectors.sources.sim import SimSource
-
-            sources.append(SimSource(host, gpus=sim_gpus))
-        else:
-            typer.echo(f"error: --source {name!r}: expected nvml or sim", err=True)
-            raise typer.Exit(2)
+    sources = _build_sources(list(dict.fromkeys(source)), host, lake, settings, sim_gpus, CollectorSettings())
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
     collector = Collector(sources, lake=lake, settings=settings,
                           spool_dir=spool_dir if spool_dir is not None else lake.parent / "spool")
-    stats = collector.run(stop, max_polls=max_polls)
-    if stats.polls and stats.rows == 0 and stats.source_errors:
-        typer.echo("error: no source could be read (see the log above)", err=True)
-        raise typer.Exit(3)
+    try:
+        stats = collector.run(stop, max_polls=max_polls)
+    except SourceStartError as exc:
+        _fail(f"error: {exc}", 3)
+    if stats.polls and stats.reads_ok == 0 and stats.source_errors:
+        _fail("error: no source could be read (see the log above)", 3)
     typer.echo(f"stopped: {stats.polls} polls, {stats.rows} rows, {stats.files_written} files, "
                f"{stats.source_errors} source errors, {stats.disk_full_events} disk-full events")
+
+
+def _build_sources(names, host, lake, settings, sim_gpus, defaults):
+    """The scheduled sources for `names`: NVML required and in the loop, IPMI and DCGM in threads."""
+    import logging
+
+    from collectors.collect import Scheduled
+
+    log = logging.getLogger("joulehouse.collect")
+    sources = []
+    for name in names:
+        if name == "nvml":
+            from collectors.sources.nvml import NvmlSource
+
+            sources.append(Scheduled(NvmlSource(host), required=True))
+        elif name == "sim":
+            from collectors.sources.sim import SimSource
+
+            sources.append(Scheduled(SimSource(host, gpus=sim_gpus)))
+        elif name == "ipmi":
+            from collectors.sources.ipmi import IpmiSource
+
+            sources.append(Scheduled(IpmiSource.from_settings(host, settings),
+                                     interval_s=settings.ipmi_interval_s, background=True))
+        elif name == "dcgm":
+            from collectors.sources.dcgm import DcgmSource
+
+            # Node defaults: the watermark beside the lake, and only this host's series (a central
+            # collector reading every host sets dcgm_selector, e.g. '{job="dcgm-exporter"}').
+            overrides = {}
+            if settings.dcgm_state_path == defaults.dcgm_state_path:
+                overrides["state_path"] = lake.parent / "state" / "dcgm-watermark.json"
+            if not settings.dcgm_selector:
+                overrides["selector"] = f'Hostname="{host}"'
+            dcgm = DcgmSource.from_settings(lake, settings, **overrides)
+            log.info("dcgm: reading %s at %s every %.0f s", dcgm.query, dcgm.url, settings.dcgm_sync_interval_s)
+            sources.append(Scheduled(dcgm, interval_s=settings.dcgm_sync_interval_s, background=True))
+    return sources
 
 
 def register(app: typer.Typer) -> None:

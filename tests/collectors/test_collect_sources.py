@@ -1,0 +1,230 @@
+"""`joulehouse collect` with every source: NVML required (exit 3 when it cannot start), IPMI and
+DCGM on their own intervals in their own threads, one failing source never stopping the others."""
+
+from __future__ import annotations
+
+import json
+import threading
+import urllib.parse
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.dataset as ds
+import pytest
+import typer
+from typer.testing import CliRunner
+
+from collectors.collect import Collector, Scheduled
+from collectors.settings import CollectorSettings
+from collectors.sources.base import SourceError
+from joulehouse_cli.collect import register
+from nvml_stub.fixture import GpuState
+
+DCMI_OUTPUT = """
+    Instantaneous power reading:                  1150 Watts
+    Power reading state is:                   activated
+"""
+SDR_OUTPUT = """\
+Pwr Consumption  | 01h | ok  |  7.1 | 1200 Watts
+Inlet Temp       | 02h | ok  | 55.1 | 24 degrees C
+Fan1             | 04h | ok  | 29.1 | 8000 RPM
+"""
+
+
+def _app() -> typer.Typer:
+    app = typer.Typer()
+    register(app)
+    return app
+
+
+def _rows(lake: Path, dataset: str) -> list[dict]:
+    if not (lake / dataset).exists():
+        return []
+    return ds.dataset(lake / dataset, format="parquet", partitioning="hive").to_table().to_pylist()
+
+
+@pytest.fixture()
+def fake_ipmitool(tmp_path, monkeypatch):
+    """An `ipmitool` first on PATH that prints what a BMC answers (or fails like a dead one)."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+
+    def install(dead: bool = False) -> None:
+        script = bin_dir / "ipmitool"
+        if dead:
+            script.write_text("#!/bin/sh\necho 'Error: Unable to establish IPMI v2 / RMCP+ session' >&2\nexit 1\n")
+        else:
+            script.write_text("#!/bin/sh\ncase \"$*\" in\n"
+                              f"  *'dcmi power reading'*) cat <<'EOF'\n{DCMI_OUTPUT}EOF\n;;\n"
+                              f"  *'sdr elist'*) cat <<'EOF'\n{SDR_OUTPUT}EOF\n;;\n"
+                              "  *) exit 1;;\nesac\n")
+        script.chmod(0o755)
+
+    monkeypatch.setenv("PATH", f"{bin_dir}:{__import__('os').environ['PATH']}")
+    monkeypatch.setenv("JOULEHOUSE_COLLECTOR__IPMI_RETRIES", "0")
+    monkeypatch.setenv("JOULEHOUSE_COLLECTOR__IPMI_PASSWORD", "s3cret")
+    return install
+
+
+def test_nvml_that_cannot_start_exits_3_with_one_line(nvml_stub, tmp_path):
+    nvml_stub.write([GpuState.h100(0)], errors={"nvmlInitWithFlags": "DRIVER_NOT_LOADED"})
+    out = CliRunner().invoke(_app(), ["--source", "nvml", "--lake", str(tmp_path / "lake"), "--max-polls", "3"])
+    assert out.exit_code == 3
+    assert out.output.strip().splitlines() == [out.output.strip()]
+    assert "NVML" in out.output and "cannot start" in out.output and "Driver Not Loaded" in out.output
+
+
+def test_nvml_rows_through_the_real_pynvml(nvml_stub, tmp_path):
+    nvml_stub.write([GpuState.h100(0, power_mw=250_500), GpuState.a100(1)])
+    lake = tmp_path / "lake"
+    out = CliRunner().invoke(_app(), ["--source", "nvml", "--lake", str(lake), "--host", "node-02",
+                                      "--interval", "10ms", "--max-polls", "3"])
+    assert out.exit_code == 0, out.output
+    rows = _rows(lake, "gpu_samples")
+    assert len(rows) == 6
+    assert {r["power_w"] for r in rows if r["gpu_index"] == 0} == {250.5}
+
+
+def test_ipmi_is_read_on_its_own_interval_into_node_samples(fake_ipmitool, tmp_path):
+    fake_ipmitool()
+    lake = tmp_path / "lake"
+    out = CliRunner().invoke(_app(), ["--source", "sim", "--source", "ipmi", "--lake", str(lake), "--host", "node-04",
+                                      "--interval", "10ms", "--ipmi-interval", "1h", "--sim-gpus", "2",
+                                      "--max-polls", "20"])
+    assert out.exit_code == 0, out.output
+    node = _rows(lake, "node_samples")
+    assert len(node) == 1  # one read at start, the next not due for an hour
+    assert (node[0]["power_w"], node[0]["sdr_power_w"], node[0]["inlet_temp_c"]) == (1150.0, 1200.0, 24.0)
+    assert node[0]["host"] == "node-04"
+    assert len(_rows(lake, "gpu_samples")) == 40
+
+
+def test_a_dead_bmc_is_marked_and_the_gpu_source_goes_on(fake_ipmitool, tmp_path):
+    fake_ipmitool(dead=True)
+    lake = tmp_path / "lake"
+    out = CliRunner().invoke(_app(), ["--source", "sim", "--source", "ipmi", "--lake", str(lake),
+                                      "--interval", "10ms", "--sim-gpus", "2", "--max-polls", "10"])
+    assert out.exit_code == 0, out.output
+    assert len(_rows(lake, "gpu_samples")) == 20
+    [node] = _rows(lake, "node_samples")
+    assert node["power_w"] is None and "gave no answer" in node["error"]
+
+
+class _FakePrometheus(BaseHTTPRequestHandler):
+    """query_range for one GPU of node-07: power = (timestamp mod 1000) / 10 W; records each query."""
+
+    queries: list[str] = []
+
+    def do_GET(self):  # noqa: N802 - http.server's name
+        params = urllib.parse.parse_qs(urllib.parse.urlparse(self.path).query)
+        self.queries.append(params["query"][0])
+        start, end, step = (int(float(params[k][0])) for k in ("start", "end", "step"))
+        labels = {"__name__": "DCGM_FI_DEV_POWER_USAGE", "gpu": "0", "UUID": "GPU-dcgm-0",
+                  "modelName": "NVIDIA H200", "Hostname": "node-07"}
+        values = [[t, str((t % 1000) / 10)] for t in range(start, end + 1, step)]
+        body = json.dumps({"status": "success", "data": {"resultType": "matrix",
+                                                         "result": [{"metric": labels, "values": values}]}}).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture()
+def fake_prometheus():
+    _FakePrometheus.queries = []
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _FakePrometheus)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+    server.server_close()
+
+
+def test_dcgm_sync_writes_this_hosts_range_beside_the_gpu_rows(fake_prometheus, tmp_path, monkeypatch):
+    for key, value in {"PROMETHEUS_URL": fake_prometheus, "DCGM_SETTLE_S": "0", "PROMETHEUS_STEP_S": "30",
+                       "DCGM_INITIAL_LOOKBACK_S": "120"}.items():
+        monkeypatch.setenv(f"JOULEHOUSE_COLLECTOR__{key}", value)
+    lake = tmp_path / "lake"
+    out = CliRunner().invoke(_app(), ["--source", "sim", "--source", "dcgm", "--lake", str(lake), "--host", "node-07",
+                                      "--interval", "10ms", "--sim-gpus", "2", "--max-polls", "10"])
+    assert out.exit_code == 0, out.output
+    rows = _rows(lake, "gpu_samples")
+    dcgm = [r for r in rows if r["source"] == "dcgm"]
+    assert 4 <= len(dcgm) <= 5  # the step-aligned instants of the 120 s lookback
+    assert [r["power_w"] for r in dcgm] == pytest.approx([(r["sampled_at"].timestamp() % 1000) / 10 for r in dcgm])
+    assert len([r for r in rows if r["source"] == "sim"]) == 20
+    assert 'Hostname="node-07"' in _FakePrometheus.queries[0]  # a node reads only its own series
+    watermark = json.loads((tmp_path / "state" / "dcgm-watermark.json").read_text())
+    assert watermark["pending"] is None and watermark["watermark_at"]
+
+
+def test_prometheus_down_is_logged_and_the_gpu_source_goes_on(tmp_path, monkeypatch, caplog):
+    monkeypatch.setenv("JOULEHOUSE_COLLECTOR__PROMETHEUS_URL", "http://127.0.0.1:9")  # discard port: refused
+    monkeypatch.setenv("JOULEHOUSE_COLLECTOR__PROMETHEUS_RETRIES", "0")
+    lake = tmp_path / "lake"
+    out = CliRunner().invoke(_app(), ["--source", "sim", "--source", "dcgm", "--lake", str(lake),
+                                      "--interval", "10ms", "--sim-gpus", "2", "--max-polls", "10"])
+    assert out.exit_code == 0, out.output
+    assert len(_rows(lake, "gpu_samples")) == 20
+    assert "did not answer query_range" in caplog.text
+
+
+def test_bad_settings_exit_2(tmp_path, monkeypatch):
+    monkeypatch.setenv("JOULEHOUSE_COLLECTOR__IPMI_INTERVAL_S", "often")
+    out = CliRunner().invoke(_app(), ["--source", "sim", "--lake", str(tmp_path / "lake")])
+    assert out.exit_code == 2 and "ipmi_interval_s" in out.output
+
+
+class _Counting:
+    dataset = "gpu_samples"
+
+    def __init__(self, release: threading.Event | None = None, after: int = 0):
+        self.reads, self.release, self.after = 0, release, after
+
+    def read(self) -> pa.Table:
+        self.reads += 1
+        if self.release is not None and self.reads == self.after:
+            self.release.set()
+        return pa.table({"sampled_at": pa.array([self.reads * 1_000_000], pa.timestamp("us", tz="UTC")),
+                         "host": ["node-01"], "gpu_index": pa.array([0], pa.int16()), "gpu_uuid": ["GPU-x"],
+                         "source": ["test"]})
+
+    def close(self) -> None:
+        pass
+
+
+class _Stuck:
+    """A background source whose read blocks until released (a BMC that does not answer)."""
+
+    dataset = "node_samples"
+
+    def __init__(self, release: threading.Event):
+        self.release, self.entered, self.timed_out = release, threading.Event(), False
+
+    def read(self) -> pa.Table:
+        self.entered.set()
+        # Were this read in the GPU loop, the GPU polls that release it could never happen.
+        self.timed_out = not self.release.wait(30)
+        raise SourceError("BMC gave no answer")
+
+    def close(self) -> None:
+        pass
+
+
+def test_a_stuck_background_source_does_not_delay_gpu_polls(tmp_path):
+    release = threading.Event()
+    stuck = _Stuck(release)
+    gpu = _Counting(release, after=25)  # frees the stuck source only once 25 GPU polls are done
+    settings = CollectorSettings(interval_s=0.001, spool_flush_interval_s=60, roll_interval_s=60)
+    c = Collector([Scheduled(gpu), Scheduled(stuck, interval_s=5.0, background=True)],
+                  lake=tmp_path / "lake", settings=settings, spool_dir=tmp_path / "spool")
+    stats = c.run(threading.Event(), max_polls=30)
+    assert stuck.entered.is_set() and not stuck.timed_out
+    assert gpu.reads == 30 and stats.rows == 30
+    assert stats.source_errors == 1  # the stuck read's failure was counted once it returned

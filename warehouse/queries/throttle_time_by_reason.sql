@@ -16,7 +16,8 @@ sources AS (
 readings AS (
     SELECT
         s.gpu_uuid, s.gpu_model, s.clock_event_reasons,
-        least(epoch(lead(s.sampled_at) OVER (PARTITION BY s.gpu_uuid ORDER BY s.sampled_at)) - epoch(s.sampled_at), 60) AS held_s
+        -- least() skips NULLs, so the day's last reading (no next one) is kept out explicitly
+        epoch(lead(s.sampled_at) OVER (PARTITION BY s.gpu_uuid ORDER BY s.sampled_at)) - epoch(s.sampled_at) AS step_s
     FROM stg_gpu_samples AS s
     JOIN sources USING (gpu_uuid, source)
     WHERE s.day = $day::DATE AND s.clock_event_reasons IS NOT NULL
@@ -25,9 +26,9 @@ SELECT
     r.reason,
     x.gpu_model,
     count(DISTINCT x.gpu_uuid) AS n_gpus,
-    sum(x.held_s) / 3600 AS throttled_hours
+    sum(least(x.step_s, 60)) / 3600 AS throttled_hours
 FROM readings AS x
 JOIN reasons AS r ON (x.clock_event_reasons & r.bit) <> 0
-WHERE x.held_s IS NOT NULL
+WHERE x.step_s IS NOT NULL
 GROUP BY ALL
 ORDER BY throttled_hours DESC

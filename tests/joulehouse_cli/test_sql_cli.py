@@ -1,0 +1,105 @@
+"""`joulehouse sql`: read-only queries, bound parameters, saved queries, descriptions."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+
+import pyarrow as pa
+import pytest
+import typer
+from typer.testing import CliRunner
+
+from collectors.settings import WarehouseSettings
+from collectors.writer import write_dataset
+from joulehouse_cli.sql import register
+from warehouse.build import build_day
+from warehouse.catalog import saved_queries
+from warehouse.db import connect
+
+DAY = dt.date(2026, 1, 2)
+
+
+@pytest.fixture(scope="module")
+def db(tmp_path_factory):
+    root = tmp_path_factory.mktemp("sqlcli")
+    t0 = dt.datetime(2026, 1, 2, tzinfo=dt.timezone.utc)
+    rows = [
+        dict(sampled_at=t0 + dt.timedelta(seconds=s), host="node-01", gpu_index=i, gpu_uuid=f"GPU-{i}",
+             gpu_model="NVIDIA H200", power_w=75.0 + 100 * i, util_gpu_pct=0.0 if i == 0 else 90.0,
+             power_limit_w=700.0, clock_event_reasons=1 if i == 0 else 4, source="nvml")
+        for i in range(3) for s in range(0, 7201, 2)
+    ]
+    write_dataset(root / "lake", "gpu_samples", pa.Table.from_pylist(rows))
+    con = connect(root / "w.duckdb", root / "lake")
+    build_day(con, DAY, WarehouseSettings(), now=dt.datetime(2026, 2, 1, tzinfo=dt.timezone.utc))
+    con.close()
+    return str(root / "w.duckdb")
+
+
+def _app():
+    app = typer.Typer()
+    register(app)
+
+    @app.callback()
+    def main() -> None:
+        """joulehouse"""
+
+    return app
+
+
+def run(*args):
+    return CliRunner().invoke(_app(), ["sql", *args])
+
+
+def test_query_with_bound_parameter_as_json(db):
+    res = run("SELECT gpu_uuid, sum(energy_kwh) AS kwh FROM fct_gpu_energy_hourly WHERE day = $day::DATE GROUP BY 1 ORDER BY 1",
+              "--db", db, "--format", "json", "--param", "day=2026-01-02")
+    assert res.exit_code == 0, res.output
+    rows = json.loads(res.output)
+    assert [r["gpu_uuid"] for r in rows] == ["GPU-0", "GPU-1", "GPU-2"]
+    assert rows[2]["kwh"] == pytest.approx(275.0 * 7200 / 3.6e6)
+
+
+@pytest.mark.parametrize("statement", ["DELETE FROM stg_gpu_samples", "CREATE TABLE x AS SELECT 1", "DROP VIEW raw_gpu_samples"])
+def test_statements_that_write_are_refused(db, statement):
+    res = run(statement, "--db", db)
+    assert res.exit_code != 0
+    assert "read-only" in res.output
+    assert run("SELECT count(*) FROM stg_gpu_samples", "--db", db, "--format", "csv").output.splitlines()[1] == str(3 * 3601)
+
+
+def test_missing_parameter_is_named(db):
+    res = run("SELECT * FROM fct_gpu_energy_hourly WHERE day = $day", "--db", db)
+    assert res.exit_code != 0 and "--param day=" in res.output
+
+
+def test_every_saved_query_runs(db):
+    for name in saved_queries():
+        res = run("--saved", name, "--param", "day=2026-01-02", "--db", db, "--format", "csv")
+        assert res.exit_code == 0, (name, res.output)
+        assert len(res.output.splitlines()) >= 2, name
+
+
+def test_saved_queries_answer_what_operators_ask(db):
+    idle = run("--saved", "idle-gpus", "--param", "day=2026-01-02", "--db", db, "--format", "json")
+    assert [r["gpu_uuid"] for r in json.loads(idle.output)] == ["GPU-0"]
+    throttle = json.loads(run("--saved", "throttle-time-by-reason", "--param", "day=2026-01-02", "--db", db, "--format", "json").output)
+    hours = {r["reason"]: r["throttled_hours"] for r in throttle}
+    assert hours["sw_power_cap"] == pytest.approx(2 * 2.0, rel=1e-3)  # two GPUs, 2 h each
+    assert hours["gpu_idle"] == pytest.approx(2.0, rel=1e-3)
+
+
+def test_large_results_stream_in_batches(db):
+    res = run("SELECT * FROM range(10000)", "--db", db, "--format", "csv")
+    assert res.exit_code == 0 and len(res.output.splitlines()) == 10001
+    table = run("SELECT * FROM range(5000)", "--db", db)
+    assert "5000 row(s)" in table.output
+
+
+def test_describe_lists_relations_and_columns_with_units(db):
+    listing = run("--describe")
+    assert "fct_gpu_energy_hourly" in listing.output and "top-energy-gpus" in listing.output
+    one = run("--describe", "fct_gpu_energy_hourly")
+    assert "energy_kwh" in one.output and "[kWh]" in one.output
+    assert run("--describe", "no_such_view").exit_code != 0

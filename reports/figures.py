@@ -124,19 +124,38 @@ def by_team_and_stage(rows: pl.DataFrame, value_col: str, scale: float, title: s
     return fig
 
 
-def context_against_load(load: pl.DataFrame, context: pl.DataFrame, value_col: str, title: str, y2_title: str) -> go.Figure:
+def context_against_load(load: pl.DataFrame, context: pl.DataFrame, value_col: str, title: str, y2_title: str,
+                         load_label: str = "fleet GPU power") -> go.Figure:
     """Fleet load (kW, bars) and an hourly context series (line, right axis) such as grid
     intensity or price. Columns: load hour_at, power_kw; context hour_at, value_col."""
     fig = make_subplots(specs=[[{"secondary_y": True}]])
-    fig.add_trace(go.Bar(x=load["hour_at"].to_list(), y=load["power_kw"].to_list(), name="fleet GPU power",
+    fig.add_trace(go.Bar(x=load["hour_at"].to_list(), y=load["power_kw"].to_list(), name=load_label,
                          marker_color="#9ecae1"), secondary_y=False)
     ctx = context.filter(pl.col(value_col).is_not_null()).sort("hour_at")
     fig.add_trace(go.Scatter(x=ctx["hour_at"].to_list(), y=ctx[value_col].to_list(), name=value_col,
                              mode="lines+markers", line=dict(color="#d62728")), secondary_y=True)
     fig.update_layout(title=dict(text=title, y=0.98), **LAYOUT)
     fig.update_xaxes(title_text="hour (UTC)")
-    fig.update_yaxes(title_text="fleet GPU power (kW)", secondary_y=False)
+    fig.update_yaxes(title_text=f"{load_label} (kW)", secondary_y=False)
     fig.update_yaxes(title_text=y2_title, secondary_y=True)
+    return fig
+
+
+def shift_saving_by_team(shift: pl.DataFrame) -> go.Figure:
+    """Per team, what time-shifting its deferrable jobs would have saved: carbon (kgCO2e, left
+    axis) and energy cost (USD, right axis). Columns: team, carbon_saving_gco2e, cost_saving_usd."""
+    per = shift.group_by("team").agg((pl.col("carbon_saving_gco2e").sum() / 1000).alias("kg"),
+                                     pl.col("cost_saving_usd").sum().alias("usd")).sort("team")
+    fig = make_subplots(specs=[[{"secondary_y": True}]])
+    fig.add_trace(go.Bar(x=per["team"].to_list(), y=per["kg"].to_list(), name="carbon saving", offsetgroup="carbon",
+                         marker_color="#31a354"), secondary_y=False)
+    fig.add_trace(go.Bar(x=per["team"].to_list(), y=per["usd"].to_list(), name="energy cost saving", offsetgroup="cost",
+                         marker_color="#fd8d3c"), secondary_y=True)
+    fig.update_layout(title=dict(text="What shifting deferrable jobs to the best hours would have saved", y=0.98),
+                      barmode="group", **LAYOUT)
+    fig.update_xaxes(title_text="team")
+    fig.update_yaxes(title_text="carbon saving (kgCO2e)", secondary_y=False)
+    fig.update_yaxes(title_text="energy cost saving (USD)", secondary_y=True)
     return fig
 
 

@@ -8,7 +8,10 @@ has no rows for the day, gets a plain sentence saying what was not computed and 
 `notes` (optional) adds context the warehouse does not hold: string values are listed under the
 summary; "energy_vs_limit" (rows of gpu_model, power_limit_w, energy_kwh) draws the
 energy-vs-limit curve; "hourly_context" (rows of hour_at, intensity_gco2e_per_kwh,
-price_usd_per_mwh) stands in for the relation rpt_context_hourly.
+price_usd_per_mwh) stands in for the relation rpt_context_hourly. With several sites the
+context curves show the mean over sites per hour; the load is the fleet's IT energy per hour
+(rpt_context_hourly.fleet_it_energy_kwh, kWh in an hour = mean kW) where the relation has it,
+else the GPUs' board power.
 """
 
 from __future__ import annotations
@@ -68,11 +71,21 @@ class ReportData:
                                                        "quarantine_gpu_samples", day)
         context = _frame(notes.get("hourly_context"))
         self.context, self.context_why = (context, "") if context is not None else read("rpt_context_hourly")
+        self.shift, self.shift_why = read("rpt_shift_opportunity_daily")
         self.curve = _frame(notes.get("energy_vs_limit"))
 
-    def fleet_load(self) -> pl.DataFrame:
+    def fleet_load(self) -> tuple[pl.DataFrame, str]:
+        """(hour_at, power_kw) and its label: the IT load from the context where known, else GPU power."""
+        if _has(self.context, "hour_at", "fleet_it_energy_kwh"):
+            return (self.context.group_by("hour_at").agg(pl.col("fleet_it_energy_kwh").sum().alias("power_kw"))
+                    .sort("hour_at"), "fleet IT power")
         return (self.energy.group_by("hour_at").agg((pl.col("avg_power_w").sum() / 1000).alias("power_kw"))
-                .sort("hour_at"))
+                .sort("hour_at"), "fleet GPU power")
+
+    def hourly_context(self) -> pl.DataFrame:
+        """One row per hour: the context's value columns averaged over sites."""
+        values = [c for c in ("intensity_gco2e_per_kwh", "price_usd_per_mwh") if c in self.context.columns]
+        return self.context.group_by("hour_at").agg([pl.col(c).mean() for c in values]).sort("hour_at")
 
     def saving(self) -> tuple[int, float | None, float | None]:
         """(GPUs to cap, expected saving kWh/day, as % of fleet energy) from the recommendations
@@ -196,14 +209,40 @@ def carbon_cost_section(data: ReportData, figs: FigureWriter) -> Section:
     if data.energy is None or data.context is None:
         s.missing(f"no hourly grid context ({data.context_why or 'no GPU energy'}): intensity and price against load not drawn")
         return s
-    load = data.fleet_load()
+    load, load_label = data.fleet_load()
+    context = data.hourly_context()
     for col, title, unit in (("intensity_gco2e_per_kwh", "Grid carbon intensity against fleet load", "grid intensity (gCO2e/kWh)"),
                              ("price_usd_per_mwh", "Electricity price against fleet load", "price (USD/MWh)")):
-        if _has(data.context, "hour_at", col):
-            s.add(figs.div(figures.context_against_load(load, data.context, col, title, unit)))
+        if _has(context, "hour_at", col):
+            s.add(figs.div(figures.context_against_load(load, context, col, title, unit, load_label)))
         else:
             s.missing(f"hourly context has no {col}: that figure not drawn")
+    shift_block(data, figs, s)
     return s
+
+
+SHIFT_TABLE_ROWS = 10
+
+
+def shift_block(data: ReportData, figs: FigureWriter, s: Section) -> None:
+    """What moving the deferrable jobs to the day's cleanest / cheapest hours would have saved."""
+    s.add("<h3>Time-shifting the deferrable jobs</h3>")
+    if data.shift is None:
+        s.missing(f"no shifting estimate ({data.shift_why}): no deferrable jobs, or the accounts were not run")
+        return
+    shift = data.shift.with_columns([pl.col(c).dt.convert_time_zone("UTC") for c in ("best_carbon_hour_at", "best_cost_hour_at")
+                                     if c in data.shift.columns and isinstance(data.shift.schema[c], pl.Datetime)
+                                     and data.shift.schema[c].time_zone])
+    carbon_kg, cost = _sum(shift, "carbon_saving_gco2e"), _sum(shift, "cost_saving_usd")
+    s.note(f"{shift.height} deferrable jobs, {fmt_number(_sum(shift, 'energy_kwh'), 1)} kWh IT. Moved, same energy, to "
+           f"the day's hours with the lowest PUE x grid intensity (or PUE x price), each hour taking at most the "
+           f"fleet's idle GPU-hours in it: {fmt_number((carbon_kg or 0) / 1000, 2)} kgCO2e and "
+           f"{fmt_number(cost, 2)} USD of energy would have been saved (two separate plans).")
+    s.add(figs.div(figures.shift_saving_by_team(shift)))
+    cols = [c for c in ("team", "job_id", "energy_kwh", "carbon_saving_gco2e", "best_carbon_hour_at", "cost_saving_usd",
+                        "best_cost_hour_at") if c in shift.columns]
+    top = shift.sort(["carbon_saving_gco2e", "job_id"], descending=[True, False], nulls_last=True).head(SHIFT_TABLE_ROWS)
+    s.add(table(top.select(cols), digits={"carbon_saving_gco2e": 0, "energy_kwh": 2}))
 
 
 def quality_section(data: ReportData, figs: FigureWriter) -> Section:

@@ -57,3 +57,24 @@ def build_world(with_pue: bool = True, with_dim: bool = True, with_jobs: bool = 
         con.executemany("INSERT INTO raw_jobs VALUES (?, 'node-01', ?, ?, ?, ?, ?, ?, 'throughput', false, NULL, NULL, NULL, ?)",
                         jobs)
     return con
+
+
+def add_node_energy(con: duckdb.DuckDBPyConnection, overhead_kwh: float = 0.2) -> dict[int, str]:
+    """fct_node_energy_hourly for node-01: its GPUs' energy + `overhead_kwh` (CPUs, fans, PSU) in
+    hours 0-19 at full coverage; hour 20 half covered; hour 21 below its GPUs' energy; no row for
+    hours 22-23. Returns the basis each hour should get."""
+    con.execute("""CREATE TABLE fct_node_energy_hourly (hour_at TIMESTAMPTZ, day DATE, host VARCHAR, energy_kwh DOUBLE,
+        avg_power_w DOUBLE, coverage_ratio DOUBLE, n_samples BIGINT)""")
+    gpu = dict(con.execute("SELECT hour(hour_at), sum(energy_kwh) FROM fct_gpu_energy_hourly GROUP BY 1").fetchall())
+    rows, expected = [], {}
+    for h in range(22):
+        kwh, coverage = gpu[h] + overhead_kwh, 1.0
+        if h == 20:
+            coverage = 0.5
+        if h == 21:
+            kwh = gpu[h] / 2
+        rows.append((at(h), DAY, "node-01", kwh, kwh * 1000, coverage, 720))
+        expected[h] = "node_ipmi" if h < 20 else "gpu_only"
+    con.executemany("INSERT INTO fct_node_energy_hourly VALUES (?,?,?,?,?,?,?)", rows)
+    expected.update({22: "gpu_only", 23: "gpu_only"})
+    return expected

@@ -88,3 +88,22 @@ def hourly_context(day: dt.date = DAY) -> list[dict]:
 def energy_vs_limit() -> list[dict]:
     return [{"gpu_model": "NVIDIA A100-SXM4-80GB", "power_limit_w": w, "energy_kwh": 1.0 + ((w - 260) / 200) ** 2}
             for w in range(150, 401, 25)]
+
+
+def build_context_and_shift(con: duckdb.DuckDBPyConnection, day: dt.date = DAY) -> None:
+    """rpt_context_hourly (from hourly_context, plus the fleet's IT load) and a few
+    rpt_shift_opportunity_daily rows, as carbon_day / tco_day write them."""
+    con.execute("""CREATE TABLE rpt_context_hourly (hour_at TIMESTAMPTZ, day DATE, site VARCHAR, region VARCHAR,
+        intensity_gco2e_per_kwh DOUBLE, price_usd_per_mwh DOUBLE, renewable_pct DOUBLE, fleet_it_energy_kwh DOUBLE,
+        fleet_facility_energy_kwh DOUBLE)""")
+    con.executemany("INSERT INTO rpt_context_hourly VALUES (?,?,?,?,?,?,?,?,?)", [
+        (r["hour_at"], day, "site-a", "FR", r["intensity_gco2e_per_kwh"], r["price_usd_per_mwh"], 25.0,
+         6.0 + 2 * math.sin(h / 4), 1.3 * (6.0 + 2 * math.sin(h / 4))) for h, r in enumerate(hourly_context(day))])
+    con.execute("""CREATE TABLE rpt_shift_opportunity_daily (day DATE, site VARCHAR, team VARCHAR, job_id VARCHAR,
+        energy_kwh DOUBLE, gpu_hours DOUBLE, carbon_saving_gco2e DOUBLE, cost_saving_usd DOUBLE,
+        best_carbon_hour_at TIMESTAMPTZ, best_cost_hour_at TIMESTAMPTZ)""")
+    start = dt.datetime.combine(day, dt.time(), tzinfo=dt.timezone.utc)
+    con.executemany("INSERT INTO rpt_shift_opportunity_daily VALUES (?,?,?,?,?,?,?,?,?,?)", [
+        (day, "site-a", "vision", "j0", 12.0, 20.0, 900.0, 0.4, start + dt.timedelta(hours=13), start + dt.timedelta(hours=3)),
+        (day, "site-a", "search", "j3", 8.0, 10.0, 350.0, 0.9, start + dt.timedelta(hours=14), start + dt.timedelta(hours=4)),
+    ])

@@ -74,3 +74,23 @@ def test_rendering_twice_gives_the_same_page(full_day, tmp_path):
     a = render_report(full_day, DAY, tmp_path / "a.html").read_bytes()
     b = render_report(full_day, DAY, tmp_path / "b.html").read_bytes()
     assert a == b
+
+
+def test_report_draws_context_and_shift_from_the_accounts_relations(tmp_path, shared_data):
+    from accounting_world import DAY as ACCOUNTED_DAY, add_node_energy, build_world
+    from collectors.settings import CarbonSettings, TcoSettings
+    from reports.carbon import carbon_day
+    from reports.tco import tco_day
+
+    con = build_world()
+    add_node_energy(con)
+    con.execute("UPDATE raw_jobs SET \"deferrable\" = true WHERE job_id = 'train-1'")
+    carbon_day(con, ACCOUNTED_DAY, CarbonSettings(), shared_data)
+    tco_day(con, ACCOUNTED_DAY, TcoSettings(), shared_data)
+    text = render_report(con, ACCOUNTED_DAY, tmp_path / "r.html").read_text()
+    assert "no hourly grid context" not in text and "no shifting estimate" not in text
+    for title in ("Grid carbon intensity against fleet load", "Electricity price against fleet load",
+                  "What shifting deferrable jobs to the best hours would have saved"):
+        assert title in text
+    assert "fleet IT power (kW)" in text  # the load is the accounts' IT energy, BMC included
+    assert "<td>train-1</td>" in text and "1 deferrable jobs" in text

@@ -18,7 +18,7 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from report_fixtures import DAY, build_day, energy_vs_limit, hourly_context
+from report_fixtures import DAY, build_context_and_shift, build_day, energy_vs_limit
 from reports.html import render_report
 
 import websockets.sync.client as websockets_sync
@@ -126,8 +126,8 @@ def open_page(port: int, url: str) -> DevTools:
 def test_report_opens_in_chromium_with_every_figure_drawn(chromium, tmp_path):
     con = duckdb.connect()
     build_day(con)
-    report = render_report(con, DAY, tmp_path / f"{DAY}.html",
-                           notes={"energy_vs_limit": energy_vs_limit(), "hourly_context": hourly_context()})
+    build_context_and_shift(con)  # the context and shifting figures drawn from their relations
+    report = render_report(con, DAY, tmp_path / f"{DAY}.html", notes={"energy_vs_limit": energy_vs_limit()})
     tools = open_page(chromium, report.as_uri())
     figures = []
     for _ in range(50):  # plotly draws synchronously on load; allow the layout a moment
@@ -135,7 +135,7 @@ def test_report_opens_in_chromium_with_every_figure_drawn(chromium, tmp_path):
         if figures and all(f["svgs"] and f["marks"] for f in figures):
             break
         time.sleep(0.1)
-    assert len(figures) == 13
+    assert len(figures) == 14
     undrawn = [f for f in figures if not (f["svgs"] and f["marks"])]
     assert not undrawn, f"figures with no plot marks: {undrawn}"
     assert tools.errors() == []

@@ -1,0 +1,77 @@
+"""A full `joulehouse run` for one small simulated day, through Airflow's dag.test().
+
+What a user relies on: the run succeeds; the warehouse holds the day's energy, power models,
+carbon, cost and recommendations; the report and the signed export exist and verify; and
+re-running the day replaces its outputs with the same results.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from pathlib import Path
+
+import duckdb
+import pytest
+from typer.testing import CliRunner
+
+from collectors.config_contract import generate_keypair, load_public_key, verify_config
+from collectors.settings import settings_to_toml
+from collectors.sim import simulate_fleet
+from joulehouse_cli.demo_run import demo_settings
+from joulehouse_cli.main import app
+
+DAY = dt.date(2026, 6, 10)
+pytestmark = [pytest.mark.slow, pytest.mark.integration]
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory, shared_data) -> Path:
+    out = tmp_path_factory.mktemp("run")
+    settings = demo_settings(out, shared_data)
+    (out / "joulehouse.toml").write_text(settings_to_toml(settings))
+    simulate_fleet(Path(settings.lake.path), gpus=16, days=1, start=DAY, seed=3, interval_s=10.0)
+    generate_keypair(out / "keys")
+    return out
+
+
+def _warehouse_snapshot(db: Path) -> dict:
+    con = duckdb.connect(str(db), read_only=True)
+    try:
+        return {
+            "energy": con.execute(
+                "SELECT gpu_uuid, hour_at, round(energy_kwh, 9), coverage_ratio FROM fct_gpu_energy_hourly "
+                "WHERE day = ? ORDER BY ALL", [DAY]).fetchall(),
+            "models": con.execute(
+                "SELECT gpu_model, n_samples, round(mape_pct, 6) FROM fct_power_model WHERE day = ? ORDER BY ALL",
+                [DAY]).fetchall(),
+            "recommendations": con.execute(
+                "SELECT gpu_uuid, power_limit_w FROM fct_recommendation WHERE day = ? ORDER BY ALL", [DAY]).fetchall(),
+        }
+    finally:
+        con.close()
+
+
+def test_one_day_through_airflow_and_rerun_is_identical(site):
+    runner = CliRunner()
+    result = runner.invoke(app, ["run", "--date", DAY.isoformat(), "--config", str(site / "joulehouse.toml")])
+    assert result.exit_code == 0, result.output
+
+    db = site / "warehouse.duckdb"
+    first = _warehouse_snapshot(db)
+    assert len({row[0] for row in first["energy"]}) == 16, "every simulated GPU has hourly energy"
+    assert len(first["energy"]) == 16 * 24
+    assert sum(r[2] for r in first["energy"]) > 0
+    assert {m[0] for m in first["models"]} >= {"NVIDIA A100-SXM4-80GB", "NVIDIA H100 80GB HBM3"}
+
+    report = site / "reports" / f"{DAY}.html"
+    assert report.exists() and report.stat().st_size > 100_000  # plotly.js is embedded
+    export = site / "export" / "recommended-config.json"
+    doc = json.loads(export.read_text())
+    config = verify_config(doc, load_public_key(site / "keys" / "joulehouse-ed25519.pub.pem"),
+                           now=dt.datetime.fromisoformat(doc["body"]["valid_from"]))
+    assert config.settings, "the export carries at least one GPU setting"
+
+    result = runner.invoke(app, ["run", "--date", DAY.isoformat(), "--config", str(site / "joulehouse.toml")])
+    assert result.exit_code == 0, result.output
+    assert _warehouse_snapshot(db) == first

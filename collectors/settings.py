@@ -113,6 +113,14 @@ class ModelSettings:
     alpha_min: float = 1.0
     alpha_step: float = 0.25
     alpha_count: int = 11
+    # Without clock readings alpha is not identifiable; utilisation saturates instead (any kernel
+    # raises the clocks), so the dynamic term is act^gamma on this grid: gamma_min + step*i, i < count.
+    activity_exponent_min: float = 0.2
+    activity_exponent_step: float = 0.1
+    activity_exponent_count: int = 14
+    # ... and, still without clocks, the dynamic power decays with this time constant (s; 0 = none)
+    # after activity stops (P-state hold and the power sensor's averaging): grid of candidates.
+    activity_hold_grid_s: tuple[float, ...] = (0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0)
 
 
 @dataclass(frozen=True)

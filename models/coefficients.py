@@ -1,7 +1,9 @@
 """Power-model coefficients and their solution from sufficient statistics (pure numpy/scipy).
 
-Model (W): P = static_w + temp_w_per_c*(T - 25) + dyn_w*activity*(f/f_max)^alpha + mem_w*memory
+Model (W): P = static_w + temp_w_per_c*(T - 25) + dyn_w*activity^gamma*(f/f_max)^alpha + mem_w*memory
              + pcie_w_per_gbps*pcie_GBps.
+With clock readings gamma = 1 and alpha is fitted; without them alpha is not identifiable and gamma
+(utilisation saturates) and a decay time constant after work stops are fitted instead.
 The heavy part (sums over rows) is SQL (models/sql/power_suffstats.sql); this module only solves
 the 5x5 normal equations per GPU model and exponent, with the signs physics demands.
 """
@@ -37,6 +39,10 @@ class PowerCoefficients:
     mem_w: float
     pcie_w_per_gbps: float
     f_max_mhz: float | None
+    # Exponent gamma of activity in the dynamic term (1 where clocks are read) and the time
+    # constant (s) of its decay after work stops (0: none; only fitted without clock readings).
+    activity_exponent: float = 1.0
+    activity_hold_s: float = 0.0
 
     @property
     def static_pct_per_10c(self) -> float | None:
@@ -45,16 +51,18 @@ class PowerCoefficients:
 
     def predict_power_w(self, *, temp_c: float | np.ndarray = 25.0, activity_ratio=0.0,
                         clock_ratio=1.0, memory_ratio=0.0, pcie_gbps=0.0) -> np.ndarray | float:
-        """Predicted board power in W (unclipped: apply min(P, limit) where a cap holds)."""
+        """Predicted steady-state board power in W (unclipped: apply min(P, limit) where a cap holds)."""
         alpha = 1.0 if self.dyn_freq_exponent is None else self.dyn_freq_exponent
+        activity = np.power(np.asarray(activity_ratio, dtype=float), self.activity_exponent)
         return (self.static_w + self.temp_w_per_c * (np.asarray(temp_c) - 25.0)
-                + self.dyn_w * np.asarray(activity_ratio) * np.power(np.asarray(clock_ratio, dtype=float), alpha)
+                + self.dyn_w * activity * np.power(np.asarray(clock_ratio, dtype=float), alpha)
                 + self.mem_w * np.asarray(memory_ratio) + self.pcie_w_per_gbps * np.asarray(pcie_gbps))
 
     def as_row(self) -> dict[str, float | None]:
         return {"static_w": self.static_w, "temp_w_per_c": self.temp_w_per_c, "dyn_w": self.dyn_w,
                 "dyn_freq_exponent": self.dyn_freq_exponent, "mem_w": self.mem_w,
-                "pcie_w_per_gbps": self.pcie_w_per_gbps, "f_max_mhz": self.f_max_mhz}
+                "pcie_w_per_gbps": self.pcie_w_per_gbps, "f_max_mhz": self.f_max_mhz,
+                "activity_exponent": self.activity_exponent, "activity_hold_s": self.activity_hold_s}
 
 
 @dataclass(frozen=True)
@@ -105,24 +113,48 @@ def solve_normal_equations(xtx: np.ndarray, xty: np.ndarray, yty: float, n: int)
     return LinearSolution(beta=beta, sse_w2=max(sse, 0.0), n=n, used=tuple(used))
 
 
-def best_exponent(rows: Sequence[Mapping[str, float]], *, has_clock: bool) -> tuple[float | None, LinearSolution]:
-    """Solve each exponent's statistics; return (alpha with least training SSE, its solution).
+@dataclass(frozen=True)
+class DynamicShape:
+    """The dynamic term's shape: alpha of the clock ratio (None: no clocks), gamma of activity, hold s."""
+
+    alpha: float | None
+    activity_exponent: float = 1.0
+    activity_hold_s: float = 0.0
+
+
+def best_shape(rows: Sequence[Mapping[str, float]], *, has_clock: bool) -> tuple[DynamicShape, LinearSolution]:
+    """Solve each grid point's statistics; return (the shape with least training SSE, its solution).
 
     Without clock readings every alpha gives the same features, and alpha is reported as None.
     """
     if not rows:
         raise FitError("no sufficient-statistics rows (no training samples)")
-    best: tuple[float, LinearSolution] | None = None
+    best: tuple[Mapping[str, float], LinearSolution] | None = None
     for row in rows:
         solution = solve_normal_equations(*normal_equations(row))
         if best is None or solution.sse_w2 < best[1].sse_w2:
-            best = (float(row["alpha"]), solution)
+            best = (row, solution)
     assert best is not None
-    return (best[0] if has_clock else None), best[1]
+    row = best[0]
+    shape = DynamicShape(alpha=float(row["alpha"]) if has_clock else None,
+                         activity_exponent=float(row.get("activity_exponent") or 1.0),
+                         activity_hold_s=float(row.get("activity_hold_s") or 0.0))
+    return shape, best[1]
 
 
-def coefficients_from(solution: LinearSolution, alpha: float | None, f_max_mhz: float | None) -> PowerCoefficients:
+def best_exponent(rows: Sequence[Mapping[str, float]], *, has_clock: bool) -> tuple[float | None, LinearSolution]:
+    """(alpha with least training SSE, its solution): best_shape without gamma and the hold."""
+    shape, solution = best_shape(rows, has_clock=has_clock)
+    return shape.alpha, solution
+
+
+def coefficients_from(solution: LinearSolution, shape: DynamicShape | float | None,
+                      f_max_mhz: float | None) -> PowerCoefficients:
+    """PowerCoefficients from a solution and its shape (a bare alpha or None: gamma 1, no hold)."""
+    if not isinstance(shape, DynamicShape):
+        shape = DynamicShape(alpha=shape)
     b = solution.beta
     return PowerCoefficients(static_w=float(b[0]), temp_w_per_c=float(b[1]), dyn_w=float(b[2]),
-                             dyn_freq_exponent=alpha, mem_w=float(b[3]), pcie_w_per_gbps=float(b[4]),
-                             f_max_mhz=f_max_mhz)
+                             dyn_freq_exponent=shape.alpha, mem_w=float(b[3]), pcie_w_per_gbps=float(b[4]),
+                             f_max_mhz=f_max_mhz, activity_exponent=shape.activity_exponent,
+                             activity_hold_s=shape.activity_hold_s)

@@ -1,13 +1,14 @@
 """Daily power-model fit per GPU model, validated on held-out time, written to the warehouse.
 
-`fit_day(con, day, settings)` fits P = a0 + aT*(T-25) + a_dyn*act*(f/f_max)^alpha + a_mem*mem
-+ a_pcie*pcie_GBps (watts) for every GPU model seen in the `history_days` up to `day`:
+`fit_day(con, day, settings)` fits P = a0 + aT*(T-25) + a_dyn*act^gamma*(f/f_max)^alpha + a_mem*mem
++ a_pcie*pcie_GBps (watts) for every GPU model seen in the `history_days` up to `day` (gamma = 1
+where clocks are read; without them, gamma and a decay after work stops are fitted instead):
 1. models/sql/power_features.sql picks the feature set per model (DCGM when sm_active_ratio is in
    most rows, else NVML-only), marks power-limited rows (SW power cap bit 0x4, or power within 1%
    of the limit: the cap, not the workload, sets their power) and the held-out tail of time;
-2. models/sql/power_suffstats.sql sums X'X, X'y, y'y per model and per alpha on a grid, so no row
-   reaches Python and any SQL engine can do the heavy part;
-3. numpy/scipy solve each alpha with sign bounds and keep the least training SSE;
+2. models/sql/power_suffstats.sql sums X'X, X'y, y'y per model and per grid point of the dynamic
+   term's shape, so no row reaches Python and any SQL engine can do the heavy part;
+3. numpy/scipy solve each grid point with sign bounds and keep the least training SSE;
 4. held-out MAPE, R^2 and job-energy error are SQL aggregates of the residuals;
 5. the gate (held-out MAPE, minimum rows) and drift against the previous fit are decided here.
 Rows go to `fct_power_model` and `fct_power_residual_hourly` (delete-then-insert for the day).
@@ -22,7 +23,7 @@ from dataclasses import dataclass
 import duckdb
 
 from collectors.settings import ModelSettings
-from models.coefficients import FitError, PowerCoefficients, best_exponent, coefficients_from
+from models.coefficients import FitError, PowerCoefficients, best_shape, coefficients_from
 from models.sql import load_sql
 
 _IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)?$")
@@ -81,6 +82,7 @@ def build_power_features(con: duckdb.DuckDBPyConnection, day: dt.date, settings:
     if not relation_exists(con, samples_relation):
         raise ValueError(f"samples relation {samples_relation!r} does not exist in the warehouse")
     con.execute(f"CREATE OR REPLACE TEMP VIEW power_input_samples AS SELECT * FROM {quoted}")
+    con.execute(load_sql("power_dynamic_ratio"))
     con.execute(
         "CREATE OR REPLACE TEMP TABLE power_features AS " + load_sql("power_features"),
         {"day": day, "history_days": settings.history_days, "holdout_fraction": settings.holdout_fraction,
@@ -92,12 +94,13 @@ def write_coefficients_table(con: duckdb.DuckDBPyConnection, coefficients: dict[
     """Temp table `power_fit_coefficients` that the validation and residual SQL join on."""
     con.execute(
         "CREATE OR REPLACE TEMP TABLE power_fit_coefficients (gpu_model VARCHAR, static_w DOUBLE, "
-        "temp_w_per_c DOUBLE, dyn_w DOUBLE, dyn_freq_exponent DOUBLE, mem_w DOUBLE, pcie_w_per_gbps DOUBLE)"
+        "temp_w_per_c DOUBLE, dyn_w DOUBLE, dyn_freq_exponent DOUBLE, mem_w DOUBLE, pcie_w_per_gbps DOUBLE, "
+        "activity_exponent DOUBLE, activity_hold_s DOUBLE)"
     )
-    rows = [[m, c.static_w, c.temp_w_per_c, c.dyn_w, c.dyn_freq_exponent, c.mem_w, c.pcie_w_per_gbps]
-            for m, c in coefficients.items()]
+    rows = [[m, c.static_w, c.temp_w_per_c, c.dyn_w, c.dyn_freq_exponent, c.mem_w, c.pcie_w_per_gbps,
+             c.activity_exponent, c.activity_hold_s] for m, c in coefficients.items()]
     if rows:
-        con.executemany("INSERT INTO power_fit_coefficients VALUES (?, ?, ?, ?, ?, ?, ?)", rows)
+        con.executemany("INSERT INTO power_fit_coefficients VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
 
 
 def _previous_fit(con: duckdb.DuckDBPyConnection, gpu_model: str, day: dt.date) -> dict | None:
@@ -141,7 +144,10 @@ def fit_day(con: duckdb.DuckDBPyConnection, day: dt.date, settings: ModelSetting
     build_power_features(con, day, settings, samples_relation)
     summary = {r["gpu_model"]: r for r in _records(con.execute(load_sql("power_feature_summary")))}
     stats_rows = _records(con.execute(load_sql("power_suffstats"), {
-        "alpha_min": settings.alpha_min, "alpha_step": settings.alpha_step, "alpha_count": settings.alpha_count}))
+        "alpha_min": settings.alpha_min, "alpha_step": settings.alpha_step, "alpha_count": settings.alpha_count,
+        "gamma_min": settings.activity_exponent_min, "gamma_step": settings.activity_exponent_step,
+        "gamma_count": settings.activity_exponent_count,
+        "hold_grid_s": [float(x) for x in settings.activity_hold_grid_s]}))
     by_model: dict[str, list[dict]] = {}
     for row in stats_rows:
         by_model.setdefault(row["gpu_model"], []).append(row)
@@ -150,11 +156,11 @@ def fit_day(con: duckdb.DuckDBPyConnection, day: dt.date, settings: ModelSetting
     failures: dict[str, str] = {}
     for gpu_model, info in summary.items():
         try:
-            alpha, solution = best_exponent(by_model.get(gpu_model, []), has_clock=bool(info["has_clock"]))
+            shape, solution = best_shape(by_model.get(gpu_model, []), has_clock=bool(info["has_clock"]))
         except FitError as exc:
             failures[gpu_model] = f"fit failed: {exc}"
             continue
-        coefficients[gpu_model] = coefficients_from(solution, alpha, info["f_max_mhz"])
+        coefficients[gpu_model] = coefficients_from(solution, shape, info["f_max_mhz"])
 
     write_coefficients_table(con, coefficients)
     metrics = {r["gpu_model"]: r for r in _records(con.execute(load_sql("power_holdout_metrics")))}
@@ -191,6 +197,8 @@ def fit_day(con: duckdb.DuckDBPyConnection, day: dt.date, settings: ModelSetting
 
 def _store(con: duckdb.DuckDBPyConnection, day: dt.date, fits: list[PowerFit]) -> None:
     con.execute(load_sql("fct_power_model"))
+    for column in ("activity_exponent", "activity_hold_s"):  # tables created before these columns
+        con.execute(f"ALTER TABLE fct_power_model ADD COLUMN IF NOT EXISTS {column} DOUBLE")
     residual_sql = load_sql("fct_power_residual_hourly")
     con.execute(f"CREATE TABLE IF NOT EXISTS fct_power_residual_hourly AS SELECT * FROM ({residual_sql}) WHERE false",
                 {"day": day})
@@ -237,4 +245,6 @@ def coefficients_of(row: dict) -> PowerCoefficients | None:
         return None
     return PowerCoefficients(static_w=row["static_w"], temp_w_per_c=row["temp_w_per_c"], dyn_w=row["dyn_w"],
                              dyn_freq_exponent=row["dyn_freq_exponent"], mem_w=row["mem_w"],
-                             pcie_w_per_gbps=row["pcie_w_per_gbps"], f_max_mhz=row["f_max_mhz"])
+                             pcie_w_per_gbps=row["pcie_w_per_gbps"], f_max_mhz=row["f_max_mhz"],
+                             activity_exponent=row.get("activity_exponent") or 1.0,
+                             activity_hold_s=row.get("activity_hold_s") or 0.0)

@@ -9,6 +9,8 @@
 --   static_w (W at 25 C and zero activity), temp_w_per_c (W/C), static_pct_per_10c (% of static per 10 C)
 --   dyn_w (W at full activity and f_max), dyn_freq_exponent (alpha of (f/f_max); NULL without clocks)
 --   mem_w (W at full DRAM/memory activity), pcie_w_per_gbps (W per GB/s), f_max_mhz (MHz)
+--   activity_exponent (gamma of activity in the dynamic term; 1 where clocks are read)
+--   activity_hold_s (s, time constant of the dynamic power's decay after work stops; 0 = none)
 --   passed_gate (held-out MAPE within the bound and enough rows), gate_reason (why not; NULL if passed)
 --   drift_pct (%, largest change of static/dyn/mem power vs the previous fit; NULL if none)
 --   drift_warning (drift_pct above the settings' threshold)
@@ -33,6 +35,8 @@ CREATE TABLE IF NOT EXISTS fct_power_model (
     mem_w DOUBLE,
     pcie_w_per_gbps DOUBLE,
     f_max_mhz DOUBLE,
+    activity_exponent DOUBLE,
+    activity_hold_s DOUBLE,
     passed_gate BOOLEAN NOT NULL,
     gate_reason VARCHAR,
     drift_pct DOUBLE,

@@ -10,7 +10,8 @@ WITH predicted AS (
         f.*,
         least(
             c.static_w + c.temp_w_per_c * f.temp_delta_c
-                + c.dyn_w * f.activity_ratio * pow(f.clock_ratio, coalesce(c.dyn_freq_exponent, 1.0))
+                + c.dyn_w * power_dynamic_ratio(f.activity_ratio, f.prior_busy_activity_ratio, f.since_busy_s,
+                  f.clock_ratio, coalesce(c.dyn_freq_exponent, 1.0), c.activity_exponent, c.activity_hold_s)
                 + c.mem_w * f.memory_ratio + c.pcie_w_per_gbps * f.pcie_gbps,
             coalesce(f.power_limit_w, 1e9)
         ) AS predicted_power_w

@@ -16,6 +16,9 @@
 --   is_power_limited (SW power cap bit 0x4 set, or power within 1% of the limit)
 --   is_holdout (in the last $holdout_fraction of the model's time range)
 --   is_complete (every feature the model uses is present in this row)
+--   prior_busy_activity_ratio (0..1: activity_ratio of this GPU's last earlier sample with activity > 0;
+--     0 where none), since_busy_s (s since that sample; NULL where none): the fit's decay term uses
+--     them where the model has no clock readings (power stays up a moment after work stops)
 WITH window_rows AS (
     SELECT *
     FROM power_input_samples
@@ -88,9 +91,19 @@ features AS (
         epoch(w.sampled_at) >= c.holdout_from_epoch_s AS is_holdout
     FROM window_rows AS w
     JOIN feature_choice AS c USING (gpu_model)
+),
+with_prior_busy AS (
+    SELECT
+        *,
+        last_value(CASE WHEN activity_ratio > 0 THEN sampled_at END IGNORE NULLS) OVER prior AS prior_busy_at,
+        last_value(CASE WHEN activity_ratio > 0 THEN activity_ratio END IGNORE NULLS) OVER prior AS prior_busy_ratio
+    FROM features
+    WINDOW prior AS (PARTITION BY gpu_uuid ORDER BY sampled_at ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING)
 )
 SELECT
-    *,
+    * EXCLUDE (prior_busy_at, prior_busy_ratio),
+    coalesce(prior_busy_ratio, 0.0) AS prior_busy_activity_ratio,
+    epoch(sampled_at) - epoch(prior_busy_at) AS since_busy_s,
     temp_delta_c IS NOT NULL AND activity_ratio IS NOT NULL AND clock_ratio IS NOT NULL
         AND memory_ratio IS NOT NULL AND pcie_gbps IS NOT NULL AS is_complete
-FROM features
+FROM with_prior_busy

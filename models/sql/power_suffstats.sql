@@ -1,30 +1,50 @@
--- power_suffstats: sufficient statistics of the linear power model per GPU model and exponent.
--- Grain: gpu_model x alpha (the exponent of the clock ratio in the dynamic term), training rows
--- only (not held out, not power limited, every feature present).
--- Model: power_w = b0 + b1*temp_delta_c + b2*activity_ratio*clock_ratio^alpha + b3*memory_ratio
---                  + b4*pcie_gbps; x0 = 1, x1..x4 the features above.
--- Columns: n (rows), xtx_i_j = sum(x_i*x_j) (units: products of the features'),
---          xty_i = sum(x_i*power_w) (W x feature), yty = sum(power_w^2) (W^2).
--- Parameters: $alpha_min DOUBLE, $alpha_step DOUBLE, $alpha_count INTEGER (the grid).
+-- power_suffstats: sufficient statistics of the linear power model per GPU model and dynamic-term shape.
+-- Grain: gpu_model x (alpha, activity_exponent, activity_hold_s), training rows only (not held out,
+-- not power limited, every feature present).
+-- Model: power_w = b0 + b1*temp_delta_c + b2*dyn + b3*memory_ratio + b4*pcie_gbps, with
+--   dyn = power_dynamic_ratio(...) (models/sql/power_dynamic_ratio.sql):
+--   with clock readings: activity * clock_ratio^alpha, alpha on the grid $alpha_min + $alpha_step*i;
+--   without (alpha not identifiable): activity^gamma decaying with hold time constant tau after
+--   work stops, gamma on $gamma_min + $gamma_step*i, tau in $hold_grid_s (s) (utilisation saturates:
+--   any kernel running raises clocks and power, so power is concave in util_gpu).
+-- Columns: alpha, activity_exponent (gamma), activity_hold_s (tau, s), n (rows),
+--   xtx_i_j = sum(x_i*x_j) (units: products of the features'), xty_i = sum(x_i*power_w) (W x feature),
+--   yty = sum(power_w^2) (W^2).
+-- Parameters: $alpha_min, $alpha_step DOUBLE, $alpha_count INTEGER; $gamma_min, $gamma_step DOUBLE,
+--   $gamma_count INTEGER; $hold_grid_s DOUBLE[].
 -- Plain sums over a GROUP BY: any engine (Spark, Trino) computes them per partition and adds.
-WITH alpha_grid AS (
-    SELECT $alpha_min + $alpha_step * i AS alpha
+WITH shape_grid AS (
+    SELECT true AS has_clock, $alpha_min + $alpha_step * i AS alpha, 1.0 AS activity_exponent,
+           0.0 AS activity_hold_s
     FROM range(0, CAST($alpha_count AS BIGINT)) AS t(i)
+    UNION ALL
+    SELECT false, 1.0, $gamma_min + $gamma_step * i, h.hold_s
+    FROM range(0, CAST($gamma_count AS BIGINT)) AS t(i)
+    CROSS JOIN (SELECT unnest(CAST($hold_grid_s AS DOUBLE[])) AS hold_s) AS h
+),
+model_clock AS (
+    SELECT gpu_model, coalesce(min(clock_ratio) < max(clock_ratio), false) AS has_clock
+    FROM power_features
+    GROUP BY gpu_model
 ),
 training AS (
     SELECT gpu_model, feature_set, power_w AS y,
-           temp_delta_c AS x1, activity_ratio, clock_ratio, memory_ratio AS x3, pcie_gbps AS x4
+           temp_delta_c AS x1, activity_ratio, prior_busy_activity_ratio, since_busy_s, clock_ratio,
+           memory_ratio AS x3, pcie_gbps AS x4
     FROM power_features
     WHERE NOT is_holdout AND NOT is_power_limited AND is_complete
 ),
 expanded AS (
-    SELECT t.gpu_model, t.feature_set, g.alpha, t.y, t.x1,
-           t.activity_ratio * pow(t.clock_ratio, g.alpha) AS x2, t.x3, t.x4
+    SELECT t.gpu_model, t.feature_set, g.alpha, g.activity_exponent, g.activity_hold_s, t.y, t.x1,
+           power_dynamic_ratio(t.activity_ratio, t.prior_busy_activity_ratio, t.since_busy_s, t.clock_ratio,
+                               g.alpha, g.activity_exponent, g.activity_hold_s) AS x2,
+           t.x3, t.x4
     FROM training AS t
-    CROSS JOIN alpha_grid AS g
+    JOIN model_clock AS m USING (gpu_model)
+    JOIN shape_grid AS g ON g.has_clock = m.has_clock
 )
 SELECT
-    gpu_model, feature_set, alpha,
+    gpu_model, feature_set, alpha, activity_exponent, activity_hold_s,
     count(*) AS n,
     sum(x1) AS xtx_0_1, sum(x2) AS xtx_0_2, sum(x3) AS xtx_0_3, sum(x4) AS xtx_0_4,
     sum(x1 * x1) AS xtx_1_1, sum(x1 * x2) AS xtx_1_2, sum(x1 * x3) AS xtx_1_3, sum(x1 * x4) AS xtx_1_4,
@@ -34,5 +54,5 @@ SELECT
     sum(y) AS xty_0, sum(x1 * y) AS xty_1, sum(x2 * y) AS xty_2, sum(x3 * y) AS xty_3, sum(x4 * y) AS xty_4,
     sum(y * y) AS yty
 FROM expanded
-GROUP BY gpu_model, feature_set, alpha
-ORDER BY gpu_model, alpha
+GROUP BY gpu_model, feature_set, alpha, activity_exponent, activity_hold_s
+ORDER BY gpu_model, alpha, activity_exponent, activity_hold_s

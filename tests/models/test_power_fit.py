@@ -174,3 +174,27 @@ def test_sufficient_statistics_solution_equals_row_least_squares(seed):
     expected, *_ = np.linalg.lstsq(x, y, rcond=None)
     assert np.allclose(sol.beta, expected, rtol=1e-5, atol=1e-5)
     assert sol.sse_w2 == pytest.approx(float(((x @ expected - y) ** 2).sum()), rel=1e-5)
+
+
+def test_without_clocks_a_saturating_activity_exponent_is_recovered(con):
+    """An NVML log without clocks: power concave in utilisation (P = 40 + 250*util^0.4) is fitted with
+    gamma on the grid (the linear term would miss by ~20% at mid utilisation), and no decay is
+    invented where the data has none (at most one that is gone by the next sample)."""
+    table = synthetic_samples(dcgm=False, capped_limit_w=None, seed=4, interval_s=5.0)
+    util = np.asarray(table.column("util_gpu_pct").to_numpy(zero_copy_only=False), float) / 100.0
+    noise = 1 + np.random.default_rng(4).normal(0, 0.01, util.size)
+    power = (40.0 + 250.0 * util**0.4) * noise
+    table = table.set_column(table.schema.get_field_index("power_w"), "power_w", pa.array(power.astype(np.float32)))
+    table = table.set_column(table.schema.get_field_index("sm_clock_mhz"), "sm_clock_mhz",
+                             pa.nulls(table.num_rows, pa.int32()))
+    table = table.set_column(table.schema.get_field_index("temp_c"), "temp_c", pa.nulls(table.num_rows, pa.float32()))
+    load_samples(con, table)
+    fit = _fit(con)[A100]
+    c = fit.coefficients
+    assert fit.feature_set == "nvml" and c.dyn_freq_exponent is None
+    assert abs(c.activity_exponent - 0.4) <= 0.1
+    # A hold that decays below 1% within one 5 s sample is indistinguishable from none.
+    assert c.activity_hold_s == 0.0 or np.exp(-5.0 / c.activity_hold_s) < 0.01
+    assert c.dyn_w == pytest.approx(250.0, rel=0.1)
+    assert c.static_w == pytest.approx(40.0, rel=0.15)
+    assert fit.mape_pct < 3.0

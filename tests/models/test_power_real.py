@@ -1,8 +1,8 @@
 """Power fit on real nvidia-smi logs (../shared/data/telemetry), held out: the last 30% of each trace.
 
 These logs carry the NVML-only feature set at best, and each lacks something: the fit falls back
-(no clock: alpha not identifiable, reported NULL; no temperature: no leakage term; no utilisation
-at all: a static-only fit). Bounds are the measured held-out MAPE plus a small margin.
+(no clock: alpha not identifiable, reported NULL, and an activity exponent gamma with a decay after
+work stops is fitted instead; no temperature: no leakage term; no utilisation at all: a static-only fit). Bounds are the measured held-out MAPE plus a small margin.
 """
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ def frozen_rows(table: pa.Table, min_run: int = 30) -> np.ndarray:
     return frozen
 
 
-def fit_real_log(path, drop_frozen: bool = True, **read_kwargs):
+def fit_real_log(path, drop_frozen: bool = True, settings: ModelSettings | None = None, **read_kwargs):
     table = ingest.read_nvidia_smi_csv(path, host="real-host", **read_kwargs).table
     if drop_frozen:
         table = table.filter(pa.array(~frozen_rows(table)))
@@ -56,16 +56,18 @@ def fit_real_log(path, drop_frozen: bool = True, **read_kwargs):
     con.register("log", table)
     con.execute("CREATE TABLE stg_gpu_samples AS SELECT * FROM log")
     last_day: dt.date = max(days.to_pylist())
-    (fit,) = fit_day(con, last_day, ModelSettings(min_samples=10, holdout_fraction=0.3, history_days=3))
+    settings = settings or ModelSettings(min_samples=10, holdout_fraction=0.3, history_days=3)
+    (fit,) = fit_day(con, last_day, settings)
     return fit
 
 
-# (file, read options, measured held-out MAPE %, bound asserted). The RTX 4090 log misses the 10%
-# target: util_gpu saturates (50-100% util all draw ~280 W) and it has no clock or temperature.
+# (file, read options, measured held-out MAPE %, bound asserted). The RTX 4090 log has no clock or
+# temperature and util_gpu saturates (50-100% util all draw ~280 W): linear in util it reached 22.9%;
+# with the activity exponent (gamma 0.3) and the decay after work stops (1.5 s), 7.8%.
 CASES = [
     ("mddair_gpu_telemetry_1hz.csv", {}, 6.25, 7.0),
-    ("gpu_glasses_nvidia_smi_8x80GB_idle.csv", {"index_column": "gpu"}, 0.7, 1.5),
-    ("vlm_optimization_gpu_log_rtx4090_1hz.csv", {}, 22.9, 25.0),
+    ("gpu_glasses_nvidia_smi_8x80GB_idle.csv", {"index_column": "gpu"}, 0.71, 1.5),
+    ("vlm_optimization_gpu_log_rtx4090_1hz.csv", {}, 7.81, 9.0),
 ]
 
 
@@ -77,6 +79,20 @@ def test_held_out_mape_on_real_logs(shared_data, name, kwargs, measured, bound):
     assert fit.feature_set == "nvml"
     assert fit.n_holdout > 0
     assert fit.mape_pct <= bound
+
+
+def test_rtx4090_needs_the_saturating_term(shared_data):
+    """Without clocks, the fit chooses a concave activity term and a short decay, and they matter:
+    forcing the linear term (gamma 1, no decay) costs ~15 points of held-out MAPE."""
+    path = shared_data / "telemetry" / "vlm_optimization_gpu_log_rtx4090_1hz.csv"
+    fit = fit_real_log(path)
+    assert fit.coefficients.dyn_freq_exponent is None
+    assert fit.coefficients.activity_exponent < 0.6 and fit.coefficients.activity_hold_s > 0
+    assert 25.0 < fit.coefficients.static_w < 60.0  # the log idles at 33-48 W
+    linear = fit_real_log(path, settings=ModelSettings(min_samples=10, holdout_fraction=0.3, history_days=3,
+                                                       activity_exponent_min=1.0, activity_exponent_count=1,
+                                                       activity_hold_grid_s=(0.0,)))
+    assert linear.mape_pct > fit.mape_pct + 10.0
 
 
 def test_a_frozen_logger_would_flatter_the_fit(shared_data):

@@ -79,7 +79,7 @@ def plan_shifts(usage: pl.DataFrame, idle: pl.DataFrame, values: pl.DataFrame, w
         order = (per_job.group_by("job_id", "team").agg(pl.col("energy_kwh").sum().alias("_e"))
                  .sort(["_e", "job_id"], descending=[True, False]))
         for job_id, team, _ in order.iter_rows():
-            mine = per_job.filter((pl.col("job_id") == job_id) & (pl.col("team") == team))
+            mine = per_job.filter((pl.col("job_id") == job_id) & pl.col("team").eq_missing(team))
             own = {h: float(g) for h, g in mine.select("_h", "gpu_hours").iter_rows()}
             energy = {h: float(e or 0.0) for h, e in mine.select("_h", "energy_kwh").iter_rows()}
             placed, as_run, planned = _plan_job(own, energy, capacity, value, window_hours)

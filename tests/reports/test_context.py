@@ -66,3 +66,15 @@ def test_only_the_allow_listed_report_tables_can_be_replaced():
     con = build_world()
     with pytest.raises(ValueError, match="report table 'fct_gpu_energy_hourly'"):
         replace_report_day(con, "fct_gpu_energy_hourly", DAY, None)
+
+
+def test_a_report_table_from_before_the_it_basis_gains_its_columns(shared_data):
+    con = build_world()
+    con.execute("CREATE TABLE rpt_carbon_daily (day DATE NOT NULL, team VARCHAR NOT NULL, \"user\" VARCHAR NOT NULL, "
+                "job_id VARCHAR NOT NULL, stage VARCHAR NOT NULL, gpu_hours DOUBLE, energy_kwh DOUBLE, "
+                "facility_energy_kwh DOUBLE, location_gco2e DOUBLE, market_gco2e DOUBLE, embodied_gco2e DOUBLE, "
+                "total_gco2e DOUBLE, total_market_gco2e DOUBLE, total_low_gco2e DOUBLE, total_high_gco2e DOUBLE, "
+                "flops_total DOUBLE)")
+    summary = carbon_day(con, DAY, CarbonSettings(), shared_data)
+    written = con.execute("SELECT count(it_energy_basis), sum(gpu_energy_kwh) FROM rpt_carbon_daily").fetchone()
+    assert written == (summary.rows_written, pytest.approx(summary.gpu_energy_kwh))

@@ -1,0 +1,162 @@
+"""Sensitivities of fleet energy and PUE, with 95% confidence intervals, per day (fct_sensitivity_daily).
+
+The seed formula S = dPUE/dE + w1 d(1-util)/dE + w2 dBW/dE needs its parts measured; these are:
+- the elasticity of hourly GPU energy to utilisation and to memory bandwidth: the log-log
+  regression ln E = a_model + e_util ln(activity) + e_dram ln(DRAM activity) over busy GPU-hours,
+  with one intercept per GPU model (a fixed effect: an H100 hour is not an A100 hour). SQL sums
+  the sufficient statistics per GPU (models/sql/sensitivity_energy_gpu_stats.sql); numpy solves it,
+  and the interval comes from a bootstrap over GPUs (hours of one GPU are correlated, GPUs much
+  less so, so resampling whole GPUs does not overstate the evidence as per-hour OLS errors would);
+- PUE against outdoor temperature (1/C) and IT load (elasticity), per site: OLS on the day's
+  site-hours of fct_pue_hourly, t-based intervals.
+Each is an association over one day's variation, not an experiment: a day whose outdoor
+temperature barely moved gives a wide interval, which is the honest answer.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass
+
+import duckdb
+import numpy as np
+from scipy import stats
+
+from models.power import relation_exists
+from models.sql import load_sql
+
+MIN_COVERAGE_RATIO = 0.9  # hours the meters covered less than this are left out
+MIN_ACTIVITY_RATIO = 0.02  # idle hours: ln(activity) says nothing about working ones
+BOOTSTRAP_REPS = 400
+MIN_GPUS_FOR_BOOTSTRAP = 4
+
+
+@dataclass(frozen=True)
+class Sensitivity:
+    """One measured sensitivity with its 95% interval (unit in `unit`)."""
+
+    day: dt.date
+    quantity: str
+    scope: str
+    estimate: float
+    ci_low: float
+    ci_high: float
+    std_error: float
+    n_obs: int
+    n_groups: int
+    method: str
+    unit: str
+
+
+def _within_model_solution(stats_rows: list[dict]) -> tuple[np.ndarray, np.ndarray, float, int, int] | None:
+    """(beta [e_util, e_dram], (X'X)^-1, SSE, n, n_models) of the fixed-effects regression, from
+    per-GPU sums; None when the design is singular (no variation left within models)."""
+    by_model: dict[str, np.ndarray] = {}
+    keys = ("n", "s_1", "s_2", "s_y", "s_11", "s_12", "s_22", "s_1y", "s_2y", "s_yy")
+    for row in stats_rows:
+        v = np.array([float(row[k]) for k in keys])
+        by_model[row["gpu_model"]] = by_model.get(row["gpu_model"], 0.0) + v
+    xtx, xty, yty, n = np.zeros((2, 2)), np.zeros(2), 0.0, 0
+    for n_m, s1, s2, sy, s11, s12, s22, s1y, s2y, syy in by_model.values():
+        mean = np.array([s1, s2]) / n_m
+        xtx += np.array([[s11, s12], [s12, s22]]) - n_m * np.outer(mean, mean)
+        xty += np.array([s1y, s2y]) - n_m * mean * sy / n_m
+        yty += syy - sy * sy / n_m
+        n += int(n_m)
+    if n - 2 - len(by_model) < 1 or np.linalg.cond(xtx) > 1e12:
+        return None
+    inverse = np.linalg.inv(xtx)
+    beta = inverse @ xty
+    return beta, inverse, max(float(yty - beta @ xty), 0.0), n, len(by_model)
+
+
+def energy_elasticities(con: duckdb.DuckDBPyConnection, day: dt.date, *, bootstrap_reps: int = BOOTSTRAP_REPS,
+                        seed: int = 0) -> list[Sensitivity]:
+    """Elasticities of hourly GPU energy to utilisation and DRAM activity for `day` (unitless)."""
+    rows = con.execute(load_sql("sensitivity_energy_gpu_stats"),
+                       {"day": day, "min_coverage_ratio": MIN_COVERAGE_RATIO,
+                        "min_activity_ratio": MIN_ACTIVITY_RATIO}).fetchall()
+    names = ("gpu_uuid", "gpu_model", "n", "s_1", "s_2", "s_y", "s_11", "s_12", "s_22", "s_1y", "s_2y", "s_yy")
+    gpus = [dict(zip(names, r)) for r in rows]
+    solution = _within_model_solution(gpus)
+    if solution is None:
+        return []
+    beta, inverse, sse, n, n_models = solution
+    df = n - 2 - n_models
+    ols_se = np.sqrt(np.diag(inverse) * sse / df)
+    if len(gpus) >= MIN_GPUS_FOR_BOOTSTRAP:
+        rng = np.random.default_rng(seed)
+        draws = []
+        for _ in range(bootstrap_reps):
+            # GPUs resampled with replacement; a resampled GPU gets its own fixed effect's model
+            # only through its model, as in the fit.
+            sample = [gpus[i] for i in rng.integers(0, len(gpus), len(gpus))]
+            s = _within_model_solution(sample)
+            if s is not None:
+                draws.append(s[0])
+        draws = np.array(draws)
+        low, high = np.percentile(draws, [2.5, 97.5], axis=0)
+        se = draws.std(axis=0, ddof=1)
+        method = "ols-fe+gpu-bootstrap"
+    else:
+        t = stats.t.ppf(0.975, df)
+        low, high, se, method = beta - t * ols_se, beta + t * ols_se, ols_se, "ols-fe"
+    quantities = ("energy_elasticity_to_utilization", "energy_elasticity_to_memory_bandwidth")
+    return [Sensitivity(day, q, "fleet", float(beta[i]), float(low[i]), float(high[i]), float(se[i]), n, len(gpus),
+                        method, "d ln(energy) / d ln(ratio)") for i, q in enumerate(quantities)]
+
+
+def _ols(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:
+    """(beta, standard errors, residual degrees of freedom) of y on [1, x]."""
+    design = np.column_stack([np.ones(len(y)), x])
+    beta, *_ = np.linalg.lstsq(design, y, rcond=None)
+    df = len(y) - design.shape[1]
+    sigma2 = float(np.sum((y - design @ beta) ** 2)) / df
+    return beta, np.sqrt(np.diag(np.linalg.pinv(design.T @ design)) * sigma2), df
+
+
+def pue_sensitivities(con: duckdb.DuckDBPyConnection, day: dt.date) -> list[Sensitivity]:
+    """Per site: dPUE/d outdoor C (1/C) and the elasticity of PUE to IT load, both with the other held fixed."""
+    if not (relation_exists(con, "fct_pue_hourly") and relation_exists(con, "raw_facility_samples")):
+        return []
+    rows = con.execute(load_sql("sensitivity_pue_hourly"), {"day": day, "min_coverage_ratio": MIN_COVERAGE_RATIO}).fetchall()
+    out: list[Sensitivity] = []
+    for site in sorted({r[0] for r in rows}):
+        site_rows = [r for r in rows if r[0] == site and r[4] is not None and r[3] is not None and r[3] > 0]
+        if len(site_rows) < 6:
+            continue
+        pue = np.array([r[2] for r in site_rows], float)
+        load = np.array([r[3] for r in site_rows], float)
+        temp = np.array([r[4] for r in site_rows], float)
+        regressors = [c for c in (temp, load) if np.ptp(c) > 1e-9 * max(1.0, np.abs(c).max())]
+        if len(regressors) < 2:
+            continue  # nothing varied: no slope to measure
+        beta, se, df = _ols(np.column_stack([temp, load]), pue)
+        t = stats.t.ppf(0.975, df)
+        scale = load.mean() / pue.mean()  # slope (1/kW) -> elasticity at the day's mean point
+        for quantity, b, s, k, unit in (("pue_per_outdoor_c", beta[1], se[1], 1.0, "1/C"),
+                                        ("pue_elasticity_to_it_load", beta[2], se[2], scale, "d ln(PUE) / d ln(IT kW)")):
+            out.append(Sensitivity(day, quantity, site, float(b * k), float((b - t * s) * k), float((b + t * s) * k),
+                                   float(s * k), len(site_rows), 1, "ols", unit))
+    return out
+
+
+def sensitivity_day(con: duckdb.DuckDBPyConnection, day: dt.date, *, bootstrap_reps: int = BOOTSTRAP_REPS,
+                    seed: int = 0) -> list[Sensitivity]:
+    """Measure every sensitivity of `day` and replace that day's rows of fct_sensitivity_daily."""
+    for name in ("stg_gpu_samples", "fct_gpu_energy_hourly"):
+        if not relation_exists(con, name):
+            raise ValueError(f"relation {name!r} is missing: build the warehouse day {day} first")
+    found = energy_elasticities(con, day, bootstrap_reps=bootstrap_reps, seed=seed) + pue_sensitivities(con, day)
+    con.execute(load_sql("fct_sensitivity_daily"))
+    con.execute("BEGIN TRANSACTION")
+    try:
+        con.execute("DELETE FROM fct_sensitivity_daily WHERE day = ?", [day])
+        con.executemany("INSERT INTO fct_sensitivity_daily VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                        [[s.day, s.quantity, s.scope, s.estimate, s.ci_low, s.ci_high, s.std_error, s.n_obs,
+                          s.n_groups, s.method, s.unit] for s in found])
+        con.execute("COMMIT")
+    except Exception:
+        con.execute("ROLLBACK")
+        raise
+    return found

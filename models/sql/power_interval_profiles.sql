@@ -1,0 +1,39 @@
+-- power_interval_profiles: the typical busy operating point of each GPU model per workload bottleneck, one day.
+-- Grain: gpu_model x bottleneck ('compute-bound' | 'memory-bound' | 'communication-bound': the busiest
+--   of SM activity, DRAM activity and PCIe traffic / $pcie_link_gbps in each busy sample).
+-- Input: stg_gpu_samples rows of $day with activity above 5% (busy).
+-- Columns: gpu_model, bottleneck, n_samples, busy_share (0..1 of the model's busy samples),
+--   activity_ratio, memory_ratio (0..1 means; DCGM ratios where read, else NVML util / 100),
+--   pcie_gbps (GB/s mean, tx + rx), temp_c (C mean), max_power_limit_w (W).
+WITH busy AS (
+    SELECT
+        gpu_model,
+        coalesce(CAST(sm_active_ratio AS DOUBLE), util_gpu_pct / 100.0) AS activity_ratio,
+        coalesce(CAST(dram_active_ratio AS DOUBLE), util_mem_pct / 100.0, 0.0) AS memory_ratio,
+        coalesce((pcie_tx_bytes_per_s + coalesce(pcie_rx_bytes_per_s, 0)) / 1e9, 0.0) AS pcie_gbps,
+        temp_c, power_limit_w
+    FROM stg_gpu_samples
+    WHERE day = $day AND power_w IS NOT NULL
+      AND coalesce(CAST(sm_active_ratio AS DOUBLE), util_gpu_pct / 100.0) > 0.05
+),
+classified AS (
+    SELECT
+        *,
+        CASE WHEN activity_ratio >= memory_ratio AND activity_ratio >= least(pcie_gbps / $pcie_link_gbps, 1.0)
+                 THEN 'compute-bound'
+             WHEN memory_ratio >= least(pcie_gbps / $pcie_link_gbps, 1.0) THEN 'memory-bound'
+             ELSE 'communication-bound' END AS bottleneck
+    FROM busy
+)
+SELECT
+    gpu_model, bottleneck,
+    count(*) AS n_samples,
+    count(*) / sum(count(*)) OVER (PARTITION BY gpu_model) AS busy_share,
+    avg(activity_ratio) AS activity_ratio,
+    avg(memory_ratio) AS memory_ratio,
+    avg(pcie_gbps) AS pcie_gbps,
+    avg(temp_c) AS temp_c,
+    max(power_limit_w) AS max_power_limit_w
+FROM classified
+GROUP BY gpu_model, bottleneck
+ORDER BY gpu_model, bottleneck

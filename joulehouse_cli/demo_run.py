@@ -112,8 +112,9 @@ def _ingest_traces(lake: Path, shared_data: Path, console: Console) -> None:
             console.print(f"[yellow]trace {path} missing; skipped[/yellow]")
             continue
         result = ingest_nvidia_smi(path, lake=lake, host=host, gpu_model=model)
+        reasons = "; ".join(f"{n} x {reason}" for reason, n in sorted(result.reasons().items()))
         console.print(f"imported {name}: {result.good_rows} rows landed, {result.bad_rows} quarantined"
-                      + (f" ({'; '.join(sorted(set(result.reasons))[:3])})" if result.bad_rows else ""))
+                      + (f" ({reasons}) -> {result.quarantine_path}" if result.bad_rows else ""))
 
 
 def _print_results(out: Path, settings: Settings, day: dt.date, elapsed_s: float, peak_mib: float, console: Console) -> None:

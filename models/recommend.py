@@ -81,7 +81,16 @@ def recommend_gpu(row: dict, workload_class: str, fit: dict | None, settings: Re
                   price_usd_per_kwh: float, carbon_gco2e_per_kwh: float, carbon_price_usd_per_tco2e: float,
                   pue: float) -> dict:
     """One GPU's recommendation row (see fct_recommendation.sql for the columns)."""
-    default_w, min_w, max_w, note = device_limits_w(row["gpu_model"], row["max_power_limit_w"])
+    try:
+        default_w, min_w, max_w, note = device_limits_w(row["gpu_model"], row["max_power_limit_w"])
+    except ValueError as exc:
+        # A GPU whose limits nobody knows (an imported log without power.limit) gets no setting,
+        # and the row says why rather than failing the whole day.
+        return {"host": row["host"], "gpu_uuid": row["gpu_uuid"], "gpu_model": row["gpu_model"],
+                "workload_class": workload_class, "power_limit_w": None, "default_limit_w": None,
+                "locked_sm_clock_min_mhz": None, "locked_sm_clock_max_mhz": None, "expected_saving_pct": None,
+                "expected_energy_saving_kwh_per_day": None, "expected_slowdown_pct": None,
+                "reason": f"{exc}: not recommended"}
     out = {"host": row["host"], "gpu_uuid": row["gpu_uuid"], "gpu_model": row["gpu_model"],
            "workload_class": workload_class, "power_limit_w": None, "default_limit_w": default_w,
            "locked_sm_clock_min_mhz": None, "locked_sm_clock_max_mhz": None, "expected_saving_pct": None,

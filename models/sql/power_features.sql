@@ -18,7 +18,8 @@
 --   is_complete (every feature the model uses is present in this row)
 --   prior_busy_activity_ratio (0..1: activity_ratio of this GPU's last earlier sample with activity > 0;
 --     0 where none), since_busy_s (s since that sample; NULL where none): the fit's decay term uses
---     them where the model has no clock readings (power stays up a moment after work stops)
+--     them where the model has no clock readings (power stays up a moment after work stops); NULL
+--     (no decay) for models with clock readings
 WITH window_rows AS (
     SELECT *
     FROM power_input_samples
@@ -93,12 +94,20 @@ features AS (
     JOIN feature_choice AS c USING (gpu_model)
 ),
 with_prior_busy AS (
+    -- Only models without clock readings use the decay term: the window is not paid for the others.
     SELECT
-        *,
-        last_value(CASE WHEN activity_ratio > 0 THEN sampled_at END IGNORE NULLS) OVER prior AS prior_busy_at,
-        last_value(CASE WHEN activity_ratio > 0 THEN activity_ratio END IGNORE NULLS) OVER prior AS prior_busy_ratio
-    FROM features
-    WINDOW prior AS (PARTITION BY gpu_uuid ORDER BY sampled_at ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING)
+        f.*,
+        last_value(CASE WHEN f.activity_ratio > 0 THEN f.sampled_at END IGNORE NULLS) OVER prior AS prior_busy_at,
+        last_value(CASE WHEN f.activity_ratio > 0 THEN f.activity_ratio END IGNORE NULLS) OVER prior AS prior_busy_ratio
+    FROM features AS f
+    JOIN feature_choice AS c USING (gpu_model)
+    WHERE NOT c.has_clock
+    WINDOW prior AS (PARTITION BY f.gpu_uuid ORDER BY f.sampled_at ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING)
+    UNION ALL BY NAME
+    SELECT f.*, NULL::TIMESTAMPTZ AS prior_busy_at, NULL::DOUBLE AS prior_busy_ratio
+    FROM features AS f
+    JOIN feature_choice AS c USING (gpu_model)
+    WHERE c.has_clock
 )
 SELECT
     * EXCLUDE (prior_busy_at, prior_busy_ratio),

@@ -13,6 +13,10 @@
 -- Parameters: $alpha_min, $alpha_step DOUBLE, $alpha_count INTEGER; $gamma_min, $gamma_step DOUBLE,
 --   $gamma_count INTEGER; $hold_grid_s DOUBLE[].
 -- Plain sums over a GROUP BY: any engine (Spark, Trino) computes them per partition and adds.
+-- With clocks the rows are summed once per distinct clock ratio (the clock is a whole MHz, so a few
+-- hundred groups), and the alpha grid scales those sums by clock_ratio^alpha: the grid costs
+-- nothing per row. Without clocks the decay term depends on each row's history, so the grid is
+-- expanded per row (such logs are small).
 WITH shape_grid AS (
     SELECT true AS has_clock, $alpha_min + $alpha_step * i AS alpha, 1.0 AS activity_exponent,
            0.0 AS activity_hold_s
@@ -34,6 +38,38 @@ training AS (
     FROM power_features
     WHERE NOT is_holdout AND NOT is_power_limited AND is_complete
 ),
+clock_groups AS (
+    SELECT t.gpu_model, t.feature_set, t.clock_ratio,
+           count(*) AS n, sum(x1) AS s1, sum(activity_ratio) AS sa, sum(x3) AS s3, sum(x4) AS s4,
+           sum(x1 * x1) AS s11, sum(x1 * activity_ratio) AS s1a, sum(x1 * x3) AS s13, sum(x1 * x4) AS s14,
+           sum(activity_ratio * activity_ratio) AS saa, sum(activity_ratio * x3) AS sa3,
+           sum(activity_ratio * x4) AS sa4, sum(x3 * x3) AS s33, sum(x3 * x4) AS s34, sum(x4 * x4) AS s44,
+           sum(y) AS sy, sum(x1 * y) AS s1y, sum(activity_ratio * y) AS say, sum(x3 * y) AS s3y,
+           sum(x4 * y) AS s4y, sum(y * y) AS syy
+    FROM training AS t
+    JOIN model_clock AS m USING (gpu_model)
+    WHERE m.has_clock
+    GROUP BY t.gpu_model, t.feature_set, t.clock_ratio
+),
+clock_stats AS (
+    SELECT
+        c.gpu_model, c.feature_set, g.alpha, g.activity_exponent, g.activity_hold_s,
+        sum(c.n) AS n,
+        sum(c.s1) AS xtx_0_1, sum(pow(c.clock_ratio, g.alpha) * c.sa) AS xtx_0_2, sum(c.s3) AS xtx_0_3,
+        sum(c.s4) AS xtx_0_4,
+        sum(c.s11) AS xtx_1_1, sum(pow(c.clock_ratio, g.alpha) * c.s1a) AS xtx_1_2, sum(c.s13) AS xtx_1_3,
+        sum(c.s14) AS xtx_1_4,
+        sum(pow(c.clock_ratio, 2 * g.alpha) * c.saa) AS xtx_2_2, sum(pow(c.clock_ratio, g.alpha) * c.sa3) AS xtx_2_3,
+        sum(pow(c.clock_ratio, g.alpha) * c.sa4) AS xtx_2_4,
+        sum(c.s33) AS xtx_3_3, sum(c.s34) AS xtx_3_4,
+        sum(c.s44) AS xtx_4_4,
+        sum(c.sy) AS xty_0, sum(c.s1y) AS xty_1, sum(pow(c.clock_ratio, g.alpha) * c.say) AS xty_2,
+        sum(c.s3y) AS xty_3, sum(c.s4y) AS xty_4,
+        sum(c.syy) AS yty
+    FROM clock_groups AS c
+    JOIN shape_grid AS g ON g.has_clock
+    GROUP BY c.gpu_model, c.feature_set, g.alpha, g.activity_exponent, g.activity_hold_s
+),
 expanded AS (
     SELECT t.gpu_model, t.feature_set, g.alpha, g.activity_exponent, g.activity_hold_s, t.y, t.x1,
            power_dynamic_ratio(t.activity_ratio, t.prior_busy_activity_ratio, t.since_busy_s, t.clock_ratio,
@@ -41,18 +77,24 @@ expanded AS (
            t.x3, t.x4
     FROM training AS t
     JOIN model_clock AS m USING (gpu_model)
-    JOIN shape_grid AS g ON g.has_clock = m.has_clock
+    JOIN shape_grid AS g ON NOT g.has_clock
+    WHERE NOT m.has_clock
+),
+row_stats AS (
+    SELECT
+        gpu_model, feature_set, alpha, activity_exponent, activity_hold_s,
+        count(*) AS n,
+        sum(x1) AS xtx_0_1, sum(x2) AS xtx_0_2, sum(x3) AS xtx_0_3, sum(x4) AS xtx_0_4,
+        sum(x1 * x1) AS xtx_1_1, sum(x1 * x2) AS xtx_1_2, sum(x1 * x3) AS xtx_1_3, sum(x1 * x4) AS xtx_1_4,
+        sum(x2 * x2) AS xtx_2_2, sum(x2 * x3) AS xtx_2_3, sum(x2 * x4) AS xtx_2_4,
+        sum(x3 * x3) AS xtx_3_3, sum(x3 * x4) AS xtx_3_4,
+        sum(x4 * x4) AS xtx_4_4,
+        sum(y) AS xty_0, sum(x1 * y) AS xty_1, sum(x2 * y) AS xty_2, sum(x3 * y) AS xty_3, sum(x4 * y) AS xty_4,
+        sum(y * y) AS yty
+    FROM expanded
+    GROUP BY gpu_model, feature_set, alpha, activity_exponent, activity_hold_s
 )
-SELECT
-    gpu_model, feature_set, alpha, activity_exponent, activity_hold_s,
-    count(*) AS n,
-    sum(x1) AS xtx_0_1, sum(x2) AS xtx_0_2, sum(x3) AS xtx_0_3, sum(x4) AS xtx_0_4,
-    sum(x1 * x1) AS xtx_1_1, sum(x1 * x2) AS xtx_1_2, sum(x1 * x3) AS xtx_1_3, sum(x1 * x4) AS xtx_1_4,
-    sum(x2 * x2) AS xtx_2_2, sum(x2 * x3) AS xtx_2_3, sum(x2 * x4) AS xtx_2_4,
-    sum(x3 * x3) AS xtx_3_3, sum(x3 * x4) AS xtx_3_4,
-    sum(x4 * x4) AS xtx_4_4,
-    sum(y) AS xty_0, sum(x1 * y) AS xty_1, sum(x2 * y) AS xty_2, sum(x3 * y) AS xty_3, sum(x4 * y) AS xty_4,
-    sum(y * y) AS yty
-FROM expanded
-GROUP BY gpu_model, feature_set, alpha, activity_exponent, activity_hold_s
+SELECT * FROM clock_stats
+UNION ALL
+SELECT * FROM row_stats
 ORDER BY gpu_model, alpha, activity_exponent, activity_hold_s

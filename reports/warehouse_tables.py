@@ -28,6 +28,9 @@ def _quote(identifier: str) -> str:
     return '"' + identifier.replace('"', '""') + '"'
 
 
+UNKNOWN_GPU_MODEL = "GPU model not reported"
+
+
 def read_day(
     con, name: str, day: dt.date | str, columns: Iterable[str] | None = None
 ) -> tuple[pl.DataFrame | None, str | None]:
@@ -48,6 +51,9 @@ def read_day(
     for col in columns or ():
         if col not in frame.columns:
             frame = frame.with_columns(pl.lit(None).alias(col))
+    if "gpu_model" in frame.columns:
+        # An imported log may not name its GPU; the figures still need a label for it.
+        frame = frame.with_columns(pl.col("gpu_model").fill_null(UNKNOWN_GPU_MODEL))
     return frame, None
 
 

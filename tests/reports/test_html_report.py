@@ -94,3 +94,23 @@ def test_report_draws_context_and_shift_from_the_accounts_relations(tmp_path, sh
         assert title in text
     assert "fleet IT power (kW)" in text  # the load is the accounts' IT energy, BMC included
     assert "<td>train-1</td>" in text and "1 deferrable jobs" in text
+
+
+def test_a_gpu_without_a_model_name_is_drawn_under_a_label(tmp_path):
+    """An imported nvidia-smi log may not name its GPU model: the report still renders."""
+    import datetime as dt
+
+    import duckdb
+
+    from reports.html import render_report
+    from reports.warehouse_tables import UNKNOWN_GPU_MODEL
+
+    con = duckdb.connect()
+    day = dt.date(2026, 6, 11)
+    con.execute("CREATE TABLE fct_gpu_energy_hourly (hour_at TIMESTAMPTZ, day DATE, host VARCHAR, gpu_uuid VARCHAR, "
+                "gpu_model VARCHAR, energy_kwh DOUBLE, avg_power_w DOUBLE, coverage_ratio DOUBLE, energy_source VARCHAR)")
+    con.execute("INSERT INTO fct_gpu_energy_hourly VALUES "
+                "('2026-06-11 15:00:00+00', '2026-06-11', 'trace', 'GPU-x', NULL, 0.2, 200, 0.6, 'power_integral'),"
+                "('2026-06-11 15:00:00+00', '2026-06-11', 'node-01', 'GPU-y', 'NVIDIA H200', 0.5, 500, 1.0, 'counter')")
+    page = render_report(con, day, tmp_path / "r.html").read_text()
+    assert UNKNOWN_GPU_MODEL in page and "NVIDIA H200" in page

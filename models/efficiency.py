@@ -1,0 +1,77 @@
+"""Efficiency figures per job and per GPU model and power setting (energy per unit of work).
+
+`build_efficiency(con, day)` writes `day`'s rows of two tables (models/sql/*.sql, delete-then-
+insert, so re-running a day replaces only that day):
+- fct_job_efficiency: per (job, GPU): energy (kWh, the GPU-hours' energy shared pro rata by
+  measured power), work done (requests, tokens, samples, FLOPs), EPOE (requests/kWh), J/token,
+  J/sample, FLOPs per W, and the power limit in force;
+- fct_efficiency_setting_daily: the same ratios per (GPU model, power limit, stage, class).
+Jobs come from the first of stg_jobs / raw_jobs / jobs that exists; a job started up to
+`JOB_LOOKBACK_DAYS` before `day` is still seen when it runs into `day`.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import duckdb
+
+from models.power import quoted_relation, relation_exists
+from models.sql import load_sql
+
+JOBS_RELATIONS = ("stg_jobs", "raw_jobs", "jobs")
+JOB_LOOKBACK_DAYS = 7
+TABLES = ("fct_job_efficiency", "fct_efficiency_setting_daily")
+
+
+def _columns(con: duckdb.DuckDBPyConnection, relation: str) -> set[str]:
+    return {d[0] for d in con.execute(f"SELECT * FROM {quoted_relation(relation)} LIMIT 0").description}
+
+
+def _stage_jobs(con: duckdb.DuckDBPyConnection, day: dt.date) -> str | None:
+    """Copy the jobs that may touch `day` into the temp table eff_input_jobs; returns the source."""
+    source = next((name for name in JOBS_RELATIONS if relation_exists(con, name)), None)
+    if source is None:
+        con.execute("CREATE OR REPLACE TEMP TABLE eff_input_jobs (job_id VARCHAR, host VARCHAR, gpu_uuid VARCHAR, "
+                    "started_at TIMESTAMPTZ, ended_at TIMESTAMPTZ, stage VARCHAR, workload_class VARCHAR, team VARCHAR, "
+                    "requests_total BIGINT, tokens_total BIGINT, samples_total BIGINT, flops_total DOUBLE)")
+        return None
+    quoted = quoted_relation(source)
+    if "date" in _columns(con, source):
+        # Filter on the typed partition column so only the neighbouring days' files are opened.
+        con.execute(f"CREATE OR REPLACE TEMP TABLE eff_input_jobs AS SELECT * FROM {quoted} "
+                    "WHERE date BETWEEN CAST(? AS DATE) - ? AND CAST(? AS DATE)", [day, JOB_LOOKBACK_DAYS, day])
+    else:
+        con.execute(f"CREATE OR REPLACE TEMP TABLE eff_input_jobs AS SELECT * FROM {quoted}")
+    return source
+
+
+def write_day_table(con: duckdb.DuckDBPyConnection, table: str, sql: str, params: dict) -> int:
+    """Replace `day`'s rows of `table` with the rows of `sql` (created on first use); returns rows."""
+    body = sql.rstrip().rstrip(";")
+    if relation_exists(con, table):
+        con.execute(f"DELETE FROM {quoted_relation(table)} WHERE day = ?", [params["day"]])
+        con.execute(f"INSERT INTO {quoted_relation(table)} BY NAME {body}", params)
+    else:
+        con.execute(f"CREATE TABLE {quoted_relation(table)} AS {body}", params)
+    return con.execute(f"SELECT count(*) FROM {quoted_relation(table)} WHERE day = ?", [params["day"]]).fetchone()[0]
+
+
+def build_efficiency(con: duckdb.DuckDBPyConnection, day: dt.date) -> dict[str, int]:
+    """Write `day`'s rows of fct_job_efficiency and fct_efficiency_setting_daily; returns rows per table.
+
+    Needs stg_gpu_samples and fct_gpu_energy_hourly for `day` (warehouse.build.build_day)."""
+    for needed in ("stg_gpu_samples", "fct_gpu_energy_hourly"):
+        if not relation_exists(con, needed):
+            raise ValueError(f"relation {needed!r} is missing; build the warehouse day {day} first")
+    _stage_jobs(con, day)
+    counts = {}
+    con.execute("BEGIN TRANSACTION")
+    try:
+        for table in TABLES:
+            counts[table] = write_day_table(con, table, load_sql(table), {"day": day})
+        con.execute("COMMIT")
+    except Exception:
+        con.execute("ROLLBACK")
+        raise
+    return counts

@@ -1,0 +1,47 @@
+-- outcome_gpu_day: each GPU's day as the before/after comparison of models.outcome sees it.
+-- grain: one row per (gpu_uuid, day) for days $first_day..$day with clean readings.
+-- inputs: stg_gpu_samples, fct_gpu_energy_hourly, fct_job_efficiency (when it exists: else an
+--   empty stand-in, outcome_input_jobs).
+-- columns:
+--   gpu_uuid, host, gpu_model [text]; day [DATE]
+--   power_limit_w [W] most frequent limit read that day; n_power_limits [count] distinct limits
+--     read (more than 1: the limit changed during the day, the day is a transition)
+--   energy_kwh [kWh] the GPU's whole-day energy; active_hours [h] hours with activity above 5%
+--   job_energy_kwh [kWh], job_hours [h] energy and time in jobs (runs whose limit did not change)
+--   flops_total [FLOP], samples_total, requests_total [count] work done in those jobs
+--   n_jobs [count]; n_jobs_without_flops, n_jobs_without_samples_or_requests [count] jobs not reporting it
+WITH samples AS (
+    SELECT gpu_uuid, day, any_value(host) AS host, any_value(gpu_model) AS gpu_model,
+           mode(CAST(power_limit_w AS DOUBLE)) AS power_limit_w,
+           count(DISTINCT power_limit_w) AS n_power_limits,
+           avg(CASE WHEN coalesce(CAST(sm_active_ratio AS DOUBLE), util_gpu_pct / 100.0) > 0.05 THEN 1.0 ELSE 0.0 END)
+               * (epoch(max(sampled_at)) - epoch(min(sampled_at))) / 3600.0 AS active_hours
+    FROM stg_gpu_samples
+    WHERE day BETWEEN $first_day::DATE AND $day::DATE
+    GROUP BY gpu_uuid, day
+),
+energy AS (
+    SELECT gpu_uuid, day, sum(energy_kwh) AS energy_kwh
+    FROM fct_gpu_energy_hourly
+    WHERE day BETWEEN $first_day::DATE AND $day::DATE
+    GROUP BY ALL
+),
+jobs AS (
+    SELECT gpu_uuid, day,
+           sum(energy_kwh) AS job_energy_kwh, sum(busy_hours) AS job_hours,
+           sum(flops_total) AS flops_total, sum(samples_total) AS samples_total, sum(requests_total) AS requests_total,
+           count(*) AS n_jobs,
+           count(*) FILTER (WHERE flops_total IS NULL OR flops_total <= 0) AS n_jobs_without_flops,
+           count(*) FILTER (WHERE coalesce(samples_total, requests_total) IS NULL) AS n_jobs_without_samples_or_requests
+    FROM outcome_input_jobs
+    WHERE day BETWEEN $first_day::DATE AND $day::DATE
+      AND energy_kwh IS NOT NULL AND NOT coalesce(power_limit_changed, false)
+    GROUP BY ALL
+)
+SELECT s.gpu_uuid, s.host, s.gpu_model, s.day, s.power_limit_w, s.n_power_limits, e.energy_kwh, s.active_hours,
+       j.job_energy_kwh, j.job_hours, j.flops_total, j.samples_total, j.requests_total,
+       coalesce(j.n_jobs, 0) AS n_jobs, j.n_jobs_without_flops, j.n_jobs_without_samples_or_requests
+FROM samples AS s
+LEFT JOIN energy AS e USING (gpu_uuid, day)
+LEFT JOIN jobs AS j USING (gpu_uuid, day)
+ORDER BY s.gpu_uuid, s.day

@@ -1,0 +1,99 @@
+"""fct_recommendation_outcome on a simulated week: caps from day 3 on half of each host's GPUs;
+the estimate is checked against the saving the simulator really produced (the same jobs run
+again without the cap)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+from collections import defaultdict
+
+import numpy as np
+import pytest
+
+from models.outcome import measure_outcomes
+from models.sql import load_sql
+from outcome_world import CAP_FROM, CAP_W, build_world, true_job_energy
+
+# Stated tolerance: the pooled estimate within 2.5 percentage points of the true saving.
+TOLERANCE_PCT = 2.5
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory):
+    w = build_world(tmp_path_factory.mktemp("outcome"))
+    yield w
+    w.con.close()
+
+
+def _rows(con, day, scope):
+    cur = con.execute("SELECT * FROM fct_recommendation_outcome WHERE day = ? AND scope = ? ORDER BY gpu_model, gpu_uuid",
+                      [day, scope])
+    names = [d[0] for d in cur.description]
+    return [dict(zip(names, r)) for r in cur.fetchall()]
+
+
+def _truth(world, model):
+    """(saving %, slowdown %) the caps really caused on the treated GPUs' jobs shared with uncapped
+    GPUs of the same model after the change (the jobs the matched estimate is about)."""
+    capped, uncapped = true_job_energy(world.capped_lake), true_job_energy(world.uncapped_lake)
+    after = set(world.days[CAP_FROM:])
+    gpus_of_job = defaultdict(set)
+    for job, gpu in capped:
+        gpus_of_job[job].add(gpu)
+    per_gpu_e, per_gpu_w = defaultdict(list), defaultdict(list)
+    for (job, gpu), (e_cap, f_cap, day) in capped.items():
+        shares_control = any(g not in world.caps and world.models[g] == model for g in gpus_of_job[job])
+        if gpu in world.caps and world.models[gpu] == model and shares_control and day in after:
+            e_base, f_base, _ = uncapped[(job, gpu)]
+            per_gpu_e[gpu].append(math.log((e_cap / f_cap) / (e_base / f_base)))
+            per_gpu_w[gpu].append(math.log(f_base / f_cap))
+    e = np.mean([np.mean(v) for v in per_gpu_e.values()])
+    w = np.mean([np.mean(v) for v in per_gpu_w.values()])
+    return 100 * (1 - math.exp(e)), 100 * (math.exp(w) - 1)
+
+
+@pytest.mark.slow
+def test_the_estimate_recovers_the_saving_the_simulator_produced(world):
+    day = world.days[-1]
+    assert measure_outcomes(world.con, day) > 0
+    pooled = _rows(world.con, day, "model_setting")
+    assert {r["gpu_model"] for r in pooled} == set(CAP_W)
+    for r in pooled:
+        true_saving, true_slowdown = _truth(world, r["gpu_model"])
+        assert r["method"] == "matched_jobs" and r["outcome_unit"] == "flop"
+        assert (r["power_limit_w_before"], r["power_limit_w_after"]) == (
+            {"NVIDIA A100-SXM4-80GB": 400.0}.get(r["gpu_model"], 700.0), CAP_W[r["gpu_model"]])
+        assert r["effective_day"] == world.days[CAP_FROM]
+        assert abs(r["realised_saving_pct"] - true_saving) <= TOLERANCE_PCT, (r["gpu_model"], r["realised_saving_pct"], true_saving)
+        assert r["saving_ci_low_pct"] <= true_saving <= r["saving_ci_high_pct"], (r, true_saving)
+        assert abs(r["realised_slowdown_pct"] - true_slowdown) <= TOLERANCE_PCT, (r["realised_slowdown_pct"], true_slowdown)
+
+
+@pytest.mark.slow
+def test_only_gpus_whose_limit_changed_are_measured_and_a_rerun_replaces_the_day(world):
+    day = world.days[-1]
+    n = measure_outcomes(world.con, day)
+    gpu_rows = _rows(world.con, day, "gpu")
+    assert {r["gpu_uuid"] for r in gpu_rows} == set(world.caps)
+    assert all(r["n_days_before"] == CAP_FROM and r["n_days_after"] == len(world.days) - CAP_FROM for r in gpu_rows)
+    assert all(r["evidence"] == "samples" for r in gpu_rows)  # no agent audit in this lake
+    assert measure_outcomes(world.con, day) == n
+    assert world.con.execute("SELECT count(*) FROM fct_recommendation_outcome WHERE day = ?", [day]).fetchone()[0] == n
+    # Before any change took effect there is nothing to measure.
+    assert measure_outcomes(world.con, world.days[CAP_FROM - 1]) == 0
+
+
+@pytest.mark.slow
+def test_the_predicted_saving_of_the_applied_recommendation_sits_beside_the_realised_one(world):
+    uuid = sorted(world.caps)[0]
+    world.con.execute(load_sql("fct_recommendation"))
+    world.con.execute("DELETE FROM fct_recommendation WHERE gpu_uuid = ?", [uuid])
+    world.con.execute("INSERT INTO fct_recommendation (day, host, gpu_uuid, gpu_model, power_limit_w, expected_saving_pct, "
+                      "expected_slowdown_pct) VALUES (?, 'h', ?, ?, ?, 12.5, 4.0)",
+                      [world.days[CAP_FROM - 1], uuid, world.models[uuid], world.caps[uuid]])
+    day = world.days[-1]
+    measure_outcomes(world.con, day)
+    row = next(r for r in _rows(world.con, day, "gpu") if r["gpu_uuid"] == uuid)
+    assert (row["predicted_saving_pct"], row["predicted_slowdown_pct"]) == (12.5, 4.0)
+    world.con.execute("DELETE FROM fct_recommendation WHERE gpu_uuid = ?", [uuid])

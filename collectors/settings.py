@@ -121,6 +121,9 @@ class ModelSettings:
     # ... and, still without clocks, the dynamic power decays with this time constant (s; 0 = none)
     # after activity stops (P-state hold and the power sensor's averaging): grid of candidates.
     activity_hold_grid_s: tuple[float, ...] = (0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0)
+    # Job-id prefixes of workloads that run on several GPU models: their runs are paired to check
+    # the cross-model job-energy prediction (fct_job_energy_prediction).
+    cross_model_job_profiles: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

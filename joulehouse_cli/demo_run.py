@@ -22,6 +22,7 @@ from collectors.settings import (
     CarbonSettings,
     ExportSettings,
     LakeSettings,
+    ModelSettings,
     Settings,
     TcoSettings,
     WarehouseSettings,
@@ -50,6 +51,8 @@ def demo_settings(out: Path, shared_data: Path) -> Settings:
             out_dir=str(out / "export"), private_key_path=str(out / "keys" / "joulehouse-ed25519.pem")
         ),
         agent=AgentSettings(public_key_path=str(out / "keys" / "joulehouse-ed25519.pub.pem")),
+        # The simulator runs this job profile on an A100 and an H100 every day.
+        models=ModelSettings(cross_model_job_profiles=("llm-finetune-7b-ref",)),
     )
 
 

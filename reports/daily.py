@@ -40,6 +40,10 @@ def _summary(obj: object) -> dict:
     return {"result": obj if isinstance(obj, (int, float, str, bool, type(None))) else str(obj)}
 
 
+def _count(result: object) -> int | None:
+    return len(result) if isinstance(result, (list, tuple)) else (result if isinstance(result, int) else None)
+
+
 def build_warehouse(day: str, config: str | None) -> dict:
     """Views over the lake, the day's staging + quarantine, hourly GPU/node/facility energy."""
     from warehouse.build import build_day
@@ -60,14 +64,23 @@ def check_data(day: str, config: str | None) -> dict:
 
 def fit_power_models(day: str, config: str | None) -> dict:
     """One power model per GPU model, validated on held-out time; thermal resistance per GPU."""
+    from models.job_energy import job_energy_day, same_profile_pairs
     from models.power import fit_day
+    from models.power_interval import power_interval_day
+    from models.sensitivity import sensitivity_day
     from models.thermal import fit_thermal_day
 
     the_day, settings = _load(day, config)
     with _warehouse(settings) as con:
         fits = fit_day(con, the_day, settings.models)
-        fit_thermal_day(con, the_day)
-    return {"models": len(fits)}
+        thermal = fit_thermal_day(con, the_day)
+        sensitivities = sensitivity_day(con, the_day)
+        intervals, _curve = power_interval_day(con, the_day)
+        pairs = [p for profile in settings.models.cross_model_job_profiles
+                 for p in same_profile_pairs(con, the_day, profile)]
+        predictions = job_energy_day(con, the_day, pairs)
+    return {"models": len(fits), "thermal_gpus": thermal, "sensitivities": _count(sensitivities),
+            "power_intervals": _count(intervals), "job_energy_predictions": len(predictions)}
 
 
 def account_carbon_and_cost(day: str, config: str | None) -> dict:

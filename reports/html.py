@@ -73,6 +73,11 @@ class ReportData:
         self.context, self.context_why = (context, "") if context is not None else read("rpt_context_hourly")
         self.shift, self.shift_why = read("rpt_shift_opportunity_daily")
         self.curve = _frame(notes.get("energy_vs_limit"))
+        if self.curve is None:
+            curve, _ = read("fct_energy_vs_limit")
+            if _has(curve, "is_dominant_bottleneck"):
+                # One curve per GPU model: the bottleneck its fleet mostly runs.
+                self.curve = curve.filter(pl.col("is_dominant_bottleneck"))
 
     def fleet_load(self) -> tuple[pl.DataFrame, str]:
         """(hour_at, power_kw) and its label: the IT load from the context where known, else GPU power."""

@@ -59,7 +59,8 @@ def power_interval_day(con: duckdb.DuckDBPyConnection, day: dt.date, *, step_w: 
     profiles = _records(con.execute(load_sql("power_interval_profiles"), {"day": day, "pcie_link_gbps": PCIE_LINK_GBPS}))
     intervals: list[PowerInterval] = []
     curve_rows: list[dict] = []
-    for model in sorted({p["gpu_model"] for p in profiles}):
+    # A GPU whose log names no model has no device limits to sweep: it gets no curve.
+    for model in sorted({p["gpu_model"] for p in profiles if p["gpu_model"] is not None}):
         fit = load_fit(con, model, day)
         coef = coefficients_of(fit) if fit else None
         if coef is None or not fit["passed_gate"]:

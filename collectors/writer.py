@@ -5,6 +5,10 @@ A file is written under a temporary name that no reader's `*.parquet` glob match
 disk (fsync), then renamed: a reader sees a whole file or no file. The directory is fsynced
 after the rename so the new name survives a power cut.
 
+The lake may also be an fsspec URL (`s3://bucket/lake`, see collectors.lakefs): the file is then
+written to a local temporary file and uploaded to its final key in one PUT (multipart above
+s3fs's part size, completed at once), which an object store makes visible whole or not at all.
+
 Parquet settings are chosen for telemetry: zstd, rows sorted by GPU then time, delta encoding
 for timestamps and integer counters, byte-stream-split for floats, dictionaries only for the
 low-cardinality strings (host, uuid, model, source).
@@ -14,6 +18,8 @@ from __future__ import annotations
 
 import datetime as dt
 import os
+import posixpath
+import tempfile
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -23,6 +29,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from collectors import lakefs
 from collectors.schema import PARTITION_HOST_COLUMN, SORT_KEYS, TIME_COLUMN, conform
 
 TMP_SUFFIX = ".parquet.tmp"
@@ -37,7 +44,7 @@ class LakeWriteError(OSError):
 
 @dataclass(frozen=True)
 class WrittenFile:
-    path: Path
+    path: Path | str  # a local Path, or the object's URL for an object-store lake
     rows: int
     bytes: int
 
@@ -54,25 +61,29 @@ def _encodings(schema: pa.Schema) -> tuple[list[str], dict[str, str]]:
     return dictionary, encoding
 
 
+def _write_parquet(table: pa.Table, fh) -> None:
+    dictionary, encoding = _encodings(table.schema)
+    pq.write_table(
+        table,
+        fh,
+        compression="zstd",
+        compression_level=3,
+        version="2.6",
+        data_page_version="2.0",
+        use_dictionary=dictionary,
+        column_encoding=encoding,
+        row_group_size=ROW_GROUP_ROWS,
+        write_statistics=True,
+    )
+
+
 def write_parquet_atomic(table: pa.Table, path: Path) -> WrittenFile:
     """Write `table` to `path` atomically (temporary name, fsync, rename, fsync the folder)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.stem}-{uuid.uuid4().hex[:8]}{TMP_SUFFIX}")
-    dictionary, encoding = _encodings(table.schema)
     try:
         with open(tmp, "wb") as fh:
-            pq.write_table(
-                table,
-                fh,
-                compression="zstd",
-                compression_level=3,
-                version="2.6",
-                data_page_version="2.0",
-                use_dictionary=dictionary,
-                column_encoding=encoding,
-                row_group_size=ROW_GROUP_ROWS,
-                write_statistics=True,
-            )
+            _write_parquet(table, fh)
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, path)
@@ -87,11 +98,44 @@ def write_parquet_atomic(table: pa.Table, path: Path) -> WrittenFile:
     return WrittenFile(path=path, rows=table.num_rows, bytes=path.stat().st_size)
 
 
-def partition_dir(lake: Path, dataset: str, date: str, host: str) -> Path:
-    """The folder of one (dataset, date, host) partition."""
+def write_parquet_object(table: pa.Table, url: str) -> WrittenFile:
+    """Write `table` to the object `url` (fsspec): a local temporary file, then one upload to
+    the final key, so no reader ever lists a partial object."""
+    fs = lakefs.filesystem(url)
+    with tempfile.TemporaryDirectory(prefix="jh-upload-") as scratch:
+        tmp = Path(scratch) / "part.parquet"
+        with open(tmp, "wb") as fh:
+            _write_parquet(table, fh)
+        size = tmp.stat().st_size
+        try:
+            fs.put_file(str(tmp), url)
+        except OSError as exc:
+            raise LakeWriteError(exc.errno, f"cannot upload lake file {url}: {exc}") from exc
+    return WrittenFile(path=url, rows=table.num_rows, bytes=size)
+
+
+def partition_dir(lake: str | Path, dataset: str, date: str, host: str) -> Path | str:
+    """The folder of one (dataset, date, host) partition (a URL string for an object-store lake)."""
     if "/" in host or host in ("", ".", ".."):
         raise ValueError(f"host {host!r} cannot name a partition folder")
-    return Path(lake) / dataset / f"date={date}" / f"host={host}"
+    return lakefs.join(lake, dataset, f"date={date}", f"host={host}")
+
+
+def partition_files(lake: str | Path, dataset: str, date: str, host: str) -> list[Path | str]:
+    """The finished `*.parquet` files of one partition, sorted (URLs for an object-store lake)."""
+    folder = partition_dir(lake, dataset, date, host)
+    if isinstance(folder, Path):
+        return sorted(folder.glob("*.parquet")) if folder.exists() else []
+    found = lakefs.filesystem(folder).glob(folder.split("://", 1)[1] + "/*.parquet")
+    names = (posixpath.basename(p) for p in found)
+    return sorted(f"{folder}/{name}" for name in names if not name.startswith("."))
+
+
+def write_lake_file(table: pa.Table, target: Path | str) -> WrittenFile:
+    """Write one lake file: atomically renamed on a local Path, one upload to a URL."""
+    if isinstance(target, Path):
+        return write_parquet_atomic(table, target)
+    return write_parquet_object(table, target)
 
 
 def _split_by_partition(dataset: str, table: pa.Table) -> Iterator[tuple[str, str, pa.Table]]:
@@ -120,16 +164,20 @@ def write_dataset(lake: str | Path, dataset: str, table: pa.Table) -> list[Writt
         part = part.sort_by(SORT_KEYS[dataset])
         first = part.column(TIME_COLUMN[dataset])[0].value  # microseconds since epoch
         name = f"part-{first:016d}-{uuid.uuid4().hex[:12]}.parquet"
-        written.append(write_parquet_atomic(part, partition_dir(Path(lake), dataset, date, host) / name))
+        folder = partition_dir(lake, dataset, date, host)
+        target = folder / name if isinstance(folder, Path) else f"{folder}/{name}"
+        written.append(write_lake_file(part, target))
     return written
 
 
 def replace_partition(lake: str | Path, dataset: str, date: str, host: str, table: pa.Table) -> list[WrittenFile]:
     """Write `table` as the whole content of one partition, removing the files it had before
     (the new file lands first, so a reader sees old or new rows, never neither)."""
-    folder = partition_dir(Path(lake), dataset, date, host)
-    old = sorted(folder.glob("*.parquet")) if folder.exists() else []
+    old = partition_files(lake, dataset, date, host)
     written = write_dataset(lake, dataset, table)
     for f in old:
-        f.unlink()
+        if isinstance(f, Path):
+            f.unlink()
+        else:
+            lakefs.filesystem(f).rm_file(f)
     return written

@@ -20,6 +20,7 @@ from pathlib import Path
 
 import duckdb
 
+from collectors import lakefs
 from collectors.schema import DATASETS
 from collectors.settings import WarehouseSettings
 from warehouse.catalog import Relation, relations
@@ -92,8 +93,10 @@ def _body(rel: Relation) -> str:
 def _dataset_present(lake: str | None, dataset: str) -> bool:
     if lake is None:
         return False
-    if "://" in lake:
-        return True  # object storage: assume present; a missing prefix fails loudly in DuckDB
+    if lakefs.is_url(lake):
+        # One listing of the dataset's prefix; the optional datasets get their empty stand-ins.
+        fs = lakefs.filesystem(lake)
+        return bool(fs.glob(f"{lake.split('://', 1)[1]}/{dataset}/date=*/*/*.parquet"))
     return any((Path(lake) / dataset).glob("date=*/*/*.parquet"))
 
 
@@ -105,7 +108,14 @@ def _empty_view_sql(dataset: str) -> str:
 
 
 def _inventory_file(path: str, scratch: Path) -> tuple[str, bool]:
-    """The inventory CSV to read, checked for its header; an empty one when none is configured."""
+    """The inventory CSV to read, checked for its header; an empty one when none is configured.
+    An inventory on object storage (a URL) is copied into `scratch` first."""
+    if path and lakefs.is_url(path):
+        fs = lakefs.filesystem(path)
+        if fs.exists(path):
+            local = scratch / "inventory.csv"
+            fs.get_file(path, str(local))
+            path = str(local)
     if path and Path(path).is_file():
         with open(path, newline="") as fh:
             header = [h.strip() for h in next(csv.reader(fh), [])]

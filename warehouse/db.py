@@ -5,6 +5,12 @@ Views cannot take prepared parameters, so the lake path lives in the DuckDB vari
 `jh_meta`, so that a read-only open (the `joulehouse sql` command) can set the variable without
 being told where the lake is. The session time zone is UTC: `date_trunc('hour', ...)` and
 TIMESTAMPTZ -> DATE casts then follow UTC hours and days, whatever the machine's zone.
+
+A lake on object storage (`s3://bucket/lake`) is read through fsspec: DuckDB's httpfs extension
+cannot be installed offline, so the lake's fsspec filesystem (s3fs, configured from the
+environment: see collectors.lakefs) is registered with the connection, and every
+`read_parquet(getvariable('jh_lake') || ...)` goes through it with the same globs and Hive
+partition pruning as on a local folder.
 """
 
 from __future__ import annotations
@@ -12,6 +18,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import duckdb
+
+from collectors import lakefs
 
 META_TABLE = "jh_meta"
 
@@ -68,8 +76,21 @@ def connect(
         else:
             lake_text = _stored_lake(con)
     if lake_text is not None:
+        if lakefs.is_url(lake_text):
+            register_lake_filesystem(con, lake_text)
         con.execute("SET VARIABLE jh_lake = ?", [lake_text])
     return con
+
+
+def register_lake_filesystem(con: duckdb.DuckDBPyConnection, lake: str) -> None:
+    """Let `con` read the object-store `lake` (a URL) through its fsspec filesystem."""
+    try:
+        fs = lakefs.filesystem(lake)
+    except ImportError as exc:
+        raise WarehouseError(str(exc)) from None
+    protocols = fs.protocol if isinstance(fs.protocol, (tuple, list)) else (fs.protocol,)
+    if not any(con.filesystem_is_registered(p) for p in protocols):
+        con.register_filesystem(fs)
 
 
 def _stored_lake(con: duckdb.DuckDBPyConnection) -> str | None:

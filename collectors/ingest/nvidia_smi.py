@@ -34,7 +34,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from collectors.schema import GPU_SAMPLES, SORT_KEYS, conform
-from collectors.writer import WrittenFile, partition_dir, write_parquet_atomic
+from collectors import lakefs
+from collectors.writer import WrittenFile, partition_dir, write_lake_file
 
 SOURCE = "nvidia-smi"
 _SYNTHETIC_NS = uuid.UUID("6f1c2a8e-4b7d-5e0f-9a3c-1d2e3f405162")
@@ -82,7 +83,7 @@ class IngestResult:
     rejected: list[RejectedRow] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     written: list[WrittenFile] = field(default_factory=list)
-    quarantine_path: Path | None = None
+    quarantine_path: Path | str | None = None
 
     @property
     def good_rows(self) -> int:
@@ -285,17 +286,27 @@ def ingest_nvidia_smi(path: str | Path, *, lake: str | Path, host: str, gpu_mode
     and its rejected rows to `<lake>/_quarantine/nvidia_smi/<file>.jsonl`."""
     result = read_nvidia_smi_csv(path, host=host, gpu_model=gpu_model, assume_tz=assume_tz,
                                  index_column=index_column)
-    lake = Path(lake)
+    lake = lakefs.lake_root(lake)
     stem = re.sub(r"[^A-Za-z0-9_.-]", "_", result.path.stem)
     table = result.table
     if table.num_rows:
         days = pc.strftime(table.column("sampled_at"), format="%Y-%m-%d")
         for day in sorted(set(days.to_pylist())):
             part = table.filter(pc.equal(days, day)).sort_by(SORT_KEYS["gpu_samples"])
-            target = partition_dir(lake, "gpu_samples", day, host) / f"part-nvidia-smi-{stem}.parquet"
-            result.written.append(write_parquet_atomic(part, target))
-    quarantine = lake / "_quarantine" / "nvidia_smi" / f"{stem}.jsonl"
-    if result.rejected:
+            name = f"part-nvidia-smi-{stem}.parquet"
+            folder = partition_dir(lake, "gpu_samples", day, host)
+            result.written.append(write_lake_file(part, folder / name if isinstance(folder, Path) else f"{folder}/{name}"))
+    quarantine = lakefs.join(lake, "_quarantine", "nvidia_smi", f"{stem}.jsonl")
+    if isinstance(quarantine, str):  # object storage: one PUT of the whole file (or its removal)
+        fs = lakefs.filesystem(quarantine)
+        if result.rejected:
+            fs.pipe_file(quarantine, "".join(json.dumps({"source_file": str(result.path), "host": host, "line": r.line,
+                                                         "reason": r.reason, "text": r.text}) + "\n"
+                                             for r in result.rejected).encode())
+            result.quarantine_path = quarantine
+        elif fs.exists(quarantine):
+            fs.rm_file(quarantine)
+    elif result.rejected:
         quarantine.parent.mkdir(parents=True, exist_ok=True)
         tmp = quarantine.with_name(f".{quarantine.name}.tmp")
         with open(tmp, "w", encoding="utf-8") as fh:

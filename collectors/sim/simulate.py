@@ -10,6 +10,8 @@ previous day was written by an earlier call), else from a random offset since "d
 from __future__ import annotations
 
 import datetime as dt
+import posixpath
+import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -17,13 +19,14 @@ from pathlib import Path
 import numpy as np
 import pyarrow.parquet as pq
 
+from collectors import lakefs
 from collectors.sim.constants import SITE, PowerTruth
 from collectors.sim.fleet import STREAM_COUNTER, SimGpu, build_fleet, rng_for, stable_key, write_inventory_csv
 from collectors.sim.records import gpu_day_table, jobs_table, node_table, facility_table
 from collectors.sim.site import host_inlet_c, outdoor_temp_c, simulate_facility, simulate_node
 from collectors.sim.physics import energy_counter_mj, simulate_block
 from collectors.sim.workload import CROSS_MODEL_SPECS, DAY_S, Job, plan_host_day, render_traces
-from collectors.writer import WrittenFile, partition_dir, replace_partition
+from collectors.writer import WrittenFile, partition_files, replace_partition
 
 COUNTER_EPOCH = dt.date(2024, 1, 1)
 
@@ -64,7 +67,7 @@ class SimulationSummary:
     interval_s: float
     rows: dict[str, int]
     files: tuple[Path, ...]
-    inventory_path: Path
+    inventory_path: Path | str  # a URL when the lake is on object storage
     gpus: tuple[GpuInfo, ...]
     # Per GPU model (NVML name): the true power coefficients (see collectors.sim.constants).
     truth: dict[str, PowerTruth]
@@ -94,12 +97,33 @@ def _validate(days: int, interval_s: float, start, fleet: Sequence[SimGpu],
                              f"for {spec.nvml_name}")
 
 
-def _lake_counter_end(lake: Path, day: dt.date, host: str) -> dict[str, int]:
+def _read_counters(f: Path | str):
+    columns = ["gpu_uuid", "energy_mj_total"]
+    if isinstance(f, Path):
+        return pq.read_table(f, columns=columns)
+    with lakefs.filesystem(f).open(f, "rb") as fh:
+        return pq.read_table(fh, columns=columns)
+
+
+def _write_inventory(fleet: Sequence[SimGpu], lake: Path | str) -> Path | str:
+    """`<lake>/../inventory.csv`; on object storage written locally, then uploaded in one PUT."""
+    if isinstance(lake, Path):
+        return write_inventory_csv(fleet, lake.parent / "inventory.csv")
+    if "/" not in lake.split("://", 1)[1]:
+        raise ValueError(f"lake {lake}: expected a prefix inside the bucket (s3://bucket/lake), "
+                         "the inventory is written beside it")
+    url = posixpath.join(posixpath.dirname(lake), "inventory.csv")
+    with tempfile.TemporaryDirectory(prefix="jh-inventory-") as scratch:
+        local = write_inventory_csv(fleet, Path(scratch) / "inventory.csv")
+        lakefs.filesystem(url).put_file(str(local), url)
+    return url
+
+
+def _lake_counter_end(lake: Path | str, day: dt.date, host: str) -> dict[str, int]:
     """Last energy counter (mJ) per GPU that the lake holds for `host` on `day`."""
-    folder = partition_dir(lake, "gpu_samples", day.isoformat(), host)
     last: dict[str, int] = {}
-    for f in sorted(folder.glob("*.parquet")) if folder.is_dir() else []:
-        t = pq.read_table(f, columns=["gpu_uuid", "energy_mj_total"])
+    for f in partition_files(lake, "gpu_samples", day.isoformat(), host):
+        t = _read_counters(f)
         for uid, value in zip(t.column("gpu_uuid").to_pylist(), t.column("energy_mj_total").to_pylist()):
             if value is not None and value > last.get(uid, -1):
                 last[uid] = value
@@ -161,7 +185,7 @@ def simulate_fleet(lake: str | Path, *, gpus: int = 32, days: int = 2, start: dt
     range; `power_limits_by_day` (day -> gpu_uuid -> W) overrides it on the days it names, and
     gives the same rows as calling day by day with those limits. `progress(done, total)` is called after each host-day with GPU-days done/total.
     Existing partitions of the simulated days and hosts are replaced (re-running is idempotent)."""
-    lake = Path(lake)
+    lake = lakefs.lake_root(lake)
     fleet = build_fleet(gpus, seed, hosts)
     limits_by_uuid = {str(k): float(v) for k, v in (power_limits_w or {}).items()}
     by_day = {day: {**limits_by_uuid, **{str(k): float(v) for k, v in lim.items()}}
@@ -172,7 +196,7 @@ def simulate_fleet(lake: str | Path, *, gpus: int = 32, days: int = 2, start: dt
     host_names = list(dict.fromkeys(g.host for g in fleet))
     by_host = {h: [g for g in fleet if g.host == h] for h in host_names}
     xmodel_hosts = _cross_model_hosts(fleet)
-    inventory = write_inventory_csv(fleet, lake.parent / "inventory.csv")
+    inventory = _write_inventory(fleet, lake)
     rows = {"gpu_samples": 0, "node_samples": 0, "facility_samples": 0, "jobs": 0}
     files: list[WrittenFile] = []
     xmodel_runs: list[CrossModelRun] = []

@@ -1,0 +1,50 @@
+"""Where the lake lives: a local folder or an fsspec URL (`s3://bucket/lake`, `gs://...`).
+
+A local lake is a `Path`; an object-store lake is a URL string, joined with "/" (never through
+`Path`, which would fold `s3://` into `s3:/`). The filesystem of a URL comes from fsspec with its
+usual configuration: credentials and endpoint from the environment (`AWS_ACCESS_KEY_ID`,
+`AWS_SECRET_ACCESS_KEY`, `AWS_ENDPOINT_URL` for an S3-compatible store such as MinIO or moto), or
+fsspec's own config (`FSSPEC_S3_ENDPOINT_URL`...). The fsspec backend (s3fs, gcsfs...) is imported
+only when a URL lake is used, so a node writing to a local folder never needs it.
+"""
+
+from __future__ import annotations
+
+import posixpath
+from pathlib import Path
+from typing import Any
+
+
+def is_url(lake: str | Path) -> bool:
+    """True when `lake` names an object store or other fsspec protocol (`proto://...`)."""
+    return isinstance(lake, str) and "://" in lake and not lake.startswith("file://")
+
+
+def lake_root(lake: str | Path) -> str | Path:
+    """`lake` as a URL without a trailing "/", or as a local Path (`file://` stripped)."""
+    if is_url(lake):
+        return str(lake).rstrip("/")
+    text = str(lake)
+    return Path(text.removeprefix("file://"))
+
+
+def join(lake: str | Path, *parts: str) -> str | Path:
+    """`lake`/parts...: a URL string for an object-store lake, a Path for a local one."""
+    root = lake_root(lake)
+    if isinstance(root, Path):
+        return root.joinpath(*parts)
+    return posixpath.join(root, *parts)
+
+
+def filesystem(lake: str | Path) -> Any:
+    """The fsspec filesystem serving `lake` (a URL); raises naming the missing backend package."""
+    import fsspec
+
+    protocol = str(lake).split("://", 1)[0]
+    try:
+        return fsspec.filesystem(protocol)
+    except ImportError as exc:
+        raise ImportError(
+            f"lake {lake}: the {protocol}:// filesystem needs its fsspec backend "
+            f"(s3fs for s3://, gcsfs for gs://, adlfs for az://): {exc}"
+        ) from exc

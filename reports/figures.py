@@ -15,6 +15,7 @@ LAYOUT = dict(
     legend=dict(orientation="h", yanchor="bottom", y=1.02, x=0), font=dict(size=12),
 )
 MAX_GPU_BARS = 64
+THERMAL_QUANTITIES = {"theta_c_per_w": "thermal resistance θ"}
 
 
 def _figure(title: str, x_title: str, y_title: str, **layout) -> go.Figure:
@@ -104,7 +105,8 @@ def thermal_ranking(thermal: pl.DataFrame, value_col: str, unit: str) -> go.Figu
     label = (pl.col("host") + " " + pl.col("gpu_uuid").str.slice(0, 12)) if "host" in thermal.columns else pl.col("gpu_uuid")
     ranked = (thermal.filter(pl.col(value_col).is_not_null()).with_columns(label.alias("label"))
               .sort([value_col, "label"], descending=[True, False]).head(MAX_GPU_BARS))
-    fig = _figure(f"Thermal ranking: {value_col}", "GPU (host, UUID prefix)", f"{value_col} ({unit})")
+    quantity = THERMAL_QUANTITIES.get(value_col, value_col.replace("_", " "))
+    fig = _figure(f"Thermal ranking: {quantity}, worst-cooled first", "GPU (host, UUID prefix)", f"{quantity} ({unit})")
     for model in sorted(ranked["gpu_model"].unique().to_list()):
         part = ranked.filter(pl.col("gpu_model") == model)
         fig.add_trace(go.Bar(x=part["label"].to_list(), y=part[value_col].to_list(), name=model))
@@ -163,4 +165,42 @@ def bar(labels: list, values: list, title: str, x_title: str, y_title: str) -> g
     """A plain bar chart (quarantine counts by reason, coverage by host...)."""
     fig = _figure(title, x_title, y_title)
     fig.add_trace(go.Bar(x=labels, y=values, showlegend=False))
+    return fig
+
+
+def pue_by_hour(pue: pl.DataFrame) -> go.Figure:
+    """PUE per hour (facility energy / IT energy), one line per site. Columns: hour_at, site, pue."""
+    fig = _figure("PUE by hour", "hour (UTC)", "PUE (facility / IT energy, ratio)")
+    for site in sorted(pue["site"].unique().to_list()):
+        part = pue.filter(pl.col("site") == site).sort("hour_at")
+        fig.add_trace(go.Scatter(x=part["hour_at"].to_list(), y=part["pue"].to_list(), mode="lines+markers",
+                                 name=f"PUE {site}"))
+    return fig
+
+
+def residual_share_by_hour(reconciliation: pl.DataFrame) -> go.Figure:
+    """Share of each server's BMC energy its GPUs do not account for (CPU, fans, PSU loss), per
+    hour and host, in %. Columns: hour_at, host, residual_share (0-1)."""
+    fig = _figure("Node reconciliation: server energy not drawn by its GPUs", "hour (UTC)",
+                  "residual share (% of server energy)")
+    for host in sorted(reconciliation["host"].unique().to_list()):
+        part = reconciliation.filter(pl.col("host") == host).sort("hour_at")
+        fig.add_trace(go.Scatter(x=part["hour_at"].to_list(), y=(part["residual_share"] * 100).to_list(),
+                                 mode="lines+markers", name=host, marker=dict(size=4)))
+    return fig
+
+
+def coverage_per_gpu(coverage: pl.DataFrame) -> go.Figure:
+    """Share of the day each GPU has valid readings (0-1), worst first (at most MAX_GPU_BARS),
+    coloured by GPU model. Columns: host, gpu_uuid, gpu_model, coverage_ratio."""
+    ranked = (coverage.filter(pl.col("coverage_ratio").is_not_null())
+              .with_columns((pl.col("host") + " " + pl.col("gpu_uuid").str.slice(0, 12)).alias("label"))
+              .sort(["coverage_ratio", "label"]).head(MAX_GPU_BARS))
+    shown = "" if coverage.height <= MAX_GPU_BARS else f" (worst {MAX_GPU_BARS} of {coverage.height})"
+    fig = _figure(f"Coverage per GPU{shown}", "GPU (host, UUID prefix)", "coverage (share of the day, 0-1)")
+    for model in sorted(ranked["gpu_model"].unique().to_list()):
+        part = ranked.filter(pl.col("gpu_model") == model)
+        fig.add_trace(go.Bar(x=part["label"].to_list(), y=part["coverage_ratio"].to_list(), name=model))
+    fig.update_xaxes(categoryorder="total ascending", tickangle=-45)
+    fig.update_yaxes(range=[0, 1.05])
     return fig

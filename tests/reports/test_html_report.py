@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import html
 import re
 
 import duckdb
 import pytest
 
-from report_fixtures import DAY, build_day, energy_vs_limit, hourly_context
+from report_fixtures import OUTCOME_DDL, OUTCOME_POOLED, DAY, build_analysis, build_day, energy_vs_limit, hourly_context
 from plotly.offline import get_plotlyjs
 
 from reports.html import render_report
@@ -30,9 +31,9 @@ def test_full_report_is_self_contained_and_draws_every_figure(full_day, tmp_path
     assert page_scripts and not any("src=" in tag for tag in page_scripts)  # nothing fetched: opens offline
     assert "Not computed" in text  # the fixture has no IPMI reconciliation
     assert "no IPMI data" in text
-    # energy 3, power models 4 (fit, residuals, curve, thermal), carbon+cost 4, quality 2
+    # energy 3, power models 4 (fit, residuals, curve, thermal), carbon+cost 4, quality 2 (quarantine, coverage)
     assert len(re.findall(r'id="fig-\d\d"', text)) == 13
-    for heading in ("Summary", "Energy", "Power models", "Carbon and cost", "Data quality", "Recommendations"):
+    for heading in ("Summary", "Recommendations", "Energy", "Efficiency", "Power models", "Carbon and cost", "Data quality"):
         assert f"<h2>{heading}</h2>" in text
 
 
@@ -42,10 +43,39 @@ def test_summary_numbers_add_up_from_the_relations(full_day, tmp_path):
     carbon = full_day.sql("SELECT sum(total_gco2e) / 1000 FROM rpt_carbon_daily").fetchall()[0][0]
     cost = full_day.sql("SELECT sum(total_cost_usd) FROM rpt_tco_daily").fetchall()[0][0]
     assert f"{energy:,.1f} kWh" in text and f"{carbon:,.1f} kgCO2e" in text and f"{cost:,.0f} USD" in text
-    held_back = full_day.sql("SELECT sum(energy_kwh) FROM fct_gpu_energy_hourly WHERE gpu_model LIKE '%H100%'").fetchall()[0][0]
-    saving = (energy - held_back) * 0.10  # every fixture GPU is promised 10%; the H100s are held back
-    assert f"Cap 8 GPUs as recommended below: expected saving {saving:,.1f} kWh/day" in text
-    assert "Held back (power model failed its gate): NVIDIA H100 80GB HBM3" in text
+    assert "Not computed: no IPMI data" in text  # build_day has no node reconciliation...
+    summary = text[text.index('<section id="summary">'):text.index('<section id="recommendations">')]
+    assert "node_samples dataset (IPMI/BMC readings)" in summary  # ...and the summary names the missing dataset
+
+
+def _energy(con, model: str) -> float:
+    return con.execute("SELECT sum(energy_kwh) FROM fct_gpu_energy_hourly WHERE gpu_model = ?", [model]).fetchall()[0][0]
+
+
+def test_summary_lists_the_top_three_actions_by_energy_saved(full_day, tmp_path):
+    build_analysis(full_day)
+    text = render_report(full_day, DAY, tmp_path / "r.html").read_text()
+    todo = re.search(r'<ol class="todo">(.*?)</ol>', text).group(1)
+    items = re.findall(r"<li>(.*?)</li>", todo)
+    assert len(items) == 3
+    # every fixture cap promises 10% of the GPU's day; consolidation frees 2 GPUs at 1.25 kWh/day each;
+    # thermal placement (0.1 kWh/day) and the H100 caps (gate failed) do not make the list
+    h200, a100 = 0.10 * _energy(full_day, "NVIDIA H200"), 0.10 * _energy(full_day, "NVIDIA A100-SXM4-80GB")
+    expected = sorted([(h200, "NVIDIA H200"), (2.5, "Consolidate"), (a100, "NVIDIA A100-SXM4-80GB")], reverse=True)
+    for item, (kwh, what) in zip(items, expected):
+        assert what in item and f"saves about {kwh:,.1f} kWh/day" in item, item
+    assert not any("H100" in i or "Thermal" in i for i in items)
+    assert "Held back (power model failed its gate" in text and "NVIDIA H100 80GB HBM3" in text
+
+
+def test_summary_shows_both_scope2_carbon_figures(full_day, tmp_path):
+    full_day.execute("ALTER TABLE rpt_carbon_daily ADD COLUMN total_market_gco2e DOUBLE")
+    full_day.execute("UPDATE rpt_carbon_daily SET total_market_gco2e = 3 * total_gco2e")
+    text = render_report(full_day, DAY, tmp_path / "r.html").read_text()
+    location, market = full_day.execute(
+        "SELECT sum(total_gco2e) / 1000, sum(total_market_gco2e) / 1000 FROM rpt_carbon_daily").fetchall()[0]
+    assert "carbon, location-based" in text and f"{location:,.1f} kgCO2e" in text
+    assert "carbon, market-based" in text and f"{market:,.1f} kgCO2e" in text
 
 
 def test_every_axis_has_a_unit(full_day, tmp_path):
@@ -114,3 +144,84 @@ def test_a_gpu_without_a_model_name_is_drawn_under_a_label(tmp_path):
                 "('2026-06-11 15:00:00+00', '2026-06-11', 'node-01', 'GPU-y', 'NVIDIA H200', 0.5, 500, 1.0, 'counter')")
     page = render_report(con, day, tmp_path / "r.html").read_text()
     assert UNKNOWN_GPU_MODEL in page and "NVIDIA H200" in page
+
+
+def _figure_json(text: str, title: str) -> str:
+    """The plotly JSON of the figure whose title is `title`."""
+    at = text.index(f'"text":"{title}"')
+    return text[text.rindex("Plotly.newPlot", 0, at):at]
+
+
+def test_outcome_figure_shows_realised_saving_with_its_interval_next_to_the_prediction(full_day, tmp_path):
+    build_analysis(full_day)
+    text = render_report(full_day, DAY, tmp_path / "r.html").read_text()
+    fig = _figure_json(text, "What the recommendations saved: realised vs predicted")
+    model, before, after, realised, low, high, predicted = OUTCOME_POOLED
+    errors = re.search(r'"error_x":\{"array":\[([^\]]*)\],"arrayminus":\[([^\]]*)\]', fig)
+    assert errors, "realised saving drawn without its confidence interval"
+    above, below = [float(v) for v in errors.group(1).split(",")], [float(v) for v in errors.group(2).split(",")]
+    # pooled row first: the bar spans exactly the stored 95% interval
+    assert above[0] == pytest.approx(high - realised) and below[0] == pytest.approx(realised - low)
+    assert '"name":"predicted"' in fig
+    assert f"realised {realised:.1f}% (95% CI {low:.1f} to {high:.1f}%), predicted {predicted:.1f}%" in text
+    assert "matched_jobs" in text and "gpu_day" in text  # the method of each row is stated
+    assert "No recommendation has taken effect yet" not in text
+
+
+def test_outcome_says_plainly_when_nothing_has_taken_effect_and_when_it_was_not_measured(full_day, tmp_path):
+    text = render_report(full_day, DAY, tmp_path / "a.html").read_text()
+    assert ("realised savings not measured (relation fct_recommendation_outcome does not exist; "
+            "it needs the outcome step") in text
+    full_day.execute(OUTCOME_DDL)  # the step ran, but no GPU's limit changed yet
+    text = render_report(full_day, DAY, tmp_path / "b.html").read_text()
+    assert "No recommendation has taken effect yet" in text
+    assert "realised savings not measured" not in text
+
+
+def test_new_sections_draw_from_their_relations(full_day, tmp_path):
+    build_analysis(full_day)
+    text = html.unescape(render_report(full_day, DAY, tmp_path / "r.html", notes={"energy_vs_limit": energy_vs_limit()}).read_text())
+    for title in ("Sensitivities with 95% confidence intervals", "Job energy predicted on another GPU model vs measured there",
+                  "Energy per unit of work by GPU model and power limit", "Coverage per GPU",
+                  "Node reconciliation: server energy not drawn by its GPUs", "PUE by hour"):
+        assert f'"text":"{title}"' in text, title
+    forest = _figure_json(text, "Sensitivities with 95% confidence intervals")
+    above = re.search(r'"error_x":\{"array":\[([^,\]]*)', forest).group(1)
+    assert float(above) == pytest.approx(0.55 - 0.51)  # the utilization elasticity's upper half-interval
+    assert "best limit, low (W)" in text and "perf per watt gain (%)" in text
+    assert "mean absolute error 1.6%, worst 1.8%" in text  # |-1.8| and |1.5|
+    assert "consolidation: 2 GPUs, about 2.50 kWh/day" in text
+    # efficiency: ratios of sums per GPU model and limit; the A100 serve jobs did 9000..36000 requests on 3 kWh each
+    a100_requests = sum(9000.0 * (k + 1) for k in range(4))
+    assert f"{a100_requests / 12.0:,.0f}" in text
+    assert "Checks: blocking: 2 of 2 passed; warning: 0 of 1 passed" in text
+    assert "12 GPUs reported; 2 below 95% of the day covered" in text  # one with gaps, one silent for 900 s
+    assert "25.0% of the servers' BMC energy is not drawn by their GPUs" in text
+    assert "Day PUE" in text and "Not computed: no PUE" not in text
+
+
+def test_every_numeric_column_header_names_its_unit(full_day, tmp_path):
+    build_analysis(full_day)
+    text = render_report(full_day, DAY, tmp_path / "r.html").read_text()
+    unitless = []
+    for tbl in re.findall(r"<table>(.*?)</table>", text):
+        heads = re.findall(r'<th title="[^"]*">([^<]*)</th>', tbl)
+        first = re.search(r"<tbody><tr[^>]*>(.*?)</tr>", tbl)
+        if not first:
+            continue
+        cells = re.findall(r"<td( class=\w+)?>", first.group(1))
+        unitless += [h for h, c in zip(heads, cells) if c == " class=n" and "(" not in h]
+    assert not unitless, unitless
+
+
+def test_long_tables_are_capped_and_say_how_many_rows_are_hidden(tmp_path):
+    con = duckdb.connect()
+    con.execute("CREATE TABLE fct_recommendation_extra (day DATE, kind VARCHAR, host VARCHAR, gpu_uuid VARCHAR, "
+                "detail VARCHAR, expected_saving_kwh_per_day DOUBLE)")
+    con.executemany("INSERT INTO fct_recommendation_extra VALUES (?,?,?,?,?,?)",
+                    [(DAY, "thermal_placement", "node-01", f"GPU-{i:03d}", "swap", 0.01 * i) for i in range(40)])
+    text = render_report(con, DAY, tmp_path / "r.html").read_text()
+    section = text[text.index("Consolidation and thermal placement"):text.index("What the last recommendations saved")]
+    assert section.count("<tr>") == 1 + 6  # header + the 6 largest savings
+    assert "34 more rows hidden (40 in all; query SELECT * FROM fct_recommendation_extra for every row)" in section
+    assert "GPU-039" in section and "GPU-000" not in section

@@ -18,7 +18,7 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from report_fixtures import DAY, build_context_and_shift, build_day, energy_vs_limit
+from report_fixtures import DAY, build_analysis, build_context_and_shift, build_day, energy_vs_limit
 from reports.html import render_report
 
 import websockets.sync.client as websockets_sync
@@ -127,6 +127,7 @@ def test_report_opens_in_chromium_with_every_figure_drawn(chromium, tmp_path):
     con = duckdb.connect()
     build_day(con)
     build_context_and_shift(con)  # the context and shifting figures drawn from their relations
+    build_analysis(con)  # sensitivities, job prediction, efficiency, outcome, coverage, reconciliation, PUE
     report = render_report(con, DAY, tmp_path / f"{DAY}.html", notes={"energy_vs_limit": energy_vs_limit()})
     tools = open_page(chromium, report.as_uri())
     figures = []
@@ -135,7 +136,10 @@ def test_report_opens_in_chromium_with_every_figure_drawn(chromium, tmp_path):
         if figures and all(f["svgs"] and f["marks"] for f in figures):
             break
         time.sleep(0.1)
-    assert len(figures) == 14
+    # recommendations 1 (outcome), energy 4 (with BMC vs GPUs), efficiency 1, power models 6 (fit, residuals,
+    # curve, thermal, sensitivities, job prediction), carbon and cost 5, data quality 4 (quarantine, coverage,
+    # reconciliation, PUE)
+    assert len(figures) == 21
     undrawn = [f for f in figures if not (f["svgs"] and f["marks"])]
     assert not undrawn, f"figures with no plot marks: {undrawn}"
     assert tools.errors() == []
@@ -159,5 +163,6 @@ def test_a_report_with_nothing_to_show_still_loads_cleanly(chromium, tmp_path):
     tools = open_page(chromium, report.as_uri())
     text = tools.call("Runtime.evaluate", expression="document.body.innerText", returnByValue=True)["result"]["value"]
     assert "Not computed: no GPU energy" in text
+    assert "Not computed (" in text  # the summary gathers every gap
     assert tools.errors() == []
     tools.ws.close()

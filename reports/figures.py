@@ -18,7 +18,7 @@ MAX_GPU_BARS = 64
 THERMAL_QUANTITIES = {"theta_c_per_w": "thermal resistance θ"}
 
 
-def _figure(title: str, x_title: str, y_title: str, **layout) -> go.Figure:
+def _figure(title: str, x_title: str, y_title: str | None, **layout) -> go.Figure:
     fig = go.Figure()
     fig.update_layout(title=dict(text=title, y=0.98), xaxis_title=x_title, yaxis_title=y_title, **{**LAYOUT, **layout})
     return fig

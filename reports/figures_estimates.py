@@ -66,7 +66,7 @@ def outcome_saving(outcome: pl.DataFrame) -> go.Figure:
     realised_saving_pct, saving_ci_low_pct, saving_ci_high_pct, predicted_saving_pct."""
     rows = (outcome.with_columns(outcome_label(outcome).alias("label"), (pl.col("scope") == "gpu").alias("per_gpu"))
             .sort(["per_gpu", "gpu_model", "label"]).head(MAX_OUTCOME_ROWS))
-    fig = _figure("What the recommendations saved: realised vs predicted", "saving (% of energy per unit of work)", "",
+    fig = _figure("What the recommendations saved: realised vs predicted", "saving (% of energy per unit of work)", None,
                   height=200 + 34 * rows.height, margin=dict(l=330, r=30, t=70, b=60))
     fig.add_trace(go.Scatter(x=rows["realised_saving_pct"].to_list(), y=rows["label"].to_list(), mode="markers",
                              marker=dict(size=10, color="#2f855a"), name="realised (95% CI)",
@@ -76,7 +76,7 @@ def outcome_saving(outcome: pl.DataFrame) -> go.Figure:
                                  marker=dict(size=11, symbol="diamond-open", color="#c05621", line=dict(width=2)),
                                  name="predicted"))
     fig.add_vline(x=0, line=dict(color="grey", dash="dash"))
-    fig.update_yaxes(autorange="reversed", title_text="recommendation (GPU model or GPU: limit change)")
+    fig.update_yaxes(autorange="reversed")  # the tick labels name each recommendation; pooled rows on top
     return fig
 
 

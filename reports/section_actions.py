@@ -41,7 +41,7 @@ def _settings(data: ReportData, s: Section) -> None:
         s.add(f"<h3>Settings to apply ({changing.height} of {data.recs.height} GPUs)</h3>")
         shown = changing.with_columns(setting_text(changing).alias("setting"))
         cols = [c for c in ("host", "gpu_uuid", "gpu_model", "workload_class", "setting", "saving_kwh_per_day",
-                            "expected_saving_pct", "expected_slowdown_pct", "reason") if c in shown.columns]
+                            "expected_slowdown_pct", "reason") if c in shown.columns]
         s.add(table(shown.select(cols).sort("saving_kwh_per_day", "host", descending=[True, False], nulls_last=True),
                     digits=REC_DIGITS, source="fct_recommendation"))
     else:
@@ -49,7 +49,10 @@ def _settings(data: ReportData, s: Section) -> None:
     kept = data.recs.join(changing.select("gpu_uuid"), on="gpu_uuid", how="anti") if changing is not None else data.recs
     if kept.height and "reason" in kept.columns:
         # Reasons name each GPU's busy hours; the part before the parenthesis groups them.
-        why = (kept.with_columns(pl.col("reason").fill_null("no reason given").str.replace(r"\s*\([^)]*\)", "").alias("why"))
+        reason = pl.col("reason").fill_null("no reason given").str.replace(r"\s*\([^)]*\)", "")
+        held = pl.col("gpu_model").is_in(data.gated_out_models()) if "gpu_model" in kept.columns else pl.lit(False)
+        why = (kept.with_columns(pl.when(held).then(pl.lit("held back: their GPU model's power model failed its gate"))
+                                 .otherwise(reason).alias("why"))
                .group_by("why").agg(pl.len().alias("gpus")).sort("gpus", "why", descending=[True, False]))
         s.note(f"{kept.height} GPUs keep their current settings:")
         s.add('<ul class="gaps">' + "".join(f"<li>{r['gpus']} GPU{'' if r['gpus'] == 1 else 's'}: {esc(r['why'])}</li>"

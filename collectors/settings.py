@@ -95,6 +95,11 @@ class WarehouseSettings:
     max_meter_gap_s: float = 120.0
     threads: int = 2
     memory_limit: str = "4GB"
+    # Engine of the heavy daily SQL (hourly GPU energy, power-model sums, daily rollup):
+    # "duckdb" (one machine, the default) or "spark" (the optional [spark] extra; warehouse/SCALING.md).
+    engine: str = "duckdb"
+    # Spark master URL when engine = "spark" (local[N] on one machine, spark://host:7077 on a cluster).
+    spark_master: str = "local[2]"
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,7 @@ from rich.table import Table
 from bench.common import BenchContext, Figure
 
 # Each module has run(ctx) -> list[Figure]; the order is the order of the table.
-SECTIONS: list[str] = ["collector", "power_fit"]
+SECTIONS: list[str] = ["collector", "power_fit", "pipeline"]
 RESULTS_CSV = Path("var/bench/results.csv")
 
 

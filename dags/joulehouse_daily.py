@@ -69,6 +69,12 @@ def joulehouse_daily():
         return daily.fit_power_models(*_day_and_config())
 
     @task
+    def measure_efficiency_and_outcomes() -> dict:
+        from reports import daily
+
+        return daily.measure_efficiency_and_outcomes(*_day_and_config())
+
+    @task
     def account_carbon_and_cost() -> dict:
         from reports import daily
 
@@ -95,12 +101,14 @@ def joulehouse_daily():
     built = build_warehouse()
     checked = check_data()
     fitted = fit_power_models()
+    measured = measure_efficiency_and_outcomes()
     accounted = account_carbon_and_cost()
     recommended = recommend_power_limits()
     reported = render_report()
     exported = export_recommended_config()
-    built >> checked >> [fitted, accounted]
-    [fitted, accounted] >> recommended >> [reported, exported]
+    # One DuckDB writer at a time: the warehouse file takes a single writing process, so the
+    # analytic steps run in sequence even though they are independent.
+    built >> checked >> fitted >> measured >> accounted >> recommended >> exported >> reported
 
 
 joulehouse_daily()

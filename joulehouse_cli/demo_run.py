@@ -3,7 +3,9 @@
 1. simulate a fleet into DIR/lake through the node writer (and its inventory);
 2. import the real nvidia-smi logs from ../shared/data/telemetry into the same lake;
 3. write the settings used (DIR/joulehouse.toml) and an ed25519 key pair (DIR/keys/);
-4. run the daily Airflow DAG once per simulated day;
+4. run the daily Airflow DAG once per simulated day; with 3 days or more, the node agent of every
+   simulated host applies day 2's signed export (audited into the lake) and the later days are
+   simulated under the limits it set, so the last days measure what the settings saved;
 5. print where everything is, the last day's headline numbers, and how to query.
 """
 
@@ -47,12 +49,12 @@ def demo_settings(out: Path, shared_data: Path) -> Settings:
         warehouse=WarehouseSettings(db_path=str(out / "warehouse.duckdb"), inventory_path=str(out / "inventory.csv")),
         carbon=CarbonSettings(grid_file=str(grid) if grid.exists() else ""),
         tco=TcoSettings(price_file=str(prices) if prices.exists() else ""),
-        export=ExportSettings(
-            out_dir=str(out / "export"), private_key_path=str(out / "keys" / "joulehouse-ed25519.pem")
-        ),
         agent=AgentSettings(public_key_path=str(out / "keys" / "joulehouse-ed25519.pub.pem")),
         # The simulator runs this job profile on an A100 and an H100 every day.
         models=ModelSettings(cross_model_job_profiles=("llm-finetune-7b-ref",)),
+        # Day 2's config stays in force for the rest of the demo week (a fleet would re-issue it daily).
+        export=ExportSettings(out_dir=str(out / "export"), validity_hours=24.0 * 7,
+                              private_key_path=str(out / "keys" / "joulehouse-ed25519.pem")),
     )
 
 
@@ -64,8 +66,6 @@ def _progress(console: Console) -> Progress:
 
 def run_demo(*, out: Path, days: int, gpus: int, seed: int, start: dt.date, shared_data: Path, console: Console) -> None:
     from collectors.config_contract import generate_keypair
-    from collectors.sim import simulate_fleet
-    from joulehouse_cli.dagrun import run_day
 
     started = time.monotonic()
     out = out.resolve()
@@ -75,31 +75,73 @@ def run_demo(*, out: Path, days: int, gpus: int, seed: int, start: dt.date, shar
     config.write_text(settings_to_toml(settings))
     lake = Path(settings.lake.path)
 
-    with _progress(console) as progress:
-        task = progress.add_task(f"simulating {gpus} GPUs x {days} days at 1 Hz", total=None)
-
-        def on_progress(done: int, total: int) -> None:
-            progress.update(task, completed=done, total=total)
-
-        summary = simulate_fleet(lake, gpus=gpus, days=days, start=start, seed=seed, progress=on_progress)
-    console.print(f"simulated lake: {summary.rows}")
-
-    _ingest_traces(lake, shared_data, console)
-    keys = out / "keys"
-    if not Path(settings.export.private_key_path).exists():
-        generate_keypair(keys)
-
     day_list = [start + dt.timedelta(days=i) for i in range(days)]
-    with _progress(console) as progress:
-        task = progress.add_task("daily DAG through Airflow", total=len(day_list))
-        for day in day_list:
-            progress.update(task, description=f"daily DAG through Airflow: {day}")
-            run_day(day, config, out / "airflow")
-            progress.advance(task)
+    # With 3 days or more the loop closes: the agent applies day 2's signed recommendations to the
+    # simulated fleet, and the days after it are simulated under the limits it set.
+    before, after = (day_list[:2], day_list[2:]) if days >= 3 else (day_list, [])
+    _simulate(lake, before, gpus=gpus, seed=seed, limits=None, console=console)
+    _ingest_traces(lake, shared_data, console)
+    if not Path(settings.export.private_key_path).exists():
+        generate_keypair(out / "keys")
+    _run_days(before, config, out, console)
+    if after:
+        limits = _apply_recommendations(settings, before[-1], after, gpus=gpus, seed=seed, console=console)
+        _simulate(lake, after, gpus=gpus, seed=seed, limits=limits, console=console)
+        _run_days(after, config, out, console)
+    else:
+        console.print("[yellow]2 days or fewer: the agent applies nothing (use --days 7 to see the whole loop)[/yellow]")
 
     elapsed_s = time.monotonic() - started
     peak_mib = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
     _print_results(out, settings, day_list[-1], elapsed_s, peak_mib, console)
+
+
+def _simulate(lake: Path, days: list[dt.date], *, gpus: int, seed: int,
+              limits: dict[dt.date, dict[str, float]] | None, console: Console) -> None:
+    from collectors.sim import simulate_fleet
+
+    with _progress(console) as progress:
+        task = progress.add_task(f"simulating {gpus} GPUs x {len(days)} days at 1 Hz from {days[0]}", total=None)
+
+        def on_progress(done: int, total: int) -> None:
+            progress.update(task, completed=done, total=total)
+
+        summary = simulate_fleet(lake, gpus=gpus, days=len(days), start=days[0], seed=seed,
+                                 power_limits_by_day=limits, progress=on_progress)
+    console.print(f"simulated {days[0]}..{days[-1]}: {summary.rows}")
+
+
+def _run_days(days: list[dt.date], config: Path, out: Path, console: Console) -> None:
+    from joulehouse_cli.dagrun import run_day
+
+    with _progress(console) as progress:
+        task = progress.add_task("daily DAG through Airflow", total=len(days))
+        for day in days:
+            progress.update(task, description=f"daily DAG through Airflow: {day}")
+            run_day(day, config, out / "airflow")
+            progress.advance(task)
+
+
+def _apply_recommendations(settings: Settings, day: dt.date, later: list[dt.date], *, gpus: int, seed: int,
+                           console: Console) -> dict[dt.date, dict[str, float]]:
+    """The node agent of every simulated host verifies and applies `day`'s signed export (audited
+    into the lake); returns the limits the devices then hold, per later day."""
+    from collectors.agent import apply_config
+    from collectors.config_contract import load_public_key
+    from collectors.sim.nvml import power_limits_by_day, simulated_nvml_by_host
+
+    export = Path(settings.export.out_dir) / f"recommended-config-{day}.json"
+    public_key = load_public_key(settings.agent.public_key_path)
+    nvmls = simulated_nvml_by_host(gpus=gpus, seed=seed)
+    applied_at = dt.datetime.combine(later[0], dt.time(0, 5), dt.timezone.utc)
+    changed = 0
+    for host, nvml in sorted(nvmls.items()):
+        result = apply_config(export, public_key=public_key, host=host, nvml=nvml,
+                              lake=settings.lake.path, now=applied_at)
+        changed += sum(1 for o in result.outcomes if o.action == "apply")
+    console.print(f"agent: applied {export.name} on {len(nvmls)} hosts at {applied_at:%Y-%m-%d %H:%M}Z, "
+                  f"{changed} GPUs changed (audit in the lake's agent_audit)")
+    return power_limits_by_day(nvmls.values(), later)
 
 
 def _ingest_traces(lake: Path, shared_data: Path, console: Console) -> None:
@@ -120,6 +162,10 @@ def _ingest_traces(lake: Path, shared_data: Path, console: Console) -> None:
                       + (f" ({reasons}) -> {result.quarantine_path}" if result.bad_rows else ""))
 
 
+def _has_relation(con, name: str) -> bool:
+    return con.execute("SELECT count(*) FROM information_schema.tables WHERE table_name = ?", [name]).fetchone()[0] > 0
+
+
 def _print_results(out: Path, settings: Settings, day: dt.date, elapsed_s: float, peak_mib: float, console: Console) -> None:
     from warehouse.db import connect
 
@@ -128,6 +174,11 @@ def _print_results(out: Path, settings: Settings, day: dt.date, elapsed_s: float
         energy_kwh = con.execute("SELECT sum(energy_kwh) FROM fct_gpu_energy_hourly WHERE day = ?", [day]).fetchone()[0]
         carbon_kg = con.execute("SELECT sum(total_gco2e) / 1000 FROM rpt_carbon_daily WHERE day = ?", [day]).fetchone()[0]
         cost_usd = con.execute("SELECT sum(total_cost_usd) FROM rpt_tco_daily WHERE day = ?", [day]).fetchone()[0]
+        outcomes = con.execute(
+            "SELECT gpu_model, power_limit_w_before, power_limit_w_after, n_treated_gpus, predicted_saving_pct, "
+            "realised_saving_pct, saving_ci_low_pct, saving_ci_high_pct FROM fct_recommendation_outcome "
+            "WHERE day = ? AND scope = 'model_setting' ORDER BY ALL", [day]).fetchall() if _has_relation(
+                con, "fct_recommendation_outcome") else []
     finally:
         con.close()
     table = Table(title=f"joulehouse demo: {day} (last simulated day)")
@@ -137,6 +188,16 @@ def _print_results(out: Path, settings: Settings, day: dt.date, elapsed_s: float
     table.add_row("carbon (location-based + embodied)", f"{carbon_kg:,.1f} kgCO2e" if carbon_kg is not None else "not computed")
     table.add_row("cost (TCO)", f"${cost_usd:,.2f}" if cost_usd is not None else "not computed")
     console.print(table)
+    if outcomes:
+        loop = Table(title="what the applied recommendations saved (energy per unit of work, vs uncapped GPUs)")
+        for col in ("GPU model", "limit W", "GPUs", "predicted %", "realised % [95% CI]"):
+            loop.add_column(col)
+        for model, before_w, after_w, n, predicted, realised, low, high in outcomes:
+            ci = f" [{low:.1f}, {high:.1f}]" if low is not None and high is not None else ""
+            loop.add_row(str(model), f"{before_w:.0f} -> {after_w:.0f}", str(n),
+                         "-" if predicted is None else f"{predicted:.1f}",
+                         "-" if realised is None else f"{realised:.1f}{ci}")
+        console.print(loop)
     console.print(f"lake:       {settings.lake.path}")
     console.print(f"warehouse:  {settings.warehouse.db_path}")
     console.print(f"report:     {out / 'reports' / f'{day}.html'}")

@@ -83,6 +83,18 @@ def fit_power_models(day: str, config: str | None) -> dict:
             "power_intervals": _count(intervals), "job_energy_predictions": len(predictions)}
 
 
+def measure_efficiency_and_outcomes(day: str, config: str | None) -> dict:
+    """Energy per unit of work per job and setting, and what earlier recommendations saved."""
+    from models.efficiency import build_efficiency
+    from models.outcome import measure_outcomes
+
+    the_day, settings = _load(day, config)
+    with _warehouse(settings) as con:
+        efficiency = build_efficiency(con, the_day)
+        outcomes = measure_outcomes(con, the_day)
+    return {"efficiency_rows": efficiency, "outcomes": outcomes}
+
+
 def account_carbon_and_cost(day: str, config: str | None) -> dict:
     """Carbon (both scope 2 methods + embodied) and TCO for the day, attributed to jobs/teams."""
     from reports.carbon import carbon_day
@@ -98,12 +110,14 @@ def account_carbon_and_cost(day: str, config: str | None) -> dict:
 def recommend_power_limits(day: str, config: str | None) -> dict:
     """A power limit (and clock range where a cap would do nothing) per GPU."""
     from models.recommend import recommend_day
+    from models.recommend_extra import recommend_extras
 
     the_day, settings = _load(day, config)
     with _warehouse(settings) as con:
         n = recommend_day(con, the_day, settings.recommend,
                           carbon_price_usd_per_tco2e=settings.carbon.carbon_price_usd_per_tco2e)
-    return {"recommendations": n}
+        extras = recommend_extras(con, the_day)
+    return {"recommendations": n, "consolidation_and_placement": extras}
 
 
 def render_report(day: str, config: str | None) -> dict:
@@ -123,5 +137,9 @@ def export_recommended_config(day: str, config: str | None) -> dict:
 
     the_day, settings = _load(day, config)
     with _warehouse(settings, read_only=True) as con:
-        path = export_config(con, the_day, settings.export, private_key_path=settings.export.private_key_path)
+        # The config of day D takes effect when D is over: a fixed `now` makes a re-run of the
+        # day byte-identical, and a backfilled old day exports a window that has already passed.
+        effective_at = dt.datetime.combine(the_day + dt.timedelta(days=1), dt.time(), dt.timezone.utc)
+        path = export_config(con, the_day, settings.export, now=effective_at,
+                             private_key_path=settings.export.private_key_path)
     return {"export": str(path)}

@@ -56,7 +56,9 @@ print(json.dumps({{
     assert info["owners"] == ["joulehouse"] and info["retries"] == [2] and "joulehouse" in info["tags"]
     assert info["schedule"] == "@daily"
     tasks = info["tasks"]
-    assert tasks["build_warehouse"] == ["check_data"]
-    assert set(tasks["check_data"]) == {"fit_power_models", "account_carbon_and_cost"}
-    assert set(tasks["recommend_power_limits"]) == {"render_report", "export_recommended_config"}
-    assert tasks["export_recommended_config"] == []
+    order = ["build_warehouse", "check_data", "fit_power_models", "measure_efficiency_and_outcomes",
+             "account_carbon_and_cost", "recommend_power_limits", "export_recommended_config", "render_report"]
+    # One DuckDB writer at a time: the steps that write the warehouse form one chain.
+    for upstream, downstream in zip(order, order[1:]):
+        assert downstream in tasks[upstream], f"{upstream} must run before {downstream}"
+    assert tasks["render_report"] == []

@@ -85,8 +85,8 @@ def run_demo(*, out: Path, days: int, gpus: int, seed: int, start: dt.date, shar
         generate_keypair(out / "keys")
     _run_days(before, config, out, console)
     if after:
-        limits = _apply_recommendations(settings, before[-1], after, gpus=gpus, seed=seed, console=console)
-        _simulate(lake, after, gpus=gpus, seed=seed, limits=limits, console=console)
+        limits, clocks = _apply_recommendations(settings, before[-1], after, gpus=gpus, seed=seed, console=console)
+        _simulate(lake, after, gpus=gpus, seed=seed, limits=limits, clocks=clocks, console=console)
         _run_days(after, config, out, console)
     else:
         console.print("[yellow]2 days or fewer: the agent applies nothing (use --days 7 to see the whole loop)[/yellow]")
@@ -97,7 +97,8 @@ def run_demo(*, out: Path, days: int, gpus: int, seed: int, start: dt.date, shar
 
 
 def _simulate(lake: Path, days: list[dt.date], *, gpus: int, seed: int,
-              limits: dict[dt.date, dict[str, float]] | None, console: Console) -> None:
+              limits: dict[dt.date, dict[str, float]] | None, console: Console,
+              clocks: dict[dt.date, dict[str, tuple[int, int]]] | None = None) -> None:
     from collectors.sim import simulate_fleet
 
     with _progress(console) as progress:
@@ -107,7 +108,7 @@ def _simulate(lake: Path, days: list[dt.date], *, gpus: int, seed: int,
             progress.update(task, completed=done, total=total)
 
         summary = simulate_fleet(lake, gpus=gpus, days=len(days), start=days[0], seed=seed,
-                                 power_limits_by_day=limits, progress=on_progress)
+                                 power_limits_by_day=limits, locked_sm_clocks_by_day=clocks, progress=on_progress)
     console.print(f"simulated {days[0]}..{days[-1]}: {summary.rows}")
 
 
@@ -123,25 +124,32 @@ def _run_days(days: list[dt.date], config: Path, out: Path, console: Console) ->
 
 
 def _apply_recommendations(settings: Settings, day: dt.date, later: list[dt.date], *, gpus: int, seed: int,
-                           console: Console) -> dict[dt.date, dict[str, float]]:
+                           console: Console) -> tuple[dict[dt.date, dict[str, float]],
+                                                      dict[dt.date, dict[str, tuple[int, int]]]]:
     """The node agent of every simulated host verifies and applies `day`'s signed export (audited
-    into the lake); returns the limits the devices then hold, per later day."""
+    into the lake); returns the limits (W) and locked SM clock ranges (MHz) the devices then hold,
+    per later day."""
     from collectors.agent import apply_config
     from collectors.config_contract import load_public_key
-    from collectors.sim.nvml import power_limits_by_day, simulated_nvml_by_host
+    from collectors.sim.nvml import locked_clocks_by_day, power_limits_by_day, simulated_nvml_by_host
 
     export = Path(settings.export.out_dir) / f"recommended-config-{day}.json"
     public_key = load_public_key(settings.agent.public_key_path)
     nvmls = simulated_nvml_by_host(gpus=gpus, seed=seed)
+    defaults = {d.uuid: d.power_limit_mw for n in nvmls.values() for d in n.devices}
     applied_at = dt.datetime.combine(later[0], dt.time(0, 5), dt.timezone.utc)
-    changed = 0
+    refused = 0
     for host, nvml in sorted(nvmls.items()):
         result = apply_config(export, public_key=public_key, host=host, nvml=nvml,
                               lake=settings.lake.path, now=applied_at)
-        changed += sum(1 for o in result.outcomes if o.action == "apply")
-    console.print(f"agent: applied {export.name} on {len(nvmls)} hosts at {applied_at:%Y-%m-%d %H:%M}Z, "
-                  f"{changed} GPUs changed (audit in the lake's agent_audit)")
-    return power_limits_by_day(nvmls.values(), later)
+        refused += sum(1 for o in result.outcomes if o.action in ("refuse", "verify-failed"))
+    # What the devices now hold, not the agent's wording: a clock lock at the default limit is a change too.
+    capped = sum(1 for n in nvmls.values() for d in n.devices if d.power_limit_mw != defaults[d.uuid])
+    locked = sum(len(n.locked_clocks()) for n in nvmls.values())
+    console.print(f"agent: applied {export.name} on {len(nvmls)} hosts at {applied_at:%Y-%m-%d %H:%M}Z: "
+                  f"{capped} GPUs capped, {locked} with locked SM clocks, {refused} refused "
+                  f"(audit in the lake's agent_audit)")
+    return power_limits_by_day(nvmls.values(), later), locked_clocks_by_day(nvmls.values(), later)
 
 
 def _ingest_traces(lake: Path, shared_data: Path, console: Console) -> None:

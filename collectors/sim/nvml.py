@@ -9,8 +9,8 @@ limit, locked clocks) survives nvmlShutdown/nvmlInit, as it does on a real drive
 
 `power_limits_by_day(nvmls, days)` turns the devices' limits into the simulator's
 `power_limits_by_day={date: {uuid: W}}`, so the demo can apply a recommended config with the real
-agent and simulate the following days under it. The simulator has no clock locks: a locked clock
-range is reported by `locked_clocks()` but does not change the simulated days.
+agent and simulate the following days under it; `locked_clocks_by_day(nvmls, days)` does the
+same for SM clock ranges the agent locked (the simulator's `locked_sm_clocks_by_day`).
 """
 
 from __future__ import annotations
@@ -177,7 +177,7 @@ class SimulatedNvml:
         return {d.uuid: d.power_limit_mw / 1000.0 for d in self.devices}
 
     def locked_clocks(self) -> dict[str, tuple[int, int]]:
-        """{gpu_uuid: (min, max) MHz} of devices with locked SM clocks (the simulator ignores them)."""
+        """{gpu_uuid: (min, max) MHz} of devices with locked SM clocks."""
         return {d.uuid: (d.locked_sm_clock_min_mhz, d.locked_sm_clock_max_mhz)
                 for d in self.devices if d.locked_sm_clock_max_mhz is not None}
 
@@ -203,4 +203,13 @@ def power_limits_by_day(nvmls: Iterable[SimulatedNvml], days: Iterable[dt.date])
     return {day: dict(limits) for day in days}
 
 
-__all__ = ["SimDevice", "SimulatedNvml", "power_limits_by_day", "simulated_nvml_by_host"]
+def locked_clocks_by_day(nvmls: Iterable[SimulatedNvml],
+                         days: Iterable[dt.date]) -> dict[dt.date, dict[str, tuple[int, int]]]:
+    """The simulator's `locked_sm_clocks_by_day`: every locked device's (min, max) MHz on each of `days`."""
+    locks: dict[str, tuple[int, int]] = {}
+    for nvml in nvmls:
+        locks.update(nvml.locked_clocks())
+    return {day: dict(locks) for day in days}
+
+
+__all__ = ["SimDevice", "SimulatedNvml", "locked_clocks_by_day", "power_limits_by_day", "simulated_nvml_by_host"]

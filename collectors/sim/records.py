@@ -96,7 +96,9 @@ def jobs_table(day: dt.date, gpus: Sequence[SimGpu], jobs: Sequence[Job], traces
                 continue
             sl = slice(job.start_i, job.end_i)
             speed = relative_speed(ratio[sl], tr.compute_bound[sl])
-            flops = float(np.sum(g.spec.peak_flops_per_s * tr.tensor_active[sl] * ratio[sl]) * interval_s)
+            # FLOPs count work done: the FLOP rate at f_max slowed by the run's real speed (a
+            # memory-bound job at a lower clock does nearly the same FLOPs per second).
+            flops = float(np.sum(g.spec.peak_flops_per_s * tr.tensor_active[sl] * speed) * interval_s)
             row = {
                 "job_id": job.job_id, "host": g.host, "gpu_uuid": g.uuid,
                 "started_at": midnight + dt.timedelta(seconds=job.start_i * interval_s),

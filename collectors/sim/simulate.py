@@ -97,6 +97,34 @@ def _validate(days: int, interval_s: float, start, fleet: Sequence[SimGpu],
                              f"for {spec.nvml_name}")
 
 
+def _validate_locks(fleet: Sequence[SimGpu], locks: Mapping[str, tuple[int, int]]) -> None:
+    by_uuid = {g.uuid: g for g in fleet}
+    for uid, lock in locks.items():
+        if uid not in by_uuid:
+            raise ValueError(f"locked_sm_clocks_by_day: unknown gpu_uuid {uid!r}; the simulated fleet has "
+                             f"{len(by_uuid)} GPUs")
+        spec = by_uuid[uid].spec
+        low, high = lock
+        if not 0 < int(low) <= int(high) <= spec.f_max_mhz:
+            raise ValueError(f"locked_sm_clocks_by_day[{uid!r}]=({low}, {high}) MHz: expected 0 < min <= max <= "
+                             f"{spec.f_max_mhz} MHz for {spec.nvml_name}")
+
+
+def _apply_clock_locks(traces, host_gpus: Sequence[SimGpu], locks: Mapping[str, tuple[int, int]]) -> None:
+    """Honour SM clocks locked from outside (nvmlDeviceSetGpuLockedClocks) as the driver does: a busy
+    GPU runs at most at the lock's max; where that is below what the job asked for, the clock
+    event reason carries the applications-clocks bit (0x2, as NVML reports for locked clocks).
+    Idle samples keep the idle clock (no activity, so no dynamic power either way)."""
+    for g, tr in zip(host_gpus, traces):
+        lock = locks.get(g.uuid)
+        if lock is None:
+            continue
+        ratio = int(lock[1]) / g.spec.f_max_mhz
+        binds = tr.busy & (tr.target_clock_ratio > ratio)
+        tr.target_clock_ratio = np.where(binds, ratio, tr.target_clock_ratio)
+        tr.app_clock_locked = tr.app_clock_locked | binds
+
+
 def _read_counters(f: Path | str):
     columns = ["gpu_uuid", "energy_mj_total"]
     if isinstance(f, Path):
@@ -150,10 +178,12 @@ def _cross_model_hosts(fleet: Sequence[SimGpu]) -> list[str]:
     return hosts
 
 
-def _simulate_host_day(seed, day, host, host_gpus, jobs: list[Job], limits, n, interval_s, outdoor, counter_start):
+def _simulate_host_day(seed, day, host, host_gpus, jobs: list[Job], limits, n, interval_s, outdoor, counter_start,
+                      locks: Mapping[str, tuple[int, int]]):
     """Physics of one host for one day; returns (gpu table, node trace, jobs table, end counters)."""
     spec = host_gpus[0].spec
     traces = [render_traces(jobs, g, n, interval_s, seed, day.toordinal()) for g in host_gpus]
+    _apply_clock_locks(traces, host_gpus, locks)
     stack = lambda name: np.stack([getattr(t, name) for t in traces])  # noqa: E731
     busy = stack("job_slot") >= 0
     act, dram, tensor = stack("sm_active"), stack("dram_active"), stack("tensor_active")
@@ -177,13 +207,17 @@ def simulate_fleet(lake: str | Path, *, gpus: int = 32, days: int = 2, start: dt
                    interval_s: float = 1.0, hosts: Sequence[str] | None = None,
                    power_limits_w: Mapping[str, float] | None = None,
                    power_limits_by_day: Mapping[dt.date, Mapping[str, float]] | None = None,
+                   locked_sm_clocks_by_day: Mapping[dt.date, Mapping[str, tuple[int, int]]] | None = None,
                    progress: Callable[[int, int], None] | None = None) -> SimulationSummary:
     """Simulate `gpus` GPUs (8 per host, hosts node-01.. unless `hosts` names them) for `days`
     UTC days from `start`, one GPU sample per `interval_s` seconds, and write gpu_samples,
     node_samples (every 5 s), facility_samples (every minute), jobs and `<lake>/../inventory.csv`.
     `power_limits_w` (gpu_uuid -> W) replaces the default limit of those GPUs for the whole
     range; `power_limits_by_day` (day -> gpu_uuid -> W) overrides it on the days it names, and
-    gives the same rows as calling day by day with those limits. `progress(done, total)` is called after each host-day with GPU-days done/total.
+    gives the same rows as calling day by day with those limits. `locked_sm_clocks_by_day` (day ->
+    gpu_uuid -> (min, max) MHz) locks SM clocks on the days it names, as the node agent does with
+    nvmlDeviceSetGpuLockedClocks: busy clocks stay at or below max (clock event reason 0x2 where
+    the lock binds), so power falls by the cubic dynamic term and compute-bound work slows. `progress(done, total)` is called after each host-day with GPU-days done/total.
     Existing partitions of the simulated days and hosts are replaced (re-running is idempotent)."""
     lake = lakefs.lake_root(lake)
     fleet = build_fleet(gpus, seed, hosts)
@@ -192,6 +226,10 @@ def simulate_fleet(lake: str | Path, *, gpus: int = 32, days: int = 2, start: dt
               for day, lim in (power_limits_by_day or {}).items()}
     for limits in [limits_by_uuid, *by_day.values()]:
         _validate(days, interval_s, start, fleet, limits)
+    locks_by_day = {day: {str(k): (int(v[0]), int(v[1])) for k, v in locks.items()}
+                    for day, locks in (locked_sm_clocks_by_day or {}).items()}
+    for locks in locks_by_day.values():
+        _validate_locks(fleet, locks)
     n = int(round(DAY_S / interval_s))
     host_names = list(dict.fromkeys(g.host for g in fleet))
     by_host = {h: [g for g in fleet if g.host == h] for h in host_names}
@@ -214,7 +252,7 @@ def simulate_fleet(lake: str | Path, *, gpus: int = 32, days: int = 2, start: dt
             day_limits = by_day.get(day, limits_by_uuid)
             limits = [day_limits.get(g.uuid, g.spec.default_limit_w) for g in host_gpus]
             gpu_t, node, jobs_t, end_mj = _simulate_host_day(seed, day, host, host_gpus, jobs, limits, n, interval_s,
-                                                             outdoor, start_mj)
+                                                             outdoor, start_mj, locks_by_day.get(day, {}))
             carried.update({g.uuid: int(v) for g, v in zip(host_gpus, end_mj)})
             site_wall += node.wall_power_w
             for dataset, table in (("gpu_samples", gpu_t), ("node_samples", node_table(day, host, node, interval_s)),

@@ -16,8 +16,8 @@ from hypothesis import strategies as st
 
 from collectors.schema import GPU_SAMPLES
 from collectors.sim import simulate_fleet
-from collectors.sim.constants import A100, CLOCK_EVENT_SW_POWER_CAP, H100, SPECS
-from collectors.sim.fleet import INVENTORY_COLUMNS
+from collectors.sim.constants import A100, CLOCK_EVENT_APPLICATIONS_CLOCKS_SETTING, CLOCK_EVENT_SW_POWER_CAP, H100, SPECS
+from collectors.sim.fleet import INVENTORY_COLUMNS, build_fleet
 from collectors.sim.physics import energy_counter_mj, first_order_lag, power_at, simulate_block
 
 DAY = dt.date(2026, 6, 10)
@@ -288,3 +288,44 @@ def test_limits_per_day_match_day_by_day_calls_and_leave_other_gpus_alone(tmp_pa
             assert day1.equals(untouched[uuid].slice(0, day1.num_rows))
         else:
             assert rows.equals(untouched[uuid]), uuid
+
+
+def test_locked_clocks_cap_the_clock_cut_power_cubically_and_slow_compute_bound_work(tmp_path, fleet_day):
+    """A clock range locked from outside (the agent's nvmlDeviceSetGpuLockedClocks) is obeyed like the
+    driver's: busy clocks at or below its max, reason bit 0x2 where it binds, less power, fewer samples."""
+    base_lake, base = fleet_day
+    a100 = [g.uuid for g in base.gpus if g.model == A100.nvml_name]
+    locked_uuid, lock_max = a100[0], 1000
+    lake = tmp_path / "lake"
+    simulate_fleet(lake, gpus=16, days=1, start=DAY, seed=3, interval_s=INTERVAL_S,
+                   locked_sm_clocks_by_day={DAY: {locked_uuid: (420, lock_max)}})
+    before, after = by_gpu(read(base_lake, "gpu_samples")), by_gpu(read(lake, "gpu_samples"))
+    g, g0 = after[locked_uuid], before[locked_uuid]
+    clock, clock0 = g["sm_clock_mhz"].to_numpy(), g0["sm_clock_mhz"].to_numpy()
+    assert clock.max() <= lock_max and clock0.max() > lock_max
+    bit = pc.not_equal(pc.bit_wise_and(g["clock_event_reasons"], CLOCK_EVENT_APPLICATIONS_CLOCKS_SETTING), 0)
+    pulled = clock0 > lock_max
+    assert bit.to_numpy(False)[pulled].all()
+    # Where the power cap did not bind, only the dynamic term changes: exactly dyn*act*(f^3 - f0^3).
+    truth = A100.power
+    act = g["sm_active_ratio"].to_numpy().astype(float)
+    expected_drop = truth.dyn_w * act * ((clock0 / A100.f_max_mhz) ** 3 - (clock / A100.f_max_mhz) ** 3)
+    drop = g0["power_w"].to_numpy().astype(float) - g["power_w"].to_numpy().astype(float)
+    sel = pulled & (expected_drop > 20.0)
+    assert sel.sum() > 100
+    # The chip also runs cooler, so leakage falls a little more than the dynamic term alone.
+    assert np.median(drop[sel] / expected_drop[sel]) == pytest.approx(1.0, abs=0.1)
+    for uuid in a100[1:]:
+        assert after[uuid].equals(before[uuid]), f"{uuid} was not locked and must not change"
+    jobs_before = {j["job_id"]: j for j in read(base_lake, "jobs").to_pylist() if j["gpu_uuid"] == locked_uuid}
+    jobs_after = {j["job_id"]: j for j in read(lake, "jobs").to_pylist() if j["gpu_uuid"] == locked_uuid}
+    for k, j in jobs_before.items():
+        if j["stage"] == "training":
+            assert jobs_after[k]["samples_total"] < j["samples_total"]
+            assert jobs_after[k]["flops_total"] < j["flops_total"]
+
+
+def test_bad_clock_locks_are_named(tmp_path):
+    with pytest.raises(ValueError, match="locked_sm_clocks_by_day.*expected 0 < min <= max <= 1410 MHz"):
+        simulate_fleet(tmp_path / "lake", gpus=2, days=1, start=DAY, interval_s=60.0,
+                       locked_sm_clocks_by_day={DAY: {build_fleet(2, 0)[0].uuid: (500, 2000)}})

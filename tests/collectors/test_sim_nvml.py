@@ -13,7 +13,7 @@ from collectors.agent import apply_config, rollback
 from collectors.config_contract import generate_keypair, load_private_key, load_public_key, sign_config
 from collectors.sim import simulate_fleet
 from collectors.sim.constants import SPECS
-from collectors.sim.nvml import power_limits_by_day, simulated_nvml_by_host
+from collectors.sim.nvml import locked_clocks_by_day, power_limits_by_day, simulated_nvml_by_host
 
 NOW = dt.datetime(2026, 1, 3, 6, 0, tzinfo=dt.timezone.utc)
 
@@ -109,3 +109,23 @@ def test_limits_set_through_nvml_drive_the_next_simulated_day(keys, tmp_path):
     rows = [r for r in t.to_pylist() if r["gpu_uuid"] == capped]
     assert {r["power_limit_w"] for r in rows} == {200.0}
     assert max(r["power_w"] for r in rows) < 200.0 * 1.05  # the simulated GPU obeys the cap it was given
+
+
+def test_clocks_locked_through_nvml_drive_the_next_simulated_day(keys, tmp_path):
+    nvmls = simulated_nvml_by_host(gpus=8)
+    nvml = nvmls["node-01"]
+    locked = nvml.devices[1].uuid
+    spec = nvml.devices[1].spec
+    doc = _config(keys[0], "node-01", {locked: _entry(spec.nvml_name, spec.default_limit_w, (420, 1000))})
+    apply_config(doc, public_key=keys[1], host="node-01", nvml=nvml, now=NOW)
+    day = dt.date(2026, 1, 3)
+    locks = locked_clocks_by_day(nvmls.values(), [day])
+    assert locks == {day: {locked: (420, 1000)}}
+    simulate_fleet(tmp_path / "lake", gpus=8, days=1, start=day, seed=1, interval_s=60,
+                   power_limits_by_day=power_limits_by_day(nvmls.values(), [day]), locked_sm_clocks_by_day=locks)
+    t = ds.dataset(tmp_path / "lake" / "gpu_samples", partitioning="hive").to_table(columns=["gpu_uuid", "sm_clock_mhz"])
+    clocks = [r["sm_clock_mhz"] for r in t.to_pylist() if r["gpu_uuid"] == locked]
+    others = [r["sm_clock_mhz"] for r in t.to_pylist() if r["gpu_uuid"] != locked]
+    assert max(clocks) <= 1000 < max(others)
+    rollback(host="node-01", nvml=nvml, now=NOW)
+    assert locked_clocks_by_day(nvmls.values(), [day]) == {day: {}}

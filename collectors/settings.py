@@ -209,9 +209,15 @@ class RecommendSettings:
     max_slowdown_latency_pct: float = 2.0
     max_slowdown_throughput_pct: float = 10.0
     max_slowdown_background_pct: float = 25.0
-    value_of_time_usd_per_gpu_hour: float = 2.0
+    # USD a slowdown of throughput work costs per GPU-hour it adds, beyond its energy: 0 means such work
+    # is valued by finishing within max_slowdown_throughput_pct (the bound is the constraint). Set it
+    # (e.g. the GPU-hour's rental price) when a slower job really costs that: a saturated queue, a deadline.
+    value_of_time_usd_per_gpu_hour: float = 0.0
     do_not_touch: tuple[str, ...] = ()
     limit_step_w: float = 25.0
+    # Share of each GPU model's eligible GPUs (stable choice by UUID) left at the default as controls, so
+    # the next days can measure what the settings saved against like GPUs; 0 applies everything.
+    holdout_share: float = 0.25
 
 
 @dataclass(frozen=True)
@@ -223,6 +229,8 @@ class ExportSettings:
     validity_hours: float = 48.0
     # The site named in the signed body, so an agent can tell one site's file from another's.
     site: str = "site-a"
+    # Where node agents fetch the config (a folder or fsspec URL); empty: the export folder is served as is.
+    publish_url: str = ""
 
 
 @dataclass(frozen=True)

@@ -1,22 +1,43 @@
 """The daily joulehouse pipeline: lake -> warehouse -> checks -> models -> carbon/cost ->
-recommendations -> report -> signed export.
+recommendations -> signed export -> report.
 
 This file holds the schedule and the wiring only. Each task is a few lines that call
-`reports.daily`, imported inside the task so that parsing this file imports nothing heavy.
-Every task reads and writes one day and can be re-run with the same result.
+`reports.daily`, imported inside the task, so parsing this file imports nothing heavy. Every
+task reads and writes one day and can be re-run with the same result.
 
-The day processed is `dag_run.conf["day"]` when given (what `joulehouse run --date` passes),
-else the start of the run's data interval. The settings file is `dag_run.conf["config"]`, else
-the JOULEHOUSE_CONFIG environment variable, else the built-in defaults.
+- Schedule `@daily` with catchup: a run for the interval starting D processes day D, so a
+  backfill over a date range rebuilds those days (`airflow backfill create --dag-id
+  joulehouse_daily --from-date ... --to-date ...`). `dag_run.conf["day"]` overrides the day (what
+  `joulehouse run --date` passes); `dag_run.conf["config"]`, else JOULEHOUSE_CONFIG, names the
+  settings file.
+- The per-host look at the lake is mapped (one task per host, read-only, parallel); the steps
+  that write the DuckDB file form one chain, and max_active_runs=1 keeps one writer at a time.
+- Outlets: the warehouse day and the signed export are Assets, so a downstream DAG (e.g.
+  joulehouse_publish, which puts the export where node agents fetch it) runs on fresh data.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import logging
 import os
 
+from airflow.sdk import Asset, dag, get_current_context, task
 from airflow.sdk.exceptions import AirflowFailException
-from airflow.sdk import dag, get_current_context, task
+
+WAREHOUSE_DAY = Asset(name="joulehouse_warehouse_day", uri="joulehouse://warehouse/daily")
+RECOMMENDED_CONFIG = Asset(name="joulehouse_recommended_config", uri="joulehouse://export/recommended-config")
+log = logging.getLogger("joulehouse.dag")
+
+
+def _say_what_failed(context) -> None:
+    """Failure callback: one line naming the task, the day, the try and the error."""
+    ti = context.get("task_instance") or context.get("ti")
+    conf = (context["dag_run"].conf or {}) if context.get("dag_run") else {}
+    day = conf.get("day") or context.get("ds")
+    log.error("joulehouse_daily: task %s failed for day %s (try %s): %s",
+              getattr(ti, "task_id", "?"), day, getattr(ti, "try_number", "?"), context.get("exception"))
+
 
 DEFAULT_ARGS = {
     "owner": "joulehouse",
@@ -24,6 +45,7 @@ DEFAULT_ARGS = {
     "retries": int(os.environ.get("JOULEHOUSE_DAG_RETRIES", "2")),
     "retry_delay": dt.timedelta(minutes=2),
     "retry_exponential_backoff": True,
+    "on_failure_callback": _say_what_failed,
 }
 
 
@@ -37,8 +59,9 @@ def _day_and_config() -> tuple[str, str | None]:
 @dag(
     dag_id="joulehouse_daily",
     schedule="@daily",
-    start_date=dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc),
-    catchup=False,
+    start_date=dt.datetime.fromisoformat(os.environ.get("JOULEHOUSE_START_DATE", "2026-01-01")).replace(
+        tzinfo=dt.timezone.utc),
+    catchup=True,
     max_active_runs=1,
     default_args=DEFAULT_ARGS,
     tags=["joulehouse", "energy"],
@@ -46,6 +69,18 @@ def _day_and_config() -> tuple[str, str | None]:
 )
 def joulehouse_daily():
     @task
+    def list_lake_hosts() -> list[str]:
+        from reports import daily
+
+        return daily.list_lake_hosts(*_day_and_config())
+
+    @task
+    def inspect_lake_partition(host: str) -> dict:
+        from reports import daily
+
+        return daily.inspect_lake_partition(*_day_and_config(), host)
+
+    @task(outlets=[WAREHOUSE_DAY])
     def build_warehouse() -> dict:
         from reports import daily
 
@@ -86,29 +121,26 @@ def joulehouse_daily():
 
         return daily.recommend_power_limits(*_day_and_config())
 
+    @task(outlets=[RECOMMENDED_CONFIG])
+    def export_recommended_config() -> dict:
+        from reports import daily
+
+        return daily.export_recommended_config(*_day_and_config())
+
     @task
     def render_report() -> dict:
         from reports import daily
 
         return daily.render_report(*_day_and_config())
 
-    @task
-    def export_recommended_config() -> dict:
-        from reports import daily
-
-        return daily.export_recommended_config(*_day_and_config())
-
-    built = build_warehouse()
-    checked = check_data()
-    fitted = fit_power_models()
-    measured = measure_efficiency_and_outcomes()
-    accounted = account_carbon_and_cost()
-    recommended = recommend_power_limits()
-    reported = render_report()
-    exported = export_recommended_config()
+    inspected = inspect_lake_partition.expand(host=list_lake_hosts())
+    chain = [build_warehouse(), check_data(), fit_power_models(), measure_efficiency_and_outcomes(),
+             account_carbon_and_cost(), recommend_power_limits(), export_recommended_config(), render_report()]
+    inspected >> chain[0]
     # One DuckDB writer at a time: the warehouse file takes a single writing process, so the
-    # analytic steps run in sequence even though they are independent.
-    built >> checked >> fitted >> measured >> accounted >> recommended >> exported >> reported
+    # analytic steps run in sequence even though some are independent.
+    for upstream, downstream in zip(chain, chain[1:]):
+        upstream >> downstream
 
 
 joulehouse_daily()

@@ -44,6 +44,23 @@ def _count(result: object) -> int | None:
     return len(result) if isinstance(result, (list, tuple)) else (result if isinstance(result, int) else None)
 
 
+def list_lake_hosts(day: str, config: str | None) -> list[str]:
+    """The hosts that delivered GPU readings for the day (what the per-host tasks map over)."""
+    from warehouse.lake_partitions import day_hosts
+
+    the_day, settings = _load(day, config)
+    return day_hosts(settings.lake.path, the_day)
+
+
+def inspect_lake_partition(day: str, config: str | None, host: str) -> dict:
+    """One host's partitions of the day: files, rows, bytes, and files that do not open."""
+    from warehouse.lake_partitions import inspect_partition
+
+    the_day, settings = _load(day, config)
+    return {dataset: inspect_partition(settings.lake.path, the_day, host, dataset).as_dict()
+            for dataset in ("gpu_samples", "node_samples")}
+
+
 def build_warehouse(day: str, config: str | None) -> dict:
     """Views over the lake, the day's staging + quarantine, hourly GPU/node/facility energy."""
     from warehouse.build import build_day
@@ -143,3 +160,13 @@ def export_recommended_config(day: str, config: str | None) -> dict:
         path = export_config(con, the_day, settings.export, now=effective_at,
                              private_key_path=settings.export.private_key_path)
     return {"export": str(path)}
+
+
+def publish_recommended_config(config: str | None) -> dict:
+    """Copy the latest signed export to `[export] publish_url`, where node agents fetch it."""
+    from reports.publish import publish_config
+
+    settings = load_settings(config)
+    if not settings.export.publish_url:
+        return {"published": None, "why": "export.publish_url is empty: agents fetch the export folder itself"}
+    return {"published": publish_config(settings.export.out_dir, settings.export.publish_url)}

@@ -37,7 +37,14 @@ import json
 from airflow.dag_processing.dagbag import DagBag
 bag = DagBag(dag_folder={str(REPO / 'dags')!r})
 dag = bag.dags['joulehouse_daily']
+publish = bag.dags['joulehouse_publish']
 print(json.dumps({{
+  'dags': sorted(bag.dags),
+  'catchup': dag.catchup, 'max_active_runs': dag.max_active_runs,
+  'mapped': sorted(t.task_id for t in dag.tasks if 'MappedOperator' in type(t).__name__),
+  'outlets': {{t.task_id: [a.name for a in t.outlets] for t in dag.tasks if t.outlets}},
+  'callbacks': sorted({{t.task_id for t in dag.tasks if t.on_failure_callback}}),
+  'publish_schedule': str(publish.schedule),
   'errors': {{k: str(v) for k, v in bag.import_errors.items()}},
   'tasks': {{t.task_id: sorted(t.downstream_task_ids) for t in dag.tasks}},
   'owners': sorted({{t.owner for t in dag.tasks}}),
@@ -54,7 +61,13 @@ print(json.dumps({{
     info = json.loads(out.stdout.strip().splitlines()[-1])
     assert info["errors"] == {}
     assert info["owners"] == ["joulehouse"] and info["retries"] == [2] and "joulehouse" in info["tags"]
-    assert info["schedule"] == "@daily"
+    assert info["schedule"] == "@daily" and info["catchup"] is True and info["max_active_runs"] == 1
+    assert info["dags"] == ["joulehouse_daily", "joulehouse_publish"]
+    assert info["mapped"] == ["inspect_lake_partition"], "the per-host lake look is one mapped task per host"
+    assert info["outlets"] == {"build_warehouse": ["joulehouse_warehouse_day"],
+                               "export_recommended_config": ["joulehouse_recommended_config"]}
+    assert "joulehouse_recommended_config" in info["publish_schedule"]
+    assert len(info["callbacks"]) == len(info["tasks"]), "every task says what failed"
     tasks = info["tasks"]
     order = ["build_warehouse", "check_data", "fit_power_models", "measure_efficiency_and_outcomes",
              "account_carbon_and_cost", "recommend_power_limits", "export_recommended_config", "render_report"]

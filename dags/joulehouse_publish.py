@@ -1,0 +1,39 @@
+"""Publish the signed recommended-config file where node agents fetch it.
+
+Runs whenever joulehouse_daily updates the RECOMMENDED_CONFIG asset. The destination is
+`[export] publish_url` in the settings (a folder or any fsspec URL such as s3://bucket/config/);
+empty means the export folder itself is served (e.g. by a web server) and nothing is copied.
+Agents poll it with `joulehouse agent run --config-url URL`.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+
+from airflow.sdk import Asset, dag, task
+
+RECOMMENDED_CONFIG = Asset(name="joulehouse_recommended_config", uri="joulehouse://export/recommended-config")
+
+
+@dag(
+    dag_id="joulehouse_publish",
+    schedule=[RECOMMENDED_CONFIG],
+    start_date=dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc),
+    catchup=False,
+    default_args={"owner": "joulehouse", "retries": int(os.environ.get("JOULEHOUSE_DAG_RETRIES", "3")),
+                  "retry_delay": dt.timedelta(minutes=1), "retry_exponential_backoff": True},
+    tags=["joulehouse", "export"],
+    doc_md=__doc__,
+)
+def joulehouse_publish():
+    @task
+    def publish_recommended_config() -> dict:
+        from reports import daily
+
+        return daily.publish_recommended_config(os.environ.get("JOULEHOUSE_CONFIG"))
+
+    publish_recommended_config()
+
+
+joulehouse_publish()

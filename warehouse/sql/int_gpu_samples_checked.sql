@@ -16,26 +16,46 @@
 --     ratio_out_of_range: an *_ratio column outside 0..1;
 --     util_out_of_range: util_gpu_pct or util_mem_pct outside 0..100.
 WITH window_rows AS (
+    -- the day's own files, then only the neighbours' readings near midnight: apart, the time
+    -- range is a filter inside the neighbours' Parquet scan instead of one over all their rows
     SELECT r.* EXCLUDE (date), r.date AS day
     FROM raw_gpu_samples AS r
-    -- the typed partition column first: DuckDB opens only these three days' files
-    WHERE r.date BETWEEN $day::DATE - 1 AND $day::DATE + 1
-      AND (
-          r.date = $day::DATE
-          OR r.sampled_at BETWEEN $day::TIMESTAMPTZ - to_seconds($margin_s)
-                              AND ($day::DATE + 1)::TIMESTAMPTZ + to_seconds($margin_s)
-      )
+    WHERE r.date = $day::DATE
+    UNION ALL
+    SELECT r.* EXCLUDE (date), r.date AS day
+    FROM raw_gpu_samples AS r
+    -- the typed partition column first: DuckDB opens only the neighbouring days' files
+    WHERE (r.date = $day::DATE - 1 OR r.date = $day::DATE + 1)
+      AND r.sampled_at BETWEEN $day::TIMESTAMPTZ - to_seconds($margin_s)
+                           AND ($day::DATE + 1)::TIMESTAMPTZ + to_seconds($margin_s)
+),
+duplicate_keys AS (
+    -- keys seen more than once: only their rows need ranking (a window over every row sorts them all)
+    SELECT gpu_uuid, sampled_at, source
+    FROM window_rows
+    GROUP BY gpu_uuid, sampled_at, source
+    HAVING count(*) > 1
 ),
 numbered AS (
+    SELECT w.*, 1 AS duplicate_rank
+    FROM window_rows AS w
+    ANTI JOIN duplicate_keys AS k USING (gpu_uuid, sampled_at, source)
+    UNION ALL
     SELECT
-        *,
+        w.*,
         row_number() OVER (
             PARTITION BY gpu_uuid, sampled_at, source
             ORDER BY power_w NULLS LAST, energy_mj_total NULLS LAST, host, gpu_index
-        ) AS duplicate_rank,
+        ) AS duplicate_rank
+    FROM window_rows AS w
+    SEMI JOIN duplicate_keys AS k USING (gpu_uuid, sampled_at, source)
+),
+finite AS (
+    SELECT
+        *,
         -- computed apart: inside the CASE below, DuckDB 2.0.1 let a NaN row fall through to a later rule
         coalesce(isfinite(power_w), true) AS power_finite
-    FROM window_rows
+    FROM numbered
 ),
 checked AS (
     SELECT
@@ -59,7 +79,7 @@ checked AS (
             WHEN NOT coalesce(util_gpu_pct BETWEEN 0 AND 100, true)
               OR NOT coalesce(util_mem_pct BETWEEN 0 AND 100, true) THEN 'util_out_of_range'
         END AS reason
-    FROM numbered
+    FROM finite
 ),
 flagged AS (
     SELECT

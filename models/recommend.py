@@ -4,19 +4,48 @@ For each GPU seen on `day`: its workload class is the class of the jobs it ran l
 (jobs relation), or, without jobs, 'throughput' when it was busy (activity > 5%) at least half of
 the day's samples and 'background' otherwise. Latency-sensitive GPUs keep their clocks (default
 limit). For the others, each candidate limit from the device default down to its minimum (in
-`limit_step_w` steps; never above the default) is scored with the fitted power model and the
-performance-under-cap model (models.caps) on the GPU's busy profile, by the cost of the same work:
-    energy_kwh x price x PUE + energy_kwh x grid gCO2e/kWh x carbon price / 1e6
-    + value_of_time x busy_hours x slowdown,
-subject to the class's slowdown bound. Skipped, with the reason written: GPUs in do_not_touch (by
-UUID or host), GPU models without a fit or whose fit failed its gate. When the GPU never draws
-the chosen cap (decode-style loads), the cap would do nothing: a locked SM clock range is
-suggested instead (the lowest clock within the slowdown bound as the maximum).
+`limit_step_w` steps; never above the default), and each locked SM clock ceiling, is scored with
+the fitted power model and the performance-under-cap model (models.caps).
+
+The objective, and why. The class's slowdown bound is the constraint (throughput 10%, background
+25%): throughput work's value is that it completes within that bound, so inside it the setting
+that does the same work for the least money wins. The money is energy-to-solution:
+    cost = energy_per_work_kwh x (price x PUE + grid gCO2e/kWh x PUE x carbon price / 1e6)
+         + value_of_time x busy_hours x slowdown     (throughput only; background has no deadline)
+with energy per work = P(s) x T(s) over the busy hours, not power: a cap that lengthens a job
+pays only if the watts fall faster than the time grows. Dynamic power goes as f^3 (voltage
+follows frequency), so the energy-per-work optimum of compute-bound work, where
+E(s) ~ P_other / s + P_dyn x s^2, lies near s = (P_other / 2 P_dyn)^(1/3), ~0.5-0.6 of f_max on
+the fleet's GPUs: far below the default limit, so the bound, not the optimum, sets the cap, and
+a modest cap costs a small clock drop (a 700 W H100 at 550 W runs ~8% slower). Memory-bound
+work barely slows under a cap and saves more. `value_of_time_usd_per_gpu_hour` defaults to 0: a
+GPU-hour's rental price (~2 USD) charged on every slowdown would outweigh any energy saving
+(a 700 W GPU's energy costs ~0.09 USD/h), which is only right when a slower job really costs that
+money (a saturated queue, rented GPUs, a deadline): set it then, and throughput GPUs keep
+higher limits.
+
+A cap bites only in a GPU's heavy phases, so each setting is scored on the day's mix of activity
+(ten deciles of busy-time SM activity, equal weights), not on the mean: energy and slowdown of
+the mix, and the slowdown bound applied to the heavier half of the busy time (the jobs a cap
+slows most must stay within it too).
+
+A power cap is preferred to a clock lock when it binds and saves at least half of what the best
+clock lock saves: a cap follows the load (it slows only the heavy phases) and is what the
+device's power management prescribes. When the GPU never draws the chosen cap (decode-style loads, light data
+preparation), the cap would do nothing: a locked SM clock range is suggested instead (the
+cheapest clock within the slowdown bound as the maximum). Skipped, with the reason written: GPUs
+in do_not_touch (by UUID or host), GPU models without a fit or whose fit failed its gate.
+
+expected_saving_pct is the saving in energy per unit of work (energy-to-solution) on the busy
+hours, expected_slowdown_pct the run-time increase of the mean busy profile.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
+import math
+from dataclasses import dataclass, replace
 
 import duckdb
 import numpy as np
@@ -45,6 +74,8 @@ CLASSES = ("latency-sensitive", "throughput", "background")
 # deadline, so within its slowdown bound its time is free and the cheapest energy wins.
 VALUE_OF_TIME_WEIGHT = {"latency-sensitive": 1.0, "throughput": 1.0, "background": 0.0}
 JOBS_RELATIONS = ("stg_jobs", "jobs", "raw_jobs")
+# A binding cap wins over a clock lock when it saves at least this share of the lock's saving.
+CAP_PREFERENCE = 0.5
 
 
 def slowdown_bound_pct(workload_class: str, settings: RecommendSettings) -> float:
@@ -75,6 +106,38 @@ def _profile(row: dict, feature_set: str) -> WorkloadProfile:
         activity, memory = row["util_gpu_ratio"], row["util_mem_ratio"]
     return WorkloadProfile(activity_ratio=float(activity or 0.0), memory_ratio=float(memory or 0.0),
                            pcie_gbps=float(row["pcie_gbps"] or 0.0), temp_c=float(row["temp_c"] or 60.0))
+
+
+def _activity_bins(row: dict, profile: WorkloadProfile) -> list[WorkloadProfile]:
+    """The busy profile at each decile of the day's activity (equal shares of busy time), so a cap,
+    which bites only in heavy phases, is scored on the mix the GPU really ran; the mean alone
+    without deciles. Memory, PCIe and temperature stay at their busy means."""
+    deciles = row.get("activity_deciles")
+    if not deciles or profile.activity_ratio <= 0:
+        return [profile]
+    # Rescaled so the bins' mean is the measured mean activity (quantiles of a skewed mix are not).
+    scale = profile.activity_ratio / float(np.mean(deciles))
+    return [replace(profile, activity_ratio=min(1.0, max(1e-3, float(q) * scale))) for q in deciles]
+
+
+@dataclass(frozen=True)
+class _Setting:
+    """One setting scored on the activity mix: mean power W over the stretched run, slowdown %
+    of the whole mix and of its heavier half (the bound applies there), whether a cap binds."""
+
+    power_w: float
+    slowdown_pct: float
+    heavy_slowdown_pct: float
+    binds: bool
+
+
+def _score(bins: list[WorkloadProfile], power_and_time) -> _Setting:
+    points = [power_and_time(b) for b in bins]  # (power W, time ratio, binds)
+    times = np.array([t for _, t, _ in points])
+    energy = float(np.mean([p * t for p, t, _ in points]))
+    heavy = times[len(times) // 2:]
+    return _Setting(power_w=energy / float(times.mean()), slowdown_pct=100 * (float(times.mean()) - 1),
+                    heavy_slowdown_pct=100 * (float(heavy.mean()) - 1), binds=any(b for _, _, b in points))
 
 
 def recommend_gpu(row: dict, workload_class: str, fit: dict | None, settings: RecommendSettings, *,
@@ -112,23 +175,34 @@ def recommend_gpu(row: dict, workload_class: str, fit: dict | None, settings: Re
                       "expected_slowdown_pct": 0.0, "reason": "idle all day: nothing for a cap to save"}
     bound = slowdown_bound_pct(workload_class, settings)
     usd_per_kwh = price_usd_per_kwh * pue + carbon_gco2e_per_kwh * pue * carbon_price_usd_per_tco2e / 1e6
-    uncapped_w = power_at_clock_w(coef, profile, 1.0)
-
+    bins = _activity_bins(row, profile)
     time_weight = VALUE_OF_TIME_WEIGHT[workload_class]
 
     def cost_usd(power_w: float, slowdown_pct: float) -> float:
+        """The busy hours' work at this setting: energy-to-solution at the site's price, plus time."""
         energy_kwh = busy_hours * power_w * (1 + slowdown_pct / 100) / 1000
         return (energy_kwh * usd_per_kwh
                 + time_weight * settings.value_of_time_usd_per_gpu_hour * busy_hours * slowdown_pct / 100)
 
+    def under_cap(limit_w: float) -> _Setting:
+        def one(b: WorkloadProfile):
+            o = outcome_under_limit(coef, b, limit_w)
+            return o.power_w, 1 + o.slowdown_pct / 100, o.cap_binds
+        return _score(bins, one)
+
+    def at_clock(s: float) -> _Setting:
+        return _score(bins, lambda b: (power_at_clock_w(coef, b, s), time_ratio(b, s), False))
+
+    uncapped = at_clock(1.0)
+    uncapped_w = uncapped.power_w
     candidates = np.arange(min(default_w, max_w), min_w - 1e-9, -settings.limit_step_w)
-    caps = [o for o in (outcome_under_limit(coef, profile, float(lim)) for lim in candidates)
-            if o.slowdown_pct <= bound + 1e-9]
-    best_cap = min(caps, key=lambda o: (cost_usd(o.power_w, o.slowdown_pct), -o.power_limit_w))
-    clock_options = [(s, power_at_clock_w(coef, profile, s), 100 * (time_ratio(profile, s) - 1))
-                     for s in np.linspace(1.0, MIN_CLOCK_RATIO, 29)]
-    clock_options = [c for c in clock_options if c[2] <= bound + 1e-9]
-    s_best, clock_power_w, clock_slowdown = min(clock_options, key=lambda c: (cost_usd(c[1], c[2]), -c[0]))
+    caps = [(float(lim), under_cap(float(lim))) for lim in candidates]
+    caps = [c for c in caps if c[1].heavy_slowdown_pct <= bound + 1e-9] or caps[:1]  # the default always qualifies
+    cap_w, best_cap = min(caps, key=lambda c: (cost_usd(c[1].power_w, c[1].slowdown_pct), -c[0]))
+    clocks = [(float(s), at_clock(float(s))) for s in np.linspace(1.0, MIN_CLOCK_RATIO, 29)]
+    clocks = [c for c in clocks if c[1].heavy_slowdown_pct <= bound + 1e-9]
+    s_best, best_clock = min(clocks, key=lambda c: (cost_usd(c[1].power_w, c[1].slowdown_pct), -c[0]))
+    clock_power_w, clock_slowdown = best_clock.power_w, best_clock.slowdown_pct
     measured_peak = float(row["p95_power_w"] or uncapped_w)
     reason_note = f"; {note}" if note else ""
     head = f"{workload_class} ({profile.bottleneck}, busy {busy_hours:.1f} h)"
@@ -140,10 +214,12 @@ def recommend_gpu(row: dict, workload_class: str, fit: dict | None, settings: Re
 
     cap_cost = cost_usd(best_cap.power_w, best_cap.slowdown_pct)
     clock_cost = cost_usd(clock_power_w, clock_slowdown)
-    # A cap follows the load (it only bites when power is high), a locked clock does not: prefer a
-    # binding cap unless the clock lock is clearly cheaper (the caps are in coarse steps).
-    if best_cap.cap_binds and cap_cost <= clock_cost + 0.02 * cost_usd(uncapped_w, 0.0):
-        return out | {"power_limit_w": best_cap.power_limit_w, **saving(best_cap.power_w, best_cap.slowdown_pct),
+    # A cap follows the load (it only bites when power is high) and is what power management
+    # prescribes; a locked clock slows every phase alike. Prefer a binding cap that saves at least
+    # CAP_PREFERENCE of what the clock lock saves.
+    gain_cap, gain_clock = cost_usd(uncapped_w, 0.0) - cap_cost, cost_usd(uncapped_w, 0.0) - clock_cost
+    if best_cap.binds and gain_cap > 0 and gain_cap >= CAP_PREFERENCE * gain_clock:
+        return out | {"power_limit_w": cap_w, **saving(best_cap.power_w, best_cap.slowdown_pct),
                       "reason": f"{head}: cheapest limit within {bound:g}% slowdown{reason_note}"}
     if s_best < 1.0 and coef.f_max_mhz is not None and clock_cost < cost_usd(uncapped_w, 0.0):
         if measured_peak <= min_w + settings.limit_step_w:
@@ -154,9 +230,39 @@ def recommend_gpu(row: dict, workload_class: str, fit: dict | None, settings: Re
                       "locked_sm_clock_min_mhz": round(MIN_CLOCK_RATIO * coef.f_max_mhz),
                       "locked_sm_clock_max_mhz": round(s_best * coef.f_max_mhz),
                       "reason": f"{head}: {why}; lock SM clocks at or below {s_best * coef.f_max_mhz:.0f} MHz{reason_note}"}
+    why_not = ("the time it costs at {:g} USD/GPU-hour outweighs the energy it saves".format(
+        settings.value_of_time_usd_per_gpu_hour) if time_weight * settings.value_of_time_usd_per_gpu_hour > 0
+        else "none lowers the energy per unit of work")
     return out | {"power_limit_w": default_w, **saving(uncapped_w, 0.0),
-                  "reason": f"{head}: no cap or clock within {bound:g}% slowdown pays (time costs more than the energy "
-                            f"it saves){reason_note}"}
+                  "reason": f"{head}: no cap or clock within {bound:g}% slowdown pays ({why_not}){reason_note}"}
+
+
+def hold_out_controls(rows: list[dict], share: float) -> list[dict]:
+    """Leave `share` of each GPU model's changed GPUs (a stable choice: lowest sha256 of the UUID)
+    at the default as controls, at least one changed GPU kept; their rows say what they would get."""
+    if not 0 <= share < 1:
+        raise ValueError(f"holdout_share={share}: expected 0 <= share < 1")
+    changed = [r for r in rows if r["default_limit_w"] is not None and r["power_limit_w"] is not None
+               and (r["power_limit_w"] < r["default_limit_w"] or r["locked_sm_clock_max_mhz"] is not None)]
+    held: set[str] = set()
+    for model in {r["gpu_model"] for r in changed}:
+        mine = sorted((r for r in changed if r["gpu_model"] == model),
+                      key=lambda r: hashlib.sha256(r["gpu_uuid"].encode()).hexdigest())
+        held |= {r["gpu_uuid"] for r in mine[:min(math.ceil(share * len(mine)), len(mine) - 1)]}
+    out = []
+    for r in rows:
+        if r["gpu_uuid"] not in held:
+            out.append(r)
+            continue
+        would = f"{r['power_limit_w']:.0f} W" + (f", SM clocks <= {r['locked_sm_clock_max_mhz']:.0f} MHz"
+                                                 if r["locked_sm_clock_max_mhz"] is not None else "")
+        out.append(r | {"power_limit_w": r["default_limit_w"], "locked_sm_clock_min_mhz": None,
+                        "locked_sm_clock_max_mhz": None, "expected_saving_pct": 0.0, "expected_slowdown_pct": 0.0,
+                        "expected_energy_saving_kwh_per_day": 0.0,
+                        "reason": f"held out as a control ({share:.0%} of the {r['gpu_model']} GPUs given a setting "
+                                  f"keep the default, so the saving can be measured against them); would set {would} "
+                                  f"for {r['expected_saving_pct']:.1f}% less energy per unit of work"})
+    return out
 
 
 def recommend_day(con: duckdb.DuckDBPyConnection, day: dt.date, settings: RecommendSettings, *,
@@ -188,6 +294,7 @@ def recommend_day(con: duckdb.DuckDBPyConnection, day: dt.date, settings: Recomm
         rows.append({"day": day} | recommend_gpu(p, workload_class, fits[p["gpu_model"]], settings,
                                                  price_usd_per_kwh=price, carbon_gco2e_per_kwh=intensity,
                                                  carbon_price_usd_per_tco2e=carbon_price_usd_per_tco2e, pue=pue))
+    rows = hold_out_controls(rows, settings.holdout_share)
     con.execute(load_sql("fct_recommendation"))
     con.execute("BEGIN TRANSACTION")
     try:

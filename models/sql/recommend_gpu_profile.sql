@@ -2,7 +2,7 @@
 -- Grain: gpu_uuid, rows of `reco_input_samples` (temp view over stg_gpu_samples) with day = $day.
 -- Columns: host, gpu_uuid, gpu_model, n_samples, busy_ratio (0..1, share of samples with activity
 --   above 5%), busy_hours (h: busy_ratio x the hours the day's samples cover),
---   activity_ratio, dram_ratio, util_mem_ratio (0..1, means over busy samples), pcie_gbps (GB/s, busy
+--   activity_ratio, activity_deciles (0..1, list of the 5th, 15th .. 95th percentiles over busy samples), dram_ratio, util_mem_ratio (0..1, means over busy samples), pcie_gbps (GB/s, busy
 --   mean), temp_c (C, busy mean), busy_power_w (W, busy mean), p95_power_w (W), max_power_limit_w (W).
 WITH day_rows AS (
     SELECT *, coalesce(CAST(sm_active_ratio AS DOUBLE), util_gpu_pct / 100.0) AS activity
@@ -19,6 +19,8 @@ SELECT
     avg(CASE WHEN d.activity > 0.05 THEN 1.0 ELSE 0.0 END) AS busy_ratio,
     avg(CASE WHEN d.activity > 0.05 THEN 1.0 ELSE 0.0 END) * any_value(s.covered_hours) AS busy_hours,
     avg(d.activity) FILTER (WHERE d.activity > 0.05) AS activity_ratio,
+    quantile_cont(d.activity, [0.05, 0.15, 0.25, 0.35, 0.45, 0.55, 0.65, 0.75, 0.85, 0.95])
+        FILTER (WHERE d.activity > 0.05) AS activity_deciles,
     avg(d.sm_active_ratio) FILTER (WHERE d.activity > 0.05) AS sm_active_ratio,
     avg(d.util_gpu_pct / 100.0) FILTER (WHERE d.activity > 0.05) AS util_gpu_ratio,
     avg(d.dram_active_ratio) FILTER (WHERE d.activity > 0.05) AS dram_ratio,

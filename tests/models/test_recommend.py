@@ -59,7 +59,7 @@ def test_limits_stay_in_device_range_and_within_class_bounds(value_of_time):
 def test_background_work_gets_a_saving_when_time_is_free():
     con = _warehouse()
     _jobs(con, ["background"] * 3)
-    recommend_day(con, DAY, RecommendSettings())
+    recommend_day(con, DAY, RecommendSettings(holdout_share=0.0))
     for row in _rows(con):
         assert row["expected_saving_pct"] > 5.0 and row["expected_energy_saving_kwh_per_day"] > 0
         capped = row["power_limit_w"] < DEVICE_LIMITS_W[A100][0]
@@ -108,3 +108,32 @@ def test_rerunning_a_day_replaces_its_rows():
     recommend_day(con, DAY, RecommendSettings())
     recommend_day(con, DAY, RecommendSettings())
     assert con.execute("SELECT count(*) FROM fct_recommendation").fetchone()[0] == 3
+
+
+def test_throughput_gets_a_cap_within_its_bound_unless_time_is_charged():
+    """Inside the 10% bound the cheapest energy per unit of work wins; a value of time set high
+    enough (a GPU-hour's rental price) keeps the default limit, because the slowdown then costs more."""
+    con = _warehouse()
+    _jobs(con, ["throughput"] * 3)
+    recommend_day(con, DAY, RecommendSettings(holdout_share=0.0))
+    default_w = DEVICE_LIMITS_W[A100][0]
+    free = _rows(con)
+    assert sum(r["locked_sm_clock_max_mhz"] is None for r in free) >= 2  # caps where they save half of a lock
+    for row in free:
+        assert row["power_limit_w"] < default_w or row["locked_sm_clock_max_mhz"] is not None
+        assert 0 < row["expected_slowdown_pct"] <= 10.0 and row["expected_saving_pct"] > 2.0
+    recommend_day(con, DAY, RecommendSettings(holdout_share=0.0, value_of_time_usd_per_gpu_hour=2.0))
+    for row in _rows(con):
+        assert row["power_limit_w"] == default_w and row["locked_sm_clock_max_mhz"] is None
+        assert "USD/GPU-hour" in row["reason"]
+
+
+def test_a_share_of_each_model_is_held_out_as_controls():
+    con = _warehouse()
+    _jobs(con, ["throughput"] * 3)
+    recommend_day(con, DAY, RecommendSettings(holdout_share=0.25))
+    rows = _rows(con)
+    held = [r for r in rows if "held out as a control" in r["reason"]]
+    assert len(held) == 1 and held[0]["power_limit_w"] == DEVICE_LIMITS_W[A100][0]
+    assert held[0]["expected_saving_pct"] == 0.0 and "would set" in held[0]["reason"]
+    assert sum(r["power_limit_w"] < DEVICE_LIMITS_W[A100][0] for r in rows) == 2

@@ -7,7 +7,8 @@
     r_g = log(energy per unit of work after / energy per unit of work before)
 
 with the same ratio of the GPUs of the same model whose limit did not change over those days
-(controls). Difference in differences: delta = r_treated - mean(r_controls) removes what changed
+(controls; GPUs whose SM clocks the agent locked, per raw_agent_audit, are never controls).
+Difference in differences: delta = r_treated - mean(r_controls) removes what changed
 for everyone (job mix, weather, the day of the week). Saving = 1 - exp(delta), in %.
 95% interval: per treated GPU, a prediction-style t-interval whose spread is that of the
 controls' r (sd * sqrt(1 + 1/n_c), n_c - 1 degrees of freedom: one GPU's change is as noisy as
@@ -146,6 +147,17 @@ def _audited(con: duckdb.DuckDBPyConnection, first: dt.date, day: dt.date) -> se
     return {(u, round(float(w), 1)) for u, w in rows if w is not None}
 
 
+def _clock_locked(con: duckdb.DuckDBPyConnection, first: dt.date, day: dt.date) -> set[str]:
+    """GPUs the agent locked SM clocks on between `first` and `day`: a lock does not show in
+    power_limit_w, so such a GPU is no control (its limit looks unchanged, its work is not)."""
+    if not relation_exists(con, "raw_agent_audit"):
+        return set()
+    rows = con.execute("SELECT DISTINCT gpu_uuid FROM raw_agent_audit WHERE action IN ('apply', 'unchanged') "
+                       "AND reason LIKE '%SM clocks locked%' AND date BETWEEN ? AND ? AND gpu_uuid IS NOT NULL",
+                       [first, day]).fetchall()
+    return {u for (u,) in rows}
+
+
 def _matched_log_ratios(jobs: list[dict], gpus: set[str], controls: set[str], before: set, after: set,
                         value) -> dict[str, float]:
     """{gpu: r} from jobs shared with control GPUs: each GPU's log(J per unit) relative to the
@@ -280,7 +292,7 @@ def measure_outcomes(con: duckdb.DuckDBPyConnection, day: dt.date, *, lookback_d
     for r in _records(con.execute(load_sql("outcome_gpu_day"), {"first_day": first, "day": day})):
         panel[r["gpu_uuid"]].append(r)
     changes = find_changes(panel, day, lookback_days=lookback_days, max_after_days=max_after_days)
-    changed = {c.gpu_uuid for c in changes}
+    changed = {c.gpu_uuid for c in changes} | _clock_locked(con, first, day)
     audited = _audited(con, first, day)
     groups: dict[tuple, list[Change]] = defaultdict(list)
     for c in changes:

@@ -1,8 +1,9 @@
-"""A full `joulehouse run` for one small simulated day, through Airflow's dag.test().
+"""Full `joulehouse run`s of small simulated days, through Airflow's dag.test().
 
 What a user relies on: the run succeeds; the warehouse holds the day's energy, power models,
-carbon, cost and recommendations; the report and the signed export exist and verify; and
-re-running the day replaces its outputs with the same results.
+carbon, cost and recommendations; the report and the signed export exist and verify; two
+consecutive days build on each other; and re-running the first day replaces its outputs with
+the same results without touching the second day's.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from joulehouse_cli.demo_run import demo_settings
 from joulehouse_cli.main import app
 
 DAY = dt.date(2026, 6, 10)
+NEXT_DAY = DAY + dt.timedelta(days=1)
 pytestmark = [pytest.mark.slow, pytest.mark.integration]
 
 
@@ -30,29 +32,31 @@ def site(tmp_path_factory, shared_data) -> Path:
     out = tmp_path_factory.mktemp("run")
     settings = demo_settings(out, shared_data)
     (out / "joulehouse.toml").write_text(settings_to_toml(settings))
-    simulate_fleet(Path(settings.lake.path), gpus=16, days=1, start=DAY, seed=3, interval_s=10.0)
+    simulate_fleet(Path(settings.lake.path), gpus=16, days=2, start=DAY, seed=3, interval_s=10.0)
     generate_keypair(out / "keys")
     return out
 
 
-def _warehouse_snapshot(db: Path) -> dict:
+def _warehouse_snapshot(db: Path, day: dt.date = DAY) -> dict:
     con = duckdb.connect(str(db), read_only=True)
     try:
         return {
             "energy": con.execute(
                 "SELECT gpu_uuid, hour_at, round(energy_kwh, 9), coverage_ratio FROM fct_gpu_energy_hourly "
-                "WHERE day = ? ORDER BY ALL", [DAY]).fetchall(),
+                "WHERE day = ? ORDER BY ALL", [day]).fetchall(),
             "models": con.execute(
                 "SELECT gpu_model, n_samples, round(mape_pct, 6) FROM fct_power_model WHERE day = ? ORDER BY ALL",
-                [DAY]).fetchall(),
+                [day]).fetchall(),
             "recommendations": con.execute(
-                "SELECT gpu_uuid, power_limit_w FROM fct_recommendation WHERE day = ? ORDER BY ALL", [DAY]).fetchall(),
+                "SELECT gpu_uuid, power_limit_w FROM fct_recommendation WHERE day = ? ORDER BY ALL", [day]).fetchall(),
+            "carbon": con.execute(
+                "SELECT job_id, round(total_gco2e, 6) FROM rpt_carbon_daily WHERE day = ? ORDER BY ALL", [day]).fetchall(),
         }
     finally:
         con.close()
 
 
-def test_one_day_through_airflow_and_rerun_is_identical(site):
+def test_two_days_through_airflow_and_a_rerun_of_the_first_is_identical(site):
     runner = CliRunner()
     result = runner.invoke(app, ["run", "--date", DAY.isoformat(), "--config", str(site / "joulehouse.toml")])
     assert result.exit_code == 0, result.output
@@ -72,6 +76,14 @@ def test_one_day_through_airflow_and_rerun_is_identical(site):
                            now=dt.datetime.fromisoformat(doc["body"]["valid_from"]))
     assert config.settings, "the export carries at least one GPU setting"
 
+    export_bytes = export.read_bytes()
+    result = runner.invoke(app, ["run", "--date", NEXT_DAY.isoformat(), "--config", str(site / "joulehouse.toml")])
+    assert result.exit_code == 0, result.output
+    second = _warehouse_snapshot(db, NEXT_DAY)
+    assert len(second["energy"]) == 16 * 24 and second != first
+
     result = runner.invoke(app, ["run", "--date", DAY.isoformat(), "--config", str(site / "joulehouse.toml")])
     assert result.exit_code == 0, result.output
-    assert _warehouse_snapshot(db) == first
+    assert _warehouse_snapshot(db) == first, "re-running a day gives the same rows"
+    assert _warehouse_snapshot(db, NEXT_DAY) == second, "re-running a day leaves the other days alone"
+    assert (site / "export" / f"recommended-config-{DAY}.json").read_bytes() == export_bytes

@@ -1,14 +1,24 @@
 -- fct_efficiency_setting_daily: energy per unit of work per GPU model and power setting, per day.
--- kind: day (delete-then-insert for $day; written by models.efficiency.build_efficiency)
--- grain: one row per (day, gpu_model, power_limit_w, stage, workload_class), from fct_job_efficiency.
+-- kind: day
+-- grain: one row per (day, gpu_model, power_limit_w, stage, workload_class), from fct_job_efficiency
+-- Written by models.efficiency.build_efficiency (delete-then-insert for $day).
 -- Ratios are of sums (sum of work / sum of energy over the jobs that report that work), so a
 --   short job weighs as much as its energy and no more.
 -- columns:
---   day [DATE]; gpu_model, stage, workload_class [text]; power_limit_w [W] limit in force
---   n_jobs [count] distinct jobs; n_gpus [count] distinct GPUs; busy_hours [h] GPU-hours in jobs
---   energy_kwh [kWh] energy of those jobs; avg_power_w [W] energy over busy hours
---   requests_per_kwh [requests/kWh] EPOE; j_per_token [J/token]; j_per_sample [J/sample]
---   flops_per_w [FLOP/J = (FLOP/s)/W]; NULL where no job of the group reports that work
+--   day [DATE] UTC day
+--   gpu_model [text] NVML name
+--   power_limit_w [W] limit in force
+--   stage [text] data-preparation | training | inference | evaluation
+--   workload_class [text] latency-sensitive | throughput | background
+--   n_jobs [count] distinct jobs
+--   n_gpus [count] distinct GPUs
+--   busy_hours [h] GPU-hours in jobs
+--   energy_kwh [kWh] energy of those jobs
+--   avg_power_w [W] energy over busy hours
+--   requests_per_kwh [requests/kWh] EPOE (NULL where no job of the group reports requests)
+--   j_per_token [J/token] energy per token (NULL where no job reports tokens)
+--   j_per_sample [J/sample] energy per sample (NULL where no job reports samples)
+--   flops_per_w [FLOP/J = (FLOP/s)/W] FLOPs per watt (NULL where no job reports FLOPs)
 WITH day_jobs AS (
     SELECT * FROM fct_job_efficiency
     WHERE day = $day::DATE AND energy_kwh IS NOT NULL AND NOT coalesce(power_limit_changed, false)

@@ -1,6 +1,7 @@
 -- fct_job_efficiency: energy and work done of each job on each GPU it held, for one UTC day.
--- kind: day (delete-then-insert for $day; written by models.efficiency.build_efficiency)
--- grain: one row per (day, job_id, gpu_uuid); a job crossing midnight has one row per day.
+-- kind: day
+-- grain: one row per (day, job_id, gpu_uuid); a job crossing midnight has one row per day
+-- Written by models.efficiency.build_efficiency (delete-then-insert for $day).
 -- inputs: eff_input_jobs (temp table: the jobs relation, partitions near $day), stg_gpu_samples,
 --   fct_gpu_energy_hourly.
 -- Energy: each GPU-hour's energy_kwh (counter or power integral) is shared pro rata among what
@@ -9,15 +10,30 @@
 -- Work: the job's counters (requests, tokens, samples, FLOPs) times the share of the job's run
 --   time that falls on $day (counters are totals per job; assumed uniform over its run).
 -- columns:
---   day [DATE] UTC day; job_id, host, gpu_uuid, gpu_model, stage, workload_class, team [text]
---   started_at, ended_at [TIMESTAMPTZ, UTC] the job's whole run on this GPU
---   busy_hours [h] the job's run time within the day; day_share_ratio [0..1] of its whole run
---   power_limit_w [W] power limit in force (most frequent reading); power_limit_changed [bool] it changed during the run
+--   day [DATE] UTC day
+--   job_id [text] job
+--   host [text] server the GPU sits in
+--   gpu_uuid [text] GPU
+--   gpu_model [text] NVML name
+--   stage [text] data-preparation | training | inference | evaluation
+--   workload_class [text] latency-sensitive | throughput | background
+--   team [text] team that ran the job
+--   started_at [TIMESTAMPTZ, UTC] start of the job's whole run on this GPU
+--   ended_at [TIMESTAMPTZ, UTC] end of the job's whole run on this GPU
+--   busy_hours [h] the job's run time within the day
+--   day_share_ratio [0..1] busy_hours as a share of its whole run
+--   power_limit_w [W] power limit in force (most frequent reading)
+--   power_limit_changed [bool] the limit changed during the run
 --   n_samples [count] clean readings in the job's window
 --   energy_kwh [kWh] GPU energy attributed to the job on the day (NULL: no hourly energy)
+--   requests_total [count] requests served on the day (NULL: not reported)
+--   tokens_total [count] tokens processed on the day (NULL: not reported)
+--   samples_total [count] samples processed on the day (NULL: not reported)
+--   flops_total [FLOP] floating-point operations on the day (NULL: not reported)
 --   avg_power_w [W] energy_kwh over busy_hours
---   requests_total, tokens_total, samples_total [count], flops_total [FLOP]: work done on the day (NULL: not reported)
---   requests_per_kwh [requests/kWh] EPOE; j_per_token [J/token]; j_per_sample [J/sample]
+--   requests_per_kwh [requests/kWh] EPOE
+--   j_per_token [J/token] energy per token
+--   j_per_sample [J/sample] energy per sample
 --   flops_per_w [FLOP/J = (FLOP/s)/W] FLOPs per watt
 WITH jobs AS (
     SELECT

@@ -1,11 +1,18 @@
 -- fct_power_interval: where perf per watt is highest, per GPU model and workload bottleneck, one day.
--- Grain: day x gpu_model x bottleneck (delete-then-insert for the day).
--- Columns: day (DATE), gpu_model, bottleneck ('compute-bound' | 'memory-bound' | 'communication-bound'),
---   busy_share (0..1 of the model's busy samples with this bottleneck), best_limit_w (W, least energy
---   per unit of work), best_limit_w_low, best_limit_w_high (W: the limits whose energy per work is
---   within $tolerance of the best, i.e. the near-optimal interval), default_limit_w (W),
---   perf_per_watt_gain_pct (%, work per joule at best_limit_w over that at the default limit, minus 100),
---   slowdown_at_best_pct (%, run time at best_limit_w over that at the default limit, minus 100)
+-- kind: day
+-- grain: one row per (day, gpu_model, bottleneck)
+-- Written by models.power_interval.power_interval_day (delete-then-insert for the day).
+-- columns:
+--   day [DATE] UTC day
+--   gpu_model [text] NVML name
+--   bottleneck [text] 'compute-bound' | 'memory-bound' | 'communication-bound'
+--   busy_share [0..1] share of the model's busy samples with this bottleneck
+--   best_limit_w [W] power limit with the least energy per unit of work
+--   best_limit_w_low [W] lowest limit whose energy per work is within $tolerance of the best
+--   best_limit_w_high [W] highest such limit (low..high: the near-optimal interval)
+--   default_limit_w [W] the model's default limit
+--   perf_per_watt_gain_pct [%] work per joule at best_limit_w over that at the default limit, minus 100
+--   slowdown_at_best_pct [%] run time at best_limit_w over that at the default limit, minus 100
 CREATE TABLE IF NOT EXISTS fct_power_interval (
     day DATE NOT NULL,
     gpu_model VARCHAR NOT NULL,

@@ -1,19 +1,35 @@
--- fct_power_model: one row per GPU model per fitted day (delete-then-insert for the day).
--- Grain: gpu_model x day (x fitted_at when a day is re-run, only the latest run is kept).
--- Columns and units:
---   gpu_model, day (DATE fitted), fitted_at (TIMESTAMPTZ, UTC), feature_set ('dcgm' | 'nvml')
---   n_samples (training rows used), n_holdout (held-out rows scored), n_power_limited_excluded
---   (rows at the power cap left out of the fit), n_incomplete_excluded (rows missing a feature)
---   mape_pct (%, held-out), r2 (held-out), rmse_w (W, held-out), job_energy_error_pct (%, held-out
---   jobs; NULL without a jobs relation)
---   static_w (W at 25 C and zero activity), temp_w_per_c (W/C), static_pct_per_10c (% of static per 10 C)
---   dyn_w (W at full activity and f_max), dyn_freq_exponent (alpha of (f/f_max); NULL without clocks)
---   mem_w (W at full DRAM/memory activity), pcie_w_per_gbps (W per GB/s), f_max_mhz (MHz)
---   activity_exponent (gamma of activity in the dynamic term; 1 where clocks are read)
---   activity_hold_s (s, time constant of the dynamic power's decay after work stops; 0 = none)
---   passed_gate (held-out MAPE within the bound and enough rows), gate_reason (why not; NULL if passed)
---   drift_pct (%, largest change of static/dyn/mem power vs the previous fit; NULL if none)
---   drift_warning (drift_pct above the settings' threshold)
+-- fct_power_model: the fitted power model of each GPU model on each day, with its held-out
+-- quality and the gate that decides whether the export may rely on it.
+-- kind: day
+-- grain: one row per (gpu_model, day); when a day is re-run only the latest fit (fitted_at) is kept
+-- Written by models.power.fit_day (delete-then-insert for the day).
+-- columns:
+--   gpu_model [text] NVML name
+--   day [DATE] UTC day fitted
+--   fitted_at [TIMESTAMPTZ, UTC] when the fit ran
+--   feature_set [text] 'dcgm' | 'nvml'
+--   n_samples [count] training rows used
+--   n_holdout [count] held-out rows scored
+--   n_power_limited_excluded [count] rows at the power cap left out of the fit
+--   n_incomplete_excluded [count] rows missing a feature, left out
+--   mape_pct [%] mean absolute percentage error of power on held-out rows
+--   r2 [ratio] coefficient of determination on held-out rows
+--   rmse_w [W] root mean square error on held-out rows
+--   job_energy_error_pct [%] error of energy over held-out jobs (NULL without a jobs relation)
+--   static_w [W] static power at 25 C and zero activity
+--   temp_w_per_c [W/C] rise of static power per degree
+--   static_pct_per_10c [%] rise of static power per 10 C, as a share of static_w
+--   dyn_w [W] dynamic power at full activity and f_max
+--   dyn_freq_exponent [unitless] alpha of (f/f_max) in the dynamic term (NULL without clocks)
+--   mem_w [W] memory power at full DRAM/memory activity
+--   pcie_w_per_gbps [W per GB/s] PCIe power per GB/s of traffic
+--   f_max_mhz [MHz] the model's highest SM clock
+--   activity_exponent [unitless] gamma of activity in the dynamic term; 1 where clocks are read
+--   activity_hold_s [s] time constant of the dynamic power's decay after work stops; 0 = none
+--   passed_gate [bool] held-out MAPE within the bound and enough rows
+--   gate_reason [text] why the gate failed (NULL if passed)
+--   drift_pct [%] largest change of static/dyn/mem power vs the previous fit (NULL if none)
+--   drift_warning [bool] drift_pct above the settings' threshold
 CREATE TABLE IF NOT EXISTS fct_power_model (
     gpu_model VARCHAR NOT NULL,
     day DATE NOT NULL,

@@ -1,10 +1,21 @@
 -- fct_power_residual_hourly: where the power model is wrong, per GPU-hour of one day.
--- Grain: gpu_uuid x hour_at, for rows of power_features with day = $day.
--- Inputs: power_features, power_fit_coefficients (the fit of that day).
--- Columns: day (DATE), hour_at (TIMESTAMPTZ, UTC hour start), host, gpu_uuid, gpu_model, feature_set,
---   n_samples, measured_energy_kwh (kWh, sum of power x interval), predicted_energy_kwh (kWh, the
---   model from that hour's readings, capped at the power limit), residual_energy_kwh (kWh,
---   measured - predicted), residual_pct (% of measured), avg_temp_c (C), power_limited_ratio (0..1).
+-- kind: day
+-- grain: one row per (gpu_uuid, hour_at), for rows of power_features with day = $day
+-- Inputs: power_features, power_fit_coefficients (the fit of that day). Written by models.power.fit_day.
+-- columns:
+--   day [DATE] UTC day
+--   hour_at [TIMESTAMPTZ, UTC] start of the hour
+--   host [text] server the GPU sits in
+--   gpu_uuid [text] GPU
+--   gpu_model [text] NVML name
+--   feature_set [text] 'dcgm' | 'nvml'
+--   n_samples [count] readings in the hour
+--   measured_energy_kwh [kWh] sum of power x interval
+--   predicted_energy_kwh [kWh] the model from that hour's readings, capped at the power limit
+--   residual_energy_kwh [kWh] measured - predicted
+--   residual_pct [%] residual as a share of measured
+--   avg_temp_c [C] mean chip temperature
+--   power_limited_ratio [0..1] share of readings at the power cap
 WITH predicted AS (
     SELECT
         f.*,

@@ -1,10 +1,21 @@
--- fct_recommendation: one recommended setting per GPU per day (delete-then-insert for the day).
--- Grain: day x gpu_uuid.
--- Columns: day (DATE), host, gpu_uuid, gpu_model, workload_class (latency-sensitive | throughput |
---   background), power_limit_w (W; NULL when the GPU is skipped), default_limit_w (W),
---   locked_sm_clock_min_mhz, locked_sm_clock_max_mhz (MHz; set when a clock range is suggested
---   instead of a cap), expected_saving_pct (% of the GPU's busy energy), expected_energy_saving_kwh_per_day
---   (kWh/day), expected_slowdown_pct (%), reason (why this setting, or why none).
+-- fct_recommendation: one recommended power setting per GPU per day.
+-- kind: day
+-- grain: one row per (day, gpu_uuid)
+-- Written by models.recommend.recommend_day (delete-then-insert for the day).
+-- columns:
+--   day [DATE] UTC day the recommendation is based on
+--   host [text] server the GPU sits in
+--   gpu_uuid [text] GPU
+--   gpu_model [text] NVML name
+--   workload_class [text] latency-sensitive | throughput | background
+--   power_limit_w [W] recommended limit (NULL when the GPU is skipped)
+--   default_limit_w [W] the GPU model's default limit
+--   locked_sm_clock_min_mhz [MHz] lower end of a suggested SM clock range (set instead of a cap)
+--   locked_sm_clock_max_mhz [MHz] upper end of that range
+--   expected_saving_pct [%] of the GPU's busy energy
+--   expected_energy_saving_kwh_per_day [kWh/day] expected saving
+--   expected_slowdown_pct [%] expected loss of speed
+--   reason [text] why this setting, or why none
 CREATE TABLE IF NOT EXISTS fct_recommendation (
     day DATE NOT NULL,
     host VARCHAR NOT NULL,

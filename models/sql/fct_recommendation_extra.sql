@@ -1,8 +1,15 @@
--- fct_recommendation_extra: recommendations beyond power caps, with their expected saving (delete-then-insert per day).
--- Grain: day x kind x gpu_uuid.
--- Columns: day (DATE); kind ('consolidation': free this GPU, its light work shares the host's other
---   mostly idle GPUs | 'thermal_placement': give this GPU other work, hotter jobs to better-cooled
---   slots); host, gpu_uuid [text]; detail [text] what to do and why; expected_saving_kwh_per_day [kWh/day]
+-- fct_recommendation_extra: recommendations beyond power caps, with their expected saving.
+-- kind: day
+-- grain: one row per (day, kind, gpu_uuid)
+-- Written by models.recommend_extra.recommend_extras (delete-then-insert for the day).
+-- columns:
+--   day [DATE] UTC day
+--   kind [text] 'consolidation': free this GPU, its light work shares the host's other mostly idle
+--     GPUs | 'thermal_placement': give this GPU other work, hotter jobs to better-cooled slots
+--   host [text] server the GPU sits in
+--   gpu_uuid [text] GPU
+--   detail [text] what to do and why
+--   expected_saving_kwh_per_day [kWh/day] expected saving
 CREATE TABLE IF NOT EXISTS fct_recommendation_extra (
     day DATE NOT NULL,
     kind VARCHAR NOT NULL,

@@ -1,15 +1,24 @@
--- fct_sensitivity_daily: how fleet energy and PUE respond to what drives them, one row per day x quantity x scope.
--- Grain: day x quantity x scope (delete-then-insert for the day).
--- Columns and units:
---   day (DATE), quantity:
---     'energy_elasticity_to_utilization' (d ln E / d ln activity, unitless; hourly GPU energy,
---        within GPU model, memory activity held fixed)
---     'energy_elasticity_to_memory_bandwidth' (d ln E / d ln DRAM activity, unitless, same regression)
---     'pue_per_outdoor_c' (d PUE / d outdoor temperature, 1/C, IT load held fixed)
---     'pue_elasticity_to_it_load' (d ln PUE / d ln IT load, unitless, at the day's mean PUE and load)
---   scope ('fleet' for energy, the site name for PUE), estimate, ci_low, ci_high (95% interval,
---   same unit as the estimate), std_error, n_obs (GPU-hours or site-hours), n_groups (GPUs or 1),
---   method ('ols-fe+gpu-bootstrap' | 'ols'), unit (text)
+-- fct_sensitivity_daily: how fleet energy and PUE respond to what drives them, per day.
+-- kind: day
+-- grain: one row per (day, quantity, scope)
+-- Written by models.sensitivity.sensitivity_day (delete-then-insert for the day). Quantities:
+--   'energy_elasticity_to_utilization' (d ln E / d ln activity, unitless; hourly GPU energy,
+--      within GPU model, memory activity held fixed)
+--   'energy_elasticity_to_memory_bandwidth' (d ln E / d ln DRAM activity, unitless, same regression)
+--   'pue_per_outdoor_c' (d PUE / d outdoor temperature, 1/C, IT load held fixed)
+--   'pue_elasticity_to_it_load' (d ln PUE / d ln IT load, unitless, at the day's mean PUE and load)
+-- columns:
+--   day [DATE] UTC day
+--   quantity [text] which sensitivity (see above)
+--   scope [text] 'fleet' for energy, the site name for PUE
+--   estimate [as unit] the sensitivity
+--   ci_low [as unit] lower end of the 95% interval
+--   ci_high [as unit] upper end of the 95% interval
+--   std_error [as unit] standard error of the estimate
+--   n_obs [count] GPU-hours or site-hours
+--   n_groups [count] GPUs (or 1)
+--   method [text] 'ols-fe+gpu-bootstrap' | 'ols'
+--   unit [text] unit of estimate, ci_low, ci_high and std_error
 CREATE TABLE IF NOT EXISTS fct_sensitivity_daily (
     day DATE NOT NULL,
     quantity VARCHAR NOT NULL,

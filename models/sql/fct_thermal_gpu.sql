@@ -1,10 +1,21 @@
--- fct_thermal_gpu: thermal resistance and time constant per GPU per day (delete-then-insert).
--- Grain: day x gpu_uuid.
--- Columns: day (DATE), host, gpu_uuid, gpu_model, n_samples, theta_c_per_w (C/W, chip temperature
---   rise per W above inlet), tau_s (s, first-order time constant), inlet_c (C, mean measured inlet,
---   or the fit's constant-inlet estimate), inlet_source ('node_samples' | 'estimated'),
---   rank_in_model (1 = coolest-running per W within its GPU model), model_median_theta_c_per_w (C/W),
---   theta_vs_model_pct (%, vs the model's median), is_outlier (more than the threshold from it).
+-- fct_thermal_gpu: thermal resistance and time constant of each GPU, per day.
+-- kind: day
+-- grain: one row per (day, gpu_uuid)
+-- Written by models.thermal.fit_thermal_day (delete-then-insert for the day).
+-- columns:
+--   day [DATE] UTC day fitted
+--   host [text] server the GPU sits in
+--   gpu_uuid [text] GPU
+--   gpu_model [text] NVML name
+--   n_samples [count] readings used
+--   theta_c_per_w [C/W] chip temperature rise per W above inlet
+--   tau_s [s] first-order time constant
+--   inlet_c [C] mean measured inlet, or the fit's constant-inlet estimate
+--   inlet_source [text] 'node_samples' | 'estimated'
+--   rank_in_model [rank] 1 = coolest-running per W within its GPU model
+--   model_median_theta_c_per_w [C/W] median theta of the GPU model
+--   theta_vs_model_pct [%] theta vs the model's median
+--   is_outlier [bool] more than the threshold from the model's median
 CREATE TABLE IF NOT EXISTS fct_thermal_gpu (
     day DATE NOT NULL,
     host VARCHAR NOT NULL,

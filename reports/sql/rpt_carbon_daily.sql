@@ -1,14 +1,30 @@
--- rpt_carbon_daily: carbon per day x team x user x job x stage (GHG Protocol scope 2, both
--- methods, plus embodied). Rows for a day are replaced as a whole when the day is re-run.
+-- rpt_carbon_daily: carbon per day, team, user, job and stage (GHG Protocol scope 2, both
+-- methods, plus embodied).
+-- kind: day
+-- grain: one row per (day, team, user, job_id, stage)
+-- Written by reports.carbon.carbon_day; a day's rows are replaced as a whole when it is re-run.
 -- Job "unallocated" / stage "idle" holds what no job held (idle_policy = "unallocated").
--- gpu_hours (GPU-hours), energy_kwh (kWh IT: the server's BMC energy split by GPU share where
--- usable, else GPU board energy; see it_energy_basis), gpu_energy_kwh (kWh, GPU board energy of
--- the same GPU-hours), node_ipmi_energy_kwh (kWh, the part of energy_kwh at the node_ipmi basis),
--- it_energy_basis ('node_ipmi' | 'gpu_only', or 'mixed' when the row's GPU-hours used both),
--- facility_energy_kwh (kWh at the meter = IT x PUE), location_gco2e / market_gco2e (gCO2e,
--- operational), embodied_gco2e (gCO2e, amortised manufacturing), total_gco2e (location +
--- embodied), total_market_gco2e (market + embodied), total_low_gco2e / total_high_gco2e (gCO2e,
--- range of total_gco2e), flops_total (FLOP, NULL where jobs report none).
+-- columns:
+--   day [DATE] UTC day
+--   team [text] team of the job ('unallocated' for the idle line)
+--   user [text] user who ran the job
+--   job_id [text] job ('unallocated': what no job held)
+--   stage [text] data-preparation | training | inference | evaluation ('idle' for the idle line)
+--   gpu_hours [GPU-hours] GPU time attributed to the row
+--   energy_kwh [kWh] IT energy: the server's BMC energy split by GPU share where usable, else GPU
+--     board energy (see it_energy_basis)
+--   facility_energy_kwh [kWh] energy at the meter = IT x PUE
+--   location_gco2e [gCO2e] operational, location-based (grid intensity of the region and hour)
+--   market_gco2e [gCO2e] operational, market-based
+--   embodied_gco2e [gCO2e] amortised manufacturing footprint
+--   total_gco2e [gCO2e] location + embodied
+--   total_market_gco2e [gCO2e] market + embodied
+--   total_low_gco2e [gCO2e] low end of the range of total_gco2e
+--   total_high_gco2e [gCO2e] high end of the range of total_gco2e
+--   flops_total [FLOP] work done (NULL where jobs report none)
+--   gpu_energy_kwh [kWh] GPU board energy of the same GPU-hours
+--   node_ipmi_energy_kwh [kWh] the part of energy_kwh at the node_ipmi basis
+--   it_energy_basis [text] 'node_ipmi' | 'gpu_only', or 'mixed' when the row's GPU-hours used both
 CREATE TABLE IF NOT EXISTS rpt_carbon_daily (
     day DATE NOT NULL,
     team VARCHAR NOT NULL,

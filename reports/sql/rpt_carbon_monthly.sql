@@ -1,6 +1,24 @@
--- rpt_carbon_monthly: rpt_carbon_daily summed per calendar month x team x stage.
--- Grain: one row per (month_start, team, stage). Units as in rpt_carbon_daily; jobs_n counts
--- distinct jobs. Low/high add up (a conservative, fully correlated range).
+-- rpt_carbon_monthly: rpt_carbon_daily summed per calendar month, team and stage.
+-- kind: view
+-- grain: one row per (month_start, team, stage)
+-- Low/high add up (a conservative, fully correlated range).
+-- columns:
+--   month_start [DATE] first day of the UTC month
+--   team [text] team ('unallocated' for the idle line)
+--   stage [text] stage ('idle' for the idle line)
+--   jobs_n [count] distinct jobs
+--   gpu_hours [GPU-hours] GPU time
+--   energy_kwh [kWh] IT energy (basis as in rpt_carbon_daily)
+--   gpu_energy_kwh [kWh] GPU board energy
+--   node_ipmi_energy_kwh [kWh] the part of energy_kwh at the node_ipmi basis
+--   facility_energy_kwh [kWh] energy at the meter
+--   location_gco2e [gCO2e] operational, location-based
+--   market_gco2e [gCO2e] operational, market-based
+--   embodied_gco2e [gCO2e] amortised manufacturing footprint
+--   total_gco2e [gCO2e] location + embodied
+--   total_market_gco2e [gCO2e] market + embodied
+--   total_low_gco2e [gCO2e] low end of total_gco2e's range
+--   total_high_gco2e [gCO2e] high end of total_gco2e's range
 CREATE OR REPLACE VIEW rpt_carbon_monthly AS
 WITH daily AS (
     SELECT date_trunc('month', day)::DATE AS month_start, * FROM rpt_carbon_daily

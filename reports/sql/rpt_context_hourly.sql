@@ -1,10 +1,23 @@
 -- rpt_context_hourly: grid intensity, price and the fleet's load per site and UTC hour, the
--- hourly context the report draws against the load. The grid half comes from carbon_day, the
--- price half from tco_day; a day accounted by only one of them has NULLs in the other's columns.
--- Grain: one row per (hour_at, site). hour_at TIMESTAMPTZ (UTC), day DATE, site, region,
--- intensity_gco2e_per_kwh (gCO2e/kWh), price_usd_per_mwh (USD/MWh), renewable_pct (%),
--- fleet_it_energy_kwh (kWh IT), fleet_facility_energy_kwh (kWh at the meter), fleet_gpu_energy_kwh
--- (kWh GPU board), pue (ratio), intensity_rule, price_rule.
+-- hourly context the report draws against the load.
+-- kind: view
+-- grain: one row per (hour_at, site)
+-- The grid half comes from carbon_day (rpt_context_grid_hourly), the price half from tco_day
+-- (rpt_context_price_hourly); a day accounted by only one of them has NULLs in the other's columns.
+-- columns:
+--   hour_at [TIMESTAMPTZ, UTC] start of the hour
+--   day [DATE] UTC day of hour_at
+--   site [text] site
+--   region [text] grid region
+--   intensity_gco2e_per_kwh [gCO2e/kWh] grid carbon intensity
+--   price_usd_per_mwh [USD/MWh] electricity price
+--   renewable_pct [%] of generation
+--   fleet_it_energy_kwh [kWh] IT energy
+--   fleet_facility_energy_kwh [kWh] energy at the meter
+--   fleet_gpu_energy_kwh [kWh] GPU board energy
+--   pue [ratio] facility / IT energy
+--   intensity_rule [text] how the hour's intensity was found
+--   price_rule [text] how the hour's price was found
 CREATE OR REPLACE VIEW rpt_context_hourly AS
 WITH grid AS (
     SELECT * FROM rpt_context_grid_hourly

@@ -1,8 +1,30 @@
--- rpt_tco_monthly: rpt_tco_daily summed per calendar month x team x stage (USD, GPU-hours, kWh).
--- Grain: one row per (month_start, team, stage). Low/high add up (fully correlated price error).
--- demand_charge_usd is the sum of the daily
+-- rpt_tco_monthly: rpt_tco_daily summed per calendar month, team and stage.
+-- kind: view
+-- grain: one row per (month_start, team, stage)
+-- Low/high add up (fully correlated price error). demand_charge_usd is the sum of the daily
 -- shares (each day pays its own peak kW x rate / days in month), an estimate of the bill's
 -- monthly-peak charge that is exact when every day peaks alike.
+-- columns:
+--   month_start [DATE] first day of the UTC month
+--   team [text] team ('unallocated' for the idle line)
+--   stage [text] stage ('idle' for the idle line)
+--   jobs_n [count] distinct jobs
+--   gpu_hours [GPU-hours] GPU time
+--   energy_kwh [kWh] IT energy (basis as in rpt_tco_daily)
+--   gpu_energy_kwh [kWh] GPU board energy
+--   node_ipmi_energy_kwh [kWh] the part of energy_kwh at the node_ipmi basis
+--   facility_energy_kwh [kWh] energy at the meter
+--   energy_cost_usd [USD] energy at hourly prices
+--   demand_charge_usd [USD] sum of the daily shares of the peak-kW charge
+--   green_premium_usd [USD] uplift when renewables are scarce
+--   density_surcharge_usd [USD] uplift by rack kW
+--   capital_usd [USD] straight-line depreciation
+--   operations_usd [USD] operations
+--   total_cost_usd [USD] sum of the components
+--   total_cost_low_usd [USD] low end (price-driven components moved down)
+--   total_cost_high_usd [USD] high end (price-driven components moved up)
+--   static_energy_cost_usd [USD] the same energy at each day's flat average price
+--   cost_per_gpu_hour_usd [USD/GPU-hour] total_cost_usd / gpu_hours
 CREATE OR REPLACE VIEW rpt_tco_monthly AS
 WITH daily AS (
     SELECT date_trunc('month', day)::DATE AS month_start, * FROM rpt_tco_daily

@@ -1,6 +1,6 @@
 -- fct_power_residual_hourly: where the power model is wrong, per GPU-hour of one day.
 -- kind: day
--- grain: one row per (gpu_uuid, hour_at), for rows of power_features with day = $day
+-- grain: one row per (gpu_uuid, hour_at) of the fitted day (rows of power_features with day = $day)
 -- Inputs: power_features, power_fit_coefficients (the fit of that day). Written by models.power.fit_day.
 -- columns:
 --   day [DATE] UTC day

@@ -20,7 +20,8 @@
 --     0 where none), since_busy_s (s since that sample; NULL where none): the fit's decay term uses
 --     them where the model has no clock readings (power stays up a moment after work stops); NULL
 --     (no decay) for models with clock readings
-WITH window_rows AS (
+WITH window_rows AS NOT MATERIALIZED (
+    -- read twice (availability, features) rather than copied: a scan costs less than a copy
     SELECT *
     FROM power_input_samples
     WHERE day <= $day
@@ -60,7 +61,9 @@ feature_choice AS (
         first_epoch_s + (last_epoch_s - first_epoch_s) * (1 - $holdout_fraction) AS holdout_from_epoch_s
     FROM availability
 ),
-features AS (
+features AS NOT MATERIALIZED (
+    -- not copied either: each branch below reads the rows of its own models; the per-GPU windows
+    -- come after, so no row is sorted twice unless its model needs the decay term
     SELECT
         w.gpu_model,
         c.feature_set,
@@ -82,11 +85,6 @@ features AS (
         CASE WHEN c.has_pcie THEN (w.pcie_tx_bytes_per_s + coalesce(w.pcie_rx_bytes_per_s, 0)) / 1e9
              ELSE 0.0 END AS pcie_gbps,
         CAST(c.f_max_mhz AS DOUBLE) AS f_max_mhz,
-        least(
-            coalesce(epoch(lead(w.sampled_at) OVER (PARTITION BY w.gpu_uuid ORDER BY w.sampled_at))
-                     - epoch(w.sampled_at), 0.0),
-            $max_interval_s
-        ) AS interval_s,
         (coalesce(w.clock_event_reasons, 0) & 4) <> 0
             OR (w.power_limit_w IS NOT NULL AND w.power_w >= 0.99 * w.power_limit_w) AS is_power_limited,
         epoch(w.sampled_at) >= c.holdout_from_epoch_s AS is_holdout
@@ -110,7 +108,11 @@ with_prior_busy AS (
     WHERE c.has_clock
 )
 SELECT
-    * EXCLUDE (prior_busy_at, prior_busy_ratio),
+    gpu_model, feature_set, host, gpu_uuid, sampled_at, day, power_w, power_limit_w, temp_c, temp_delta_c,
+    activity_ratio, clock_ratio, memory_ratio, pcie_gbps, f_max_mhz,
+    least(coalesce(epoch(lead(sampled_at) OVER (PARTITION BY gpu_uuid ORDER BY sampled_at)) - epoch(sampled_at), 0.0),
+          $max_interval_s) AS interval_s,
+    is_power_limited, is_holdout,
     coalesce(prior_busy_ratio, 0.0) AS prior_busy_activity_ratio,
     epoch(sampled_at) - epoch(prior_busy_at) AS since_busy_s,
     temp_delta_c IS NOT NULL AND activity_ratio IS NOT NULL AND clock_ratio IS NOT NULL

@@ -1,6 +1,12 @@
 """The warehouse's relations: build order, kind, and the description of every public relation
-and column, all read from the header comments of `warehouse/sql/*.sql` (the one place they are
-written; `joulehouse sql --describe` prints them and the README lists them).
+and column, all read from the header comments of the SQL files (the one place they are written;
+`joulehouse sql --describe` prints them and warehouse/RELATIONS.md lists them).
+
+`warehouse/sql/*.sql` are the relations the build runs, in manifest order. Relations written by
+later layers (models/sql, reports/sql) are read from folders the caller passes as `extra_dirs`:
+the warehouse cannot import those packages, so the top layer (joulehouse_cli) names them. In an
+extra folder a file is a public relation when its header has a `kind:` line; files without one
+are internal helper queries and are skipped.
 
 Header format (leading `--` lines of each file):
     -- <name>: <what it holds>            (more lines of text may follow)
@@ -13,6 +19,7 @@ Header format (leading `--` lines of each file):
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from functools import cache
 from importlib import resources
@@ -21,6 +28,7 @@ from pathlib import Path
 SQL_DIR = Path(str(resources.files("warehouse") / "sql"))
 QUERIES_DIR = Path(str(resources.files("warehouse") / "queries"))
 KINDS = ("view", "temp", "day", "table", "results")
+LAYERS = ("raw", "stg", "dim", "fct", "rpt")
 _COLUMN = re.compile(r"^\s{2,}([a-z_][a-z0-9_]*) \[([^\]]+)\]\s*(.*)$")
 
 
@@ -47,10 +55,17 @@ class Relation:
     notes: str
     sql: str
     parameters: tuple[str, ...] = field(default=())
+    source: str = ""  # the file, as <package>/sql/<name>.sql
 
     @property
     def public(self) -> bool:
         return self.kind != "temp"
+
+    @property
+    def layer(self) -> str:
+        """raw | stg | dim | fct | rpt (from the name's prefix; quarantine_* is the stg split's other half)."""
+        prefix = self.name.split("_", 1)[0]
+        return "stg" if prefix == "quarantine" else prefix
 
 
 def parse_relation(path: Path) -> Relation:
@@ -93,16 +108,33 @@ def parse_relation(path: Path) -> Relation:
     return Relation(
         name=path.stem, kind=kind, grain=grain, summary=" ".join(summary_lines),
         columns=tuple(columns), notes="\n".join(notes), sql=text, parameters=params,
+        source="/".join(path.parts[-3:]),
     )
+
+
+def has_catalog_header(path: Path) -> bool:
+    """Whether the file's leading comment block declares a `kind:` (then it is a described relation)."""
+    for line in path.read_text().splitlines():
+        if not line.startswith("--"):
+            return False
+        if line.removeprefix("--").strip().startswith("kind:"):
+            return True
+    return False
 
 
 def _strip_comments(sql: str) -> str:
     return "\n".join(line.split("--", 1)[0] for line in sql.splitlines())
 
 
+def relations(extra_dirs: Iterable[str | Path] = ()) -> tuple[Relation, ...]:
+    """All relations: warehouse/sql in build order (warehouse/sql/manifest.txt), then the described
+    relations of each folder in `extra_dirs` (sorted by name; files without a `kind:` are skipped).
+    Raises CatalogError naming the file when a header is malformed or a name is defined twice."""
+    return _relations(tuple(Path(d) for d in extra_dirs))
+
+
 @cache
-def relations() -> tuple[Relation, ...]:
-    """All relations in build order (warehouse/sql/manifest.txt)."""
+def _relations(extra_dirs: tuple[Path, ...]) -> tuple[Relation, ...]:
     manifest = SQL_DIR / "manifest.txt"
     names = [ln.strip() for ln in manifest.read_text().splitlines() if ln.strip() and not ln.startswith("#")]
     files = {p.stem for p in SQL_DIR.glob("*.sql")}
@@ -111,15 +143,39 @@ def relations() -> tuple[Relation, ...]:
             f"{manifest} lists {sorted(set(names) - files)} without a .sql file and "
             f"misses {sorted(files - set(names))}"
         )
-    return tuple(parse_relation(SQL_DIR / f"{n}.sql") for n in names)
+    found = [parse_relation(SQL_DIR / f"{n}.sql") for n in names]
+    defined = {r.name: r.source for r in found}
+    for folder in extra_dirs:
+        if not folder.is_dir():
+            raise CatalogError(f"SQL folder {folder} does not exist (expected a package's sql/ folder)")
+        for path in sorted(folder.glob("*.sql")):
+            if not has_catalog_header(path):
+                continue
+            r = parse_relation(path)
+            if r.name in defined:
+                raise CatalogError(f"{path}: relation {r.name} is already defined in {defined[r.name]}")
+            defined[r.name] = r.source
+            found.append(r)
+    return tuple(found)
 
 
-def relation(name: str) -> Relation:
-    """The relation called `name`; KeyError lists the known ones."""
-    for r in relations():
+def relation(name: str, extra_dirs: Iterable[str | Path] = ()) -> Relation:
+    """The relation called `name`; KeyError lists the public ones."""
+    everything = relations(extra_dirs)
+    for r in everything:
         if r.name == name:
             return r
-    raise KeyError(f"no relation {name!r}; known: {', '.join(r.name for r in relations() if r.public)}")
+    raise KeyError(f"no relation {name!r}; known: {', '.join(r.name for r in everything if r.public)}")
+
+
+def public_by_layer(extra_dirs: Iterable[str | Path] = ()) -> dict[str, list[Relation]]:
+    """Public relations grouped by layer, in LAYERS order (raw, stg, dim, fct, rpt), each group in
+    catalog order (build order, then by name); a prefix outside LAYERS gets its own group at the end."""
+    groups: dict[str, list[Relation]] = {layer: [] for layer in LAYERS}
+    for r in relations(extra_dirs):
+        if r.public:
+            groups.setdefault(r.layer, []).append(r)
+    return {layer: rs for layer, rs in groups.items() if rs}
 
 
 def saved_queries() -> dict[str, Path]:
@@ -127,17 +183,43 @@ def saved_queries() -> dict[str, Path]:
     return {p.stem.replace("_", "-"): p for p in sorted(QUERIES_DIR.glob("*.sql"))}
 
 
-def describe_markdown() -> str:
-    """Every public relation and column as Markdown (for the README)."""
-    out = []
-    for r in relations():
-        if not r.public:
-            continue
-        out.append(f"### `{r.name}` ({r.kind})\n\n{r.summary}\n\nGrain: {r.grain}\n")
-        if r.notes:
-            out.append(r.notes + "\n")
-        if r.columns:
-            out.append("| column | unit | meaning |\n|---|---|---|")
-            out.extend(f"| `{c.name}` | {c.unit} | {c.meaning} |" for c in r.columns)
+LAYER_TITLES = {
+    "raw": "raw: the lake as is",
+    "stg": "stg: typed, deduplicated, quarantined",
+    "dim": "dim: inventory",
+    "fct": "fct: facts (grain in the name)",
+    "rpt": "rpt: what the reports read",
+}
+
+
+def describe_markdown(extra_dirs: Iterable[str | Path] = (), preamble: str = "") -> str:
+    """Every public relation and column as Markdown, grouped by layer (warehouse/RELATIONS.md)."""
+    out = ["# Public relations", ""]
+    if preamble:
+        out += [preamble, ""]
+    groups = public_by_layer(extra_dirs)
+    for layer, rs in groups.items():
+        out.append(f"- {LAYER_TITLES.get(layer, layer)}: " + ", ".join(f"[`{r.name}`](#{r.name})" for r in rs))
+    out.append("")
+    for layer, rs in groups.items():
+        out += [f"## {LAYER_TITLES.get(layer, layer)}", ""]
+        for r in rs:
+            out += [f"### {r.name}", "", _text(r.summary), "", f"- kind: {r.kind}", f"- grain: {_text(r.grain)}",
+                    f"- defined in: `{r.source}`"]
             out.append("")
-    return "\n".join(out)
+            if r.notes:
+                out += [_text(line.strip()) for line in r.notes.strip().splitlines()] + [""]
+            if r.columns:
+                out.append("| column | unit | meaning |\n|---|---|---|")
+                out.extend(f"| `{c.name}` | {_cell(c.unit)} | {_cell(c.meaning)} |" for c in r.columns)
+                out.append("")
+    return "\n".join(out).rstrip() + "\n"
+
+
+def _text(text: str) -> str:
+    """Header text as literal Markdown: `*_ratio` is not emphasis, `<site>` is not an HTML tag."""
+    return text.replace("*", "\\*").replace("<", "&lt;")
+
+
+def _cell(text: str) -> str:
+    return _text(text).replace("|", "\\|")

@@ -9,13 +9,13 @@ prints without holding its result in memory. Parameters are bound (`$day` in the
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 import duckdb
 
-from warehouse.catalog import relation, relations, saved_queries
+from warehouse.catalog import LAYER_TITLES, public_by_layer, relation, saved_queries
 from warehouse.db import connect
 
 BATCH_ROWS = 2048
@@ -88,23 +88,25 @@ def saved_query_sql(name: str) -> str:
     return queries[name].read_text()
 
 
-def describe(name: str | None = None) -> str:
-    """A plain-text description: every public relation (name, grain) or one relation's columns."""
+def describe(name: str | None = None, extra_dirs: Iterable[str | Path] = ()) -> str:
+    """A plain-text description: every public relation (name, kind, grain) grouped by layer, or one
+    relation's columns with their units. `extra_dirs`: the SQL folders of later layers (models,
+    reports) whose described relations are listed too (see warehouse.catalog)."""
     if name is None:
         lines = ["Public relations (joulehouse sql --describe NAME for columns):"]
-        for r in relations():
-            if r.public:
-                lines.append(f"  {r.name:<32} {r.kind:<8} {r.grain}")
+        for layer, rs in public_by_layer(extra_dirs).items():
+            lines.append(f"{LAYER_TITLES.get(layer, layer)}")
+            lines.extend(f"  {r.name:<32} {r.kind:<8} {r.grain}" for r in rs)
         lines.append("Saved queries (joulehouse sql --saved NAME):")
         for q, path in saved_queries().items():
             first = path.read_text().splitlines()[0].removeprefix("--").strip()
             lines.append(f"  {q:<32} {first}")
         return "\n".join(lines)
     try:
-        r = relation(name)
+        r = relation(name, extra_dirs)
     except KeyError as exc:
         raise QueryError(str(exc.args[0])) from None
-    lines = [f"{r.name} ({r.kind}): {r.summary}", f"grain: {r.grain}"]
+    lines = [f"{r.name} ({r.kind}, {r.source}): {r.summary}", f"grain: {r.grain}"]
     if r.notes:
         lines.append(r.notes)
     for c in r.columns:

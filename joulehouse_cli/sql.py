@@ -12,6 +12,29 @@ from typing import Optional
 import typer
 
 
+RELATIONS_MD = Path(__file__).resolve().parents[1] / "warehouse" / "RELATIONS.md"
+REGENERATE_RELATIONS = "joulehouse sql --describe --markdown > warehouse/RELATIONS.md"
+
+
+def public_sql_dirs() -> tuple[Path, ...]:
+    """The SQL folders of the layers above the warehouse (models/sql, reports/sql), whose described
+    relations are public too. Found here, at the top layer: the warehouse may not import them."""
+    import models.sql
+    import reports
+
+    return (Path(models.sql.__file__).resolve().parent, Path(reports.__file__).resolve().parent / "sql")
+
+
+def relations_markdown() -> str:
+    """warehouse/RELATIONS.md: every public relation and column of every layer, from the catalog."""
+    from warehouse.catalog import describe_markdown
+
+    preamble = (f"Generated from the SQL files' headers by `{REGENERATE_RELATIONS}`; do not edit by hand "
+                "(edit the header of the relation's .sql file). Units are in brackets in the SQL headers "
+                "and in the unit column here; times are UTC.")
+    return describe_markdown(public_sql_dirs(), preamble=preamble)
+
+
 class OutputFormat(str, Enum):
     table = "table"
     csv = "csv"
@@ -70,6 +93,7 @@ def register(app: typer.Typer) -> None:
         output: OutputFormat = typer.Option(OutputFormat.table, "--format", help="Output format."),
         param: list[str] = typer.Option([], "--param", help="Bound parameter name=value ($name in the SQL)."),
         describe: bool = typer.Option(False, "--describe", help="Describe relations (or the one named) instead."),
+        markdown: bool = typer.Option(False, "--markdown", help="With --describe: every public relation as Markdown."),
         saved: Optional[str] = typer.Option(None, "--saved", help="Run a saved query by name (warehouse/queries)."),
     ) -> None:
         """Query the warehouse read-only: `joulehouse sql "SELECT ..." --db FILE`."""
@@ -77,8 +101,10 @@ def register(app: typer.Typer) -> None:
         from warehouse.sqlrun import QueryError, describe as describe_text, open_read_only, run_query, saved_query_sql
 
         try:
+            if markdown and not (describe and query is None):
+                raise QueryError("--markdown goes with --describe and no relation name")
             if describe:
-                typer.echo(describe_text(query))
+                typer.echo(relations_markdown() if markdown else describe_text(query, public_sql_dirs()), nl=not markdown)
                 return
             if saved and query:
                 raise QueryError("give either a QUERY or --saved NAME, not both")

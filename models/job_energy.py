@@ -26,6 +26,7 @@ import duckdb
 
 from models.power import JOBS_RELATIONS, load_fit, quoted_relation, relation_exists
 from models.sql import load_sql
+from warehouse.day_tables import replace_day_rows
 
 MAX_SAMPLE_INTERVAL_S = 60.0
 
@@ -115,14 +116,9 @@ def job_energy_day(con: duckdb.DuckDBPyConnection, day: dt.date, pairs: Sequence
         out.append(JobEnergyPrediction(day, source, models[source], models[target], target, r["predicted_energy_kwh"],
                                        measured, r["source_energy_kwh"], error, time_scale))
     con.execute(load_sql("fct_job_energy_prediction"))
-    con.execute("BEGIN TRANSACTION")
-    try:
-        con.execute("DELETE FROM fct_job_energy_prediction WHERE day = ?", [day])
-        con.executemany("INSERT INTO fct_job_energy_prediction VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                        [[p.day, p.job_id, p.from_gpu_model, p.to_gpu_model, p.target_job_id, p.predicted_energy_kwh,
-                          p.measured_energy_kwh, p.source_energy_kwh, p.error_pct, p.time_scale] for p in out])
-        con.execute("COMMIT")
-    except Exception:
-        con.execute("ROLLBACK")
-        raise
+    replace_day_rows(con, day, {"fct_job_energy_prediction": (
+        ["day", "job_id", "from_gpu_model", "to_gpu_model", "target_job_id", "predicted_energy_kwh",
+         "measured_energy_kwh", "source_energy_kwh", "error_pct", "time_scale"],
+        [[p.day, p.job_id, p.from_gpu_model, p.to_gpu_model, p.target_job_id, p.predicted_energy_kwh,
+          p.measured_energy_kwh, p.source_energy_kwh, p.error_pct, p.time_scale] for p in out])})
     return out

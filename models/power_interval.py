@@ -24,6 +24,7 @@ from models.caps import PCIE_LINK_GBPS, WorkloadProfile, energy_vs_limit
 from models.power import coefficients_of, load_fit
 from models.recommend import device_limits_w
 from models.sql import load_sql
+from warehouse.day_tables import replace_day_rows
 
 STEP_W = 5.0
 TOLERANCE = 0.01  # limits within 1% of the least energy per work count as optimal
@@ -104,20 +105,12 @@ def power_interval_day(con: duckdb.DuckDBPyConnection, day: dt.date, *, step_w: 
 def _store(con: duckdb.DuckDBPyConnection, day: dt.date, intervals: list[PowerInterval], curve_rows: list[dict]) -> None:
     con.execute(load_sql("fct_power_interval"))
     con.execute(load_sql("fct_energy_vs_limit"))
-    con.execute("BEGIN TRANSACTION")
-    try:
-        con.execute("DELETE FROM fct_power_interval WHERE day = ?", [day])
-        con.execute("DELETE FROM fct_energy_vs_limit WHERE day = ?", [day])
-        if intervals:
-            con.executemany("INSERT INTO fct_power_interval VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                            [[i.day, i.gpu_model, i.bottleneck, i.busy_share, i.best_limit_w, i.best_limit_w_low,
-                              i.best_limit_w_high, i.default_limit_w, i.perf_per_watt_gain_pct, i.slowdown_at_best_pct]
-                             for i in intervals])
-        if curve_rows:
-            names = list(curve_rows[0])
-            con.executemany(f"INSERT INTO fct_energy_vs_limit ({', '.join(names)}) VALUES ({', '.join('?' * len(names))})",
-                            [[r[n] for n in names] for r in curve_rows])
-        con.execute("COMMIT")
-    except Exception:
-        con.execute("ROLLBACK")
-        raise
+    curve_columns = list(curve_rows[0]) if curve_rows else []
+    replace_day_rows(con, day, {
+        "fct_power_interval": (
+            ["day", "gpu_model", "bottleneck", "busy_share", "best_limit_w", "best_limit_w_low", "best_limit_w_high",
+             "default_limit_w", "perf_per_watt_gain_pct", "slowdown_at_best_pct"],
+            [[i.day, i.gpu_model, i.bottleneck, i.busy_share, i.best_limit_w, i.best_limit_w_low, i.best_limit_w_high,
+              i.default_limit_w, i.perf_per_watt_gain_pct, i.slowdown_at_best_pct] for i in intervals]),
+        "fct_energy_vs_limit": (curve_columns, [[r[n] for n in curve_columns] for r in curve_rows]),
+    })

@@ -24,6 +24,7 @@ from scipy import stats
 
 from models.power import relation_exists
 from models.sql import load_sql
+from warehouse.day_tables import replace_day_rows
 
 MIN_COVERAGE_RATIO = 0.9  # hours the meters covered less than this are left out
 MIN_ACTIVITY_RATIO = 0.02  # idle hours: ln(activity) says nothing about working ones
@@ -149,14 +150,8 @@ def sensitivity_day(con: duckdb.DuckDBPyConnection, day: dt.date, *, bootstrap_r
             raise ValueError(f"relation {name!r} is missing: build the warehouse day {day} first")
     found = energy_elasticities(con, day, bootstrap_reps=bootstrap_reps, seed=seed) + pue_sensitivities(con, day)
     con.execute(load_sql("fct_sensitivity_daily"))
-    con.execute("BEGIN TRANSACTION")
-    try:
-        con.execute("DELETE FROM fct_sensitivity_daily WHERE day = ?", [day])
-        con.executemany("INSERT INTO fct_sensitivity_daily VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                        [[s.day, s.quantity, s.scope, s.estimate, s.ci_low, s.ci_high, s.std_error, s.n_obs,
-                          s.n_groups, s.method, s.unit] for s in found])
-        con.execute("COMMIT")
-    except Exception:
-        con.execute("ROLLBACK")
-        raise
+    replace_day_rows(con, day, {"fct_sensitivity_daily": (
+        ["day", "quantity", "scope", "estimate", "ci_low", "ci_high", "std_error", "n_obs", "n_groups", "method", "unit"],
+        [[s.day, s.quantity, s.scope, s.estimate, s.ci_low, s.ci_high, s.std_error, s.n_obs, s.n_groups, s.method,
+          s.unit] for s in found])})
     return found

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 import duckdb
 
 from collectors.settings import WarehouseSettings
+from warehouse.day_tables import replace_day_rows
 
 BLOCKING, WARNING = "blocking", "warning"
 QUARANTINE_REASONS = (
@@ -166,14 +167,7 @@ def run_checks(con: duckdb.DuckDBPyConnection, day: dt.date, settings: Warehouse
 
 def _store(con: duckdb.DuckDBPyConnection, day: dt.date, results: list[CheckResult]) -> None:
     checked_at = dt.datetime.now(dt.timezone.utc)
-    con.execute("BEGIN TRANSACTION")
-    try:
-        con.execute("DELETE FROM fct_check_results WHERE day = ?", [day])
-        con.executemany(
-            "INSERT INTO fct_check_results VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-            [[day, r.suite, r.expectation, r.severity, r.success, r.observed_value, r.details, checked_at] for r in results],
-        )
-        con.execute("COMMIT")
-    except BaseException:
-        con.execute("ROLLBACK")
-        raise
+    replace_day_rows(con, day, {"fct_check_results": (
+        ["day", "suite", "expectation", "severity", "success", "observed_value", "details", "checked_at"],
+        [[day, r.suite, r.expectation, r.severity, r.success, r.observed_value, r.details, checked_at]
+         for r in results])})

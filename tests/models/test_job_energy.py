@@ -52,3 +52,17 @@ def test_time_scale_scales_energy_and_bad_input_is_named(fitted):
         predict_job_energy(con, day, [run.job_id], ["NVIDIA B200"])
     with pytest.raises(ValueError, match="no samples"):
         job_energy_day(con, day, [(run.job_id, "no-such-job")])
+
+
+def test_a_fleet_without_cross_model_pairs_writes_no_rows_and_does_not_fail():
+    """A single-GPU-model fleet has no pairs: the day's step must still succeed."""
+    import datetime as _dt
+
+    import duckdb
+
+    from models.job_energy import job_energy_day
+
+    con = duckdb.connect()
+    day = _dt.date(2026, 6, 10)
+    assert job_energy_day(con, day, []) == []
+    assert con.execute("SELECT count(*) FROM fct_job_energy_prediction").fetchone()[0] == 0

@@ -3,8 +3,8 @@
 Data: one simulated fleet-day (collectors.sim.simulate_fleet) of 256 GPUs at 1 Hz (22 M samples;
 --quick: 16 GPUs), written once per bench run into its temp folder. The scaling lakes are cut
 from it rather than simulated again: a quarter of the fleet (its first hosts, whole day) and
-four times the fleet for the first 6 hours (copies of every host under new host names and GPU
-UUIDs: 1024 GPUs x 6 h = 22 M samples; facility power scaled with the fleet).
+four times the fleet for the first 3 hours (copies of every host under new host names and GPU
+UUIDs: 1024 GPUs x 3 h = 11 M samples, --quick: 64 x 6 h; facility power scaled with the fleet).
 
 Each measured thing runs in its own interpreter (bench/pipeline_steps.py), so its wall time and
 peak memory (VmHWM, counted from exec) are its own:
@@ -129,7 +129,7 @@ def replicated_lake(lake: Path, out: Path, copies: int, hours: int) -> int:
 
 
 def run(ctx: BenchContext) -> list[Figure]:
-    gpus, big_hours = (16, 6) if ctx.quick else (256, 6)
+    gpus, big_hours = (16, 6) if ctx.quick else (256, 3)
     root = ctx.work_dir / SECTION
     lake = root / f"g{gpus}" / "lake"
     print(f"pipeline: simulating {gpus} GPUs x 1 day at 1 Hz ...", flush=True)

@@ -34,7 +34,10 @@ per_gpu AS (
     GROUP BY gpu_uuid
 ),
 instants AS (
-    SELECT DISTINCT gpu_uuid, epoch_us(sampled_at) AS t_us
+    -- every clean reading, not DISTINCT instants: a reading at an instant already seen (another
+    -- source) follows it with a step of 0, which is never a gap, so counts and maxima are the same
+    -- without a second pass over all rows
+    SELECT gpu_uuid, epoch_us(sampled_at) AS t_us
     FROM int_gpu_samples_checked
     WHERE reason IS NULL
 ),
@@ -45,7 +48,7 @@ steps AS (
 gaps AS (
     SELECT gpu_uuid, count(*) AS n_gaps, max(step_s) AS longest_gap_s
     FROM steps
-    WHERE step_s > $max_gap_s
+    WHERE step_s > 0 AND step_s > $max_gap_s
       AND t_us > epoch_us($day::TIMESTAMPTZ)
       AND t_us - step_s * 1e6 < epoch_us(($day::DATE + 1)::TIMESTAMPTZ)
     GROUP BY gpu_uuid

@@ -158,40 +158,133 @@ def _clock_locked(con: duckdb.DuckDBPyConnection, first: dt.date, day: dt.date) 
     return {u for (u,) in rows}
 
 
-def _matched_log_ratios(jobs: list[dict], gpus: set[str], controls: set[str], before: set, after: set,
-                        value) -> dict[str, float]:
-    """{gpu: r} from jobs shared with control GPUs: each GPU's log(J per unit) relative to the
-    other control GPUs of the same job (the same job, so the same kind of work), after minus before."""
+def _matched_differences(jobs: list[dict], treated: set[str], controls: set[str], before: set, after: set,
+                         value) -> dict[tuple, dict[str, float]]:
+    """{(job_id, day, side): {treated gpu: log(value) - mean log(value) of the job's control GPUs}}
+    for every job on a before or after day that ran on a treated GPU and at least one control
+    (the same job, so the same kind of work)."""
     by_job: dict[tuple, dict[str, float]] = defaultdict(dict)
     for r in jobs:
-        v = value(r) if r["gpu_uuid"] in gpus else None
+        v = value(r) if r["gpu_uuid"] in treated | controls else None
         if v is not None and v > 0:
             by_job[(r["job_id"], r["day"])][r["gpu_uuid"]] = math.log(v)
-    rel: dict[str, dict[str, list[float]]] = defaultdict(lambda: {"before": [], "after": []})
-    for (_, job_day), ys in by_job.items():
+    out: dict[tuple, dict[str, float]] = {}
+    for (job, job_day), ys in by_job.items():
         side = "before" if job_day in before else "after" if job_day in after else None
-        for g, y in ys.items():
-            others = [v for c, v in ys.items() if c in controls and c != g]
-            if side and others:
-                rel[g][side].append(y - sum(others) / len(others))
-    return {g: float(np.mean(v["after"]) - np.mean(v["before"])) for g, v in rel.items() if v["before"] and v["after"]}
+        base = [v for g, v in ys.items() if g in controls]
+        diffs = {g: v - sum(base) / len(base) for g, v in ys.items() if g in treated} if base else {}
+        if side and diffs:
+            out[(job, job_day, side)] = diffs
+    return out
+
+
+def _did(before: list[float], after: list[float]) -> tuple[float, float | None, float | None]:
+    """(mean(after) - mean(before), Welch standard error, Welch-Satterthwaite df) over jobs."""
+    delta = float(np.mean(after) - np.mean(before))
+    if len(before) < 2 or len(after) < 2:
+        return delta, None, None
+    va, vb = np.var(after, ddof=1) / len(after), np.var(before, ddof=1) / len(before)
+    se = math.sqrt(va + vb)
+    df = se**4 / (va**2 / (len(after) - 1) + vb**2 / (len(before) - 1)) if se > 0 else None
+    return delta, se, df
 
 
 def _matched(con, group: list[Change], controls: list[str], before: set, after: set, work: str):
-    """Matched-job log ratios of energy per unit of work and of work per hour, per GPU."""
-    gpus = {c.gpu_uuid for c in group} | set(controls)
+    """Matched-job differences (see _matched_differences) of log energy per unit of work and of
+    log work per hour, and how many control GPUs they involve."""
     days = sorted(before | after)
     jobs = _records(con.execute(
         "SELECT job_id, day, gpu_uuid, energy_kwh, busy_hours, flops_total, samples_total, requests_total "
         "FROM outcome_input_jobs "
         "WHERE day BETWEEN ? AND ? AND energy_kwh IS NOT NULL AND NOT coalesce(power_limit_changed, false)",
         [days[0], days[-1]]))
-    ctrl = set(controls)
-    energy = _matched_log_ratios(jobs, gpus, ctrl, before, after,
-                                 lambda r: r["energy_kwh"] / r[work] if (r[work] or 0) > 0 else None)
-    speed = _matched_log_ratios(jobs, gpus, ctrl, before, after,
-                                lambda r: r[work] / r["busy_hours"] if (r[work] or 0) > 0 and r["busy_hours"] else None)
-    return energy, speed
+    treated, ctrl = {c.gpu_uuid for c in group}, set(controls)
+    energy = _matched_differences(jobs, treated, ctrl, before, after,
+                                  lambda r: r["energy_kwh"] / r[work] if (r[work] or 0) > 0 else None)
+    speed = _matched_differences(jobs, treated, ctrl, before, after,
+                                 lambda r: r[work] / r["busy_hours"] if (r[work] or 0) > 0 and r["busy_hours"] else None)
+    used = {r["gpu_uuid"] for r in jobs if r["gpu_uuid"] in ctrl
+            and any((r["job_id"], r["day"], side) in energy for side in ("before", "after"))}
+    return energy, speed, len(used)
+
+
+def _split(diffs: dict[tuple, dict[str, float]], gpu: str | None) -> tuple[list[float], list[float]]:
+    """(before, after) job-level differences of one treated GPU, or of the job's treated mean (None)."""
+    sides: dict[str, list[float]] = {"before": [], "after": []}
+    for (_, _, side), d in diffs.items():
+        if gpu is None:
+            sides[side].append(float(np.mean(list(d.values()))))
+        elif gpu in d:
+            sides[side].append(d[gpu])
+    return sides["before"], sides["after"]
+
+
+def _work_kinds(con, gpus: list[str], days: set) -> dict[str, frozenset]:
+    """{gpu: the (stage, workload class) pairs of its jobs on `days`}."""
+    if not days or not relation_exists(con, "fct_job_efficiency"):
+        return {}
+    rows = con.execute("SELECT gpu_uuid, stage, workload_class FROM fct_job_efficiency WHERE day BETWEEN ? AND ? "
+                       "AND list_contains(?, gpu_uuid)", [min(days), max(days), gpus]).fetchall()
+    kinds: dict[str, set] = defaultdict(set)
+    for g, stage, cls in rows:
+        kinds[g].add((stage, cls))
+    return {g: frozenset(k) for g, k in kinds.items()}
+
+
+def _matched_rows(con, group: list[Change], audited: set, base: dict, energy: dict, speed: dict, panel: dict,
+                  columns: tuple) -> list[dict]:
+    """Outcome rows from matched jobs: per treated GPU and pooled (jobs as the units)."""
+    out, predicted = [], []
+    for c in group:
+        pred = _predicted(con, c)
+        predicted.append(pred)
+        row = base | {"scope": "gpu", "host": c.host, "gpu_uuid": c.gpu_uuid, "n_treated_gpus": 1,
+                      "evidence": "agent_audit+samples" if (c.gpu_uuid, round(c.limit_after_w, 1)) in audited else "samples",
+                      "n_days_before": len(c.before_days), "n_days_after": len(c.after_days),
+                      "predicted_saving_pct": pred[0], "predicted_slowdown_pct": pred[1]}
+        b, a = _split(energy, c.gpu_uuid)
+        if not b or not a:
+            out.append(row | {"note": "no job shared with a control GPU before and after the change: not estimated"})
+            continue
+        out.append(row | _estimate(b, a, *_split(speed, c.gpu_uuid), panel[c.gpu_uuid], c, columns))
+    b, a = _split(energy, None)
+    ok = [r for r in out if r.get("realised_saving_pct") is not None]
+    # The pooled figure is the mean of the treated GPUs' own estimates (each GPU counts once,
+    # however many jobs it ran); its interval comes from the jobs' spread.
+    per_gpu = ([_did(*_split(energy, r["gpu_uuid"]))[0] for r in ok],
+               [_did(*_split(speed, r["gpu_uuid"]))[0] for r in ok if all(_split(speed, r["gpu_uuid"]))])
+    if b and a and ok:
+        known = [p for p in predicted if p[0] is not None]
+        out.append(base | {
+            "scope": "model_setting", "host": None, "gpu_uuid": None, "n_treated_gpus": len(ok),
+            "evidence": "agent_audit+samples" if all(r["evidence"] != "samples" for r in out) else "samples",
+            "n_days_before": max(r["n_days_before"] for r in ok), "n_days_after": max(r["n_days_after"] for r in ok),
+            "energy_j_per_unit_before": float(np.mean([r["energy_j_per_unit_before"] for r in ok])),
+            "energy_j_per_unit_after": float(np.mean([r["energy_j_per_unit_after"] for r in ok])),
+            "predicted_saving_pct": float(np.mean([p[0] for p in known])) if known else None,
+            "predicted_slowdown_pct": float(np.mean([p[1] for p in known if p[1] is not None]))
+            if any(p[1] is not None for p in known) else None}
+            | {k: v for k, v in _estimate(b, a, *_split(speed, None), None, None, columns, per_gpu).items()
+               if not k.startswith("energy_j")})
+    return out
+
+
+def _estimate(b: list[float], a: list[float], sb: list[float], sa: list[float], rows, change, columns,
+              per_gpu: tuple[list[float], list[float]] | None = None) -> dict:
+    """Saving and slowdown from job-level differences before (b, sb) and after (a, sa); with
+    `per_gpu` (GPUs' own log deltas of energy and of speed) the point is their mean."""
+    delta, se, df = _did(b, a)
+    speed = _did(sb, sa)[0] if sb and sa else None
+    if per_gpu:
+        delta = float(np.mean(per_gpu[0]))
+        speed = float(np.mean(per_gpu[1])) if per_gpu[1] else speed
+    low, high = _interval(delta, se, df)
+    slow = 100 * (math.exp(-speed) - 1) if speed is not None else None
+    x = _log_ratio(rows, set(change.before_days), set(change.after_days), *columns) if rows else None
+    return {"realised_saving_pct": 100 * (1 - math.exp(delta)), "saving_ci_low_pct": low, "saving_ci_high_pct": high,
+            "realised_slowdown_pct": slow,
+            "energy_j_per_unit_before": x[2] if x else None, "energy_j_per_unit_after": x[3] if x else None,
+            "note": None if se is not None else "fewer than two matched jobs on a side: no interval"}
 
 
 def _rows_for_group(con, day: dt.date, group: list[Change], panel: dict[str, list[dict]], controls: list[str],
@@ -208,13 +301,19 @@ def _rows_for_group(con, day: dt.date, group: list[Change], panel: dict[str, lis
     per_gpu = {c.gpu_uuid: _log_ratio(panel[c.gpu_uuid], set(c.before_days), set(c.after_days), energy, work, hours)
                for c in group}
     ctrl = {u: _log_ratio(rows, before, after, energy, work, hours) for u, rows in ctrl_rows.items()}
+    base = {"day": day, "gpu_model": first.gpu_model, "effective_day": first.effective_day, "outcome_unit": unit,
+            "power_limit_w_before": first.limit_before_w, "power_limit_w_after": first.limit_after_w}
+    if hours is not None:
+        matched_e, matched_s, n_matched = _matched(con, group, controls, before, after, work)
+        if all(_split(matched_e, None)):
+            return _matched_rows(con, group, audited, base | {"method": "matched_jobs", "n_control_gpus": n_matched},
+                                 matched_e, matched_s, panel, (energy, work, hours))
     r_map = {u: x[0] for u, x in (per_gpu | ctrl).items() if x}
     s_map = {u: x[1] for u, x in (per_gpu | ctrl).items() if x and x[1] is not None}
     method = "gpu_day"
-    if hours is not None:
-        matched_e, matched_s = _matched(con, group, controls, before, after, work)
-        if len([u for u in matched_e if u in controls]) >= 2 and any(c.gpu_uuid in matched_e for c in group):
-            r_map, s_map, method = matched_e, matched_s, "matched_jobs"
+    kinds = _work_kinds(con, [c.gpu_uuid for c in group] + list(controls), before | after) if hours is not None else {}
+    treated_kinds = frozenset().union(*(kinds.get(c.gpu_uuid, frozenset()) for c in group))
+    differ = sorted(u for u in controls if u in r_map and kinds.get(u, frozenset()) != treated_kinds)
     r_c = np.array([r_map[u] for u in controls if u in r_map])
     s_c = np.array([s_map[u] for u in controls if u in s_map])
     n_c = len(r_c)
@@ -234,6 +333,12 @@ def _rows_for_group(con, day: dt.date, group: list[Change], panel: dict[str, lis
                       "predicted_saving_pct": pred[0], "predicted_slowdown_pct": pred[1]}
         if x is None or c.gpu_uuid not in r_map or n_c == 0:
             out.append(row | {"note": "no work measured before or after, or no control GPU: not estimated"})
+            continue
+        if differ:
+            # Energy per unit of different work is no baseline: the difference would be the job
+            # mix, not the setting (intervals of +-100 points on the simulator).
+            out.append(row | {"note": f"no job shared with a control GPU, and {len(differ)} of {n_c} control GPUs ran "
+                                      "other kinds of work (stage, workload class): realised saving not reported"})
             continue
         delta = r_map[c.gpu_uuid] - float(r_c.mean())
         deltas.append(r_map[c.gpu_uuid])

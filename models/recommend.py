@@ -237,18 +237,32 @@ def recommend_gpu(row: dict, workload_class: str, fit: dict | None, settings: Re
                   "reason": f"{head}: no cap or clock within {bound:g}% slowdown pays ({why_not}){reason_note}"}
 
 
-def hold_out_controls(rows: list[dict], share: float) -> list[dict]:
+def _stable_order(uuid: str) -> str:
+    return hashlib.sha256(uuid.encode()).hexdigest()
+
+
+def hold_out_controls(rows: list[dict], share: float, job_groups: list[list[str]] = ()) -> list[dict]:
     """Leave `share` of each GPU model's changed GPUs (a stable choice: lowest sha256 of the UUID)
-    at the default as controls, at least one changed GPU kept; their rows say what they would get."""
+    at the default as controls, at least one changed GPU kept; their rows say what they would get.
+
+    Then every multi-GPU job group of the day (`job_groups`: the GPUs that ran one job) with at
+    least two GPUs that would get a setting keeps one of them as a control too (the stable
+    choice again), unless it already holds one: the outcome compares GPUs that ran the same job,
+    so a treated GPU needs an untouched neighbour doing the same work."""
     if not 0 <= share < 1:
         raise ValueError(f"holdout_share={share}: expected 0 <= share < 1")
     changed = [r for r in rows if r["default_limit_w"] is not None and r["power_limit_w"] is not None
                and (r["power_limit_w"] < r["default_limit_w"] or r["locked_sm_clock_max_mhz"] is not None)]
     held: set[str] = set()
     for model in {r["gpu_model"] for r in changed}:
-        mine = sorted((r for r in changed if r["gpu_model"] == model),
-                      key=lambda r: hashlib.sha256(r["gpu_uuid"].encode()).hexdigest())
-        held |= {r["gpu_uuid"] for r in mine[:min(math.ceil(share * len(mine)), len(mine) - 1)]}
+        mine = sorted((r["gpu_uuid"] for r in changed if r["gpu_model"] == model), key=_stable_order)
+        held |= set(mine[:min(math.ceil(share * len(mine)), len(mine) - 1)])
+    if share > 0:
+        changed_ids = {r["gpu_uuid"] for r in changed}
+        for group in sorted(job_groups, key=lambda g: sorted(g)):
+            would_change = sorted((u for u in set(group) if u in changed_ids), key=_stable_order)
+            if len(would_change) >= 2 and not held & set(would_change):
+                held.add(would_change[0])
     out = []
     for r in rows:
         if r["gpu_uuid"] not in held:
@@ -260,7 +274,8 @@ def hold_out_controls(rows: list[dict], share: float) -> list[dict]:
                         "locked_sm_clock_max_mhz": None, "expected_saving_pct": 0.0, "expected_slowdown_pct": 0.0,
                         "expected_energy_saving_kwh_per_day": 0.0,
                         "reason": f"held out as a control ({share:.0%} of the {r['gpu_model']} GPUs given a setting "
-                                  f"keep the default, so the saving can be measured against them); would set {would} "
+                                  f"and one per multi-GPU job keep the default, so the saving can be measured against them); "
+                                  f"would set {would} "
                                   f"for {r['expected_saving_pct']:.1f}% less energy per unit of work"})
     return out
 
@@ -280,11 +295,13 @@ def recommend_day(con: duckdb.DuckDBPyConnection, day: dt.date, settings: Recomm
     con.execute(f"CREATE OR REPLACE TEMP VIEW reco_input_samples AS SELECT * FROM {quoted}")
     profiles = _records(con.execute(load_sql("recommend_gpu_profile"), {"day": day}))
     classes: dict[str, str] = {}
+    job_groups: list[list[str]] = []
     jobs = next((name for name in JOBS_RELATIONS if relation_exists(con, name)), None)
     if jobs is not None:
         con.execute(f"CREATE OR REPLACE TEMP VIEW reco_input_jobs AS SELECT * FROM {quoted_relation(jobs)}")
         classes = {r["gpu_uuid"]: r["workload_class"]
                    for r in _records(con.execute(load_sql("recommend_gpu_workload_class"), {"day": day}))}
+        job_groups = [list(r["gpu_uuids"]) for r in _records(con.execute(load_sql("recommend_job_groups"), {"day": day}))]
     fits = {m: load_fit(con, m, day) for m in {p["gpu_model"] for p in profiles}}
     rows = []
     for p in profiles:
@@ -294,7 +311,7 @@ def recommend_day(con: duckdb.DuckDBPyConnection, day: dt.date, settings: Recomm
         rows.append({"day": day} | recommend_gpu(p, workload_class, fits[p["gpu_model"]], settings,
                                                  price_usd_per_kwh=price, carbon_gco2e_per_kwh=intensity,
                                                  carbon_price_usd_per_tco2e=carbon_price_usd_per_tco2e, pue=pue))
-    rows = hold_out_controls(rows, settings.holdout_share)
+    rows = hold_out_controls(rows, settings.holdout_share, job_groups)
     con.execute(load_sql("fct_recommendation"))
     con.execute("BEGIN TRANSACTION")
     try:

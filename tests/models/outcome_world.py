@@ -35,9 +35,16 @@ class World:
     days: list[dt.date]
 
 
-def build_world(root: Path, *, gpus: int = 32, seed: int = 3) -> World:
+def build_world(root: Path, *, gpus: int = 32, seed: int = 3, choose_caps=None) -> World:
+    """`choose_caps(fleet, jobs of the day before the caps)` -> {gpu_uuid: W}; default: GPUs 0-3 of each host."""
     fleet = build_fleet(gpus, seed)
     caps = {g.uuid: CAP_W[g.model] for g in fleet if g.index < 4}
+    if choose_caps is not None:
+        simulate_fleet(root / "plan" / "lake", gpus=gpus, days=1, start=START + dt.timedelta(days=CAP_FROM - 1),
+                       seed=seed, interval_s=60)
+        jobs = duckdb.connect().execute("SELECT job_id, gpu_uuid, workload_class FROM read_parquet($p)",
+                                        {"p": f"{root}/plan/lake/jobs/**/*.parquet"}).fetchall()
+        caps = choose_caps(fleet, jobs)
     days = [START + dt.timedelta(days=d) for d in range(DAYS)]
     summary = simulate_fleet(root / "capped" / "lake", gpus=gpus, days=DAYS, start=START, seed=seed, interval_s=60,
                              power_limits_by_day={d: caps for d in days[CAP_FROM:]})

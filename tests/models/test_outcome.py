@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from models.outcome import measure_outcomes
+from models.recommend import hold_out_controls
 from models.sql import load_sql
 from outcome_world import CAP_FROM, CAP_W, build_world, true_job_energy
 
@@ -22,6 +23,26 @@ TOLERANCE_PCT = 2.5
 @pytest.fixture(scope="module")
 def world(tmp_path_factory):
     w = build_world(tmp_path_factory.mktemp("outcome"))
+    yield w
+    w.con.close()
+
+
+def _caps_with_holdout(fleet, jobs):
+    """Every GPU that ran throughput work the day before would be capped; hold_out_controls (25%,
+    and one per multi-GPU job) keeps some at the default, as recommend_day does."""
+    throughput = {g for _, g, cls in jobs if cls == "throughput"}
+    by_job = defaultdict(set)
+    for job, g, _ in jobs:
+        by_job[job].add(g)
+    rows = [{"gpu_uuid": g.uuid, "gpu_model": g.model, "default_limit_w": 700.0, "power_limit_w": CAP_W[g.model] if
+             g.uuid in throughput else 700.0, "locked_sm_clock_max_mhz": None, "expected_saving_pct": 5.0} for g in fleet]
+    kept = hold_out_controls(rows, 0.25, [sorted(v) for v in by_job.values() if len(v) >= 2])
+    return {r["gpu_uuid"]: r["power_limit_w"] for r in kept if r["power_limit_w"] < 700.0}
+
+
+@pytest.fixture(scope="module")
+def holdout_world(tmp_path_factory):
+    w = build_world(tmp_path_factory.mktemp("holdout"), choose_caps=_caps_with_holdout)
     yield w
     w.con.close()
 
@@ -97,3 +118,19 @@ def test_the_predicted_saving_of_the_applied_recommendation_sits_beside_the_real
     row = next(r for r in _rows(world.con, day, "gpu") if r["gpu_uuid"] == uuid)
     assert (row["predicted_saving_pct"], row["predicted_slowdown_pct"]) == (12.5, 4.0)
     world.con.execute("DELETE FROM fct_recommendation WHERE gpu_uuid = ?", [uuid])
+
+
+@pytest.mark.slow
+def test_with_the_recommenders_holdout_every_model_is_measured_on_matched_jobs(holdout_world):
+    """Controls chosen as recommend_day chooses them (not half of each host by hand): each GPU
+    model's pooled estimate comes from jobs shared with controls, and its interval covers the truth."""
+    world = holdout_world
+    day = world.days[-1]
+    assert measure_outcomes(world.con, day) > 0
+    pooled = _rows(world.con, day, "model_setting")
+    assert {r["gpu_model"] for r in pooled} == set(CAP_W)
+    for r in pooled:
+        true_saving, _ = _truth(world, r["gpu_model"])
+        assert r["method"] == "matched_jobs", r
+        assert r["saving_ci_low_pct"] <= true_saving <= r["saving_ci_high_pct"], (r, true_saving)
+        assert abs(r["realised_saving_pct"] - true_saving) <= TOLERANCE_PCT, (r["gpu_model"], r["realised_saving_pct"], true_saving)

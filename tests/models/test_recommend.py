@@ -137,3 +137,17 @@ def test_a_share_of_each_model_is_held_out_as_controls():
     assert len(held) == 1 and held[0]["power_limit_w"] == DEVICE_LIMITS_W[A100][0]
     assert held[0]["expected_saving_pct"] == 0.0 and "would set" in held[0]["reason"]
     assert sum(r["power_limit_w"] < DEVICE_LIMITS_W[A100][0] for r in rows) == 2
+
+
+def test_every_multi_gpu_job_with_two_changed_gpus_keeps_a_control():
+    from models.recommend import hold_out_controls
+    rows = [{"gpu_uuid": f"g{i}", "gpu_model": A100, "default_limit_w": 400.0, "power_limit_w": 300.0,
+             "locked_sm_clock_max_mhz": None, "expected_saving_pct": 5.0} for i in range(12)]
+    groups = [[f"g{i}" for i in range(k, k + 4)] for k in (0, 4, 8)]
+    kept = {r["gpu_uuid"]: r for r in hold_out_controls(rows, 0.1, groups)}
+    for group in groups:
+        assert any(kept[g]["power_limit_w"] == 400.0 for g in group), group
+        assert any(kept[g]["power_limit_w"] == 300.0 for g in group), group
+    assert all("held out as a control" in r["reason"] for r in kept.values() if r["power_limit_w"] == 400.0)
+    # No holdout asked: nothing is held out, job groups or not.
+    assert all(r["power_limit_w"] == 300.0 for r in hold_out_controls(rows, 0.0, groups))

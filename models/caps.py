@@ -27,12 +27,14 @@ MIN_CLOCK_RATIO = 0.3
 
 @dataclass(frozen=True)
 class WorkloadProfile:
-    """What a job does at full clock: activity ratios 0..1, PCIe GB/s, chip temperature C."""
+    """What a job does at the clock it runs at without a cap: activity ratios 0..1, PCIe GB/s, chip
+    temperature C, and that clock as a share of f_max (1, or below where an application locked it)."""
 
     activity_ratio: float
     memory_ratio: float = 0.0
     pcie_gbps: float = 0.0
     temp_c: float = 60.0
+    clock_ratio: float = 1.0
 
     @property
     def pcie_ratio(self) -> float:
@@ -90,13 +92,16 @@ def clock_under_limit(coef: PowerCoefficients, profile: WorkloadProfile, power_l
 
 def outcome_under_limit(coef: PowerCoefficients, profile: WorkloadProfile, power_limit_w: float,
                         min_clock_ratio: float = MIN_CLOCK_RATIO) -> CapOutcome:
-    s = clock_under_limit(coef, profile, power_limit_w, min_clock_ratio)
-    uncapped = power_at_clock_w(coef, profile, 1.0)
+    # A job whose clocks an application already locked starts from that clock: the cap bites only
+    # if its power there exceeds the limit, and the slowdown is relative to the locked run.
+    base = min(1.0, max(profile.clock_ratio, min_clock_ratio))
+    s = min(clock_under_limit(coef, profile, power_limit_w, min_clock_ratio), base)
+    uncapped = power_at_clock_w(coef, profile, base)
     power = power_at_clock_w(coef, profile, s)
-    ratio = time_ratio(profile, s)
+    ratio = time_ratio(profile, s) / time_ratio(profile, base)
     return CapOutcome(power_limit_w=power_limit_w, clock_ratio=s, power_w=power,
                       slowdown_pct=100.0 * (ratio - 1.0), energy_ratio=power * ratio / uncapped,
-                      cap_binds=s < 1.0)
+                      cap_binds=s < base)
 
 
 def energy_vs_limit(coef: PowerCoefficients, profile: WorkloadProfile, limits_w: np.ndarray,

@@ -25,9 +25,13 @@ money (a saturated queue, rented GPUs, a deadline): set it then, and throughput 
 higher limits.
 
 A cap bites only in a GPU's heavy phases, so each setting is scored on the day's mix of activity
-(ten deciles of busy-time SM activity, equal weights), not on the mean: energy and slowdown of
+(the mean activity of each tenth of the busy samples), not on the mean: energy and slowdown of
 the mix, and the slowdown bound applied to the heavier half of the busy time (the jobs a cap
-slows most must stay within it too).
+slows most must stay within it too). Samples whose SM clocks an application locked (clock event
+reason 0x2; ~30% of jobs on the simulator) are scored at their locked clock, where a cap above
+their power saves nothing: scoring them at f_max predicted savings that never came (+4..+8
+points on such GPUs, tests/models/test_recommend_calibration.py). The bound is judged on the
+unlocked samples where there are any.
 
 A power cap is preferred to a clock lock when it binds and saves at least half of what the best
 clock lock saves: a cap follows the load (it slows only the heavy phases) and is what the
@@ -108,16 +112,28 @@ def _profile(row: dict, feature_set: str) -> WorkloadProfile:
                            pcie_gbps=float(row["pcie_gbps"] or 0.0), temp_c=float(row["temp_c"] or 60.0))
 
 
-def _activity_bins(row: dict, profile: WorkloadProfile) -> list[WorkloadProfile]:
-    """The busy profile at each decile of the day's activity (equal shares of busy time), so a cap,
-    which bites only in heavy phases, is scored on the mix the GPU really ran; the mean alone
-    without deciles. Memory, PCIe and temperature stay at their busy means."""
+def _activity_bins(row: dict, profile: WorkloadProfile, f_max_mhz: float | None) -> list[tuple[WorkloadProfile, float]]:
+    """(profile, share of busy time) for each tenth of the day's busy samples by activity, so a
+    cap, which bites only in heavy phases, is scored on the mix the GPU really ran; the mean alone
+    without tenths. Memory, PCIe and temperature stay at their busy means. Where an application
+    locked the SM clocks (clock event reason 0x2) a tenth splits into its locked part, at the
+    locked clock (a cap above that clock's power does nothing there), and the rest at f_max."""
     deciles = row.get("activity_deciles")
     if not deciles or profile.activity_ratio <= 0:
-        return [profile]
-    # Rescaled so the bins' mean is the measured mean activity (quantiles of a skewed mix are not).
+        return [(profile, 1.0)]
+    # Rescaled so the bins' mean is the measured mean activity.
     scale = profile.activity_ratio / float(np.mean(deciles))
-    return [replace(profile, activity_ratio=min(1.0, max(1e-3, float(q) * scale))) for q in deciles]
+    shares = row.get("locked_share_deciles") or [0.0] * len(deciles)
+    clocks = row.get("locked_clock_mhz_deciles") or [None] * len(deciles)
+    out = []
+    for q, share, clock_mhz in zip(deciles, shares, clocks):
+        b = replace(profile, activity_ratio=min(1.0, max(1e-3, float(q) * scale)))
+        share = float(share or 0.0) if clock_mhz is not None and f_max_mhz else 0.0
+        if share > 0:
+            out.append((replace(b, clock_ratio=min(1.0, float(clock_mhz) / f_max_mhz)), share / len(deciles)))
+        if share < 1:
+            out.append((b, (1 - share) / len(deciles)))
+    return out
 
 
 @dataclass(frozen=True)
@@ -131,13 +147,21 @@ class _Setting:
     binds: bool
 
 
-def _score(bins: list[WorkloadProfile], power_and_time) -> _Setting:
-    points = [power_and_time(b) for b in bins]  # (power W, time ratio, binds)
-    times = np.array([t for _, t, _ in points])
-    energy = float(np.mean([p * t for p, t, _ in points]))
-    heavy = times[len(times) // 2:]
-    return _Setting(power_w=energy / float(times.mean()), slowdown_pct=100 * (float(times.mean()) - 1),
-                    heavy_slowdown_pct=100 * (float(heavy.mean()) - 1), binds=any(b for _, _, b in points))
+def _score(bins: list[tuple[WorkloadProfile, float]], power_and_time) -> _Setting:
+    points = [(*power_and_time(b), w) for b, w in bins]  # (power W, time ratio, binds, weight)
+    weights = np.array([w for *_, w in points])
+    times = np.array([t for _, t, _, _ in points])
+    energy = float(np.average([p * t for p, t, _, _ in points], weights=weights))
+    mean_time = float(np.average(times, weights=weights))
+    # The heavier half of the busy time: bins in activity order, from the middle of the weight on.
+    # Bins an application locked slow less under a cap, but the bound must hold for the jobs that
+    # run free (a lock may be gone tomorrow): they alone decide it where there are any.
+    free = [i for i, (b, _) in enumerate(bins) if b.clock_ratio >= 1.0] or list(range(len(bins)))
+    order = np.array(sorted(free, key=lambda i: bins[i][0].activity_ratio))
+    heavy = order[np.cumsum(weights[order]) - weights[order] >= 0.5 * weights[order].sum() - 1e-9]
+    heavy_time = float(np.average(times[heavy], weights=weights[heavy]))
+    return _Setting(power_w=energy / mean_time, slowdown_pct=100 * (mean_time - 1),
+                    heavy_slowdown_pct=100 * (heavy_time - 1), binds=any(b for _, _, b, _ in points))
 
 
 def recommend_gpu(row: dict, workload_class: str, fit: dict | None, settings: RecommendSettings, *,
@@ -175,7 +199,7 @@ def recommend_gpu(row: dict, workload_class: str, fit: dict | None, settings: Re
                       "expected_slowdown_pct": 0.0, "reason": "idle all day: nothing for a cap to save"}
     bound = slowdown_bound_pct(workload_class, settings)
     usd_per_kwh = price_usd_per_kwh * pue + carbon_gco2e_per_kwh * pue * carbon_price_usd_per_tco2e / 1e6
-    bins = _activity_bins(row, profile)
+    bins = _activity_bins(row, profile, coef.f_max_mhz)
     time_weight = VALUE_OF_TIME_WEIGHT[workload_class]
 
     def cost_usd(power_w: float, slowdown_pct: float) -> float:
@@ -191,7 +215,11 @@ def recommend_gpu(row: dict, workload_class: str, fit: dict | None, settings: Re
         return _score(bins, one)
 
     def at_clock(s: float) -> _Setting:
-        return _score(bins, lambda b: (power_at_clock_w(coef, b, s), time_ratio(b, s), False))
+        def one(b: WorkloadProfile):
+            # A lock at s on a job an application already locked lower leaves that job as it was.
+            clock = min(s, b.clock_ratio)
+            return power_at_clock_w(coef, b, clock), time_ratio(b, clock) / time_ratio(b, b.clock_ratio), False
+        return _score(bins, one)
 
     uncapped = at_clock(1.0)
     uncapped_w = uncapped.power_w

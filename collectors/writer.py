@@ -86,16 +86,37 @@ def write_parquet_atomic(table: pa.Table, path: Path) -> WrittenFile:
             _write_parquet(table, fh)
             fh.flush()
             os.fsync(fh.fileno())
-        os.replace(tmp, path)
-        dir_fd = os.open(path.parent, os.O_RDONLY)
-        try:
-            os.fsync(dir_fd)
-        finally:
-            os.close(dir_fd)
+        _replace_durably(tmp, path)
     except OSError as exc:
         tmp.unlink(missing_ok=True)
         raise LakeWriteError(exc.errno, f"cannot write lake file {path}: {exc.strerror or exc}") from exc
     return WrittenFile(path=path, rows=table.num_rows, bytes=path.stat().st_size)
+
+
+def _replace_durably(tmp: Path, path: Path) -> None:
+    """Rename a fully written, fsynced `tmp` onto `path`, then fsync the folder so the new name
+    survives a power cut."""
+    os.replace(tmp, path)
+    dir_fd = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)
+
+
+def write_bytes_atomic(path: Path, data: bytes) -> None:
+    """Write `data` to `path` so that a reader sees the old file or the whole new one."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex[:8]}.tmp")
+    try:
+        with open(tmp, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        _replace_durably(tmp, path)
+    except OSError:
+        tmp.unlink(missing_ok=True)
+        raise
 
 
 def write_parquet_object(table: pa.Table, url: str) -> WrittenFile:

@@ -14,8 +14,6 @@ deterministic, so re-running a day with the same `now` gives byte-identical file
 from __future__ import annotations
 
 import datetime as dt
-import os
-import uuid
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +23,7 @@ from collectors.config_contract import (
     SCHEMA_VERSION, dump_config, format_utc, load_private_key, sign_config,
 )
 from collectors.settings import ExportSettings
+from collectors.writer import write_bytes_atomic
 from reports.warehouse_tables import read_day
 
 CONFIG_NAME = "recommended-config.json"
@@ -113,21 +112,6 @@ def build_body(
     }
 
 
-def _write_atomic(path: Path, data: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex[:8]}.tmp")
-    with open(tmp, "wb") as fh:
-        fh.write(data)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
-    dir_fd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
-
-
 def export_config(
     con, day: dt.date | str, settings: ExportSettings, *, now: dt.datetime | None = None,
     private_key_path: str | Path | None = None,
@@ -147,7 +131,7 @@ def export_config(
     doc = sign_config(body, load_private_key(private_key_path or settings.private_key_path))
     data = dump_config(doc)
     out_dir = Path(settings.out_dir)
-    _write_atomic(out_dir / f"recommended-config-{day.isoformat()}.json", data)
+    write_bytes_atomic(out_dir / f"recommended-config-{day.isoformat()}.json", data)
     latest = out_dir / CONFIG_NAME
-    _write_atomic(latest, data)
+    write_bytes_atomic(latest, data)
     return latest

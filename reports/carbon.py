@@ -29,12 +29,12 @@ import polars as pl
 
 from collectors.settings import CarbonSettings
 from reports.attribution import (
-    UNALLOCATED, attribute_gpu_hours, group_by_job, split_valid_jobs, spread_unallocated,
+    UNALLOCATED, attribute_gpu_hours, group_by_job, spread_unallocated,
 )
 from reports.embodied import default_gpu_embodied_kgco2e, embodied_gco2e_per_gpu_hour, parse_model_overrides
 from reports.context import carbon_shift_rows, day_site_hours, grid_context
 from reports.hourly import attach_intensity, attach_pue
-from reports.inputs import read_day_inputs, replace_report_day
+from reports.inputs import prepare_day, replace_report_day
 from reports.it_energy import BASIS_AMOUNTS, label_basis, with_basis_amounts
 
 CARBON_AMOUNTS = ["energy_kwh", "facility_energy_kwh", "location_gco2e", "market_gco2e", "embodied_gco2e", *BASIS_AMOUNTS]
@@ -177,14 +177,8 @@ class CarbonSummary:
 
 def carbon_day(con, day: dt.date, settings: CarbonSettings, data_dir: Path | None) -> CarbonSummary:
     """Account one day: read the warehouse, compute, replace the day in rpt_carbon_daily."""
-    inputs = read_day_inputs(con, day, settings.region, settings.node_energy_min_coverage_ratio)
-    notes = list(inputs.notes)
-    jobs, quarantined = split_valid_jobs(inputs.jobs)
-    if quarantined.height:
-        notes.append(f"{quarantined.height} job rows set aside: " + "; ".join(sorted(set(quarantined["reason"]))))
-    with_pue, pue_defaulted = attach_pue(inputs.gpu_hours, inputs.pue, settings.default_pue)
-    if pue_defaulted:
-        notes.append(f"{pue_defaulted} GPU-hours without a measured PUE used default_pue={settings.default_pue}")
+    prepared = prepare_day(con, day, settings.region, settings.node_energy_min_coverage_ratio, settings.default_pue)
+    inputs, jobs, with_pue, notes = prepared.inputs, prepared.jobs, prepared.gpu_hours, prepared.notes
     ctx, rule_counts, sources = attach_intensity(
         with_pue, settings.grid_file, data_dir, settings.grid_intensity_basis, settings.default_grid_gco2e_per_kwh)
     rows = account_carbon(ctx, jobs, settings) if ctx.height else label_basis(with_range(
@@ -222,6 +216,6 @@ def carbon_day(con, day: dt.date, settings: CarbonSettings, data_dir: Path | Non
         gpu_energy_kwh=total("gpu_energy_kwh"), node_ipmi_energy_kwh=total("node_ipmi_energy_kwh"),
         shift_saving_gco2e=float(shift["carbon_saving_gco2e"].sum()) if shift.height else 0.0,
         unallocated_energy_kwh=float(rows.filter(pl.col("job_id") == UNALLOCATED)["energy_kwh"].sum()) if rows.height else 0.0,
-        intensity_rule_counts=rule_counts, pue_default_gpu_hours=pue_defaulted,
-        quarantined_jobs=quarantined.height, method=method, notes=notes,
+        intensity_rule_counts=rule_counts, pue_default_gpu_hours=prepared.pue_defaulted,
+        quarantined_jobs=prepared.quarantined_jobs, method=method, notes=notes,
     )

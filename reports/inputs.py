@@ -155,3 +155,32 @@ def replace_report_day(con, table: str, day: dt.date, rows: pl.DataFrame) -> int
     finally:
         con.unregister("_jh_report_rows")
     return rows.height
+
+
+@dataclass
+class PreparedDay:
+    """A day's inputs as both accounts start from: valid jobs split from those set aside, and
+    the GPU-hours with the PUE of their site and hour (or the default, counted)."""
+
+    inputs: DayInputs
+    jobs: pl.DataFrame
+    quarantined_jobs: int
+    gpu_hours: pl.DataFrame
+    pue_defaulted: int
+    notes: list[str]
+
+
+def prepare_day(con, day: dt.date, region: str, min_node_coverage_ratio: float, default_pue: float) -> PreparedDay:
+    """read_day_inputs, then set invalid jobs aside and attach PUE, saying in notes what was done."""
+    from reports.attribution import split_valid_jobs
+    from reports.hourly import attach_pue
+
+    inputs = read_day_inputs(con, day, region, min_node_coverage_ratio)
+    notes = list(inputs.notes)
+    jobs, quarantined = split_valid_jobs(inputs.jobs)
+    if quarantined.height:
+        notes.append(f"{quarantined.height} job rows set aside: " + "; ".join(sorted(set(quarantined["reason"]))))
+    with_pue, pue_defaulted = attach_pue(inputs.gpu_hours, inputs.pue, default_pue)
+    if pue_defaulted:
+        notes.append(f"{pue_defaulted} GPU-hours without a measured PUE used default_pue={default_pue}")
+    return PreparedDay(inputs, jobs, quarantined.height, with_pue, pue_defaulted, notes)

@@ -31,11 +31,11 @@ from pathlib import Path
 import polars as pl
 
 from collectors.settings import TcoSettings
-from reports.attribution import UNALLOCATED, attribute_gpu_hours, group_by_job, split_valid_jobs, spread_unallocated
+from reports.attribution import UNALLOCATED, attribute_gpu_hours, group_by_job, spread_unallocated
 from reports.embodied import HOURS_PER_YEAR, capital_usd_per_gpu_hour
 from reports.context import cost_shift_rows, day_site_hours, price_context
 from reports.hourly import attach_intensity, attach_pue
-from reports.inputs import day_bounds, read_day_inputs, replace_report_day
+from reports.inputs import day_bounds, prepare_day, replace_report_day
 from reports.it_energy import BASIS_AMOUNTS, label_basis, with_basis_amounts
 from reports.prices import DEFAULT_PRICE_FILE, load_pjm_lmp_csv, load_urdb_tariff, tariff_prices
 from reports.yearmap import map_to_target_hours, rule_counts
@@ -176,14 +176,8 @@ class TcoSummary:
 
 def tco_day(con, day: dt.date, settings: TcoSettings, data_dir: Path | None) -> TcoSummary:
     """Account one day's cost: read the warehouse, compute, replace the day in rpt_tco_daily."""
-    inputs = read_day_inputs(con, day, settings.region, settings.node_energy_min_coverage_ratio)
-    notes = list(inputs.notes)
-    jobs, quarantined = split_valid_jobs(inputs.jobs)
-    if quarantined.height:
-        notes.append(f"{quarantined.height} job rows set aside: " + "; ".join(sorted(set(quarantined["reason"]))))
-    ctx, pue_defaulted = attach_pue(inputs.gpu_hours, inputs.pue, settings.default_pue)
-    if pue_defaulted:
-        notes.append(f"{pue_defaulted} GPU-hours without a measured PUE used default_pue={settings.default_pue}")
+    prepared = prepare_day(con, day, settings.region, settings.node_energy_min_coverage_ratio, settings.default_pue)
+    inputs, jobs, ctx, notes = prepared.inputs, prepared.jobs, prepared.gpu_hours, prepared.notes
     ctx, _, grid_sources = attach_intensity(ctx, settings.grid_file, data_dir, "direct", 0.0)
     unknown_share = ctx.filter(pl.col("renewable_pct").is_null()).height
     if unknown_share:
@@ -234,5 +228,5 @@ def tco_day(con, day: dt.date, settings: TcoSettings, data_dir: Path | None) -> 
         dynamic_energy_cost_usd=total("energy_cost_usd"), static_energy_cost_usd=total("static_energy_cost_usd"),
         peak_site_kw=peak_kw,
         unallocated_cost_usd=float(rows.filter(pl.col("job_id") == UNALLOCATED)["total_cost_usd"].sum()) if rows.height else 0.0,
-        price_rule_counts=price_counts, pue_default_gpu_hours=pue_defaulted, method=method, notes=notes,
+        price_rule_counts=price_counts, pue_default_gpu_hours=prepared.pue_defaulted, method=method, notes=notes,
     )

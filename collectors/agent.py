@@ -4,9 +4,10 @@ Safety rules (DESIGN.md 3.3): nothing is applied unless `verify_config` accepts 
 (signature, schema version, validity window, host). GPUs are matched by UUID. A value outside
 the device's own limits (nvmlDeviceGetPowerManagementLimitConstraints, mW) is refused and
 reported, never clamped. Every set is read back. Applying the same config twice changes nothing
-(audited 'unchanged'). GPUs are independent: when one set call fails (NO_PERMISSION on GPU 3 of
-8) the others still get theirs, and every GPU gets its own outcome and audit row. `rollback`
-returns GPUs to the device default limit (nvmlDeviceGetPowerManagementDefaultLimit) and unlocks
+(audited 'unchanged'; a lock-only change is an 'apply', the range in its reason, judged against the
+lock the agent's own audit last recorded, since NVML cannot read a lock back). GPUs are
+independent: when one set call fails (NO_PERMISSION on GPU 3 of 8) the others still get theirs,
+and every GPU gets its own outcome and audit row. `rollback` returns GPUs to the device default limit (nvmlDeviceGetPowerManagementDefaultLimit) and unlocks
 clocks, for an expired or revoked config.
 
 NVML is injected (`nvml=pynvml`) so tests can run the real nvidia-ml-py against a stand-in
@@ -16,6 +17,7 @@ library, or a fake module. NVML units are mW and MHz; this module's API speaks W
 from __future__ import annotations
 
 import datetime as dt
+import re
 import socket
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,6 +31,10 @@ from collectors.config_contract import (
 from collectors.schema import AGENT_AUDIT
 
 OK_ACTIONS = frozenset({"apply", "unchanged", "dry-run", "rollback"})
+# How the audit's reason names a lock ("SM clocks locked to 900-1200 MHz"): NVML has no getter for
+# locked clocks, so the agent's own audit is the only record of the range it left on a GPU.
+LOCK_IN_REASON = re.compile(r"SM clocks locked to (\d+)-(\d+) MHz")
+UNKNOWN = object()
 
 
 @dataclass(frozen=True)
@@ -110,7 +116,35 @@ def _check_clocks(nvml: Any, handle: Any, s: GpuSetting) -> str | None:
     return None
 
 
-def _apply_one(nvml: Any, handle: Any, s: GpuSetting) -> GpuOutcome:
+def audited_locks(lake: str | Path | None, host: str) -> dict[str, tuple[int, int] | None] | None:
+    """{gpu_uuid: (min, max) MHz} of the SM clock lock the agent's audit says it last left on each
+    GPU of `host` (None: unlocked by a rollback or never locked by an apply; a GPU not in the audit
+    was never locked); None without a readable audit: every requested lock then counts as a change."""
+    if lake is None:
+        return None
+    import pyarrow.dataset as ds  # only when auditing, like the writer
+
+    from collectors import lakefs
+
+    root = lakefs.join(lake, "agent_audit")
+    try:
+        fs = lakefs.filesystem(lake) if lakefs.is_url(lake) else None
+        table = ds.dataset(str(root), filesystem=fs, format="parquet", partitioning="hive").to_table(
+            columns=["audited_at", "gpu_uuid", "action", "reason"], filter=ds.field("host") == host)
+    except (FileNotFoundError, OSError, pa.ArrowInvalid):
+        return None
+    locks: dict[str, tuple[int, int] | None] = {}
+    for row in sorted(table.to_pylist(), key=lambda r: r["audited_at"]):
+        if row["gpu_uuid"] is None or row["action"] not in ("apply", "unchanged", "rollback"):
+            continue
+        found = LOCK_IN_REASON.search(row["reason"] or "") if row["action"] != "rollback" else None
+        locks[row["gpu_uuid"]] = (int(found[1]), int(found[2])) if found else None
+    return locks
+
+
+def _apply_one(nvml: Any, handle: Any, s: GpuSetting, previous_lock: Any = UNKNOWN) -> GpuOutcome:
+    """Set one GPU's limit (and lock); `previous_lock` is the range audited last (None: unlocked,
+    UNKNOWN: no audit), so a lock-only change is audited 'apply' and a repeated one 'unchanged'."""
     requested_mw = int(round(s.power_limit_w * 1000))
     try:
         before_mw = nvml.nvmlDeviceGetPowerManagementLimit(handle)
@@ -141,6 +175,13 @@ def _apply_one(nvml: Any, handle: Any, s: GpuSetting) -> GpuOutcome:
         return GpuOutcome(s.gpu_uuid, "verify-failed", f"cannot read the limit back: {_nvml_error(nvml, exc)}", **common)
     if after_mw != requested_mw:
         return GpuOutcome(s.gpu_uuid, "verify-failed", f"set {requested_mw} mW but the device reads back {after_mw} mW",
+                          power_limit_w_after=_watts(after_mw), **common)
+    wanted_lock = ((s.locked_sm_clock_min_mhz, s.locked_sm_clock_max_mhz)
+                   if s.locked_sm_clock_max_mhz is not None else None)
+    if before_mw == requested_mw and wanted_lock is not None and previous_lock != wanted_lock:
+        was = ("unknown: no audit of this GPU" if previous_lock is UNKNOWN
+               else "unlocked" if previous_lock is None else f"{previous_lock[0]}-{previous_lock[1]} MHz")
+        return GpuOutcome(s.gpu_uuid, "apply", f"{clocks[2:]} (was {was}); limit already at {s.power_limit_w:.1f} W",
                           power_limit_w_after=_watts(after_mw), **common)
     if before_mw == requested_mw:
         return GpuOutcome(s.gpu_uuid, "unchanged", f"already at {s.power_limit_w:.1f} W{clocks}",
@@ -197,7 +238,8 @@ def apply_config(
             for s in config.settings
         ]
     else:
-        result.outcomes = _with_nvml(nvml, lambda n: _apply_all(n, config))
+        locks = audited_locks(lake, host)
+        result.outcomes = _with_nvml(nvml, lambda n: _apply_all(n, config, locks))
     audit(lake, result, now)
     return result
 
@@ -218,7 +260,8 @@ def _with_nvml(nvml: Any, work) -> list[GpuOutcome]:
         nvml.nvmlShutdown()
 
 
-def _apply_all(nvml: Any, config: RecommendedConfig) -> list[GpuOutcome]:
+def _apply_all(nvml: Any, config: RecommendedConfig, locks: Mapping[str, Any] | None = None) -> list[GpuOutcome]:
+    """Apply each setting; `locks` as audited_locks returns (None: no audit, every lock is new)."""
     handles = gpus_by_uuid(nvml)
     outcomes = []
     for s in config.settings:
@@ -227,7 +270,7 @@ def _apply_all(nvml: Any, config: RecommendedConfig) -> list[GpuOutcome]:
             outcomes.append(GpuOutcome(s.gpu_uuid, "refuse", f"no GPU with UUID {s.gpu_uuid} on this host; not applied",
                                        power_limit_w_requested=s.power_limit_w))
         else:
-            outcomes.append(_apply_one(nvml, handle, s))
+            outcomes.append(_apply_one(nvml, handle, s, UNKNOWN if locks is None else locks.get(s.gpu_uuid)))
     return outcomes
 
 

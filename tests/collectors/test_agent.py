@@ -167,3 +167,22 @@ def test_agent_loop_applies_on_change_and_rolls_back_on_expiry_and_revocation(nv
     assert limit_mw(nvml_stub, 1) == 400_000
     actions = [r["action"] for r in sorted(audit_rows(lake), key=lambda r: r["audited_at"])]
     assert actions.count("apply") == 2 and actions.count("rollback") == 2
+
+
+def test_a_clock_only_change_is_audited_as_an_apply_with_its_range(nvml_stub, keys, lake):
+    """The limit is already the default, only the SM clocks change: that is an 'apply' (the lock
+    range in the reason), then 'unchanged' when the same config comes again, and 'apply' again
+    when the range changes; the audit is the agent's record, as NVML cannot read a lock back."""
+    nvml_stub.write(fleet(2))
+    first = apply_config(signed(keys[0], {uuid(0): entry(400, clocks=(420, 1200))}), public_key=keys[1], host=HOST,
+                         nvml=pynvml, lake=lake, now=NOW)
+    assert [o.action for o in first.outcomes] == ["apply"]
+    assert "SM clocks locked to 420-1200 MHz" in first.outcomes[0].reason and "(was unknown: no audit" in first.outcomes[0].reason
+    again = apply_config(signed(keys[0], {uuid(0): entry(400, clocks=(420, 1200))}), public_key=keys[1], host=HOST,
+                         nvml=pynvml, lake=lake, now=NOW + dt.timedelta(minutes=5))
+    assert [o.action for o in again.outcomes] == ["unchanged"]
+    moved = apply_config(signed(keys[0], {uuid(0): entry(400, clocks=(420, 1100))}), public_key=keys[1], host=HOST,
+                         nvml=pynvml, lake=lake, now=NOW + dt.timedelta(minutes=10))
+    assert [o.action for o in moved.outcomes] == ["apply"] and "was 420-1200 MHz" in moved.outcomes[0].reason
+    assert nvml_stub.read()["gpu0.locked_sm_clock_max_mhz"] == "1100"
+    assert [r["action"] for r in sorted(audit_rows(lake), key=lambda r: r["audited_at"])] == ["apply", "unchanged", "apply"]

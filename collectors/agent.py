@@ -7,8 +7,9 @@ reported, never clamped. Every set is read back. Applying the same config twice 
 (audited 'unchanged'; a lock-only change is an 'apply', the range in its reason, judged against the
 lock the agent's own audit last recorded, since NVML cannot read a lock back). GPUs are
 independent: when one set call fails (NO_PERMISSION on GPU 3 of 8) the others still get theirs,
-and every GPU gets its own outcome and audit row. `rollback` returns GPUs to the device default limit (nvmlDeviceGetPowerManagementDefaultLimit) and unlocks
-clocks, for an expired or revoked config.
+and every GPU gets its own outcome and audit row. `rollback` returns GPUs to the device default
+limit (nvmlDeviceGetPowerManagementDefaultLimit) and unlocks clocks, for an expired or revoked
+config.
 
 NVML is injected (`nvml=pynvml`) so tests can run the real nvidia-ml-py against a stand-in
 library, or a fake module. NVML units are mW and MHz; this module's API speaks W and MHz.

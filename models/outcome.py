@@ -4,16 +4,22 @@
 `max_after_days` days up to `day` (seen in stg_gpu_samples.power_limit_w; corroborated by an
 'apply' row of raw_agent_audit when the agent's audit is in the lake) and compares, per GPU:
 
-    r_g = log(energy per unit of work after / energy per unit of work before)
+Matched jobs (preferred): in every multi-GPU job that ran on a treated GPU and at least one
+control (a GPU of the same model whose limit did not change over those days; GPUs whose SM
+clocks the agent locked, per raw_agent_audit, are never controls), the treated GPU's
+    d = log(energy per unit of work) - mean over the job's controls of the same
+(the same job, so the same work). Difference in differences: delta = mean(d after) -
+mean(d before) removes the GPU's own offset and what changed for everyone. Saving =
+1 - exp(delta), in %. 95% interval: Welch's t over the jobs before and after (per GPU its own
+jobs; pooled, each job's mean d over its treated GPUs, the point being the mean of the GPUs'
+own deltas). The realised slowdown is the same estimate on log(work per busy hour). One
+control per job is enough, which recommend.hold_out_controls keeps in every job group.
 
-with the same ratio of the GPUs of the same model whose limit did not change over those days
-(controls; GPUs whose SM clocks the agent locked, per raw_agent_audit, are never controls).
-Difference in differences: delta = r_treated - mean(r_controls) removes what changed
-for everyone (job mix, weather, the day of the week). Saving = 1 - exp(delta), in %.
-95% interval: per treated GPU, a prediction-style t-interval whose spread is that of the
-controls' r (sd * sqrt(1 + 1/n_c), n_c - 1 degrees of freedom: one GPU's change is as noisy as
-one control's); pooled over the GPUs given the same change, Welch's t-interval of the two means.
-The realised slowdown is the same estimate on log(work per active hour).
+GPU days (fallback, when no job spans treated and control GPUs before and after): r_g =
+log(energy per unit after / before) per GPU, delta = r_treated - mean(r_controls), with a
+prediction-style interval from the controls' spread. It refuses to report a saving when the
+controls ran other kinds of work (stage, workload class) than the treated GPUs: energy per
+unit of different work is the job mix, not the setting (+-100 points on the simulator).
 
 Energy per unit of work: jobs' energy (fct_job_efficiency) per FLOP where every job reports
 FLOPs, else per sample or request, else whole-day GPU energy per active hour (the slowdown is

@@ -3,13 +3,18 @@
 `fit_day(con, day, settings)` fits P = a0 + aT*(T-25) + a_dyn*act^gamma*(f/f_max)^alpha + a_mem*mem
 + a_pcie*pcie_GBps (watts) for every GPU model seen in the `history_days` up to `day` (gamma = 1
 where clocks are read; without them, gamma and a decay after work stops are fitted instead):
-1. models/sql/power_features.sql picks the feature set per model (DCGM when sm_active_ratio is in
-   most rows, else NVML-only), marks power-limited rows (SW power cap bit 0x4, or power within 1%
-   of the limit: the cap, not the workload, sets their power) and the held-out tail of time;
-2. models/sql/power_suffstats.sql sums X'X, X'y, y'y per model and per grid point of the dynamic
-   term's shape, so no row reaches Python and any SQL engine can do the heavy part;
-3. numpy/scipy solve each grid point with sign bounds and keep the least training SSE;
-4. held-out MAPE, R^2 and job-energy error are SQL aggregates of the residuals;
+1. models/sql/fct_power_fit_sums_hourly.sql stores each day's sums once (per hour, GPU model and SM
+   clock; the day's feature choice; power-limited rows, SW cap bit 0x4 or power within 1% of the
+   limit, left out), so a window of days is a sum over a small table, not a re-read of its samples;
+2. models/sql/power_window_choice.sql picks the feature set per model over the window (DCGM when
+   sm_active_ratio is in most rows, else NVML-only) and the held-out tail of time (last
+   `holdout_fraction`); models/sql/power_features.sql reads only the samples the stored sums cannot
+   stand for: the hour holding the held-out boundary onwards, `day` itself (for the residual table),
+   and every sample of a model without varying clock (its decay term needs each sample's history);
+3. models/sql/power_suffstats.sql adds those samples' X'X, X'y, y'y to the stored ones per grid point
+   of the dynamic term's shape; numpy/scipy solve each grid point with sign bounds and keep the
+   least training SSE;
+4. held-out MAPE, R^2 and job-energy error are SQL aggregates of the held-out samples' residuals;
 5. the gate (held-out MAPE, minimum rows) and drift against the previous fit are decided here.
 Rows go to `fct_power_model` and `fct_power_residual_hourly` (delete-then-insert for the day).
 """
@@ -75,19 +80,88 @@ def _records(cursor: duckdb.DuckDBPyConnection) -> list[dict]:
     return [dict(zip(names, row)) for row in cursor.fetchall()]
 
 
-def build_power_features(con: duckdb.DuckDBPyConnection, day: dt.date, settings: ModelSettings,
-                         samples_relation: str = "stg_gpu_samples") -> None:
-    """(Re)create the temp table `power_features` for the window ending on `day`."""
+def _input_view(con: duckdb.DuckDBPyConnection, samples_relation: str) -> None:
     quoted = quoted_relation(samples_relation)
     if not relation_exists(con, samples_relation):
         raise ValueError(f"samples relation {samples_relation!r} does not exist in the warehouse")
     con.execute(f"CREATE OR REPLACE TEMP VIEW power_input_samples AS SELECT * FROM {quoted}")
     con.execute(load_sql("power_dynamic_ratio"))
+
+
+def _ensure_suffstats_table(con: duckdb.DuckDBPyConnection) -> None:
+    con.execute("CREATE TABLE IF NOT EXISTS fct_power_fit_sums_hourly AS SELECT * FROM ("
+                + load_sql("fct_power_fit_sums_hourly") + ") WHERE false", {"days": [], "source": ""})
+
+
+def update_suffstats(con: duckdb.DuckDBPyConnection, day: dt.date, settings: ModelSettings,
+                     samples_relation: str = "stg_gpu_samples") -> list[dt.date]:
+    """Store `day`'s sufficient statistics in fct_power_fit_sums_hourly, and those of any day of its
+    window whose stored row count no longer matches the samples (never computed, or rebuilt since).
+    Returns the days (re)computed. One scan of those days' samples; a day already stored costs a count."""
+    _input_view(con, samples_relation)
+    _ensure_suffstats_table(con)
+    first = day - dt.timedelta(days=settings.history_days - 1)
+    counts = dict(con.execute(
+        "SELECT day, count(*) FROM power_input_samples WHERE day BETWEEN ? AND ? AND power_w IS NOT NULL "
+        "AND gpu_model IS NOT NULL GROUP BY day", [first, day]).fetchall())
+    stored = dict(con.execute(
+        "SELECT day, sum(n_rows) FROM fct_power_fit_sums_hourly WHERE source_relation = ? "
+        "AND day BETWEEN ? AND ? GROUP BY day", [samples_relation, first, day]).fetchall())
+    days = sorted({d for d in counts.keys() | stored.keys() if counts.get(d, 0) != stored.get(d, 0)} | {day})
+    con.execute("BEGIN TRANSACTION")
+    try:
+        con.execute("DELETE FROM fct_power_fit_sums_hourly WHERE source_relation = ? AND list_contains(?, day)",
+                    [samples_relation, days])
+        con.execute("INSERT INTO fct_power_fit_sums_hourly BY NAME " + load_sql("fct_power_fit_sums_hourly"),
+                    {"days": days, "source": samples_relation})
+        con.execute("COMMIT")
+    except Exception:
+        con.execute("ROLLBACK")
+        raise
+    return days
+
+
+def _build_features(con: duckdb.DuckDBPyConnection, day: dt.date, settings: ModelSettings) -> None:
+    """Temp table `power_features`: each model's samples from its stored_until_epoch_s on."""
+    window_start = day - dt.timedelta(days=settings.history_days - 1)
+    (earliest,) = con.execute("SELECT min(stored_until_epoch_s) FROM power_feature_choice").fetchone()
+    if earliest is None:
+        rows_from_day = day
+    elif earliest <= 0:
+        rows_from_day = window_start
+    else:
+        rows_from_day = max(window_start, dt.datetime.fromtimestamp(earliest, dt.timezone.utc).date())
     con.execute(
         "CREATE OR REPLACE TEMP TABLE power_features AS " + load_sql("power_features"),
-        {"day": day, "history_days": settings.history_days, "holdout_fraction": settings.holdout_fraction,
+        {"day": day, "history_days": settings.history_days, "rows_from_day": rows_from_day,
          "max_interval_s": settings.max_sample_interval_s},
     )
+
+
+def build_power_features(con: duckdb.DuckDBPyConnection, day: dt.date, settings: ModelSettings,
+                         samples_relation: str = "stg_gpu_samples") -> None:
+    """(Re)create the temp tables `power_feature_choice`, `power_stored_hours` (empty) and
+    `power_features` (every sample) for the window ending on `day`, from the samples alone: the
+    reference path (other engines mirror it); fit_day reads stored statistics instead."""
+    _input_view(con, samples_relation)
+    _ensure_suffstats_table(con)
+    con.execute("CREATE OR REPLACE TEMP TABLE power_feature_choice AS " + load_sql("power_feature_choice"),
+                {"day": day, "history_days": settings.history_days, "holdout_fraction": settings.holdout_fraction})
+    con.execute("CREATE OR REPLACE TEMP TABLE power_stored_hours AS SELECT * FROM fct_power_fit_sums_hourly WHERE false")
+    _build_features(con, day, settings)
+
+
+def build_power_features_from_stored(con: duckdb.DuckDBPyConnection, day: dt.date, settings: ModelSettings,
+                                     samples_relation: str = "stg_gpu_samples") -> None:
+    """As build_power_features, but training hours before each model's held-out boundary (and before
+    `day`) come from fct_power_fit_sums_hourly (updated first), so only the held-out tail, `day`
+    itself and the samples of models without varying clock are read."""
+    update_suffstats(con, day, settings, samples_relation)
+    params = {"day": day, "history_days": settings.history_days, "source": samples_relation}
+    con.execute("CREATE OR REPLACE TEMP TABLE power_feature_choice AS " + load_sql("power_window_choice"),
+                {**params, "holdout_fraction": settings.holdout_fraction})
+    con.execute("CREATE OR REPLACE TEMP TABLE power_stored_hours AS " + load_sql("power_stored_hours"), params)
+    _build_features(con, day, settings)
 
 
 def write_coefficients_table(con: duckdb.DuckDBPyConnection, coefficients: dict[str, PowerCoefficients]) -> None:
@@ -141,7 +215,7 @@ def gate(n_samples: int, mape_pct: float | None, settings: ModelSettings) -> tup
 def fit_day(con: duckdb.DuckDBPyConnection, day: dt.date, settings: ModelSettings, *,
             samples_relation: str = "stg_gpu_samples") -> list[PowerFit]:
     """Fit, validate and store one power model per GPU model for `day`; returns the fits."""
-    build_power_features(con, day, settings, samples_relation)
+    build_power_features_from_stored(con, day, settings, samples_relation)
     summary = {r["gpu_model"]: r for r in _records(con.execute(load_sql("power_feature_summary")))}
     stats_rows = _records(con.execute(load_sql("power_suffstats"), {
         "alpha_min": settings.alpha_min, "alpha_step": settings.alpha_step, "alpha_count": settings.alpha_count,

@@ -1,7 +1,9 @@
 -- power_features: the power model's inputs, one row per GPU sample in the fitting window.
 -- Grain: gpu_uuid x sampled_at, days in ($day - $history_days, $day] of `power_input_samples`
 -- (a temporary view over stg_gpu_samples that models.power creates).
--- Parameters: $day DATE, $history_days INTEGER, $holdout_fraction DOUBLE (0..1),
+-- Only samples at or after each model's stored_until_epoch_s (power_feature_choice, a temp table
+-- built by models.power from power_window_choice.sql or power_feature_choice.sql).
+-- Parameters: $day DATE, $history_days INTEGER, $rows_from_day DATE (no model reads earlier),
 --             $max_interval_s DOUBLE (longest gap one sample is allowed to stand for).
 -- Columns:
 --   gpu_model, feature_set ('dcgm' | 'nvml'), host, gpu_uuid, sampled_at (UTC), day (DATE)
@@ -21,45 +23,21 @@
 --     them where the model has no clock readings (power stays up a moment after work stops); NULL
 --     (no decay) for models with clock readings
 WITH window_rows AS NOT MATERIALIZED (
-    -- read twice (availability, features) rather than copied: a scan costs less than a copy
-    SELECT *
-    FROM power_input_samples
-    WHERE day <= $day
-      AND day > $day - CAST($history_days AS INTEGER)
-      AND power_w IS NOT NULL
-      AND gpu_model IS NOT NULL
-),
-availability AS (
-    SELECT
-        gpu_model,
-        count(*) AS n_rows,
-        count(sm_active_ratio) / count(*) AS sm_active_share,
-        count(dram_active_ratio) / count(*) AS dram_active_share,
-        count(util_gpu_pct) / count(*) AS util_gpu_share,
-        count(util_mem_pct) / count(*) AS util_mem_share,
-        count(temp_c) / count(*) AS temp_share,
-        count(sm_clock_mhz) / count(*) AS clock_share,
-        count(pcie_tx_bytes_per_s) / count(*) AS pcie_share,
-        max(sm_clock_mhz) AS f_max_mhz,
-        min(epoch(sampled_at)) AS first_epoch_s,
-        max(epoch(sampled_at)) AS last_epoch_s
-    FROM window_rows
-    GROUP BY gpu_model
+    -- read twice (features; the decay branch) rather than copied: a scan costs less than a copy.
+    -- Only samples at or after the model's stored_until_epoch_s: earlier training rows are summed
+    -- in fct_power_fit_sums_hourly already ($rows_from_day: the earliest such day, so the scan
+    -- skips whole days).
+    SELECT w.*
+    FROM power_input_samples AS w
+    JOIN power_feature_choice AS c USING (gpu_model)
+    WHERE w.day <= $day
+      AND w.day > $day - CAST($history_days AS INTEGER)
+      AND w.day >= $rows_from_day
+      AND w.power_w IS NOT NULL
+      AND epoch(w.sampled_at) >= c.stored_until_epoch_s
 ),
 feature_choice AS (
-    SELECT
-        gpu_model,
-        CASE WHEN sm_active_share >= 0.5 THEN 'dcgm' ELSE 'nvml' END AS feature_set,
-        -- A model with no activity readings at all (a log of power and temperature only) gets a
-        -- static-only fit instead of none.
-        sm_active_share >= 0.5 OR util_gpu_share >= 0.5 AS has_activity,
-        temp_share >= 0.5 AS has_temp,
-        clock_share >= 0.5 AND f_max_mhz > 0 AS has_clock,
-        CASE WHEN sm_active_share >= 0.5 THEN dram_active_share ELSE util_mem_share END >= 0.5 AS has_memory,
-        pcie_share >= 0.5 AS has_pcie,
-        f_max_mhz,
-        first_epoch_s + (last_epoch_s - first_epoch_s) * (1 - $holdout_fraction) AS holdout_from_epoch_s
-    FROM availability
+    SELECT * FROM power_feature_choice
 ),
 features AS NOT MATERIALIZED (
     -- not copied either: each branch below reads the rows of its own models; the per-GPU windows

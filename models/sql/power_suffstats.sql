@@ -12,6 +12,8 @@
 --   yty = sum(power_w^2) (W^2).
 -- Parameters: $alpha_min, $alpha_step DOUBLE, $alpha_count INTEGER; $gamma_min, $gamma_step DOUBLE,
 --   $gamma_count INTEGER; $hold_grid_s DOUBLE[].
+-- Inputs: power_features (samples after each model's stored_until_epoch_s), power_feature_choice,
+--   power_stored_hours (the window's stored daily sums before it, fct_power_fit_sums_hourly).
 -- Plain sums over a GROUP BY: any engine (Spark, Trino) computes them per partition and adds.
 -- With clocks the rows are summed once per distinct clock ratio (the clock is a whole MHz, so a few
 -- hundred groups), and the alpha grid scales those sums by clock_ratio^alpha: the grid costs
@@ -27,9 +29,8 @@ WITH shape_grid AS (
     CROSS JOIN (SELECT unnest(CAST($hold_grid_s AS DOUBLE[])) AS hold_s) AS h
 ),
 model_clock AS (
-    SELECT gpu_model, coalesce(min(clock_ratio) < max(clock_ratio), false) AS has_clock
-    FROM power_features
-    GROUP BY gpu_model
+    SELECT gpu_model, clock_varies AS has_clock
+    FROM power_feature_choice
 ),
 training AS (
     SELECT gpu_model, feature_set, power_w AS y,
@@ -38,7 +39,7 @@ training AS (
     FROM power_features
     WHERE NOT is_holdout AND NOT is_power_limited AND is_complete
 ),
-clock_groups AS (
+row_clock_groups AS (
     SELECT t.gpu_model, t.feature_set, t.clock_ratio,
            count(*) AS n, sum(x1) AS s1, sum(activity_ratio) AS sa, sum(x3) AS s3, sum(x4) AS s4,
            sum(x1 * x1) AS s11, sum(x1 * activity_ratio) AS s1a, sum(x1 * x3) AS s13, sum(x1 * x4) AS s14,
@@ -50,6 +51,23 @@ clock_groups AS (
     JOIN model_clock AS m USING (gpu_model)
     WHERE m.has_clock
     GROUP BY t.gpu_model, t.feature_set, t.clock_ratio
+),
+stored_clock_groups AS (
+    SELECT s.gpu_model, c.feature_set, s.sm_clock_mhz / c.f_max_mhz AS clock_ratio,
+           s.n, s.s1, s.sa, s.s3, s.s4, s.s11, s.s1a, s.s13, s.s14, s.saa, s.sa3, s.sa4, s.s33, s.s34, s.s44,
+           s.sy, s.s1y, s.say, s.s3y, s.s4y, s.syy
+    FROM power_stored_hours AS s
+    JOIN power_feature_choice AS c USING (gpu_model)
+    WHERE c.clock_varies AND s.sm_clock_mhz IS NOT NULL AND s.n > 0
+),
+clock_groups AS (
+    SELECT gpu_model, feature_set, clock_ratio,
+           sum(n) AS n, sum(s1) AS s1, sum(sa) AS sa, sum(s3) AS s3, sum(s4) AS s4, sum(s11) AS s11,
+           sum(s1a) AS s1a, sum(s13) AS s13, sum(s14) AS s14, sum(saa) AS saa, sum(sa3) AS sa3, sum(sa4) AS sa4,
+           sum(s33) AS s33, sum(s34) AS s34, sum(s44) AS s44, sum(sy) AS sy, sum(s1y) AS s1y, sum(say) AS say,
+           sum(s3y) AS s3y, sum(s4y) AS s4y, sum(syy) AS syy
+    FROM (SELECT * FROM row_clock_groups UNION ALL BY NAME SELECT * FROM stored_clock_groups)
+    GROUP BY gpu_model, feature_set, clock_ratio
 ),
 clock_stats AS (
     SELECT

@@ -1,0 +1,64 @@
+-- power_window_choice: power_feature_choice.sql's columns from the stored daily statistics
+-- (fct_power_fit_sums_hourly) instead of the window's samples, plus where stored sums may stand in
+-- for samples.
+-- Grain: gpu_model, days in ($day - $history_days, $day] with statistics of $source.
+-- Parameters: $day DATE, $history_days INTEGER, $holdout_fraction DOUBLE (0..1), $source VARCHAR.
+-- Columns: as power_feature_choice.sql; stored_until_epoch_s (s since 1970) is, for a model whose
+--   clock varies, the earliest of: the start of the hour holding the held-out boundary, the start of
+--   $day (its rows feed fct_power_residual_hourly), and the first hour whose day chose other features
+--   than the window did; -1e18 for a model without varying clock (its decay term needs each
+--   sample's history, so all its samples are read).
+WITH stored AS (
+    SELECT *
+    FROM fct_power_fit_sums_hourly
+    WHERE source_relation = $source
+      AND day <= $day
+      AND day > $day - CAST($history_days AS INTEGER)
+),
+availability AS (
+    SELECT
+        gpu_model,
+        sum(n_sm_active) / sum(n_rows) AS sm_active_share,
+        sum(n_dram_active) / sum(n_rows) AS dram_active_share,
+        sum(n_util_gpu) / sum(n_rows) AS util_gpu_share,
+        sum(n_util_mem) / sum(n_rows) AS util_mem_share,
+        sum(n_temp) / sum(n_rows) AS temp_share,
+        coalesce(sum(n_rows) FILTER (WHERE sm_clock_mhz IS NOT NULL), 0) / sum(n_rows) AS clock_share,
+        sum(n_pcie) / sum(n_rows) AS pcie_share,
+        max(sm_clock_mhz) AS f_max_mhz,
+        min(sm_clock_mhz) AS f_min_mhz,
+        min(epoch(first_sampled_at)) AS first_epoch_s,
+        max(epoch(last_sampled_at)) AS last_epoch_s
+    FROM stored
+    GROUP BY gpu_model
+),
+choice AS (
+    SELECT
+        gpu_model,
+        CASE WHEN sm_active_share >= 0.5 THEN 'dcgm' ELSE 'nvml' END AS feature_set,
+        sm_active_share >= 0.5 OR util_gpu_share >= 0.5 AS has_activity,
+        temp_share >= 0.5 AS has_temp,
+        clock_share >= 0.5 AND f_max_mhz > 0 AS has_clock,
+        CASE WHEN sm_active_share >= 0.5 THEN dram_active_share ELSE util_mem_share END >= 0.5 AS has_memory,
+        pcie_share >= 0.5 AS has_pcie,
+        f_max_mhz,
+        first_epoch_s + (last_epoch_s - first_epoch_s) * (1 - $holdout_fraction) AS holdout_from_epoch_s,
+        clock_share >= 0.5 AND f_max_mhz > 0 AND f_min_mhz < f_max_mhz AS clock_varies
+    FROM availability
+),
+first_mismatch AS (
+    SELECT s.gpu_model, min(epoch(s.hour_at)) AS first_mismatch_epoch_s
+    FROM stored AS s
+    JOIN choice AS c USING (gpu_model)
+    WHERE s.feature_set <> c.feature_set OR s.has_activity <> c.has_activity OR s.has_temp <> c.has_temp
+       OR s.has_memory <> c.has_memory OR s.has_pcie <> c.has_pcie
+    GROUP BY s.gpu_model
+)
+SELECT
+    c.*,
+    CASE WHEN c.clock_varies
+         THEN least(floor(c.holdout_from_epoch_s / 3600) * 3600, epoch(CAST($day AS TIMESTAMP)),
+                    coalesce(m.first_mismatch_epoch_s, 1e18))
+         ELSE -1e18 END AS stored_until_epoch_s
+FROM choice AS c
+LEFT JOIN first_mismatch AS m USING (gpu_model)

@@ -1,0 +1,91 @@
+"""The fit from stored daily statistics (fct_power_fit_sums_hourly) gives the fit from the samples.
+
+What a user relies on: fitting day after day from stored sums gives the same coefficients and
+held-out quality as re-reading the whole window (the reference path), a day whose samples were
+rebuilt since is summed again, and what is stored is far smaller than the samples it stands for.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+
+import duckdb
+import pytest
+
+from collectors.settings import ModelSettings
+from models.coefficients import best_shape, coefficients_from
+from models.power import build_power_features, fit_day
+from models.sql import load_sql
+from power_synthetic import TruePower, load_samples, synthetic_samples
+
+A100 = "NVIDIA A100-SXM4-80GB"
+H100 = "NVIDIA H100 80GB HBM3"
+FIRST = dt.datetime(2026, 3, 1, tzinfo=dt.timezone.utc)
+DAYS = 3
+SETTINGS = ModelSettings(history_days=DAYS)
+
+
+def _day_samples(i: int, truth: TruePower = TruePower(), seed: int = 0):
+    start = FIRST + dt.timedelta(days=i)
+    return [synthetic_samples(truth=truth, n_gpus=2, hours=24, interval_s=60.0, seed=seed + i, start=start),
+            synthetic_samples(gpu_model=H100, dcgm=False, n_gpus=2, hours=24, interval_s=60.0, seed=seed + 50 + i,
+                              start=start, host="node-02",
+                              truth=dataclasses.replace(truth, static_w=90, dyn_w=480, f_max_mhz=1980, limit_w=700))]
+
+
+def _reference(con, day: dt.date, settings: ModelSettings) -> dict:
+    """Coefficients and training count from the window's samples alone (no stored statistics)."""
+    build_power_features(con, day, settings)
+    summary = {r[0]: r for r in con.execute("SELECT gpu_model, n_training, has_clock, f_max_mhz FROM ("
+                                            + load_sql("power_feature_summary") + ")").fetchall()}
+    cur = con.execute(load_sql("power_suffstats"), {
+        "alpha_min": settings.alpha_min, "alpha_step": settings.alpha_step, "alpha_count": settings.alpha_count,
+        "gamma_min": settings.activity_exponent_min, "gamma_step": settings.activity_exponent_step,
+        "gamma_count": settings.activity_exponent_count,
+        "hold_grid_s": [float(x) for x in settings.activity_hold_grid_s]})
+    names = [d[0] for d in cur.description]
+    rows = [dict(zip(names, r)) for r in cur.fetchall()]
+    out = {}
+    for model, (_, n_training, has_clock, f_max) in summary.items():
+        shape, solution = best_shape([r for r in rows if r["gpu_model"] == model], has_clock=has_clock)
+        out[model] = (n_training, coefficients_from(solution, shape, f_max))
+    return out
+
+
+def _assert_same(fits, reference):
+    assert {f.gpu_model for f in fits} == set(reference)
+    for f in fits:
+        n_training, coef = reference[f.gpu_model]
+        assert f.n_samples == n_training
+        for name, value in coef.as_row().items():
+            got = getattr(f.coefficients, name)
+            assert got == pytest.approx(value, rel=1e-7, abs=1e-9), (f.gpu_model, name)
+
+
+def test_day_by_day_fit_from_stored_sums_equals_the_fit_from_samples():
+    con = duckdb.connect()
+    for i in range(DAYS):
+        for table in _day_samples(i):
+            load_samples(con, table)
+        day = (FIRST + dt.timedelta(days=i)).date()
+        fits = fit_day(con, day, SETTINGS)
+    _assert_same(fits, _reference(con, day, SETTINGS))
+    n_stored, = con.execute("SELECT count(*) FROM fct_power_fit_sums_hourly").fetchone()
+    n_samples, = con.execute("SELECT count(*) FROM stg_gpu_samples").fetchone()
+    assert n_stored * 4 < n_samples  # hours x clocks, not samples
+    assert all(f.passed_gate and f.mape_pct < 5.0 for f in fits)
+
+
+def test_a_rebuilt_day_is_summed_again():
+    con = duckdb.connect()
+    for i in range(DAYS):
+        for table in _day_samples(i):
+            load_samples(con, table)
+        fit_day(con, (FIRST + dt.timedelta(days=i)).date(), SETTINGS)
+    # Day 1 rebuilt with other data (and fewer rows): the next fit must not use its old sums.
+    con.execute("DELETE FROM stg_gpu_samples WHERE day = ?", [FIRST.date()])
+    hotter = dataclasses.replace(TruePower(), static_w=80.0)
+    load_samples(con, _day_samples(0, truth=hotter, seed=7)[0].slice(0, 2000))
+    last = (FIRST + dt.timedelta(days=DAYS - 1)).date()
+    _assert_same(fit_day(con, last, SETTINGS), _reference(con, last, SETTINGS))

@@ -26,7 +26,8 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="small sizes, for a smoke run")
     parser.add_argument("--only", action="append", default=[], help="run only these sections")
     args = parser.parse_args()
-    console = Console()
+    # Wide enough for the table in a log file or CI, where there is no terminal to size it.
+    console = Console(width=max(Console().width, 180))
     figures: list[Figure] = []
     with tempfile.TemporaryDirectory(prefix="joulehouse-bench-") as tmp:
         ctx = BenchContext(work_dir=Path(tmp), quick=args.quick)

@@ -3,9 +3,11 @@
 -- grain: one row per (day, scope, gpu_uuid, effective_day); day is the day measured up to,
 --   gpu_uuid is NULL for the pooled (model_setting) rows
 -- Written by models.outcome.measure_outcomes (delete-then-insert per day).
--- Method (models/outcome.py): difference in differences of log(energy per unit of work), the
---   treated GPU after vs before its change, against GPUs of the same model whose limit did not
---   change over the same days; 95% t-interval.
+-- Method (models/outcome.py): difference in differences of log(energy per unit of work). In each
+--   job that ran on a treated GPU and at least one control (same model, limit unchanged), the
+--   treated GPU's log energy per unit minus the controls' mean; the estimate is the mean after the
+--   change minus the mean before, with a Welch 95% interval over jobs; pooled rows average the GPUs'
+--   own estimates. The GPU-day fallback refuses to report when controls ran different work.
 -- columns:
 --   day [DATE] last day included
 --   scope [text] 'gpu' one treated GPU | 'model_setting' all GPUs of the model given the same change
@@ -15,19 +17,19 @@
 --   effective_day [DATE] first whole day under the new limit
 --   evidence [text] 'agent_audit+samples' | 'samples'
 --   method [text] 'matched_jobs': each GPU's energy per unit relative to control GPUs in the same
---     jobs | 'gpu_day': whole GPU-days, when too few jobs span treated and control GPUs
+--     jobs | 'gpu_day': whole GPU-days, when no job spans treated and control GPUs
 --   power_limit_w_before [W] limit before the change
 --   power_limit_w_after [W] limit after the change
 --   outcome_unit [text] 'flop' | 'sample' | 'request' | 'active_hour': the unit of work energy is divided by
 --   n_treated_gpus [count] treated GPUs
---   n_control_gpus [count] control GPUs
+--   n_control_gpus [count] control GPUs that shared jobs with the treated ones
 --   n_days_before [count] days before the change, per treated GPU (max)
 --   n_days_after [count] days after the change, per treated GPU (max)
 --   energy_j_per_unit_before [J per outcome_unit] treated GPUs before, ratio of sums
 --   energy_j_per_unit_after [J per outcome_unit] treated GPUs after, ratio of sums
 --   realised_saving_pct [%] of energy per unit of work, net of the controls' change
---   saving_ci_low_pct [%] lower end of its 95% interval (NULL with fewer than 2 control GPUs)
---   saving_ci_high_pct [%] upper end of its 95% interval (NULL with fewer than 2 control GPUs)
+--   saving_ci_low_pct [%] lower end of its 95% interval (NULL with fewer than 2 matched jobs on a side)
+--   saving_ci_high_pct [%] upper end of its 95% interval (NULL with fewer than 2 matched jobs on a side)
 --   predicted_saving_pct [%] fct_recommendation's expected saving for this limit (NULL: none)
 --   realised_slowdown_pct [%] loss of work per active hour, net of the controls (NULL for active_hour)
 --   predicted_slowdown_pct [%] fct_recommendation's expected slowdown for this limit (NULL: none)

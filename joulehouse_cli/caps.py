@@ -12,6 +12,23 @@ import typer
 def register(app: typer.Typer) -> None:
     caps = typer.Typer(help="Power limits from measured sweeps and fitted models.", no_args_is_help=True)
 
+    @caps.command("best-batch")
+    def best_batch(
+        file: Path = typer.Argument(..., help="A batch sweep CSV (Zeus NSDI'23 summary format)."),
+        power_limit_w: Optional[float] = typer.Option(None, help="Compare batch sizes at this limit (default: the highest measured)."),
+    ) -> None:
+        """Print, per workload, the batch size with the best throughput per watt (eta = TP / P) as JSON."""
+        import dataclasses
+
+        from models.batch import BatchSweepError, best_batch_size, load_batch_sweeps
+
+        try:
+            choices = [best_batch_size(w, pts, power_limit_w) for w, pts in load_batch_sweeps(file).items()]
+        except (BatchSweepError, OSError) as exc:
+            typer.echo(f"error: {exc}", err=True)
+            raise typer.Exit(2) from None
+        typer.echo(json.dumps([dataclasses.asdict(c) for c in choices], indent=2))
+
     @caps.command("from-sweep")
     def from_sweep(
         file: Path = typer.Argument(..., help="A Zeus sweep CSV (profile windows or NSDI'23 summary)."),

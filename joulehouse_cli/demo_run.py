@@ -170,12 +170,8 @@ def _ingest_traces(lake: Path, shared_data: Path, console: Console) -> None:
                       + (f" ({reasons}) -> {result.quarantine_path}" if result.bad_rows else ""))
 
 
-def _has_relation(con, name: str) -> bool:
-    return con.execute("SELECT count(*) FROM information_schema.tables WHERE table_name = ?", [name]).fetchone()[0] > 0
-
-
 def _print_results(out: Path, settings: Settings, day: dt.date, elapsed_s: float, peak_mib: float, console: Console) -> None:
-    from warehouse.db import connect
+    from warehouse.db import connect, relation_exists
 
     con = connect(settings.warehouse.db_path, settings.lake.path, read_only=True)
     try:
@@ -185,7 +181,7 @@ def _print_results(out: Path, settings: Settings, day: dt.date, elapsed_s: float
         outcomes = con.execute(
             "SELECT gpu_model, power_limit_w_before, power_limit_w_after, n_treated_gpus, predicted_saving_pct, "
             "realised_saving_pct, saving_ci_low_pct, saving_ci_high_pct FROM fct_recommendation_outcome "
-            "WHERE day = ? AND scope = 'model_setting' ORDER BY ALL", [day]).fetchall() if _has_relation(
+            "WHERE day = ? AND scope = 'model_setting' ORDER BY ALL", [day]).fetchall() if relation_exists(
                 con, "fct_recommendation_outcome") else []
     finally:
         con.close()

@@ -24,9 +24,10 @@ from dataclasses import dataclass
 
 import duckdb
 
-from models.power import JOBS_RELATIONS, load_fit, quoted_relation, relation_exists
+from models.power import JOBS_RELATIONS, load_fit, quoted_relation
 from models.sql import load_sql
 from warehouse.day_tables import replace_day_rows
+from warehouse.db import relation_exists
 
 MAX_SAMPLE_INTERVAL_S = 60.0
 

@@ -38,8 +38,8 @@ import duckdb
 import numpy as np
 from scipy import stats
 
-from models.power import relation_exists
 from models.sql import load_sql
+from warehouse.db import relation_exists
 
 LOOKBACK_DAYS = 7
 MAX_AFTER_DAYS = 14

@@ -30,6 +30,7 @@ import duckdb
 from collectors.settings import ModelSettings
 from models.coefficients import FitError, PowerCoefficients, best_shape, coefficients_from
 from models.sql import load_sql
+from warehouse.db import relation_exists
 
 _IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)?$")
 JOBS_RELATIONS = ("stg_jobs", "jobs", "raw_jobs")  # first one present is used for job energy
@@ -63,16 +64,6 @@ def quoted_relation(name: str) -> str:
     if not _IDENTIFIER.match(name):
         raise ValueError(f"relation name {name!r} is not a plain identifier (letters, digits, _; optional schema.)")
     return ".".join(f'"{part}"' for part in name.split("."))
-
-
-def relation_exists(con: duckdb.DuckDBPyConnection, name: str) -> bool:
-    schema, _, table = name.rpartition(".")
-    rows = con.execute(
-        "SELECT 1 FROM duckdb_tables() WHERE table_name = ? AND (? = '' OR schema_name = ?) "
-        "UNION ALL SELECT 1 FROM duckdb_views() WHERE view_name = ? AND (? = '' OR schema_name = ?)",
-        [table, schema, schema, table, schema, schema],
-    ).fetchall()
-    return bool(rows)
 
 
 def _records(cursor: duckdb.DuckDBPyConnection) -> list[dict]:

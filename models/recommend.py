@@ -56,8 +56,9 @@ import numpy as np
 
 from collectors.settings import RecommendSettings
 from models.caps import MIN_CLOCK_RATIO, WorkloadProfile, outcome_under_limit, power_at_clock_w, time_ratio
-from models.power import coefficients_of, load_fit, quoted_relation, relation_exists
+from models.power import coefficients_of, load_fit, quoted_relation
 from models.sql import load_sql
+from warehouse.db import relation_exists
 
 # NVML power limits (default, min, max W) by model, from real `nvidia-smi -q` output.
 DEVICE_LIMITS_W = {

@@ -24,8 +24,9 @@ from collections import defaultdict
 import duckdb
 import numpy as np
 
-from models.power import load_fit, relation_exists
+from models.power import load_fit
 from models.sql import load_sql
+from warehouse.db import relation_exists
 
 MAX_MEAN_ACTIVITY = 0.3
 TARGET_ACTIVITY = 0.8

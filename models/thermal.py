@@ -17,8 +17,9 @@ import datetime as dt
 import duckdb
 import numpy as np
 
-from models.power import quoted_relation, relation_exists
+from models.power import quoted_relation
 from models.sql import load_sql
+from warehouse.db import relation_exists
 
 NODE_RELATIONS = ("stg_node_samples", "node_samples", "raw_node_samples")
 OUTLIER_PCT = 25.0

@@ -14,6 +14,7 @@ from pathlib import Path
 import polars as pl
 
 from reports.attribution import JOB_COLUMNS, empty_jobs
+from warehouse.db import relation_exists
 from reports.it_energy import apply_it_energy_basis, basis_note
 
 UTC = dt.timezone.utc
@@ -37,13 +38,6 @@ def load_sql(name: str) -> str:
     return (SQL_DIR / f"{name}.sql").read_text()
 
 
-def relation_exists(con, name: str) -> bool:
-    """True when a table or view of that name exists in the connection's database."""
-    row = con.execute(
-        "SELECT count(*) FROM (SELECT table_name AS n FROM duckdb_tables() UNION ALL "
-        "SELECT view_name FROM duckdb_views()) WHERE n = ?", [name]
-    ).fetchall()
-    return bool(row and row[0][0])
 
 
 def day_bounds(day: dt.date) -> tuple[dt.datetime, dt.datetime]:

@@ -159,7 +159,9 @@ def _score(bins: list[tuple[WorkloadProfile, float]], power_and_time) -> _Settin
     # run free (a lock may be gone tomorrow): they alone decide it where there are any.
     free = [i for i, (b, _) in enumerate(bins) if b.clock_ratio >= 1.0] or list(range(len(bins)))
     order = np.array(sorted(free, key=lambda i: bins[i][0].activity_ratio))
-    heavy = order[np.cumsum(weights[order]) - weights[order] >= 0.5 * weights[order].sum() - 1e-9]
+    # The bin that straddles the middle belongs to the heavier half, so the heaviest bin always does
+    # (a lone free bin with most of the free weight would otherwise leave the half empty).
+    heavy = order[np.cumsum(weights[order]) > 0.5 * weights[order].sum() + 1e-9]
     heavy_time = float(np.average(times[heavy], weights=weights[heavy]))
     return _Setting(power_w=energy / mean_time, slowdown_pct=100 * (mean_time - 1),
                     heavy_slowdown_pct=100 * (heavy_time - 1), binds=any(b for _, _, b, _ in points))

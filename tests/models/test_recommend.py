@@ -151,3 +151,23 @@ def test_every_multi_gpu_job_with_two_changed_gpus_keeps_a_control():
     assert all("held out as a control" in r["reason"] for r in kept.values() if r["power_limit_w"] == 400.0)
     # No holdout asked: nothing is held out, job groups or not.
     assert all(r["power_limit_w"] == 300.0 for r in hold_out_controls(rows, 0.0, groups))
+
+
+def test_heavier_half_holds_the_heaviest_free_bin_even_when_it_has_most_of_the_weight():
+    """Regression: GPUs whose heavy tenths ran under an application clock lock leave few free
+    bins; when the last of them carries most of their weight the heavier half must still hold it
+    (it was empty and the day's recommendation failed with ZeroDivisionError)."""
+    from models.caps import WorkloadProfile
+    from models.recommend import _score
+
+    locked = [(WorkloadProfile(activity_ratio=0.8 + i / 100, memory_ratio=0.5, pcie_gbps=0.0, temp_c=50.0,
+                               clock_ratio=0.8), 0.1) for i in range(6)]
+    free = [(WorkloadProfile(activity_ratio=a, memory_ratio=0.5, pcie_gbps=0.0, temp_c=50.0), w)
+            for a, w in ((0.1, 0.01), (0.2, 0.02), (0.5, 0.07))]
+    times = {0.1: 1.0, 0.2: 1.0, 0.5: 1.3}
+    scored = _score(locked + free, lambda b: (300.0, times.get(b.activity_ratio, 1.0), False))
+    assert scored.heavy_slowdown_pct == pytest.approx(30.0)  # the busiest free bin alone is the heavier half
+    even = [(WorkloadProfile(activity_ratio=a / 10, memory_ratio=0.5, pcie_gbps=0.0, temp_c=50.0), 0.1)
+            for a in range(1, 11)]
+    scored = _score(even, lambda b: (300.0, 1.0 + (b.activity_ratio > 0.55) * 0.1, False))
+    assert scored.heavy_slowdown_pct == pytest.approx(10.0)  # ten equal tenths: exactly the top five

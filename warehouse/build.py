@@ -15,6 +15,7 @@ import csv
 import datetime as dt
 import tempfile
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -155,8 +156,22 @@ def ensure_views(con: duckdb.DuckDBPyConnection) -> tuple[str, ...]:
     return tuple(missing)
 
 
-def _build_relation(con: duckdb.DuckDBPyConnection, rel: Relation, params: dict) -> None:
+def _build_relation(con: duckdb.DuckDBPyConnection, rel: Relation, params: dict, computed: object = None) -> None:
     body, bound = _body(rel), _bound(rel, params)
+    if computed is not None:
+        # The day's rows came from another engine (Spark): load them in place of the SQL.
+        con.register(f"computed_{rel.name}", computed)
+        body, bound = f"SELECT * FROM computed_{rel.name}", {}
+        try:
+            _create_or_replace_rows(con, rel, params, body, bound)
+        finally:
+            con.unregister(f"computed_{rel.name}")
+        return
+    _create_or_replace_rows(con, rel, params, body, bound)
+
+
+def _create_or_replace_rows(con: duckdb.DuckDBPyConnection, rel: Relation, params: dict, body: str,
+                            bound: dict) -> None:
     if rel.kind == "temp":
         con.execute(f"CREATE OR REPLACE TEMP TABLE {rel.name} AS {body}", bound)
     elif rel.kind == "day":
@@ -178,10 +193,14 @@ def build_day(
     settings: WarehouseSettings,
     *,
     now: dt.datetime | None = None,
+    computed: Mapping[str, object] | None = None,
 ) -> BuildSummary:
     """Build `day` (a UTC date): views, dim_gpu, and that day's rows of every per-day relation.
 
     `now` is the reference for the future-timestamp rule (default: the current time, UTC).
+    `computed` maps a relation's name to that day's rows computed elsewhere (a polars/Arrow
+    frame with the relation's columns, e.g. from warehouse.spark_engine): they are loaded in
+    place of the relation's SQL, in the same transaction and build order.
     Raises BuildError naming the relation that failed; the day's previous rows are then kept.
     """
     if not isinstance(day, dt.date) or isinstance(day, dt.datetime):
@@ -203,7 +222,7 @@ def build_day(
                     continue
                 t0 = time.perf_counter()
                 try:
-                    _build_relation(con, rel, params)
+                    _build_relation(con, rel, params, (computed or {}).get(rel.name))
                 except duckdb.Error as exc:
                     raise BuildError(f"building {rel.name} for {day} failed: {exc}") from exc
                 seconds[rel.name] = time.perf_counter() - t0

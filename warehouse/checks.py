@@ -1,16 +1,28 @@
 """Data checks on one built day, with Great Expectations 1.x, results kept in fct_check_results.
 
-Each relation has a suite of expectations, each marked `blocking` (a failure means the day's
-numbers are wrong: the run stops) or `warning` (reported, the run goes on). GX validates pandas
-frames that DuckDB hands over (`con.sql(...).df()`): GX's SQLAlchemy path with duckdb-engine
-silently returns empty results. GX is imported inside run_checks (about 3 s).
+Each checked relation has rules, each marked `blocking` (a failure means the day's numbers are
+wrong: the run stops) or `warning` (reported, the run goes on). GX validates small pandas frames
+that DuckDB computes from warehouse/checks_sql/*.sql (one file per frame, `$day` bound):
+- relations that are already small (one row per GPU-hour, GPU-day, host-hour, site-hour or GPU)
+  are validated row by row, with the rule itself;
+- stg_gpu_samples (one row per reading: millions a day) is first counted in DuckDB, one row of
+  unexpected counts per rule, and GX checks each count (e.g. rows with power_w < 0 at most 0);
+- quarantine_gpu_samples is folded to its distinct reasons, each with its row count, and GX
+  checks the reasons against the known set.
+So memory does not grow with the day's readings, and each rule keeps its meaning: the row-level
+rule is what fct_check_results names, the expectation GX ran on the frame is in `details`.
+GX's SQLAlchemy path with duckdb-engine silently returns empty results, hence pandas frames.
+GX is imported inside run_checks (about 3 s).
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import json
+import math
+import re
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import duckdb
 
@@ -23,6 +35,9 @@ QUARANTINE_REASONS = (
     "power_unit_mw", "power_over_limit", "power_over_bound", "temp_out_of_range",
     "ratio_out_of_range", "util_out_of_range",
 )
+CHECKS_SQL_DIR = Path(__file__).parent / "checks_sql"
+STG_SUMMARY = "stg_gpu_samples_summary"
+_PARAM = re.compile(r"\$([a-z_][a-z0-9_]*)")
 
 
 class BlockingCheckFailed(RuntimeError):
@@ -53,77 +68,209 @@ class CheckSummary:
         return [r for r in self.results if r.severity == WARNING and not r.success]
 
 
-def _suites(settings: WarehouseSettings) -> dict[str, list[tuple[str, str, dict]]]:
-    """Per relation: (severity, expectation class name, arguments)."""
+@dataclass(frozen=True)
+class Check:
+    """One rule on one relation, and the GX expectation that decides it on a small frame.
+
+    suite: the relation the rule is about (fct_check_results.suite).
+    rule, rule_kwargs: the row-level expectation the rule means (GX class name and arguments).
+    frame: the warehouse/checks_sql file whose rows GX validates.
+    gx, gx_kwargs: the expectation GX runs on that frame: the rule itself on a relation's rows,
+      a bound on a count on a summary.
+    says: the observed_value text; `str.format` fields: unexpected, total, share, examples, the
+      rule's arguments, and (summary frames) the summary's columns.
+    counts: summary frames only: the columns with the unexpected and the total row counts.
+    weight: folded frames only: the column giving how many relation rows each frame row stands for.
+    """
+
+    suite: str
+    severity: str
+    rule: str
+    rule_kwargs: dict
+    frame: str
+    gx: str
+    gx_kwargs: dict
+    says: str
+    counts: tuple[str | None, str] | None = None
+    weight: str | None = None
+
+
+def _on_rows(suite: str, severity: str, gx: str, says: str, **kwargs) -> Check:
+    """A rule GX checks on the relation's own (small) rows of the day."""
+    return Check(suite, severity, gx, kwargs, f"{suite}_rows", gx, kwargs, says)
+
+
+def _on_stg_summary(severity: str, rule: str, rule_kwargs: dict, gx: str, gx_kwargs: dict, says: str,
+                    counts: tuple[str | None, str], suite: str = "stg_gpu_samples") -> Check:
+    """A rule on readings that GX checks on the day's one-row count summary."""
+    return Check(suite, severity, rule, rule_kwargs, STG_SUMMARY, gx, gx_kwargs, says, counts=counts)
+
+
+def _at_most_zero(column: str) -> tuple[str, dict]:
+    return "ExpectColumnMaxToBeBetween", {"column": column, "max_value": 0}
+
+
+def _checks(settings: WarehouseSettings) -> list[Check]:
+    """Every rule, grouped by relation, in the order they are reported."""
     abs_kwh_per_hour = settings.max_power_abs_w / 1000.0
-    return {
-        "stg_gpu_samples": [
-            (BLOCKING, "ExpectTableRowCountToBeBetween", {"min_value": 1}),
-            (BLOCKING, "ExpectColumnValuesToNotBeNull", {"column": "gpu_uuid"}),
-            (BLOCKING, "ExpectColumnValuesToNotBeNull", {"column": "sampled_at"}),
-            (BLOCKING, "ExpectCompoundColumnsToBeUnique", {"column_list": ["gpu_uuid", "sampled_at", "source"]}),
-            (BLOCKING, "ExpectColumnValuesToBeBetween", {"column": "power_w", "min_value": 0}),
-            (WARNING, "ExpectColumnValuesToNotBeNull", {"column": "power_w", "mostly": 0.99}),
-            (WARNING, "ExpectColumnValuesToBeInSet", {"column": "in_inventory", "value_set": [True]}),
-        ],
-        "quarantine_gpu_samples": [
-            (BLOCKING, "ExpectColumnValuesToBeInSet", {"column": "reason", "value_set": list(QUARANTINE_REASONS)}),
-            (WARNING, "ExpectTableRowCountToBeBetween", {"max_value": 0}),
-        ],
-        "fct_gpu_energy_hourly": [
-            (BLOCKING, "ExpectTableRowCountToBeBetween", {"min_value": 1}),
-            (BLOCKING, "ExpectCompoundColumnsToBeUnique", {"column_list": ["hour_at", "gpu_uuid"]}),
-            (BLOCKING, "ExpectColumnValuesToBeBetween", {"column": "energy_kwh", "min_value": 0, "max_value": abs_kwh_per_hour}),
-            (BLOCKING, "ExpectColumnValuesToBeBetween", {"column": "coverage_ratio", "min_value": 0, "max_value": 1.0 + 1e-9}),
-            (BLOCKING, "ExpectColumnValuesToBeInSet", {"column": "energy_source", "value_set": ["counter", "power_integral"]}),
-            (WARNING, "ExpectColumnValuesToBeBetween", {"column": "coverage_ratio", "min_value": 0.9, "mostly": 0.95}),
-        ],
-        "fct_gpu_coverage_daily": [
-            (WARNING, "ExpectColumnValuesToBeBetween", {"column": "coverage_ratio", "min_value": 0.9}),
-            (WARNING, "ExpectColumnValuesToBeBetween", {"column": "staleness_s", "max_value": 3600}),
-        ],
-        "fct_pue_hourly": [
-            (BLOCKING, "ExpectColumnValuesToBeBetween", {"column": "it_energy_kwh", "min_value": 0}),
-            (WARNING, "ExpectColumnValuesToBeBetween", {"column": "pue", "min_value": 1.0, "max_value": 3.0}),
-        ],
-        "fct_node_reconciliation_hourly": [
-            # The GPUs cannot draw more than the server they sit in (beyond meter error).
-            (WARNING, "ExpectColumnValuesToBeBetween", {"column": "residual_share", "min_value": -0.05, "max_value": 0.8, "mostly": 0.95}),
-        ],
-        "dim_gpu": [
-            (BLOCKING, "ExpectColumnValuesToBeUnique", {"column": "gpu_uuid"}),
-            (WARNING, "ExpectColumnValuesToBeInSet", {"column": "in_inventory", "value_set": [True]}),
-        ],
-    }
+    of_rows = "{unexpected:,} rows of {total:,}"
+    return [
+        _on_stg_summary(BLOCKING, "ExpectTableRowCountToBeBetween", {"min_value": 1},
+                        "ExpectColumnMinToBeBetween", {"column": "n_rows", "min_value": 1},
+                        "{total:,} rows; at least 1 expected", counts=(None, "n_rows")),
+        _on_stg_summary(BLOCKING, "ExpectColumnValuesToNotBeNull", {"column": "gpu_uuid"},
+                        *_at_most_zero("gpu_uuid_null_rows"), of_rows + " have gpu_uuid NULL",
+                        counts=("gpu_uuid_null_rows", "n_rows")),
+        _on_stg_summary(BLOCKING, "ExpectColumnValuesToNotBeNull", {"column": "sampled_at"},
+                        *_at_most_zero("sampled_at_null_rows"), of_rows + " have sampled_at NULL",
+                        counts=("sampled_at_null_rows", "n_rows")),
+        _on_stg_summary(BLOCKING, "ExpectCompoundColumnsToBeUnique", {"column_list": ["gpu_uuid", "sampled_at", "source"]},
+                        *_at_most_zero("duplicate_key_rows"),
+                        of_rows + " share their (gpu_uuid, sampled_at, source) with another row",
+                        counts=("duplicate_key_rows", "n_rows")),
+        _on_stg_summary(BLOCKING, "ExpectColumnValuesToBeBetween", {"column": "power_w", "min_value": 0},
+                        *_at_most_zero("power_w_negative_rows"),
+                        of_rows + " have power_w < 0 (lowest power_w: {power_w_min} W)",
+                        counts=("power_w_negative_rows", "n_rows")),
+        _on_stg_summary(WARNING, "ExpectColumnValuesToNotBeNull", {"column": "power_w", "mostly": 0.99},
+                        "ExpectColumnMaxToBeBetween", {"column": "power_w_null_share", "max_value": 0.01},
+                        of_rows + " ({share:.2%}) have power_w NULL; at most 1% allowed",
+                        counts=("power_w_null_rows", "n_rows")),
+        _on_stg_summary(WARNING, "ExpectColumnValuesToBeInSet", {"column": "in_inventory", "value_set": [True]},
+                        *_at_most_zero("not_in_inventory_rows"), of_rows + " come from GPUs not in the inventory",
+                        counts=("not_in_inventory_rows", "n_rows")),
+        # Every raw reading of the day is either clean or quarantined with a reason: none lost.
+        _on_stg_summary(BLOCKING, "ExpectColumnPairValuesToBeEqual",
+                        {"column_A": "raw_rows", "column_B": "clean_plus_quarantined_rows"},
+                        "ExpectColumnPairValuesToBeEqual", {"column_A": "raw_rows", "column_B": "clean_plus_quarantined_rows"},
+                        "{raw_rows:,} raw rows in the lake's date= partition; {total:,} clean + {quarantined_rows:,} "
+                        "quarantined = {clean_plus_quarantined_rows:,}", counts=(None, "n_rows")),
+        Check("quarantine_gpu_samples", BLOCKING, "ExpectColumnValuesToBeInSet",
+              {"column": "reason", "value_set": list(QUARANTINE_REASONS)}, "quarantine_gpu_samples_by_reason",
+              "ExpectColumnValuesToBeInSet", {"column": "reason", "value_set": list(QUARANTINE_REASONS)},
+              of_rows + " have a reason outside the known rules{examples}", weight="n_rows"),
+        _on_stg_summary(WARNING, "ExpectTableRowCountToBeBetween", {"max_value": 0}, *_at_most_zero("quarantined_rows"),
+                        "{unexpected:,} rows quarantined (of {raw_rows:,} raw rows)",
+                        counts=("quarantined_rows", "raw_rows"), suite="quarantine_gpu_samples"),
+        _on_rows("fct_gpu_energy_hourly", BLOCKING, "ExpectTableRowCountToBeBetween",
+                 "{total:,} GPU-hours; at least 1 expected", min_value=1),
+        _on_rows("fct_gpu_energy_hourly", BLOCKING, "ExpectCompoundColumnsToBeUnique",
+                 of_rows + " share their (hour_at, gpu_uuid) with another row{examples}", column_list=["hour_at", "gpu_uuid"]),
+        _on_rows("fct_gpu_energy_hourly", BLOCKING, "ExpectColumnValuesToBeBetween",
+                 of_rows + " have energy_kwh outside [{min_value}, {max_value}]{examples}",
+                 column="energy_kwh", min_value=0, max_value=abs_kwh_per_hour),
+        _on_rows("fct_gpu_energy_hourly", BLOCKING, "ExpectColumnValuesToBeBetween",
+                 of_rows + " have coverage_ratio outside [0, 1]{examples}",
+                 column="coverage_ratio", min_value=0, max_value=1.0 + 1e-9),
+        _on_rows("fct_gpu_energy_hourly", BLOCKING, "ExpectColumnValuesToBeInSet",
+                 of_rows + " have energy_source not in {value_set}{examples}",
+                 column="energy_source", value_set=["counter", "power_integral"]),
+        _on_rows("fct_gpu_energy_hourly", WARNING, "ExpectColumnValuesToBeBetween",
+                 of_rows + " ({share:.1%}) have coverage_ratio < {min_value}; at most 5% allowed",
+                 column="coverage_ratio", min_value=0.9, mostly=0.95),
+        _on_rows("fct_gpu_coverage_daily", WARNING, "ExpectColumnValuesToBeBetween",
+                 "{unexpected:,} GPUs of {total:,} have coverage_ratio < {min_value}{examples}",
+                 column="coverage_ratio", min_value=0.9),
+        _on_rows("fct_gpu_coverage_daily", WARNING, "ExpectColumnValuesToBeBetween",
+                 "{unexpected:,} GPUs of {total:,} have staleness_s > {max_value}{examples}",
+                 column="staleness_s", max_value=3600),
+        _on_rows("fct_pue_hourly", BLOCKING, "ExpectColumnValuesToBeBetween",
+                 of_rows + " have it_energy_kwh < 0{examples}", column="it_energy_kwh", min_value=0),
+        _on_rows("fct_pue_hourly", WARNING, "ExpectColumnValuesToBeBetween",
+                 of_rows + " have pue outside [{min_value}, {max_value}]{examples}", column="pue", min_value=1.0, max_value=3.0),
+        # The GPUs cannot draw more than the server they sit in (beyond meter error).
+        _on_rows("fct_node_reconciliation_hourly", WARNING, "ExpectColumnValuesToBeBetween",
+                 of_rows + " ({share:.1%}) have residual_share outside [{min_value}, {max_value}]; at most 5% allowed",
+                 column="residual_share", min_value=-0.05, max_value=0.8, mostly=0.95),
+        _on_rows("dim_gpu", BLOCKING, "ExpectColumnValuesToBeUnique",
+                 "{unexpected:,} GPUs of {total:,} share their gpu_uuid with another row{examples}", column="gpu_uuid"),
+        _on_rows("dim_gpu", WARNING, "ExpectColumnValuesToBeInSet",
+                 "{unexpected:,} GPUs of {total:,} are not in the inventory{examples}", column="in_inventory", value_set=[True]),
+    ]
 
 
-def _checked_columns(checks: list[tuple[str, str, dict]]) -> list[str]:
-    """The columns a suite's expectations read, in order of first mention."""
-    columns: dict[str, None] = {}
-    for _, _, kwargs in checks:
-        for name in ([kwargs["column"]] if "column" in kwargs else []) + list(kwargs.get("column_list", [])):
-            columns[name] = None
-    return list(columns)
+def _snake(class_name: str) -> str:
+    return re.sub(r"(?<!^)(?=[A-Z])", "_", class_name).lower()
 
 
-def _frame(con: duckdb.DuckDBPyConnection, relation: str, day: dt.date, columns: list[str]):
-    # Only the columns the expectations read: a fleet-day of stg_gpu_samples with all its columns
-    # is ~1 kB per row in pandas (gigabytes), and row counts do not depend on the columns.
-    has_day = relation != "dim_gpu"
-    selected = ", ".join(f'"{c}"' for c in columns) if columns else "*"
-    sql = f"SELECT {selected} FROM {relation}" + (" WHERE day = ?" if has_day else "")
-    return con.execute(sql, [day] if has_day else []).df()
-
-
-def _describe(expectation_type: str, kwargs: dict) -> str:
+def _describe(check: Check) -> str:
+    """The row-level rule as fct_check_results names it, e.g. expect_column_values_to_be_between(power_w)."""
+    kwargs = check.rule_kwargs
     target = kwargs.get("column") or ",".join(kwargs.get("column_list", []))
-    return f"{expectation_type}({target})" if target else expectation_type
+    if not target and "column_A" in kwargs:
+        target = f"{kwargs['column_A']},{kwargs['column_B']}"
+    return f"{_snake(check.rule)}({target})" if target else _snake(check.rule)
+
+
+def _frame(con: duckdb.DuckDBPyConnection, name: str, day: dt.date):
+    """The pandas frame of warehouse/checks_sql/<name>.sql for `day` (only the parameters it uses bound)."""
+    sql = (CHECKS_SQL_DIR / f"{name}.sql").read_text()
+    code = "\n".join(line.split("--", 1)[0] for line in sql.splitlines())
+    used = set(_PARAM.findall(code))
+    return con.execute(sql, {"day": day} if "day" in used else {}).df()
+
+
+def _plain(value: object) -> object:
+    """numpy scalars to Python ones, NaN to None, long floats shortened, for text and JSON."""
+    if hasattr(value, "item"):
+        value = value.item()
+    if isinstance(value, float):
+        return None if math.isnan(value) else float(f"{value:.6g}")
+    return value
+
+
+def _examples(values: list) -> str:
+    shown = [str(_plain(v)) for v in values[:3]]
+    return f" (e.g. {', '.join(shown)})" if shown else ""
+
+
+def _counts(check: Check, frame, result: dict) -> tuple[int | None, int | None, float | None, str]:
+    """(unexpected rows, total rows, unexpected share, examples text) in the relation's rows."""
+    if check.counts is not None:
+        unexpected = None if check.counts[0] is None else int(frame[check.counts[0]].iloc[0])
+        total = int(frame[check.counts[1]].iloc[0])
+        examples = ""
+    elif check.weight is not None:
+        bad = set(result.get("unexpected_list") or [])
+        column = frame[check.gx_kwargs["column"]]
+        unexpected = int(frame.loc[column.isin(bad), check.weight].sum())
+        total = int(frame[check.weight].sum())
+        examples = _examples(sorted(map(str, bad)))
+    else:
+        total = result.get("element_count", result.get("observed_value"))
+        unexpected = result.get("unexpected_count")
+        examples = _examples(result.get("partial_unexpected_list") or [])
+    if "unexpected_percent" in result and check.counts is None and check.weight is None:
+        share = (result["unexpected_percent"] or 0.0) / 100.0  # GX's share: among non-NULL values
+    else:
+        share = unexpected / total if unexpected is not None and total else 0.0
+    return unexpected, (None if total is None else int(total)), share, examples
+
+
+def _result(check: Check, frame, outcome) -> CheckResult:
+    detail = outcome.result or {}
+    unexpected, total, share, examples = _counts(check, frame, detail)
+    # column by column: a row of mixed types (frame.iloc[0]) would turn every count into a float
+    values = {c: _plain(frame[c].iloc[0]) for c in (frame.columns if check.counts is not None else ())}
+    values.update(check.rule_kwargs, unexpected=unexpected, total=total, share=share, examples=examples)
+    validated = {"frame": check.frame, "expectation": _snake(check.gx), "kwargs": check.gx_kwargs}
+    if "observed_value" in detail:
+        validated["observed_value"] = _plain(detail["observed_value"])
+    return CheckResult(
+        suite=check.suite,
+        expectation=_describe(check),
+        severity=check.severity,
+        success=bool(outcome.success),
+        observed_value=check.says.format(**values),
+        details=json.dumps({"kwargs": check.rule_kwargs, "element_count": total, "unexpected_count": unexpected,
+                            "validated": validated}, default=str),
+    )
 
 
 def run_checks(con: duckdb.DuckDBPyConnection, day: dt.date, settings: WarehouseSettings) -> CheckSummary:
     """Validate `day`'s rows of each checked relation; store results in fct_check_results
     (that day's previous results replaced). Raises BlockingCheckFailed when a blocking check
-    failed, after storing."""
+    failed, after storing; its message names each failed rule, its relation and the counts."""
     import great_expectations as gx
     import great_expectations.expectations as gxe
 
@@ -132,35 +279,30 @@ def run_checks(con: duckdb.DuckDBPyConnection, day: dt.date, settings: Warehouse
     context = gx.get_context(mode="ephemeral")
     # A DAG task log is no place for a progress bar per expectation.
     context.variables.progress_bars = ProgressBarsConfig(globally=False, metric_calculations=False)
-    source = context.data_sources.add_pandas("joulehouse")
-    results: list[CheckResult] = []
-    for relation, checks in _suites(settings).items():
-        frame = _frame(con, relation, day, _checked_columns(checks))
-        batch = source.add_dataframe_asset(relation).add_batch_definition_whole_dataframe(str(day)).get_batch(
-            batch_parameters={"dataframe": frame}
-        )
-        for severity, class_name, kwargs in checks:
-            expectation = getattr(gxe, class_name)(**kwargs)
-            outcome = batch.validate(expectation)
-            detail = outcome.result or {}
-            observed = detail.get("observed_value", detail.get("unexpected_percent"))
-            results.append(
-                CheckResult(
-                    suite=relation,
-                    expectation=_describe(outcome.expectation_config.type, kwargs),
-                    severity=severity,
-                    success=bool(outcome.success),
-                    observed_value=None if observed is None else str(observed),
-                    details=json.dumps(
-                        {"kwargs": kwargs, **{k: detail[k] for k in ("element_count", "unexpected_count") if k in detail}},
-                        default=str,
-                    ),
-                )
-            )
+    # One asset and batch definition for every frame: each new asset rewrites GX's whole config.
+    frames = context.data_sources.add_pandas("joulehouse").add_dataframe_asset("check_frames")
+    batches = frames.add_batch_definition_whole_dataframe(str(day))
+    checks = _checks(settings)
+    by_frame: dict[str, list[int]] = {}
+    for i, check in enumerate(checks):
+        by_frame.setdefault(check.frame, []).append(i)
+    outcomes: dict[int, CheckResult] = {}
+    for name, indices in by_frame.items():
+        frame = _frame(con, name, day)
+        batch = batches.get_batch(batch_parameters={"dataframe": frame})
+        # One suite per frame: GX computes the frame's metrics once for all its expectations.
+        suite = gx.ExpectationSuite(name=name)
+        for i in indices:
+            suite.add_expectation(getattr(gxe, checks[i].gx)(**checks[i].gx_kwargs, meta={"check": i}))
+        validation = batch.validate(suite, result_format="COMPLETE")
+        for outcome in validation.results:
+            i = int(outcome.expectation_config.meta["check"])
+            outcomes[i] = _result(checks[i], frame, outcome)
+    results = [outcomes[i] for i in range(len(checks))]
     _store(con, day, results)
     summary = CheckSummary(day=day, results=tuple(results))
     if summary.failed_blocking:
-        failed = "; ".join(f"{r.suite}: {r.expectation} observed {r.observed_value}" for r in summary.failed_blocking)
+        failed = "; ".join(f"{r.suite}: {r.expectation}: {r.observed_value}" for r in summary.failed_blocking)
         raise BlockingCheckFailed(f"{day}: {len(summary.failed_blocking)} blocking data check(s) failed: {failed}")
     return summary
 

@@ -2,11 +2,24 @@
 
 from __future__ import annotations
 
+import datetime as dt
+import json
+
+import duckdb
+import pandas as pd
 import pytest
-from warehouse_lakes import DAY, gpu_rows, write
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from warehouse_lakes import DAY, MIDNIGHT, gpu_rows, write
 
 from collectors.settings import WarehouseSettings
-from warehouse.checks import BlockingCheckFailed, run_checks
+from warehouse.checks import STG_SUMMARY, BlockingCheckFailed, _frame, run_checks
+
+
+def _failed(con, severity: str = "blocking") -> dict[tuple[str, str], str]:
+    rows = con.execute("SELECT suite, expectation, observed_value FROM fct_check_results "
+                       "WHERE NOT success AND severity = ? AND day = ?", [severity, DAY]).fetchall()
+    return {(suite, expectation): observed for suite, expectation, observed in rows}
 
 
 def test_clean_day_passes_blocking_checks_and_reports_warnings(lake, warehouse):
@@ -16,6 +29,9 @@ def test_clean_day_passes_blocking_checks_and_reports_warnings(lake, warehouse):
     assert not summary.failed_blocking
     # Seen for one hour only, and not in any inventory: reported, not fatal.
     assert {r.suite for r in summary.failed_warnings} >= {"fct_gpu_coverage_daily", "dim_gpu"}
+    not_listed = next(r for r in summary.failed_warnings
+                      if r.suite == "stg_gpu_samples" and r.expectation == "expect_column_values_to_be_in_set(in_inventory)")
+    assert not_listed.observed_value == "3,601 rows of 3,601 come from GPUs not in the inventory"
     stored = con.execute("SELECT count(*), count(DISTINCT suite) FROM fct_check_results WHERE day = ?", [DAY]).fetchone()
     assert stored == (len(summary.results), 7)
     run_checks(con, DAY, WarehouseSettings())  # a re-run replaces, not appends
@@ -27,9 +43,87 @@ def test_failing_blocking_check_raises_after_storing_results(lake, warehouse):
     con = warehouse()
     # Simulate an energy bug: a negative hour slipped into the fact table.
     con.execute("UPDATE fct_gpu_energy_hourly SET energy_kwh = -1")
-    with pytest.raises(BlockingCheckFailed, match="fct_gpu_energy_hourly.*energy_kwh"):
+    with pytest.raises(BlockingCheckFailed, match="fct_gpu_energy_hourly.*energy_kwh.*1 rows of 1 have energy_kwh outside"):
         run_checks(con, DAY, WarehouseSettings())
-    failed = con.execute(
-        "SELECT suite, severity FROM fct_check_results WHERE NOT success AND severity = 'blocking'"
-    ).fetchall()
-    assert failed == [("fct_gpu_energy_hourly", "blocking")]
+    assert list(_failed(con)) == [("fct_gpu_energy_hourly", "expect_column_values_to_be_between(energy_kwh)")]
+
+
+def test_duplicated_readings_and_negative_power_in_staging_stop_the_day(lake, warehouse):
+    write(lake, gpu_rows(range(0, 600), 100.0))
+    con = warehouse()
+    # A staging bug: 5 readings stored twice, and 3 negative powers let through quarantine.
+    con.execute("INSERT INTO stg_gpu_samples SELECT * FROM stg_gpu_samples WHERE sampled_at < ?",
+                [MIDNIGHT + dt.timedelta(seconds=5)])
+    con.execute("UPDATE stg_gpu_samples SET power_w = -20 WHERE sampled_at >= ? AND sampled_at < ?",
+                [MIDNIGHT + dt.timedelta(seconds=100), MIDNIGHT + dt.timedelta(seconds=103)])
+    with pytest.raises(BlockingCheckFailed) as err:
+        run_checks(con, DAY, WarehouseSettings())
+    failed = _failed(con)
+    assert failed[("stg_gpu_samples", "expect_compound_columns_to_be_unique(gpu_uuid,sampled_at,source)")] == (
+        "10 rows of 605 share their (gpu_uuid, sampled_at, source) with another row")
+    assert failed[("stg_gpu_samples", "expect_column_values_to_be_between(power_w)")].startswith(
+        "3 rows of 605 have power_w < 0")
+    # 600 raw readings, 605 clean + 0 quarantined: rows appeared from nowhere.
+    assert "600 raw rows" in failed[("stg_gpu_samples",
+                                     "expect_column_pair_values_to_be_equal(raw_rows,clean_plus_quarantined_rows)")]
+    assert "10 rows of 605 share" in str(err.value) and "stg_gpu_samples" in str(err.value)
+
+
+def test_lost_readings_and_unknown_quarantine_reason_stop_the_day(lake, warehouse):
+    write(lake, gpu_rows(range(0, 600), 100.0) + gpu_rows([600.5, 601.5], -5.0))
+    con = warehouse()
+    assert con.execute("SELECT count(*) FROM quarantine_gpu_samples").fetchone()[0] == 2
+    con.execute("DELETE FROM stg_gpu_samples WHERE sampled_at < ?", [MIDNIGHT + dt.timedelta(seconds=10)])
+    con.execute("UPDATE quarantine_gpu_samples SET reason = 'gremlins'")
+    with pytest.raises(BlockingCheckFailed):
+        run_checks(con, DAY, WarehouseSettings())
+    failed = _failed(con)
+    assert failed[("stg_gpu_samples", "expect_column_pair_values_to_be_equal(raw_rows,clean_plus_quarantined_rows)")] == (
+        "602 raw rows in the lake's date= partition; 590 clean + 2 quarantined = 592")
+    assert failed[("quarantine_gpu_samples", "expect_column_values_to_be_in_set(reason)")] == (
+        "2 rows of 2 have a reason outside the known rules (e.g. gremlins)")
+    # Quarantined rows are a warning by themselves, reported with the rest.
+    assert ("quarantine_gpu_samples", "expect_table_row_count_to_be_between") in _failed(con, "warning")
+
+
+def test_many_null_powers_warn_without_stopping_the_day(lake, warehouse):
+    write(lake, gpu_rows(range(0, 300), 100.0) + gpu_rows(range(300, 310), None))
+    con = warehouse()
+    summary = run_checks(con, DAY, WarehouseSettings())
+    assert not summary.failed_blocking
+    nulls = _failed(con, "warning")[("stg_gpu_samples", "expect_column_values_to_not_be_null(power_w)")]
+    assert nulls == "10 rows of 310 (3.23%) have power_w NULL; at most 1% allowed"
+    detail = json.loads(con.execute("SELECT details FROM fct_check_results WHERE expectation = "
+                                    "'expect_column_values_to_not_be_null(power_w)'").fetchone()[0])
+    assert detail["unexpected_count"] == 10 and detail["validated"]["frame"] == STG_SUMMARY
+
+
+def _summary_db(rows: list[tuple[str, float, str]]) -> duckdb.DuckDBPyConnection:
+    """The three relations stg_gpu_samples_summary reads, in memory, with `rows` as (uuid, s, source)."""
+    con = duckdb.connect()
+    con.execute("SET TimeZone = 'UTC'")
+    con.execute("CREATE TABLE stg_gpu_samples (day DATE, gpu_uuid VARCHAR, sampled_at TIMESTAMPTZ, source VARCHAR, "
+                "power_w DOUBLE, in_inventory BOOLEAN)")
+    for u, s, src in rows:
+        con.execute("INSERT INTO stg_gpu_samples VALUES (?, ?, ?, ?, 1.0, true)",
+                    [DAY, u, MIDNIGHT + dt.timedelta(seconds=s), src])
+    con.execute("CREATE TABLE quarantine_gpu_samples (day DATE)")
+    con.execute("CREATE VIEW raw_gpu_samples AS SELECT day AS date FROM stg_gpu_samples")
+    return con
+
+
+# Readings on whole seconds (the fast path) and half seconds, just before midnight (outside the
+# day) and at the day's last second, some repeated: the count must be the exact one either way.
+SECONDS = st.sampled_from([0.0, 0.5, 1.0, 1.25, 2.0, 86399.0, 86399.5, -0.5, 86400.0])
+READINGS = st.lists(st.tuples(st.sampled_from(["GPU-0", "GPU-1"]), SECONDS, st.sampled_from(["nvml", "dcgm"])),
+                    min_size=0, max_size=30)
+
+
+@settings(max_examples=40, deadline=None)
+@given(READINGS)
+def test_duplicate_key_rows_counts_every_copy_exactly(rows):
+    con = _summary_db(rows)
+    summary = _frame(con, STG_SUMMARY, DAY)
+    expected = int(pd.DataFrame(rows, columns=["u", "s", "src"]).duplicated(keep=False).sum()) if rows else 0
+    assert int(summary["duplicate_key_rows"].iloc[0]) == expected
+    assert int(summary["n_rows"].iloc[0]) == len(rows) == int(summary["clean_plus_quarantined_rows"].iloc[0])

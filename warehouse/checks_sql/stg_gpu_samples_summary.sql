@@ -1,0 +1,92 @@
+-- stg_gpu_samples_summary: the row-level rules on one day of stg_gpu_samples (millions of rows),
+-- counted in DuckDB so that Great Expectations validates one small row instead of the relation.
+-- Not a warehouse relation (no `kind:`): read by warehouse.checks only.
+-- grain: one row for the day
+-- parameters: $day [DATE] the day checked
+-- columns:
+--   n_rows [count] clean rows of the day
+--   gpu_uuid_null_rows [count] rows with gpu_uuid NULL
+--   sampled_at_null_rows [count] rows with sampled_at NULL
+--   duplicate_key_rows [count] rows whose (gpu_uuid, sampled_at, source) another row of the day has
+--     too (every copy counted, as Great Expectations' compound-unique rule does; rows whose three
+--     key columns are all NULL are left out, as it does)
+--   power_w_rows [count] rows with a power_w reading
+--   power_w_negative_rows [count] rows with power_w < 0
+--   power_w_min [W] lowest power_w (NULL when none)
+--   power_w_null_rows [count] rows with power_w NULL
+--   power_w_null_share [0..1] power_w_null_rows / n_rows (0 when there are no rows)
+--   not_in_inventory_rows [count] rows with in_inventory = false
+--   raw_rows [count] rows of the day's date= partition in the lake (raw_gpu_samples)
+--   quarantined_rows [count] rows of the day in quarantine_gpu_samples
+--   clean_plus_quarantined_rows [count] n_rows + quarantined_rows (must equal raw_rows)
+-- Duplicates without a second pass over every key: per (gpu_uuid, source), one bit per second of
+-- the day is set; when a group has as many rows as set bits, its sampled_at are all distinct
+-- seconds, so its keys are unique. Only groups where that fails (two readings in one second, a
+-- reading outside the day, a NULL time) get the exact GROUP BY over their full keys.
+WITH day_rows AS (
+    SELECT gpu_uuid, sampled_at, source, power_w, in_inventory
+    FROM stg_gpu_samples
+    WHERE day = $day::DATE
+),
+per_group AS (
+    SELECT
+        gpu_uuid,
+        source,
+        count(*) AS n_rows,
+        bitstring_agg((epoch_us(sampled_at) - epoch_us($day::TIMESTAMPTZ)) // 1000000, 0, 86399)
+            FILTER (WHERE sampled_at >= $day::TIMESTAMPTZ AND sampled_at < ($day::DATE + 1)::TIMESTAMPTZ)
+            AS seconds_seen,
+        count(*) FILTER (WHERE sampled_at IS NULL) AS sampled_at_null_rows,
+        count(power_w) AS power_w_rows,
+        count(*) FILTER (WHERE power_w < 0) AS power_w_negative_rows,
+        min(power_w) AS power_w_min,
+        count(*) FILTER (WHERE NOT in_inventory) AS not_in_inventory_rows
+    FROM day_rows
+    GROUP BY gpu_uuid, source
+),
+suspect_groups AS (
+    SELECT gpu_uuid, source
+    FROM per_group
+    WHERE n_rows > coalesce(bit_count(seconds_seen), 0)
+),
+duplicate_keys AS (
+    SELECT count(*) AS copies
+    FROM day_rows AS d
+    SEMI JOIN suspect_groups AS s
+        ON d.gpu_uuid IS NOT DISTINCT FROM s.gpu_uuid AND d.source IS NOT DISTINCT FROM s.source
+    WHERE NOT (d.gpu_uuid IS NULL AND d.sampled_at IS NULL AND d.source IS NULL)
+    GROUP BY d.gpu_uuid, d.sampled_at, d.source
+    HAVING count(*) > 1
+),
+totals AS (
+    SELECT
+        coalesce(sum(n_rows), 0)::BIGINT AS n_rows,
+        coalesce(sum(n_rows) FILTER (WHERE gpu_uuid IS NULL), 0)::BIGINT AS gpu_uuid_null_rows,
+        coalesce(sum(sampled_at_null_rows), 0)::BIGINT AS sampled_at_null_rows,
+        coalesce(sum(power_w_rows), 0)::BIGINT AS power_w_rows,
+        coalesce(sum(power_w_negative_rows), 0)::BIGINT AS power_w_negative_rows,
+        min(power_w_min) AS power_w_min,
+        coalesce(sum(not_in_inventory_rows), 0)::BIGINT AS not_in_inventory_rows
+    FROM per_group
+),
+lake AS (
+    SELECT count(*) AS raw_rows FROM raw_gpu_samples WHERE date = $day::DATE
+),
+quarantine AS (
+    SELECT count(*) AS quarantined_rows FROM quarantine_gpu_samples WHERE day = $day::DATE
+)
+SELECT
+    t.n_rows,
+    t.gpu_uuid_null_rows,
+    t.sampled_at_null_rows,
+    (SELECT coalesce(sum(copies), 0) FROM duplicate_keys)::BIGINT AS duplicate_key_rows,
+    t.power_w_rows,
+    t.power_w_negative_rows,
+    t.power_w_min,
+    t.n_rows - t.power_w_rows AS power_w_null_rows,
+    CASE WHEN t.n_rows > 0 THEN (t.n_rows - t.power_w_rows) / t.n_rows ELSE 0 END AS power_w_null_share,
+    t.not_in_inventory_rows,
+    l.raw_rows,
+    q.quarantined_rows,
+    t.n_rows + q.quarantined_rows AS clean_plus_quarantined_rows
+FROM totals AS t, lake AS l, quarantine AS q

@@ -61,13 +61,30 @@ def inspect_lake_partition(day: str, config: str | None, host: str) -> dict:
             for dataset in ("gpu_samples", "node_samples")}
 
 
+def _spark_computed(the_day: dt.date, settings: Settings, now: dt.datetime) -> dict:
+    """The day's heavy relations computed on Spark over the same lake (one session, stopped here)."""
+    from warehouse.spark_engine import computed_relations, spark_task_session
+
+    with spark_task_session(settings.warehouse.spark_master, app_name=f"joulehouse-build-{the_day}") as spark:
+        return computed_relations(spark, settings.lake.path, the_day, settings.warehouse, now)
+
+
 def build_warehouse(day: str, config: str | None) -> dict:
-    """Views over the lake, the day's staging + quarantine, hourly GPU/node/facility energy."""
+    """Views over the lake, the day's staging + quarantine, hourly GPU/node/facility energy.
+
+    With `warehouse.engine = "spark"` the hourly GPU energy is computed on Spark
+    (warehouse.spark_engine) and loaded in place of its DuckDB SQL; the rest stays on DuckDB."""
     from warehouse.build import build_day
+    from warehouse.spark_engine import check_engine
 
     the_day, settings = _load(day, config)
+    engine = check_engine(settings.warehouse.engine)
+    # One `now` for both engines: the future-timestamp quarantine rule must agree between them.
+    now = dt.datetime.now(dt.timezone.utc)
+    computed = _spark_computed(the_day, settings, now) if engine == "spark" else None
     with _warehouse(settings) as con:
-        return _summary(build_day(con, the_day, settings.warehouse))
+        summary = build_day(con, the_day, settings.warehouse, now=now, computed=computed)
+    return {**_summary(summary), "engine": engine, "spark_relations": sorted(computed or {})}
 
 
 def check_data(day: str, config: str | None) -> dict:
@@ -88,6 +105,8 @@ def fit_power_models(day: str, config: str | None) -> dict:
     from models.thermal import fit_thermal_day
 
     the_day, settings = _load(day, config)
+    # The fit stays on DuckDB whatever warehouse.engine says: fit_day sums its stored per-day
+    # statistics and reads the held-out samples from the warehouse (warehouse/SCALING.md).
     with _warehouse(settings) as con:
         fits = fit_day(con, the_day, settings.models)
         thermal = fit_thermal_day(con, the_day)
@@ -96,8 +115,9 @@ def fit_power_models(day: str, config: str | None) -> dict:
         pairs = [p for profile in settings.models.cross_model_job_profiles
                  for p in same_profile_pairs(con, the_day, profile)]
         predictions = job_energy_day(con, the_day, pairs)
-    return {"models": len(fits), "thermal_gpus": thermal, "sensitivities": _count(sensitivities),
-            "power_intervals": _count(intervals), "job_energy_predictions": len(predictions)}
+    return {"models": len(fits), "fit_engine": "duckdb", "thermal_gpus": thermal,
+            "sensitivities": _count(sensitivities), "power_intervals": _count(intervals),
+            "job_energy_predictions": len(predictions)}
 
 
 def measure_efficiency_and_outcomes(day: str, config: str | None) -> dict:

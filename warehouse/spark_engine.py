@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import datetime as dt
 import os
+import shutil
 import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -156,7 +157,7 @@ def gpu_energy_hourly(spark: Any, day: dt.date, settings: WarehouseSettings,
         "max_power_abs_w": float(settings.max_power_abs_w),
     })
     hourly = _frame(frame, ["gpu_uuid", "hour_index"])
-    hour_at = (pl.from_epoch(pl.col("hour_index") * 3600, time_unit="s")
+    hour_at = (pl.from_epoch(pl.col("hour_index").cast(pl.Int64) * 3600, time_unit="s")
                .dt.replace_time_zone("UTC").dt.cast_time_unit("us").alias("hour_at"))
     return hourly.with_columns(hour_at).select("hour_at", pl.exclude("hour_at", "hour_index"))
 
@@ -206,3 +207,73 @@ def run_day(spark: Any, lake: str | Path, day: dt.date, warehouse: WarehouseSett
     except Exception as exc:  # Spark analysis / execution errors arrive as py4j exceptions
         raise SparkEngineError(f"Spark failed on {day} over {lake}: {str(exc).splitlines()[0]}") from exc
     return SparkDayResult(gpu_energy_hourly=hourly, power_suffstats=stats, gpu_energy_daily=daily)
+
+
+# --- The DAG's build task with engine = "spark" -------------------------------------------------
+
+ENGINES = ("duckdb", "spark")
+# fct_gpu_energy_hourly's columns in warehouse/sql/fct_gpu_energy_hourly.sql's order, with the
+# DuckDB types they land as (TIMESTAMPTZ, DATE, VARCHAR, DOUBLE, BIGINT): the frame handed to
+# build_day(computed=...) creates the table on a first build, so its types must be DuckDB's own.
+FCT_GPU_ENERGY_HOURLY_SCHEMA = {
+    "hour_at": pl.Datetime("us", "UTC"), "day": pl.Date, "host": pl.String, "gpu_uuid": pl.String,
+    "gpu_model": pl.String, "energy_kwh": pl.Float64, "avg_power_w": pl.Float64,
+    "coverage_ratio": pl.Float64, "energy_source": pl.String, "source": pl.String,
+    "n_samples": pl.Int64, "n_sources": pl.Int64,
+}
+
+
+def check_engine(engine: str) -> str:
+    """`engine` if the pipeline runs it ("duckdb" | "spark"); else ValueError naming the setting."""
+    if engine not in ENGINES:
+        raise ValueError(f"warehouse.engine = {engine!r}; expected one of {', '.join(map(repr, ENGINES))}")
+    return engine
+
+
+def _check_java() -> None:
+    # Without Java, pyspark waits for a gateway that never starts and ends in a long traceback.
+    java_home = os.environ.get("JAVA_HOME")
+    if shutil.which("java") is None and not (java_home and (Path(java_home) / "bin" / "java").exists()):
+        raise SparkEngineError("engine = 'spark' needs Java 17: no `java` on PATH and no JAVA_HOME/bin/java")
+
+
+@contextmanager
+def spark_task_session(master: str, app_name: str = "joulehouse") -> Iterator[Any]:
+    """One SparkSession for one DAG task, stopped when the task's block ends (JVM start costs
+    seconds, so a task makes one and reuses it). Raises SparkEngineError in one line when pyspark
+    or Java is missing or the session does not start."""
+    _check_java()
+    try:
+        spark = spark_session(master, app_name)
+    except SparkEngineError:
+        raise
+    except Exception as exc:  # py4j / gateway errors: one line naming the master
+        raise SparkEngineError(f"Spark did not start on master {master!r}: {str(exc).splitlines()[0]}") from None
+    try:
+        yield spark
+    finally:
+        with _quiet_pandas_warning():
+            spark.stop()
+
+
+def as_duckdb_gpu_energy_hourly(frame: pl.DataFrame) -> pl.DataFrame:
+    """Spark's hourly GPU energy with exactly fct_gpu_energy_hourly's columns, order and types."""
+    missing = [c for c in FCT_GPU_ENERGY_HOURLY_SCHEMA if c not in frame.columns]
+    if missing:
+        raise SparkEngineError(f"Spark's fct_gpu_energy_hourly lacks columns {missing}")
+    return frame.select(pl.col(name).cast(dtype, strict=True) for name, dtype in FCT_GPU_ENERGY_HOURLY_SCHEMA.items())
+
+
+def computed_relations(spark: Any, lake: str | Path, day: dt.date, settings: WarehouseSettings,
+                       now: dt.datetime) -> dict[str, pl.DataFrame]:
+    """The day's relations Spark computes for warehouse.build.build_day(computed=...): today
+    fct_gpu_energy_hourly (kWh per GPU-hour). `now` must be the one build_day gets, so both
+    engines apply the same future-timestamp rule."""
+    register_lake(spark, lake)
+    try:
+        hourly = gpu_energy_hourly(spark, day, settings, now)
+    except SparkEngineError:
+        raise
+    except Exception as exc:  # Spark analysis / execution errors arrive as py4j exceptions
+        raise SparkEngineError(f"Spark failed on {day} over {lake}: {str(exc).splitlines()[0]}") from exc
+    return {"fct_gpu_energy_hourly": as_duckdb_gpu_energy_hourly(hourly)}

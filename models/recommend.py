@@ -49,14 +49,14 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import math
-from dataclasses import dataclass, replace
 
 import duckdb
 import numpy as np
 
 from collectors.settings import RecommendSettings
-from models.caps import MIN_CLOCK_RATIO, WorkloadProfile, outcome_under_limit, power_at_clock_w, time_ratio
+from models.caps import MIN_CLOCK_RATIO, WorkloadProfile
 from models.power import coefficients_of, load_fit, quoted_relation
+from models.recommend_mix import activity_bins, score_clocks, score_limits
 from models.sql import load_sql
 from warehouse.db import relation_exists
 
@@ -113,60 +113,6 @@ def _profile(row: dict, feature_set: str) -> WorkloadProfile:
                            pcie_gbps=float(row["pcie_gbps"] or 0.0), temp_c=float(row["temp_c"] or 60.0))
 
 
-def _activity_bins(row: dict, profile: WorkloadProfile, f_max_mhz: float | None) -> list[tuple[WorkloadProfile, float]]:
-    """(profile, share of busy time) for each tenth of the day's busy samples by activity, so a
-    cap, which bites only in heavy phases, is scored on the mix the GPU really ran; the mean alone
-    without tenths. Memory, PCIe and temperature stay at their busy means. Where an application
-    locked the SM clocks (clock event reason 0x2) a tenth splits into its locked part, at the
-    locked clock (a cap above that clock's power does nothing there), and the rest at f_max."""
-    deciles = row.get("activity_deciles")
-    if not deciles or profile.activity_ratio <= 0:
-        return [(profile, 1.0)]
-    # Rescaled so the bins' mean is the measured mean activity.
-    scale = profile.activity_ratio / float(np.mean(deciles))
-    shares = row.get("locked_share_deciles") or [0.0] * len(deciles)
-    clocks = row.get("locked_clock_mhz_deciles") or [None] * len(deciles)
-    out = []
-    for q, share, clock_mhz in zip(deciles, shares, clocks):
-        b = replace(profile, activity_ratio=min(1.0, max(1e-3, float(q) * scale)))
-        share = float(share or 0.0) if clock_mhz is not None and f_max_mhz else 0.0
-        if share > 0:
-            out.append((replace(b, clock_ratio=min(1.0, float(clock_mhz) / f_max_mhz)), share / len(deciles)))
-        if share < 1:
-            out.append((b, (1 - share) / len(deciles)))
-    return out
-
-
-@dataclass(frozen=True)
-class _Setting:
-    """One setting scored on the activity mix: mean power W over the stretched run, slowdown %
-    of the whole mix and of its heavier half (the bound applies there), whether a cap binds."""
-
-    power_w: float
-    slowdown_pct: float
-    heavy_slowdown_pct: float
-    binds: bool
-
-
-def _score(bins: list[tuple[WorkloadProfile, float]], power_and_time) -> _Setting:
-    points = [(*power_and_time(b), w) for b, w in bins]  # (power W, time ratio, binds, weight)
-    weights = np.array([w for *_, w in points])
-    times = np.array([t for _, t, _, _ in points])
-    energy = float(np.average([p * t for p, t, _, _ in points], weights=weights))
-    mean_time = float(np.average(times, weights=weights))
-    # The heavier half of the busy time: bins in activity order, from the middle of the weight on.
-    # Bins an application locked slow less under a cap, but the bound must hold for the jobs that
-    # run free (a lock may be gone tomorrow): they alone decide it where there are any.
-    free = [i for i, (b, _) in enumerate(bins) if b.clock_ratio >= 1.0] or list(range(len(bins)))
-    order = np.array(sorted(free, key=lambda i: bins[i][0].activity_ratio))
-    # The bin that straddles the middle belongs to the heavier half, so the heaviest bin always does
-    # (a lone free bin with most of the free weight would otherwise leave the half empty).
-    heavy = order[np.cumsum(weights[order]) > 0.5 * weights[order].sum() + 1e-9]
-    heavy_time = float(np.average(times[heavy], weights=weights[heavy]))
-    return _Setting(power_w=energy / mean_time, slowdown_pct=100 * (mean_time - 1),
-                    heavy_slowdown_pct=100 * (heavy_time - 1), binds=any(b for _, _, b, _ in points))
-
-
 def recommend_gpu(row: dict, workload_class: str, fit: dict | None, settings: RecommendSettings, *,
                   price_usd_per_kwh: float, carbon_gco2e_per_kwh: float, carbon_price_usd_per_tco2e: float,
                   pue: float) -> dict:
@@ -202,7 +148,7 @@ def recommend_gpu(row: dict, workload_class: str, fit: dict | None, settings: Re
                       "expected_slowdown_pct": 0.0, "reason": "idle all day: nothing for a cap to save"}
     bound = slowdown_bound_pct(workload_class, settings)
     usd_per_kwh = price_usd_per_kwh * pue + carbon_gco2e_per_kwh * pue * carbon_price_usd_per_tco2e / 1e6
-    bins = _activity_bins(row, profile, coef.f_max_mhz)
+    bins = activity_bins(row, profile, coef.f_max_mhz)
     time_weight = VALUE_OF_TIME_WEIGHT[workload_class]
 
     def cost_usd(power_w: float, slowdown_pct: float) -> float:
@@ -211,27 +157,15 @@ def recommend_gpu(row: dict, workload_class: str, fit: dict | None, settings: Re
         return (energy_kwh * usd_per_kwh
                 + time_weight * settings.value_of_time_usd_per_gpu_hour * busy_hours * slowdown_pct / 100)
 
-    def under_cap(limit_w: float) -> _Setting:
-        def one(b: WorkloadProfile):
-            o = outcome_under_limit(coef, b, limit_w)
-            return o.power_w, 1 + o.slowdown_pct / 100, o.cap_binds
-        return _score(bins, one)
-
-    def at_clock(s: float) -> _Setting:
-        def one(b: WorkloadProfile):
-            # A lock at s on a job an application already locked lower leaves that job as it was.
-            clock = min(s, b.clock_ratio)
-            return power_at_clock_w(coef, b, clock), time_ratio(b, clock) / time_ratio(b, b.clock_ratio), False
-        return _score(bins, one)
-
-    uncapped = at_clock(1.0)
+    # Every candidate at once (models.recommend_mix: the caps model over settings x bins arrays).
+    clock_ratios = np.linspace(1.0, MIN_CLOCK_RATIO, 29)
+    uncapped, *clocks = score_clocks(coef, bins, np.concatenate([[1.0], clock_ratios]))
     uncapped_w = uncapped.power_w
     candidates = np.arange(min(default_w, max_w), min_w - 1e-9, -settings.limit_step_w)
-    caps = [(float(lim), under_cap(float(lim))) for lim in candidates]
+    caps = list(zip(map(float, candidates), score_limits(coef, bins, candidates)))
     caps = [c for c in caps if c[1].heavy_slowdown_pct <= bound + 1e-9] or caps[:1]  # the default always qualifies
     cap_w, best_cap = min(caps, key=lambda c: (cost_usd(c[1].power_w, c[1].slowdown_pct), -c[0]))
-    clocks = [(float(s), at_clock(float(s))) for s in np.linspace(1.0, MIN_CLOCK_RATIO, 29)]
-    clocks = [c for c in clocks if c[1].heavy_slowdown_pct <= bound + 1e-9]
+    clocks = [(float(s), c) for s, c in zip(clock_ratios, clocks) if c.heavy_slowdown_pct <= bound + 1e-9]
     s_best, best_clock = min(clocks, key=lambda c: (cost_usd(c[1].power_w, c[1].slowdown_pct), -c[0]))
     clock_power_w, clock_slowdown = best_clock.power_w, best_clock.slowdown_pct
     measured_peak = float(row["p95_power_w"] or uncapped_w)

@@ -7,53 +7,105 @@
 --   clocks an application lock held, clock event reason bit 0x2), locked_clock_mhz_deciles (MHz, per
 --   tenth: mean SM clock of those locked samples; NULL when none), dram_ratio, util_mem_ratio (0..1, means over busy samples), pcie_gbps (GB/s, busy
 --   mean), temp_c (C, busy mean), busy_power_w (W, busy mean), p95_power_w (W), max_power_limit_w (W).
-WITH day_rows AS (
+-- The tenths come from a histogram of activity per GPU (bins 0.001 wide, each with its count, sum
+-- and locked samples), not from sorting the day's rows: a tenth takes whole bins, and of the bins
+-- at its edges the share that falls inside it at the bin's mean (so a tenth's mean activity is
+-- within 0.001 of the exact one, and its locked share is exact but for the edge bins, whose locked
+-- samples are split pro rata). Tenths are sized as ntile(10) sizes them (the first n % 10 hold one
+-- more); a GPU with fewer than 10 busy samples gets no tenths.
+WITH day_rows AS NOT MATERIALIZED (
     SELECT *, coalesce(CAST(sm_active_ratio AS DOUBLE), util_gpu_pct / 100.0) AS activity
     FROM reco_input_samples
     WHERE day = $day AND power_w IS NOT NULL
 ),
-busy_bins AS (
-    SELECT gpu_uuid, activity, sm_clock_mhz,
-           coalesce((clock_event_reasons & 2) <> 0, false) AND sm_clock_mhz IS NOT NULL AS clock_locked,
-           ntile(10) OVER (PARTITION BY gpu_uuid ORDER BY activity, sampled_at) AS tenth
+per_gpu_and_busy AS (
+    -- Sums and counts with busy as a key: one grouping, no FILTER per aggregate (3x cheaper).
+    SELECT
+        host, gpu_uuid, coalesce(activity > 0.05, false) AS busy, any_value(gpu_model) AS gpu_model,
+        count(*) AS n, min(sampled_at) AS first_at, max(sampled_at) AS last_at,
+        sum(activity) AS activity_sum, count(activity) AS activity_n,
+        sum(sm_active_ratio) AS sm_active_sum, count(sm_active_ratio) AS sm_active_n,
+        sum(util_gpu_pct / 100.0) AS util_gpu_sum, count(util_gpu_pct) AS util_gpu_n,
+        sum(dram_active_ratio) AS dram_sum, count(dram_active_ratio) AS dram_n,
+        sum(util_mem_pct / 100.0) AS util_mem_sum, count(util_mem_pct) AS util_mem_n,
+        sum((pcie_tx_bytes_per_s + coalesce(pcie_rx_bytes_per_s, 0)) / 1e9) AS pcie_gb_per_s_sum,
+        count(pcie_tx_bytes_per_s) AS pcie_n,
+        sum(temp_c) AS temp_c_sum, count(temp_c) AS temp_n,
+        sum(power_w) AS power_w_sum, count(power_w) AS power_n,
+        max(power_limit_w) AS max_power_limit_w
+    FROM day_rows
+    GROUP BY host, gpu_uuid, busy
+),
+per_gpu AS (
+    SELECT
+        host, gpu_uuid, any_value(gpu_model) AS gpu_model,
+        sum(n) AS n_samples,
+        coalesce(sum(n) FILTER (WHERE busy), 0) / sum(n) AS busy_ratio,
+        (epoch(max(last_at)) - epoch(min(first_at))) / 3600.0 AS covered_hours,
+        sum(activity_sum) FILTER (WHERE busy) / sum(activity_n) FILTER (WHERE busy) AS activity_ratio,
+        sum(sm_active_sum) FILTER (WHERE busy) / sum(sm_active_n) FILTER (WHERE busy) AS sm_active_ratio,
+        sum(util_gpu_sum) FILTER (WHERE busy) / sum(util_gpu_n) FILTER (WHERE busy) AS util_gpu_ratio,
+        sum(dram_sum) FILTER (WHERE busy) / sum(dram_n) FILTER (WHERE busy) AS dram_ratio,
+        sum(util_mem_sum) FILTER (WHERE busy) / sum(util_mem_n) FILTER (WHERE busy) AS util_mem_ratio,
+        sum(pcie_gb_per_s_sum) FILTER (WHERE busy) / sum(pcie_n) FILTER (WHERE busy) AS pcie_gbps,
+        sum(temp_c_sum) FILTER (WHERE busy) / sum(temp_n) FILTER (WHERE busy) AS temp_c,
+        sum(power_w_sum) FILTER (WHERE busy) / sum(power_n) FILTER (WHERE busy) AS busy_power_w,
+        max(max_power_limit_w) AS max_power_limit_w
+    FROM per_gpu_and_busy
+    GROUP BY host, gpu_uuid
+),
+peak AS (
+    SELECT host, gpu_uuid, quantile_cont(power_w, 0.95) AS p95_power_w FROM day_rows GROUP BY host, gpu_uuid
+),
+histogram AS (
+    SELECT gpu_uuid, CAST(floor(activity * 1000) AS BIGINT) AS bin,
+           count(*) AS n, sum(activity) AS activity_sum,
+           -- CASE, not FILTER: DuckDB's filtered aggregates cost ~2x here.
+           sum(CASE WHEN (clock_event_reasons & 2) <> 0 AND sm_clock_mhz IS NOT NULL THEN 1 ELSE 0 END) AS n_locked,
+           sum(CASE WHEN (clock_event_reasons & 2) <> 0 THEN sm_clock_mhz END) AS locked_clock_mhz_sum
     FROM day_rows WHERE activity > 0.05
+    GROUP BY gpu_uuid, bin
+),
+ranked AS (
+    -- Each bin holds the busy samples of 0-based ranks [first_rank, first_rank + n) in activity order.
+    SELECT *, sum(n) OVER (PARTITION BY gpu_uuid ORDER BY bin) - n AS first_rank,
+           sum(n) OVER (PARTITION BY gpu_uuid) AS n_busy
+    FROM histogram
+),
+tenth_edges AS (
+    SELECT gpu_uuid, tenth,
+           tenth * (n_busy // 10) + least(tenth, n_busy % 10) AS first_rank,
+           (tenth + 1) * (n_busy // 10) + least(tenth + 1, n_busy % 10) AS end_rank
+    FROM (SELECT DISTINCT gpu_uuid, n_busy FROM ranked), range(10) AS t(tenth)
+),
+pieces AS (
+    -- The part of each bin inside each tenth: k of its n samples, taken at the bin's means.
+    SELECT e.gpu_uuid, e.tenth, r.n, r.activity_sum, r.n_locked, r.locked_clock_mhz_sum,
+           least(r.first_rank + r.n, e.end_rank) - greatest(r.first_rank, e.first_rank) AS k
+    FROM tenth_edges AS e
+    JOIN ranked AS r ON r.gpu_uuid = e.gpu_uuid
+        AND r.first_rank < e.end_rank AND r.first_rank + r.n > e.first_rank
 ),
 per_tenth AS (
-    SELECT gpu_uuid, tenth, avg(activity) AS activity,
-           avg(CASE WHEN clock_locked THEN 1.0 ELSE 0.0 END) AS locked_share,
-           avg(sm_clock_mhz) FILTER (WHERE clock_locked) AS locked_clock_mhz
-    FROM busy_bins GROUP BY gpu_uuid, tenth
+    SELECT gpu_uuid, tenth,
+           sum(k * activity_sum / n) / sum(k) AS activity,
+           sum(k * n_locked / n) / sum(k) AS locked_share,
+           sum(k * locked_clock_mhz_sum / n) / nullif(sum(k * n_locked / n), 0) AS locked_clock_mhz
+    FROM pieces GROUP BY gpu_uuid, tenth
 ),
 tenths AS (
     SELECT gpu_uuid, list(activity ORDER BY tenth) AS activity_deciles,
            list(locked_share ORDER BY tenth) AS locked_share_deciles,
            list(locked_clock_mhz ORDER BY tenth) AS locked_clock_mhz_deciles
     FROM per_tenth GROUP BY gpu_uuid HAVING count(*) = 10
-),
-span AS (
-    SELECT gpu_uuid, (epoch(max(sampled_at)) - epoch(min(sampled_at))) / 3600.0 AS covered_hours
-    FROM day_rows GROUP BY gpu_uuid
 )
 SELECT
-    d.host, d.gpu_uuid, any_value(d.gpu_model) AS gpu_model,
-    count(*) AS n_samples,
-    avg(CASE WHEN d.activity > 0.05 THEN 1.0 ELSE 0.0 END) AS busy_ratio,
-    avg(CASE WHEN d.activity > 0.05 THEN 1.0 ELSE 0.0 END) * any_value(s.covered_hours) AS busy_hours,
-    avg(d.activity) FILTER (WHERE d.activity > 0.05) AS activity_ratio,
-    any_value(t.activity_deciles) AS activity_deciles,
-    any_value(t.locked_share_deciles) AS locked_share_deciles,
-    any_value(t.locked_clock_mhz_deciles) AS locked_clock_mhz_deciles,
-    avg(d.sm_active_ratio) FILTER (WHERE d.activity > 0.05) AS sm_active_ratio,
-    avg(d.util_gpu_pct / 100.0) FILTER (WHERE d.activity > 0.05) AS util_gpu_ratio,
-    avg(d.dram_active_ratio) FILTER (WHERE d.activity > 0.05) AS dram_ratio,
-    avg(d.util_mem_pct / 100.0) FILTER (WHERE d.activity > 0.05) AS util_mem_ratio,
-    avg((d.pcie_tx_bytes_per_s + coalesce(d.pcie_rx_bytes_per_s, 0)) / 1e9) FILTER (WHERE d.activity > 0.05) AS pcie_gbps,
-    avg(d.temp_c) FILTER (WHERE d.activity > 0.05) AS temp_c,
-    avg(d.power_w) FILTER (WHERE d.activity > 0.05) AS busy_power_w,
-    quantile_cont(d.power_w, 0.95) AS p95_power_w,
-    max(d.power_limit_w) AS max_power_limit_w
-FROM day_rows AS d
-JOIN span AS s USING (gpu_uuid)
+    g.host, g.gpu_uuid, g.gpu_model, g.n_samples, g.busy_ratio,
+    g.busy_ratio * g.covered_hours AS busy_hours,
+    g.activity_ratio, t.activity_deciles, t.locked_share_deciles, t.locked_clock_mhz_deciles,
+    g.sm_active_ratio, g.util_gpu_ratio, g.dram_ratio, g.util_mem_ratio, g.pcie_gbps, g.temp_c,
+    g.busy_power_w, p.p95_power_w, g.max_power_limit_w
+FROM per_gpu AS g
+JOIN peak AS p USING (host, gpu_uuid)
 LEFT JOIN tenths AS t USING (gpu_uuid)
-GROUP BY d.host, d.gpu_uuid
-ORDER BY d.host, d.gpu_uuid
+ORDER BY g.host, g.gpu_uuid

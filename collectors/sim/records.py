@@ -1,7 +1,8 @@
 """Turn simulated arrays into lake rows (Arrow tables in the schemas of collectors.schema).
 
 Readings are shaped the way the real sources give them: NVML power in whole mW, temperatures in
-whole C, clocks in whole MHz, utilisation in whole %, DCGM activity as 0..1 ratios. Every column
+whole C, clocks in whole MHz, utilisation in whole %, PCIe throughput in whole KiB/s, DCGM
+activity as 0..1 ratios. Every column
 the simulation knows is filled; nothing is left NULL and no 0 stands in for a missing value.
 """
 
@@ -38,6 +39,11 @@ def _times(day: dt.date, index: np.ndarray, interval_s: float) -> pa.Array:
     return pa.array(us, type=pa.int64()).cast(TS)
 
 
+def _whole_kib(bytes_per_s: np.ndarray) -> np.ndarray:
+    """bytes/s as NVML gives PCIe throughput: whole KiB/s (times 1024, as collectors.sources.nvml)."""
+    return np.round(bytes_per_s / 1024.0).astype(np.int64) * 1024
+
+
 def gpu_day_table(seed: int, day: dt.date, gpus: Sequence[SimGpu], traces: Sequence[Traces], state: PowerState,
                   counters_mj: np.ndarray, limits_w: Sequence[float], interval_s: float) -> pa.Table:
     """gpu_samples rows of one host's GPUs for one day."""
@@ -71,8 +77,8 @@ def gpu_day_table(seed: int, day: dt.date, gpus: Sequence[SimGpu], traces: Seque
             "sm_occupancy_ratio": pa.array((0.45 * act).astype(np.float32)),
             "tensor_active_ratio": pa.array(tr.tensor_active.astype(np.float32)),
             "dram_active_ratio": pa.array(dram.astype(np.float32)),
-            "pcie_tx_bytes_per_s": pa.array(np.round(tr.pcie_tx_bytes_per_s).astype(np.int64)),
-            "pcie_rx_bytes_per_s": pa.array(np.round(tr.pcie_rx_bytes_per_s).astype(np.int64)),
+            "pcie_tx_bytes_per_s": pa.array(_whole_kib(tr.pcie_tx_bytes_per_s)),
+            "pcie_rx_bytes_per_s": pa.array(_whole_kib(tr.pcie_rx_bytes_per_s)),
             "power_limit_w": pa.repeat(pa.scalar(float(limits_w[k]), pa.float32()), n),
             "mem_used_mib": pa.array(np.round(tr.mem_used_mib).astype(np.int32)),
             "pstate": pa.array(np.where(busy, PSTATE_BUSY, PSTATE_IDLE).astype(np.int8)),

@@ -94,6 +94,18 @@ def test_no_null_and_no_invented_zero(fleet_day):
                 assert d[name].null_count == 0, (dataset, name)
 
 
+def test_readings_come_at_the_resolution_the_sources_deliver(fleet_day):
+    lake, _ = fleet_day
+    t = read(lake, "gpu_samples")
+    power_mw = t["power_w"].to_numpy().astype(np.float64) * 1000.0
+    assert np.all(np.abs(power_mw - np.round(power_mw)) < 0.07), "NVML power is whole mW"
+    for name in ("temp_c", "mem_temp_c", "util_gpu_pct", "util_mem_pct"):
+        values = t[name].to_numpy()
+        assert np.array_equal(values, np.round(values)), f"{name}: whole units"
+    for name in ("pcie_tx_bytes_per_s", "pcie_rx_bytes_per_s"):
+        assert np.all(t[name].to_numpy() % 1024 == 0), f"{name}: NVML gives whole KiB/s"
+
+
 def test_jobs_cover_exactly_the_busy_samples(fleet_day):
     lake, _ = fleet_day
     jobs = read(lake, "jobs").to_pylist()

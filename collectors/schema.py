@@ -4,11 +4,22 @@ Every column carries its unit in its name. Timestamps are UTC (`timestamp[us, UT
 a source does not have is NULL, never 0. Extra columns are allowed in files; these are the ones
 the warehouse relies on. The types follow what the sources give: NVML power is integer mW, so
 `power_w` as float32 holds it to better than 0.1 mW; counters are int64.
+
+Precision kept, gpu_samples (deliberate, for storage; see STORAGE_STEP_BY_DATASET):
+- power_w: float32 W, NVML's integer mW (float32 is within 0.03 mW of it up to 700 W), unchanged.
+- energy_mj_total, pcie_*_bytes_per_s, sm/mem_clock_mhz, mem_used_mib: integers as the source
+  gives them, exact (NVML's PCIe throughput is KiB/s, so those are multiples of 1024 there).
+- temp_c, mem_temp_c, util_*_pct: float32 holding the sources' whole C and whole %, exact.
+- the four DCGM `*_ratio` columns: rounded to a multiple of 2**-16 (1.5e-5), i.e. within 7.6e-6
+  of the source's double. They are estimates from sampled hardware counters: no model or
+  report reads them to 1e-5. The step is a power of two, so the stored float32 is exact and its
+  low 8+ mantissa bits are zero, which byte-stream-split + zstd then store almost for free.
 """
 
 from __future__ import annotations
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 TS = pa.timestamp("us", tz="UTC")
 
@@ -138,17 +149,35 @@ SORT_KEYS = {
 }
 
 
+# Columns stored rounded to a multiple of a power-of-two step (see the module docstring). Rounding
+# is half-to-even, NULL stays NULL, and rounding an already rounded value changes nothing.
+RATIO_STEP = 2.0**-16
+STORAGE_STEP_BY_DATASET: dict[str, dict[str, float]] = {
+    "gpu_samples": {name: RATIO_STEP for name in ("sm_active_ratio", "sm_occupancy_ratio",
+                                                  "tensor_active_ratio", "dram_active_ratio")},
+}
+
+
 class SchemaError(ValueError):
     """A batch does not fit its dataset's schema."""
 
 
+def round_to_step(column: pa.ChunkedArray | pa.Array, step: float) -> pa.ChunkedArray | pa.Array:
+    """`column` (floating) rounded half-to-even to a multiple of the power-of-two `step`, same type."""
+    wide = pc.cast(column, pa.float64())
+    # Scaling by a power of two is exact in float64, so only the rounding changes the value.
+    return pc.cast(pc.multiply(pc.round(pc.multiply(wide, 1.0 / step)), step), column.type)
+
+
 def conform(dataset: str, table: pa.Table) -> pa.Table:
-    """Return `table` with the dataset's columns in order and types; missing nullable columns
-    become NULL, extra columns are kept after them. Raises SchemaError naming the column."""
+    """Return `table` with the dataset's columns in order and types, rounded to their storage
+    step (STORAGE_STEP_BY_DATASET); missing nullable columns become NULL, extra columns are kept
+    after them. Raises SchemaError naming the column."""
     try:
         schema = DATASETS[dataset]
     except KeyError:
         raise SchemaError(f"unknown dataset {dataset!r}; expected one of {sorted(DATASETS)}") from None
+    steps = STORAGE_STEP_BY_DATASET.get(dataset, {})
     columns, fields = [], []
     for f in schema:
         if f.name in table.column_names:
@@ -159,6 +188,8 @@ def conform(dataset: str, table: pa.Table) -> pa.Table:
                 raise SchemaError(f"{dataset}.{f.name}: cannot store {col.type} as {f.type}: {exc}") from None
             if not f.nullable and col.null_count:
                 raise SchemaError(f"{dataset}.{f.name}: {col.null_count} NULL values in a required column")
+            if f.name in steps:
+                col = round_to_step(col, steps[f.name])
         elif f.nullable:
             col = pa.nulls(table.num_rows, f.type)
         else:

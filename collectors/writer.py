@@ -49,11 +49,19 @@ class WrittenFile:
     bytes: int
 
 
+# Integer rates that jump from one sample to the next: a delta is as wide as the value, so
+# DELTA_BINARY_PACKED saves nothing, while byte-stream-split hands zstd the near-constant high
+# bytes (and, at NVML's KiB/s resolution, the all-zero low byte) as runs of their own.
+BYTE_STREAM_SPLIT_INTEGERS = frozenset({"pcie_tx_bytes_per_s", "pcie_rx_bytes_per_s"})
+
+
 def _encodings(schema: pa.Schema) -> tuple[list[str], dict[str, str]]:
     dictionary, encoding = [], {}
     for f in schema:
         if pa.types.is_string(f.type) or pa.types.is_large_string(f.type):
             dictionary.append(f.name)
+        elif f.name in BYTE_STREAM_SPLIT_INTEGERS and pa.types.is_integer(f.type):
+            encoding[f.name] = "BYTE_STREAM_SPLIT"
         elif pa.types.is_timestamp(f.type) or pa.types.is_integer(f.type):
             encoding[f.name] = "DELTA_BINARY_PACKED"
         elif pa.types.is_floating(f.type):

@@ -10,8 +10,10 @@ import pyarrow as pa
 import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
-from collectors.schema import GPU_SAMPLES, SchemaError, conform
+from collectors.schema import GPU_SAMPLES, RATIO_STEP, STORAGE_STEP_BY_DATASET, SchemaError, conform
 from collectors.writer import TMP_SUFFIX, replace_partition, write_dataset
 
 T0 = dt.datetime(2026, 3, 1, 23, 59, 58, tzinfo=dt.timezone.utc)
@@ -62,6 +64,44 @@ def test_files_use_telemetry_encodings(lake):
     assert columns["sampled_at"].compression == "ZSTD"
     assert "DELTA_BINARY_PACKED" in columns["energy_mj_total"].encodings
     assert "BYTE_STREAM_SPLIT" in columns["power_w"].encodings
+
+
+def test_pcie_rates_are_byte_stream_split_and_read_back_exactly(lake):
+    rates = [1024 * k for k in (7, 980_000, 3, 4_000_000)]
+    written = write_dataset(lake, "gpu_samples", _samples(4).append_column("pcie_rx_bytes_per_s", pa.array(rates)))
+    meta = pq.ParquetFile(written[0].path).metadata.row_group(0)
+    encodings = {meta.column(i).path_in_schema: meta.column(i).encodings for i in range(meta.num_columns)}
+    assert "BYTE_STREAM_SPLIT" in encodings["pcie_rx_bytes_per_s"]
+    glob = f"{lake}/gpu_samples/**/*.parquet"
+    read_back = duckdb.sql(f"SELECT pcie_rx_bytes_per_s FROM read_parquet('{glob}') ORDER BY sampled_at").fetchall()
+    assert [r[0] for r in read_back] == rates
+    assert pl.read_parquet(glob)["pcie_rx_bytes_per_s"].sort().to_list() == sorted(rates)
+
+
+ratios = st.lists(st.one_of(st.none(), st.floats(0.0, 1.0, width=32)), min_size=1, max_size=50)
+
+
+@given(ratios)
+def test_dcgm_ratios_are_stored_within_half_a_step_and_rounding_twice_changes_nothing(values):
+    table = _samples(len(values)).append_column("sm_active_ratio", pa.array(values, pa.float32()))
+    stored = conform("gpu_samples", table)["sm_active_ratio"].to_pylist()
+    assert conform("gpu_samples", conform("gpu_samples", table))["sm_active_ratio"].to_pylist() == stored
+    for raw, kept in zip(values, stored):
+        if raw is None:
+            assert kept is None  # a missing reading stays missing
+            continue
+        assert abs(kept - raw) <= RATIO_STEP / 2
+        assert (kept / RATIO_STEP).is_integer()  # an exact float32: its low mantissa bits are zero
+        assert 0.0 <= kept <= 1.0
+
+
+def test_only_the_dcgm_ratios_are_narrowed():
+    assert set(STORAGE_STEP_BY_DATASET) == {"gpu_samples"}
+    assert {n for n in STORAGE_STEP_BY_DATASET["gpu_samples"]} == {
+        n for n in GPU_SAMPLES.names if n.endswith("_ratio")}
+    assert RATIO_STEP / 2 < 1e-5
+    row = conform("gpu_samples", _samples(1)).to_pylist()[0]
+    assert row["power_w"] == pytest.approx(100.123, abs=1e-4)  # NVML's mW kept
 
 
 def test_no_temporary_file_is_left_and_replace_keeps_one_version(lake):

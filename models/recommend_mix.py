@@ -5,8 +5,8 @@ mix of activity (the tenths of the busy samples), not on the mean, because a cap
 heavy phases. Scoring one (setting, bin) pair at a time through models.caps cost ~50 model
 evaluations each (the clock under a limit is found by bisection) and made the recommender the
 slowest step of the day; here the same arithmetic runs on (settings x bins) arrays: the same
-formulas, the same 50 bisection steps, so the results are those of models.caps
-(tests/models/test_recommend_mix.py checks them against it).
+formulas (terms summed in another order), the same 50 bisection steps, so the results are those of
+models.caps to ~1e-12 (tests/models/test_recommend_mix.py checks them against it).
 
 Units: power W, clock as a ratio of f_max, time as a ratio of the uncapped run time, slowdown %.
 """
@@ -96,29 +96,35 @@ def score(bins: Bins, power_and_time: Callable[[WorkloadProfile], tuple[float, f
 
 
 class _MixArrays:
-    """The bins' features as arrays (one entry per bin), and models.caps' formulas over them."""
+    """The bins' features as arrays (one entry per bin), and models.caps' formulas over them, with
+    the parts that do not depend on the clock computed once (the bisection evaluates power 50 times)."""
 
     def __init__(self, coef: PowerCoefficients, bins: Bins):
-        self.coef = coef
-        self.activity = np.array([b.activity_ratio for b, _ in bins])
-        self.memory = np.array([b.memory_ratio for b, _ in bins])
-        self.pcie_gbps = np.array([b.pcie_gbps for b, _ in bins])
-        self.pcie_ratio = np.minimum(self.pcie_gbps / PCIE_LINK_GBPS, 1.0)
-        self.temp_c = np.array([b.temp_c for b, _ in bins])
+        activity = np.array([b.activity_ratio for b, _ in bins])
+        memory = np.array([b.memory_ratio for b, _ in bins])
+        pcie_gbps = np.array([b.pcie_gbps for b, _ in bins])
+        pcie_ratio = np.minimum(pcie_gbps / PCIE_LINK_GBPS, 1.0)
         self.clock = np.array([b.clock_ratio for b, _ in bins])
-        self.busiest = np.maximum(np.maximum(self.activity, self.memory), self.pcie_ratio)
+        self.activity = activity
+        self.memory_or_pcie = np.maximum(memory, pcie_ratio)
+        busiest = np.maximum(activity, self.memory_or_pcie)
+        self.idle = busiest <= 0  # time_ratio is 1 where nothing is busy
+        self.busiest = np.where(self.idle, 1.0, busiest)
+        self.alpha = 1.0 if coef.dyn_freq_exponent is None else coef.dyn_freq_exponent
+        # coef.predict_power_w split into its constant part and the clock-dependent ones.
+        temp_c = np.array([b.temp_c for b, _ in bins])
+        self.static_w = coef.predict_power_w(temp_c=temp_c, activity_ratio=0.0)
+        self.dyn_w = coef.dyn_w * np.power(activity, coef.activity_exponent)
+        self.thinning_w = coef.mem_w * memory + coef.pcie_w_per_gbps * pcie_gbps
 
     def time_ratio(self, clock_ratio: np.ndarray) -> np.ndarray:
         """models.caps.time_ratio: run time at clock ratio s over run time at f_max (roofline)."""
-        slowest = np.maximum(np.maximum(self.activity / clock_ratio, self.memory), self.pcie_ratio)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            return np.where(self.busiest <= 0, 1.0, slowest / self.busiest)
+        slowest = np.maximum(self.activity / clock_ratio, self.memory_or_pcie)
+        return np.where(self.idle, 1.0, slowest / self.busiest)
 
     def power_w(self, clock_ratio: np.ndarray) -> np.ndarray:
         """models.caps.power_at_clock_w: model power W; DRAM and PCIe thin out as the run stretches."""
-        stretch = self.time_ratio(clock_ratio)
-        return self.coef.predict_power_w(temp_c=self.temp_c, activity_ratio=self.activity, clock_ratio=clock_ratio,
-                                         memory_ratio=self.memory / stretch, pcie_gbps=self.pcie_gbps / stretch)
+        return self.static_w + self.dyn_w * np.power(clock_ratio, self.alpha) + self.thinning_w / self.time_ratio(clock_ratio)
 
     def clock_under_limit(self, limits_w: np.ndarray) -> np.ndarray:
         """models.caps.clock_under_limit for each limit (rows) and bin (columns)."""

@@ -21,13 +21,13 @@ WITH day_rows AS NOT MATERIALIZED (
 per_gpu_and_busy AS (
     -- Sums and counts with busy as a key: one grouping, no FILTER per aggregate (3x cheaper).
     SELECT
-        host, gpu_uuid, coalesce(activity > 0.05, false) AS busy, any_value(gpu_model) AS gpu_model,
+        host, gpu_uuid, activity > 0.05 AS busy, any_value(gpu_model) AS gpu_model,  -- busy NULL: no activity reading
         count(*) AS n, min(sampled_at) AS first_at, max(sampled_at) AS last_at,
         sum(activity) AS activity_sum, count(activity) AS activity_n,
         sum(sm_active_ratio) AS sm_active_sum, count(sm_active_ratio) AS sm_active_n,
-        sum(util_gpu_pct / 100.0) AS util_gpu_sum, count(util_gpu_pct) AS util_gpu_n,
+        sum(util_gpu_pct) AS util_gpu_pct_sum, count(util_gpu_pct) AS util_gpu_n,
         sum(dram_active_ratio) AS dram_sum, count(dram_active_ratio) AS dram_n,
-        sum(util_mem_pct / 100.0) AS util_mem_sum, count(util_mem_pct) AS util_mem_n,
+        sum(util_mem_pct) AS util_mem_pct_sum, count(util_mem_pct) AS util_mem_n,
         sum((pcie_tx_bytes_per_s + coalesce(pcie_rx_bytes_per_s, 0)) / 1e9) AS pcie_gb_per_s_sum,
         count(pcie_tx_bytes_per_s) AS pcie_n,
         sum(temp_c) AS temp_c_sum, count(temp_c) AS temp_n,
@@ -44,9 +44,9 @@ per_gpu AS (
         (epoch(max(last_at)) - epoch(min(first_at))) / 3600.0 AS covered_hours,
         sum(activity_sum) FILTER (WHERE busy) / sum(activity_n) FILTER (WHERE busy) AS activity_ratio,
         sum(sm_active_sum) FILTER (WHERE busy) / sum(sm_active_n) FILTER (WHERE busy) AS sm_active_ratio,
-        sum(util_gpu_sum) FILTER (WHERE busy) / sum(util_gpu_n) FILTER (WHERE busy) AS util_gpu_ratio,
+        sum(util_gpu_pct_sum) FILTER (WHERE busy) / sum(util_gpu_n) FILTER (WHERE busy) / 100.0 AS util_gpu_ratio,
         sum(dram_sum) FILTER (WHERE busy) / sum(dram_n) FILTER (WHERE busy) AS dram_ratio,
-        sum(util_mem_sum) FILTER (WHERE busy) / sum(util_mem_n) FILTER (WHERE busy) AS util_mem_ratio,
+        sum(util_mem_pct_sum) FILTER (WHERE busy) / sum(util_mem_n) FILTER (WHERE busy) / 100.0 AS util_mem_ratio,
         sum(pcie_gb_per_s_sum) FILTER (WHERE busy) / sum(pcie_n) FILTER (WHERE busy) AS pcie_gbps,
         sum(temp_c_sum) FILTER (WHERE busy) / sum(temp_n) FILTER (WHERE busy) AS temp_c,
         sum(power_w_sum) FILTER (WHERE busy) / sum(power_n) FILTER (WHERE busy) AS busy_power_w,

@@ -1,0 +1,189 @@
+"""The matched-jobs estimator of what a power setting saved, and the pieces both estimators share.
+
+Matched jobs (models.outcome prefers it): in every multi-GPU job that ran on a treated GPU and at
+least one control (a GPU of the same model whose limit did not change over those days; GPUs whose
+SM clocks the agent locked, per raw_agent_audit, are never controls), the treated GPU's
+    d = log(energy per unit of work) - mean over the job's controls of the same
+(the same job, so the same work). Difference in differences: delta = mean(d after) -
+mean(d before) removes the GPU's own offset and what changed for everyone. Saving =
+1 - exp(delta), in %. 95% interval: Welch's t over the jobs before and after (per GPU its own
+jobs; pooled, each job's mean d over its treated GPUs, the point being the mean of the GPUs'
+own deltas). The realised slowdown is the same estimate on log(work per busy hour). One
+control per job is enough, which recommend.hold_out_controls keeps in every job group.
+
+Shared with the GPU-day fallback (models.outcome): energy per unit of work before and after from
+GPU-day rows (log_ratio), the 95% interval of a saving (saving_interval) and the saving that
+fct_recommendation predicted (predicted_saving). Savings and slowdowns in %, energy in J per unit.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from typing import TYPE_CHECKING
+
+import duckdb
+import numpy as np
+from scipy import stats
+
+from warehouse.db import relation_exists
+
+if TYPE_CHECKING:
+    from models.outcome import Change
+
+
+def records(cursor) -> list[dict]:
+    """A DuckDB result as one dict per row, keyed by column name."""
+    names = [d[0] for d in cursor.description]
+    return [dict(zip(names, row)) for row in cursor.fetchall()]
+
+
+def log_ratio(rows: list[dict], before: set, after: set, energy: str, work: str, hours: str | None):
+    """(log energy-per-work ratio after/before, log work-per-hour ratio, J/unit before, J/unit after)."""
+    def sums(days: set) -> tuple[float, float, float]:
+        chosen = [r for r in rows if r["day"] in days and (r[work] or 0) > 0 and r[energy] is not None]
+        return (sum(r[energy] for r in chosen), sum(r[work] for r in chosen),
+                sum(r[hours] or 0.0 for r in chosen) if hours else 0.0)
+
+    (eb, wb, hb), (ea, wa, ha) = sums(before), sums(after)
+    if min(eb, wb, ea, wa) <= 0:
+        return None
+    speed = math.log((wa / ha) / (wb / hb)) if hours and ha > 0 and hb > 0 else None
+    return math.log((ea / wa) / (eb / wb)), speed, eb * 3.6e6 / wb, ea * 3.6e6 / wa
+
+
+def saving_interval(delta: float, se: float | None, df: float | None) -> tuple[float | None, float | None]:
+    """(low, high) saving % of a log-ratio delta with standard error `se` (95%, t with `df`)."""
+    if se is None or df is None or not np.isfinite(se) or df < 1:
+        return None, None
+    q = float(stats.t.ppf(0.975, df))
+    return 100 * (1 - math.exp(delta + q * se)), 100 * (1 - math.exp(delta - q * se))
+
+
+def predicted_saving(con: duckdb.DuckDBPyConnection, change: Change) -> tuple[float | None, float | None]:
+    """(saving %, slowdown %) fct_recommendation predicted for the limit applied: its latest row for
+    the GPU before the change with that limit; (None, None) without one."""
+    if not relation_exists(con, "fct_recommendation"):
+        return None, None
+    row = con.execute(
+        "SELECT expected_saving_pct, expected_slowdown_pct FROM fct_recommendation WHERE gpu_uuid = ? AND day < ? "
+        "AND abs(power_limit_w - ?) < 0.5 ORDER BY day DESC LIMIT 1",
+        [change.gpu_uuid, change.effective_day, change.limit_after_w]).fetchone()
+    return (row[0], row[1]) if row else (None, None)
+
+
+def _matched_differences(jobs: list[dict], treated: set[str], controls: set[str], before: set, after: set,
+                         value) -> dict[tuple, dict[str, float]]:
+    """{(job_id, day, side): {treated gpu: log(value) - mean log(value) of the job's control GPUs}}
+    for every job on a before or after day that ran on a treated GPU and at least one control
+    (the same job, so the same kind of work)."""
+    by_job: dict[tuple, dict[str, float]] = defaultdict(dict)
+    for r in jobs:
+        v = value(r) if r["gpu_uuid"] in treated | controls else None
+        if v is not None and v > 0:
+            by_job[(r["job_id"], r["day"])][r["gpu_uuid"]] = math.log(v)
+    out: dict[tuple, dict[str, float]] = {}
+    for (job, job_day), ys in by_job.items():
+        side = "before" if job_day in before else "after" if job_day in after else None
+        base = [v for g, v in ys.items() if g in controls]
+        diffs = {g: v - sum(base) / len(base) for g, v in ys.items() if g in treated} if base else {}
+        if side and diffs:
+            out[(job, job_day, side)] = diffs
+    return out
+
+
+def _did(before: list[float], after: list[float]) -> tuple[float, float | None, float | None]:
+    """(mean(after) - mean(before), Welch standard error, Welch-Satterthwaite df) over jobs."""
+    delta = float(np.mean(after) - np.mean(before))
+    if len(before) < 2 or len(after) < 2:
+        return delta, None, None
+    va, vb = np.var(after, ddof=1) / len(after), np.var(before, ddof=1) / len(before)
+    se = math.sqrt(va + vb)
+    df = se**4 / (va**2 / (len(after) - 1) + vb**2 / (len(before) - 1)) if se > 0 else None
+    return delta, se, df
+
+
+def matched_differences(con, group: list[Change], controls: list[str], before: set, after: set, work: str):
+    """Matched-job differences (see _matched_differences) of log energy per unit of work and of
+    log work per hour, and how many control GPUs they involve."""
+    days = sorted(before | after)
+    jobs = records(con.execute(
+        "SELECT job_id, day, gpu_uuid, energy_kwh, busy_hours, flops_total, samples_total, requests_total "
+        "FROM outcome_input_jobs "
+        "WHERE day BETWEEN ? AND ? AND energy_kwh IS NOT NULL AND NOT coalesce(power_limit_changed, false)",
+        [days[0], days[-1]]))
+    treated, ctrl = {c.gpu_uuid for c in group}, set(controls)
+    energy = _matched_differences(jobs, treated, ctrl, before, after,
+                                  lambda r: r["energy_kwh"] / r[work] if (r[work] or 0) > 0 else None)
+    speed = _matched_differences(jobs, treated, ctrl, before, after,
+                                 lambda r: r[work] / r["busy_hours"] if (r[work] or 0) > 0 and r["busy_hours"] else None)
+    used = {r["gpu_uuid"] for r in jobs if r["gpu_uuid"] in ctrl
+            and any((r["job_id"], r["day"], side) in energy for side in ("before", "after"))}
+    return energy, speed, len(used)
+
+
+def split_by_side(diffs: dict[tuple, dict[str, float]], gpu: str | None) -> tuple[list[float], list[float]]:
+    """(before, after) job-level differences of one treated GPU, or of the job's treated mean (None)."""
+    sides: dict[str, list[float]] = {"before": [], "after": []}
+    for (_, _, side), d in diffs.items():
+        if gpu is None:
+            sides[side].append(float(np.mean(list(d.values()))))
+        elif gpu in d:
+            sides[side].append(d[gpu])
+    return sides["before"], sides["after"]
+
+
+def matched_rows(con, group: list[Change], audited: set, base: dict, energy: dict, speed: dict, panel: dict,
+                  columns: tuple) -> list[dict]:
+    """Outcome rows from matched jobs: per treated GPU and pooled (jobs as the units)."""
+    out, predicted = [], []
+    for c in group:
+        pred = predicted_saving(con, c)
+        predicted.append(pred)
+        row = base | {"scope": "gpu", "host": c.host, "gpu_uuid": c.gpu_uuid, "n_treated_gpus": 1,
+                      "evidence": "agent_audit+samples" if (c.gpu_uuid, round(c.limit_after_w, 1)) in audited else "samples",
+                      "n_days_before": len(c.before_days), "n_days_after": len(c.after_days),
+                      "predicted_saving_pct": pred[0], "predicted_slowdown_pct": pred[1]}
+        b, a = split_by_side(energy, c.gpu_uuid)
+        if not b or not a:
+            out.append(row | {"note": "no job shared with a control GPU before and after the change: not estimated"})
+            continue
+        out.append(row | _estimate(b, a, *split_by_side(speed, c.gpu_uuid), panel[c.gpu_uuid], c, columns))
+    b, a = split_by_side(energy, None)
+    ok = [r for r in out if r.get("realised_saving_pct") is not None]
+    # The pooled figure is the mean of the treated GPUs' own estimates (each GPU counts once,
+    # however many jobs it ran); its interval comes from the jobs' spread.
+    per_gpu = ([_did(*split_by_side(energy, r["gpu_uuid"]))[0] for r in ok],
+               [_did(*split_by_side(speed, r["gpu_uuid"]))[0] for r in ok if all(split_by_side(speed, r["gpu_uuid"]))])
+    if b and a and ok:
+        known = [p for p in predicted if p[0] is not None]
+        out.append(base | {
+            "scope": "model_setting", "host": None, "gpu_uuid": None, "n_treated_gpus": len(ok),
+            "evidence": "agent_audit+samples" if all(r["evidence"] != "samples" for r in out) else "samples",
+            "n_days_before": max(r["n_days_before"] for r in ok), "n_days_after": max(r["n_days_after"] for r in ok),
+            "energy_j_per_unit_before": float(np.mean([r["energy_j_per_unit_before"] for r in ok])),
+            "energy_j_per_unit_after": float(np.mean([r["energy_j_per_unit_after"] for r in ok])),
+            "predicted_saving_pct": float(np.mean([p[0] for p in known])) if known else None,
+            "predicted_slowdown_pct": float(np.mean([p[1] for p in known if p[1] is not None]))
+            if any(p[1] is not None for p in known) else None}
+            | {k: v for k, v in _estimate(b, a, *split_by_side(speed, None), None, None, columns, per_gpu).items()
+               if not k.startswith("energy_j")})
+    return out
+
+
+def _estimate(b: list[float], a: list[float], sb: list[float], sa: list[float], rows, change, columns,
+              per_gpu: tuple[list[float], list[float]] | None = None) -> dict:
+    """Saving and slowdown from job-level differences before (b, sb) and after (a, sa); with
+    `per_gpu` (GPUs' own log deltas of energy and of speed) the point is their mean."""
+    delta, se, df = _did(b, a)
+    speed = _did(sb, sa)[0] if sb and sa else None
+    if per_gpu:
+        delta = float(np.mean(per_gpu[0]))
+        speed = float(np.mean(per_gpu[1])) if per_gpu[1] else speed
+    low, high = saving_interval(delta, se, df)
+    slow = 100 * (math.exp(-speed) - 1) if speed is not None else None
+    x = log_ratio(rows, set(change.before_days), set(change.after_days), *columns) if rows else None
+    return {"realised_saving_pct": 100 * (1 - math.exp(delta)), "saving_ci_low_pct": low, "saving_ci_high_pct": high,
+            "realised_slowdown_pct": slow,
+            "energy_j_per_unit_before": x[2] if x else None, "energy_j_per_unit_after": x[3] if x else None,
+            "note": None if se is not None else "fewer than two matched jobs on a side: no interval"}

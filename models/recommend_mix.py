@@ -5,8 +5,9 @@ mix of activity (the tenths of the busy samples), not on the mean, because a cap
 heavy phases. Scoring one (setting, bin) pair at a time through models.caps cost ~50 model
 evaluations each (the clock under a limit is found by bisection) and made the recommender the
 slowest step of the day; here the same arithmetic runs on (settings x bins) arrays: the same
-formulas (terms summed in another order), the same 50 bisection steps, so the results are those of
-models.caps to ~1e-12 (tests/models/test_recommend_mix.py checks them against it).
+formulas (terms summed in another order), and the clock under a limit found by safeguarded Newton
+steps (a handful, not 50 bisections) to the same root, so the results are those of models.caps to
+~1e-12 (tests/models/test_recommend_mix.py checks them against it).
 
 Units: power W, clock as a ratio of f_max, time as a ratio of the uncapped run time, slowdown %.
 """
@@ -21,8 +22,10 @@ import numpy as np
 from models.caps import MIN_CLOCK_RATIO, PCIE_LINK_GBPS, WorkloadProfile
 from models.coefficients import PowerCoefficients
 
-# Steps of the bisection for the clock under a limit, as models.caps.clock_under_limit.
-BISECTION_STEPS = 50
+# The clock under a limit: Newton steps until they move the clock by less than this (a ratio of
+# f_max; models.caps' 50 bisections end within 1e-15 of the same root), at most NEWTON_MAX_STEPS.
+CLOCK_TOLERANCE = 1e-14
+NEWTON_MAX_STEPS = 100
 
 Bins = list[tuple[WorkloadProfile, float]]
 
@@ -97,7 +100,7 @@ def score(bins: Bins, power_and_time: Callable[[WorkloadProfile], tuple[float, f
 
 class _MixArrays:
     """The bins' features as arrays (one entry per bin), and models.caps' formulas over them, with
-    the parts that do not depend on the clock computed once (the bisection evaluates power 50 times)."""
+    the parts that do not depend on the clock computed once."""
 
     def __init__(self, coef: PowerCoefficients, bins: Bins):
         activity = np.array([b.activity_ratio for b, _ in bins])
@@ -126,18 +129,37 @@ class _MixArrays:
         """models.caps.power_at_clock_w: model power W; DRAM and PCIe thin out as the run stretches."""
         return self.static_w + self.dyn_w * np.power(clock_ratio, self.alpha) + self.thinning_w / self.time_ratio(clock_ratio)
 
+    def power_slope_w(self, clock_ratio: np.ndarray) -> np.ndarray:
+        """d power_w / d clock ratio (W per unit of f_max): the dynamic term, plus the DRAM/PCIe term
+        while SM time sets the run time (it thins out as 1/stretch, and stretch goes as 1/s)."""
+        slope = self.dyn_w * self.alpha * np.power(clock_ratio, self.alpha - 1.0)
+        sm_bound = ~self.idle & (self.activity / clock_ratio > self.memory_or_pcie)
+        return slope + np.where(sm_bound, self.thinning_w * self.busiest / np.where(self.activity > 0, self.activity, 1.0), 0.0)
+
     def clock_under_limit(self, limits_w: np.ndarray) -> np.ndarray:
-        """models.caps.clock_under_limit for each limit (rows) and bin (columns)."""
+        """models.caps.clock_under_limit for each limit (rows) and bin (columns): 1 where the power
+        at f_max fits, the floor where even the floor's does not, else the root of power = limit.
+        Power rises with the clock, so Newton steps from f_max converge; a step that would leave
+        the bracket known to hold the root bisects it instead (at the kink where DRAM or PCIe
+        take over the run time the slope jumps)."""
         shape = (len(limits_w), len(self.activity))
         limit = np.broadcast_to(np.asarray(limits_w, dtype=float)[:, None], shape)
-        lo, hi = np.full(shape, MIN_CLOCK_RATIO), np.ones(shape)
-        for _ in range(BISECTION_STEPS):
-            mid = 0.5 * (lo + hi)
-            fits = self.power_w(mid) <= limit
-            lo, hi = np.where(fits, mid, lo), np.where(fits, hi, mid)
-        at_floor = self.power_w(np.full(shape, MIN_CLOCK_RATIO)) >= limit
         fits_at_f_max = self.power_w(np.ones(shape)) <= limit
-        return np.where(fits_at_f_max, 1.0, np.where(at_floor, MIN_CLOCK_RATIO, lo))
+        at_floor = self.power_w(np.full(shape, MIN_CLOCK_RATIO)) >= limit
+        lo, hi, s = np.full(shape, MIN_CLOCK_RATIO), np.ones(shape), np.ones(shape)
+        done = fits_at_f_max | at_floor
+        for _ in range(NEWTON_MAX_STEPS):
+            excess_w = self.power_w(s) - limit
+            lo, hi = np.where(excess_w <= 0, s, lo), np.where(excess_w > 0, s, hi)
+            slope = self.power_slope_w(s)
+            with np.errstate(divide="ignore", invalid="ignore"):
+                newton = s - excess_w / slope
+            step = np.where((slope > 0) & (newton >= lo) & (newton <= hi), newton, 0.5 * (lo + hi))
+            done |= np.abs(step - s) < CLOCK_TOLERANCE
+            s = np.where(done, s, step)
+            if done.all():
+                break
+        return np.where(fits_at_f_max, 1.0, np.where(at_floor, MIN_CLOCK_RATIO, s))
 
 
 def score_limits(coef: PowerCoefficients, bins: Bins, limits_w: np.ndarray) -> list[MixSetting]:

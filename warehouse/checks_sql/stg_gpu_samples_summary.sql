@@ -50,11 +50,14 @@ suspect_groups AS (
     WHERE n_rows > coalesce(bit_count(seconds_seen), 0)
 ),
 duplicate_keys AS (
+    -- stg_gpu_samples again, not day_rows: a CTE read twice is materialised (all the day's rows
+    -- in memory), while a second scan that the empty semi join cuts short costs nothing
     SELECT count(*) AS copies
-    FROM day_rows AS d
+    FROM stg_gpu_samples AS d
     SEMI JOIN suspect_groups AS s
         ON d.gpu_uuid IS NOT DISTINCT FROM s.gpu_uuid AND d.source IS NOT DISTINCT FROM s.source
-    WHERE NOT (d.gpu_uuid IS NULL AND d.sampled_at IS NULL AND d.source IS NULL)
+    WHERE d.day = $day::DATE
+      AND NOT (d.gpu_uuid IS NULL AND d.sampled_at IS NULL AND d.source IS NULL)
     GROUP BY d.gpu_uuid, d.sampled_at, d.source
     HAVING count(*) > 1
 ),

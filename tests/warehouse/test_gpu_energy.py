@@ -140,3 +140,21 @@ def test_two_days_add_up_to_the_whole_trace_across_midnight(lake, warehouse):
     total = con.execute("SELECT sum(energy_kwh) * 3.6e6 FROM fct_gpu_energy_hourly").fetchone()[0]
     expected = sum((200.0 + (t % 7) + ((t + 1) % 7)) / 2 for t in range(-1800, 1800))
     assert total == pytest.approx(expected, rel=1e-12)
+
+
+def _coverage(con, uuid: str) -> tuple[int, float | None]:
+    return con.execute("SELECT n_gaps, longest_gap_s FROM fct_gpu_coverage_daily WHERE gpu_uuid = ? AND day = ?",
+                       [uuid, DAY]).fetchone()
+
+
+def test_gaps_are_counted_per_gpu_and_a_gap_one_source_fills_is_no_gap(lake, warehouse):
+    # GPU-A (one stream): readings every second with holes of 60 s and 300 s (max_gap_s is 10 s).
+    a = [t for t in range(0, 1000) if not 100 < t < 160 and not 500 < t < 800]
+    write(lake, gpu_rows(a, 100.0, uuid="GPU-A"))
+    # GPU-B: NVML misses 200..400 s, DCGM reads it, then both miss 600..650 s: one gap of 50 s.
+    write(lake, gpu_rows([t for t in range(0, 1000) if not 200 < t < 400 and not 600 < t < 650], 100.0,
+                         uuid="GPU-B", source="nvml"))
+    write(lake, gpu_rows([t for t in range(150, 1000, 5) if not 600 < t < 650], 100.0, uuid="GPU-B", source="dcgm"))
+    con = warehouse()
+    assert _coverage(con, "GPU-A") == (2, pytest.approx(300.0))
+    assert _coverage(con, "GPU-B") == (1, pytest.approx(50.0))

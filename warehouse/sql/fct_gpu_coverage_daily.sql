@@ -14,7 +14,8 @@
 --   covered_s [s] seconds of the day covered in fct_gpu_energy_hourly
 --   coverage_ratio [0..1] covered_s / 86400
 --   energy_kwh [kWh] sum of fct_gpu_energy_hourly.energy_kwh
---   n_gaps [count] intervals between consecutive clean readings (any source) longer than max_gap_s
+--   n_gaps [count] intervals between consecutive clean readings with power or counter (any source)
+--     longer than max_gap_s
 --   longest_gap_s [s] longest such interval (NULL when none)
 --   staleness_s [s] from the last clean reading to the end of the day (or to build time, if earlier)
 WITH day_rows AS (
@@ -33,17 +34,35 @@ per_gpu AS (
     FROM day_rows
     GROUP BY gpu_uuid
 ),
-instants AS (
-    -- every clean reading, not DISTINCT instants: a reading at an instant already seen (another
-    -- source) follows it with a step of 0, which is never a gap, so counts and maxima are the same
-    -- without a second pass over all rows
-    SELECT gpu_uuid, epoch_us(sampled_at) AS t_us
+streams AS (
+    -- min/max rather than count(DISTINCT ...): no hash set of every reading's key
+    SELECT gpu_uuid, min(host) = max(host) AND min(source) = max(source) AS is_single
     FROM int_gpu_samples_checked
     WHERE reason IS NULL
+    GROUP BY gpu_uuid
+),
+single_stream_steps AS (
+    -- a GPU read by one stream: the step to its next reading is paired already (no sort here)
+    SELECT c.gpu_uuid, epoch_us(c.next_sampled_at) AS t_us,
+           (epoch_us(c.next_sampled_at) - epoch_us(c.sampled_at)) / 1e6 AS step_s
+    FROM int_gpu_samples_checked AS c
+    SEMI JOIN streams AS s ON s.gpu_uuid = c.gpu_uuid AND s.is_single
+    WHERE c.next_sampled_at IS NOT NULL
+),
+instants AS (
+    -- a GPU read by several streams (NVML and DCGM, two hosts): a gap is a time no stream read,
+    -- so its readings are merged in time order. Every clean reading, not DISTINCT instants: a
+    -- reading at an instant already seen follows it with a step of 0, which is never a gap.
+    SELECT c.gpu_uuid, epoch_us(c.sampled_at) AS t_us
+    FROM int_gpu_samples_checked AS c
+    SEMI JOIN streams AS s ON s.gpu_uuid = c.gpu_uuid AND NOT s.is_single
+    WHERE c.reason IS NULL AND (c.power_w IS NOT NULL OR c.energy_mj_total IS NOT NULL)
 ),
 steps AS (
     SELECT gpu_uuid, t_us, (t_us - lag(t_us) OVER (PARTITION BY gpu_uuid ORDER BY t_us)) / 1e6 AS step_s
     FROM instants
+    UNION ALL
+    SELECT gpu_uuid, t_us, step_s FROM single_stream_steps
 ),
 gaps AS (
     SELECT gpu_uuid, count(*) AS n_gaps, max(step_s) AS longest_gap_s

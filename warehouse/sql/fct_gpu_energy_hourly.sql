@@ -26,27 +26,19 @@
 --   reset value: else the counter fell, t1 - t0 <= max_counter_gap_s and the post-reset value
 --     is plausible: energy = post-reset value (energy since the reload; a lower bound);
 --   otherwise the interval is a gap: no energy, not covered.
-WITH readings AS (
-    SELECT
-        host, gpu_uuid, source, gpu_model, sampled_at, power_limit_w,
-        epoch_us(sampled_at) AS t_us,
-        power_w::DOUBLE AS power_w,
-        energy_mj_total
-    FROM int_gpu_samples_checked
-    WHERE reason IS NULL AND (power_w IS NOT NULL OR energy_mj_total IS NOT NULL)
-),
-intervals AS (
+WITH intervals AS (
+    -- each energy reading with the next one of its stream (paired in int_gpu_samples_checked)
     SELECT
         host, gpu_uuid, source,
-        lag(t_us) OVER w AS t0_us,
-        t_us AS t1_us,
-        lag(power_w) OVER w AS p0_w,
-        power_w AS p1_w,
-        lag(energy_mj_total) OVER w AS c0_mj,
-        energy_mj_total AS c1_mj,
-        coalesce(power_limit_w, lag(power_limit_w) OVER w) AS limit_w
-    FROM readings
-    WINDOW w AS (PARTITION BY host, gpu_uuid, source ORDER BY t_us)
+        epoch_us(sampled_at) AS t0_us,
+        epoch_us(next_sampled_at) AS t1_us,
+        power_w::DOUBLE AS p0_w,
+        next_power_w::DOUBLE AS p1_w,
+        energy_mj_total AS c0_mj,
+        next_energy_mj_total AS c1_mj,
+        coalesce(next_power_limit_w, power_limit_w) AS limit_w
+    FROM int_gpu_samples_checked
+    WHERE next_sampled_at IS NOT NULL
 ),
 bounded AS (
     SELECT

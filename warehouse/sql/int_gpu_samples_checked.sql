@@ -5,6 +5,11 @@
 -- columns: the lake's gpu_samples columns, plus
 --   day [DATE] the date= partition the row was read from (UTC day of sampled_at)
 --   in_inventory [bool] the GPU's uuid is in the site inventory (dim_gpu)
+--   next_sampled_at [TIMESTAMPTZ, UTC], next_power_w [W], next_energy_mj_total [mJ], next_power_limit_w [W]:
+--     the next energy reading (clean, power or counter present) of the same (host, gpu_uuid,
+--     source) stream; NULL on rows that are not energy readings and on a stream's last one. The
+--     one sort of the build: the hourly energy pairs readings with these, the fit reads stg's
+--     interval_s from them, so neither sorts the day again.
 --   reason [text] why the row is quarantined (NULL: clean). Rules, first match wins:
 --     duplicate_key: a second row with the same (gpu_uuid, sampled_at, source);
 --     future_timestamp: sampled_at later than build time + max_clock_skew_s;
@@ -84,7 +89,20 @@ checked AS (
 flagged AS (
     SELECT
         checked.*,
-        checked.gpu_uuid IN (SELECT gpu_uuid FROM int_inventory) AS in_inventory
+        checked.gpu_uuid IN (SELECT gpu_uuid FROM int_inventory) AS in_inventory,
+        reason IS NULL AND (power_w IS NOT NULL OR energy_mj_total IS NOT NULL) AS is_energy_reading
     FROM checked
+),
+paired AS (
+    SELECT
+        * EXCLUDE (is_energy_reading),
+        CASE WHEN is_energy_reading THEN lead(sampled_at) OVER next_reading END AS next_sampled_at,
+        CASE WHEN is_energy_reading THEN lead(power_w) OVER next_reading END AS next_power_w,
+        CASE WHEN is_energy_reading THEN lead(energy_mj_total) OVER next_reading END AS next_energy_mj_total,
+        CASE WHEN is_energy_reading THEN lead(power_limit_w) OVER next_reading END AS next_power_limit_w
+    FROM flagged
+    -- energy readings and the other rows in separate partitions: a quarantined or empty row
+    -- never sits between two readings that belong together
+    WINDOW next_reading AS (PARTITION BY host, gpu_uuid, source, is_energy_reading ORDER BY sampled_at)
 )
-SELECT * FROM flagged
+SELECT * FROM paired

@@ -6,8 +6,13 @@
 -- columns: the lake's gpu_samples columns, plus
 --   day [DATE] UTC day of sampled_at
 --   in_inventory [bool] the GPU is in the site inventory; false: kept anyway, its energy is real
+--   interval_s [s] time to the next energy reading of the same (host, gpu_uuid, source) stream,
+--     however long (the energy rules decide what is bridged); NULL for the stream's last reading
+--     and for a reading with neither power nor counter
 WITH day_rows AS (
-    SELECT * EXCLUDE (reason)
+    SELECT
+        * EXCLUDE (reason, next_sampled_at, next_power_w, next_energy_mj_total, next_power_limit_w),
+        epoch(next_sampled_at) - epoch(sampled_at) AS interval_s
     FROM int_gpu_samples_checked
     WHERE day = $day::DATE AND reason IS NULL
 )

@@ -75,7 +75,13 @@ def _input_view(con: duckdb.DuckDBPyConnection, samples_relation: str) -> None:
     quoted = quoted_relation(samples_relation)
     if not relation_exists(con, samples_relation):
         raise ValueError(f"samples relation {samples_relation!r} does not exist in the warehouse")
-    con.execute(f"CREATE OR REPLACE TEMP VIEW power_input_samples AS SELECT * FROM {quoted}")
+    columns = {row[0] for row in con.execute(f"DESCRIBE {quoted}").fetchall()}
+    if "interval_s" in columns:
+        con.execute(f"CREATE OR REPLACE TEMP VIEW power_input_samples AS SELECT * FROM {quoted}")
+    else:
+        # Samples from elsewhere (an import, a test frame): time to the GPU's next reading here.
+        con.execute(f"CREATE OR REPLACE TEMP VIEW power_input_samples AS SELECT *, epoch(lead(sampled_at) "
+                    f"OVER (PARTITION BY gpu_uuid ORDER BY sampled_at)) - epoch(sampled_at) AS interval_s FROM {quoted}")
     con.execute(load_sql("power_dynamic_ratio"))
 
 
@@ -113,7 +119,7 @@ def update_suffstats(con: duckdb.DuckDBPyConnection, day: dt.date, settings: Mod
 
 
 def _build_features(con: duckdb.DuckDBPyConnection, day: dt.date, settings: ModelSettings) -> None:
-    """Temp table `power_features`: each model's samples from its stored_until_epoch_s on."""
+    """Temp view `power_features`: each model's samples from its stored_until_epoch_s on."""
     window_start = day - dt.timedelta(days=settings.history_days - 1)
     (earliest,) = con.execute("SELECT min(stored_until_epoch_s) FROM power_feature_choice").fetchone()
     if earliest is None:
@@ -122,11 +128,12 @@ def _build_features(con: duckdb.DuckDBPyConnection, day: dt.date, settings: Mode
         rows_from_day = window_start
     else:
         rows_from_day = max(window_start, dt.datetime.fromtimestamp(earliest, dt.timezone.utc).date())
-    con.execute(
-        "CREATE OR REPLACE TEMP TABLE power_features AS " + load_sql("power_features"),
-        {"day": day, "history_days": settings.history_days, "rows_from_day": rows_from_day,
-         "max_interval_s": settings.max_sample_interval_s},
-    )
+    variables = {"power_features_day": day, "power_features_history_days": settings.history_days,
+                 "power_features_rows_from_day": rows_from_day,
+                 "power_features_max_interval_s": float(settings.max_sample_interval_s)}
+    for name, value in variables.items():
+        con.execute(f"SET VARIABLE {name} = ?", [value])
+    con.execute("CREATE OR REPLACE TEMP VIEW power_features AS " + load_sql("power_features"))
 
 
 def build_power_features(con: duckdb.DuckDBPyConnection, day: dt.date, settings: ModelSettings,

@@ -10,7 +10,7 @@
 --   gpu_model [text] NVML name
 --   feature_set [text] 'dcgm' | 'nvml'
 --   n_samples [count] readings in the hour
---   measured_energy_kwh [kWh] sum of power x interval
+--   measured_energy_kwh [kWh] sum of power x interval (one source: the one with most readings)
 --   predicted_energy_kwh [kWh] the model from that hour's readings, capped at the power limit
 --   residual_energy_kwh [kWh] measured - predicted
 --   residual_pct [%] residual as a share of measured
@@ -30,18 +30,27 @@ WITH predicted AS (
     JOIN power_fit_coefficients AS c USING (gpu_model)
     WHERE f.day = $day AND f.is_complete
 ),
-hourly AS (
+per_source AS (
     SELECT
         day,
-        date_trunc('hour', sampled_at) AS hour_at,
-        host, gpu_uuid, gpu_model, feature_set,
+        -- the hour from epoch arithmetic: date_trunc on a TIMESTAMPTZ goes through the time zone
+        to_timestamp(epoch_us(sampled_at) // 3600000000 * 3600) AS hour_at,
+        host, gpu_uuid, source, gpu_model, feature_set,
         count(*) AS n_samples,
         sum(power_w * interval_s) / 3.6e6 AS measured_energy_kwh,
         sum(predicted_power_w * interval_s) / 3.6e6 AS predicted_energy_kwh,
         avg(temp_c) AS avg_temp_c,
         avg(CASE WHEN is_power_limited THEN 1.0 ELSE 0.0 END) AS power_limited_ratio
     FROM predicted
-    GROUP BY day, date_trunc('hour', sampled_at), host, gpu_uuid, gpu_model, feature_set
+    GROUP BY ALL
+),
+hourly AS (
+    -- one source per GPU-hour (the one with most readings): a GPU seen by NVML and DCGM has each
+    -- interval twice, once per source, and summing both would double its energy
+    SELECT * EXCLUDE (source, source_rank)
+    FROM (SELECT *, row_number() OVER (PARTITION BY gpu_uuid, hour_at ORDER BY n_samples DESC, source) AS source_rank
+          FROM per_source)
+    WHERE source_rank = 1
 )
 SELECT
     day, hour_at, host, gpu_uuid, gpu_model, feature_set, n_samples,

@@ -12,6 +12,7 @@ WITH row_counts AS (
         count(*) FILTER (WHERE NOT is_holdout AND is_power_limited) AS n_power_limited_excluded,
         count(*) FILTER (WHERE NOT is_holdout AND NOT is_power_limited AND NOT is_complete) AS n_incomplete_excluded
     FROM power_features
+    WHERE NOT is_stored
     GROUP BY gpu_model
 ),
 stored_counts AS (

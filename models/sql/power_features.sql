@@ -1,12 +1,17 @@
 -- power_features: the power model's inputs, one row per GPU sample in the fitting window.
--- Grain: gpu_uuid x sampled_at, days in ($day - $history_days, $day] of `power_input_samples`
+-- Grain: gpu_uuid x sampled_at, days in (day - history_days, day] of `power_input_samples`
 -- (a temporary view over stg_gpu_samples that models.power creates).
+-- A temporary VIEW, not a table: computing a row's features costs about a tenth of writing it
+-- into a table (measured at 5.5 M rows: 0.4 s against 3.3 s of CPU), so each of the few readers
+-- recomputes them. Views take no bound parameters, so models.power sets them as variables.
 -- Only samples at or after each model's stored_until_epoch_s (power_feature_choice, a temp table
--- built by models.power from power_window_choice.sql or power_feature_choice.sql).
--- Parameters: $day DATE, $history_days INTEGER, $rows_from_day DATE (no model reads earlier),
---             $max_interval_s DOUBLE (longest gap one sample is allowed to stand for).
+-- built by models.power from power_window_choice.sql or power_feature_choice.sql), and the fitted
+-- day's samples (flagged is_stored where they are before it).
+-- Variables (getvariable): power_features_day DATE, power_features_history_days INTEGER,
+--   power_features_rows_from_day DATE (no model reads earlier), power_features_max_interval_s
+--   DOUBLE (longest gap one sample is allowed to stand for).
 -- Columns:
---   gpu_model, feature_set ('dcgm' | 'nvml'), host, gpu_uuid, sampled_at (UTC), day (DATE)
+--   gpu_model, feature_set ('dcgm' | 'nvml'), host, gpu_uuid, source, sampled_at (UTC), day (DATE)
 --   power_w (W, measured), power_limit_w (W), temp_c (C, as read; NULL where missing)
 --   temp_delta_c (C above 25 C; 0 where the model has no temperature readings at all)
 --   activity_ratio (0..1: sm_active_ratio for dcgm, util_gpu_pct/100 for nvml; 0 where absent)
@@ -14,9 +19,12 @@
 --   memory_ratio (0..1: dram_active_ratio for dcgm, util_mem_pct/100 for nvml; 0 where absent)
 --   pcie_gbps (GB/s, tx + rx; 0 where absent)
 --   f_max_mhz (MHz, highest SM clock seen for the model in the window)
---   interval_s (s, time this sample stands for: gap to the next one, capped)
+--   interval_s (s, time this sample stands for: the input's gap to its stream's next reading, capped;
+--     no sort here: stg_gpu_samples carries it from the build, models.power adds it to other inputs)
 --   is_power_limited (SW power cap bit 0x4 set, or power within 1% of the limit)
 --   is_holdout (in the last $holdout_fraction of the model's time range)
+--   is_stored (before the model's stored_until_epoch_s: a row of the fitted day whose training sums
+--     are in fct_power_fit_sums_hourly already; only the residuals read it)
 --   is_complete (every feature the model uses is present in this row)
 --   prior_busy_activity_ratio (0..1: activity_ratio of this GPU's last earlier sample with activity > 0;
 --     0 where none), since_busy_s (s since that sample; NULL where none): the fit's decay term uses
@@ -24,17 +32,17 @@
 --     (no decay) for models with clock readings
 WITH window_rows AS NOT MATERIALIZED (
     -- read twice (features; the decay branch) rather than copied: a scan costs less than a copy.
-    -- Only samples at or after the model's stored_until_epoch_s: earlier training rows are summed
-    -- in fct_power_fit_sums_hourly already ($rows_from_day: the earliest such day, so the scan
-    -- skips whole days).
+    -- Only samples at or after the model's stored_until_epoch_s, and the fitted day's (for its
+    -- residuals): earlier training rows are summed in fct_power_fit_sums_hourly already
+    -- (power_features_rows_from_day: the earliest such day, so the scan skips whole days).
     SELECT w.*
     FROM power_input_samples AS w
     JOIN power_feature_choice AS c USING (gpu_model)
-    WHERE w.day <= $day
-      AND w.day > $day - CAST($history_days AS INTEGER)
-      AND w.day >= $rows_from_day
+    WHERE w.day <= getvariable('power_features_day')
+      AND w.day > getvariable('power_features_day') - CAST(getvariable('power_features_history_days') AS INTEGER)
+      AND w.day >= getvariable('power_features_rows_from_day')
       AND w.power_w IS NOT NULL
-      AND epoch(w.sampled_at) >= c.stored_until_epoch_s
+      AND (epoch(w.sampled_at) >= c.stored_until_epoch_s OR w.day = getvariable('power_features_day'))
 ),
 feature_choice AS (
     SELECT * FROM power_feature_choice
@@ -47,8 +55,10 @@ features AS NOT MATERIALIZED (
         c.feature_set,
         w.host,
         w.gpu_uuid,
+        w.source,
         w.sampled_at,
         w.day,
+        CAST(w.interval_s AS DOUBLE) AS interval_s,
         CAST(w.power_w AS DOUBLE) AS power_w,
         CAST(w.power_limit_w AS DOUBLE) AS power_limit_w,
         CAST(w.temp_c AS DOUBLE) AS temp_c,
@@ -65,7 +75,8 @@ features AS NOT MATERIALIZED (
         CAST(c.f_max_mhz AS DOUBLE) AS f_max_mhz,
         (coalesce(w.clock_event_reasons, 0) & 4) <> 0
             OR (w.power_limit_w IS NOT NULL AND w.power_w >= 0.99 * w.power_limit_w) AS is_power_limited,
-        epoch(w.sampled_at) >= c.holdout_from_epoch_s AS is_holdout
+        epoch(w.sampled_at) >= c.holdout_from_epoch_s AS is_holdout,
+        epoch(w.sampled_at) < c.stored_until_epoch_s AS is_stored
     FROM window_rows AS w
     JOIN feature_choice AS c USING (gpu_model)
 ),
@@ -86,11 +97,11 @@ with_prior_busy AS (
     WHERE c.has_clock
 )
 SELECT
-    gpu_model, feature_set, host, gpu_uuid, sampled_at, day, power_w, power_limit_w, temp_c, temp_delta_c,
+    gpu_model, feature_set, host, gpu_uuid, source, sampled_at, day, power_w, power_limit_w, temp_c, temp_delta_c,
     activity_ratio, clock_ratio, memory_ratio, pcie_gbps, f_max_mhz,
-    least(coalesce(epoch(lead(sampled_at) OVER (PARTITION BY gpu_uuid ORDER BY sampled_at)) - epoch(sampled_at), 0.0),
-          $max_interval_s) AS interval_s,
-    is_power_limited, is_holdout,
+    -- the input's interval_s (stg_gpu_samples carries it from the build's one sort), capped
+    least(coalesce(interval_s, 0.0), getvariable('power_features_max_interval_s')) AS interval_s,
+    is_power_limited, is_holdout, is_stored,
     coalesce(prior_busy_ratio, 0.0) AS prior_busy_activity_ratio,
     epoch(sampled_at) - epoch(prior_busy_at) AS since_busy_s,
     temp_delta_c IS NOT NULL AND activity_ratio IS NOT NULL AND clock_ratio IS NOT NULL

@@ -37,7 +37,7 @@ training AS (
            temp_delta_c AS x1, activity_ratio, prior_busy_activity_ratio, since_busy_s, clock_ratio,
            memory_ratio AS x3, pcie_gbps AS x4
     FROM power_features
-    WHERE NOT is_holdout AND NOT is_power_limited AND is_complete
+    WHERE NOT is_holdout AND NOT is_stored AND NOT is_power_limited AND is_complete
 ),
 row_clock_groups AS (
     SELECT t.gpu_model, t.feature_set, t.clock_ratio,

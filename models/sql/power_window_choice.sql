@@ -4,9 +4,9 @@
 -- Grain: gpu_model, days in ($day - $history_days, $day] with statistics of $source.
 -- Parameters: $day DATE, $history_days INTEGER, $holdout_fraction DOUBLE (0..1), $source VARCHAR.
 -- Columns: as power_feature_choice.sql; stored_until_epoch_s (s since 1970) is, for a model whose
---   clock varies, the earliest of: the start of the hour holding the held-out boundary, the start of
---   $day (its rows feed fct_power_residual_hourly), and the first hour whose day chose other features
---   than the window did; -1e18 for a model without varying clock (its decay term needs each
+--   clock varies, the earlier of: the start of the hour holding the held-out boundary, and the first
+--   hour whose day chose other features than the window did (the fitted day's own rows, which feed
+--   fct_power_residual_hourly, are read whatever this is, flagged is_stored before it); -1e18 for a model without varying clock (its decay term needs each
 --   sample's history, so all its samples are read).
 WITH stored AS (
     SELECT *
@@ -57,8 +57,7 @@ first_mismatch AS (
 SELECT
     c.*,
     CASE WHEN c.clock_varies
-         THEN least(floor(c.holdout_from_epoch_s / 3600) * 3600, epoch(CAST($day AS TIMESTAMP)),
-                    coalesce(m.first_mismatch_epoch_s, 1e18))
+         THEN least(floor(c.holdout_from_epoch_s / 3600) * 3600, coalesce(m.first_mismatch_epoch_s, 1e18))
          ELSE -1e18 END AS stored_until_epoch_s
 FROM choice AS c
 LEFT JOIN first_mismatch AS m USING (gpu_model)

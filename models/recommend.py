@@ -52,6 +52,7 @@ import math
 
 import duckdb
 import numpy as np
+import pyarrow as pa
 
 from collectors.settings import RecommendSettings
 from models.caps import MIN_CLOCK_RATIO, WorkloadProfile
@@ -278,13 +279,17 @@ def recommend_day(con: duckdb.DuckDBPyConnection, day: dt.date, settings: Recomm
                                                  carbon_price_usd_per_tco2e=carbon_price_usd_per_tco2e, pue=pue))
     rows = hold_out_controls(rows, settings.holdout_share, job_groups)
     con.execute(load_sql("fct_recommendation"))
+    # One INSERT of all rows (an Arrow table, columns by name): one statement per row cost ~1 ms each.
+    names = list(dict.fromkeys(k for r in rows for k in r))
+    new_rows = pa.table({k: [float(v) if isinstance(v, np.floating) else v for v in (r.get(k) for r in rows)]
+                         for k in names}) if rows else None
     con.execute("BEGIN TRANSACTION")
     try:
         con.execute("DELETE FROM fct_recommendation WHERE day = ?", [day])
-        for r in rows:
-            names = list(r)
-            con.execute(f"INSERT INTO fct_recommendation ({', '.join(names)}) VALUES ({', '.join('?' * len(names))})",
-                        [float(v) if isinstance(v, np.floating) else v for v in r.values()])
+        if new_rows is not None:
+            con.register("reco_new_rows", new_rows)
+            con.execute("INSERT INTO fct_recommendation BY NAME SELECT * FROM reco_new_rows")
+            con.unregister("reco_new_rows")
         con.execute("COMMIT")
     except Exception:
         con.execute("ROLLBACK")

@@ -58,7 +58,8 @@ peak AS (
     SELECT host, gpu_uuid, quantile_cont(power_w, 0.95) AS p95_power_w FROM day_rows GROUP BY host, gpu_uuid
 ),
 histogram AS (
-    SELECT gpu_uuid, CAST(floor(activity * 1000) AS BIGINT) AS bin,
+    -- least(): unchecked input (NaN, ratios above 1) shares the top bin rather than overflow the index.
+    SELECT gpu_uuid, CAST(floor(least(activity, 1.0) * 1000) AS BIGINT) AS bin,
            count(*) AS n, sum(activity) AS activity_sum,
            -- CASE, not FILTER: DuckDB's filtered aggregates cost ~2x here.
            sum(CASE WHEN (clock_event_reasons & 2) <> 0 AND sm_clock_mhz IS NOT NULL THEN 1 ELSE 0 END) AS n_locked,

@@ -27,11 +27,12 @@ higher limits.
 A cap bites only in a GPU's heavy phases, so each setting is scored on the day's mix of activity
 (the mean activity of each tenth of the busy samples, from a histogram: within 0.001 of sorting
 them), not on the mean: energy and slowdown of the mix, and the slowdown bound applied to the
-heavier half of the busy time (the jobs a cap slows most must stay within it too). Samples whose SM clocks an application locked (clock event
-reason 0x2; ~30% of jobs on the simulator) are scored at their locked clock, where a cap above
-their power saves nothing: scoring them at f_max predicted savings that never came (+4..+8
-points on such GPUs, tests/models/test_recommend_calibration.py). The bound is judged on the
-unlocked samples where there are any.
+heavier half of the busy time (the jobs a cap slows most must stay within it too). Samples whose
+SM clocks an application locked (clock event reason 0x2; ~30% of jobs on the simulator) are
+scored at their locked clock, where a cap above their power saves nothing: scoring them at f_max
+predicted savings that never came (+4..+8 points on such GPUs,
+tests/models/test_recommend_calibration.py). The bound is judged on the unlocked samples where
+there are any.
 
 A power cap is preferred to a clock lock when it binds and saves at least half of what the best
 clock lock saves: a cap follows the load (it slows only the heavy phases) and is what the

@@ -8,8 +8,9 @@
 --   expectation [text] expectation type and its column, e.g. expect_column_values_to_be_between(power_w)
 --   severity [text] 'blocking' (a failure stops the day's run) or 'warning' (reported, run goes on)
 --   success [bool] the check passed
---   observed_value [text] what GX observed (e.g. unexpected percentage)
---   details [text] JSON of the expectation's arguments and unexpected counts
+--   observed_value [text] what failed, in words (e.g. '37 rows of 5,529,600 have power_w < 0')
+--   details [text] JSON: the expectation's arguments, element and unexpected counts, and `validated`
+--     (the small table DuckDB summarised the rule into and the expectation GX ran on it)
 --   checked_at [TIMESTAMPTZ, UTC] when the check ran
 WITH shape AS (
     SELECT

@@ -68,3 +68,17 @@ def test_inventory_without_required_columns_is_refused_naming_them(lake, tmp_pat
 
     with pytest.raises(BuildError, match="lacks columns.*gpu_model"):
         warehouse(settings=WarehouseSettings(inventory_path=str(inventory)))
+
+
+def test_duplicates_are_found_at_any_rate_and_distinct_readings_in_one_second_are_kept(lake, warehouse):
+    """The build looks for duplicate keys only in streams with two readings in one second: a 10 Hz
+    stream has them everywhere and must keep all its distinct readings; a 1 Hz stream has them only
+    where a row came twice. Both duplicates are quarantined, nothing else."""
+    fast = gpu_rows([i / 10 for i in range(0, 600)], 200.0, uuid="GPU-FAST")
+    slow = gpu_rows(range(0, 600), 100.0, uuid="GPU-SLOW")
+    write(lake, fast + [fast[123]] + slow + [slow[42]])
+    con = warehouse()
+    quarantined = con.execute("SELECT gpu_uuid, reason, count(*) FROM quarantine_gpu_samples GROUP BY ALL ORDER BY 1").fetchall()
+    assert quarantined == [("GPU-FAST", "duplicate_key", 1), ("GPU-SLOW", "duplicate_key", 1)]
+    clean = dict(con.execute("SELECT gpu_uuid, count(*) FROM stg_gpu_samples GROUP BY ALL").fetchall())
+    assert clean == {"GPU-FAST": 600, "GPU-SLOW": 600}

@@ -34,11 +34,30 @@ WITH window_rows AS (
       AND r.sampled_at BETWEEN $day::TIMESTAMPTZ - to_seconds($margin_s)
                            AND ($day::DATE + 1)::TIMESTAMPTZ + to_seconds($margin_s)
 ),
+per_stream AS (
+    -- Duplicates without a hash of every key: per (gpu_uuid, source) one bit per second of the
+    -- window is set; when a group has as many rows as set bits its times are distinct seconds, so
+    -- its keys are unique. Only the other groups (two readings in one second, as at 10 Hz; a time
+    -- outside the window or NULL) are grouped by their full keys below.
+    SELECT
+        gpu_uuid, source, count(*) AS n_rows,
+        bitstring_agg(epoch_us(sampled_at) // 1000000 - epoch($day::TIMESTAMPTZ)::BIGINT + ceil($margin_s)::BIGINT,
+                      0, 86400 + 2 * ceil($margin_s)::BIGINT)
+            FILTER (WHERE sampled_at >= $day::TIMESTAMPTZ - to_seconds($margin_s)
+                      AND sampled_at <= ($day::DATE + 1)::TIMESTAMPTZ + to_seconds($margin_s)) AS seconds_seen
+    FROM window_rows
+    GROUP BY gpu_uuid, source
+),
+suspect_streams AS (
+    SELECT gpu_uuid, source FROM per_stream WHERE n_rows > coalesce(bit_count(seconds_seen), 0)
+),
 duplicate_keys AS (
     -- keys seen more than once: only their rows need ranking (a window over every row sorts them all)
-    SELECT gpu_uuid, sampled_at, source
-    FROM window_rows
-    GROUP BY gpu_uuid, sampled_at, source
+    SELECT w.gpu_uuid, w.sampled_at, w.source
+    FROM window_rows AS w
+    SEMI JOIN suspect_streams AS s
+        ON w.gpu_uuid IS NOT DISTINCT FROM s.gpu_uuid AND w.source IS NOT DISTINCT FROM s.source
+    GROUP BY w.gpu_uuid, w.sampled_at, w.source
     HAVING count(*) > 1
 ),
 numbered AS (

@@ -32,17 +32,19 @@ WITH predicted AS (
 ),
 per_source AS (
     SELECT
-        day,
+        $day::DATE AS day,
         -- the hour from epoch arithmetic: date_trunc on a TIMESTAMPTZ goes through the time zone
         to_timestamp(epoch_us(sampled_at) // 3600000000 * 3600) AS hour_at,
-        host, gpu_uuid, source, gpu_model, feature_set,
+        host, gpu_uuid, source,
+        -- one model (and so one feature set) per GPU: carried, not grouped on
+        any_value(gpu_model) AS gpu_model, any_value(feature_set) AS feature_set,
         count(*) AS n_samples,
         sum(power_w * interval_s) / 3.6e6 AS measured_energy_kwh,
         sum(predicted_power_w * interval_s) / 3.6e6 AS predicted_energy_kwh,
         avg(temp_c) AS avg_temp_c,
         avg(CASE WHEN is_power_limited THEN 1.0 ELSE 0.0 END) AS power_limited_ratio
     FROM predicted
-    GROUP BY ALL
+    GROUP BY epoch_us(sampled_at) // 3600000000, host, gpu_uuid, source
 ),
 hourly AS (
     -- one source per GPU-hour (the one with most readings): a GPU seen by NVML and DCGM has each

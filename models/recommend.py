@@ -25,7 +25,7 @@ money (a saturated queue, rented GPUs, a deadline): set it then, and throughput 
 higher limits.
 
 A cap bites only in a GPU's heavy phases, so each setting is scored on the day's mix of activity
-(the mean activity of each tenth of the busy samples, from a histogram: within 0.001 of sorting
+(the mean activity of each tenth of the busy samples, from a histogram: within 0.002 of sorting
 them), not on the mean: energy and slowdown of the mix, and the slowdown bound applied to the
 heavier half of the busy time (the jobs a cap slows most must stay within it too). Samples whose
 SM clocks an application locked (clock event reason 0x2; ~30% of jobs on the simulator) are

@@ -7,10 +7,10 @@
 --   clocks an application lock held, clock event reason bit 0x2), locked_clock_mhz_deciles (MHz, per
 --   tenth: mean SM clock of those locked samples; NULL when none), dram_ratio, util_mem_ratio (0..1, means over busy samples), pcie_gbps (GB/s, busy
 --   mean), temp_c (C, busy mean), busy_power_w (W, busy mean), p95_power_w (W), max_power_limit_w (W).
--- The tenths come from a histogram of activity per GPU (bins 0.001 wide, each with its count, sum
+-- The tenths come from a histogram of activity per GPU (bins 0.002 wide, each with its count, sum
 -- and locked samples), not from sorting the day's rows: a tenth takes whole bins, and of the bins
 -- at its edges the share that falls inside it at the bin's mean (so a tenth's mean activity is
--- within 0.001 of the exact one, and its locked share is exact but for the edge bins, whose locked
+-- within 0.002 of the exact one, and its locked share is exact but for the edge bins, whose locked
 -- samples are split pro rata). Tenths are sized as ntile(10) sizes them (the first n % 10 hold one
 -- more); a GPU with fewer than 10 busy samples gets no tenths.
 WITH day_rows AS NOT MATERIALIZED (
@@ -59,7 +59,7 @@ peak AS (
 ),
 histogram AS (
     -- least(): unchecked input (NaN, ratios above 1) shares the top bin rather than overflow the index.
-    SELECT gpu_uuid, CAST(floor(least(activity, 1.0) * 1000) AS BIGINT) AS bin,
+    SELECT gpu_uuid, CAST(floor(least(activity, 1.0) * 500) AS BIGINT) AS bin,
            count(*) AS n, sum(activity) AS activity_sum,
            -- CASE, not FILTER: DuckDB's filtered aggregates cost ~2x here.
            sum(CASE WHEN (clock_event_reasons & 2) <> 0 AND sm_clock_mhz IS NOT NULL THEN 1 ELSE 0 END) AS n_locked,

@@ -21,14 +21,14 @@ from models.recommend_mix import score, score_clocks, score_limits
 from models.sql import load_sql
 
 EXACT_SQL = (Path(__file__).parent / "recommend_exact_tenths.sql").read_text()
-# Stated tolerances of the histogram tenths. Activity: the bin width (0.001), a bound: a tenth takes
+# Stated tolerances of the histogram tenths. Activity: the bin width (0.002), a bound: a tenth takes
 # whole bins and, of its edge bins, a share at the bin's mean, which is within a bin width of the
 # samples the sort would have taken. Locked share and locked clock: edge bins' locked samples are
 # split pro rata where the sort splits them by activity and time; measured on simulated fleets at
-# most 0.005 and 1.6 MHz (16 GPUs x 1 day at 10 s), 0.002 and 3.7 MHz (64 GPUs at 1 Hz): asserted
-# with margin.
-ACTIVITY_TOLERANCE = 1e-3
-LOCKED_SHARE_TOLERANCE = 0.01
+# most 0.0072 and 2.8 MHz (16 GPUs x 1 day at 10 s), 0.0029 and 2.0 MHz (64 GPUs at 1 Hz), 0.0032
+# and 5.9 MHz (256 GPUs at 1 Hz): asserted with margin. (Activity itself came within 3e-5.)
+ACTIVITY_TOLERANCE = 2e-3
+LOCKED_SHARE_TOLERANCE = 0.015
 LOCKED_CLOCK_TOLERANCE_MHZ = 10.0
 
 

@@ -155,7 +155,7 @@ def run(ctx: BenchContext) -> list[Figure]:
         Figure(SECTION, "build_day (warehouse of a fleet-day)", pipe["seconds"]["build_day"], "s",
                "floor: one DuckDB aggregate", floor["floor_s"], "issue 4: a small multiple"),
         Figure(SECTION, "fit_day (power models of a fleet-day)", pipe["seconds"]["fit_day"], "s",
-               "plain scan of stg_gpu_samples", pipe["stg_scan_s"], "issue 5: a small multiple (<= ~20x)"),
+               "plain scan of the fit's columns", pipe["stg_scan_s"], "issue 5: a small multiple (<= ~20x)"),
     ]
     for step in ("run_checks", "carbon_day", "tco_day", "recommend_day"):
         figures.append(Figure(SECTION, f"{step}", pipe["seconds"][step], "s", "floor", floor["floor_s"]))

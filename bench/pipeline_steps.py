@@ -27,8 +27,12 @@ SELECT gpu_uuid, date_trunc('hour', sampled_at) AS hour_at, sum(power_w) AS powe
 FROM read_parquet(? || '/gpu_samples/date=' || ? || '/*/*.parquet')
 GROUP BY ALL
 """
-STG_SCAN_SQL = ("SELECT count(*), sum(power_w), avg(temp_c), avg(sm_active_ratio), avg(dram_active_ratio), "
-                "max(sm_clock_mhz) FROM stg_gpu_samples WHERE day = ?")
+# The fit's baseline: one plain aggregate over every column the fit reads (models/sql/power_features.sql).
+STG_SCAN_SQL = ("SELECT count(*), max(gpu_model), max(host), max(gpu_uuid), max(source), max(sampled_at), "
+                "sum(interval_s), sum(power_w), max(power_limit_w), avg(temp_c), avg(sm_active_ratio), "
+                "avg(util_gpu_pct), max(sm_clock_mhz), avg(dram_active_ratio), avg(util_mem_pct), "
+                "sum(pcie_tx_bytes_per_s), sum(pcie_rx_bytes_per_s), bit_or(clock_event_reasons) "
+                "FROM stg_gpu_samples WHERE day = ?")
 
 
 def _settings(lake: Path):

@@ -76,11 +76,17 @@ def _input_view(con: duckdb.DuckDBPyConnection, samples_relation: str) -> None:
     if not relation_exists(con, samples_relation):
         raise ValueError(f"samples relation {samples_relation!r} does not exist in the warehouse")
     columns = {row[0] for row in con.execute(f"DESCRIBE {quoted}").fetchall()}
+    left_over = con.execute(  # a previous fit on this connection left a view or a table
+        "SELECT 'TABLE' FROM duckdb_tables() WHERE temporary AND table_name = 'power_input_samples' "
+        "UNION ALL SELECT 'VIEW' FROM duckdb_views() WHERE temporary AND view_name = 'power_input_samples'").fetchall()
+    for (kind,) in left_over:
+        con.execute(f"DROP {kind} power_input_samples")
     if "interval_s" in columns:
-        con.execute(f"CREATE OR REPLACE TEMP VIEW power_input_samples AS SELECT * FROM {quoted}")
+        con.execute(f"CREATE TEMP VIEW power_input_samples AS SELECT * FROM {quoted}")
     else:
-        # Samples from elsewhere (an import, a test frame): time to the GPU's next reading here.
-        con.execute(f"CREATE OR REPLACE TEMP VIEW power_input_samples AS SELECT *, epoch(lead(sampled_at) "
+        # Samples from elsewhere (an import, a test frame): the time to the GPU's next reading is
+        # computed here, once, into a table (a view would sort again for every query of the fit).
+        con.execute(f"CREATE TEMP TABLE power_input_samples AS SELECT *, epoch(lead(sampled_at) "
                     f"OVER (PARTITION BY gpu_uuid ORDER BY sampled_at)) - epoch(sampled_at) AS interval_s FROM {quoted}")
     con.execute(load_sql("power_dynamic_ratio"))
 

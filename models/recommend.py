@@ -50,6 +50,7 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import math
+from typing import Callable
 
 import duckdb
 import numpy as np
@@ -117,8 +118,10 @@ def _profile(row: dict, feature_set: str) -> WorkloadProfile:
 
 def recommend_gpu(row: dict, workload_class: str, fit: dict | None, settings: RecommendSettings, *,
                   price_usd_per_kwh: float, carbon_gco2e_per_kwh: float, carbon_price_usd_per_tco2e: float,
-                  pue: float) -> dict:
-    """One GPU's recommendation row (see fct_recommendation.sql for the columns)."""
+                  pue: float, p95_power_w: Callable[[], float | None] | None = None) -> dict:
+    """One GPU's recommendation row (see fct_recommendation.sql for the columns). The GPU's 95th
+    percentile of power (W) is row["p95_power_w"], or where the row lacks it `p95_power_w()`,
+    called only when a clock lock's reason needs it."""
     try:
         default_w, min_w, max_w, note = device_limits_w(row["gpu_model"], row["max_power_limit_w"])
     except ValueError as exc:
@@ -170,7 +173,6 @@ def recommend_gpu(row: dict, workload_class: str, fit: dict | None, settings: Re
     clocks = [(float(s), c) for s, c in zip(clock_ratios, clocks) if c.heavy_slowdown_pct <= bound + 1e-9]
     s_best, best_clock = min(clocks, key=lambda c: (cost_usd(c[1].power_w, c[1].slowdown_pct), -c[0]))
     clock_power_w, clock_slowdown = best_clock.power_w, best_clock.slowdown_pct
-    measured_peak = float(row["p95_power_w"] or uncapped_w)
     reason_note = f"; {note}" if note else ""
     head = f"{workload_class} ({profile.bottleneck}, busy {busy_hours:.1f} h)"
 
@@ -189,6 +191,8 @@ def recommend_gpu(row: dict, workload_class: str, fit: dict | None, settings: Re
         return out | {"power_limit_w": cap_w, **saving(best_cap.power_w, best_cap.slowdown_pct),
                       "reason": f"{head}: cheapest limit within {bound:g}% slowdown{reason_note}"}
     if s_best < 1.0 and coef.f_max_mhz is not None and clock_cost < cost_usd(uncapped_w, 0.0):
+        peak_w = row["p95_power_w"] if "p95_power_w" in row or p95_power_w is None else p95_power_w()
+        measured_peak = float(peak_w or uncapped_w)
         if measured_peak <= min_w + settings.limit_step_w:
             why = f"draws {measured_peak:.0f} W at p95, never reaching a cap it allows ({min_w:.0f} W minimum): a cap does nothing"
         else:
@@ -270,6 +274,14 @@ def recommend_day(con: duckdb.DuckDBPyConnection, day: dt.date, settings: Recomm
                    for r in _records(con.execute(load_sql("recommend_gpu_workload_class"), {"day": day}))}
         job_groups = [list(r["gpu_uuids"]) for r in _records(con.execute(load_sql("recommend_job_groups"), {"day": day}))]
     fits = {m: load_fit(con, m, day) for m in {p["gpu_model"] for p in profiles}}
+    peaks: dict[tuple[str, str], float | None] = {}
+
+    def p95_power_w(host: str, gpu_uuid: str) -> float | None:
+        # Every GPU's at once, the first time a reason needs one (clock locks only).
+        if not peaks:
+            peaks.update({(h, u): w for h, u, w in con.execute(load_sql("recommend_gpu_peak_power"), {"day": day}).fetchall()})
+        return peaks.get((host, gpu_uuid))
+
     rows = []
     for p in profiles:
         workload_class = classes.get(p["gpu_uuid"]) or ("throughput" if (p["busy_ratio"] or 0) >= 0.5 else "background")
@@ -277,7 +289,8 @@ def recommend_day(con: duckdb.DuckDBPyConnection, day: dt.date, settings: Recomm
             raise ValueError(f"GPU {p['gpu_uuid']}: workload_class {workload_class!r} is not one of {CLASSES}")
         rows.append({"day": day} | recommend_gpu(p, workload_class, fits[p["gpu_model"]], settings,
                                                  price_usd_per_kwh=price, carbon_gco2e_per_kwh=intensity,
-                                                 carbon_price_usd_per_tco2e=carbon_price_usd_per_tco2e, pue=pue))
+                                                 carbon_price_usd_per_tco2e=carbon_price_usd_per_tco2e, pue=pue,
+                                                 p95_power_w=lambda p=p: p95_power_w(p["host"], p["gpu_uuid"])))
     rows = hold_out_controls(rows, settings.holdout_share, job_groups)
     con.execute(load_sql("fct_recommendation"))
     # One INSERT of all rows (an Arrow table, columns by name): one statement per row cost ~1 ms each.

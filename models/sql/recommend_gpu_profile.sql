@@ -6,7 +6,8 @@
 --   samples, lowest first), locked_share_deciles (0..1, per tenth: share of its samples whose SM
 --   clocks an application lock held, clock event reason bit 0x2), locked_clock_mhz_deciles (MHz, per
 --   tenth: mean SM clock of those locked samples; NULL when none), dram_ratio, util_mem_ratio (0..1, means over busy samples), pcie_gbps (GB/s, busy
---   mean), temp_c (C, busy mean), busy_power_w (W, busy mean), p95_power_w (W), max_power_limit_w (W).
+--   mean), temp_c (C, busy mean), busy_power_w (W, busy mean), max_power_limit_w (W). The 95th
+--   percentile of power is recommend_gpu_peak_power, run only when a reason needs it.
 -- The tenths come from a histogram of activity per GPU (bins 0.002 wide, each with its count, sum
 -- and locked samples), not from sorting the day's rows: a tenth takes whole bins, and of the bins
 -- at its edges the share that falls inside it at the bin's mean (so a tenth's mean activity is
@@ -53,9 +54,6 @@ per_gpu AS (
         max(max_power_limit_w) AS max_power_limit_w
     FROM per_gpu_and_busy
     GROUP BY host, gpu_uuid
-),
-peak AS (
-    SELECT host, gpu_uuid, quantile_cont(power_w, 0.95) AS p95_power_w FROM day_rows GROUP BY host, gpu_uuid
 ),
 histogram AS (
     -- least(): unchecked input (NaN, ratios above 1) shares the top bin rather than overflow the index.
@@ -105,8 +103,7 @@ SELECT
     g.busy_ratio * g.covered_hours AS busy_hours,
     g.activity_ratio, t.activity_deciles, t.locked_share_deciles, t.locked_clock_mhz_deciles,
     g.sm_active_ratio, g.util_gpu_ratio, g.dram_ratio, g.util_mem_ratio, g.pcie_gbps, g.temp_c,
-    g.busy_power_w, p.p95_power_w, g.max_power_limit_w
+    g.busy_power_w, g.max_power_limit_w
 FROM per_gpu AS g
-JOIN peak AS p USING (host, gpu_uuid)
 LEFT JOIN tenths AS t USING (gpu_uuid)
 ORDER BY g.host, g.gpu_uuid

@@ -100,6 +100,9 @@ def test_decode_style_load_gets_a_clock_range_not_a_cap():
     (row,) = _rows(con)
     assert row["power_limit_w"] == DEVICE_LIMITS_W[H100][0]  # H100 minimum limit 200 W > what it draws
     assert "cap does nothing" in row["reason"]
+    # The reason quotes the measured 95th percentile of power (fetched only for clock locks).
+    (p95_w,) = con.execute("SELECT quantile_cont(power_w, 0.95) FROM stg_gpu_samples").fetchall()[0]
+    assert f"draws {p95_w:.0f} W at p95" in row["reason"]
     assert row["locked_sm_clock_max_mhz"] < 1980 and row["expected_slowdown_pct"] <= 10.0
 
 

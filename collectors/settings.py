@@ -95,6 +95,9 @@ class WarehouseSettings:
     max_meter_gap_s: float = 120.0
     threads: int = 2
     memory_limit: str = "4GB"
+    # The build checks and pairs the readings of this many hosts at a time (8 hosts x 8 GPUs at
+    # 1 Hz: 5.5 M readings a day), so the rows one sort holds stay within memory_limit.
+    build_hosts_per_batch: int = 8
     # Engine of the heavy daily SQL (hourly GPU energy, power-model sums, daily rollup):
     # "duckdb" (one machine, the default) or "spark" (the optional [spark] extra; warehouse/SCALING.md).
     engine: str = "duckdb"

@@ -25,6 +25,7 @@ from collectors import lakefs
 from collectors.schema import DATASETS
 from collectors.settings import WarehouseSettings
 from warehouse.catalog import Relation, relations
+from warehouse.host_batches import host_batches
 
 INVENTORY_COLUMNS = (
     "gpu_uuid", "host", "gpu_index", "gpu_model", "rack", "site", "region", "purchased_on",
@@ -156,27 +157,30 @@ def ensure_views(con: duckdb.DuckDBPyConnection) -> tuple[str, ...]:
     return tuple(missing)
 
 
-def _build_relation(con: duckdb.DuckDBPyConnection, rel: Relation, params: dict, computed: object = None) -> None:
+def _build_relation(con: duckdb.DuckDBPyConnection, rel: Relation, params: dict, computed: object = None,
+                    *, append: bool = False) -> None:
+    """The day's rows of `rel`; `append`: add them to rows an earlier host batch wrote."""
     body, bound = _body(rel), _bound(rel, params)
     if computed is not None:
         # The day's rows came from another engine (Spark): load them in place of the SQL.
         con.register(f"computed_{rel.name}", computed)
         body, bound = f"SELECT * FROM computed_{rel.name}", {}
         try:
-            _create_or_replace_rows(con, rel, params, body, bound)
+            _create_or_replace_rows(con, rel, params, body, bound, append)
         finally:
             con.unregister(f"computed_{rel.name}")
         return
-    _create_or_replace_rows(con, rel, params, body, bound)
+    _create_or_replace_rows(con, rel, params, body, bound, append)
 
 
 def _create_or_replace_rows(con: duckdb.DuckDBPyConnection, rel: Relation, params: dict, body: str,
-                            bound: dict) -> None:
+                            bound: dict, append: bool) -> None:
     if rel.kind == "temp":
         con.execute(f"CREATE OR REPLACE TEMP TABLE {rel.name} AS {body}", bound)
     elif rel.kind == "day":
         if _table_exists(con, rel.name):
-            con.execute(f"DELETE FROM {rel.name} WHERE day = ?", [params["day"]])
+            if not append:
+                con.execute(f"DELETE FROM {rel.name} WHERE day = ?", [params["day"]])
             con.execute(f"INSERT INTO {rel.name} BY NAME {body}", bound)
         else:
             con.execute(f"CREATE TABLE {rel.name} AS {body}", bound)
@@ -215,23 +219,29 @@ def build_day(
     with tempfile.TemporaryDirectory(prefix="jh-build-") as scratch:
         inventory, inventory_found = _inventory_file(settings.inventory_path, Path(scratch))
         params = _parameters(day, settings, now, inventory)
+        t0 = time.perf_counter()
+        batches = host_batches(con, day, params["margin_s"], settings.build_hosts_per_batch)
+        seconds["host_batches"] = time.perf_counter() - t0
+        computed = dict(computed or {})
         con.execute("BEGIN TRANSACTION")
         try:
-            for rel in relations():
-                if rel.kind == "view":
-                    continue
+            raw = 0
+            for rel, batch_index, hosts in _build_order(batches, computed):
                 t0 = time.perf_counter()
                 try:
-                    _build_relation(con, rel, params, (computed or {}).get(rel.name))
+                    _build_relation(con, rel, {**params, "hosts": hosts}, computed.get(rel.name),
+                                    append=batch_index > 0)
                 except duckdb.Error as exc:
                     raise BuildError(f"building {rel.name} for {day} failed: {exc}") from exc
-                seconds[rel.name] = time.perf_counter() - t0
+                seconds[rel.name] = seconds.get(rel.name, 0.0) + time.perf_counter() - t0
+                if rel.name == "int_gpu_samples_checked":
+                    raw += con.execute("SELECT count(*) FROM int_gpu_samples_checked WHERE day = ?", [day]).fetchone()[0]
             counts = _day_counts(con, day)
             con.execute("COMMIT")
         except BaseException:
             con.execute("ROLLBACK")
             raise
-    raw, clean, quarantined = counts.pop("__raw"), counts["stg_gpu_samples"], counts["quarantine_gpu_samples"]
+    clean, quarantined = counts["stg_gpu_samples"], counts["quarantine_gpu_samples"]
     return BuildSummary(
         day=day, raw_gpu_rows=raw, clean_gpu_rows=clean, quarantined_gpu_rows=quarantined,
         rows=counts, seconds=seconds, missing_datasets=missing, inventory_found=inventory_found,
@@ -244,7 +254,24 @@ def _day_counts(con: duckdb.DuckDBPyConnection, day: dt.date) -> dict[str, int]:
         if rel.kind == "day":
             counts[rel.name] = con.execute(f"SELECT count(*) FROM {rel.name} WHERE day = ?", [day]).fetchone()[0]
     counts["dim_gpu"] = con.execute("SELECT count(*) FROM dim_gpu").fetchone()[0]
-    counts["__raw"] = con.execute(
-        "SELECT count(*) FROM int_gpu_samples_checked WHERE day = ?", [day]
-    ).fetchone()[0]
     return counts
+
+
+# Per GPU, so built host batch by host batch (warehouse/host_batches.py); the rest reads them whole.
+BATCHED_RELATIONS = ("int_gpu_samples_checked", "stg_gpu_samples", "quarantine_gpu_samples",
+                     "fct_gpu_energy_hourly", "fct_gpu_coverage_daily")
+
+
+def _build_order(batches: list[list[str]], computed: Mapping[str, object]) -> list[tuple[Relation, int, list[str]]]:
+    """(relation, batch index, hosts) in build order: the relations before the batched ones; a
+    relation computed elsewhere, once; the batched ones batch by batch (index > 0: append to the
+    first batch's rows); then the rest, each once. `hosts` is every host outside the batches."""
+    rels = [r for r in relations() if r.kind != "view"]
+    first = next(i for i, r in enumerate(rels) if r.name in BATCHED_RELATIONS)
+    all_hosts = [h for batch in batches for h in batch]
+    order = [(r, 0, all_hosts) for r in rels[:first]]
+    order += [(r, 0, all_hosts) for r in rels if r.name in BATCHED_RELATIONS and r.name in computed]
+    for index, hosts in enumerate(batches or [[]]):
+        order += [(r, index, hosts) for r in rels if r.name in BATCHED_RELATIONS and r.name not in computed]
+    order += [(r, 0, all_hosts) for r in rels[first:] if r.name not in BATCHED_RELATIONS]
+    return order

@@ -27,8 +27,11 @@ WITH seen AS (
     GROUP BY gpu_uuid
 ),
 seen_index AS (
+    -- the day's readings, clean or quarantined (int_gpu_samples_checked holds one host batch only)
     SELECT gpu_uuid, min(gpu_index) AS gpu_index
-    FROM int_gpu_samples_checked
+    FROM (SELECT gpu_uuid, gpu_index FROM stg_gpu_samples WHERE day = $day::DATE
+          UNION ALL
+          SELECT gpu_uuid, gpu_index FROM quarantine_gpu_samples WHERE day = $day::DATE)
     GROUP BY gpu_uuid
 )
 SELECT

@@ -1,7 +1,8 @@
 -- int_gpu_samples_checked: the GPU readings of the day being built plus a margin on each side,
 -- each with the first quarantine rule it breaks (NULL when clean). Internal, rebuilt per build.
 -- kind: temp
--- grain: one row per raw GPU reading in [day - margin, day + 1 + margin]
+-- grain: one row per raw GPU reading in [day - margin, day + 1 + margin] of the hosts in $hosts
+--   (the build's current batch of hosts: see warehouse/host_batches.py)
 -- columns: the lake's gpu_samples columns, plus
 --   day [DATE] the date= partition the row was read from (UTC day of sampled_at)
 --   in_inventory [bool] the GPU's uuid is in the site inventory (dim_gpu)
@@ -25,12 +26,13 @@ WITH window_rows AS (
     -- range is a filter inside the neighbours' Parquet scan instead of one over all their rows
     SELECT r.* EXCLUDE (date), r.date AS day
     FROM raw_gpu_samples AS r
-    WHERE r.date = $day::DATE
+    WHERE r.date = $day::DATE AND list_contains($hosts::VARCHAR[], r.host)
     UNION ALL
     SELECT r.* EXCLUDE (date), r.date AS day
     FROM raw_gpu_samples AS r
     -- the typed partition column first: DuckDB opens only the neighbouring days' files
     WHERE (r.date = $day::DATE - 1 OR r.date = $day::DATE + 1)
+      AND list_contains($hosts::VARCHAR[], r.host)
       AND r.sampled_at BETWEEN $day::TIMESTAMPTZ - to_seconds($margin_s)
                            AND ($day::DATE + 1)::TIMESTAMPTZ + to_seconds($margin_s)
 ),

@@ -1,0 +1,54 @@
+"""Host batches of the build: bounded batches, a GPU's readings never split, and the same rows
+whatever the batch size."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from hypothesis import given
+from hypothesis import strategies as st
+from warehouse_lakes import gpu_rows, write
+
+from collectors.settings import WarehouseSettings
+from warehouse.host_batches import group_hosts
+
+RELATIONS = ("stg_gpu_samples", "quarantine_gpu_samples", "fct_gpu_energy_hourly", "fct_gpu_coverage_daily", "dim_gpu")
+
+
+@given(st.lists(st.tuples(st.integers(0, 9), st.integers(0, 12)), max_size=30), st.integers(1, 4))
+def test_batches_cover_every_host_once_and_keep_a_gpus_hosts_together(pairs, size):
+    hosts = [f"h{i}" for i in range(10)]
+    host_gpus = [(f"h{h}", f"g{g}") for h, g in pairs]
+    batches = group_hosts(host_gpus, hosts, size)
+    flat = [h for b in batches for h in b]
+    assert sorted(flat) == sorted(hosts)
+    batch_of = {h: i for i, b in enumerate(batches) for h in b}
+    for gpu in {g for _, g in host_gpus}:
+        assert len({batch_of[h] for h, g in host_gpus if g == gpu}) == 1
+    shared = {h for h, g in host_gpus if sum(1 for _, g2 in host_gpus if g2 == g) > 1}
+    for b in batches:  # only a group of hosts sharing GPUs may exceed the size
+        assert len(b) <= size or set(b) <= shared | set(b[:1])
+
+
+def _snapshot(con):
+    return {rel: sorted(con.execute(f"SELECT * FROM {rel}").fetchall(), key=repr) for rel in RELATIONS}
+
+
+def test_the_day_is_the_same_built_one_host_at_a_time(lake, warehouse, tmp_path):
+    # Four hosts; GPU-MOVED is read on node-02 in the morning and node-03 from 10:00 (swapped
+    # servers), plus a duplicate row and a quarantined one.
+    rows = []
+    for n in (1, 2, 3, 4):
+        rows += gpu_rows(range(0, 7200, 5), 100.0 + n, uuid=f"GPU-{n}", host=f"node-0{n}",
+                         counter_mj=lambda t, n=n: int(t * (100.0 + n) * 1000))
+    rows += gpu_rows(range(0, 36000, 10), 200.0, uuid="GPU-MOVED", host="node-02")
+    rows += gpu_rows(range(36000, 50000, 10), 210.0, uuid="GPU-MOVED", host="node-03")
+    rows += [rows[7], dict(rows[9], power_w=-5.0, sampled_at=rows[9]["sampled_at"].replace(microsecond=5))]
+    write(lake, rows)
+    whole = _snapshot(warehouse())
+    one_by_one = dataclasses.replace(WarehouseSettings(), build_hosts_per_batch=1)
+    batched = _snapshot(warehouse(settings=one_by_one))
+    assert batched == whole
+    moved = [r for r in whole["fct_gpu_energy_hourly"] if r[3] == "GPU-MOVED"]  # (hour_at, day, host, gpu_uuid, ...)
+    assert len(moved) == 14 and len({r[0] for r in moved}) == 14  # one row per hour, read by two hosts
+    assert len(whole["quarantine_gpu_samples"]) == 2

@@ -110,6 +110,9 @@ class ModelSettings:
     """Power-model fitting and its quality gate."""
 
     holdout_fraction: float = 0.3
+    # ... but never more than this many days: a 28-day window would otherwise hold out 8.4 days,
+    # re-read sample by sample every day, where the last days already say how the model does.
+    holdout_max_days: float = 2.0
     max_holdout_mape_pct: float = 10.0
     drift_warning_pct: float = 20.0
     min_samples: int = 600

@@ -150,7 +150,8 @@ def build_power_features(con: duckdb.DuckDBPyConnection, day: dt.date, settings:
     _input_view(con, samples_relation)
     _ensure_suffstats_table(con)
     con.execute("CREATE OR REPLACE TEMP TABLE power_feature_choice AS " + load_sql("power_feature_choice"),
-                {"day": day, "history_days": settings.history_days, "holdout_fraction": settings.holdout_fraction})
+                {"day": day, "history_days": settings.history_days, "holdout_fraction": settings.holdout_fraction,
+                 "holdout_max_days": settings.holdout_max_days})
     con.execute("CREATE OR REPLACE TEMP TABLE power_stored_hours AS SELECT * FROM fct_power_fit_sums_hourly WHERE false")
     _build_features(con, day, settings)
 
@@ -163,7 +164,7 @@ def build_power_features_from_stored(con: duckdb.DuckDBPyConnection, day: dt.dat
     update_suffstats(con, day, settings, samples_relation)
     params = {"day": day, "history_days": settings.history_days, "source": samples_relation}
     con.execute("CREATE OR REPLACE TEMP TABLE power_feature_choice AS " + load_sql("power_window_choice"),
-                {**params, "holdout_fraction": settings.holdout_fraction})
+                {**params, "holdout_fraction": settings.holdout_fraction, "holdout_max_days": settings.holdout_max_days})
     con.execute("CREATE OR REPLACE TEMP TABLE power_stored_hours AS " + load_sql("power_stored_hours"), params)
     _build_features(con, day, settings)
 

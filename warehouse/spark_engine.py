@@ -180,7 +180,8 @@ def power_suffstats(spark: Any, day: dt.date, warehouse: WarehouseSettings, mode
                                  "has_clock boolean, alpha double, activity_exponent double, activity_hold_s double")
     grid.createOrReplaceTempView("power_shape_grid")
     features = _view(spark, "power_features", {
-        "day": day, "history_days": int(models.history_days), "holdout_fraction": float(models.holdout_fraction)})
+        "day": day, "history_days": int(models.history_days), "holdout_fraction": float(models.holdout_fraction),
+        "holdout_max_days": float(models.holdout_max_days)})
     features.cache()
     try:
         stats = spark.sql(load_spark_sql("power_suffstats"))

@@ -2,7 +2,8 @@
 -- read from the samples of the window themselves (the reference path; models.power.fit_day uses
 -- power_window_choice.sql, the same rules over fct_power_fit_sums_hourly).
 -- Grain: gpu_model, days in ($day - $history_days, $day] of `power_input_samples`.
--- Parameters: $day DATE, $history_days INTEGER, $holdout_fraction DOUBLE (0..1).
+-- Parameters: $day DATE, $history_days INTEGER, $holdout_fraction DOUBLE (0..1),
+--   $holdout_max_days DOUBLE (held-out time: the last holdout_fraction of the window, at most this many days).
 -- Columns: gpu_model, feature_set ('dcgm' | 'nvml'), has_activity, has_temp, has_clock (clock read in
 --   most rows), has_memory, has_pcie, f_max_mhz (MHz, highest SM clock), holdout_from_epoch_s (s since
 --   1970: samples at or after it are held out), clock_varies (the clock ratio varies, so alpha is
@@ -44,7 +45,8 @@ SELECT
     CASE WHEN sm_active_share >= 0.5 THEN dram_active_share ELSE util_mem_share END >= 0.5 AS has_memory,
     pcie_share >= 0.5 AS has_pcie,
     f_max_mhz,
-    first_epoch_s + (last_epoch_s - first_epoch_s) * (1 - $holdout_fraction) AS holdout_from_epoch_s,
+    greatest(first_epoch_s + (last_epoch_s - first_epoch_s) * (1 - $holdout_fraction),
+             last_epoch_s - $holdout_max_days * 86400) AS holdout_from_epoch_s,
     clock_share >= 0.5 AND f_max_mhz > 0 AND f_min_mhz < f_max_mhz AS clock_varies,
     -1e18 AS stored_until_epoch_s
 FROM availability

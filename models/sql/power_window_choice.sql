@@ -2,7 +2,8 @@
 -- (fct_power_fit_sums_hourly) instead of the window's samples, plus where stored sums may stand in
 -- for samples.
 -- Grain: gpu_model, days in ($day - $history_days, $day] with statistics of $source.
--- Parameters: $day DATE, $history_days INTEGER, $holdout_fraction DOUBLE (0..1), $source VARCHAR.
+-- Parameters: $day DATE, $history_days INTEGER, $holdout_fraction DOUBLE (0..1),
+--   $holdout_max_days DOUBLE (held-out time: the last holdout_fraction of the window, at most this many days), $source VARCHAR.
 -- Columns: as power_feature_choice.sql; stored_until_epoch_s (s since 1970) is, for a model whose
 --   clock varies, the earlier of: the start of the hour holding the held-out boundary, and the first
 --   hour whose day chose other features than the window did (the fitted day's own rows, which feed
@@ -42,7 +43,8 @@ choice AS (
         CASE WHEN sm_active_share >= 0.5 THEN dram_active_share ELSE util_mem_share END >= 0.5 AS has_memory,
         pcie_share >= 0.5 AS has_pcie,
         f_max_mhz,
-        first_epoch_s + (last_epoch_s - first_epoch_s) * (1 - $holdout_fraction) AS holdout_from_epoch_s,
+        greatest(first_epoch_s + (last_epoch_s - first_epoch_s) * (1 - $holdout_fraction),
+                 last_epoch_s - $holdout_max_days * 86400) AS holdout_from_epoch_s,
         clock_share >= 0.5 AND f_max_mhz > 0 AND f_min_mhz < f_max_mhz AS clock_varies
     FROM availability
 ),

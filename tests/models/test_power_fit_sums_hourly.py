@@ -89,3 +89,20 @@ def test_a_rebuilt_day_is_summed_again():
     load_samples(con, _day_samples(0, truth=hotter, seed=7)[0].slice(0, 2000))
     last = (FIRST + dt.timedelta(days=DAYS - 1)).date()
     _assert_same(fit_day(con, last, SETTINGS), _reference(con, last, SETTINGS))
+
+
+def test_held_out_time_is_the_last_share_of_the_window_but_at_most_holdout_max_days():
+    con = duckdb.connect()
+    for i in range(DAYS):
+        for table in _day_samples(i):
+            load_samples(con, table)
+    last = (FIRST + dt.timedelta(days=DAYS - 1)).date()
+    per_day = sum(t.num_rows for t in _day_samples(0)) // 2  # rows of one model per day
+    uncapped = {f.gpu_model: f for f in fit_day(con, last, dataclasses.replace(SETTINGS, holdout_max_days=30.0))}
+    capped = {f.gpu_model: f for f in fit_day(con, last, dataclasses.replace(SETTINGS, holdout_max_days=0.5))}
+    for model in (A100, H100):
+        # 30% of 3 days is 0.9 day; capped at half a day. Power-limited and incomplete rows are
+        # not scored, so the counts sit a little under the shares.
+        assert 0.8 * per_day < uncapped[model].n_holdout <= 0.9 * per_day + 2
+        assert 0.4 * per_day < capped[model].n_holdout <= 0.5 * per_day + 2
+        assert capped[model].passed_gate and capped[model].mape_pct < 5.0

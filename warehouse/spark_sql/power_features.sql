@@ -2,7 +2,7 @@
 -- columns the sufficient statistics use (no interval_s, temp_c, power_limit_w, f_max_mhz).
 -- grain: gpu_uuid x sampled_at, clean readings of days in (:day - :history_days, :day]
 -- input: temp view int_gpu_samples_checked covering those days (clean rows = stg_gpu_samples)
--- parameters: :day DATE, :history_days INT, :holdout_fraction DOUBLE (0..1)
+-- parameters: :day DATE, :history_days INT, :holdout_fraction DOUBLE (0..1), :holdout_max_days DOUBLE
 -- columns: gpu_model, feature_set ('dcgm' | 'nvml'), gpu_uuid, t_us [us since epoch UTC],
 --   power_w [W], temp_delta_c [C above 25 C], activity_ratio, clock_ratio, memory_ratio [0..1],
 --   pcie_gbps [GB/s], is_power_limited, is_holdout, is_complete [bool],
@@ -45,7 +45,8 @@ feature_choice AS (
         CASE WHEN sm_active_share >= 0.5 THEN dram_active_share ELSE util_mem_share END >= 0.5 AS has_memory,
         pcie_share >= 0.5 AS has_pcie,
         f_max_mhz,
-        first_epoch_s + (last_epoch_s - first_epoch_s) * (1 - :holdout_fraction) AS holdout_from_epoch_s
+        greatest(first_epoch_s + (last_epoch_s - first_epoch_s) * (1 - :holdout_fraction),
+                 last_epoch_s - :holdout_max_days * 86400) AS holdout_from_epoch_s
     FROM availability
 ),
 features AS (

@@ -139,6 +139,7 @@ def _build_features(con: duckdb.DuckDBPyConnection, day: dt.date, settings: Mode
                  "power_features_max_interval_s": float(settings.max_sample_interval_s)}
     for name, value in variables.items():
         con.execute(f"SET VARIABLE {name} = ?", [value])
+    con.execute("CREATE OR REPLACE TEMP VIEW power_feature_rows AS " + load_sql("power_feature_rows"))
     con.execute("CREATE OR REPLACE TEMP VIEW power_features AS " + load_sql("power_features"))
 
 

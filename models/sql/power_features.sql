@@ -1,6 +1,7 @@
 -- power_features: the power model's inputs, one row per GPU sample in the fitting window.
 -- Grain: gpu_uuid x sampled_at, days in (day - history_days, day] of `power_input_samples`
 -- (a temporary view over stg_gpu_samples that models.power creates).
+-- Reads power_feature_rows (power_feature_rows.sql: one row's features), adding the decay term.
 -- A temporary VIEW, not a table: computing a row's features costs about a tenth of writing it
 -- into a table (measured at 5.5 M rows: 0.4 s against 3.3 s of CPU), so each of the few readers
 -- recomputes them. Views take no bound parameters, so models.power sets them as variables.
@@ -30,71 +31,19 @@
 --     0 where none), since_busy_s (s since that sample; NULL where none): the fit's decay term uses
 --     them where the model has no clock readings (power stays up a moment after work stops); NULL
 --     (no decay) for models with clock readings
-WITH window_rows AS NOT MATERIALIZED (
-    -- read twice (features; the decay branch) rather than copied: a scan costs less than a copy.
-    -- Only samples at or after the model's stored_until_epoch_s, and the fitted day's (for its
-    -- residuals): earlier training rows are summed in fct_power_fit_sums_hourly already
-    -- (power_features_rows_from_day: the earliest such day, so the scan skips whole days).
-    SELECT w.*
-    FROM power_input_samples AS w
-    JOIN power_feature_choice AS c USING (gpu_model)
-    WHERE w.day <= getvariable('power_features_day')
-      AND w.day > getvariable('power_features_day') - CAST(getvariable('power_features_history_days') AS INTEGER)
-      AND w.day >= getvariable('power_features_rows_from_day')
-      AND w.power_w IS NOT NULL
-      AND (epoch(w.sampled_at) >= c.stored_until_epoch_s OR w.day = getvariable('power_features_day'))
-),
-feature_choice AS (
-    SELECT * FROM power_feature_choice
-),
-features AS NOT MATERIALIZED (
-    -- not copied either: each branch below reads the rows of its own models; the per-GPU windows
-    -- come after, so no row is sorted twice unless its model needs the decay term
-    SELECT
-        w.gpu_model,
-        c.feature_set,
-        w.host,
-        w.gpu_uuid,
-        w.source,
-        w.sampled_at,
-        w.day,
-        CAST(w.interval_s AS DOUBLE) AS interval_s,
-        CAST(w.power_w AS DOUBLE) AS power_w,
-        CAST(w.power_limit_w AS DOUBLE) AS power_limit_w,
-        CAST(w.temp_c AS DOUBLE) AS temp_c,
-        CASE WHEN c.has_temp THEN w.temp_c - 25.0 ELSE 0.0 END AS temp_delta_c,
-        CASE WHEN NOT c.has_activity THEN 0.0
-             WHEN c.feature_set = 'dcgm' THEN CAST(w.sm_active_ratio AS DOUBLE)
-             ELSE w.util_gpu_pct / 100.0 END AS activity_ratio,
-        CASE WHEN c.has_clock THEN w.sm_clock_mhz / c.f_max_mhz ELSE 1.0 END AS clock_ratio,
-        CASE WHEN NOT c.has_memory THEN 0.0
-             WHEN c.feature_set = 'dcgm' THEN CAST(w.dram_active_ratio AS DOUBLE)
-             ELSE w.util_mem_pct / 100.0 END AS memory_ratio,
-        CASE WHEN c.has_pcie THEN (w.pcie_tx_bytes_per_s + coalesce(w.pcie_rx_bytes_per_s, 0)) / 1e9
-             ELSE 0.0 END AS pcie_gbps,
-        CAST(c.f_max_mhz AS DOUBLE) AS f_max_mhz,
-        (coalesce(w.clock_event_reasons, 0) & 4) <> 0
-            OR (w.power_limit_w IS NOT NULL AND w.power_w >= 0.99 * w.power_limit_w) AS is_power_limited,
-        epoch(w.sampled_at) >= c.holdout_from_epoch_s AS is_holdout,
-        epoch(w.sampled_at) < c.stored_until_epoch_s AS is_stored
-    FROM window_rows AS w
-    JOIN feature_choice AS c USING (gpu_model)
-),
-with_prior_busy AS (
+WITH with_prior_busy AS (
     -- Only models without clock readings use the decay term: the window is not paid for the others.
     SELECT
         f.*,
         last_value(CASE WHEN f.activity_ratio > 0 THEN f.sampled_at END IGNORE NULLS) OVER prior AS prior_busy_at,
         last_value(CASE WHEN f.activity_ratio > 0 THEN f.activity_ratio END IGNORE NULLS) OVER prior AS prior_busy_ratio
-    FROM features AS f
-    JOIN feature_choice AS c USING (gpu_model)
-    WHERE NOT c.has_clock
+    FROM power_feature_rows AS f
+    WHERE NOT f.model_has_clock
     WINDOW prior AS (PARTITION BY f.gpu_uuid ORDER BY f.sampled_at ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING)
     UNION ALL BY NAME
     SELECT f.*, NULL::TIMESTAMPTZ AS prior_busy_at, NULL::DOUBLE AS prior_busy_ratio
-    FROM features AS f
-    JOIN feature_choice AS c USING (gpu_model)
-    WHERE c.has_clock
+    FROM power_feature_rows AS f
+    WHERE f.model_has_clock
 )
 SELECT
     gpu_model, feature_set, host, gpu_uuid, source, sampled_at, day, power_w, power_limit_w, temp_c, temp_delta_c,

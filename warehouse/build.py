@@ -6,7 +6,9 @@ previous state. Only the lake partitions the day needs are read: its own `date=`
 neighbouring days' (for the readings just across midnight that interpolation at the day's first
 and last hour needs), filtered on the typed `date` partition column so DuckDB opens only those
 files. The cost of a day therefore grows with the fleet's readings per day and not with history,
-except dim_gpu, which re-reads fct_gpu_coverage_daily (one row per GPU and day).
+except dim_gpu, which re-reads fct_gpu_coverage_daily (one row per GPU and day). The per-GPU
+relations (BATCHED_RELATIONS) are built a batch of hosts at a time (warehouse/host_batches.py),
+so the readings one query sorts and holds stay bounded whatever the fleet's size.
 """
 
 from __future__ import annotations

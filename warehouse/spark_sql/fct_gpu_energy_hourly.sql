@@ -83,7 +83,7 @@ pieces AS (
 piece_energy AS (
     SELECT
         host, gpu_uuid, source, hour_index, method,
-        (b_us - a_us) / 1e6 AS covered_s,
+        b_us - a_us AS covered_us,
         CASE
             WHEN method = 'power' THEN
                 (2 * p0_w + (p1_w - p0_w) * ((a_us - t0_us) + (b_us - t0_us)) / (t1_us - t0_us))
@@ -95,9 +95,10 @@ piece_energy AS (
 stream_hours AS (
     SELECT
         host, gpu_uuid, source, hour_index,
-        sum(energy_j) AS energy_j,
-        sum(covered_s) AS covered_s,
-        sum(CASE WHEN method <> 'power' THEN covered_s ELSE 0 END) AS counter_s
+        -- exact sums, as in the DuckDB file: the result does not depend on the order of addition
+        CAST(sum(CAST(energy_j AS DECIMAL(18, 6))) AS DOUBLE) AS energy_j,
+        sum(covered_us) / 1e6 AS covered_s,
+        sum(CASE WHEN method <> 'power' THEN covered_us ELSE 0 END) / 1e6 AS counter_s
     FROM piece_energy
     GROUP BY host, gpu_uuid, source, hour_index
 ),

@@ -73,7 +73,9 @@ gaps AS (
     GROUP BY gpu_uuid
 ),
 energy AS (
-    SELECT gpu_uuid, sum(coverage_ratio * 3600) AS covered_s, sum(energy_kwh) AS energy_kwh
+    -- added in hour order: the same sum whatever order the hourly rows were stored in
+    SELECT gpu_uuid, sum(coverage_ratio * 3600 ORDER BY hour_at) AS covered_s,
+           sum(energy_kwh ORDER BY hour_at) AS energy_kwh
     FROM fct_gpu_energy_hourly
     WHERE day = $day::DATE
     GROUP BY gpu_uuid

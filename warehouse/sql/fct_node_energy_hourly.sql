@@ -48,9 +48,10 @@ pieces AS (
 host_hours AS (
     SELECT
         host, hour_index,
-        sum((2 * p0_w + (p1_w - p0_w) * ((a_us - t0_us) + (b_us - t0_us)) / (t1_us - t0_us))
-            / 2 * (b_us - a_us) / 1e6) AS energy_j,
-        sum((b_us - a_us) / 1e6) AS covered_s
+        -- exact sums (micro-joules as DECIMAL, whole microseconds): the same bits on a re-run
+        sum(((2 * p0_w + (p1_w - p0_w) * ((a_us - t0_us) + (b_us - t0_us)) / (t1_us - t0_us))
+            / 2 * (b_us - a_us) / 1e6)::DECIMAL(18, 6))::DOUBLE AS energy_j,
+        sum(b_us - a_us) / 1e6 AS covered_s
     FROM pieces
     GROUP BY ALL
 ),

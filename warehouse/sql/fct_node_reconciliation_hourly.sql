@@ -22,7 +22,7 @@ WITH node AS (
 gpus AS (
     SELECT
         hour_at, host,
-        sum(energy_kwh) AS gpu_energy_kwh,
+        sum(energy_kwh ORDER BY gpu_uuid) AS gpu_energy_kwh,  -- a fixed order: the same sum on a re-run
         min(coverage_ratio) AS gpu_coverage_ratio,
         count(energy_kwh) AS n_gpus
     FROM fct_gpu_energy_hourly

@@ -4,7 +4,17 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import os
+
 import pytest
+from hypothesis import settings
+
+# Property tests draw the same examples on every run (CI must not fail on a draw nobody saw
+# locally) and have no per-example deadline (CI machines are slower and busier than ours).
+# HYPOTHESIS_PROFILE=explore draws fresh examples, for looking for new counterexamples.
+settings.register_profile("ci", derandomize=True, deadline=None, print_blob=True)
+settings.register_profile("explore", deadline=None, print_blob=True, max_examples=500)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = REPO.parent / "shared" / "data"

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import datetime as dt
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import duckdb
@@ -219,15 +220,22 @@ def gate(n_samples: int, mape_pct: float | None, settings: ModelSettings) -> tup
 
 
 def fit_day(con: duckdb.DuckDBPyConnection, day: dt.date, settings: ModelSettings, *,
-            samples_relation: str = "stg_gpu_samples") -> list[PowerFit]:
-    """Fit, validate and store one power model per GPU model for `day`; returns the fits."""
+            samples_relation: str = "stg_gpu_samples", suffstats: Sequence[dict] | None = None) -> list[PowerFit]:
+    """Fit, validate and store one power model per GPU model for `day`; returns the fits.
+
+    `suffstats`: the training sums computed elsewhere over the same window (rows of
+    warehouse.spark_engine.power_suffstats: gpu_model, shape, n, X'X, X'y, y'y), used in place of
+    models/sql/power_suffstats.sql; validation, residuals and the gate still run here."""
     build_power_features_from_stored(con, day, settings, samples_relation)
     summary = {r["gpu_model"]: r for r in _records(con.execute(load_sql("power_feature_summary")))}
-    stats_rows = _records(con.execute(load_sql("power_suffstats"), {
-        "alpha_min": settings.alpha_min, "alpha_step": settings.alpha_step, "alpha_count": settings.alpha_count,
-        "gamma_min": settings.activity_exponent_min, "gamma_step": settings.activity_exponent_step,
-        "gamma_count": settings.activity_exponent_count,
-        "hold_grid_s": [float(x) for x in settings.activity_hold_grid_s]}))
+    if suffstats is not None:
+        stats_rows = [dict(row) for row in suffstats]
+    else:
+        stats_rows = _records(con.execute(load_sql("power_suffstats"), {
+            "alpha_min": settings.alpha_min, "alpha_step": settings.alpha_step, "alpha_count": settings.alpha_count,
+            "gamma_min": settings.activity_exponent_min, "gamma_step": settings.activity_exponent_step,
+            "gamma_count": settings.activity_exponent_count,
+            "hold_grid_s": [float(x) for x in settings.activity_hold_grid_s]}))
     by_model: dict[str, list[dict]] = {}
     for row in stats_rows:
         by_model.setdefault(row["gpu_model"], []).append(row)

@@ -69,6 +69,17 @@ def _spark_computed(the_day: dt.date, settings: Settings, now: dt.datetime) -> d
         return computed_relations(spark, settings.lake.path, the_day, settings.warehouse, now)
 
 
+def _spark_fit_suffstats(the_day: dt.date, settings: Settings) -> list[dict]:
+    """The power fit's training sums computed on Spark (one session, stopped here). Its `now` is
+    the fit's: a reading stamped after the build ran but before now could differ between the
+    engines only for a day still being written."""
+    from warehouse.spark_engine import fit_suffstats, spark_task_session
+
+    with spark_task_session(settings.warehouse.spark_master, app_name=f"joulehouse-fit-{the_day}") as spark:
+        return fit_suffstats(spark, settings.lake.path, the_day, settings.warehouse, settings.models,
+                             dt.datetime.now(dt.timezone.utc))
+
+
 def build_warehouse(day: str, config: str | None) -> dict:
     """Views over the lake, the day's staging + quarantine, hourly GPU/node/facility energy.
 
@@ -103,19 +114,22 @@ def fit_power_models(day: str, config: str | None) -> dict:
     from models.power_interval import power_interval_day
     from models.sensitivity import sensitivity_day
     from models.thermal import fit_thermal_day
+    from warehouse.spark_engine import check_engine
 
     the_day, settings = _load(day, config)
-    # The fit stays on DuckDB whatever warehouse.engine says: fit_day sums its stored per-day
-    # statistics and reads the held-out samples from the warehouse (warehouse/SCALING.md).
+    engine = check_engine(settings.warehouse.engine)
+    # With engine = "spark" the training sums over the window (the heavy aggregation) run on Spark
+    # over the lake; the held-out validation, residuals and gate read the warehouse on DuckDB.
+    suffstats = _spark_fit_suffstats(the_day, settings) if engine == "spark" else None
     with _warehouse(settings) as con:
-        fits = fit_day(con, the_day, settings.models)
+        fits = fit_day(con, the_day, settings.models, suffstats=suffstats)
         thermal = fit_thermal_day(con, the_day)
         sensitivities = sensitivity_day(con, the_day)
         intervals, _curve = power_interval_day(con, the_day)
         pairs = [p for profile in settings.models.cross_model_job_profiles
                  for p in same_profile_pairs(con, the_day, profile)]
         predictions = job_energy_day(con, the_day, pairs)
-    return {"models": len(fits), "fit_engine": "duckdb", "thermal_gpus": thermal,
+    return {"models": len(fits), "fit_engine": engine, "thermal_gpus": thermal,
             "sensitivities": _count(sensitivities), "power_intervals": _count(intervals),
             "job_energy_predictions": len(predictions)}
 

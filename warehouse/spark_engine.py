@@ -199,15 +199,22 @@ def run_day(spark: Any, lake: str | Path, day: dt.date, warehouse: WarehouseSett
             models: ModelSettings, now: dt.datetime | None = None) -> SparkDayResult:
     """Every Spark step for `day` over `lake`: hourly energy, power-model sums, daily rollup."""
     register_lake(spark, lake)
-    try:
+    with _one_line_errors(day, lake):
         hourly = gpu_energy_hourly(spark, day, warehouse, now)
         daily = gpu_energy_daily(spark)
         stats = power_suffstats(spark, day, warehouse, models, now)
+    return SparkDayResult(gpu_energy_hourly=hourly, power_suffstats=stats, gpu_energy_daily=daily)
+
+
+@contextmanager
+def _one_line_errors(day: dt.date, lake: str | Path) -> Iterator[None]:
+    """Spark's analysis and execution errors (py4j exceptions, pages long) as one SparkEngineError line."""
+    try:
+        yield
     except SparkEngineError:
         raise
-    except Exception as exc:  # Spark analysis / execution errors arrive as py4j exceptions
+    except Exception as exc:
         raise SparkEngineError(f"Spark failed on {day} over {lake}: {str(exc).splitlines()[0]}") from exc
-    return SparkDayResult(gpu_energy_hourly=hourly, power_suffstats=stats, gpu_energy_daily=daily)
 
 
 # --- The DAG's build task with engine = "spark" -------------------------------------------------
@@ -271,10 +278,16 @@ def computed_relations(spark: Any, lake: str | Path, day: dt.date, settings: War
     fct_gpu_energy_hourly (kWh per GPU-hour). `now` must be the one build_day gets, so both
     engines apply the same future-timestamp rule."""
     register_lake(spark, lake)
-    try:
+    with _one_line_errors(day, lake):
         hourly = gpu_energy_hourly(spark, day, settings, now)
-    except SparkEngineError:
-        raise
-    except Exception as exc:  # Spark analysis / execution errors arrive as py4j exceptions
-        raise SparkEngineError(f"Spark failed on {day} over {lake}: {str(exc).splitlines()[0]}") from exc
     return {"fct_gpu_energy_hourly": as_duckdb_gpu_energy_hourly(hourly)}
+
+
+def fit_suffstats(spark: Any, lake: str | Path, day: dt.date, warehouse: WarehouseSettings,
+                  models: ModelSettings, now: dt.datetime) -> list[dict]:
+    """The power fit's training sums for the window ending on `day`, computed on Spark over the
+    lake, as rows for models.power.fit_day(suffstats=...). The lake's readings are checked with
+    the same quarantine rules (and this `now`) as the warehouse's clean rows."""
+    register_lake(spark, lake)
+    with _one_line_errors(day, lake):
+        return power_suffstats(spark, day, warehouse, models, now).to_dicts()

@@ -191,6 +191,13 @@ def _split_by_partition(dataset: str, table: pa.Table) -> Iterator[tuple[str, st
         yield date, host, table.filter(mask)
 
 
+def lake_file_name(dataset: str, table: pa.Table) -> str:
+    """A new file's name: its first reading's time (microseconds since the epoch, so names sort
+    by time) and a random part, so two writers never pick the same name."""
+    first = pc.min(table.column(TIME_COLUMN[dataset])).value
+    return f"part-{first:016d}-{uuid.uuid4().hex[:12]}.parquet"
+
+
 def write_dataset(lake: str | Path, dataset: str, table: pa.Table) -> list[WrittenFile]:
     """Conform `table` to `dataset`'s schema, split it by (UTC date, host) and write one sorted,
     immutable file per partition. Returns what was written."""
@@ -200,8 +207,7 @@ def write_dataset(lake: str | Path, dataset: str, table: pa.Table) -> list[Writt
     written = []
     for date, host, part in _split_by_partition(dataset, table):
         part = part.sort_by(SORT_KEYS[dataset])
-        first = part.column(TIME_COLUMN[dataset])[0].value  # microseconds since epoch
-        name = f"part-{first:016d}-{uuid.uuid4().hex[:12]}.parquet"
+        name = lake_file_name(dataset, part)
         folder = partition_dir(lake, dataset, date, host)
         target = folder / name if isinstance(folder, Path) else f"{folder}/{name}"
         written.append(write_lake_file(part, target))

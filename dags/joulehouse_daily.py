@@ -10,8 +10,10 @@ task reads and writes one day and can be re-run with the same result.
   joulehouse_daily --from-date ... --to-date ...`). `dag_run.conf["day"]` overrides the day (what
   `joulehouse run --date` passes); `dag_run.conf["config"]`, else JOULEHOUSE_CONFIG, names the
   settings file.
-- The per-host look at the lake is mapped (one task per host, read-only, parallel); the steps
-  that write the DuckDB file form one chain, and max_active_runs=1 keeps one writer at a time.
+- The per-host work on the lake is mapped (one task per host, in parallel): inspect the day's
+  files, then compact each dataset's files into one (warehouse.compact_lake; each task touches
+  only its own host's folders). The steps that write the DuckDB file form one chain, and
+  max_active_runs=1 keeps one writer at a time.
 - Outlets: the warehouse day and the signed export are Assets, so a downstream DAG (e.g.
   joulehouse_publish, which puts the export where node agents fetch it) runs on fresh data.
 """
@@ -75,10 +77,10 @@ def joulehouse_daily():
         return daily.list_lake_hosts(*_day_and_config())
 
     @task
-    def inspect_lake_partition(host: str) -> dict:
+    def inspect_and_compact_lake_partition(host: str) -> dict:
         from reports import daily
 
-        return daily.inspect_lake_partition(*_day_and_config(), host)
+        return daily.inspect_and_compact_lake_partition(*_day_and_config(), host)
 
     @task(outlets=[WAREHOUSE_DAY])
     def build_warehouse() -> dict:
@@ -133,7 +135,7 @@ def joulehouse_daily():
 
         return daily.render_report(*_day_and_config())
 
-    inspected = inspect_lake_partition.expand(host=list_lake_hosts())
+    inspected = inspect_and_compact_lake_partition.expand(host=list_lake_hosts())
     chain = [build_warehouse(), check_data(), fit_power_models(), measure_efficiency_and_outcomes(),
              account_carbon_and_cost(), recommend_power_limits(), export_recommended_config(), render_report()]
     inspected >> chain[0]

@@ -52,13 +52,20 @@ def list_lake_hosts(day: str, config: str | None) -> list[str]:
     return day_hosts(settings.lake.path, the_day)
 
 
-def inspect_lake_partition(day: str, config: str | None, host: str) -> dict:
-    """One host's partitions of the day: files, rows, bytes, and files that do not open."""
+def inspect_and_compact_lake_partition(day: str, config: str | None, host: str) -> dict:
+    """One host's partitions of the day: files, rows, bytes, and files that do not open; then,
+    with `warehouse.compact_lake` on a local lake, each dataset's files rewritten as one."""
+    from collectors import lakefs
+    from warehouse.lake_compact import compact_host_day
     from warehouse.lake_partitions import inspect_partition
 
     the_day, settings = _load(day, config)
-    return {dataset: inspect_partition(settings.lake.path, the_day, host, dataset).as_dict()
-            for dataset in ("gpu_samples", "node_samples")}
+    inspected = {dataset: inspect_partition(settings.lake.path, the_day, host, dataset).as_dict()
+                 for dataset in ("gpu_samples", "node_samples")}
+    compacted = []
+    if settings.warehouse.compact_lake and not lakefs.is_url(settings.lake.path):
+        compacted = [r.as_dict() for r in compact_host_day(settings.lake.path, the_day, host)]
+    return {**inspected, "compacted": compacted}
 
 
 def _spark_computed(the_day: dt.date, settings: Settings, now: dt.datetime) -> dict:

@@ -63,7 +63,7 @@ print(json.dumps({{
     assert info["owners"] == ["joulehouse"] and info["retries"] == [2] and "joulehouse" in info["tags"]
     assert info["schedule"] == "@daily" and info["catchup"] is True and info["max_active_runs"] == 1
     assert info["dags"] == ["joulehouse_daily", "joulehouse_publish"]
-    assert info["mapped"] == ["inspect_lake_partition"], "the per-host lake look is one mapped task per host"
+    assert info["mapped"] == ["inspect_and_compact_lake_partition"], "the per-host lake work is one mapped task per host"
     assert info["outlets"] == {"build_warehouse": ["joulehouse_warehouse_day"],
                                "export_recommended_config": ["joulehouse_recommended_config"]}
     assert "joulehouse_recommended_config" in info["publish_schedule"]

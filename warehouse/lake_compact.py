@@ -66,6 +66,16 @@ class CompactionReport:
         return asdict(self)
 
 
+def day_partition_hosts(lake: str | Path, day: dt.date) -> list[str]:
+    """The hosts with a `date=<day>` partition of any dataset (sorted)."""
+    root, hosts = _local(lake), set()
+    for dataset in DATASETS:
+        folder = root / dataset / f"date={day.isoformat()}"
+        if folder.is_dir():
+            hosts |= {p.name.removeprefix("host=") for p in folder.iterdir() if p.is_dir() and p.name.startswith("host=")}
+    return sorted(hosts)
+
+
 def compact_host_day(lake: str | Path, day: dt.date, host: str) -> list[CompactionReport]:
     """Compact every dataset's partition of `host` on `day` that has one (a local lake)."""
     return [compact_partition(lake, day, host, dataset) for dataset in DATASETS

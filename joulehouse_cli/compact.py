@@ -1,0 +1,57 @@
+"""`joulehouse compact --lake DIR --date D`: rewrite each host's day in the central lake as one
+file per dataset (what the daily DAG does before the build; warehouse/lake_compact.py).
+
+Run it on the central lake only, never on a node's own lake (ship would send the rows again).
+Exit 2: bad input (an object-store lake, an unreadable compaction intent); 0 otherwise, with the
+files that did not open named (they are left in place).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+
+def compact_command(
+    lake: str = typer.Option(..., "--lake", help="The central lake folder."),
+    date: str = typer.Option(..., "--date", help="UTC day to compact, YYYY-MM-DD (a closed day)."),
+    host: Optional[list[str]] = typer.Option(None, "--host", help="Only these hosts (repeatable; default all)."),
+) -> None:
+    """Compact a day's lake partitions: one file per dataset and host, every row kept."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
+    from warehouse.lake_compact import CompactionError, compact_host_day, day_partition_hosts
+
+    try:
+        day = dt.date.fromisoformat(date)
+    except ValueError:
+        typer.echo(f"error: --date {date!r} is not a date (YYYY-MM-DD)", err=True)
+        raise typer.Exit(2)
+    try:
+        hosts = host or day_partition_hosts(lake, day)
+        reports = []
+        with Progress(TextColumn("compact {task.description}"), BarColumn(), MofNCompleteColumn(),
+                      transient=True) as progress:
+            task = progress.add_task(day.isoformat(), total=len(hosts))
+            for name in hosts:
+                reports += compact_host_day(lake, day, name)
+                progress.advance(task)
+    except CompactionError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2)
+    before = sum(r.files_before for r in reports)
+    after = sum(r.files_after for r in reports)
+    bytes_before, bytes_after = sum(r.bytes_before for r in reports), sum(r.bytes_after for r in reports)
+    typer.echo(f"{day}: {len(hosts)} hosts, {before:,} files -> {after:,}, "
+               f"{bytes_before:,} -> {bytes_after:,} bytes, {sum(r.rows for r in reports):,} rows kept")
+    for r in reports:
+        for problem in r.left_unreadable:
+            typer.echo(f"left in place, does not open: {r.dataset}/date={r.day}/host={r.host}/{problem}")
+
+
+def register(app: typer.Typer) -> None:
+    """Add `compact` to the joulehouse app."""
+    app.command("compact")(compact_command)

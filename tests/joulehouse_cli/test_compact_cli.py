@@ -1,0 +1,55 @@
+"""`joulehouse compact`: a day's small files become one per host and dataset, the summary says
+what moved, and an object-store lake or a bad date is refused with exit 2."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import pyarrow as pa
+import pyarrow.dataset as ds
+from typer.testing import CliRunner
+
+from collectors.writer import write_dataset
+from joulehouse_cli.main import app
+
+DAY = dt.date(2026, 4, 1)
+START = dt.datetime(2026, 4, 1, tzinfo=dt.timezone.utc)
+
+
+def _roll(lake, host: str, files: int) -> None:
+    for k in range(files):
+        rows = [dict(sampled_at=START + dt.timedelta(seconds=300 * k + s), host=host, gpu_index=0,
+                     gpu_uuid=f"GPU-{host}", gpu_model="NVIDIA H100 80GB HBM3", power_w=300.0 + s % 7,
+                     source="nvml") for s in range(300)]
+        write_dataset(lake, "gpu_samples", pa.Table.from_pylist(rows))
+
+
+def test_compact_a_day_of_two_hosts(tmp_path):
+    lake = tmp_path / "lake"
+    _roll(lake, "node-01", 5)
+    _roll(lake, "node-02", 3)
+    before = ds.dataset(lake / "gpu_samples", partitioning="hive").to_table().num_rows
+    result = CliRunner().invoke(app, ["compact", "--lake", str(lake), "--date", DAY.isoformat()])
+    assert result.exit_code == 0, result.output
+    assert "2 hosts, 8 files -> 2" in result.output and "2,400 rows kept" in result.output
+    for host in ("node-01", "node-02"):
+        assert len(list((lake / "gpu_samples" / f"date={DAY}" / f"host={host}").glob("*.parquet"))) == 1
+    assert ds.dataset(lake / "gpu_samples", partitioning="hive").to_table().num_rows == before
+
+
+def test_one_host_only(tmp_path):
+    lake = tmp_path / "lake"
+    _roll(lake, "node-01", 2)
+    _roll(lake, "node-02", 2)
+    result = CliRunner().invoke(app, ["compact", "--lake", str(lake), "--date", DAY.isoformat(), "--host", "node-02"])
+    assert result.exit_code == 0, result.output
+    assert len(list((lake / "gpu_samples" / f"date={DAY}" / "host=node-01").glob("*.parquet"))) == 2
+    assert len(list((lake / "gpu_samples" / f"date={DAY}" / "host=node-02").glob("*.parquet"))) == 1
+
+
+def test_object_store_lake_and_bad_date_are_refused(tmp_path):
+    runner = CliRunner()
+    result = runner.invoke(app, ["compact", "--lake", "s3://bucket/lake", "--date", DAY.isoformat()])
+    assert result.exit_code == 2 and "compact_lake" in result.output
+    result = runner.invoke(app, ["compact", "--lake", str(tmp_path), "--date", "April 1"])
+    assert result.exit_code == 2 and "not a date" in result.output

@@ -88,6 +88,10 @@ def compact_partition(lake: str | Path, day: dt.date, host: str, dataset: str) -
     finished = finish_interrupted(folder)
     files = sorted(folder.glob("*.parquet")) if folder.is_dir() else []
     bytes_before = sum(f.stat().st_size for f in files)
+    if len(files) < 2:  # already one file: its footer is all there is to read
+        footers = [_footer(f) for f in files]
+        return CompactionReport(dataset, day.isoformat(), host, len(files), len(files), sum(n for n, _ in footers),
+                                bytes_before, bytes_before, [e for _, e in footers if e], finished)
     tables, readable, unreadable = [], [], []
     for path in files:
         try:
@@ -114,6 +118,14 @@ def compact_partition(lake: str | Path, day: dt.date, host: str, dataset: str) -
     intent.unlink()
     return CompactionReport(dataset, day.isoformat(), host, len(files), len(files) - len(readable) + 1, rows,
                             bytes_before, bytes_before - replaced_bytes + written.bytes, unreadable, finished)
+
+
+def _footer(path: Path) -> tuple[int, str | None]:
+    """(rows, None) from the file's footer, or (0, "name: why") when it does not open."""
+    try:
+        return pq.read_metadata(path).num_rows, None
+    except (OSError, ValueError) as exc:
+        return 0, f"{path.name}: {exc}"
 
 
 def finish_interrupted(folder: Path) -> int:

@@ -72,6 +72,8 @@ def test_a_file_that_does_not_open_is_left_in_place_and_named(lake):
     assert report.files_before == 13 and report.files_after == 2
     assert len(report.left_unreadable) == 1 and report.left_unreadable[0].startswith("part-0000000000000001-torn")
     assert (folder / "part-0000000000000001-torn.parquet").exists()
+    again = compact_partition(lake, DAY, "node-01", "gpu_samples")
+    assert again.files_after == 2 and len(again.left_unreadable) == 1, "named again on the next run"
 
 
 def test_an_interrupted_compaction_is_finished_when_its_new_file_landed(lake):

@@ -192,6 +192,28 @@ def writer_figures(ctx: BenchContext, host_day: pa.Table) -> list[Figure]:
     ]
 
 
+def compaction_figures(ctx: BenchContext, host_day: pa.Table, roll_s: int = 300) -> list[Figure]:
+    """The host's day as the collector rolls it (one file per `roll_s`), then compacted by the DAG."""
+    from collectors.writer import write_dataset
+    from warehouse.lake_compact import compact_host_day
+
+    lake = ctx.work_dir / "rolled-lake"
+    micros = host_day.column("sampled_at").cast(pa.int64())
+    bucket = pc.divide(pc.subtract(micros, pc.min(micros)), pa.scalar(roll_s * 1_000_000, pa.int64()))
+    for b in pc.unique(bucket).to_pylist():
+        write_dataset(lake, "gpu_samples", host_day.filter(pc.equal(bucket, b)))
+    day = dt.date.fromisoformat(next((lake / "gpu_samples").glob("date=*")).name.removeprefix("date="))
+    cpu_s, reports = cpu_timed(lambda: compact_host_day(lake, day, "node-01"))
+    (report,) = reports
+    n = host_day.num_rows
+    print(f"compaction: {report.files_before} files of {roll_s} s -> {report.files_after}, "
+          f"{report.bytes_before:,} -> {report.bytes_after:,} bytes, {cpu_s:.2f} s CPU for {n:,} rows")
+    return [Figure(SECTION, f"lake bytes per row after compaction ({report.files_before} files of {roll_s} s -> 1)",
+                   report.bytes_after / n, "B", f"the collector's {roll_s} s files", report.bytes_before / n,
+                   "ratio < 1"),
+            Figure(SECTION, "compaction CPU per million rows", cpu_s / n * 1e6, "s")]
+
+
 def metric_columns(table: pa.Table) -> list[str]:
     """The numeric lake columns that hold at least one reading: the metrics both stores keep."""
     return [f.name for f in table.schema
@@ -317,5 +339,6 @@ def run(ctx: BenchContext) -> list[Figure]:
     lake = _simulate(ctx, GPUS_PER_HOST if ctx.quick else 4 * GPUS_PER_HOST)
     host_day, _ = _host_day(lake, "node-01", 1.0 if ctx.quick else None)
     figures += writer_figures(ctx, host_day)
+    figures += compaction_figures(ctx, host_day)
     figures += storage_figures(ctx, lake)
     return figures

@@ -2,8 +2,9 @@
 file per dataset (what the daily DAG does before the build; warehouse/lake_compact.py).
 
 Run it on the central lake only, never on a node's own lake (ship would send the rows again).
-Exit 2: bad input (an object-store lake, an unreadable compaction intent); 0 otherwise, with the
-files that did not open named (they are left in place).
+Exit 2: bad input (a day not over yet, a host with no partition that day, an object-store lake)
+or a partition that could not be compacted (another compaction holds it, an unreadable intent;
+the hosts before it are done); 0 otherwise, with the files left in place named and why.
 """
 
 from __future__ import annotations
@@ -30,8 +31,16 @@ def compact_command(
     except ValueError:
         typer.echo(f"error: --date {date!r} is not a date (YYYY-MM-DD)", err=True)
         raise typer.Exit(2)
+    if day >= dt.datetime.now(dt.timezone.utc).date():
+        typer.echo(f"error: {day} is not over yet (UTC); compact a closed day", err=True)
+        raise typer.Exit(2)
     try:
-        hosts = host or day_partition_hosts(lake, day)
+        present = day_partition_hosts(lake, day)
+        unknown = sorted(set(host or []) - set(present))
+        if unknown:
+            typer.echo(f"error: no partition of {day} for hosts {unknown} in {lake}", err=True)
+            raise typer.Exit(2)
+        hosts = host or present
         reports = []
         with Progress(TextColumn("compact {task.description}"), BarColumn(), MofNCompleteColumn(),
                       transient=True) as progress:
@@ -49,7 +58,7 @@ def compact_command(
                f"{bytes_before:,} -> {bytes_after:,} bytes, {sum(r.rows for r in reports):,} rows kept")
     for r in reports:
         for problem in r.left_unreadable:
-            typer.echo(f"left in place, does not open: {r.dataset}/date={r.day}/host={r.host}/{problem}")
+            typer.echo(f"left in place: {r.dataset}/date={r.day}/host={r.host}/{problem}")
 
 
 def register(app: typer.Typer) -> None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import logging
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
@@ -56,16 +57,21 @@ def inspect_and_compact_lake_partition(day: str, config: str | None, host: str) 
     """One host's partitions of the day: files, rows, bytes, and files that do not open; then,
     with `warehouse.compact_lake` on a local lake, each dataset's files rewritten as one."""
     from collectors import lakefs
-    from warehouse.lake_compact import compact_host_day
+    from warehouse.lake_compact import CompactionError, compact_host_day
     from warehouse.lake_partitions import inspect_partition
 
     the_day, settings = _load(day, config)
     inspected = {dataset: inspect_partition(settings.lake.path, the_day, host, dataset).as_dict()
                  for dataset in ("gpu_samples", "node_samples")}
-    compacted = []
+    result: dict = {**inspected, "compacted": []}
     if settings.warehouse.compact_lake and not lakefs.is_url(settings.lake.path):
-        compacted = [r.as_dict() for r in compact_host_day(settings.lake.path, the_day, host)]
-    return {**inspected, "compacted": compacted}
+        try:
+            result["compacted"] = [r.as_dict() for r in compact_host_day(settings.lake.path, the_day, host)]
+        except CompactionError as exc:
+            # Compaction saves bytes and time; the day's numbers do not depend on it, so the run goes on.
+            logging.getLogger(__name__).warning("lake compaction of %s on %s skipped: %s", host, the_day, exc)
+            result["compaction_error"] = str(exc)
+    return result
 
 
 def _spark_computed(the_day: dt.date, settings: Settings, now: dt.datetime) -> dict:

@@ -6,19 +6,21 @@ takes 117.9 MB, as one file per host 81.7 MB (small row groups compress worse), 
 reads it 18% slower (11.2 s against 9.5 s). The daily DAG compacts the day's partitions of the
 central lake, host by host, before the build.
 
-Rows are kept exactly: the new file holds every row of the files it replaces (conformed to the
-dataset's schema and sorted as the writer sorts), checked by count before the old files go. A
-file that does not open is left where it is and named in the report (the build then reports it
-too). Files that arrive during compaction (a late spool segment, ship) are not in the replaced
-list and stay.
+Rows are kept exactly: the new file holds every row of the files it replaces as they were stored
+(nothing cast or rounded; sorted as the writer sorts, written with the writer's encodings),
+checked by count before the old files go. A file that does not open, or whose columns are not
+the dataset's, is left where it is and named in the report (the build then reports it too).
+Files that arrive during compaction (a late spool segment, ship) are not in the replaced list and
+stay; a file ship replaced while it was being read (size, mtime or inode changed) stays too.
 
-Crash safety: before writing, an intent file `_compaction-<id>.json` (not matched by the
-`*.parquet` glob readers use) lists the files to replace and the new file's name. The new file is
-written atomically; the old files are removed; the intent is removed last. A compaction that died
-part-way is finished by the next one: new file present -> remove the listed old files that are
-left; new file absent -> nothing happened, drop the intent. Between the new file landing and the
-old ones going, a reader can see both (the build would quarantine the copies as duplicate_key);
-the DAG compacts before it builds, so its own build never does.
+Crash safety: one compaction per partition at a time (an flock on `_compaction.lock`; a second
+stops with CompactionError). Before writing, an intent file `_compaction-<id>.json` (neither name
+matches the `*.parquet` glob readers use) lists the files to replace, as read, and the new file's
+name. The new file is written atomically; the old files are removed; the intent is removed last.
+A compaction that died part-way is finished by the next one: new file present -> remove the
+listed old files still as read; new file absent -> nothing happened, drop the intent. Between
+the new file landing and the old ones going, a reader can see both (the build would quarantine
+the copies as duplicate_key); the DAG compacts before it builds, so its own build never does.
 
 Compact only the central lake the nodes ship to, never a node's own lake: ship would see the
 compacted file as new and send the rows again.
@@ -27,9 +29,12 @@ compacted file as new and send the rows again.
 from __future__ import annotations
 
 import datetime as dt
+import fcntl
 import json
 import os
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -37,10 +42,11 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from collectors import lakefs
-from collectors.schema import DATASETS, SORT_KEYS, conform
+from collectors.schema import DATASETS, SORT_KEYS
 from collectors.writer import lake_file_name, partition_dir, write_bytes_atomic, write_parquet_atomic
 
 INTENT_GLOB = "_compaction-*.json"
+LOCK_NAME = "_compaction.lock"  # like the intents, matched by no reader's *.parquet glob
 
 
 class CompactionError(RuntimeError):
@@ -83,41 +89,124 @@ def compact_host_day(lake: str | Path, day: dt.date, host: str) -> list[Compacti
 
 
 def compact_partition(lake: str | Path, day: dt.date, host: str, dataset: str) -> CompactionReport:
-    """Rewrite one (dataset, day, host) partition's readable files as one file; see the module doc."""
+    """Rewrite one (dataset, day, host) partition's files as one file; see the module doc.
+    Raises CompactionError when another compaction holds the partition or the merge fails."""
     folder = Path(partition_dir(_local(lake), dataset, day.isoformat(), host))
-    finished = finish_interrupted(folder)
-    files = sorted(folder.glob("*.parquet")) if folder.is_dir() else []
+    if not folder.is_dir():
+        return CompactionReport(dataset, day.isoformat(), host, 0, 0, 0, 0, 0)
+    with _partition_lock(folder):
+        finished = finish_interrupted(folder)
+        return _compact_locked(folder, day, host, dataset, finished)
+
+
+def _compact_locked(folder: Path, day: dt.date, host: str, dataset: str, finished: int) -> CompactionReport:
+    files = sorted(folder.glob("*.parquet"))
     bytes_before = sum(f.stat().st_size for f in files)
     if len(files) < 2:  # already one file: its footer is all there is to read
         footers = [_footer(f) for f in files]
         return CompactionReport(dataset, day.isoformat(), host, len(files), len(files), sum(n for n, _ in footers),
                                 bytes_before, bytes_before, [e for _, e in footers if e], finished)
-    tables, readable, unreadable = [], [], []
+    tables, readable, left = [], [], []
     for path in files:
-        try:
-            tables.append(conform(dataset, pq.ParquetFile(path).read()))
-            readable.append(path)
-        except (OSError, ValueError) as exc:  # a torn or foreign file: keep it, name it
-            unreadable.append(f"{path.name}: {exc}")
+        stamp = _stamp(path)  # before reading: a file replaced after this is not removed
+        table, problem = _read_as_stored(path, dataset)
+        if problem:
+            left.append(f"{path.name}: {problem}")
+        else:
+            tables.append(table)
+            readable.append((path, stamp))
     rows = sum(t.num_rows for t in tables)
     if len(readable) < 2:
         return CompactionReport(dataset, day.isoformat(), host, len(files), len(files), rows,
-                                bytes_before, bytes_before, unreadable, finished)
-    replaced_bytes = sum(p.stat().st_size for p in readable)
-    table = pa.concat_tables(tables, promote_options="default").sort_by(SORT_KEYS[dataset])
+                                bytes_before, bytes_before, left, finished)
+    try:
+        table = _in_dataset_order(pa.concat_tables(tables, promote_options="default"), dataset)
+        table = table.sort_by(SORT_KEYS[dataset])
+    except pa.ArrowException as exc:
+        raise CompactionError(f"{folder}: cannot merge its files ({exc}); nothing was changed") from None
     target = folder / lake_file_name(dataset, table)
     intent = folder / f"_compaction-{uuid.uuid4().hex[:12]}.json"
-    write_bytes_atomic(intent, json.dumps({"replaces": [p.name for p in readable], "new": target.name}).encode())
-    written = write_parquet_atomic(table, target)
-    if pq.read_metadata(target).num_rows != rows:  # never remove rows that did not land
-        raise CompactionError(f"{folder}: the compacted file {target.name} does not hold the {rows} rows it "
-                              f"should; the {len(readable)} original files are kept")
-    for path in readable:
+    plan = {"new": target.name, "replaces": [{"name": p.name, "stamp": st} for p, st in readable]}
+    write_bytes_atomic(intent, json.dumps(plan).encode())
+    try:
+        written = write_parquet_atomic(table, target)
+        landed = pq.read_metadata(target).num_rows
+    except Exception as exc:
+        target.unlink(missing_ok=True)
+        intent.unlink()
+        raise CompactionError(f"{folder}: writing the compacted file failed ({exc}); the originals are kept") from exc
+    if landed != rows:  # never remove rows that did not land; the originals stay, the new file goes
+        target.unlink()
+        _fsync_dir(folder)
+        intent.unlink()
+        raise CompactionError(f"{folder}: the compacted file held {landed} rows, not {rows}; the originals are kept")
+    kept = _remove_replaced(folder, plan["replaces"])
+    intent.unlink()
+    replaced_bytes = sum(st[0] for p, st in readable if p.name not in kept)
+    left += [f"{name}: changed while being compacted (its rows are also in {target.name})" for name in kept]
+    return CompactionReport(dataset, day.isoformat(), host, len(files), len(files) - len(readable) + 1 + len(kept),
+                            rows, bytes_before, bytes_before - replaced_bytes + written.bytes, left, finished)
+
+
+def _read_as_stored(path: Path, dataset: str) -> tuple[pa.Table | None, str | None]:
+    """The file's rows exactly as stored, or why it stays out of the merge: it does not open, or its
+    columns are not the dataset's (a type differs, a column is unknown, a required one is missing).
+    Nothing is cast or rounded, so compaction never changes a value."""
+    try:
+        table = pq.ParquetFile(path).read()
+    except (OSError, ValueError, pa.ArrowException) as exc:
+        return None, f"does not open ({exc})"
+    fields = {f.name: f for f in DATASETS[dataset]}
+    for column in table.schema:
+        if column.name not in fields:
+            return None, f"column {column.name!r} is not in {dataset}'s schema"
+        if column.type != fields[column.name].type:
+            return None, f"column {column.name!r} is {column.type}, {dataset} stores {fields[column.name].type}"
+    missing = [f.name for f in DATASETS[dataset] if not f.nullable and f.name not in table.column_names]
+    if missing:
+        return None, f"required columns {missing} are missing"
+    return table, None
+
+
+def _in_dataset_order(table: pa.Table, dataset: str) -> pa.Table:
+    # A column only some files had is NULL in the others' rows (promote_options="default").
+    return table.select([f.name for f in DATASETS[dataset] if f.name in table.column_names])
+
+
+def _stamp(path: Path) -> list[int]:
+    st = path.stat()
+    return [st.st_size, st.st_mtime_ns, st.st_ino]
+
+
+def _remove_replaced(folder: Path, replaces: list[dict]) -> list[str]:
+    """Remove the replaced files that are still the ones read; returns the names kept because
+    they changed since (ship re-sent a file): their new rows must not go."""
+    kept = []
+    for entry in replaces:
+        path = folder / entry["name"]
+        if not path.exists():
+            continue
+        if _stamp(path) != entry["stamp"]:
+            kept.append(entry["name"])
+            continue
         path.unlink()
     _fsync_dir(folder)
-    intent.unlink()
-    return CompactionReport(dataset, day.isoformat(), host, len(files), len(files) - len(readable) + 1, rows,
-                            bytes_before, bytes_before - replaced_bytes + written.bytes, unreadable, finished)
+    return kept
+
+
+@contextmanager
+def _partition_lock(folder: Path) -> Iterator[None]:
+    """One compaction of a partition at a time (the CLI and the DAG, or a retry next to a live
+    attempt): a second one stops at once rather than taking the first one's intent for a crash."""
+    with open(folder / LOCK_NAME, "a+b") as fh:
+        try:
+            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise CompactionError(f"{folder}: another compaction is running on this partition") from None
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
 
 
 def _footer(path: Path) -> tuple[int, str | None]:
@@ -129,18 +218,21 @@ def _footer(path: Path) -> tuple[int, str | None]:
 
 
 def finish_interrupted(folder: Path) -> int:
-    """Finish or drop the compactions of `folder` that a crash interrupted; returns how many."""
+    """Finish or drop the compactions of `folder` that a crash interrupted; returns how many.
+    Call it holding the partition's lock (compact_partition does)."""
     intents = sorted(folder.glob(INTENT_GLOB)) if folder.is_dir() else []
     for intent in intents:
         try:
             plan = json.loads(intent.read_text())
             new, replaces = plan["new"], list(plan["replaces"])
+            names = [new] + [entry["name"] for entry in replaces]
+            if not all(isinstance(n, str) and "/" not in n and n.endswith(".parquet") for n in names):
+                raise ValueError(f"file names outside the partition: {names}")
         except (OSError, ValueError, KeyError, TypeError) as exc:
             raise CompactionError(f"{intent}: unreadable compaction intent ({exc}); inspect the partition "
                                   "and remove the file by hand") from None
         if (folder / new).is_file():  # the new file landed whole (atomic rename): finish the job
-            for name in replaces:
-                (folder / name).unlink(missing_ok=True)
+            _remove_replaced(folder, replaces)
         intent.unlink()
     return len(intents)
 

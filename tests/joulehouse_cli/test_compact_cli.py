@@ -47,8 +47,15 @@ def test_one_host_only(tmp_path):
     assert len(list((lake / "gpu_samples" / f"date={DAY}" / "host=node-02").glob("*.parquet"))) == 1
 
 
-def test_object_store_lake_and_bad_date_are_refused(tmp_path):
+def test_object_store_lake_bad_date_open_day_and_unknown_host_are_refused(tmp_path):
     runner = CliRunner()
+    lake = tmp_path / "lake"
+    _roll(lake, "node-01", 2)
+    result = runner.invoke(app, ["compact", "--lake", str(lake), "--date", DAY.isoformat(), "--host", "node-9"])
+    assert result.exit_code == 2 and "node-9" in result.output
+    today = dt.datetime.now(dt.timezone.utc).date().isoformat()
+    result = runner.invoke(app, ["compact", "--lake", str(lake), "--date", today])
+    assert result.exit_code == 2 and "not over yet" in result.output
     result = runner.invoke(app, ["compact", "--lake", "s3://bucket/lake", "--date", DAY.isoformat()])
     assert result.exit_code == 2 and "compact_lake" in result.output
     result = runner.invoke(app, ["compact", "--lake", str(tmp_path), "--date", "April 1"])

@@ -3,15 +3,17 @@ same warehouse day, and a compaction that died part-way finished (or dropped) by
 
 from __future__ import annotations
 
-import json
+import fcntl
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from warehouse_lakes import DAY, at, gpu_rows, write
 
+from collectors.schema import DATASETS
 from collectors.writer import partition_dir, write_parquet_atomic
-from warehouse.lake_compact import CompactionError, compact_host_day, compact_partition, finish_interrupted
+from warehouse import lake_compact
+from warehouse.lake_compact import CompactionError, compact_host_day, compact_partition
 
 RELATIONS = ("fct_gpu_energy_hourly", "fct_gpu_coverage_daily", "quarantine_gpu_samples")
 
@@ -35,7 +37,8 @@ def _folder(lake, host="node-01", dataset="gpu_samples"):
 
 
 def _sorted_rows(folder):
-    table = pa.concat_tables([pq.ParquetFile(p).read() for p in sorted(folder.glob("*.parquet"))])
+    tables = [pq.ParquetFile(p).read() for p in sorted(folder.glob("*.parquet"))]
+    table = pa.concat_tables(tables, promote_options="permissive")
     return sorted(table.to_pylist(), key=repr)
 
 
@@ -76,32 +79,121 @@ def test_a_file_that_does_not_open_is_left_in_place_and_named(lake):
     assert again.files_after == 2 and len(again.left_unreadable) == 1, "named again on the next run"
 
 
-def test_an_interrupted_compaction_is_finished_when_its_new_file_landed(lake):
+class Crash(BaseException):
+    """The process dying at a chosen point (not an Exception: nothing may catch and tidy up)."""
+
+
+def _die(*_args, **_kwargs):
+    raise Crash()
+
+
+def test_a_compaction_that_died_after_its_new_file_landed_is_finished_by_the_next(lake, monkeypatch):
     _rolled_day(lake, hours=1)
     folder = _folder(lake)
     rows = _sorted_rows(folder)
-    olds = sorted(folder.glob("*.parquet"))
-    late = olds[-1]  # arrived after the compaction listed the files: not in its plan, must stay
-    planned = olds[:-1]
-    merged = pa.concat_tables([pq.ParquetFile(p).read() for p in planned])
-    write_parquet_atomic(merged, folder / "part-0000000000000000-merged.parquet")
-    (folder / "_compaction-x.json").write_text(json.dumps(
-        {"replaces": [p.name for p in planned], "new": "part-0000000000000000-merged.parquet"}))
-    # died here: the new file and the old ones side by side
+    with monkeypatch.context() as patch:
+        patch.setattr(lake_compact, "_remove_replaced", _die)
+        with pytest.raises(Crash):
+            compact_partition(lake, DAY, "node-01", "gpu_samples")
+    assert len(list(folder.glob("*.parquet"))) == 13 and len(list(folder.glob("_compaction-*.json"))) == 1
+    # a file that arrives now is not in the dead compaction's plan, and must stay
+    write(lake, gpu_rows([3700.0], 123.0, uuid="GPU-LATE"))
+    report = compact_partition(lake, DAY, "node-01", "gpu_samples")
+    assert report.finished_interrupted == 1
+    assert len(list(folder.glob("*.parquet"))) == 1 and not list(folder.glob("_compaction-*.json"))
+    assert _sorted_rows(folder) == sorted(rows + _rows_of(gpu_rows([3700.0], 123.0, uuid="GPU-LATE")), key=repr)
 
-    assert finish_interrupted(folder) == 1
-    assert sorted(p.name for p in folder.glob("*.parquet")) == sorted(["part-0000000000000000-merged.parquet", late.name])
-    assert _sorted_rows(folder) == rows and not list(folder.glob("_compaction-*"))
 
-
-def test_an_interrupted_compaction_whose_new_file_never_landed_changes_nothing(lake):
+def test_a_compaction_that_died_before_its_new_file_landed_changes_nothing(lake, monkeypatch):
     _rolled_day(lake, hours=1)
     folder = _folder(lake)
     names, rows = sorted(p.name for p in folder.glob("*.parquet")), _sorted_rows(folder)
-    (folder / "_compaction-y.json").write_text(json.dumps({"replaces": names, "new": "part-9-never.parquet"}))
+    with monkeypatch.context() as patch:
+        patch.setattr(lake_compact, "write_parquet_atomic", _die)
+        with pytest.raises(Crash):
+            compact_partition(lake, DAY, "node-01", "gpu_samples")
+    assert sorted(p.name for p in folder.glob("*.parquet")) == names
     report = compact_partition(lake, DAY, "node-01", "gpu_samples")
     assert report.finished_interrupted == 1 and report.files_after == 1
     assert _sorted_rows(folder) == rows
+
+
+def test_a_file_replaced_while_being_compacted_is_kept(lake, monkeypatch):
+    # ship re-sends a file under the same name after the compaction read it: its new rows stay
+    _rolled_day(lake, hours=1)
+    folder = _folder(lake)
+    with monkeypatch.context() as patch:
+        patch.setattr(lake_compact, "_remove_replaced", _die)
+        with pytest.raises(Crash):
+            compact_partition(lake, DAY, "node-01", "gpu_samples")
+    resent = sorted(folder.glob("part-*.parquet"))[5]
+    write_parquet_atomic(pa.Table.from_pylist(gpu_rows([7000.0], 99.0, uuid="GPU-RESENT")), resent)
+    compact_partition(lake, DAY, "node-01", "gpu_samples")
+    assert resent.exists()
+    assert any(r["gpu_uuid"] == "GPU-RESENT" for r in _sorted_rows(folder))
+
+
+def test_rows_land_or_the_originals_stay(lake, monkeypatch):
+    _rolled_day(lake, hours=1)
+    folder = _folder(lake)
+    names = sorted(p.name for p in folder.glob("*.parquet"))
+    real = lake_compact.pq.read_metadata
+
+    class Short:
+        def __init__(self, path):
+            self.num_rows = real(path).num_rows - 1
+
+    with monkeypatch.context() as patch:
+        patch.setattr(lake_compact.pq, "read_metadata", Short)
+        with pytest.raises(CompactionError, match="originals are kept"):
+            compact_partition(lake, DAY, "node-01", "gpu_samples")
+    assert sorted(p.name for p in folder.glob("*.parquet")) == names and not list(folder.glob("_compaction-*.json"))
+
+
+def test_a_second_compaction_of_the_same_partition_stops_at_once(lake):
+    _rolled_day(lake, hours=1)
+    folder = _folder(lake)
+    with open(folder / lake_compact.LOCK_NAME, "a+b") as held:
+        fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        with pytest.raises(CompactionError, match="another compaction"):
+            compact_partition(lake, DAY, "node-01", "gpu_samples")
+    assert len(list(folder.glob("*.parquet"))) == 12
+
+
+def test_values_are_kept_as_stored_and_a_file_of_another_schema_stays(lake):
+    _rolled_day(lake, hours=1)
+    folder = _folder(lake)
+    # an older writer's file: a ratio off the 2^-16 storage step, no temperature column
+    odd = pa.Table.from_pylist([dict(r, sm_active_ratio=0.123456789) for r in gpu_rows([3601.0, 3602.0], 80.0)],
+                               schema=_schema_without("temp_c"))
+    write_parquet_atomic(odd, folder / "part-0000000000000002-old.parquet")
+    wide_schema = pa.schema([f.with_type(pa.float64()) if f.name == "power_w" else f for f in _schema_of([])])
+    wide = pa.Table.from_pylist(gpu_rows([3603.0], 80.0), schema=wide_schema)
+    write_parquet_atomic(wide, folder / "part-0000000000000003-wide.parquet")
+    report = compact_partition(lake, DAY, "node-01", "gpu_samples")
+    assert report.files_after == 2 and "part-0000000000000003-wide.parquet" in report.left_unreadable[0]
+    assert "power_w" in report.left_unreadable[0]
+    merged = pq.read_table(next(p for p in folder.glob("*.parquet") if "wide" not in p.name))
+    ratios = [v for v in merged.column("sm_active_ratio").to_pylist() if v is not None]
+    assert ratios == [pytest.approx(0.123456789, abs=1e-8)] * 2 and merged.schema == _schema_of(None)
+
+
+def _rows_of(rows):
+    return pa.Table.from_pylist(rows, schema=_schema_of(None)).to_pylist()
+
+
+def _schema_of(columns):
+    """gpu_samples' schema (columns=None) or just those columns' fields plus what gpu_rows writes."""
+    schema = DATASETS["gpu_samples"]
+    if columns is None:
+        return schema
+    keep = set(columns) | set(gpu_rows([0.0])[0])
+    return pa.schema([f for f in schema if f.name in keep])
+
+
+def _schema_without(column):
+    keep = set(gpu_rows([0.0])[0]) | {"sm_active_ratio"}
+    return pa.schema([f for f in DATASETS["gpu_samples"] if f.name in keep and f.name != column])
 
 
 def test_an_unreadable_intent_stops_with_the_file_named(lake):

@@ -1,0 +1,54 @@
+"""The DAG's per-host lake task: it inspects, then compacts the host's day, and a compaction that
+cannot run is reported in the task's summary instead of stopping the day."""
+
+from __future__ import annotations
+
+import datetime as dt
+import fcntl
+
+import pyarrow as pa
+
+from collectors.settings import LakeSettings, Settings, WarehouseSettings, settings_to_toml
+from collectors.writer import write_dataset
+from reports import daily
+from warehouse.lake_compact import LOCK_NAME
+
+DAY = dt.date(2026, 4, 1)
+START = dt.datetime(2026, 4, 1, tzinfo=dt.timezone.utc)
+
+
+def _site(tmp_path, compact: bool = True):
+    lake = tmp_path / "lake"
+    for k in range(4):
+        rows = [dict(sampled_at=START + dt.timedelta(seconds=300 * k + s), host="node-01", gpu_index=0,
+                     gpu_uuid="GPU-1", gpu_model="NVIDIA H100 80GB HBM3", power_w=250.0, source="nvml")
+                for s in range(0, 300, 10)]
+        write_dataset(lake, "gpu_samples", pa.Table.from_pylist(rows))
+    config = tmp_path / "joulehouse.toml"
+    config.write_text(settings_to_toml(Settings(lake=LakeSettings(path=str(lake)), warehouse=WarehouseSettings(
+        db_path=str(tmp_path / "w.duckdb"), compact_lake=compact))))
+    return lake / "gpu_samples" / f"date={DAY}" / "host=node-01", str(config)
+
+
+def test_the_per_host_task_inspects_then_compacts(tmp_path):
+    folder, config = _site(tmp_path)
+    summary = daily.inspect_and_compact_lake_partition(DAY.isoformat(), config, "node-01")
+    assert summary["gpu_samples"]["files"] == 4 and summary["gpu_samples"]["rows"] == 120
+    (gpu,) = summary["compacted"]
+    assert (gpu["files_before"], gpu["files_after"], gpu["rows"]) == (4, 1, 120)
+    assert len(list(folder.glob("*.parquet"))) == 1
+
+
+def test_compaction_off_leaves_the_files(tmp_path):
+    folder, config = _site(tmp_path, compact=False)
+    summary = daily.inspect_and_compact_lake_partition(DAY.isoformat(), config, "node-01")
+    assert summary["compacted"] == [] and len(list(folder.glob("*.parquet"))) == 4
+
+
+def test_a_compaction_that_cannot_run_is_reported_and_the_day_goes_on(tmp_path):
+    folder, config = _site(tmp_path)
+    with open(folder / LOCK_NAME, "a+b") as held:
+        fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        summary = daily.inspect_and_compact_lake_partition(DAY.isoformat(), config, "node-01")
+    assert "another compaction" in summary["compaction_error"]
+    assert summary["gpu_samples"]["rows"] == 120 and len(list(folder.glob("*.parquet"))) == 4

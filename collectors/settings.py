@@ -99,7 +99,7 @@ class WarehouseSettings:
     # 1 Hz: 5.5 M readings a day), so the rows one sort holds stay within memory_limit.
     build_hosts_per_batch: int = 8
     # Before the build, rewrite each host's day in the (local, central) lake as one file per
-    # dataset: the collector's 300 s files take 44% more bytes and build 18% slower
+    # dataset: the collector's 300 s files take 44-52% more bytes and build 18% slower
     # (warehouse/lake_compact.py). Off for an object-store lake or one the pipeline may not write.
     compact_lake: bool = True
     # Engine of the heavy daily SQL (hourly GPU energy, power-model sums, daily rollup):

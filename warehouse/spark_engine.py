@@ -84,6 +84,9 @@ def spark_session(master: str = "local[2]", app_name: str = "joulehouse") -> Any
             .config("spark.ui.showConsoleProgress", "false")
             .config("spark.sql.shuffle.partitions", "4" if master.startswith("local") else "200")
             .config("spark.sql.sources.partitionColumnTypeInference.enabled", "true")
+            # An overflow or a bad cast is an error, as in DuckDB, whatever the cluster's defaults
+            # say: without ANSI mode a DECIMAL that overflows becomes NULL and sum() skips it.
+            .config("spark.sql.ansi.enabled", "true")
             .getOrCreate()
         )
 

@@ -4,6 +4,7 @@ whatever the batch size."""
 from __future__ import annotations
 
 import dataclasses
+import math
 
 from hypothesis import given
 from hypothesis import strategies as st
@@ -41,8 +42,14 @@ def test_the_day_is_the_same_built_one_host_at_a_time(lake, warehouse, tmp_path)
     for n in (1, 2, 3, 4):
         rows += gpu_rows(range(0, 7200, 5), 100.0 + n, uuid=f"GPU-{n}", host=f"node-0{n}",
                          counter_mj=lambda t, n=n: int(t * (100.0 + n) * 1000))
-    rows += gpu_rows(range(0, 36000, 10), 200.0, uuid="GPU-MOVED", host="node-02")
-    rows += gpu_rows(range(36000, 50000, 10), 210.0, uuid="GPU-MOVED", host="node-03")
+    # Power that is no whole number of joules per step, at uneven steps: the sums of its pieces
+    # depend on the order of addition unless the build makes them exact.
+    def moved_power(t):
+        return 200.0 + 13.7 * math.sin(t / 61.0)
+
+    uneven = [t + 0.37 * (t % 3) for t in range(0, 50000, 10)]
+    rows += gpu_rows([t for t in uneven if t < 36000], moved_power, uuid="GPU-MOVED", host="node-02")
+    rows += gpu_rows([t for t in uneven if t >= 36000], moved_power, uuid="GPU-MOVED", host="node-03")
     rows += [rows[7], dict(rows[9], power_w=-5.0, sampled_at=rows[9]["sampled_at"].replace(microsecond=5))]
     write(lake, rows)
     whole = _snapshot(warehouse())

@@ -96,7 +96,7 @@ stream_hours AS (
     SELECT
         host, gpu_uuid, source, hour_index,
         -- exact sums, as in the DuckDB file: the result does not depend on the order of addition
-        CAST(sum(CAST(energy_j AS DECIMAL(18, 6))) AS DOUBLE) AS energy_j,
+        CAST(sum(CAST(energy_j AS DECIMAL(38, 6))) AS DOUBLE) AS energy_j,
         sum(covered_us) / 1e6 AS covered_s,
         sum(CASE WHEN method <> 'power' THEN covered_us ELSE 0 END) / 1e6 AS counter_s
     FROM piece_energy

@@ -108,8 +108,9 @@ stream_hours AS (
     SELECT
         host, gpu_uuid, source, hour_index,
         -- exact sums (micro-joules as DECIMAL, whole microseconds), so an hour's energy does not
-        -- depend on the order threads add its pieces: a re-run gives the same bits
-        sum(energy_j::DECIMAL(18, 6))::DOUBLE AS energy_j,
+        -- depend on the order threads add its pieces: a re-run gives the same bits. 38 digits, so
+        -- no reading, however wrong its power limit, can overflow the cast and stop the build
+        sum(energy_j::DECIMAL(38, 6))::DOUBLE AS energy_j,
         sum(covered_us) / 1e6 AS covered_s,
         sum(CASE WHEN method <> 'power' THEN covered_us ELSE 0 END) / 1e6 AS counter_s
     FROM piece_energy

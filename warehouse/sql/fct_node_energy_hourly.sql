@@ -48,9 +48,10 @@ pieces AS (
 host_hours AS (
     SELECT
         host, hour_index,
-        -- exact sums (micro-joules as DECIMAL, whole microseconds): the same bits on a re-run
+        -- exact sums (micro-joules as DECIMAL, whole microseconds): the same bits on a re-run;
+        -- 38 digits: a meter misread in mW on a 10 MW site still fits (18 would stop the build)
         sum(((2 * p0_w + (p1_w - p0_w) * ((a_us - t0_us) + (b_us - t0_us)) / (t1_us - t0_us))
-            / 2 * (b_us - a_us) / 1e6)::DECIMAL(18, 6))::DOUBLE AS energy_j,
+            / 2 * (b_us - a_us) / 1e6)::DECIMAL(38, 6))::DOUBLE AS energy_j,
         sum(b_us - a_us) / 1e6 AS covered_s
     FROM pieces
     GROUP BY ALL

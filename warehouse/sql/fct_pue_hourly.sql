@@ -54,10 +54,11 @@ pieces AS (
 site_hours AS (
     SELECT
         site, hour_index,
-        -- exact sums (micro-joules as DECIMAL, whole microseconds): the same bits on a re-run
-        sum(((2 * f0_w + (f1_w - f0_w) * mid_fraction_x2) / 2 * (b_us - a_us) / 1e6)::DECIMAL(18, 6))::DOUBLE
+        -- exact sums (micro-joules as DECIMAL, whole microseconds): the same bits on a re-run;
+        -- 38 digits: a meter misread in mW on a 10 MW site still fits (18 would stop the build)
+        sum(((2 * f0_w + (f1_w - f0_w) * mid_fraction_x2) / 2 * (b_us - a_us) / 1e6)::DECIMAL(38, 6))::DOUBLE
             AS facility_j,
-        sum(((2 * i0_w + (i1_w - i0_w) * mid_fraction_x2) / 2 * (b_us - a_us) / 1e6)::DECIMAL(18, 6))::DOUBLE
+        sum(((2 * i0_w + (i1_w - i0_w) * mid_fraction_x2) / 2 * (b_us - a_us) / 1e6)::DECIMAL(38, 6))::DOUBLE
             AS it_j,
         sum(b_us - a_us) / 1e6 AS covered_s
     FROM pieces

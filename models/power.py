@@ -230,6 +230,7 @@ def fit_day(con: duckdb.DuckDBPyConnection, day: dt.date, settings: ModelSetting
     summary = {r["gpu_model"]: r for r in _records(con.execute(load_sql("power_feature_summary")))}
     if suffstats is not None:
         stats_rows = [dict(row) for row in suffstats]
+        _check_suffstats_match(summary, stats_rows)
     else:
         stats_rows = _records(con.execute(load_sql("power_suffstats"), {
             "alpha_min": settings.alpha_min, "alpha_step": settings.alpha_step, "alpha_count": settings.alpha_count,
@@ -281,6 +282,28 @@ def fit_day(con: duckdb.DuckDBPyConnection, day: dt.date, settings: ModelSetting
         ))
     _store(con, day, fits)
     return fits
+
+
+class SuffstatsMismatch(FitError):
+    """Sums computed elsewhere do not describe the warehouse's training rows (another lake state,
+    another held-out cut): fitting on them could train on rows the validation then scores."""
+
+
+def _check_suffstats_match(summary: dict[str, dict], rows: list[dict]) -> None:
+    """Raise SuffstatsMismatch unless, per GPU model, the sums count the warehouse's training rows
+    with its feature set."""
+    seen: dict[str, tuple[int, str]] = {}
+    for row in rows:
+        n, feature_set = seen.get(row["gpu_model"], (0, row["feature_set"]))
+        seen[row["gpu_model"]] = (max(n, int(row["n"] or 0)), feature_set)
+    wrong = []
+    for gpu_model, info in summary.items():
+        want = (int(info["n_training"]), info["feature_set"])
+        got = seen.get(gpu_model, (0, info["feature_set"]))
+        if want[0] and got != want:
+            wrong.append(f"{gpu_model}: {got[0]} rows ({got[1]}) against the warehouse's {want[0]} ({want[1]})")
+    if wrong:
+        raise SuffstatsMismatch("the given training sums do not match the warehouse: " + "; ".join(wrong))
 
 
 def _store(con: duckdb.DuckDBPyConnection, day: dt.date, fits: list[PowerFit]) -> None:

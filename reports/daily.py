@@ -70,6 +70,7 @@ def inspect_and_compact_lake_partition(day: str, config: str | None, host: str) 
         except CompactionError as exc:
             # Compaction saves bytes and time; the day's numbers do not depend on it, so the run goes on.
             logging.getLogger(__name__).warning("lake compaction of %s on %s skipped: %s", host, the_day, exc)
+            result["compacted"] = [r.as_dict() for r in exc.reports]
             result["compaction_error"] = str(exc)
     return result
 
@@ -123,7 +124,7 @@ def check_data(day: str, config: str | None) -> dict:
 def fit_power_models(day: str, config: str | None) -> dict:
     """One power model per GPU model, validated on held-out time; thermal resistance per GPU."""
     from models.job_energy import job_energy_day, same_profile_pairs
-    from models.power import fit_day
+    from models.power import SuffstatsMismatch, fit_day
     from models.power_interval import power_interval_day
     from models.sensitivity import sensitivity_day
     from models.thermal import fit_thermal_day
@@ -134,15 +135,23 @@ def fit_power_models(day: str, config: str | None) -> dict:
     # With engine = "spark" the training sums over the window (the heavy aggregation) run on Spark
     # over the lake; the held-out validation, residuals and gate read the warehouse on DuckDB.
     suffstats = _spark_fit_suffstats(the_day, settings) if engine == "spark" else None
+    fit_engine = engine
     with _warehouse(settings) as con:
-        fits = fit_day(con, the_day, settings.models, suffstats=suffstats)
+        try:
+            fits = fit_day(con, the_day, settings.models, suffstats=suffstats)
+        except SuffstatsMismatch as exc:
+            # The lake changed since the build (a late ship) or lacks days the warehouse has:
+            # fit on the warehouse's own rows rather than on sums of other rows.
+            logging.getLogger(__name__).warning("fit of %s on DuckDB: %s", the_day, exc)
+            fits = fit_day(con, the_day, settings.models)
+            fit_engine = f"duckdb ({exc})"
         thermal = fit_thermal_day(con, the_day)
         sensitivities = sensitivity_day(con, the_day)
         intervals, _curve = power_interval_day(con, the_day)
         pairs = [p for profile in settings.models.cross_model_job_profiles
                  for p in same_profile_pairs(con, the_day, profile)]
         predictions = job_energy_day(con, the_day, pairs)
-    return {"models": len(fits), "fit_engine": engine, "thermal_gpus": thermal,
+    return {"models": len(fits), "fit_engine": fit_engine, "thermal_gpus": thermal,
             "sensitivities": _count(sensitivities), "power_intervals": _count(intervals),
             "job_energy_predictions": len(predictions)}
 

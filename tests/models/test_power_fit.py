@@ -198,3 +198,38 @@ def test_without_clocks_a_saturating_activity_exponent_is_recovered(con):
     assert c.dyn_w == pytest.approx(250.0, rel=0.1)
     assert c.static_w == pytest.approx(40.0, rel=0.15)
     assert fit.mape_pct < 3.0
+
+
+def _sums_from_samples(con, settings: ModelSettings) -> list[dict]:
+    """The training sums as another engine computes them: from every sample of the window."""
+    from models.power import build_power_features
+    from models.sql import load_sql
+
+    build_power_features(con, DAY, settings)
+    cur = con.execute(load_sql("power_suffstats"), {
+        "alpha_min": settings.alpha_min, "alpha_step": settings.alpha_step, "alpha_count": settings.alpha_count,
+        "gamma_min": settings.activity_exponent_min, "gamma_step": settings.activity_exponent_step,
+        "gamma_count": settings.activity_exponent_count,
+        "hold_grid_s": [float(x) for x in settings.activity_hold_grid_s]})
+    names = [d[0] for d in cur.description]
+    return [dict(zip(names, row)) for row in cur.fetchall()]
+
+
+def test_sums_given_by_another_engine_are_the_ones_fitted_and_must_match_the_warehouse(con):
+    from models.power import SuffstatsMismatch
+
+    load_samples(con, synthetic_samples(truth=TruePower(), seed=1))
+    settings = ModelSettings()
+    rows = _sums_from_samples(con, settings)
+    own = _fit(con)[A100].coefficients
+    given = {f.gpu_model: f for f in fit_day(con, DAY, settings, suffstats=rows)}[A100].coefficients
+    for name in ("static_w", "temp_w_per_c", "dyn_w", "mem_w", "pcie_w_per_gbps"):
+        assert getattr(given, name) == pytest.approx(getattr(own, name), rel=1e-6, abs=1e-9), name
+    # the fit really solves what it is given: bent sums give another model
+    bent = [dict(r, **{k: v * 1.3 for k, v in r.items() if k.startswith("xty_")}) for r in rows]
+    other = {f.gpu_model: f for f in fit_day(con, DAY, settings, suffstats=bent)}[A100].coefficients
+    assert other.dyn_w != pytest.approx(own.dyn_w, rel=0.05)
+    # sums over other rows than the warehouse's training rows are refused, naming the model
+    short = [dict(r, n=r["n"] - 1) for r in rows]
+    with pytest.raises(SuffstatsMismatch, match=A100):
+        fit_day(con, DAY, settings, suffstats=short)

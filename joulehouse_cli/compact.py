@@ -45,8 +45,13 @@ def compact_command(
         with Progress(TextColumn("compact {task.description}"), BarColumn(), MofNCompleteColumn(),
                       transient=True) as progress:
             task = progress.add_task(day.isoformat(), total=len(hosts))
+            errors = []
             for name in hosts:
-                reports += compact_host_day(lake, day, name)
+                try:
+                    reports += compact_host_day(lake, day, name)
+                except CompactionError as exc:  # the other hosts still get compacted
+                    reports += exc.reports
+                    errors.append(str(exc))
                 progress.advance(task)
     except CompactionError as exc:
         typer.echo(f"error: {exc}", err=True)
@@ -59,6 +64,10 @@ def compact_command(
     for r in reports:
         for problem in r.left_unreadable:
             typer.echo(f"left in place: {r.dataset}/date={r.day}/host={r.host}/{problem}")
+    for error in errors:
+        typer.echo(f"error: {error}", err=True)
+    if errors:
+        raise typer.Exit(2)
 
 
 def register(app: typer.Typer) -> None:

@@ -52,7 +52,12 @@ LOCK_NAME = "_compaction.lock"  # like the intents, matched by no reader's *.par
 
 
 class CompactionError(RuntimeError):
-    """Compacting a partition failed; the message names the partition and the cause."""
+    """Compacting a partition failed; the message names the partition and the cause. `reports`:
+    what the other partitions of the same call did (compact_host_day)."""
+
+    def __init__(self, message: str, reports: list[CompactionReport] | None = None):
+        super().__init__(message)
+        self.reports = list(reports or [])
 
 
 @dataclass(frozen=True)
@@ -85,9 +90,19 @@ def day_partition_hosts(lake: str | Path, day: dt.date) -> list[str]:
 
 
 def compact_host_day(lake: str | Path, day: dt.date, host: str) -> list[CompactionReport]:
-    """Compact every dataset's partition of `host` on `day` that has one (a local lake)."""
-    return [compact_partition(lake, day, host, dataset) for dataset in DATASETS
-            if Path(partition_dir(_local(lake), dataset, day.isoformat(), host)).is_dir()]
+    """Compact every dataset's partition of `host` on `day` that has one (a local lake). A
+    partition that cannot be compacted does not stop the others: it raises CompactionError at the
+    end, naming each such partition, once the others are done."""
+    reports, errors = [], []
+    for dataset in DATASETS:
+        if Path(partition_dir(_local(lake), dataset, day.isoformat(), host)).is_dir():
+            try:
+                reports.append(compact_partition(lake, day, host, dataset))
+            except CompactionError as exc:
+                errors.append(str(exc))
+    if errors:
+        raise CompactionError("; ".join(errors), reports)
+    return reports
 
 
 def compact_partition(lake: str | Path, day: dt.date, host: str, dataset: str) -> CompactionReport:

@@ -60,3 +60,20 @@ def test_object_store_lake_bad_date_open_day_and_unknown_host_are_refused(tmp_pa
     assert result.exit_code == 2 and "compact_lake" in result.output
     result = runner.invoke(app, ["compact", "--lake", str(tmp_path), "--date", "April 1"])
     assert result.exit_code == 2 and "not a date" in result.output
+
+
+def test_a_host_that_cannot_be_compacted_does_not_stop_the_others(tmp_path):
+    import fcntl
+
+    from warehouse.lake_compact import LOCK_NAME
+
+    lake = tmp_path / "lake"
+    _roll(lake, "node-01", 3)
+    _roll(lake, "node-02", 3)
+    busy = lake / "gpu_samples" / f"date={DAY}" / "host=node-01"
+    with open(busy / LOCK_NAME, "a+b") as held:
+        fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        result = CliRunner().invoke(app, ["compact", "--lake", str(lake), "--date", DAY.isoformat()])
+    assert result.exit_code == 2 and "another compaction" in result.output and "host=node-01" in result.output
+    assert len(list(busy.glob("*.parquet"))) == 3
+    assert len(list((lake / "gpu_samples" / f"date={DAY}" / "host=node-02").glob("*.parquet"))) == 1

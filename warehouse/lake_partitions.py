@@ -1,8 +1,9 @@
 """The day's lake partitions, looked at before the warehouse reads them.
 
-Each (dataset, day, host) partition is independent and read-only here, so the DAG maps one task
-per host over `inspect_partition`: files that do not open, or whose schema does not match the
-dataset's, are named before the build, and the counts say what each host delivered.
+Each (dataset, day, host) partition is independent, so the DAG maps one task per host over
+`inspect_partition` (read-only: files that do not open, or whose schema does not match the
+dataset's, are named before the build, and the counts say what each host delivered), followed in
+the same task by warehouse/lake_compact.py's compaction of that host's day.
 """
 
 from __future__ import annotations

@@ -171,6 +171,16 @@ def build_power_features_from_stored(con: duckdb.DuckDBPyConnection, day: dt.dat
     _build_features(con, day, settings)
 
 
+def suffstats_rows(con: duckdb.DuckDBPyConnection, settings: ModelSettings) -> list[dict]:
+    """models/sql/power_suffstats.sql over the current `power_features` view: n, X'X, X'y, y'y
+    per GPU model and shape of the dynamic term (build_power_features* first)."""
+    return _records(con.execute(load_sql("power_suffstats"), {
+        "alpha_min": settings.alpha_min, "alpha_step": settings.alpha_step, "alpha_count": settings.alpha_count,
+        "gamma_min": settings.activity_exponent_min, "gamma_step": settings.activity_exponent_step,
+        "gamma_count": settings.activity_exponent_count,
+        "hold_grid_s": [float(x) for x in settings.activity_hold_grid_s]}))
+
+
 def write_coefficients_table(con: duckdb.DuckDBPyConnection, coefficients: dict[str, PowerCoefficients]) -> None:
     """Temp table `power_fit_coefficients` that the validation and residual SQL join on."""
     con.execute(
@@ -232,11 +242,7 @@ def fit_day(con: duckdb.DuckDBPyConnection, day: dt.date, settings: ModelSetting
         stats_rows = [dict(row) for row in suffstats]
         _check_suffstats_match(summary, stats_rows)
     else:
-        stats_rows = _records(con.execute(load_sql("power_suffstats"), {
-            "alpha_min": settings.alpha_min, "alpha_step": settings.alpha_step, "alpha_count": settings.alpha_count,
-            "gamma_min": settings.activity_exponent_min, "gamma_step": settings.activity_exponent_step,
-            "gamma_count": settings.activity_exponent_count,
-            "hold_grid_s": [float(x) for x in settings.activity_hold_grid_s]}))
+        stats_rows = suffstats_rows(con, settings)
     by_model: dict[str, list[dict]] = {}
     for row in stats_rows:
         by_model.setdefault(row["gpu_model"], []).append(row)

@@ -202,17 +202,10 @@ def test_without_clocks_a_saturating_activity_exponent_is_recovered(con):
 
 def _sums_from_samples(con, settings: ModelSettings) -> list[dict]:
     """The training sums as another engine computes them: from every sample of the window."""
-    from models.power import build_power_features
-    from models.sql import load_sql
+    from models.power import build_power_features, suffstats_rows
 
     build_power_features(con, DAY, settings)
-    cur = con.execute(load_sql("power_suffstats"), {
-        "alpha_min": settings.alpha_min, "alpha_step": settings.alpha_step, "alpha_count": settings.alpha_count,
-        "gamma_min": settings.activity_exponent_min, "gamma_step": settings.activity_exponent_step,
-        "gamma_count": settings.activity_exponent_count,
-        "hold_grid_s": [float(x) for x in settings.activity_hold_grid_s]})
-    names = [d[0] for d in cur.description]
-    return [dict(zip(names, row)) for row in cur.fetchall()]
+    return suffstats_rows(con, settings)
 
 
 def test_sums_given_by_another_engine_are_the_ones_fitted_and_must_match_the_warehouse(con):

@@ -15,7 +15,7 @@ import pytest
 
 from collectors.settings import ModelSettings
 from models.coefficients import best_shape, coefficients_from
-from models.power import build_power_features, fit_day
+from models.power import build_power_features, fit_day, suffstats_rows
 from models.sql import load_sql
 from power_synthetic import TruePower, load_samples, synthetic_samples
 
@@ -39,13 +39,7 @@ def _reference(con, day: dt.date, settings: ModelSettings) -> dict:
     build_power_features(con, day, settings)
     summary = {r[0]: r for r in con.execute("SELECT gpu_model, n_training, has_clock, f_max_mhz FROM ("
                                             + load_sql("power_feature_summary") + ")").fetchall()}
-    cur = con.execute(load_sql("power_suffstats"), {
-        "alpha_min": settings.alpha_min, "alpha_step": settings.alpha_step, "alpha_count": settings.alpha_count,
-        "gamma_min": settings.activity_exponent_min, "gamma_step": settings.activity_exponent_step,
-        "gamma_count": settings.activity_exponent_count,
-        "hold_grid_s": [float(x) for x in settings.activity_hold_grid_s]})
-    names = [d[0] for d in cur.description]
-    rows = [dict(zip(names, r)) for r in cur.fetchall()]
+    rows = suffstats_rows(con, settings)
     out = {}
     for model, (_, n_training, has_clock, f_max) in summary.items():
         shape, solution = best_shape([r for r in rows if r["gpu_model"] == model], has_clock=has_clock)

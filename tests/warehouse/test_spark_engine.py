@@ -23,16 +23,10 @@ pytestmark = [pytest.mark.slow, pytest.mark.filterwarnings("ignore:PySpark does 
 
 
 def _duckdb_suffstats(con, models: ModelSettings) -> pl.DataFrame:
-    from models.power import build_power_features
-    from models.sql import load_sql
+    from models.power import build_power_features, suffstats_rows
 
     build_power_features(con, DAY, models)
-    cur = con.execute(load_sql("power_suffstats"), {
-        "alpha_min": models.alpha_min, "alpha_step": models.alpha_step, "alpha_count": models.alpha_count,
-        "gamma_min": models.activity_exponent_min, "gamma_step": models.activity_exponent_step,
-        "gamma_count": models.activity_exponent_count,
-        "hold_grid_s": [float(x) for x in models.activity_hold_grid_s]})
-    return pl.DataFrame(cur.fetchall(), schema=[d[0] for d in cur.description], orient="row")
+    return pl.DataFrame(suffstats_rows(con, models))
 
 
 @pytest.fixture(scope="module")

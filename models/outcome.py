@@ -31,8 +31,8 @@ from dataclasses import dataclass
 import duckdb
 import numpy as np
 
-from models.outcome_matched import (log_ratio, matched_differences, matched_rows, predicted_saving, records,
-                                    saving_interval, split_by_side)
+from models.outcome_matched import (log_ratio, matched_differences, matched_rows, records, saving_interval,
+                                    split_by_side, treated_gpu_row)
 from models.sql import load_sql
 from warehouse.db import relation_exists
 
@@ -172,12 +172,8 @@ def _rows_for_group(con, day: dt.date, group: list[Change], panel: dict[str, lis
     predicted = []
     for c in group:
         x = per_gpu[c.gpu_uuid]
-        pred = predicted_saving(con, c)
+        row, pred = treated_gpu_row(con, c, base, audited)
         predicted.append(pred)
-        row = base | {"scope": "gpu", "host": c.host, "gpu_uuid": c.gpu_uuid, "n_treated_gpus": 1,
-                      "evidence": "agent_audit+samples" if (c.gpu_uuid, round(c.limit_after_w, 1)) in audited else "samples",
-                      "n_days_before": len(c.before_days), "n_days_after": len(c.after_days),
-                      "predicted_saving_pct": pred[0], "predicted_slowdown_pct": pred[1]}
         if x is None or c.gpu_uuid not in r_map or n_c == 0:
             out.append(row | {"note": "no work measured before or after, or no control GPU: not estimated"})
             continue

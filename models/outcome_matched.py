@@ -133,17 +133,24 @@ def split_by_side(diffs: dict[tuple, dict[str, float]], gpu: str | None) -> tupl
     return sides["before"], sides["after"]
 
 
+def treated_gpu_row(con, c: Change, base: dict, audited: set) -> tuple[dict, tuple]:
+    """The start of a treated GPU's outcome row (identity, evidence, what was predicted), which
+    both estimators fill in, and the prediction itself (saving %, slowdown %)."""
+    pred = predicted_saving(con, c)
+    row = base | {"scope": "gpu", "host": c.host, "gpu_uuid": c.gpu_uuid, "n_treated_gpus": 1,
+                  "evidence": "agent_audit+samples" if (c.gpu_uuid, round(c.limit_after_w, 1)) in audited else "samples",
+                  "n_days_before": len(c.before_days), "n_days_after": len(c.after_days),
+                  "predicted_saving_pct": pred[0], "predicted_slowdown_pct": pred[1]}
+    return row, pred
+
+
 def matched_rows(con, group: list[Change], audited: set, base: dict, energy: dict, speed: dict, panel: dict,
                   columns: tuple) -> list[dict]:
     """Outcome rows from matched jobs: per treated GPU and pooled (jobs as the units)."""
     out, predicted = [], []
     for c in group:
-        pred = predicted_saving(con, c)
+        row, pred = treated_gpu_row(con, c, base, audited)
         predicted.append(pred)
-        row = base | {"scope": "gpu", "host": c.host, "gpu_uuid": c.gpu_uuid, "n_treated_gpus": 1,
-                      "evidence": "agent_audit+samples" if (c.gpu_uuid, round(c.limit_after_w, 1)) in audited else "samples",
-                      "n_days_before": len(c.before_days), "n_days_after": len(c.after_days),
-                      "predicted_saving_pct": pred[0], "predicted_slowdown_pct": pred[1]}
         b, a = split_by_side(energy, c.gpu_uuid)
         if not b or not a:
             out.append(row | {"note": "no job shared with a control GPU before and after the change: not estimated"})

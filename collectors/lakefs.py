@@ -10,6 +10,7 @@ only when a URL lake is used, so a node writing to a local folder never needs it
 
 from __future__ import annotations
 
+import os
 import posixpath
 from pathlib import Path
 from typing import Any
@@ -48,3 +49,12 @@ def filesystem(lake: str | Path) -> Any:
             f"lake {lake}: the {protocol}:// filesystem needs its fsspec backend "
             f"(s3fs for s3://, gcsfs for gs://, adlfs for az://): {exc}"
         ) from exc
+
+
+def fsync_dir(folder: str | Path) -> None:
+    """Make a local folder's entries (new names, removals) durable: fsync the directory itself."""
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

@@ -37,6 +37,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from collectors import lakefs
+
 log = logging.getLogger(__name__)
 
 CHUNK_BYTES = 8 * 1024 * 1024
@@ -259,7 +261,7 @@ class Shipper:
                 self._check_size(tmp, size, rel)
                 self.fs.mv(tmp, final)
                 if _is_local(self.fs):
-                    _fsync_dir(parent)
+                    lakefs.fsync_dir(parent)
             else:
                 digest = self._copy(path, final)
                 self._check_size(final, size, rel)
@@ -304,14 +306,6 @@ def _entry(dest: str, rel: str, path: Path, digest: str) -> ManifestEntry:
     stat = path.stat()
     return ManifestEntry(dest=dest, path=rel, bytes=stat.st_size, sha256=digest, mtime_ns=stat.st_mtime_ns,
                          shipped_at=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"))
-
-
-def _fsync_dir(folder: str) -> None:
-    fd = os.open(folder, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def ship_lake(lake: str | Path, dest: str, manifest_path: str | Path, **kwargs: Any) -> ShipReport:

@@ -114,11 +114,7 @@ def _replace_durably(tmp: Path, path: Path) -> None:
     """Rename a fully written, fsynced `tmp` onto `path`, then fsync the folder so the new name
     survives a power cut."""
     os.replace(tmp, path)
-    dir_fd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
+    lakefs.fsync_dir(path.parent)
 
 
 def write_bytes_atomic(path: Path, data: bytes) -> None:

@@ -33,7 +33,6 @@ from __future__ import annotations
 import datetime as dt
 import fcntl
 import json
-import os
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -154,7 +153,7 @@ def _compact_locked(folder: Path, day: dt.date, host: str, dataset: str, finishe
         raise CompactionError(f"{folder}: writing the compacted file failed ({exc}); the originals are kept") from exc
     if landed != rows:  # never remove rows that did not land; the originals stay, the new file goes
         target.unlink()
-        _fsync_dir(folder)
+        lakefs.fsync_dir(folder)
         intent.unlink()
         raise CompactionError(f"{folder}: the compacted file held {landed} rows, not {rows}; the originals are kept")
     kept = _remove_replaced(folder, plan["replaces"])
@@ -207,7 +206,9 @@ def _remove_replaced(folder: Path, replaces: list[dict]) -> list[str]:
             kept.append(entry["name"])
             continue
         path.unlink()
-    _fsync_dir(folder)
+    # The removals reach the disk before the intent goes: a power cut cannot bring back old files
+    # next to the new one without the intent that says to remove them.
+    lakefs.fsync_dir(folder)
     return kept
 
 
@@ -261,11 +262,3 @@ def _local(lake: str | Path) -> Path:
     return Path(lakefs.lake_root(lake))
 
 
-def _fsync_dir(folder: Path) -> None:
-    # The removals reach the disk before the intent goes: a power cut cannot bring back old files
-    # next to the new one without the intent that says to remove them.
-    fd = os.open(folder, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)

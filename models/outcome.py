@@ -31,8 +31,8 @@ from dataclasses import dataclass
 import duckdb
 import numpy as np
 
-from models.outcome_matched import (log_ratio, matched_differences, matched_rows, records, saving_interval,
-                                    split_by_side, treated_gpu_row)
+from models.outcome_matched import (log_ratio, matched_differences, matched_rows, pooled_row, records,
+                                    saving_interval, split_by_side, treated_gpu_row)
 from models.sql import load_sql
 from warehouse.db import relation_exists
 
@@ -208,19 +208,10 @@ def _rows_for_group(con, day: dt.date, group: list[Change], panel: dict[str, lis
             if len(r_t) < 2:
                 se = float(r_c.std(ddof=1) * math.sqrt(1 + 1 / n_c))
         low, high = saving_interval(delta, se, df)
-        known = [p for p in predicted if p[0] is not None]
         slow = (100 * (math.exp(-(float(np.mean(speeds)) - float(s_c.mean()))) - 1)) if speeds and len(s_c) else None
         ok = [r for r in out if r.get("realised_saving_pct") is not None]
-        out.append(base | {
-            "scope": "model_setting", "host": None, "gpu_uuid": None, "n_treated_gpus": len(deltas),
-            "evidence": "agent_audit+samples" if all(r["evidence"] != "samples" for r in out) else "samples",
-            "n_days_before": max(r["n_days_before"] for r in ok), "n_days_after": max(r["n_days_after"] for r in ok),
-            "energy_j_per_unit_before": float(np.mean([r["energy_j_per_unit_before"] for r in ok])),
-            "energy_j_per_unit_after": float(np.mean([r["energy_j_per_unit_after"] for r in ok])),
+        out.append(pooled_row(base, out, ok, predicted, len(deltas)) | {
             "realised_saving_pct": 100 * (1 - math.exp(delta)), "saving_ci_low_pct": low, "saving_ci_high_pct": high,
-            "predicted_saving_pct": float(np.mean([p[0] for p in known])) if known else None,
-            "predicted_slowdown_pct": float(np.mean([p[1] for p in known if p[1] is not None]))
-            if any(p[1] is not None for p in known) else None,
             "realised_slowdown_pct": slow, "note": note_ctrl or None})
     return out
 

@@ -144,6 +144,21 @@ def treated_gpu_row(con, c: Change, base: dict, audited: set) -> tuple[dict, tup
     return row, pred
 
 
+def pooled_row(base: dict, out: list[dict], ok: list[dict], predicted: list[tuple], n_treated: int) -> dict:
+    """The start of the pooled (model, setting) row both estimators fill in: evidence, days,
+    energy per unit before and after (mean of the estimated GPUs `ok`), what was predicted."""
+    known = [p for p in predicted if p[0] is not None]
+    slowdowns = [p[1] for p in known if p[1] is not None]
+    return base | {
+        "scope": "model_setting", "host": None, "gpu_uuid": None, "n_treated_gpus": n_treated,
+        "evidence": "agent_audit+samples" if all(r["evidence"] != "samples" for r in out) else "samples",
+        "n_days_before": max(r["n_days_before"] for r in ok), "n_days_after": max(r["n_days_after"] for r in ok),
+        "energy_j_per_unit_before": float(np.mean([r["energy_j_per_unit_before"] for r in ok])),
+        "energy_j_per_unit_after": float(np.mean([r["energy_j_per_unit_after"] for r in ok])),
+        "predicted_saving_pct": float(np.mean([p[0] for p in known])) if known else None,
+        "predicted_slowdown_pct": float(np.mean(slowdowns)) if slowdowns else None}
+
+
 def matched_rows(con, group: list[Change], audited: set, base: dict, energy: dict, speed: dict, panel: dict,
                   columns: tuple) -> list[dict]:
     """Outcome rows from matched jobs: per treated GPU and pooled (jobs as the units)."""
@@ -163,16 +178,7 @@ def matched_rows(con, group: list[Change], audited: set, base: dict, energy: dic
     per_gpu = ([_did(*split_by_side(energy, r["gpu_uuid"]))[0] for r in ok],
                [_did(*split_by_side(speed, r["gpu_uuid"]))[0] for r in ok if all(split_by_side(speed, r["gpu_uuid"]))])
     if b and a and ok:
-        known = [p for p in predicted if p[0] is not None]
-        out.append(base | {
-            "scope": "model_setting", "host": None, "gpu_uuid": None, "n_treated_gpus": len(ok),
-            "evidence": "agent_audit+samples" if all(r["evidence"] != "samples" for r in out) else "samples",
-            "n_days_before": max(r["n_days_before"] for r in ok), "n_days_after": max(r["n_days_after"] for r in ok),
-            "energy_j_per_unit_before": float(np.mean([r["energy_j_per_unit_before"] for r in ok])),
-            "energy_j_per_unit_after": float(np.mean([r["energy_j_per_unit_after"] for r in ok])),
-            "predicted_saving_pct": float(np.mean([p[0] for p in known])) if known else None,
-            "predicted_slowdown_pct": float(np.mean([p[1] for p in known if p[1] is not None]))
-            if any(p[1] is not None for p in known) else None}
+        out.append(pooled_row(base, out, ok, predicted, len(ok))
             | {k: v for k, v in _estimate(b, a, *split_by_side(speed, None), None, None, columns, per_gpu).items()
                if not k.startswith("energy_j")})
     return out

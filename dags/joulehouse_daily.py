@@ -10,9 +10,9 @@ task reads and writes one day and can be re-run with the same result.
   joulehouse_daily --from-date ... --to-date ...`). `dag_run.conf["day"]` overrides the day (what
   `joulehouse run --date` passes); `dag_run.conf["config"]`, else JOULEHOUSE_CONFIG, names the
   settings file.
-- The per-host work on the lake is mapped (one task per host, in parallel): inspect the day's
-  files, then compact each dataset's files into one (warehouse.compact_lake; each task touches
-  only its own host's folders). The steps that write the DuckDB file form one chain, and
+- The per-host work on the lake is mapped (one task per host, in parallel; the site's facility
+  meter, stored under host=<site>, is one of them): inspect the day's files, then compact each
+  dataset's files into one (warehouse.compact_lake; each task touches only its own host's folders). The steps that write the DuckDB file form one chain, and
   max_active_runs=1 keeps one writer at a time.
 - Outlets: the warehouse day and the signed export are Assets, so a downstream DAG (e.g.
   joulehouse_publish, which puts the export where node agents fetch it) runs on fresh data.

@@ -46,23 +46,25 @@ def _count(result: object) -> int | None:
 
 
 def list_lake_hosts(day: str, config: str | None) -> list[str]:
-    """The hosts that delivered GPU readings for the day (what the per-host tasks map over)."""
+    """The hosts with a partition of any dataset for the day, the site's facility meter
+    (`host=<site>`) included: what the per-host tasks map over."""
+    from collectors.schema import DATASETS
     from warehouse.lake_partitions import day_hosts
 
     the_day, settings = _load(day, config)
-    return day_hosts(settings.lake.path, the_day)
+    return day_hosts(settings.lake.path, the_day, DATASETS)
 
 
 def inspect_and_compact_lake_partition(day: str, config: str | None, host: str) -> dict:
-    """One host's partitions of the day: files, rows, bytes, and files that do not open; then,
-    with `warehouse.compact_lake` on a local lake, each dataset's files rewritten as one."""
+    """One host's partitions of the day, each dataset it has: files, rows, bytes, and files that
+    do not open; then, with `warehouse.compact_lake` on a local lake, each one's files rewritten as one."""
     from collectors import lakefs
     from warehouse.lake_compact import CompactionError, compact_host_day
-    from warehouse.lake_partitions import inspect_partition
+    from warehouse.lake_partitions import host_datasets, inspect_partition
 
     the_day, settings = _load(day, config)
     inspected = {dataset: inspect_partition(settings.lake.path, the_day, host, dataset).as_dict()
-                 for dataset in ("gpu_samples", "node_samples")}
+                 for dataset in host_datasets(settings.lake.path, the_day, host)}
     result: dict = {**inspected, "compacted": []}
     if settings.warehouse.compact_lake and not lakefs.is_url(settings.lake.path):
         try:

@@ -45,6 +45,7 @@ import pyarrow.parquet as pq
 from collectors import lakefs
 from collectors.schema import DATASETS, SORT_KEYS
 from collectors.writer import lake_file_name, partition_dir, write_bytes_atomic, write_parquet_atomic
+from warehouse.lake_partitions import day_hosts, host_datasets
 
 INTENT_GLOB = "_compaction-*.json"
 LOCK_NAME = "_compaction.lock"  # like the intents, matched by no reader's *.parquet glob
@@ -80,12 +81,7 @@ class CompactionReport:
 
 def day_partition_hosts(lake: str | Path, day: dt.date) -> list[str]:
     """The hosts with a `date=<day>` partition of any dataset (sorted)."""
-    root, hosts = _local(lake), set()
-    for dataset in DATASETS:
-        folder = root / dataset / f"date={day.isoformat()}"
-        if folder.is_dir():
-            hosts |= {p.name.removeprefix("host=") for p in folder.iterdir() if p.is_dir() and p.name.startswith("host=")}
-    return sorted(hosts)
+    return day_hosts(_local(lake), day, DATASETS)
 
 
 def compact_host_day(lake: str | Path, day: dt.date, host: str) -> list[CompactionReport]:
@@ -93,12 +89,11 @@ def compact_host_day(lake: str | Path, day: dt.date, host: str) -> list[Compacti
     partition that cannot be compacted does not stop the others: it raises CompactionError at the
     end, naming each such partition, once the others are done."""
     reports, errors = [], []
-    for dataset in DATASETS:
-        if Path(partition_dir(_local(lake), dataset, day.isoformat(), host)).is_dir():
-            try:
-                reports.append(compact_partition(lake, day, host, dataset))
-            except CompactionError as exc:
-                errors.append(str(exc))
+    for dataset in host_datasets(_local(lake), day, host):
+        try:
+            reports.append(compact_partition(lake, day, host, dataset))
+        except CompactionError as exc:
+            errors.append(str(exc))
     if errors:
         raise CompactionError("; ".join(errors), reports)
     return reports

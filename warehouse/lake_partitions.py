@@ -9,6 +9,7 @@ the same task by warehouse/lake_compact.py's compaction of that host's day.
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -34,12 +35,20 @@ class PartitionReport:
         return asdict(self)
 
 
-def day_hosts(lake: str | Path, day: dt.date, dataset: str = "gpu_samples") -> list[str]:
-    """The hosts that have a `date=<day>` partition of `dataset` (sorted)."""
-    folder = Path(lake) / dataset / f"date={day.isoformat()}"
-    if not folder.is_dir():
-        return []
-    return sorted(p.name.removeprefix("host=") for p in folder.iterdir() if p.is_dir() and p.name.startswith("host="))
+def day_hosts(lake: str | Path, day: dt.date, datasets: Iterable[str] = ("gpu_samples",)) -> list[str]:
+    """The hosts that have a `date=<day>` partition of any of `datasets` (sorted). A site's facility
+    meter writes under `host=<site>`, so with every dataset the site is one of the "hosts"."""
+    hosts: set[str] = set()
+    for dataset in datasets:
+        folder = Path(lake) / dataset / f"date={day.isoformat()}"
+        if folder.is_dir():
+            hosts |= {p.name.removeprefix("host=") for p in folder.iterdir() if p.is_dir() and p.name.startswith("host=")}
+    return sorted(hosts)
+
+
+def host_datasets(lake: str | Path, day: dt.date, host: str) -> list[str]:
+    """The datasets (in DATASETS order) that have a partition of `host` on `day`."""
+    return [d for d in DATASETS if (Path(lake) / d / f"date={day.isoformat()}" / f"host={host}").is_dir()]
 
 
 def inspect_partition(lake: str | Path, day: dt.date, host: str, dataset: str = "gpu_samples") -> PartitionReport:

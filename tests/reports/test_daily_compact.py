@@ -39,6 +39,32 @@ def test_the_per_host_task_inspects_then_compacts(tmp_path):
     assert len(list(folder.glob("*.parquet"))) == 1
 
 
+def _facility_files(lake, files: int) -> None:
+    for k in range(files):
+        rows = [dict(sampled_at=START + dt.timedelta(seconds=300 * k + s), site="site-a",
+                     facility_power_w=120_000.0 + s, it_power_w=100_000.0, source="bms") for s in range(0, 300, 60)]
+        write_dataset(lake, "facility_samples", pa.Table.from_pylist(rows))
+
+
+def test_the_site_facility_meter_is_mapped_and_compacted_like_a_host(tmp_path):
+    folder, config = _site(tmp_path)
+    lake = folder.parents[2]
+    _facility_files(lake, 3)
+    assert daily.list_lake_hosts(DAY.isoformat(), config) == ["node-01", "site-a"]
+
+    summary = daily.inspect_and_compact_lake_partition(DAY.isoformat(), config, "site-a")
+    assert set(summary) >= {"facility_samples"} and "gpu_samples" not in summary
+    assert (summary["facility_samples"]["files"], summary["facility_samples"]["rows"]) == (3, 15)
+    (facility,) = summary["compacted"]
+    assert (facility["dataset"], facility["files_before"], facility["files_after"], facility["rows"]) == (
+        "facility_samples", 3, 1, 15)
+    site_folder = lake / "facility_samples" / f"date={DAY}" / "host=site-a"
+    assert len(list(site_folder.glob("*.parquet"))) == 1
+    # the host's own task still sees only the host's datasets
+    assert set(daily.inspect_and_compact_lake_partition(DAY.isoformat(), config, "node-01")) == {
+        "gpu_samples", "compacted"}
+
+
 def test_compaction_off_leaves_the_files(tmp_path):
     folder, config = _site(tmp_path, compact=False)
     summary = daily.inspect_and_compact_lake_partition(DAY.isoformat(), config, "node-01")

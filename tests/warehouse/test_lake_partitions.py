@@ -7,7 +7,8 @@ import datetime as dt
 import pyarrow as pa
 
 from collectors.writer import write_dataset
-from warehouse.lake_partitions import day_hosts, inspect_partition
+from collectors.schema import DATASETS
+from warehouse.lake_partitions import day_hosts, host_datasets, inspect_partition
 
 DAY = dt.date(2026, 6, 10)
 
@@ -26,6 +27,13 @@ def test_hosts_and_counts_and_a_corrupt_file_is_named(lake):
     write_dataset(lake, "gpu_samples", _rows("node-b", 3))
     assert day_hosts(lake, DAY) == ["node-a", "node-b"]
     assert day_hosts(lake, DAY + dt.timedelta(days=1)) == []
+    assert host_datasets(lake, DAY, "node-a") == ["gpu_samples"] and host_datasets(lake, DAY, "node-z") == []
+    t0 = dt.datetime(2026, 6, 10, 12, tzinfo=dt.timezone.utc)
+    write_dataset(lake, "facility_samples", pa.table({
+        "sampled_at": pa.array([t0], pa.timestamp("us", tz="UTC")), "site": ["site-a"],
+        "facility_power_w": [1.2e5], "source": ["bms"]}))
+    assert day_hosts(lake, DAY) == ["node-a", "node-b"], "GPU hosts only by default"
+    assert day_hosts(lake, DAY, DATASETS) == ["node-a", "node-b", "site-a"]
 
     good = inspect_partition(lake, DAY, "node-a")
     assert (good.files, good.rows, good.unreadable, good.schema_mismatch) == (1, 5, [], [])

@@ -21,6 +21,7 @@ task reads and writes one day and can be re-run with the same result.
 from __future__ import annotations
 
 import datetime as dt
+import json
 import logging
 import os
 
@@ -33,12 +34,17 @@ log = logging.getLogger("joulehouse.dag")
 
 
 def _say_what_failed(context) -> None:
-    """Failure callback: one line naming the task, the day, the try and the error."""
+    """Failure callback: one line naming the task, the day, the try and the error; also one JSON
+    line in $JOULEHOUSE_FAILURE_LOG when set (`joulehouse run` reads it to say why in one line)."""
     ti = context.get("task_instance") or context.get("ti")
     conf = (context["dag_run"].conf or {}) if context.get("dag_run") else {}
     day = conf.get("day") or context.get("ds")
-    log.error("joulehouse_daily: task %s failed for day %s (try %s): %s",
-              getattr(ti, "task_id", "?"), day, getattr(ti, "try_number", "?"), context.get("exception"))
+    task_id, attempt, error = getattr(ti, "task_id", "?"), getattr(ti, "try_number", "?"), context.get("exception")
+    log.error("joulehouse_daily: task %s failed for day %s (try %s): %s", task_id, day, attempt, error)
+    if os.environ.get("JOULEHOUSE_FAILURE_LOG"):
+        with open(os.environ["JOULEHOUSE_FAILURE_LOG"], "a", encoding="utf-8") as out:
+            out.write(json.dumps({"task": task_id, "day": str(day), "try": str(attempt),
+                                  "error": f"{type(error).__name__}: {error}" if error else None}) + "\n")
 
 
 DEFAULT_ARGS = {

@@ -13,9 +13,11 @@ from typing import Optional
 
 import typer
 
+from joulehouse_cli import SHARED_DATA
+
 carbon_app = typer.Typer(no_args_is_help=True, help="Carbon accounting (GHG Protocol scope 2 + embodied).")
 
-DEFAULT_DATA_DIR = Path("../shared/data")
+DEFAULT_DATA_DIR = SHARED_DATA
 
 
 def _fail(message: str) -> None:

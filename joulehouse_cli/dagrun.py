@@ -48,20 +48,32 @@ def airflow_env(airflow_home: Path, dags_folder: Path) -> dict[str, str]:
 def run_day(day: dt.date, config: Path, airflow_home: Path, dags_folder: Path | None = None) -> dict:
     """Run the DAG for `day` with the settings file `config`; return the child's summary.
 
-    Raises DagRunFailed when the run does not succeed (the child's output says which task).
+    The child's whole output goes to AIRFLOW_HOME/logs/joulehouse-run-<day>.log. Raises
+    DagRunFailed when the run does not succeed: the message names each failed task with its error
+    (from the DAG's failure callback), the tasks that did not run because of it, and the log.
     """
     dags_folder = dags_folder or default_dags_folder()
+    env = airflow_env(airflow_home, dags_folder)
+    logs = airflow_home / "logs"
+    logs.mkdir(parents=True, exist_ok=True)
+    failures, run_log = logs / f"joulehouse-failures-{day}.jsonl", logs / f"joulehouse-run-{day}.log"
+    failures.unlink(missing_ok=True)
+    env["JOULEHOUSE_FAILURE_LOG"] = str(failures)
     cmd = [sys.executable, "-m", "joulehouse_cli.dagrun", day.isoformat(), str(Path(config).resolve())]
-    proc = subprocess.run(cmd, env=airflow_env(airflow_home, dags_folder), capture_output=True, text=True)
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
+    run_log.write_text(proc.stdout + proc.stderr)
     result_line = next((ln for ln in reversed(proc.stdout.splitlines()) if ln.startswith("JOULEHOUSE_RESULT ")), None)
-    if proc.returncode != 0 or result_line is None:
-        tail = "\n".join((proc.stdout + proc.stderr).strip().splitlines()[-40:])
-        raise DagRunFailed(f"the {DAG_ID} run for {day} failed (exit {proc.returncode}):\n{tail}")
-    result = json.loads(result_line.split(" ", 1)[1])
-    if result["state"] != "success":
-        raise DagRunFailed(f"the {DAG_ID} run for {day} ended {result['state']}; failed tasks: {result['failed_tasks']}\n"
-                           + "\n".join((proc.stdout + proc.stderr).strip().splitlines()[-40:]))
-    return result
+    result = json.loads(result_line.split(" ", 1)[1]) if result_line else None
+    if proc.returncode == 0 and result is not None and result["state"] == "success":
+        return result
+    reasons = [json.loads(line) for line in failures.read_text().splitlines()] if failures.exists() else []
+    lines = [f"task {r['task']}: {r['error']}" for r in reasons]
+    if result is not None and result.get("not_run"):
+        lines.append(f"not run because of it: {', '.join(result['not_run'])}")
+    if not reasons:  # the run failed outside any task (import error, metadata database): show the end
+        lines.append("\n".join((proc.stdout + proc.stderr).strip().splitlines()[-20:]))
+    state = result["state"] if result is not None else f"failed (exit {proc.returncode})"
+    raise DagRunFailed(f"the {DAG_ID} run for {day} ended {state}\n" + "\n".join(lines) + f"\nfull log: {run_log}")
 
 
 def _child(day: str, config: str) -> int:
@@ -82,9 +94,11 @@ def _child(day: str, config: str) -> int:
     logical = dt.datetime.fromisoformat(day).replace(tzinfo=dt.timezone.utc)
     run = dag.test(logical_date=logical, run_conf={"day": day, "config": config})
     tis = run.get_task_instances() if hasattr(run, "get_task_instances") else []
-    failed = sorted(ti.task_id for ti in tis if str(ti.state) not in ("success", "TaskInstanceState.SUCCESS"))
+    states = {ti.task_id: str(getattr(ti.state, "value", ti.state)) for ti in tis}
+    failed = sorted(t for t, s in states.items() if s == "failed")
+    not_run = sorted(t for t, s in states.items() if s not in ("failed", "success"))
     state = str(getattr(run.state, "value", run.state))
-    print("JOULEHOUSE_RESULT " + json.dumps({"state": state, "failed_tasks": failed, "day": day}))
+    print("JOULEHOUSE_RESULT " + json.dumps({"state": state, "failed_tasks": failed, "not_run": not_run, "day": day}))
     return 0
 
 

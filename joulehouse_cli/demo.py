@@ -9,9 +9,11 @@ from typing import Annotated, Optional
 
 import typer
 from rich.console import Console
+from rich.markup import escape
+
+from joulehouse_cli import SHARED_DATA
 
 console = Console()
-SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 
 
 def _parse_day(value: str) -> dt.date:
@@ -36,7 +38,7 @@ def register(app: typer.Typer) -> None:
         try:
             settings = load_settings(config)
         except SettingsError as exc:
-            console.print(f"[red]error:[/red] {exc}")
+            console.print("[red]error:[/red]", escape(str(exc)))
             raise typer.Exit(2) from None
         home = airflow_home or Path(settings.warehouse.db_path).resolve().parent / "airflow"
         cfg = config
@@ -50,7 +52,7 @@ def register(app: typer.Typer) -> None:
             try:
                 run_day(day, cfg, home)
             except DagRunFailed as exc:
-                console.print(f"[red]error:[/red] {exc}")
+                console.print("[red]error:[/red]", escape(str(exc)))
                 raise typer.Exit(1) from None
         console.print(f"joulehouse_daily {day}: success")
 
@@ -64,6 +66,12 @@ def register(app: typer.Typer) -> None:
         shared_data: Annotated[Path, typer.Option(help="Real reference data (traces, grid, prices).")] = SHARED_DATA,
     ) -> None:
         """Simulate a fleet, import the real traces, run the daily DAG per day, print the results."""
+        from joulehouse_cli.dagrun import DagRunFailed
         from joulehouse_cli.demo_run import run_demo
 
-        run_demo(out=out, days=days, gpus=gpus, seed=seed, start=_parse_day(start), shared_data=shared_data, console=console)
+        try:
+            run_demo(out=out, days=days, gpus=gpus, seed=seed, start=_parse_day(start), shared_data=shared_data,
+                     console=console)
+        except DagRunFailed as exc:
+            console.print("[red]error:[/red]", escape(str(exc)))
+            raise typer.Exit(1) from None

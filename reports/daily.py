@@ -47,11 +47,13 @@ def _count(result: object) -> int | None:
 
 def list_lake_hosts(day: str, config: str | None) -> list[str]:
     """The hosts with a partition of any dataset for the day, the site's facility meter
-    (`host=<site>`) included: what the per-host tasks map over."""
+    (`host=<site>`) included: what the per-host tasks map over. Raises NoReadingsForDay when no
+    host has GPU readings: the run fails, saying where it looked, instead of skipping every step."""
     from collectors.schema import DATASETS
-    from warehouse.lake_partitions import day_hosts
+    from warehouse.lake_partitions import day_hosts, gpu_hosts_or_raise
 
     the_day, settings = _load(day, config)
+    gpu_hosts_or_raise(settings.lake.path, the_day)
     return day_hosts(settings.lake.path, the_day, DATASETS)
 
 

@@ -9,12 +9,16 @@ the same task by warehouse/lake_compact.py's compaction of that host's day.
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Iterable
+import posixpath
+from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
+from functools import partial
 from pathlib import Path
+from typing import Any
 
 import pyarrow.parquet as pq
 
+from collectors import lakefs
 from collectors.schema import DATASETS
 
 
@@ -35,40 +39,78 @@ class PartitionReport:
         return asdict(self)
 
 
+class NoReadingsForDay(RuntimeError):
+    """The lake holds no GPU readings for the day: nothing to build (a wrong lake path, or the
+    nodes did not ship). A daily run fails on it rather than succeed having built nothing."""
+
+
+def _listing(lake: str | Path) -> tuple[Any, Callable[..., str | Path]]:
+    """(fsspec filesystem or None for a local lake, a join of lake-relative parts)."""
+    return (lakefs.filesystem(lake) if lakefs.is_url(lake) else None), partial(lakefs.join, lake)
+
+
+def _subfolders(fs: Any, folder: str | Path) -> list[str]:
+    if fs is None:
+        return [p.name for p in Path(folder).iterdir() if p.is_dir()] if Path(folder).is_dir() else []
+    if not fs.isdir(str(folder)):
+        return []
+    return [posixpath.basename(str(e["name"]).rstrip("/")) for e in fs.ls(str(folder), detail=True)
+            if e.get("type") == "directory"]
+
+
 def day_hosts(lake: str | Path, day: dt.date, datasets: Iterable[str] = ("gpu_samples",)) -> list[str]:
-    """The hosts that have a `date=<day>` partition of any of `datasets` (sorted). A site's facility
-    meter writes under `host=<site>`, so with every dataset the site is one of the "hosts"."""
+    """The hosts that have a `date=<day>` partition of any of `datasets` (sorted), on a local or an
+    object-store lake. A site's facility meter writes under `host=<site>`, so with every dataset the
+    site is one of the "hosts"."""
+    fs, at = _listing(lake)
     hosts: set[str] = set()
     for dataset in datasets:
-        folder = Path(lake) / dataset / f"date={day.isoformat()}"
-        if folder.is_dir():
-            hosts |= {p.name.removeprefix("host=") for p in folder.iterdir() if p.is_dir() and p.name.startswith("host=")}
+        hosts |= {name.removeprefix("host=") for name in _subfolders(fs, at(dataset, f"date={day.isoformat()}"))
+                  if name.startswith("host=")}
     return sorted(hosts)
+
+
+def gpu_hosts_or_raise(lake: str | Path, day: dt.date) -> list[str]:
+    """The hosts with GPU readings for `day`; NoReadingsForDay (saying where it looked) when none."""
+    hosts = day_hosts(lake, day)
+    if not hosts:
+        where = lakefs.join(lake, "gpu_samples", f"date={day.isoformat()}")
+        raise NoReadingsForDay(f"no GPU readings for {day} in the lake (no host= folder under {where}): nothing "
+                               "to build; check [lake] path and that the nodes have shipped this day")
+    return hosts
 
 
 def host_datasets(lake: str | Path, day: dt.date, host: str) -> list[str]:
     """The datasets (in DATASETS order) that have a partition of `host` on `day`."""
-    return [d for d in DATASETS if (Path(lake) / d / f"date={day.isoformat()}" / f"host={host}").is_dir()]
+    fs, at = _listing(lake)
+    return [d for d in DATASETS if f"host={host}" in _subfolders(fs, at(d, f"date={day.isoformat()}"))]
 
 
 def inspect_partition(lake: str | Path, day: dt.date, host: str, dataset: str = "gpu_samples") -> PartitionReport:
     """Open every file's footer in one partition: count rows and bytes, name the files that do not
     open or lack a column the dataset requires (with the column)."""
-    folder = Path(lake) / dataset / f"date={day.isoformat()}" / f"host={host}"
+    fs, at = _listing(lake)
+    folder = at(dataset, f"date={day.isoformat()}", f"host={host}")
+    if fs is None:
+        paths: list[str | Path] = sorted(Path(folder).glob("*.parquet"))
+    else:
+        paths = sorted(fs.glob(posixpath.join(str(folder), "*.parquet")))
     required = {f.name for f in DATASETS[dataset] if not f.nullable}
     files = rows = size = 0
     unreadable: list[str] = []
     mismatch: list[str] = []
-    for path in sorted(folder.glob("*.parquet")):
+    for path in paths:
+        name = posixpath.basename(str(path))
         files += 1
-        size += path.stat().st_size
+        size += Path(path).stat().st_size if fs is None else fs.size(path)
         try:
-            meta = pq.read_metadata(path)
+            with (open(path, "rb") if fs is None else fs.open(path, "rb")) as fh:
+                meta = pq.read_metadata(fh)
         except (OSError, ValueError) as exc:
-            unreadable.append(f"{path.name}: {exc}")
+            unreadable.append(f"{name}: {exc}")
             continue
         rows += meta.num_rows
         missing = required - set(meta.schema.names)
         if missing:
-            mismatch.append(f"{path.name}: missing {sorted(missing)}")
+            mismatch.append(f"{name}: missing {sorted(missing)}")
     return PartitionReport(dataset, day.isoformat(), host, files, rows, size, unreadable, mismatch)

@@ -7,11 +7,13 @@ import datetime as dt
 import fcntl
 
 import pyarrow as pa
+import pytest
 
 from collectors.settings import LakeSettings, Settings, WarehouseSettings, settings_to_toml
 from collectors.writer import write_dataset
 from reports import daily
 from warehouse.lake_compact import LOCK_NAME
+from warehouse.lake_partitions import NoReadingsForDay
 
 DAY = dt.date(2026, 4, 1)
 START = dt.datetime(2026, 4, 1, tzinfo=dt.timezone.utc)
@@ -63,6 +65,18 @@ def test_the_site_facility_meter_is_mapped_and_compacted_like_a_host(tmp_path):
     # the host's own task still sees only the host's datasets
     assert set(daily.inspect_and_compact_lake_partition(DAY.isoformat(), config, "node-01")) == {
         "gpu_samples", "compacted"}
+
+
+def test_a_day_without_gpu_readings_fails_the_run_saying_where_it_looked(tmp_path):
+    folder, config = _site(tmp_path)
+    _facility_files(folder.parents[2], 1)  # a meter alone is not a day to build
+    with pytest.raises(NoReadingsForDay, match=r"no GPU readings for 2026-04-02 .*gpu_samples/date=2026-04-02"):
+        daily.list_lake_hosts("2026-04-02", config)
+    other_day = START + dt.timedelta(days=1)
+    write_dataset(folder.parents[2], "facility_samples", pa.Table.from_pylist([dict(
+        sampled_at=other_day, site="site-a", facility_power_w=1.0e5, source="bms")]))
+    with pytest.raises(NoReadingsForDay):
+        daily.list_lake_hosts("2026-04-02", config)
 
 
 def test_compaction_off_leaves_the_files(tmp_path):

@@ -82,3 +82,31 @@ def _assert_same_rows(got: list[tuple], expected: list[tuple]) -> None:
                 assert math.isclose(x, y, rel_tol=1e-12, abs_tol=1e-15), (g, e)
             else:
                 assert x == y, (g, e)
+
+
+def _lake_of(result) -> str:
+    first = str(result.files[0])
+    return first.split("/lake/", 1)[0] + "/lake"
+
+
+@pytest.mark.integration
+def test_the_dags_per_host_listing_reads_the_s3_lake_like_local_disk(both_lakes):
+    """The daily DAG maps its per-host task over this listing: on an object-store lake it used to
+    find no host, so every later step was skipped and the run still said success."""
+    from collectors.schema import DATASETS
+    from warehouse.lake_partitions import NoReadingsForDay, day_hosts, gpu_hosts_or_raise, host_datasets, inspect_partition
+
+    local, s3 = _lake_of(both_lakes["local"][0]), _lake_of(both_lakes["s3"][0])
+    assert s3.startswith("s3://")
+    hosts = day_hosts(local, DAY, DATASETS)
+    assert hosts and day_hosts(s3, DAY, DATASETS) == hosts
+    assert gpu_hosts_or_raise(s3, DAY) == day_hosts(local, DAY)
+    for host in hosts:
+        datasets = host_datasets(local, DAY, host)
+        assert datasets and host_datasets(s3, DAY, host) == datasets
+        for dataset in datasets:
+            a, b = inspect_partition(local, DAY, host, dataset), inspect_partition(s3, DAY, host, dataset)
+            assert (b.files, b.rows, b.unreadable, b.schema_mismatch) == (a.files, a.rows, [], [])
+            assert a.rows > 0
+    with pytest.raises(NoReadingsForDay, match="no GPU readings for 2026-01-09"):
+        gpu_hosts_or_raise(s3, dt.date(2026, 1, 9))

@@ -133,7 +133,7 @@ def generate_keypair(directory: str | Path, *, overwrite: bool = False) -> tuple
     folder.mkdir(parents=True, exist_ok=True)
     private_path, public_path = folder / PRIVATE_KEY_NAME, folder / PUBLIC_KEY_NAME
     if not overwrite and (private_path.exists() or public_path.exists()):
-        raise FileExistsError(f"{private_path} or {public_path} already exists; pass overwrite=True to replace")
+        raise FileExistsError(f"{private_path} or {public_path} already exists; replace them with `joulehouse keys generate --overwrite` (overwrite=True)")
     key = Ed25519PrivateKey.generate()
     private_pem = key.private_bytes(
         serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
@@ -244,6 +244,24 @@ def verify_config(
     """Accept a signed document only if it is signed by `public_key`, of a supported schema
     version, well formed, valid at `now` (UTC) and, when `host` is given, has entries for it
     (the returned settings are then only that host's). Raises a ConfigError subclass otherwise."""
+    config = verify_signature(doc, public_key)
+    now_utc = _aware(now, "now")
+    if now_utc < config.valid_from:
+        raise NotYetValid(f"config is valid from {format_utc(config.valid_from)}; it is now {format_utc(now_utc)}")
+    if now_utc >= config.valid_until:
+        raise ExpiredConfig(f"config expired at {format_utc(config.valid_until)}; it is now {format_utc(now_utc)}")
+    if host is not None:
+        mine = config.for_host(host)
+        if not mine:
+            hosts = sorted({s.host for s in config.settings})
+            raise HostNotInConfig(f"config has no entries for host {host!r}; it covers {hosts}")
+        config = _replace_settings(config, mine)
+    return config
+
+
+def verify_signature(doc: Mapping[str, Any], public_key: Ed25519PublicKey) -> RecommendedConfig:
+    """The signature and form half of verify_config, whatever the time: signed by `public_key`, a
+    supported schema version, well formed. Raises a ConfigError subclass otherwise."""
     if not isinstance(doc, Mapping) or "body" not in doc:
         raise UnsignedConfig("config has no signed body: expected {\"body\": ..., \"signature\": ...}")
     sig = doc.get("signature")
@@ -267,19 +285,7 @@ def verify_config(
         public_key.verify(signature, canonical_body(body))
     except InvalidSignature:
         raise BadSignature("signature does not match the config body: the file was altered after signing") from None
-    config = _parse_body(body, key=str(sig["key_id"]))
-    now_utc = _aware(now, "now")
-    if now_utc < config.valid_from:
-        raise NotYetValid(f"config is valid from {format_utc(config.valid_from)}; it is now {format_utc(now_utc)}")
-    if now_utc >= config.valid_until:
-        raise ExpiredConfig(f"config expired at {format_utc(config.valid_until)}; it is now {format_utc(now_utc)}")
-    if host is not None:
-        mine = config.for_host(host)
-        if not mine:
-            hosts = sorted({s.host for s in config.settings})
-            raise HostNotInConfig(f"config has no entries for host {host!r}; it covers {hosts}")
-        config = _replace_settings(config, mine)
-    return config
+    return _parse_body(body, key=str(sig["key_id"]))
 
 
 def _replace_settings(config: RecommendedConfig, settings: tuple[GpuSetting, ...]) -> RecommendedConfig:

@@ -1,4 +1,4 @@
-"""`joulehouse agent apply|run|rollback` (the node agent) and `joulehouse keys generate`.
+"""`joulehouse agent apply|verify|run|rollback` (the node agent) and `joulehouse keys generate`.
 
 Exit codes: 0 every GPU as asked; 1 some GPU refused or failed to verify (the table says which);
 2 the config itself was refused (tampered, expired, unsigned, other host...) or unreadable;
@@ -85,6 +85,53 @@ def apply_command(
     _print_result(result)
     if not result.ok:
         raise typer.Exit(1)
+
+
+@agent_app.command("verify")
+def verify_command(
+    config: str = typer.Argument(..., help="Path or http(s)/file URL of recommended-config.json"),
+    public_key: Path = typer.Option(..., "--public-key", help="PEM ed25519 public key the config must be signed with"),
+    at: Optional[str] = typer.Option(None, "--at", help="Check the validity window at this UTC time (ISO 8601) instead of now"),
+) -> None:
+    """Check a config's signature and form, say what it holds and whether an agent would take it
+    now (or at --at). Exit 0: signed by the key and well formed, and valid at --at when given;
+    2: refused. Touches no device."""
+    import datetime as dt
+
+    from collectors.agent_loop import ConfigFetchError, fetch_config
+    from collectors.config_contract import ConfigError, format_utc, load_config_document, verify_signature
+
+    key = _public_key(public_key)
+    try:
+        when = dt.datetime.now(dt.timezone.utc) if at is None else dt.datetime.fromisoformat(at.replace("Z", "+00:00"))
+    except ValueError:
+        _fail(f"error: --at {at!r} is not an ISO 8601 time (e.g. 2026-06-12T00:00:00Z)", 2)
+    if when.tzinfo is None:
+        _fail(f"error: --at {at!r} has no time zone; add Z for UTC", 2)
+    try:
+        data = fetch_config(config)
+    except ConfigFetchError as exc:
+        _fail(f"error: {exc}", 2)
+    if data is None:
+        _fail(f"error: no config at {config}", 2)
+    try:
+        checked = verify_signature(load_config_document(data), key)
+    except ConfigError as exc:
+        _fail(f"refused: {type(exc).__name__}: {exc}", 2)
+    hosts = sorted({s.host for s in checked.settings})
+    typer.echo(f"signature: valid (key {checked.key_id}); schema {checked.schema_version}; sha256 {checked.config_sha256}")
+    typer.echo(f"site {checked.site}, day {checked.day}: {len(checked.settings)} GPU settings on {len(hosts)} hosts "
+               f"({', '.join(hosts)}); {len(checked.excluded_gpu_models)} GPU models excluded")
+    window = f"valid {format_utc(checked.valid_from)} .. {format_utc(checked.valid_until)}"
+    if when < checked.valid_from:
+        state = f"not yet valid at {format_utc(when)}: an agent would refuse it until then"
+    elif when >= checked.valid_until:
+        state = f"expired at {format_utc(when)}: an agent would refuse it"
+    else:
+        state = f"valid at {format_utc(when)}: an agent would take it"
+    typer.echo(f"{window}; {state}")
+    if at is not None and not checked.valid_from <= when < checked.valid_until:
+        raise typer.Exit(2)
 
 
 @agent_app.command("rollback")

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import datetime as dt
 import resource
+import shutil
+import sys
 import time
 from pathlib import Path
 
@@ -208,5 +210,21 @@ def _print_results(out: Path, settings: Settings, day: dt.date, elapsed_s: float
     console.print(f"export:     {Path(settings.export.out_dir) / 'recommended-config.json'}")
     console.print(f"settings:   {out / 'joulehouse.toml'}   keys: {out / 'keys'}")
     console.print(f"wall time {elapsed_s:,.0f} s, peak memory of the largest step {peak_mib:,.0f} MiB")
-    console.print(f'query:      joulehouse sql "SELECT gpu_model, sum(energy_kwh) FROM fct_gpu_energy_hourly GROUP BY ALL" --db {settings.warehouse.db_path}')
+    cli = _cli_command()
+    console.print(f'query:      {cli} sql "SELECT gpu_model, sum(energy_kwh) FROM fct_gpu_energy_hourly GROUP BY ALL" --db {settings.warehouse.db_path}')
+    console.print(f"verify:     {cli} agent verify {Path(settings.export.out_dir) / 'recommended-config.json'} "
+                  f"--public-key {out / 'keys' / 'joulehouse-ed25519.pub.pem'}")
+
+
+def _cli_command() -> str:
+    """How to call this CLI from here: `joulehouse` when it is on PATH, else the venv's script
+    (relative to the working folder when below it), as `make demo` leaves the venv inactive."""
+    script = Path(sys.executable).parent / "joulehouse"
+    on_path = shutil.which("joulehouse")
+    if on_path and Path(on_path).resolve() == script.resolve():
+        return "joulehouse"
+    try:
+        return str(script.relative_to(Path.cwd()))
+    except ValueError:
+        return str(script)
 

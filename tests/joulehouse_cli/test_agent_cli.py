@@ -84,3 +84,35 @@ def test_dry_run_reads_a_file_url_and_a_missing_one_is_an_error(app, keys, tmp_p
 def test_keys_generate_refuses_to_overwrite(app, keys):
     again = runner.invoke(app, ["keys", "generate", "--out", str(keys[0].parent)])
     assert again.exit_code == 2 and "already exists" in again.output
+    assert "--overwrite" in again.output, "the message names the flag a user can pass"
+
+
+def test_verify_checks_an_expired_export_and_says_when_it_was_valid(app, keys, tmp_path):
+    """An old export (the demo's, any archived one) can still be checked: its signature and form,
+    what it holds, and whether an agent would take it now or at --at."""
+    config = write_config(tmp_path / "c.json", keys[0], hours=-1)
+    result = runner.invoke(app, ["agent", "verify", str(config), "--public-key", str(keys[1])])
+    assert result.exit_code == 0, result.output
+    assert "signature: valid" in result.output and "1 GPU settings on 1 hosts (node-01)" in result.output
+    assert "an agent would refuse it" in result.output
+    inside = (dt.datetime.now(dt.timezone.utc) - dt.timedelta(days=1)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    at = runner.invoke(app, ["agent", "verify", str(config), "--public-key", str(keys[1]), "--at", inside])
+    assert at.exit_code == 0 and "an agent would take it" in at.output
+    late = runner.invoke(app, ["agent", "verify", str(config), "--public-key", str(keys[1]), "--at", "2099-01-01T00:00:00Z"])
+    assert late.exit_code == 2 and "an agent would refuse it" in late.output
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    (dict(tamper=True), "refused: BadSignature"),
+    (dict(signed=False), "refused: UnsignedConfig"),
+])
+def test_verify_refuses_what_apply_refuses(app, keys, tmp_path, kwargs, message):
+    config = write_config(tmp_path / "c.json", keys[0], **kwargs)
+    result = runner.invoke(app, ["agent", "verify", str(config), "--public-key", str(keys[1])])
+    assert result.exit_code == 2 and result.output.strip().startswith(message)
+
+
+def test_verify_needs_a_time_zone_in_at(app, keys, tmp_path):
+    config = write_config(tmp_path / "c.json", keys[0])
+    result = runner.invoke(app, ["agent", "verify", str(config), "--public-key", str(keys[1]), "--at", "2026-01-12"])
+    assert result.exit_code == 2 and "no time zone" in result.output

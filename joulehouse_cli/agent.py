@@ -151,7 +151,7 @@ def rollback_command(
 
 @agent_app.command("run")
 def run_command(
-    settings_file: Optional[Path] = typer.Option(None, "--config", help="joulehouse TOML settings ([agent] section)"),
+    settings_file: Optional[Path] = typer.Option(None, "--config", help="joulehouse TOML settings (\\[agent] section)"),
     config_url: Optional[str] = typer.Option(None, "--config-url", help="Where the config is published (path or URL)"),
     public_key: Optional[Path] = typer.Option(None, "--public-key", help="PEM ed25519 public key"),
     host: Optional[str] = typer.Option(None, "--host", help="Host name (default: this machine)"),

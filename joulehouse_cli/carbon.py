@@ -14,15 +14,11 @@ from typing import Optional
 import typer
 
 from joulehouse_cli import SHARED_DATA
+from joulehouse_cli.options import fail as _fail
 
 carbon_app = typer.Typer(no_args_is_help=True, help="Carbon accounting (GHG Protocol scope 2 + embodied).")
 
 DEFAULT_DATA_DIR = SHARED_DATA
-
-
-def _fail(message: str) -> None:
-    typer.echo(f"error: {message}", err=True)
-    raise typer.Exit(2)
 
 
 def run_shape(gpus: Optional[int], hours: Optional[float], gpu_hours: Optional[float], avg_power_w: float,

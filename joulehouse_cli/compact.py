@@ -15,6 +15,8 @@ from typing import Optional
 
 import typer
 
+from joulehouse_cli.options import parse_day
+
 
 def compact_command(
     lake: str = typer.Option(..., "--lake", help="The central lake folder."),
@@ -24,15 +26,16 @@ def compact_command(
     """Compact a day's lake partitions: one file per dataset and host, every row kept."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
+    from collectors import lakefs
+    from collectors.schema import DATASETS
     from warehouse.lake_compact import CompactionError, compact_host_day, day_partition_hosts
 
-    try:
-        day = dt.date.fromisoformat(date)
-    except ValueError:
-        typer.echo(f"error: --date {date!r} is not a date (YYYY-MM-DD)", err=True)
-        raise typer.Exit(2)
+    day = parse_day(date, "--date")
     if day >= dt.datetime.now(dt.timezone.utc).date():
         typer.echo(f"error: {day} is not over yet (UTC); compact a closed day", err=True)
+        raise typer.Exit(2)
+    if not lakefs.is_url(lake) and not any(lakefs.join(lake, dataset).is_dir() for dataset in DATASETS):
+        typer.echo(f"error: {lake} is not a lake (no {', '.join(d + '/' for d in DATASETS)} folder in it)", err=True)
         raise typer.Exit(2)
     try:
         present = day_partition_hosts(lake, day)
@@ -41,6 +44,9 @@ def compact_command(
             typer.echo(f"error: no partition of {day} for hosts {unknown} in {lake}", err=True)
             raise typer.Exit(2)
         hosts = host or present
+        if not hosts:
+            typer.echo(f"{day}: no partition of this day in {lake}; nothing to compact")
+            return
         reports = []
         with Progress(TextColumn("compact {task.description}"), BarColumn(), MofNCompleteColumn(),
                       transient=True) as progress:

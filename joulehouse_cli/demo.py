@@ -3,7 +3,6 @@ the embedded default: a simulated fleet plus the real traces in ../shared/data).
 
 from __future__ import annotations
 
-import datetime as dt
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -12,15 +11,9 @@ from rich.console import Console
 from rich.markup import escape
 
 from joulehouse_cli import SHARED_DATA
+from joulehouse_cli.options import parse_day
 
 console = Console()
-
-
-def _parse_day(value: str) -> dt.date:
-    try:
-        return dt.date.fromisoformat(value)
-    except ValueError:
-        raise typer.BadParameter(f"expected a date as YYYY-MM-DD, got {value!r}") from None
 
 
 def register(app: typer.Typer) -> None:
@@ -34,7 +27,7 @@ def register(app: typer.Typer) -> None:
         from collectors.settings import SettingsError, load_settings
         from joulehouse_cli.dagrun import DagRunFailed, run_day
 
-        day = _parse_day(date)
+        day = parse_day(date, "--date")
         try:
             settings = load_settings(config)
         except SettingsError as exc:
@@ -70,7 +63,7 @@ def register(app: typer.Typer) -> None:
         from joulehouse_cli.demo_run import run_demo
 
         try:
-            run_demo(out=out, days=days, gpus=gpus, seed=seed, start=_parse_day(start), shared_data=shared_data,
+            run_demo(out=out, days=days, gpus=gpus, seed=seed, start=parse_day(start, "--start"), shared_data=shared_data,
                      console=console)
         except DagRunFailed as exc:
             console.print("[red]error:[/red]", escape(str(exc)))

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-import datetime as dt
 from pathlib import Path
 from typing import Annotated
 
 import typer
+
+from joulehouse_cli.options import parse_day
 
 
 def register(app: typer.Typer) -> None:
@@ -29,11 +30,7 @@ def register(app: typer.Typer) -> None:
         from collectors.sim import simulate_fleet
 
         console = Console()
-        try:
-            first_day = dt.date.fromisoformat(start)
-        except ValueError:
-            console.print(f"[red]--start {start!r}: expected a date as YYYY-MM-DD[/red]")
-            raise typer.Exit(2) from None
+        first_day = parse_day(start, "--start")
         columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
         try:
             with Progress(*columns, console=console) as progress:

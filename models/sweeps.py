@@ -14,6 +14,7 @@ Formats in ../shared/data/sweeps, recognised by their columns:
 from __future__ import annotations
 
 import csv
+import math
 import re
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -62,8 +63,18 @@ class Choice:
 
 
 def _rows(path: Path) -> list[dict[str, str]]:
-    with path.open(newline="") as fh:
-        return [{k.strip(): (v or "").strip() for k, v in row.items()} for row in csv.DictReader(fh)]
+    rows = []
+    try:
+        with path.open(newline="") as fh:
+            reader = csv.DictReader(fh)
+            for row in reader:
+                if None in row:  # DictReader files the fields past the header under the key None
+                    raise SweepError(f"sweep file {path}, line {reader.line_num}: {len(reader.fieldnames or [])} "
+                                     f"columns in the header, more fields in this row: not a sweep CSV")
+                rows.append({k.strip(): (v or "").strip() for k, v in row.items()})
+    except (UnicodeDecodeError, csv.Error) as exc:
+        raise SweepError(f"sweep file {path} is not a readable CSV: {exc}") from None
+    return rows
 
 
 def _sweep(label: str, setting: str, groups: dict[float, list[tuple[float, float]]]) -> Sweep:
@@ -71,6 +82,17 @@ def _sweep(label: str, setting: str, groups: dict[float, list[tuple[float, float
     time_s = np.array([np.mean([t for t, _ in groups[v]]) for v in values])
     energy_j = np.array([np.mean([e for _, e in groups[v]]) for v in values])
     return Sweep(label, setting, values, time_s, energy_j)
+
+
+def _number(row: dict[str, str], column: str, path: Path, line: int) -> float:
+    """`row[column]` as a finite float, or SweepError naming the file, line and column."""
+    try:
+        value = float(row[column])
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value):
+        raise SweepError(f"sweep file {path}, line {line}: {column} = {row[column]!r} is not a finite number")
+    return value
 
 
 def load_sweeps(path: str | Path) -> dict[str, Sweep]:
@@ -84,26 +106,26 @@ def load_sweeps(path: str | Path) -> dict[str, Sweep]:
     columns = set(rows[0])
     groups: dict[str, dict[float, list[tuple[float, float]]]] = {}
     if {"window_name", "elapsed_time", "gpu0_energy"} <= columns:
-        for row in rows:
+        for line, row in enumerate(rows, start=2):
             match = _WINDOW.search(row["window_name"])
             if not match:
                 continue  # a window that is not a power-limit probe (e.g. a user's own window)
             groups.setdefault(path.stem, {}).setdefault(float(match.group(1)), []).append(
-                (float(row["elapsed_time"]), float(row["gpu0_energy"])))
+                (_number(row, "elapsed_time", path, line), _number(row, "gpu0_energy", path, line)))
         setting = "power_limit_w"
     elif {"power_limit", "time_per_epoch", "average_power"} <= columns:
-        for row in rows:
+        for line, row in enumerate(rows, start=2):
             label = "/".join(row[k] for k in ("dataset", "network", "batch_size", "optimizer") if k in row)
-            t = float(row["time_per_epoch"])
-            groups.setdefault(label, {}).setdefault(float(row["power_limit"]), []).append(
-                (t, t * float(row["average_power"])))
+            t = _number(row, "time_per_epoch", path, line)
+            groups.setdefault(label, {}).setdefault(_number(row, "power_limit", path, line), []).append(
+                (t, t * _number(row, "average_power", path, line)))
         setting = "power_limit_w"
     elif {"frequency", "time", "energy"} <= columns:
         per_clock: dict[float, list[float]] = {}
-        for row in rows:
-            acc = per_clock.setdefault(float(row["frequency"]), [0.0, 0.0])
-            acc[0] += float(row["time"])
-            acc[1] += float(row["energy"])
+        for line, row in enumerate(rows, start=2):
+            acc = per_clock.setdefault(_number(row, "frequency", path, line), [0.0, 0.0])
+            acc[0] += _number(row, "time", path, line)
+            acc[1] += _number(row, "energy", path, line)
         groups[path.stem] = {f: [(t, e)] for f, (t, e) in per_clock.items()}
         setting = "sm_clock_mhz"
     else:

@@ -58,8 +58,12 @@ def test_object_store_lake_bad_date_open_day_and_unknown_host_are_refused(tmp_pa
     assert result.exit_code == 2 and "not over yet" in result.output
     result = runner.invoke(app, ["compact", "--lake", "s3://bucket/lake", "--date", DAY.isoformat()])
     assert result.exit_code == 2 and "compact_lake" in result.output
-    result = runner.invoke(app, ["compact", "--lake", str(tmp_path), "--date", "April 1"])
+    result = runner.invoke(app, ["compact", "--lake", str(lake), "--date", "April 1"])
     assert result.exit_code == 2 and "not a date" in result.output
+    result = runner.invoke(app, ["compact", "--lake", str(tmp_path / "typo"), "--date", DAY.isoformat()])
+    assert result.exit_code == 2 and "is not a lake" in result.output
+    result = runner.invoke(app, ["compact", "--lake", str(lake), "--date", "2026-03-31"])
+    assert result.exit_code == 0 and "nothing to compact" in result.output
 
 
 def test_a_host_that_cannot_be_compacted_does_not_stop_the_others(tmp_path):

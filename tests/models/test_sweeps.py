@@ -72,6 +72,20 @@ def test_unknown_format_is_refused_with_the_columns(tmp_path):
         load_sweeps(path)
 
 
+@pytest.mark.parametrize("text, message", [
+    ("# a README\nsome, prose, with, commas\n", r"line 2: 1 columns in the header, more fields"),
+    ("power_limit,time_per_epoch,average_power\n300,12.5,250\n250,x,200\n", r"line 3: time_per_epoch = 'x'"),
+    ("frequency,time,energy\n1410,1.0,nan\n", r"line 2: energy = 'nan' is not a finite number"),
+])
+def test_a_file_that_is_not_a_clean_sweep_is_refused_naming_the_line(tmp_path, text, message):
+    path = tmp_path / "x.csv"
+    path.write_text(text)
+    with pytest.raises(SweepError, match=message):
+        load_sweeps(path)
+    result = _run(str(path))
+    assert result.exit_code == 2 and result.output.startswith("error: sweep file"), result.output
+
+
 @given(st.lists(st.tuples(st.floats(1, 100), st.floats(1, 1e4)), min_size=2, max_size=12),
        st.floats(0, 50))
 def test_slowdown_bound_is_respected(points, bound):

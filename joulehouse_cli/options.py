@@ -1,0 +1,22 @@
+"""How every command refuses bad input: one line on stderr, `error: ...`, exit code 2."""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import NoReturn
+
+import typer
+
+
+def fail(message: str, code: int = 2) -> NoReturn:
+    """Print `error: message` on one line to stderr and exit with `code`."""
+    typer.echo(f"error: {' '.join(message.split())}", err=True)
+    raise typer.Exit(code)
+
+
+def parse_day(value: str, option: str) -> dt.date:
+    """A UTC day given as YYYY-MM-DD, or fail naming the option."""
+    try:
+        return dt.date.fromisoformat(value)
+    except ValueError:
+        fail(f"{option} {value!r} is not a date (YYYY-MM-DD)")

@@ -76,6 +76,12 @@ def run_demo(*, out: Path, days: int, gpus: int, seed: int, start: dt.date, shar
     config = out / "joulehouse.toml"
     config.write_text(settings_to_toml(settings))
     lake = Path(settings.lake.path)
+    if not settings.carbon.grid_file:
+        console.print(f"[yellow]no grid intensity file under {shared_data / 'grid'}: carbon uses the flat "
+                      f"{settings.carbon.default_grid_gco2e_per_kwh:g} gCO2e/kWh default[/yellow]")
+    if not settings.tco.price_file:
+        console.print(f"[yellow]no price file under {shared_data / 'prices'}: cost uses the flat "
+                      f"{settings.tco.flat_price_usd_per_mwh:g} USD/MWh default[/yellow]")
 
     day_list = [start + dt.timedelta(days=i) for i in range(days)]
     # With 3 days or more the loop closes: the agent applies day 2's signed recommendations to the

@@ -59,12 +59,19 @@ def run_day(day: dt.date, config: Path, airflow_home: Path, dags_folder: Path | 
     failures, run_log = logs / f"joulehouse-failures-{day}.jsonl", logs / f"joulehouse-run-{day}.log"
     failures.unlink(missing_ok=True)
     env["JOULEHOUSE_FAILURE_LOG"] = str(failures)
+    # The DAG starts on JOULEHOUSE_START_DATE (default 2026-01-01) and Airflow runs no task for a
+    # day before its start: a one-off run of an earlier day (a backfill of old logs) moves it back.
+    start = dt.date.fromisoformat(env["JOULEHOUSE_START_DATE"][:10]) if env.get("JOULEHOUSE_START_DATE") else day
+    env["JOULEHOUSE_START_DATE"] = min(start, day).isoformat()
     cmd = [sys.executable, "-m", "joulehouse_cli.dagrun", day.isoformat(), str(Path(config).resolve())]
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
     run_log.write_text(proc.stdout + proc.stderr)
     result_line = next((ln for ln in reversed(proc.stdout.splitlines()) if ln.startswith("JOULEHOUSE_RESULT ")), None)
     result = json.loads(result_line.split(" ", 1)[1]) if result_line else None
     if proc.returncode == 0 and result is not None and result["state"] == "success":
+        if not result.get("ran"):
+            raise DagRunFailed(f"the {DAG_ID} run for {day} ran no task (is {day} before the DAG's start_date, "
+                               f"JOULEHOUSE_START_DATE?)\nfull log: {run_log}")
         return result
     reasons = [json.loads(line) for line in failures.read_text().splitlines()] if failures.exists() else []
     lines = [f"task {r['task']}: {r['error']}" for r in reasons]
@@ -98,7 +105,9 @@ def _child(day: str, config: str) -> int:
     failed = sorted(t for t, s in states.items() if s == "failed")
     not_run = sorted(t for t, s in states.items() if s not in ("failed", "success"))
     state = str(getattr(run.state, "value", run.state))
-    print("JOULEHOUSE_RESULT " + json.dumps({"state": state, "failed_tasks": failed, "not_run": not_run, "day": day}))
+    ran = sorted(t for t, s in states.items() if s in ("success", "failed"))
+    print("JOULEHOUSE_RESULT " + json.dumps({"state": state, "failed_tasks": failed, "not_run": not_run, "ran": ran,
+                                             "day": day}))
     return 0
 
 

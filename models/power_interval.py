@@ -15,6 +15,7 @@ matters (models.recommend does the cost-weighted choice per GPU).
 from __future__ import annotations
 
 import datetime as dt
+import logging
 from dataclasses import dataclass
 
 import duckdb
@@ -29,6 +30,7 @@ from warehouse.day_tables import replace_day_rows
 STEP_W = 5.0
 TOLERANCE = 0.01  # limits within 1% of the least energy per work count as optimal
 MIN_SAMPLES = 30  # a bottleneck seen in fewer busy samples gets no curve
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -70,7 +72,13 @@ def power_interval_day(con: duckdb.DuckDBPyConnection, day: dt.date, *, step_w: 
         if not rows:
             continue
         dominant = max(rows, key=lambda p: p["n_samples"])["bottleneck"]
-        default_w, min_w, _, _ = device_limits_w(model, rows[0]["max_power_limit_w"])
+        try:
+            default_w, min_w, _, _ = device_limits_w(model, rows[0]["max_power_limit_w"])
+        except ValueError as exc:
+            # No limits to sweep (an imported log of an unlisted model without power.limit): no
+            # curve for this model, as models.recommend gives its GPUs no setting; the day goes on.
+            log.warning("no power-limit curve for %s on %s: %s", model, day, exc)
+            continue
         limits = np.arange(min_w, default_w + 1e-9, step_w)
         if limits[-1] != default_w:
             limits = np.append(limits, default_w)

@@ -210,7 +210,7 @@ def render_report(day: str, config: str | None) -> dict:
 
 def export_recommended_config(day: str, config: str | None) -> dict:
     """The signed recommended-config file, gated on the power models' quality."""
-    from reports.export import export_config
+    from reports.export import CONFIG_NAME, export_config
 
     the_day, settings = _load(day, config)
     with _warehouse(settings, read_only=True) as con:
@@ -219,7 +219,7 @@ def export_recommended_config(day: str, config: str | None) -> dict:
         effective_at = dt.datetime.combine(the_day + dt.timedelta(days=1), dt.time(), dt.timezone.utc)
         path = export_config(con, the_day, settings.export, now=effective_at,
                              private_key_path=settings.export.private_key_path)
-    return {"export": str(path)}
+    return {"export": str(path), "polled_by_agents": path.name == CONFIG_NAME}
 
 
 def publish_recommended_config(config: str | None) -> dict:

@@ -14,6 +14,7 @@ deterministic, so re-running a day with the same `now` gives byte-identical file
 from __future__ import annotations
 
 import datetime as dt
+import json
 from pathlib import Path
 from typing import Any
 
@@ -116,8 +117,10 @@ def export_config(
     con, day: dt.date | str, settings: ExportSettings, *, now: dt.datetime | None = None,
     private_key_path: str | Path | None = None,
 ) -> Path:
-    """Sign and write the day's recommended config; returns the path agents poll.
-    `now` (UTC, default the clock) opens the validity window of `settings.validity_hours`."""
+    """Sign and write the day's recommended config as `recommended-config-<day>.json` and, unless
+    the file agents poll already holds a later day's, as `recommended-config.json`; returns the
+    path agents poll, or the dated one when a later day's stays in place. `now` (UTC, default the
+    clock) opens the validity window of `settings.validity_hours`."""
     day = dt.date.fromisoformat(str(day)) if not isinstance(day, dt.date) else day
     now = now or dt.datetime.now(dt.timezone.utc)
     recommendations, missing = read_day(con, "fct_recommendation", day, RECOMMENDATION_COLUMNS)
@@ -131,7 +134,22 @@ def export_config(
     doc = sign_config(body, load_private_key(private_key_path or settings.private_key_path))
     data = dump_config(doc)
     out_dir = Path(settings.out_dir)
-    write_bytes_atomic(out_dir / f"recommended-config-{day.isoformat()}.json", data)
+    dated = out_dir / f"recommended-config-{day.isoformat()}.json"
+    write_bytes_atomic(dated, data)
     latest = out_dir / CONFIG_NAME
+    newest_day = _day_of(latest)
+    if newest_day is not None and newest_day > day.isoformat():
+        # A backfill or re-run of an older day: the newer day's config stays the one agents poll
+        # (replacing it would hand them an expired file, and they would roll back).
+        return dated
     write_bytes_atomic(latest, data)
     return latest
+
+
+def _day_of(path: Path) -> str | None:
+    """body.day of an export file (ISO date), None when there is none or it does not parse."""
+    try:
+        day = json.loads(path.read_bytes())["body"]["day"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return day if isinstance(day, str) else None

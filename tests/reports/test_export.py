@@ -106,3 +106,21 @@ def test_without_any_power_model_table_every_model_is_held_back(con, tmp_path, k
     body = json.loads(export(con, tmp_path, keys).read_bytes())["body"]
     assert body["hosts"] == {}
     assert all("fct_power_model does not exist" in e["reason"] for e in body["excluded_gpu_models"])
+
+
+def test_a_backfilled_older_day_does_not_replace_the_config_agents_poll(con, tmp_path, keys):
+    """Backfilling or re-running an old day must not hand the agents that day's (expired) file."""
+    con.execute("INSERT INTO fct_recommendation SELECT day + 1, * EXCLUDE (day) FROM fct_recommendation WHERE day = ?", [DAY])
+    con.execute("INSERT INTO fct_power_model SELECT gpu_model, day + 1, passed_gate, gate_reason FROM fct_power_model")
+    settings = ExportSettings(out_dir=str(tmp_path / "export"), validity_hours=48.0)
+    newer = export_config(con, DAY + dt.timedelta(days=1), settings, now=NOW + dt.timedelta(days=1), private_key_path=keys[0])
+    assert newer.name == "recommended-config.json"
+    polled = newer.read_bytes()
+
+    older = export_config(con, DAY, settings, now=NOW, private_key_path=keys[0])
+    assert older.name == "recommended-config-2026-01-02.json" and older.exists()
+    assert newer.read_bytes() == polled, "the later day's config stays the one agents poll"
+    assert json.loads(newer.read_bytes())["body"]["day"] == "2026-01-03"
+
+    again = export_config(con, DAY + dt.timedelta(days=1), settings, now=NOW + dt.timedelta(days=1), private_key_path=keys[0])
+    assert again.name == "recommended-config.json" and again.read_bytes() == polled, "a re-run of the newest day rewrites it"

@@ -88,9 +88,12 @@ def run_demo(*, out: Path, days: int, gpus: int, seed: int, start: dt.date, shar
     # simulated fleet, and the days after it are simulated under the limits it set.
     before, after = (day_list[:2], day_list[2:]) if days >= 3 else (day_list, [])
     _simulate(lake, before, gpus=gpus, seed=seed, limits=None, console=console)
-    _ingest_traces(lake, shared_data, console)
+    trace_days = _ingest_traces(lake, shared_data, console)
     if not Path(settings.export.private_key_path).exists():
         generate_keypair(out / "keys")
+    # The real traces' own days go through the same DAG (older days: they never become the export
+    # agents poll); a trace that falls on a simulated day is built with that day.
+    _run_days(sorted(set(trace_days) - set(day_list)), config, out, console)
     _run_days(before, config, out, console)
     if after:
         limits, clocks = _apply_recommendations(settings, before[-1], after, gpus=gpus, seed=seed, console=console)
@@ -102,6 +105,7 @@ def run_demo(*, out: Path, days: int, gpus: int, seed: int, start: dt.date, shar
     elapsed_s = time.monotonic() - started
     peak_mib = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
     _print_results(out, settings, day_list[-1], elapsed_s, peak_mib, console)
+    _print_trace_days(out, settings, trace_days, console)
 
 
 def _simulate(lake: Path, days: list[dt.date], *, gpus: int, seed: int,
@@ -160,12 +164,18 @@ def _apply_recommendations(settings: Settings, day: dt.date, later: list[dt.date
     return power_limits_by_day(nvmls.values(), later), locked_clocks_by_day(nvmls.values(), later)
 
 
-def _ingest_traces(lake: Path, shared_data: Path, console: Console) -> None:
+def _ingest_traces(lake: Path, shared_data: Path, console: Console) -> dict[dt.date, list[str]]:
+    """Import the real traces into the lake; returns the UTC days they landed on, with their files."""
     folder = shared_data / "telemetry"
     if not folder.is_dir():
         console.print(f"[yellow]no real traces: {folder} does not exist; the demo runs on the simulation only[/yellow]")
-        return
+        return {}
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
     from collectors.ingest.nvidia_smi import ingest_nvidia_smi
+
+    landed: dict[dt.date, list[str]] = {}
 
     for name, (host, model) in TRACES.items():
         path = folder / name
@@ -176,6 +186,9 @@ def _ingest_traces(lake: Path, shared_data: Path, console: Console) -> None:
         reasons = "; ".join(f"{n} x {reason}" for reason, n in sorted(result.reasons().items()))
         console.print(f"imported {name}: {result.good_rows} rows landed, {result.bad_rows} quarantined"
                       + (f" ({reasons}) -> {result.quarantine_path}" if result.bad_rows else ""))
+        for day in pc.unique(pc.cast(result.table.column("sampled_at"), pa.date32())).to_pylist():
+            landed.setdefault(day, []).append(name)
+    return landed
 
 
 def _print_results(out: Path, settings: Settings, day: dt.date, elapsed_s: float, peak_mib: float, console: Console) -> None:
@@ -234,3 +247,21 @@ def _cli_command() -> str:
     except ValueError:
         return str(script)
 
+
+def _print_trace_days(out: Path, settings: Settings, trace_days: dict[dt.date, list[str]], console: Console) -> None:
+    """One line per day the real traces landed on: their GPUs' measured energy and the report."""
+    from warehouse.db import connect
+
+    if not trace_days:
+        return
+    con = connect(settings.warehouse.db_path, settings.lake.path, read_only=True)
+    try:
+        for day, names in sorted(trace_days.items()):
+            gpus, kwh = con.execute(
+                "SELECT count(DISTINCT gpu_uuid), sum(energy_kwh) FROM fct_gpu_energy_hourly "
+                "WHERE day = ? AND list_contains(?, host)", [day, [TRACES[n][0] for n in names]]).fetchone()
+            console.print(f"real trace: {day} {', '.join(names)}: {gpus} GPUs, "
+                          + (f"{kwh:.4g} kWh measured" if kwh is not None else "no energy computed")
+                          + f"; report {out / 'reports' / f'{day}.html'}")
+    finally:
+        con.close()

@@ -102,3 +102,33 @@ def test_a_day_the_lake_has_no_readings_for_fails_and_says_why(site):
     log = site / "airflow" / "logs" / f"joulehouse-run-{empty_day}.log"
     assert f"full log: {log}" in text and log.stat().st_size > 0
     assert not (site / "reports" / f"{empty_day}.html").exists()
+
+
+def test_a_real_trace_day_before_the_dags_start_goes_through_the_same_dag(site, shared_data):
+    """The real RTX 4090 log (2026-01-03, a model with no known limits and no power.limit column):
+    its day builds, fits and reports; its GPU gets no setting and says why; the file agents poll
+    stays the newest day's."""
+    from collectors.ingest.nvidia_smi import ingest_nvidia_smi
+    from collectors.settings import load_settings
+
+    settings = load_settings(site / "joulehouse.toml")
+    trace = shared_data / "telemetry" / "vlm_optimization_gpu_log_rtx4090_1hz.csv"
+    ingest_nvidia_smi(trace, lake=settings.lake.path, host="trace-rtx4090", gpu_model="NVIDIA GeForce RTX 4090")
+    trace_day = dt.date(2026, 1, 3)
+    result = CliRunner().invoke(app, ["run", "--date", trace_day.isoformat(), "--config", str(site / "joulehouse.toml")])
+    assert result.exit_code == 0, result.output
+
+    con = duckdb.connect(str(site / "warehouse.duckdb"), read_only=True)
+    try:
+        (kwh,) = con.execute("SELECT sum(energy_kwh) FROM fct_gpu_energy_hourly WHERE day = ? AND host = 'trace-rtx4090'",
+                             [trace_day]).fetchone()
+        recs = con.execute("SELECT power_limit_w, reason FROM fct_recommendation WHERE day = ? AND host = 'trace-rtx4090'",
+                           [trace_day]).fetchall()
+    finally:
+        con.close()
+    assert kwh is not None and kwh > 0.1, "the trace's measured energy is in the warehouse"
+    assert recs and all(limit is None and "no known limits" in reason for limit, reason in recs)
+    assert (site / "reports" / f"{trace_day}.html").exists()
+    polled = json.loads((site / "export" / "recommended-config.json").read_bytes())["body"]["day"]
+    dated = sorted(p.stem.removeprefix("recommended-config-") for p in (site / "export").glob("recommended-config-*.json"))
+    assert polled == dated[-1] and trace_day.isoformat() in dated

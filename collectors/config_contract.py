@@ -47,6 +47,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey,
 SCHEMA_VERSION = 1
 SUPPORTED_SCHEMA_VERSIONS = frozenset({1})
 SIGNATURE_ALG = "ed25519"
+CONFIG_NAME = "recommended-config.json"  # the file agents poll (the newest day's)
 WORKLOAD_CLASSES = frozenset({"latency-sensitive", "throughput", "background"})
 PRIVATE_KEY_NAME = "joulehouse-ed25519.pem"
 PUBLIC_KEY_NAME = "joulehouse-ed25519.pub.pem"

@@ -40,6 +40,9 @@ def _say_what_failed(context) -> None:
     conf = (context["dag_run"].conf or {}) if context.get("dag_run") else {}
     day = conf.get("day") or context.get("ds")
     task_id, attempt, error = getattr(ti, "task_id", "?"), getattr(ti, "try_number", "?"), context.get("exception")
+    map_index = getattr(ti, "map_index", None)
+    if isinstance(map_index, int) and map_index >= 0:  # one instance per host: say which
+        task_id = f"{task_id}[{map_index}]"
     log.error("joulehouse_daily: task %s failed for day %s (try %s): %s", task_id, day, attempt, error)
     if os.environ.get("JOULEHOUSE_FAILURE_LOG"):
         with open(os.environ["JOULEHOUSE_FAILURE_LOG"], "a", encoding="utf-8") as out:

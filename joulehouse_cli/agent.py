@@ -1,7 +1,7 @@
 """`joulehouse agent apply|verify|run|rollback` (the node agent) and `joulehouse keys generate`.
 
-Exit codes: 0 every GPU as asked; 1 some GPU refused or failed to verify (the table says which);
-2 the config itself was refused (tampered, expired, unsigned, other host...) or unreadable;
+Exit codes: 0 every GPU as asked; 1 some GPU refused or failed to verify (the table says which), or
+(verify) a good file outside its validity window; 2 the config itself was refused (tampered, expired, unsigned, other host...) or unreadable;
 3 NVML is not usable on this machine.
 """
 
@@ -13,13 +13,10 @@ from typing import Optional
 
 import typer
 
+from joulehouse_cli.options import fail
+
 agent_app = typer.Typer(no_args_is_help=True, help="Apply signed recommended configs to this node's GPUs.")
 keys_app = typer.Typer(no_args_is_help=True, help="Signing keys for the recommended-config file.")
-
-
-def _fail(message: str, code: int) -> None:
-    typer.echo(message, err=True)
-    raise typer.Exit(code)
 
 
 def _public_key(path: Path):
@@ -28,7 +25,7 @@ def _public_key(path: Path):
     try:
         return load_public_key(path)
     except (OSError, ValueError) as exc:
-        _fail(f"error: {exc}", 2)
+        fail(str(exc), 2)
 
 
 def _print_result(result) -> None:
@@ -52,7 +49,7 @@ def _nvml_usable_or_exit():
         pynvml.nvmlInit()
         pynvml.nvmlShutdown()
     except pynvml.NVMLError as exc:
-        _fail(f"error: NVML is not usable on this machine ({exc}); use --dry-run to check a config without a GPU", 3)
+        fail(f"NVML is not usable on this machine ({exc}); use --dry-run to check a config without a GPU", 3)
     return pynvml
 
 
@@ -73,15 +70,15 @@ def apply_command(
     try:
         data = fetch_config(config)
     except ConfigFetchError as exc:
-        _fail(f"error: {exc}", 2)
+        fail(str(exc), 2)
     if data is None:
-        _fail(f"error: no config at {config}", 2)
+        fail(f"no config at {config}", 2)
     nvml = None if dry_run else _nvml_usable_or_exit()
     try:
         result = apply_config(data, public_key=key, host=host or socket.gethostname(), nvml=nvml,
                               dry_run=dry_run, lake=lake)
     except ConfigError as exc:
-        _fail(f"refused: {type(exc).__name__}: {exc}", 2)
+        fail(f"{type(exc).__name__}: {exc}", 2, label="refused")
     _print_result(result)
     if not result.ok:
         raise typer.Exit(1)
@@ -94,8 +91,9 @@ def verify_command(
     at: Optional[str] = typer.Option(None, "--at", help="Check the validity window at this UTC time (ISO 8601) instead of now"),
 ) -> None:
     """Check a config's signature and form, say what it holds and whether an agent would take it
-    now (or at --at). Exit 0: signed by the key and well formed, and valid at --at when given;
-    2: refused. Touches no device."""
+    now (or at --at). Exit 0: an agent would take it; 1: signed by the key and well formed, but
+    outside its validity window; 2: refused (tampered, unsigned, another key, malformed). Touches
+    no device."""
     import datetime as dt
 
     from collectors.agent_loop import ConfigFetchError, fetch_config
@@ -105,19 +103,19 @@ def verify_command(
     try:
         when = dt.datetime.now(dt.timezone.utc) if at is None else dt.datetime.fromisoformat(at.replace("Z", "+00:00"))
     except ValueError:
-        _fail(f"error: --at {at!r} is not an ISO 8601 time (e.g. 2026-06-12T00:00:00Z)", 2)
+        fail(f"--at {at!r} is not an ISO 8601 time (e.g. 2026-06-12T00:00:00Z)", 2)
     if when.tzinfo is None:
-        _fail(f"error: --at {at!r} has no time zone; add Z for UTC", 2)
+        fail(f"--at {at!r} has no time zone; add Z for UTC", 2)
     try:
         data = fetch_config(config)
     except ConfigFetchError as exc:
-        _fail(f"error: {exc}", 2)
+        fail(str(exc), 2)
     if data is None:
-        _fail(f"error: no config at {config}", 2)
+        fail(f"no config at {config}", 2)
     try:
         checked = verify_signature(load_config_document(data), key)
     except ConfigError as exc:
-        _fail(f"refused: {type(exc).__name__}: {exc}", 2)
+        fail(f"{type(exc).__name__}: {exc}", 2, label="refused")
     hosts = sorted({s.host for s in checked.settings})
     typer.echo(f"signature: valid (key {checked.key_id}); schema {checked.schema_version}; sha256 {checked.config_sha256}")
     typer.echo(f"site {checked.site}, day {checked.day}: {len(checked.settings)} GPU settings on {len(hosts)} hosts "
@@ -130,8 +128,8 @@ def verify_command(
     else:
         state = f"valid at {format_utc(when)}: an agent would take it"
     typer.echo(f"{window}; {state}")
-    if at is not None and not checked.valid_from <= when < checked.valid_until:
-        raise typer.Exit(2)
+    if not checked.valid_from <= when < checked.valid_until:
+        raise typer.Exit(1)
 
 
 @agent_app.command("rollback")
@@ -166,10 +164,10 @@ def run_command(
     try:
         agent = load_settings(settings_file).agent
     except SettingsError as exc:
-        _fail(f"error: {exc}", 2)
+        fail(str(exc), 2)
     location = config_url or agent.config_url
     if not location:
-        _fail("error: no config location: pass --config-url or set [agent] config_url", 2)
+        fail("no config location: pass --config-url or set [agent] config_url", 2)
     key = _public_key(public_key or Path(agent.public_key_path))
     run_agent(location, public_key=key, host=host or socket.gethostname(), nvml=_nvml_usable_or_exit(), lake=lake,
               poll_interval_s=interval_s or agent.poll_interval_s, iterations=iterations, log=typer.echo)
@@ -186,7 +184,7 @@ def keys_generate_command(
     try:
         private_path, public_path = generate_keypair(out, overwrite=overwrite)
     except FileExistsError as exc:
-        _fail(f"error: {exc}", 2)
+        fail(str(exc), 2)
     typer.echo(f"private key (keep on the analytics host): {private_path}")
     typer.echo(f"public key (copy to every node): {public_path}")
 

@@ -18,12 +18,9 @@ from typing import List, Optional
 
 import typer
 
+from joulehouse_cli.options import fail
+
 SOURCES = ("nvml", "dcgm", "ipmi", "sim")
-
-
-def _fail(message: str, code: int) -> None:
-    typer.echo(" ".join(message.split()), err=True)  # one line, whatever the cause's text holds
-    raise typer.Exit(code)
 
 
 def collect_command(
@@ -52,7 +49,7 @@ def collect_command(
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     unknown = [name for name in source if name not in SOURCES]
     if unknown:
-        _fail(f"error: --source {unknown[0]!r}: expected one of {', '.join(SOURCES)}", 2)
+        fail(f"--source {unknown[0]!r}: expected one of {', '.join(SOURCES)}", 2)
     try:
         settings = load_settings(settings_file).collector
         overrides = {name: parse_duration_s(text) for name, text in (
@@ -61,7 +58,7 @@ def collect_command(
             ("dcgm_sync_interval_s", dcgm_interval)) if text is not None}
         settings = dataclasses.replace(settings, **overrides)
     except (SettingsError, ValueError) as exc:
-        _fail(f"error: {exc}", 2)
+        fail(str(exc), 2)
     host = host or socket.gethostname()
     sources = _build_sources(list(dict.fromkeys(source)), host, lake, settings, sim_gpus, CollectorSettings())
     stop = threading.Event()
@@ -72,9 +69,9 @@ def collect_command(
     try:
         stats = collector.run(stop, max_polls=max_polls)
     except SourceStartError as exc:
-        _fail(f"error: {exc}", 3)
+        fail(str(exc), 3)
     if stats.polls and stats.reads_ok == 0 and stats.source_errors:
-        _fail("error: no source could be read (see the log above)", 3)
+        fail("no source could be read (see the log above)", 3)
     typer.echo(f"stopped: {stats.polls} polls, {stats.rows} rows, {stats.files_written} files, "
                f"{stats.source_errors} source errors, {stats.disk_full_events} disk-full events")
 

@@ -59,9 +59,12 @@ def run_day(day: dt.date, config: Path, airflow_home: Path, dags_folder: Path | 
     failures, run_log = logs / f"joulehouse-failures-{day}.jsonl", logs / f"joulehouse-run-{day}.log"
     failures.unlink(missing_ok=True)
     env["JOULEHOUSE_FAILURE_LOG"] = str(failures)
-    # The DAG starts on JOULEHOUSE_START_DATE (default 2026-01-01) and Airflow runs no task for a
-    # day before its start: a one-off run of an earlier day (a backfill of old logs) moves it back.
-    start = dt.date.fromisoformat(env["JOULEHOUSE_START_DATE"][:10]) if env.get("JOULEHOUSE_START_DATE") else day
+    # The DAG starts on JOULEHOUSE_START_DATE and Airflow runs no task for a day before its start:
+    # a one-off run of an earlier day (a backfill of old logs) moves it back to that day.
+    try:
+        start = dt.date.fromisoformat(env["JOULEHOUSE_START_DATE"][:10]) if env.get("JOULEHOUSE_START_DATE") else day
+    except ValueError:
+        raise DagRunFailed(f"JOULEHOUSE_START_DATE={env['JOULEHOUSE_START_DATE']!r} is not a date (YYYY-MM-DD)") from None
     env["JOULEHOUSE_START_DATE"] = min(start, day).isoformat()
     cmd = [sys.executable, "-m", "joulehouse_cli.dagrun", day.isoformat(), str(Path(config).resolve())]
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
@@ -74,7 +77,7 @@ def run_day(day: dt.date, config: Path, airflow_home: Path, dags_folder: Path | 
                                f"JOULEHOUSE_START_DATE?)\nfull log: {run_log}")
         return result
     reasons = [json.loads(line) for line in failures.read_text().splitlines()] if failures.exists() else []
-    lines = [f"task {r['task']}: {r['error']}" for r in reasons]
+    lines = [f"task {r['task']}: {r['error'] or 'failed (no exception; see the log)'}" for r in reasons]
     if result is not None and result.get("not_run"):
         lines.append(f"not run because of it: {', '.join(result['not_run'])}")
     if not reasons:  # the run failed outside any task (import error, metadata database): show the end
@@ -101,7 +104,9 @@ def _child(day: str, config: str) -> int:
     logical = dt.datetime.fromisoformat(day).replace(tzinfo=dt.timezone.utc)
     run = dag.test(logical_date=logical, run_conf={"day": day, "config": config})
     tis = run.get_task_instances() if hasattr(run, "get_task_instances") else []
-    states = {ti.task_id: str(getattr(ti.state, "value", ti.state)) for ti in tis}
+    # a mapped task has one instance per host: keyed by task and map index, one failure is not hidden
+    states = {ti.task_id if (ti.map_index is None or ti.map_index < 0) else f"{ti.task_id}[{ti.map_index}]":
+              str(getattr(ti.state, "value", ti.state)) for ti in tis}
     failed = sorted(t for t, s in states.items() if s == "failed")
     not_run = sorted(t for t, s in states.items() if s not in ("failed", "success"))
     state = str(getattr(run.state, "value", run.state))

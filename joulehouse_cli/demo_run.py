@@ -91,9 +91,9 @@ def run_demo(*, out: Path, days: int, gpus: int, seed: int, start: dt.date, shar
     trace_days = _ingest_traces(lake, shared_data, console)
     if not Path(settings.export.private_key_path).exists():
         generate_keypair(out / "keys")
-    # The real traces' own days go through the same DAG (older days: they never become the export
-    # agents poll); a trace that falls on a simulated day is built with that day.
-    _run_days(sorted(set(trace_days) - set(day_list)), config, out, console)
+    # The real traces' own days go through the same DAG, in date order with the simulated ones (a
+    # trace that falls on a simulated day is built with it): earlier ones now, later ones last.
+    _run_days(sorted(d for d in trace_days if d < day_list[0]), config, out, console)
     _run_days(before, config, out, console)
     if after:
         limits, clocks = _apply_recommendations(settings, before[-1], after, gpus=gpus, seed=seed, console=console)
@@ -101,6 +101,7 @@ def run_demo(*, out: Path, days: int, gpus: int, seed: int, start: dt.date, shar
         _run_days(after, config, out, console)
     else:
         console.print("[yellow]2 days or fewer: the agent applies nothing (use --days 7 to see the whole loop)[/yellow]")
+    _run_days(sorted(d for d in trace_days if d > day_list[-1]), config, out, console)
 
     elapsed_s = time.monotonic() - started
     peak_mib = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
@@ -127,6 +128,8 @@ def _simulate(lake: Path, days: list[dt.date], *, gpus: int, seed: int,
 def _run_days(days: list[dt.date], config: Path, out: Path, console: Console) -> None:
     from joulehouse_cli.dagrun import run_day
 
+    if not days:
+        return
     with _progress(console) as progress:
         task = progress.add_task("daily DAG through Airflow", total=len(days))
         for day in days:

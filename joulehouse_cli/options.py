@@ -1,4 +1,5 @@
-"""How every command refuses bad input: one line on stderr, `error: ...`, exit code 2."""
+"""How every command refuses bad input: one line on stderr, `error: ...` (or `refused: ...`), exit code 2
+(or the command's own)."""
 
 from __future__ import annotations
 
@@ -8,9 +9,10 @@ from typing import NoReturn
 import typer
 
 
-def fail(message: str, code: int = 2) -> NoReturn:
-    """Print `error: message` on one line to stderr and exit with `code`."""
-    typer.echo(f"error: {' '.join(message.split())}", err=True)
+def fail(message: str, code: int = 2, label: str = "error") -> NoReturn:
+    """Print `label: message` on one line to stderr (whatever the cause's text holds) and exit
+    with `code`."""
+    typer.echo(f"{label}: {' '.join(message.split())}", err=True)
     raise typer.Exit(code)
 
 

@@ -62,7 +62,9 @@ class Choice:
         return asdict(self)
 
 
-def _rows(path: Path) -> list[dict[str, str]]:
+def _rows(path: Path) -> list[tuple[int, dict[str, str]]]:
+    """(line number in the file where the row ends, row) for each CSV row; DictReader skips blank
+    lines and a quoted field may span lines, so the number is the reader's, not a count."""
     rows = []
     try:
         with path.open(newline="") as fh:
@@ -71,7 +73,7 @@ def _rows(path: Path) -> list[dict[str, str]]:
                 if None in row:  # DictReader files the fields past the header under the key None
                     raise SweepError(f"sweep file {path}, line {reader.line_num}: {len(reader.fieldnames or [])} "
                                      f"columns in the header, more fields in this row: not a sweep CSV")
-                rows.append({k.strip(): (v or "").strip() for k, v in row.items()})
+                rows.append((reader.line_num, {k.strip(): (v or "").strip() for k, v in row.items()}))
     except (UnicodeDecodeError, csv.Error) as exc:
         raise SweepError(f"sweep file {path} is not a readable CSV: {exc}") from None
     return rows
@@ -103,10 +105,10 @@ def load_sweeps(path: str | Path) -> dict[str, Sweep]:
     rows = _rows(path)
     if not rows:
         raise SweepError(f"sweep file {path} has no rows")
-    columns = set(rows[0])
+    columns = set(rows[0][1])
     groups: dict[str, dict[float, list[tuple[float, float]]]] = {}
     if {"window_name", "elapsed_time", "gpu0_energy"} <= columns:
-        for line, row in enumerate(rows, start=2):
+        for line, row in rows:
             match = _WINDOW.search(row["window_name"])
             if not match:
                 continue  # a window that is not a power-limit probe (e.g. a user's own window)
@@ -114,7 +116,7 @@ def load_sweeps(path: str | Path) -> dict[str, Sweep]:
                 (_number(row, "elapsed_time", path, line), _number(row, "gpu0_energy", path, line)))
         setting = "power_limit_w"
     elif {"power_limit", "time_per_epoch", "average_power"} <= columns:
-        for line, row in enumerate(rows, start=2):
+        for line, row in rows:
             label = "/".join(row[k] for k in ("dataset", "network", "batch_size", "optimizer") if k in row)
             t = _number(row, "time_per_epoch", path, line)
             groups.setdefault(label, {}).setdefault(_number(row, "power_limit", path, line), []).append(
@@ -122,7 +124,7 @@ def load_sweeps(path: str | Path) -> dict[str, Sweep]:
         setting = "power_limit_w"
     elif {"frequency", "time", "energy"} <= columns:
         per_clock: dict[float, list[float]] = {}
-        for line, row in enumerate(rows, start=2):
+        for line, row in rows:
             acc = per_clock.setdefault(_number(row, "frequency", path, line), [0.0, 0.0])
             acc[0] += _number(row, "time", path, line)
             acc[1] += _number(row, "energy", path, line)

@@ -14,6 +14,7 @@ deterministic, so re-running a day with the same `now` gives byte-identical file
 from __future__ import annotations
 
 import datetime as dt
+import fcntl
 import json
 from pathlib import Path
 from typing import Any
@@ -21,13 +22,12 @@ from typing import Any
 import polars as pl
 
 from collectors.config_contract import (
-    SCHEMA_VERSION, dump_config, format_utc, load_private_key, sign_config,
+    CONFIG_NAME, SCHEMA_VERSION, dump_config, format_utc, load_private_key, sign_config,
 )
 from collectors.settings import ExportSettings
 from collectors.writer import write_bytes_atomic
 from reports.warehouse_tables import read_day
 
-CONFIG_NAME = "recommended-config.json"
 RECOMMENDATION_COLUMNS = (
     "host", "gpu_uuid", "gpu_model", "workload_class", "power_limit_w", "default_limit_w",
     "locked_sm_clock_min_mhz", "locked_sm_clock_max_mhz", "expected_saving_pct",
@@ -137,12 +137,15 @@ def export_config(
     dated = out_dir / f"recommended-config-{day.isoformat()}.json"
     write_bytes_atomic(dated, data)
     latest = out_dir / CONFIG_NAME
-    newest_day = _day_of(latest)
-    if newest_day is not None and newest_day > day.isoformat():
-        # A backfill or re-run of an older day: the newer day's config stays the one agents poll
-        # (replacing it would hand them an expired file, and they would roll back).
-        return dated
-    write_bytes_atomic(latest, data)
+    # The scheduler's run and a backfill may export at once: one check-and-replace at a time.
+    with open(out_dir / ".export.lock", "a+b") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        newest_day = _day_of(latest)
+        if newest_day is not None and newest_day > day.isoformat():
+            # A backfill or re-run of an older day: the newer day's config stays the one agents
+            # poll (replacing it would hand them an expired file, and they would roll back).
+            return dated
+        write_bytes_atomic(latest, data)
     return latest
 
 

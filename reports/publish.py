@@ -6,7 +6,7 @@ from pathlib import Path
 
 import fsspec
 
-CONFIG_NAME = "recommended-config.json"
+from collectors.config_contract import CONFIG_NAME
 
 
 class PublishError(OSError):

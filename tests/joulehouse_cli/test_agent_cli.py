@@ -92,14 +92,14 @@ def test_verify_checks_an_expired_export_and_says_when_it_was_valid(app, keys, t
     what it holds, and whether an agent would take it now or at --at."""
     config = write_config(tmp_path / "c.json", keys[0], hours=-1)
     result = runner.invoke(app, ["agent", "verify", str(config), "--public-key", str(keys[1])])
-    assert result.exit_code == 0, result.output
+    assert result.exit_code == 1, "well signed but expired: not what `verify && deploy` should pass"
     assert "signature: valid" in result.output and "1 GPU settings on 1 hosts (node-01)" in result.output
     assert "an agent would refuse it" in result.output
     inside = (dt.datetime.now(dt.timezone.utc) - dt.timedelta(days=1)).strftime("%Y-%m-%dT%H:%M:%SZ")
     at = runner.invoke(app, ["agent", "verify", str(config), "--public-key", str(keys[1]), "--at", inside])
     assert at.exit_code == 0 and "an agent would take it" in at.output
     late = runner.invoke(app, ["agent", "verify", str(config), "--public-key", str(keys[1]), "--at", "2099-01-01T00:00:00Z"])
-    assert late.exit_code == 2 and "an agent would refuse it" in late.output
+    assert late.exit_code == 1 and "an agent would refuse it" in late.output
 
 
 @pytest.mark.parametrize("kwargs, message", [

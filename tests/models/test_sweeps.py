@@ -76,6 +76,7 @@ def test_unknown_format_is_refused_with_the_columns(tmp_path):
     ("# a README\nsome, prose, with, commas\n", r"line 2: 1 columns in the header, more fields"),
     ("power_limit,time_per_epoch,average_power\n300,12.5,250\n250,x,200\n", r"line 3: time_per_epoch = 'x'"),
     ("frequency,time,energy\n1410,1.0,nan\n", r"line 2: energy = 'nan' is not a finite number"),
+    ("frequency,time,energy\n\n1410,1.0,x\n", r"line 3: energy = 'x'"),  # a blank line is skipped, still counted
 ])
 def test_a_file_that_is_not_a_clean_sweep_is_refused_naming_the_line(tmp_path, text, message):
     path = tmp_path / "x.csv"

@@ -28,6 +28,19 @@ def _public_key(path: Path):
         fail(str(exc), 2)
 
 
+def _fetch(config: str) -> bytes:
+    """The config document's bytes from a path or URL, or fail (exit 2) saying why."""
+    from collectors.agent_loop import ConfigFetchError, fetch_config
+
+    try:
+        data = fetch_config(config)
+    except ConfigFetchError as exc:
+        fail(str(exc), 2)
+    if data is None:
+        fail(f"no config at {config}", 2)
+    return data
+
+
 def _print_result(result) -> None:
     from rich.console import Console
     from rich.table import Table
@@ -63,16 +76,10 @@ def apply_command(
 ) -> None:
     """Verify a signed config and apply this host's power limits (and locked clocks)."""
     from collectors.agent import apply_config
-    from collectors.agent_loop import ConfigFetchError, fetch_config
     from collectors.config_contract import ConfigError
 
     key = _public_key(public_key)
-    try:
-        data = fetch_config(config)
-    except ConfigFetchError as exc:
-        fail(str(exc), 2)
-    if data is None:
-        fail(f"no config at {config}", 2)
+    data = _fetch(config)
     nvml = None if dry_run else _nvml_usable_or_exit()
     try:
         result = apply_config(data, public_key=key, host=host or socket.gethostname(), nvml=nvml,
@@ -96,7 +103,6 @@ def verify_command(
     no device."""
     import datetime as dt
 
-    from collectors.agent_loop import ConfigFetchError, fetch_config
     from collectors.config_contract import ConfigError, format_utc, load_config_document, verify_signature
 
     key = _public_key(public_key)
@@ -106,12 +112,7 @@ def verify_command(
         fail(f"--at {at!r} is not an ISO 8601 time (e.g. 2026-06-12T00:00:00Z)", 2)
     if when.tzinfo is None:
         fail(f"--at {at!r} has no time zone; add Z for UTC", 2)
-    try:
-        data = fetch_config(config)
-    except ConfigFetchError as exc:
-        fail(str(exc), 2)
-    if data is None:
-        fail(f"no config at {config}", 2)
+    data = _fetch(config)
     try:
         checked = verify_signature(load_config_document(data), key)
     except ConfigError as exc:

@@ -66,7 +66,8 @@ def run_day(day: dt.date, config: Path, airflow_home: Path, dags_folder: Path | 
     except ValueError:
         raise DagRunFailed(f"JOULEHOUSE_START_DATE={env['JOULEHOUSE_START_DATE']!r} is not a date (YYYY-MM-DD)") from None
     env["JOULEHOUSE_START_DATE"] = min(start, day).isoformat()
-    cmd = [sys.executable, "-m", "joulehouse_cli.dagrun", day.isoformat(), str(Path(config).resolve())]
+    # -P: the child imports this installed joulehouse, never a checkout that happens to be the cwd
+    cmd = [sys.executable, "-P", "-m", "joulehouse_cli.dagrun", day.isoformat(), str(Path(config).resolve())]
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
     run_log.write_text(proc.stdout + proc.stderr)
     result_line = next((ln for ln in reversed(proc.stdout.splitlines()) if ln.startswith("JOULEHOUSE_RESULT ")), None)

@@ -1,8 +1,9 @@
 """The lake's datasets and their Arrow schemas: the contract between node and warehouse.
 
 Every column carries its unit in its name. Timestamps are UTC (`timestamp[us, UTC]`). A reading
-a source does not have is NULL, never 0. Extra columns are allowed in files; these are the ones
-the warehouse relies on. The types follow what the sources give: NVML power is integer mW, so
+a source does not have is NULL, never 0. Extra columns are allowed in files (NVML adds the
+device's limits, running PIDs and a read error); these are the ones the warehouse relies on, and
+its raw_* views read exactly these, by name. The types follow what the sources give: NVML power is integer mW, so
 `power_w` as float32 holds it to better than 0.1 mW; counters are int64.
 
 Precision kept, gpu_samples (deliberate, for storage; see STORAGE_STEP_BY_DATASET):

@@ -162,14 +162,32 @@ def _apply_one(nvml: Any, handle: Any, s: GpuSetting, previous_lock: Any = UNKNO
         return GpuOutcome(s.gpu_uuid, "refuse", clock_problem + "; not applied", **common)
     clocks = (f", SM clocks locked to {s.locked_sm_clock_min_mhz}-{s.locked_sm_clock_max_mhz} MHz"
               if s.locked_sm_clock_max_mhz is not None else "")
+    limit_set = False
     try:
         if before_mw != requested_mw:
             nvml.nvmlDeviceSetPowerManagementLimit(handle, requested_mw)
+            limit_set = True
         if s.locked_sm_clock_max_mhz is not None:
             # No NVML getter for locked clocks: setting the same range again is a no-op on the device.
             nvml.nvmlDeviceSetGpuLockedClocks(handle, s.locked_sm_clock_min_mhz, s.locked_sm_clock_max_mhz)
     except nvml.NVMLError as exc:
-        return GpuOutcome(s.gpu_uuid, "refuse", f"NVML refused the setting: {_nvml_error(nvml, exc)}", **common)
+        reason = f"NVML refused the setting: {_nvml_error(nvml, exc)}"
+        if not limit_set:
+            return GpuOutcome(s.gpu_uuid, "refuse", reason, **common)
+        # The limit went in, the clock lock did not: a setting is all or nothing, so put the limit
+        # back (a GPU capped while its audit says "refuse" would count as untreated next day).
+        try:
+            nvml.nvmlDeviceSetPowerManagementLimit(handle, before_mw)
+        except nvml.NVMLError as undo:
+            return GpuOutcome(s.gpu_uuid, "verify-failed", f"{reason}; restoring the limit of {before_mw / 1000:.1f} W "
+                              f"failed too ({_nvml_error(nvml, undo)}): the GPU is left at {s.power_limit_w:.1f} W",
+                              power_limit_w_after=s.power_limit_w, **common)
+        try:
+            restored_w = _watts(nvml.nvmlDeviceGetPowerManagementLimit(handle))
+        except nvml.NVMLError:
+            restored_w = None  # restored, as far as the driver said; not read back
+        return GpuOutcome(s.gpu_uuid, "refuse", f"{reason}; limit restored to {before_mw / 1000:.1f} W",
+                          power_limit_w_after=restored_w, **common)
     try:
         after_mw = nvml.nvmlDeviceGetPowerManagementLimit(handle)
     except nvml.NVMLError as exc:
@@ -224,8 +242,9 @@ def apply_config(
     without touching NVML at all."""
     host = host or socket.gethostname()
     now = now or _utc_now()
-    doc = _document(doc_or_path)
+    doc: Mapping[str, Any] = {}
     try:
+        doc = _document(doc_or_path)  # inside: a body that is not JSON is a refusal, audited too
         config = verify_config(doc, public_key, now, host=host)
     except ConfigError as exc:
         sha = body_sha256(doc["body"]) if isinstance(doc.get("body"), Mapping) else None

@@ -12,7 +12,7 @@ import pytest
 from collectors.agent import apply_config, rollback
 from collectors.agent_loop import poll_once, AgentState
 from collectors.config_contract import (
-    BadSignature, ExpiredConfig, HostNotInConfig, dump_config, generate_keypair, load_private_key,
+    BadSignature, ExpiredConfig, HostNotInConfig, MalformedConfig, dump_config, generate_keypair, load_private_key,
     load_public_key, sign_config,
 )
 from nvml_stub.fixture import GpuState
@@ -186,3 +186,27 @@ def test_a_clock_only_change_is_audited_as_an_apply_with_its_range(nvml_stub, ke
     assert [o.action for o in moved.outcomes] == ["apply"] and "was 420-1200 MHz" in moved.outcomes[0].reason
     assert nvml_stub.read()["gpu0.locked_sm_clock_max_mhz"] == "1100"
     assert [r["action"] for r in sorted(audit_rows(lake), key=lambda r: r["audited_at"])] == ["apply", "unchanged", "apply"]
+
+
+def test_a_clock_lock_the_driver_refuses_puts_the_limit_back(nvml_stub, keys, lake):
+    """All or nothing per GPU: the limit went in, the lock did not, so the limit is restored and
+    the audit's 'refuse' tells the truth about the device."""
+    gpus = fleet(2)
+    gpus[0].error = {"nvmlDeviceSetGpuLockedClocks": "NO_PERMISSION"}
+    nvml_stub.write(gpus)
+    doc = signed(keys[0], {uuid(0): entry(300, clocks=(900, 1200)), uuid(1): entry(300, clocks=(900, 1200))})
+    result = apply_config(doc, public_key=keys[1], host=HOST, nvml=pynvml, lake=lake, now=NOW)
+    refused = next(o for o in result.outcomes if o.gpu_uuid == uuid(0))
+    assert refused.action == "refuse" and "limit restored to 400.0 W" in refused.reason
+    assert limit_mw(nvml_stub, 0) == 400_000 and refused.power_limit_w_after == 400.0
+    assert limit_mw(nvml_stub, 1) == 300_000, "the other GPU is applied"
+    rows = {r["gpu_uuid"]: r for r in audit_rows(lake)}
+    assert (rows[uuid(0)]["action"], rows[uuid(0)]["power_limit_w_after"]) == ("refuse", 400.0)
+
+
+def test_a_body_that_is_not_json_is_refused_and_audited(keys, lake):
+    with pytest.raises(MalformedConfig, match="not valid JSON"):
+        apply_config(b"<html>502 Bad Gateway</html>", public_key=keys[1], host=HOST, nvml=pynvml, lake=lake, now=NOW)
+    rows = audit_rows(lake)
+    assert [(r["action"], r["gpu_uuid"]) for r in rows] == [("refuse", None)]
+    assert rows[0]["reason"].startswith("MalformedConfig")

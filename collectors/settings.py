@@ -225,6 +225,10 @@ class RecommendSettings:
     value_of_time_usd_per_gpu_hour: float = 0.0
     do_not_touch: tuple[str, ...] = ()
     limit_step_w: float = 25.0
+    # The lowest cap recommended, as a share of the device's default limit (TDP): DESIGN.md's
+    # P_limit = gamma * TDP with gamma >= 0.5. Below it a cap trades large slowdowns for the last
+    # few percent of energy, and the model is extrapolating far from the power it was fitted on.
+    min_limit_share_of_default: float = 0.5
     # Share of each GPU model's eligible GPUs (stable choice by UUID) left at the default as controls, so
     # the next days can measure what the settings saved against like GPUs; 0 applies everything.
     holdout_share: float = 0.25

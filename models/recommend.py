@@ -166,7 +166,8 @@ def recommend_gpu(row: dict, workload_class: str, fit: dict | None, settings: Re
     clock_ratios = np.linspace(1.0, MIN_CLOCK_RATIO, 29)
     uncapped, *clocks = score_clocks(coef, bins, np.concatenate([[1.0], clock_ratios]))
     uncapped_w = uncapped.power_w
-    candidates = np.arange(min(default_w, max_w), min_w - 1e-9, -settings.limit_step_w)
+    floor_w = max(min_w, settings.min_limit_share_of_default * default_w)
+    candidates = np.arange(min(default_w, max_w), floor_w - 1e-9, -settings.limit_step_w)
     caps = list(zip(map(float, candidates), score_limits(coef, bins, candidates)))
     caps = [c for c in caps if c[1].heavy_slowdown_pct <= bound + 1e-9] or caps[:1]  # the default always qualifies
     cap_w, best_cap = min(caps, key=lambda c: (cost_usd(c[1].power_w, c[1].slowdown_pct), -c[0]))
@@ -193,8 +194,8 @@ def recommend_gpu(row: dict, workload_class: str, fit: dict | None, settings: Re
     if s_best < 1.0 and coef.f_max_mhz is not None and clock_cost < cost_usd(uncapped_w, 0.0):
         peak_w = row["p95_power_w"] if "p95_power_w" in row or p95_power_w is None else p95_power_w()
         measured_peak = float(peak_w or uncapped_w)
-        if measured_peak <= min_w + settings.limit_step_w:
-            why = f"draws {measured_peak:.0f} W at p95, never reaching a cap it allows ({min_w:.0f} W minimum): a cap does nothing"
+        if measured_peak <= floor_w + settings.limit_step_w:
+            why = f"draws {measured_peak:.0f} W at p95, never reaching a cap it allows ({floor_w:.0f} W lowest): a cap does nothing"
         else:
             why = "a locked clock range saves more than any cap in its limit steps"
         return out | {"power_limit_w": default_w, **saving(clock_power_w, clock_slowdown),

@@ -174,3 +174,17 @@ def test_heavier_half_holds_the_heaviest_free_bin_even_when_it_has_most_of_the_w
             for a in range(1, 11)]
     scored = _score(even, lambda b: (300.0, 1.0 + (b.activity_ratio > 0.55) * 0.1, False))
     assert scored.heavy_slowdown_pct == pytest.approx(10.0)  # ten equal tenths: exactly the top five
+
+
+@pytest.mark.parametrize("share", [0.6, 0.8])
+def test_no_cap_goes_below_the_share_of_the_default_limit(share):
+    """DESIGN.md's caps are gamma x TDP with gamma >= 0.5 (the default share): here background
+    work's cheapest caps are 200-225 W on a 400 W A100; with a higher floor none goes below it,
+    and the saving comes another way (a locked clock range)."""
+    con = _warehouse()
+    _jobs(con, ["background"] * 3)
+    recommend_day(con, DAY, RecommendSettings(holdout_share=0.0, min_limit_share_of_default=share))
+    default_w = DEVICE_LIMITS_W[A100][0]
+    rows = _rows(con)
+    assert len(rows) == 3 and all(r["power_limit_w"] >= share * default_w - 1e-9 for r in rows)
+    assert all(r["expected_saving_pct"] > 5.0 for r in rows)

@@ -3,8 +3,9 @@
 For each GPU seen on `day`: its workload class is the class of the jobs it ran longest that day
 (jobs relation), or, without jobs, 'throughput' when it was busy (activity > 5%) at least half of
 the day's samples and 'background' otherwise. Latency-sensitive GPUs keep their clocks (default
-limit). For the others, each candidate limit from the device default down to its minimum (in
-`limit_step_w` steps; never above the default), and each locked SM clock ceiling, is scored with
+limit). For the others, each candidate limit from the device default down to its minimum or
+`min_limit_share_of_default` of the default, whichever is higher (in `limit_step_w` steps; never
+above the default), and each locked SM clock ceiling, is scored with
 the fitted power model and the performance-under-cap model (models.caps).
 
 The objective, and why. The class's slowdown bound is the constraint (throughput 10%, background

@@ -12,10 +12,10 @@ import datetime as dt
 import posixpath
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
-from functools import partial
 from pathlib import Path
 from typing import Any
 
+import fsspec
 import pyarrow.parquet as pq
 
 from collectors import lakefs
@@ -44,17 +44,17 @@ class NoReadingsForDay(RuntimeError):
     nodes did not ship). A daily run fails on it rather than succeed having built nothing."""
 
 
-def _listing(lake: str | Path) -> tuple[Any, Callable[..., str | Path]]:
-    """(fsspec filesystem or None for a local lake, a join of lake-relative parts)."""
-    return (lakefs.filesystem(lake) if lakefs.is_url(lake) else None), partial(lakefs.join, lake)
+def _listing(lake: str | Path) -> tuple[Any, Callable[..., str]]:
+    """(fsspec filesystem of the lake, local or object store; a join of lake-relative parts as a
+    path string): one code path for both kinds of lake."""
+    fs = lakefs.filesystem(lake) if lakefs.is_url(lake) else fsspec.filesystem("file")
+    return fs, lambda *parts: str(lakefs.join(lake, *parts))
 
 
-def _subfolders(fs: Any, folder: str | Path) -> list[str]:
-    if fs is None:
-        return [p.name for p in Path(folder).iterdir() if p.is_dir()] if Path(folder).is_dir() else []
-    if not fs.isdir(str(folder)):
+def _subfolders(fs: Any, folder: str) -> list[str]:
+    if not fs.isdir(folder):
         return []
-    return [posixpath.basename(str(e["name"]).rstrip("/")) for e in fs.ls(str(folder), detail=True)
+    return [posixpath.basename(str(e["name"]).rstrip("/")) for e in fs.ls(folder, detail=True)
             if e.get("type") == "directory"]
 
 
@@ -90,21 +90,17 @@ def inspect_partition(lake: str | Path, day: dt.date, host: str, dataset: str = 
     """Open every file's footer in one partition: count rows and bytes, name the files that do not
     open or lack a column the dataset requires (with the column)."""
     fs, at = _listing(lake)
-    folder = at(dataset, f"date={day.isoformat()}", f"host={host}")
-    if fs is None:
-        paths: list[str | Path] = sorted(Path(folder).glob("*.parquet"))
-    else:
-        paths = sorted(fs.glob(posixpath.join(str(folder), "*.parquet")))
+    paths = sorted(fs.glob(posixpath.join(at(dataset, f"date={day.isoformat()}", f"host={host}"), "*.parquet")))
     required = {f.name for f in DATASETS[dataset] if not f.nullable}
     files = rows = size = 0
     unreadable: list[str] = []
     mismatch: list[str] = []
     for path in paths:
-        name = posixpath.basename(str(path))
+        name = posixpath.basename(path)
         files += 1
-        size += Path(path).stat().st_size if fs is None else fs.size(path)
+        size += fs.size(path)
         try:
-            with (open(path, "rb") if fs is None else fs.open(path, "rb")) as fh:
+            with fs.open(path, "rb") as fh:
                 meta = pq.read_metadata(fh)
         except (OSError, ValueError) as exc:
             unreadable.append(f"{name}: {exc}")

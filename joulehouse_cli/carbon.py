@@ -14,7 +14,7 @@ from typing import Optional
 import typer
 
 from joulehouse_cli import SHARED_DATA
-from joulehouse_cli.options import fail as _fail
+from joulehouse_cli.options import fail
 
 carbon_app = typer.Typer(no_args_is_help=True, help="Carbon accounting (GHG Protocol scope 2 + embodied).")
 
@@ -28,22 +28,22 @@ def run_shape(gpus: Optional[int], hours: Optional[float], gpu_hours: Optional[f
 
     if gpu_hours is None:
         if gpus is None or hours is None:
-            _fail("give --gpus N and --hours H, or --gpu-hours X")
+            fail("give --gpus N and --hours H, or --gpu-hours X")
         gpu_hours = gpus * hours
     elif gpus is not None and hours is not None and abs(gpus * hours - gpu_hours) > 1e-9 * gpu_hours:
-        _fail(f"--gpu-hours {gpu_hours} disagrees with --gpus {gpus} x --hours {hours}")
+        fail(f"--gpu-hours {gpu_hours} disagrees with --gpus {gpus} x --hours {hours}")
     try:
         return RunShape(gpu_hours=gpu_hours, avg_power_w=avg_power_w, pue=pue, gpus=gpus, hours=hours,
                         utilization=utilization)
     except ValueError as exc:
-        _fail(str(exc))
+        fail(str(exc))
 
 
 def parse_start(start: str) -> dt.datetime:
     try:
         value = dt.datetime.fromisoformat(start)
     except ValueError:
-        _fail(f"--start {start!r}: expected an ISO-8601 time such as 2026-03-02T00:00Z")
+        fail(f"--start {start!r}: expected an ISO-8601 time such as 2026-03-02T00:00Z")
     return value if value.tzinfo else value.replace(tzinfo=dt.timezone.utc)
 
 
@@ -72,30 +72,30 @@ def estimate(
     run = run_shape(gpus, hours, gpu_hours, avg_power_w, pue, utilization)
     extra: dict = {}
     if grid_gco2e_per_kwh is not None and region is not None:
-        _fail("give either --grid-gco2e-per-kwh or --region/--start, not both")
+        fail("give either --grid-gco2e-per-kwh or --region/--start, not both")
     if grid_gco2e_per_kwh is not None:
         if grid_gco2e_per_kwh < 0:
-            _fail(f"--grid-gco2e-per-kwh {grid_gco2e_per_kwh}: expected >= 0")
+            fail(f"--grid-gco2e-per-kwh {grid_gco2e_per_kwh}: expected >= 0")
         intensity, source = grid_gco2e_per_kwh, f"flat {grid_gco2e_per_kwh} gCO2e/kWh"
     elif region is not None:
         if start is None or run.hours is None:
-            _fail("--region needs --start and --hours (the run's wall-clock hours)")
+            fail("--region needs --start and --hours (the run's wall-clock hours)")
         try:
             series, sentence = intensity_for_region(region, str(grid_file or ""), data_dir)
         except GridFileError as exc:
-            _fail(str(exc))
+            fail(str(exc))
         if series.height == 0:
-            _fail(f"no hourly intensity for region {region!r}: give --grid-file or --grid-gco2e-per-kwh")
+            fail(f"no hourly intensity for region {region!r}: give --grid-file or --grid-gco2e-per-kwh")
         intensity, counts = hourly_mean(series, "intensity_gco2e_per_kwh", parse_start(start), run.hours, 0.0)
         source = f"hourly mean {intensity:.2f} gCO2e/kWh from {sentence}, year-mapped"
         extra["intensity_rule_counts"] = counts
     else:
-        _fail("give --grid-gco2e-per-kwh I, or --region R --start T")
+        fail("give --grid-gco2e-per-kwh I, or --region R --start T")
     try:
         result = estimate_carbon(run, intensity, embodied_kgco2e_per_gpu, embodied_kgco2e_per_server,
                                  gpus_per_server, lifetime_years, source)
     except ValueError as exc:
-        _fail(str(exc))
+        fail(str(exc))
     typer.echo(json.dumps(result | extra, indent=2, default=str))
 
 

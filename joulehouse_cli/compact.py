@@ -15,7 +15,7 @@ from typing import Optional
 
 import typer
 
-from joulehouse_cli.options import parse_day
+from joulehouse_cli.options import fail, parse_day
 
 
 def compact_command(
@@ -32,17 +32,14 @@ def compact_command(
 
     day = parse_day(date, "--date")
     if day >= dt.datetime.now(dt.timezone.utc).date():
-        typer.echo(f"error: {day} is not over yet (UTC); compact a closed day", err=True)
-        raise typer.Exit(2)
+        fail(f"{day} is not over yet (UTC); compact a closed day")
     if not lakefs.is_url(lake) and not any(lakefs.join(lake, dataset).is_dir() for dataset in DATASETS):
-        typer.echo(f"error: {lake} is not a lake (no {', '.join(d + '/' for d in DATASETS)} folder in it)", err=True)
-        raise typer.Exit(2)
+        fail(f"{lake} is not a lake (no {', '.join(d + '/' for d in DATASETS)} folder in it)")
     try:
         present = day_partition_hosts(lake, day)
         unknown = sorted(set(host or []) - set(present))
         if unknown:
-            typer.echo(f"error: no partition of {day} for hosts {unknown} in {lake}", err=True)
-            raise typer.Exit(2)
+            fail(f"no partition of {day} for hosts {unknown} in {lake}")
         hosts = host or present
         if not hosts:
             typer.echo(f"{day}: no partition of this day in {lake}; nothing to compact")
@@ -60,8 +57,7 @@ def compact_command(
                     errors.append(str(exc))
                 progress.advance(task)
     except CompactionError as exc:
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(2)
+        fail(str(exc))
     before = sum(r.files_before for r in reports)
     after = sum(r.files_after for r in reports)
     bytes_before, bytes_after = sum(r.bytes_before for r in reports), sum(r.bytes_after for r in reports)

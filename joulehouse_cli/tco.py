@@ -12,7 +12,8 @@ from typing import Optional
 
 import typer
 
-from joulehouse_cli.carbon import DEFAULT_DATA_DIR, _fail, parse_start, run_shape
+from joulehouse_cli.carbon import DEFAULT_DATA_DIR, parse_start, run_shape
+from joulehouse_cli.options import fail
 
 tco_app = typer.Typer(no_args_is_help=True, help="Total cost of ownership.")
 
@@ -44,27 +45,27 @@ def estimate(
     run = run_shape(gpus, hours, gpu_hours, avg_power_w, pue, utilization)
     extra: dict = {}
     if price_usd_per_mwh is not None and (price_file is not None or start is not None):
-        _fail("give either --price-usd-per-mwh or --start (with an optional --price-file), not both")
+        fail("give either --price-usd-per-mwh or --start (with an optional --price-file), not both")
     if price_usd_per_mwh is not None:
         price, source = price_usd_per_mwh, f"flat {price_usd_per_mwh} $/MWh"
     elif start is not None:
         if run.hours is None:
-            _fail("--start needs --hours (the run's wall-clock hours)")
+            fail("--start needs --hours (the run's wall-clock hours)")
         path = price_file or data_dir / DEFAULT_PRICE_FILE
         try:
             lmp = load_pjm_lmp_csv(path, price_node)
         except PriceFileError as exc:
-            _fail(str(exc))
+            fail(str(exc))
         price, counts = hourly_mean(lmp, "price_usd_per_mwh", parse_start(start), run.hours, 0.0)
         source = f"hourly mean {price:.2f} $/MWh of {path.name} node {price_node}, year-mapped"
         extra["price_rule_counts"] = counts
     else:
-        _fail("give --price-usd-per-mwh P, or --start T (hourly prices from --price-file)")
+        fail("give --price-usd-per-mwh P, or --start T (hourly prices from --price-file)")
     try:
         result = estimate_cost(run, price, demand_charge_usd_per_kw_month, gpu_capex_usd, server_capex_usd,
                                gpus_per_server, lifetime_years, operations_ratio, source)
     except ValueError as exc:
-        _fail(str(exc))
+        fail(str(exc))
     typer.echo(json.dumps(result | extra, indent=2, default=str))
 
 

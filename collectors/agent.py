@@ -3,7 +3,9 @@
 Safety rules (DESIGN.md 3.3): nothing is applied unless `verify_config` accepts the document
 (signature, schema version, validity window, host). GPUs are matched by UUID. A value outside
 the device's own limits (nvmlDeviceGetPowerManagementLimitConstraints, mW) is refused and
-reported, never clamped. Every set is read back. Applying the same config twice changes nothing
+reported, never clamped; so is a locked SM clock range above the device's max clock
+(nvmlDeviceGetMaxClockInfo) or below the lowest clock it lists (nvmlDeviceGetSupportedGraphicsClocks
+at its highest memory clock). Every set is read back. Applying the same config twice changes nothing
 (audited 'unchanged'; a lock-only change is an 'apply', the range in its reason, judged against the
 lock the agent's own audit last recorded, since NVML cannot read a lock back). GPUs are
 independent: when one set call fails (NO_PERMISSION on GPU 3 of 8) the others still get theirs,
@@ -114,6 +116,18 @@ def _check_clocks(nvml: Any, handle: Any, s: GpuSetting) -> str | None:
         return f"cannot read the device's max SM clock to check {s.locked_sm_clock_max_mhz} MHz ({_nvml_error(nvml, exc)})"
     if s.locked_sm_clock_max_mhz > top_mhz:
         return f"locked SM clock max {s.locked_sm_clock_max_mhz} MHz is above the device's max {top_mhz} MHz"
+    # NVML has no min-clock getter: the lowest clock the driver lists (as nvidia-smi's supported
+    # clocks) at the device's highest memory clock is the floor of a lock.
+    try:
+        memory_mhz = max(nvml.nvmlDeviceGetSupportedMemoryClocks(handle))
+        bottom_mhz = min(nvml.nvmlDeviceGetSupportedGraphicsClocks(handle, memory_mhz))
+    except nvml.NVMLError as exc:
+        return (f"cannot read the device's supported SM clocks to check {s.locked_sm_clock_min_mhz} MHz "
+                f"({_nvml_error(nvml, exc)})")
+    except ValueError:  # an empty list: the driver names no clock to lock to
+        return f"the device lists no supported SM clocks to check {s.locked_sm_clock_min_mhz} MHz"
+    if s.locked_sm_clock_min_mhz < bottom_mhz:
+        return f"locked SM clock min {s.locked_sm_clock_min_mhz} MHz is below the device's lowest {bottom_mhz} MHz"
     return None
 
 

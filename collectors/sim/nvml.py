@@ -161,6 +161,18 @@ class SimulatedNvml:
             return d.spec.mem_clock_mhz
         raise NVMLError(pynvml.NVML_ERROR_INVALID_ARGUMENT)
 
+    def nvmlDeviceGetSupportedMemoryClocks(self, handle: _Handle) -> list[int]:
+        return [self._device(handle, "nvmlDeviceGetSupportedMemoryClocks").spec.mem_clock_mhz]
+
+    def nvmlDeviceGetSupportedGraphicsClocks(self, handle: _Handle, mem_clock_mhz: int) -> list[int]:
+        """Highest first in 15 MHz steps down to the idle clock, as the driver lists them; a memory
+        clock the device does not support answers NOT_FOUND."""
+        d = self._device(handle, "nvmlDeviceGetSupportedGraphicsClocks")
+        if int(mem_clock_mhz) != d.spec.mem_clock_mhz:
+            raise NVMLError(pynvml.NVML_ERROR_NOT_FOUND)
+        clocks = list(range(d.spec.f_max_mhz, d.spec.f_idle_mhz, -15))
+        return clocks + [d.spec.f_idle_mhz]
+
     def nvmlDeviceSetGpuLockedClocks(self, handle: _Handle, min_mhz: int, max_mhz: int) -> None:
         d = self._device(handle, "nvmlDeviceSetGpuLockedClocks")
         if int(min_mhz) > int(max_mhz) or int(max_mhz) > d.spec.f_max_mhz:

@@ -210,3 +210,42 @@ def test_a_body_that_is_not_json_is_refused_and_audited(keys, lake):
     rows = audit_rows(lake)
     assert [(r["action"], r["gpu_uuid"]) for r in rows] == [("refuse", None)]
     assert rows[0]["reason"].startswith("MalformedConfig")
+
+
+def test_a_clock_range_below_the_devices_lowest_clock_is_refused_before_any_set(nvml_stub, keys, lake):
+    """NVML has no min-clock getter; the agent reads the supported-clock list (as nvidia-smi does)
+    and refuses a lock below its lowest entry (A100: 210 MHz), and a device that cannot list its
+    clocks gets no lock, rather than whatever the driver makes of it."""
+    gpus = fleet(3)
+    gpus[2].error = {"nvmlDeviceGetSupportedGraphicsClocks": "NOT_SUPPORTED"}
+    nvml_stub.write(gpus)
+    doc = signed(keys[0], {uuid(0): entry(300, clocks=(150, 1200)), uuid(1): entry(300, clocks=(210, 1200)),
+                           uuid(2): entry(300, clocks=(900, 1200))})
+    lines_before = len(nvml_stub.state_path.read_text().splitlines())
+    result = apply_config(doc, public_key=keys[1], host=HOST, nvml=pynvml, lake=lake, now=NOW)
+    by_uuid = {o.gpu_uuid: o for o in result.outcomes}
+    assert by_uuid[uuid(0)].action == "refuse"
+    assert "locked SM clock min 150 MHz is below the device's lowest 210 MHz" in by_uuid[uuid(0)].reason
+    assert by_uuid[uuid(2)].action == "refuse" and "cannot read the device's supported SM clocks" in by_uuid[uuid(2)].reason
+    assert by_uuid[uuid(1)].action == "apply", "the lowest listed clock itself is a valid floor"
+    state = nvml_stub.read()
+    assert (limit_mw(nvml_stub, 0), limit_mw(nvml_stub, 2)) == (400_000, 400_000)
+    assert state.get("gpu0.locked_sm_clock_min_mhz") is None and state.get("gpu2.locked_sm_clock_min_mhz") is None
+    # only GPU 1's limit and lock were written to the device
+    assert len(nvml_stub.state_path.read_text().splitlines()) == lines_before + 3
+
+
+def test_the_supported_clock_lists_follow_nvml(nvml_stub):
+    """The stand-in answers the two-call list functions as libnvidia-ml does through pynvml."""
+    nvml_stub.write([GpuState.a100(0), GpuState.h100(1)])
+    pynvml.nvmlInit()
+    try:
+        a100, h100 = (pynvml.nvmlDeviceGetHandleByIndex(i) for i in (0, 1))
+        assert pynvml.nvmlDeviceGetSupportedMemoryClocks(a100) == [1593]
+        clocks = pynvml.nvmlDeviceGetSupportedGraphicsClocks(a100, 1593)
+        assert (clocks[0], clocks[-1], len(clocks)) == (1410, 210, 81) and clocks == sorted(clocks, reverse=True)
+        assert min(pynvml.nvmlDeviceGetSupportedGraphicsClocks(h100, 2619)) == 345
+        with pytest.raises(pynvml.NVMLError_NotFound):
+            pynvml.nvmlDeviceGetSupportedGraphicsClocks(a100, 2619)
+    finally:
+        pynvml.nvmlShutdown()

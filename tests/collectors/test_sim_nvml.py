@@ -129,3 +129,23 @@ def test_clocks_locked_through_nvml_drive_the_next_simulated_day(keys, tmp_path)
     assert max(clocks) <= 1000 < max(others)
     rollback(host="node-01", nvml=nvml, now=NOW)
     assert locked_clocks_by_day(nvmls.values(), [day]) == {day: {}}
+
+
+def test_the_simulated_driver_lists_clocks_down_to_the_idle_clock_and_the_agent_keeps_locks_above_it(keys, lake):
+    nvml = simulated_nvml_by_host(gpus=16)["node-02"]
+    device = nvml.devices[0]
+    nvml.nvmlInit()
+    try:
+        handle = nvml.nvmlDeviceGetHandleByIndex(0)
+        memory_mhz = max(nvml.nvmlDeviceGetSupportedMemoryClocks(handle))
+        clocks = nvml.nvmlDeviceGetSupportedGraphicsClocks(handle, memory_mhz)
+        assert (clocks[0], clocks[-1]) == (device.spec.f_max_mhz, device.spec.f_idle_mhz)
+        with pytest.raises(pynvml.NVMLError_NotFound):
+            nvml.nvmlDeviceGetSupportedGraphicsClocks(handle, memory_mhz + 1)
+    finally:
+        nvml.nvmlShutdown()
+    model, low = device.spec.nvml_name, device.spec.f_idle_mhz - 15
+    doc = _config(keys[0], "node-02", {device.uuid: _entry(model, 500, (low, 1500))})
+    result = apply_config(doc, public_key=keys[1], host="node-02", nvml=nvml, lake=lake, now=NOW)
+    assert result.outcomes[0].action == "refuse" and f"below the device's lowest {device.spec.f_idle_mhz} MHz" in result.outcomes[0].reason
+    assert nvml.locked_clocks() == {} and nvml.power_limits_w()[device.uuid] == device.spec.default_limit_w

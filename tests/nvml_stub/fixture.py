@@ -59,6 +59,7 @@ class GpuState:
     sm_clock_mhz: int | None = None
     mem_clock_mhz: int | None = None
     max_sm_clock_mhz: int | None = None
+    min_sm_clock_mhz: int | None = None
     max_mem_clock_mhz: int | None = None
     util_gpu_pct: int | None = None
     util_mem_pct: int | None = None
@@ -79,13 +80,15 @@ class GpuState:
 
     @classmethod
     def _model(cls, index: int, name: str, limits_w: tuple[int, int, int], idle_w: int,
-               max_sm_mhz: int, mem_mhz: int, **overrides: Any) -> "GpuState":
+               sm_mhz: tuple[int, int], mem_mhz: int, **overrides: Any) -> "GpuState":
+        min_sm_mhz, max_sm_mhz = sm_mhz
         default_w, min_w, max_w = limits_w
         base = dict(
             name=name, uuid=f"GPU-5eed{index:04d}-0000-4000-8000-{index:012d}",
             power_mw=idle_w * 1000, energy_mj_total=1_000_000 * (index + 1), temp_c=33,
             mem_temp_c=40, sm_clock_mhz=345, mem_clock_mhz=mem_mhz, max_sm_clock_mhz=max_sm_mhz,
-            max_mem_clock_mhz=mem_mhz, util_gpu_pct=0, util_mem_pct=0, mem_total_mib=81559,
+            min_sm_clock_mhz=min_sm_mhz, max_mem_clock_mhz=mem_mhz, util_gpu_pct=0, util_mem_pct=0,
+            mem_total_mib=81559,
             mem_used_mib=4, power_limit_mw=default_w * 1000, power_limit_default_mw=default_w * 1000,
             power_limit_min_mw=min_w * 1000, power_limit_max_mw=max_w * 1000,
             clock_event_reasons=0x1, pcie_tx_kb_per_s=0, pcie_rx_kb_per_s=0, pstate=0,
@@ -95,18 +98,18 @@ class GpuState:
 
     @classmethod
     def a100(cls, index: int, **overrides: Any) -> "GpuState":
-        """NVIDIA A100-SXM4-80GB: limits 400/100/400 W, idle ~52 W, SM up to 1410 MHz."""
-        return cls._model(index, "NVIDIA A100-SXM4-80GB", (400, 100, 400), 52, 1410, 1593, **overrides)
+        """NVIDIA A100-SXM4-80GB: limits 400/100/400 W, idle ~52 W, SM 210-1410 MHz."""
+        return cls._model(index, "NVIDIA A100-SXM4-80GB", (400, 100, 400), 52, (210, 1410), 1593, **overrides)
 
     @classmethod
     def h100(cls, index: int, **overrides: Any) -> "GpuState":
-        """NVIDIA H100 80GB HBM3: limits 700/200/700 W, idle ~72 W, SM up to 1980 MHz."""
-        return cls._model(index, "NVIDIA H100 80GB HBM3", (700, 200, 700), 72, 1980, 2619, **overrides)
+        """NVIDIA H100 80GB HBM3: limits 700/200/700 W, idle ~72 W, SM 345-1980 MHz."""
+        return cls._model(index, "NVIDIA H100 80GB HBM3", (700, 200, 700), 72, (345, 1980), 2619, **overrides)
 
     @classmethod
     def h200(cls, index: int, **overrides: Any) -> "GpuState":
-        """NVIDIA H200: limits 700/200/700 W, idle ~75 W, SM up to 1980 MHz."""
-        return cls._model(index, "NVIDIA H200", (700, 200, 700), 75, 1980, 3201, mem_total_mib=143771, **overrides)
+        """NVIDIA H200: limits 700/200/700 W, idle ~75 W, SM 345-1980 MHz."""
+        return cls._model(index, "NVIDIA H200", (700, 200, 700), 75, (345, 1980), 3201, mem_total_mib=143771, **overrides)
 
 
 def _gpu_lines(index: int, gpu: GpuState) -> list[str]:

@@ -13,6 +13,8 @@
  *   gpu0.power_mw 72000                gpu0.energy_mj_total 123456789
  *   gpu0.temp_c 34  gpu0.mem_temp_c 40 gpu0.sm_clock_mhz 1980  gpu0.mem_clock_mhz 2619
  *   gpu0.max_sm_clock_mhz 1980         gpu0.max_mem_clock_mhz 2619
+ *   gpu0.min_sm_clock_mhz 345          (lowest supported SM clock; the supported list is
+ *                                       max_sm_clock_mhz down to it in 15 MHz steps)
  *   gpu0.util_gpu_pct 50  gpu0.util_mem_pct 20  gpu0.mem_total_mib 81559  gpu0.mem_used_mib 1024
  *   gpu0.power_limit_mw 700000  gpu0.power_limit_default_mw 700000
  *   gpu0.power_limit_min_mw 200000  gpu0.power_limit_max_mw 700000
@@ -350,6 +352,35 @@ nvmlReturn_t nvmlDeviceGetMaxClockInfo(nvmlDevice_t d, int type, unsigned int *c
     if (!field) { _rc = INVALID_ARGUMENT; goto out; }
     if (!gpu_u64(idx, field, &v)) { _rc = NOT_SUPPORTED; goto out; }
     *clock_mhz = (unsigned int)v;
+    LEAVE
+}
+/* The supported clock lists, NVML's two-call way: count too small (or no array) answers
+ * INSUFFICIENT_SIZE with the count needed. One memory clock (max_mem_clock_mhz); SM clocks from
+ * max_sm_clock_mhz down to min_sm_clock_mhz in 15 MHz steps, highest first, as the driver lists them. */
+static nvmlReturn_t fill_clocks(unsigned int *count, unsigned int *clocks, unsigned int top,
+                                unsigned int bottom, unsigned int step) {
+    unsigned int n = top >= bottom ? (top - bottom) / step + 1 : 0;
+    if (n && (top - bottom) % step) n++; /* the lowest clock is always listed */
+    if (*count < n || (n && !clocks)) { *count = n; return INSUFFICIENT_SIZE; }
+    for (unsigned int i = 0; i < n; i++) clocks[i] = i + 1 == n ? bottom : top - i * step;
+    *count = n;
+    return OK;
+}
+nvmlReturn_t nvmlDeviceGetSupportedMemoryClocks(nvmlDevice_t d, unsigned int *count, unsigned int *clocks_mhz) {
+    ENTER_DEVICE(d, "nvmlDeviceGetSupportedMemoryClocks")
+    unsigned long long mem;
+    if (!gpu_u64(idx, "max_mem_clock_mhz", &mem)) { _rc = NOT_SUPPORTED; goto out; }
+    _rc = fill_clocks(count, clocks_mhz, (unsigned int)mem, (unsigned int)mem, 1);
+    LEAVE
+}
+nvmlReturn_t nvmlDeviceGetSupportedGraphicsClocks(nvmlDevice_t d, unsigned int mem_mhz, unsigned int *count,
+                                                  unsigned int *clocks_mhz) {
+    ENTER_DEVICE(d, "nvmlDeviceGetSupportedGraphicsClocks")
+    unsigned long long mem, top, bottom;
+    if (!gpu_u64(idx, "max_mem_clock_mhz", &mem) || !gpu_u64(idx, "max_sm_clock_mhz", &top)
+        || !gpu_u64(idx, "min_sm_clock_mhz", &bottom)) { _rc = NOT_SUPPORTED; goto out; }
+    if (mem_mhz != mem) { _rc = NOT_FOUND; goto out; }
+    _rc = fill_clocks(count, clocks_mhz, (unsigned int)top, (unsigned int)bottom, 15);
     LEAVE
 }
 nvmlReturn_t nvmlDeviceSetGpuLockedClocks(nvmlDevice_t d, unsigned int min_mhz, unsigned int max_mhz) {

@@ -156,6 +156,8 @@ def _checks(settings: WarehouseSettings) -> list[Check]:
                  "{total:,} GPU-hours; at least 1 expected", min_value=1),
         _on_rows("fct_gpu_energy_hourly", BLOCKING, "ExpectCompoundColumnsToBeUnique",
                  of_rows + " share their (hour_at, gpu_uuid) with another row{examples}", column_list=["hour_at", "gpu_uuid"]),
+        _on_rows("fct_gpu_energy_hourly", BLOCKING, "ExpectColumnValuesToBeInSet",
+                 of_rows + " have an hour_at outside the day{examples}", column="hour_in_day", value_set=[True]),
         _on_rows("fct_gpu_energy_hourly", BLOCKING, "ExpectColumnValuesToBeBetween",
                  of_rows + " have energy_kwh outside [{min_value}, {max_value}]{examples}",
                  column="energy_kwh", min_value=0, max_value=abs_kwh_per_hour),

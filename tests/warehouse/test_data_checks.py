@@ -48,6 +48,16 @@ def test_failing_blocking_check_raises_after_storing_results(lake, warehouse):
     assert list(_failed(con)) == [("fct_gpu_energy_hourly", "expect_column_values_to_be_between(energy_kwh)")]
 
 
+def test_an_hour_of_another_day_in_the_days_energy_stops_the_day(lake, warehouse):
+    """A GPU-hour stored under the wrong day is charged embodied carbon and capital twice."""
+    write(lake, gpu_rows(range(0, 61), 100.0))
+    con = warehouse()
+    con.execute("UPDATE fct_gpu_energy_hourly SET hour_at = hour_at + INTERVAL 1 DAY")
+    with pytest.raises(BlockingCheckFailed, match="1 rows of 1 have an hour_at outside the day"):
+        run_checks(con, DAY, WarehouseSettings())
+    assert list(_failed(con)) == [("fct_gpu_energy_hourly", "expect_column_values_to_be_in_set(hour_in_day)")]
+
+
 def test_duplicated_readings_and_negative_power_in_staging_stop_the_day(lake, warehouse):
     write(lake, gpu_rows(range(0, 600), 100.0))
     con = warehouse()

@@ -21,6 +21,19 @@ def test_constant_power_over_the_whole_day_gives_power_times_hour(lake, warehous
         assert r["energy_source"] == "power_integral"
 
 
+def test_readings_stamped_off_the_second_stay_in_their_own_hour_and_day(lake, warehouse):
+    """The NVML collector stamps to the microsecond: a reading at 23:59:59.7 belongs to hour 23 of
+    its day, not to the next day's first hour (which made a 25th GPU-hour, charged embodied carbon
+    and capital twice)."""
+    write(lake, gpu_rows([t + 0.7 for t in range(-5, 86405)], 100.0))
+    con = warehouse()
+    rows = con.execute("SELECT hour_at, day, n_samples, energy_kwh * 3.6e6 FROM fct_gpu_energy_hourly "
+                       "WHERE gpu_uuid = 'GPU-0' ORDER BY hour_at").fetchall()
+    assert len(rows) == 24 and {r[0].date() for r in rows} == {DAY} and {r[1] for r in rows} == {DAY}
+    assert [r[2] for r in rows] == [3600] * 24, "each hour holds its own 3,600 readings"
+    assert sum(r[3] for r in rows) == pytest.approx(100.0 * 86400, rel=1e-12)
+
+
 def test_reading_exactly_on_the_hour_splits_cleanly(lake, warehouse):
     write(lake, gpu_rows([3590, 3600, 3610], lambda t: {3590: 100.0, 3600: 200.0, 3610: 300.0}[t]))
     rows = hourly(warehouse())

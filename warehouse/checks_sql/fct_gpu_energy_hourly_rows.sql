@@ -9,6 +9,8 @@
 --   energy_kwh [kWh] energy in the hour
 --   coverage_ratio [0..1] share of the hour covered by readings
 --   energy_source [text] 'counter' or 'power_integral'
-SELECT hour_at, gpu_uuid, energy_kwh, coverage_ratio, energy_source
+--   hour_in_day [bool] hour_at starts within the day (a row of another day's hour is counted twice)
+SELECT hour_at, gpu_uuid, energy_kwh, coverage_ratio, energy_source,
+       hour_at >= $day::TIMESTAMPTZ AND hour_at < ($day::DATE + 1)::TIMESTAMPTZ AS hour_in_day
 FROM fct_gpu_energy_hourly
 WHERE day = $day::DATE

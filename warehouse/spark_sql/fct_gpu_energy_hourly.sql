@@ -13,8 +13,7 @@
 --   avg_power_w [W] energy over covered time
 --   coverage_ratio [0..1] share of the hour covered by bridged intervals
 --   energy_source [text] 'counter' | 'power_integral'; source [text]; n_samples, n_sources [count]
--- Dialect notes: integer division is `div`; DuckDB's unnest(range()) is explode(sequence());
--- epoch(ts)::BIGINT rounds half to even in DuckDB, bround() here.
+-- Dialect notes: integer division is `div`; DuckDB's unnest(range()) is explode(sequence()).
 WITH readings AS (
     SELECT host, gpu_uuid, source, gpu_model, power_limit_w, t_us,
            CAST(power_w AS DOUBLE) AS power_w, energy_mj_total
@@ -104,11 +103,11 @@ stream_hours AS (
 ),
 stream_samples AS (
     SELECT host, gpu_uuid, source,
-           CAST(bround(t_us / 1e6) AS BIGINT) div 3600 AS hour_index,
+           t_us div 3600000000 AS hour_index,
            count(*) AS n_samples
     FROM int_gpu_samples_checked
     WHERE reason IS NULL AND day = :day
-    GROUP BY host, gpu_uuid, source, CAST(bround(t_us / 1e6) AS BIGINT) div 3600
+    GROUP BY host, gpu_uuid, source, t_us div 3600000000
 ),
 models AS (
     SELECT gpu_uuid, max(gpu_model) AS gpu_model

@@ -119,7 +119,9 @@ stream_hours AS (
 stream_samples AS (
     SELECT
         host, gpu_uuid, source,
-        epoch(sampled_at)::BIGINT // 3600 AS hour_index,
+        -- whole microseconds: epoch() is a DOUBLE and ::BIGINT rounds, which put a reading at
+        -- 23:59:59.7 in the next day's first hour (a 25th GPU-hour, charged twice downstream)
+        epoch_us(sampled_at) // 3600000000 AS hour_index,
         count(*) AS n_samples
     FROM int_gpu_samples_checked
     WHERE reason IS NULL AND day = $day::DATE

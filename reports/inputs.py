@@ -26,6 +26,7 @@ HOUR = pl.Datetime("us", "UTC")
 REPORT_TABLES = {
     "rpt_carbon_daily": ("rpt_carbon_daily", "rpt_carbon_monthly"),
     "rpt_tco_daily": ("rpt_tco_daily", "rpt_tco_monthly"),
+    "rpt_demand_peak_daily": ("rpt_demand_peak_daily",),
     "rpt_context_grid_hourly": ("rpt_context_grid_hourly", "rpt_context_price_hourly", "rpt_context_hourly"),
     "rpt_context_price_hourly": ("rpt_context_grid_hourly", "rpt_context_price_hourly", "rpt_context_hourly"),
     "rpt_shift_carbon_daily": ("rpt_shift_carbon_daily", "rpt_shift_cost_daily", "rpt_shift_opportunity_daily"),
@@ -95,7 +96,8 @@ def read_day_inputs(con, day: dt.date, fallback_region: str, min_node_coverage_r
     if relation_exists(con, "fct_pue_hourly"):
         pue = _to_utc(con.sql(load_sql("acct_pue_hours"), params={"day_start": start, "day_end": end}).pl(), ["hour_at"])
     else:
-        pue = pl.DataFrame(schema={"hour_at": HOUR, "site": pl.String, "pue": pl.Float64})
+        pue = pl.DataFrame(schema={"hour_at": HOUR, "site": pl.String, "pue": pl.Float64,
+                                   "facility_kw": pl.Float64, "coverage_ratio": pl.Float64})
         notes.append("fct_pue_hourly absent: default PUE used for every hour")
 
     inventory_cols = {"site": pl.String, "region": pl.String, "rack": pl.String, "embodied_kgco2e": pl.Float64,

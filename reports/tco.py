@@ -2,9 +2,10 @@
 
 Per metered GPU-hour, USD:
     energy_cost       = energy_kwh x PUE x price(hour)   (negative prices and spikes kept)
-    demand_charge     = rate x the day's peak site kW at the meter / days in the month, allocated
-                        to the GPU-hours of the peak hour pro rata by their meter energy (the
-                        coincident-peak rule: who draws at the peak pays for it)
+    demand_charge     = rate x what the day adds to the month's peak site kW (reports/demand.py:
+                        the month's days add up to rate x the month's peak), on the GPU-hours of
+                        the day's peak hour pro rata by their meter energy (the coincident-peak
+                        rule: who draws at the peak pays for it)
     green_premium     = ratio x max(energy_cost, 0) when the region's renewable share in that
                         hour is below the threshold (no premium where the share is unknown)
     density_surcharge = ratio(rack kW) x max(energy_cost + demand_charge, 0); ratio 0 below
@@ -23,7 +24,6 @@ The day's hourly prices (rpt_context_price_hourly) and the cheapest-hours shifti
 
 from __future__ import annotations
 
-import calendar
 import datetime as dt
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,6 +32,7 @@ import polars as pl
 
 from collectors.settings import TcoSettings
 from reports.attribution import UNALLOCATED, attribute_gpu_hours, group_by_job, spread_unallocated
+from reports.demand import allocate, day_peaks, later_days_accounted, month_peak_before, site_hour_kw, store_peaks
 from reports.embodied import HOURS_PER_YEAR, capital_usd_per_gpu_hour
 from reports.context import cost_shift_rows, day_site_hours, price_context
 from reports.hourly import attach_intensity, attach_pue
@@ -44,6 +45,8 @@ FLOP_PER_TFLOP_HOUR = 1e12 * 3600.0
 COST_COMPONENTS = ["energy_cost_usd", "demand_charge_usd", "green_premium_usd", "density_surcharge_usd",
                    "capital_usd", "operations_usd"]
 TCO_AMOUNTS = ["energy_kwh", "facility_energy_kwh", *COST_COMPONENTS, "static_energy_cost_usd", *BASIS_AMOUNTS]
+NO_METER = pl.DataFrame(schema={"site": pl.String, "hour_at": pl.Datetime("us", "UTC"), "facility_kw": pl.Float64,
+                                 "coverage_ratio": pl.Float64})
 PRICE_DRIVEN = ["energy_cost_usd", "green_premium_usd", "density_surcharge_usd"]
 
 
@@ -75,35 +78,23 @@ def hourly_prices(hours: pl.Series, settings: TcoSettings, data_dir: Path | None
     return frame, rule_counts(mapped), f"{path.name} node {settings.price_node}, year-mapped"
 
 
-def demand_charge(gpu_hours: pl.DataFrame, settings: TcoSettings) -> tuple[pl.DataFrame, float]:
-    """Add demand_charge_usd (see module docstring). Returns the frame and the day's peak kW
-    at the meter of the largest site."""
-    site_hours = gpu_hours.group_by(["day", "site", "hour_at"]).agg(pl.col("facility_energy_kwh").sum().alias("_site_kw"))
-    peaks = site_hours.sort(["day", "site", "_site_kw", "hour_at"], descending=[False, False, True, False]) \
-        .group_by(["day", "site"], maintain_order=True).first().rename({"hour_at": "_peak_hour", "_site_kw": "_peak_kw"})
-    days_in_month = pl.col("day").map_elements(lambda d: calendar.monthrange(d.year, d.month)[1], return_dtype=pl.Int64)
-    out = (
-        gpu_hours.join(peaks, on=["day", "site"], how="left")
-        .with_columns(
-            pl.when(pl.col("hour_at") == pl.col("_peak_hour"))
-            .then(settings.demand_charge_usd_per_kw_month * pl.col("_peak_kw") / days_in_month
-                  * pl.col("facility_energy_kwh") / pl.col("_peak_kw"))
-            .otherwise(0.0).fill_nan(0.0).alias("demand_charge_usd")
-        )
-        .drop("_peak_hour", "_peak_kw")
-    )
-    return out, float(peaks["_peak_kw"].max()) if peaks.height else 0.0
+def with_facility_energy(gpu_hours: pl.DataFrame) -> pl.DataFrame:
+    """GPU-hours with the IT-energy basis amounts and facility_energy_kwh = IT energy x PUE."""
+    return with_basis_amounts(gpu_hours).with_columns((pl.col("energy_kwh") * pl.col("pue")).alias("facility_energy_kwh"))
 
 
-def cost_per_gpu_hour(gpu_hours: pl.DataFrame, settings: TcoSettings) -> pl.DataFrame:
+def cost_per_gpu_hour(gpu_hours: pl.DataFrame, settings: TcoSettings, peaks: pl.DataFrame | None = None) -> pl.DataFrame:
     """GPU-hours with pue, price_usd_per_kwh, renewable_pct, purchase_price_usd, lifetime_years
-    -> the TCO_AMOUNTS columns."""
-    base = with_basis_amounts(gpu_hours).with_columns((pl.col("energy_kwh") * pl.col("pue")).alias("facility_energy_kwh"))
+    -> the TCO_AMOUNTS columns. `peaks`: the site-days' demand rows (reports.demand.day_peaks);
+    None: the GPU-hours' own peaks, no meter and no earlier day of the month."""
+    base = with_facility_energy(gpu_hours)
     base = base.with_columns(
         (pl.col("facility_energy_kwh") * pl.col("price_usd_per_kwh")).alias("energy_cost_usd"),
         (pl.col("facility_energy_kwh") * pl.col("price_usd_per_kwh").mean().over("day")).alias("static_energy_cost_usd"),
     )
-    base, _ = demand_charge(base, settings)
+    if peaks is None:
+        peaks = day_peaks(site_hour_kw(base, NO_METER, 1.0), {}, settings.demand_charge_usd_per_kw_month)
+    base = allocate(base, peaks)
     density = density_surcharge_ratio(settings.rack_kw, settings)
     capex_per_gpu = (pl.col("purchase_price_usd").fill_null(settings.gpu_capex_usd)
                      + settings.server_capex_usd / settings.gpus_per_server)
@@ -138,11 +129,12 @@ def with_cost_range(rows: pl.DataFrame, settings: TcoSettings) -> pl.DataFrame:
                                          (pl.col("total_cost_usd") + swing).alias("total_cost_high_usd")))
 
 
-def account_cost(gpu_hours: pl.DataFrame, jobs: pl.DataFrame, settings: TcoSettings) -> pl.DataFrame:
+def account_cost(gpu_hours: pl.DataFrame, jobs: pl.DataFrame, settings: TcoSettings,
+                 peaks: pl.DataFrame | None = None) -> pl.DataFrame:
     """Pure: GPU-hours with context and jobs -> rpt_tco_daily rows (day x team x user x job x stage)."""
     if settings.idle_policy not in ("unallocated", "proportional"):
         raise ValueError(f"idle_policy {settings.idle_policy!r}: expected 'unallocated' or 'proportional'")
-    per_hour = cost_per_gpu_hour(gpu_hours, settings)
+    per_hour = cost_per_gpu_hour(gpu_hours, settings, peaks)
     grouped = group_by_job(attribute_gpu_hours(per_hour, jobs, TCO_AMOUNTS), TCO_AMOUNTS)
     if settings.idle_policy == "proportional":
         grouped = spread_unallocated(grouped, TCO_AMOUNTS)
@@ -187,15 +179,22 @@ def tco_day(con, day: dt.date, settings: TcoSettings, data_dir: Path | None) -> 
     hours = pl.concat([day_hours, ctx["hour_at"].cast(pl.Datetime("us", "UTC"))]).unique().sort()
     prices, price_counts, price_source = hourly_prices(hours, settings, data_dir)
     ctx = ctx.join(prices, on="hour_at", how="left")
+    site_kw = site_hour_kw(with_facility_energy(ctx), inputs.pue, settings.node_energy_min_coverage_ratio)
+    peaks = day_peaks(site_kw, month_peak_before(con, day), settings.demand_charge_usd_per_kw_month)
+    store_peaks(con, day, peaks)
+    later = later_days_accounted(con, day)
+    if later:
+        notes.append(f"{len(later)} later day(s) of this month were accounted before this one ({later[0]} to "
+                     f"{later[-1]}): their demand charges assumed this day's earlier peak; re-run them in order "
+                     "to restate the month")
+    peak_kw = float(peaks["peak_kw"].max()) if peaks.height else 0.0
     if ctx.height:
-        rows = account_cost(ctx, jobs, settings)
-        _, peak_kw = demand_charge(ctx.with_columns((pl.col("energy_kwh") * pl.col("pue")).alias("facility_energy_kwh")), settings)
+        rows = account_cost(ctx, jobs, settings, peaks)
     else:
         notes.append(f"no metered GPU-hours on {day}: nothing to account")
         rows = with_cost_range(with_unit_costs(pl.DataFrame(schema={
             "day": pl.Date, "team": pl.String, "user": pl.String, "job_id": pl.String, "stage": pl.String,
             "gpu_hours": pl.Float64, "flops_total": pl.Float64, **{c: pl.Float64 for c in TCO_AMOUNTS}})), settings)
-        peak_kw = 0.0
     written = replace_report_day(con, "rpt_tco_daily", day, rows)
     site_hours, _ = attach_pue(day_site_hours(ctx, day), inputs.pue, settings.default_pue)
     replace_report_day(con, "rpt_context_price_hourly", day,
@@ -209,8 +208,9 @@ def tco_day(con, day: dt.date, settings: TcoSettings, data_dir: Path | None) -> 
     gpu_h = total("gpu_hours")
     method = (
         f"energy at the meter (IT x PUE) priced hour by hour ({price_source}); demand charge "
-        f"{settings.demand_charge_usd_per_kw_month} $/kW-month on the day's peak kW / days in month, coincident-peak "
-        f"allocation; green premium {settings.green_premium_ratio:.0%} below {settings.green_premium_below_renewable_pct}% "
+        f"{settings.demand_charge_usd_per_kw_month} $/kW-month on what the day adds to the month's peak kW (hourly "
+        f"averages; the facility meter where it covered >= {settings.node_energy_min_coverage_ratio} of the hour, "
+        f"else IT x PUE), coincident-peak allocation; green premium {settings.green_premium_ratio:.0%} below {settings.green_premium_below_renewable_pct}% "
         f"renewable ({'; '.join(grid_sources) or 'no renewable data'}); density surcharge at {settings.rack_kw} kW/rack; "
         f"capital straight-line over {settings.lifetime_years} years; operations "
         f"{settings.operations_ratio_of_capex_per_year:.0%} of capital per year; idle policy {settings.idle_policy}; "

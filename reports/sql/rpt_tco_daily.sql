@@ -14,7 +14,7 @@
 --     board energy (see it_energy_basis)
 --   facility_energy_kwh [kWh] energy at the meter = IT x PUE
 --   energy_cost_usd [USD] facility energy x hourly price (negative prices kept)
---   demand_charge_usd [USD] the day's share of the monthly peak-kW charge
+--   demand_charge_usd [USD] what the day added to the month's peak-kW charge (rpt_demand_peak_daily)
 --   green_premium_usd [USD] uplift when renewables are scarce
 --   density_surcharge_usd [USD] uplift by rack kW
 --   capital_usd [USD] straight-line depreciation

@@ -1,9 +1,9 @@
 -- rpt_tco_monthly: rpt_tco_daily summed per calendar month, team and stage.
 -- kind: view
 -- grain: one row per (month_start, team, stage)
--- Low/high add up (fully correlated price error). demand_charge_usd is the sum of the daily
--- shares (each day pays its own peak kW x rate / days in month), an estimate of the bill's
--- monthly-peak charge that is exact when every day peaks alike.
+-- Low/high add up (fully correlated price error). demand_charge_usd adds up to rate x the month's
+-- peak site kW (each day pays what it added to the month's peak: rpt_demand_peak_daily), exact
+-- when the month's days were accounted in date order.
 -- columns:
 --   month_start [DATE] first day of the UTC month
 --   team [text] team ('unallocated' for the idle line)
@@ -15,7 +15,7 @@
 --   node_ipmi_energy_kwh [kWh] the part of energy_kwh at the node_ipmi basis
 --   facility_energy_kwh [kWh] energy at the meter
 --   energy_cost_usd [USD] energy at hourly prices
---   demand_charge_usd [USD] sum of the daily shares of the peak-kW charge
+--   demand_charge_usd [USD] the month's peak-kW charge (rate x the month's peak site kW)
 --   green_premium_usd [USD] uplift when renewables are scarce
 --   density_surcharge_usd [USD] uplift by rack kW
 --   capital_usd [USD] straight-line depreciation

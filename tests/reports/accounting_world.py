@@ -31,10 +31,11 @@ def build_world(with_pue: bool = True, with_dim: bool = True, with_jobs: bool = 
     con.executemany("INSERT INTO fct_gpu_energy_hourly VALUES (?,?,?,?,?,?,?,?,?)", rows)
     if with_pue:
         con.execute("CREATE TABLE fct_pue_hourly (hour_at TIMESTAMPTZ, site VARCHAR, pue DOUBLE, "
-                    "it_energy_kwh DOUBLE, facility_energy_kwh DOUBLE)")
-        # Hours 22 and 23 have no PUE: the default fills them (counted).
-        con.executemany("INSERT INTO fct_pue_hourly VALUES (?,?,?,?,?)",
-                        [(at(h), "site-a", 1.2 + 0.01 * h, None, None) for h in range(22)])
+                    "it_energy_kwh DOUBLE, facility_energy_kwh DOUBLE, coverage_ratio DOUBLE)")
+        # Hours 22 and 23 have no PUE: the default fills them (counted). No meter energy: the
+        # demand charge takes the GPU-hours' IT x PUE.
+        con.executemany("INSERT INTO fct_pue_hourly VALUES (?,?,?,?,?,?)",
+                        [(at(h), "site-a", 1.2 + 0.01 * h, None, None, None) for h in range(22)])
     if with_dim:
         con.execute("""CREATE TABLE dim_gpu (gpu_uuid VARCHAR, host VARCHAR, gpu_index INTEGER, gpu_model VARCHAR,
             rack VARCHAR, site VARCHAR, region VARCHAR, purchased_on DATE, purchase_price_usd DOUBLE,

@@ -63,12 +63,13 @@ def test_static_vs_dynamic_prices_differ_when_load_follows_expensive_hours(world
     assert summary.static_energy_cost_usd == pytest.approx(summary.facility_energy_kwh * flat_price)
 
 
-def test_demand_charge_is_the_days_share_of_the_peak_and_lands_on_the_peak_hour(world, shared_data):
-    settings = TcoSettings(demand_charge_usd_per_kw_month=31.0)  # March: $1 per peak kW per day
+def test_demand_charge_of_a_months_first_day_is_its_peak_and_lands_on_the_peak_hour(world, shared_data):
+    settings = TcoSettings(demand_charge_usd_per_kw_month=15.0)
     summary = tco_day(world, DAY, settings, shared_data)
-    # Peak hour 05:00: A100 0.35 kWh + H100 0.56 kWh at PUE 1.25 = 1.1375 kW.
+    # Peak hour 05:00: A100 0.35 kWh + H100 0.56 kWh at PUE 1.25 = 1.1375 kW; the first day of the
+    # month accounted sets the month's peak so far, billed once: 15 $/kW.
     assert summary.peak_site_kw == pytest.approx((0.35 + 0.56) * 1.25)
-    assert summary.components_usd["demand_charge_usd"] == pytest.approx(summary.peak_site_kw * 1.0)
+    assert summary.components_usd["demand_charge_usd"] == pytest.approx(summary.peak_site_kw * 15.0)
     payers = {r[0] for r in world.execute("SELECT job_id FROM rpt_tco_daily WHERE demand_charge_usd > 0").fetchall()}
     assert payers == {"eval-1", "prep-1"}  # the jobs running at 05:00
 

@@ -31,7 +31,8 @@ from collectors.settings import CarbonSettings
 from reports.attribution import (
     UNALLOCATED, attribute_gpu_hours, group_by_job, spread_unallocated,
 )
-from reports.embodied import default_gpu_embodied_kgco2e, embodied_gco2e_per_gpu_hour, parse_model_overrides
+from reports.embodied import (amortised_share, default_gpu_embodied_kgco2e, embodied_gco2e_per_gpu_hour,
+                              parse_model_overrides)
 from reports.context import carbon_shift_rows, day_site_hours, grid_context
 from reports.hourly import attach_intensity, attach_pue
 from reports.inputs import prepare_day, replace_report_day
@@ -104,7 +105,8 @@ def market_based(gpu_hours: pl.DataFrame, settings: CarbonSettings) -> pl.DataFr
 
 
 def embodied_per_gpu_hour(gpu_hours: pl.DataFrame, settings: CarbonSettings) -> pl.DataFrame:
-    """Add `embodied_gco2e` per GPU-hour from the inventory, else the model table / settings."""
+    """Add `embodied_gco2e` per GPU-hour from the inventory, else the model table / settings;
+    none once the GPU's lifetime is over (reports.embodied.amortised_share)."""
     overrides = parse_model_overrides(settings.embodied_kgco2e_by_gpu_model)
     per_gpu = gpu_hours.select("gpu_uuid", "gpu_model", "embodied_kgco2e", "lifetime_years").unique("gpu_uuid")
     rows = []
@@ -114,7 +116,8 @@ def embodied_per_gpu_hour(gpu_hours: pl.DataFrame, settings: CarbonSettings) -> 
             gpu_kg, settings.embodied_kgco2e_per_server, settings.gpus_per_server,
             years if years is not None else settings.lifetime_years)))
     rates = pl.DataFrame(rows, schema={"gpu_uuid": pl.String, "embodied_gco2e": pl.Float64}, orient="row")
-    return gpu_hours.join(rates, on="gpu_uuid", how="left")
+    share = amortised_share(pl.col("lifetime_years").fill_null(settings.lifetime_years))
+    return gpu_hours.join(rates, on="gpu_uuid", how="left").with_columns(pl.col("embodied_gco2e") * share)
 
 
 def carbon_per_gpu_hour(gpu_hours: pl.DataFrame, settings: CarbonSettings) -> pl.DataFrame:

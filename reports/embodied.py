@@ -3,7 +3,10 @@
 Per GPU-hour embodied carbon, gCO2e:
     (gpu_kgco2e + server_kgco2e / gpus_per_server) * 1000 / (lifetime_years * 8760)
 Every hour a GPU exists in the metered data carries this amount, busy or idle: the hardware
-ages either way. Idle hours' share therefore lands on the `unallocated` line (or is spread over
+ages either way, until its lifetime is over: from purchased_on + lifetime_years (the inventory's;
+lifetime_years x 8760 hours, the same hours the rate divides by) the footprint and the capital
+are paid off and an hour carries none of either (`amortised_share`; the hour the lifetime ends
+in, its share). A GPU without a purchase date is amortised without end. Idle hours' share therefore lands on the `unallocated` line (or is spread over
 the jobs, by `idle_policy`): a lightly used fleet shows a large idle embodied line, which is
 the point. Hours with no telemetry row at all are not counted (the report states coverage).
 
@@ -21,6 +24,8 @@ README's "8-GPU server without its GPUs ~2,500-3,000 kgCO2e", shared by gpus_per
 """
 
 from __future__ import annotations
+
+import polars as pl
 
 HOURS_PER_YEAR = 8760.0
 
@@ -68,3 +73,13 @@ def capital_usd_per_gpu_hour(gpu_usd: float, server_usd: float, gpus_per_server:
     if lifetime_years <= 0 or gpus_per_server <= 0:
         raise ValueError(f"lifetime_years={lifetime_years}, gpus_per_server={gpus_per_server}: both must be > 0")
     return (gpu_usd + server_usd / gpus_per_server) / (lifetime_years * HOURS_PER_YEAR)
+
+
+def amortised_share(lifetime_years: pl.Expr) -> pl.Expr:
+    """Per GPU-hour (columns hour_at, purchased_on): the share of the hour inside the GPU's
+    amortisation, purchased_on (00:00 UTC) to lifetime_years x 8760 hours later; 1 without a
+    purchase date."""
+    end = (pl.col("purchased_on").cast(pl.Datetime("us", "UTC"))
+           + pl.duration(hours=lifetime_years * HOURS_PER_YEAR))
+    left_s = (end - pl.col("hour_at")).dt.total_microseconds() / 3.6e9
+    return pl.when(pl.col("purchased_on").is_null()).then(1.0).otherwise(left_s.clip(0.0, 1.0))

@@ -101,7 +101,7 @@ def read_day_inputs(con, day: dt.date, fallback_region: str, min_node_coverage_r
         notes.append("fct_pue_hourly absent: default PUE used for every hour")
 
     inventory_cols = {"site": pl.String, "region": pl.String, "rack": pl.String, "embodied_kgco2e": pl.Float64,
-                      "lifetime_years": pl.Float64, "purchase_price_usd": pl.Float64}
+                      "lifetime_years": pl.Float64, "purchase_price_usd": pl.Float64, "purchased_on": pl.Date}
     if relation_exists(con, "dim_gpu"):
         dim = con.sql(load_sql("acct_dim_gpu")).pl()
         dim = dim.select(["gpu_uuid"] + [

@@ -10,7 +10,8 @@ Per metered GPU-hour, USD:
                         hour is below the threshold (no premium where the share is unknown)
     density_surcharge = ratio(rack kW) x max(energy_cost + demand_charge, 0); ratio 0 below
                         25 kW, 0.12 at 25-35 kW, 0.28 above, on the provisioned TcoSettings.rack_kw
-    capital           = (GPU price + server price / gpus_per_server) / lifetime hours
+    capital           = (GPU price + server price / gpus_per_server) / lifetime hours, none
+                        once the lifetime is over (reports.embodied.amortised_share)
     operations        = that capital base x operations_ratio_of_capex_per_year / 8760
 static_energy_cost prices the same energy at the day's flat average (unweighted mean of the
 day's hourly prices), for the static-vs-dynamic comparison.
@@ -33,7 +34,7 @@ import polars as pl
 from collectors.settings import TcoSettings
 from reports.attribution import UNALLOCATED, attribute_gpu_hours, group_by_job, spread_unallocated
 from reports.demand import allocate, day_peaks, later_days_accounted, month_peak_before, site_hour_kw, store_peaks
-from reports.embodied import HOURS_PER_YEAR, capital_usd_per_gpu_hour
+from reports.embodied import HOURS_PER_YEAR, amortised_share, capital_usd_per_gpu_hour
 from reports.context import cost_shift_rows, day_site_hours, price_context
 from reports.hourly import attach_intensity, attach_pue
 from reports.inputs import day_bounds, prepare_day, replace_report_day
@@ -105,7 +106,7 @@ def cost_per_gpu_hour(gpu_hours: pl.DataFrame, settings: TcoSettings, peaks: pl.
         .then(settings.green_premium_ratio * pl.col("energy_cost_usd").clip(lower_bound=0.0))
         .otherwise(0.0).alias("green_premium_usd"),
         (density * (pl.col("energy_cost_usd") + pl.col("demand_charge_usd")).clip(lower_bound=0.0)).alias("density_surcharge_usd"),
-        (capex_per_gpu / (lifetime * HOURS_PER_YEAR)).alias("capital_usd"),
+        (capex_per_gpu / (lifetime * HOURS_PER_YEAR) * amortised_share(lifetime)).alias("capital_usd"),
         (capex_per_gpu * settings.operations_ratio_of_capex_per_year / HOURS_PER_YEAR).alias("operations_usd"),
     )
 

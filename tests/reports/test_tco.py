@@ -9,7 +9,8 @@ import json
 import pytest
 
 from accounting_world import DAY, build_world
-from collectors.settings import TcoSettings
+from collectors.settings import CarbonSettings, TcoSettings
+from reports.carbon import carbon_day
 from reports.tco import COST_COMPONENTS, density_surcharge_ratio, tco_day
 
 
@@ -126,3 +127,24 @@ def test_proportional_policy_keeps_the_total(world, shared_data):
     monthly = world.execute("SELECT sum(total_cost_usd) FROM rpt_tco_monthly").fetchall()[0][0]
     assert monthly == pytest.approx(spread.total_cost_usd)
     assert set(COST_COMPONENTS) == set(spread.components_usd)
+
+
+def test_capital_and_embodied_carbon_stop_when_the_lifetime_is_over(shared_data):
+    """Amortised over lifetime_years x 8760 hours from purchased_on, then paid off: the A100
+    (bought 2022-03-03, a lifetime of 4 years + 10.5 h) pays whole hours to 09:00, half of 10:00,
+    nothing after; the H100 (bought 2025, 5 years) pays every hour."""
+    s = TcoSettings()
+    world = build_world()
+    world.execute("UPDATE dim_gpu SET purchased_on = DATE '2022-03-03', lifetime_years = 4 + 10.5 / 8760 "
+                  "WHERE gpu_uuid = 'GPU-a100'")
+    tco_day(world, DAY, s, shared_data)
+    carbon_day(world, DAY, CarbonSettings(), shared_data)
+    a100_hour = (15000 + s.server_capex_usd / 8) / ((4 + 10.5 / 8760) * 8760)
+    h100_hour = (s.gpu_capex_usd + s.server_capex_usd / 8) / (5 * 8760)
+    capital = report_sum(world, "capital_usd")
+    assert capital == pytest.approx(10.5 * a100_hour + 24 * h100_hour)
+    c = CarbonSettings()
+    a100_g = (143 + c.embodied_kgco2e_per_server / 8) * 1000 / ((4 + 10.5 / 8760) * 8760)
+    h100_g = (150 + c.embodied_kgco2e_per_server / 8) * 1000 / (c.lifetime_years * 8760)
+    embodied = world.execute("SELECT sum(embodied_gco2e) FROM rpt_carbon_daily").fetchone()[0]
+    assert embodied == pytest.approx(10.5 * a100_g + 24 * h100_g)

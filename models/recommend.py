@@ -105,7 +105,8 @@ def device_limits_w(gpu_model: str, max_seen_limit_w: float | None) -> tuple[flo
     if max_seen_limit_w is None:
         raise ValueError(f"GPU model {gpu_model!r} has no known limits and no power_limit_w readings")
     return (max_seen_limit_w, UNKNOWN_MIN_RATIO * max_seen_limit_w, max_seen_limit_w,
-            f"limits of {gpu_model} unknown: default = highest limit seen, min = {UNKNOWN_MIN_RATIO:.0%} of it")
+            f"limits of {gpu_model} unknown: default = highest limit seen (this day or in earlier days' "
+            f"recommendations), min = {UNKNOWN_MIN_RATIO:.0%} of it")
 
 
 def _profile(row: dict, feature_set: str) -> WorkloadProfile:
@@ -276,6 +277,12 @@ def recommend_day(con: duckdb.DuckDBPyConnection, day: dt.date, settings: Recomm
                    for r in _records(con.execute(load_sql("recommend_gpu_workload_class"), {"day": day}))}
         job_groups = [list(r["gpu_uuids"]) for r in _records(con.execute(load_sql("recommend_job_groups"), {"day": day}))]
     fits = {m: load_fit(con, m, day) for m in {p["gpu_model"] for p in profiles}}
+    earlier = ({m: w for m, w in con.execute(load_sql("recommend_earlier_defaults"), {"day": day}).fetchall()}
+               if relation_exists(con, "fct_recommendation") else {})
+    profiles = [p if p["gpu_model"] in DEVICE_LIMITS_W or earlier.get(p["gpu_model"]) is None
+                else p | {"max_power_limit_w": max(w for w in (p["max_power_limit_w"], earlier[p["gpu_model"]])
+                                                   if w is not None)}
+                for p in profiles]
     peaks: dict[tuple[str, str], float | None] = {}
 
     def p95_power_w(host: str, gpu_uuid: str) -> float | None:

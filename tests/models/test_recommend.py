@@ -188,3 +188,32 @@ def test_no_cap_goes_below_the_share_of_the_default_limit(share):
     rows = _rows(con)
     assert len(rows) == 3 and all(r["power_limit_w"] >= share * default_w - 1e-9 for r in rows)
     assert all(r["expected_saving_pct"] > 5.0 for r in rows)
+
+
+def test_an_unknown_models_default_does_not_follow_its_own_caps_down():
+    """A model without known limits takes the highest limit seen as its default. Once the agent
+    applied the day's cap, the next day's readings show only the cap: the default (and the floor
+    of half of it) must stay where the earlier day found it, not drop to the cap."""
+    model = "NVIDIA A800-SXM4-80GB"
+    assert model not in DEVICE_LIMITS_W
+    con = duckdb.connect()
+    limit_w, caps = TruePower().limit_w, []
+    for k in range(2):
+        day = DAY + dt.timedelta(days=k)
+        start = dt.datetime.combine(day, dt.time(), dt.timezone.utc)
+        truth = TruePower(limit_w=limit_w)
+        load_samples(con, synthetic_samples(gpu_model=model, truth=truth, seed=21, n_gpus=2, capped_limit_w=None,
+                                            start=start))
+        con.execute("CREATE OR REPLACE TABLE stg_jobs (job_id VARCHAR, host VARCHAR, gpu_uuid VARCHAR, "
+                    "started_at TIMESTAMPTZ, ended_at TIMESTAMPTZ, workload_class VARCHAR)")
+        for (uuid,) in con.execute("SELECT DISTINCT gpu_uuid FROM stg_gpu_samples").fetchall():
+            con.execute("INSERT INTO stg_jobs VALUES ('j', 'node-01', ?, ?, ?, 'background')",
+                        [uuid, start, start + dt.timedelta(hours=6)])
+        fit_day(con, day, ModelSettings())
+        recommend_day(con, day, RecommendSettings(holdout_share=0.0))
+        rows = con.execute("SELECT default_limit_w, power_limit_w FROM fct_recommendation WHERE day = ?", [day]).fetchall()
+        assert {r[0] for r in rows} == {TruePower().limit_w}, f"day {k}: the default is the uncapped limit"
+        assert all(r[1] >= 0.5 * TruePower().limit_w for r in rows)
+        caps.append(min(r[1] for r in rows))
+        limit_w = caps[-1]  # the agent applied it: the next day's readings show the cap
+    assert caps[0] < TruePower().limit_w, "day 0 recommended a cap (else the test shows nothing)"

@@ -34,6 +34,21 @@ def test_readings_stamped_off_the_second_stay_in_their_own_hour_and_day(lake, wa
     assert sum(r[3] for r in rows) == pytest.approx(100.0 * 86400, rel=1e-12)
 
 
+def test_energy_across_a_cap_just_applied_is_judged_against_the_limit_it_was_drawn_under(lake, warehouse):
+    """Counter and power every 30 s (DCGM-like); at t=60 a 200 W cap replaces the 700 W limit while
+    the board still draws 650 W. The reading at the switch is quarantined (650 W over 1.5 x 200 W);
+    the counter across it (25.5 kJ in 60 s) is plausible under the old limit, not under the cap."""
+    rows, energy_j = [], 0.0
+    for t in range(3600, 3781, 30):
+        rows += gpu_rows([t], 650.0 if t <= 3660 else 200.0, counter_mj=lambda _t, e=energy_j: int(e * 1000),
+                         limit_w=700.0 if t < 3660 else 200.0, source="dcgm")
+        energy_j += (650.0 if t < 3660 else 200.0) * 30
+    write(lake, rows)
+    r = hourly(warehouse())[1]
+    assert r["energy_j"] == pytest.approx(650 * 60 + 200 * 120) and r["energy_source"] == "counter"
+    assert r["coverage_ratio"] == pytest.approx(180 / 3600)
+
+
 def test_reading_exactly_on_the_hour_splits_cleanly(lake, warehouse):
     write(lake, gpu_rows([3590, 3600, 3610], lambda t: {3590: 100.0, 3600: 200.0, 3610: 300.0}[t]))
     rows = hourly(warehouse())

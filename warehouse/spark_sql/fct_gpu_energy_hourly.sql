@@ -29,7 +29,7 @@ intervals AS (
         power_w AS p1_w,
         lag(energy_mj_total) OVER w AS c0_mj,
         energy_mj_total AS c1_mj,
-        coalesce(power_limit_w, lag(power_limit_w) OVER w) AS limit_w
+        greatest(power_limit_w, lag(power_limit_w) OVER w) AS limit_w
     FROM readings
     WINDOW w AS (PARTITION BY host, gpu_uuid, source ORDER BY t_us)
 ),

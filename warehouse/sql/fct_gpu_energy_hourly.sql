@@ -18,7 +18,8 @@
 --   n_sources [count] sources that saw the GPU in the hour
 -- Method, per source stream (host, gpu_uuid, source), between consecutive clean readings t0 < t1:
 --   counter: both readings have energy_mj_total, t1 - t0 <= max_counter_gap_s and the counter
---     rose by no more than the plausible maximum (max_power_over_limit_ratio x limit x dt):
+--     rose by no more than the plausible maximum (max_power_over_limit_ratio x the higher of
+--     the two readings' limits x dt):
 --     energy = difference, spread linearly in time (the counter interpolated at hour boundaries);
 --   power: else both have power_w and t1 - t0 <= max_gap_s: trapezoid of power, power
 --     interpolated linearly at hour boundaries. This also covers a counter reset (counter fell:
@@ -36,7 +37,9 @@ WITH intervals AS (
         next_power_w::DOUBLE AS p1_w,
         energy_mj_total AS c0_mj,
         next_energy_mj_total AS c1_mj,
-        coalesce(next_power_limit_w, power_limit_w) AS limit_w
+        -- the higher of the two ends' limits: across a cap just applied, the energy before it
+        -- was drawn under the old, higher limit (greatest() skips a NULL end)
+        greatest(power_limit_w, next_power_limit_w) AS limit_w
     FROM int_gpu_samples_checked
     WHERE next_sampled_at IS NOT NULL
 ),

@@ -102,10 +102,12 @@ def device_limits_w(gpu_model: str, max_seen_limit_w: float | None) -> tuple[flo
     """(default, min, max) W for the model, and a note when they were estimated."""
     if gpu_model in DEVICE_LIMITS_W:
         return (*DEVICE_LIMITS_W[gpu_model], None)
+    # An imported log may not name its GPU: say so rather than print Python's None.
+    name = repr(gpu_model) if gpu_model else "(not reported)"
     if max_seen_limit_w is None:
-        raise ValueError(f"GPU model {gpu_model!r} has no known limits and no power_limit_w readings")
+        raise ValueError(f"GPU model {name} has no known limits and no power_limit_w readings")
     return (max_seen_limit_w, UNKNOWN_MIN_RATIO * max_seen_limit_w, max_seen_limit_w,
-            f"limits of {gpu_model} unknown: default = highest limit seen (this day or in earlier days' "
+            f"limits of GPU model {name} unknown: default = highest limit seen (this day or in earlier days' "
             f"recommendations), min = {UNKNOWN_MIN_RATIO:.0%} of it")
 
 

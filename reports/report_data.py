@@ -115,11 +115,20 @@ class ReportData:
         values = [c for c in ("intensity_gco2e_per_kwh", "price_usd_per_mwh") if c in self.context.columns]
         return self.context.group_by("hour_at").agg([pl.col(c).mean() for c in values]).sort("hour_at")
 
-    def gated_out_models(self) -> list[str]:
-        """GPU models whose power model failed its gate: the export holds their settings back."""
-        if not has(self.models, "passed_gate"):
-            return []
-        return sorted(self.models.filter(~pl.col("passed_gate").fill_null(False))["gpu_model"].unique().to_list())
+    def held_back_models(self) -> dict[str, str]:
+        """{GPU model: why} for the models of the day's recommendations whose settings the export
+        leaves out (reports.export.gate_by_model: no power model fitted, or its gate failed)."""
+        from reports.export import gate_by_model
+
+        if self.recs is None or "gpu_model" not in self.recs.columns:
+            return {}
+        gate = gate_by_model(self.models if has(self.models, "passed_gate") else None, self.models_why)
+        out = {}
+        for model in sorted(self.recs["gpu_model"].unique().to_list()):
+            verdict = gate.get(model, gate.get("*", f"no power model was fitted for {model} on {self.day}"))
+            if verdict is not None:
+                out[model] = verdict
+        return out
 
     def changing_recommendations(self) -> pl.DataFrame | None:
         """Recommendations that change something (a cap below the default, or a locked clock
@@ -130,17 +139,18 @@ class ReportData:
             return None
         recs = self.recs
         change = pl.lit(False)
-        if has(recs, "power_limit_w", "default_limit_w"):
+        columns = {"power_limit_w", "default_limit_w"} <= set(recs.columns)
+        if columns:  # a row with no limit (NULL: none recommended) changes nothing
             change = change | (pl.col("power_limit_w") < pl.col("default_limit_w")).fill_null(False)
         for col in ("locked_sm_clock_min_mhz", "locked_sm_clock_max_mhz"):
             if col in recs.columns:
                 change = change | pl.col(col).is_not_null()
-        if not has(recs, "power_limit_w", "default_limit_w"):
+        if not columns:
             change = pl.lit(True)  # an older relation without defaults: every row is a setting to apply
         recs = recs.filter(change)
-        gated = self.gated_out_models()
-        if gated:
-            recs = recs.filter(~pl.col("gpu_model").is_in(gated))
+        held = self.held_back_models()
+        if held:
+            recs = recs.filter(~pl.col("gpu_model").is_in(list(held)))
         per_gpu = (self.energy.group_by("gpu_uuid").agg(pl.col("energy_kwh").sum().alias("day_energy_kwh"))
                    if self.energy is not None else pl.DataFrame(schema={"gpu_uuid": pl.String, "day_energy_kwh": pl.Float64}))
         recs = recs.join(per_gpu, on="gpu_uuid", how="left")

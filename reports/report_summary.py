@@ -145,9 +145,10 @@ def summary_section(data: ReportData, sections: list[Section], notes: dict[str, 
     else:
         s.add('<p class="todo"><b>What to do:</b> nothing: no setting, consolidation or shift saves anything today; '
               'every GPU keeps its settings (see Recommendations for why).</p>')
-    gated = data.gated_out_models()
-    if gated:
-        s.note(f"Held back (power model failed its gate, so the export leaves its GPUs at their defaults): {', '.join(gated)}.")
+    held = data.held_back_models()
+    if held:
+        s.note("Held back (the export leaves their GPUs at their current settings): "
+               + "; ".join(f"{model}: {why}" for model, why in held.items()) + ".")
     gaps = [(sec, msg) for sec in sections for msg in dict.fromkeys(sec.not_computed)]
     if gaps:
         s.add(f"<h3>Not computed ({len(gaps)})</h3>")

@@ -50,8 +50,10 @@ def _settings(data: ReportData, s: Section) -> None:
     if kept.height and "reason" in kept.columns:
         # Reasons name each GPU's busy hours; the part before the parenthesis groups them.
         reason = pl.col("reason").fill_null("no reason given").str.replace(r"\s*\([^)]*\)", "")
-        held = pl.col("gpu_model").is_in(data.gated_out_models()) if "gpu_model" in kept.columns else pl.lit(False)
-        why = (kept.with_columns(pl.when(held).then(pl.lit("held back: their GPU model's power model failed its gate"))
+        held_back = data.held_back_models()
+        held = pl.col("gpu_model").is_in(list(held_back)) if "gpu_model" in kept.columns else pl.lit(False)
+        why = (kept.with_columns(pl.when(held).then(pl.lit("held back from the export: ") + pl.col("gpu_model")
+                                                    .replace_strict(held_back, default=""))
                                  .otherwise(reason).alias("why"))
                .group_by("why").agg(pl.len().alias("gpus")).sort("gpus", "why", descending=[True, False]))
         s.note(f"{kept.height} GPUs keep their current settings:")
@@ -61,11 +63,10 @@ def _settings(data: ReportData, s: Section) -> None:
     cols = [c for c in REC_COLUMNS if c in data.recs.columns and c != "saving_kwh_per_day"]
     s.add(details(f"Every GPU's recommendation ({data.recs.height})",
                   table(data.recs.select(cols).sort(cols[:2]), digits=REC_DIGITS, max_rows=500)))
-    gated = data.gated_out_models()
-    if gated:
-        failed = data.models.filter(pl.col("gpu_model").is_in(gated))
+    held_back = data.held_back_models()
+    if held_back:
         s.add("<h3>GPU models left out of the export</h3>")
-        s.add(table(failed.select([c for c in ("gpu_model", "feature_set", "mape_pct", "gate_reason") if c in failed.columns])))
+        s.add(table(pl.DataFrame({"gpu_model": list(held_back), "reason": list(held_back.values())})))
     elif has(data.models, "passed_gate"):
         s.note("Every GPU model's power model passed its gate: none left out of the export.")
 

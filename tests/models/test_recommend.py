@@ -217,3 +217,11 @@ def test_an_unknown_models_default_does_not_follow_its_own_caps_down():
         caps.append(min(r[1] for r in rows))
         limit_w = caps[-1]  # the agent applied it: the next day's readings show the cap
     assert caps[0] < TruePower().limit_w, "day 0 recommended a cap (else the test shows nothing)"
+
+
+def test_a_gpu_model_nobody_named_is_called_not_reported_not_none():
+    from models.recommend import device_limits_w
+
+    with pytest.raises(ValueError, match=r"GPU model \(not reported\) has no known limits"):
+        device_limits_w(None, None)
+    assert device_limits_w("NVIDIA A800", 400.0)[3].startswith("limits of GPU model 'NVIDIA A800' unknown")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import html
 import re
 
@@ -65,7 +66,30 @@ def test_summary_lists_the_top_three_actions_by_energy_saved(full_day, tmp_path)
     for item, (kwh, what) in zip(items, expected):
         assert what in item and f"saves about {kwh:,.1f} kWh/day" in item, item
     assert not any("H100" in i or "Thermal" in i for i in items)
-    assert "Held back (power model failed its gate" in text and "NVIDIA H100 80GB HBM3" in text
+    assert "Held back (the export leaves their GPUs at their current settings): NVIDIA H100 80GB HBM3: held-out MAPE" in text
+
+
+def test_the_report_holds_back_what_the_export_leaves_out(full_day, tmp_path):
+    """The page and the signed file agree: a GPU with no limit recommended is not a setting to
+    apply, and a model with no power model fitted is listed as left out, as the export does."""
+    from reports.export import build_body, gate_by_model
+    from reports.report_data import ReportData
+
+    full_day.execute("INSERT INTO fct_recommendation VALUES (?, 'trace', 'GPU-t', NULL, 'throughput', NULL, NULL, "
+                     "NULL, NULL, NULL, NULL, 'limits unknown: not recommended')", [DAY])
+    text = render_report(full_day, DAY, tmp_path / "r.html").read_text()
+    data = ReportData(full_day, DAY, {})
+    changing = data.changing_recommendations()
+    assert "GPU-t" not in changing["gpu_uuid"].to_list()
+    total = full_day.execute("SELECT count(*) FROM fct_recommendation WHERE day = ?", [DAY]).fetchone()[0]
+    assert f"Settings to apply ({changing.height} of {total} GPUs)" in text
+    held = data.held_back_models()
+    assert set(held) == {"NVIDIA H100 80GB HBM3", "GPU model not reported"}
+    body = build_body(data.recs, gate_by_model(data.models, None), day=DAY, site="s", now=dt.datetime(2026, 6, 12,
+                      tzinfo=dt.timezone.utc), validity_hours=24)
+    assert {m["gpu_model"] for m in body["excluded_gpu_models"]} == set(held)
+    assert "GPU model not reported: no power model was fitted" in text
+    assert "none left out of the export" not in text
 
 
 def test_summary_shows_both_scope2_carbon_figures(full_day, tmp_path):

@@ -34,11 +34,13 @@ from collectors.settings import (
     settings_to_toml,
 )
 
-# nvidia-smi logs in ../shared/data/telemetry and the host/model each is imported as.
+# nvidia-smi logs in ../shared/data/telemetry: the host and model each is imported as, and the
+# column that holds the GPU index where `gpu` and `index` disagree (the 8-GPU log's `index` is 0
+# on every row; its `gpu` column counts 0-7).
 TRACES = {
-    "mddair_gpu_telemetry_1hz.csv": ("trace-mddair", None),
-    "vlm_optimization_gpu_log_rtx4090_1hz.csv": ("trace-rtx4090", "NVIDIA GeForce RTX 4090"),
-    "gpu_glasses_nvidia_smi_8x80GB_idle.csv": ("trace-8x80gb", None),
+    "mddair_gpu_telemetry_1hz.csv": ("trace-mddair", None, None),
+    "vlm_optimization_gpu_log_rtx4090_1hz.csv": ("trace-rtx4090", "NVIDIA GeForce RTX 4090", None),
+    "gpu_glasses_nvidia_smi_8x80GB_idle.csv": ("trace-8x80gb", None, "gpu"),
 }
 
 
@@ -180,12 +182,12 @@ def _ingest_traces(lake: Path, shared_data: Path, console: Console) -> dict[dt.d
 
     landed: dict[dt.date, list[str]] = {}
 
-    for name, (host, model) in TRACES.items():
+    for name, (host, model, index_column) in TRACES.items():
         path = folder / name
         if not path.exists():
             console.print(f"[yellow]trace {path} missing; skipped[/yellow]")
             continue
-        result = ingest_nvidia_smi(path, lake=lake, host=host, gpu_model=model)
+        result = ingest_nvidia_smi(path, lake=lake, host=host, gpu_model=model, index_column=index_column)
         reasons = "; ".join(f"{n} x {reason}" for reason, n in sorted(result.reasons().items()))
         console.print(f"imported {name}: {result.good_rows} rows landed, {result.bad_rows} quarantined"
                       + (f" ({reasons}) -> {result.quarantine_path}" if result.bad_rows else ""))

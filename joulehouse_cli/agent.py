@@ -123,9 +123,10 @@ def verify_command(
                f"({', '.join(hosts)}); {len(checked.excluded_gpu_models)} GPU models excluded")
     window = f"valid {format_utc(checked.valid_from)} .. {format_utc(checked.valid_until)}"
     if when < checked.valid_from:
-        state = f"not yet valid at {format_utc(when)}: an agent would refuse it until then"
+        state = (f"not yet valid at {format_utc(when)} (from {format_utc(checked.valid_from)}): an agent would "
+                 "refuse it until then")
     elif when >= checked.valid_until:
-        state = f"expired at {format_utc(when)}: an agent would refuse it"
+        state = f"expired at {format_utc(checked.valid_until)}, before {format_utc(when)}: an agent would refuse it"
     else:
         state = f"valid at {format_utc(when)}: an agent would take it"
     typer.echo(f"{window}; {state}")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import json
 
 import pytest
 import typer
@@ -100,6 +101,9 @@ def test_verify_checks_an_expired_export_and_says_when_it_was_valid(app, keys, t
     assert at.exit_code == 0 and "an agent would take it" in at.output
     late = runner.invoke(app, ["agent", "verify", str(config), "--public-key", str(keys[1]), "--at", "2099-01-01T00:00:00Z"])
     assert late.exit_code == 1 and "an agent would refuse it" in late.output
+    body = json.loads(config.read_text())["body"]
+    # the expiry named is the file's own end of validity, not the time checked
+    assert f"expired at {body['valid_until']}, before 2099-01-01T00:00:00Z" in late.output
 
 
 @pytest.mark.parametrize("kwargs, message", [

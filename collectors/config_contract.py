@@ -134,7 +134,7 @@ def generate_keypair(directory: str | Path, *, overwrite: bool = False) -> tuple
     folder.mkdir(parents=True, exist_ok=True)
     private_path, public_path = folder / PRIVATE_KEY_NAME, folder / PUBLIC_KEY_NAME
     if not overwrite and (private_path.exists() or public_path.exists()):
-        raise FileExistsError(f"{private_path} or {public_path} already exists; replace them with `joulehouse keys generate --overwrite` (overwrite=True)")
+        raise FileExistsError(f"{private_path} or {public_path} already exists; replace them with `joulehouse keys generate --overwrite`")
     key = Ed25519PrivateKey.generate()
     private_pem = key.private_bytes(
         serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()

@@ -145,6 +145,7 @@ class ModelSettings:
 class CarbonSettings:
     """Carbon accounting (GHG Protocol scope 2, both methods, plus embodied)."""
 
+    # Grid region of GPUs the inventory does not place (dim_gpu.region wins where it has one).
     region: str = "FR"
     grid_file: str = ""
     default_grid_gco2e_per_kwh: float = 400.0

@@ -26,6 +26,9 @@ def run_shape(gpus: Optional[int], hours: Optional[float], gpu_hours: Optional[f
     """Build a RunShape from --gpus/--hours or --gpu-hours, failing with one clear line."""
     from reports.estimate import RunShape
 
+    for flag, value in (("--gpus", gpus), ("--hours", hours), ("--gpu-hours", gpu_hours)):
+        if value is not None and value <= 0:
+            fail(f"{flag} {value}: expected a positive number")
     if gpu_hours is None:
         if gpus is None or hours is None:
             fail("give --gpus N and --hours H, or --gpu-hours X")

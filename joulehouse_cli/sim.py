@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from joulehouse_cli.options import parse_day
+from joulehouse_cli.options import fail, parse_day
 
 
 def register(app: typer.Typer) -> None:
@@ -31,6 +31,9 @@ def register(app: typer.Typer) -> None:
 
         console = Console()
         first_day = parse_day(start, "--start")
+        # Before the progress bar: a bad option is one error line, nothing drawn.
+        if not 0 < interval_s <= 60 or abs(86400 / interval_s - round(86400 / interval_s)) > 1e-9:
+            fail(f"--interval-s {interval_s:g}: expected more than 0 and at most 60 s, dividing 86400 s evenly")
         columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
         try:
             with Progress(*columns, console=console) as progress:
@@ -42,8 +45,7 @@ def register(app: typer.Typer) -> None:
                 summary = simulate_fleet(lake, gpus=gpus, days=days, start=first_day, seed=seed,
                                          interval_s=interval_s, progress=on_progress)
         except ValueError as exc:
-            console.print(f"[red]{exc}[/red]")
-            raise typer.Exit(2) from None
+            fail(str(exc))
         table = Table(title=f"simulated {first_day} + {days} day(s), seed {seed}, into {lake}")
         table.add_column("dataset")
         table.add_column("rows", justify="right")

@@ -86,7 +86,7 @@ def _validate(days: int, interval_s: float, start, fleet: Sequence[SimGpu],
     if not isinstance(start, dt.date) or isinstance(start, dt.datetime):
         raise ValueError(f"start={start!r}: expected a datetime.date")
     if not (0 < interval_s <= 60) or abs(DAY_S / interval_s - round(DAY_S / interval_s)) > 1e-9:
-        raise ValueError(f"interval_s={interval_s}: expected a divisor of 86400 s between 0 and 60 s")
+        raise ValueError(f"interval_s={interval_s}: expected a divisor of 86400 s, more than 0 and at most 60 s")
     by_uuid = {g.uuid: g for g in fleet}
     for uid, limit in power_limits_w.items():
         if uid not in by_uuid:

@@ -21,3 +21,20 @@ def test_a_bad_day_is_one_line_naming_the_option(tmp_path, args, option, value):
     assert result.exit_code == 2
     assert result.output.strip() == f"error: {option} {value!r} is not a date (YYYY-MM-DD)"
     assert not (tmp_path / "lake").exists(), "nothing is written before the input is checked"
+
+
+@pytest.mark.parametrize("args, message", [
+    (["simulate", "--lake", "LAKE", "--interval-s", "0"],
+     "error: --interval-s 0: expected more than 0 and at most 60 s, dividing 86400 s evenly"),
+    (["simulate", "--lake", "LAKE", "--interval-s", "7"],
+     "error: --interval-s 7: expected more than 0 and at most 60 s, dividing 86400 s evenly"),
+    (["tco", "estimate", "--gpus", "0", "--hours", "3", "--avg-power-w", "300"],
+     "error: --gpus 0: expected a positive number"),
+    (["carbon", "estimate", "--gpu-hours", "-2", "--avg-power-w", "300", "--grid-gco2e-per-kwh", "50"],
+     "error: --gpu-hours -2.0: expected a positive number"),
+])
+def test_a_bad_number_is_one_line_naming_the_option_before_any_work(tmp_path, args, message):
+    args = [str(tmp_path / "lake") if a == "LAKE" else a for a in args]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 2
+    assert result.output.strip() == message

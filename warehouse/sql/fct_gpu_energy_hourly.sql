@@ -1,7 +1,8 @@
 -- fct_gpu_energy_hourly: energy of each GPU in each UTC hour of the day.
 -- kind: day
 -- grain: one row per (hour_at, gpu_uuid); when several sources (nvml, dcgm) saw the GPU, the
---   hour is taken from one of them, never summed (see `winner` below)
+--   hour is taken from one of them, never summed (the `winner` step of this SQL: the source that
+--   covered more of the hour, then counter over power integral, then the higher sampling rate)
 -- columns:
 --   hour_at [TIMESTAMPTZ, UTC] start of the hour
 --   day [DATE] UTC day of hour_at

@@ -5,6 +5,9 @@ Policy, per host-hour:
 - 'node_ipmi' when fct_node_energy_hourly has energy_kwh for the host-hour, its coverage_ratio is
   at least `min_node_coverage_ratio`, and it is not below the sum of the host's GPU energies (a
   server cannot draw less than its own GPUs: then the meters disagree and the BMC is not used).
+  The node kWh is taken over the whole hour: its energy over the covered part / coverage_ratio
+  (the BMC's average power x 1 h; at most 1/min_node_coverage_ratio of what it measured), so a BMC
+  that missed the hour's last minutes does not charge less than the hour drew.
   The node kWh (CPUs, memory, fans, PSU losses included) is split among the host's GPUs in
   proportion to each GPU's board energy in that hour; when the GPUs' energies sum to zero or are
   all NULL it is split equally among the GPU rows of that host-hour. The split adds up to the
@@ -36,9 +39,11 @@ def apply_it_energy_basis(
         pl.col("gpu_energy_kwh").sum().alias("_gpu_sum_kwh"),
         pl.len().alias("_n_gpu_rows"),
     )
+    coverage = pl.col("coverage_ratio").cast(pl.Float64)
     node = node_hours.select(
-        "hour_at", "host", pl.col("energy_kwh").cast(pl.Float64).alias("_node_kwh"),
-        pl.col("coverage_ratio").cast(pl.Float64).alias("_node_coverage"),
+        "hour_at", "host",
+        pl.when(coverage > 0).then(pl.col("energy_kwh").cast(pl.Float64) / coverage).alias("_node_kwh"),
+        coverage.alias("_node_coverage"),
     ).unique(["hour_at", "host"])
     decided = host_hours.join(node, on=["hour_at", "host"], how="left").with_columns(
         pl.when(pl.col("_node_kwh").is_null()).then(pl.lit("gpu_only_no_node"))

@@ -47,6 +47,15 @@ def test_node_energy_is_split_by_gpu_share_and_each_fallback_says_why():
         apply_it_energy_basis(gpus, node, 1.5)
 
 
+def test_a_bmc_that_covered_most_of_the_hour_charges_the_whole_hour():
+    """1.0 kW all hour, the BMC read 54 of its 60 minutes (0.9 kWh at coverage 0.9): the hour drew
+    1.0 kWh, not the 0.9 measured; 8 GPUs of 0.1 kWh each share it by their energy."""
+    gpus = gpu_frame([(H0, "n1", f"g{i}", 0.1) for i in range(8)])
+    out, counts = apply_it_energy_basis(gpus, node_frame([(H0, "n1", 0.9, 0.9)]), 0.9)
+    assert counts["node_ipmi"] == 1
+    assert out["energy_kwh"].sum() == pytest.approx(1.0) and out["energy_kwh"].to_list() == pytest.approx([0.125] * 8)
+
+
 @hsettings(max_examples=40, deadline=None)
 @given(st.lists(st.tuples(st.integers(0, 2), st.integers(0, 3), st.floats(0, 1)), min_size=1, max_size=20),
        st.lists(st.tuples(st.integers(0, 2), st.floats(0, 3), st.floats(0, 1)), max_size=3))
@@ -62,7 +71,8 @@ def test_node_basis_host_hours_add_up_to_the_bmc_and_the_rest_to_the_gpus(gpu_ro
         assert len(bases) == 1
         if bases[0] == "node_ipmi":
             node_kwh, coverage = meters[host]
-            assert it_kwh == pytest.approx(node_kwh) and coverage >= 0.9 and node_kwh >= gpu_kwh - 1e-9
+            assert it_kwh == pytest.approx(node_kwh / coverage) and coverage >= 0.9
+            assert node_kwh / coverage >= gpu_kwh - 1e-9
         else:
             assert it_kwh == pytest.approx(gpu_kwh)
 

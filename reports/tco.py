@@ -91,7 +91,9 @@ def cost_per_gpu_hour(gpu_hours: pl.DataFrame, settings: TcoSettings, peaks: pl.
     base = with_facility_energy(gpu_hours)
     base = base.with_columns(
         (pl.col("facility_energy_kwh") * pl.col("price_usd_per_kwh")).alias("energy_cost_usd"),
-        (pl.col("facility_energy_kwh") * pl.col("price_usd_per_kwh").mean().over("day")).alias("static_energy_cost_usd"),
+        # the plain mean of the day's hourly prices: each hour once, however many GPU-hours it holds
+        (pl.col("facility_energy_kwh") * pl.col("price_usd_per_kwh").filter(pl.struct("day", "hour_at").is_first_distinct())
+         .mean().over("day")).alias("static_energy_cost_usd"),
     )
     if peaks is None:
         peaks = day_peaks(site_hour_kw(base, NO_METER, 1.0), {}, settings.demand_charge_usd_per_kw_month)

@@ -62,6 +62,10 @@ def test_static_vs_dynamic_prices_differ_when_load_follows_expensive_hours(world
     assert summary.dynamic_energy_cost_usd > summary.static_energy_cost_usd
     flat_price = sum(prices) / 24 / 1000
     assert summary.static_energy_cost_usd == pytest.approx(summary.facility_energy_kwh * flat_price)
+    # One GPU unseen in the expensive hours: the flat price is still the plain mean of the 24 hours.
+    world.execute("DELETE FROM fct_gpu_energy_hourly WHERE gpu_uuid = 'GPU-h100' AND hour(hour_at) BETWEEN 1 AND 5")
+    fewer = tco_day(world, DAY, TcoSettings(price_file=str(price_file(tmp_path, prices))), shared_data)
+    assert fewer.static_energy_cost_usd == pytest.approx(fewer.facility_energy_kwh * flat_price)
 
 
 def test_demand_charge_of_a_months_first_day_is_its_peak_and_lands_on_the_peak_hour(world, shared_data):

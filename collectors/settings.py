@@ -233,6 +233,10 @@ class RecommendSettings:
     # Share of each GPU model's eligible GPUs (stable choice by UUID) left at the default as controls, so
     # the next days can measure what the settings saved against like GPUs; 0 applies everything.
     holdout_share: float = 0.25
+    # What a server draws beyond its GPUs (CPUs, memory, fans, PSU losses), W per GPU, where its BMC
+    # does not say (fct_node_reconciliation_hourly measures it where it does): a capped job runs
+    # longer and the server draws that for longer too, so it counts in the energy-to-solution.
+    host_overhead_w_per_gpu: float = 0.0
 
 
 @dataclass(frozen=True)

@@ -76,6 +76,8 @@ DEVICE_LIMITS_W = {
 # Unknown model: the highest limit seen is the default, half of it the minimum (NVML minimums are
 # 25-50% of the default on the models above); the reason says so.
 UNKNOWN_MIN_RATIO = 0.5
+# Hours whose BMC and GPU energies both covered this much of the hour measure the server's overhead.
+HOST_OVERHEAD_MIN_COVERAGE = 0.9
 DEFAULT_PRICE_USD_PER_KWH = 0.10
 DEFAULT_CARBON_GCO2E_PER_KWH = 0.0
 CLASSES = ("latency-sensitive", "throughput", "background")
@@ -122,7 +124,8 @@ def _profile(row: dict, feature_set: str) -> WorkloadProfile:
 
 def recommend_gpu(row: dict, workload_class: str, fit: dict | None, settings: RecommendSettings, *,
                   price_usd_per_kwh: float, carbon_gco2e_per_kwh: float, carbon_price_usd_per_tco2e: float,
-                  pue: float, p95_power_w: Callable[[], float | None] | None = None) -> dict:
+                  pue: float, p95_power_w: Callable[[], float | None] | None = None,
+                  host_overhead_w: float = 0.0) -> dict:
     """One GPU's recommendation row (see fct_recommendation.sql for the columns). The GPU's 95th
     percentile of power (W) is row["p95_power_w"], or where the row lacks it `p95_power_w()`,
     called only when a clock lock's reason needs it."""
@@ -161,8 +164,9 @@ def recommend_gpu(row: dict, workload_class: str, fit: dict | None, settings: Re
     time_weight = VALUE_OF_TIME_WEIGHT[workload_class]
 
     def cost_usd(power_w: float, slowdown_pct: float) -> float:
-        """The busy hours' work at this setting: energy-to-solution at the site's price, plus time."""
-        energy_kwh = busy_hours * power_w * (1 + slowdown_pct / 100) / 1000
+        """The busy hours' work at this setting: energy-to-solution at the site's price (the GPU's
+        power and its share of the server's, for as long as the work now takes), plus time."""
+        energy_kwh = busy_hours * (power_w + host_overhead_w) * (1 + slowdown_pct / 100) / 1000
         return (energy_kwh * usd_per_kwh
                 + time_weight * settings.value_of_time_usd_per_gpu_hour * busy_hours * slowdown_pct / 100)
 
@@ -178,7 +182,8 @@ def recommend_gpu(row: dict, workload_class: str, fit: dict | None, settings: Re
     clocks = [(float(s), c) for s, c in zip(clock_ratios, clocks) if c.heavy_slowdown_pct <= bound + 1e-9]
     s_best, best_clock = min(clocks, key=lambda c: (cost_usd(c[1].power_w, c[1].slowdown_pct), -c[0]))
     clock_power_w, clock_slowdown = best_clock.power_w, best_clock.slowdown_pct
-    reason_note = f"; {note}" if note else ""
+    reason_note = ((f"; the server's {host_overhead_w:.0f} W per GPU counted over the longer run" if host_overhead_w > 0
+                    else "") + (f"; {note}" if note else ""))
     head = f"{workload_class} ({profile.bottleneck}, busy {busy_hours:.1f} h)"
 
     def saving(power_w: float, slowdown_pct: float) -> dict:
@@ -281,6 +286,9 @@ def recommend_day(con: duckdb.DuckDBPyConnection, day: dt.date, settings: Recomm
     fits = {m: load_fit(con, m, day) for m in {p["gpu_model"] for p in profiles}}
     earlier = ({m: w for m, w in con.execute(load_sql("recommend_earlier_defaults"), {"day": day}).fetchall()}
                if relation_exists(con, "fct_recommendation") else {})
+    overhead = ({h: w for h, w, _ in con.execute(load_sql("recommend_host_overhead"),
+                                                 {"day": day, "min_coverage": HOST_OVERHEAD_MIN_COVERAGE}).fetchall()}
+                if relation_exists(con, "fct_node_reconciliation_hourly") else {})
     profiles = [p if p["gpu_model"] in DEVICE_LIMITS_W or earlier.get(p["gpu_model"]) is None
                 else p | {"max_power_limit_w": max(w for w in (p["max_power_limit_w"], earlier[p["gpu_model"]])
                                                    if w is not None)}
@@ -301,7 +309,8 @@ def recommend_day(con: duckdb.DuckDBPyConnection, day: dt.date, settings: Recomm
         rows.append({"day": day} | recommend_gpu(p, workload_class, fits[p["gpu_model"]], settings,
                                                  price_usd_per_kwh=price, carbon_gco2e_per_kwh=intensity,
                                                  carbon_price_usd_per_tco2e=carbon_price_usd_per_tco2e, pue=pue,
-                                                 p95_power_w=lambda p=p: p95_power_w(p["host"], p["gpu_uuid"])))
+                                                 p95_power_w=lambda p=p: p95_power_w(p["host"], p["gpu_uuid"]),
+                                                 host_overhead_w=overhead.get(p["host"], settings.host_overhead_w_per_gpu)))
     rows = hold_out_controls(rows, settings.holdout_share, job_groups)
     con.execute(load_sql("fct_recommendation"))
     # One INSERT of all rows (an Arrow table, columns by name): one statement per row cost ~1 ms each.

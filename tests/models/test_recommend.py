@@ -225,3 +225,29 @@ def test_a_gpu_model_nobody_named_is_called_not_reported_not_none():
     with pytest.raises(ValueError, match=r"GPU model \(not reported\) has no known limits"):
         device_limits_w(None, None)
     assert device_limits_w("NVIDIA A800", 400.0)[3].startswith("limits of GPU model 'NVIDIA A800' unknown")
+
+
+def test_the_servers_own_draw_over_a_longer_run_counts_against_a_cap():
+    """Energy-to-solution at the server: a cap that saves GPU power but lengthens the run also keeps
+    the CPUs, fans and PSU drawing longer. With the BMC showing 400 W per GPU beyond the GPUs, the
+    chosen settings cut less (or nothing), and the reason says what was counted."""
+    plain = _warehouse()
+    uuids = _jobs(plain, ["background"] * 3)
+    recommend_day(plain, DAY, RecommendSettings(holdout_share=0.0))
+    loaded = _warehouse()
+    _jobs(loaded, ["background"] * 3)
+    loaded.execute("CREATE TABLE fct_node_reconciliation_hourly (hour_at TIMESTAMPTZ, day DATE, host VARCHAR, "
+                   "node_energy_kwh DOUBLE, gpu_energy_kwh DOUBLE, residual_kwh DOUBLE, node_coverage_ratio DOUBLE, "
+                   "gpu_coverage_ratio DOUBLE, n_gpus BIGINT)")
+    loaded.execute("INSERT INTO fct_node_reconciliation_hourly SELECT TIMESTAMPTZ '2026-03-02 00:00:00+00' + "
+                   "to_hours(h), DATE '2026-03-02', 'node-01', 2.4, 1.2, 1.2, 1.0, 1.0, 3 FROM range(6) t(h)")
+    recommend_day(loaded, DAY, RecommendSettings(holdout_share=0.0))
+    before, after = {r["gpu_uuid"]: r for r in _rows(plain)}, {r["gpu_uuid"]: r for r in _rows(loaded)}
+    assert any(before[u]["expected_saving_pct"] > 0 for u in uuids), "without the overhead some GPU saves"
+    for u in uuids:
+        b, a = before[u], after[u]
+        assert a["expected_slowdown_pct"] <= b["expected_slowdown_pct"] + 1e-9, "no deeper cut once the server counts"
+        if a["expected_slowdown_pct"] > 0:
+            assert "the server's 400 W per GPU counted" in a["reason"]
+    assert any(a["expected_slowdown_pct"] < b["expected_slowdown_pct"] - 1e-6 for a, b in
+               ((after[u], before[u]) for u in uuids)), "the overhead changed at least one choice"

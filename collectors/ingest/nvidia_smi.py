@@ -183,6 +183,7 @@ def read_nvidia_smi_csv(path: str | Path, *, host: str, gpu_model: str | None = 
         columns: dict[str, list] = {n: [] for n in GPU_SAMPLES.names}
         rejected: list[RejectedRow] = []
         seen: set[tuple[datetime, int]] = set()
+        naive = 0
         for line_no, values in enumerate(reader, start=2):
             if not values or all(not v.strip() for v in values):
                 continue
@@ -201,13 +202,22 @@ def read_nvidia_smi_csv(path: str | Path, *, host: str, gpu_model: str | None = 
                 rejected.append(RejectedRow(line_no, f"duplicate: GPU {key[1]} already has a row at {key[0].isoformat()}", text))
                 continue
             seen.add(key)
+            naive += _naive(row["timestamp"])
             model = row.get("name", "").strip() or gpu_model
             sample.update(host=host, gpu_model=model, source=SOURCE,
                           gpu_uuid=row.get("uuid", "").strip() or synthetic_gpu_uuid(host, sample["gpu_index"]))
             for name in columns:
                 columns[name].append(sample.get(name))
+    if naive:
+        notes.append(f"{naive} timestamps without a UTC offset read as {assume_tz}")
     table = conform("gpu_samples", pa.Table.from_pydict(columns, schema=GPU_SAMPLES))
     return IngestResult(path=path, table=table, rejected=rejected, notes=notes)
+
+
+def _naive(raw: str) -> bool:
+    """A timestamp written without a UTC offset (nvidia-smi's own 'YYYY/MM/DD HH:MM:SS.fff' never has one)."""
+    text = raw.strip()
+    return not (text.endswith("Z") or re.search(r"[+-]\d\d:?\d\d$", text))
 
 
 def _parse_row(row: dict[str, str], id_columns: list[str], index_column: str | None, zone: ZoneInfo) -> dict:
@@ -266,6 +276,8 @@ def _notes(path: Path, names: list[str], host: str, gpu_model: str | None, assum
     if "name" not in names:
         notes.append(f"no name column: gpu_model is {gpu_model!r}" if gpu_model else
                      "no name column and no --gpu-model: gpu_model is NULL")
+    elif gpu_model:
+        notes.append(f"the log names its GPUs: --gpu-model {gpu_model!r} is used only where the name is empty")
     if not {"index", "gpu"} & set(names):
         notes.append("no index column: every row is GPU 0")
     if index_column:
@@ -275,7 +287,6 @@ def _notes(path: Path, names: list[str], host: str, gpu_model: str | None, assum
     ignored = [n for n in names if n not in known]
     if ignored:
         notes.append(f"columns not stored: {', '.join(ignored)}")
-    notes.append(f"timestamps without an offset are read as {assume_tz}")
     return notes
 
 

@@ -40,6 +40,7 @@ def test_mddair_log_units_and_pstates(telemetry):
     power = res.table.column("power_w").to_pylist()
     assert 15 < min(power) and max(power) < 400  # idle ~20 W, load 250-350 W (data README)
     assert any("synthetic" in n for n in res.notes)
+    assert "5239 timestamps without a UTC offset read as UTC" in res.notes  # nvidia-smi's own format has none
     assert set(res.table.column("gpu_uuid").to_pylist()) == {synthetic_gpu_uuid("lab-01", 0)}
 
 
@@ -51,6 +52,7 @@ def test_rtx4090_log_takes_the_model_from_its_name_column(telemetry):
     power = res.table.column("power_w").to_pylist()
     assert min(power) > 30 and max(power) < 340  # 33-333 W per the data README
     assert res.table.column("temp_c").null_count == res.good_rows
+    assert any("--gpu-model 'ignored when the log names it' is used only where the name is empty" in n for n in res.notes)
 
 
 def test_malformed_8gpu_log_rejects_rows_whose_gpu_cannot_be_told(telemetry, lake):
@@ -73,6 +75,7 @@ def test_malformed_log_with_the_gpu_column_trusted(telemetry):
     trusted = read_nvidia_smi_csv(path, host="node-07", index_column="gpu")
     assert (trusted.good_rows, trusted.bad_rows) == (43, 0)
     assert sorted(set(trusted.table.column("gpu_index").to_pylist())) == list(range(8))
+    assert not any("without a UTC offset" in n for n in trusted.notes), "every line has +08:00"
     assert 72 < min(trusted.table.column("power_w").to_pylist()) < max(trusted.table.column("power_w").to_pylist()) < 75
     by_index = read_nvidia_smi_csv(path, host="node-07", index_column="index")
     assert by_index.reasons() == {"duplicate": 37}  # 8 rows per time would all be GPU 0

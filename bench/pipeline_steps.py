@@ -2,6 +2,8 @@
 (the parent reads the child's max RSS from wait4) is its own:
 
   python -m bench.pipeline_steps floor LAKE DAY     one DuckDB aggregate over the day's files
+  python -m bench.pipeline_steps persist LAKE DAY   the day's files copied into a DuckDB table
+  python -m bench.pipeline_steps gx_import LAKE DAY import Great Expectations
   python -m bench.pipeline_steps pipeline LAKE DAY  joulehouse's daily steps, called directly
   python -m bench.pipeline_steps pandas LAKE DAY    the same job as a team writes it in pandas
 
@@ -67,6 +69,36 @@ def floor(lake: Path, day: dt.date, repeats: int = 3) -> dict:
     n = con.execute("SELECT count(*) FROM read_parquet(? || '/gpu_samples/date=' || ? || '/*/*.parquet')",
                     [str(lake), day.isoformat()]).fetchone()[0]
     return {"floor_s": min(times), "floor_all_s": times, "gpu_hours": rows, "samples": n}
+
+
+def persist(lake: Path, day: dt.date, repeats: int = 2) -> dict:
+    """What keeping the day's readings in the warehouse costs at the least: one CREATE TABLE AS of
+    the day's files into a fresh DuckDB file (stg_gpu_samples is such a table), min of `repeats`."""
+    import duckdb
+
+    ws = _settings(lake).warehouse
+    times = []
+    for _ in range(repeats):
+        with tempfile.TemporaryDirectory(prefix="jh-bench-persist-") as tmp:
+            con = duckdb.connect(str(Path(tmp) / "p.duckdb"))
+            con.execute("SET TimeZone = 'UTC'")
+            con.execute("SET threads = ?", [ws.threads])
+            con.execute("SET memory_limit = ?", [ws.memory_limit])
+            t0 = time.perf_counter()
+            con.execute("CREATE TABLE readings AS SELECT * FROM read_parquet(? || '/gpu_samples/date=' || ? || "
+                        "'/*/*.parquet')", [str(lake), day.isoformat()])
+            con.execute("CHECKPOINT")
+            times.append(time.perf_counter() - t0)
+            con.close()
+    return {"persist_s": min(times), "persist_all_s": times}
+
+
+def gx_import(lake: Path, day: dt.date) -> dict:
+    """Importing Great Expectations in a fresh interpreter, as the checks task does every day."""
+    t0 = time.perf_counter()
+    import great_expectations  # noqa: F401
+
+    return {"gx_import_s": time.perf_counter() - t0}
 
 
 def pipeline(lake: Path, day: dt.date) -> dict:
@@ -172,7 +204,8 @@ def peak_rss_mib() -> float:
 
 def main() -> None:
     mode, lake, day = sys.argv[1], Path(sys.argv[2]), dt.date.fromisoformat(sys.argv[3])
-    work = {"floor": floor, "pipeline": pipeline, "pandas": pandas_way}[mode]
+    work = {"floor": floor, "persist": persist, "gx_import": gx_import, "pipeline": pipeline,
+            "pandas": pandas_way}[mode]
     print(json.dumps({**work(lake, day), "peak_rss_mib": peak_rss_mib()}, default=str))
 
 

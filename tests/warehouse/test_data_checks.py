@@ -38,24 +38,21 @@ def test_clean_day_passes_blocking_checks_and_reports_warnings(lake, warehouse):
     assert con.execute("SELECT count(*) FROM fct_check_results").fetchone()[0] == len(summary.results)
 
 
-def test_failing_blocking_check_raises_after_storing_results(lake, warehouse):
+@pytest.mark.parametrize("bug, message, expectation", [
+    # an energy bug: a negative hour slipped into the fact table
+    ("SET energy_kwh = -1", "fct_gpu_energy_hourly.*energy_kwh.*1 rows of 1 have energy_kwh outside",
+     "expect_column_values_to_be_between(energy_kwh)"),
+    # a GPU-hour stored under the wrong day: carbon and cost charge its embodied share and capital twice
+    ("SET hour_at = hour_at + INTERVAL 1 DAY", "1 rows of 1 have an hour_at outside the day",
+     "expect_column_values_to_be_in_set(hour_in_day)"),
+])
+def test_failing_blocking_check_raises_after_storing_results(lake, warehouse, bug, message, expectation):
     write(lake, gpu_rows(range(0, 61), 100.0))
     con = warehouse()
-    # Simulate an energy bug: a negative hour slipped into the fact table.
-    con.execute("UPDATE fct_gpu_energy_hourly SET energy_kwh = -1")
-    with pytest.raises(BlockingCheckFailed, match="fct_gpu_energy_hourly.*energy_kwh.*1 rows of 1 have energy_kwh outside"):
+    con.execute(f"UPDATE fct_gpu_energy_hourly {bug}")
+    with pytest.raises(BlockingCheckFailed, match=message):
         run_checks(con, DAY, WarehouseSettings())
-    assert list(_failed(con)) == [("fct_gpu_energy_hourly", "expect_column_values_to_be_between(energy_kwh)")]
-
-
-def test_an_hour_of_another_day_in_the_days_energy_stops_the_day(lake, warehouse):
-    """A GPU-hour stored under the wrong day is charged embodied carbon and capital twice."""
-    write(lake, gpu_rows(range(0, 61), 100.0))
-    con = warehouse()
-    con.execute("UPDATE fct_gpu_energy_hourly SET hour_at = hour_at + INTERVAL 1 DAY")
-    with pytest.raises(BlockingCheckFailed, match="1 rows of 1 have an hour_at outside the day"):
-        run_checks(con, DAY, WarehouseSettings())
-    assert list(_failed(con)) == [("fct_gpu_energy_hourly", "expect_column_values_to_be_in_set(hour_in_day)")]
+    assert list(_failed(con)) == [("fct_gpu_energy_hourly", expectation)]
 
 
 def test_duplicated_readings_and_negative_power_in_staging_stop_the_day(lake, warehouse):

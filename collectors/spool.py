@@ -123,18 +123,20 @@ class Spool:
         if not self._buffer:
             return 0
         table = pa.concat_tables(self._buffer, promote_options="permissive")
+        kept_bytes = None  # where the segment ended before this flush: what a failure cuts back to
         try:
             if self._segment is not None and self._segment.schema != table.schema:
                 self.roll()
             if self._segment is None:
                 self._open(table.schema)
             seg = self._segment
+            kept_bytes = seg.sink.tell()
             for batch in table.to_batches():
                 seg.writer.write_batch(batch)
             seg.sink.flush()
             os.fsync(seg.sink.fileno())
         except OSError as exc:
-            self._fail_segment()
+            self._fail_segment(kept_bytes)
             if getattr(exc, "errno", None) == errno.ENOSPC or "No space" in str(exc):
                 raise DiskFullError(errno.ENOSPC, f"spool {self.spool_dir} is full; holding {table.num_rows} rows in memory") from exc
             raise
@@ -142,15 +144,28 @@ class Spool:
         seg.rows += table.num_rows
         return table.num_rows
 
-    def _fail_segment(self) -> None:
-        """A write failed half way: close the segment; its whole batches are rolled on recovery,
-        and the buffered rows go to a fresh segment next time."""
-        if self._segment is not None:
-            try:
-                self._segment.sink.close()
-            except OSError:
-                pass
-            self._segment = None
+    def _fail_segment(self, kept_bytes: int | None) -> None:
+        """A write failed half way: cut the segment back to what earlier flushes made durable
+        (the failed flush's batches may have reached the file: the rows stay buffered and go to a
+        fresh segment next time, so leaving them would put them in the lake twice), close it and
+        queue it for the next roll."""
+        seg, self._segment = self._segment, None
+        if seg is None:
+            return
+        try:
+            seg.sink.close()
+        except OSError:
+            pass
+        if kept_bytes is None:
+            return  # the failure came before this segment was written to: recovery rolls it as is
+        try:
+            os.truncate(seg.path, kept_bytes)
+        except OSError:
+            # Cannot cut it back: leave it to recovery, which rolls its readable batches; the lake
+            # may then hold the failed flush's rows twice, which the build quarantines as duplicates.
+            log.error("spool %s: could not truncate %s after a failed write", self.dataset, seg.path)
+            return
+        self.pending.append(seg.path)
 
     def _open(self, schema: pa.Schema) -> None:
         self.spool_dir.mkdir(parents=True, exist_ok=True)

@@ -95,6 +95,35 @@ def test_disk_full_keeps_rows_and_resumes(tmp_path, lake, monkeypatch, caplog):
     c.recover()  # segments that a failed write left behind
     rows = lake_rows(lake)
     assert len({(r["sampled_at"], r["gpu_uuid"]) for r in rows}) == 8
+    assert len(rows) == 8, "each reading once: a failed flush's rows are not also left in its segment"
+
+
+def test_a_failed_flush_leaves_each_row_once_and_rolls_the_earlier_rows_without_a_restart(tmp_path, lake, monkeypatch):
+    """fsync fails after the batches reached the segment: the segment is cut back to what earlier
+    flushes made durable and queued for the next roll; the held rows go to a fresh segment."""
+    sp = Spool(tmp_path / "spool", lake, "gpu_samples")
+    src = SimSource("node-01", gpus=2)
+    sp.append(src.read())
+    sp.flush()  # 2 rows durable
+    sp.append(src.read())
+    sp.append(src.read())  # 4 rows held
+    real_fsync, calls = os.fsync, []
+
+    def once_full(fd):
+        calls.append(fd)
+        if len(calls) == 1:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real_fsync(fd)
+
+    monkeypatch.setattr(spool_module.os, "fsync", once_full)
+    with pytest.raises(spool_module.DiskFullError):
+        sp.flush()
+    assert sp.buffered_rows == 4 and len(sp.pending) == 1
+    sp.flush()
+    sp.roll()
+    rows = lake_rows(lake)
+    assert len(rows) == 6 and len({(r["sampled_at"], r["gpu_uuid"]) for r in rows}) == 6
+    assert not list((tmp_path / "spool").glob("*.arrows")), "nothing left for a restart to replay"
 
 
 def test_parse_duration():

@@ -97,12 +97,17 @@ def _as_text(value: Any) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
 
 
-def gpus_by_uuid(nvml: Any) -> dict[str, Any]:
-    """{uuid: NVML handle} for every GPU this node's driver sees."""
+def gpus_by_uuid(nvml: Any, unreadable: list[str] | None = None) -> dict[str, Any]:
+    """{uuid: NVML handle} for every GPU this node's driver sees. A GPU that cannot be read (lost,
+    fallen off the bus) is left out and named in `unreadable`: the others are still served."""
     handles = {}
     for index in range(nvml.nvmlDeviceGetCount()):
-        handle = nvml.nvmlDeviceGetHandleByIndex(index)
-        handles[_as_text(nvml.nvmlDeviceGetUUID(handle))] = handle
+        try:
+            handle = nvml.nvmlDeviceGetHandleByIndex(index)
+            handles[_as_text(nvml.nvmlDeviceGetUUID(handle))] = handle
+        except nvml.NVMLError as exc:
+            if unreadable is not None:
+                unreadable.append(f"GPU index {index}: {_nvml_error(nvml, exc)}")
     return handles
 
 
@@ -176,6 +181,8 @@ def _apply_one(nvml: Any, handle: Any, s: GpuSetting, previous_lock: Any = UNKNO
         return GpuOutcome(s.gpu_uuid, "refuse", clock_problem + "; not applied", **common)
     clocks = (f", SM clocks locked to {s.locked_sm_clock_min_mhz}-{s.locked_sm_clock_max_mhz} MHz"
               if s.locked_sm_clock_max_mhz is not None else "")
+    # A setting without a lock releases one the agent left (or may have left: no audit says).
+    unlock = s.locked_sm_clock_max_mhz is None and previous_lock is not None
     limit_set = False
     try:
         if before_mw != requested_mw:
@@ -184,6 +191,8 @@ def _apply_one(nvml: Any, handle: Any, s: GpuSetting, previous_lock: Any = UNKNO
         if s.locked_sm_clock_max_mhz is not None:
             # No NVML getter for locked clocks: setting the same range again is a no-op on the device.
             nvml.nvmlDeviceSetGpuLockedClocks(handle, s.locked_sm_clock_min_mhz, s.locked_sm_clock_max_mhz)
+        elif unlock:
+            _unlock_clocks(nvml, handle)
     except nvml.NVMLError as exc:
         reason = f"NVML refused the setting: {_nvml_error(nvml, exc)}"
         if not limit_set:
@@ -216,10 +225,24 @@ def _apply_one(nvml: Any, handle: Any, s: GpuSetting, previous_lock: Any = UNKNO
                else "unlocked" if previous_lock is None else f"{previous_lock[0]}-{previous_lock[1]} MHz")
         return GpuOutcome(s.gpu_uuid, "apply", f"{clocks[2:]} (was {was}); limit already at {s.power_limit_w:.1f} W",
                           power_limit_w_after=_watts(after_mw), **common)
+    released = ""
+    if unlock and isinstance(previous_lock, tuple):
+        released = f", SM clocks unlocked (were {previous_lock[0]}-{previous_lock[1]} MHz)"
+        if before_mw == requested_mw:
+            return GpuOutcome(s.gpu_uuid, "apply", f"{released[2:]}; limit already at {s.power_limit_w:.1f} W",
+                              power_limit_w_after=_watts(after_mw), **common)
     if before_mw == requested_mw:
         return GpuOutcome(s.gpu_uuid, "unchanged", f"already at {s.power_limit_w:.1f} W{clocks}",
                           power_limit_w_after=_watts(after_mw), **common)
-    return GpuOutcome(s.gpu_uuid, "apply", f"set {s.power_limit_w:.1f} W{clocks}", power_limit_w_after=_watts(after_mw), **common)
+    return GpuOutcome(s.gpu_uuid, "apply", f"set {s.power_limit_w:.1f} W{clocks}{released}",
+                      power_limit_w_after=_watts(after_mw), **common)
+
+
+def _unlock_clocks(nvml: Any, handle: Any) -> None:
+    try:
+        nvml.nvmlDeviceResetGpuLockedClocks(handle)
+    except nvml.NVMLError_NotSupported:
+        pass  # a device without clock locking has nothing to unlock
 
 
 def audit(lake: str | Path | None, result: ApplyResult, now: dt.datetime) -> None:
@@ -273,9 +296,21 @@ def apply_config(
         ]
     else:
         locks = audited_locks(lake, host)
-        result.outcomes = _with_nvml(nvml, lambda n: _apply_all(n, config, locks))
+        try:
+            result.outcomes = _with_nvml(nvml, lambda n: _apply_all(n, config, locks))
+        except Exception as exc:  # NVML itself unusable (driver not loaded, init failed): nothing was set
+            if not _is_nvml_error(exc):
+                raise
+            result.outcomes = [GpuOutcome(s.gpu_uuid, "refuse", f"NVML unavailable ({type(exc).__name__}: {exc}); "
+                                          "not applied", power_limit_w_requested=s.power_limit_w)
+                               for s in config.settings]
     audit(lake, result, now)
     return result
+
+
+def _is_nvml_error(exc: BaseException) -> bool:
+    """An NVMLError of whichever NVML module (pynvml or a stand-in) raised it."""
+    return any(cls.__name__ == "NVMLError" for cls in type(exc).__mro__)
 
 
 def _describe(s: GpuSetting) -> str:
@@ -296,13 +331,15 @@ def _with_nvml(nvml: Any, work) -> list[GpuOutcome]:
 
 def _apply_all(nvml: Any, config: RecommendedConfig, locks: Mapping[str, Any] | None = None) -> list[GpuOutcome]:
     """Apply each setting; `locks` as audited_locks returns (None: no audit, every lock is new)."""
-    handles = gpus_by_uuid(nvml)
+    unreadable: list[str] = []
+    handles = gpus_by_uuid(nvml, unreadable)
     outcomes = []
     for s in config.settings:
         handle = handles.get(s.gpu_uuid)
         if handle is None:
-            outcomes.append(GpuOutcome(s.gpu_uuid, "refuse", f"no GPU with UUID {s.gpu_uuid} on this host; not applied",
-                                       power_limit_w_requested=s.power_limit_w))
+            lost = f" (unreadable: {'; '.join(unreadable)})" if unreadable else ""
+            outcomes.append(GpuOutcome(s.gpu_uuid, "refuse", f"no GPU with UUID {s.gpu_uuid} on this host{lost}; "
+                                       "not applied", power_limit_w_requested=s.power_limit_w))
         else:
             outcomes.append(_apply_one(nvml, handle, s, UNKNOWN if locks is None else locks.get(s.gpu_uuid)))
     return outcomes
@@ -314,10 +351,7 @@ def _rollback_one(nvml: Any, uuid: str, handle: Any, reason: str) -> GpuOutcome:
         default_mw = nvml.nvmlDeviceGetPowerManagementDefaultLimit(handle)
         if before_mw != default_mw:
             nvml.nvmlDeviceSetPowerManagementLimit(handle, default_mw)
-        try:
-            nvml.nvmlDeviceResetGpuLockedClocks(handle)
-        except nvml.NVMLError_NotSupported:
-            pass  # a device without clock locking has nothing to unlock
+        _unlock_clocks(nvml, handle)
         after_mw = nvml.nvmlDeviceGetPowerManagementLimit(handle)
     except nvml.NVMLError as exc:
         return GpuOutcome(uuid, "refuse", f"rollback failed: {_nvml_error(nvml, exc)}")

@@ -5,7 +5,11 @@ The location is a file path or an http(s)/file URL. Rules, per poll:
   expired, unsigned...) is audited and the settings in force stay until their own window ends;
 - a location that no longer serves a config (file gone, HTTP 404) revokes the one in force:
   the GPUs go back to their defaults;
-- a config in force whose valid_until has passed is rolled back once.
+- a config in force whose valid_until has passed is rolled back once;
+- a GPU the config in force set that the next config no longer lists (its model failed the
+  gate, no limit was recommended) goes back to its default when the next one is applied;
+- a config not yet valid (this node's clock behind the exporter's) is checked again at the next
+  poll, and an apply NVML could not carry out (driver not loaded) is retried.
 The clock and sleep are injected so tests drive the loop without waiting.
 """
 
@@ -21,7 +25,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from collectors.agent import ApplyResult, apply_config, rollback
-from collectors.config_contract import ConfigError
+from collectors.config_contract import ConfigError, NotYetValid
 
 
 class ConfigFetchError(OSError):
@@ -55,6 +59,7 @@ class AgentState:
     seen_sha256: str | None = None  # bytes of the last document fetched
     in_force_sha256: str | None = None  # body hash of the config currently applied
     in_force_until: dt.datetime | None = None
+    in_force_gpus: frozenset[str] = frozenset()  # the GPUs the config in force set (applied or unchanged)
 
 
 def poll_once(
@@ -72,7 +77,7 @@ def poll_once(
             return "no config published; nothing in force"
         result = rollback(host=host, nvml=nvml, lake=lake, now=now, config_sha256=state.in_force_sha256,
                           reason=f"config revoked: {location} no longer serves one")
-        state.in_force_sha256 = state.in_force_until = None
+        _nothing_in_force(state)
         return "revoked: " + result.summary()
     digest = hashlib.sha256(data).hexdigest()
     message = "config unchanged"
@@ -80,17 +85,51 @@ def poll_once(
         state.seen_sha256 = digest
         try:
             result: ApplyResult = apply_config(data, public_key=public_key, host=host, nvml=nvml, lake=lake, now=now)
+        except NotYetValid as exc:
+            state.seen_sha256 = None  # check the same bytes again next poll: it becomes valid
+            message = f"new config not valid yet ({exc}); keeping current settings, checking again next poll"
         except ConfigError as exc:
             message = f"new config refused ({type(exc).__name__}: {exc}); keeping current settings"
+        except OSError as exc:  # the audit could not be written (disk full): try the whole apply again
+            state.seen_sha256 = None
+            message = f"apply failed ({type(exc).__name__}: {exc}); retrying next poll"
+        except Exception:
+            state.seen_sha256 = None  # not seen through: the next poll tries the same document again
+            raise
         else:
-            state.in_force_sha256, state.in_force_until = result.config_sha256, result.valid_until
-            message = "applied: " + result.summary()
+            if result.outcomes and all(o.action == "refuse" and o.reason.startswith("NVML unavailable")
+                                       for o in result.outcomes):
+                state.seen_sha256 = None  # nothing was set: the same document is tried again
+                message = f"apply failed, NVML unavailable: {result.outcomes[0].reason}; retrying next poll"
+            else:
+                message = "applied: " + result.summary() + _release_dropped(state, result, host, nvml, lake, now)
+                state.in_force_sha256, state.in_force_until = result.config_sha256, result.valid_until
     if state.in_force_until is not None and now >= state.in_force_until:
         result = rollback(host=host, nvml=nvml, lake=lake, now=now, config_sha256=state.in_force_sha256,
                           reason=f"config expired at {state.in_force_until.isoformat()}")
-        state.in_force_sha256 = state.in_force_until = None
+        _nothing_in_force(state)
         message = "expired: " + result.summary()
     return message
+
+
+def _nothing_in_force(state: AgentState) -> None:
+    state.in_force_sha256 = state.in_force_until = None
+    state.in_force_gpus = frozenset()
+
+
+def _release_dropped(state: AgentState, result: ApplyResult, host: str, nvml: Any, lake: str | Path | None,
+                     now: dt.datetime) -> str:
+    """Roll back the GPUs the config in force set that `result`'s config does not list, and make
+    `result`'s applied GPUs the ones in force; returns a note for the log ('' when none)."""
+    listed = {o.gpu_uuid for o in result.outcomes if o.gpu_uuid}
+    dropped = sorted(state.in_force_gpus - listed)
+    state.in_force_gpus = frozenset(o.gpu_uuid for o in result.outcomes
+                                    if o.gpu_uuid and o.action in ("apply", "unchanged"))
+    if not dropped:
+        return ""
+    back = rollback(host=host, nvml=nvml, lake=lake, now=now, gpu_uuids=dropped, config_sha256=result.config_sha256,
+                    reason="not in the new config: back to the default")
+    return f"; {len(dropped)} GPUs the new config no longer lists: " + back.summary()
 
 
 def run_agent(
@@ -103,7 +142,11 @@ def run_agent(
     state = AgentState()
     done = 0
     while iterations is None or done < iterations:
-        log(f"{clock().isoformat(timespec='seconds')} {poll_once(state, location, public_key=public_key, host=host, nvml=nvml, lake=lake, now=clock())}")
+        try:
+            message = poll_once(state, location, public_key=public_key, host=host, nvml=nvml, lake=lake, now=clock())
+        except Exception as exc:  # noqa: BLE001 - a daemon: one failed poll (NVML gone, disk full) is not the end
+            message = f"poll failed ({type(exc).__name__}: {exc}); trying again next poll"
+        log(f"{clock().isoformat(timespec='seconds')} {message}")
         done += 1
         if iterations is None or done < iterations:
             sleep(poll_interval_s)

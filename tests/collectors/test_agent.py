@@ -10,7 +10,7 @@ import pynvml
 import pytest
 
 from collectors.agent import apply_config, rollback
-from collectors.agent_loop import poll_once, AgentState
+from collectors.agent_loop import AgentState, poll_once, run_agent
 from collectors.config_contract import (
     BadSignature, ExpiredConfig, HostNotInConfig, MalformedConfig, dump_config, generate_keypair, load_private_key,
     load_public_key, sign_config,
@@ -249,3 +249,85 @@ def test_the_supported_clock_lists_follow_nvml(nvml_stub):
             pynvml.nvmlDeviceGetSupportedGraphicsClocks(a100, 2619)
     finally:
         pynvml.nvmlShutdown()
+
+
+def test_a_setting_without_a_lock_releases_the_lock_the_last_one_left(nvml_stub, keys, lake):
+    """Day 1: 300 W and 900-1200 MHz; day 2: 300 W, no lock. The clocks are unlocked and the audit
+    says so (it used to say 'unchanged' and leave the lock on)."""
+    nvml_stub.write(fleet(1))
+    apply_config(signed(keys[0], {uuid(0): entry(300, clocks=(900, 1200))}), public_key=keys[1], host=HOST,
+                 nvml=pynvml, lake=lake, now=NOW)
+    result = apply_config(signed(keys[0], {uuid(0): entry(300)}), public_key=keys[1], host=HOST, nvml=pynvml,
+                          lake=lake, now=NOW + dt.timedelta(hours=1))
+    [outcome] = result.outcomes
+    assert outcome.action == "apply" and "SM clocks unlocked (were 900-1200 MHz)" in outcome.reason
+    assert nvml_stub.read()["gpu0.locked_sm_clock_max_mhz"] == "0"
+    again = apply_config(signed(keys[0], {uuid(0): entry(300)}), public_key=keys[1], host=HOST, nvml=pynvml,
+                         lake=lake, now=NOW + dt.timedelta(hours=2))
+    assert again.outcomes[0].action == "unchanged", "the audit now records the GPU as unlocked"
+
+
+def test_a_lost_gpu_does_not_stop_the_others_and_every_setting_is_audited(nvml_stub, keys, lake):
+    gpus = fleet(3)
+    gpus[2].error = {"nvmlDeviceGetUUID": "GPU_IS_LOST"}
+    nvml_stub.write(gpus)
+    doc = signed(keys[0], {uuid(i): entry(300) for i in range(3)})
+    result = apply_config(doc, public_key=keys[1], host=HOST, nvml=pynvml, lake=lake, now=NOW)
+    actions = {o.gpu_uuid: o for o in result.outcomes}
+    assert (actions[uuid(0)].action, actions[uuid(1)].action) == ("apply", "apply")
+    assert actions[uuid(2)].action == "refuse" and "GPU index 2" in actions[uuid(2)].reason
+    assert len(audit_rows(lake)) == 3
+
+
+def test_the_loop_outlives_an_unusable_driver_and_a_clock_behind_the_exporter(nvml_stub, keys, lake, tmp_path):
+    nvml_stub.write(fleet(1))
+    location = tmp_path / "recommended-config.json"
+    body = signed(keys[0], {uuid(0): entry(300)})
+    early = NOW - dt.timedelta(seconds=5)  # this node's clock: 5 s behind the exporter's
+    location.write_bytes(dump_config(body))
+    state, kw = AgentState(), dict(public_key=keys[1], host=HOST, nvml=pynvml, lake=lake)
+    assert "not valid yet" in poll_once(state, str(location), now=early, **kw)
+    assert poll_once(state, str(location), now=NOW + dt.timedelta(minutes=5), **kw).startswith("applied"), \
+        "the same bytes are checked again once they are valid"
+    assert limit_mw(nvml_stub, 0) == 300_000
+    nvml_stub.write(fleet(1), errors={"nvmlInitWithFlags": "DRIVER_NOT_LOADED", "nvmlInit": "DRIVER_NOT_LOADED"})
+    location.write_bytes(dump_config(signed(keys[0], {uuid(0): entry(275)})))
+    assert "NVML unavailable" in poll_once(state, str(location), now=NOW + dt.timedelta(minutes=10), **kw)
+    assert any(r["action"] == "refuse" and "NVML unavailable" in (r["reason"] or "") for r in audit_rows(lake))
+    nvml_stub.write(fleet(1))  # the driver is back: the same document is applied at the next poll
+    assert poll_once(state, str(location), now=NOW + dt.timedelta(minutes=15), **kw).startswith("applied")
+    assert limit_mw(nvml_stub, 0) == 275_000
+
+
+def test_a_gpu_the_next_config_drops_goes_back_to_its_default(nvml_stub, keys, lake, tmp_path):
+    """Day 1 caps GPUs 0 and 1; day 2's config lists only GPU 0 (GPU 1's model failed the gate):
+    GPU 1 goes back to its default instead of keeping yesterday's cap for good."""
+    nvml_stub.write(fleet(2))
+    location = tmp_path / "recommended-config.json"
+    state, kw = AgentState(), dict(public_key=keys[1], host=HOST, nvml=pynvml, lake=lake)
+    location.write_bytes(dump_config(signed(keys[0], {uuid(0): entry(300), uuid(1): entry(250)})))
+    poll_once(state, str(location), now=NOW, **kw)
+    assert (limit_mw(nvml_stub, 0), limit_mw(nvml_stub, 1)) == (300_000, 250_000)
+    location.write_bytes(dump_config(signed(keys[0], {uuid(0): entry(300)})))
+    message = poll_once(state, str(location), now=NOW + dt.timedelta(days=1), **kw)
+    assert "1 GPUs the new config no longer lists" in message
+    assert (limit_mw(nvml_stub, 0), limit_mw(nvml_stub, 1)) == (300_000, 400_000)
+    rollbacks = [r for r in audit_rows(lake) if r["action"] == "rollback"]
+    assert [r["gpu_uuid"] for r in rollbacks] == [uuid(1)] and "not in the new config" in rollbacks[0]["reason"]
+
+
+def test_one_failed_poll_does_not_end_the_agent(keys, lake, tmp_path):
+    """Whatever a poll meets (here an NVML binding that crashes outright), the daemon logs it and
+    polls again rather than exit and leave the node unmanaged."""
+    class Broken:
+        NVMLError = pynvml.NVMLError
+
+        def nvmlInit(self):
+            raise RuntimeError("libnvidia-ml.so.1: cannot open shared object file")
+
+    location = tmp_path / "recommended-config.json"
+    location.write_bytes(dump_config(signed(keys[0], {uuid(0): entry(300)})))
+    lines: list[str] = []
+    run_agent(str(location), public_key=keys[1], host=HOST, nvml=Broken(), lake=lake, iterations=2,
+              clock=lambda: NOW, sleep=lambda s: None, log=lines.append)
+    assert len(lines) == 2 and all("poll failed (RuntimeError: libnvidia-ml.so.1" in line for line in lines)

@@ -21,6 +21,8 @@ from models.power import quoted_relation
 from models.sql import load_sql
 from warehouse.db import relation_exists
 
+# An inlet reading older than this (s) says nothing of the air now: the BMC stopped answering.
+MAX_INLET_AGE_S = 300.0
 NODE_RELATIONS = ("stg_node_samples", "node_samples", "raw_node_samples")
 OUTLIER_PCT = 25.0
 
@@ -62,7 +64,8 @@ def fit_thermal_day(con: duckdb.DuckDBPyConnection, day: dt.date, *, samples_rel
                     f"CAST(inlet_temp_c AS DOUBLE) AS inlet_temp_c FROM {quoted_relation(node)} WHERE inlet_temp_c IS NOT NULL")
     else:
         con.execute("CREATE OR REPLACE TEMP TABLE thermal_input_inlet (host VARCHAR, sampled_at TIMESTAMPTZ, inlet_temp_c DOUBLE)")
-    stats = _records(con.execute(load_sql("thermal_suffstats"), {"day": day, "max_gap_s": max_gap_s}))
+    stats = _records(con.execute(load_sql("thermal_suffstats"), {"day": day, "max_gap_s": max_gap_s,
+                                                                  "max_inlet_age_s": MAX_INLET_AGE_S}))
     rows = []
     for s in stats:
         solved = solve_thermal(s)

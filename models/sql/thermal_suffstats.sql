@@ -3,22 +3,37 @@
 -- dt it is the AR(1) regression  y_t = b0 + b1*y_prev + b2*P_t, where y = T - T_inlet when the
 -- inlet is measured (node_samples), else y = T (and b0/(1-b1) estimates the inlet);
 -- theta = b2/(1-b1) C/W, tau = -dt/ln(b1) s.
--- Grain: gpu_uuid, samples of `thermal_input_samples` on $day whose previous sample is at most
--- $max_gap_s earlier. Inlet: `thermal_input_inlet` (host, sampled_at, inlet_temp_c; may be empty),
--- the host's last reading at or before the sample.
+-- Grain: gpu_uuid, samples of `thermal_input_samples` on $day whose previous sample (of the same
+-- source) is at most $max_gap_s earlier; of a GPU read by several sources (NVML every 10 s, DCGM
+-- every 30 s) only the one with the most samples, as the AR(1) step is the sampling interval.
+-- Inlet: `thermal_input_inlet` (host, sampled_at, inlet_temp_c; may be empty), the host's last
+-- reading at or before the sample and at most $max_inlet_age_s old. The inlet counts as measured
+-- for a GPU only when every one of its samples has one: y mixing T - T_inlet and T in one
+-- regression fits neither (a host whose BMC readings start at noon gave theta 4x the truth).
 -- Columns: host, gpu_uuid, gpu_model, n, inlet_measured (bool), interval_s (s, median gap),
---   mean_inlet_c (C), mean_power_w (W), s_* sums of products of x = (1, y_prev, p) and y.
-WITH day_rows AS (
-    SELECT g.host, g.gpu_uuid, g.gpu_model, g.sampled_at, CAST(g.temp_c AS DOUBLE) AS temp_c,
-           CAST(g.power_w AS DOUBLE) AS power_w, i.inlet_temp_c
+--   mean_inlet_c (C, NULL when not measured), mean_power_w (W), s_* sums of products of
+--   x = (1, y_prev, p) and y.
+WITH joined AS (
+    SELECT g.host, g.gpu_uuid, g.gpu_model, g.source, g.sampled_at, CAST(g.temp_c AS DOUBLE) AS temp_c,
+           CAST(g.power_w AS DOUBLE) AS power_w,
+           CASE WHEN epoch(g.sampled_at) - epoch(i.sampled_at) <= $max_inlet_age_s THEN i.inlet_temp_c END AS inlet_temp_c
     FROM thermal_input_samples AS g
     ASOF LEFT JOIN thermal_input_inlet AS i ON g.host = i.host AND g.sampled_at >= i.sampled_at
     WHERE g.day = $day AND g.temp_c IS NOT NULL AND g.power_w IS NOT NULL
 ),
+densest AS (
+    SELECT gpu_uuid, first(source ORDER BY n DESC, source) AS source
+    FROM (SELECT gpu_uuid, source, count(*) AS n FROM joined GROUP BY gpu_uuid, source)
+    GROUP BY gpu_uuid
+),
+day_rows AS (
+    SELECT j.*, bool_and(j.inlet_temp_c IS NOT NULL) OVER (PARTITION BY j.gpu_uuid) AS inlet_measured
+    FROM joined AS j SEMI JOIN densest AS d ON j.gpu_uuid = d.gpu_uuid AND j.source IS NOT DISTINCT FROM d.source
+),
 with_prev AS (
     SELECT *,
-        temp_c - coalesce(inlet_temp_c, 0.0) AS y,
-        lag(temp_c) OVER w - coalesce(inlet_temp_c, 0.0) AS y_prev,
+        temp_c - CASE WHEN inlet_measured THEN inlet_temp_c ELSE 0.0 END AS y,
+        lag(temp_c) OVER w - CASE WHEN inlet_measured THEN inlet_temp_c ELSE 0.0 END AS y_prev,
         epoch(sampled_at) - epoch(lag(sampled_at) OVER w) AS gap_s
     FROM day_rows
     WINDOW w AS (PARTITION BY gpu_uuid ORDER BY sampled_at)
@@ -26,9 +41,9 @@ with_prev AS (
 SELECT
     host, gpu_uuid, any_value(gpu_model) AS gpu_model,
     count(*) AS n,
-    bool_and(inlet_temp_c IS NOT NULL) AS inlet_measured,
+    bool_and(inlet_measured) AS inlet_measured,
     median(gap_s) AS interval_s,
-    avg(inlet_temp_c) AS mean_inlet_c,
+    CASE WHEN bool_and(inlet_measured) THEN avg(inlet_temp_c) END AS mean_inlet_c,
     avg(power_w) AS mean_power_w,
     sum(y_prev) AS s_0_1, sum(power_w) AS s_0_2,
     sum(y_prev * y_prev) AS s_1_1, sum(y_prev * power_w) AS s_1_2, sum(power_w * power_w) AS s_2_2,

@@ -53,3 +53,50 @@ def test_rerun_replaces_the_day(sim):
     fit_thermal_day(con, DAY)
     fit_thermal_day(con, DAY)
     assert con.execute("SELECT count(*) FROM fct_thermal_gpu").fetchone()[0] == len(summary.gpus)
+
+
+def _hand_made(con, streams: dict[str, float], inlet_from_hour: int | None, hours: float = 24.0) -> None:
+    """stg_gpu_samples of one GPU, one stream per source at its interval (s), the same physics
+    (theta 0.10 C/W, tau 60 s, inlet 30 C, power steps every 5 minutes) simulated every 1 s;
+    stg_node_samples with the inlet from `inlet_from_hour` on (None: no node readings)."""
+    import math
+
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    n = int(hours * 3600)
+    # Power steps just after a multiple of 300 s: constant over every (t - dt, t] a source samples,
+    # so each source's readings follow the AR(1) model exactly at its own interval.
+    power = np.repeat(rng.uniform(100, 400, n // 300 + 2), 300)[np.maximum(np.arange(n) - 1, 0)]
+    temp = np.empty(n)
+    temp[0] = 30.0 + 0.10 * power[0]
+    b1 = math.exp(-1.0 / 60.0)
+    for i in range(1, n):
+        temp[i] = 30.0 + b1 * (temp[i - 1] - 30.0) + (1 - b1) * 0.10 * power[i]
+    start = dt.datetime.combine(DAY, dt.time(), dt.timezone.utc)
+    rows = [("h", "GPU-0", "M", source, start + dt.timedelta(seconds=i), float(temp[i] + rng.normal(0, 0.05)),
+             float(power[i]), DAY) for source, step in streams.items() for i in range(0, n, int(step))]
+    con.execute("CREATE TABLE stg_gpu_samples (host VARCHAR, gpu_uuid VARCHAR, gpu_model VARCHAR, source VARCHAR, "
+                "sampled_at TIMESTAMPTZ, temp_c FLOAT, power_w FLOAT, day DATE)")
+    con.executemany("INSERT INTO stg_gpu_samples VALUES (?,?,?,?,?,?,?,?)", rows)
+    if inlet_from_hour is not None:
+        con.execute("CREATE TABLE stg_node_samples (host VARCHAR, sampled_at TIMESTAMPTZ, inlet_temp_c FLOAT)")
+        con.executemany("INSERT INTO stg_node_samples VALUES ('h', ?, 30.0)",
+                        [[start + dt.timedelta(seconds=i)] for i in range(inlet_from_hour * 3600, n, 10)])
+
+
+@pytest.mark.parametrize("streams, inlet_from_hour, source", [
+    ({"nvml": 10}, 0, "node_samples"),
+    ({"nvml": 10}, 3, "estimated"),  # the BMC answered from 03:00 on: not measured all day, so estimated
+    ({"nvml": 10, "dcgm": 30}, 0, "node_samples"),  # two sources: the AR(1) step is one interval
+])
+def test_theta_and_tau_hold_with_a_partial_inlet_and_two_sources(streams, inlet_from_hour, source):
+    con = duckdb.connect()
+    con.execute("SET TimeZone = 'UTC'")
+    _hand_made(con, streams, inlet_from_hour, hours=6.0)
+    fit_thermal_day(con, DAY)
+    theta, tau, inlet, inlet_source = con.execute(
+        "SELECT theta_c_per_w, tau_s, inlet_c, inlet_source FROM fct_thermal_gpu").fetchone()
+    assert inlet_source == source
+    assert theta == pytest.approx(0.10, rel=0.05) and tau == pytest.approx(60.0, rel=0.1)
+    assert inlet == pytest.approx(30.0, abs=1.0)

@@ -85,10 +85,12 @@ def _input_view(con: duckdb.DuckDBPyConnection, samples_relation: str) -> None:
     if "interval_s" in columns:
         con.execute(f"CREATE TEMP VIEW power_input_samples AS SELECT * FROM {quoted}")
     else:
-        # Samples from elsewhere (an import, a test frame): the time to the GPU's next reading is
+        # Samples from elsewhere (an import, a test frame): the time to the next reading of the same
+        # stream (as stg_gpu_samples pairs them: two sources' readings interleaved would halve it) is
         # computed here, once, into a table (a view would sort again for every query of the fit).
+        stream = ", ".join(c for c in ("host", "gpu_uuid", "source") if c in columns)
         con.execute(f"CREATE TEMP TABLE power_input_samples AS SELECT *, epoch(lead(sampled_at) "
-                    f"OVER (PARTITION BY gpu_uuid ORDER BY sampled_at)) - epoch(sampled_at) AS interval_s FROM {quoted}")
+                    f"OVER (PARTITION BY {stream} ORDER BY sampled_at)) - epoch(sampled_at) AS interval_s FROM {quoted}")
     con.execute(load_sql("power_dynamic_ratio"))
 
 

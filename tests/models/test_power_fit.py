@@ -226,3 +226,19 @@ def test_sums_given_by_another_engine_are_the_ones_fitted_and_must_match_the_war
     short = [dict(r, n=r["n"] - 1) for r in rows]
     with pytest.raises(SuffstatsMismatch, match=A100):
         fit_day(con, DAY, settings, suffstats=short)
+
+
+def test_samples_without_interval_s_are_paired_within_their_own_stream():
+    """An imported frame with NVML and DCGM readings of one GPU interleaved (each every 10 s, 5 s
+    apart): each reading stands for 10 s of its stream, not the 5 s to the other source's."""
+    import duckdb as _duckdb
+
+    from models.power import _input_view
+
+    c = _duckdb.connect()
+    c.execute("CREATE TABLE imported AS SELECT 'node-01' AS host, 'GPU-0' AS gpu_uuid, s.source, "
+              "TIMESTAMPTZ '2026-03-02 00:00:00+00' + to_seconds(10 * i + s.offset_s) AS sampled_at, 300.0 AS power_w "
+              "FROM range(6) t(i), (VALUES ('nvml', 0), ('dcgm', 5)) s(source, offset_s)")
+    _input_view(c, "imported")
+    gaps = c.execute("SELECT DISTINCT interval_s FROM power_input_samples WHERE interval_s IS NOT NULL").fetchall()
+    assert gaps == [(10.0,)]

@@ -174,8 +174,8 @@ def matched_rows(con, group: list[Change], audited: set, base: dict, energy: dic
     b, a = split_by_side(energy, None)
     ok = [r for r in out if r.get("realised_saving_pct") is not None]
     # The pooled figure is the mean of the treated GPUs' own estimates (each GPU counts once,
-    # however many jobs it ran); its interval comes from the jobs' spread.
-    per_gpu = ([_did(*split_by_side(energy, r["gpu_uuid"]))[0] for r in ok],
+    # however many jobs it ran), and its interval is that mean's (pool_estimates).
+    per_gpu = ([_did(*split_by_side(energy, r["gpu_uuid"])) for r in ok],
                [_did(*split_by_side(speed, r["gpu_uuid"]))[0] for r in ok if all(split_by_side(speed, r["gpu_uuid"]))])
     if b and a and ok:
         out.append(pooled_row(base, out, ok, predicted, len(ok))
@@ -184,14 +184,32 @@ def matched_rows(con, group: list[Change], audited: set, base: dict, energy: dic
     return out
 
 
+def pool_estimates(dids: list[tuple[float, float | None, float | None]]) -> tuple[float, float | None, float | None]:
+    """(mean, standard error, degrees of freedom) of the mean of n GPUs' own estimates (delta, se,
+    df): the larger of the error their own noise carries (sqrt(sum se^2) / n) and their spread
+    around each other (sd / sqrt(n), n - 1 degrees of freedom), so neither many jobs on one GPU
+    nor a few quiet GPUs make the interval narrower than the GPUs' disagreement."""
+    deltas = [d for d, _, _ in dids]
+    n = len(deltas)
+    mean = float(np.mean(deltas))
+    if n == 1:
+        return dids[0]
+    ses = [se for _, se, _ in dids]
+    within = math.sqrt(sum(se * se for se in ses)) / n if all(se is not None for se in ses) else 0.0
+    between = float(np.std(deltas, ddof=1)) / math.sqrt(n)
+    se = max(within, between)
+    return mean, (se if se > 0 else None), float(n - 1)
+
+
 def _estimate(b: list[float], a: list[float], sb: list[float], sa: list[float], rows, change, columns,
-              per_gpu: tuple[list[float], list[float]] | None = None) -> dict:
+              per_gpu: tuple[list[tuple], list[float]] | None = None) -> dict:
     """Saving and slowdown from job-level differences before (b, sb) and after (a, sa); with
-    `per_gpu` (GPUs' own log deltas of energy and of speed) the point is their mean."""
+    `per_gpu` (GPUs' own (delta, se, df) of log energy, and log deltas of speed) the point and
+    its interval are those of their mean (pool_estimates)."""
     delta, se, df = _did(b, a)
     speed = _did(sb, sa)[0] if sb and sa else None
     if per_gpu:
-        delta = float(np.mean(per_gpu[0]))
+        delta, se, df = pool_estimates(per_gpu[0])
         speed = float(np.mean(per_gpu[1])) if per_gpu[1] else speed
     low, high = saving_interval(delta, se, df)
     slow = 100 * (math.exp(-speed) - 1) if speed is not None else None

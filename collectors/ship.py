@@ -232,9 +232,9 @@ class Shipper:
                 rel = path.relative_to(self.lake).as_posix()
                 previous = shipped.get(rel)
                 if previous is not None:
-                    digest = _sha256(path)
+                    digest, read = _sha256(path)
                     if digest == previous.sha256:  # touched, not changed: record the new mtime only
-                        self.manifest.append(_entry(self.dest, rel, path, digest))
+                        self.manifest.append(_entry(self.dest, rel, read, digest))
                         report.skipped += 1
                         continue
                     log.warning("ship: %s changed since it was shipped (sha256 %s -> %s); shipping it again "
@@ -251,37 +251,39 @@ class Shipper:
         """Copy one file to `<root>/<rel>` (atomically, see the module docstring); check its size."""
         final = f"{self.root}/{rel}"
         parent = final.rsplit("/", 1)[0]
-        size = path.stat().st_size
         try:
             self.fs.makedirs(parent, exist_ok=True)
             if self.rename:
                 # A fixed temporary name: a rerun after a crash overwrites it instead of leaving more.
                 tmp = f"{parent}/.{final.rsplit('/', 1)[1]}{TMP_SUFFIX}"
-                digest = self._copy(path, tmp)
-                self._check_size(tmp, size, rel)
+                digest, read = self._copy(path, tmp)
+                self._check_size(tmp, read.st_size, rel)
                 self.fs.mv(tmp, final)
                 if _is_local(self.fs):
                     lakefs.fsync_dir(parent)
             else:
-                digest = self._copy(path, final)
-                self._check_size(final, size, rel)
+                digest, read = self._copy(path, final)
+                self._check_size(final, read.st_size, rel)
         except ShipError:
             raise
         except OSError as exc:
             raise ShipError(f"ship {rel} to {self.dest}: {type(exc).__name__}: {exc}") from exc
-        return _entry(self.dest, rel, path, digest)
+        return _entry(self.dest, rel, read, digest)
 
-    def _copy(self, src: Path, target: str) -> str:
-        """Stream `src` to `target`, fsynced where the destination is local; returns its sha256."""
+    def _copy(self, src: Path, target: str) -> tuple[str, os.stat_result]:
+        """Stream `src` to `target`, fsynced where the destination is local; returns its sha256 and
+        the stat of the file it read (not of whatever the path names after the copy: a source that
+        replaced the file meanwhile must not have its new version recorded as shipped)."""
         digest = hashlib.sha256()
         with open(src, "rb") as fin, self.fs.open(target, "wb") as fout:
+            read = os.fstat(fin.fileno())
             while chunk := fin.read(CHUNK_BYTES):
                 digest.update(chunk)
                 fout.write(chunk)
             if _is_local(self.fs):
                 fout.flush()
                 os.fsync(fout.fileno())
-        return digest.hexdigest()
+        return digest.hexdigest(), read
 
     def _check_size(self, target: str, expected: int, rel: str) -> None:
         got = self.fs.size(target)
@@ -294,16 +296,16 @@ class Shipper:
                             "(the copy was removed and is retried next run)")
 
 
-def _sha256(path: Path) -> str:
+def _sha256(path: Path) -> tuple[str, os.stat_result]:
     digest = hashlib.sha256()
     with open(path, "rb") as fh:
+        read = os.fstat(fh.fileno())
         while chunk := fh.read(CHUNK_BYTES):
             digest.update(chunk)
-    return digest.hexdigest()
+    return digest.hexdigest(), read
 
 
-def _entry(dest: str, rel: str, path: Path, digest: str) -> ManifestEntry:
-    stat = path.stat()
+def _entry(dest: str, rel: str, stat: os.stat_result, digest: str) -> ManifestEntry:
     return ManifestEntry(dest=dest, path=rel, bytes=stat.st_size, sha256=digest, mtime_ns=stat.st_mtime_ns,
                          shipped_at=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"))
 

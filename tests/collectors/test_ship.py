@@ -184,3 +184,31 @@ def test_cli_ships_and_reports_bad_input(node_lake, tmp_path):
     assert missing.exit_code == 2 and "no such folder" in missing.output
     bad_url = CliRunner().invoke(app, ["--lake", str(node_lake), "--to", "nosuchproto://x"])
     assert bad_url.exit_code == 2 and "nosuchproto" in bad_url.output
+
+
+def test_a_file_replaced_during_its_copy_is_shipped_again(node_lake, tmp_path, monkeypatch):
+    """The DCGM source rewrites a partition (temp file + rename) while ship copies it: the manifest
+    records the version that was copied, so the next run sees the new one as changed and ships it
+    (recording the new file's size and time made it look shipped for good)."""
+    from collectors import ship as ship_module
+
+    lake = _copy_lake(node_lake, tmp_path / "lake")
+    victim = sorted(finished_files(lake))[0]
+    real_copy = ship_module.Shipper._copy
+
+    def copy_then_replace(self, src, target):
+        result = real_copy(self, src, target)
+        if Path(src) == victim and not (tmp_path / "replaced").exists():
+            (tmp_path / "replaced").touch()
+            new = victim.with_name(".rewrite.tmp")
+            new.write_bytes(victim.read_bytes() + b"\0" * 7)  # the rewritten partition: different bytes
+            new.replace(victim)
+        return result
+
+    monkeypatch.setattr(ship_module.Shipper, "_copy", copy_then_replace)
+    central = tmp_path / "central"
+    ship_lake(lake, str(central), tmp_path / "manifest.jsonl")
+    again = ship_lake(lake, str(central), tmp_path / "manifest.jsonl")
+    rel = victim.relative_to(lake).as_posix()
+    assert [e.path for e in again.shipped] == [rel]
+    assert (central / rel).read_bytes() == victim.read_bytes()

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from collectors.agent import ApplyResult, apply_config, rollback
-from collectors.config_contract import ConfigError, NotYetValid
+from collectors.config_contract import ConfigError, ExpiredConfig, NotYetValid
 
 
 class ConfigFetchError(OSError):
@@ -60,6 +60,10 @@ class AgentState:
     in_force_sha256: str | None = None  # body hash of the config currently applied
     in_force_until: dt.datetime | None = None
     in_force_gpus: frozenset[str] = frozenset()  # the GPUs the config in force set (applied or unchanged)
+    # The state lives in memory: after a restart the agent does not know what it left on the GPUs.
+    # The first poll that finds no valid config (none published, or expired) returns them to their
+    # defaults once, so a cap cannot outlive its config by way of a restart.
+    defaults_ensured: bool = False
 
 
 def poll_once(
@@ -74,7 +78,8 @@ def poll_once(
     if data is None:
         state.seen_sha256 = None
         if state.in_force_sha256 is None:
-            return "no config published; nothing in force"
+            return "no config published; nothing in force" + _ensure_defaults(
+                state, host, nvml, lake, now, f"no config published at {location}")
         result = rollback(host=host, nvml=nvml, lake=lake, now=now, config_sha256=state.in_force_sha256,
                           reason=f"config revoked: {location} no longer serves one")
         _nothing_in_force(state)
@@ -90,6 +95,9 @@ def poll_once(
             message = f"new config not valid yet ({exc}); keeping current settings, checking again next poll"
         except ConfigError as exc:
             message = f"new config refused ({type(exc).__name__}: {exc}); keeping current settings"
+            if state.in_force_sha256 is None and isinstance(exc, ExpiredConfig):
+                message = (f"config refused ({type(exc).__name__}: {exc})"
+                           + _ensure_defaults(state, host, nvml, lake, now, f"the config published is expired: {exc}"))
         except OSError as exc:  # the audit could not be written (disk full): try the whole apply again
             state.seen_sha256 = None
             message = f"apply failed ({type(exc).__name__}: {exc}); retrying next poll"
@@ -104,12 +112,24 @@ def poll_once(
             else:
                 message = "applied: " + result.summary() + _release_dropped(state, result, host, nvml, lake, now)
                 state.in_force_sha256, state.in_force_until = result.config_sha256, result.valid_until
+                state.defaults_ensured = True  # a valid config now says what every listed GPU holds
     if state.in_force_until is not None and now >= state.in_force_until:
         result = rollback(host=host, nvml=nvml, lake=lake, now=now, config_sha256=state.in_force_sha256,
                           reason=f"config expired at {state.in_force_until.isoformat()}")
         _nothing_in_force(state)
         message = "expired: " + result.summary()
     return message
+
+
+def _ensure_defaults(state: AgentState, host: str, nvml: Any, lake: str | Path | None, now: dt.datetime,
+                     reason: str) -> str:
+    """Once per process, with no valid config in force: every GPU back to its default (audited;
+    'unchanged' where it already is). Returns a note for the log ('' after the first time)."""
+    if state.defaults_ensured:
+        return ""
+    result = rollback(host=host, nvml=nvml, lake=lake, now=now, reason=reason)
+    state.defaults_ensured = True
+    return "; GPUs set to their defaults (nothing known in force since the agent started): " + result.summary()
 
 
 def _nothing_in_force(state: AgentState) -> None:

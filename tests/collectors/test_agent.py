@@ -331,3 +331,24 @@ def test_one_failed_poll_does_not_end_the_agent(keys, lake, tmp_path):
     run_agent(str(location), public_key=keys[1], host=HOST, nvml=Broken(), lake=lake, iterations=2,
               clock=lambda: NOW, sleep=lambda s: None, log=lines.append)
     assert len(lines) == 2 and all("poll failed (RuntimeError: libnvidia-ml.so.1" in line for line in lines)
+
+
+def test_a_restarted_agent_does_not_leave_an_expired_configs_caps_in_place(nvml_stub, keys, lake, tmp_path):
+    """The agent's state is in memory: applied, restarted, and the config expires (or is taken
+    down) while it was away. Its first poll finds no valid config and returns the GPUs to their
+    defaults, once; it used to keep the cap for good."""
+    nvml_stub.write(fleet(2))
+    location = tmp_path / "recommended-config.json"
+    location.write_bytes(dump_config(signed(keys[0], {uuid(0): entry(300)}, hours=2)))
+    kw = dict(public_key=keys[1], host=HOST, nvml=pynvml, lake=lake)
+    poll_once(AgentState(), str(location), now=NOW, **kw)
+    assert limit_mw(nvml_stub, 0) == 300_000
+    restarted = AgentState()
+    message = poll_once(restarted, str(location), now=NOW + dt.timedelta(hours=30), **kw)
+    assert "ExpiredConfig" in message and "GPUs set to their defaults" in message
+    assert limit_mw(nvml_stub, 0) == 400_000
+    assert poll_once(restarted, str(location), now=NOW + dt.timedelta(hours=31), **kw) == "config unchanged"
+    location.unlink()
+    gone = AgentState()
+    assert "GPUs set to their defaults" in poll_once(gone, str(location), now=NOW + dt.timedelta(hours=32), **kw)
+    assert "GPUs set to their defaults" not in poll_once(gone, str(location), now=NOW + dt.timedelta(hours=33), **kw)

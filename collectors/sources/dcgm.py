@@ -45,6 +45,8 @@ SOURCE_TAG = "dcgm"
 STATE_VERSION = 1
 # Prometheus refuses a range query with more than 11,000 points per series.
 MAX_POINTS_PER_QUERY = 10_000
+# How far ahead of Prometheus' clock the node's may read before the sync trusts Prometheus'.
+CLOCK_AHEAD_TOLERANCE_S = 30.0
 
 # dcgm-exporter field -> (lake column, Python type of the lake value).
 FIELDS: dict[str, tuple[str, type]] = {
@@ -306,6 +308,15 @@ class DcgmSource:
         self.rejected_series = rejected
         return table
 
+    def _server_now_s(self) -> float | None:
+        """Prometheus' own clock (the instant query `time()`), epoch seconds; None when it cannot
+        say (the range query that follows reports an unreachable server)."""
+        try:
+            result = self._prometheus().custom_query("time()", timeout=self.timeout_s)
+            return float(result[1])
+        except Exception:  # noqa: BLE001 - any failure only means "unknown": the node's clock stands
+            return None
+
     def _next_range(self, state: dict[str, Any], now_s: float) -> tuple[float, float] | None:
         step = self.step_s
         end = math.floor((now_s - self.settle_s) / step) * step
@@ -325,6 +336,13 @@ class DcgmSource:
         A crash at any point leaves either the old watermark and a pending range (redone first
         next time, replacing its own files) or the new watermark: nothing twice, nothing skipped."""
         now_s = self._clock() if now_s is None else now_s
+        server_s = self._server_now_s()
+        if server_s is not None and now_s > server_s + CLOCK_AHEAD_TOLERANCE_S:
+            # A node clock ahead (NTP not yet synced, an RTC glitch) would move the watermark past
+            # instants Prometheus has not scraped yet, and they would never be read.
+            log.warning("dcgm: this node's clock is %.0f s ahead of Prometheus at %s; syncing up to "
+                        "Prometheus' own time", now_s - server_s, self.url)
+            now_s = server_s
         state = self.state.load()
         written: list[WrittenFile] = []
         while True:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 import shutil
 import subprocess
+from datetime import datetime, timezone
 from pathlib import Path
 
 import pyarrow.dataset as ds
@@ -156,3 +157,32 @@ def test_scrape_config_keeps_every_field_and_is_valid():
     assert all(re.fullmatch(keep, name) for name in FIELDS)
     if shutil.which("promtool"):
         subprocess.run(["promtool", "check", "config", str(config)], check=True, capture_output=True)
+
+
+class ClockedPrometheus(FakePrometheus):
+    """Has samples only up to its own clock, and answers `time()` with it."""
+
+    def __init__(self, now: int) -> None:
+        super().__init__()
+        self.now = now
+
+    def custom_query(self, query, params=None, timeout=None):
+        assert query == "time()"
+        return [self.now, str(self.now)]
+
+    def custom_query_range(self, query, start_time, end_time, step, timeout=None):
+        capped = datetime.fromtimestamp(min(end_time.timestamp(), self.now), tz=timezone.utc)
+        return super().custom_query_range(query, start_time, capped, step, timeout)
+
+
+def test_a_node_clock_ahead_of_prometheus_does_not_skip_what_it_has_not_scraped_yet(tmp_path):
+    """The node's clock jumps a day ahead for one sync: the watermark stays at Prometheus' own
+    time, so the next hour's samples are read when they exist (they were skipped for a day)."""
+    client = ClockedPrometheus(1_700_000_000)
+    src = fake_source(tmp_path, client)
+    src.sync(now_s=1_700_000_000)
+    src.sync(now_s=1_700_000_000 + 86_400)
+    client.now += 3600
+    src.sync(now_s=1_700_000_000 + 3600)
+    times = stored_times(tmp_path / "lake")
+    assert times == [float(t) for t in range(1_700_000_000 - 100, 1_700_000_000 + 3601, 10)]

@@ -232,6 +232,8 @@ def test_lake_holds_exactly_the_exported_values_with_null_for_absent_series(prom
     absent = next(r for r in rows if r["host"] == "node-02" and r["gpu_index"] == 3)
     assert absent["sm_active_ratio"] is None and absent["pcie_tx_bytes_per_s"] is None
     assert absent["power_limit_w"] is None and absent["power_w"] == 230.5
+    # The server's own clock, which the sync trusts over a node clock that runs ahead.
+    assert abs(src._server_now_s() - time.time()) < 5
 
 
 def test_watermark_resumes_without_duplicates_or_gaps_even_after_a_crash(prometheus, exporter, tmp_path, monkeypatch):

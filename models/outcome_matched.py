@@ -72,24 +72,29 @@ def predicted_saving(con: duckdb.DuckDBPyConnection, change: Change) -> tuple[fl
     return (row[0], row[1]) if row else (None, None)
 
 
-def _matched_differences(jobs: list[dict], treated: set[str], controls: set[str], before: set, after: set,
+def _matched_differences(jobs: list[dict], sides: dict[str, tuple[set, set]], controls: set[str],
                          value) -> dict[tuple, dict[str, float]]:
     """{(job_id, day, side): {treated gpu: log(value) - mean log(value) of the job's control GPUs}}
-    for every job on a before or after day that ran on a treated GPU and at least one control
-    (the same job, so the same kind of work)."""
+    for every job that ran on a treated GPU and at least one control (the same job, so the same
+    kind of work), on a day that is before or after the change by that GPU's own days (`sides`:
+    {gpu: (before days, after days)}): another treated GPU's earlier before-window is not this
+    one's, which may have run at another limit then."""
     by_job: dict[tuple, dict[str, float]] = defaultdict(dict)
     for r in jobs:
-        v = value(r) if r["gpu_uuid"] in treated | controls else None
+        v = value(r) if r["gpu_uuid"] in sides or r["gpu_uuid"] in controls else None
         if v is not None and v > 0:
             by_job[(r["job_id"], r["day"])][r["gpu_uuid"]] = math.log(v)
-    out: dict[tuple, dict[str, float]] = {}
+    out: dict[tuple, dict[str, float]] = defaultdict(dict)
     for (job, job_day), ys in by_job.items():
-        side = "before" if job_day in before else "after" if job_day in after else None
         base = [v for g, v in ys.items() if g in controls]
-        diffs = {g: v - sum(base) / len(base) for g, v in ys.items() if g in treated} if base else {}
-        if side and diffs:
-            out[(job, job_day, side)] = diffs
-    return out
+        if not base:
+            continue
+        for g, v in ys.items():
+            own = sides.get(g)
+            side = None if own is None else "before" if job_day in own[0] else "after" if job_day in own[1] else None
+            if side:
+                out[(job, job_day, side)][g] = v - sum(base) / len(base)
+    return dict(out)
 
 
 def _did(before: list[float], after: list[float]) -> tuple[float, float | None, float | None]:
@@ -112,10 +117,10 @@ def matched_differences(con, group: list[Change], controls: list[str], before: s
         "FROM outcome_input_jobs "
         "WHERE day BETWEEN ? AND ? AND energy_kwh IS NOT NULL AND NOT coalesce(power_limit_changed, false)",
         [days[0], days[-1]]))
-    treated, ctrl = {c.gpu_uuid for c in group}, set(controls)
-    energy = _matched_differences(jobs, treated, ctrl, before, after,
+    sides, ctrl = {c.gpu_uuid: (set(c.before_days), set(c.after_days)) for c in group}, set(controls)
+    energy = _matched_differences(jobs, sides, ctrl,
                                   lambda r: r["energy_kwh"] / r[work] if (r[work] or 0) > 0 else None)
-    speed = _matched_differences(jobs, treated, ctrl, before, after,
+    speed = _matched_differences(jobs, sides, ctrl,
                                  lambda r: r[work] / r["busy_hours"] if (r[work] or 0) > 0 and r["busy_hours"] else None)
     used = {r["gpu_uuid"] for r in jobs if r["gpu_uuid"] in ctrl
             and any((r["job_id"], r["day"], side) in energy for side in ("before", "after"))}
@@ -153,10 +158,16 @@ def pooled_row(base: dict, out: list[dict], ok: list[dict], predicted: list[tupl
         "scope": "model_setting", "host": None, "gpu_uuid": None, "n_treated_gpus": n_treated,
         "evidence": "agent_audit+samples" if all(r["evidence"] != "samples" for r in out) else "samples",
         "n_days_before": max(r["n_days_before"] for r in ok), "n_days_after": max(r["n_days_after"] for r in ok),
-        "energy_j_per_unit_before": float(np.mean([r["energy_j_per_unit_before"] for r in ok])),
-        "energy_j_per_unit_after": float(np.mean([r["energy_j_per_unit_after"] for r in ok])),
+        "energy_j_per_unit_before": _mean_known([r["energy_j_per_unit_before"] for r in ok]),
+        "energy_j_per_unit_after": _mean_known([r["energy_j_per_unit_after"] for r in ok]),
         "predicted_saving_pct": float(np.mean([p[0] for p in known])) if known else None,
         "predicted_slowdown_pct": float(np.mean(slowdowns)) if slowdowns else None}
+
+
+def _mean_known(values: list[float | None]) -> float | None:
+    """The mean of the values that are known (a GPU whose own days give no ratio has None)."""
+    known = [v for v in values if v is not None]
+    return float(np.mean(known)) if known else None
 
 
 def matched_rows(con, group: list[Change], audited: set, base: dict, energy: dict, speed: dict, panel: dict,

@@ -154,3 +154,16 @@ def test_the_pooled_interval_belongs_to_the_pooled_point():
     assert low < min(each) and max(each) < high
     one = _estimate(a_before, a_after, [], [], None, None, (None,), ([dids[0]], []))
     assert one["saving_ci_low_pct"] == pytest.approx(_estimate(a_before, a_after, [], [], None, None, (None,))["saving_ci_low_pct"])
+
+
+def test_a_matched_job_counts_for_a_treated_gpu_only_on_that_gpus_own_days():
+    """GPU b's before-window is day 2 only (it ran at another limit on day 1): the job of day 1
+    is a 'before' job for GPU a, and not for b, though the group's days include day 1."""
+    from models.outcome_matched import _matched_differences, _mean_known
+
+    jobs = [{"job_id": "j", "day": d, "gpu_uuid": g, "energy_kwh": e}
+            for d, g, e in [(1, "a", 2.0), (1, "b", 4.0), (1, "c", 1.0), (3, "a", 1.0), (3, "b", 1.0), (3, "c", 1.0)]]
+    diffs = _matched_differences(jobs, {"a": ({1, 2}, {3}), "b": ({2}, {3})}, {"c"}, lambda r: r["energy_kwh"])
+    assert diffs[("j", 1, "before")] == pytest.approx({"a": math.log(2.0)})
+    assert diffs[("j", 3, "after")] == pytest.approx({"a": 0.0, "b": 0.0})
+    assert _mean_known([1.0, None, 3.0]) == 2.0 and _mean_known([None]) is None

@@ -38,9 +38,11 @@ from warehouse.db import relation_exists
 
 LOOKBACK_DAYS = 7
 MAX_AFTER_DAYS = 14
+# A unit of work counts only where every job of every GPU-day reports it: a training job's samples
+# and an inference job's requests summed as one count would charge the inference energy to samples.
 UNITS = (("flop", "job_energy_kwh", "flops_total", "n_jobs_without_flops"),
-         ("sample", "job_energy_kwh", "samples_total", "n_jobs_without_samples_or_requests"),
-         ("request", "job_energy_kwh", "requests_total", "n_jobs_without_samples_or_requests"))
+         ("sample", "job_energy_kwh", "samples_total", "n_jobs_without_samples"),
+         ("request", "job_energy_kwh", "requests_total", "n_jobs_without_requests"))
 EMPTY_JOBS = ("CREATE OR REPLACE TEMP TABLE outcome_input_jobs (day DATE, gpu_uuid VARCHAR, energy_kwh DOUBLE, "
               "busy_hours DOUBLE, flops_total DOUBLE, samples_total DOUBLE, requests_total DOUBLE, "
               "power_limit_changed BOOLEAN)")

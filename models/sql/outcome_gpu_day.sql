@@ -9,7 +9,8 @@
 --   energy_kwh [kWh] the GPU's whole-day energy; active_hours [h] hours with activity above 5%
 --   job_energy_kwh [kWh], job_hours [h] energy and time in jobs (runs whose limit did not change)
 --   flops_total [FLOP], samples_total, requests_total [count] work done in those jobs
---   n_jobs [count]; n_jobs_without_flops, n_jobs_without_samples_or_requests [count] jobs not reporting it
+--   n_jobs [count]; n_jobs_without_flops, n_jobs_without_samples, n_jobs_without_requests [count]
+--     jobs not reporting that work (NULL or 0)
 WITH samples AS (
     SELECT gpu_uuid, day, any_value(host) AS host, any_value(gpu_model) AS gpu_model,
            mode(CAST(power_limit_w AS DOUBLE)) AS power_limit_w,
@@ -32,7 +33,8 @@ jobs AS (
            sum(flops_total) AS flops_total, sum(samples_total) AS samples_total, sum(requests_total) AS requests_total,
            count(*) AS n_jobs,
            count(*) FILTER (WHERE flops_total IS NULL OR flops_total <= 0) AS n_jobs_without_flops,
-           count(*) FILTER (WHERE coalesce(samples_total, requests_total) IS NULL) AS n_jobs_without_samples_or_requests
+           count(*) FILTER (WHERE samples_total IS NULL OR samples_total <= 0) AS n_jobs_without_samples,
+           count(*) FILTER (WHERE requests_total IS NULL OR requests_total <= 0) AS n_jobs_without_requests
     FROM outcome_input_jobs
     WHERE day BETWEEN $first_day::DATE AND $day::DATE
       AND energy_kwh IS NOT NULL AND NOT coalesce(power_limit_changed, false)
@@ -40,7 +42,7 @@ jobs AS (
 )
 SELECT s.gpu_uuid, s.host, s.gpu_model, s.day, s.power_limit_w, s.n_power_limits, e.energy_kwh, s.active_hours,
        j.job_energy_kwh, j.job_hours, j.flops_total, j.samples_total, j.requests_total,
-       coalesce(j.n_jobs, 0) AS n_jobs, j.n_jobs_without_flops, j.n_jobs_without_samples_or_requests
+       coalesce(j.n_jobs, 0) AS n_jobs, j.n_jobs_without_flops, j.n_jobs_without_samples, j.n_jobs_without_requests
 FROM samples AS s
 LEFT JOIN energy AS e USING (gpu_uuid, day)
 LEFT JOIN jobs AS j USING (gpu_uuid, day)

@@ -167,3 +167,14 @@ def test_a_matched_job_counts_for_a_treated_gpu_only_on_that_gpus_own_days():
     assert diffs[("j", 1, "before")] == pytest.approx({"a": math.log(2.0)})
     assert diffs[("j", 3, "after")] == pytest.approx({"a": 0.0, "b": 0.0})
     assert _mean_known([1.0, None, 3.0]) == 2.0 and _mean_known([None]) is None
+
+
+def test_the_unit_of_work_is_one_every_job_reports():
+    """Training jobs report samples, an inference job only requests: 'sample' is not a unit of
+    that day (their sum was, and charged the inference energy to the training samples)."""
+    from models.outcome import _unit
+
+    day = {"n_jobs": 2, "n_jobs_without_flops": 2, "job_energy_kwh": 5.0, "flops_total": None, "samples_total": 1e6,
+           "requests_total": 5e4, "n_jobs_without_samples": 1, "n_jobs_without_requests": 1}
+    assert _unit([day])[0] == "active_hour"
+    assert _unit([day | {"n_jobs_without_samples": 0}])[0] == "sample"

@@ -18,6 +18,7 @@ once, not log the same failure every second.
 from __future__ import annotations
 
 import logging
+import math
 import queue
 import threading
 import time
@@ -51,6 +52,7 @@ class CollectStats:
     files_written: int = 0
     disk_full_events: int = 0
     background_dropped_tables: int = 0
+    late_polls: int = 0  # polls that overran the interval (the missed ticks are skipped, not fired at once)
 
 
 @dataclass
@@ -202,6 +204,12 @@ class Collector:
                 if not background_started:  # after the first poll: required sources have started
                     threads, background_started = self._start_background(background_stop), True
                 next_at += self.settings.interval_s
+                late_s = self.clock() - next_at
+                if late_s > 0:
+                    # A poll (or a disk stall) overran whole intervals: start again from now rather
+                    # than fire the missed polls back to back, which would sample the same instant.
+                    next_at += math.ceil(late_s / self.settings.interval_s) * self.settings.interval_s
+                    self.stats.late_polls += 1
                 stop.wait(max(0.0, next_at - self.clock()))
         finally:
             background_stop.set()

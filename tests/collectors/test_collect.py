@@ -194,3 +194,23 @@ def test_kill_minus_nine_loses_at_most_one_flush_interval(tmp_path):
     # per kill at most one flush interval (0.1 s) of 0.02 s polls, plus the poll in flight
     assert lost <= kills * (0.1 / 0.02 + 2), (lost, len(sampled))
     assert len(landed_us) > len(sampled) / 2
+
+
+def test_a_slow_poll_skips_the_missed_ticks_instead_of_bursting(tmp_path, lake):
+    """The first read stalls for 6 intervals (a slow disk, a hung driver call): the next polls
+    keep their interval rather than fire the missed ones back to back at one instant."""
+    stamps: list[float] = []
+
+    class Slow(SimSource):
+        def read(self):
+            stamps.append(time.monotonic())
+            if len(stamps) == 1:
+                time.sleep(0.3)
+            return super().read()
+
+    c = Collector([Slow("node-01", gpus=1)], lake=lake, settings=CollectorSettings(interval_s=0.05),
+                  spool_dir=tmp_path / "spool")
+    stats = c.run(threading.Event(), max_polls=4)
+    gaps = [b - a for a, b in zip(stamps[1:], stamps[2:])]
+    assert len(stamps) == 4 and min(gaps) >= 0.045, gaps
+    assert stats.late_polls == 1

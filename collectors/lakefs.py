@@ -51,6 +51,22 @@ def filesystem(lake: str | Path) -> Any:
         ) from exc
 
 
+def makedirs_durably(folder: str | Path) -> None:
+    """Create `folder` and any missing parents, fsyncing each new one's parent so that the new
+    names survive a power cut (a file fsynced into a folder whose own entry was lost is lost too)."""
+    folder = Path(folder)
+    missing = []
+    while not folder.exists():
+        missing.append(folder)
+        folder = folder.parent
+    for new in reversed(missing):
+        try:
+            new.mkdir()
+        except FileExistsError:
+            pass  # another writer made it: its entry is that writer's to make durable, and harmless to repeat
+        fsync_dir(new.parent)
+
+
 def fsync_dir(folder: str | Path) -> None:
     """Make a local folder's entries (new names, removals) durable: fsync the directory itself."""
     fd = os.open(folder, os.O_RDONLY)

@@ -23,6 +23,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from collectors import lakefs
 from collectors.schema import PARTITION_HOST_COLUMN, SORT_KEYS, TIME_COLUMN, conform
 from collectors.writer import LakeWriteError, WrittenFile, partition_dir, write_parquet_atomic
 
@@ -168,10 +169,11 @@ class Spool:
         self.pending.append(seg.path)
 
     def _open(self, schema: pa.Schema) -> None:
-        self.spool_dir.mkdir(parents=True, exist_ok=True)
+        lakefs.makedirs_durably(self.spool_dir)
         seg_id = f"{time.time_ns():020d}-{uuid.uuid4().hex[:8]}"
         path = self.spool_dir / f"{self.dataset}-{seg_id}{SEGMENT_SUFFIX}"
         sink = pa.OSFile(str(path), "wb")
+        lakefs.fsync_dir(self.spool_dir)  # the segment's name survives a power cut, not only its bytes
         self._segment = _Segment(path, schema, sink, pa.ipc.new_stream(sink, schema), self.clock())
 
     def due(self) -> bool:

@@ -95,8 +95,9 @@ def _write_parquet(table: pa.Table, fh) -> None:
 
 
 def write_parquet_atomic(table: pa.Table, path: Path) -> WrittenFile:
-    """Write `table` to `path` atomically (temporary name, fsync, rename, fsync the folder)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+    """Write `table` to `path` atomically (temporary name, fsync, rename, fsync the folder; new
+    partition folders fsynced into their parents)."""
+    lakefs.makedirs_durably(path.parent)
     tmp = path.with_name(f".{path.stem}-{uuid.uuid4().hex[:8]}{TMP_SUFFIX}")
     try:
         with open(tmp, "wb") as fh:

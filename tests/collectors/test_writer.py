@@ -120,3 +120,17 @@ def test_schema_errors_name_the_column():
     with pytest.raises(SchemaError, match="power_w"):
         conform("gpu_samples", wrong)
     assert conform("gpu_samples", _samples(2)).schema.names[: len(GPU_SAMPLES)] == GPU_SAMPLES.names
+
+
+def test_new_partition_folders_are_made_durable_in_their_parents(lake, monkeypatch):
+    """A file fsynced into a folder whose own name was never fsynced can vanish in a power cut:
+    each folder the writer creates is fsynced into its parent, then the file into its folder."""
+    from collectors import lakefs
+
+    synced: list[str] = []
+    real = lakefs.fsync_dir
+    monkeypatch.setattr(lakefs, "fsync_dir", lambda folder: (synced.append(str(folder)), real(folder)))
+    [written] = write_dataset(lake, "gpu_samples", _samples(1))
+    partition = written.path.parent
+    assert synced[:3] == [str(lake), str(lake / "gpu_samples"), str(partition.parent)]
+    assert synced[-1] == str(partition)

@@ -62,6 +62,9 @@ class ApplyResult:
     outcomes: list[GpuOutcome] = field(default_factory=list)
     # End of the applied config's validity window (UTC); the agent loop rolls back after it.
     valid_until: dt.datetime | None = None
+    # Why NVML itself could not be used (driver not loaded, init failed): nothing was set, every
+    # setting refused; None when NVML answered.
+    nvml_unavailable: str | None = None
 
     @property
     def ok(self) -> bool:
@@ -301,7 +304,8 @@ def apply_config(
         except Exception as exc:  # NVML itself unusable (driver not loaded, init failed): nothing was set
             if not _is_nvml_error(exc):
                 raise
-            result.outcomes = [GpuOutcome(s.gpu_uuid, "refuse", f"NVML unavailable ({type(exc).__name__}: {exc}); "
+            result.nvml_unavailable = f"{type(exc).__name__}: {exc}"
+            result.outcomes = [GpuOutcome(s.gpu_uuid, "refuse", f"NVML unavailable ({result.nvml_unavailable}); "
                                           "not applied", power_limit_w_requested=s.power_limit_w)
                                for s in config.settings]
     audit(lake, result, now)

@@ -105,10 +105,9 @@ def poll_once(
             state.seen_sha256 = None  # not seen through: the next poll tries the same document again
             raise
         else:
-            if result.outcomes and all(o.action == "refuse" and o.reason.startswith("NVML unavailable")
-                                       for o in result.outcomes):
+            if result.nvml_unavailable:
                 state.seen_sha256 = None  # nothing was set: the same document is tried again
-                message = f"apply failed, NVML unavailable: {result.outcomes[0].reason}; retrying next poll"
+                message = f"apply failed, NVML unavailable ({result.nvml_unavailable}); retrying next poll"
             else:
                 message = "applied: " + result.summary() + _release_dropped(state, result, host, nvml, lake, now)
                 state.in_force_sha256, state.in_force_until = result.config_sha256, result.valid_until

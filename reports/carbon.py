@@ -36,7 +36,7 @@ from reports.embodied import (amortised_share, default_gpu_embodied_kgco2e, embo
 from reports.context import carbon_shift_rows, day_site_hours, grid_context
 from reports.hourly import attach_intensity, attach_pue
 from reports.inputs import prepare_day, replace_report_day
-from reports.it_energy import BASIS_AMOUNTS, label_basis, with_basis_amounts
+from reports.it_energy import BASIS_AMOUNTS, label_basis, with_facility_energy
 
 CARBON_AMOUNTS = ["energy_kwh", "facility_energy_kwh", "location_gco2e", "market_gco2e", "embodied_gco2e", *BASIS_AMOUNTS]
 
@@ -122,9 +122,8 @@ def embodied_per_gpu_hour(gpu_hours: pl.DataFrame, settings: CarbonSettings) -> 
 
 def carbon_per_gpu_hour(gpu_hours: pl.DataFrame, settings: CarbonSettings) -> pl.DataFrame:
     """GPU-hours with pue and intensity_gco2e_per_kwh attached -> the CARBON_AMOUNTS columns."""
-    with_energy = with_basis_amounts(gpu_hours).with_columns(
-        (pl.col("energy_kwh") * pl.col("pue")).alias("facility_energy_kwh"),
-    ).with_columns((pl.col("facility_energy_kwh") * pl.col("intensity_gco2e_per_kwh")).alias("location_gco2e"))
+    with_energy = with_facility_energy(gpu_hours).with_columns(
+        (pl.col("facility_energy_kwh") * pl.col("intensity_gco2e_per_kwh")).alias("location_gco2e"))
     return embodied_per_gpu_hour(market_based(with_energy, settings), settings)
 
 

@@ -101,6 +101,12 @@ def with_basis_amounts(gpu_hours: pl.DataFrame) -> pl.DataFrame:
         pl.when(pl.col("it_energy_basis") == NODE_BASIS).then(pl.col("energy_kwh")).otherwise(0.0).alias("node_ipmi_energy_kwh"))
 
 
+def with_facility_energy(gpu_hours: pl.DataFrame) -> pl.DataFrame:
+    """GPU-hours (with `pue`) plus the basis amounts and facility_energy_kwh = IT energy x PUE, the
+    energy at the meter both accounts start from."""
+    return with_basis_amounts(gpu_hours).with_columns((pl.col("energy_kwh") * pl.col("pue")).alias("facility_energy_kwh"))
+
+
 def label_basis(rows: pl.DataFrame) -> pl.DataFrame:
     """Add it_energy_basis to report rows from their node_ipmi_energy_kwh share of energy_kwh:
     'node_ipmi' (all of it), 'gpu_only' (none), 'mixed' (the row's GPU-hours used both)."""

@@ -38,7 +38,7 @@ from reports.embodied import HOURS_PER_YEAR, amortised_share, capital_usd_per_gp
 from reports.context import cost_shift_rows, day_site_hours, price_context
 from reports.hourly import attach_intensity, attach_pue
 from reports.inputs import day_bounds, prepare_day, replace_report_day
-from reports.it_energy import BASIS_AMOUNTS, label_basis, with_basis_amounts
+from reports.it_energy import BASIS_AMOUNTS, label_basis, with_facility_energy
 from reports.prices import DEFAULT_PRICE_FILE, load_pjm_lmp_csv, load_urdb_tariff, tariff_prices
 from reports.yearmap import map_to_target_hours, rule_counts
 
@@ -77,11 +77,6 @@ def hourly_prices(hours: pl.Series, settings: TcoSettings, data_dir: Path | None
     mapped = map_to_target_hours(lmp, hours, ["price_usd_per_mwh"], {"price_usd_per_mwh": settings.flat_price_usd_per_mwh})
     frame = mapped.select("hour_at", (pl.col("price_usd_per_mwh") / 1000.0).alias("price_usd_per_kwh"))
     return frame, rule_counts(mapped), f"{path.name} node {settings.price_node}, year-mapped"
-
-
-def with_facility_energy(gpu_hours: pl.DataFrame) -> pl.DataFrame:
-    """GPU-hours with the IT-energy basis amounts and facility_energy_kwh = IT energy x PUE."""
-    return with_basis_amounts(gpu_hours).with_columns((pl.col("energy_kwh") * pl.col("pue")).alias("facility_energy_kwh"))
 
 
 def cost_per_gpu_hour(gpu_hours: pl.DataFrame, settings: TcoSettings, peaks: pl.DataFrame | None = None) -> pl.DataFrame:

@@ -65,6 +65,11 @@ def gate_by_model(models: pl.DataFrame | None, why_missing: str | None) -> dict[
     return verdict
 
 
+def exclusion_reason(gate: dict[str, str | None], model: str, day: dt.date) -> str | None:
+    """Why `model`'s settings stay out of the day's export (None: they go in), from gate_by_model."""
+    return gate.get(model, gate.get("*", f"no power model was fitted for {model} on {day}"))
+
+
 def build_body(
     recommendations: pl.DataFrame, gate: dict[str, str | None], *, day: dt.date, site: str,
     now: dt.datetime, validity_hours: float,
@@ -75,9 +80,9 @@ def build_body(
     excluded_gpus: list[dict[str, str]] = []
     for row in recommendations.sort(["host", "gpu_uuid"]).iter_rows(named=True):
         model = row["gpu_model"]
-        verdict = gate.get(model, gate.get("*", f"no power model was fitted for {model} on {day}"))
-        if verdict is not None:
-            excluded_models[model] = verdict
+        why = exclusion_reason(gate, model, day)
+        if why is not None:
+            excluded_models[model] = why
             continue
         limit, default = row["power_limit_w"], row["default_limit_w"]
         reason = None

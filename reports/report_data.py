@@ -118,17 +118,13 @@ class ReportData:
     def held_back_models(self) -> dict[str, str]:
         """{GPU model: why} for the models of the day's recommendations whose settings the export
         leaves out (reports.export.gate_by_model: no power model fitted, or its gate failed)."""
-        from reports.export import gate_by_model
+        from reports.export import exclusion_reason, gate_by_model
 
         if self.recs is None or "gpu_model" not in self.recs.columns:
             return {}
         gate = gate_by_model(self.models if has(self.models, "passed_gate") else None, self.models_why)
-        out = {}
-        for model in sorted(self.recs["gpu_model"].unique().to_list()):
-            verdict = gate.get(model, gate.get("*", f"no power model was fitted for {model} on {self.day}"))
-            if verdict is not None:
-                out[model] = verdict
-        return out
+        whys = {model: exclusion_reason(gate, model, self.day) for model in sorted(self.recs["gpu_model"].unique().to_list())}
+        return {model: why for model, why in whys.items() if why is not None}
 
     def changing_recommendations(self) -> pl.DataFrame | None:
         """Recommendations that change something (a cap below the default, or a locked clock
@@ -139,13 +135,13 @@ class ReportData:
             return None
         recs = self.recs
         change = pl.lit(False)
-        columns = {"power_limit_w", "default_limit_w"} <= set(recs.columns)
-        if columns:  # a row with no limit (NULL: none recommended) changes nothing
+        has_limits = {"power_limit_w", "default_limit_w"} <= set(recs.columns)
+        if has_limits:  # a row with no limit (NULL: none recommended) changes nothing
             change = change | (pl.col("power_limit_w") < pl.col("default_limit_w")).fill_null(False)
         for col in ("locked_sm_clock_min_mhz", "locked_sm_clock_max_mhz"):
             if col in recs.columns:
                 change = change | pl.col(col).is_not_null()
-        if not columns:
+        if not has_limits:
             change = pl.lit(True)  # an older relation without defaults: every row is a setting to apply
         recs = recs.filter(change)
         held = self.held_back_models()

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 
 import duckdb
 
+from models.activity import create_activity_view
 from models.power import JOBS_RELATIONS, load_fit, quoted_relation
 from models.sql import load_sql
 from warehouse.day_tables import replace_day_rows
@@ -74,6 +75,7 @@ def predict_job_energy(con: duckdb.DuckDBPyConnection, day: dt.date, job_ids: Se
     if time_scale <= 0:
         raise ValueError(f"time_scale={time_scale}: expected a positive ratio of run times")
     _prepare(con, day, to_models)
+    create_activity_view(con)
     cursor = con.execute(load_sql("job_energy_prediction"), {
         "day": day, "job_ids": list(job_ids), "max_interval_s": MAX_SAMPLE_INTERVAL_S, "time_scale": time_scale})
     names = [d[0] for d in cursor.description]

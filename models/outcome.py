@@ -31,6 +31,7 @@ from dataclasses import dataclass
 import duckdb
 import numpy as np
 
+from models.activity import create_activity_view
 from models.outcome_matched import (log_ratio, matched_differences, matched_rows, pooled_row, records,
                                     saving_interval, split_by_side, treated_gpu_row)
 from models.sql import load_sql
@@ -230,6 +231,7 @@ def measure_outcomes(con: duckdb.DuckDBPyConnection, day: dt.date, *, lookback_d
     else:
         con.execute(EMPTY_JOBS)
     panel: dict[str, list[dict]] = defaultdict(list)
+    create_activity_view(con)
     for r in records(con.execute(load_sql("outcome_gpu_day"), {"first_day": first, "day": day})):
         panel[r["gpu_uuid"]].append(r)
     changes = find_changes(panel, day, lookback_days=lookback_days, max_after_days=max_after_days)

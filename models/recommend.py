@@ -58,6 +58,7 @@ import numpy as np
 import pyarrow as pa
 
 from collectors.settings import RecommendSettings
+from models.activity import create_activity_view
 from models.caps import MIN_CLOCK_RATIO, WorkloadProfile
 from models.power import coefficients_of, load_fit, quoted_relation
 from models.recommend_mix import activity_bins, score_clocks, score_limits
@@ -270,10 +271,8 @@ def recommend_day(con: duckdb.DuckDBPyConnection, day: dt.date, settings: Recomm
     price defaults to DEFAULT_PRICE_USD_PER_KWH, grid intensity to 0 (carbon then costs nothing)."""
     price = DEFAULT_PRICE_USD_PER_KWH if price_usd_per_kwh is None else price_usd_per_kwh
     intensity = DEFAULT_CARBON_GCO2E_PER_KWH if carbon_gco2e_per_kwh is None else carbon_gco2e_per_kwh
-    quoted = quoted_relation(samples_relation)
-    if not relation_exists(con, samples_relation):
-        raise ValueError(f"samples relation {samples_relation!r} does not exist in the warehouse")
-    con.execute(f"CREATE OR REPLACE TEMP VIEW reco_input_samples AS SELECT * FROM {quoted}")
+    activity = create_activity_view(con, samples_relation)
+    con.execute(f"CREATE OR REPLACE TEMP VIEW reco_input_samples AS SELECT * FROM {activity}")
     profiles = _records(con.execute(load_sql("recommend_gpu_profile"), {"day": day}))
     classes: dict[str, str] = {}
     job_groups: list[list[str]] = []

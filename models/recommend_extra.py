@@ -24,6 +24,7 @@ from collections import defaultdict
 import duckdb
 import numpy as np
 
+from models.activity import create_activity_view
 from models.power import load_fit
 from models.sql import load_sql
 from warehouse.db import relation_exists
@@ -102,8 +103,7 @@ def recommend_extras(con: duckdb.DuckDBPyConnection, day: dt.date) -> int:
     """Write `day`'s rows of fct_recommendation_extra (delete-then-insert); returns the rows written.
 
     Needs stg_gpu_samples for `day`; thermal placement also fct_thermal_gpu (models.thermal)."""
-    if not relation_exists(con, "stg_gpu_samples"):
-        raise ValueError(f"relation 'stg_gpu_samples' is missing; build the warehouse day {day} first")
+    create_activity_view(con)
     gpus = _records(con.execute(load_sql("extra_gpu_day"), {"day": day}))
     minutes = _records(con.execute(load_sql("extra_activity_minutely"), {"day": day}))
     rows = [r | {"kind": "consolidation"} for r in consolidation(gpus, minutes)]

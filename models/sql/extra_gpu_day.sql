@@ -1,12 +1,13 @@
 -- extra_gpu_day: what each GPU did on $day, for consolidation and thermal placement.
--- grain: one row per gpu_uuid with clean readings on $day (stg_gpu_samples).
+-- grain: one row per gpu_uuid with clean readings on $day (gpu_activity_samples: one stream per GPU).
 -- columns: host, gpu_uuid, gpu_model [text]; mean_activity_ratio [0..1] over the day (SM active,
---   else utilisation); busy_hours [h] with activity above 5%; busy_power_w [W] mean power when busy;
+--   else utilisation: the stream's activity_kind); busy_hours [h] with activity above 5%;
+--   busy_power_w [W] mean power when busy;
 --   idle_power_w [W] median power when not busy (NULL: never idle)
 WITH day_rows AS (
     SELECT host, gpu_uuid, gpu_model, sampled_at, CAST(power_w AS DOUBLE) AS power_w,
-           coalesce(CAST(sm_active_ratio AS DOUBLE), util_gpu_pct / 100.0) AS activity
-    FROM stg_gpu_samples
+           activity_ratio AS activity
+    FROM gpu_activity_samples
     WHERE day = $day::DATE
 ),
 span AS (

@@ -1,13 +1,13 @@
 -- job_energy_prediction: each chosen job's measured energy on the GPU model it ran on, and the energy
 -- every target GPU model's fitted power model predicts for the same activity profile.
 -- Grain: job_id x to_gpu_model (a job on several GPUs is summed over them).
--- Inputs: job_energy_input_jobs (temp view over the jobs relation), stg_gpu_samples,
+-- Inputs: job_energy_input_jobs (temp view over the jobs relation), gpu_activity_samples (one
+--   activity stream per GPU: its readings are paired in time order without another stream's),
 --   job_energy_targets (temp table, one row per target model: coefficients of fct_power_model and
 --   power_limit_w, the target's limit in W).
 -- Parameters: $day DATE, $job_ids VARCHAR[], $max_interval_s DOUBLE (s one sample may stand for),
 --   $time_scale DOUBLE (target run time / source run time; 1 = the same profile for the same time).
--- Per sample of the job: activity (sm_active_ratio, else util_gpu_pct/100), memory (dram_active_ratio,
---   else util_mem_pct/100), PCIe GB/s, clock ratio (sm_clock / highest SM clock the source model
+-- Per sample of the job: activity and memory (the stream's activity_ratio and memory_ratio), PCIe GB/s, clock ratio (sm_clock / highest SM clock the source model
 --   showed that day; 1 where not read) and chip temperature are taken as the job's profile; the
 --   target's power is min(model power at the same activity, clock ratio and temperature, its limit).
 --   Steady state: the decay after work stops (activity_hold_s) is not applied.
@@ -25,15 +25,15 @@ day_samples AS (
         least(coalesce(epoch(lead(s.sampled_at) OVER (PARTITION BY s.gpu_uuid ORDER BY s.sampled_at))
                        - epoch(s.sampled_at), 0.0), $max_interval_s) AS interval_s,
         max(s.sm_clock_mhz) OVER (PARTITION BY s.gpu_model) AS f_max_mhz
-    FROM stg_gpu_samples AS s
+    FROM gpu_activity_samples AS s
     WHERE s.day = $day AND s.gpu_uuid IN (SELECT gpu_uuid FROM chosen) AND s.power_w IS NOT NULL
 ),
 job_samples AS (
     SELECT
         c.job_id, s.gpu_uuid, s.gpu_model, s.interval_s,
         CAST(s.power_w AS DOUBLE) AS power_w,
-        coalesce(CAST(s.sm_active_ratio AS DOUBLE), s.util_gpu_pct / 100.0, 0.0) AS activity_ratio,
-        coalesce(CAST(s.dram_active_ratio AS DOUBLE), s.util_mem_pct / 100.0, 0.0) AS memory_ratio,
+        coalesce(s.activity_ratio, 0.0) AS activity_ratio,
+        coalesce(s.memory_ratio, 0.0) AS memory_ratio,
         coalesce((s.pcie_tx_bytes_per_s + coalesce(s.pcie_rx_bytes_per_s, 0)) / 1e9, 0.0) AS pcie_gbps,
         coalesce(s.sm_clock_mhz / nullif(s.f_max_mhz, 0), 1.0) AS clock_ratio,
         coalesce(CAST(s.temp_c AS DOUBLE), 25.0) - 25.0 AS temp_delta_c

@@ -1,6 +1,6 @@
 -- outcome_gpu_day: each GPU's day as the before/after comparison of models.outcome sees it.
 -- grain: one row per (gpu_uuid, day) for days $first_day..$day with clean readings.
--- inputs: stg_gpu_samples, fct_gpu_energy_hourly, fct_job_efficiency (when it exists: else an
+-- inputs: gpu_activity_samples (one activity stream per GPU and day), fct_gpu_energy_hourly, fct_job_efficiency (when it exists: else an
 --   empty stand-in, outcome_input_jobs).
 -- columns:
 --   gpu_uuid, host, gpu_model [text]; day [DATE]
@@ -15,9 +15,9 @@ WITH samples AS (
     SELECT gpu_uuid, day, any_value(host) AS host, any_value(gpu_model) AS gpu_model,
            mode(CAST(power_limit_w AS DOUBLE)) AS power_limit_w,
            count(DISTINCT power_limit_w) AS n_power_limits,
-           avg(CASE WHEN coalesce(CAST(sm_active_ratio AS DOUBLE), util_gpu_pct / 100.0) > 0.05 THEN 1.0 ELSE 0.0 END)
+           avg(CASE WHEN activity_ratio > 0.05 THEN 1.0 ELSE 0.0 END)
                * (epoch(max(sampled_at)) - epoch(min(sampled_at))) / 3600.0 AS active_hours
-    FROM stg_gpu_samples
+    FROM gpu_activity_samples
     WHERE day BETWEEN $first_day::DATE AND $day::DATE
     GROUP BY gpu_uuid, day
 ),

@@ -1,20 +1,19 @@
 -- power_interval_profiles: the typical busy operating point of each GPU model per workload bottleneck, one day.
 -- Grain: gpu_model x bottleneck ('compute-bound' | 'memory-bound' | 'communication-bound': the busiest
 --   of SM activity, DRAM activity and PCIe traffic / $pcie_link_gbps in each busy sample).
--- Input: stg_gpu_samples rows of $day with activity above 5% (busy).
+-- Input: gpu_activity_samples (one activity stream per GPU) rows of $day with activity above 5% (busy).
 -- Columns: gpu_model, bottleneck, n_samples, busy_share (0..1 of the model's busy samples),
---   activity_ratio, memory_ratio (0..1 means; DCGM ratios where read, else NVML util / 100),
+--   activity_ratio, memory_ratio (0..1 means; DCGM ratios where the stream reads them, else util / 100),
 --   pcie_gbps (GB/s mean, tx + rx), temp_c (C mean), max_power_limit_w (W).
 WITH busy AS (
     SELECT
         gpu_model,
-        coalesce(CAST(sm_active_ratio AS DOUBLE), util_gpu_pct / 100.0) AS activity_ratio,
-        coalesce(CAST(dram_active_ratio AS DOUBLE), util_mem_pct / 100.0, 0.0) AS memory_ratio,
+        activity_ratio,
+        coalesce(memory_ratio, 0.0) AS memory_ratio,
         coalesce((pcie_tx_bytes_per_s + coalesce(pcie_rx_bytes_per_s, 0)) / 1e9, 0.0) AS pcie_gbps,
         temp_c, power_limit_w
-    FROM stg_gpu_samples
-    WHERE day = $day AND power_w IS NOT NULL
-      AND coalesce(CAST(sm_active_ratio AS DOUBLE), util_gpu_pct / 100.0) > 0.05
+    FROM gpu_activity_samples
+    WHERE day = $day AND power_w IS NOT NULL AND activity_ratio > 0.05
 ),
 classified AS (
     SELECT

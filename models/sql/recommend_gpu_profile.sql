@@ -1,5 +1,6 @@
 -- recommend_gpu_profile: what each GPU did on one day, for choosing its power limit.
--- Grain: gpu_uuid, rows of `reco_input_samples` (temp view over stg_gpu_samples) with day = $day.
+-- Grain: gpu_uuid, rows of `reco_input_samples` (temp view over gpu_activity_samples: one activity
+--   stream per GPU and day) with day = $day.
 -- Columns: host, gpu_uuid, gpu_model, n_samples, busy_ratio (0..1, share of samples with activity
 --   above 5%), busy_hours (h: busy_ratio x the hours the day's samples cover),
 --   activity_ratio, activity_deciles (0..1, list of the mean activity of each tenth of the busy
@@ -15,7 +16,7 @@
 -- samples are split pro rata). Tenths are sized as ntile(10) sizes them (the first n % 10 hold one
 -- more); a GPU with fewer than 10 busy samples gets no tenths.
 WITH day_rows AS NOT MATERIALIZED (
-    SELECT *, coalesce(CAST(sm_active_ratio AS DOUBLE), util_gpu_pct / 100.0) AS activity
+    SELECT *, activity_ratio AS activity
     FROM reco_input_samples
     WHERE day = $day AND power_w IS NOT NULL
 ),

@@ -1,11 +1,12 @@
 -- sensitivity_energy_gpu_stats: per-GPU sufficient statistics of the log-log regression of hourly
 -- GPU energy on hourly activity and memory activity, for one day.
 -- Grain: gpu_uuid (with its gpu_model), busy GPU-hours of $day only.
--- Inputs: fct_gpu_energy_hourly (energy_kwh, coverage_ratio), stg_gpu_samples (activity per sample).
+-- Inputs: fct_gpu_energy_hourly (energy_kwh, coverage_ratio), gpu_activity_samples (activity per
+--   sample of the GPU's one activity stream).
 -- Model (per GPU-hour h): ln(energy_kwh) = a_model + e_util*ln(activity) + e_dram*ln(memory) + error:
 --   e_util, e_dram are the elasticities of energy to utilisation and to memory bandwidth.
---   activity: sm_active_ratio where read (DCGM), else util_gpu_pct/100 (NVML), hourly mean (0..1);
---   memory: dram_active_ratio where read, else util_mem_pct/100, hourly mean (0..1).
+--   activity: the stream's activity_ratio (SM activity, else utilisation), hourly mean (0..1);
+--   memory: its memory_ratio (DRAM activity, else memory utilisation), hourly mean (0..1).
 -- Hours kept: coverage_ratio >= $min_coverage_ratio, energy > 0, activity and memory >= $min_activity_ratio
 --   (an idle hour's log activity says nothing about a working one and ln 0 is undefined).
 -- Columns: gpu_uuid, gpu_model, n (hours), s_1 = sum(x1), s_2 = sum(x2), s_y = sum(y), s_11, s_12,
@@ -15,9 +16,9 @@ WITH hourly_activity AS (
     SELECT
         gpu_uuid,
         date_trunc('hour', sampled_at) AS hour_at,
-        avg(coalesce(CAST(sm_active_ratio AS DOUBLE), util_gpu_pct / 100.0)) AS activity_ratio,
-        avg(coalesce(CAST(dram_active_ratio AS DOUBLE), util_mem_pct / 100.0)) AS memory_ratio
-    FROM stg_gpu_samples
+        avg(activity_ratio) AS activity_ratio,
+        avg(memory_ratio) AS memory_ratio
+    FROM gpu_activity_samples
     WHERE day = $day
     GROUP BY gpu_uuid, date_trunc('hour', sampled_at)
 ),

@@ -6,7 +6,7 @@
 --   locked_clock_mhz_deciles (MHz, mean SM clock of those samples; NULL when none).
 WITH busy AS (
     SELECT gpu_uuid, sampled_at, sm_clock_mhz,
-           coalesce(CAST(sm_active_ratio AS DOUBLE), util_gpu_pct / 100.0) AS activity,
+           activity_ratio AS activity,
            coalesce((clock_event_reasons & 2) <> 0, false) AND sm_clock_mhz IS NOT NULL AS clock_locked
     FROM reco_input_samples
     WHERE day = $day AND power_w IS NOT NULL

@@ -1,0 +1,112 @@
+"""One activity stream per GPU and day (models/sql/gpu_activity_samples.sql): a GPU read by NVML
+every second and by DCGM through Prometheus every 15 s (the README's node setup) has its activity
+taken from one of them, in one measure, never a row-by-row mix of the two."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import duckdb
+import pyarrow as pa
+import pytest
+
+from models.activity import create_activity_view
+from models.sql import load_sql
+
+DAY = dt.date(2026, 3, 2)
+START = dt.datetime(2026, 3, 2, tzinfo=dt.timezone.utc)
+MODEL = "NVIDIA H100 80GB HBM3"
+
+
+def _stream(uuid: str, source: str, every_s: int, *, util_pct: float | None, sm_active: float | None,
+            seconds: int = 3600, model: str = MODEL) -> list[dict]:
+    return [{"day": DAY, "host": "node-01", "gpu_uuid": uuid, "gpu_model": model, "source": source,
+             "sampled_at": START + dt.timedelta(seconds=t), "power_w": 300.0,
+             "util_gpu_pct": util_pct, "sm_active_ratio": sm_active,
+             "util_mem_pct": None if util_pct is None else 40.0,
+             "dram_active_ratio": None if sm_active is None else 0.2, "temp_c": 60.0, "power_limit_w": 700.0,
+             "pcie_tx_bytes_per_s": 0, "pcie_rx_bytes_per_s": 0, "sm_clock_mhz": 1980, "clock_event_reasons": 0}
+            for t in range(0, seconds, every_s)]
+
+
+def _con(*streams: list[dict]) -> duckdb.DuckDBPyConnection:
+    con = duckdb.connect()
+    schema = pa.schema([("day", pa.date32()), ("host", pa.string()), ("gpu_uuid", pa.string()),
+                        ("gpu_model", pa.string()), ("source", pa.string()), ("sampled_at", pa.timestamp("us", "UTC")),
+                        ("power_w", pa.float32()), ("util_gpu_pct", pa.float32()), ("sm_active_ratio", pa.float32()),
+                        ("util_mem_pct", pa.float32()), ("dram_active_ratio", pa.float32()), ("temp_c", pa.float32()),
+                        ("power_limit_w", pa.float32()), ("pcie_tx_bytes_per_s", pa.int64()),
+                        ("pcie_rx_bytes_per_s", pa.int64()), ("sm_clock_mhz", pa.int32()),
+                        ("clock_event_reasons", pa.int64())])
+    con.register("rows", pa.Table.from_pylist([r for s in streams for r in s], schema))
+    con.execute("CREATE TABLE stg_gpu_samples AS SELECT * FROM rows")
+    create_activity_view(con)
+    return con
+
+
+def _chosen(con) -> dict[str, tuple]:
+    return {u: (src, kind, n, act) for u, src, kind, n, act in con.execute(
+        "SELECT gpu_uuid, any_value(source), any_value(activity_kind), count(*), avg(activity_ratio) "
+        "FROM gpu_activity_samples GROUP BY gpu_uuid").fetchall()}
+
+
+def test_nvml_every_second_and_dcgm_every_15_s_give_nvml_utilisation_alone():
+    # NVML: a kernel ran all the time (90%); DCGM: 40% of the SMs busy. The model's readings carry SM
+    # activity on 1/16 of them, so the power fit uses utilisation; so do the models, from NVML alone.
+    con = _con(_stream("GPU-a", "nvml", 1, util_pct=90.0, sm_active=None),
+               _stream("GPU-a", "dcgm", 15, util_pct=90.0, sm_active=0.4))
+    source, kind, n, activity = _chosen(con)["GPU-a"]
+    assert (source, kind, n) == ("nvml", "util_gpu", 3600)
+    assert activity == pytest.approx(0.9)  # the row-by-row coalesce gave (3600 x 0.9 + 240 x 0.4) / 3840 = 0.869
+
+
+def test_dcgm_read_every_second_gives_sm_activity_from_dcgm_alone():
+    con = _con(_stream("GPU-a", "dcgm", 1, util_pct=90.0, sm_active=0.4),
+               _stream("GPU-a", "nvml", 10, util_pct=90.0, sm_active=None))
+    source, kind, n, activity = _chosen(con)["GPU-a"]
+    assert (source, kind, n) == ("dcgm", "sm_active", 3600)
+    assert activity == pytest.approx(0.4)
+    memory = con.execute("SELECT DISTINCT memory_ratio FROM gpu_activity_samples").fetchall()
+    assert memory == [(pytest.approx(0.2),)]  # DRAM activity with SM activity, never NVML's memory utilisation
+
+
+def test_a_gpu_without_dcgm_in_a_fleet_that_has_it_keeps_its_utilisation():
+    # Most of the model's readings carry SM activity, but GPU-b is read by NVML only: its activity
+    # is its utilisation, not NULL (which would make it look idle).
+    con = _con(_stream("GPU-a", "dcgm", 1, util_pct=80.0, sm_active=0.5),
+               _stream("GPU-b", "nvml", 1, util_pct=70.0, sm_active=None, seconds=600))
+    chosen = _chosen(con)
+    assert chosen["GPU-a"][:2] == ("dcgm", "sm_active") and chosen["GPU-a"][3] == pytest.approx(0.5)
+    assert chosen["GPU-b"][:2] == ("nvml", "util_gpu") and chosen["GPU-b"][3] == pytest.approx(0.7)
+
+
+def test_busy_hours_and_mean_activity_count_the_gpus_time_once():
+    # NVML: busy (util 90%) the whole hour; DCGM at 15 s: sm_active 0.03 (a kernel on a few SMs),
+    # under the 5% busy threshold. Mixed row by row, 240 of 3840 rows looked idle: busy 0.94 h.
+    con = _con(_stream("GPU-a", "nvml", 1, util_pct=90.0, sm_active=None),
+               _stream("GPU-a", "dcgm", 15, util_pct=90.0, sm_active=0.03))
+    (busy_hours, mean_activity), = con.execute(
+        f"SELECT busy_hours, mean_activity_ratio FROM ({load_sql('extra_gpu_day')})", {"day": DAY}).fetchall()
+    assert busy_hours == pytest.approx(3599 / 3600)  # the readings span 0..3599 s
+    assert mean_activity == pytest.approx(0.9)
+    con.execute("CREATE TEMP VIEW reco_input_samples AS SELECT * FROM gpu_activity_samples")
+    profile = con.execute(load_sql("recommend_gpu_profile"), {"day": DAY}).fetchall()
+    names = [d[0] for d in con.description]
+    row = dict(zip(names, profile[0]))
+    assert row["n_samples"] == 3600 and row["busy_ratio"] == 1.0
+    assert row["activity_deciles"] == pytest.approx([0.9] * 10)
+
+
+def test_a_relation_without_source_or_dcgm_columns_is_read_as_one_stream():
+    con = duckdb.connect()
+    con.execute("CREATE TABLE imported AS SELECT DATE '2026-03-02' AS day, 'GPU-a' AS gpu_uuid, "
+                "TIMESTAMPTZ '2026-03-02 00:00:00+00' + to_seconds(i) AS sampled_at, 250.0 AS power_w, "
+                "CAST(i % 100 AS FLOAT) AS util_gpu_pct FROM range(100) AS t(i)")
+    create_activity_view(con, "imported")
+    assert con.execute("SELECT count(*), avg(activity_ratio), any_value(activity_kind) "
+                       "FROM gpu_activity_samples").fetchone() == (100, pytest.approx(0.495), "util_gpu")
+
+
+def test_a_missing_relation_is_a_clear_error():
+    with pytest.raises(ValueError, match="'stg_gpu_samples' is missing"):
+        create_activity_view(duckdb.connect())

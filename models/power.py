@@ -94,26 +94,43 @@ def _input_view(con: duckdb.DuckDBPyConnection, samples_relation: str) -> None:
     con.execute(load_sql("power_dynamic_ratio"))
 
 
-def _ensure_suffstats_table(con: duckdb.DuckDBPyConnection) -> None:
+def _build_ids_view(con: duckdb.DuckDBPyConnection, samples_relation: str) -> None:
+    """Temp view power_sums_build_ids (day, build_id): the warehouse build of each day's samples,
+    where the warehouse records it (stg_gpu_samples); empty for any other relation."""
+    if samples_relation == "stg_gpu_samples" and relation_exists(con, "fct_warehouse_build_daily"):
+        body = "SELECT day, build_id FROM fct_warehouse_build_daily"
+    else:
+        body = "SELECT CAST(NULL AS DATE) AS day, CAST(NULL AS UUID) AS build_id WHERE false"
+    con.execute(f"CREATE OR REPLACE TEMP VIEW power_sums_build_ids AS {body}")
+
+
+def _ensure_suffstats_table(con: duckdb.DuckDBPyConnection, samples_relation: str) -> None:
+    _build_ids_view(con, samples_relation)
     con.execute("CREATE TABLE IF NOT EXISTS fct_power_fit_sums_hourly AS SELECT * FROM ("
                 + load_sql("fct_power_fit_sums_hourly") + ") WHERE false", {"days": [], "source": ""})
+    # Tables stored before builds were recorded: NULL ids, so each day is summed once more.
+    con.execute("ALTER TABLE fct_power_fit_sums_hourly ADD COLUMN IF NOT EXISTS samples_build_id UUID")
 
 
 def update_suffstats(con: duckdb.DuckDBPyConnection, day: dt.date, settings: ModelSettings,
                      samples_relation: str = "stg_gpu_samples") -> list[dt.date]:
     """Store `day`'s sufficient statistics in fct_power_fit_sums_hourly, and those of any day of its
-    window whose stored row count no longer matches the samples (never computed, or rebuilt since).
+    window whose stored sums no longer match the samples: never computed, rebuilt by the warehouse
+    since (its build id changed), or, for a relation the warehouse does not build, a changed row count.
     Returns the days (re)computed. One scan of those days' samples; a day already stored costs a count."""
     _input_view(con, samples_relation)
-    _ensure_suffstats_table(con)
+    _ensure_suffstats_table(con, samples_relation)
     first = day - dt.timedelta(days=settings.history_days - 1)
     counts = dict(con.execute(
         "SELECT day, count(*) FROM power_input_samples WHERE day BETWEEN ? AND ? AND power_w IS NOT NULL "
         "AND gpu_model IS NOT NULL GROUP BY day", [first, day]).fetchall())
-    stored = dict(con.execute(
-        "SELECT day, sum(n_rows) FROM fct_power_fit_sums_hourly WHERE source_relation = ? "
-        "AND day BETWEEN ? AND ? GROUP BY day", [samples_relation, first, day]).fetchall())
-    days = sorted({d for d in counts.keys() | stored.keys() if counts.get(d, 0) != stored.get(d, 0)} | {day})
+    builds = dict(con.execute("SELECT day, build_id FROM power_sums_build_ids WHERE day BETWEEN ? AND ?",
+                              [first, day]).fetchall())
+    stored = {d: (n, build) for d, n, build in con.execute(
+        "SELECT day, sum(n_rows), any_value(samples_build_id) FROM fct_power_fit_sums_hourly "
+        "WHERE source_relation = ? AND day BETWEEN ? AND ? GROUP BY day", [samples_relation, first, day]).fetchall()}
+    days = sorted({d for d in counts.keys() | stored.keys()
+                   if (counts.get(d, 0), builds.get(d)) != stored.get(d, (0, None))} | {day})
     con.execute("BEGIN TRANSACTION")
     try:
         con.execute("DELETE FROM fct_power_fit_sums_hourly WHERE source_relation = ? AND list_contains(?, day)",
@@ -152,7 +169,7 @@ def build_power_features(con: duckdb.DuckDBPyConnection, day: dt.date, settings:
     `power_features` (every sample) for the window ending on `day`, from the samples alone: the
     reference path (other engines mirror it); fit_day reads stored statistics instead."""
     _input_view(con, samples_relation)
-    _ensure_suffstats_table(con)
+    _ensure_suffstats_table(con, samples_relation)
     con.execute("CREATE OR REPLACE TEMP TABLE power_feature_choice AS " + load_sql("power_feature_choice"),
                 {"day": day, "history_days": settings.history_days, "holdout_fraction": settings.holdout_fraction,
                  "holdout_max_days": settings.holdout_max_days})

@@ -7,9 +7,12 @@
 -- where that choice equals its window's (else it re-reads that day's samples). Sums cover rows not
 -- power limited and with every feature but the clock present (the clock is the group key, so the
 -- fit scales them by (sm_clock_mhz / f_max_mhz)^alpha for any window's f_max and any alpha).
--- Written by models.power.fit_day (delete-then-insert per day). Parameters: $days DATE[], $source VARCHAR.
+-- Written by models.power.fit_day (delete-then-insert per day). Parameters: $days DATE[], $source VARCHAR;
+-- power_sums_build_ids (temp view: day, build_id) names the warehouse build of each day's rows.
 -- columns:
 --   source_relation [text] the samples relation the statistics were computed from
+--   samples_build_id [UUID] fct_warehouse_build_daily.build_id of the rows summed: a day rebuilt since
+--     is summed again, even with as many rows (NULL: a relation the warehouse build does not record)
 --   day [DATE] UTC day
 --   hour_at [TIMESTAMPTZ, UTC] start of the hour
 --   gpu_model [text] NVML name
@@ -112,7 +115,9 @@ masked AS (
     FROM usable
 )
 SELECT
-    CAST($source AS VARCHAR) AS source_relation, day, hour_at, gpu_model, CAST(sm_clock_mhz AS DOUBLE) AS sm_clock_mhz,
+    CAST($source AS VARCHAR) AS source_relation,
+    (SELECT any_value(b.build_id) FROM power_sums_build_ids AS b WHERE b.day = masked.day) AS samples_build_id,
+    day, hour_at, gpu_model, CAST(sm_clock_mhz AS DOUBLE) AS sm_clock_mhz,
     any_value(feature_set) AS feature_set, bool_and(has_activity) AS has_activity, bool_and(has_temp) AS has_temp,
     bool_and(has_memory) AS has_memory, bool_and(has_pcie) AS has_pcie,
     count(*) AS n_rows, count(sm_active_ratio) AS n_sm_active, count(dram_active_ratio) AS n_dram_active,

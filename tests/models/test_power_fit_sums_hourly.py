@@ -11,11 +11,17 @@ import dataclasses
 import datetime as dt
 
 import duckdb
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
 import pytest
 
-from collectors.settings import ModelSettings
+from collectors.settings import ModelSettings, WarehouseSettings
+from collectors.sim import simulate_fleet
 from models.coefficients import best_shape, coefficients_from
-from models.power import build_power_features, fit_day, suffstats_rows
+from models.power import build_power_features, fit_day, suffstats_rows, update_suffstats
+from warehouse.build import build_day
+from warehouse.db import connect
 from models.sql import load_sql
 from power_synthetic import TruePower, load_samples, synthetic_samples
 
@@ -83,6 +89,40 @@ def test_a_rebuilt_day_is_summed_again():
     load_samples(con, _day_samples(0, truth=hotter, seed=7)[0].slice(0, 2000))
     last = (FIRST + dt.timedelta(days=DAYS - 1)).date()
     _assert_same(fit_day(con, last, SETTINGS), _reference(con, last, SETTINGS))
+
+
+def test_a_day_the_warehouse_rebuilt_with_as_many_rows_is_summed_again(tmp_path):
+    """The lake's readings of day 1 are corrected in place (power 10% higher, not one row more or
+    less) and the day rebuilt: the window's next fit must sum day 1 again, not keep its old sums."""
+    first = dt.date(2026, 3, 1)
+    summary = simulate_fleet(tmp_path / "lake", gpus=2, days=2, start=first, seed=3, interval_s=60)
+    con = connect(tmp_path / "w.duckdb", tmp_path / "lake")
+    settings = WarehouseSettings(inventory_path=str(summary.inventory_path))
+    now = dt.datetime(2026, 3, 5, tzinfo=dt.timezone.utc)
+    for day in (first, first + dt.timedelta(days=1)):
+        build_day(con, day, settings, now=now)
+    window = dataclasses.replace(SETTINGS, history_days=2)
+    assert update_suffstats(con, first + dt.timedelta(days=1), window) == [first, first + dt.timedelta(days=1)]
+    assert update_suffstats(con, first + dt.timedelta(days=1), window) == [first + dt.timedelta(days=1)]
+    before = con.execute("SELECT sum(sy), sum(n_rows) FROM fct_power_fit_sums_hourly WHERE day = ?", [first]).fetchone()
+
+    for path in (tmp_path / "lake" / "gpu_samples").rglob("*.parquet"):
+        table = pq.read_table(path)
+        day_rows = pc.equal(pc.cast(table["sampled_at"], "date32"), pa.scalar(first, pa.date32()))
+        power = pc.if_else(day_rows, pc.multiply(table["power_w"], pa.scalar(1.1, pa.float32())), table["power_w"])
+        pq.write_table(table.set_column(table.schema.get_field_index("power_w"), "power_w", power), path)
+    build_day(con, first, settings, now=now)
+
+    assert update_suffstats(con, first + dt.timedelta(days=1), window) == [first, first + dt.timedelta(days=1)]
+    after = con.execute("SELECT sum(sy), sum(n_rows) FROM fct_power_fit_sums_hourly WHERE day = ?", [first]).fetchone()
+    fresh = con.execute(f"SELECT sum(sy), sum(n_rows) FROM ({load_sql('fct_power_fit_sums_hourly')})",
+                        {"days": [first], "source": "stg_gpu_samples"}).fetchone()
+    # Less than 1.1x: readings pushed to the cap leave the fit's sums.
+    assert after[1] == before[1] and after[0] != pytest.approx(before[0], rel=1e-3)
+    assert after[0] == pytest.approx(fresh[0], rel=1e-12) and after[1] == fresh[1]
+    (build_id,), = con.execute("SELECT build_id FROM fct_warehouse_build_daily WHERE day = ?", [first]).fetchall()
+    assert con.execute("SELECT DISTINCT samples_build_id FROM fct_power_fit_sums_hourly WHERE day = ?",
+                       [first]).fetchall() == [(build_id,)]
 
 
 def test_held_out_time_is_the_last_share_of_the_window_but_at_most_holdout_max_days():

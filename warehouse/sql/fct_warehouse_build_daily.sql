@@ -1,0 +1,18 @@
+-- fct_warehouse_build_daily: when each day was last built, and what the build kept.
+-- kind: day
+-- grain: one row per day built (replaced by every build of that day)
+-- columns:
+--   day [DATE] UTC day built
+--   build_id [UUID] new at every build: a table computed from this day's rows (the power fit's
+--     stored sums) stores it, and is recomputed when it no longer matches
+--   built_at [TIMESTAMPTZ, UTC] when the build's transaction began
+--   reference_at [TIMESTAMPTZ, UTC] the build's "now" for the future-timestamp rule
+--   n_clean_gpu_samples [count] rows of stg_gpu_samples for the day
+--   n_quarantined_gpu_samples [count] rows of quarantine_gpu_samples for the day
+SELECT
+    $day::DATE AS day,
+    gen_random_uuid() AS build_id,
+    now() AS built_at,
+    $now::TIMESTAMPTZ AS reference_at,
+    (SELECT count(*) FROM stg_gpu_samples WHERE day = $day::DATE) AS n_clean_gpu_samples,
+    (SELECT count(*) FROM quarantine_gpu_samples WHERE day = $day::DATE) AS n_quarantined_gpu_samples

@@ -371,15 +371,16 @@ def _rollback_one(nvml: Any, uuid: str, handle: Any, reason: str) -> GpuOutcome:
 def rollback(
     *, host: str | None = None, nvml: Any = None, lake: str | Path | None = None, now: dt.datetime | None = None,
     reason: str = "config expired or revoked", gpu_uuids: list[str] | None = None, config_sha256: str | None = None,
+    keep: frozenset[str] = frozenset(),
 ) -> ApplyResult:
-    """Return GPUs (all of this node's, or `gpu_uuids`) to their default power limit and unlock
-    their SM clocks. Audited as 'rollback' (or 'unchanged' where already at the default)."""
+    """Return GPUs (all of this node's but those in `keep`, or `gpu_uuids`) to their default power
+    limit and unlock their SM clocks. Audited as 'rollback' (or 'unchanged' where already at the default)."""
     host = host or socket.gethostname()
     now = now or _utc_now()
 
     def work(n: Any) -> list[GpuOutcome]:
         handles = gpus_by_uuid(n)
-        wanted = sorted(handles) if gpu_uuids is None else gpu_uuids
+        wanted = sorted(u for u in handles if u not in keep) if gpu_uuids is None else gpu_uuids
         return [
             _rollback_one(n, u, handles[u], reason) if u in handles
             else GpuOutcome(u, "refuse", f"no GPU with UUID {u} on this host; nothing to roll back")

@@ -61,8 +61,9 @@ class AgentState:
     in_force_until: dt.datetime | None = None
     in_force_gpus: frozenset[str] = frozenset()  # the GPUs the config in force set (applied or unchanged)
     # The state lives in memory: after a restart the agent does not know what it left on the GPUs.
-    # The first poll that finds no valid config (none published, or expired) returns them to their
-    # defaults once, so a cap cannot outlive its config by way of a restart.
+    # So the first poll that finds no valid config (none published, or expired) returns them all to
+    # their defaults, and the first config applied returns those it does not list: a cap cannot
+    # outlive its config by way of a restart.
     defaults_ensured: bool = False
 
 
@@ -144,6 +145,13 @@ def _release_dropped(state: AgentState, result: ApplyResult, host: str, nvml: An
     dropped = sorted(state.in_force_gpus - listed)
     state.in_force_gpus = frozenset(o.gpu_uuid for o in result.outcomes
                                     if o.gpu_uuid and o.action in ("apply", "unchanged"))
+    if not state.defaults_ensured:
+        # The first config since the agent started: what it left before a restart is unknown, so
+        # every GPU the config does not list goes back to its default ('unchanged' where it is).
+        back = rollback(host=host, nvml=nvml, lake=lake, now=now, keep=frozenset(listed),
+                        config_sha256=result.config_sha256,
+                        reason="not in the first config since the agent started: back to the default")
+        return "; GPUs the config does not list set to their defaults: " + back.summary() if back.outcomes else ""
     if not dropped:
         return ""
     back = rollback(host=host, nvml=nvml, lake=lake, now=now, gpu_uuids=dropped, config_sha256=result.config_sha256,

@@ -309,6 +309,28 @@ def test_a_gpu_the_next_config_drops_goes_back_to_its_default(nvml_stub, keys, l
     assert [r["gpu_uuid"] for r in rollbacks] == [uuid(1)] and "not in the new config" in rollbacks[0]["reason"]
 
 
+def test_a_restarted_agent_returns_gpus_its_first_config_does_not_list(nvml_stub, keys, lake, tmp_path):
+    """Day 1 caps GPUs 0 and 1; the agent restarts (its state is in memory) and day 2's config lists
+    only GPU 0. GPU 1 goes back to its default; it used to keep yesterday's cap until a config
+    listed it again or none was valid."""
+    nvml_stub.write(fleet(2))
+    location = tmp_path / "recommended-config.json"
+    kw = dict(public_key=keys[1], host=HOST, nvml=pynvml, lake=lake)
+    location.write_bytes(dump_config(signed(keys[0], {uuid(0): entry(300), uuid(1): entry(250)})))
+    poll_once(AgentState(), str(location), now=NOW, **kw)
+    assert (limit_mw(nvml_stub, 0), limit_mw(nvml_stub, 1)) == (300_000, 250_000)
+    restarted = AgentState()
+    location.write_bytes(dump_config(signed(keys[0], {uuid(0): entry(275)})))
+    message = poll_once(restarted, str(location), now=NOW + dt.timedelta(days=1), **kw)
+    assert message.startswith("applied") and "GPUs the config does not list set to their defaults" in message
+    assert (limit_mw(nvml_stub, 0), limit_mw(nvml_stub, 1)) == (275_000, 400_000)
+    rollbacks = [r for r in audit_rows(lake) if r["action"] == "rollback"]
+    assert [r["gpu_uuid"] for r in rollbacks] == [uuid(1)] and "first config since the agent started" in rollbacks[0]["reason"]
+    # Once per process: the next config is compared with the one in force, as before.
+    location.write_bytes(dump_config(signed(keys[0], {uuid(0): entry(260)})))
+    assert "set to their defaults" not in poll_once(restarted, str(location), now=NOW + dt.timedelta(days=2), **kw)
+
+
 def test_one_failed_poll_does_not_end_the_agent(keys, lake, tmp_path):
     """Whatever a poll meets (here an NVML binding that crashes outright), the daemon logs it and
     polls again rather than exit and leave the node unmanaged."""

@@ -1,26 +1,32 @@
-"""One activity stream per GPU and day, for every model that reads activity sample by sample.
+"""One stream of readings per GPU and day, for the power fit and every model that reads activity.
 
-A GPU read by NVML and by DCGM has two streams of readings; models that took each row's
-coalesce(SM activity, utilisation) mixed the two measures and counted the GPU's time once per
-stream. `create_activity_view` puts models/sql/gpu_activity_samples.sql (which stream, which
-measure, and why) over a samples relation as the temporary view `gpu_activity_samples`.
+A GPU read by NVML and by DCGM has two streams; taken together they mix two measures of activity,
+count the GPU's time twice and, in the fit's feature choice, let NVML's 1 Hz rows outvote DCGM's.
+models/sql/gpu_activity_streams.sql chooses one stream per GPU and day (and says why);
+`create_activity_view` puts models/sql/gpu_activity_samples.sql (the readings of those streams,
+with activity and memory activity as ratios) over a samples relation as a temporary view.
 """
 
 from __future__ import annotations
 
+import datetime as dt
+
 import duckdb
 
-from models.power import quoted_relation
-from models.sql import load_sql
+from models.sql import load_sql, quoted_relation
 from warehouse.db import relation_exists
 
 ACTIVITY_VIEW = "gpu_activity_samples"
+STREAMS_TABLE = "gpu_activity_streams"
+# A relation from elsewhere (an import, a test frame) may lack a source's columns: NULL, as the lake has them.
 OPTIONAL_COLUMNS = (("source", "VARCHAR"), ("gpu_model", "VARCHAR"), ("sm_active_ratio", "FLOAT"),
                     ("dram_active_ratio", "FLOAT"), ("util_gpu_pct", "FLOAT"), ("util_mem_pct", "FLOAT"))
 
 
-def create_activity_view(con: duckdb.DuckDBPyConnection, samples_relation: str = "stg_gpu_samples") -> str:
-    """(Re)create the temporary view gpu_activity_samples over `samples_relation`; returns its name.
+def choose_streams(con: duckdb.DuckDBPyConnection, samples_relation: str, first_day: dt.date, last_day: dt.date,
+                   *, table: str = STREAMS_TABLE) -> int:
+    """(Re)create the temp table `table` (gpu_activity_streams.sql) for days first_day..last_day of
+    `samples_relation`; returns how many of those GPU-days had more than one stream.
 
     Raises ValueError when the relation does not exist, naming it and what builds it."""
     quoted = quoted_relation(samples_relation)
@@ -28,8 +34,18 @@ def create_activity_view(con: duckdb.DuckDBPyConnection, samples_relation: str =
         raise ValueError(f"relation {samples_relation!r} is missing; build the warehouse day first "
                          "(joulehouse warehouse build)")
     present = {row[0] for row in con.execute(f"DESCRIBE {quoted}").fetchall()}
-    # A relation from elsewhere (an import, a test frame) may lack a source's columns: NULL, as the lake has them.
     absent = "".join(f", CAST(NULL AS {kind}) AS {name}" for name, kind in OPTIONAL_COLUMNS if name not in present)
     con.execute(f"CREATE OR REPLACE TEMP VIEW activity_input_samples AS SELECT *{absent} FROM {quoted}")
+    con.execute(f"CREATE OR REPLACE TEMP TABLE {quoted_relation(table)} AS {load_sql('gpu_activity_streams')}",
+                {"first_day": first_day, "last_day": last_day})
+    (several,) = con.execute(f"SELECT count(*) FROM {quoted_relation(table)} WHERE n_streams > 1").fetchone()
+    return several
+
+
+def create_activity_view(con: duckdb.DuckDBPyConnection, first_day: dt.date, last_day: dt.date | None = None,
+                         samples_relation: str = "stg_gpu_samples") -> str:
+    """(Re)create the temp view gpu_activity_samples over days first_day..last_day (default: the
+    one day) of `samples_relation`; returns its name. Other days' readings are not in it."""
+    choose_streams(con, samples_relation, first_day, last_day or first_day)
     con.execute(f"CREATE OR REPLACE TEMP VIEW {ACTIVITY_VIEW} AS {load_sql('gpu_activity_samples')}")
     return ACTIVITY_VIEW

@@ -75,7 +75,7 @@ def predict_job_energy(con: duckdb.DuckDBPyConnection, day: dt.date, job_ids: Se
     if time_scale <= 0:
         raise ValueError(f"time_scale={time_scale}: expected a positive ratio of run times")
     _prepare(con, day, to_models)
-    create_activity_view(con)
+    create_activity_view(con, day)
     cursor = con.execute(load_sql("job_energy_prediction"), {
         "day": day, "job_ids": list(job_ids), "max_interval_s": MAX_SAMPLE_INTERVAL_S, "time_scale": time_scale})
     names = [d[0] for d in cursor.description]

@@ -231,7 +231,7 @@ def measure_outcomes(con: duckdb.DuckDBPyConnection, day: dt.date, *, lookback_d
     else:
         con.execute(EMPTY_JOBS)
     panel: dict[str, list[dict]] = defaultdict(list)
-    create_activity_view(con)
+    create_activity_view(con, first, day)
     for r in records(con.execute(load_sql("outcome_gpu_day"), {"first_day": first, "day": day})):
         panel[r["gpu_uuid"]].append(r)
     changes = find_changes(panel, day, lookback_days=lookback_days, max_after_days=max_after_days)

@@ -22,18 +22,17 @@ Rows go to `fct_power_model` and `fct_power_residual_hourly` (delete-then-insert
 from __future__ import annotations
 
 import datetime as dt
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 import duckdb
 
 from collectors.settings import ModelSettings
+from models.activity import choose_streams
 from models.coefficients import FitError, PowerCoefficients, best_shape, coefficients_from
-from models.sql import load_sql
+from models.sql import load_sql, quoted_relation
 from warehouse.db import relation_exists
 
-_IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)?$")
 JOBS_RELATIONS = ("stg_jobs", "jobs", "raw_jobs")  # first one present is used for job energy
 
 
@@ -60,23 +59,22 @@ class PowerFit:
     drift_warning: bool | None
 
 
-def quoted_relation(name: str) -> str:
-    """`name` as a quoted SQL identifier (schema.table allowed); identifiers cannot be bound."""
-    if not _IDENTIFIER.match(name):
-        raise ValueError(f"relation name {name!r} is not a plain identifier (letters, digits, _; optional schema.)")
-    return ".".join(f'"{part}"' for part in name.split("."))
-
-
 def _records(cursor: duckdb.DuckDBPyConnection) -> list[dict]:
     names = [d[0] for d in cursor.description]
     return [dict(zip(names, row)) for row in cursor.fetchall()]
 
 
-def _input_view(con: duckdb.DuckDBPyConnection, samples_relation: str) -> None:
+def _input_view(con: duckdb.DuckDBPyConnection, samples_relation: str, first_day: dt.date, last_day: dt.date) -> None:
+    """Temp view (or table) power_input_samples: `samples_relation`'s readings of first_day..last_day,
+    one stream per GPU and day where a GPU had several (models.activity: the fit's feature choice
+    counts rows, and NVML's 1 Hz rows would outvote DCGM's)."""
     quoted = quoted_relation(samples_relation)
     if not relation_exists(con, samples_relation):
         raise ValueError(f"samples relation {samples_relation!r} does not exist in the warehouse")
     columns = {row[0] for row in con.execute(f"DESCRIBE {quoted}").fetchall()}
+    if choose_streams(con, samples_relation, first_day, last_day, table="power_input_streams"):
+        quoted = ("(SELECT s.* FROM " + quoted + " AS s SEMI JOIN power_input_streams AS c ON c.day = s.day "
+                  "AND c.gpu_uuid = s.gpu_uuid AND c.source IS NOT DISTINCT FROM s.source)")
     left_over = con.execute(  # a previous fit on this connection left a view or a table
         "SELECT 'TABLE' FROM duckdb_tables() WHERE temporary AND table_name = 'power_input_samples' "
         "UNION ALL SELECT 'VIEW' FROM duckdb_views() WHERE temporary AND view_name = 'power_input_samples'").fetchall()
@@ -118,9 +116,9 @@ def update_suffstats(con: duckdb.DuckDBPyConnection, day: dt.date, settings: Mod
     window whose stored sums no longer match the samples: never computed, rebuilt by the warehouse
     since (its build id changed), or, for a relation the warehouse does not build, a changed row count.
     Returns the days (re)computed. One scan of those days' samples; a day already stored costs a count."""
-    _input_view(con, samples_relation)
-    _ensure_suffstats_table(con, samples_relation)
     first = day - dt.timedelta(days=settings.history_days - 1)
+    _input_view(con, samples_relation, first, day)
+    _ensure_suffstats_table(con, samples_relation)
     counts = dict(con.execute(
         "SELECT day, count(*) FROM power_input_samples WHERE day BETWEEN ? AND ? AND power_w IS NOT NULL "
         "AND gpu_model IS NOT NULL GROUP BY day", [first, day]).fetchall())
@@ -168,7 +166,7 @@ def build_power_features(con: duckdb.DuckDBPyConnection, day: dt.date, settings:
     """(Re)create the temp tables `power_feature_choice`, `power_stored_hours` (empty) and
     `power_features` (every sample) for the window ending on `day`, from the samples alone: the
     reference path (other engines mirror it); fit_day reads stored statistics instead."""
-    _input_view(con, samples_relation)
+    _input_view(con, samples_relation, day - dt.timedelta(days=settings.history_days - 1), day)
     _ensure_suffstats_table(con, samples_relation)
     con.execute("CREATE OR REPLACE TEMP TABLE power_feature_choice AS " + load_sql("power_feature_choice"),
                 {"day": day, "history_days": settings.history_days, "holdout_fraction": settings.holdout_fraction,

@@ -60,7 +60,7 @@ def power_interval_day(con: duckdb.DuckDBPyConnection, day: dt.date, *, step_w: 
                        ) -> tuple[list[PowerInterval], list[dict]]:
     """Compute and store the day's intervals and curves; returns (intervals, curve rows).
     `max_slowdown_pct` (None: no bound) keeps only limits whose run time grows at most that much."""
-    create_activity_view(con)
+    create_activity_view(con, day)
     profiles = _records(con.execute(load_sql("power_interval_profiles"), {"day": day, "pcie_link_gbps": PCIE_LINK_GBPS}))
     intervals: list[PowerInterval] = []
     curve_rows: list[dict] = []

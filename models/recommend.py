@@ -271,7 +271,7 @@ def recommend_day(con: duckdb.DuckDBPyConnection, day: dt.date, settings: Recomm
     price defaults to DEFAULT_PRICE_USD_PER_KWH, grid intensity to 0 (carbon then costs nothing)."""
     price = DEFAULT_PRICE_USD_PER_KWH if price_usd_per_kwh is None else price_usd_per_kwh
     intensity = DEFAULT_CARBON_GCO2E_PER_KWH if carbon_gco2e_per_kwh is None else carbon_gco2e_per_kwh
-    activity = create_activity_view(con, samples_relation)
+    activity = create_activity_view(con, day, samples_relation=samples_relation)
     con.execute(f"CREATE OR REPLACE TEMP VIEW reco_input_samples AS SELECT * FROM {activity}")
     profiles = _records(con.execute(load_sql("recommend_gpu_profile"), {"day": day}))
     classes: dict[str, str] = {}

@@ -103,7 +103,7 @@ def recommend_extras(con: duckdb.DuckDBPyConnection, day: dt.date) -> int:
     """Write `day`'s rows of fct_recommendation_extra (delete-then-insert); returns the rows written.
 
     Needs stg_gpu_samples for `day`; thermal placement also fct_thermal_gpu (models.thermal)."""
-    create_activity_view(con)
+    create_activity_view(con, day)
     gpus = _records(con.execute(load_sql("extra_gpu_day"), {"day": day}))
     minutes = _records(con.execute(load_sql("extra_activity_minutely"), {"day": day}))
     rows = [r | {"kind": "consolidation"} for r in consolidation(gpus, minutes)]

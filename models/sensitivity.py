@@ -75,7 +75,7 @@ def _within_model_solution(stats_rows: list[dict]) -> tuple[np.ndarray, np.ndarr
 def energy_elasticities(con: duckdb.DuckDBPyConnection, day: dt.date, *, bootstrap_reps: int = BOOTSTRAP_REPS,
                         seed: int = 0) -> list[Sensitivity]:
     """Elasticities of hourly GPU energy to utilisation and DRAM activity for `day` (unitless)."""
-    create_activity_view(con)
+    create_activity_view(con, day)
     rows = con.execute(load_sql("sensitivity_energy_gpu_stats"),
                        {"day": day, "min_coverage_ratio": MIN_COVERAGE_RATIO,
                         "min_activity_ratio": MIN_ACTIVITY_RATIO}).fetchall()

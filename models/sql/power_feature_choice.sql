@@ -1,7 +1,8 @@
 -- power_feature_choice: per GPU model, which features the fit uses and where its held-out time starts,
 -- read from the samples of the window themselves (the reference path; models.power.fit_day uses
 -- power_window_choice.sql, the same rules over fct_power_fit_sums_hourly).
--- Grain: gpu_model, days in ($day - $history_days, $day] of `power_input_samples`.
+-- Grain: gpu_model, days in ($day - $history_days, $day] of `power_input_samples` (one stream of readings
+--   per GPU and day, models/sql/gpu_activity_streams.sql: the shares below count that stream's rows).
 -- Parameters: $day DATE, $history_days INTEGER, $holdout_fraction DOUBLE (0..1),
 --   $holdout_max_days DOUBLE (held-out time: the last holdout_fraction of the window, at most this many days).
 -- Columns: gpu_model, feature_set ('dcgm' | 'nvml'), has_activity, has_temp, has_clock (clock read in

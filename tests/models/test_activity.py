@@ -40,7 +40,7 @@ def _con(*streams: list[dict]) -> duckdb.DuckDBPyConnection:
                         ("clock_event_reasons", pa.int64())])
     con.register("rows", pa.Table.from_pylist([r for s in streams for r in s], schema))
     con.execute("CREATE TABLE stg_gpu_samples AS SELECT * FROM rows")
-    create_activity_view(con)
+    create_activity_view(con, DAY)
     return con
 
 
@@ -50,14 +50,20 @@ def _chosen(con) -> dict[str, tuple]:
         "FROM gpu_activity_samples GROUP BY gpu_uuid").fetchall()}
 
 
-def test_nvml_every_second_and_dcgm_every_15_s_give_nvml_utilisation_alone():
-    # NVML: a kernel ran all the time (90%); DCGM: 40% of the SMs busy. The model's readings carry SM
-    # activity on 1/16 of them, so the power fit uses utilisation; so do the models, from NVML alone.
+def test_nvml_every_second_and_dcgm_every_15_s_give_dcgm_sm_activity_alone():
+    # NVML: a kernel ran all the time (90%); DCGM: 40% of the SMs busy. DCGM's stream carries SM
+    # activity: it is the GPU's stream, though NVML's rows outnumber it 15 to 1.
     con = _con(_stream("GPU-a", "nvml", 1, util_pct=90.0, sm_active=None),
                _stream("GPU-a", "dcgm", 15, util_pct=90.0, sm_active=0.4))
     source, kind, n, activity = _chosen(con)["GPU-a"]
-    assert (source, kind, n) == ("nvml", "util_gpu", 3600)
-    assert activity == pytest.approx(0.9)  # the row-by-row coalesce gave (3600 x 0.9 + 240 x 0.4) / 3840 = 0.869
+    assert (source, kind, n) == ("dcgm", "sm_active", 240)
+    assert activity == pytest.approx(0.4)  # the row-by-row coalesce gave (3600 x 0.9 + 240 x 0.4) / 3840 = 0.869
+
+
+def test_two_streams_without_sm_activity_give_the_one_with_most_utilisation_readings():
+    con = _con(_stream("GPU-a", "nvml", 1, util_pct=90.0, sm_active=None),
+               _stream("GPU-a", "dcgm", 15, util_pct=None, sm_active=None))
+    assert _chosen(con)["GPU-a"][:3] == ("nvml", "util_gpu", 3600)
 
 
 def test_dcgm_read_every_second_gives_sm_activity_from_dcgm_alone():
@@ -81,20 +87,20 @@ def test_a_gpu_without_dcgm_in_a_fleet_that_has_it_keeps_its_utilisation():
 
 
 def test_busy_hours_and_mean_activity_count_the_gpus_time_once():
-    # NVML: busy (util 90%) the whole hour; DCGM at 15 s: sm_active 0.03 (a kernel on a few SMs),
-    # under the 5% busy threshold. Mixed row by row, 240 of 3840 rows looked idle: busy 0.94 h.
+    # NVML: utilisation 90% every second; DCGM every 15 s: SM activity 0.5, the GPU's stream. Mixed row
+    # by row, the day's mean activity was (3600 x 0.9 + 240 x 0.5) / 3840 = 0.875 over 3840 "samples".
     con = _con(_stream("GPU-a", "nvml", 1, util_pct=90.0, sm_active=None),
-               _stream("GPU-a", "dcgm", 15, util_pct=90.0, sm_active=0.03))
+               _stream("GPU-a", "dcgm", 15, util_pct=90.0, sm_active=0.5))
     (busy_hours, mean_activity), = con.execute(
         f"SELECT busy_hours, mean_activity_ratio FROM ({load_sql('extra_gpu_day')})", {"day": DAY}).fetchall()
-    assert busy_hours == pytest.approx(3599 / 3600)  # the readings span 0..3599 s
-    assert mean_activity == pytest.approx(0.9)
+    assert busy_hours == pytest.approx(3585 / 3600)  # DCGM's readings span 0..3585 s
+    assert mean_activity == pytest.approx(0.5)
     con.execute("CREATE TEMP VIEW reco_input_samples AS SELECT * FROM gpu_activity_samples")
     profile = con.execute(load_sql("recommend_gpu_profile"), {"day": DAY}).fetchall()
     names = [d[0] for d in con.description]
     row = dict(zip(names, profile[0]))
-    assert row["n_samples"] == 3600 and row["busy_ratio"] == 1.0
-    assert row["activity_deciles"] == pytest.approx([0.9] * 10)
+    assert row["n_samples"] == 240 and row["busy_ratio"] == 1.0
+    assert row["activity_deciles"] == pytest.approx([0.5] * 10)
 
 
 def test_a_relation_without_source_or_dcgm_columns_is_read_as_one_stream():
@@ -102,11 +108,11 @@ def test_a_relation_without_source_or_dcgm_columns_is_read_as_one_stream():
     con.execute("CREATE TABLE imported AS SELECT DATE '2026-03-02' AS day, 'GPU-a' AS gpu_uuid, "
                 "TIMESTAMPTZ '2026-03-02 00:00:00+00' + to_seconds(i) AS sampled_at, 250.0 AS power_w, "
                 "CAST(i % 100 AS FLOAT) AS util_gpu_pct FROM range(100) AS t(i)")
-    create_activity_view(con, "imported")
+    create_activity_view(con, DAY, samples_relation="imported")
     assert con.execute("SELECT count(*), avg(activity_ratio), any_value(activity_kind) "
                        "FROM gpu_activity_samples").fetchone() == (100, pytest.approx(0.495), "util_gpu")
 
 
 def test_a_missing_relation_is_a_clear_error():
     with pytest.raises(ValueError, match="'stg_gpu_samples' is missing"):
-        create_activity_view(duckdb.connect())
+        create_activity_view(duckdb.connect(), DAY)

@@ -8,6 +8,7 @@ import datetime as dt
 import duckdb
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pytest
 from hypothesis import given, settings as hsettings, strategies as st
 
@@ -76,6 +77,29 @@ def test_nvml_only_rows_get_the_nvml_feature_set(con):
     assert fit.coefficients.f_max_mhz == 1980
     assert fit.mape_pct < 5.0
     assert fit.n_power_limited_excluded > 0
+
+
+def test_a_gpu_read_by_nvml_every_second_and_dcgm_every_30_s_is_fitted_on_dcgm(con):
+    """The README's node setup: NVML at 1 Hz and DCGM through Prometheus at 30 s steps, two streams of
+    one GPU. NVML's rows outnumber DCGM's 30 to 1; counted row by row, SM activity was on 3% of the
+    model's rows and the fit never used DCGM's fields. The fit reads one stream per GPU: DCGM's."""
+    dcgm = synthetic_samples(interval_s=30.0, seed=4)
+    src = dcgm.schema.get_field_index("source")
+    dcgm = dcgm.set_column(src, dcgm.schema.field(src), pa.array(["dcgm"] * dcgm.num_rows, dcgm.schema.field(src).type))
+    nvml = [dcgm.set_column(dcgm.schema.get_field_index("sampled_at"), "sampled_at",
+                            pc.add(dcgm["sampled_at"], pa.scalar(dt.timedelta(seconds=k))))
+            for k in range(30)]
+    nvml = pa.concat_tables(nvml)
+    for name in ("sm_active_ratio", "dram_active_ratio", "pcie_tx_bytes_per_s", "pcie_rx_bytes_per_s"):
+        i = nvml.schema.get_field_index(name)
+        nvml = nvml.set_column(i, nvml.schema.field(i), pa.nulls(nvml.num_rows, nvml.schema.field(i).type))
+    nvml = nvml.set_column(src, nvml.schema.field(src), pa.array(["nvml"] * nvml.num_rows, nvml.schema.field(src).type))
+    load_samples(con, nvml)
+    load_samples(con, dcgm)
+    fit = _fit(con)[A100]
+    assert fit.feature_set == "dcgm"
+    assert fit.coefficients.pcie_w_per_gbps > 0  # DCGM's PCIe counters are in the fit
+    assert fit.mape_pct < 5.0
 
 
 def test_models_are_fitted_separately_and_stored_once_per_day(con):
@@ -236,9 +260,9 @@ def test_samples_without_interval_s_are_paired_within_their_own_stream():
     from models.power import _input_view
 
     c = _duckdb.connect()
-    c.execute("CREATE TABLE imported AS SELECT 'node-01' AS host, 'GPU-0' AS gpu_uuid, s.source, "
+    c.execute("CREATE TABLE imported AS SELECT 'node-01' AS host, 'GPU-0' AS gpu_uuid, s.source, DATE '2026-03-02' AS day, "
               "TIMESTAMPTZ '2026-03-02 00:00:00+00' + to_seconds(10 * i + s.offset_s) AS sampled_at, 300.0 AS power_w "
               "FROM range(6) t(i), (VALUES ('nvml', 0), ('dcgm', 5)) s(source, offset_s)")
-    _input_view(c, "imported")
+    _input_view(c, "imported", dt.date(2026, 3, 2), dt.date(2026, 3, 2))
     gaps = c.execute("SELECT DISTINCT interval_s FROM power_input_samples WHERE interval_s IS NOT NULL").fetchall()
     assert gaps == [(10.0,)]

@@ -41,7 +41,7 @@ def _tenths(con, day: dt.date, sql: str) -> dict[str, dict]:
 
 def _compare(con, day: dt.date, samples_relation: str) -> dict[str, float]:
     """Largest deviation of the profile's tenths from the exact ones, per list; both list the same GPUs."""
-    activity = create_activity_view(con, samples_relation)
+    activity = create_activity_view(con, day, samples_relation=samples_relation)
     con.execute(f"CREATE OR REPLACE TEMP VIEW reco_input_samples AS SELECT * FROM {activity}")
     approx = {u: r for u, r in _tenths(con, day, load_sql("recommend_gpu_profile")).items() if r["activity_deciles"]}
     exact = _tenths(con, day, EXACT_SQL)
@@ -101,7 +101,7 @@ def test_histogram_tenths_keep_every_sample_and_stay_within_a_bin_of_the_sort(va
     con.register("samples", rows)
     busy = [(v, lock) for v, lock in zip(values, locked) if v > 0.05]
     if len(busy) < 10:  # too few busy samples for tenths: neither gives any
-        con.execute(f"CREATE TEMP VIEW reco_input_samples AS SELECT * FROM {create_activity_view(con, 'samples')}")
+        con.execute(f"CREATE TEMP VIEW reco_input_samples AS SELECT * FROM {create_activity_view(con, start.date(), samples_relation='samples')}")
         assert not _tenths(con, start.date(), EXACT_SQL)
         assert _tenths(con, start.date(), load_sql("recommend_gpu_profile"))["GPU-x"]["activity_deciles"] is None
         return

@@ -46,7 +46,19 @@ def engines(tmp_path_factory):
     mask = pa.compute.equal(table.column("host"), hosts[-1])
     clocks = pa.compute.if_else(mask, pa.nulls(table.num_rows, pa.int32()), table.column("sm_clock_mhz"))
     table = table.set_column(table.schema.get_field_index("sm_clock_mhz"), "sm_clock_mhz", clocks)
-    write_dataset(root / "lake", "gpu_samples", table)
+    # Every GPU is also read by NVML every 3 s, without DCGM's fields: two streams per GPU, NVML's 9
+    # times as many rows. Both engines must fit on the same one (models/sql/gpu_activity_streams.sql):
+    # counted row by row, SM activity would be on a tenth of the rows and the fit would drop it.
+    nvml = pa.concat_tables([
+        table.set_column(table.schema.get_field_index("sampled_at"), table.schema.field("sampled_at"),
+                         pa.compute.add(table.column("sampled_at"), pa.scalar(dt.timedelta(seconds=3 * k))))
+        for k in range(1, 10)])
+    for name in ("sm_active_ratio", "sm_occupancy_ratio", "tensor_active_ratio", "dram_active_ratio"):
+        i = nvml.schema.get_field_index(name)
+        nvml = nvml.set_column(i, nvml.schema.field(i), pa.nulls(nvml.num_rows, nvml.schema.field(i).type))
+    i = nvml.schema.get_field_index("source")
+    nvml = nvml.set_column(i, nvml.schema.field(i), pa.array(["nvml-extra"] * nvml.num_rows, nvml.schema.field(i).type))
+    write_dataset(root / "lake", "gpu_samples", pa.concat_tables([table, nvml]))
     warehouse, models = WarehouseSettings(inventory_path=str(summary.inventory_path)), ModelSettings(history_days=3)
     con = connect(root / "w.duckdb", root / "lake")
     build_day(con, DAY, warehouse, now=NOW)

@@ -1,7 +1,8 @@
 -- power_features (Spark SQL): models/sql/power_features.sql on Apache Spark, limited to the
 -- columns the sufficient statistics use (no interval_s, temp_c, power_limit_w, f_max_mhz).
 -- grain: gpu_uuid x sampled_at, clean readings of days in (:day - :history_days, :day]
--- input: temp view int_gpu_samples_checked covering those days (clean rows = stg_gpu_samples)
+-- input: temp view int_gpu_samples_checked covering those days (clean rows = stg_gpu_samples), read
+--   one stream per GPU and day as models/sql/gpu_activity_streams.sql chooses it
 -- parameters: :day DATE, :history_days INT, :holdout_fraction DOUBLE (0..1), :holdout_max_days DOUBLE
 -- columns: gpu_model, feature_set ('dcgm' | 'nvml'), gpu_uuid, t_us [us since epoch UTC],
 --   power_w [W], temp_delta_c [C above 25 C], activity_ratio, clock_ratio, memory_ratio [0..1],
@@ -10,14 +11,42 @@
 -- Dialect notes: DuckDB keeps FLOAT x literal as FLOAT (temp_c - 25.0, util/100.0, 0.99 x limit):
 -- reproduced with FLOAT casts so both engines see the same values; last_value(x, true) is
 -- DuckDB's last_value(x IGNORE NULLS).
-WITH window_rows AS (
+WITH clean_rows AS (
     SELECT *
     FROM int_gpu_samples_checked
     WHERE reason IS NULL
       AND day <= :day
       AND day > date_sub(:day, :history_days)
-      AND power_w IS NOT NULL
-      AND gpu_model IS NOT NULL
+),
+streams AS (
+    -- models/sql/gpu_activity_streams.sql: one stream of readings per GPU and day
+    SELECT day, gpu_uuid, source,
+           count(*) AS n,
+           count(power_w) AS n_power,
+           sum(CASE WHEN power_w IS NOT NULL AND sm_active_ratio IS NOT NULL THEN 1 ELSE 0 END) AS n_power_sm_active,
+           sum(CASE WHEN power_w IS NOT NULL AND util_gpu_pct IS NOT NULL THEN 1 ELSE 0 END) AS n_power_util_gpu
+    FROM clean_rows
+    GROUP BY day, gpu_uuid, source
+),
+chosen_streams AS (
+    SELECT day, gpu_uuid, source
+    FROM (
+        SELECT *, row_number() OVER (
+            PARTITION BY day, gpu_uuid
+            ORDER BY CASE WHEN n_power > 0 AND n_power_sm_active >= 0.5 * n_power THEN 1 ELSE 0 END DESC,
+                     n_power_sm_active DESC, n_power_util_gpu DESC, n_power DESC, n DESC, source ASC NULLS LAST
+        ) AS stream_rank
+        FROM streams
+    ) AS ranked
+    WHERE stream_rank = 1
+),
+window_rows AS (
+    SELECT r.*
+    FROM clean_rows AS r
+    LEFT SEMI JOIN chosen_streams AS c
+        ON c.day = r.day AND c.gpu_uuid = r.gpu_uuid AND c.source <=> r.source
+    WHERE r.power_w IS NOT NULL
+      AND r.gpu_model IS NOT NULL
 ),
 availability AS (
     SELECT

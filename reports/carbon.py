@@ -207,7 +207,7 @@ def carbon_day(con, day: dt.date, settings: CarbonSettings, data_dir: Path | Non
         f"{settings.residual_mix_gco2e_per_kwh} gCO2e/kWh); embodied amortised over lifetime per GPU-hour, "
         f"idle hours included; idle policy {settings.idle_policy}; IT energy at the server's BMC where it "
         f"covered >= {settings.node_energy_min_coverage_ratio} of the hour, split by GPU energy share, else GPU "
-        "board energy; year mapping by (month, day, hour) from the nearest source year; shifting estimate: "
+        "board energy; year mapping to the same weekday and hour near the date in the nearest source year; shifting estimate: "
         "deferrable jobs' energy moved to the day's lowest PUE x intensity hours within idle GPU-hours"
     )
     return CarbonSummary(

@@ -4,9 +4,13 @@ The reference files cover one past year (Electricity Maps FR 2022, PJM 2025...) 
 runs in another. The stated rule, applied to every target hour and counted in `value_rule`:
 
 1. `exact`: the source has that very hour (same year).
-2. `year_mapped`: otherwise the same (month, day, hour-of-day) from the source year nearest the
-   target year (ties go to the earlier year). 29 February maps to 28 February when the source
-   has no leap day.
+2. `year_mapped`: otherwise the same weekday and hour of the day, in the week of the same
+   calendar date of the source year nearest the target year (ties go to the earlier year): the
+   target hour moved back by the whole number of weeks nearest to the years between them (29
+   February counts as 28 February in a year without it). Prices and grid intensity follow the
+   week (weekends and Mondays differ from midweek): the same date in another year falls on
+   another weekday, and so mapped a Saturday's prices onto a Monday. Where that week is outside
+   the source, the week before or after it is taken. Fixed-date holidays move by up to 3 days.
 3. `interpolated`: the source hour chosen by 1 or 2 was itself missing inside the source's span;
    it is filled by linear interpolation in time between its neighbours.
 4. `hour_of_day_mean`: the source does not cover that calendar day at all (e.g. a 3-month
@@ -58,26 +62,28 @@ def map_to_target_hours(
             + [pl.lit(None, dtype=UTC_HOUR).alias("source_hour_at"), pl.lit("default").alias("value_rule")]
         )
     full = complete_hourly(source.select(["hour_at", *value_cols]), value_cols)
-    has_leap_day = full.filter((pl.col("hour_at").dt.month() == 2) & (pl.col("hour_at").dt.day() == 29)).height > 0
-    keyed_src = full.with_columns(
-        pl.col("hour_at").alias("source_hour_at"),
-        pl.col("hour_at").dt.year().alias("src_year"),
-        pl.col("hour_at").dt.month().alias("k_month"),
-        pl.col("hour_at").dt.day().alias("k_day"),
-        pl.col("hour_at").dt.hour().alias("k_hour"),
-    ).drop("hour_at")
-    is_leap = (pl.col("hour_at").dt.month() == 2) & (pl.col("hour_at").dt.day() == 29)
-    keyed_tgt = target.with_columns(
-        pl.col("hour_at").dt.year().alias("tgt_year"),
-        pl.col("hour_at").dt.month().alias("k_month"),
-        pl.when(is_leap & pl.lit(not has_leap_day)).then(28).otherwise(pl.col("hour_at").dt.day())
-        .cast(keyed_src["k_day"].dtype).alias("k_day"),
-        pl.col("hour_at").dt.hour().alias("k_hour"),
+    years = full.select(pl.col("hour_at").dt.year().unique().alias("src_year"))
+    month, day = pl.col("hour_at").dt.month(), pl.col("hour_at").dt.day()
+    # The target's calendar date in each source year; 29 February is 28 February where there is none.
+    same_day = pl.when((month == 2) & (day == 29) & ~_is_leap(pl.col("src_year"))).then(28).otherwise(day)
+    candidates = (
+        target.join(years, how="cross")
+        .with_columns(
+            pl.col("hour_at").dt.year().alias("tgt_year"),
+            (pl.col("hour_at").dt.date() - pl.date(pl.col("src_year"), month, same_day)).dt.total_days().alias("lag_days"),
+        )
+        .with_columns((pl.col("lag_days") / 7).round().cast(pl.Int64).alias("weeks"))
+        # the nearest whole number of weeks first; the week on either side where that one is not in the source
+        .join(pl.DataFrame({"extra_weeks": [0, -1, 1]}, schema={"extra_weeks": pl.Int64}), how="cross")
+        .with_columns(
+            (pl.col("hour_at") - pl.duration(weeks=pl.col("weeks") + pl.col("extra_weeks"))).alias("source_hour_at"),
+            (pl.col("src_year").cast(pl.Int32) - pl.col("tgt_year").cast(pl.Int32)).abs().alias("dist"),
+            pl.col("extra_weeks").abs().alias("off_week"),
+        )
     )
     matched = (
-        keyed_tgt.join(keyed_src, on=["k_month", "k_day", "k_hour"], how="inner")
-        .with_columns((pl.col("src_year").cast(pl.Int32) - pl.col("tgt_year").cast(pl.Int32)).abs().alias("dist"))
-        .sort(["hour_at", "dist", "src_year"])
+        candidates.join(full.rename({"hour_at": "source_hour_at"}), on="source_hour_at", how="inner")
+        .sort(["hour_at", "dist", "src_year", "off_week"])
         .group_by("hour_at", maintain_order=True).first()
         .with_columns(
             pl.when(pl.col("interpolated")).then(pl.lit("interpolated"))
@@ -101,6 +107,10 @@ def map_to_target_hours(
         )
         matched = pl.concat([matched, filled], how="vertical_relaxed")
     return matched.sort("hour_at")
+
+
+def _is_leap(year: pl.Expr) -> pl.Expr:
+    return ((year % 4 == 0) & (year % 100 != 0)) | (year % 400 == 0)
 
 
 def rule_counts(mapped: pl.DataFrame) -> dict[str, int]:

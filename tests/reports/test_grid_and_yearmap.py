@@ -70,25 +70,41 @@ def test_region_without_file_says_so():
     assert frame.height == 0 and "flat default" in sentence
 
 
-def test_year_mapping_uses_same_calendar_hour_of_nearest_year():
-    src = pl.DataFrame({
-        "hour_at": [dt.datetime(2022, 3, 2, 5, tzinfo=UTC), dt.datetime(2023, 3, 2, 5, tzinfo=UTC)],
-        "v": [1.0, 2.0],
-    })
+def test_year_mapping_takes_the_same_weekday_and_hour_near_the_date_of_the_nearest_year():
+    src = pl.DataFrame({"hour_at": pl.concat([hours(dt.datetime(2022, 2, 20, tzinfo=UTC), 24 * 14),
+                                              hours(dt.datetime(2023, 2, 20, tzinfo=UTC), 24 * 14)])})
+    src = src.with_columns(v=pl.col("hour_at").dt.year().cast(pl.Float64))
+    # Monday 2 March 2026 05:00: 2023 is nearer than 2022; 2 March 2023 was a Thursday, and the
+    # nearest Monday at 05:00 is 27 February 2023.
     mapped = map_to_target_hours(src, [dt.datetime(2026, 3, 2, 5, tzinfo=UTC)], ["v"], {"v": 0.0})
-    assert mapped.row(0, named=True)["v"] == 2.0  # 2023 is nearer to 2026 than 2022
+    assert mapped.row(0, named=True)["v"] == 2023.0
+    assert mapped["source_hour_at"][0] == dt.datetime(2023, 2, 27, 5, tzinfo=UTC)
     assert mapped["value_rule"][0] == "year_mapped"
     exact = map_to_target_hours(src, [dt.datetime(2022, 3, 2, 5, tzinfo=UTC)], ["v"], {"v": 0.0})
-    assert exact["value_rule"][0] == "exact" and exact["v"][0] == 1.0
+    assert exact["value_rule"][0] == "exact" and exact["source_hour_at"][0] == dt.datetime(2022, 3, 2, 5, tzinfo=UTC)
 
 
-def test_leap_day_maps_to_28_february_and_gaps_are_interpolated():
-    src = pl.DataFrame({
-        "hour_at": [dt.datetime(2022, 2, 28, h, tzinfo=UTC) for h in (0, 2)],
-        "v": [10.0, 30.0],
-    })
+def test_a_weekly_pattern_of_another_year_lands_on_the_same_weekdays():
+    """A price lower at weekends, from 2025: every Saturday and Sunday of 2026 gets a weekend hour,
+    the turn of the year included. Matching dates alone put 2025's Saturdays on 2026's Sundays
+    and its Fridays on Saturdays (2026 starts a weekday later)."""
+    src_hours = hours(dt.datetime(2025, 1, 1, tzinfo=UTC), 365 * 24)
+    src = pl.DataFrame({"hour_at": src_hours, "v": [2.0 if h.weekday() >= 5 else 1.0 for h in src_hours]})
+    target = hours(dt.datetime(2026, 1, 1, tzinfo=UTC), 365 * 24)
+    mapped = map_to_target_hours(src, target, ["v"], {"v": 0.0})
+    assert mapped["v"].to_list() == [2.0 if h.weekday() >= 5 else 1.0 for h in target]
+    assert rule_counts(mapped)["year_mapped"] == 365 * 24
+    lag_days = [(t - s).days for t, s in zip(mapped["hour_at"], mapped["source_hour_at"])]
+    assert set(lag_days) <= {357, 364, 371}  # 52 weeks; a week either side at the ends of the source's year
+
+
+def test_leap_day_maps_to_the_nearest_same_weekday_and_gaps_are_interpolated():
+    src = pl.DataFrame({"hour_at": hours(dt.datetime(2022, 2, 21, tzinfo=UTC), 24 * 14)})
+    src = src.with_columns(v=pl.col("hour_at").dt.day().cast(pl.Float64) * 100 + pl.col("hour_at").dt.hour())
+    src = src.filter(pl.col("hour_at") != dt.datetime(2022, 3, 1, 1, tzinfo=UTC))  # a gap in the source
+    # Tuesday 29 February 2028 counts as 28 February 2022 (a Monday): the nearest Tuesday is 1 March.
     mapped = map_to_target_hours(src, hours(dt.datetime(2028, 2, 29, tzinfo=UTC), 3), ["v"], {"v": 0.0})
-    assert mapped["v"].to_list() == [10.0, 20.0, 30.0]
+    assert mapped["v"].to_list() == [100.0, 101.0, 102.0]
     assert rule_counts(mapped) == {"exact": 0, "year_mapped": 2, "interpolated": 1, "hour_of_day_mean": 0, "default": 0}
 
 

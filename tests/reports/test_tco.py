@@ -19,11 +19,14 @@ def report_sum(con, col: str, where: str = "TRUE") -> float:
 
 
 def price_file(tmp_path, prices_usd_per_mwh: list[float]):
-    """A PJM-format day-ahead file for 2 March 2025 (mapped onto 2026 by the year rule)."""
+    """A PJM-format day-ahead file, the same day's prices every day of 24 Feb - 9 Mar 2025 (mapped
+    onto 2026 by the year rule: Monday 2 March 2026 takes Monday 3 March 2025)."""
     lines = ["datetime_beginning_utc,pnode_name,total_lmp_da"]
-    for h, p in enumerate(prices_usd_per_mwh):
-        hh = h % 12 or 12
-        lines.append(f"3/2/2025 {hh}:00:00 {'AM' if h < 12 else 'PM'},PJM-RTO,{p}")
+    for day in range(24, 24 + 14):
+        date = f"2/{day}/2025" if day <= 28 else f"3/{day - 28}/2025"
+        for h, p in enumerate(prices_usd_per_mwh):
+            hh = h % 12 or 12
+            lines.append(f"{date} {hh}:00:00 {'AM' if h < 12 else 'PM'},PJM-RTO,{p}")
     path = tmp_path / "da.csv"
     path.write_text("\n".join(lines) + "\n")
     return path

@@ -110,8 +110,15 @@ def poll_once(
                 state.seen_sha256 = None  # nothing was set: the same document is tried again
                 message = f"apply failed, NVML unavailable ({result.nvml_unavailable}); retrying next poll"
             else:
-                message = "applied: " + result.summary() + _release_dropped(state, result, host, nvml, lake, now)
                 state.in_force_sha256, state.in_force_until = result.config_sha256, result.valid_until
+                try:
+                    note = _release_dropped(state, result, host, nvml, lake, now)
+                except Exception:
+                    # A rollback that failed (audit not written): the same document is applied
+                    # again next poll ('unchanged' where it holds) and the release retried.
+                    state.seen_sha256 = None
+                    raise
+                message = "applied: " + result.summary() + note
                 state.defaults_ensured = True  # a valid config now says what every listed GPU holds
     if state.in_force_until is not None and now >= state.in_force_until:
         result = rollback(host=host, nvml=nvml, lake=lake, now=now, config_sha256=state.in_force_sha256,
@@ -139,24 +146,23 @@ def _nothing_in_force(state: AgentState) -> None:
 
 def _release_dropped(state: AgentState, result: ApplyResult, host: str, nvml: Any, lake: str | Path | None,
                      now: dt.datetime) -> str:
-    """Roll back the GPUs the config in force set that `result`'s config does not list, and make
-    `result`'s applied GPUs the ones in force; returns a note for the log ('' when none)."""
-    listed = {o.gpu_uuid for o in result.outcomes if o.gpu_uuid}
-    dropped = sorted(state.in_force_gpus - listed)
-    state.in_force_gpus = frozenset(o.gpu_uuid for o in result.outcomes
-                                    if o.gpu_uuid and o.action in ("apply", "unchanged"))
+    """Roll back the GPUs the config in force set that `result`'s config does not set (not listed,
+    or its setting refused: the older config is no longer in force), and make `result`'s applied
+    GPUs the ones in force; returns a note for the log ('' when none)."""
+    in_force = frozenset(o.gpu_uuid for o in result.outcomes if o.gpu_uuid and o.action in ("apply", "unchanged"))
     if not state.defaults_ensured:
         # The first config since the agent started: what it left before a restart is unknown, so
-        # every GPU the config does not list goes back to its default ('unchanged' where it is).
-        back = rollback(host=host, nvml=nvml, lake=lake, now=now, keep=frozenset(listed),
-                        config_sha256=result.config_sha256,
-                        reason="not in the first config since the agent started: back to the default")
-        return "; GPUs the config does not list set to their defaults: " + back.summary() if back.outcomes else ""
-    if not dropped:
-        return ""
-    back = rollback(host=host, nvml=nvml, lake=lake, now=now, gpu_uuids=dropped, config_sha256=result.config_sha256,
-                    reason="not in the new config: back to the default")
-    return f"; {len(dropped)} GPUs the new config no longer lists: " + back.summary()
+        # every GPU this config does not set goes back to its default ('unchanged' where it is).
+        back = rollback(host=host, nvml=nvml, lake=lake, now=now, keep=in_force, config_sha256=result.config_sha256,
+                        reason="not set by the first config since the agent started: back to the default")
+        state.in_force_gpus = in_force
+        return "; GPUs the config does not set returned to their defaults: " + back.summary() if back.outcomes else ""
+    dropped = sorted(state.in_force_gpus - in_force)
+    if dropped:
+        back = rollback(host=host, nvml=nvml, lake=lake, now=now, gpu_uuids=dropped,
+                        config_sha256=result.config_sha256, reason="not set by the new config: back to the default")
+    state.in_force_gpus = in_force  # only once the rollback went through: a failed one is retried
+    return f"; {len(dropped)} GPUs the new config no longer sets: " + back.summary() if dropped else ""
 
 
 def run_agent(

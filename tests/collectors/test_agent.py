@@ -303,10 +303,10 @@ def test_a_gpu_the_next_config_drops_goes_back_to_its_default(nvml_stub, keys, l
     assert (limit_mw(nvml_stub, 0), limit_mw(nvml_stub, 1)) == (300_000, 250_000)
     location.write_bytes(dump_config(signed(keys[0], {uuid(0): entry(300)})))
     message = poll_once(state, str(location), now=NOW + dt.timedelta(days=1), **kw)
-    assert "1 GPUs the new config no longer lists" in message
+    assert "1 GPUs the new config no longer sets" in message
     assert (limit_mw(nvml_stub, 0), limit_mw(nvml_stub, 1)) == (300_000, 400_000)
     rollbacks = [r for r in audit_rows(lake) if r["action"] == "rollback"]
-    assert [r["gpu_uuid"] for r in rollbacks] == [uuid(1)] and "not in the new config" in rollbacks[0]["reason"]
+    assert [r["gpu_uuid"] for r in rollbacks] == [uuid(1)] and "not set by the new config" in rollbacks[0]["reason"]
 
 
 def test_a_restarted_agent_returns_gpus_its_first_config_does_not_list(nvml_stub, keys, lake, tmp_path):
@@ -322,13 +322,53 @@ def test_a_restarted_agent_returns_gpus_its_first_config_does_not_list(nvml_stub
     restarted = AgentState()
     location.write_bytes(dump_config(signed(keys[0], {uuid(0): entry(275)})))
     message = poll_once(restarted, str(location), now=NOW + dt.timedelta(days=1), **kw)
-    assert message.startswith("applied") and "GPUs the config does not list set to their defaults" in message
+    assert message.startswith("applied") and "GPUs the config does not set returned to their defaults" in message
     assert (limit_mw(nvml_stub, 0), limit_mw(nvml_stub, 1)) == (275_000, 400_000)
     rollbacks = [r for r in audit_rows(lake) if r["action"] == "rollback"]
     assert [r["gpu_uuid"] for r in rollbacks] == [uuid(1)] and "first config since the agent started" in rollbacks[0]["reason"]
     # Once per process: the next config is compared with the one in force, as before.
     location.write_bytes(dump_config(signed(keys[0], {uuid(0): entry(260)})))
     assert "set to their defaults" not in poll_once(restarted, str(location), now=NOW + dt.timedelta(days=2), **kw)
+
+
+@pytest.mark.parametrize("restarted", [False, True])
+def test_a_gpu_whose_new_setting_is_refused_goes_back_to_its_default(nvml_stub, keys, lake, tmp_path, restarted):
+    """Day 2's config asks GPU 1 for more than its maximum limit: refused. Day 1's cap is no longer
+    in force, so GPU 1 returns to its default (it kept the old cap for good, restart or not)."""
+    nvml_stub.write(fleet(2))
+    location = tmp_path / "recommended-config.json"
+    state, kw = AgentState(), dict(public_key=keys[1], host=HOST, nvml=pynvml, lake=lake)
+    location.write_bytes(dump_config(signed(keys[0], {uuid(0): entry(300), uuid(1): entry(250)})))
+    poll_once(state, str(location), now=NOW, **kw)
+    location.write_bytes(dump_config(signed(keys[0], {uuid(0): entry(300), uuid(1): entry(5000)})))
+    message = poll_once(AgentState() if restarted else state, str(location), now=NOW + dt.timedelta(days=1), **kw)
+    assert "1 refuse" in message
+    assert (limit_mw(nvml_stub, 0), limit_mw(nvml_stub, 1)) == (300_000, 400_000)
+
+
+def test_a_rollback_that_fails_is_retried_at_the_next_poll(nvml_stub, keys, lake, tmp_path, monkeypatch):
+    """The rollback of a GPU the new config drops fails (its audit could not be written): the next
+    poll of the same document retries it instead of calling the config unchanged."""
+    import collectors.agent_loop as loop
+
+    nvml_stub.write(fleet(2))
+    location = tmp_path / "recommended-config.json"
+    state, kw = AgentState(), dict(public_key=keys[1], host=HOST, nvml=pynvml, lake=lake)
+    location.write_bytes(dump_config(signed(keys[0], {uuid(0): entry(300), uuid(1): entry(250)})))
+    poll_once(state, str(location), now=NOW, **kw)
+    location.write_bytes(dump_config(signed(keys[0], {uuid(0): entry(300)})))
+    real_rollback = loop.rollback
+
+    def disk_full(**kwargs):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(loop, "rollback", disk_full)
+    with pytest.raises(OSError):
+        poll_once(state, str(location), now=NOW + dt.timedelta(days=1), **kw)
+    assert limit_mw(nvml_stub, 1) == 250_000
+    monkeypatch.setattr(loop, "rollback", real_rollback)
+    message = poll_once(state, str(location), now=NOW + dt.timedelta(days=1, minutes=5), **kw)
+    assert "1 GPUs the new config no longer sets" in message and limit_mw(nvml_stub, 1) == 400_000
 
 
 def test_one_failed_poll_does_not_end_the_agent(keys, lake, tmp_path):

@@ -65,6 +65,10 @@ FIELDS: dict[str, tuple[str, type]] = {
     "DCGM_FI_PROF_PCIE_TX_BYTES": ("pcie_tx_bytes_per_s", int),
     "DCGM_FI_PROF_PCIE_RX_BYTES": ("pcie_rx_bytes_per_s", int),
     "DCGM_FI_DEV_POWER_MGMT_LIMIT": ("power_limit_w", float),
+    # NVML's clock event reasons bitmask (field 112; DCGM_FI_DEV_CLOCK_THROTTLE_REASONS before DCGM
+    # 3.3). The models read its application-clocks bit (0x2) and power-cap bit (0x4), so a GPU
+    # modelled from its DCGM stream keeps them.
+    "DCGM_FI_DEV_CLOCKS_EVENT_REASONS": ("clock_event_reasons", int),
 }
 COLUMNS = [column for column, _ in FIELDS.values()]
 

@@ -35,6 +35,7 @@ HELP = {
     "DCGM_FI_DEV_GPU_UTIL": ("gauge", "GPU utilization (in %)."),
     "DCGM_FI_DEV_MEM_COPY_UTIL": ("gauge", "Memory utilization (in %)."),
     "DCGM_FI_DEV_POWER_MGMT_LIMIT": ("gauge", "Power management limit (in W)."),
+    "DCGM_FI_DEV_CLOCKS_EVENT_REASONS": ("gauge", "Current clock event reasons (bitmask of DCGM_CLOCKS_EVENT_REASON_*)."),
     "DCGM_FI_PROF_SM_ACTIVE": ("gauge", "The ratio of cycles an SM has at least 1 warp assigned."),
     "DCGM_FI_PROF_SM_OCCUPANCY": ("gauge", "The ratio of number of warps resident on an SM."),
     "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE": ("gauge", "Ratio of cycles the tensor (HMMA) pipe is active."),
@@ -70,6 +71,7 @@ def known_values(host: str, index: int, power_offset_w: float = 0.0) -> dict[str
         "DCGM_FI_PROF_PCIE_TX_BYTES": 1_000_000.0 * (index + 1),
         "DCGM_FI_PROF_PCIE_RX_BYTES": 2_000_000.0 * (index + 1),
         "DCGM_FI_DEV_POWER_MGMT_LIMIT": 400.0 if host == "node-01" else None,
+        "DCGM_FI_DEV_CLOCKS_EVENT_REASONS": float(0x2 | 0x4) if index == 1 else 0.0,
     }
     if host == "node-02" and index == 3:
         for name in values:

@@ -33,13 +33,19 @@ def choose_streams(con: duckdb.DuckDBPyConnection, samples_relation: str, first_
     if not relation_exists(con, samples_relation):
         raise ValueError(f"relation {samples_relation!r} is missing; build the warehouse day first "
                          "(joulehouse warehouse build)")
-    present = {row[0] for row in con.execute(f"DESCRIBE {quoted}").fetchall()}
-    absent = "".join(f", CAST(NULL AS {kind}) AS {name}" for name, kind in OPTIONAL_COLUMNS if name not in present)
-    con.execute(f"CREATE OR REPLACE TEMP VIEW activity_input_samples AS SELECT *{absent} FROM {quoted}")
+    _input_view(con, "stream_input_samples", quoted)
     con.execute(f"CREATE OR REPLACE TEMP TABLE {quoted_relation(table)} AS {load_sql('gpu_activity_streams')}",
                 {"first_day": first_day, "last_day": last_day})
     (several,) = con.execute(f"SELECT count(*) FROM {quoted_relation(table)} WHERE n_streams > 1").fetchone()
     return several
+
+
+def _input_view(con: duckdb.DuckDBPyConnection, name: str, quoted: str) -> None:
+    """Temp view `name` over the quoted relation, with NULL for the optional columns it lacks.
+    Apart for the fit and the activity view: a view over another's input would follow its redefinition."""
+    present = {row[0] for row in con.execute(f"DESCRIBE {quoted}").fetchall()}
+    absent = "".join(f", CAST(NULL AS {kind}) AS {column}" for column, kind in OPTIONAL_COLUMNS if column not in present)
+    con.execute(f"CREATE OR REPLACE TEMP VIEW {name} AS SELECT *{absent} FROM {quoted}")
 
 
 def create_activity_view(con: duckdb.DuckDBPyConnection, first_day: dt.date, last_day: dt.date | None = None,
@@ -47,5 +53,6 @@ def create_activity_view(con: duckdb.DuckDBPyConnection, first_day: dt.date, las
     """(Re)create the temp view gpu_activity_samples over days first_day..last_day (default: the
     one day) of `samples_relation`; returns its name. Other days' readings are not in it."""
     choose_streams(con, samples_relation, first_day, last_day or first_day)
+    _input_view(con, "activity_input_samples", quoted_relation(samples_relation))
     con.execute(f"CREATE OR REPLACE TEMP VIEW {ACTIVITY_VIEW} AS {load_sql('gpu_activity_samples')}")
     return ACTIVITY_VIEW

@@ -72,7 +72,10 @@ def _input_view(con: duckdb.DuckDBPyConnection, samples_relation: str, first_day
     if not relation_exists(con, samples_relation):
         raise ValueError(f"samples relation {samples_relation!r} does not exist in the warehouse")
     columns = {row[0] for row in con.execute(f"DESCRIBE {quoted}").fetchall()}
-    if choose_streams(con, samples_relation, first_day, last_day, table="power_input_streams"):
+    # Several sources in the window (a count of distinct values, far cheaper than choosing streams)?
+    several_sources = "source" in columns and con.execute(
+        f"SELECT count(DISTINCT source) > 1 FROM {quoted} WHERE day BETWEEN ? AND ?", [first_day, last_day]).fetchone()[0]
+    if several_sources and choose_streams(con, samples_relation, first_day, last_day, table="power_input_streams"):
         quoted = ("(SELECT s.* FROM " + quoted + " AS s SEMI JOIN power_input_streams AS c ON c.day = s.day "
                   "AND c.gpu_uuid = s.gpu_uuid AND c.source IS NOT DISTINCT FROM s.source)")
     left_over = con.execute(  # a previous fit on this connection left a view or a table

@@ -7,7 +7,7 @@
 -- Rule, over readings with power (the fit's rows): a stream carrying SM activity on at least half of
 -- them (DCGM profiling) first, the one with most SM activity readings; else the one with most
 -- utilisation readings; then most readings with power, most readings; ties: the source's name.
--- Input: activity_input_samples (temp view over the samples relation), days $first_day..$last_day.
+-- Input: stream_input_samples (temp view over the samples relation), days $first_day..$last_day.
 -- Columns: day [DATE]; gpu_uuid [text]; source [text] the stream chosen;
 --   reads_sm_active [bool] it carries SM activity on at least half its readings with power;
 --   n_streams [count] streams the GPU had that day (1: nothing was left out)
@@ -17,7 +17,7 @@ WITH streams AS (
            count(power_w) AS n_power,
            sum(CASE WHEN power_w IS NOT NULL AND sm_active_ratio IS NOT NULL THEN 1 ELSE 0 END) AS n_power_sm_active,
            sum(CASE WHEN power_w IS NOT NULL AND util_gpu_pct IS NOT NULL THEN 1 ELSE 0 END) AS n_power_util_gpu
-    FROM activity_input_samples
+    FROM stream_input_samples
     WHERE day BETWEEN $first_day::DATE AND $last_day::DATE
     GROUP BY day, gpu_uuid, source
 ),

@@ -116,3 +116,13 @@ def test_a_relation_without_source_or_dcgm_columns_is_read_as_one_stream():
 def test_a_missing_relation_is_a_clear_error():
     with pytest.raises(ValueError, match="'stg_gpu_samples' is missing"):
         create_activity_view(duckdb.connect(), DAY)
+
+
+def test_a_fit_on_another_relation_leaves_the_activity_view_on_its_own():
+    """Both choose streams over a temp view: the fit's must not redirect gpu_activity_samples."""
+    from models.power import _input_view
+
+    con = _con(_stream("GPU-a", "dcgm", 15, util_pct=90.0, sm_active=0.4))
+    con.execute("CREATE TABLE imported AS SELECT * FROM stg_gpu_samples WHERE false")
+    _input_view(con, "imported", DAY, DAY)
+    assert con.execute("SELECT count(*) FROM gpu_activity_samples").fetchone() == (240,)

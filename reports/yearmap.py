@@ -9,12 +9,14 @@ runs in another. The stated rule, applied to every target hour and counted in `v
    target hour moved back by the whole number of weeks nearest to the years between them (29
    February counts as 28 February in a year without it). Prices and grid intensity follow the
    week (weekends and Mondays differ from midweek): the same date in another year falls on
-   another weekday, and so mapped a Saturday's prices onto a Monday. Where that week is outside
-   the source, the week before or after it is taken. Fixed-date holidays move by up to 3 days.
+   another weekday, and so mapped a Saturday's prices onto a Monday. Where no source year has that
+   week (the turn of a year: 31 December moved back 52 weeks is 1 January of the same year; a
+   source that stops short), the week before or after it in the nearest year that has one.
+   The date moves by up to 3 days (10 with the week either side): fixed-date holidays move too.
 3. `interpolated`: the source hour chosen by 1 or 2 was itself missing inside the source's span;
    it is filled by linear interpolation in time between its neighbours.
-4. `hour_of_day_mean`: the source does not cover that calendar day at all (e.g. a 3-month
-   WattTime file and a target in June): the mean of the source at that hour of day.
+4. `hour_of_day_mean`: the source has none of those weeks in any year (e.g. a 3-month WattTime
+   file and a target in June): the mean of the source at that hour of day.
 5. `default`: the source is empty; the caller's default value.
 
 Hours are UTC. Frames: `hour_at` is `Datetime("us", "UTC")`, truncated to the hour.
@@ -83,7 +85,8 @@ def map_to_target_hours(
     )
     matched = (
         candidates.join(full.rename({"hour_at": "source_hour_at"}), on="source_hour_at", how="inner")
-        .sort(["hour_at", "dist", "src_year", "off_week"])
+        # the right week of any year before the week either side of the nearest one
+        .sort(["hour_at", "off_week", "dist", "src_year"])
         .group_by("hour_at", maintain_order=True).first()
         .with_columns(
             pl.when(pl.col("interpolated")).then(pl.lit("interpolated"))

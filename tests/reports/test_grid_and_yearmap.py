@@ -98,6 +98,16 @@ def test_a_weekly_pattern_of_another_year_lands_on_the_same_weekdays():
     assert set(lag_days) <= {357, 364, 371}  # 52 weeks; a week either side at the ends of the source's year
 
 
+def test_the_right_week_of_last_year_beats_a_neighbouring_week_of_this_year():
+    """A source of 2025 and January 2026: February 2026 takes February 2025's same weekdays, not
+    the end of January 2026 (the week either side is a fallback, not a nearer year)."""
+    src = pl.DataFrame({"hour_at": hours(dt.datetime(2025, 1, 1, tzinfo=UTC), (365 + 31) * 24)})
+    src = src.with_columns(v=pl.col("hour_at").dt.year().cast(pl.Float64))
+    mapped = map_to_target_hours(src, hours(dt.datetime(2026, 2, 1, tzinfo=UTC), 7 * 24), ["v"], {"v": 0.0})
+    assert set(mapped["v"]) == {2025.0} and rule_counts(mapped)["year_mapped"] == 7 * 24
+    assert all((t - s).days == 364 for t, s in zip(mapped["hour_at"], mapped["source_hour_at"]))
+
+
 def test_leap_day_maps_to_the_nearest_same_weekday_and_gaps_are_interpolated():
     src = pl.DataFrame({"hour_at": hours(dt.datetime(2022, 2, 21, tzinfo=UTC), 24 * 14)})
     src = src.with_columns(v=pl.col("hour_at").dt.day().cast(pl.Float64) * 100 + pl.col("hour_at").dt.hour())

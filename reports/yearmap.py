@@ -13,8 +13,11 @@ runs in another. The stated rule, applied to every target hour and counted in `v
    week (the turn of a year: 31 December moved back 52 weeks is 1 January of the same year; a
    source that stops short), the week before or after it in the nearest year that has one.
    The date moves by up to 3 days (10 with the week either side): fixed-date holidays move too.
-3. `interpolated`: the source hour chosen by 1 or 2 was itself missing inside the source's span;
-   it is filled by linear interpolation in time between its neighbours.
+3. `interpolated`: the source hour chosen by 1 or 2 was itself missing inside the source's span,
+   in a gap of at most MAX_INTERPOLATED_GAP_H hours; it is filled by linear interpolation in time
+   between its neighbours. The hours of a longer gap (a missing day, a year between two files)
+   count as absent: a straight line across them would flatten the day's shape, so they take the
+   next source week or year by rule 2, or rule 4.
 4. `hour_of_day_mean`: the source has none of those weeks in any year (e.g. a 3-month WattTime
    file and a target in June): the mean of the source at that hour of day.
 5. `default`: the source is empty; the caller's default value.
@@ -28,11 +31,14 @@ import polars as pl
 
 UTC_HOUR = pl.Datetime("us", "UTC")
 RULES = ("exact", "year_mapped", "interpolated", "hour_of_day_mean", "default")
+# A few missing hours (a feed outage, a DST glitch) are bridged; a day's gap loses the day's shape.
+MAX_INTERPOLATED_GAP_H = 6
 
 
 def complete_hourly(source: pl.DataFrame, value_cols: list[str]) -> pl.DataFrame:
-    """Reindex `source` (hour_at + value_cols) to every hour of its span; gaps are filled by
-    linear interpolation and flagged `interpolated` (bool)."""
+    """Reindex `source` (hour_at + value_cols) to every hour of its span; gaps of at most
+    MAX_INTERPOLATED_GAP_H hours are filled by linear interpolation and flagged `interpolated`
+    (bool), the hours of longer gaps are left out."""
     if source.height == 0:
         return source.with_columns(pl.lit(False).alias("interpolated"))
     src = source.sort("hour_at").unique("hour_at", keep="first", maintain_order=True)
@@ -43,7 +49,10 @@ def complete_hourly(source: pl.DataFrame, value_cols: list[str]) -> pl.DataFrame
     full = pl.DataFrame(hours).join(src.with_columns(pl.lit(False).alias("interpolated")),
                                     on="hour_at", how="left")
     full = full.with_columns(pl.col("interpolated").fill_null(True))
-    return full.with_columns([pl.col(c).cast(pl.Float64).interpolate() for c in value_cols])
+    # Each run of missing hours is one gap; only the short ones are bridged.
+    gap_id = (pl.col("interpolated") != pl.col("interpolated").shift(1)).fill_null(True).cum_sum()
+    full = full.filter(~pl.col("interpolated") | (pl.len().over(gap_id) <= MAX_INTERPOLATED_GAP_H))
+    return full.with_columns([pl.col(c).cast(pl.Float64).interpolate_by("hour_at") for c in value_cols])
 
 
 def map_to_target_hours(

@@ -118,6 +118,23 @@ def test_leap_day_maps_to_the_nearest_same_weekday_and_gaps_are_interpolated():
     assert rule_counts(mapped) == {"exact": 0, "year_mapped": 2, "interpolated": 1, "hour_of_day_mean": 0, "default": 0}
 
 
+def test_a_long_gap_between_source_years_is_not_a_straight_line():
+    """Files of 2023 and 2025 and a fleet in 2024: each 2024 hour takes the same weekday and hour
+    of a source year (2023, the earlier of two equally near), keeping its day's shape, instead of
+    a line drawn across the year between the files. A gap of a few hours is still bridged."""
+    src_hours = pl.concat([hours(dt.datetime(2023, 1, 1, tzinfo=UTC), 365 * 24),
+                           hours(dt.datetime(2025, 1, 1, tzinfo=UTC), 365 * 24)])
+    src = pl.DataFrame({"hour_at": src_hours, "v": [float(h.hour) for h in src_hours]})
+    src = src.filter(~pl.col("hour_at").is_between(dt.datetime(2023, 6, 7, 10, tzinfo=UTC),
+                                                   dt.datetime(2023, 6, 7, 12, tzinfo=UTC)))
+    target = hours(dt.datetime(2024, 6, 3, tzinfo=UTC), 7 * 24)
+    mapped = map_to_target_hours(src, target, ["v"], {"v": -1.0})
+    assert mapped["v"].to_list() == [float(h.hour) for h in target]
+    assert rule_counts(mapped) == {"exact": 0, "year_mapped": 7 * 24 - 3, "interpolated": 3,
+                                   "hour_of_day_mean": 0, "default": 0}
+    assert {s.year for s in mapped["source_hour_at"]} == {2023}
+
+
 def test_uncovered_days_fall_back_to_hour_of_day_mean_and_empty_to_default():
     src = pl.DataFrame({"hour_at": hours(dt.datetime(2023, 11, 1, tzinfo=UTC), 48),
                         "v": [float(i % 24) for i in range(48)]})

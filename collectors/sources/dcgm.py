@@ -65,17 +65,22 @@ FIELDS: dict[str, tuple[str, type]] = {
     "DCGM_FI_PROF_PCIE_TX_BYTES": ("pcie_tx_bytes_per_s", int),
     "DCGM_FI_PROF_PCIE_RX_BYTES": ("pcie_rx_bytes_per_s", int),
     "DCGM_FI_DEV_POWER_MGMT_LIMIT": ("power_limit_w", float),
-    # NVML's clock event reasons bitmask (field 112; DCGM_FI_DEV_CLOCK_THROTTLE_REASONS before DCGM
-    # 3.3). The models read its application-clocks bit (0x2) and power-cap bit (0x4), so a GPU
-    # modelled from its DCGM stream keeps them.
+    # NVML's clock event reasons bitmask (field 112). The models read its application-clocks bit
+    # (0x2) and power-cap bit (0x4), so a GPU modelled from its DCGM stream keeps them.
     "DCGM_FI_DEV_CLOCKS_EVENT_REASONS": ("clock_event_reasons", int),
+}
+# Names older exporters give the same field: DCGM before 3.3 called field 112
+# DCGM_FI_DEV_CLOCK_THROTTLE_REASONS. Queried and read like the field they name; our counters
+# file asks for the current names only (an exporter refuses a field its DCGM does not know).
+FIELD_ALIASES: dict[str, str] = {
+    "DCGM_FI_DEV_CLOCK_THROTTLE_REASONS": "DCGM_FI_DEV_CLOCKS_EVENT_REASONS",
 }
 COLUMNS = [column for column, _ in FIELDS.values()]
 
 
 def fields_query(selector: str = "") -> str:
     """One PromQL selector for every field: `{__name__=~"A|B|...", <selector matchers>}`."""
-    matchers = f'__name__=~"{"|".join(FIELDS)}"'
+    matchers = f'__name__=~"{"|".join([*FIELDS, *FIELD_ALIASES])}"'
     extra = selector.strip().strip("{}").strip()
     return "{" + matchers + (", " + extra if extra else "") + "}"
 
@@ -124,6 +129,7 @@ def pivot_range_result(result: Iterable[dict[str, Any]]) -> tuple[pa.Table, list
     for series in result:
         labels = series.get("metric", {})
         name = labels.get("__name__", "")
+        name = FIELD_ALIASES.get(name, name)
         if name not in FIELDS:
             rejected.append(f"{name or '<no __name__>'} {labels}: not a field this source reads")
             continue
@@ -383,4 +389,4 @@ class DcgmSource:
         self._client = None
 
 
-__all__ = ["DcgmSource", "FIELDS", "WatermarkState", "fields_query", "pivot_range_result", "write_range"]
+__all__ = ["DcgmSource", "FIELDS", "FIELD_ALIASES", "WatermarkState", "fields_query", "pivot_range_result", "write_range"]

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from collectors.sources import dcgm as dcgm_module
 from collectors.sources.base import SourceError
-from collectors.sources.dcgm import FIELDS, DcgmSource, pivot_range_result
+from collectors.sources.dcgm import FIELD_ALIASES, FIELDS, DcgmSource, fields_query, pivot_range_result
 
 REPO = Path(__file__).resolve().parents[3]
 LABELS = {"gpu": "1", "UUID": "GPU-abc", "modelName": "NVIDIA H200", "Hostname": "node-03",
@@ -42,6 +42,18 @@ def test_labels_map_to_lake_keys_and_absent_or_nan_readings_are_null():
     assert (first["power_w"], first["sm_active_ratio"], first["temp_c"]) == (312.5, 0.75, None)
     assert by_host[("node-03", 101.0)]["power_w"] is None  # "NaN" is no reading, not 0
     assert by_host[("node-03b", 100.0)]["temp_c"] == 61.0  # lower-case hostname label
+
+
+def test_an_exporter_before_dcgm_3_3_gives_clock_event_reasons_under_its_old_name():
+    # DCGM < 3.3 exports field 112 as DCGM_FI_DEV_CLOCK_THROTTLE_REASONS: a GPU capped there
+    # must still carry its power-cap bit (0x4), or the models take it for uncapped.
+    assert re.search(r"DCGM_FI_DEV_CLOCK_THROTTLE_REASONS(\||\")", fields_query())
+    table, rejected = pivot_range_result([
+        series("DCGM_FI_DEV_POWER_USAGE", [(100, "650")]),
+        series("DCGM_FI_DEV_CLOCK_THROTTLE_REASONS", [(100, "4")]),
+    ])
+    assert rejected == []
+    assert [(r["power_w"], r["clock_event_reasons"]) for r in table.to_pylist()] == [(650.0, 4)]
 
 
 def test_series_that_cannot_be_keyed_are_set_aside_with_a_reason():
@@ -154,7 +166,7 @@ def test_counters_file_enables_every_field_the_source_reads():
 def test_scrape_config_keeps_every_field_and_is_valid():
     config = REPO / "infra" / "prometheus" / "prometheus.yml"
     keep = re.search(r'regex: "([^"]+)"', config.read_text()).group(1)
-    assert all(re.fullmatch(keep, name) for name in FIELDS)
+    assert all(re.fullmatch(keep, name) for name in [*FIELDS, *FIELD_ALIASES])
     if shutil.which("promtool"):
         subprocess.run(["promtool", "check", "config", str(config)], check=True, capture_output=True)
 

@@ -30,7 +30,8 @@ import pyarrow as pa
 
 from collectors.settings import CollectorSettings
 from collectors.sources.base import Source, SourceError
-from collectors.spool import DiskFullError, Spool, recover
+from collectors.spool import DiskFullError, SegmentReadError, Spool, recover
+from collectors.writer import LakeWriteError
 
 log = logging.getLogger(__name__)
 
@@ -53,6 +54,7 @@ class CollectStats:
     disk_full_events: int = 0
     background_dropped_tables: int = 0
     late_polls: int = 0  # polls that overran the interval (the missed ticks are skipped, not fired at once)
+    roll_failures: int = 0  # rolls of a closed segment into the lake that failed (kept, retried)
 
 
 @dataclass
@@ -98,8 +100,12 @@ class Collector:
         return self._spools[dataset]
 
     def recover(self) -> int:
-        """Roll what a previous (killed) process left in the spool; returns files written."""
-        written = recover(self.spool_dir, self.lake)
+        """Roll what a previous (killed) process left in the spool; returns files written. A
+        segment that cannot be rolled now is retried at every flush, as a full disk's are."""
+        left: dict[str, list[Path]] = {}
+        written = recover(self.spool_dir, self.lake, left)
+        for dataset, paths in left.items():
+            self._spool(dataset).pending.extend(paths)
         self.stats.files_written += len(written)
         return len(written)
 
@@ -188,6 +194,12 @@ class Collector:
                 if not self._disk_full:
                     log.error("DISK FULL: %s; %d rows held in memory, retrying every flush", exc, spool.buffered_rows)
                 self._disk_full = True
+            except (SegmentReadError, LakeWriteError) as exc:
+                # The rows are safe in the spool segment: keep sampling, retry it every flush.
+                self.stats.roll_failures += 1
+                if self.stats.roll_failures == 1 or self.stats.roll_failures % 100 == 0:
+                    log.error("spool %s: %s; %d closed segments kept, retrying every flush (%d failures)",
+                              spool.dataset, exc, len(spool.pending), self.stats.roll_failures)
 
     def run(self, stop: threading.Event, *, max_polls: int | None = None) -> CollectStats:
         """Recover, start the background sources, poll every interval_s until `stop` is set (or

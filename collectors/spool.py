@@ -35,18 +35,30 @@ class DiskFullError(OSError):
     """The spool or the lake is out of space; the rows are still held in memory."""
 
 
+class SegmentReadError(OSError):
+    """A spool segment could not be read now (an I/O error, too many open files): it is kept
+    where it is and rolled at a later try, never taken for torn or unreadable."""
+
+
 def read_segment(path: Path) -> pa.Table | None:
-    """The whole batches of a segment (a torn last batch is left out); None if it has none."""
+    """The whole batches of a segment (a torn last batch is left out); None if it has none.
+
+    The file is read whole before it is parsed: Arrow reports a batch cut short and a failed
+    read with the same OSError, so only an error in parsing bytes already in memory counts as a
+    torn batch. A failed read raises SegmentReadError and leaves the segment as it is."""
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise SegmentReadError(exc.errno, f"cannot read spool segment {path} ({exc}); kept for a retry") from exc
     batches = []
     try:
-        with pa.OSFile(str(path), "rb") as fh:
-            reader = pa.ipc.open_stream(fh)
-            schema = reader.schema
-            while True:
-                try:
-                    batches.append(reader.read_next_batch())
-                except StopIteration:
-                    break
+        reader = pa.ipc.open_stream(pa.py_buffer(data))
+        schema = reader.schema
+        while True:
+            try:
+                batches.append(reader.read_next_batch())
+            except StopIteration:
+                break
     except (pa.ArrowInvalid, OSError, EOFError) as exc:
         if not batches:
             log.warning("spool segment %s has no readable batch (%s); keeping it aside", path, exc)
@@ -222,11 +234,19 @@ def roll_segment_file(path: Path, lake: Path, dataset: str) -> list[WrittenFile]
     return written
 
 
-def recover(spool_dir: Path, lake: Path) -> list[WrittenFile]:
-    """Roll every segment a previous process left in `spool_dir` into the lake."""
+def recover(spool_dir: Path, lake: Path, left: dict[str, list[Path]] | None = None) -> list[WrittenFile]:
+    """Roll every segment a previous process left in `spool_dir` into the lake. A segment that
+    cannot be read or written now (an I/O error, a full or unwritable lake) stays in place, is
+    logged, and is added to `left[dataset]` for the caller to retry; the others are still rolled."""
     written = []
     for path in sorted(Path(spool_dir).glob(f"*{SEGMENT_SUFFIX}")):
         dataset = path.name.split("-", 1)[0]
-        written += roll_segment_file(path, lake, dataset)
+        try:
+            written += roll_segment_file(path, lake, dataset)
+        except (SegmentReadError, LakeWriteError, DiskFullError) as exc:
+            log.error("spool segment %s kept for a retry: %s", path.name, exc)
+            if left is not None:
+                left.setdefault(dataset, []).append(path)
+            continue
         log.info("recovered spool segment %s", path.name)
     return written

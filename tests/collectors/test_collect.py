@@ -74,6 +74,56 @@ def test_unrolled_segment_is_recovered_and_a_torn_batch_skipped(tmp_path, lake):
     assert len(lake_rows(lake)) == 6
 
 
+def _left_segment(spool_dir: Path, lake: Path, flushes: int) -> Path:
+    """A segment of `flushes` batches (2 GPUs each) that a killed process left behind."""
+    sp = Spool(spool_dir, lake, "gpu_samples")
+    src = SimSource("node-01", gpus=2)
+    for _ in range(flushes):
+        sp.append(src.read())
+        sp.flush()
+    [segment] = list(spool_dir.glob("*.arrows"))
+    return segment
+
+
+def test_a_segment_that_cannot_be_read_now_is_kept_and_rolled_later_whole(tmp_path, lake, monkeypatch, caplog):
+    """An I/O error reading a segment at start (EIO, too many open files) is not a torn batch:
+    the segment stays, the collector starts, and its next flush rolls every row."""
+    segment = _left_segment(tmp_path / "spool", lake, flushes=5)
+    left = {(r["sampled_at"], r["gpu_uuid"]) for r in spool_module.read_segment(segment).to_pylist()}
+    assert len(left) == 10
+    real_read_bytes = Path.read_bytes
+
+    def failing(path):
+        if path == segment:
+            raise OSError(errno.EMFILE, "Too many open files")
+        return real_read_bytes(path)
+
+    monkeypatch.setattr(Path, "read_bytes", failing)
+    clock = FakeClock()
+    c = Collector([SimSource("node-02", gpus=1, clock=clock)], lake=lake,
+                  settings=CollectorSettings(spool_flush_interval_s=1.0), spool_dir=tmp_path / "spool", clock=clock)
+    assert c.recover() == 0
+    assert segment.exists() and lake_rows(lake) == [] and "kept for a retry" in caplog.text
+    c.poll()
+    c.flush()
+    assert segment.exists() and c.stats.roll_failures == 1  # still failing: kept, the loop goes on
+    monkeypatch.setattr(Path, "read_bytes", real_read_bytes)
+    c.flush()
+    assert not segment.exists()
+    rows = lake_rows(lake)
+    assert left <= {(r["sampled_at"], r["gpu_uuid"]) for r in rows}
+    assert len(rows) == len({(r["sampled_at"], r["gpu_uuid"]) for r in rows})
+
+
+def test_a_segment_of_garbage_is_set_aside_and_the_others_rolled(tmp_path, lake):
+    segment = _left_segment(tmp_path / "spool", lake, flushes=2)
+    garbage = tmp_path / "spool" / "gpu_samples-00000000000000000001-deadbeef.arrows"
+    garbage.write_bytes(b"not an arrow stream at all")
+    written = recover(tmp_path / "spool", lake)
+    assert len(written) == 1 and len(lake_rows(lake)) == 4 and not segment.exists()
+    assert garbage.with_suffix(".unreadable").exists()
+
+
 def test_disk_full_keeps_rows_and_resumes(tmp_path, lake, monkeypatch, caplog):
     clock = FakeClock()
     c = Collector([SimSource("node-01", gpus=2, clock=clock)], lake=lake,

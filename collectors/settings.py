@@ -107,6 +107,12 @@ class WarehouseSettings:
     engine: str = "duckdb"
     # Spark master URL when engine = "spark" (local[N] on one machine, spark://host:7077 on a cluster).
     spark_master: str = "local[2]"
+    # Days of clean readings (stg_gpu_samples) the warehouse file keeps, counted back from the
+    # newest day built; older days' readings are deleted by the build (the lake keeps them, and
+    # every day's energy, checks, fits and sums stay). 0 keeps every day. At 1 Hz a GPU adds
+    # about 2.7 MB a day to the file, so without it the file grows with history; it must cover
+    # the days the models re-read (Settings checks it against them).
+    readings_retention_days: int = 35
 
 
 @dataclass(frozen=True)
@@ -261,6 +267,11 @@ class AgentSettings:
     poll_interval_s: float = 300.0
 
 
+# Days of readings the recommendation outcome re-reads (models/outcome.py: a change's 14 days
+# after and the 7 before it, plus the day measured); the power fit re-reads models.history_days.
+OUTCOME_READING_DAYS = 22
+
+
 @dataclass(frozen=True)
 class Settings:
     lake: LakeSettings = field(default_factory=LakeSettings)
@@ -272,6 +283,16 @@ class Settings:
     recommend: RecommendSettings = field(default_factory=RecommendSettings)
     export: ExportSettings = field(default_factory=ExportSettings)
     agent: AgentSettings = field(default_factory=AgentSettings)
+
+    def __post_init__(self) -> None:
+        kept = self.warehouse.readings_retention_days
+        needed = max(self.models.history_days, OUTCOME_READING_DAYS)
+        if kept < 0 or 0 < kept < needed:
+            raise SettingsError(
+                f"[warehouse].readings_retention_days = {kept}: expected 0 (keep every day) or at least "
+                f"{needed}, the days of readings the models re-read (models.history_days = "
+                f"{self.models.history_days}, the recommendation outcome {OUTCOME_READING_DAYS})"
+            )
 
 
 def _coerce(value: Any, annotation: Any, where: str) -> Any:

@@ -96,12 +96,17 @@ def _input_view(con: duckdb.DuckDBPyConnection, samples_relation: str, first_day
 
 
 def _build_ids_view(con: duckdb.DuckDBPyConnection, samples_relation: str) -> None:
-    """Temp view power_sums_build_ids (day, build_id): the warehouse build of each day's samples,
-    where the warehouse records it (stg_gpu_samples); empty for any other relation."""
+    """Temp view power_sums_build_ids (day, build_id, readings_pruned): the warehouse build of each
+    day's samples, and whether retention has since deleted them, where the warehouse records it
+    (stg_gpu_samples); empty for any other relation."""
     if samples_relation == "stg_gpu_samples" and relation_exists(con, "fct_warehouse_build_daily"):
-        body = "SELECT day, build_id FROM fct_warehouse_build_daily"
+        pruned = con.execute("SELECT count(*) FROM duckdb_columns() WHERE table_name = 'fct_warehouse_build_daily' "
+                             "AND column_name = 'readings_pruned_at'").fetchone()[0]
+        body = ("SELECT day, build_id, " + ("readings_pruned_at IS NOT NULL" if pruned else "false")
+                + " AS readings_pruned FROM fct_warehouse_build_daily")
     else:
-        body = "SELECT CAST(NULL AS DATE) AS day, CAST(NULL AS UUID) AS build_id WHERE false"
+        body = ("SELECT CAST(NULL AS DATE) AS day, CAST(NULL AS UUID) AS build_id, false AS readings_pruned "
+                "WHERE false")
     con.execute(f"CREATE OR REPLACE TEMP VIEW power_sums_build_ids AS {body}")
 
 
@@ -127,11 +132,14 @@ def update_suffstats(con: duckdb.DuckDBPyConnection, day: dt.date, settings: Mod
         "AND gpu_model IS NOT NULL GROUP BY day", [first, day]).fetchall())
     builds = dict(con.execute("SELECT day, build_id FROM power_sums_build_ids WHERE day BETWEEN ? AND ?",
                               [first, day]).fetchall())
+    # A day whose readings retention deleted keeps the sums stored from them (a backfill's window)
+    pruned = {d for (d,) in con.execute("SELECT day FROM power_sums_build_ids WHERE readings_pruned "
+                                        "AND day BETWEEN ? AND ?", [first, day]).fetchall()}
     stored = {d: (n, build) for d, n, build in con.execute(
         "SELECT day, sum(n_rows), any_value(samples_build_id) FROM fct_power_fit_sums_hourly "
         "WHERE source_relation = ? AND day BETWEEN ? AND ? GROUP BY day", [samples_relation, first, day]).fetchall()}
-    days = sorted({d for d in counts.keys() | stored.keys()
-                   if (counts.get(d, 0), builds.get(d)) != stored.get(d, (0, None))} | {day})
+    days = sorted(({d for d in counts.keys() | stored.keys()
+                    if (counts.get(d, 0), builds.get(d)) != stored.get(d, (0, None))} | {day}) - pruned)
     con.execute("BEGIN TRANSACTION")
     try:
         con.execute("DELETE FROM fct_power_fit_sums_hourly WHERE source_relation = ? AND list_contains(?, day)",

@@ -8,7 +8,9 @@ and last hour needs), filtered on the typed `date` partition column so DuckDB op
 files. The cost of a day therefore grows with the fleet's readings per day and not with history,
 except dim_gpu, which re-reads fct_gpu_coverage_daily (one row per GPU and day). The per-GPU
 relations (BATCHED_RELATIONS) are built a batch of hosts at a time (warehouse/host_batches.py),
-so the readings one query sorts and holds stay bounded whatever the fleet's size.
+so the readings one query sorts and holds stay bounded whatever the fleet's size. The same
+transaction deletes the clean readings of days past `readings_retention_days` (prune_readings),
+so the file stops growing with history.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ INVENTORY_COLUMNS = (
     "gpu_uuid", "host", "gpu_index", "gpu_model", "rack", "site", "region", "purchased_on",
     "purchase_price_usd", "embodied_kgco2e", "lifetime_years",
 )
+BUILD_SQL_DIR = Path(__file__).with_name("build_sql")
 _DUCK_TYPES = {
     "timestamp[us, tz=UTC]": "TIMESTAMPTZ", "string": "VARCHAR", "int8": "TINYINT",
     "int16": "SMALLINT", "int32": "INTEGER", "int64": "BIGINT", "float": "FLOAT",
@@ -56,6 +59,9 @@ class BuildSummary:
     seconds: dict[str, float] = field(default_factory=dict)
     missing_datasets: tuple[str, ...] = ()
     inventory_found: bool = False
+    # Readings deleted under warehouse.readings_retention_days: rows, and the newest day they came from.
+    pruned_gpu_rows: int = 0
+    pruned_through: dt.date | None = None
 
     @property
     def total_seconds(self) -> float:
@@ -225,6 +231,9 @@ def build_day(
         batches = host_batches(con, day, params["margin_s"], settings.build_hosts_per_batch)
         seconds["host_batches"] = time.perf_counter() - t0
         computed = dict(computed or {})
+        if _table_exists(con, "fct_warehouse_build_daily"):
+            # built before retention was recorded
+            con.execute("ALTER TABLE fct_warehouse_build_daily ADD COLUMN IF NOT EXISTS readings_pruned_at TIMESTAMPTZ")
         con.execute("BEGIN TRANSACTION")
         try:
             raw = 0
@@ -238,6 +247,9 @@ def build_day(
                 seconds[rel.name] = seconds.get(rel.name, 0.0) + time.perf_counter() - t0
                 if rel.name == "int_gpu_samples_checked":
                     raw += con.execute("SELECT count(*) FROM int_gpu_samples_checked WHERE day = ?", [day]).fetchone()[0]
+            t0 = time.perf_counter()
+            pruned, pruned_through = prune_readings(con, day, settings.readings_retention_days)
+            seconds["prune_readings"] = time.perf_counter() - t0
             counts = _day_counts(con, day)
             con.execute("COMMIT")
         except BaseException:
@@ -247,7 +259,24 @@ def build_day(
     return BuildSummary(
         day=day, raw_gpu_rows=raw, clean_gpu_rows=clean, quarantined_gpu_rows=quarantined,
         rows=counts, seconds=seconds, missing_datasets=missing, inventory_found=inventory_found,
+        pruned_gpu_rows=pruned, pruned_through=pruned_through,
     )
+
+
+def prune_readings(con: duckdb.DuckDBPyConnection, day: dt.date, retention_days: int) -> tuple[int, dt.date | None]:
+    """Delete the stg_gpu_samples rows of days more than `retention_days` before the newest day
+    built (never `day`'s), and mark those days in fct_warehouse_build_daily; 0 keeps every day.
+    Whole days go, so DuckDB reuses their blocks and the file stops growing with history.
+    Returns (rows deleted, the cutoff day or None). Runs in the caller's transaction."""
+    if retention_days <= 0:
+        return 0, None
+    (cutoff,) = con.execute((BUILD_SQL_DIR / "readings_cutoff.sql").read_text(), {"retention_days": retention_days}).fetchone()
+    if cutoff is None:
+        return 0, None
+    (deleted,) = con.execute("DELETE FROM stg_gpu_samples WHERE day <= ? AND day <> ?", [cutoff, day]).fetchone()
+    con.execute("UPDATE fct_warehouse_build_daily SET readings_pruned_at = now() "
+                "WHERE day <= ? AND day <> ? AND readings_pruned_at IS NULL", [cutoff, day])
+    return int(deleted), cutoff
 
 
 def _day_counts(con: duckdb.DuckDBPyConnection, day: dt.date) -> dict[str, int]:

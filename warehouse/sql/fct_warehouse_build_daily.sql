@@ -9,10 +9,14 @@
 --   reference_at [TIMESTAMPTZ, UTC] the build's "now" for the future-timestamp rule
 --   n_clean_gpu_samples [count] rows of stg_gpu_samples for the day
 --   n_quarantined_gpu_samples [count] rows of quarantine_gpu_samples for the day
+--   readings_pruned_at [TIMESTAMPTZ, UTC] when the day's stg_gpu_samples rows were deleted by a later
+--     build (warehouse.readings_retention_days); NULL while they are kept. The day's other rows
+--     stay; a rebuild of the day reads its readings from the lake again
 SELECT
     $day::DATE AS day,
     gen_random_uuid() AS build_id,
     now() AS built_at,
     $now::TIMESTAMPTZ AS reference_at,
     (SELECT count(*) FROM stg_gpu_samples WHERE day = $day::DATE) AS n_clean_gpu_samples,
-    (SELECT count(*) FROM quarantine_gpu_samples WHERE day = $day::DATE) AS n_quarantined_gpu_samples
+    (SELECT count(*) FROM quarantine_gpu_samples WHERE day = $day::DATE) AS n_quarantined_gpu_samples,
+    CAST(NULL AS TIMESTAMPTZ) AS readings_pruned_at

@@ -161,17 +161,16 @@ def _compact_locked(folder: Path, day: dt.date, host: str, dataset: str, finishe
 
 def _read_as_stored(path: Path, dataset: str) -> tuple[pa.Table | None, str | None]:
     """The file's rows exactly as stored, or why it stays out of the merge: it does not open, or its
-    columns are not the dataset's (a type differs, a column is unknown, a required one is missing).
-    Nothing is cast or rounded, so compaction never changes a value."""
+    columns are not the dataset's (a type differs, a required one is missing). Columns outside the
+    schema are the source's own (NVML's power_limit_*_w, running_pids, error): the writer keeps
+    them, and so does the merge. Nothing is cast or rounded, so compaction never changes a value."""
     try:
         table = pq.ParquetFile(path).read()
     except (OSError, ValueError, pa.ArrowException) as exc:
         return None, f"does not open ({exc})"
     fields = {f.name: f for f in DATASETS[dataset]}
     for column in table.schema:
-        if column.name not in fields:
-            return None, f"column {column.name!r} is not in {dataset}'s schema"
-        if column.type != fields[column.name].type:
+        if column.name in fields and column.type != fields[column.name].type:
             return None, f"column {column.name!r} is {column.type}, {dataset} stores {fields[column.name].type}"
     missing = [f.name for f in DATASETS[dataset] if not f.nullable and f.name not in table.column_names]
     if missing:
@@ -180,8 +179,11 @@ def _read_as_stored(path: Path, dataset: str) -> tuple[pa.Table | None, str | No
 
 
 def _in_dataset_order(table: pa.Table, dataset: str) -> pa.Table:
-    # A column only some files had is NULL in the others' rows (promote_options="default").
-    return table.select([f.name for f in DATASETS[dataset] if f.name in table.column_names])
+    """The dataset's columns in its order, then the sources' own columns, as the writer lays them
+    out. A column only some files had is NULL in the others' rows (promote_options="default")."""
+    known = [f.name for f in DATASETS[dataset]]
+    return table.select([c for c in known if c in table.column_names]
+                        + [c for c in table.column_names if c not in known])
 
 
 def _stamp(path: Path) -> list[int]:

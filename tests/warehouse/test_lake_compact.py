@@ -178,6 +178,28 @@ def test_values_are_kept_as_stored_and_a_file_of_another_schema_stays(lake):
     assert ratios == [pytest.approx(0.123456789, abs=1e-8)] * 2 and merged.schema == _schema_of(None)
 
 
+def test_a_collectors_own_columns_are_merged_and_kept(lake):
+    """NVML's files carry power_limit_min_w, running_pids and error beyond the dataset's columns
+    (the writer keeps them): they are compacted like any other, their own columns kept."""
+    folder = _folder(lake)
+    extra = [pa.field("power_limit_min_w", pa.float32()), pa.field("running_pids", pa.list_(pa.int64())),
+             pa.field("error", pa.string())]
+    schema = pa.schema(list(_schema_of([])) + extra)
+    expected = []
+    for i in range(3):
+        rows = [dict(r, power_limit_min_w=200.0, running_pids=[100 + i], error=None if i else "temp: Unknown Error")
+                for r in gpu_rows([60.0 * i, 60.0 * i + 1], 300.0 + i)]
+        write(lake, pa.Table.from_pylist(rows, schema=schema).to_pylist())
+        expected += rows
+    assert len(list(folder.glob("*.parquet"))) == 3
+    report = compact_partition(lake, DAY, "node-01", "gpu_samples")
+    assert (report.files_before, report.files_after, report.left_unreadable) == (3, 1, [])
+    [merged] = [pq.read_table(p) for p in folder.glob("*.parquet")]
+    assert merged.schema.names[-3:] == ["power_limit_min_w", "running_pids", "error"]
+    got = sorted(((r["sampled_at"], r["running_pids"], r["error"]) for r in merged.to_pylist()), key=repr)
+    assert got == sorted(((r["sampled_at"], r["running_pids"], r["error"]) for r in expected), key=repr)
+
+
 def _rows_of(rows):
     return pa.Table.from_pylist(rows, schema=_schema_of(None)).to_pylist()
 

@@ -89,6 +89,8 @@ class _Gpu:
     limits_w: tuple[float | None, float | None, float | None] = (None, None, None)
     lost: str | None = None
     errors: list[str] = field(default_factory=list)
+    # A discovery call failed (not "not supported"): discover again at the next poll.
+    rediscover: bool = False
 
 
 class NvmlSource:
@@ -159,12 +161,17 @@ class NvmlSource:
         except NvmlError as exc:
             gpu.handle, gpu.lost = None, str(exc)
             return
+        errors_before = len(gpu.errors)
         gpu.uuid = _text(self._reading(gpu, "nvmlDeviceGetUUID")) or gpu.uuid
-        gpu.model = _text(self._reading(gpu, "nvmlDeviceGetName"))
+        gpu.model = _text(self._reading(gpu, "nvmlDeviceGetName")) or gpu.model
         limits = self._reading(gpu, "nvmlDeviceGetPowerManagementLimitConstraints")
         default = self._reading(gpu, "nvmlDeviceGetPowerManagementDefaultLimit")
         lo, hi = limits if limits else (None, None)
-        gpu.limits_w = (_mw_to_w(lo), _mw_to_w(hi), _mw_to_w(default))
+        found = (_mw_to_w(lo), _mw_to_w(hi), _mw_to_w(default))
+        gpu.limits_w = tuple(new if new is not None else old for new, old in zip(found, gpu.limits_w))
+        # A transient error (UNKNOWN, TIMEOUT) must not leave the model or limits NULL for the
+        # process's life: try again next poll, and that poll's row says what failed.
+        gpu.rediscover = len(gpu.errors) > errors_before or gpu.lost is not None
 
     def read(self) -> pa.Table:
         """One row per GPU, sampled now."""
@@ -173,8 +180,8 @@ class NvmlSource:
         rows = {name: [] for name in ROW_SCHEMA.names}
         for gpu in self._gpus:
             gpu.lost, gpu.errors = None, []
-            if gpu.handle is None or not gpu.uuid:
-                self._discover(gpu)  # lost at start-up: try again each poll
+            if gpu.handle is None or not gpu.uuid or gpu.rediscover:
+                self._discover(gpu)  # lost or failing at start-up: try again each poll
             for name, value in self._sample(gpu).items():
                 rows[name].append(value)
         return pa.Table.from_pydict(rows, schema=ROW_SCHEMA)

@@ -84,6 +84,23 @@ def test_other_errors_null_the_reading_and_say_which_call(nvml_stub, source):
     assert rows[0]["energy_mj_total"] is not None
 
 
+def test_a_failed_discovery_is_said_in_the_row_and_tried_again(nvml_stub):
+    """nvmlDeviceGetName and the limit constraints answer UNKNOWN at start-up: the rows say so
+    and carry no model, and once NVML answers, the model and limits are found (not NULL for good)."""
+    nvml_stub.set(0, error={"nvmlDeviceGetName": "UNKNOWN", "nvmlDeviceGetPowerManagementLimitConstraints": "UNKNOWN"})
+    src = NvmlSource("node-01", clock=lambda: NOW_S)
+    try:
+        first = rows_by_index(src.read())[0]
+        assert first["gpu_model"] is None and first["power_limit_max_w"] is None
+        assert "nvmlDeviceGetName" in first["error"] and first["power_w"] is not None
+        nvml_stub.set(0, error={"nvmlDeviceGetName": "SUCCESS", "nvmlDeviceGetPowerManagementLimitConstraints": "SUCCESS"})
+        later = rows_by_index(src.read())[0]
+        assert later["gpu_model"] and later["power_limit_max_w"] and later["error"] is None
+        assert rows_by_index(src.read())[0]["gpu_model"] == later["gpu_model"]
+    finally:
+        src.close()
+
+
 def test_no_driver_raises_a_source_error(nvml_stub):
     nvml_stub.write([], errors={"nvmlInitWithFlags": "DRIVER_NOT_LOADED"})
     with pytest.raises(NvmlUnavailable, match="node-01"):

@@ -224,12 +224,19 @@ class IpmiSource:
 
     def read(self) -> pa.Table:
         """One node_samples row sampled now. A BMC that does not answer yields a row with NULL
-        readings and the reason in `error`; it never raises for that."""
-        sampled_at = self._clock()
+        readings and the reason in `error`; it never raises for that.
+
+        The row is stamped when the BMC answered the power reading (or, without one, when the
+        last call returned), not when the poll began: a busy BMC's timeouts, retries and backoff
+        can take tens of seconds, and the energy integral puts the power at its stamp. The SDR
+        sensors (temperatures, fans) are read just after it."""
+        sampled_at = None
         row: dict[str, object] = {"power_w": None, "sdr_power_w": None, "inlet_temp_c": None,
                                   "exhaust_temp_c": None, "fan_rpm_avg": None, ERROR_COLUMN: None}
         try:
             row["power_w"] = self._dcmi_power_w()
+            if row["power_w"] is not None:
+                sampled_at = self._clock()
             sdr = self._call("sdr", "elist")
             if sdr.returncode == 0:
                 row.update(pick_readings(parse_sdr_elist(sdr.stdout)))
@@ -239,6 +246,8 @@ class IpmiSource:
             log.error("ipmi: %s", exc)
             # Readings taken before the BMC went silent are still true readings: keep them.
             row[ERROR_COLUMN] = str(exc)
+        if sampled_at is None:
+            sampled_at = self._clock()
         fields = [NODE_SAMPLES.field(n) for n in ("sampled_at", "host", "power_w", "sdr_power_w",
                                                    "inlet_temp_c", "exhaust_temp_c", "fan_rpm_avg")]
         schema = pa.schema(fields + [NODE_SAMPLES.field("source"), pa.field(ERROR_COLUMN, pa.string())])

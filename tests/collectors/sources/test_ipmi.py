@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import Mapping, Sequence
 
 from collectors.sources.ipmi import CommandResult, IpmiSource, parse_dcmi_power, parse_sdr_elist, pick_readings
@@ -95,3 +96,29 @@ def test_timeouts_are_retried_within_the_bound_then_marked_and_the_password_stay
     assert all("hunter2" not in argv for argv, _ in runner.calls)
     assert all(env["IPMI_PASSWORD"] == "hunter2" and "-E" in argv for argv, env in runner.calls)
     assert all(argv[argv.index("-C") + 1] == "3" for argv, _ in runner.calls)
+
+
+def test_a_reading_is_stamped_when_the_bmc_answered_not_when_the_poll_began():
+    """A busy BMC times out twice (5 s each, then 0.5 s and 1 s of backoff) before it answers:
+    the power it gave is stamped 11.5 s after the poll began, where the energy integral needs it."""
+    start = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)
+    now = [start]
+
+    def advance(seconds: float) -> None:
+        now[0] += dt.timedelta(seconds=seconds)
+
+    timeout = CommandResult(-1, "", "no answer within 5 s", timed_out=True)
+    replay = Replay({"dcmi power reading": [timeout, timeout, CommandResult(0, DCMI_OK, "")],
+                     "sdr elist": [CommandResult(0, SDR_SIM, "")]})
+
+    def runner(argv, timeout_s, env):
+        result = replay(argv, timeout_s, env)
+        advance(timeout_s if result.timed_out else 0.25)
+        return result
+
+    source = IpmiSource("node-02", retries=2, backoff_s=0.5, timeout_s=5.0, runner=runner,
+                        clock=lambda: now[0], sleep=advance)
+    row = source.read().to_pylist()[0]
+    assert row["power_w"] == 1150.0 and row["error"] is None
+    assert row["sampled_at"] == start + dt.timedelta(seconds=5 + 0.5 + 5 + 1.0 + 0.25)
+

@@ -16,6 +16,12 @@ from pathlib import Path
 from typing import Any
 
 
+# In a central lake's partition folder: one JSON line per file that compaction merged into
+# another and removed ({"name", "bytes", "sha256", "into"}; warehouse/lake_compact.py). Ship reads
+# it, so a file sent again after its rows were compacted is not put back beside them.
+COMPACTED_LEDGER_NAME = "_compacted.jsonl"
+
+
 def is_url(lake: str | Path) -> bool:
     """True when `lake` names an object store or other fsspec protocol (`proto://...`)."""
     return isinstance(lake, str) and "://" in lake and not lake.startswith("file://")

@@ -16,7 +16,10 @@ Exactly once, resumable. For each file, in this order:
 A crash before step 2 leaves the file unrecorded: the next run copies it again onto the same
 name (a reader sees the old whole file or the new whole file, never a second copy). A crash
 after step 2 leaves it recorded: the next run skips it. A torn last manifest line (a crash in
-the middle of the append) is ignored, so that file is sent again. Nothing is duplicated,
+the middle of the append) is ignored, so that file is sent again, unless the central lake's
+compaction has merged it meanwhile: its partition's ledger (`_compacted.jsonl`) lists the same
+name, size and sha256, and the file is recorded, not sent beside the rows that already hold it.
+Nothing is duplicated,
 nothing is missed. A lake file that changed after it was shipped (a range the DCGM source
 redid after a crash) is shipped again over its old copy, and the log says so.
 
@@ -71,6 +74,9 @@ class ShipReport:
     shipped: list[ManifestEntry] = field(default_factory=list)
     skipped: int = 0
     reshipped_changed: int = 0
+    # not in the manifest (a torn last line), but the destination's compaction ledger lists the
+    # same bytes as merged: recorded as shipped, not sent
+    already_compacted: int = 0
 
     @property
     def bytes_shipped(self) -> int:
@@ -228,9 +234,15 @@ class Shipper:
         with self.manifest.locked():
             todo, shipped = self.pending()
             report.skipped = len(finished_files(self.lake)) - len(todo)
+            ledgers: dict[str, dict[str, dict]] = {}
             for path in todo:
                 rel = path.relative_to(self.lake).as_posix()
                 previous = shipped.get(rel)
+                if previous is None and self._compacted_at_destination(path, rel, ledgers):
+                    digest, read = _sha256(path)
+                    self.manifest.append(_entry(self.dest, rel, read, digest))
+                    report.already_compacted += 1
+                    continue
                 if previous is not None:
                     digest, read = _sha256(path)
                     if digest == previous.sha256:  # touched, not changed: record the new mtime only
@@ -246,6 +258,38 @@ class Shipper:
                 if after_file is not None:
                     after_file(entry)
         return report
+
+    def _compacted_at_destination(self, path: Path, rel: str, ledgers: dict[str, dict[str, dict]]) -> bool:
+        """Whether the destination's compaction already merged this very file (same name, size
+        and sha256 in its partition's ledger): sending it again would put its rows there twice."""
+        parent, name = rel.rsplit("/", 1) if "/" in rel else ("", rel)
+        if parent not in ledgers:
+            ledgers[parent] = self._read_ledger(f"{self.root}/{parent}/{lakefs.COMPACTED_LEDGER_NAME}")
+        entry = ledgers[parent].get(name)
+        if entry is None or entry.get("bytes") != path.stat().st_size or not entry.get("sha256"):
+            return False
+        if _sha256(path)[0] != entry["sha256"]:
+            return False
+        log.info("ship: %s was merged by the destination's compaction into %s; recorded, not sent again",
+                 rel, entry.get("into"))
+        return True
+
+    def _read_ledger(self, ledger: str) -> dict[str, dict]:
+        try:
+            with self.fs.open(ledger, "r") as fh:
+                text = fh.read()
+        except FileNotFoundError:
+            return {}
+        except OSError as exc:
+            raise ShipError(f"ship: cannot read the destination's compaction ledger {ledger}: {exc}") from exc
+        entries = {}
+        for line in text.splitlines():
+            try:
+                entry = json.loads(line)
+            except json.JSONDecodeError:
+                continue  # a line a crash cut short: that file was not removed yet
+            entries[entry.get("name")] = entry
+        return entries
 
     def ship_file(self, path: Path, rel: str) -> ManifestEntry:
         """Copy one file to `<root>/<rel>` (atomically, see the module docstring); check its size."""

@@ -45,7 +45,9 @@ def ship_command(
             typer.echo(f"error: {exc}", err=True)
             raise typer.Exit(1)
     typer.echo(f"shipped {len(report.shipped)} files ({report.bytes_shipped:,} bytes) to {to}; "
-               f"{report.skipped} already there; {report.reshipped_changed} changed since shipped and sent again")
+               f"{report.skipped} already there; {report.reshipped_changed} changed since shipped and sent again"
+               + (f"; {report.already_compacted} already merged by the destination's compaction"
+                  if report.already_compacted else ""))
 
 
 def register(app: typer.Typer) -> None:

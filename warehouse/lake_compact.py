@@ -24,6 +24,9 @@ listed old files still as read; new file absent -> nothing happened, drop the in
 the new file landing and the old ones going, a reader can see both (the build would quarantine
 the copies as duplicate_key); the DAG compacts before it builds, so its own build never does.
 
+Each file removed is first written, with its size and sha256, to the partition's ledger
+(`_compacted.jsonl`): ship finds there a file it would send again (a crash cut its manifest
+line short) whose rows are already in the compacted file, and records it instead of sending it.
 Compact only the central lake the nodes ship to, never a node's own lake: ship would see the
 compacted file as new and send the rows again.
 """
@@ -32,7 +35,9 @@ from __future__ import annotations
 
 import datetime as dt
 import fcntl
+import hashlib
 import json
+import os
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -125,7 +130,7 @@ def _compact_locked(folder: Path, day: dt.date, host: str, dataset: str, finishe
             left.append(f"{path.name}: {problem}")
         else:
             tables.append(table)
-            readable.append((path, stamp))
+            readable.append((path, stamp, hashlib.sha256(path.read_bytes()).hexdigest()))
     rows = sum(t.num_rows for t in tables)
     if len(readable) < 2:
         return CompactionReport(dataset, day.isoformat(), host, len(files), len(files), rows,
@@ -137,7 +142,8 @@ def _compact_locked(folder: Path, day: dt.date, host: str, dataset: str, finishe
         raise CompactionError(f"{folder}: cannot merge its files ({exc}); nothing was changed") from None
     target = folder / lake_file_name(dataset, table)
     intent = folder / f"_compaction-{uuid.uuid4().hex[:12]}.json"
-    plan = {"new": target.name, "replaces": [{"name": p.name, "stamp": st} for p, st in readable]}
+    plan = {"new": target.name,
+            "replaces": [{"name": p.name, "stamp": st, "sha256": digest} for p, st, digest in readable]}
     write_bytes_atomic(intent, json.dumps(plan).encode())
     try:
         written = write_parquet_atomic(table, target)
@@ -151,9 +157,9 @@ def _compact_locked(folder: Path, day: dt.date, host: str, dataset: str, finishe
         lakefs.fsync_dir(folder)
         intent.unlink()
         raise CompactionError(f"{folder}: the compacted file held {landed} rows, not {rows}; the originals are kept")
-    kept = _remove_replaced(folder, plan["replaces"])
+    kept = _remove_replaced(folder, plan["replaces"], target.name)
     intent.unlink()
-    replaced_bytes = sum(st[0] for p, st in readable if p.name not in kept)
+    replaced_bytes = sum(st[0] for p, st, _ in readable if p.name not in kept)
     left += [f"{name}: changed while being compacted (its rows are also in {target.name})" for name in kept]
     return CompactionReport(dataset, day.isoformat(), host, len(files), len(files) - len(readable) + 1 + len(kept),
                             rows, bytes_before, bytes_before - replaced_bytes + written.bytes, left, finished)
@@ -191,10 +197,11 @@ def _stamp(path: Path) -> list[int]:
     return [st.st_size, st.st_mtime_ns, st.st_ino]
 
 
-def _remove_replaced(folder: Path, replaces: list[dict]) -> list[str]:
-    """Remove the replaced files that are still the ones read; returns the names kept because
-    they changed since (ship re-sent a file): their new rows must not go."""
-    kept = []
+def _remove_replaced(folder: Path, replaces: list[dict], new: str) -> list[str]:
+    """Remove the replaced files that are still the ones read, each first written to the ledger
+    (lakefs.COMPACTED_LEDGER_NAME) with its size and sha256; returns the names kept because they changed
+    since (ship re-sent a file): their new rows must not go."""
+    kept, going = [], []
     for entry in replaces:
         path = folder / entry["name"]
         if not path.exists():
@@ -202,6 +209,16 @@ def _remove_replaced(folder: Path, replaces: list[dict]) -> list[str]:
         if _stamp(path) != entry["stamp"]:
             kept.append(entry["name"])
             continue
+        going.append(path)
+    # The ledger reaches the disk before the files go: ship then knows their rows are in `new`.
+    lines = [json.dumps({"name": e["name"], "bytes": e["stamp"][0], "sha256": e.get("sha256"), "into": new})
+             for e in replaces if folder / e["name"] in going]
+    if lines:
+        with open(folder / lakefs.COMPACTED_LEDGER_NAME, "a") as fh:
+            fh.write("\n".join(lines) + "\n")
+            fh.flush()
+            os.fsync(fh.fileno())
+    for path in going:
         path.unlink()
     # The removals reach the disk before the intent goes: a power cut cannot bring back old files
     # next to the new one without the intent that says to remove them.
@@ -247,7 +264,7 @@ def finish_interrupted(folder: Path) -> int:
             raise CompactionError(f"{intent}: unreadable compaction intent ({exc}); inspect the partition "
                                   "and remove the file by hand") from None
         if (folder / new).is_file():  # the new file landed whole (atomic rename): finish the job
-            _remove_replaced(folder, replaces)
+            _remove_replaced(folder, replaces, new)
         intent.unlink()
     return len(intents)
 

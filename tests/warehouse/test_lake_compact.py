@@ -11,6 +11,7 @@ import pytest
 from warehouse_lakes import DAY, at, gpu_rows, write
 
 from collectors.schema import DATASETS
+from collectors.ship import ship_lake
 from collectors.writer import partition_dir, write_parquet_atomic
 from warehouse import lake_compact
 from warehouse.lake_compact import CompactionError, compact_host_day, compact_partition
@@ -198,6 +199,32 @@ def test_a_collectors_own_columns_are_merged_and_kept(lake):
     assert merged.schema.names[-3:] == ["power_limit_min_w", "running_pids", "error"]
     got = sorted(((r["sampled_at"], r["running_pids"], r["error"]) for r in merged.to_pylist()), key=repr)
     assert got == sorted(((r["sampled_at"], r["running_pids"], r["error"]) for r in expected), key=repr)
+
+
+def test_a_file_shipped_again_after_its_partition_was_compacted_is_not_put_back(tmp_path):
+    """A power cut tears ship's last manifest line, and the central partition is compacted before
+    the node comes back: ship must not send that file again beside the rows that already hold it."""
+    node, central, manifest = tmp_path / "node", tmp_path / "central", tmp_path / "state" / "manifest.jsonl"
+    for i in range(2):
+        write(node, [dict(sampled_at=at(float(i)), host="node-01", power_w=500.0 + i, source="ipmi")],
+              dataset="node_samples")
+    assert len(ship_lake(node, str(central), manifest).shipped) == 2
+    text = manifest.read_bytes()
+    manifest.write_bytes(text[:-40])  # the last line cut short
+    report = compact_partition(central, DAY, "node-01", "node_samples")
+    assert (report.files_before, report.files_after) == (2, 1)
+
+    again = ship_lake(node, str(central), manifest)
+    assert (len(again.shipped), again.already_compacted) == (0, 1)
+    folder = _folder(central, dataset="node_samples")
+    assert sum(pq.read_metadata(p).num_rows for p in folder.glob("*.parquet")) == 2
+    assert ship_lake(node, str(central), manifest).already_compacted == 0  # recorded in the manifest
+
+    # a file that did change since (same name, other bytes) is still sent
+    changed = sorted((node / "node_samples").rglob("*.parquet"))[0]
+    write_parquet_atomic(pa.Table.from_pylist([dict(sampled_at=at(0.0), host="node-01", power_w=999.0, source="ipmi")],
+                                              schema=pq.read_schema(changed)), changed)
+    assert len(ship_lake(node, str(central), manifest).shipped) == 1
 
 
 def _rows_of(rows):

@@ -296,7 +296,12 @@ class Shipper:
         final = f"{self.root}/{rel}"
         parent = final.rsplit("/", 1)[0]
         try:
-            self.fs.makedirs(parent, exist_ok=True)
+            if _is_local(self.fs):
+                # The new date=/host= folders' names survive a power cut, or the file in them is lost
+                # while the manifest says it was shipped.
+                lakefs.makedirs_durably(parent)
+            else:
+                self.fs.makedirs(parent, exist_ok=True)
             if self.rename:
                 # A fixed temporary name: a rerun after a crash overwrites it instead of leaving more.
                 tmp = f"{parent}/.{final.rsplit('/', 1)[1]}{TMP_SUFFIX}"

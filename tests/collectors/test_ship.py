@@ -212,3 +212,19 @@ def test_a_file_replaced_during_its_copy_is_shipped_again(node_lake, tmp_path, m
     rel = victim.relative_to(lake).as_posix()
     assert [e.path for e in again.shipped] == [rel]
     assert (central / rel).read_bytes() == victim.read_bytes()
+
+
+def test_the_new_partition_folders_at_a_local_destination_are_made_durable(node_lake, tmp_path, monkeypatch):
+    """A power cut after ship recorded a file must not take it away: the date= and host= folders
+    ship creates are fsynced into their parents, as the node's own writer does."""
+    from collectors import lakefs
+
+    synced: list[Path] = []
+    real = lakefs.fsync_dir
+    monkeypatch.setattr(lakefs, "fsync_dir", lambda folder: (synced.append(Path(folder)), real(folder)))
+    central = tmp_path / "central"
+    report = ship_lake(node_lake, str(central), tmp_path / "manifest.jsonl")
+    assert report.shipped
+    for entry in report.shipped:
+        host_dir = (central / entry.path).parent
+        assert host_dir.parent in synced and host_dir.parent.parent in synced, entry.path

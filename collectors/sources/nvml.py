@@ -33,6 +33,8 @@ from collectors.sources.base import ERROR_COLUMN, SourceError
 
 KIB = 1024
 NVML_FI_DEV_MEMORY_TEMP = 82
+# nvmlFieldValue_t.value member for each NVML_VALUE_TYPE_* (pynvml's c_nvmlValue_t names)
+FIELD_VALUE_MEMBERS = {0: "dVal", 1: "uiVal", 2: "ulVal", 3: "ullVal", 4: "sllVal", 5: "siVal", 6: "usVal"}
 NVML_PSTATE_UNKNOWN = 32
 _UNSUPPORTED = {3, 21}  # NOT_SUPPORTED, NO_DATA
 _LOST = {15, 16, 28}  # GPU_IS_LOST, RESET_REQUIRED, GPU_NOT_FOUND
@@ -221,11 +223,16 @@ class NvmlSource:
         )
         return row
 
-    def _memory_temp_c(self, gpu: _Gpu) -> int | None:
+    def _memory_temp_c(self, gpu: _Gpu) -> float | None:
         values = self._reading(gpu, "nvmlDeviceGetFieldValues", [NVML_FI_DEV_MEMORY_TEMP])
         if not values or values[0].nvmlReturn != 0:
             return None
-        return values[0].value.uiVal
+        # The value is a union: the member to read is the one valueType names, not a fixed one.
+        member = FIELD_VALUE_MEMBERS.get(values[0].valueType)
+        if member is None:
+            gpu.errors.append(f"nvmlDeviceGetFieldValues(memory temperature): unknown valueType {values[0].valueType}")
+            return None
+        return float(getattr(values[0].value, member))
 
     def _clock_event_reasons(self, gpu: _Gpu) -> int | None:
         """Drivers before 535 only have the older name ("throttle reasons") for the same bitmask."""

@@ -56,6 +56,7 @@ class GpuState:
     energy_mj_total: int | None = None
     temp_c: int | None = None
     mem_temp_c: int | None = None
+    mem_temp_value_type: int | None = None  # NVML_VALUE_TYPE_* the stub answers field 82 with (default 1)
     sm_clock_mhz: int | None = None
     mem_clock_mhz: int | None = None
     max_sm_clock_mhz: int | None = None

@@ -479,8 +479,17 @@ nvmlReturn_t nvmlDeviceGetFieldValues(nvmlDevice_t d, int count, nvmlFieldValue_
         values[i].timestamp = 0;
         values[i].latencyUsec = 0;
         if (values[i].fieldId == 82 && gpu_u64(idx, "mem_temp_c", &v)) {
-            values[i].valueType = 1;
-            values[i].value.ui = (unsigned int)v;
+            /* the driver chooses the union member: unsigned int on today's drivers (type 1);
+               the state may name another to check that the reader follows valueType */
+            unsigned long long type = 1;
+            gpu_u64(idx, "mem_temp_value_type", &type);
+            values[i].valueType = (int)type;
+            switch (type) {
+                case 0: values[i].value.d = (double)v; break;
+                case 3: values[i].value.ull = v; break;
+                case 5: values[i].value.si = (int)v; break;
+                default: values[i].value.ui = (unsigned int)v;
+            }
             values[i].nvmlReturn = OK;
         } else {
             values[i].nvmlReturn = NOT_SUPPORTED;

@@ -101,6 +101,15 @@ def test_a_failed_discovery_is_said_in_the_row_and_tried_again(nvml_stub):
         src.close()
 
 
+@pytest.mark.parametrize("value_type", [0, 1, 3, 5])
+def test_memory_temperature_is_read_from_the_member_valuetype_names(nvml_stub, source, value_type):
+    """nvmlDeviceGetFieldValues returns a union: a driver answering as a double (type 0) or a
+    signed int (type 5) must give the same 71 C, not the bits of another member."""
+    nvml_stub.write([GpuState.h200(0, mem_temp_c=71, mem_temp_value_type=value_type)])
+    [row] = source.read().to_pylist()
+    assert row["mem_temp_c"] == 71.0 and row["error"] is None
+
+
 def test_no_driver_raises_a_source_error(nvml_stub):
     nvml_stub.write([], errors={"nvmlInitWithFlags": "DRIVER_NOT_LOADED"})
     with pytest.raises(NvmlUnavailable, match="node-01"):

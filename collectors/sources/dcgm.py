@@ -295,22 +295,10 @@ class DcgmSource:
         SourceError naming the URL, the range and the last error."""
         start = datetime.fromtimestamp(start_s, tz=timezone.utc)
         end = datetime.fromtimestamp(end_s, tz=timezone.utc)
-        attempts = self.retries + 1
-        for attempt in range(1, attempts + 1):
-            try:
-                result = self._prometheus().custom_query_range(
-                    self.query, start_time=start, end_time=end, step=str(self.step_s), timeout=self.timeout_s)
-                break
-            except Exception as exc:  # requests' and the client's errors: all mean "not now"
-                if attempt == attempts:
-                    raise SourceError(
-                        f"dcgm: Prometheus at {self.url} did not answer query_range for "
-                        f"{start.isoformat()}..{end.isoformat()} after {attempts} attempts: "
-                        f"{type(exc).__name__}: {exc}") from exc
-                delay = self.backoff_s * 2 ** (attempt - 1)
-                log.warning("dcgm: Prometheus at %s failed (attempt %d/%d: %s: %s); retrying in %.1f s",
-                            self.url, attempt, attempts, type(exc).__name__, exc, delay)
-                self._sleep(delay)
+        result = self._with_retries(
+            f"query_range for {start.isoformat()}..{end.isoformat()}",
+            lambda: self._prometheus().custom_query_range(
+                self.query, start_time=start, end_time=end, step=str(self.step_s), timeout=self.timeout_s))
         table, rejected = pivot_range_result(result)
         if rejected:
             log.warning("dcgm: %d series set aside for %s..%s, first: %s",
@@ -318,14 +306,33 @@ class DcgmSource:
         self.rejected_series = rejected
         return table
 
-    def _server_now_s(self) -> float | None:
-        """Prometheus' own clock (the instant query `time()`), epoch seconds; None when it cannot
-        say (the range query that follows reports an unreachable server)."""
+    def _with_retries(self, what: str, query: Callable[[], Any]) -> Any:
+        """`query()`, retried `retries` times with doubling backoff; then SourceError naming the
+        URL, `what` was asked and the last error."""
+        attempts = self.retries + 1
+        for attempt in range(1, attempts + 1):
+            try:
+                return query()
+            except Exception as exc:  # requests' and the client's errors: all mean "not now"
+                if attempt == attempts:
+                    raise SourceError(
+                        f"dcgm: Prometheus at {self.url} did not answer {what} after {attempts} attempts: "
+                        f"{type(exc).__name__}: {exc}") from exc
+                delay = self.backoff_s * 2 ** (attempt - 1)
+                log.warning("dcgm: Prometheus at %s failed (attempt %d/%d: %s: %s); retrying in %.1f s",
+                            self.url, attempt, attempts, type(exc).__name__, exc, delay)
+                self._sleep(delay)
+        raise AssertionError("unreachable")
+
+    def _server_now_s(self) -> float:
+        """Prometheus' own clock (the instant query `time()`), epoch seconds. Asked with the same
+        retries as the data, and a sync without it fails: a node clock running ahead would
+        otherwise move the watermark past instants Prometheus has not scraped yet."""
+        result = self._with_retries("time()", lambda: self._prometheus().custom_query("time()", timeout=self.timeout_s))
         try:
-            result = self._prometheus().custom_query("time()", timeout=self.timeout_s)
             return float(result[1])
-        except Exception:  # noqa: BLE001 - any failure only means "unknown": the node's clock stands
-            return None
+        except (TypeError, ValueError, IndexError) as exc:
+            raise SourceError(f"dcgm: Prometheus at {self.url} answered time() with {result!r}") from exc
 
     def _next_range(self, state: dict[str, Any], now_s: float) -> tuple[float, float] | None:
         step = self.step_s
@@ -347,7 +354,7 @@ class DcgmSource:
         next time, replacing its own files) or the new watermark: nothing twice, nothing skipped."""
         now_s = self._clock() if now_s is None else now_s
         server_s = self._server_now_s()
-        if server_s is not None and now_s > server_s + CLOCK_AHEAD_TOLERANCE_S:
+        if now_s > server_s + CLOCK_AHEAD_TOLERANCE_S:
             # A node clock ahead (NTP not yet synced, an RTC glitch) would move the watermark past
             # instants Prometheus has not scraped yet, and they would never be read.
             log.warning("dcgm: this node's clock is %.0f s ahead of Prometheus at %s; syncing up to "

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 import urllib.parse
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -117,14 +118,19 @@ class _FakePrometheus(BaseHTTPRequestHandler):
     queries: list[str] = []
 
     def do_GET(self):  # noqa: N802 - http.server's name
-        params = urllib.parse.parse_qs(urllib.parse.urlparse(self.path).query)
+        url = urllib.parse.urlparse(self.path)
+        params = urllib.parse.parse_qs(url.query)
         self.queries.append(params["query"][0])
-        start, end, step = (int(float(params[k][0])) for k in ("start", "end", "step"))
-        labels = {"__name__": "DCGM_FI_DEV_POWER_USAGE", "gpu": "0", "UUID": "GPU-dcgm-0",
-                  "modelName": "NVIDIA H200", "Hostname": "node-07"}
-        values = [[t, str((t % 1000) / 10)] for t in range(start, end + 1, step)]
-        body = json.dumps({"status": "success", "data": {"resultType": "matrix",
-                                                         "result": [{"metric": labels, "values": values}]}}).encode()
+        if url.path.endswith("/query"):  # the instant query time(): Prometheus' clock
+            now = time.time()
+            data = {"resultType": "scalar", "result": [now, str(now)]}
+        else:
+            start, end, step = (int(float(params[k][0])) for k in ("start", "end", "step"))
+            labels = {"__name__": "DCGM_FI_DEV_POWER_USAGE", "gpu": "0", "UUID": "GPU-dcgm-0",
+                      "modelName": "NVIDIA H200", "Hostname": "node-07"}
+            values = [[t, str((t % 1000) / 10)] for t in range(start, end + 1, step)]
+            data = {"resultType": "matrix", "result": [{"metric": labels, "values": values}]}
+        body = json.dumps({"status": "success", "data": data}).encode()
         self.send_response(200)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(body)))
@@ -173,7 +179,7 @@ def test_prometheus_down_is_logged_and_the_gpu_source_goes_on(tmp_path, monkeypa
                                       "--interval", "10ms", "--sim-gpus", "2", "--max-polls", "10"])
     assert out.exit_code == 0, out.output
     assert len(_rows(lake, "gpu_samples")) == 20
-    assert "did not answer query_range" in caplog.text
+    assert "did not answer time()" in caplog.text  # the first thing a sync asks
 
 
 def test_bad_settings_exit_2(tmp_path, monkeypatch):

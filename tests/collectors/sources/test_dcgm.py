@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 import shutil
 import subprocess
+import time
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -80,6 +81,15 @@ class FakePrometheus:
     def __init__(self) -> None:
         self.calls: list[tuple[float, float]] = []
         self.fail = 0
+        self.time_fails = 0  # time() queries to fail (then answered with the real clock)
+
+    def custom_query(self, query, params=None, timeout=None):
+        assert query == "time()"
+        if self.time_fails:
+            self.time_fails -= 1
+            raise ConnectionError("read timed out")
+        now = time.time()
+        return [now, str(now)]
 
     def custom_query_range(self, query, start_time, end_time, step, timeout=None):
         if self.fail:
@@ -130,6 +140,20 @@ def test_any_sequence_of_syncs_and_one_crash_writes_each_instant_exactly_once(tm
     first_now = 1_700_000_000 + advances[0]
     start = (first_now - 100) // 10 * 10
     assert times == [float(t) for t in range(start, now // 10 * 10 + 1, 10)]
+
+
+def test_a_sync_without_prometheus_clock_retries_it_and_then_writes_nothing(tmp_path):
+    """time() failing while query_range works: with the node's clock alone, a clock running ahead
+    would move the watermark past what Prometheus has not scraped. Retried, then the sync fails."""
+    client = FakePrometheus()
+    src = fake_source(tmp_path, client, retries=2)
+    client.time_fails = 2
+    assert src.sync(now_s=1_700_000_000)  # two failures, the third attempt answers
+    watermark = src.state.load()["watermark_at"]
+    client.time_fails = 3
+    with pytest.raises(SourceError, match=r"did not answer time\(\) after 3 attempts"):
+        src.sync(now_s=1_700_000_000 + 600)
+    assert src.state.load()["watermark_at"] == watermark
 
 
 def test_a_long_catch_up_is_split_under_prometheus_points_limit(tmp_path):

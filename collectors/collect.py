@@ -30,8 +30,7 @@ import pyarrow as pa
 
 from collectors.settings import CollectorSettings
 from collectors.sources.base import Source, SourceError
-from collectors.spool import DiskFullError, SegmentReadError, Spool, recover
-from collectors.writer import LakeWriteError
+from collectors.spool import DiskFullError, Spool, recover
 
 log = logging.getLogger(__name__)
 
@@ -54,7 +53,7 @@ class CollectStats:
     disk_full_events: int = 0
     background_dropped_tables: int = 0
     late_polls: int = 0  # polls that overran the interval (the missed ticks are skipped, not fired at once)
-    roll_failures: int = 0  # rolls of a closed segment into the lake that failed (kept, retried)
+    roll_failures: int = 0  # tries to roll a closed segment into the lake that failed (it is kept and retried)
 
 
 @dataclass
@@ -179,6 +178,12 @@ class Collector:
     def flush(self, *, roll_due_only: bool = False) -> None:
         """Flush every spool (fsync) and roll those due (or all). Disk full: log, keep, go on."""
         self._last_flush = self.clock()
+        try:
+            self._flush_spools(roll_due_only)
+        finally:
+            self.stats.roll_failures = sum(spool.roll_failures for spool in self._spools.values())
+
+    def _flush_spools(self, roll_due_only: bool) -> None:
         for spool in self._spools.values():
             try:
                 spool.flush()
@@ -194,12 +199,6 @@ class Collector:
                 if not self._disk_full:
                     log.error("DISK FULL: %s; %d rows held in memory, retrying every flush", exc, spool.buffered_rows)
                 self._disk_full = True
-            except (SegmentReadError, LakeWriteError) as exc:
-                # The rows are safe in the spool segment: keep sampling, retry it every flush.
-                self.stats.roll_failures += 1
-                if self.stats.roll_failures == 1 or self.stats.roll_failures % 100 == 0:
-                    log.error("spool %s: %s; %d closed segments kept, retrying every flush (%d failures)",
-                              spool.dataset, exc, len(spool.pending), self.stats.roll_failures)
 
     def run(self, stop: threading.Event, *, max_polls: int | None = None) -> CollectStats:
         """Recover, start the background sources, poll every interval_s until `stop` is set (or

@@ -111,8 +111,9 @@ class Spool:
     _buffer: list[pa.Table] = field(default_factory=list)
     _segment: _Segment | None = None
     dropped_rows: int = 0
-    # Closed segments the lake could not take yet (disk full); retried by roll_pending().
+    # Closed segments the lake could not take yet (disk full, a read or write error); retried by roll_pending().
     pending: list[Path] = field(default_factory=list)
+    roll_failures: int = 0
 
     def append(self, table: pa.Table) -> None:
         """Hold rows until the next flush (memory is bounded by max_buffer_rows: past it the
@@ -203,11 +204,20 @@ class Spool:
         return self.roll_pending()
 
     def roll_pending(self) -> list[WrittenFile]:
-        """Roll closed segments into the lake; raises DiskFullError and keeps them if it is full."""
+        """Roll closed segments into the lake; raises DiskFullError and keeps them if it is full.
+        A segment that cannot be read or written now stays pending (counted in roll_failures,
+        logged) and the others are still rolled: one bad segment does not hold back the rest."""
         written = []
-        while self.pending:
-            written += roll_segment_file(self.pending[0], self.lake, self.dataset)
-            self.pending.pop(0)
+        for path in list(self.pending):
+            try:
+                written += roll_segment_file(path, self.lake, self.dataset)
+            except (SegmentReadError, LakeWriteError) as exc:
+                self.roll_failures += 1
+                if self.roll_failures == 1 or self.roll_failures % 100 == 0:
+                    log.error("spool %s: %s; kept, retried at every flush (%d failures)",
+                              self.dataset, exc, self.roll_failures)
+                continue
+            self.pending.remove(path)
         return written
 
     def close(self) -> list[WrittenFile]:

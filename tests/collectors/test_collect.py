@@ -106,7 +106,9 @@ def test_a_segment_that_cannot_be_read_now_is_kept_and_rolled_later_whole(tmp_pa
     assert segment.exists() and lake_rows(lake) == [] and "kept for a retry" in caplog.text
     c.poll()
     c.flush()
-    assert segment.exists() and c.stats.roll_failures == 1  # still failing: kept, the loop goes on
+    assert segment.exists() and c.stats.roll_failures >= 1  # still failing: kept, the loop goes on
+    # the stuck segment does not hold back the new one: node-02's reading is in the lake already
+    assert lake_rows(lake) and not left & {(r["sampled_at"], r["gpu_uuid"]) for r in lake_rows(lake)}
     monkeypatch.setattr(Path, "read_bytes", real_read_bytes)
     c.flush()
     assert not segment.exists()

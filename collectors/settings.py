@@ -303,7 +303,8 @@ def _coerce(value: Any, annotation: Any, where: str) -> Any:
             value = [v.strip() for v in value.split(",") if v.strip()]
         if not isinstance(value, (list, tuple)):
             raise SettingsError(f"{where}: expected a list, got {value!r}")
-        return tuple(str(v) for v in value)
+        item = typing.get_args(annotation)[0]  # tuple[float, ...]: each item a float
+        return tuple(_coerce(v, item, f"{where}[{i}]") for i, v in enumerate(value))
     if annotation is bool:
         if isinstance(value, str):
             if value.lower() in ("1", "true", "yes", "on"):
@@ -377,18 +378,19 @@ def settings_to_toml(settings: Settings) -> str:
         lines.append(f"[{section.name}]")
         for f in dataclasses.fields(getattr(settings, section.name)):
             value = getattr(getattr(settings, section.name), f.name)
-            lines.append(f"{f.name} = {_toml_value(value)}")
+            lines.append(f"{f.name} = {toml_value(value)}")
         lines.append("")
     return "\n".join(lines)
 
 
-def _toml_value(value: Any) -> str:
+def toml_value(value: Any) -> str:
+    """One value as TOML (bool, number, string, or a list of them)."""
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, (int, float)):
         return repr(value)
     if isinstance(value, tuple):
-        return "[" + ", ".join(_toml_value(v) for v in value) + "]"
+        return "[" + ", ".join(toml_value(v) for v in value) + "]"
     escaped = str(value).replace("\\", "\\\\").replace('"', '\\"')
     return f'"{escaped}"'
 
@@ -402,5 +404,5 @@ __all__ = [
     "AgentSettings", "CarbonSettings", "CollectorSettings", "ExportSettings", "LakeSettings",
     "ModelSettings", "RecommendSettings", "Settings", "SettingsError", "TcoSettings",
     "WarehouseSettings", "load_settings", "replace_section", "settings_from_mapping",
-    "settings_to_toml",
+    "settings_to_toml", "toml_value",
 ]

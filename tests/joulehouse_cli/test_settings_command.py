@@ -1,0 +1,68 @@
+"""`joulehouse settings`: a commented settings file that loads back to what it prints, and the
+example in infra/ kept in step with the code."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from collectors.settings import Settings, load_settings
+from joulehouse_cli.main import app
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _no_overrides(monkeypatch):
+    for key in [k for k in os.environ if k.startswith("JOULEHOUSE_")]:
+        monkeypatch.delenv(key)
+
+
+def test_the_printed_file_loads_back_to_the_same_settings_with_each_key_explained(tmp_path, monkeypatch):
+    _no_overrides(monkeypatch)
+    result = CliRunner().invoke(app, ["settings"])
+    assert result.exit_code == 0, result.output
+    path = tmp_path / "joulehouse.toml"
+    path.write_text(result.output)
+    assert load_settings(path, env={}) == Settings()
+    lines = result.output.splitlines()
+    at = lines.index("readings_retention_days = 35")
+    assert lines[at - 1].startswith("# ") and "0 keeps every day" in " ".join(lines[at - 5:at])
+
+
+def test_a_site_file_and_the_environment_are_what_it_prints(tmp_path, monkeypatch):
+    site = tmp_path / "site.toml"
+    site.write_text('[lake]\npath = "s3://fleet/lake"\n')
+    monkeypatch.setenv("JOULEHOUSE_WAREHOUSE__READINGS_RETENTION_DAYS", "60")
+    result = CliRunner().invoke(app, ["settings", "--config", str(site)])
+    assert result.exit_code == 0, result.output
+    assert 'path = "s3://fleet/lake"' in result.output and "readings_retention_days = 60" in result.output
+    monkeypatch.delenv("JOULEHOUSE_WAREHOUSE__READINGS_RETENTION_DAYS")
+    bad = tmp_path / "bad.toml"
+    bad.write_text("[warehouse]\nreadings_retention_days = 3\n")
+    result = CliRunner().invoke(app, ["settings", "--config", str(bad)])
+    assert result.exit_code == 2 and "readings_retention_days = 3" in result.output
+
+
+def test_the_example_in_infra_is_the_current_defaults(monkeypatch):
+    """Regenerate with `joulehouse settings > infra/joulehouse.example.toml` after adding a field."""
+    _no_overrides(monkeypatch)
+    result = CliRunner().invoke(app, ["settings"])
+    assert (REPO / "infra" / "joulehouse.example.toml").read_text() == result.output
+
+
+def test_list_settings_keep_their_item_type():
+    """A list of seconds read from a file or the environment is numbers, not strings."""
+    from collectors.settings import SettingsError, settings_from_mapping
+
+    assert settings_from_mapping({"models": {"activity_hold_grid_s": [0, 1.5]}}).models.activity_hold_grid_s == (0.0, 1.5)
+    env = {"JOULEHOUSE_MODELS__ACTIVITY_HOLD_GRID_S": "0, 2.5"}
+    assert settings_from_mapping({}, env=env).models.activity_hold_grid_s == (0.0, 2.5)
+    try:
+        settings_from_mapping({"models": {"activity_hold_grid_s": [0, "soon"]}})
+    except SettingsError as exc:
+        assert "activity_hold_grid_s[1]" in str(exc)
+    else:
+        raise AssertionError("a word in a list of seconds must be refused")
+

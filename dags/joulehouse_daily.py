@@ -5,17 +5,22 @@ This file holds the schedule and the wiring only. Each task is a few lines that 
 `reports.daily`, imported inside the task, so parsing this file imports nothing heavy. Every
 task reads and writes one day and can be re-run with the same result.
 
-- Schedule `@daily` with catchup: a run for the interval starting D processes day D, so a
-  backfill over a date range rebuilds those days (`airflow backfill create --dag-id
-  joulehouse_daily --from-date ... --to-date ...`). `dag_run.conf["day"]` overrides the day (what
-  `joulehouse run --date` passes); `dag_run.conf["config"]`, else JOULEHOUSE_CONFIG, names the
-  settings file.
+- Schedule: daily at 01:00 UTC with catchup, on data intervals (CronDataIntervalTimetable): the
+  run whose interval starts at D 01:00 runs at D+1 01:00 and processes day D, an hour after the
+  day is over so that its last collector files (rolled every 300 s, shipped every 15 min) are in
+  the lake. ("@daily" is a trigger timetable in Airflow 3: its run at D 00:00 would have processed
+  the day just begun.) A backfill rebuilds the days from --from-date up to the day before
+  --to-date (a run's logical date is 01:00 of its day). `dag_run.conf["day"]` overrides the day
+  (what `joulehouse run --date` passes); `dag_run.conf["config"]`, else JOULEHOUSE_CONFIG, names
+  the settings file.
 - The per-host work on the lake is mapped (one task per host, in parallel; the site's facility
   meter, stored under host=<site>, is one of them): inspect the day's files, then compact each
   dataset's files into one (warehouse.compact_lake; each task touches only its own host's folders). The steps that write the DuckDB file form one chain, and
   max_active_runs=1 keeps one writer at a time.
-- Outlets: the warehouse day and the signed export are Assets, so a downstream DAG (e.g.
-  joulehouse_publish, which puts the export where node agents fetch it) runs on fresh data.
+- Outlets: the warehouse day (once its data checks passed) and the signed export are Assets, so a
+  downstream DAG (e.g. joulehouse_publish, which puts the export where node agents fetch it) runs
+  on fresh data; each event's extra says which day (`{"day": "YYYY-MM-DD"}`), as a backfill
+  updates older days.
 """
 
 from __future__ import annotations
@@ -25,7 +30,7 @@ import json
 import logging
 import os
 
-from airflow.sdk import Asset, dag, get_current_context, task
+from airflow.sdk import Asset, CronDataIntervalTimetable, dag, get_current_context, task
 from airflow.sdk.exceptions import AirflowFailException
 
 WAREHOUSE_DAY = Asset(name="joulehouse_warehouse_day", uri="joulehouse://warehouse/daily")
@@ -38,12 +43,14 @@ def _say_what_failed(context) -> None:
     line in $JOULEHOUSE_FAILURE_LOG when set (`joulehouse run` reads it to say why in one line)."""
     ti = context.get("task_instance") or context.get("ti")
     conf = (context["dag_run"].conf or {}) if context.get("dag_run") else {}
-    day = conf.get("day") or context.get("ds")
+    interval_start = context.get("data_interval_start")
+    day = conf.get("day") or (interval_start.date().isoformat() if interval_start else context.get("ds"))
     task_id, attempt, error = getattr(ti, "task_id", "?"), getattr(ti, "try_number", "?"), context.get("exception")
     map_index = getattr(ti, "map_index", None)
     if isinstance(map_index, int) and map_index >= 0:  # one instance per host: say which
         task_id = f"{task_id}[{map_index}]"
-    log.error("joulehouse_daily: task %s failed for day %s (try %s): %s", task_id, day, attempt, error)
+    dag_id = getattr(context.get("dag"), "dag_id", None) or getattr(ti, "dag_id", "joulehouse")
+    log.error("%s: task %s failed for day %s (try %s): %s", dag_id, task_id, day, attempt, error)
     if os.environ.get("JOULEHOUSE_FAILURE_LOG"):
         with open(os.environ["JOULEHOUSE_FAILURE_LOG"], "a", encoding="utf-8") as out:
             out.write(json.dumps({"task": task_id, "day": str(day), "try": str(attempt),
@@ -69,7 +76,7 @@ def _day_and_config() -> tuple[str, str | None]:
 
 @dag(
     dag_id="joulehouse_daily",
-    schedule="@daily",
+    schedule=CronDataIntervalTimetable("0 1 * * *", timezone="UTC"),
     start_date=dt.datetime.fromisoformat(os.environ.get("JOULEHOUSE_START_DATE", "2026-01-01")).replace(
         tzinfo=dt.timezone.utc),
     catchup=True,
@@ -91,22 +98,26 @@ def joulehouse_daily():
 
         return daily.inspect_and_compact_lake_partition(*_day_and_config(), host)
 
-    @task(outlets=[WAREHOUSE_DAY])
+    @task
     def build_warehouse() -> dict:
         from reports import daily
 
         return daily.build_warehouse(*_day_and_config())
 
-    @task
+    @task(outlets=[WAREHOUSE_DAY])
     def check_data() -> dict:
         from reports import daily
         from warehouse.checks import BlockingCheckFailed
 
+        day, config = _day_and_config()
         try:
-            return daily.check_data(*_day_and_config())
+            result = daily.check_data(day, config)
         except BlockingCheckFailed as exc:
             # Bad data will not get better on retry: stop the day's run with the checks' message.
             raise AirflowFailException(str(exc)) from exc
+        # The warehouse day is fresh once it passed its checks; the event says which day.
+        get_current_context()["outlet_events"][WAREHOUSE_DAY].extra = {"day": day}
+        return result
 
     @task
     def fit_power_models() -> dict:
@@ -136,7 +147,10 @@ def joulehouse_daily():
     def export_recommended_config() -> dict:
         from reports import daily
 
-        return daily.export_recommended_config(*_day_and_config())
+        day, config = _day_and_config()
+        result = daily.export_recommended_config(day, config)
+        get_current_context()["outlet_events"][RECOMMENDED_CONFIG].extra = {"day": day}
+        return result
 
     @task
     def render_report() -> dict:

@@ -9,11 +9,20 @@ Agents poll it with `joulehouse agent run --config-url URL`.
 from __future__ import annotations
 
 import datetime as dt
+import logging
 import os
 
 from airflow.sdk import Asset, dag, task
 
 RECOMMENDED_CONFIG = Asset(name="joulehouse_recommended_config", uri="joulehouse://export/recommended-config")
+log = logging.getLogger("joulehouse.dag")
+
+
+def _say_what_failed(context) -> None:
+    """Failure callback: the task, the try and the error, in one line."""
+    ti = context.get("task_instance") or context.get("ti")
+    log.error("joulehouse_publish: task %s failed (try %s): %s; node agents keep the config they have",
+              getattr(ti, "task_id", "?"), getattr(ti, "try_number", "?"), context.get("exception"))
 
 
 @dag(
@@ -22,7 +31,8 @@ RECOMMENDED_CONFIG = Asset(name="joulehouse_recommended_config", uri="joulehouse
     start_date=dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc),
     catchup=False,
     default_args={"owner": "joulehouse", "retries": int(os.environ.get("JOULEHOUSE_DAG_RETRIES", "3")),
-                  "retry_delay": dt.timedelta(minutes=1), "retry_exponential_backoff": True},
+                  "retry_delay": dt.timedelta(minutes=1), "retry_exponential_backoff": True,
+                  "on_failure_callback": _say_what_failed},
     tags=["joulehouse", "export"],
     doc_md=__doc__,
 )

@@ -38,18 +38,26 @@ from airflow.dag_processing.dagbag import DagBag
 bag = DagBag(dag_folder={str(REPO / 'dags')!r})
 dag = bag.dags['joulehouse_daily']
 publish = bag.dags['joulehouse_publish']
+from airflow.serialization.encoders import coerce_to_core_timetable
+from airflow.timetables.base import TimeRestriction
+timetable = coerce_to_core_timetable(dag.timetable)  # what the scheduler runs
+restriction = TimeRestriction(earliest=dag.start_date, latest=None, catchup=True)
+first = timetable.next_dagrun_info(last_automated_data_interval=None, restriction=restriction)
+second = timetable.next_dagrun_info(last_automated_data_interval=first.data_interval, restriction=restriction)
 print(json.dumps({{
   'dags': sorted(bag.dags),
   'catchup': dag.catchup, 'max_active_runs': dag.max_active_runs,
   'mapped': sorted(t.task_id for t in dag.tasks if 'MappedOperator' in type(t).__name__),
   'outlets': {{t.task_id: [a.name for a in t.outlets] for t in dag.tasks if t.outlets}},
   'callbacks': sorted({{t.task_id for t in dag.tasks if t.on_failure_callback}}),
+  'publish_callbacks': all(t.on_failure_callback for t in publish.tasks),
   'publish_schedule': str(publish.schedule),
+  'runs': [(str(i.run_after), str(i.data_interval.start), str(i.data_interval.end)) for i in [first, second]],
   'errors': {{k: str(v) for k, v in bag.import_errors.items()}},
   'tasks': {{t.task_id: sorted(t.downstream_task_ids) for t in dag.tasks}},
   'owners': sorted({{t.owner for t in dag.tasks}}),
   'retries': sorted({{t.retries for t in dag.tasks}}),
-  'tags': sorted(dag.tags), 'schedule': str(dag.schedule),
+  'tags': sorted(dag.tags), 'timetable': type(dag.timetable).__name__, 'cron': timetable.summary,
 }}))
 """
     env = _airflow_env(tmp_path)
@@ -61,13 +69,20 @@ print(json.dumps({{
     info = json.loads(out.stdout.strip().splitlines()[-1])
     assert info["errors"] == {}
     assert info["owners"] == ["joulehouse"] and info["retries"] == [2] and "joulehouse" in info["tags"]
-    assert info["schedule"] == "@daily" and info["catchup"] is True and info["max_active_runs"] == 1
+    assert info["catchup"] is True and info["max_active_runs"] == 1
+    # Daily on data intervals: the run at D+1 01:00 processes day D (its interval's start), once
+    # D is over and its last files shipped; "@daily" in Airflow 3 would run at D 00:00 for D.
+    assert (info["timetable"], info["cron"]) == ("CronDataIntervalTimetable", "0 1 * * *")
+    assert info["runs"] == [["2026-01-02 01:00:00+00:00", "2026-01-01 01:00:00+00:00", "2026-01-02 01:00:00+00:00"],
+                            ["2026-01-03 01:00:00+00:00", "2026-01-02 01:00:00+00:00", "2026-01-03 01:00:00+00:00"]]
     assert info["dags"] == ["joulehouse_daily", "joulehouse_publish"]
     assert info["mapped"] == ["inspect_and_compact_lake_partition"], "the per-host lake work is one mapped task per host"
-    assert info["outlets"] == {"build_warehouse": ["joulehouse_warehouse_day"],
+    # the warehouse day is fresh for downstream DAGs once its checks passed
+    assert info["outlets"] == {"check_data": ["joulehouse_warehouse_day"],
                                "export_recommended_config": ["joulehouse_recommended_config"]}
     assert "joulehouse_recommended_config" in info["publish_schedule"]
     assert len(info["callbacks"]) == len(info["tasks"]), "every task says what failed"
+    assert info["publish_callbacks"], "the publish DAG's tasks say what failed too"
     tasks = info["tasks"]
     order = ["build_warehouse", "check_data", "fit_power_models", "measure_efficiency_and_outcomes",
              "account_carbon_and_cost", "recommend_power_limits", "export_recommended_config", "render_report"]

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import math
+import sqlite3
 from pathlib import Path
 
 import duckdb
@@ -56,6 +58,46 @@ def _warehouse_snapshot(db: Path, day: dt.date = DAY) -> dict:
         con.close()
 
 
+# When a row was written or by which build, not what it says: differs on every run by design.
+RUN_STAMPS = {"build_id", "built_at", "reference_at", "samples_build_id", "generated_at", "fitted_at", "checked_at",
+              "computed_at", "created_at", "run_at", "validated_at", "exported_at", "rendered_at"}
+
+
+def _every_day_table(db: Path, day: dt.date = DAY) -> dict:
+    """Every warehouse table with a `day` column: the day's rows, all columns but run stamps."""
+    con = duckdb.connect(str(db), read_only=True)
+    try:
+        tables = [t for (t,) in con.execute(
+            "SELECT table_name FROM duckdb_columns() WHERE column_name = 'day' AND NOT internal "
+            "AND schema_name = 'main' AND table_name IN (SELECT table_name FROM duckdb_tables()) ORDER BY 1").fetchall()]
+        out = {}
+        for table in tables:
+            columns = [c for (c,) in con.execute("SELECT column_name FROM duckdb_columns() WHERE table_name = ? "
+                                                 "ORDER BY column_index", [table]).fetchall() if c not in RUN_STAMPS]
+            out[table] = con.execute(f"SELECT {', '.join(columns)} FROM {table} WHERE day = ? ORDER BY ALL",
+                                     [day]).fetchall()
+        return out
+    finally:
+        con.close()
+
+
+def _differences(a: dict, b: dict) -> dict:
+    """Tables whose rows differ, floats compared to 1e-9 relative (a residual of two sums, or a
+    parallel sum, may move in its last bits), with the first differing row of each."""
+    def same(x, y) -> bool:
+        if isinstance(x, float) and isinstance(y, float):
+            return math.isclose(x, y, rel_tol=1e-9, abs_tol=1e-12) or (math.isnan(x) and math.isnan(y))
+        return x == y
+
+    out = {}
+    for table in sorted(a.keys() | b.keys()):
+        rows_a, rows_b = a.get(table, []), b.get(table, [])
+        bad = [(ra, rb) for ra, rb in zip(rows_a, rows_b) if not all(map(same, ra, rb))]
+        if len(rows_a) != len(rows_b) or bad:
+            out[table] = (len(rows_a), len(rows_b), bad[:1])
+    return out
+
+
 def test_two_days_through_airflow_and_a_rerun_of_the_first_is_identical(site):
     runner = CliRunner()
     result = runner.invoke(app, ["run", "--date", DAY.isoformat(), "--config", str(site / "joulehouse.toml")])
@@ -63,6 +105,9 @@ def test_two_days_through_airflow_and_a_rerun_of_the_first_is_identical(site):
 
     db = site / "warehouse.duckdb"
     first = _warehouse_snapshot(db)
+    every_first = _every_day_table(db)
+    assert len(every_first) >= 25 and all(every_first[t] for t in ("fct_gpu_energy_hourly", "rpt_tco_daily",
+                                                                   "fct_thermal_gpu", "fct_check_results"))
     assert len({row[0] for row in first["energy"]}) == 16, "every simulated GPU has hourly energy"
     assert len(first["energy"]) == 16 * 24
     assert sum(r[2] for r in first["energy"]) > 0
@@ -80,13 +125,23 @@ def test_two_days_through_airflow_and_a_rerun_of_the_first_is_identical(site):
     result = runner.invoke(app, ["run", "--date", NEXT_DAY.isoformat(), "--config", str(site / "joulehouse.toml")])
     assert result.exit_code == 0, result.output
     second = _warehouse_snapshot(db, NEXT_DAY)
+    every_second = _every_day_table(db, NEXT_DAY)
     assert len(second["energy"]) == 16 * 24 and second != first
 
     result = runner.invoke(app, ["run", "--date", DAY.isoformat(), "--config", str(site / "joulehouse.toml")])
     assert result.exit_code == 0, result.output
     assert _warehouse_snapshot(db) == first, "re-running a day gives the same rows"
     assert _warehouse_snapshot(db, NEXT_DAY) == second, "re-running a day leaves the other days alone"
+    again = _every_day_table(db)
+    assert _differences(again, every_first) == {}, "every table of the re-run day is the same"
+    assert _differences(_every_day_table(db, NEXT_DAY), every_second) == {}, "the other day is untouched"
     assert (site / "export" / f"recommended-config-{DAY}.json").read_bytes() == export_bytes
+    # Downstream DAGs learn which day is fresh: each Asset event says its day.
+    with sqlite3.connect(site / "airflow" / "airflow.db") as meta:
+        events = meta.execute("SELECT a.name, e.extra FROM asset_event AS e JOIN asset AS a ON a.id = e.asset_id "
+                              "ORDER BY e.id").fetchall()
+    days = [json.loads(extra)["day"] for name, extra in events if name == "joulehouse_warehouse_day"]
+    assert days == [str(DAY), str(NEXT_DAY), str(DAY)]
 
 
 def test_a_day_the_lake_has_no_readings_for_fails_and_says_why(site):

@@ -33,7 +33,9 @@ class ConfigFetchError(OSError):
 
 
 def fetch_config(location: str, timeout_s: float = 10.0) -> bytes | None:
-    """The document's bytes, or None when the location says there is no config (revoked)."""
+    """The document's bytes, or None when the location says there is no config (revoked).
+    `location`: a file, an http(s) URL, or any fsspec URL such as s3://bucket/config/... (where
+    [export] publish_url puts it; the backend package, e.g. s3fs, installed)."""
     if "://" not in location:
         try:
             return Path(location).read_bytes()
@@ -41,6 +43,8 @@ def fetch_config(location: str, timeout_s: float = 10.0) -> bytes | None:
             return None
         except OSError as exc:
             raise ConfigFetchError(f"cannot read config file {location}: {exc}") from None
+    if location.split("://", 1)[0].lower() not in ("http", "https", "file", "ftp"):
+        return _fetch_fsspec(location)
     try:
         with urllib.request.urlopen(location, timeout=timeout_s) as response:  # noqa: S310 - scheme is the operator's
             return response.read()
@@ -50,6 +54,20 @@ def fetch_config(location: str, timeout_s: float = 10.0) -> bytes | None:
         raise ConfigFetchError(f"config URL {location} answered HTTP {exc.code}") from None
     except (urllib.error.URLError, OSError) as exc:
         raise ConfigFetchError(f"cannot fetch config URL {location}: {exc}") from None
+
+
+def _fetch_fsspec(location: str) -> bytes | None:
+    from collectors import lakefs
+
+    try:
+        fs = lakefs.filesystem(location)
+        return fs.cat_file(location)
+    except FileNotFoundError:
+        return None
+    except ImportError as exc:
+        raise ConfigFetchError(f"cannot fetch config URL {location}: {exc}") from None
+    except Exception as exc:  # noqa: BLE001 - the backend's errors (botocore, aiohttp...): all mean "not now"
+        raise ConfigFetchError(f"cannot fetch config URL {location}: {type(exc).__name__}: {exc}") from None
 
 
 @dataclass

@@ -18,14 +18,14 @@ from typing import List, Optional
 
 import typer
 
-from joulehouse_cli.options import fail
+from joulehouse_cli.options import fail, node_lake
 
 SOURCES = ("nvml", "dcgm", "ipmi", "sim")
 
 
 def collect_command(
     source: List[str] = typer.Option(..., "--source", help="nvml, dcgm, ipmi or sim (repeatable)."),
-    lake: Path = typer.Option(..., "--lake", help="Lake folder."),
+    lake_option: str = typer.Option(..., "--lake", help="The node's local lake folder (joulehouse ship sends it on)."),
     interval: Optional[str] = typer.Option(None, "--interval", help="GPU sampling interval, e.g. 1s, 100ms (default: settings, 1s)."),
     host: Optional[str] = typer.Option(None, "--host", help="Host name in the lake (default: this machine's)."),
     settings_file: Optional[Path] = typer.Option(None, "--config", help="joulehouse TOML settings (\\[collector] section)."),
@@ -47,6 +47,7 @@ def collect_command(
     from collectors.settings import CollectorSettings, SettingsError, load_settings
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    lake = node_lake(lake_option)
     unknown = [name for name in source if name not in SOURCES]
     if unknown:
         fail(f"--source {unknown[0]!r}: expected one of {', '.join(SOURCES)}", 2)

@@ -17,7 +17,8 @@ ingest_app = typer.Typer(no_args_is_help=True, help="Import existing telemetry l
 @ingest_app.command("nvidia-smi")
 def nvidia_smi_command(
     file: Path = typer.Argument(..., help="CSV written by `nvidia-smi --query-gpu=timestamp,... --format=csv`."),
-    lake: Path = typer.Option(..., "--lake", help="Lake folder (gpu_samples lands under it)."),
+    # str, not Path: Path("s3://b/lake") is "s3:/b/lake", a local folder
+    lake: str = typer.Option(..., "--lake", help="Lake folder or fsspec URL, e.g. s3://bucket/lake (gpu_samples lands under it)."),
     host: str = typer.Option(..., "--host", help="Host the log was recorded on."),
     gpu_model: Optional[str] = typer.Option(None, "--gpu-model", help="GPU model when the log has no `name` column."),
     assume_tz: str = typer.Option("UTC", "--assume-tz", help="Zone of timestamps written without an offset."),

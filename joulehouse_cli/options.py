@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import datetime as dt
+from pathlib import Path
 from typing import NoReturn
 
 import typer
@@ -22,3 +23,12 @@ def parse_day(value: str, option: str) -> dt.date:
         return dt.date.fromisoformat(value)
     except ValueError:
         fail(f"{option} {value!r} is not a date (YYYY-MM-DD)")
+
+
+def node_lake(value: str, option: str = "--lake") -> Path:
+    """A node's own lake: a local folder (its spool, rename and fsync are local). A URL is refused
+    in one line: Typer's Path would quietly have made `s3://b/lake` the local folder `s3:/b/lake`."""
+    if "://" in value:
+        fail(f"{option} {value}: a node's lake is a local folder; `joulehouse ship --to {value}` sends it there")
+    return Path(value)
+

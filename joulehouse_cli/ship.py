@@ -13,9 +13,11 @@ from typing import Optional
 
 import typer
 
+from joulehouse_cli.options import node_lake
+
 
 def ship_command(
-    lake: Path = typer.Option(..., "--lake", help="The node's local lake folder."),
+    lake_option: str = typer.Option(..., "--lake", help="The node's local lake folder."),
     to: str = typer.Option(..., "--to", help="Central lake: a folder or an fsspec URL (s3://bucket/lake)."),
     manifest: Optional[Path] = typer.Option(
         None, "--manifest", help="Record of shipped files (default: <lake>/../state/ship-manifest.jsonl)."),
@@ -28,6 +30,7 @@ def ship_command(
     from collectors.ship import Shipper, ShipError
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    lake = node_lake(lake_option)
     manifest_path = manifest if manifest is not None else lake.parent / "state" / "ship-manifest.jsonl"
     try:
         shipper = Shipper(lake, to, manifest_path)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -15,7 +14,9 @@ def register(app: typer.Typer) -> None:
 
     @app.command("simulate")
     def simulate(
-        lake: Annotated[Path, typer.Option(help="Lake folder to write into (inventory.csv lands beside it).")],
+        # str, not Path: Path("s3://b/lake") is "s3:/b/lake", a local folder
+        lake: Annotated[str, typer.Option(help="Lake folder or fsspec URL (s3://bucket/lake) to write into "
+                                               "(inventory.csv lands beside it).")],
         gpus: Annotated[int, typer.Option(min=1, help="GPUs in the fleet (8 per host).")] = 32,
         days: Annotated[int, typer.Option(min=1, help="UTC days to simulate.")] = 2,
         start: Annotated[str, typer.Option(help="First UTC day, YYYY-MM-DD.")] = "2026-06-10",

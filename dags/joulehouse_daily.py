@@ -17,6 +17,8 @@ task reads and writes one day and can be re-run with the same result.
   meter, stored under host=<site>, is one of them): inspect the day's files, then compact each
   dataset's files into one (warehouse.compact_lake; each task touches only its own host's folders). The steps that write the DuckDB file form one chain, and
   max_active_runs=1 keeps one writer at a time.
+- No second DAG for the hourly side: nodes push their finished files with a systemd timer
+  (joulehouse ship), which works while this host is down and needs no access into the nodes.
 - Outlets: the warehouse day (once its data checks passed) and the signed export are Assets, so a
   downstream DAG (e.g. joulehouse_publish, which puts the export where node agents fetch it) runs
   on fresh data; each event's extra says which day (`{"day": "YYYY-MM-DD"}`), as a backfill

@@ -37,6 +37,7 @@ import pyarrow.compute as pc
 from collectors.schema import GPU_SAMPLES, SORT_KEYS, conform
 from collectors.settings import CollectorSettings
 from collectors.sources.base import SourceError
+from collectors.sources.dcgm_values import convert_value, drop_unreported_memory_temps
 from collectors.writer import WrittenFile, partition_dir, write_parquet_atomic
 
 log = logging.getLogger(__name__)
@@ -83,14 +84,6 @@ def fields_query(selector: str = "") -> str:
     matchers = f'__name__=~"{"|".join([*FIELDS, *FIELD_ALIASES])}"'
     extra = selector.strip().strip("{}").strip()
     return "{" + matchers + (", " + extra if extra else "") + "}"
-
-
-def _convert(raw: str, kind: type) -> float | int | None:
-    """Prometheus sends sample values as strings ("312.5", "NaN", "+Inf"): NaN/Inf -> NULL."""
-    value = float(raw)
-    if not math.isfinite(value):
-        return None
-    return int(round(value)) if kind is int else value
 
 
 @dataclass(frozen=True)
@@ -140,11 +133,15 @@ def pivot_range_result(result: Iterable[dict[str, Any]]) -> tuple[pa.Table, list
         column, kind = FIELDS[name]
         for ts, raw in series.get("values", []):
             try:
-                value = _convert(raw, kind)
-            except (TypeError, ValueError):
-                rejected.append(f"{name} {labels} at {ts}: value {raw!r} is not a number")
+                value = convert_value(raw, kind)
+            except ValueError as exc:
+                rejected.append(f"{name} {labels} at {ts}: {exc}")
                 continue
             rows.setdefault((key, float(ts)), {})[column] = value
+    unreported = drop_unreported_memory_temps(rows.values())
+    if unreported:
+        log.info("dcgm: %d memory temperatures of 0 C beside a warm GPU read as not reported "
+                 "(a GPU without a memory sensor)", unreported)
     ordered = sorted(rows.items(), key=lambda kv: (kv[0][0].gpu_uuid, kv[0][1]))
     data: dict[str, list[Any]] = {
         "sampled_at": [datetime.fromtimestamp(ts, tz=timezone.utc) for (_, ts), _ in ordered],

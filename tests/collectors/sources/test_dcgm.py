@@ -67,6 +67,34 @@ def test_series_that_cannot_be_keyed_are_set_aside_with_a_reason():
     assert "UUID" in rejected[0] and "MIG" in rejected[1] and "not a number" in rejected[2]
 
 
+def test_dcgm_no_value_sentinels_are_null_and_the_rest_of_the_reading_is_kept():
+    # Older exporters publish DCGM's blank / not-supported sentinels as numbers: an int64 one
+    # does not fit the lake's int64 column, and as a value it would be 2^63 bytes per second.
+    table, rejected = pivot_range_result([
+        series("DCGM_FI_DEV_POWER_USAGE", [(100, "350.5")]),
+        series("DCGM_FI_PROF_PCIE_TX_BYTES", [(100, "9223372036854775792")]),  # INT64_BLANK
+        series("DCGM_FI_DEV_SM_CLOCK", [(100, "2147483634")]),  # INT32_NOT_SUPPORTED
+        series("DCGM_FI_DEV_POWER_MGMT_LIMIT", [(100, "140737488355328")]),  # FP64_BLANK
+        series("DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", [(100, "1e19")]),  # no sentinel, no int64
+    ])
+    row, = table.to_pylist()
+    assert (row["power_w"], row["pcie_tx_bytes_per_s"], row["sm_clock_mhz"], row["power_limit_w"]) == (
+        350.5, None, None, None)
+    assert row["energy_mj_total"] is None
+    assert len(rejected) == 1 and "int64" in rejected[0] and "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION" in rejected[0]
+
+
+def test_a_zero_memory_temperature_beside_a_warm_gpu_is_not_a_reading():
+    # DCGM reports 0 C for a GPU without a memory sensor (L4): NULL, not a cold memory.
+    table, rejected = pivot_range_result([
+        series("DCGM_FI_DEV_GPU_TEMP", [(100, "61"), (101, "62")]),
+        series("DCGM_FI_DEV_MEMORY_TEMP", [(100, "0"), (101, "48"), (102, "0")]),
+    ])
+    assert rejected == []
+    assert [(r["temp_c"], r["mem_temp_c"]) for r in table.to_pylist()] == [
+        (61.0, None), (62.0, 48.0), (None, 0.0)]  # no GPU temperature: nothing tells, kept
+
+
 @given(st.lists(st.integers(min_value=0, max_value=10**15), min_size=1, max_size=20))
 @settings(max_examples=50, deadline=None)
 def test_energy_counter_survives_as_exact_integer_millijoules(values):

@@ -1,0 +1,54 @@
+"""DCGM sample values as Prometheus hands them over -> lake values, NULL where DCGM had none.
+
+Prometheus sends values as strings ("312.5", "NaN", "+Inf"). Besides NaN/Inf, DCGM has its own
+ways of saying "no value", which must land as NULL rather than as a number in the lake.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from typing import Any
+
+# DCGM's "no value" sentinels (dcgm_fields.h: BLANK, NOT_FOUND, NOT_SUPPORTED, NOT_PERMISSIONED
+# for INT32, INT64 and FP64 fields). Current dcgm-exporter leaves such a sample out; older ones
+# (gpu-monitoring-tools) published it as is, e.g. 9223372036854775792 for a GPU without the field.
+# As a Prometheus float64 the four INT64 ones are one number.
+DCGM_NO_VALUE_SENTINELS = frozenset(
+    [float(0x7FFFFFF0 + i) for i in range(4)]
+    + [float(0x7FFFFFFFFFFFFFF0 + i) for i in range(4)]
+    + [float(2**47 + i) for i in range(4)]
+)
+INT64_BOUND = 2**63
+# DCGM reads memory temperature through NVML's field values without checking the field's own
+# return code, so a GPU without a memory sensor (L4, GeForce) reports 0 C (DCGM pull request 311,
+# dcgm-exporter issue 460). A 0 beside a warm GPU is that, not a reading.
+UNREPORTED_MEMORY_TEMP_C = 0.0
+
+
+def convert_value(raw: Any, kind: type) -> float | int | None:
+    """One sample value -> the lake's value: NaN/Inf and DCGM's no-value sentinels -> None.
+    Raises ValueError, saying why, for text that is not a number or for an integer field's
+    value that no int64 holds."""
+    try:
+        value = float(raw)
+    except (TypeError, ValueError):
+        raise ValueError(f"value {raw!r} is not a number") from None
+    if not math.isfinite(value) or value in DCGM_NO_VALUE_SENTINELS:
+        return None
+    if kind is int:
+        if not -INT64_BOUND <= value < INT64_BOUND:
+            raise ValueError(f"value {raw!r} is outside the int64 range of its column")
+        return int(round(value))
+    return value
+
+
+def drop_unreported_memory_temps(readings: Iterable[dict[str, Any]]) -> int:
+    """Set a 0 C memory temperature to None where the same reading's GPU temperature is above
+    0 C (in place); returns how many. With no GPU temperature the 0 stays: nothing tells."""
+    dropped = 0
+    for values in readings:
+        if values.get("mem_temp_c") == UNREPORTED_MEMORY_TEMP_C and (values.get("temp_c") or 0.0) > 0.0:
+            values["mem_temp_c"] = None
+            dropped += 1
+    return dropped

@@ -58,9 +58,9 @@ def cpu_s():
 # leaving out NVML start-up and the final flush.
 stamps = []
 if mode == "collector":
-    from collectors.collect import Collector, Scheduled
-    from collectors.settings import CollectorSettings
-    from collectors.sources.nvml import NvmlSource
+    from joulehouse.collectors.collect import Collector, Scheduled
+    from joulehouse.collectors.settings import CollectorSettings
+    from joulehouse.collectors.sources.nvml import NvmlSource
     stop = threading.Event()
     # Rolls every third of the run (production: every 300 s), so the window pays for some.
     settings = CollectorSettings(interval_s=1.0 / hz, roll_interval_s=seconds / 3)
@@ -149,7 +149,7 @@ def cpu_figures(ctx: BenchContext) -> list[Figure]:
 
 
 def _simulate(ctx: BenchContext, gpus: int) -> Path:
-    from collectors.sim.simulate import simulate_fleet
+    from joulehouse.collectors.sim.simulate import simulate_fleet
 
     lake = ctx.work_dir / f"sim-{gpus}" / "lake"
     simulate_fleet(lake, gpus=gpus, days=1, start=dt.date(2026, 1, 5), seed=1, interval_s=1.0)
@@ -168,7 +168,7 @@ def _host_day(lake: Path, host: str, hours: float | None) -> tuple[pa.Table, lis
 
 
 def writer_figures(ctx: BenchContext, host_day: pa.Table) -> list[Figure]:
-    from collectors.writer import write_dataset
+    from joulehouse.collectors.writer import write_dataset
 
     # The spool hands the writer rows in poll order (every GPU at t, then at t+1...).
     rows = host_day.sort_by([("sampled_at", "ascending"), ("gpu_index", "ascending")])
@@ -194,8 +194,8 @@ def writer_figures(ctx: BenchContext, host_day: pa.Table) -> list[Figure]:
 
 def compaction_figures(ctx: BenchContext, host_day: pa.Table, roll_s: int = 300) -> list[Figure]:
     """The host's day as the collector rolls it (one file per `roll_s`), then compacted by the DAG."""
-    from collectors.writer import write_dataset
-    from warehouse.lake_compact import compact_host_day
+    from joulehouse.collectors.writer import write_dataset
+    from joulehouse.warehouse.lake_compact import compact_host_day
 
     lake = ctx.work_dir / "rolled-lake"
     micros = host_day.column("sampled_at").cast(pa.int64())
@@ -306,7 +306,7 @@ def _print_column_bytes(files: list[Path], rows: int, what: str) -> None:
 
 
 def storage_figures(ctx: BenchContext, lake: Path) -> list[Figure]:
-    from collectors.writer import write_dataset
+    from joulehouse.collectors.writer import write_dataset
 
     hosts = sorted(p.name.removeprefix("host=") for p in (lake / "gpu_samples").glob("date=*/host=*"))
     if ctx.quick:  # a 1-hour slice of one host, written as the collector's writer writes it

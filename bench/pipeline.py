@@ -35,8 +35,8 @@ import pyarrow.compute as pc
 import pyarrow.dataset as ds
 
 from bench.common import BenchContext, Figure
-from collectors.sim import simulate_fleet
-from collectors.writer import replace_partition
+from joulehouse.collectors.sim import simulate_fleet
+from joulehouse.collectors.writer import replace_partition
 
 SECTION = "pipeline"
 REPO = Path(__file__).resolve().parents[1]

@@ -38,7 +38,7 @@ STG_SCAN_SQL = ("SELECT count(*), max(gpu_model), max(host), max(gpu_uuid), max(
 
 
 def _settings(lake: Path):
-    from collectors.settings import (CarbonSettings, LakeSettings, ModelSettings, Settings, TcoSettings,
+    from joulehouse.collectors.settings import (CarbonSettings, LakeSettings, ModelSettings, Settings, TcoSettings,
                                      WarehouseSettings)
 
     grid = SHARED_DATA / "grid" / "electricitymaps_FR_2022_hourly.csv"
@@ -103,13 +103,13 @@ def gx_import(lake: Path, day: dt.date) -> dict:
 
 def pipeline(lake: Path, day: dt.date) -> dict:
     """build_day, run_checks, fit_day, carbon_day, tco_day, recommend_day on a fresh warehouse."""
-    from models.power import fit_day
-    from models.recommend import recommend_day
-    from reports.carbon import carbon_day
-    from reports.tco import tco_day
-    from warehouse.build import build_day
-    from warehouse.checks import run_checks
-    from warehouse.db import connect
+    from joulehouse.models.power import fit_day
+    from joulehouse.models.recommend import recommend_day
+    from joulehouse.reports.carbon import carbon_day
+    from joulehouse.reports.tco import tco_day
+    from joulehouse.warehouse.build import build_day
+    from joulehouse.warehouse.checks import run_checks
+    from joulehouse.warehouse.db import connect
 
     settings = _settings(lake)
     ws = settings.warehouse
@@ -152,7 +152,7 @@ def pandas_way(lake: Path, day: dt.date, max_gap_s: float = 10.0) -> dict:
     import numpy as np
     import pandas as pd
 
-    from collectors.settings import ModelSettings
+    from joulehouse.collectors.settings import ModelSettings
 
     ms = ModelSettings()
     t0 = time.perf_counter()

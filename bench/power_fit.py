@@ -16,9 +16,9 @@ import duckdb
 
 from bench.common import BenchContext, Figure, timed
 from bench.pipeline_steps import STG_SCAN_SQL
-from collectors.settings import ModelSettings
-from collectors.sim import simulate_fleet
-from models.power import fit_day
+from joulehouse.collectors.settings import ModelSettings
+from joulehouse.collectors.sim import simulate_fleet
+from joulehouse.models.power import fit_day
 
 DAY = dt.date(2026, 3, 2)
 

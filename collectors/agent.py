@@ -28,10 +28,10 @@ from typing import Any, Mapping
 
 import pyarrow as pa
 
-from collectors.config_contract import (
+from joulehouse.collectors.config_contract import (
     ConfigError, GpuSetting, RecommendedConfig, body_sha256, load_config_document, verify_config,
 )
-from collectors.schema import AGENT_AUDIT
+from joulehouse.collectors.schema import AGENT_AUDIT
 
 OK_ACTIONS = frozenset({"apply", "unchanged", "dry-run", "rollback"})
 # How the audit's reason names a lock ("SM clocks locked to 900-1200 MHz"): NVML has no getter for
@@ -147,7 +147,7 @@ def audited_locks(lake: str | Path | None, host: str) -> dict[str, tuple[int, in
         return None
     import pyarrow.dataset as ds  # only when auditing, like the writer
 
-    from collectors import lakefs
+    from joulehouse.collectors import lakefs
 
     root = lakefs.join(lake, "agent_audit")
     try:
@@ -252,7 +252,7 @@ def audit(lake: str | Path | None, result: ApplyResult, now: dt.datetime) -> Non
     """One agent_audit row per outcome, written through the lake writer (no-op without a lake)."""
     if lake is None or not result.outcomes:
         return
-    from collectors.writer import write_dataset  # the writer pulls pyarrow.parquet; only when auditing
+    from joulehouse.collectors.writer import write_dataset  # the writer pulls pyarrow.parquet; only when auditing
 
     rows = [
         {"audited_at": now, "host": result.host, "gpu_uuid": o.gpu_uuid, "action": o.action,

@@ -24,8 +24,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from collectors.agent import ApplyResult, apply_config, rollback
-from collectors.config_contract import ConfigError, ExpiredConfig, NotYetValid
+from joulehouse.collectors.agent import ApplyResult, apply_config, rollback
+from joulehouse.collectors.config_contract import ConfigError, ExpiredConfig, NotYetValid
 
 
 class ConfigFetchError(OSError):
@@ -57,7 +57,7 @@ def fetch_config(location: str, timeout_s: float = 10.0) -> bytes | None:
 
 
 def _fetch_fsspec(location: str) -> bytes | None:
-    from collectors import lakefs
+    from joulehouse.collectors import lakefs
 
     try:
         fs = lakefs.filesystem(location)

@@ -28,9 +28,9 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from collectors.settings import CollectorSettings
-from collectors.sources.base import Source, SourceError
-from collectors.spool import DiskFullError, Spool, recover
+from joulehouse.collectors.settings import CollectorSettings
+from joulehouse.collectors.sources.base import Source, SourceError
+from joulehouse.collectors.spool import DiskFullError, Spool, recover
 
 log = logging.getLogger(__name__)
 

@@ -40,7 +40,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from collectors import lakefs
+from joulehouse.collectors import lakefs
 
 log = logging.getLogger(__name__)
 

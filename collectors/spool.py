@@ -23,9 +23,9 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from collectors import lakefs
-from collectors.schema import PARTITION_HOST_COLUMN, SORT_KEYS, TIME_COLUMN, conform
-from collectors.writer import LakeWriteError, WrittenFile, partition_dir, write_parquet_atomic
+from joulehouse.collectors import lakefs
+from joulehouse.collectors.schema import PARTITION_HOST_COLUMN, SORT_KEYS, TIME_COLUMN, conform
+from joulehouse.collectors.writer import LakeWriteError, WrittenFile, partition_dir, write_parquet_atomic
 
 log = logging.getLogger(__name__)
 SEGMENT_SUFFIX = ".arrows"

@@ -31,8 +31,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from collectors import lakefs
-from collectors.schema import PARTITION_HOST_COLUMN, SORT_KEYS, TIME_COLUMN, conform
+from joulehouse.collectors import lakefs
+from joulehouse.collectors.schema import PARTITION_HOST_COLUMN, SORT_KEYS, TIME_COLUMN, conform
 
 TMP_SUFFIX = ".parquet.tmp"
 ROW_GROUP_ROWS = 1_048_576

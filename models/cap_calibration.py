@@ -16,9 +16,9 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.optimize import least_squares
 
-from models.caps import WorkloadProfile, energy_vs_limit
-from models.coefficients import PowerCoefficients
-from models.sweeps import Sweep
+from joulehouse.models.caps import WorkloadProfile, energy_vs_limit
+from joulehouse.models.coefficients import PowerCoefficients
+from joulehouse.models.sweeps import Sweep
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from models.coefficients import PowerCoefficients
+from joulehouse.models.coefficients import PowerCoefficients
 
 # Full-duplex PCIe Gen4 x16 is ~64 GB/s (tx + rx); used to turn GB/s into a utilisation ratio.
 PCIE_LINK_GBPS = 64.0

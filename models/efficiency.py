@@ -16,9 +16,9 @@ import datetime as dt
 
 import duckdb
 
-from models.power import quoted_relation
-from models.sql import load_sql
-from warehouse.db import relation_exists
+from joulehouse.models.power import quoted_relation
+from joulehouse.models.sql import load_sql
+from joulehouse.warehouse.db import relation_exists
 
 JOBS_RELATIONS = ("stg_jobs", "raw_jobs", "jobs")
 JOB_LOOKBACK_DAYS = 7

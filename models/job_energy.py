@@ -24,11 +24,11 @@ from dataclasses import dataclass
 
 import duckdb
 
-from models.activity import create_activity_view
-from models.power import JOBS_RELATIONS, load_fit, quoted_relation
-from models.sql import load_sql
-from warehouse.day_tables import replace_day_rows
-from warehouse.db import relation_exists
+from joulehouse.models.activity import create_activity_view
+from joulehouse.models.power import JOBS_RELATIONS, load_fit, quoted_relation
+from joulehouse.models.sql import load_sql
+from joulehouse.warehouse.day_tables import replace_day_rows
+from joulehouse.warehouse.db import relation_exists
 
 MAX_SAMPLE_INTERVAL_S = 60.0
 

@@ -31,11 +31,11 @@ from dataclasses import dataclass
 import duckdb
 import numpy as np
 
-from models.activity import create_activity_view
-from models.outcome_matched import (log_ratio, matched_differences, matched_rows, pooled_row, records,
+from joulehouse.models.activity import create_activity_view
+from joulehouse.models.outcome_matched import (log_ratio, matched_differences, matched_rows, pooled_row, records,
                                     saving_interval, split_by_side, treated_gpu_row)
-from models.sql import load_sql
-from warehouse.db import relation_exists
+from joulehouse.models.sql import load_sql
+from joulehouse.warehouse.db import relation_exists
 
 LOOKBACK_DAYS = 7
 MAX_AFTER_DAYS = 14

@@ -26,10 +26,10 @@ import duckdb
 import numpy as np
 from scipy import stats
 
-from warehouse.db import relation_exists
+from joulehouse.warehouse.db import relation_exists
 
 if TYPE_CHECKING:
-    from models.outcome import Change
+    from joulehouse.models.outcome import Change
 
 
 def records(cursor) -> list[dict]:

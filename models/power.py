@@ -27,11 +27,11 @@ from dataclasses import dataclass
 
 import duckdb
 
-from collectors.settings import ModelSettings
-from models.activity import choose_streams
-from models.coefficients import FitError, PowerCoefficients, best_shape, coefficients_from
-from models.sql import load_sql, quoted_relation
-from warehouse.db import relation_exists
+from joulehouse.collectors.settings import ModelSettings
+from joulehouse.models.activity import choose_streams
+from joulehouse.models.coefficients import FitError, PowerCoefficients, best_shape, coefficients_from
+from joulehouse.models.sql import load_sql, quoted_relation
+from joulehouse.warehouse.db import relation_exists
 
 JOBS_RELATIONS = ("stg_jobs", "jobs", "raw_jobs")  # first one present is used for job energy
 

@@ -21,12 +21,12 @@ from dataclasses import dataclass
 import duckdb
 import numpy as np
 
-from models.activity import create_activity_view
-from models.caps import PCIE_LINK_GBPS, WorkloadProfile, energy_vs_limit
-from models.power import coefficients_of, load_fit
-from models.recommend import device_limits_w
-from models.sql import load_sql
-from warehouse.day_tables import replace_day_rows
+from joulehouse.models.activity import create_activity_view
+from joulehouse.models.caps import PCIE_LINK_GBPS, WorkloadProfile, energy_vs_limit
+from joulehouse.models.power import coefficients_of, load_fit
+from joulehouse.models.recommend import device_limits_w
+from joulehouse.models.sql import load_sql
+from joulehouse.warehouse.day_tables import replace_day_rows
 
 STEP_W = 5.0
 TOLERANCE = 0.01  # limits within 1% of the least energy per work count as optimal

@@ -57,13 +57,13 @@ import duckdb
 import numpy as np
 import pyarrow as pa
 
-from collectors.settings import RecommendSettings
-from models.activity import create_activity_view
-from models.caps import MIN_CLOCK_RATIO, WorkloadProfile
-from models.power import coefficients_of, load_fit, quoted_relation
-from models.recommend_mix import activity_bins, score_clocks, score_limits
-from models.sql import load_sql
-from warehouse.db import relation_exists
+from joulehouse.collectors.settings import RecommendSettings
+from joulehouse.models.activity import create_activity_view
+from joulehouse.models.caps import MIN_CLOCK_RATIO, WorkloadProfile
+from joulehouse.models.power import coefficients_of, load_fit, quoted_relation
+from joulehouse.models.recommend_mix import activity_bins, score_clocks, score_limits
+from joulehouse.models.sql import load_sql
+from joulehouse.warehouse.db import relation_exists
 
 # NVML power limits (default, min, max W) by model, from real `nvidia-smi -q` output.
 DEVICE_LIMITS_W = {

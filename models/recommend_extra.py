@@ -24,10 +24,10 @@ from collections import defaultdict
 import duckdb
 import numpy as np
 
-from models.activity import create_activity_view
-from models.power import load_fit
-from models.sql import load_sql
-from warehouse.db import relation_exists
+from joulehouse.models.activity import create_activity_view
+from joulehouse.models.power import load_fit
+from joulehouse.models.sql import load_sql
+from joulehouse.warehouse.db import relation_exists
 
 MAX_MEAN_ACTIVITY = 0.3
 TARGET_ACTIVITY = 0.8

@@ -19,8 +19,8 @@ from typing import Callable
 
 import numpy as np
 
-from models.caps import MIN_CLOCK_RATIO, PCIE_LINK_GBPS, WorkloadProfile
-from models.coefficients import PowerCoefficients
+from joulehouse.models.caps import MIN_CLOCK_RATIO, PCIE_LINK_GBPS, WorkloadProfile
+from joulehouse.models.coefficients import PowerCoefficients
 
 # The clock under a limit: Newton steps until they move the clock by less than this (a ratio of
 # f_max; models.caps' 50 bisections end within 1e-15 of the same root), at most NEWTON_MAX_STEPS.

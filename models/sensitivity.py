@@ -22,10 +22,10 @@ import duckdb
 import numpy as np
 from scipy import stats
 
-from models.activity import create_activity_view
-from models.sql import load_sql
-from warehouse.day_tables import replace_day_rows
-from warehouse.db import relation_exists
+from joulehouse.models.activity import create_activity_view
+from joulehouse.models.sql import load_sql
+from joulehouse.warehouse.day_tables import replace_day_rows
+from joulehouse.warehouse.db import relation_exists
 
 MIN_COVERAGE_RATIO = 0.9  # hours the meters covered less than this are left out
 MIN_ACTIVITY_RATIO = 0.02  # idle hours: ln(activity) says nothing about working ones

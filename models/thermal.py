@@ -17,9 +17,9 @@ import datetime as dt
 import duckdb
 import numpy as np
 
-from models.power import quoted_relation
-from models.sql import load_sql
-from warehouse.db import relation_exists
+from joulehouse.models.power import quoted_relation
+from joulehouse.models.sql import load_sql
+from joulehouse.warehouse.db import relation_exists
 
 # An inlet reading older than this (s) says nothing of the air now: the BMC stopped answering.
 MAX_INLET_AGE_S = 300.0

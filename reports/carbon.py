@@ -27,16 +27,16 @@ from pathlib import Path
 
 import polars as pl
 
-from collectors.settings import CarbonSettings
-from reports.attribution import (
+from joulehouse.collectors.settings import CarbonSettings
+from joulehouse.reports.attribution import (
     UNALLOCATED, attribute_gpu_hours, group_by_job, spread_unallocated,
 )
-from reports.embodied import (amortised_share, default_gpu_embodied_kgco2e, embodied_gco2e_per_gpu_hour,
+from joulehouse.reports.embodied import (amortised_share, default_gpu_embodied_kgco2e, embodied_gco2e_per_gpu_hour,
                               parse_model_overrides)
-from reports.context import carbon_shift_rows, day_site_hours, grid_context
-from reports.hourly import attach_intensity, attach_pue
-from reports.inputs import prepare_day, replace_report_day
-from reports.it_energy import BASIS_AMOUNTS, label_basis, with_facility_energy
+from joulehouse.reports.context import carbon_shift_rows, day_site_hours, grid_context
+from joulehouse.reports.hourly import attach_intensity, attach_pue
+from joulehouse.reports.inputs import prepare_day, replace_report_day
+from joulehouse.reports.it_energy import BASIS_AMOUNTS, label_basis, with_facility_energy
 
 CARBON_AMOUNTS = ["energy_kwh", "facility_energy_kwh", "location_gco2e", "market_gco2e", "embodied_gco2e", *BASIS_AMOUNTS]
 

@@ -13,8 +13,8 @@ import datetime as dt
 
 import polars as pl
 
-from reports.attribution import UNALLOCATED, attribute_gpu_hours
-from reports.shift import plan_shifts, shift_inputs
+from joulehouse.reports.attribution import UNALLOCATED, attribute_gpu_hours
+from joulehouse.reports.shift import plan_shifts, shift_inputs
 
 HOUR = pl.Datetime("us", "UTC")
 

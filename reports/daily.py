@@ -12,7 +12,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
-from collectors.settings import Settings, load_settings
+from joulehouse.collectors.settings import Settings, load_settings
 
 
 def _load(day: str, config: str | None) -> tuple[dt.date, Settings]:
@@ -21,7 +21,7 @@ def _load(day: str, config: str | None) -> tuple[dt.date, Settings]:
 
 @contextmanager
 def _warehouse(settings: Settings, read_only: bool = False) -> Iterator[object]:
-    from warehouse.db import connect
+    from joulehouse.warehouse.db import connect
 
     con = connect(settings.warehouse.db_path, settings.lake.path, read_only=read_only)
     try:
@@ -49,8 +49,8 @@ def list_lake_hosts(day: str, config: str | None) -> list[str]:
     """The hosts with a partition of any dataset for the day, the site's facility meter
     (`host=<site>`) included: what the per-host tasks map over. Raises NoReadingsForDay when no
     host has GPU readings: the run fails, saying where it looked, instead of skipping every step."""
-    from collectors.schema import DATASETS
-    from warehouse.lake_partitions import day_hosts, gpu_hosts_or_raise
+    from joulehouse.collectors.schema import DATASETS
+    from joulehouse.warehouse.lake_partitions import day_hosts, gpu_hosts_or_raise
 
     the_day, settings = _load(day, config)
     gpu_hosts_or_raise(settings.lake.path, the_day)
@@ -60,9 +60,9 @@ def list_lake_hosts(day: str, config: str | None) -> list[str]:
 def inspect_and_compact_lake_partition(day: str, config: str | None, host: str) -> dict:
     """One host's partitions of the day, each dataset it has: files, rows, bytes, and files that
     do not open; then, with `warehouse.compact_lake` on a local lake, each one's files rewritten as one."""
-    from collectors import lakefs
-    from warehouse.lake_compact import CompactionError, compact_host_day
-    from warehouse.lake_partitions import host_datasets, inspect_partition
+    from joulehouse.collectors import lakefs
+    from joulehouse.warehouse.lake_compact import CompactionError, compact_host_day
+    from joulehouse.warehouse.lake_partitions import host_datasets, inspect_partition
 
     the_day, settings = _load(day, config)
     inspected = {dataset: inspect_partition(settings.lake.path, the_day, host, dataset).as_dict()
@@ -81,7 +81,7 @@ def inspect_and_compact_lake_partition(day: str, config: str | None, host: str) 
 
 def _spark_computed(the_day: dt.date, settings: Settings, now: dt.datetime) -> dict:
     """The day's heavy relations computed on Spark over the same lake (one session, stopped here)."""
-    from warehouse.spark_engine import computed_relations, spark_task_session
+    from joulehouse.warehouse.spark_engine import computed_relations, spark_task_session
 
     with spark_task_session(settings.warehouse.spark_master, app_name=f"joulehouse-build-{the_day}") as spark:
         return computed_relations(spark, settings.lake.path, the_day, settings.warehouse, now)
@@ -91,7 +91,7 @@ def _spark_fit_suffstats(the_day: dt.date, settings: Settings) -> list[dict]:
     """The power fit's training sums computed on Spark (one session, stopped here). Its `now` is
     the fit's: a reading stamped after the build ran but before now could differ between the
     engines only for a day still being written."""
-    from warehouse.spark_engine import fit_suffstats, spark_task_session
+    from joulehouse.warehouse.spark_engine import fit_suffstats, spark_task_session
 
     with spark_task_session(settings.warehouse.spark_master, app_name=f"joulehouse-fit-{the_day}") as spark:
         return fit_suffstats(spark, settings.lake.path, the_day, settings.warehouse, settings.models,
@@ -103,8 +103,8 @@ def build_warehouse(day: str, config: str | None) -> dict:
 
     With `warehouse.engine = "spark"` the hourly GPU energy is computed on Spark
     (warehouse.spark_engine) and loaded in place of its DuckDB SQL; the rest stays on DuckDB."""
-    from warehouse.build import build_day
-    from warehouse.spark_engine import check_engine
+    from joulehouse.warehouse.build import build_day
+    from joulehouse.warehouse.spark_engine import check_engine
 
     the_day, settings = _load(day, config)
     engine = check_engine(settings.warehouse.engine)
@@ -118,7 +118,7 @@ def build_warehouse(day: str, config: str | None) -> dict:
 
 def check_data(day: str, config: str | None) -> dict:
     """Great Expectations suites on the day's data; a blocking failure raises."""
-    from warehouse.checks import run_checks
+    from joulehouse.warehouse.checks import run_checks
 
     the_day, settings = _load(day, config)
     with _warehouse(settings) as con:
@@ -127,12 +127,12 @@ def check_data(day: str, config: str | None) -> dict:
 
 def fit_power_models(day: str, config: str | None) -> dict:
     """One power model per GPU model, validated on held-out time; thermal resistance per GPU."""
-    from models.job_energy import job_energy_day, same_profile_pairs
-    from models.power import SuffstatsMismatch, fit_day
-    from models.power_interval import power_interval_day
-    from models.sensitivity import sensitivity_day
-    from models.thermal import fit_thermal_day
-    from warehouse.spark_engine import check_engine
+    from joulehouse.models.job_energy import job_energy_day, same_profile_pairs
+    from joulehouse.models.power import SuffstatsMismatch, fit_day
+    from joulehouse.models.power_interval import power_interval_day
+    from joulehouse.models.sensitivity import sensitivity_day
+    from joulehouse.models.thermal import fit_thermal_day
+    from joulehouse.warehouse.spark_engine import check_engine
 
     the_day, settings = _load(day, config)
     engine = check_engine(settings.warehouse.engine)
@@ -162,8 +162,8 @@ def fit_power_models(day: str, config: str | None) -> dict:
 
 def measure_efficiency_and_outcomes(day: str, config: str | None) -> dict:
     """Energy per unit of work per job and setting, and what earlier recommendations saved."""
-    from models.efficiency import build_efficiency
-    from models.outcome import measure_outcomes
+    from joulehouse.models.efficiency import build_efficiency
+    from joulehouse.models.outcome import measure_outcomes
 
     the_day, settings = _load(day, config)
     with _warehouse(settings) as con:
@@ -174,8 +174,8 @@ def measure_efficiency_and_outcomes(day: str, config: str | None) -> dict:
 
 def account_carbon_and_cost(day: str, config: str | None) -> dict:
     """Carbon (both scope 2 methods + embodied) and TCO for the day, attributed to jobs/teams."""
-    from reports.carbon import carbon_day
-    from reports.tco import tco_day
+    from joulehouse.reports.carbon import carbon_day
+    from joulehouse.reports.tco import tco_day
 
     the_day, settings = _load(day, config)
     with _warehouse(settings) as con:
@@ -186,8 +186,8 @@ def account_carbon_and_cost(day: str, config: str | None) -> dict:
 
 def recommend_power_limits(day: str, config: str | None) -> dict:
     """A power limit (and clock range where a cap would do nothing) per GPU."""
-    from models.recommend import recommend_day
-    from models.recommend_extra import recommend_extras
+    from joulehouse.models.recommend import recommend_day
+    from joulehouse.models.recommend_extra import recommend_extras
 
     the_day, settings = _load(day, config)
     with _warehouse(settings) as con:
@@ -199,7 +199,7 @@ def recommend_power_limits(day: str, config: str | None) -> dict:
 
 def render_report(day: str, config: str | None) -> dict:
     """The self-contained HTML report of the day."""
-    from reports.html import render_report as render
+    from joulehouse.reports.html import render_report as render
 
     the_day, settings = _load(day, config)
     out = Path(settings.warehouse.db_path).parent / "reports" / f"{the_day}.html"
@@ -210,7 +210,7 @@ def render_report(day: str, config: str | None) -> dict:
 
 def export_recommended_config(day: str, config: str | None) -> dict:
     """The signed recommended-config file, gated on the power models' quality."""
-    from reports.export import CONFIG_NAME, export_config
+    from joulehouse.reports.export import CONFIG_NAME, export_config
 
     the_day, settings = _load(day, config)
     with _warehouse(settings, read_only=True) as con:
@@ -224,7 +224,7 @@ def export_recommended_config(day: str, config: str | None) -> dict:
 
 def publish_recommended_config(config: str | None) -> dict:
     """Copy the latest signed export to `[export] publish_url`, where node agents fetch it."""
-    from reports.publish import publish_config
+    from joulehouse.reports.publish import publish_config
 
     settings = load_settings(config)
     if not settings.export.publish_url:

@@ -27,8 +27,8 @@ import datetime as dt
 import duckdb
 import polars as pl
 
-from reports.inputs import replace_report_day
-from warehouse.db import relation_exists
+from joulehouse.reports.inputs import replace_report_day
+from joulehouse.warehouse.db import relation_exists
 
 PEAK_TABLE = "rpt_demand_peak_daily"
 

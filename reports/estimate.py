@@ -18,8 +18,8 @@ from dataclasses import asdict, dataclass
 
 import polars as pl
 
-from reports.embodied import HOURS_PER_YEAR, capital_usd_per_gpu_hour, embodied_gco2e_per_gpu_hour
-from reports.yearmap import map_to_target_hours, rule_counts
+from joulehouse.reports.embodied import HOURS_PER_YEAR, capital_usd_per_gpu_hour, embodied_gco2e_per_gpu_hour
+from joulehouse.reports.yearmap import map_to_target_hours, rule_counts
 
 HOURS_PER_MONTH = HOURS_PER_YEAR / 12.0
 

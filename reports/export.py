@@ -21,12 +21,12 @@ from typing import Any
 
 import polars as pl
 
-from collectors.config_contract import (
+from joulehouse.collectors.config_contract import (
     CONFIG_NAME, SCHEMA_VERSION, dump_config, format_utc, load_private_key, sign_config,
 )
-from collectors.settings import ExportSettings
-from collectors.writer import write_bytes_atomic
-from reports.warehouse_tables import read_day
+from joulehouse.collectors.settings import ExportSettings
+from joulehouse.collectors.writer import write_bytes_atomic
+from joulehouse.reports.warehouse_tables import read_day
 
 RECOMMENDATION_COLUMNS = (
     "host", "gpu_uuid", "gpu_model", "workload_class", "power_limit_w", "default_limit_w",

@@ -11,7 +11,7 @@ import plotly.graph_objects as go
 import polars as pl
 from plotly.subplots import make_subplots
 
-from reports.figures import LAYOUT, _figure
+from joulehouse.reports.figures import LAYOUT, _figure
 
 MAX_OUTCOME_ROWS = 30
 EFFICIENCY_METRICS = (

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import polars as pl
 
-from reports.grid import intensity_for_region
-from reports.yearmap import RULES, map_to_target_hours, rule_counts
+from joulehouse.reports.grid import intensity_for_region
+from joulehouse.reports.yearmap import RULES, map_to_target_hours, rule_counts
 
 
 def attach_pue(gpu_hours: pl.DataFrame, pue: pl.DataFrame, default_pue: float) -> tuple[pl.DataFrame, int]:

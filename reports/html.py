@@ -26,13 +26,13 @@ from pathlib import Path
 import polars as pl
 from plotly.offline import get_plotlyjs
 
-from reports import figures
-from reports.report_data import ReportData, has, total
-from reports.report_page import FigureWriter, Section, fmt_number, page, table
-from reports.report_summary import summary_section
-from reports.section_actions import efficiency_section, recommendations_section
-from reports.section_models import models_section
-from reports.section_quality import quality_section
+from joulehouse.reports import figures
+from joulehouse.reports.report_data import ReportData, has, total
+from joulehouse.reports.report_page import FigureWriter, Section, fmt_number, page, table
+from joulehouse.reports.report_summary import summary_section
+from joulehouse.reports.section_actions import efficiency_section, recommendations_section
+from joulehouse.reports.section_models import models_section
+from joulehouse.reports.section_quality import quality_section
 
 
 def energy_section(data: ReportData, figs: FigureWriter) -> Section:

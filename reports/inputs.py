@@ -13,9 +13,9 @@ from pathlib import Path
 
 import polars as pl
 
-from reports.attribution import JOB_COLUMNS, empty_jobs
-from warehouse.db import relation_exists
-from reports.it_energy import apply_it_energy_basis, basis_note
+from joulehouse.reports.attribution import JOB_COLUMNS, empty_jobs
+from joulehouse.warehouse.db import relation_exists
+from joulehouse.reports.it_energy import apply_it_energy_basis, basis_note
 
 UTC = dt.timezone.utc
 SQL_DIR = Path(__file__).resolve().parent / "sql"
@@ -168,8 +168,8 @@ class PreparedDay:
 
 def prepare_day(con, day: dt.date, region: str, min_node_coverage_ratio: float, default_pue: float) -> PreparedDay:
     """read_day_inputs, then set invalid jobs aside and attach PUE, saying in notes what was done."""
-    from reports.attribution import split_valid_jobs
-    from reports.hourly import attach_pue
+    from joulehouse.reports.attribution import split_valid_jobs
+    from joulehouse.reports.hourly import attach_pue
 
     inputs = read_day_inputs(con, day, region, min_node_coverage_ratio)
     notes = list(inputs.notes)

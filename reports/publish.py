@@ -6,7 +6,7 @@ from pathlib import Path
 
 import fsspec
 
-from collectors.config_contract import CONFIG_NAME
+from joulehouse.collectors.config_contract import CONFIG_NAME
 
 
 class PublishError(OSError):

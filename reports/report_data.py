@@ -12,7 +12,7 @@ from typing import Any
 
 import polars as pl
 
-from reports.warehouse_tables import count_day_by, read_day
+from joulehouse.reports.warehouse_tables import count_day_by, read_day
 
 # Where a relation's input comes from, so a missing one names what the site lacks.
 NEEDS = {
@@ -118,7 +118,7 @@ class ReportData:
     def held_back_models(self) -> dict[str, str]:
         """{GPU model: why} for the models of the day's recommendations whose settings the export
         leaves out (reports.export.gate_by_model: no power model fitted, or its gate failed)."""
-        from reports.export import exclusion_reason, gate_by_model
+        from joulehouse.reports.export import exclusion_reason, gate_by_model
 
         if self.recs is None or "gpu_model" not in self.recs.columns:
             return {}

@@ -12,8 +12,8 @@ from typing import Any
 
 import polars as pl
 
-from reports.report_data import ReportData, has, total
-from reports.report_page import Section, card, esc, fmt_number, todo_list
+from joulehouse.reports.report_data import ReportData, has, total
+from joulehouse.reports.report_page import Section, card, esc, fmt_number, todo_list
 
 TOP_ACTIONS = 3
 

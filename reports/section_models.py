@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import polars as pl
 
-from reports import figures
-from reports.figures_estimates import job_prediction_error, sensitivity_forest
-from reports.report_data import ReportData, has
-from reports.report_page import FigureWriter, Section, fmt_number, table
+from joulehouse.reports import figures
+from joulehouse.reports.figures_estimates import job_prediction_error, sensitivity_forest
+from joulehouse.reports.report_data import ReportData, has
+from joulehouse.reports.report_page import FigureWriter, Section, fmt_number, table
 
 MAX_SCATTER_POINTS = 5000
 MODEL_COLUMNS = ("gpu_model", "feature_set", "n_samples", "mape_pct", "r2", "job_energy_error_pct", "static_pct_per_10c",

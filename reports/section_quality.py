@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import polars as pl
 
-from reports import figures
-from reports.report_data import ReportData, has
-from reports.report_page import FigureWriter, Section, details, fmt_number, table
+from joulehouse.reports import figures
+from joulehouse.reports.report_data import ReportData, has
+from joulehouse.reports.report_page import FigureWriter, Section, details, fmt_number, table
 
 # A GPU is listed as a coverage problem below this share of the day, or when its last reading
 # is older than this many seconds at the end of the day.

@@ -31,16 +31,16 @@ from pathlib import Path
 
 import polars as pl
 
-from collectors.settings import TcoSettings
-from reports.attribution import UNALLOCATED, attribute_gpu_hours, group_by_job, spread_unallocated
-from reports.demand import allocate, day_peaks, later_days_accounted, month_peak_before, site_hour_kw, store_peaks
-from reports.embodied import HOURS_PER_YEAR, amortised_share, capital_usd_per_gpu_hour
-from reports.context import cost_shift_rows, day_site_hours, price_context
-from reports.hourly import attach_intensity, attach_pue
-from reports.inputs import day_bounds, prepare_day, replace_report_day
-from reports.it_energy import BASIS_AMOUNTS, label_basis, with_facility_energy
-from reports.prices import DEFAULT_PRICE_FILE, load_pjm_lmp_csv, load_urdb_tariff, tariff_prices
-from reports.yearmap import map_to_target_hours, rule_counts
+from joulehouse.collectors.settings import TcoSettings
+from joulehouse.reports.attribution import UNALLOCATED, attribute_gpu_hours, group_by_job, spread_unallocated
+from joulehouse.reports.demand import allocate, day_peaks, later_days_accounted, month_peak_before, site_hour_kw, store_peaks
+from joulehouse.reports.embodied import HOURS_PER_YEAR, amortised_share, capital_usd_per_gpu_hour
+from joulehouse.reports.context import cost_shift_rows, day_site_hours, price_context
+from joulehouse.reports.hourly import attach_intensity, attach_pue
+from joulehouse.reports.inputs import day_bounds, prepare_day, replace_report_day
+from joulehouse.reports.it_energy import BASIS_AMOUNTS, label_basis, with_facility_energy
+from joulehouse.reports.prices import DEFAULT_PRICE_FILE, load_pjm_lmp_csv, load_urdb_tariff, tariff_prices
+from joulehouse.reports.yearmap import map_to_target_hours, rule_counts
 
 FLOP_PER_TFLOP_HOUR = 1e12 * 3600.0
 COST_COMPONENTS = ["energy_cost_usd", "demand_charge_usd", "green_premium_usd", "density_surcharge_usd",

@@ -25,11 +25,11 @@ from pathlib import Path
 
 import duckdb
 
-from collectors import lakefs
-from collectors.schema import DATASETS
-from collectors.settings import WarehouseSettings
-from warehouse.catalog import Relation, relations
-from warehouse.host_batches import host_batches
+from joulehouse.collectors import lakefs
+from joulehouse.collectors.schema import DATASETS
+from joulehouse.collectors.settings import WarehouseSettings
+from joulehouse.warehouse.catalog import Relation, relations
+from joulehouse.warehouse.host_batches import host_batches
 
 INVENTORY_COLUMNS = (
     "gpu_uuid", "host", "gpu_index", "gpu_model", "rack", "site", "region", "purchased_on",
@@ -211,7 +211,7 @@ def build_day(
 
     `now` is the reference for the future-timestamp rule (default: the current time, UTC).
     `computed` maps a relation's name to that day's rows computed elsewhere (a polars/Arrow
-    frame with the relation's columns, e.g. from warehouse.spark_engine): they are loaded in
+    frame with the relation's columns, e.g. from joulehouse.warehouse.spark_engine): they are loaded in
     place of the relation's SQL, in the same transaction and build order.
     Raises BuildError naming the relation that failed; the day's previous rows are then kept.
     """

@@ -4,7 +4,7 @@ and column, all read from the header comments of the SQL files (the one place th
 
 `warehouse/sql/*.sql` are the relations the build runs, in manifest order. Relations written by
 later layers (models/sql, reports/sql) are read from folders the caller passes as `extra_dirs`:
-the warehouse cannot import those packages, so the top layer (joulehouse_cli) names them. In an
+the warehouse cannot import those packages, so the top layer (joulehouse.cli) names them. In an
 extra folder a file is a public relation when its header has a `kind:` line; files without one
 are internal helper queries and are skipped.
 
@@ -25,8 +25,8 @@ from functools import cache
 from importlib import resources
 from pathlib import Path
 
-SQL_DIR = Path(str(resources.files("warehouse") / "sql"))
-QUERIES_DIR = Path(str(resources.files("warehouse") / "queries"))
+SQL_DIR = Path(str(resources.files("joulehouse.warehouse") / "sql"))
+QUERIES_DIR = Path(str(resources.files("joulehouse.warehouse") / "queries"))
 KINDS = ("view", "temp", "day", "table", "results")
 LAYERS = ("raw", "stg", "dim", "fct", "rpt")
 _COLUMN = re.compile(r"^\s{2,}([a-z_][a-z0-9_]*) \[([^\]]+)\]\s*(.*)$")

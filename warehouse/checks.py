@@ -26,8 +26,8 @@ from pathlib import Path
 
 import duckdb
 
-from collectors.settings import WarehouseSettings
-from warehouse.day_tables import replace_day_rows
+from joulehouse.collectors.settings import WarehouseSettings
+from joulehouse.warehouse.day_tables import replace_day_rows
 
 BLOCKING, WARNING = "blocking", "warning"
 QUARANTINE_REASONS = (

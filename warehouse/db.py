@@ -19,7 +19,7 @@ from pathlib import Path
 
 import duckdb
 
-from collectors import lakefs
+from joulehouse.collectors import lakefs
 
 META_TABLE = "jh_meta"
 

@@ -47,10 +47,10 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from collectors import lakefs
-from collectors.schema import DATASETS, SORT_KEYS
-from collectors.writer import lake_file_name, partition_dir, write_bytes_atomic, write_parquet_atomic
-from warehouse.lake_partitions import day_hosts, host_datasets
+from joulehouse.collectors import lakefs
+from joulehouse.collectors.schema import DATASETS, SORT_KEYS
+from joulehouse.collectors.writer import lake_file_name, partition_dir, write_bytes_atomic, write_parquet_atomic
+from joulehouse.warehouse.lake_partitions import day_hosts, host_datasets
 
 INTENT_GLOB = "_compaction-*.json"
 LOCK_NAME = "_compaction.lock"  # like the intents, matched by no reader's *.parquet glob

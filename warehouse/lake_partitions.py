@@ -18,8 +18,8 @@ from typing import Any
 import fsspec
 import pyarrow.parquet as pq
 
-from collectors import lakefs
-from collectors.schema import DATASETS
+from joulehouse.collectors import lakefs
+from joulehouse.collectors.schema import DATASETS
 
 
 @dataclass(frozen=True)

@@ -27,8 +27,8 @@ from typing import Any
 
 import polars as pl
 
-from collectors import lakefs
-from collectors.settings import ModelSettings, WarehouseSettings
+from joulehouse.collectors import lakefs
+from joulehouse.collectors.settings import ModelSettings, WarehouseSettings
 
 SQL_DIR = Path(__file__).with_name("spark_sql")
 US_PER_S = 1_000_000

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import duckdb
 
-from warehouse.catalog import LAYER_TITLES, public_by_layer, relation, saved_queries
-from warehouse.db import connect
+from joulehouse.warehouse.catalog import LAYER_TITLES, public_by_layer, relation, saved_queries
+from joulehouse.warehouse.db import connect
 
 BATCH_ROWS = 2048
 _PARAM = re.compile(r"\$([a-z_][a-z0-9_]*)")

@@ -33,9 +33,9 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from collectors.schema import GPU_SAMPLES, SORT_KEYS, conform
-from collectors import lakefs
-from collectors.writer import WrittenFile, partition_dir, write_lake_file
+from joulehouse.collectors.schema import GPU_SAMPLES, SORT_KEYS, conform
+from joulehouse.collectors import lakefs
+from joulehouse.collectors.writer import WrittenFile, partition_dir, write_lake_file
 
 SOURCE = "nvidia-smi"
 _SYNTHETIC_NS = uuid.UUID("6f1c2a8e-4b7d-5e0f-9a3c-1d2e3f405162")

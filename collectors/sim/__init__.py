@@ -6,6 +6,6 @@ node_samples (5 s), facility_samples (1 min), jobs and the inventory CSV; the re
 `collectors.sim.constants`) that the fitted models should recover. Node side: numpy + pyarrow.
 """
 
-from collectors.sim.simulate import CrossModelRun, GpuInfo, SimulationSummary, simulate_fleet
+from joulehouse.collectors.sim.simulate import CrossModelRun, GpuInfo, SimulationSummary, simulate_fleet
 
 __all__ = ["CrossModelRun", "GpuInfo", "SimulationSummary", "simulate_fleet"]

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-from collectors.sim.constants import GPU_LIFETIME_YEARS, HOST_MODEL_CYCLE, REGION, SITE, GpuModelSpec
+from joulehouse.collectors.sim.constants import GPU_LIFETIME_YEARS, HOST_MODEL_CYCLE, REGION, SITE, GpuModelSpec
 
 GPUS_PER_HOST = 8
 _UUID_NAMESPACE = uuid.UUID("6f1c1f0e-6a52-4d8e-9a57-6a6f756c6568")

@@ -21,8 +21,8 @@ from dataclasses import dataclass
 
 import pynvml
 
-from collectors.sim.constants import SPECS, GpuModelSpec
-from collectors.sim.fleet import build_fleet
+from joulehouse.collectors.sim.constants import SPECS, GpuModelSpec
+from joulehouse.collectors.sim.fleet import build_fleet
 
 NVMLError = pynvml.NVMLError
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from collectors.sim.constants import CLOCK_EVENT_SW_POWER_CAP, PowerTruth
+from joulehouse.collectors.sim.constants import CLOCK_EVENT_SW_POWER_CAP, PowerTruth
 
 # exp(-dt/tau * L) must stay representable: chunks of L samples with L*dt/tau <= this.
 _MAX_DECAY_EXPONENT = 20.0

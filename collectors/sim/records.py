@@ -14,18 +14,18 @@ from collections.abc import Sequence
 import numpy as np
 import pyarrow as pa
 
-from collectors.schema import FACILITY_SAMPLES, GPU_SAMPLES, JOBS, NODE_SAMPLES, TS
-from collectors.sim.constants import (
+from joulehouse.collectors.schema import FACILITY_SAMPLES, GPU_SAMPLES, JOBS, NODE_SAMPLES, TS
+from joulehouse.collectors.sim.constants import (
     CLOCK_EVENT_APPLICATIONS_CLOCKS_SETTING,
     CLOCK_EVENT_GPU_IDLE,
     CLOCK_EVENT_SW_POWER_CAP,
     PSTATE_BUSY,
     PSTATE_IDLE,
 )
-from collectors.sim.fleet import STREAM_NOISE, SimGpu, rng_for, stable_key
-from collectors.sim.physics import PowerState, relative_speed
-from collectors.sim.site import FacilityTrace, NodeTrace
-from collectors.sim.workload import Job, Traces
+from joulehouse.collectors.sim.fleet import STREAM_NOISE, SimGpu, rng_for, stable_key
+from joulehouse.collectors.sim.physics import PowerState, relative_speed
+from joulehouse.collectors.sim.site import FacilityTrace, NodeTrace
+from joulehouse.collectors.sim.workload import Job, Traces
 
 SOURCE = "sim"
 

@@ -19,14 +19,14 @@ from pathlib import Path
 import numpy as np
 import pyarrow.parquet as pq
 
-from collectors import lakefs
-from collectors.sim.constants import SITE, PowerTruth
-from collectors.sim.fleet import STREAM_COUNTER, SimGpu, build_fleet, rng_for, stable_key, write_inventory_csv
-from collectors.sim.records import gpu_day_table, jobs_table, node_table, facility_table
-from collectors.sim.site import host_inlet_c, outdoor_temp_c, simulate_facility, simulate_node
-from collectors.sim.physics import energy_counter_mj, simulate_block
-from collectors.sim.workload import CROSS_MODEL_SPECS, DAY_S, Job, plan_host_day, render_traces
-from collectors.writer import WrittenFile, partition_files, replace_partition
+from joulehouse.collectors import lakefs
+from joulehouse.collectors.sim.constants import SITE, PowerTruth
+from joulehouse.collectors.sim.fleet import STREAM_COUNTER, SimGpu, build_fleet, rng_for, stable_key, write_inventory_csv
+from joulehouse.collectors.sim.records import gpu_day_table, jobs_table, node_table, facility_table
+from joulehouse.collectors.sim.site import host_inlet_c, outdoor_temp_c, simulate_facility, simulate_node
+from joulehouse.collectors.sim.physics import energy_counter_mj, simulate_block
+from joulehouse.collectors.sim.workload import CROSS_MODEL_SPECS, DAY_S, Job, plan_host_day, render_traces
+from joulehouse.collectors.writer import WrittenFile, partition_files, replace_partition
 
 COUNTER_EPOCH = dt.date(2024, 1, 1)
 

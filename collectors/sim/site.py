@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from collectors.sim.fleet import STREAM_HOST, STREAM_SITE, rng_for, stable_key
+from joulehouse.collectors.sim.fleet import STREAM_HOST, STREAM_SITE, rng_for, stable_key
 
 NODE_INTERVAL_S = 5.0
 FACILITY_INTERVAL_S = 60.0

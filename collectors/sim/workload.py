@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from collectors.sim.constants import A100, H100, TEAMS_USERS
-from collectors.sim.fleet import STREAM_SCHEDULE, STREAM_TRACE, SimGpu, rng_for, stable_key
+from joulehouse.collectors.sim.constants import A100, H100, TEAMS_USERS
+from joulehouse.collectors.sim.fleet import STREAM_SCHEDULE, STREAM_TRACE, SimGpu, rng_for, stable_key
 
 DAY_S = 86_400
 MIDNIGHT_MARGIN_S = 300

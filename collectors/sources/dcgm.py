@@ -34,11 +34,11 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from collectors.schema import GPU_SAMPLES, SORT_KEYS, conform
-from collectors.settings import CollectorSettings
-from collectors.sources.base import SourceError
-from collectors.sources.dcgm_values import convert_value, drop_unreported_memory_temps
-from collectors.writer import WrittenFile, partition_dir, write_parquet_atomic
+from joulehouse.collectors.schema import GPU_SAMPLES, SORT_KEYS, conform
+from joulehouse.collectors.settings import CollectorSettings
+from joulehouse.collectors.sources.base import SourceError
+from joulehouse.collectors.sources.dcgm_values import convert_value, drop_unreported_memory_temps
+from joulehouse.collectors.writer import WrittenFile, partition_dir, write_parquet_atomic
 
 log = logging.getLogger(__name__)
 

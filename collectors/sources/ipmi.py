@@ -28,9 +28,9 @@ from datetime import datetime, timezone
 
 import pyarrow as pa
 
-from collectors.schema import NODE_SAMPLES
-from collectors.settings import CollectorSettings
-from collectors.sources.base import ERROR_COLUMN
+from joulehouse.collectors.schema import NODE_SAMPLES
+from joulehouse.collectors.settings import CollectorSettings
+from joulehouse.collectors.sources.base import ERROR_COLUMN
 
 log = logging.getLogger(__name__)
 

@@ -28,8 +28,8 @@ from typing import Any
 
 import pyarrow as pa
 
-from collectors.schema import GPU_SAMPLES
-from collectors.sources.base import ERROR_COLUMN, SourceError
+from joulehouse.collectors.schema import GPU_SAMPLES
+from joulehouse.collectors.sources.base import ERROR_COLUMN, SourceError
 
 KIB = 1024
 NVML_FI_DEV_MEMORY_TEMP = 82

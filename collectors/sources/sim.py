@@ -12,7 +12,7 @@ from collections.abc import Callable
 import numpy as np
 import pyarrow as pa
 
-from collectors.sim.fleet import build_fleet
+from joulehouse.collectors.sim.fleet import build_fleet
 
 
 class SimSource:

@@ -10,9 +10,9 @@ import pyarrow.dataset as ds
 import pynvml
 import pytest
 
-from collectors.agent import apply_config, rollback
-from collectors.agent_loop import AgentState, poll_once, run_agent
-from collectors.config_contract import (
+from joulehouse.collectors.agent import apply_config, rollback
+from joulehouse.collectors.agent_loop import AgentState, poll_once, run_agent
+from joulehouse.collectors.config_contract import (
     BadSignature, ExpiredConfig, HostNotInConfig, MalformedConfig, dump_config, generate_keypair, load_private_key,
     load_public_key, sign_config,
 )
@@ -349,7 +349,7 @@ def test_a_gpu_whose_new_setting_is_refused_goes_back_to_its_default(nvml_stub, 
 def test_a_rollback_that_fails_is_retried_at_the_next_poll(nvml_stub, keys, lake, tmp_path, monkeypatch):
     """The rollback of a GPU the new config drops fails (its audit could not be written): the next
     poll of the same document retries it instead of calling the config unchanged."""
-    import collectors.agent_loop as loop
+    import joulehouse.collectors.agent_loop as loop
 
     nvml_stub.write(fleet(2))
     location = tmp_path / "recommended-config.json"

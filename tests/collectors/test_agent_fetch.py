@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from collectors.agent_loop import ConfigFetchError, fetch_config
+from joulehouse.collectors.agent_loop import ConfigFetchError, fetch_config
 from s3_server import local_s3
 
 

@@ -17,12 +17,12 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from collectors import spool as spool_module
-from collectors.collect import Collector, parse_duration_s
-from collectors.settings import CollectorSettings
-from collectors.sources.sim import SimSource
-from collectors.spool import Spool, recover
-from joulehouse_cli.collect import register
+from joulehouse.collectors import spool as spool_module
+from joulehouse.collectors.collect import Collector, parse_duration_s
+from joulehouse.collectors.settings import CollectorSettings
+from joulehouse.collectors.sources.sim import SimSource
+from joulehouse.collectors.spool import Spool, recover
+from joulehouse.cli.collect import register
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -198,9 +198,9 @@ def test_cli_collects_sim_rows(tmp_path):
 
 CHILD = """
 import sys, threading
-from collectors.collect import Collector
-from collectors.settings import CollectorSettings
-from collectors.sources.sim import SimSource
+from joulehouse.collectors.collect import Collector
+from joulehouse.collectors.settings import CollectorSettings
+from joulehouse.collectors.sources.sim import SimSource
 lake, spool, polled = sys.argv[1:4]
 src = SimSource("node-01", gpus=2)
 read = src.read

@@ -16,10 +16,10 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from collectors.collect import Collector, Scheduled
-from collectors.settings import CollectorSettings
-from collectors.sources.base import SourceError
-from joulehouse_cli.collect import register
+from joulehouse.collectors.collect import Collector, Scheduled
+from joulehouse.collectors.settings import CollectorSettings
+from joulehouse.collectors.sources.base import SourceError
+from joulehouse.cli.collect import register
 from nvml_stub.fixture import GpuState
 
 DCMI_OUTPUT = """

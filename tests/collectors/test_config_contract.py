@@ -10,7 +10,7 @@ import json
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from collectors.config_contract import (
+from joulehouse.collectors.config_contract import (
     BadSignature, ExpiredConfig, HostNotInConfig, MalformedConfig, NotYetValid, UnsignedConfig,
     UnsupportedSchemaVersion, canonical_body, dump_config, generate_keypair, load_private_key,
     load_public_key, sign_config, verify_config,

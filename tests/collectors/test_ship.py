@@ -15,9 +15,9 @@ from fsspec.implementations.local import LocalFileSystem
 from fsspec.implementations.memory import MemoryFileSystem
 from typer.testing import CliRunner
 
-from collectors.ship import Manifest, Shipper, ShipError, finished_files, ship_lake
-from collectors.sim.simulate import simulate_fleet
-from joulehouse_cli.ship import register
+from joulehouse.collectors.ship import Manifest, Shipper, ShipError, finished_files, ship_lake
+from joulehouse.collectors.sim.simulate import simulate_fleet
+from joulehouse.cli.ship import register
 
 
 @pytest.fixture(scope="module")
@@ -190,7 +190,7 @@ def test_a_file_replaced_during_its_copy_is_shipped_again(node_lake, tmp_path, m
     """The DCGM source rewrites a partition (temp file + rename) while ship copies it: the manifest
     records the version that was copied, so the next run sees the new one as changed and ships it
     (recording the new file's size and time made it look shipped for good)."""
-    from collectors import ship as ship_module
+    from joulehouse.collectors import ship as ship_module
 
     lake = _copy_lake(node_lake, tmp_path / "lake")
     victim = sorted(finished_files(lake))[0]
@@ -217,7 +217,7 @@ def test_a_file_replaced_during_its_copy_is_shipped_again(node_lake, tmp_path, m
 def test_the_new_partition_folders_at_a_local_destination_are_made_durable(node_lake, tmp_path, monkeypatch):
     """A power cut after ship recorded a file must not take it away: the date= and host= folders
     ship creates are fsynced into their parents, as the node's own writer does."""
-    from collectors import lakefs
+    from joulehouse.collectors import lakefs
 
     synced: list[Path] = []
     real = lakefs.fsync_dir

@@ -14,11 +14,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from collectors.schema import GPU_SAMPLES
-from collectors.sim import simulate_fleet
-from collectors.sim.constants import A100, CLOCK_EVENT_APPLICATIONS_CLOCKS_SETTING, CLOCK_EVENT_SW_POWER_CAP, H100, SPECS
-from collectors.sim.fleet import INVENTORY_COLUMNS, build_fleet
-from collectors.sim.physics import energy_counter_mj, first_order_lag, power_at, simulate_block
+from joulehouse.collectors.schema import GPU_SAMPLES
+from joulehouse.collectors.sim import simulate_fleet
+from joulehouse.collectors.sim.constants import A100, CLOCK_EVENT_APPLICATIONS_CLOCKS_SETTING, CLOCK_EVENT_SW_POWER_CAP, H100, SPECS
+from joulehouse.collectors.sim.fleet import INVENTORY_COLUMNS, build_fleet
+from joulehouse.collectors.sim.physics import energy_counter_mj, first_order_lag, power_at, simulate_block
 
 DAY = dt.date(2026, 6, 10)
 INTERVAL_S = 5.0

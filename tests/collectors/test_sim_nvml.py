@@ -9,11 +9,11 @@ import pyarrow.dataset as ds
 import pynvml
 import pytest
 
-from collectors.agent import apply_config, rollback
-from collectors.config_contract import generate_keypair, load_private_key, load_public_key, sign_config
-from collectors.sim import simulate_fleet
-from collectors.sim.constants import SPECS
-from collectors.sim.nvml import locked_clocks_by_day, power_limits_by_day, simulated_nvml_by_host
+from joulehouse.collectors.agent import apply_config, rollback
+from joulehouse.collectors.config_contract import generate_keypair, load_private_key, load_public_key, sign_config
+from joulehouse.collectors.sim import simulate_fleet
+from joulehouse.collectors.sim.constants import SPECS
+from joulehouse.collectors.sim.nvml import locked_clocks_by_day, power_limits_by_day, simulated_nvml_by_host
 
 NOW = dt.datetime(2026, 1, 3, 6, 0, tzinfo=dt.timezone.utc)
 

@@ -13,8 +13,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from collectors.schema import GPU_SAMPLES, RATIO_STEP, STORAGE_STEP_BY_DATASET, SchemaError, conform
-from collectors.writer import TMP_SUFFIX, replace_partition, write_dataset
+from joulehouse.collectors.schema import GPU_SAMPLES, RATIO_STEP, STORAGE_STEP_BY_DATASET, SchemaError, conform
+from joulehouse.collectors.writer import TMP_SUFFIX, replace_partition, write_dataset
 
 T0 = dt.datetime(2026, 3, 1, 23, 59, 58, tzinfo=dt.timezone.utc)
 
@@ -125,7 +125,7 @@ def test_schema_errors_name_the_column():
 def test_new_partition_folders_are_made_durable_in_their_parents(lake, monkeypatch):
     """A file fsynced into a folder whose own name was never fsynced can vanish in a power cut:
     each folder the writer creates is fsynced into its parent, then the file into its folder."""
-    from collectors import lakefs
+    from joulehouse.collectors import lakefs
 
     synced: list[str] = []
     real = lakefs.fsync_dir

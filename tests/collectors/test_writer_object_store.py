@@ -11,7 +11,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from collectors.writer import partition_files, replace_partition, write_dataset
+from joulehouse.collectors.writer import partition_files, replace_partition, write_dataset
 
 UTC = dt.timezone.utc
 

@@ -18,11 +18,11 @@ import duckdb
 import pytest
 from typer.testing import CliRunner
 
-from collectors.config_contract import generate_keypair, load_public_key, verify_config
-from collectors.settings import settings_to_toml
-from collectors.sim import simulate_fleet
-from joulehouse_cli.demo_run import demo_settings
-from joulehouse_cli.main import app
+from joulehouse.collectors.config_contract import generate_keypair, load_public_key, verify_config
+from joulehouse.collectors.settings import settings_to_toml
+from joulehouse.collectors.sim import simulate_fleet
+from joulehouse.cli.demo_run import demo_settings
+from joulehouse.cli.main import app
 
 DAY = dt.date(2026, 6, 10)
 NEXT_DAY = DAY + dt.timedelta(days=1)
@@ -163,8 +163,8 @@ def test_a_real_trace_day_before_the_dags_start_goes_through_the_same_dag(site, 
     """The real RTX 4090 log (2026-01-03, a model with no known limits and no power.limit column):
     its day builds, fits and reports; its GPU gets no setting and says why; the file agents poll
     stays the newest day's."""
-    from collectors.ingest.nvidia_smi import ingest_nvidia_smi
-    from collectors.settings import load_settings
+    from joulehouse.collectors.ingest.nvidia_smi import ingest_nvidia_smi
+    from joulehouse.collectors.settings import load_settings
 
     settings = load_settings(site / "joulehouse.toml")
     trace = shared_data / "telemetry" / "vlm_optimization_gpu_log_rtx4090_1hz.csv"

@@ -12,11 +12,11 @@ import duckdb
 import pytest
 from typer.testing import CliRunner
 
-from collectors.config_contract import generate_keypair
-from collectors.settings import LakeSettings, settings_to_toml
-from collectors.sim import simulate_fleet
-from joulehouse_cli.demo_run import demo_settings
-from joulehouse_cli.main import app
+from joulehouse.collectors.config_contract import generate_keypair
+from joulehouse.collectors.settings import LakeSettings, settings_to_toml
+from joulehouse.collectors.sim import simulate_fleet
+from joulehouse.cli.demo_run import demo_settings
+from joulehouse.cli.main import app
 from s3_server import local_s3
 
 DAY = dt.date(2026, 6, 10)

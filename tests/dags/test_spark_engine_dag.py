@@ -19,10 +19,10 @@ import pyarrow.compute as pc
 import pyarrow.dataset as ds
 import pytest
 
-from collectors.settings import LakeSettings, Settings, WarehouseSettings, settings_to_toml
-from collectors.writer import write_dataset
-from reports import daily
-from warehouse.spark_engine import SparkEngineError
+from joulehouse.collectors.settings import LakeSettings, Settings, WarehouseSettings, settings_to_toml
+from joulehouse.collectors.writer import write_dataset
+from joulehouse.reports import daily
+from joulehouse.warehouse.spark_engine import SparkEngineError
 
 DAY = dt.date(2026, 1, 2)
 
@@ -67,7 +67,7 @@ def built(tmp_path_factory):
     if shutil.which("java") is None:
         pytest.skip("Spark needs Java 17 on PATH")
     pytest.importorskip("pyspark")
-    from collectors.sim.simulate import simulate_fleet
+    from joulehouse.collectors.sim.simulate import simulate_fleet
 
     root = tmp_path_factory.mktemp("spark-dag")
     summary = simulate_fleet(root / "lake", gpus=16, days=1, start=DAY, seed=5, interval_s=30.0)

@@ -7,10 +7,10 @@ from dataclasses import dataclass
 
 import pytest
 
-from collectors.settings import WarehouseSettings
-from collectors.sim import SimulationSummary, simulate_fleet
-from warehouse.build import build_day
-from warehouse.db import connect
+from joulehouse.collectors.settings import WarehouseSettings
+from joulehouse.collectors.sim import SimulationSummary, simulate_fleet
+from joulehouse.warehouse.build import build_day
+from joulehouse.warehouse.db import connect
 
 SIM_DAY = dt.date(2026, 7, 14)  # a summer day: outdoor temperature above free cooling most hours
 SIM_NOW = dt.datetime(2026, 7, 20, tzinfo=dt.timezone.utc)

@@ -11,12 +11,12 @@ from pathlib import Path
 import duckdb
 from functools import cache
 
-from collectors.settings import WarehouseSettings
-from collectors.sim import simulate_fleet
-from collectors.sim.fleet import build_fleet
-from models.efficiency import build_efficiency
-from warehouse.build import build_day
-from warehouse.db import connect
+from joulehouse.collectors.settings import WarehouseSettings
+from joulehouse.collectors.sim import simulate_fleet
+from joulehouse.collectors.sim.fleet import build_fleet
+from joulehouse.models.efficiency import build_efficiency
+from joulehouse.warehouse.build import build_day
+from joulehouse.warehouse.db import connect
 
 START = dt.date(2026, 1, 1)
 DAYS = 7

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 
-from collectors.schema import conform
+from joulehouse.collectors.schema import conform
 
 
 @dataclass(frozen=True)

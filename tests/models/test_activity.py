@@ -10,8 +10,8 @@ import duckdb
 import pyarrow as pa
 import pytest
 
-from models.activity import create_activity_view
-from models.sql import load_sql
+from joulehouse.models.activity import create_activity_view
+from joulehouse.models.sql import load_sql
 
 DAY = dt.date(2026, 3, 2)
 START = dt.datetime(2026, 3, 2, tzinfo=dt.timezone.utc)
@@ -120,7 +120,7 @@ def test_a_missing_relation_is_a_clear_error():
 
 def test_a_fit_on_another_relation_leaves_the_activity_view_on_its_own():
     """Both choose streams over a temp view: the fit's must not redirect gpu_activity_samples."""
-    from models.power import _input_view
+    from joulehouse.models.power import _input_view
 
     con = _con(_stream("GPU-a", "dcgm", 15, util_pct=90.0, sm_active=0.4))
     con.execute("CREATE TABLE imported AS SELECT * FROM stg_gpu_samples WHERE false")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from typer.testing import CliRunner
 
-from models.batch import BatchSweepError, best_batch_size, load_batch_sweeps
+from joulehouse.models.batch import BatchSweepError, best_batch_size, load_batch_sweeps
 
 HEADER = "dataset,network,batch_size,optimizer,power_limit,time_per_epoch,average_power\n"
 
@@ -42,7 +42,7 @@ def test_cli_prints_json_and_names_a_bad_file(tmp_path, shared_data):
 
     import typer
 
-    from joulehouse_cli.caps import register
+    from joulehouse.cli.caps import register
 
     app = typer.Typer()
     register(app)

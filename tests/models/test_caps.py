@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 from hypothesis import given, strategies as st
 
-from models.cap_calibration import fit_cap_shape, predicted_curve, predicted_energy_optimal_limit_w
-from models.caps import WorkloadProfile, best_limit_w, clock_under_limit, energy_vs_limit, outcome_under_limit
-from models.coefficients import PowerCoefficients
-from models.sweeps import load_sweep, load_sweeps
+from joulehouse.models.cap_calibration import fit_cap_shape, predicted_curve, predicted_energy_optimal_limit_w
+from joulehouse.models.caps import WorkloadProfile, best_limit_w, clock_under_limit, energy_vs_limit, outcome_under_limit
+from joulehouse.models.coefficients import PowerCoefficients
+from joulehouse.models.sweeps import load_sweep, load_sweeps
 
 A100 = PowerCoefficients(static_w=60, temp_w_per_c=0.6, dyn_w=250, dyn_freq_exponent=3.0, mem_w=60,
                          pcie_w_per_gbps=1.5, f_max_mhz=1410)

@@ -7,12 +7,12 @@ import datetime as dt
 
 import pytest
 
-from collectors.settings import WarehouseSettings
-from collectors.sim import simulate_fleet
-from models.efficiency import build_efficiency
+from joulehouse.collectors.settings import WarehouseSettings
+from joulehouse.collectors.sim import simulate_fleet
+from joulehouse.models.efficiency import build_efficiency
 from outcome_world import NOW, true_job_energy
-from warehouse.build import build_day
-from warehouse.db import connect
+from joulehouse.warehouse.build import build_day
+from joulehouse.warehouse.db import connect
 
 DAY = dt.date(2026, 2, 1)
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import pytest
 
-from collectors.settings import ModelSettings
-from models.job_energy import job_energy_day, predict_job_energy, same_profile_pairs
-from models.power import fit_day
+from joulehouse.collectors.settings import ModelSettings
+from joulehouse.models.job_energy import job_energy_day, predict_job_energy, same_profile_pairs
+from joulehouse.models.power import fit_day
 
 PROFILE = "llm-finetune-7b-ref"
 
@@ -60,7 +60,7 @@ def test_a_fleet_without_cross_model_pairs_writes_no_rows_and_does_not_fail():
 
     import duckdb
 
-    from models.job_energy import job_energy_day
+    from joulehouse.models.job_energy import job_energy_day
 
     con = duckdb.connect()
     day = _dt.date(2026, 6, 10)

@@ -11,9 +11,9 @@ from collections import defaultdict
 import numpy as np
 import pytest
 
-from models.outcome import measure_outcomes
-from models.recommend import hold_out_controls
-from models.sql import load_sql
+from joulehouse.models.outcome import measure_outcomes
+from joulehouse.models.recommend import hold_out_controls
+from joulehouse.models.sql import load_sql
 from outcome_world import CAP_FROM, CAP_W, build_world, true_job_energy
 
 # Stated tolerance: the pooled estimate within 2.5 percentage points of the true saving.
@@ -140,7 +140,7 @@ def test_the_pooled_interval_belongs_to_the_pooled_point():
     """GPU A ran 60 matched jobs and saved 18%; GPU B ran 3 and saved nothing. The pooled figure is
     the mean of the two GPUs' estimates, so its interval must cover it (and, with two GPUs this far
     apart, both of them); the job-level error alone gave [6.9, 9.3] around 8.1."""
-    from models.outcome_matched import _did, _estimate
+    from joulehouse.models.outcome_matched import _did, _estimate
 
     rng = np.random.default_rng(1)
     a_before, a_after = list(rng.normal(0, .02, 60)), list(rng.normal(-.20, .02, 60))
@@ -159,7 +159,7 @@ def test_the_pooled_interval_belongs_to_the_pooled_point():
 def test_a_matched_job_counts_for_a_treated_gpu_only_on_that_gpus_own_days():
     """GPU b's before-window is day 2 only (it ran at another limit on day 1): the job of day 1
     is a 'before' job for GPU a, and not for b, though the group's days include day 1."""
-    from models.outcome_matched import _matched_differences, _mean_known
+    from joulehouse.models.outcome_matched import _matched_differences, _mean_known
 
     jobs = [{"job_id": "j", "day": d, "gpu_uuid": g, "energy_kwh": e}
             for d, g, e in [(1, "a", 2.0), (1, "b", 4.0), (1, "c", 1.0), (3, "a", 1.0), (3, "b", 1.0), (3, "c", 1.0)]]
@@ -172,7 +172,7 @@ def test_a_matched_job_counts_for_a_treated_gpu_only_on_that_gpus_own_days():
 def test_the_unit_of_work_is_one_every_job_reports():
     """Training jobs report samples, an inference job only requests: 'sample' is not a unit of
     that day (their sum was, and charged the inference energy to the training samples)."""
-    from models.outcome import _unit
+    from joulehouse.models.outcome import _unit
 
     day = {"n_jobs": 2, "n_jobs_without_flops": 2, "job_energy_kwh": 5.0, "flops_total": None, "samples_total": 1e6,
            "requests_total": 5e4, "n_jobs_without_samples": 1, "n_jobs_without_requests": 1}

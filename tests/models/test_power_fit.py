@@ -12,9 +12,9 @@ import pyarrow.compute as pc
 import pytest
 from hypothesis import given, settings as hsettings, strategies as st
 
-from collectors.settings import ModelSettings
-from models.coefficients import solve_normal_equations
-from models.power import fit_day
+from joulehouse.collectors.settings import ModelSettings
+from joulehouse.models.coefficients import solve_normal_equations
+from joulehouse.models.power import fit_day
 from power_synthetic import TruePower, load_samples, synthetic_samples
 
 DAY = dt.date(2026, 3, 2)
@@ -226,14 +226,14 @@ def test_without_clocks_a_saturating_activity_exponent_is_recovered(con):
 
 def _sums_from_samples(con, settings: ModelSettings) -> list[dict]:
     """The training sums as another engine computes them: from every sample of the window."""
-    from models.power import build_power_features, suffstats_rows
+    from joulehouse.models.power import build_power_features, suffstats_rows
 
     build_power_features(con, DAY, settings)
     return suffstats_rows(con, settings)
 
 
 def test_sums_given_by_another_engine_are_the_ones_fitted_and_must_match_the_warehouse(con):
-    from models.power import SuffstatsMismatch
+    from joulehouse.models.power import SuffstatsMismatch
 
     load_samples(con, synthetic_samples(truth=TruePower(), seed=1))
     settings = ModelSettings()
@@ -257,7 +257,7 @@ def test_samples_without_interval_s_are_paired_within_their_own_stream():
     apart): each reading stands for 10 s of its stream, not the 5 s to the other source's."""
     import duckdb as _duckdb
 
-    from models.power import _input_view
+    from joulehouse.models.power import _input_view
 
     c = _duckdb.connect()
     c.execute("CREATE TABLE imported AS SELECT 'node-01' AS host, 'GPU-0' AS gpu_uuid, s.source, DATE '2026-03-02' AS day, "

@@ -16,13 +16,13 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 
-from collectors.settings import ModelSettings, WarehouseSettings
-from collectors.sim import simulate_fleet
-from models.coefficients import best_shape, coefficients_from
-from models.power import build_power_features, fit_day, suffstats_rows, update_suffstats
-from warehouse.build import build_day
-from warehouse.db import connect
-from models.sql import load_sql
+from joulehouse.collectors.settings import ModelSettings, WarehouseSettings
+from joulehouse.collectors.sim import simulate_fleet
+from joulehouse.models.coefficients import best_shape, coefficients_from
+from joulehouse.models.power import build_power_features, fit_day, suffstats_rows, update_suffstats
+from joulehouse.warehouse.build import build_day
+from joulehouse.warehouse.db import connect
+from joulehouse.models.sql import load_sql
 from power_synthetic import TruePower, load_samples, synthetic_samples
 
 A100 = "NVIDIA A100-SXM4-80GB"

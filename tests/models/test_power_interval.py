@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from collectors.settings import ModelSettings
-from models.power import fit_day
-from models.power_interval import power_interval_day
+from joulehouse.collectors.settings import ModelSettings
+from joulehouse.models.power import fit_day
+from joulehouse.models.power_interval import power_interval_day
 
 
 @pytest.fixture(scope="module")

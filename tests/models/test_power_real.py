@@ -15,10 +15,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 
-from collectors.settings import ModelSettings
-from models.power import fit_day
+from joulehouse.collectors.settings import ModelSettings
+from joulehouse.models.power import fit_day
 
-ingest = pytest.importorskip("collectors.ingest.nvidia_smi")
+ingest = pytest.importorskip("joulehouse.collectors.ingest.nvidia_smi")
 
 READINGS = ("power_w", "util_gpu_pct", "util_mem_pct", "temp_c", "sm_clock_mhz")
 

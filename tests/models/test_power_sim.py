@@ -8,9 +8,9 @@ import duckdb
 import numpy as np
 import pytest
 
-from collectors.settings import ModelSettings
-from collectors.sim import simulate_fleet
-from models.power import fit_day
+from joulehouse.collectors.settings import ModelSettings
+from joulehouse.collectors.sim import simulate_fleet
+from joulehouse.models.power import fit_day
 
 DAY = dt.date(2026, 3, 2)
 

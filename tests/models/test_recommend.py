@@ -7,9 +7,9 @@ import datetime as dt
 import duckdb
 import pytest
 
-from collectors.settings import ModelSettings, RecommendSettings
-from models.power import fit_day
-from models.recommend import DEVICE_LIMITS_W, recommend_day
+from joulehouse.collectors.settings import ModelSettings, RecommendSettings
+from joulehouse.models.power import fit_day
+from joulehouse.models.recommend import DEVICE_LIMITS_W, recommend_day
 from power_synthetic import TruePower, load_samples, synthetic_samples
 
 DAY = dt.date(2026, 3, 2)
@@ -143,7 +143,7 @@ def test_a_share_of_each_model_is_held_out_as_controls():
 
 
 def test_every_multi_gpu_job_with_two_changed_gpus_keeps_a_control():
-    from models.recommend import hold_out_controls
+    from joulehouse.models.recommend import hold_out_controls
     rows = [{"gpu_uuid": f"g{i}", "gpu_model": A100, "default_limit_w": 400.0, "power_limit_w": 300.0,
              "locked_sm_clock_max_mhz": None, "expected_saving_pct": 5.0} for i in range(12)]
     groups = [[f"g{i}" for i in range(k, k + 4)] for k in (0, 4, 8)]
@@ -160,8 +160,8 @@ def test_heavier_half_holds_the_heaviest_free_bin_even_when_it_has_most_of_the_w
     """Regression: GPUs whose heavy tenths ran under an application clock lock leave few free
     bins; when the last of them carries most of their weight the heavier half must still hold it
     (it was empty and the day's recommendation failed with ZeroDivisionError)."""
-    from models.caps import WorkloadProfile
-    from models.recommend_mix import score as _score
+    from joulehouse.models.caps import WorkloadProfile
+    from joulehouse.models.recommend_mix import score as _score
 
     locked = [(WorkloadProfile(activity_ratio=0.8 + i / 100, memory_ratio=0.5, pcie_gbps=0.0, temp_c=50.0,
                                clock_ratio=0.8), 0.1) for i in range(6)]
@@ -220,7 +220,7 @@ def test_an_unknown_models_default_does_not_follow_its_own_caps_down():
 
 
 def test_a_gpu_model_nobody_named_is_called_not_reported_not_none():
-    from models.recommend import device_limits_w
+    from joulehouse.models.recommend import device_limits_w
 
     with pytest.raises(ValueError, match=r"GPU model \(not reported\) has no known limits"):
         device_limits_w(None, None)

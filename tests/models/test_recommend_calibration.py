@@ -10,13 +10,13 @@ from collections import defaultdict
 import numpy as np
 import pytest
 
-from collectors.settings import ModelSettings, RecommendSettings, WarehouseSettings
-from collectors.sim import simulate_fleet
-from models.power import fit_day
-from models.recommend import recommend_day
+from joulehouse.collectors.settings import ModelSettings, RecommendSettings, WarehouseSettings
+from joulehouse.collectors.sim import simulate_fleet
+from joulehouse.models.power import fit_day
+from joulehouse.models.recommend import recommend_day
 from outcome_world import true_job_energy
-from warehouse.build import build_day
-from warehouse.db import connect
+from joulehouse.warehouse.build import build_day
+from joulehouse.warehouse.db import connect
 
 DAY = dt.date(2026, 1, 2)
 SEED = 3

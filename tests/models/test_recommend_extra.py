@@ -9,7 +9,7 @@ import pyarrow as pa
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from models.recommend_extra import DEFAULT_TEMP_W_PER_C, recommend_extras, thermal_placement
+from joulehouse.models.recommend_extra import DEFAULT_TEMP_W_PER_C, recommend_extras, thermal_placement
 
 DAY = dt.date(2026, 3, 2)
 MODEL = "NVIDIA A100-SXM4-80GB"

@@ -15,11 +15,11 @@ import pyarrow.compute as pc
 import pytest
 from hypothesis import given, settings as hsettings, strategies as st
 
-from models.activity import create_activity_view
-from models.caps import MIN_CLOCK_RATIO, WorkloadProfile, outcome_under_limit, power_at_clock_w, time_ratio
-from models.coefficients import PowerCoefficients
-from models.recommend_mix import score, score_clocks, score_limits
-from models.sql import load_sql
+from joulehouse.models.activity import create_activity_view
+from joulehouse.models.caps import MIN_CLOCK_RATIO, WorkloadProfile, outcome_under_limit, power_at_clock_w, time_ratio
+from joulehouse.models.coefficients import PowerCoefficients
+from joulehouse.models.recommend_mix import score, score_clocks, score_limits
+from joulehouse.models.sql import load_sql
 
 EXACT_SQL = (Path(__file__).parent / "recommend_exact_tenths.sql").read_text()
 # Stated tolerances of the histogram tenths. Activity: the bin width (0.002), a bound: a tenth takes
@@ -70,7 +70,7 @@ def test_histogram_tenths_match_sorted_tenths_on_a_simulated_fleet(sim_warehouse
 def test_histogram_tenths_are_exact_on_a_real_log_of_whole_percent_utilisation(shared_data):
     """nvidia-smi gives utilisation in whole percent: each value is a bin of its own, so the
     tenths' means are exact, ties and all (the log: an RTX 4090, 1 Hz, ../shared/data/telemetry)."""
-    ingest = pytest.importorskip("collectors.ingest.nvidia_smi")
+    ingest = pytest.importorskip("joulehouse.collectors.ingest.nvidia_smi")
     table = ingest.read_nvidia_smi_csv(shared_data / "telemetry" / "vlm_optimization_gpu_log_rtx4090_1hz.csv",
                                        host="real-host").table
     table = table.append_column("day", pc.cast(table.column("sampled_at"), pa.date32()))

@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 from hypothesis import given, settings as hsettings, strategies as st
 
-from models.sensitivity import _within_model_solution, sensitivity_day
+from joulehouse.models.sensitivity import _within_model_solution, sensitivity_day
 
 
 def _by_quantity(found):

@@ -10,8 +10,8 @@ import typer
 from hypothesis import given, strategies as st
 from typer.testing import CliRunner
 
-from joulehouse_cli.caps import register
-from models.sweeps import Sweep, SweepError, choose_power_limit, load_sweep, load_sweeps
+from joulehouse.cli.caps import register
+from joulehouse.models.sweeps import Sweep, SweepError, choose_power_limit, load_sweep, load_sweeps
 
 A40_RESNET = "sweeps/zeus_testprofile_A40+resnet50+gpu0.csv"
 

@@ -7,8 +7,8 @@ import datetime as dt
 import duckdb
 import pytest
 
-from collectors.sim import simulate_fleet
-from models.thermal import fit_thermal_day
+from joulehouse.collectors.sim import simulate_fleet
+from joulehouse.models.thermal import fit_thermal_day
 
 DAY = dt.date(2026, 3, 2)
 

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from reports.attribution import UNALLOCATED, attribute_gpu_hours, group_by_job, split_valid_jobs, spread_unallocated
+from joulehouse.reports.attribution import UNALLOCATED, attribute_gpu_hours, group_by_job, split_valid_jobs, spread_unallocated
 
 UTC = dt.timezone.utc
 DAY = dt.date(2026, 3, 2)

@@ -8,9 +8,9 @@ import dataclasses
 import pytest
 
 from accounting_world import DAY, build_world
-from collectors.settings import CarbonSettings
-from reports.carbon import carbon_day, parse_contracts
-from reports.embodied import default_gpu_embodied_kgco2e, embodied_gco2e_per_gpu_hour
+from joulehouse.collectors.settings import CarbonSettings
+from joulehouse.reports.carbon import carbon_day, parse_contracts
+from joulehouse.reports.embodied import default_gpu_embodied_kgco2e, embodied_gco2e_per_gpu_hour
 
 
 def metered_kwh(con) -> float:

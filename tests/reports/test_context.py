@@ -8,10 +8,10 @@ import datetime as dt
 import pytest
 
 from accounting_world import DAY, UTC, add_node_energy, build_world
-from collectors.settings import CarbonSettings, TcoSettings
-from reports.carbon import carbon_day
-from reports.inputs import replace_report_day
-from reports.tco import tco_day
+from joulehouse.collectors.settings import CarbonSettings, TcoSettings
+from joulehouse.reports.carbon import carbon_day
+from joulehouse.reports.inputs import replace_report_day
+from joulehouse.reports.tco import tco_day
 
 
 def context(con):

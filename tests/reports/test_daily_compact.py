@@ -9,11 +9,11 @@ import fcntl
 import pyarrow as pa
 import pytest
 
-from collectors.settings import LakeSettings, Settings, WarehouseSettings, settings_to_toml
-from collectors.writer import write_dataset
-from reports import daily
-from warehouse.lake_compact import LOCK_NAME
-from warehouse.lake_partitions import NoReadingsForDay
+from joulehouse.collectors.settings import LakeSettings, Settings, WarehouseSettings, settings_to_toml
+from joulehouse.collectors.writer import write_dataset
+from joulehouse.reports import daily
+from joulehouse.warehouse.lake_compact import LOCK_NAME
+from joulehouse.warehouse.lake_partitions import NoReadingsForDay
 
 DAY = dt.date(2026, 4, 1)
 START = dt.datetime(2026, 4, 1, tzinfo=dt.timezone.utc)

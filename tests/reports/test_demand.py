@@ -9,8 +9,8 @@ import datetime as dt
 import pytest
 
 from accounting_world import DAY, at, build_world
-from collectors.settings import TcoSettings
-from reports.tco import tco_day
+from joulehouse.collectors.settings import TcoSettings
+from joulehouse.reports.tco import tco_day
 
 RATE = 15.0  # $/kW-month
 

@@ -8,11 +8,11 @@ import json
 import duckdb
 import pytest
 
-from collectors.config_contract import (
+from joulehouse.collectors.config_contract import (
     BadSignature, ExpiredConfig, HostNotInConfig, generate_keypair, load_public_key, verify_config,
 )
-from collectors.settings import ExportSettings
-from reports.export import ExportError, export_config
+from joulehouse.collectors.settings import ExportSettings
+from joulehouse.reports.export import ExportError, export_config
 
 DAY = dt.date(2026, 1, 2)
 NOW = dt.datetime(2026, 1, 3, 1, 30, 12, 345678, tzinfo=dt.timezone.utc)

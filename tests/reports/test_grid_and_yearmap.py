@@ -7,8 +7,8 @@ import datetime as dt
 import polars as pl
 import pytest
 
-from reports.grid import GCO2E_PER_KWH_PER_LB_PER_MWH, GridFileError, load_intensity_file, intensity_for_region
-from reports.yearmap import map_to_target_hours, rule_counts
+from joulehouse.reports.grid import GCO2E_PER_KWH_PER_LB_PER_MWH, GridFileError, load_intensity_file, intensity_for_region
+from joulehouse.reports.yearmap import map_to_target_hours, rule_counts
 
 UTC = dt.timezone.utc
 

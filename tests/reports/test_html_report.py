@@ -12,7 +12,7 @@ import pytest
 from report_fixtures import OUTCOME_DDL, OUTCOME_POOLED, DAY, build_analysis, build_day, energy_vs_limit, hourly_context
 from plotly.offline import get_plotlyjs
 
-from reports.html import render_report
+from joulehouse.reports.html import render_report
 
 
 @pytest.fixture()
@@ -72,8 +72,8 @@ def test_summary_lists_the_top_three_actions_by_energy_saved(full_day, tmp_path)
 def test_the_report_holds_back_what_the_export_leaves_out(full_day, tmp_path):
     """The page and the signed file agree: a GPU with no limit recommended is not a setting to
     apply, and a model with no power model fitted is listed as left out, as the export does."""
-    from reports.export import build_body, gate_by_model
-    from reports.report_data import ReportData
+    from joulehouse.reports.export import build_body, gate_by_model
+    from joulehouse.reports.report_data import ReportData
 
     full_day.execute("INSERT INTO fct_recommendation VALUES (?, 'trace', 'GPU-t', NULL, 'throughput', NULL, NULL, "
                      "NULL, NULL, NULL, NULL, 'limits unknown: not recommended')", [DAY])
@@ -132,9 +132,9 @@ def test_rendering_twice_gives_the_same_page(full_day, tmp_path):
 
 def test_report_draws_context_and_shift_from_the_accounts_relations(tmp_path, shared_data):
     from accounting_world import DAY as ACCOUNTED_DAY, add_node_energy, build_world
-    from collectors.settings import CarbonSettings, TcoSettings
-    from reports.carbon import carbon_day
-    from reports.tco import tco_day
+    from joulehouse.collectors.settings import CarbonSettings, TcoSettings
+    from joulehouse.reports.carbon import carbon_day
+    from joulehouse.reports.tco import tco_day
 
     con = build_world()
     add_node_energy(con)
@@ -156,8 +156,8 @@ def test_a_gpu_without_a_model_name_is_drawn_under_a_label(tmp_path):
 
     import duckdb
 
-    from reports.html import render_report
-    from reports.warehouse_tables import UNKNOWN_GPU_MODEL
+    from joulehouse.reports.html import render_report
+    from joulehouse.reports.warehouse_tables import UNKNOWN_GPU_MODEL
 
     con = duckdb.connect()
     day = dt.date(2026, 6, 11)

@@ -10,10 +10,10 @@ import pytest
 from hypothesis import given, settings as hsettings, strategies as st
 
 from accounting_world import DAY, add_node_energy, build_world
-from collectors.settings import CarbonSettings, TcoSettings
-from reports.carbon import carbon_day
-from reports.it_energy import apply_it_energy_basis
-from reports.tco import tco_day
+from joulehouse.collectors.settings import CarbonSettings, TcoSettings
+from joulehouse.reports.carbon import carbon_day
+from joulehouse.reports.it_energy import apply_it_energy_basis
+from joulehouse.reports.tco import tco_day
 
 H0 = dt.datetime(2026, 3, 2, tzinfo=dt.timezone.utc)
 

@@ -8,7 +8,7 @@ import json
 import polars as pl
 import pytest
 
-from reports.prices import (
+from joulehouse.reports.prices import (
     PriceFileError, load_pjm_lmp_csv, load_urdb_tariff, parse_urdb_item, tariff_prices, usd_per_mwh_to_usd_per_kwh,
 )
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import fsspec
 import pytest
 
-from reports.publish import PublishError, publish_config
+from joulehouse.reports.publish import PublishError, publish_config
 
 
 def test_publish_to_a_folder_and_to_an_fsspec_url(tmp_path):

@@ -11,10 +11,10 @@ import pytest
 from hypothesis import given, settings as hsettings, strategies as st
 
 from accounting_world import DAY, build_world
-from collectors.settings import CarbonSettings, TcoSettings
-from reports.carbon import carbon_day
-from reports.shift import plan_shifts
-from reports.tco import tco_day
+from joulehouse.collectors.settings import CarbonSettings, TcoSettings
+from joulehouse.reports.carbon import carbon_day
+from joulehouse.reports.shift import plan_shifts
+from joulehouse.reports.tco import tco_day
 
 H = [dt.datetime(2026, 3, 2, h, tzinfo=dt.timezone.utc) for h in range(24)]
 HOUR = pl.Datetime("us", "UTC")

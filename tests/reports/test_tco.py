@@ -9,9 +9,9 @@ import json
 import pytest
 
 from accounting_world import DAY, build_world
-from collectors.settings import CarbonSettings, TcoSettings
-from reports.carbon import carbon_day
-from reports.tco import COST_COMPONENTS, density_surcharge_ratio, tco_day
+from joulehouse.collectors.settings import CarbonSettings, TcoSettings
+from joulehouse.reports.carbon import carbon_day
+from joulehouse.reports.tco import COST_COMPONENTS, density_surcharge_ratio, tco_day
 
 
 def report_sum(con, col: str, where: str = "TRUE") -> float:

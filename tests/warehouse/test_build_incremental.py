@@ -7,9 +7,9 @@ import datetime as dt
 import pytest
 from warehouse_lakes import DAY, gpu_rows, write
 
-from collectors.writer import partition_dir
-from warehouse.build import BuildError, build_day
-from warehouse.db import connect
+from joulehouse.collectors.writer import partition_dir
+from joulehouse.warehouse.build import BuildError, build_day
+from joulehouse.warehouse.db import connect
 
 
 def test_rebuilding_a_day_replaces_exactly_that_day(lake, warehouse):
@@ -40,7 +40,7 @@ def test_a_failing_build_keeps_the_previous_rows(lake, tmp_path, warehouse):
     bad = partition_dir(lake, "gpu_samples", str(DAY), "node-02")
     bad.mkdir(parents=True)
     (bad / "part-broken.parquet").write_bytes(b"not parquet")
-    from collectors.settings import WarehouseSettings
+    from joulehouse.collectors.settings import WarehouseSettings
 
     with pytest.raises(BuildError, match="int_gpu_samples_checked"):
         build_day(con, DAY, WarehouseSettings())

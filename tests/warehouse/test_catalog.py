@@ -15,7 +15,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from warehouse.catalog import (
+from joulehouse.warehouse.catalog import (
     LAYERS,
     SQL_DIR,
     CatalogError,

@@ -12,8 +12,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from warehouse_lakes import DAY, MIDNIGHT, gpu_rows, write
 
-from collectors.settings import WarehouseSettings
-from warehouse.checks import STG_SUMMARY, BlockingCheckFailed, _frame, run_checks
+from joulehouse.collectors.settings import WarehouseSettings
+from joulehouse.warehouse.checks import STG_SUMMARY, BlockingCheckFailed, _frame, run_checks
 
 
 def _failed(con, severity: str = "blocking") -> dict[tuple[str, str], str]:

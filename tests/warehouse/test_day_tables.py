@@ -7,7 +7,7 @@ import datetime as dt
 import duckdb
 import pytest
 
-from warehouse.day_tables import replace_day_rows
+from joulehouse.warehouse.day_tables import replace_day_rows
 
 D1, D2 = dt.date(2026, 1, 1), dt.date(2026, 1, 2)
 

@@ -9,15 +9,15 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from warehouse_lakes import gpu_rows, write
 
-from collectors.settings import WarehouseSettings
+from joulehouse.collectors.settings import WarehouseSettings
 
 PROPERTY = settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 MAX_GAP_S = 10.0
 
 
 def _fresh(tmp_path_factory):
-    from warehouse.build import build_day
-    from warehouse.db import connect
+    from joulehouse.warehouse.build import build_day
+    from joulehouse.warehouse.db import connect
     from warehouse_lakes import DAY, NOW
 
     root = tmp_path_factory.mktemp("prop")

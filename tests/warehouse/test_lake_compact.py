@@ -10,11 +10,11 @@ import pyarrow.parquet as pq
 import pytest
 from warehouse_lakes import DAY, at, gpu_rows, write
 
-from collectors.schema import DATASETS
-from collectors.ship import ship_lake
-from collectors.writer import partition_dir, write_parquet_atomic
-from warehouse import lake_compact
-from warehouse.lake_compact import CompactionError, compact_host_day, compact_partition
+from joulehouse.collectors.schema import DATASETS
+from joulehouse.collectors.ship import ship_lake
+from joulehouse.collectors.writer import partition_dir, write_parquet_atomic
+from joulehouse.warehouse import lake_compact
+from joulehouse.warehouse.lake_compact import CompactionError, compact_host_day, compact_partition
 
 RELATIONS = ("fct_gpu_energy_hourly", "fct_gpu_coverage_daily", "quarantine_gpu_samples")
 

@@ -6,9 +6,9 @@ import datetime as dt
 
 import pyarrow as pa
 
-from collectors.writer import write_dataset
-from collectors.schema import DATASETS
-from warehouse.lake_partitions import day_hosts, host_datasets, inspect_partition
+from joulehouse.collectors.writer import write_dataset
+from joulehouse.collectors.schema import DATASETS
+from joulehouse.warehouse.lake_partitions import day_hosts, host_datasets, inspect_partition
 
 DAY = dt.date(2026, 6, 10)
 

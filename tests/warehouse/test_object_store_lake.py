@@ -10,9 +10,9 @@ import datetime as dt
 
 import pytest
 
-from collectors.settings import WarehouseSettings
-from warehouse.build import build_day
-from warehouse.db import connect
+from joulehouse.collectors.settings import WarehouseSettings
+from joulehouse.warehouse.build import build_day
+from joulehouse.warehouse.db import connect
 
 from s3_server import local_s3
 
@@ -24,7 +24,7 @@ SIM = dict(gpus=8, days=1, start=DAY, seed=11, interval_s=10.0)
 
 @pytest.fixture(scope="module")
 def both_lakes(tmp_path_factory):
-    from collectors.sim.simulate import simulate_fleet
+    from joulehouse.collectors.sim.simulate import simulate_fleet
 
     root = tmp_path_factory.mktemp("s3lake")
     local = simulate_fleet(root / "local" / "lake", **SIM)
@@ -93,8 +93,8 @@ def _lake_of(result) -> str:
 def test_the_dags_per_host_listing_reads_the_s3_lake_like_local_disk(both_lakes):
     """The daily DAG maps its per-host task over this listing: on an object-store lake it used to
     find no host, so every later step was skipped and the run still said success."""
-    from collectors.schema import DATASETS
-    from warehouse.lake_partitions import NoReadingsForDay, day_hosts, gpu_hosts_or_raise, host_datasets, inspect_partition
+    from joulehouse.collectors.schema import DATASETS
+    from joulehouse.warehouse.lake_partitions import NoReadingsForDay, day_hosts, gpu_hosts_or_raise, host_datasets, inspect_partition
 
     local, s3 = _lake_of(both_lakes["local"][0]), _lake_of(both_lakes["s3"][0])
     assert s3.startswith("s3://")

@@ -8,12 +8,12 @@ import datetime as dt
 
 import pyarrow as pa
 
-from collectors.schema import DATASETS
-from collectors.settings import WarehouseSettings
-from collectors.sources.nvml import ROW_SCHEMA as NVML_ROW_SCHEMA
-from collectors.writer import write_dataset
-from warehouse.build import build_day, ensure_views
-from warehouse.db import connect
+from joulehouse.collectors.schema import DATASETS
+from joulehouse.collectors.settings import WarehouseSettings
+from joulehouse.collectors.sources.nvml import ROW_SCHEMA as NVML_ROW_SCHEMA
+from joulehouse.collectors.writer import write_dataset
+from joulehouse.warehouse.build import build_day, ensure_views
+from joulehouse.warehouse.db import connect
 
 DAY = dt.date(2026, 4, 1)
 T0 = dt.datetime(2026, 4, 1, tzinfo=dt.timezone.utc)

@@ -14,13 +14,13 @@ import os
 
 import pytest
 
-from collectors.settings import (OUTCOME_READING_DAYS, ModelSettings, Settings, SettingsError, WarehouseSettings,
+from joulehouse.collectors.settings import (OUTCOME_READING_DAYS, ModelSettings, Settings, SettingsError, WarehouseSettings,
                                  settings_from_mapping)
-from collectors.sim import simulate_fleet
-from models import outcome
-from models.power import update_suffstats
-from warehouse.build import build_day
-from warehouse.db import connect
+from joulehouse.collectors.sim import simulate_fleet
+from joulehouse.models import outcome
+from joulehouse.models.power import update_suffstats
+from joulehouse.warehouse.build import build_day
+from joulehouse.warehouse.db import connect
 
 FIRST = dt.date(2026, 3, 1)
 NOW = dt.datetime(2026, 4, 1, tzinfo=dt.timezone.utc)

@@ -8,11 +8,11 @@ import pyarrow as pa
 import pyarrow.dataset as ds
 import pytest
 
-from collectors.settings import WarehouseSettings
-from collectors.writer import write_dataset
-from warehouse.build import build_day
-from warehouse.checks import run_checks
-from warehouse.db import connect
+from joulehouse.collectors.settings import WarehouseSettings
+from joulehouse.collectors.writer import write_dataset
+from joulehouse.warehouse.build import build_day
+from joulehouse.warehouse.checks import run_checks
+from joulehouse.warehouse.db import connect
 
 DAY = dt.date(2026, 1, 2)
 NOW = dt.datetime(2026, 1, 5, tzinfo=dt.timezone.utc)
@@ -20,7 +20,7 @@ NOW = dt.datetime(2026, 1, 5, tzinfo=dt.timezone.utc)
 
 @pytest.fixture(scope="module")
 def simulated(tmp_path_factory):
-    sim = pytest.importorskip("collectors.sim.simulate")
+    sim = pytest.importorskip("joulehouse.collectors.sim.simulate")
     root = tmp_path_factory.mktemp("sim")
     summary = sim.simulate_fleet(root / "lake", gpus=4, days=1, start=DAY, seed=7)
     settings = WarehouseSettings(inventory_path=str(summary.inventory_path))

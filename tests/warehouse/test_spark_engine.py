@@ -12,10 +12,10 @@ import pyarrow as pa
 import pyarrow.dataset as ds
 import pytest
 
-from collectors.settings import ModelSettings, WarehouseSettings
-from collectors.writer import write_dataset
-from warehouse.build import build_day
-from warehouse.db import connect
+from joulehouse.collectors.settings import ModelSettings, WarehouseSettings
+from joulehouse.collectors.writer import write_dataset
+from joulehouse.warehouse.build import build_day
+from joulehouse.warehouse.db import connect
 
 DAY = dt.date(2026, 1, 2)
 NOW = dt.datetime(2026, 1, 5, tzinfo=dt.timezone.utc)
@@ -23,7 +23,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.filterwarnings("ignore:PySpark does 
 
 
 def _duckdb_suffstats(con, models: ModelSettings) -> pl.DataFrame:
-    from models.power import build_power_features, suffstats_rows
+    from joulehouse.models.power import build_power_features, suffstats_rows
 
     build_power_features(con, DAY, models)
     return pl.DataFrame(suffstats_rows(con, models))
@@ -34,8 +34,8 @@ def engines(tmp_path_factory):
     if shutil.which("java") is None:
         pytest.skip("Spark needs Java 17 on PATH")
     pytest.importorskip("pyspark")
-    from collectors.sim.simulate import simulate_fleet
-    from warehouse import spark_engine
+    from joulehouse.collectors.sim.simulate import simulate_fleet
+    from joulehouse.warehouse import spark_engine
 
     root = tmp_path_factory.mktemp("spark")
     summary = simulate_fleet(root / "sim", gpus=16, days=1, start=DAY, seed=5, interval_s=30.0)

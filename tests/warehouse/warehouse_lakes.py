@@ -9,10 +9,10 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from collectors.settings import WarehouseSettings
-from collectors.writer import write_dataset
-from warehouse.build import build_day
-from warehouse.db import connect
+from joulehouse.collectors.settings import WarehouseSettings
+from joulehouse.collectors.writer import write_dataset
+from joulehouse.warehouse.build import build_day
+from joulehouse.warehouse.db import connect
 
 UTC = dt.timezone.utc
 DAY = dt.date(2026, 1, 2)

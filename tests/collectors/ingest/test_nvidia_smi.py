@@ -15,9 +15,9 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from collectors.ingest.nvidia_smi import (NvidiaSmiError, ingest_nvidia_smi, read_nvidia_smi_csv,
+from joulehouse.collectors.ingest.nvidia_smi import (NvidiaSmiError, ingest_nvidia_smi, read_nvidia_smi_csv,
                                           synthetic_gpu_uuid)
-from joulehouse_cli.ingest import register
+from joulehouse.cli.ingest import register
 
 UTC = timezone.utc
 

@@ -16,9 +16,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from collectors.sources import dcgm as dcgm_module
-from collectors.sources.base import SourceError
-from collectors.sources.dcgm import FIELD_ALIASES, FIELDS, DcgmSource, fields_query, pivot_range_result
+from joulehouse.collectors.sources import dcgm as dcgm_module
+from joulehouse.collectors.sources.base import SourceError
+from joulehouse.collectors.sources.dcgm import FIELD_ALIASES, FIELDS, DcgmSource, fields_query, pivot_range_result
 
 REPO = Path(__file__).resolve().parents[3]
 LABELS = {"gpu": "1", "UUID": "GPU-abc", "modelName": "NVIDIA H200", "Hostname": "node-03",

@@ -15,9 +15,9 @@ import pyarrow.dataset as ds
 import pytest
 import requests
 
-from collectors.sources import dcgm as dcgm_module
-from collectors.sources.base import SourceError
-from collectors.sources.dcgm import DcgmSource
+from joulehouse.collectors.sources import dcgm as dcgm_module
+from joulehouse.collectors.sources.base import SourceError
+from joulehouse.collectors.sources.dcgm import DcgmSource
 
 pytestmark = [pytest.mark.integration]
 PROMETHEUS = "/usr/bin/prometheus"

@@ -6,7 +6,7 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Mapping, Sequence
 
-from collectors.sources.ipmi import CommandResult, IpmiSource, parse_dcmi_power, parse_sdr_elist, pick_readings
+from joulehouse.collectors.sources.ipmi import CommandResult, IpmiSource, parse_dcmi_power, parse_sdr_elist, pick_readings
 
 # Output shapes as ipmitool 1.8.19 prints them (the first from ipmi_sim, the second in the
 # shape of a vendor BMC with PSU sensors, unreadable and disabled sensors).

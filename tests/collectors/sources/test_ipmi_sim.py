@@ -20,8 +20,8 @@ import pyarrow as pa
 import pyarrow.dataset as ds
 import pytest
 
-from collectors.sources.ipmi import IpmiSource
-from collectors.writer import write_dataset
+from joulehouse.collectors.sources.ipmi import IpmiSource
+from joulehouse.collectors.writer import write_dataset
 
 pytestmark = [pytest.mark.integration]
 REPO = Path(__file__).resolve().parents[3]

@@ -7,10 +7,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from collectors.schema import conform
-from collectors.sources.base import Source
-from collectors.sources.nvml import NvmlSource, NvmlUnavailable
-from collectors.writer import write_dataset
+from joulehouse.collectors.schema import conform
+from joulehouse.collectors.sources.base import Source
+from joulehouse.collectors.sources.nvml import NvmlSource, NvmlUnavailable
+from joulehouse.collectors.writer import write_dataset
 from nvml_stub.fixture import GpuState
 
 NOW_S = 1_767_225_600.25  # 2026-01-01T00:00:00.25Z

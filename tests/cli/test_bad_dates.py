@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from typer.testing import CliRunner
 
-from joulehouse_cli.main import app
+from joulehouse.cli.main import app
 
 
 @pytest.mark.parametrize("args, option, value", [

@@ -9,8 +9,8 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from collectors.config_contract import dump_config, load_private_key, sign_config
-from joulehouse_cli.agent import register
+from joulehouse.collectors.config_contract import dump_config, load_private_key, sign_config
+from joulehouse.cli.agent import register
 
 runner = CliRunner()
 

@@ -15,7 +15,7 @@ from typing import Optional
 
 import typer
 
-from joulehouse_cli.options import fail, parse_day
+from joulehouse.cli.options import fail, parse_day
 
 
 def compact_command(
@@ -26,9 +26,9 @@ def compact_command(
     """Compact a day's lake partitions: one file per dataset and host, every row kept."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
-    from collectors import lakefs
-    from collectors.schema import DATASETS
-    from warehouse.lake_compact import CompactionError, compact_host_day, day_partition_hosts
+    from joulehouse.collectors import lakefs
+    from joulehouse.collectors.schema import DATASETS
+    from joulehouse.warehouse.lake_compact import CompactionError, compact_host_day, day_partition_hosts
 
     day = parse_day(date, "--date")
     if day >= dt.datetime.now(dt.timezone.utc).date():

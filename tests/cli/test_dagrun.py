@@ -6,7 +6,7 @@ import datetime as dt
 
 import pytest
 
-from joulehouse_cli.dagrun import DagRunFailed, run_day
+from joulehouse.cli.dagrun import DagRunFailed, run_day
 
 
 def test_a_malformed_start_date_is_one_clear_error_before_airflow_starts(tmp_path, monkeypatch):

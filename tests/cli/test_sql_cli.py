@@ -10,12 +10,12 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from collectors.settings import WarehouseSettings
-from collectors.writer import write_dataset
-from joulehouse_cli.sql import register
-from warehouse.build import build_day
-from warehouse.catalog import saved_queries
-from warehouse.db import connect
+from joulehouse.collectors.settings import WarehouseSettings
+from joulehouse.collectors.writer import write_dataset
+from joulehouse.cli.sql import register
+from joulehouse.warehouse.build import build_day
+from joulehouse.warehouse.catalog import saved_queries
+from joulehouse.warehouse.db import connect
 
 DAY = dt.date(2026, 1, 2)
 

@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from joulehouse_cli.options import fail, parse_day
+from joulehouse.cli.options import fail, parse_day
 
 
 def register(app: typer.Typer) -> None:
@@ -28,7 +28,7 @@ def register(app: typer.Typer) -> None:
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
         from rich.table import Table
 
-        from collectors.sim import simulate_fleet
+        from joulehouse.collectors.sim import simulate_fleet
 
         console = Console()
         first_day = parse_day(start, "--start")

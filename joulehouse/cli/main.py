@@ -17,4 +17,4 @@ app = typer.Typer(no_args_is_help=True, add_completion=False, help=__doc__, pret
 COMMAND_MODULES = ["demo", "sql", "sim", "ingest", "collect", "ship", "compact", "agent", "caps", "carbon", "tco", "settings"]
 
 for _name in COMMAND_MODULES:
-    importlib.import_module(f"joulehouse_cli.{_name}").register(app)
+    importlib.import_module(f"joulehouse.cli.{_name}").register(app)

@@ -20,7 +20,7 @@ def register(app: typer.Typer) -> None:
         """Print, per workload, the batch size with the best throughput per watt (eta = TP / P) as JSON."""
         import dataclasses
 
-        from models.batch import BatchSweepError, best_batch_size, load_batch_sweeps
+        from joulehouse.models.batch import BatchSweepError, best_batch_size, load_batch_sweeps
 
         try:
             choices = [best_batch_size(w, pts, power_limit_w) for w, pts in load_batch_sweeps(file).items()]
@@ -39,7 +39,7 @@ def register(app: typer.Typer) -> None:
         workload: Optional[str] = typer.Option(None, help="Workload label in a multi-workload file (default: all)."),
     ) -> None:
         """Print the chosen power limit as JSON (one object, or a list for multi-workload files)."""
-        from models.sweeps import SweepError, choose_power_limit, load_sweeps
+        from joulehouse.models.sweeps import SweepError, choose_power_limit, load_sweeps
 
         try:
             sweeps = load_sweeps(file)

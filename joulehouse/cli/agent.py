@@ -13,14 +13,14 @@ from typing import Optional
 
 import typer
 
-from joulehouse_cli.options import fail
+from joulehouse.cli.options import fail
 
 agent_app = typer.Typer(no_args_is_help=True, help="Apply signed recommended configs to this node's GPUs.")
 keys_app = typer.Typer(no_args_is_help=True, help="Signing keys for the recommended-config file.")
 
 
 def _public_key(path: Path):
-    from collectors.config_contract import load_public_key
+    from joulehouse.collectors.config_contract import load_public_key
 
     try:
         return load_public_key(path)
@@ -30,7 +30,7 @@ def _public_key(path: Path):
 
 def _fetch(config: str) -> bytes:
     """The config document's bytes from a path or URL, or fail (exit 2) saying why."""
-    from collectors.agent_loop import ConfigFetchError, fetch_config
+    from joulehouse.collectors.agent_loop import ConfigFetchError, fetch_config
 
     try:
         data = fetch_config(config)
@@ -75,8 +75,8 @@ def apply_command(
     lake: Optional[Path] = typer.Option(None, "--lake", help="Lake folder to audit into (agent_audit)"),
 ) -> None:
     """Verify a signed config and apply this host's power limits (and locked clocks)."""
-    from collectors.agent import apply_config
-    from collectors.config_contract import ConfigError
+    from joulehouse.collectors.agent import apply_config
+    from joulehouse.collectors.config_contract import ConfigError
 
     key = _public_key(public_key)
     data = _fetch(config)
@@ -103,7 +103,7 @@ def verify_command(
     no device."""
     import datetime as dt
 
-    from collectors.config_contract import ConfigError, format_utc, load_config_document, verify_signature
+    from joulehouse.collectors.config_contract import ConfigError, format_utc, load_config_document, verify_signature
 
     key = _public_key(public_key)
     try:
@@ -140,7 +140,7 @@ def rollback_command(
     lake: Optional[Path] = typer.Option(None, "--lake", help="Lake folder to audit into (agent_audit)"),
 ) -> None:
     """Return every GPU of this node to its default power limit and unlock its clocks."""
-    from collectors.agent import rollback
+    from joulehouse.collectors.agent import rollback
 
     result = rollback(host=host or socket.gethostname(), nvml=_nvml_usable_or_exit(), lake=lake,
                       reason="rolled back by the operator")
@@ -160,8 +160,8 @@ def run_command(
     iterations: Optional[int] = typer.Option(None, "--iterations", help="Stop after N polls (default: forever)"),
 ) -> None:
     """Poll the config location; apply a new config when it changes, roll back on expiry or revocation."""
-    from collectors.agent_loop import run_agent
-    from collectors.settings import SettingsError, load_settings
+    from joulehouse.collectors.agent_loop import run_agent
+    from joulehouse.collectors.settings import SettingsError, load_settings
 
     try:
         agent = load_settings(settings_file).agent
@@ -181,7 +181,7 @@ def keys_generate_command(
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace an existing key pair"),
 ) -> None:
     """Create an ed25519 key pair: the private key signs exports, the public key goes to the nodes."""
-    from collectors.config_contract import generate_keypair
+    from joulehouse.collectors.config_contract import generate_keypair
 
     try:
         private_path, public_path = generate_keypair(out, overwrite=overwrite)

@@ -10,7 +10,7 @@ import pytest
 from s3_server import local_s3
 from typer.testing import CliRunner
 
-from joulehouse_cli.main import app
+from joulehouse.cli.main import app
 
 
 def test_simulate_and_ingest_write_to_the_object_store_not_a_local_folder(tmp_path, shared_data, monkeypatch):

@@ -22,7 +22,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from collectors.settings import (
+from joulehouse.collectors.settings import (
     CarbonSettings,
     ExportSettings,
     LakeSettings,
@@ -69,7 +69,7 @@ def _progress(console: Console) -> Progress:
 
 
 def run_demo(*, out: Path, days: int, gpus: int, seed: int, start: dt.date, shared_data: Path, console: Console) -> None:
-    from collectors.config_contract import generate_keypair
+    from joulehouse.collectors.config_contract import generate_keypair
 
     started = time.monotonic()
     out = out.resolve()
@@ -114,7 +114,7 @@ def run_demo(*, out: Path, days: int, gpus: int, seed: int, start: dt.date, shar
 def _simulate(lake: Path, days: list[dt.date], *, gpus: int, seed: int,
               limits: dict[dt.date, dict[str, float]] | None, console: Console,
               clocks: dict[dt.date, dict[str, tuple[int, int]]] | None = None) -> None:
-    from collectors.sim import simulate_fleet
+    from joulehouse.collectors.sim import simulate_fleet
 
     with _progress(console) as progress:
         task = progress.add_task(f"simulating {gpus} GPUs x {len(days)} days at 1 Hz from {days[0]}", total=None)
@@ -128,7 +128,7 @@ def _simulate(lake: Path, days: list[dt.date], *, gpus: int, seed: int,
 
 
 def _run_days(days: list[dt.date], config: Path, out: Path, console: Console) -> None:
-    from joulehouse_cli.dagrun import run_day
+    from joulehouse.cli.dagrun import run_day
 
     if not days:
         return
@@ -146,9 +146,9 @@ def _apply_recommendations(settings: Settings, day: dt.date, later: list[dt.date
     """The node agent of every simulated host verifies and applies `day`'s signed export (audited
     into the lake); returns the limits (W) and locked SM clock ranges (MHz) the devices then hold,
     per later day."""
-    from collectors.agent import apply_config
-    from collectors.config_contract import load_public_key
-    from collectors.sim.nvml import locked_clocks_by_day, power_limits_by_day, simulated_nvml_by_host
+    from joulehouse.collectors.agent import apply_config
+    from joulehouse.collectors.config_contract import load_public_key
+    from joulehouse.collectors.sim.nvml import locked_clocks_by_day, power_limits_by_day, simulated_nvml_by_host
 
     export = Path(settings.export.out_dir) / f"recommended-config-{day}.json"
     public_key = load_public_key(settings.agent.public_key_path)
@@ -178,7 +178,7 @@ def _ingest_traces(lake: Path, shared_data: Path, console: Console) -> dict[dt.d
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    from collectors.ingest.nvidia_smi import ingest_nvidia_smi
+    from joulehouse.collectors.ingest.nvidia_smi import ingest_nvidia_smi
 
     landed: dict[dt.date, list[str]] = {}
 
@@ -197,7 +197,7 @@ def _ingest_traces(lake: Path, shared_data: Path, console: Console) -> dict[dt.d
 
 
 def _print_results(out: Path, settings: Settings, day: dt.date, elapsed_s: float, peak_mib: float, console: Console) -> None:
-    from warehouse.db import connect, relation_exists
+    from joulehouse.warehouse.db import connect, relation_exists
 
     con = connect(settings.warehouse.db_path, settings.lake.path, read_only=True)
     try:
@@ -255,7 +255,7 @@ def _cli_command() -> str:
 
 def _print_trace_days(out: Path, settings: Settings, trace_days: dict[dt.date, list[str]], console: Console) -> None:
     """One line per day the real traces landed on: their GPUs' measured energy and the report."""
-    from warehouse.db import connect
+    from joulehouse.warehouse.db import connect
 
     if not trace_days:
         return

@@ -26,7 +26,7 @@ def nvidia_smi_command(
         None, "--index-column", help="Column to trust for the GPU index when `gpu` and `index` disagree."),
 ) -> None:
     """Import one nvidia-smi CSV log: good rows to gpu_samples, bad rows quarantined with reasons."""
-    from collectors.ingest.nvidia_smi import NvidiaSmiError, ingest_nvidia_smi
+    from joulehouse.collectors.ingest.nvidia_smi import NvidiaSmiError, ingest_nvidia_smi
 
     if index_column not in (None, "gpu", "index"):
         typer.echo(f"error: --index-column must be 'gpu' or 'index', got {index_column!r}", err=True)

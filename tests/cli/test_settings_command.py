@@ -8,8 +8,8 @@ from pathlib import Path
 
 from typer.testing import CliRunner
 
-from collectors.settings import Settings, load_settings
-from joulehouse_cli.main import app
+from joulehouse.collectors.settings import Settings, load_settings
+from joulehouse.cli.main import app
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -54,7 +54,7 @@ def test_the_example_in_infra_is_the_current_defaults(monkeypatch):
 
 def test_list_settings_keep_their_item_type():
     """A list of seconds read from a file or the environment is numbers, not strings."""
-    from collectors.settings import SettingsError, settings_from_mapping
+    from joulehouse.collectors.settings import SettingsError, settings_from_mapping
 
     assert settings_from_mapping({"models": {"activity_hold_grid_s": [0, 1.5]}}).models.activity_hold_grid_s == (0.0, 1.5)
     env = {"JOULEHOUSE_MODELS__ACTIVITY_HOLD_GRID_S": "0, 2.5"}

@@ -6,28 +6,26 @@ import csv
 import json
 import sys
 from enum import Enum
+from importlib import resources
 from pathlib import Path
 from typing import Optional
 
 import typer
 
 
-RELATIONS_MD = Path(__file__).resolve().parents[1] / "warehouse" / "RELATIONS.md"
+RELATIONS_MD = Path(str(resources.files("joulehouse.warehouse") / "RELATIONS.md"))
 REGENERATE_RELATIONS = "joulehouse sql --describe --markdown > warehouse/RELATIONS.md"
 
 
 def public_sql_dirs() -> tuple[Path, ...]:
     """The SQL folders of the layers above the warehouse (models/sql, reports/sql), whose described
     relations are public too. Found here, at the top layer: the warehouse may not import them."""
-    import models.sql
-    import reports
-
-    return (Path(models.sql.__file__).resolve().parent, Path(reports.__file__).resolve().parent / "sql")
+    return tuple(Path(str(resources.files(pkg) / "sql")) for pkg in ("joulehouse.models", "joulehouse.reports"))
 
 
 def relations_markdown() -> str:
     """warehouse/RELATIONS.md: every public relation and column of every layer, from the catalog."""
-    from warehouse.catalog import describe_markdown
+    from joulehouse.warehouse.catalog import describe_markdown
 
     preamble = (f"Generated from the SQL files' headers by `{REGENERATE_RELATIONS}`; do not edit by hand "
                 "(edit the header of the relation's .sql file). Units are in brackets in the SQL headers "
@@ -97,8 +95,8 @@ def register(app: typer.Typer) -> None:
         saved: Optional[str] = typer.Option(None, "--saved", help="Run a saved query by name (warehouse/queries)."),
     ) -> None:
         """Query the warehouse read-only: `joulehouse sql "SELECT ..." --db FILE`."""
-        from warehouse.db import WarehouseError
-        from warehouse.sqlrun import QueryError, describe as describe_text, open_read_only, run_query, saved_query_sql
+        from joulehouse.warehouse.db import WarehouseError
+        from joulehouse.warehouse.sqlrun import QueryError, describe as describe_text, open_read_only, run_query, saved_query_sql
 
         try:
             if markdown and not (describe and query is None):

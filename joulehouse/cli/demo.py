@@ -10,8 +10,8 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from joulehouse_cli import SHARED_DATA
-from joulehouse_cli.options import parse_day
+from joulehouse.cli import SHARED_DATA
+from joulehouse.cli.options import parse_day
 
 console = Console()
 
@@ -24,8 +24,8 @@ def register(app: typer.Typer) -> None:
         airflow_home: Annotated[Optional[Path], typer.Option(help="Airflow home (SQLite metadata DB); default: beside the warehouse.")] = None,
     ) -> None:
         """Run the daily DAG for one day through Airflow (dag.test with a SQLite metadata DB)."""
-        from collectors.settings import SettingsError, load_settings
-        from joulehouse_cli.dagrun import DagRunFailed, run_day
+        from joulehouse.collectors.settings import SettingsError, load_settings
+        from joulehouse.cli.dagrun import DagRunFailed, run_day
 
         day = parse_day(date, "--date")
         try:
@@ -36,7 +36,7 @@ def register(app: typer.Typer) -> None:
         home = airflow_home or Path(settings.warehouse.db_path).resolve().parent / "airflow"
         cfg = config
         if cfg is None:
-            from collectors.settings import settings_to_toml
+            from joulehouse.collectors.settings import settings_to_toml
 
             cfg = home / "joulehouse.toml"
             home.mkdir(parents=True, exist_ok=True)
@@ -59,8 +59,8 @@ def register(app: typer.Typer) -> None:
         shared_data: Annotated[Path, typer.Option(help="Real reference data (traces, grid, prices).")] = SHARED_DATA,
     ) -> None:
         """Simulate a fleet, import the real traces, run the daily DAG per day, print the results."""
-        from joulehouse_cli.dagrun import DagRunFailed
-        from joulehouse_cli.demo_run import run_demo
+        from joulehouse.cli.dagrun import DagRunFailed
+        from joulehouse.cli.demo_run import run_demo
 
         try:
             run_demo(out=out, days=days, gpus=gpus, seed=seed, start=parse_day(start, "--start"), shared_data=shared_data,

@@ -13,7 +13,7 @@ from typing import Optional
 
 import typer
 
-from joulehouse_cli.options import node_lake
+from joulehouse.cli.options import node_lake
 
 
 def ship_command(
@@ -27,7 +27,7 @@ def ship_command(
 
     from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn
 
-    from collectors.ship import Shipper, ShipError
+    from joulehouse.collectors.ship import Shipper, ShipError
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     lake = node_lake(lake_option)

@@ -12,8 +12,8 @@ from typing import Optional
 
 import typer
 
-from joulehouse_cli.carbon import DEFAULT_DATA_DIR, parse_start, run_shape
-from joulehouse_cli.options import fail
+from joulehouse.cli.carbon import DEFAULT_DATA_DIR, parse_start, run_shape
+from joulehouse.cli.options import fail
 
 tco_app = typer.Typer(no_args_is_help=True, help="Total cost of ownership.")
 
@@ -39,8 +39,8 @@ def estimate(
     utilization: float = typer.Option(1.0, help="Share of the hardware's life it is in use (0..1]."),
 ) -> None:
     """Estimate a run's cost: energy at the meter x price + demand charge + capital + operations."""
-    from reports.estimate import estimate_cost, hourly_mean
-    from reports.prices import DEFAULT_PRICE_FILE, PriceFileError, load_pjm_lmp_csv
+    from joulehouse.reports.estimate import estimate_cost, hourly_mean
+    from joulehouse.reports.prices import DEFAULT_PRICE_FILE, PriceFileError, load_pjm_lmp_csv
 
     run = run_shape(gpus, hours, gpu_hours, avg_power_w, pue, utilization)
     extra: dict = {}

@@ -5,7 +5,7 @@ from __future__ import annotations
 import typer
 from typer.testing import CliRunner
 
-from joulehouse_cli.sim import register
+from joulehouse.cli.sim import register
 
 
 def _app() -> typer.Typer:

@@ -19,8 +19,8 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from joulehouse_cli.carbon import register as register_carbon
-from joulehouse_cli.tco import register as register_tco
+from joulehouse.cli.carbon import register as register_carbon
+from joulehouse.cli.tco import register as register_tco
 
 
 @pytest.fixture(scope="module")

@@ -23,7 +23,10 @@ class DagRunFailed(RuntimeError):
 
 
 def default_dags_folder() -> Path:
-    return Path(__file__).resolve().parents[1] / "dags"
+    """The DAG files installed with the package (the repository's dags/, as joulehouse.dags)."""
+    from importlib import resources
+
+    return Path(str(resources.files("joulehouse.dags")))
 
 
 def airflow_env(airflow_home: Path, dags_folder: Path) -> dict[str, str]:
@@ -67,7 +70,7 @@ def run_day(day: dt.date, config: Path, airflow_home: Path, dags_folder: Path | 
         raise DagRunFailed(f"JOULEHOUSE_START_DATE={env['JOULEHOUSE_START_DATE']!r} is not a date (YYYY-MM-DD)") from None
     env["JOULEHOUSE_START_DATE"] = min(start, day).isoformat()
     # -P: the child imports this installed joulehouse, never a checkout that happens to be the cwd
-    cmd = [sys.executable, "-P", "-m", "joulehouse_cli.dagrun", day.isoformat(), str(Path(config).resolve())]
+    cmd = [sys.executable, "-P", "-m", "joulehouse.cli.dagrun", day.isoformat(), str(Path(config).resolve())]
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
     run_log.write_text(proc.stdout + proc.stderr)
     result_line = next((ln for ln in reversed(proc.stdout.splitlines()) if ln.startswith("JOULEHOUSE_RESULT ")), None)

@@ -16,7 +16,7 @@ from typing import Optional
 
 import typer
 
-from collectors.settings import Settings, SettingsError, load_settings, toml_value
+from joulehouse.collectors.settings import Settings, SettingsError, load_settings, toml_value
 
 HEADER = """\
 # joulehouse settings: every field, with its default and what it means.

@@ -9,8 +9,8 @@ import pyarrow as pa
 import pyarrow.dataset as ds
 from typer.testing import CliRunner
 
-from collectors.writer import write_dataset
-from joulehouse_cli.main import app
+from joulehouse.collectors.writer import write_dataset
+from joulehouse.cli.main import app
 
 DAY = dt.date(2026, 4, 1)
 START = dt.datetime(2026, 4, 1, tzinfo=dt.timezone.utc)
@@ -69,7 +69,7 @@ def test_object_store_lake_bad_date_open_day_and_unknown_host_are_refused(tmp_pa
 def test_a_host_that_cannot_be_compacted_does_not_stop_the_others(tmp_path):
     import fcntl
 
-    from warehouse.lake_compact import LOCK_NAME
+    from joulehouse.warehouse.lake_compact import LOCK_NAME
 
     lake = tmp_path / "lake"
     _roll(lake, "node-01", 3)

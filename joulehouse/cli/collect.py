@@ -18,7 +18,7 @@ from typing import List, Optional
 
 import typer
 
-from joulehouse_cli.options import fail, node_lake
+from joulehouse.cli.options import fail, node_lake
 
 SOURCES = ("nvml", "dcgm", "ipmi", "sim")
 
@@ -43,8 +43,8 @@ def collect_command(
     import signal
     import threading
 
-    from collectors.collect import Collector, SourceStartError, parse_duration_s
-    from collectors.settings import CollectorSettings, SettingsError, load_settings
+    from joulehouse.collectors.collect import Collector, SourceStartError, parse_duration_s
+    from joulehouse.collectors.settings import CollectorSettings, SettingsError, load_settings
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     lake = node_lake(lake_option)
@@ -81,26 +81,26 @@ def _build_sources(names, host, lake, settings, sim_gpus, defaults):
     """The scheduled sources for `names`: NVML required and in the loop, IPMI and DCGM in threads."""
     import logging
 
-    from collectors.collect import Scheduled
+    from joulehouse.collectors.collect import Scheduled
 
     log = logging.getLogger("joulehouse.collect")
     sources = []
     for name in names:
         if name == "nvml":
-            from collectors.sources.nvml import NvmlSource
+            from joulehouse.collectors.sources.nvml import NvmlSource
 
             sources.append(Scheduled(NvmlSource(host), required=True))
         elif name == "sim":
-            from collectors.sources.sim import SimSource
+            from joulehouse.collectors.sources.sim import SimSource
 
             sources.append(Scheduled(SimSource(host, gpus=sim_gpus)))
         elif name == "ipmi":
-            from collectors.sources.ipmi import IpmiSource
+            from joulehouse.collectors.sources.ipmi import IpmiSource
 
             sources.append(Scheduled(IpmiSource.from_settings(host, settings),
                                      interval_s=settings.ipmi_interval_s, background=True))
         elif name == "dcgm":
-            from collectors.sources.dcgm import DcgmSource
+            from joulehouse.collectors.sources.dcgm import DcgmSource
 
             # Node defaults: the watermark beside the lake, and only this host's series (a central
             # collector reading every host sets dcgm_selector, e.g. '{job="dcgm-exporter"}').

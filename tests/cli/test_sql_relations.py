@@ -17,12 +17,12 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-import collectors.schema as lake_schema
-from collectors.settings import settings_to_toml
-from collectors.sim import simulate_fleet
-from joulehouse_cli.demo_run import demo_settings
-from joulehouse_cli.sql import RELATIONS_MD, REGENERATE_RELATIONS, public_sql_dirs, register, relations_markdown
-from warehouse.catalog import LAYERS, relations
+import joulehouse.collectors.schema as lake_schema
+from joulehouse.collectors.settings import settings_to_toml
+from joulehouse.collectors.sim import simulate_fleet
+from joulehouse.cli.demo_run import demo_settings
+from joulehouse.cli.sql import RELATIONS_MD, REGENERATE_RELATIONS, public_sql_dirs, register, relations_markdown
+from joulehouse.warehouse.catalog import LAYERS, relations
 
 DAY = dt.date(2026, 6, 10)
 # Tables the pipeline keeps that are not relations for users, and why.
@@ -109,7 +109,7 @@ def test_every_public_relation_gives_each_column_a_unit():
 def pipeline_warehouse(tmp_path_factory) -> Path:
     """One simulated day (16 GPUs on 2 hosts, one sample a minute) through the daily steps the DAG
     runs, except the GX checks (their table is created by the build) and the report/export."""
-    from reports import daily
+    from joulehouse.reports import daily
 
     out = tmp_path_factory.mktemp("site")
     settings = demo_settings(out, out / "no-shared-data")  # built-in grid/price defaults

@@ -54,7 +54,7 @@ def installed(tmp_path_factory) -> Path:
     """The project built as a wheel and installed into a folder of its own (no dependencies:
     they come from the test environment's site-packages, after this folder on sys.path)."""
     out = tmp_path_factory.mktemp("wheel")
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--no-build-isolation",
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps",
                     "--wheel-dir", str(out / "dist"), str(REPO)], check=True, capture_output=True, text=True)
     [wheel] = (out / "dist").glob("joulehouse-*.whl")
     with zipfile.ZipFile(wheel) as zf:

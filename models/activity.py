@@ -13,8 +13,8 @@ import datetime as dt
 
 import duckdb
 
-from joulehouse.models.sql import load_sql, quoted_relation
-from joulehouse.warehouse.db import relation_exists
+from joulehouse.models.sql import load_sql
+from joulehouse.warehouse.sqlio import quoted_relation, relation_exists
 
 ACTIVITY_VIEW = "gpu_activity_samples"
 STREAMS_TABLE = "gpu_activity_streams"

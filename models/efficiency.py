@@ -16,9 +16,8 @@ import datetime as dt
 
 import duckdb
 
-from joulehouse.models.power import quoted_relation
+from joulehouse.warehouse.sqlio import quoted_relation, relation_exists, replace_day, transaction
 from joulehouse.models.sql import load_sql
-from joulehouse.warehouse.db import relation_exists
 
 JOBS_RELATIONS = ("stg_jobs", "raw_jobs", "jobs")
 JOB_LOOKBACK_DAYS = 7
@@ -47,17 +46,6 @@ def _stage_jobs(con: duckdb.DuckDBPyConnection, day: dt.date) -> str | None:
     return source
 
 
-def write_day_table(con: duckdb.DuckDBPyConnection, table: str, sql: str, params: dict) -> int:
-    """Replace `day`'s rows of `table` with the rows of `sql` (created on first use); returns rows."""
-    body = sql.rstrip().rstrip(";")
-    if relation_exists(con, table):
-        con.execute(f"DELETE FROM {quoted_relation(table)} WHERE day = ?", [params["day"]])
-        con.execute(f"INSERT INTO {quoted_relation(table)} BY NAME {body}", params)
-    else:
-        con.execute(f"CREATE TABLE {quoted_relation(table)} AS {body}", params)
-    return con.execute(f"SELECT count(*) FROM {quoted_relation(table)} WHERE day = ?", [params["day"]]).fetchone()[0]
-
-
 def build_efficiency(con: duckdb.DuckDBPyConnection, day: dt.date) -> dict[str, int]:
     """Write `day`'s rows of fct_job_efficiency and fct_efficiency_setting_daily; returns rows per table.
 
@@ -66,13 +54,5 @@ def build_efficiency(con: duckdb.DuckDBPyConnection, day: dt.date) -> dict[str, 
         if not relation_exists(con, needed):
             raise ValueError(f"relation {needed!r} is missing; build the warehouse day {day} first")
     _stage_jobs(con, day)
-    counts = {}
-    con.execute("BEGIN TRANSACTION")
-    try:
-        for table in TABLES:
-            counts[table] = write_day_table(con, table, load_sql(table), {"day": day})
-        con.execute("COMMIT")
-    except Exception:
-        con.execute("ROLLBACK")
-        raise
-    return counts
+    with transaction(con):
+        return {table: replace_day(con, table, day, load_sql(table), {"day": day}) for table in TABLES}

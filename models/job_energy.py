@@ -25,10 +25,9 @@ from dataclasses import dataclass
 import duckdb
 
 from joulehouse.models.activity import create_activity_view
-from joulehouse.models.power import JOBS_RELATIONS, load_fit, quoted_relation
+from joulehouse.models.power import JOBS_RELATIONS, load_fit
+from joulehouse.warehouse.sqlio import quoted_relation, records, relation_exists, replace_day_rows
 from joulehouse.models.sql import load_sql
-from joulehouse.warehouse.day_tables import replace_day_rows
-from joulehouse.warehouse.db import relation_exists
 
 MAX_SAMPLE_INTERVAL_S = 60.0
 
@@ -76,10 +75,8 @@ def predict_job_energy(con: duckdb.DuckDBPyConnection, day: dt.date, job_ids: Se
         raise ValueError(f"time_scale={time_scale}: expected a positive ratio of run times")
     _prepare(con, day, to_models)
     create_activity_view(con, day)
-    cursor = con.execute(load_sql("job_energy_prediction"), {
-        "day": day, "job_ids": list(job_ids), "max_interval_s": MAX_SAMPLE_INTERVAL_S, "time_scale": time_scale})
-    names = [d[0] for d in cursor.description]
-    return [dict(zip(names, row)) for row in cursor.fetchall()]
+    return records(con.execute(load_sql("job_energy_prediction"), {
+        "day": day, "job_ids": list(job_ids), "max_interval_s": MAX_SAMPLE_INTERVAL_S, "time_scale": time_scale}))
 
 
 def same_profile_pairs(con: duckdb.DuckDBPyConnection, day: dt.date, profile: str) -> list[tuple[str, str]]:

@@ -35,7 +35,7 @@ from joulehouse.models.activity import create_activity_view
 from joulehouse.models.outcome_matched import (log_ratio, matched_differences, matched_rows, pooled_row, records,
                                     saving_interval, split_by_side, treated_gpu_row)
 from joulehouse.models.sql import load_sql
-from joulehouse.warehouse.db import relation_exists
+from joulehouse.warehouse.sqlio import relation_exists, replace_day_rows
 
 LOOKBACK_DAYS = 7
 MAX_AFTER_DAYS = 14
@@ -250,16 +250,6 @@ def measure_outcomes(con: duckdb.DuckDBPyConnection, day: dt.date, *, lookback_d
                     and all(r["n_power_limits"] == 1 for r in rs if r["day"] >= min(window))]
         rows += _rows_for_group(con, day, group, panel, controls, audited)
     con.execute(load_sql("fct_recommendation_outcome"))
-    con.execute("BEGIN TRANSACTION")
-    try:
-        con.execute("DELETE FROM fct_recommendation_outcome WHERE day = ?", [day])
-        for r in rows:
-            names = list(r)
-            con.execute(f"INSERT INTO fct_recommendation_outcome ({', '.join(names)}) "
-                        f"VALUES ({', '.join('?' * len(names))})", [float(v) if isinstance(v, np.floating) else v
-                                                                    for v in r.values()])
-        con.execute("COMMIT")
-    except Exception:
-        con.execute("ROLLBACK")
-        raise
+    replace_day_rows(con, day, {"fct_recommendation_outcome": [
+        {k: float(v) if isinstance(v, np.floating) else v for k, v in r.items()} for r in rows]})
     return len(rows)

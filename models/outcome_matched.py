@@ -26,16 +26,11 @@ import duckdb
 import numpy as np
 from scipy import stats
 
-from joulehouse.warehouse.db import relation_exists
+from joulehouse.warehouse.sqlio import records, relation_exists
 
 if TYPE_CHECKING:
     from joulehouse.models.outcome import Change
 
-
-def records(cursor) -> list[dict]:
-    """A DuckDB result as one dict per row, keyed by column name."""
-    names = [d[0] for d in cursor.description]
-    return [dict(zip(names, row)) for row in cursor.fetchall()]
 
 
 def log_ratio(rows: list[dict], before: set, after: set, energy: str, work: str, hours: str | None):

@@ -30,8 +30,8 @@ import duckdb
 from joulehouse.collectors.settings import ModelSettings
 from joulehouse.models.activity import choose_streams
 from joulehouse.models.coefficients import FitError, PowerCoefficients, best_shape, coefficients_from
-from joulehouse.models.sql import load_sql, quoted_relation
-from joulehouse.warehouse.db import relation_exists
+from joulehouse.models.sql import load_sql
+from joulehouse.warehouse.sqlio import quoted_relation, records, relation_exists, replace_day, replace_day_rows, transaction
 
 JOBS_RELATIONS = ("stg_jobs", "jobs", "raw_jobs")  # first one present is used for job energy
 
@@ -58,10 +58,6 @@ class PowerFit:
     drift_pct: float | None
     drift_warning: bool | None
 
-
-def _records(cursor: duckdb.DuckDBPyConnection) -> list[dict]:
-    names = [d[0] for d in cursor.description]
-    return [dict(zip(names, row)) for row in cursor.fetchall()]
 
 
 def _input_view(con: duckdb.DuckDBPyConnection, samples_relation: str, first_day: dt.date, last_day: dt.date) -> None:
@@ -140,16 +136,11 @@ def update_suffstats(con: duckdb.DuckDBPyConnection, day: dt.date, settings: Mod
         "WHERE source_relation = ? AND day BETWEEN ? AND ? GROUP BY day", [samples_relation, first, day]).fetchall()}
     days = sorted(({d for d in counts.keys() | stored.keys()
                     if (counts.get(d, 0), builds.get(d)) != stored.get(d, (0, None))} | {day}) - pruned)
-    con.execute("BEGIN TRANSACTION")
-    try:
+    with transaction(con):
         con.execute("DELETE FROM fct_power_fit_sums_hourly WHERE source_relation = ? AND list_contains(?, day)",
                     [samples_relation, days])
         con.execute("INSERT INTO fct_power_fit_sums_hourly BY NAME " + load_sql("fct_power_fit_sums_hourly"),
                     {"days": days, "source": samples_relation})
-        con.execute("COMMIT")
-    except Exception:
-        con.execute("ROLLBACK")
-        raise
     return days
 
 
@@ -202,7 +193,7 @@ def build_power_features_from_stored(con: duckdb.DuckDBPyConnection, day: dt.dat
 def suffstats_rows(con: duckdb.DuckDBPyConnection, settings: ModelSettings) -> list[dict]:
     """models/sql/power_suffstats.sql over the current `power_features` view: n, X'X, X'y, y'y
     per GPU model and shape of the dynamic term (build_power_features* first)."""
-    return _records(con.execute(load_sql("power_suffstats"), {
+    return records(con.execute(load_sql("power_suffstats"), {
         "alpha_min": settings.alpha_min, "alpha_step": settings.alpha_step, "alpha_count": settings.alpha_count,
         "gamma_min": settings.activity_exponent_min, "gamma_step": settings.activity_exponent_step,
         "gamma_count": settings.activity_exponent_count,
@@ -225,7 +216,7 @@ def write_coefficients_table(con: duckdb.DuckDBPyConnection, coefficients: dict[
 def _previous_fit(con: duckdb.DuckDBPyConnection, gpu_model: str, day: dt.date) -> dict | None:
     if not relation_exists(con, "fct_power_model"):
         return None
-    rows = _records(con.execute(
+    rows = records(con.execute(
         "SELECT static_w, dyn_w, mem_w FROM fct_power_model WHERE gpu_model = ? AND day < ? "
         "AND static_w IS NOT NULL ORDER BY day DESC, fitted_at DESC LIMIT 1", [gpu_model, day]))
     return rows[0] if rows else None
@@ -265,7 +256,7 @@ def fit_day(con: duckdb.DuckDBPyConnection, day: dt.date, settings: ModelSetting
     warehouse.spark_engine.power_suffstats: gpu_model, shape, n, X'X, X'y, y'y), used in place of
     models/sql/power_suffstats.sql; validation, residuals and the gate still run here."""
     build_power_features_from_stored(con, day, settings, samples_relation)
-    summary = {r["gpu_model"]: r for r in _records(con.execute(load_sql("power_feature_summary")))}
+    summary = {r["gpu_model"]: r for r in records(con.execute(load_sql("power_feature_summary")))}
     if suffstats is not None:
         stats_rows = [dict(row) for row in suffstats]
         _check_suffstats_match(summary, stats_rows)
@@ -286,12 +277,12 @@ def fit_day(con: duckdb.DuckDBPyConnection, day: dt.date, settings: ModelSetting
         coefficients[gpu_model] = coefficients_from(solution, shape, info["f_max_mhz"])
 
     write_coefficients_table(con, coefficients)
-    metrics = {r["gpu_model"]: r for r in _records(con.execute(load_sql("power_holdout_metrics")))}
+    metrics = {r["gpu_model"]: r for r in records(con.execute(load_sql("power_holdout_metrics")))}
     job_errors: dict[str, dict] = {}
     jobs_relation = next((name for name in JOBS_RELATIONS if relation_exists(con, name)), None)
     if jobs_relation is not None:
         con.execute(f"CREATE OR REPLACE TEMP VIEW power_input_jobs AS SELECT * FROM {quoted_relation(jobs_relation)}")
-        job_errors = {r["gpu_model"]: r for r in _records(con.execute(load_sql("power_job_energy_error")))}
+        job_errors = {r["gpu_model"]: r for r in records(con.execute(load_sql("power_job_energy_error")))}
 
     fitted_at = dt.datetime.now(dt.timezone.utc)
     fits = []
@@ -345,40 +336,31 @@ def _store(con: duckdb.DuckDBPyConnection, day: dt.date, fits: list[PowerFit]) -
     for column in ("activity_exponent", "activity_hold_s"):  # tables created before these columns
         con.execute(f"ALTER TABLE fct_power_model ADD COLUMN IF NOT EXISTS {column} DOUBLE")
     residual_sql = load_sql("fct_power_residual_hourly")
-    con.execute(f"CREATE TABLE IF NOT EXISTS fct_power_residual_hourly AS SELECT * FROM ({residual_sql}) WHERE false",
-                {"day": day})
-    con.execute("BEGIN TRANSACTION")
-    try:
-        con.execute("DELETE FROM fct_power_model WHERE day = ?", [day])
-        for f in fits:
-            c = f.coefficients
-            values = {
-                "gpu_model": f.gpu_model, "day": f.day, "fitted_at": f.fitted_at, "feature_set": f.feature_set,
-                "n_samples": f.n_samples, "n_holdout": f.n_holdout,
-                "n_power_limited_excluded": f.n_power_limited_excluded,
-                "n_incomplete_excluded": f.n_incomplete_excluded, "mape_pct": f.mape_pct, "r2": f.r2,
-                "rmse_w": f.rmse_w, "job_energy_error_pct": f.job_energy_error_pct,
-                **(c.as_row() if c else {}),
-                "static_pct_per_10c": c.static_pct_per_10c if c else None,
-                "passed_gate": f.passed_gate, "gate_reason": f.gate_reason, "drift_pct": f.drift_pct,
-                "drift_warning": f.drift_warning,
-            }
-            names = list(values)
-            con.execute(f"INSERT INTO fct_power_model ({', '.join(names)}) VALUES ({', '.join('?' * len(names))})",
-                        list(values.values()))
-        con.execute("DELETE FROM fct_power_residual_hourly WHERE day = ?", [day])
-        con.execute(f"INSERT INTO fct_power_residual_hourly BY NAME {residual_sql}", {"day": day})
-        con.execute("COMMIT")
-    except Exception:
-        con.execute("ROLLBACK")
-        raise
+    model_rows = []
+    for f in fits:
+        c = f.coefficients
+        values = {
+            "gpu_model": f.gpu_model, "day": f.day, "fitted_at": f.fitted_at, "feature_set": f.feature_set,
+            "n_samples": f.n_samples, "n_holdout": f.n_holdout,
+            "n_power_limited_excluded": f.n_power_limited_excluded,
+            "n_incomplete_excluded": f.n_incomplete_excluded, "mape_pct": f.mape_pct, "r2": f.r2,
+            "rmse_w": f.rmse_w, "job_energy_error_pct": f.job_energy_error_pct,
+            **(c.as_row() if c else {}),
+            "static_pct_per_10c": c.static_pct_per_10c if c else None,
+            "passed_gate": f.passed_gate, "gate_reason": f.gate_reason, "drift_pct": f.drift_pct,
+            "drift_warning": f.drift_warning,
+        }
+        model_rows.append(values)
+    with transaction(con):
+        replace_day_rows(con, day, {"fct_power_model": model_rows})
+        replace_day(con, "fct_power_residual_hourly", day, residual_sql, {"day": day})
 
 
 def load_fit(con: duckdb.DuckDBPyConnection, gpu_model: str, day: dt.date | None = None) -> dict | None:
     """The latest fct_power_model row for `gpu_model` on or before `day` (any day when None)."""
     if not relation_exists(con, "fct_power_model"):
         return None
-    rows = _records(con.execute(
+    rows = records(con.execute(
         "SELECT * FROM fct_power_model WHERE gpu_model = ? AND (CAST(? AS DATE) IS NULL OR day <= ?) "
         "ORDER BY day DESC, fitted_at DESC LIMIT 1", [gpu_model, day, day]))
     return rows[0] if rows else None

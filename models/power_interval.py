@@ -26,7 +26,7 @@ from joulehouse.models.caps import PCIE_LINK_GBPS, WorkloadProfile, energy_vs_li
 from joulehouse.models.power import coefficients_of, load_fit
 from joulehouse.models.recommend import device_limits_w
 from joulehouse.models.sql import load_sql
-from joulehouse.warehouse.day_tables import replace_day_rows
+from joulehouse.warehouse.sqlio import records, replace_day_rows
 
 STEP_W = 5.0
 TOLERANCE = 0.01  # limits within 1% of the least energy per work count as optimal
@@ -50,10 +50,6 @@ class PowerInterval:
     slowdown_at_best_pct: float
 
 
-def _records(cursor) -> list[dict]:
-    names = [d[0] for d in cursor.description]
-    return [dict(zip(names, row)) for row in cursor.fetchall()]
-
 
 def power_interval_day(con: duckdb.DuckDBPyConnection, day: dt.date, *, step_w: float = STEP_W,
                        tolerance: float = TOLERANCE, max_slowdown_pct: float | None = None,
@@ -61,7 +57,7 @@ def power_interval_day(con: duckdb.DuckDBPyConnection, day: dt.date, *, step_w: 
     """Compute and store the day's intervals and curves; returns (intervals, curve rows).
     `max_slowdown_pct` (None: no bound) keeps only limits whose run time grows at most that much."""
     create_activity_view(con, day)
-    profiles = _records(con.execute(load_sql("power_interval_profiles"), {"day": day, "pcie_link_gbps": PCIE_LINK_GBPS}))
+    profiles = records(con.execute(load_sql("power_interval_profiles"), {"day": day, "pcie_link_gbps": PCIE_LINK_GBPS}))
     intervals: list[PowerInterval] = []
     curve_rows: list[dict] = []
     # A GPU whose log names no model has no device limits to sweep: it gets no curve.

@@ -60,10 +60,10 @@ import pyarrow as pa
 from joulehouse.collectors.settings import RecommendSettings
 from joulehouse.models.activity import create_activity_view
 from joulehouse.models.caps import MIN_CLOCK_RATIO, WorkloadProfile
-from joulehouse.models.power import coefficients_of, load_fit, quoted_relation
+from joulehouse.models.power import coefficients_of, load_fit
+from joulehouse.warehouse.sqlio import quoted_relation, relation_exists, replace_day_rows
 from joulehouse.models.recommend_mix import activity_bins, score_clocks, score_limits
 from joulehouse.models.sql import load_sql
-from joulehouse.warehouse.db import relation_exists
 
 # NVML power limits (default, min, max W) by model, from real `nvidia-smi -q` output.
 DEVICE_LIMITS_W = {
@@ -316,15 +316,5 @@ def recommend_day(con: duckdb.DuckDBPyConnection, day: dt.date, settings: Recomm
     names = list(dict.fromkeys(k for r in rows for k in r))
     new_rows = pa.table({k: [float(v) if isinstance(v, np.floating) else v for v in (r.get(k) for r in rows)]
                          for k in names}) if rows else None
-    con.execute("BEGIN TRANSACTION")
-    try:
-        con.execute("DELETE FROM fct_recommendation WHERE day = ?", [day])
-        if new_rows is not None:
-            con.register("reco_new_rows", new_rows)
-            con.execute("INSERT INTO fct_recommendation BY NAME SELECT * FROM reco_new_rows")
-            con.unregister("reco_new_rows")
-        con.execute("COMMIT")
-    except Exception:
-        con.execute("ROLLBACK")
-        raise
+    replace_day_rows(con, day, {"fct_recommendation": new_rows if new_rows is not None else []})
     return len(rows)

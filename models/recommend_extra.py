@@ -27,7 +27,7 @@ import numpy as np
 from joulehouse.models.activity import create_activity_view
 from joulehouse.models.power import load_fit
 from joulehouse.models.sql import load_sql
-from joulehouse.warehouse.db import relation_exists
+from joulehouse.warehouse.sqlio import records, relation_exists, replace_day_rows
 
 MAX_MEAN_ACTIVITY = 0.3
 TARGET_ACTIVITY = 0.8
@@ -35,10 +35,6 @@ TARGET_ACTIVITY = 0.8
 DEFAULT_TEMP_W_PER_C = 0.5
 HOURS_PER_DAY = 24.0
 
-
-def _records(cursor) -> list[dict]:
-    names = [d[0] for d in cursor.description]
-    return [dict(zip(names, row)) for row in cursor.fetchall()]
 
 
 def consolidation(gpus: list[dict], minutes: list[dict], *, max_mean_activity: float = MAX_MEAN_ACTIVITY,
@@ -104,8 +100,8 @@ def recommend_extras(con: duckdb.DuckDBPyConnection, day: dt.date) -> int:
 
     Needs stg_gpu_samples for `day`; thermal placement also fct_thermal_gpu (models.thermal)."""
     create_activity_view(con, day)
-    gpus = _records(con.execute(load_sql("extra_gpu_day"), {"day": day}))
-    minutes = _records(con.execute(load_sql("extra_activity_minutely"), {"day": day}))
+    gpus = records(con.execute(load_sql("extra_gpu_day"), {"day": day}))
+    minutes = records(con.execute(load_sql("extra_activity_minutely"), {"day": day}))
     rows = [r | {"kind": "consolidation"} for r in consolidation(gpus, minutes)]
     if relation_exists(con, "fct_thermal_gpu"):
         theta = dict(con.execute("SELECT gpu_uuid, theta_c_per_w FROM fct_thermal_gpu WHERE day = ?", [day]).fetchall())
@@ -113,15 +109,7 @@ def recommend_extras(con: duckdb.DuckDBPyConnection, day: dt.date) -> int:
         k = {m: f["temp_w_per_c"] for m, f in fits.items() if f and f.get("temp_w_per_c") and f["temp_w_per_c"] > 0}
         rows += [r | {"kind": "thermal_placement"} for r in thermal_placement(gpus, theta, k)]
     con.execute(load_sql("fct_recommendation_extra"))
-    con.execute("BEGIN TRANSACTION")
-    try:
-        con.execute("DELETE FROM fct_recommendation_extra WHERE day = ?", [day])
-        for r in rows:
-            con.execute("INSERT INTO fct_recommendation_extra (day, kind, host, gpu_uuid, detail, expected_saving_kwh_per_day) "
-                        "VALUES (?, ?, ?, ?, ?, ?)",
-                        [day, r["kind"], r["host"], r["gpu_uuid"], r["detail"], float(r["expected_saving_kwh_per_day"])])
-        con.execute("COMMIT")
-    except Exception:
-        con.execute("ROLLBACK")
-        raise
+    columns = ["day", "kind", "host", "gpu_uuid", "detail", "expected_saving_kwh_per_day"]
+    replace_day_rows(con, day, {"fct_recommendation_extra": (columns, [
+        [day, r["kind"], r["host"], r["gpu_uuid"], r["detail"], float(r["expected_saving_kwh_per_day"])] for r in rows])})
     return len(rows)

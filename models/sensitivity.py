@@ -24,8 +24,7 @@ from scipy import stats
 
 from joulehouse.models.activity import create_activity_view
 from joulehouse.models.sql import load_sql
-from joulehouse.warehouse.day_tables import replace_day_rows
-from joulehouse.warehouse.db import relation_exists
+from joulehouse.warehouse.sqlio import relation_exists, replace_day_rows
 
 MIN_COVERAGE_RATIO = 0.9  # hours the meters covered less than this are left out
 MIN_ACTIVITY_RATIO = 0.02  # idle hours: ln(activity) says nothing about working ones

@@ -17,19 +17,14 @@ import datetime as dt
 import duckdb
 import numpy as np
 
-from joulehouse.models.power import quoted_relation
+from joulehouse.warehouse.sqlio import quoted_relation, records, relation_exists, replace_day_rows
 from joulehouse.models.sql import load_sql
-from joulehouse.warehouse.db import relation_exists
 
 # An inlet reading older than this (s) says nothing of the air now: the BMC stopped answering.
 MAX_INLET_AGE_S = 300.0
 NODE_RELATIONS = ("stg_node_samples", "node_samples", "raw_node_samples")
 OUTLIER_PCT = 25.0
 
-
-def _records(cursor) -> list[dict]:
-    names = [d[0] for d in cursor.description]
-    return [dict(zip(names, row)) for row in cursor.fetchall()]
 
 
 def solve_thermal(row: dict) -> tuple[float, float, float] | None:
@@ -64,7 +59,7 @@ def fit_thermal_day(con: duckdb.DuckDBPyConnection, day: dt.date, *, samples_rel
                     f"CAST(inlet_temp_c AS DOUBLE) AS inlet_temp_c FROM {quoted_relation(node)} WHERE inlet_temp_c IS NOT NULL")
     else:
         con.execute("CREATE OR REPLACE TEMP TABLE thermal_input_inlet (host VARCHAR, sampled_at TIMESTAMPTZ, inlet_temp_c DOUBLE)")
-    stats = _records(con.execute(load_sql("thermal_suffstats"), {"day": day, "max_gap_s": max_gap_s,
+    stats = records(con.execute(load_sql("thermal_suffstats"), {"day": day, "max_gap_s": max_gap_s,
                                                                   "max_inlet_age_s": MAX_INLET_AGE_S}))
     rows = []
     for s in stats:
@@ -85,15 +80,5 @@ def fit_thermal_day(con: duckdb.DuckDBPyConnection, day: dt.date, *, samples_rel
             r.update(rank_in_model=rank, model_median_theta_c_per_w=median, theta_vs_model_pct=pct,
                      is_outlier=abs(pct) > outlier_pct)
     con.execute(load_sql("fct_thermal_gpu"))
-    con.execute("BEGIN TRANSACTION")
-    try:
-        con.execute("DELETE FROM fct_thermal_gpu WHERE day = ?", [day])
-        for r in rows:
-            names = list(r)
-            con.execute(f"INSERT INTO fct_thermal_gpu ({', '.join(names)}) VALUES ({', '.join('?' * len(names))})",
-                        list(r.values()))
-        con.execute("COMMIT")
-    except Exception:
-        con.execute("ROLLBACK")
-        raise
+    replace_day_rows(con, day, {"fct_thermal_gpu": rows})
     return len(rows)

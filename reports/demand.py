@@ -28,7 +28,7 @@ import duckdb
 import polars as pl
 
 from joulehouse.reports.inputs import replace_report_day
-from joulehouse.warehouse.db import relation_exists
+from joulehouse.warehouse.sqlio import relation_exists
 
 PEAK_TABLE = "rpt_demand_peak_daily"
 

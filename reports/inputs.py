@@ -9,20 +9,20 @@ from __future__ import annotations
 
 import datetime as dt
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import polars as pl
 
 from joulehouse.reports.attribution import JOB_COLUMNS, empty_jobs
-from joulehouse.warehouse.db import relation_exists
+from joulehouse.warehouse.sqlio import SqlFiles, relation_exists, replace_day_rows
 from joulehouse.reports.it_energy import apply_it_energy_basis, basis_note
 
 UTC = dt.timezone.utc
-SQL_DIR = Path(__file__).resolve().parent / "sql"
+SQL = SqlFiles("joulehouse.reports", "sql")
+load_sql = SQL.text
 HOUR = pl.Datetime("us", "UTC")
 # The report tables this module may replace a day in (a fixed allow-list: table names cannot be
 # bound parameters). Each maps to the .sql files that create it and the views over it, run in
-# order; the delete/insert of a day is reports/sql/replace_day/<table>.sql.
+# order.
 REPORT_TABLES = {
     "rpt_carbon_daily": ("rpt_carbon_daily", "rpt_carbon_monthly"),
     "rpt_tco_daily": ("rpt_tco_daily", "rpt_tco_monthly"),
@@ -32,13 +32,6 @@ REPORT_TABLES = {
     "rpt_shift_carbon_daily": ("rpt_shift_carbon_daily", "rpt_shift_cost_daily", "rpt_shift_opportunity_daily"),
     "rpt_shift_cost_daily": ("rpt_shift_carbon_daily", "rpt_shift_cost_daily", "rpt_shift_opportunity_daily"),
 }
-
-
-def load_sql(name: str) -> str:
-    """The text of reports/sql/<name>.sql."""
-    return (SQL_DIR / f"{name}.sql").read_text()
-
-
 
 
 def day_bounds(day: dt.date) -> tuple[dt.datetime, dt.datetime]:
@@ -131,25 +124,13 @@ def read_day_inputs(con, day: dt.date, fallback_region: str, min_node_coverage_r
 
 
 def replace_report_day(con, table: str, day: dt.date, rows: pl.DataFrame) -> int:
-    """Create `table` (and the views over it) if needed, then delete `day`'s rows and insert
-    `rows` in one transaction (reports/sql/replace_day/<table>.sql, $day bound)."""
+    """Create `table` (and the views over it) if needed, then replace `day`'s rows with the
+    rows of `rows` that belong to `day`, in one transaction."""
     if table not in REPORT_TABLES:
         raise ValueError(f"report table {table!r}: expected one of {sorted(REPORT_TABLES)}")
     for name in REPORT_TABLES[table]:
         con.execute(load_sql(name))
-    columns = con.table(table).columns
-    statements = [s for s in load_sql(f"replace_day/{table}").split(";") if s.strip()]
-    con.register("_jh_report_rows", rows.select(columns).to_arrow())
-    con.execute("BEGIN TRANSACTION")
-    try:
-        for statement in statements:
-            con.execute(statement, {"day": day})
-        con.execute("COMMIT")
-    except Exception:
-        con.execute("ROLLBACK")
-        raise
-    finally:
-        con.unregister("_jh_report_rows")
+    replace_day_rows(con, day, {table: rows.select(con.table(table).columns).filter(pl.col("day") == day)})
     return rows.height
 
 

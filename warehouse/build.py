@@ -29,13 +29,13 @@ from joulehouse.collectors import lakefs
 from joulehouse.collectors.schema import DATASETS
 from joulehouse.collectors.settings import WarehouseSettings
 from joulehouse.warehouse.catalog import Relation, relations
-from joulehouse.warehouse.host_batches import host_batches
+from joulehouse.warehouse.host_batches import BUILD_SQL, host_batches
+from joulehouse.warehouse.sqlio import relation_exists, replace_day, transaction
 
 INVENTORY_COLUMNS = (
     "gpu_uuid", "host", "gpu_index", "gpu_model", "rack", "site", "region", "purchased_on",
     "purchase_price_usd", "embodied_kgco2e", "lifetime_years",
 )
-BUILD_SQL_DIR = Path(__file__).with_name("build_sql")
 _DUCK_TYPES = {
     "timestamp[us, tz=UTC]": "TIMESTAMPTZ", "string": "VARCHAR", "int8": "TINYINT",
     "int16": "SMALLINT", "int32": "INTEGER", "int64": "BIGINT", "float": "FLOAT",
@@ -141,13 +141,6 @@ def _inventory_file(path: str, scratch: Path) -> tuple[str, bool]:
     return str(empty), False
 
 
-def _table_exists(con: duckdb.DuckDBPyConnection, name: str) -> bool:
-    row = con.execute(
-        "SELECT count(*) FROM duckdb_tables() WHERE table_name = ? AND NOT temporary", [name]
-    ).fetchone()
-    return bool(row and row[0])
-
-
 def ensure_views(con: duckdb.DuckDBPyConnection) -> tuple[str, ...]:
     """(Re)create the raw_* views; returns the datasets the lake lacks (empty stand-ins)."""
     lake = con.execute("SELECT getvariable('jh_lake')").fetchone()[0]
@@ -186,16 +179,11 @@ def _create_or_replace_rows(con: duckdb.DuckDBPyConnection, rel: Relation, param
     if rel.kind == "temp":
         con.execute(f"CREATE OR REPLACE TEMP TABLE {rel.name} AS {body}", bound)
     elif rel.kind == "day":
-        if _table_exists(con, rel.name):
-            if not append:
-                con.execute(f"DELETE FROM {rel.name} WHERE day = ?", [params["day"]])
-            con.execute(f"INSERT INTO {rel.name} BY NAME {body}", bound)
-        else:
-            con.execute(f"CREATE TABLE {rel.name} AS {body}", bound)
+        replace_day(con, rel.name, params["day"], body, bound, append=append)
     elif rel.kind == "table":
         con.execute(f"CREATE OR REPLACE TABLE {rel.name} AS {body}", bound)
     elif rel.kind == "results":
-        if not _table_exists(con, rel.name):
+        if not relation_exists(con, rel.name, temporary=False):
             con.execute(f"CREATE TABLE {rel.name} AS {body}", bound)
 
 
@@ -231,11 +219,10 @@ def build_day(
         batches = host_batches(con, day, params["margin_s"], settings.build_hosts_per_batch)
         seconds["host_batches"] = time.perf_counter() - t0
         computed = dict(computed or {})
-        if _table_exists(con, "fct_warehouse_build_daily"):
+        if relation_exists(con, "fct_warehouse_build_daily", temporary=False):
             # built before retention was recorded
             con.execute("ALTER TABLE fct_warehouse_build_daily ADD COLUMN IF NOT EXISTS readings_pruned_at TIMESTAMPTZ")
-        con.execute("BEGIN TRANSACTION")
-        try:
+        with transaction(con):
             raw = 0
             for rel, batch_index, hosts in _build_order(batches, computed):
                 t0 = time.perf_counter()
@@ -251,10 +238,6 @@ def build_day(
             pruned, pruned_through = prune_readings(con, day, settings.readings_retention_days)
             seconds["prune_readings"] = time.perf_counter() - t0
             counts = _day_counts(con, day)
-            con.execute("COMMIT")
-        except BaseException:
-            con.execute("ROLLBACK")
-            raise
     clean, quarantined = counts["stg_gpu_samples"], counts["quarantine_gpu_samples"]
     return BuildSummary(
         day=day, raw_gpu_rows=raw, clean_gpu_rows=clean, quarantined_gpu_rows=quarantined,
@@ -270,7 +253,7 @@ def prune_readings(con: duckdb.DuckDBPyConnection, day: dt.date, retention_days:
     Returns (rows deleted, the cutoff day or None). Runs in the caller's transaction."""
     if retention_days <= 0:
         return 0, None
-    (cutoff,) = con.execute((BUILD_SQL_DIR / "readings_cutoff.sql").read_text(), {"retention_days": retention_days}).fetchone()
+    (cutoff,) = BUILD_SQL.execute(con, "readings_cutoff", {"retention_days": retention_days}).fetchone()
     if cutoff is None:
         return 0, None
     (deleted,) = con.execute("DELETE FROM stg_gpu_samples WHERE day <= ? AND day <> ?", [cutoff, day]).fetchone()

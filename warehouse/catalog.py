@@ -25,6 +25,8 @@ from functools import cache
 from importlib import resources
 from pathlib import Path
 
+from joulehouse.warehouse.sqlio import used_parameters
+
 SQL_DIR = Path(str(resources.files("joulehouse.warehouse") / "sql"))
 QUERIES_DIR = Path(str(resources.files("joulehouse.warehouse") / "queries"))
 KINDS = ("view", "temp", "day", "table", "results")
@@ -104,7 +106,7 @@ def parse_relation(path: Path) -> Relation:
             notes.append(line.rstrip())
     if kind not in KINDS:
         raise CatalogError(f"{path}: kind {kind!r} is not one of {KINDS}")
-    params = tuple(dict.fromkeys(re.findall(r"\$([a-z_][a-z0-9_]*)", _strip_comments(text))))
+    params = tuple(used_parameters(text))
     return Relation(
         name=path.stem, kind=kind, grain=grain, summary=" ".join(summary_lines),
         columns=tuple(columns), notes="\n".join(notes), sql=text, parameters=params,
@@ -120,10 +122,6 @@ def has_catalog_header(path: Path) -> bool:
         if line.removeprefix("--").strip().startswith("kind:"):
             return True
     return False
-
-
-def _strip_comments(sql: str) -> str:
-    return "\n".join(line.split("--", 1)[0] for line in sql.splitlines())
 
 
 def relations(extra_dirs: Iterable[str | Path] = ()) -> tuple[Relation, ...]:

@@ -22,12 +22,11 @@ import json
 import math
 import re
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import duckdb
 
 from joulehouse.collectors.settings import WarehouseSettings
-from joulehouse.warehouse.day_tables import replace_day_rows
+from joulehouse.warehouse.sqlio import SqlFiles, replace_day_rows, used_parameters
 
 BLOCKING, WARNING = "blocking", "warning"
 QUARANTINE_REASONS = (
@@ -35,9 +34,8 @@ QUARANTINE_REASONS = (
     "power_unit_mw", "power_over_limit", "power_over_bound", "temp_out_of_range",
     "ratio_out_of_range", "util_out_of_range",
 )
-CHECKS_SQL_DIR = Path(__file__).parent / "checks_sql"
+CHECKS_SQL = SqlFiles("joulehouse.warehouse", "checks_sql")
 STG_SUMMARY = "stg_gpu_samples_summary"
-_PARAM = re.compile(r"\$([a-z_][a-z0-9_]*)")
 
 
 class BlockingCheckFailed(RuntimeError):
@@ -206,10 +204,8 @@ def _describe(check: Check) -> str:
 
 def _frame(con: duckdb.DuckDBPyConnection, name: str, day: dt.date):
     """The pandas frame of warehouse/checks_sql/<name>.sql for `day` (only the parameters it uses bound)."""
-    sql = (CHECKS_SQL_DIR / f"{name}.sql").read_text()
-    code = "\n".join(line.split("--", 1)[0] for line in sql.splitlines())
-    used = set(_PARAM.findall(code))
-    return con.execute(sql, {"day": day} if "day" in used else {}).df()
+    sql = CHECKS_SQL.text(name)
+    return con.execute(sql, {"day": day} if "day" in used_parameters(sql) else {}).df()
 
 
 def _plain(value: object) -> object:

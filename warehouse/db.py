@@ -100,14 +100,3 @@ def _stored_lake(con: duckdb.DuckDBPyConnection) -> str | None:
         return None
     return row[0] if row else None
 
-
-def relation_exists(con: duckdb.DuckDBPyConnection, name: str) -> bool:
-    """True when a table or view called `name` (optionally `schema.name`) exists: the optional
-    relations (node readings, jobs, earlier steps' outputs) are checked this way before use."""
-    schema, _, table = name.rpartition(".")
-    rows = con.execute(
-        "SELECT 1 FROM duckdb_tables() WHERE table_name = ? AND (? = '' OR schema_name = ?) "
-        "UNION ALL SELECT 1 FROM duckdb_views() WHERE view_name = ? AND (? = '' OR schema_name = ?)",
-        [table, schema, schema, table, schema, schema],
-    ).fetchall()
-    return bool(rows)

@@ -11,21 +11,17 @@ during the day) are kept together, whatever the batch size.
 from __future__ import annotations
 
 import datetime as dt
-from pathlib import Path
-
 import duckdb
 
-SQL_DIR = Path(__file__).with_name("build_sql")
+from joulehouse.warehouse.sqlio import SqlFiles
 
-
-def _sql(name: str) -> str:
-    return (SQL_DIR / f"{name}.sql").read_text()
+BUILD_SQL = SqlFiles("joulehouse.warehouse", "build_sql")
 
 
 def lake_hosts(con: duckdb.DuckDBPyConnection, day: dt.date) -> list[str]:
     """Hosts with gpu_samples files for `day` or its neighbouring days (from the listing only)."""
     dates = [day - dt.timedelta(days=1), day, day + dt.timedelta(days=1)]
-    return [h for (h,) in con.execute(_sql("lake_hosts"), {"dates": dates}).fetchall() if h]
+    return [h for (h,) in BUILD_SQL.execute(con, "lake_hosts", {"dates": dates}).fetchall() if h]
 
 
 def group_hosts(host_gpus: list[tuple[str, str]], hosts: list[str], hosts_per_batch: int) -> list[list[str]]:
@@ -69,5 +65,5 @@ def host_batches(con: duckdb.DuckDBPyConnection, day: dt.date, margin_s: float, 
     hosts = lake_hosts(con, day)
     if len(hosts) <= hosts_per_batch:
         return [hosts] if hosts else []
-    pairs = con.execute(_sql("host_gpus"), {"day": day, "margin_s": margin_s}).fetchall()
+    pairs = BUILD_SQL.execute(con, "host_gpus", {"day": day, "margin_s": margin_s}).fetchall()
     return group_hosts(pairs, hosts, hosts_per_batch)

@@ -29,8 +29,9 @@ import polars as pl
 
 from joulehouse.collectors import lakefs
 from joulehouse.collectors.settings import ModelSettings, WarehouseSettings
+from joulehouse.warehouse.sqlio import SqlFiles
 
-SQL_DIR = Path(__file__).with_name("spark_sql")
+SPARK_SQL = SqlFiles("joulehouse.warehouse", "spark_sql")
 US_PER_S = 1_000_000
 US_PER_DAY = 86_400 * US_PER_S
 _PANDAS_WARNING = "PySpark does not yet fully support pandas"  # pyspark 4.3 with pandas 3; we never use pandas
@@ -51,10 +52,10 @@ class SparkDayResult:
 
 def load_spark_sql(name: str) -> str:
     """The text of warehouse/spark_sql/<name>.sql, without a trailing semicolon."""
-    path = SQL_DIR / f"{name}.sql"
-    if not path.is_file():
-        raise SparkEngineError(f"no Spark SQL file {path}")
-    return path.read_text().rstrip().rstrip(";")
+    try:
+        return SPARK_SQL.body(name)
+    except FileNotFoundError as exc:
+        raise SparkEngineError(str(exc)) from None
 
 
 @contextmanager

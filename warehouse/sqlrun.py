@@ -8,7 +8,6 @@ prints without holding its result in memory. Parameters are bound (`$day` in the
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,9 +16,9 @@ import duckdb
 
 from joulehouse.warehouse.catalog import LAYER_TITLES, public_by_layer, relation, saved_queries
 from joulehouse.warehouse.db import connect
+from joulehouse.warehouse.sqlio import used_parameters
 
 BATCH_ROWS = 2048
-_PARAM = re.compile(r"\$([a-z_][a-z0-9_]*)")
 
 
 class QueryError(ValueError):
@@ -43,17 +42,11 @@ def open_read_only(db_path: str | Path) -> duckdb.DuckDBPyConnection:
     return connect(db_path, None, read_only=True)
 
 
-def _used_parameters(sql: str) -> list[str]:
-    text = "\n".join(line.split("--", 1)[0] for line in sql.splitlines())
-    text = re.sub(r"'(?:[^']|'')*'", "''", text)  # a $ inside a string literal is not a parameter
-    return list(dict.fromkeys(_PARAM.findall(text)))
-
-
 def run_query(con: duckdb.DuckDBPyConnection, sql: str, params: Mapping[str, str] | None = None,
               batch_rows: int = BATCH_ROWS) -> QueryResult:
     """Execute `sql` with named parameters `params`; results come back in batches."""
     params = dict(params or {})
-    used = _used_parameters(sql)
+    used = used_parameters(sql)
     missing = [p for p in used if p not in params]
     if missing:
         raise QueryError(f"the query uses {', '.join('$' + p for p in missing)}; pass "

@@ -10,7 +10,6 @@ the hosts before it are done); 0 otherwise, with the files left in place named a
 from __future__ import annotations
 
 import datetime as dt
-from pathlib import Path
 from typing import Optional
 
 import typer

@@ -197,7 +197,8 @@ def _ingest_traces(lake: Path, shared_data: Path, console: Console) -> dict[dt.d
 
 
 def _print_results(out: Path, settings: Settings, day: dt.date, elapsed_s: float, peak_mib: float, console: Console) -> None:
-    from joulehouse.warehouse.db import connect, relation_exists
+    from joulehouse.warehouse.db import connect
+    from joulehouse.warehouse.sqlio import relation_exists
 
     con = connect(settings.warehouse.db_path, settings.lake.path, read_only=True)
     try:

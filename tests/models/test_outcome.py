@@ -4,7 +4,6 @@ again without the cap)."""
 
 from __future__ import annotations
 
-import datetime as dt
 import math
 from collections import defaultdict
 

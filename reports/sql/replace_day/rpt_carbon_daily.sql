@@ -1,4 +1,0 @@
--- Replace one day of rpt_carbon_daily with the rows registered as _jh_report_rows (same columns, by name).
--- Parameters: $day (DATE). Run as one transaction by reports.inputs.replace_report_day.
-DELETE FROM rpt_carbon_daily WHERE day = $day;
-INSERT INTO rpt_carbon_daily BY NAME SELECT * FROM _jh_report_rows WHERE day = $day

@@ -150,7 +150,8 @@ def replace_day(con: duckdb.DuckDBPyConnection, table: str, day: dt.date, query:
             con.execute(f"INSERT INTO {quoted} BY NAME {body}", bound)
         else:
             con.execute(f"CREATE TABLE {quoted} AS {body}", bound)
-        return con.execute(f"SELECT count(*) FROM {quoted} WHERE day = ?", [day]).fetchone()[0]
+        # fetchall, not fetchone: a result left unfinished blocks register/unregister on this connection
+        return con.execute(f"SELECT count(*) FROM {quoted} WHERE day = ?", [day]).fetchall()[0][0]
 
 
 Rows = tuple[Sequence[str], Sequence[Sequence[Any]]]

@@ -87,3 +87,12 @@ def test_sql_files_name_the_file_and_the_choices_when_one_is_missing():
         files.text("nope")
     with pytest.raises(ValueError, match="not a plain identifier"):
         quoted_relation("t; DROP TABLE x")
+
+
+def test_replace_day_leaves_no_unfinished_result_behind():
+    """DuckDB refuses register/unregister while a result is unfinished: the Spark path loads its
+    frames through a registered view around replace_day."""
+    con = duckdb.connect()
+    con.register("computed", pa.table({"day": [D1, D1], "x": [1, 2]}))
+    assert replace_day(con, "t", D1, "SELECT * FROM computed") == 2
+    con.unregister("computed")

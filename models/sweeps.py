@@ -1,6 +1,6 @@
-"""Measured power-limit and clock sweeps (Zeus formats) and the limit they call for.
+"""Measured power-limit and clock sweeps, and the setting they call for.
 
-Formats in ../shared/data/sweeps, recognised by their columns:
+Formats, recognised by their columns:
 - Zeus test profiles (`start_time, window_name, elapsed_time, gpu0_energy`): one profiling window
   per limit, window_name `__GlobalPowerLimitOptimizer_<W>`, elapsed_time s, gpu0_energy J.
   Where one limit has several windows, their mean is used (a window is a fixed number of
@@ -9,6 +9,12 @@ Formats in ../shared/data/sweeps, recognised by their columns:
   average_power`): one sweep per workload; energy per epoch = time_per_epoch x average_power.
 - Perseus stage profiles (`stage, instruction, frequency, time, energy`): SM clock (MHz) sweeps;
   summed over stages and forward/backward, one iteration's time (s) and energy (J) per clock.
+- A grid of locked SM clock x power limit (`workload, sm_clock_mhz, power_limit_w, time_s` and
+  `energy_j` or `avg_power_w`): one sweep per workload; an empty sm_clock_mhz means the clock was
+  not locked, an empty power_limit_w that the limit was the default. Repeated points are averaged.
+
+Every setting is compared with the fastest one measured (the least time): a slowdown bound keeps
+the settings within that many percent of it, and savings are counted against it.
 """
 
 from __future__ import annotations
@@ -22,7 +28,9 @@ from pathlib import Path
 import numpy as np
 
 OBJECTIVES = ("energy", "cost", "time")
+SETTINGS = ("sm_clock_mhz", "power_limit_w")
 _WINDOW = re.compile(r"_(\d+(?:\.\d+)?)$")
+_Point = tuple[float, float]  # (sm_clock_mhz, power_limit_w), NaN where not set
 
 
 class SweepError(ValueError):
@@ -31,13 +39,42 @@ class SweepError(ValueError):
 
 @dataclass(frozen=True)
 class Sweep:
-    """One workload's sweep: per setting (power limit W, or SM clock MHz) time s and energy J."""
+    """One workload's measured settings: per point the locked SM clock (MHz, NaN: not locked), the
+    power limit (W, NaN: the default), the time (s) and the energy (J) of the same work."""
 
     label: str
-    setting: str  # "power_limit_w" | "sm_clock_mhz"
-    values: np.ndarray
+    sm_clock_mhz: np.ndarray
+    power_limit_w: np.ndarray
     time_s: np.ndarray
     energy_j: np.ndarray
+
+    @classmethod
+    def of_power_limits(cls, label: str, power_limit_w, time_s, energy_j) -> "Sweep":
+        limits = np.asarray(power_limit_w, float)
+        return cls(label, np.full(len(limits), np.nan), limits, np.asarray(time_s, float), np.asarray(energy_j, float))
+
+    @classmethod
+    def of_clocks(cls, label: str, sm_clock_mhz, time_s, energy_j) -> "Sweep":
+        clocks = np.asarray(sm_clock_mhz, float)
+        return cls(label, clocks, np.full(len(clocks), np.nan), np.asarray(time_s, float), np.asarray(energy_j, float))
+
+    @property
+    def varied(self) -> tuple[str, ...]:
+        """The settings that take more than one value, in SETTINGS order."""
+        return tuple(name for name in SETTINGS
+                     if len({("nan" if math.isnan(v) else v) for v in getattr(self, name)}) > 1)
+
+    @property
+    def setting(self) -> str:
+        """What the sweep varies: power_limit_w, sm_clock_mhz or sm_clock_mhz+power_limit_w."""
+        return "+".join(self.varied) or "power_limit_w"
+
+    @property
+    def values(self) -> np.ndarray:
+        """The one varied setting's values (a sweep of one setting only)."""
+        if len(self.varied) > 1:
+            raise SweepError(f"sweep {self.label!r} varies {self.setting}: name the setting")
+        return getattr(self, self.varied[0] if self.varied else "power_limit_w")
 
     @property
     def average_power_w(self) -> np.ndarray:
@@ -46,20 +83,29 @@ class Sweep:
 
 @dataclass(frozen=True)
 class Choice:
-    """The chosen setting and what it costs relative to the highest one."""
+    """The chosen setting (None: leave it as it is) and what it costs against the fastest one."""
 
     label: str
     objective: str
-    setting: str
-    chosen: float
+    sm_clock_mhz: float | None
+    power_limit_w: float | None
     time_s: float
     energy_j: float
     slowdown_pct: float
     energy_saving_pct: float
+    fastest_sm_clock_mhz: float | None
+    fastest_power_limit_w: float | None
+    fastest_time_s: float
+    fastest_energy_j: float
+    max_slowdown_pct: float | None
     candidates: list[dict] = field(default_factory=list)
 
     def as_dict(self) -> dict:
         return asdict(self)
+
+
+def _setting(value: float) -> float | None:
+    return None if math.isnan(value) else float(value)
 
 
 def _rows(path: Path) -> list[tuple[int, dict[str, str]]]:
@@ -79,11 +125,23 @@ def _rows(path: Path) -> list[tuple[int, dict[str, str]]]:
     return rows
 
 
-def _sweep(label: str, setting: str, groups: dict[float, list[tuple[float, float]]]) -> Sweep:
-    values = np.array(sorted(groups))
-    time_s = np.array([np.mean([t for t, _ in groups[v]]) for v in values])
-    energy_j = np.array([np.mean([e for _, e in groups[v]]) for v in values])
-    return Sweep(label, setting, values, time_s, energy_j)
+def _sweep(label: str, groups: dict[_Point, list[tuple[float, float]]]) -> Sweep:
+    """One sweep from its points' (time s, energy J) measurements, averaged per point, sorted by
+    clock then limit (an unset setting, NaN, sorts after the set ones)."""
+    points = sorted(groups, key=lambda p: tuple((math.isnan(v), 0.0 if math.isnan(v) else v) for v in p))
+    return Sweep(label, np.array([c for c, _ in points]), np.array([w for _, w in points]),
+                 np.array([np.mean([t for t, _ in groups[p]]) for p in points]),
+                 np.array([np.mean([e for _, e in groups[p]]) for p in points]))
+
+
+def _optional(row: dict[str, str], column: str, path: Path, line: int) -> float:
+    """An optional setting: NaN where the cell is empty, else a positive finite number."""
+    if row.get(column, "") == "":
+        return math.nan
+    value = _number(row, column, path, line)
+    if value <= 0:
+        raise SweepError(f"sweep file {path}, line {line}: {column} = {row[column]!r} is not positive")
+    return value
 
 
 def _number(row: dict[str, str], column: str, path: Path, line: int) -> float:
@@ -106,37 +164,48 @@ def load_sweeps(path: str | Path) -> dict[str, Sweep]:
     if not rows:
         raise SweepError(f"sweep file {path} has no rows")
     columns = set(rows[0][1])
-    groups: dict[str, dict[float, list[tuple[float, float]]]] = {}
-    if {"window_name", "elapsed_time", "gpu0_energy"} <= columns:
+    groups: dict[str, dict[_Point, list[tuple[float, float]]]] = {}
+
+    def add(label: str, point: _Point, time_s: float, energy_j: float) -> None:
+        groups.setdefault(label, {}).setdefault(point, []).append((time_s, energy_j))
+
+    if {"workload", "sm_clock_mhz", "power_limit_w", "time_s"} <= columns and columns & {"energy_j", "avg_power_w"}:
+        for line, row in rows:
+            t = _number(row, "time_s", path, line)
+            if t <= 0:
+                raise SweepError(f"sweep file {path}, line {line}: time_s = {row['time_s']!r} is not positive")
+            energy = (_number(row, "energy_j", path, line) if row.get("energy_j", "") != ""
+                      else t * _number(row, "avg_power_w", path, line))
+            add(row["workload"] or path.stem, (_optional(row, "sm_clock_mhz", path, line),
+                                               _optional(row, "power_limit_w", path, line)), t, energy)
+    elif {"window_name", "elapsed_time", "gpu0_energy"} <= columns:
         for line, row in rows:
             match = _WINDOW.search(row["window_name"])
             if not match:
                 continue  # a window that is not a power-limit probe (e.g. a user's own window)
-            groups.setdefault(path.stem, {}).setdefault(float(match.group(1)), []).append(
-                (_number(row, "elapsed_time", path, line), _number(row, "gpu0_energy", path, line)))
-        setting = "power_limit_w"
+            add(path.stem, (math.nan, float(match.group(1))), _number(row, "elapsed_time", path, line),
+                _number(row, "gpu0_energy", path, line))
     elif {"power_limit", "time_per_epoch", "average_power"} <= columns:
         for line, row in rows:
             label = "/".join(row[k] for k in ("dataset", "network", "batch_size", "optimizer") if k in row)
             t = _number(row, "time_per_epoch", path, line)
-            groups.setdefault(label, {}).setdefault(_number(row, "power_limit", path, line), []).append(
-                (t, t * _number(row, "average_power", path, line)))
-        setting = "power_limit_w"
+            add(label, (math.nan, _number(row, "power_limit", path, line)), t, t * _number(row, "average_power", path, line))
     elif {"frequency", "time", "energy"} <= columns:
         per_clock: dict[float, list[float]] = {}
         for line, row in rows:
             acc = per_clock.setdefault(_number(row, "frequency", path, line), [0.0, 0.0])
             acc[0] += _number(row, "time", path, line)
             acc[1] += _number(row, "energy", path, line)
-        groups[path.stem] = {f: [(t, e)] for f, (t, e) in per_clock.items()}
-        setting = "sm_clock_mhz"
+        for clock, (t, e) in per_clock.items():
+            add(path.stem, (clock, math.nan), t, e)
     else:
         raise SweepError(f"sweep file {path}: columns {sorted(columns)} match no known sweep format "
                          "(Zeus profile window_name/elapsed_time/gpu0_energy, Zeus summary "
-                         "power_limit/time_per_epoch/average_power, or Perseus frequency/time/energy)")
+                         "power_limit/time_per_epoch/average_power, Perseus frequency/time/energy, or a "
+                         "clock x limit grid workload/sm_clock_mhz/power_limit_w/time_s with energy_j or avg_power_w)")
     if not groups:
         raise SweepError(f"sweep file {path}: no power-limit windows found")
-    return {label: _sweep(label, setting, g) for label, g in groups.items()}
+    return {label: _sweep(label, g) for label, g in groups.items()}
 
 
 def load_sweep(path: str | Path, label: str | None = None) -> Sweep:
@@ -151,24 +220,27 @@ def load_sweep(path: str | Path, label: str | None = None) -> Sweep:
     return sweeps[label]
 
 
-def choose_power_limit(sweep: Sweep, objective: str = "energy", eta: float = 0.5,
-                       max_slowdown_pct: float | None = None, max_power_w: float | None = None) -> Choice:
-    """Pick the setting that minimises the objective over the measured points.
+def choose_setting(sweep: Sweep, objective: str = "energy", eta: float = 0.5,
+                   max_slowdown_pct: float | None = None, max_power_w: float | None = None) -> Choice:
+    """Pick the measured setting (clock, limit) that minimises the objective.
 
-    energy: energy per unit of work (J). time: time (s). cost (Zeus): eta*energy +
-    (1 - eta)*max_power_w*time, max_power_w defaulting to the sweep's highest power limit (Zeus uses
-    the device's maximum limit). max_slowdown_pct keeps only settings whose time is within that
-    percentage of the time at the highest setting (Zeus's MaxSlowdownConstraint).
+    energy: energy of the work (J). time: time (s). cost (Zeus): eta*energy + (1 - eta)*max_power_w*time,
+    max_power_w defaulting to the sweep's highest power limit (Zeus uses the device's maximum
+    limit). max_slowdown_pct keeps only settings whose time is within that percentage of the
+    fastest setting's (Zeus's MaxSlowdownConstraint); the fastest is always admissible.
     """
     if objective not in OBJECTIVES:
         raise SweepError(f"objective {objective!r} is not one of {OBJECTIVES}")
     if not 0.0 <= eta <= 1.0:
         raise SweepError(f"eta {eta} is outside [0, 1]")
-    if objective == "cost" and max_power_w is None and sweep.setting != "power_limit_w":
-        raise SweepError(f"sweep {sweep.label!r} varies {sweep.setting}: the cost objective needs max_power_w")
-    top = int(np.argmax(sweep.values))
-    reference_time, reference_energy = sweep.time_s[top], sweep.energy_j[top]
-    max_power = float(sweep.values.max()) if max_power_w is None else max_power_w
+    if max_slowdown_pct is not None and not (math.isfinite(max_slowdown_pct) and max_slowdown_pct >= 0):
+        raise SweepError(f"max_slowdown_pct {max_slowdown_pct} is not a finite percentage >= 0")
+    limits = sweep.power_limit_w[~np.isnan(sweep.power_limit_w)]
+    if objective == "cost" and max_power_w is None and not limits.size:
+        raise SweepError(f"sweep {sweep.label!r} varies {sweep.setting} only: the cost objective needs max_power_w")
+    fastest = int(np.argmin(sweep.time_s))
+    reference_time, reference_energy = sweep.time_s[fastest], sweep.energy_j[fastest]
+    max_power = max_power_w if max_power_w is not None else float(limits.max()) if limits.size else math.nan
     if objective == "energy":
         score = sweep.energy_j
     elif objective == "time":
@@ -177,13 +249,18 @@ def choose_power_limit(sweep: Sweep, objective: str = "energy", eta: float = 0.5
         score = eta * sweep.energy_j + (1 - eta) * max_power * sweep.time_s
     slowdown_pct = 100.0 * (sweep.time_s / reference_time - 1.0)
     allowed = np.ones(len(score), bool) if max_slowdown_pct is None else slowdown_pct <= max_slowdown_pct + 1e-9
-    allowed[top] = True  # the highest setting is always admissible: it defines zero slowdown
-    best = int(np.flatnonzero(allowed)[np.argmin(score[allowed])])
-    candidates = [{"setting": float(v), "time_s": float(t), "energy_j": float(e), "score": float(s),
-                   "slowdown_pct": float(d), "allowed": bool(a)}
-                  for v, t, e, s, d, a in zip(sweep.values, sweep.time_s, sweep.energy_j, score, slowdown_pct, allowed)]
-    return Choice(label=sweep.label, objective=objective, setting=sweep.setting, chosen=float(sweep.values[best]),
-                  time_s=float(sweep.time_s[best]), energy_j=float(sweep.energy_j[best]),
-                  slowdown_pct=float(slowdown_pct[best]),
+    allowed[fastest] = True
+    # Ties (equal score) go to the faster setting, then to the earlier point.
+    best = min(np.flatnonzero(allowed), key=lambda i: (score[i], sweep.time_s[i], i))
+    candidates = [{"sm_clock_mhz": _setting(c), "power_limit_w": _setting(w), "time_s": float(t),
+                   "energy_j": float(e), "score": float(sc), "slowdown_pct": float(d), "allowed": bool(a)}
+                  for c, w, t, e, sc, d, a in zip(sweep.sm_clock_mhz, sweep.power_limit_w, sweep.time_s,
+                                                  sweep.energy_j, score, slowdown_pct, allowed)]
+    return Choice(label=sweep.label, objective=objective, sm_clock_mhz=_setting(sweep.sm_clock_mhz[best]),
+                  power_limit_w=_setting(sweep.power_limit_w[best]), time_s=float(sweep.time_s[best]),
+                  energy_j=float(sweep.energy_j[best]), slowdown_pct=float(slowdown_pct[best]),
                   energy_saving_pct=float(100.0 * (1 - sweep.energy_j[best] / reference_energy)),
-                  candidates=candidates)
+                  fastest_sm_clock_mhz=_setting(sweep.sm_clock_mhz[fastest]),
+                  fastest_power_limit_w=_setting(sweep.power_limit_w[fastest]),
+                  fastest_time_s=float(reference_time), fastest_energy_j=float(reference_energy),
+                  max_slowdown_pct=max_slowdown_pct, candidates=candidates)

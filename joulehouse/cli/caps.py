@@ -1,4 +1,4 @@
-"""`joulehouse caps ...`: power-limit choices from measured sweeps."""
+"""`joulehouse caps ...`: power-limit and clock choices from measured sweeps."""
 
 from __future__ import annotations
 
@@ -7,6 +7,9 @@ from pathlib import Path
 from typing import Optional
 
 import typer
+
+from joulehouse.cli.options import fail
+from joulehouse.cli.output import FORMAT_HELP, OutputFormat, emit
 
 
 def register(app: typer.Typer) -> None:
@@ -31,36 +34,61 @@ def register(app: typer.Typer) -> None:
 
     @caps.command("from-sweep")
     def from_sweep(
-        file: Path = typer.Argument(..., help="A Zeus sweep CSV (profile windows or NSDI'23 summary)."),
+        file: Path = typer.Argument(..., help="A sweep CSV: Zeus profile windows or NSDI'23 summary, Perseus "
+                                              "clock profile, or a clock x limit grid (workload, sm_clock_mhz, "
+                                              "power_limit_w, time_s, energy_j or avg_power_w)."),
         objective: str = typer.Option("energy", help="energy | cost | time"),
+        max_slowdown_pct: Optional[float] = typer.Option(
+            None, help="Largest slowdown allowed against the fastest measured setting, %. Default for the "
+                       "energy objective: the workload class's bound from the settings."),
+        workload_class: str = typer.Option("throughput", help="latency-sensitive | throughput | background: "
+                                                              "whose slowdown bound applies without --max-slowdown-pct."),
         eta: float = typer.Option(0.5, help="Zeus cost weight: eta x energy + (1 - eta) x max_power x time."),
-        max_slowdown_pct: Optional[float] = typer.Option(None, help="Largest slowdown allowed vs the top limit, %."),
-        max_power_w: Optional[float] = typer.Option(None, help="max_power in the cost (default: highest limit in the sweep)."),
-        workload: Optional[str] = typer.Option(None, help="Workload label in a multi-workload file (default: all)."),
+        max_power_w: Optional[float] = typer.Option(None, help="max_power in the cost, W (default: highest limit in the sweep)."),
+        workload: Optional[str] = typer.Option(None, help="One workload of a multi-workload file (default: all)."),
+        config: Optional[Path] = typer.Option(None, "--config", help="Settings file (TOML) for the class bounds."),
+        output: Optional[OutputFormat] = typer.Option(None, "--format", help=FORMAT_HELP),
     ) -> None:
-        """Print the chosen power limit as JSON (one object, or a list for multi-workload files)."""
-        from joulehouse.models.sweeps import SweepError, choose_power_limit, load_sweeps
+        """Choose, per workload, the measured setting (locked SM clock, power limit) that minimises the
+        objective within the slowdown bound, with its energy and time against the fastest setting.
 
+        Example: joulehouse caps from-sweep zeus_testprofile_A40+resnet50+gpu0.csv --max-slowdown-pct 10
+        """
+        from joulehouse.collectors.settings import SettingsError, load_settings
+        from joulehouse.models.recommend import CLASSES, slowdown_bound_pct
+        from joulehouse.models.sweeps import SweepError, choose_setting, load_sweeps
+
+        if workload_class not in CLASSES:
+            fail(f"--workload-class {workload_class!r}: expected one of {', '.join(CLASSES)}")
+        bound, bound_from = max_slowdown_pct, "--max-slowdown-pct"
+        if bound is None and objective == "energy":
+            try:
+                recommend = load_settings(config).recommend
+            except SettingsError as exc:
+                fail(str(exc))
+            bound = slowdown_bound_pct(workload_class, recommend)
+            field = {"latency-sensitive": "latency"}.get(workload_class, workload_class)
+            bound_from = f"{workload_class} class ([recommend] max_slowdown_{field}_pct)"
+        elif bound is None:
+            bound_from = "none"
         try:
             sweeps = load_sweeps(file)
             if workload is not None:
                 if workload not in sweeps:
-                    raise SweepError(f"{file} has no workload {workload!r}")
+                    raise SweepError(f"{file} has no workload {workload!r}; it has {sorted(sweeps)[:5]}")
                 sweeps = {workload: sweeps[workload]}
-            choices = [choose_power_limit(s, objective, eta=eta, max_slowdown_pct=max_slowdown_pct,
-                                          max_power_w=max_power_w) for s in sweeps.values()]
+            choices = [choose_setting(s, objective, eta=eta, max_slowdown_pct=bound, max_power_w=max_power_w)
+                       for s in sweeps.values()]
         except SweepError as exc:
-            typer.echo(f"error: {exc}", err=True)
-            raise typer.Exit(2) from None
-        out = []
-        for c in choices:
-            if c.setting != "power_limit_w":
-                typer.echo(f"error: {file} sweeps {c.setting}, not power limits", err=True)
-                raise typer.Exit(2)
-            out.append({"workload": c.label, "objective": c.objective, "eta": eta,
-                        "max_slowdown_pct": max_slowdown_pct, "power_limit_w": c.chosen, "time_s": c.time_s,
-                        "energy_j": c.energy_j, "slowdown_pct": round(c.slowdown_pct, 3),
-                        "energy_saving_pct": round(c.energy_saving_pct, 3)})
-        typer.echo(json.dumps(out[0] if len(out) == 1 else out, indent=2))
+            fail(str(exc))
+        records = [{"workload": c.label, "objective": c.objective, "sm_clock_mhz": c.sm_clock_mhz,
+                    "power_limit_w": c.power_limit_w, "energy_j": c.energy_j, "time_s": c.time_s,
+                    "slowdown_pct": round(c.slowdown_pct, 2), "energy_saving_pct": round(c.energy_saving_pct, 2),
+                    "fastest_sm_clock_mhz": c.fastest_sm_clock_mhz, "fastest_power_limit_w": c.fastest_power_limit_w,
+                    "fastest_energy_j": c.fastest_energy_j, "fastest_time_s": c.fastest_time_s,
+                    "max_slowdown_pct": bound, "bound_from": bound_from,
+                    **({"eta": eta} if objective == "cost" else {})} for c in choices]
+        emit(records, output, single=workload is not None, title=f"{file.name}: {objective}, bound {bound_from}",
+             columns=["workload", "sm_clock_mhz", "power_limit_w", "slowdown_pct", "energy_saving_pct", "max_slowdown_pct"])
 
     app.add_typer(caps, name="caps")

@@ -11,7 +11,7 @@ from hypothesis import given, strategies as st
 from typer.testing import CliRunner
 
 from joulehouse.cli.caps import register
-from joulehouse.models.sweeps import Sweep, SweepError, choose_power_limit, load_sweep, load_sweeps
+from joulehouse.models.sweeps import Sweep, SweepError, choose_setting, load_sweep, load_sweeps
 
 A40_RESNET = "sweeps/zeus_testprofile_A40+resnet50+gpu0.csv"
 
@@ -29,15 +29,15 @@ def test_profile_windows_become_one_point_per_limit(a40_resnet):
 
 
 def test_zeus_reference_choices_on_a40_resnet50(a40_resnet):
-    assert choose_power_limit(a40_resnet, "energy").chosen == 175
-    assert choose_power_limit(a40_resnet, "cost", eta=0.5).chosen == 200
-    assert choose_power_limit(a40_resnet, "energy", max_slowdown_pct=10).chosen == 200
-    assert choose_power_limit(a40_resnet, "time").chosen == 300
+    assert choose_setting(a40_resnet, "energy").power_limit_w == 175
+    assert choose_setting(a40_resnet, "cost", eta=0.5).power_limit_w == 200
+    assert choose_setting(a40_resnet, "energy", max_slowdown_pct=10).power_limit_w == 200
+    assert choose_setting(a40_resnet, "time").power_limit_w == 300
 
 
 def test_cost_objective_moves_from_time_to_energy_with_eta(a40_resnet):
-    assert choose_power_limit(a40_resnet, "cost", eta=1.0).chosen == choose_power_limit(a40_resnet, "energy").chosen
-    assert choose_power_limit(a40_resnet, "cost", eta=0.0).chosen == choose_power_limit(a40_resnet, "time").chosen
+    assert choose_setting(a40_resnet, "cost", eta=1.0).power_limit_w == choose_setting(a40_resnet, "energy").power_limit_w
+    assert choose_setting(a40_resnet, "cost", eta=0.0).power_limit_w == choose_setting(a40_resnet, "time").power_limit_w
 
 
 def test_repeated_windows_per_limit_are_averaged(tmp_path):
@@ -60,9 +60,10 @@ def test_summary_files_hold_one_sweep_per_workload(shared_data):
 def test_clock_sweeps_load_and_need_max_power_for_cost(shared_data):
     sweep = load_sweep(shared_data / "sweeps/perseus_sosp24_stage_profile_gpt3-175b_a100sxm_bf16.csv")
     assert sweep.setting == "sm_clock_mhz" and sweep.values.max() == 1410
-    assert choose_power_limit(sweep, "energy").chosen < 1410  # lower clocks save energy per iteration
+    choice = choose_setting(sweep, "energy")
+    assert choice.sm_clock_mhz < 1410 and choice.power_limit_w is None  # lower clocks save energy per iteration
     with pytest.raises(SweepError, match="max_power_w"):
-        choose_power_limit(sweep, "cost")
+        choose_setting(sweep, "cost")
 
 
 def test_unknown_format_is_refused_with_the_columns(tmp_path):
@@ -91,25 +92,28 @@ def test_a_file_that_is_not_a_clean_sweep_is_refused_naming_the_line(tmp_path, t
        st.floats(0, 50))
 def test_slowdown_bound_is_respected(points, bound):
     limits = np.arange(len(points)) * 25.0 + 100
-    sweep = Sweep("x", "power_limit_w", limits, np.array([p[0] for p in points]), np.array([p[1] for p in points]))
-    choice = choose_power_limit(sweep, "energy", max_slowdown_pct=bound)
-    assert choice.slowdown_pct <= bound + 1e-6 or choice.chosen == limits.max()
-    unconstrained = choose_power_limit(sweep, "energy")
+    sweep = Sweep.of_power_limits("x", limits, [p[0] for p in points], [p[1] for p in points])
+    choice = choose_setting(sweep, "energy", max_slowdown_pct=bound)
+    assert choice.slowdown_pct <= bound + 1e-6
+    assert choice.time_s <= sweep.time_s.min() * (1 + bound / 100) + 1e-6, "within the bound of the fastest setting"
+    unconstrained = choose_setting(sweep, "energy")
     assert choice.energy_j >= unconstrained.energy_j - 1e-9
 
 
-def _run(*args):
+def _run(*args, env=None):
     app = typer.Typer()
     register(app)
-    return CliRunner().invoke(app, ["caps", "from-sweep", *args])
+    return CliRunner().invoke(app, ["caps", "from-sweep", *args], env=env)
 
 
 def test_cli_prints_the_choice_as_json(shared_data):
     path = str(shared_data / A40_RESNET)
-    assert json.loads(_run(path, "--objective", "energy").output)["power_limit_w"] == 175
-    assert json.loads(_run(path, "--objective", "cost", "--eta", "0.5").output)["power_limit_w"] == 200
+    [unbounded] = json.loads(_run(path, "--objective", "energy", "--max-slowdown-pct", "1000").output)
+    assert unbounded["power_limit_w"] == 175 and unbounded["sm_clock_mhz"] is None
+    [cost] = json.loads(_run(path, "--objective", "cost", "--eta", "0.5").output)
+    assert cost["power_limit_w"] == 200 and cost["bound_from"] == "none" and cost["eta"] == 0.5
     result = _run(path, "--objective", "energy", "--max-slowdown-pct", "10")
-    assert result.exit_code == 0 and json.loads(result.output)["power_limit_w"] == 200
+    assert result.exit_code == 0 and json.loads(result.output)[0]["power_limit_w"] == 200
 
 
 def test_cli_bad_input_exits_non_zero_with_a_message(tmp_path):
@@ -117,3 +121,84 @@ def test_cli_bad_input_exits_non_zero_with_a_message(tmp_path):
     assert result.exit_code == 2 and "does not exist" in result.output
     result = _run(str(tmp_path / "missing.csv"), "--objective", "speed")
     assert result.exit_code == 2
+
+
+GRID_HEADER = "workload,sm_clock_mhz,power_limit_w,time_s,energy_j,avg_power_w\n"
+
+
+def _grid(tmp_path, lines: list[str]):
+    path = tmp_path / "grid.csv"
+    path.write_text(GRID_HEADER + "\n".join(lines) + "\n")
+    return path
+
+
+def _memory_and_compute_bound_grid(tmp_path):
+    """Written by hand. memory-bound: time is set by DRAM, so it does not follow the SM clock, while
+    power does (static 80 W + dynamic ~ f^2). compute-bound: time ~ 1/f, dynamic power ~ f^3, and a
+    300 W limit clips the top clock's power (and stretches its time). An empty clock: not locked."""
+    lines = []
+    for clock in ("", 1410, 1200, 1005, 810):
+        f = 1410 if clock == "" else clock
+        for limit in (400, 300):
+            mem_power = 80 + 220 * (f / 1410) ** 2
+            lines.append(f"memory-bound,{clock},{limit},10.0,,{min(mem_power, limit)}")
+            power = 80 + 280 * (f / 1410) ** 3
+            stretch = max(1.0, (power - 80) / (limit - 80)) ** (1 / 3) if power > limit else 1.0
+            t = 10.0 * (1410 / f) * stretch
+            lines.append(f"compute-bound,{clock},{limit},{t},{t * min(power, limit)},")
+    return _grid(tmp_path, lines)
+
+
+def test_a_memory_bound_grid_locks_the_lowest_clock_at_no_slowdown(tmp_path):
+    sweeps = load_sweeps(_memory_and_compute_bound_grid(tmp_path))
+    memory = sweeps["memory-bound"]
+    assert memory.setting == "sm_clock_mhz+power_limit_w" and len(memory.time_s) == 10
+    choice = choose_setting(memory, "energy", max_slowdown_pct=0)
+    assert choice.sm_clock_mhz == 810 and choice.slowdown_pct == 0
+    # the energy follows the power: 80 + 220 (810/1410)^2 W against the fastest's 300 W (limit-clipped)
+    assert choice.energy_j == pytest.approx(10 * (80 + 220 * (810 / 1410) ** 2))
+    assert choice.energy_saving_pct == pytest.approx(100 * (1 - choice.energy_j / choice.fastest_energy_j))
+
+
+def test_a_compute_bound_grid_trades_clock_for_time_within_the_bound(tmp_path):
+    compute = load_sweeps(_memory_and_compute_bound_grid(tmp_path))["compute-bound"]
+    fastest = choose_setting(compute, "time")
+    assert fastest.sm_clock_mhz in (None, 1410) and fastest.power_limit_w == 400
+    tight, loose = (choose_setting(compute, "energy", max_slowdown_pct=b) for b in (2, 50))
+    assert tight.slowdown_pct <= 2 and tight.sm_clock_mhz in (None, 1410)
+    assert loose.sm_clock_mhz == 1005 and loose.slowdown_pct == pytest.approx(100 * (1410 / 1005 - 1))
+    assert loose.energy_j < tight.energy_j
+
+
+def test_the_cli_reads_the_grid_and_says_which_bound_it_used(tmp_path):
+    path = str(_memory_and_compute_bound_grid(tmp_path))
+    result = _run(path, "--workload", "memory-bound")
+    assert result.exit_code == 0, result.output
+    choice = json.loads(result.output)  # one object for one named workload
+    assert (choice["sm_clock_mhz"], choice["slowdown_pct"]) == (810, 0)
+    assert choice["max_slowdown_pct"] == 10 and choice["bound_from"].startswith("throughput class")
+    background = json.loads(_run(path, "--workload", "compute-bound", "--workload-class", "background").output)
+    assert background["max_slowdown_pct"] == 25 and background["slowdown_pct"] <= 25
+    assert background["sm_clock_mhz"] == 1200
+    both = json.loads(_run(path).output)
+    assert [c["workload"] for c in both] == ["memory-bound", "compute-bound"]
+    table = _run(path, "--format", "table", env={"COLUMNS": "200"})
+    assert table.exit_code == 0 and "memory-bound" in table.output and "810" in table.output
+    assert "([recommend] max_slowdown_throughput_pct)" in table.output
+
+
+def test_a_grid_row_without_energy_or_power_is_refused_naming_the_line(tmp_path):
+    path = _grid(tmp_path, ["w,1410,300,10,,", "w,1200,300,11,,200"])
+    with pytest.raises(SweepError, match=r"line 2: avg_power_w = ''"):
+        load_sweeps(path)
+    path = _grid(tmp_path, ["w,1410,-5,10,100,"])
+    with pytest.raises(SweepError, match=r"line 2: power_limit_w = '-5' is not positive"):
+        load_sweeps(path)
+
+
+def test_the_cli_chooses_a_clock_from_the_perseus_sweeps(shared_data):
+    """A100 SXM, GPT-3 175B stages: the throughput bound (10%) picks a lock below 1410 MHz."""
+    path = str(shared_data / "sweeps/perseus_sosp24_stage_profile_gpt3-175b_a100sxm_bf16.csv")
+    [choice] = json.loads(_run(path).output)
+    assert choice["power_limit_w"] is None and 855 <= choice["sm_clock_mhz"] < 1410
+    assert 0 < choice["slowdown_pct"] <= 10 and choice["energy_saving_pct"] > 10

@@ -120,6 +120,9 @@ def test_the_installed_package_carries_its_sql_and_dag_files(installed, tmp_path
                "fct_gpu_energy_hourly")
     assert out.returncode == 0, out.stderr
     assert "energy_kwh" in out.stdout
+    catalogue = _run(installed, tmp_path, "from joulehouse.models.gpu_catalogue import lookup; "
+                                          "print(lookup('NVIDIA H200').tdp_w)")
+    assert catalogue.returncode == 0 and catalogue.stdout.strip() == "700.0", catalogue.stderr
     dags = _run(installed, tmp_path, "from joulehouse.cli.dagrun import default_dags_folder; "
                                      "print(sorted(p.name for p in default_dags_folder().glob('*.py')))")
     assert dags.returncode == 0, dags.stderr

@@ -37,6 +37,9 @@ def nvidia_smi_command(
     except (NvidiaSmiError, ValueError) as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2)
+    except OSError as exc:  # the lake cannot be written (read-only, full, no permission)
+        typer.echo(f"error: cannot write the import of {file} into the lake {lake}: {exc}", err=True)
+        raise typer.Exit(2)
     typer.echo(f"{file}: {result.good_rows} rows imported, {result.bad_rows} rejected")
     for note in result.notes:
         typer.echo(f"  note: {note}")

@@ -120,3 +120,15 @@ def test_the_command_names_the_file_and_line_of_each_kind_of_reject(tmp_path, la
     assert out.exit_code == 0, out.output
     assert f"rejected 1 x encoding (e.g. {log}:3: encoding: byte 0xff in field 3 is not UTF-8)" in out.output
     assert f"rejected 1 x timestamp (e.g. {log}:2: timestamp: 1970-01-01T00:00:00+00:00 is before" in out.output
+
+
+def test_a_lake_that_cannot_be_written_is_one_line(tmp_path):
+    log = _log(tmp_path / "smi.csv", "2026/01/02 00:00:00.000, 0, 100 W")
+    (tmp_path / "blocked").write_text("a file where the lake's parent folder should be")
+    app = typer.Typer()
+    register(app)
+    out = CliRunner().invoke(app, ["ingest", "nvidia-smi", str(log), "--lake", str(tmp_path / "blocked" / "lake"),
+                                   "--host", "h"])
+    assert out.exit_code == 2
+    assert out.output.startswith(f"error: cannot write the import of {log} into the lake {tmp_path}/blocked/lake: ")
+    assert len(out.output.strip().splitlines()) == 1

@@ -15,10 +15,9 @@ import duckdb
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-import typer
 from typer.testing import CliRunner
 
-from joulehouse.cli.sql import register
+from joulehouse.cli.main import app
 from joulehouse.collectors.config_contract import generate_keypair
 from joulehouse.collectors.settings import WarehouseSettings
 from joulehouse.collectors.writer import write_dataset
@@ -55,19 +54,8 @@ def site(tmp_path_factory) -> Path:
     return root
 
 
-def _app() -> typer.Typer:
-    app = typer.Typer()
-    register(app)
-
-    @app.callback()
-    def main() -> None:
-        """joulehouse"""
-
-    return app
-
-
 def sql(site: Path, *args: str):
-    return CliRunner().invoke(_app(), ["sql", *args, "--db", str(site / "warehouse.duckdb"), "--format", "csv"])
+    return CliRunner().invoke(app, ["sql", *args, "--db", str(site / "warehouse.duckdb"), "--format", "csv"])
 
 
 def _key_text(site: Path) -> str:

@@ -20,19 +20,12 @@ from joulehouse.collectors.agent import apply_config
 from joulehouse.collectors.agent_loop import AgentState, ConfigTooLarge, fetch_config, poll_once
 from joulehouse.collectors.agent_replay import ReplayedConfig, ReplayGuard, ReplayStateError
 from joulehouse.collectors.config_contract import (
-    MAX_CONFIG_BYTES, MalformedConfig, dump_config, generate_keypair, load_config_document, load_private_key,
-    load_public_key, sign_config,
+    MAX_CONFIG_BYTES, MalformedConfig, dump_config, load_config_document, sign_config,
 )
 from nvml_stub.fixture import GpuState
 
 NOW = dt.datetime(2026, 1, 3, 6, 0, tzinfo=dt.timezone.utc)
 HOST = "node-01"
-
-
-@pytest.fixture(scope="module")
-def keys(tmp_path_factory):
-    private_path, public_path = generate_keypair(tmp_path_factory.mktemp("keys"))
-    return load_private_key(private_path), load_public_key(public_path)
 
 
 def uuid(i):

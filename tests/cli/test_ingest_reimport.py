@@ -56,12 +56,12 @@ def test_a_corrected_log_replaces_its_rows_after_the_day_was_compacted(tmp_path)
 def test_on_an_object_store_two_logs_of_one_name_both_land_and_a_reimport_replaces(tmp_path):
     from s3_server import local_s3
 
-    with local_s3("fleet"):
+    with local_s3("reimport-lake"):
         import s3fs
 
         first = _log(tmp_path / "a" / "gpu.csv", gpu=0, watts=100.0)
         second = _log(tmp_path / "b" / "gpu.csv", gpu=1, watts=50.0)
         for log in (first, second, first):
-            _run("ingest", "nvidia-smi", str(log), "--lake", "s3://fleet/lake", "--host", "h1")
-        files = s3fs.S3FileSystem().glob("fleet/lake/gpu_samples/date=2026-01-02/host=h1/*.parquet")
+            _run("ingest", "nvidia-smi", str(log), "--lake", "s3://reimport-lake/lake", "--host", "h1")
+        files = s3fs.S3FileSystem().glob("reimport-lake/lake/gpu_samples/date=2026-01-02/host=h1/*.parquet")
         assert len(files) == 2 and all("part-nvidia-smi-gpu-" in f for f in files)

@@ -222,27 +222,27 @@ def test_the_sandbox_cannot_be_widened_from_the_connection(site):
 def test_an_object_store_lake_is_read_and_nothing_else_in_the_store(tmp_path):
     from s3_server import local_s3
 
-    with local_s3("fleet"):
+    with local_s3("sandbox-lake"):
         import s3fs
 
         store = s3fs.S3FileSystem()
-        store.mkdir("secrets")
-        store.pipe_file("secrets/joulehouse-ed25519.pem", b"PRIVATE KEY")
-        store.pipe_file("fleet/keys/joulehouse-ed25519.pem", b"PRIVATE KEY")
-        write_dataset("s3://fleet/lake", "gpu_samples", _rows(seconds=600))
-        con = connect(tmp_path / "warehouse.duckdb", "s3://fleet/lake")
+        store.mkdir("sandbox-secrets")
+        store.pipe_file("sandbox-secrets/joulehouse-ed25519.pem", b"PRIVATE KEY")
+        store.pipe_file("sandbox-lake/keys/joulehouse-ed25519.pem", b"PRIVATE KEY")
+        write_dataset("s3://sandbox-lake/lake", "gpu_samples", _rows(seconds=600))
+        con = connect(tmp_path / "warehouse.duckdb", "s3://sandbox-lake/lake")
         build_day(con, DAY, WarehouseSettings(), now=NOW)
         con.close()
         ok = sql(tmp_path, "SELECT count(*) AS n FROM raw_gpu_samples")
         assert ok.exit_code == 0 and ok.output.splitlines()[1] == "122", ok.output
-        globbed = sql(tmp_path, "SELECT count(*) AS n FROM glob('s3://fleet/lake/gpu_samples/**/*.parquet')")
+        globbed = sql(tmp_path, "SELECT count(*) AS n FROM glob('s3://sandbox-lake/lake/gpu_samples/**/*.parquet')")
         assert globbed.exit_code == 0 and globbed.output.splitlines()[1] == "1", globbed.output
-        for query in ("SELECT content FROM read_text('s3://secrets/joulehouse-ed25519.pem')",
-                      "SELECT content FROM read_text('s3://fleet/keys/joulehouse-ed25519.pem')",
-                      "SELECT content FROM read_text('s3://fleet/lake/../keys/joulehouse-ed25519.pem')",
-                      "SELECT * FROM glob('s3://fleet/*')"):
+        for query in ("SELECT content FROM read_text('s3://sandbox-secrets/joulehouse-ed25519.pem')",
+                      "SELECT content FROM read_text('s3://sandbox-lake/keys/joulehouse-ed25519.pem')",
+                      "SELECT content FROM read_text('s3://sandbox-lake/lake/../keys/joulehouse-ed25519.pem')",
+                      "SELECT * FROM glob('s3://sandbox-lake/*')"):
             result = sql(tmp_path, query)
-            _refused(result, "s3://fleet/lake/")
+            _refused(result, "s3://sandbox-lake/lake/")
             assert "PRIVATE KEY" not in result.output
-        _refused(sql(tmp_path, "COPY (SELECT 1) TO 's3://fleet/lake/x.csv'"), "COPY statements are refused")
-        assert not store.exists("fleet/lake/x.csv")
+        _refused(sql(tmp_path, "COPY (SELECT 1) TO 's3://sandbox-lake/lake/x.csv'"), "COPY statements are refused")
+        assert not store.exists("sandbox-lake/lake/x.csv")

@@ -20,23 +20,18 @@ library, or a fake module. NVML units are mW and MHz; this module's API speaks W
 from __future__ import annotations
 
 import datetime as dt
-import re
 import socket
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Mapping
 
-import pyarrow as pa
-
+from joulehouse.collectors.agent_audit import audit, audited_locks
+from joulehouse.collectors.agent_replay import ReplayGuard
 from joulehouse.collectors.config_contract import (
     ConfigError, GpuSetting, RecommendedConfig, body_sha256, load_config_document, verify_config,
 )
-from joulehouse.collectors.schema import AGENT_AUDIT
 
 OK_ACTIONS = frozenset({"apply", "unchanged", "dry-run", "rollback"})
-# How the audit's reason names a lock ("SM clocks locked to 900-1200 MHz"): NVML has no getter for
-# locked clocks, so the agent's own audit is the only record of the range it left on a GPU.
-LOCK_IN_REASON = re.compile(r"SM clocks locked to (\d+)-(\d+) MHz")
 UNKNOWN = object()
 
 
@@ -139,49 +134,43 @@ def _check_clocks(nvml: Any, handle: Any, s: GpuSetting) -> str | None:
     return None
 
 
-def audited_locks(lake: str | Path | None, host: str) -> dict[str, tuple[int, int] | None] | None:
-    """{gpu_uuid: (min, max) MHz} of the SM clock lock the agent's audit says it last left on each
-    GPU of `host` (None: unlocked by a rollback or never locked by an apply; a GPU not in the audit
-    was never locked); None without a readable audit: every requested lock then counts as a change."""
-    if lake is None:
-        return None
-    import pyarrow.dataset as ds  # only when auditing, like the writer
-
-    from joulehouse.collectors import lakefs
-
-    root = lakefs.join(lake, "agent_audit")
-    try:
-        fs = lakefs.filesystem(lake) if lakefs.is_url(lake) else None
-        table = ds.dataset(str(root), filesystem=fs, format="parquet", partitioning="hive").to_table(
-            columns=["audited_at", "gpu_uuid", "action", "reason"], filter=ds.field("host") == host)
-    except (FileNotFoundError, OSError, pa.ArrowInvalid):
-        return None
-    locks: dict[str, tuple[int, int] | None] = {}
-    for row in sorted(table.to_pylist(), key=lambda r: r["audited_at"]):
-        if row["gpu_uuid"] is None or row["action"] not in ("apply", "unchanged", "rollback"):
-            continue
-        found = LOCK_IN_REASON.search(row["reason"] or "") if row["action"] != "rollback" else None
-        locks[row["gpu_uuid"]] = (int(found[1]), int(found[2])) if found else None
-    return locks
-
-
-def _apply_one(nvml: Any, handle: Any, s: GpuSetting, previous_lock: Any = UNKNOWN) -> GpuOutcome:
-    """Set one GPU's limit (and lock); `previous_lock` is the range audited last (None: unlocked,
-    UNKNOWN: no audit), so a lock-only change is audited 'apply' and a repeated one 'unchanged'."""
+def _device_check(nvml: Any, handle: Any, s: GpuSetting) -> tuple[GpuOutcome | None, int | None]:
+    """(the refusal, None) when the device cannot take `s` (limit outside its own min/max, clocks
+    outside its range, limits unreadable); else (None, its power limit now in mW). Reads only."""
     requested_mw = int(round(s.power_limit_w * 1000))
     try:
         before_mw = nvml.nvmlDeviceGetPowerManagementLimit(handle)
         min_mw, max_mw = nvml.nvmlDeviceGetPowerManagementLimitConstraints(handle)
     except nvml.NVMLError as exc:
         return GpuOutcome(s.gpu_uuid, "refuse", f"cannot read the device's power limits: {_nvml_error(nvml, exc)}",
-                          power_limit_w_requested=s.power_limit_w)
+                          power_limit_w_requested=s.power_limit_w), None
     common = dict(power_limit_w_before=_watts(before_mw), power_limit_w_requested=s.power_limit_w)
     if not min_mw <= requested_mw <= max_mw:
         return GpuOutcome(s.gpu_uuid, "refuse", f"requested {s.power_limit_w:.1f} W is outside the device's limits "
-                          f"{min_mw / 1000:.1f}-{max_mw / 1000:.1f} W; not applied", **common)
+                          f"{min_mw / 1000:.1f}-{max_mw / 1000:.1f} W", **common), None
     clock_problem = _check_clocks(nvml, handle, s)
     if clock_problem:
-        return GpuOutcome(s.gpu_uuid, "refuse", clock_problem + "; not applied", **common)
+        return GpuOutcome(s.gpu_uuid, "refuse", clock_problem, **common), None
+    return None, before_mw
+
+
+def _dry_run_one(nvml: Any, handle: Any, s: GpuSetting) -> GpuOutcome:
+    """What applying `s` would do, from the device's own limits; nothing is set."""
+    refusal, before_mw = _device_check(nvml, handle, s)
+    if refusal is not None:
+        return replace(refusal, reason=refusal.reason + "; an apply would refuse it")
+    return GpuOutcome(s.gpu_uuid, "dry-run", f"would set {_describe(s)}; the device is at {before_mw / 1000:.1f} W",
+                      power_limit_w_before=_watts(before_mw), power_limit_w_requested=s.power_limit_w)
+
+
+def _apply_one(nvml: Any, handle: Any, s: GpuSetting, previous_lock: Any = UNKNOWN) -> GpuOutcome:
+    """Set one GPU's limit (and lock); `previous_lock` is the range audited last (None: unlocked,
+    UNKNOWN: no audit), so a lock-only change is audited 'apply' and a repeated one 'unchanged'."""
+    requested_mw = int(round(s.power_limit_w * 1000))
+    refusal, before_mw = _device_check(nvml, handle, s)
+    if refusal is not None:
+        return replace(refusal, reason=refusal.reason + "; not applied")
+    common = dict(power_limit_w_before=_watts(before_mw), power_limit_w_requested=s.power_limit_w)
     clocks = (f", SM clocks locked to {s.locked_sm_clock_min_mhz}-{s.locked_sm_clock_max_mhz} MHz"
               if s.locked_sm_clock_max_mhz is not None else "")
     # A setting without a lock releases one the agent left (or may have left: no audit says).
@@ -248,22 +237,6 @@ def _unlock_clocks(nvml: Any, handle: Any) -> None:
         pass  # a device without clock locking has nothing to unlock
 
 
-def audit(lake: str | Path | None, result: ApplyResult, now: dt.datetime) -> None:
-    """One agent_audit row per outcome, written through the lake writer (no-op without a lake)."""
-    if lake is None or not result.outcomes:
-        return
-    from joulehouse.collectors.writer import write_dataset  # the writer pulls pyarrow.parquet; only when auditing
-
-    rows = [
-        {"audited_at": now, "host": result.host, "gpu_uuid": o.gpu_uuid, "action": o.action,
-         "config_sha256": result.config_sha256, "power_limit_w_before": o.power_limit_w_before,
-         "power_limit_w_requested": o.power_limit_w_requested, "power_limit_w_after": o.power_limit_w_after,
-         "reason": o.reason}
-        for o in result.outcomes
-    ]
-    write_dataset(lake, "agent_audit", pa.Table.from_pylist(rows, schema=AGENT_AUDIT))
-
-
 def _document(doc_or_path: str | Path | bytes | Mapping[str, Any]) -> dict[str, Any]:
     if isinstance(doc_or_path, str) and not doc_or_path.lstrip().startswith("{"):
         doc_or_path = Path(doc_or_path)
@@ -273,34 +246,42 @@ def _document(doc_or_path: str | Path | bytes | Mapping[str, Any]) -> dict[str, 
 def apply_config(
     doc_or_path: str | Path | bytes | Mapping[str, Any], *, public_key: Any, host: str | None = None,
     nvml: Any = None, dry_run: bool = False, lake: str | Path | None = None, now: dt.datetime | None = None,
+    replay_guard: ReplayGuard | None = None,
 ) -> ApplyResult:
     """Verify the config for `host` (default: this machine's name) and apply its settings.
 
     A config the contract refuses raises its ConfigError (after auditing one 'refuse' row with
-    no GPU). Otherwise returns one outcome per GPU of the host's entries; GPUs the config names
-    but the driver does not have are refused. `dry_run` verifies and reports what would be set
-    without touching NVML at all."""
+    no GPU); so does one older than the newest `replay_guard` accepted for its site (ReplayedConfig),
+    which records the config before it is applied. Otherwise returns one outcome per GPU of the
+    host's entries; GPUs the config names but the driver does not have are refused. `dry_run`
+    verifies and, given `nvml`, checks every setting against its device as an apply would (reads
+    only: an apply's refusals are refusals here too); without `nvml` it touches no device."""
     host = host or socket.gethostname()
     now = now or _utc_now()
     doc: Mapping[str, Any] = {}
     try:
         doc = _document(doc_or_path)  # inside: a body that is not JSON is a refusal, audited too
         config = verify_config(doc, public_key, now, host=host)
+        if replay_guard is not None:
+            replay_guard.check(config)
     except ConfigError as exc:
         sha = body_sha256(doc["body"]) if isinstance(doc.get("body"), Mapping) else None
         refused = ApplyResult(host, sha, dry_run, [GpuOutcome(None, "refuse", f"{type(exc).__name__}: {exc}")])
         audit(lake, refused, now)
         raise
     result = ApplyResult(host, config.config_sha256, dry_run, valid_until=config.valid_until)
-    if dry_run:
+    if dry_run and nvml is None:
         result.outcomes = [
-            GpuOutcome(s.gpu_uuid, "dry-run", "would set " + _describe(s), power_limit_w_requested=s.power_limit_w)
+            GpuOutcome(s.gpu_uuid, "dry-run", f"would set {_describe(s)}; not checked against the device (no NVML)",
+                       power_limit_w_requested=s.power_limit_w)
             for s in config.settings
         ]
     else:
-        locks = audited_locks(lake, host)
+        if replay_guard is not None and not dry_run:
+            replay_guard.record(config, now)  # before the devices: see collectors.agent_replay
+        locks = None if dry_run else audited_locks(lake, host)
         try:
-            result.outcomes = _with_nvml(nvml, lambda n: _apply_all(n, config, locks))
+            result.outcomes = _with_nvml(nvml, lambda n: _apply_all(n, config, locks, dry_run=dry_run))
         except Exception as exc:  # NVML itself unusable (driver not loaded, init failed): nothing was set
             if not _is_nvml_error(exc):
                 raise
@@ -333,8 +314,10 @@ def _with_nvml(nvml: Any, work) -> list[GpuOutcome]:
         nvml.nvmlShutdown()
 
 
-def _apply_all(nvml: Any, config: RecommendedConfig, locks: Mapping[str, Any] | None = None) -> list[GpuOutcome]:
-    """Apply each setting; `locks` as audited_locks returns (None: no audit, every lock is new)."""
+def _apply_all(nvml: Any, config: RecommendedConfig, locks: Mapping[str, Any] | None = None, *,
+               dry_run: bool = False) -> list[GpuOutcome]:
+    """Apply each setting (or, `dry_run`, say what applying it would do); `locks` as audited_locks
+    returns (None: no audit, every lock is new)."""
     unreadable: list[str] = []
     handles = gpus_by_uuid(nvml, unreadable)
     outcomes = []
@@ -344,6 +327,8 @@ def _apply_all(nvml: Any, config: RecommendedConfig, locks: Mapping[str, Any] | 
             lost = f" (unreadable: {'; '.join(unreadable)})" if unreadable else ""
             outcomes.append(GpuOutcome(s.gpu_uuid, "refuse", f"no GPU with UUID {s.gpu_uuid} on this host{lost}; "
                                        "not applied", power_limit_w_requested=s.power_limit_w))
+        elif dry_run:
+            outcomes.append(_dry_run_one(nvml, handle, s))
         else:
             outcomes.append(_apply_one(nvml, handle, s, UNKNOWN if locks is None else locks.get(s.gpu_uuid)))
     return outcomes

@@ -9,7 +9,9 @@ The location is a file path or an http(s)/file URL. Rules, per poll:
 - a GPU the config in force set that the next config no longer lists (its model failed the
   gate, no limit was recommended) goes back to its default when the next one is applied;
 - a config not yet valid (this node's clock behind the exporter's) is checked again at the next
-  poll, and an apply NVML could not carry out (driver not loaded) is retried.
+  poll, and an apply NVML could not carry out (driver not loaded) is retried;
+- a config older than the newest one accepted for its site (a replay) is refused and audited, and
+  one larger than MAX_CONFIG_BYTES (16 MiB) is refused before it is read whole.
 The clock and sleep are injected so tests drive the loop without waiting.
 """
 
@@ -17,6 +19,7 @@ from __future__ import annotations
 
 import datetime as dt
 import hashlib
+import os
 import time
 import urllib.error
 import urllib.request
@@ -25,45 +28,82 @@ from pathlib import Path
 from typing import Any, Callable
 
 from joulehouse.collectors.agent import ApplyResult, apply_config, rollback
-from joulehouse.collectors.config_contract import ConfigError, ExpiredConfig, NotYetValid
+from joulehouse.collectors.agent_replay import ReplayGuard
+from joulehouse.collectors.config_contract import MAX_CONFIG_BYTES, ConfigError, ExpiredConfig, NotYetValid
 
 
 class ConfigFetchError(OSError):
     """The config location could not be read (network error, permission...); not a revocation."""
 
 
-def fetch_config(location: str, timeout_s: float = 10.0) -> bytes | None:
+class ConfigTooLarge(ConfigFetchError):
+    """The location serves more than MAX_CONFIG_BYTES; refused before it was read whole."""
+
+
+def fetch_config(location: str, timeout_s: float = 10.0, max_bytes: int = MAX_CONFIG_BYTES) -> bytes | None:
     """The document's bytes, or None when the location says there is no config (revoked).
     `location`: a file, an http(s) URL, or any fsspec URL such as s3://bucket/config/... (where
-    [export] publish_url puts it; the backend package, e.g. s3fs, installed)."""
+    [export] publish_url puts it; the backend package, e.g. s3fs, installed). At most `max_bytes`
+    are read: a larger document raises ConfigTooLarge (a declared size is checked first)."""
     if "://" not in location:
         try:
-            return Path(location).read_bytes()
+            with open(location, "rb") as fh:
+                _check_size(location, os.fstat(fh.fileno()).st_size, max_bytes)
+                return _read_at_most(location, fh.read, max_bytes)
         except FileNotFoundError:
             return None
+        except ConfigFetchError:
+            raise
         except OSError as exc:
             raise ConfigFetchError(f"cannot read config file {location}: {exc}") from None
     if location.split("://", 1)[0].lower() not in ("http", "https", "file", "ftp"):
-        return _fetch_fsspec(location)
+        return _fetch_fsspec(location, max_bytes)
     try:
         with urllib.request.urlopen(location, timeout=timeout_s) as response:  # noqa: S310 - scheme is the operator's
-            return response.read()
+            declared = response.headers.get("Content-Length", "") if response.headers else ""
+            _check_size(location, int(declared) if declared.isdigit() else None, max_bytes)
+            return _read_at_most(location, response.read, max_bytes)
     except urllib.error.HTTPError as exc:
         if exc.code in (404, 410):
             return None
         raise ConfigFetchError(f"config URL {location} answered HTTP {exc.code}") from None
+    except ConfigFetchError:
+        raise
     except (urllib.error.URLError, OSError) as exc:
         raise ConfigFetchError(f"cannot fetch config URL {location}: {exc}") from None
 
 
-def _fetch_fsspec(location: str) -> bytes | None:
+def _check_size(location: str, size: int | None, max_bytes: int) -> None:
+    """Refuse a document whose declared size is over the limit, before reading any of it."""
+    if size is not None and size > max_bytes:
+        raise ConfigTooLarge(f"config at {location} is {size} bytes, over the {_size_text(max_bytes)} limit; "
+                             "refused unread")
+
+
+def _read_at_most(location: str, read: Callable[[int], bytes], max_bytes: int) -> bytes:
+    """`read(max_bytes + 1)`; more than `max_bytes` (a size not declared, or declared wrong) is refused."""
+    data = read(max_bytes + 1)
+    if len(data) > max_bytes:
+        raise ConfigTooLarge(f"config at {location} is more than {max_bytes} bytes, over the "
+                             f"{_size_text(max_bytes)} limit; refused")
+    return data
+
+
+def _size_text(n_bytes: int) -> str:
+    return f"{n_bytes >> 20} MiB" if n_bytes >= 1 << 20 and n_bytes % (1 << 20) == 0 else f"{n_bytes} bytes"
+
+
+def _fetch_fsspec(location: str, max_bytes: int) -> bytes | None:
     from joulehouse.collectors import lakefs
 
     try:
         fs = lakefs.filesystem(location)
-        return fs.cat_file(location)
+        _check_size(location, fs.size(location), max_bytes)
+        return _read_at_most(location, lambda n: fs.cat_file(location, start=0, end=n), max_bytes)
     except FileNotFoundError:
         return None
+    except ConfigFetchError:
+        raise
     except ImportError as exc:
         raise ConfigFetchError(f"cannot fetch config URL {location}: {exc}") from None
     except Exception as exc:  # noqa: BLE001 - the backend's errors (botocore, aiohttp...): all mean "not now"
@@ -87,9 +127,10 @@ class AgentState:
 
 def poll_once(
     state: AgentState, location: str, *, public_key: Any, host: str, nvml: Any, lake: str | Path | None,
-    now: dt.datetime,
+    now: dt.datetime, replay_guard: ReplayGuard | None = None,
 ) -> str:
-    """One poll; returns a one-line description of what it did (for the log)."""
+    """One poll; returns a one-line description of what it did (for the log). `replay_guard`
+    refuses a config older than the newest one accepted (collectors.agent_replay)."""
     try:
         data = fetch_config(location)
     except ConfigFetchError as exc:
@@ -108,7 +149,8 @@ def poll_once(
     if digest != state.seen_sha256:
         state.seen_sha256 = digest
         try:
-            result: ApplyResult = apply_config(data, public_key=public_key, host=host, nvml=nvml, lake=lake, now=now)
+            result: ApplyResult = apply_config(data, public_key=public_key, host=host, nvml=nvml, lake=lake, now=now,
+                                               replay_guard=replay_guard)
         except NotYetValid as exc:
             state.seen_sha256 = None  # check the same bytes again next poll: it becomes valid
             message = f"new config not valid yet ({exc}); keeping current settings, checking again next poll"
@@ -188,13 +230,15 @@ def run_agent(
     poll_interval_s: float = 300.0, iterations: int | None = None,
     clock: Callable[[], dt.datetime] = lambda: dt.datetime.now(dt.timezone.utc),
     sleep: Callable[[float], None] = time.sleep, log: Callable[[str], None] = print,
+    replay_guard: ReplayGuard | None = None,
 ) -> AgentState:
     """Poll `location` every `poll_interval_s` seconds (forever, or `iterations` times)."""
     state = AgentState()
     done = 0
     while iterations is None or done < iterations:
         try:
-            message = poll_once(state, location, public_key=public_key, host=host, nvml=nvml, lake=lake, now=clock())
+            message = poll_once(state, location, public_key=public_key, host=host, nvml=nvml, lake=lake, now=clock(),
+                                replay_guard=replay_guard)
         except Exception as exc:  # noqa: BLE001 - a daemon: one failed poll (NVML gone, disk full) is not the end
             message = f"poll failed ({type(exc).__name__}: {exc}); trying again next poll"
         log(f"{clock().isoformat(timespec='seconds')} {message}")

@@ -3,9 +3,13 @@
 Every `interval_s` each source is read; its rows go to its dataset's spool, which is fsynced
 every `spool_flush_interval_s` (a kill -9 loses at most that much) and rolled into the lake every
 `roll_interval_s` or `roll_max_rows`. A source that fails logs why and the others go on. A full
-disk is logged as such; rows stay in memory (bounded) and the loop retries each flush. On stop
-(SIGTERM/SIGINT set `stop`) everything is flushed and rolled. On start, segments a previous
-process left are recovered into the lake first.
+disk (or a spool that stopped taking writes) is logged as such; rows stay in memory (bounded) and
+the loop retries each flush. On stop (SIGTERM/SIGINT set `stop`) everything is flushed and rolled,
+and the stats count the rows that could not be kept (`rows_not_kept`: the disk was still full)
+and the segments left for the next start. On start the collector takes the spool folder for
+itself (a second collector on it stops with SpoolInUseError), checks that the spool and the lake
+can be written (StorageError otherwise: read-only, no permission), and recovers into the lake the
+segments a previous process left.
 
 Slow sources (IPMI: one ipmitool call can wait seconds for a BMC; DCGM: a Prometheus range
 query, retried with backoff) run as `Scheduled(..., background=True)`: each in its own thread
@@ -17,8 +21,10 @@ once, not log the same failure every second.
 
 from __future__ import annotations
 
+import errno
 import logging
 import math
+import os
 import queue
 import threading
 import time
@@ -28,9 +34,10 @@ from pathlib import Path
 
 import pyarrow as pa
 
+from joulehouse.collectors import lakefs
 from joulehouse.collectors.settings import CollectorSettings
 from joulehouse.collectors.sources.base import Source, SourceError
-from joulehouse.collectors.spool import DiskFullError, Spool, recover
+from joulehouse.collectors.spool import SEGMENT_SUFFIX, DiskFullError, Spool, recover, spool_lock
 
 log = logging.getLogger(__name__)
 
@@ -41,6 +48,11 @@ BACKGROUND_QUEUE_TABLES = 1000
 
 class SourceStartError(RuntimeError):
     """A required source could not be read at all on the first poll; the message says why."""
+
+
+class StorageError(RuntimeError):
+    """The lake or the spool folder cannot be written (read-only, no permission, not a folder): the
+    collector does not start; segments already in the spool stay for the next start."""
 
 
 @dataclass
@@ -54,6 +66,11 @@ class CollectStats:
     background_dropped_tables: int = 0
     late_polls: int = 0  # polls that overran the interval (the missed ticks are skipped, not fired at once)
     roll_failures: int = 0  # tries to roll a closed segment into the lake that failed (it is kept and retried)
+    write_errors: int = 0  # spool writes that failed for another reason than a full disk (read-only, I/O error)
+    # At stop: rows read but never written (the disk was full or unwritable to the end, or the
+    # memory bound dropped them), and segments left in the spool for the next start to roll.
+    rows_not_kept: int = 0
+    segments_left: int = 0
 
 
 @dataclass
@@ -77,17 +94,22 @@ class Collector:
     """Polls `sources` into spools under `spool_dir` and rolls them into `lake`."""
 
     def __init__(self, sources: Sequence[Source | Scheduled], *, lake: str | Path, settings: CollectorSettings,
-                 spool_dir: str | Path | None = None, clock: Callable[[], float] = time.monotonic):
+                 spool_dir: str | Path | None = None, clock: Callable[[], float] = time.monotonic,
+                 wait: Callable[[threading.Event, float], object] = threading.Event.wait):
+        """`clock` (monotonic seconds) and `wait(stop, seconds)` (sleep until then or until `stop`
+        is set) pace the loop; tests inject both to run it without the machine's speed mattering.
+        Raises ValueError naming an interval that is not a finite number of seconds above zero."""
         self.scheduled = [s if isinstance(s, Scheduled) else Scheduled(s) for s in sources]
+        _check_intervals(settings, self.scheduled)
         self.sources = [s.source for s in self.scheduled]
         self.lake = Path(lake)
         self.settings = settings
         self.spool_dir = Path(spool_dir if spool_dir is not None else settings.spool_dir)
-        self.clock = clock
+        self.clock, self._wait = clock, wait
         self.stats = CollectStats()
         self._spools: dict[str, Spool] = {}
         self._last_flush = clock()
-        self._disk_full = False
+        self._write_blocked = False
         self._inbox: queue.Queue[tuple[str, pa.Table]] = queue.Queue(maxsize=BACKGROUND_QUEUE_TABLES)
         self._stats_lock = threading.Lock()
 
@@ -191,19 +213,33 @@ class Collector:
                     self.stats.files_written += len(spool.roll_pending())
                 if not roll_due_only or spool.due():
                     self.stats.files_written += len(spool.roll())
-                if self._disk_full:
-                    log.warning("disk space is back: spool %s flushed", spool.dataset)
-                    self._disk_full = False
+                if self._write_blocked:
+                    log.warning("the spool takes writes again: spool %s flushed", spool.dataset)
+                    self._write_blocked = False
             except DiskFullError as exc:
                 self.stats.disk_full_events += 1
-                if not self._disk_full:
+                if not self._write_blocked:
                     log.error("DISK FULL: %s; %d rows held in memory, retrying every flush", exc, spool.buffered_rows)
-                self._disk_full = True
+                self._write_blocked = True
+            except OSError as exc:  # read-only, I/O error: the rows stay in memory, as on a full disk
+                self.stats.write_errors += 1
+                if not self._write_blocked:
+                    log.error("SPOOL NOT WRITABLE: %s; %d rows held in memory, retrying every flush",
+                              exc, spool.buffered_rows)
+                self._write_blocked = True
 
     def run(self, stop: threading.Event, *, max_polls: int | None = None) -> CollectStats:
-        """Recover, start the background sources, poll every interval_s until `stop` is set (or
-        max_polls), then flush and roll all. Raises SourceStartError when a required source
-        fails its first read (after flushing what the others gave)."""
+        """Take the spool folder (spool_lock), recover, start the background sources, poll every
+        interval_s until `stop` is set (or max_polls), then flush and roll all. Raises
+        SpoolInUseError when another collector holds the spool, StorageError when the spool or the
+        lake cannot be written, SourceStartError when a required source fails its first read
+        (after flushing what the others gave). The stats say what could not be kept at stop."""
+        _check_writable(self.spool_dir, "spool folder")
+        with spool_lock(self.spool_dir):
+            _check_writable(self.lake, "lake")
+            return self._run_locked(stop, max_polls)
+
+    def _run_locked(self, stop: threading.Event, max_polls: int | None) -> CollectStats:
         self.recover()
         background_stop = threading.Event()
         threads: list[threading.Thread] = []
@@ -221,7 +257,7 @@ class Collector:
                     # than fire the missed polls back to back, which would sample the same instant.
                     next_at += math.ceil(late_s / self.settings.interval_s) * self.settings.interval_s
                     self.stats.late_polls += 1
-                stop.wait(max(0.0, next_at - self.clock()))
+                self._wait(stop, max(0.0, next_at - self.clock()))
         finally:
             background_stop.set()
             for thread in threads:
@@ -229,9 +265,21 @@ class Collector:
                 thread.join(timeout=30.0)
             self._drain_inbox()
             self.flush()
+            self._count_left()
             for source in self.sources:
                 source.close()
         return self.stats
+
+    def _count_left(self) -> None:
+        """What the final flush could not keep (rows) and what waits in the spool (segments)."""
+        self.stats.rows_not_kept = sum(sp.buffered_rows + sp.dropped_rows for sp in self._spools.values())
+        try:
+            self.stats.segments_left = sum(1 for _ in self.spool_dir.glob(f"*{SEGMENT_SUFFIX}"))
+        except OSError:
+            self.stats.segments_left = sum(len(sp.pending) for sp in self._spools.values())
+        if self.stats.rows_not_kept:
+            log.error("stopping with %d rows that could not be written to %s (see DISK FULL / SPOOL NOT WRITABLE "
+                      "above): they are lost", self.stats.rows_not_kept, self.spool_dir)
 
     def _start_background(self, stop: threading.Event) -> list[threading.Thread]:
         threads = []
@@ -253,6 +301,36 @@ class Collector:
             self._take(dataset, table)
 
 
+def _check_intervals(settings: CollectorSettings, scheduled: Sequence[Scheduled]) -> None:
+    """Refuse an interval that is not a finite number of seconds above zero: NaN compares false
+    with everything, so the loop would poll without pause (about 2,000 polls a second); infinity
+    overflows the wait; zero divides the catch-up step."""
+    intervals = {name: getattr(settings, name) for name in (
+        "interval_s", "spool_flush_interval_s", "roll_interval_s", "ipmi_interval_s", "dcgm_sync_interval_s")}
+    intervals.update({f"{entry.name} interval_s": entry.interval_s for entry in scheduled if entry.interval_s is not None})
+    for name, value in intervals.items():
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
+            raise ValueError(f"collector {name} = {value!r}: expected a finite number of seconds above zero")
+
+
+def _check_writable(folder: Path, what: str) -> None:
+    """Create `folder` if needed and a file in it, or raise StorageError naming it and why. A full
+    disk is not refused here: the loop holds rows in memory until space comes back."""
+    probe = folder / f".write-probe-{os.getpid()}"
+    try:
+        lakefs.makedirs_durably(folder)
+        probe.touch()
+        probe.unlink()
+    except OSError as exc:
+        if exc.errno == errno.ENOSPC:
+            log.error("DISK FULL at start: %s %s: %s", what, folder, exc)
+            return
+        kept = sum(1 for _ in folder.glob(f"*{SEGMENT_SUFFIX}")) if what == "spool folder" and folder.is_dir() else 0
+        left = f"; its {kept} segments stay for the next start" if kept else ""
+        raise StorageError(f"{what} {folder} is not writable ({exc.strerror or exc}): the collector "
+                           f"cannot start{left}") from None
+
+
 def parse_duration_s(text: str) -> float:
     """'1s', '500ms', '2m', '1.5' (seconds) -> seconds."""
     text = text.strip().lower()
@@ -266,6 +344,6 @@ def parse_duration_s(text: str) -> float:
         value = float(number) * scale
     except ValueError:
         raise ValueError(f"duration {text!r}: expected a number with ms, s, m or h (e.g. '1s')") from None
-    if value <= 0:
-        raise ValueError(f"duration {text!r}: expected more than zero")
+    if not math.isfinite(value) or value <= 0:
+        raise ValueError(f"duration {text!r}: expected a finite time above zero")
     return value

@@ -49,6 +49,10 @@ SUPPORTED_SCHEMA_VERSIONS = frozenset({1})
 SIGNATURE_ALG = "ed25519"
 CONFIG_NAME = "recommended-config.json"  # the file agents poll (the newest day's)
 WORKLOAD_CLASSES = frozenset({"latency-sensitive", "throughput", "background"})
+# The largest document an agent reads; a larger one is refused before it is read whole. A GPU
+# with a locked clock range takes about 360 bytes of the pretty-printed file, so this holds about
+# 47,000 GPUs: a larger fleet publishes one config per site.
+MAX_CONFIG_BYTES = 16 << 20
 PRIVATE_KEY_NAME = "joulehouse-ed25519.pem"
 PUBLIC_KEY_NAME = "joulehouse-ed25519.pub.pem"
 
@@ -225,13 +229,18 @@ def load_config_document(source: str | bytes | Path | Mapping[str, Any]) -> dict
         return dict(source)
     if isinstance(source, Path):
         try:
-            source = source.read_bytes()
+            with open(source, "rb") as fh:
+                source = fh.read(MAX_CONFIG_BYTES + 1)  # never more than the limit into memory
         except FileNotFoundError:
             raise MalformedConfig(f"config file {source} does not exist") from None
+    if len(source) > MAX_CONFIG_BYTES:
+        raise MalformedConfig(f"config is larger than {MAX_CONFIG_BYTES >> 20} MiB; refused unread")
     try:
         doc = json.loads(source)
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise MalformedConfig(f"config is not valid JSON: {exc}") from None
+    except RecursionError:
+        raise MalformedConfig("config is not valid JSON: nested too deep") from None
     if not isinstance(doc, dict):
         raise MalformedConfig(f"config must be a JSON object, got {type(doc).__name__}")
     return doc

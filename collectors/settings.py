@@ -265,6 +265,9 @@ class AgentSettings:
     public_key_path: str = "var/keys/joulehouse-ed25519.pub.pem"
     config_url: str = ""
     poll_interval_s: float = 300.0
+    # Per site, the generated_at of the last config applied: an older one is refused as a replay
+    # (JSON, written atomically). Default on a node: <lake>/../state/ beside the DCGM watermark.
+    state_path: str = "var/state/agent-applied.json"
 
 
 # Days of readings the recommendation outcome re-reads (models/outcome.py: a change's 14 days

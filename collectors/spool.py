@@ -7,16 +7,24 @@ file's name is derived from the segment id, so rolling the same segment twice (a
 lake rename and the segment delete) rewrites the same file instead of duplicating rows.
 
 On start, `recover()` rolls every segment a previous process left, reading its batches up to
-the first torn one (a write the kill cut short).
+the first torn one (a write the kill cut short). That is only safe when no other process writes
+into the folder: a collector holds the folder with `spool_lock` for as long as it runs, so a second
+one on the same folder refuses to start instead of rolling the first one's live segment into its
+own lake.
 """
 
 from __future__ import annotations
 
+import datetime as dt
 import errno
+import fcntl
 import logging
 import os
+import socket
 import time
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -29,6 +37,36 @@ from joulehouse.collectors.writer import LakeWriteError, WrittenFile, partition_
 
 log = logging.getLogger(__name__)
 SEGMENT_SUFFIX = ".arrows"
+
+
+LOCK_NAME = "collector.lock"  # in the spool folder; no segment glob matches it
+
+
+class SpoolInUseError(RuntimeError):
+    """Another process holds the spool folder (spool_lock); the message names it."""
+
+
+@contextmanager
+def spool_lock(spool_dir: Path) -> Iterator[None]:
+    """Hold `spool_dir` for this process alone while the block runs: an exclusive flock on its
+    LOCK_NAME file, which the kernel releases when the process ends, however it ends (kill -9
+    leaves no stale lock). The holder's pid, host and start time are written into the file for the
+    message a second collector gets (SpoolInUseError)."""
+    lakefs.makedirs_durably(spool_dir)
+    with open(Path(spool_dir) / LOCK_NAME, "a+", encoding="utf-8") as fh:
+        try:
+            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            fh.seek(0)
+            holder = fh.read().strip() or "a process that did not say which"
+            raise SpoolInUseError(f"spool folder {spool_dir} is in use by another collector ({holder}); "
+                                  "run one collector per spool folder (--spool-dir)") from None
+        fh.seek(0)
+        fh.truncate()
+        started = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+        fh.write(f"pid {os.getpid()} on {socket.gethostname()}, since {started}\n")
+        fh.flush()
+        yield
 
 
 class DiskFullError(OSError):
@@ -172,6 +210,11 @@ class Spool:
             pass
         if kept_bytes is None:
             return  # the failure came before this segment was written to: recovery rolls it as is
+        if seg.rows == 0:
+            # No flush made rows durable in it: it holds a schema at most. Kept, every retried
+            # flush of a full disk would leave one more, renamed .unreadable at the next start.
+            seg.path.unlink(missing_ok=True)
+            return
         try:
             os.truncate(seg.path, kept_bytes)
         except OSError:
@@ -186,8 +229,16 @@ class Spool:
         seg_id = f"{time.time_ns():020d}-{uuid.uuid4().hex[:8]}"
         path = self.spool_dir / f"{self.dataset}-{seg_id}{SEGMENT_SUFFIX}"
         sink = pa.OSFile(str(path), "wb")
-        lakefs.fsync_dir(self.spool_dir)  # the segment's name survives a power cut, not only its bytes
-        self._segment = _Segment(path, schema, sink, pa.ipc.new_stream(sink, schema), self.clock())
+        try:
+            writer = pa.ipc.new_stream(sink, schema)
+            lakefs.fsync_dir(self.spool_dir)  # the segment's name survives a power cut, not only its bytes
+        except OSError:
+            # A full disk takes the file but not its schema: without this, every retried flush
+            # would leave one more empty segment behind.
+            sink.close()
+            path.unlink(missing_ok=True)
+            raise
+        self._segment = _Segment(path, schema, sink, writer, self.clock())
 
     def due(self) -> bool:
         seg = self._segment

@@ -97,9 +97,9 @@ def _write_parquet(table: pa.Table, fh) -> None:
 def write_parquet_atomic(table: pa.Table, path: Path) -> WrittenFile:
     """Write `table` to `path` atomically (temporary name, fsync, rename, fsync the folder; new
     partition folders fsynced into their parents)."""
-    lakefs.makedirs_durably(path.parent)
     tmp = path.with_name(f".{path.stem}-{uuid.uuid4().hex[:8]}{TMP_SUFFIX}")
     try:
+        lakefs.makedirs_durably(path.parent)  # a read-only lake fails here: a LakeWriteError like any other
         with open(tmp, "wb") as fh:
             _write_parquet(table, fh)
             fh.flush()

@@ -1,13 +1,26 @@
 """Read-only SQL for people: ad hoc queries, saved queries by name, and relation descriptions.
 
-The database is opened read-only, so a statement that writes fails (ReadOnlyQueryError says so).
+Whoever can run `joulehouse sql` is treated as a careless or hostile user, so a query runs in a
+sandbox (`open_read_only`), enforced by DuckDB itself, not by reading the text:
+- one statement per call, and only a read: SELECT (with WITH, VALUES, FROM-first, PIVOT with an
+  IN list), DESCRIBE, SHOW, SUMMARIZE (which DuckDB parses as SELECT) and EXPLAIN [ANALYZE] of
+  one of those (EXPLAIN ANALYZE runs its statement, so `EXPLAIN ANALYZE COPY ...` would write).
+  The check reads DuckDB's parsed statements and the statement executed is the one checked;
+- files: only the lake, the warehouse file and the warehouse's folder beside it (`sandbox_paths`:
+  `warehouse.duckdb` -> `warehouse/`; never the folder that holds the file, where a deployment
+  keeps its keys). `enable_external_access = false` with `allowed_directories`/`allowed_paths`,
+  then `lock_configuration`, so no statement can widen it again;
+- the database is opened read-only, so a write into it fails even if it got this far.
+
 Results are fetched in batches (`fetchmany`), never all at once, so a query over the whole lake
 prints without holding its result in memory. Parameters are bound (`$day` in the SQL, given as
-`day=2026-01-02`), never pasted into the text.
+`day=2026-01-02`), never pasted into the text; their names match case-insensitively, as DuckDB
+binds them (`$Day` is `$day`).
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,7 +39,12 @@ class QueryError(ValueError):
 
 
 class ReadOnlyQueryError(QueryError):
-    """The query tried to change the warehouse, which `joulehouse sql` opens read-only."""
+    """The query is not one read (it writes, changes a setting, loads, attaches, or holds several
+    statements), or reads a file outside the sandbox; `joulehouse sql` refuses it."""
+
+
+READ_STATEMENTS = "SELECT, WITH, EXPLAIN, DESCRIBE, SHOW, SUMMARIZE"
+_SANDBOX_REFUSAL = "file system operations are disabled by configuration"
 
 
 @dataclass
@@ -37,31 +55,133 @@ class QueryResult:
     batches: Iterator[list[tuple]]
 
 
+def sandbox_paths(db_path: str | Path, lake: str | None) -> tuple[list[str], list[str]]:
+    """(directories, files) a read-only session may open: the lake (a folder or a URL prefix), the
+    warehouse's folder beside its file (`warehouse.duckdb` -> `warehouse/`), and the file itself.
+    Absolute, resolved paths: DuckDB compares the text of the path a query names."""
+    db_file = Path(db_path).expanduser().resolve()
+    directories = [str(db_file.with_suffix("")) + "/"]
+    if lake:
+        directories.insert(0, lake.rstrip("/") + "/")
+    return directories, [str(db_file)]
+
+
 def open_read_only(db_path: str | Path) -> duckdb.DuckDBPyConnection:
-    """Open the warehouse read-only; raw_* views read the lake path stored at the last build."""
-    return connect(db_path, None, read_only=True)
+    """Open the warehouse read-only, in the sandbox of the module docstring; raw_* views read the
+    lake path stored at the last build."""
+    con = connect(db_path, None, read_only=True)
+    try:
+        lake = con.execute("SELECT getvariable('jh_lake')").fetchone()[0]
+        directories, files = sandbox_paths(db_path, lake)
+        con.execute("SET autoinstall_known_extensions = false")
+        con.execute("SET autoload_known_extensions = false")
+        con.execute("SET allowed_directories = ?", [directories])
+        con.execute("SET allowed_paths = ?", [files])
+        con.execute("SET enable_external_access = false")
+        con.execute("SET lock_configuration = true")
+    except BaseException:
+        con.close()
+        raise
+    return con
+
+
+def _is_sandboxed(con: duckdb.DuckDBPyConnection) -> bool:
+    locked, external = con.execute(
+        "SELECT current_setting('lock_configuration'), current_setting('enable_external_access')").fetchone()
+    return bool(locked) and not bool(external)
+
+
+def read_statement(con: duckdb.DuckDBPyConnection, sql: str) -> duckdb.Statement:
+    """The one read statement of `sql`, as DuckDB parsed it; ReadOnlyQueryError (one line) for
+    anything else: several statements, or a statement that is not a read."""
+    try:
+        statements = con.extract_statements(sql)
+    except duckdb.Error as exc:
+        raise QueryError(f"query does not parse: {_first_line(exc)}") from None
+    if not statements:
+        raise QueryError("the query is empty; give one statement (" + READ_STATEMENTS + ")")
+    if len(statements) > 1:
+        raise ReadOnlyQueryError(f"the query holds {len(statements)} statements; joulehouse sql runs one at a time")
+    statement = statements[0]
+    if statement.type == duckdb.StatementType.EXPLAIN:
+        _explained(con, statement.query)
+    elif statement.type == duckdb.StatementType.MULTI:  # a PIVOT that first creates an ENUM of its values
+        raise ReadOnlyQueryError("this PIVOT runs several statements (it creates a type of its values); "
+                                 "name them instead: PIVOT ... ON column IN ('a', 'b') USING ...")
+    elif statement.type != duckdb.StatementType.SELECT:
+        raise ReadOnlyQueryError(_refusal(statement.query))
+    return statement
+
+
+def _explained(con: duckdb.DuckDBPyConnection, text: str) -> None:
+    """Refuse an EXPLAIN whose statement is not a read: EXPLAIN ANALYZE runs it. The statement is
+    what follows EXPLAIN and its ANALYZE keyword or (option list), found by DuckDB's tokenizer."""
+    tokens = _tokens(text)
+    at = 1  # tokens[0] is EXPLAIN
+    if at < len(tokens) and tokens[at][1] in ("ANALYZE", "ANALYSE"):
+        at += 1
+    elif at < len(tokens) and tokens[at][1] == "(":
+        depth = 0
+        while at < len(tokens):
+            depth += {"(": 1, ")": -1}.get(tokens[at][1], 0)
+            at += 1
+            if depth == 0:
+                break
+    inner = con.extract_statements(text[tokens[at][0]:]) if at < len(tokens) else []
+    if len(inner) != 1 or inner[0].type != duckdb.StatementType.SELECT:
+        raise ReadOnlyQueryError("EXPLAIN " + (_refusal(inner[0].query) if len(inner) == 1
+                                               else "takes one query: EXPLAIN [ANALYZE] SELECT ..."))
+
+
+def _tokens(text: str) -> list[tuple[int, str]]:
+    """(position, upper-cased text) of each token of `text` outside comments, as DuckDB's tokenizer
+    splits it."""
+    found = duckdb.tokenize(text)
+    ends = [pos for pos, _ in found[1:]] + [len(text)]
+    return [(pos, text[pos:end].strip().upper()) for (pos, kind), end in zip(found, ends)
+            if kind != duckdb.token_type.comment]
+
+
+def _refusal(text: str) -> str:
+    """One line refusing the statement `text`, named by its own first word (INSTALL parses as LOAD)."""
+    verb = next((word for _, word in _tokens(text)), "this")
+    return f"{verb} statements are refused: joulehouse sql is read-only and runs {READ_STATEMENTS}"
+
+
+def _first_line(exc: BaseException) -> str:
+    return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
 
 
 def run_query(con: duckdb.DuckDBPyConnection, sql: str, params: Mapping[str, str] | None = None,
               batch_rows: int = BATCH_ROWS) -> QueryResult:
-    """Execute `sql` with named parameters `params`; results come back in batches."""
-    params = dict(params or {})
+    """Execute the one read statement `sql` with named parameters `params` (names match
+    case-insensitively) on a connection from `open_read_only`; results come back in batches."""
+    if not _is_sandboxed(con):
+        raise QueryError("run_query takes a connection from open_read_only (the sandboxed, read-only session)")
+    statement = read_statement(con, sql)
+    given: dict[str, str] = {}
+    for name, value in (params or {}).items():
+        if name.lower() in given:
+            raise QueryError(f"--param {name}: given twice (names match case-insensitively, as $name in the SQL)")
+        given[name.lower()] = value
     used = used_parameters(sql)
-    missing = [p for p in used if p not in params]
+    missing = [p for p in used if p not in given]
     if missing:
         raise QueryError(f"the query uses {', '.join('$' + p for p in missing)}; pass "
                          + " ".join(f"--param {p}=VALUE" for p in missing))
-    unused = [p for p in params if p not in used]
+    unused = [p for p in given if p not in used]
     if unused:
         raise QueryError(f"--param {', '.join(unused)} not used by the query (it uses: {', '.join(used) or 'none'})")
     try:
-        cursor = con.execute(sql, {p: params[p] for p in used}) if used else con.execute(sql)
+        cursor = con.execute(statement, {p: given[p] for p in used}) if used else con.execute(statement)
+    except duckdb.PermissionException as exc:
+        raise ReadOnlyQueryError(_outside_sandbox(con, exc)) from None
     except duckdb.Error as exc:
         message = str(exc)
         if "read-only" in message or "read only" in message:
             raise ReadOnlyQueryError(
                 "the warehouse is opened read-only: this statement would change it; "
-                "joulehouse sql runs queries (SELECT, DESCRIBE, ...) only"
+                f"joulehouse sql runs {READ_STATEMENTS}"
             ) from None
         raise QueryError(f"query failed: {message}") from None
     columns = [d[0] for d in cursor.description] if cursor.description else []
@@ -71,6 +191,15 @@ def run_query(con: duckdb.DuckDBPyConnection, sql: str, params: Mapping[str, str
             yield rows
 
     return QueryResult(columns=columns, batches=batches())
+
+
+def _outside_sandbox(con: duckdb.DuckDBPyConnection, exc: duckdb.Error) -> str:
+    """One line for a file the sandbox refused: which file, and what may be read."""
+    found = re.search(r'"([^"]*)"', str(exc))
+    allowed = con.execute("SELECT current_setting('allowed_directories')").fetchone()[0]
+    what = f"{found[1]} is" if found and _SANDBOX_REFUSAL in str(exc) else "the file it names is"
+    return (f"the query reads outside the warehouse: {what} not in the lake or the warehouse's own files "
+            f"({', '.join(allowed)}); joulehouse sql reads only those")
 
 
 def saved_query_sql(name: str) -> str:

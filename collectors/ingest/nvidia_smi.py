@@ -13,29 +13,33 @@ What real logs look like, and what is done about it:
   it is rejected with that reason, unless the caller names the column to trust (`index_column`).
 - no `uuid` column: a stable synthetic UUID "synthetic-<uuid5(host, index)>" is derived, and
   the notes say so.
+- bytes: a UTF-8 byte-order mark opening the file (spreadsheets write one) is skipped and noted; a
+  row holding a byte that is not UTF-8, or a byte-order mark (logs concatenated), is rejected with
+  that reason, never the whole file.
+- values too large for their column (an int32 clock of 9,999,999,999 MHz, a float32 above 3.4e38)
+  and timestamps no nvidia-smi log can hold (before 2010, when a clock was never set and reads
+  1970, or more than a day ahead of now, as 2099) are rejected with the reason, so they neither
+  fail the file nor create partitions for those days.
 
 Rejected rows are never dropped silently: `ingest_nvidia_smi` writes them, with their line
-number and reason, to `<lake>/_quarantine/nvidia_smi/<file>.jsonl`.
+number and reason, to `<lake>/_quarantine/nvidia_smi/<file>-<log id>.jsonl` (lake_import).
 """
 
 from __future__ import annotations
 
 import csv
-import json
-import os
 import re
 import uuid
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import pyarrow as pa
-import pyarrow.compute as pc
 
-from joulehouse.collectors.schema import GPU_SAMPLES, SORT_KEYS, conform
-from joulehouse.collectors import lakefs
-from joulehouse.collectors.writer import WrittenFile, partition_dir, write_lake_file
+from joulehouse.collectors.ingest.lake_import import RejectedRow, land_log
+from joulehouse.collectors.schema import GPU_SAMPLES, conform
+from joulehouse.collectors.writer import WrittenFile
 
 SOURCE = "nvidia-smi"
 _SYNTHETIC_NS = uuid.UUID("6f1c2a8e-4b7d-5e0f-9a3c-1d2e3f405162")
@@ -58,19 +62,19 @@ _NUMERIC = {
     "memory.used": ("mem_used_mib", "MiB", 1.0),
 }
 _INTEGER_COLUMNS = {"sm_clock_mhz", "mem_clock_mhz", "mem_used_mib"}
+_FLOAT32_MAX = 3.4028234663852886e38
+# No nvidia-smi --query-gpu log predates this (the query interface came with the 2012 drivers): a
+# reading before it is a clock that was never set (1970). One later than a day past now is a clock
+# running ahead. Either would create a partition for a day nothing ran on.
+EARLIEST_READING_AT = datetime(2010, 1, 1, tzinfo=timezone.utc)
+LATEST_AHEAD = timedelta(days=1)
+_BOM = "\ufeff"
 _TIMESTAMP_FORMATS = ("%Y/%m/%d %H:%M:%S.%f", "%Y/%m/%d %H:%M:%S")
 _VALUE = re.compile(r"^\s*(-?\d+(?:\.\d+)?)\s*([A-Za-z%]*)\s*$")
 
 
 class NvidiaSmiError(ValueError):
     """The file as a whole cannot be read as an nvidia-smi CSV log (the message says why)."""
-
-
-@dataclass(frozen=True)
-class RejectedRow:
-    line: int  # 1-based line number in the file (the header is line 1)
-    reason: str
-    text: str
 
 
 @dataclass
@@ -84,6 +88,8 @@ class IngestResult:
     notes: list[str] = field(default_factory=list)
     written: list[WrittenFile] = field(default_factory=list)
     quarantine_path: Path | str | None = None
+    # Files of the lake an earlier import of this log had its rows compacted into, rewritten without them.
+    rewritten: list[Path] = field(default_factory=list)
 
     @property
     def good_rows(self) -> int:
@@ -149,17 +155,23 @@ def _gpu_index(raw: str) -> int:
 
 
 def read_nvidia_smi_csv(path: str | Path, *, host: str, gpu_model: str | None = None,
-                        assume_tz: str = "UTC", index_column: str | None = None) -> IngestResult:
+                        assume_tz: str = "UTC", index_column: str | None = None,
+                        now: datetime | None = None) -> IngestResult:
     """Parse one nvidia-smi CSV log. `host` names the machine it came from; `gpu_model` is used
     when the log has no `name` column; `assume_tz` is the zone of timestamps written without an
-    offset; `index_column` ("index" or "gpu") names the column to trust when both disagree."""
+    offset; `index_column` ("index" or "gpu") names the column to trust when both disagree; `now`
+    (UTC, default the clock) bounds the timestamps accepted (LATEST_AHEAD past it)."""
     path = Path(path)
+    latest = (now or datetime.now(timezone.utc)) + LATEST_AHEAD
     try:
         zone = ZoneInfo(assume_tz)
     except (ValueError, ZoneInfoNotFoundError):
         raise NvidiaSmiError(f"assume_tz {assume_tz!r} is not an IANA time zone such as 'UTC' or 'Asia/Shanghai'") from None
     try:
-        fh = open(path, newline="", encoding="utf-8")
+        with open(path, "rb") as raw:
+            has_bom = raw.read(3) == _BOM.encode()
+        # Bytes that are not UTF-8 come through as lone surrogates: their row is rejected below.
+        fh = open(path, newline="", encoding="utf-8-sig", errors="surrogateescape")
     except OSError as exc:
         raise NvidiaSmiError(f"cannot open nvidia-smi log {path}: {exc.strerror or exc}") from None
     with fh:
@@ -177,6 +189,8 @@ def read_nvidia_smi_csv(path: str | Path, *, host: str, gpu_model: str | None = 
             if name in _NUMERIC and unit and unit != _NUMERIC[name][1]:
                 raise NvidiaSmiError(f"{path}: column {name!r} is in [{unit}], expected [{_NUMERIC[name][1]}]")
         notes = _notes(path, names, host, gpu_model, assume_tz, index_column)
+        if has_bom:
+            notes.append("the file opens with a UTF-8 byte-order mark: skipped")
         id_columns = [c for c in ("index", "gpu") if c in names]
         if index_column is not None and index_column not in names:
             raise NvidiaSmiError(f"{path}: index_column {index_column!r} is not a column of {names}")
@@ -184,16 +198,22 @@ def read_nvidia_smi_csv(path: str | Path, *, host: str, gpu_model: str | None = 
         rejected: list[RejectedRow] = []
         seen: set[tuple[datetime, int]] = set()
         naive = 0
-        for line_no, values in enumerate(reader, start=2):
+        for values in reader:
+            line_no = reader.line_num  # the file's line where this row ends (the header is line 1)
             if not values or all(not v.strip() for v in values):
                 continue
-            text = ",".join(values)
+            text = _printable(",".join(values))
+            bad_bytes = _encoding_problem(values)
+            if bad_bytes:
+                rejected.append(RejectedRow(line_no, bad_bytes, text))
+                continue
             if len(values) != len(names):
                 rejected.append(RejectedRow(line_no, f"field count: {len(values)} fields, header has {len(names)}", text))
                 continue
             row = dict(zip(names, values))
             try:
                 sample = _parse_row(row, id_columns, index_column, zone)
+                _check_time(sample["sampled_at"], latest)
             except ValueError as exc:
                 rejected.append(RejectedRow(line_no, str(exc), text))
                 continue
@@ -212,6 +232,43 @@ def read_nvidia_smi_csv(path: str | Path, *, host: str, gpu_model: str | None = 
         notes.append(f"{naive} timestamps without a UTC offset read as {assume_tz}")
     table = conform("gpu_samples", pa.Table.from_pydict(columns, schema=GPU_SAMPLES))
     return IngestResult(path=path, table=table, rejected=rejected, notes=notes)
+
+
+def _encoding_problem(values: list[str]) -> str | None:
+    """Why a row's text cannot be trusted as UTF-8 (a byte that is not UTF-8, read as a lone
+    surrogate; a byte-order mark inside the file), or None."""
+    for column, value in enumerate(values, start=1):
+        bad = next((c for c in value if "\udc80" <= c <= "\udcff"), None)
+        if bad is not None:
+            return f"encoding: byte 0x{ord(bad) - 0xdc00:02x} in field {column} is not UTF-8"
+        if _BOM in value:
+            return f"encoding: a UTF-8 byte-order mark in field {column} (logs concatenated?)"
+    return None
+
+
+def _printable(text: str) -> str:
+    """The row's text with bytes that are not UTF-8 written as \\xNN (JSON holds no lone surrogates)."""
+    return text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+
+
+def _check_time(sampled_at: datetime, latest: datetime) -> None:
+    if sampled_at < EARLIEST_READING_AT:
+        raise ValueError(f"timestamp: {sampled_at.isoformat()} is before {EARLIEST_READING_AT.date()}, earlier than "
+                         "any nvidia-smi log (a clock that was never set?)")
+    if sampled_at > latest:
+        raise ValueError(f"timestamp: {sampled_at.isoformat()} is more than {LATEST_AHEAD.days} day after now "
+                         f"({(latest - LATEST_AHEAD).isoformat(timespec='seconds')}): a clock running ahead?")
+
+
+def _fits(name: str, column: str, value: float | int, raw: str) -> None:
+    """ValueError naming the field when the gpu_samples `column` cannot hold `value` (read from `raw`)."""
+    kind = GPU_SAMPLES.field(column).type
+    if pa.types.is_integer(kind):
+        bits = kind.bit_width - 1
+        if not -(1 << bits) <= value < (1 << bits):
+            raise ValueError(f"{name}: {raw.strip()!r} is too large for {column} ({kind})")
+    elif abs(value) > _FLOAT32_MAX:
+        raise ValueError(f"{name}: {raw.strip()!r} is too large for {column} (float32)")
 
 
 def _naive(raw: str) -> bool:
@@ -248,6 +305,8 @@ def _parse_row(row: dict[str, str], id_columns: list[str], index_column: str | N
                 raise ValueError(f"{name}: negative reading {raw.strip()!r}")
             if value is not None and column in _INTEGER_COLUMNS:
                 value = round(value)
+            if value is not None:
+                _fits(name, column, value, raw)
             if sample.get(column) is None:
                 sample[column] = value
         elif name == "pstate":
@@ -263,6 +322,7 @@ def _parse_row(row: dict[str, str], id_columns: list[str], index_column: str | N
                     sample["clock_event_reasons"] = int(text, 16)
                 except ValueError:
                     raise ValueError(f"{name}: {text!r} is not a hex bitmask") from None
+                _fits(name, "clock_event_reasons", sample["clock_event_reasons"], raw)
     return sample
 
 
@@ -291,41 +351,14 @@ def _notes(path: Path, names: list[str], host: str, gpu_model: str | None, assum
 
 
 def ingest_nvidia_smi(path: str | Path, *, lake: str | Path, host: str, gpu_model: str | None = None,
-                      assume_tz: str = "UTC", index_column: str | None = None) -> IngestResult:
-    """Read the log and write its good rows to `<lake>/gpu_samples` (one file per UTC day, named
-    after the log, so importing the same log again replaces its rows rather than doubling them)
-    and its rejected rows to `<lake>/_quarantine/nvidia_smi/<file>.jsonl`."""
+                      assume_tz: str = "UTC", index_column: str | None = None,
+                      now: datetime | None = None) -> IngestResult:
+    """Read the log and land it in the lake (collectors.ingest.lake_import): its good rows in
+    `<lake>/gpu_samples`, one file per UTC day, its rejected rows in `<lake>/_quarantine/nvidia_smi/`.
+    The log is known by its host and full path: importing it again replaces the rows it gave
+    before (also where a compaction merged them), and no other log's rows are touched."""
     result = read_nvidia_smi_csv(path, host=host, gpu_model=gpu_model, assume_tz=assume_tz,
-                                 index_column=index_column)
-    lake = lakefs.lake_root(lake)
-    stem = re.sub(r"[^A-Za-z0-9_.-]", "_", result.path.stem)
-    table = result.table
-    if table.num_rows:
-        days = pc.strftime(table.column("sampled_at"), format="%Y-%m-%d")
-        for day in sorted(set(days.to_pylist())):
-            part = table.filter(pc.equal(days, day)).sort_by(SORT_KEYS["gpu_samples"])
-            name = f"part-nvidia-smi-{stem}.parquet"
-            folder = partition_dir(lake, "gpu_samples", day, host)
-            result.written.append(write_lake_file(part, folder / name if isinstance(folder, Path) else f"{folder}/{name}"))
-    quarantine = lakefs.join(lake, "_quarantine", "nvidia_smi", f"{stem}.jsonl")
-    if isinstance(quarantine, str):  # object storage: one PUT of the whole file (or its removal)
-        fs = lakefs.filesystem(quarantine)
-        if result.rejected:
-            fs.pipe_file(quarantine, "".join(json.dumps({"source_file": str(result.path), "host": host, "line": r.line,
-                                                         "reason": r.reason, "text": r.text}) + "\n"
-                                             for r in result.rejected).encode())
-            result.quarantine_path = quarantine
-        elif fs.exists(quarantine):
-            fs.rm_file(quarantine)
-    elif result.rejected:
-        quarantine.parent.mkdir(parents=True, exist_ok=True)
-        tmp = quarantine.with_name(f".{quarantine.name}.tmp")
-        with open(tmp, "w", encoding="utf-8") as fh:
-            for r in result.rejected:
-                fh.write(json.dumps({"source_file": str(result.path), "host": host, "line": r.line,
-                                     "reason": r.reason, "text": r.text}) + "\n")
-        os.replace(tmp, quarantine)
-        result.quarantine_path = quarantine
-    else:
-        quarantine.unlink(missing_ok=True)  # an earlier import's rejects no longer apply
+                                 index_column=index_column, now=now)
+    landed = land_log(lake, result.table, result.rejected, source=SOURCE, host=host, path=result.path)
+    result.written, result.rewritten, result.quarantine_path = landed.written, landed.rewritten, landed.quarantine_path
     return result

@@ -1,8 +1,9 @@
 """`joulehouse agent apply|verify|run|rollback` (the node agent) and `joulehouse keys generate`.
 
-Exit codes: 0 every GPU as asked; 1 some GPU refused or failed to verify (the table says which), or
-(verify) a good file outside its validity window; 2 the config itself was refused (tampered, expired, unsigned, other host...) or unreadable;
-3 NVML is not usable on this machine.
+Exit codes: 0 every GPU as asked; 1 some GPU refused or failed to verify (the table says which; a
+dry run: would refuse), or (verify) a good file outside its validity window; 2 the config itself
+was refused (tampered, expired, unsigned, other host, older than the one applied, over 16 MiB...)
+or unreadable; 3 NVML is not usable on this machine.
 """
 
 from __future__ import annotations
@@ -55,6 +56,37 @@ def _print_result(result) -> None:
     Console(width=160).print(table)
 
 
+def _replay_guard(state: Path | None, lake: Path | None, settings_file: Path | None = None):
+    """Where the agent keeps the newest config accepted per site: --state, else [agent] state_path
+    when set, else beside the node's lake (<lake>/../state/, with the DCGM watermark), else the
+    default of [agent] state_path."""
+    from joulehouse.collectors.agent_replay import ReplayGuard
+    from joulehouse.collectors.settings import AgentSettings, SettingsError, load_settings
+
+    if state is None:
+        try:
+            configured = load_settings(settings_file).agent.state_path
+        except SettingsError as exc:
+            fail(str(exc), 2)
+        default = AgentSettings().state_path
+        state = (lake.parent / "state" / Path(default).name if lake is not None and configured == default
+                 else Path(configured))
+    return ReplayGuard(state)
+
+
+def _nvml_for_dry_run():
+    """pynvml when NVML answers here (a dry run then checks each setting against its device), else
+    None: the config is still verified, and each row says its device was not consulted."""
+    import pynvml
+
+    try:
+        pynvml.nvmlInit()
+        pynvml.nvmlShutdown()
+    except pynvml.NVMLError:
+        return None
+    return pynvml
+
+
 def _nvml_usable_or_exit():
     import pynvml
 
@@ -73,19 +105,26 @@ def apply_command(
     dry_run: bool = typer.Option(False, "--dry-run", help="Verify and print what would be set; touch no device"),
     host: Optional[str] = typer.Option(None, "--host", help="Host name to take entries for (default: this machine)"),
     lake: Optional[Path] = typer.Option(None, "--lake", help="Lake folder to audit into (agent_audit)"),
+    state: Optional[Path] = typer.Option(None, "--state", help="Replay state: the newest config accepted per site "
+                                         "(default: [agent] state_path, or <lake>/../state/ with --lake)"),
 ) -> None:
-    """Verify a signed config and apply this host's power limits (and locked clocks)."""
+    """Verify a signed config and apply this host's power limits (and locked clocks). --dry-run
+    checks what an apply checks, against the devices where NVML answers, and sets nothing: it exits
+    as the apply would (1 a GPU refused, 2 the config refused)."""
     from joulehouse.collectors.agent import apply_config
     from joulehouse.collectors.config_contract import ConfigError
 
     key = _public_key(public_key)
+    guard = _replay_guard(state, lake)
     data = _fetch(config)
-    nvml = None if dry_run else _nvml_usable_or_exit()
+    nvml = _nvml_for_dry_run() if dry_run else _nvml_usable_or_exit()
     try:
         result = apply_config(data, public_key=key, host=host or socket.gethostname(), nvml=nvml,
-                              dry_run=dry_run, lake=lake)
+                              dry_run=dry_run, lake=lake, replay_guard=guard)
     except ConfigError as exc:
         fail(f"{type(exc).__name__}: {exc}", 2, label="refused")
+    except OSError as exc:  # the replay state could not be written: nothing was applied
+        fail(f"cannot record the config in {guard.path} before applying it ({exc}); nothing applied", 2)
     _print_result(result)
     if not result.ok:
         raise typer.Exit(1)
@@ -158,6 +197,8 @@ def run_command(
     lake: Optional[Path] = typer.Option(None, "--lake", help="Lake folder to audit into"),
     interval_s: Optional[float] = typer.Option(None, "--interval-s", help="Seconds between polls"),
     iterations: Optional[int] = typer.Option(None, "--iterations", help="Stop after N polls (default: forever)"),
+    state: Optional[Path] = typer.Option(None, "--state", help="Replay state: the newest config accepted per site "
+                                         "(default: [agent] state_path, or <lake>/../state/ with --lake)"),
 ) -> None:
     """Poll the config location; apply a new config when it changes, roll back on expiry or revocation."""
     from joulehouse.collectors.agent_loop import run_agent
@@ -172,7 +213,8 @@ def run_command(
         fail("no config location: pass --config-url or set [agent] config_url", 2)
     key = _public_key(public_key or Path(agent.public_key_path))
     run_agent(location, public_key=key, host=host or socket.gethostname(), nvml=_nvml_usable_or_exit(), lake=lake,
-              poll_interval_s=interval_s or agent.poll_interval_s, iterations=iterations, log=typer.echo)
+              poll_interval_s=interval_s or agent.poll_interval_s, iterations=iterations, log=typer.echo,
+              replay_guard=_replay_guard(state, lake, settings_file))
 
 
 @keys_app.command("generate")

@@ -6,8 +6,11 @@ each run in their own thread, so a slow BMC or Prometheus never delays a GPU sam
 come from --config (TOML, [collector]) and JOULEHOUSE_COLLECTOR__* variables (BMC credentials:
 JOULEHOUSE_COLLECTOR__IPMI_USER / __IPMI_PASSWORD); the options here override them.
 
-Runs until SIGTERM/SIGINT, then flushes and exits 0. Exit 2: bad option or settings; 3: NVML
-cannot start, or no source could be read at all.
+Runs until SIGTERM/SIGINT, then flushes and exits 0. Exit 1: it stopped with rows it could not
+keep (the disk was full to the end; the line says how many); 2: bad option or settings, another
+collector holds the spool folder, or the spool or the lake cannot be written (read-only, no
+permission: the segments already spooled stay for the next start); 3: NVML cannot start, or no
+source could be read at all.
 """
 
 from __future__ import annotations
@@ -43,8 +46,9 @@ def collect_command(
     import signal
     import threading
 
-    from joulehouse.collectors.collect import Collector, SourceStartError, parse_duration_s
+    from joulehouse.collectors.collect import Collector, SourceStartError, StorageError, parse_duration_s
     from joulehouse.collectors.settings import CollectorSettings, SettingsError, load_settings
+    from joulehouse.collectors.spool import SpoolInUseError
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     lake = node_lake(lake_option)
@@ -65,16 +69,28 @@ def collect_command(
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
-    collector = Collector(sources, lake=lake, settings=settings,
-                          spool_dir=spool_dir if spool_dir is not None else lake.parent / "spool")
+    spool = spool_dir if spool_dir is not None else lake.parent / "spool"
+    try:
+        collector = Collector(sources, lake=lake, settings=settings, spool_dir=spool)
+    except ValueError as exc:  # an interval that is not a finite time above zero
+        fail(str(exc), 2)
     try:
         stats = collector.run(stop, max_polls=max_polls)
+    except (SpoolInUseError, StorageError) as exc:
+        fail(str(exc), 2)
     except SourceStartError as exc:
         fail(str(exc), 3)
     if stats.polls and stats.reads_ok == 0 and stats.source_errors:
         fail("no source could be read (see the log above)", 3)
     typer.echo(f"stopped: {stats.polls} polls, {stats.rows} rows, {stats.files_written} files, "
                f"{stats.source_errors} source errors, {stats.disk_full_events} disk-full events")
+    if stats.rows_not_kept:
+        why = "its disk was full" if stats.disk_full_events else "it took no writes"
+        fail(f"{stats.rows_not_kept} of {stats.rows} rows could not be kept and are lost: the spool {spool} could "
+             f"not be written up to the stop ({why}); {stats.segments_left} spool segments stay for the next start", 1)
+    if stats.segments_left:
+        typer.echo(f"{stats.segments_left} spool segments could not be rolled into the lake yet; the next start "
+                   "rolls them")
 
 
 def _build_sources(names, host, lake, settings, sim_gpus, defaults):

@@ -4,15 +4,23 @@ Airflow reads its configuration when it is first imported, so the parent process
 AIRFLOW_HOME (a SQLite metadata database under the output folder), the DAG folder and the
 quiet defaults in the child's environment, then the child migrates the metadata database
 (idempotent) and runs one DagRun. Nothing else runs the pipeline.
+
+One run at a time per Airflow home: a second `joulehouse run` (the same day, or another) while one
+is going would create the same DagRun in the metadata database (a SQLAlchemy IntegrityError) and a
+second writer of the warehouse; it is refused in one line naming the run in progress
+(DayBeingBuilt), from an flock the kernel drops when the first run ends, however it ends.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import fcntl
 import json
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 DAG_ID = "joulehouse_daily"
@@ -20,6 +28,35 @@ DAG_ID = "joulehouse_daily"
 
 class DagRunFailed(RuntimeError):
     """The DagRun ended in a state other than success; the message names the failed tasks."""
+
+
+class DayBeingBuilt(DagRunFailed):
+    """Another `joulehouse run` holds this Airflow home; the message names its day and process."""
+
+
+RUN_LOCK_NAME = "joulehouse-run.lock"
+
+
+@contextmanager
+def one_run_at_a_time(airflow_home: Path, day: dt.date) -> Iterator[None]:
+    """Hold `airflow_home` for the run of `day`, or raise DayBeingBuilt naming the run holding it."""
+    airflow_home.mkdir(parents=True, exist_ok=True)
+    with open(airflow_home / RUN_LOCK_NAME, "a+", encoding="utf-8") as fh:
+        try:
+            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            fh.seek(0)
+            holder = dict(part.split("=", 1) for part in fh.read().split() if "=" in part)
+            pid = holder.get("pid", "?")
+            # Short: `joulehouse run` prints it through rich, which wraps at the terminal's width.
+            if holder.get("day") == day.isoformat():
+                raise DayBeingBuilt(f"{day} is being built by another joulehouse run (pid {pid})") from None
+            raise DayBeingBuilt(f"another joulehouse run (pid {pid}) is building {holder.get('day', 'a day')}") from None
+        fh.seek(0)
+        fh.truncate()
+        fh.write(f"pid={os.getpid()} day={day.isoformat()}\n")
+        fh.flush()
+        yield
 
 
 def default_dags_folder() -> Path:
@@ -53,8 +90,14 @@ def run_day(day: dt.date, config: Path, airflow_home: Path, dags_folder: Path | 
 
     The child's whole output goes to AIRFLOW_HOME/logs/joulehouse-run-<day>.log. Raises
     DagRunFailed when the run does not succeed: the message names each failed task with its error
-    (from the DAG's failure callback), the tasks that did not run because of it, and the log.
+    (from the DAG's failure callback), the tasks that did not run because of it, and the log;
+    DayBeingBuilt (before starting anything) when another run holds `airflow_home`.
     """
+    with one_run_at_a_time(airflow_home, day):
+        return _run_day_locked(day, config, airflow_home, dags_folder)
+
+
+def _run_day_locked(day: dt.date, config: Path, airflow_home: Path, dags_folder: Path | None) -> dict:
     dags_folder = dags_folder or default_dags_folder()
     env = airflow_env(airflow_home, dags_folder)
     logs = airflow_home / "logs"

@@ -37,16 +37,21 @@ def nvidia_smi_command(
     except (NvidiaSmiError, ValueError) as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2)
+    except OSError as exc:  # the lake cannot be written (read-only, full, no permission)
+        typer.echo(f"error: cannot write the import of {file} into the lake {lake}: {exc}", err=True)
+        raise typer.Exit(2)
     typer.echo(f"{file}: {result.good_rows} rows imported, {result.bad_rows} rejected")
     for note in result.notes:
         typer.echo(f"  note: {note}")
     for kind, count in sorted(result.reasons().items()):
         example = next(r for r in result.rejected if r.reason.startswith(kind))
-        typer.echo(f"  rejected {count} x {kind} (e.g. line {example.line}: {example.reason})")
+        typer.echo(f"  rejected {count} x {kind} (e.g. {file}:{example.line}: {example.reason})")
     if result.quarantine_path:
         typer.echo(f"  rejected rows kept in {result.quarantine_path}")
     for written in result.written:
         typer.echo(f"  wrote {written.path} ({written.rows} rows)")
+    for path in result.rewritten:
+        typer.echo(f"  took this log's earlier rows out of {path} (compacted)")
 
 
 def register(app: typer.Typer) -> None:

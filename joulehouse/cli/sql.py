@@ -40,12 +40,20 @@ class OutputFormat(str, Enum):
 
 
 def _parse_params(values: list[str]) -> dict[str, str]:
-    params = {}
+    """{name: value} of the --param options; a name is case-insensitive, as `$name` in DuckDB
+    (`$Day` is `$day`), so one given twice, in whatever case, is refused rather than one of them
+    silently winning."""
+    from joulehouse.warehouse.sqlrun import QueryError
+
+    params: dict[str, str] = {}
     for item in values:
         name, sep, value = item.partition("=")
-        if not sep or not name.strip():
-            raise typer.BadParameter(f"--param {item!r}: expected name=value, e.g. day=2026-01-02")
-        params[name.strip()] = value
+        name = name.strip().lower()
+        if not sep or not name:
+            raise QueryError(f"--param {item!r}: expected name=value, e.g. day=2026-01-02")
+        if name in params:
+            raise QueryError(f"--param {name} given twice (names are case-insensitive, as ${name} in the SQL)")
+        params[name] = value
     return params
 
 
@@ -111,9 +119,10 @@ def register(app: typer.Typer) -> None:
                 raise QueryError("give a QUERY, --saved NAME or --describe")
             if db is None:
                 raise QueryError("--db FILE is required to run a query")
+            params = _parse_params(param)
             con = open_read_only(db)
             try:
-                _print(run_query(con, sql, _parse_params(param)), output)
+                _print(run_query(con, sql, params), output)
             finally:
                 con.close()
         except (QueryError, WarehouseError) as exc:

@@ -5,12 +5,14 @@ from __future__ import annotations
 import datetime as dt
 import json
 
+import pyarrow.dataset as ds
 import pytest
 import typer
 from typer.testing import CliRunner
 
 from joulehouse.collectors.config_contract import dump_config, load_private_key, sign_config
 from joulehouse.cli.agent import register
+from nvml_stub.fixture import nvml_stub, nvml_stub_library  # noqa: F401
 
 runner = CliRunner()
 
@@ -45,12 +47,19 @@ def write_config(path, private_path, *, hours=48, tamper=False, signed=True):
     return path
 
 
-def test_dry_run_prints_what_it_would_set_without_a_gpu(app, keys, tmp_path, lake):
+@pytest.fixture()
+def no_driver(nvml_stub):
+    """A machine whose NVML does not start (no driver loaded), whatever NVML this process loaded before."""
+    nvml_stub.write([], errors={"nvmlInitWithFlags": "DRIVER_NOT_LOADED"})
+
+
+def test_dry_run_prints_what_it_would_set_without_a_gpu(app, keys, tmp_path, lake, no_driver):
     config = write_config(tmp_path / "c.json", keys[0])
     result = runner.invoke(app, ["agent", "apply", str(config), "--public-key", str(keys[1]), "--dry-run",
                                  "--host", "node-01", "--lake", str(lake)])
     assert result.exit_code == 0, result.output
     assert "GPU-1" in result.output and "500.0" in result.output and "1000-1500 MHz" in result.output
+    assert "not checked against the device" in result.output
     assert list((lake / "agent_audit").rglob("*.parquet"))  # the dry run is audited too
 
 
@@ -74,7 +83,7 @@ def test_another_host_is_refused(app, keys, tmp_path):
     assert result.exit_code == 2 and "HostNotInConfig" in result.output
 
 
-def test_dry_run_reads_a_file_url_and_a_missing_one_is_an_error(app, keys, tmp_path):
+def test_dry_run_reads_a_file_url_and_a_missing_one_is_an_error(app, keys, tmp_path, no_driver):
     config = write_config(tmp_path / "c.json", keys[0])
     ok = runner.invoke(app, ["agent", "apply", config.as_uri(), "--public-key", str(keys[1]), "--dry-run", "--host", "node-01"])
     assert ok.exit_code == 0, ok.output
@@ -120,3 +129,70 @@ def test_verify_needs_a_time_zone_in_at(app, keys, tmp_path):
     config = write_config(tmp_path / "c.json", keys[0])
     result = runner.invoke(app, ["agent", "verify", str(config), "--public-key", str(keys[1]), "--at", "2026-01-12"])
     assert result.exit_code == 2 and "no time zone" in result.output
+
+
+def _signed_for_a100(private_path, watts, generated_at):
+    """A config for the stand-in NVML's first A100 (limits 100-400 W), generated at `generated_at`."""
+    from nvml_stub.fixture import GpuState
+
+    fmt = lambda t: t.strftime("%Y-%m-%dT%H:%M:%SZ")  # noqa: E731
+    now = dt.datetime.now(dt.timezone.utc)
+    body = {"schema_version": 1, "generated_at": fmt(generated_at), "valid_from": fmt(now - dt.timedelta(days=2)),
+            "valid_until": fmt(now + dt.timedelta(days=2)), "site": "site-a", "hosts": {"node-01": {
+                GpuState.a100(0).uuid: {"gpu_model": "NVIDIA A100-SXM4-80GB", "workload_class": "throughput",
+                                        "power_limit_w": float(watts), "expected_saving_pct": 5.0,
+                                        "expected_slowdown_pct": 1.0}}},
+            "excluded_gpu_models": []}
+    return dump_config(sign_config(body, load_private_key(private_path)))
+
+
+def test_a_dry_run_exits_non_zero_where_the_apply_would_refuse_a_gpu(app, keys, tmp_path, nvml_stub):
+    from nvml_stub.fixture import GpuState
+
+    nvml_stub.write([GpuState.a100(0)])
+    config = tmp_path / "c.json"
+    config.write_bytes(_signed_for_a100(keys[0], 5000, dt.datetime.now(dt.timezone.utc) - dt.timedelta(hours=1)))
+    lake = tmp_path / "lake"
+    result = runner.invoke(app, ["agent", "apply", str(config), "--public-key", str(keys[1]), "--dry-run",
+                                 "--host", "node-01", "--lake", str(lake)])
+    assert result.exit_code == 1, result.output
+    assert "dry run: node-01: 1 refuse" in result.output
+    assert nvml_stub.read()["gpu0.power_limit_mw"] == "400000", "a dry run sets nothing"
+    config.write_bytes(_signed_for_a100(keys[0], 300, dt.datetime.now(dt.timezone.utc) - dt.timedelta(hours=1)))
+    ok = runner.invoke(app, ["agent", "apply", str(config), "--public-key", str(keys[1]), "--dry-run",
+                             "--host", "node-01", "--lake", str(lake)])
+    assert ok.exit_code == 0 and "dry run: node-01: 1 dry-run" in ok.output, ok.output
+    reasons = sorted(r["reason"] for r in ds.dataset(lake / "agent_audit", partitioning="hive").to_table().to_pylist())
+    assert reasons == ["requested 5000.0 W is outside the device's limits 100.0-400.0 W; an apply would refuse it",
+                       "would set 300.0 W (NVIDIA A100-SXM4-80GB, throughput); the device is at 400.0 W"]
+    assert not (tmp_path / "state").exists(), "a dry run records no config as accepted"
+
+
+def test_a_replayed_config_is_refused_by_apply_and_by_its_dry_run(app, keys, tmp_path, nvml_stub):
+    from nvml_stub.fixture import GpuState
+
+    nvml_stub.write([GpuState.a100(0)])
+    now = dt.datetime.now(dt.timezone.utc)
+    today, yesterday = tmp_path / "today.json", tmp_path / "yesterday.json"
+    today.write_bytes(_signed_for_a100(keys[0], 300, now - dt.timedelta(hours=1)))
+    yesterday.write_bytes(_signed_for_a100(keys[0], 250, now - dt.timedelta(days=1)))
+    lake = tmp_path / "node" / "lake"
+    applied = runner.invoke(app, ["agent", "apply", str(today), "--public-key", str(keys[1]), "--host", "node-01",
+                                  "--lake", str(lake)])
+    assert applied.exit_code == 0, applied.output
+    assert (tmp_path / "node" / "state" / "agent-applied.json").is_file(), "the state lives beside the node's lake"
+    for dry in (["--dry-run"], []):
+        replay = runner.invoke(app, ["agent", "apply", str(yesterday), "--public-key", str(keys[1]),
+                                     "--host", "node-01", "--lake", str(lake), *dry])
+        assert replay.exit_code == 2, replay.output
+        assert replay.output.startswith("refused: ReplayedConfig: ") and len(replay.output.strip().splitlines()) == 1
+    assert nvml_stub.read()["gpu0.power_limit_mw"] == "300000"
+
+
+def test_a_config_over_16_mib_is_refused_in_one_line(app, keys, tmp_path):
+    huge = tmp_path / "c.json"
+    with open(huge, "wb") as fh:
+        fh.truncate(17 << 20)
+    result = runner.invoke(app, ["agent", "apply", str(huge), "--public-key", str(keys[1]), "--dry-run"])
+    assert result.exit_code == 2
+    assert result.output.strip() == f"error: config at {huge} is {17 << 20} bytes, over the 16 MiB limit; refused unread"

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import datetime as dt
+import time
+from pathlib import Path
 
 import pytest
 
-from joulehouse.cli.dagrun import DagRunFailed, run_day
+from joulehouse.cli.dagrun import DagRunFailed, DayBeingBuilt, run_day
 
 
 def test_a_malformed_start_date_is_one_clear_error_before_airflow_starts(tmp_path, monkeypatch):
@@ -14,3 +16,69 @@ def test_a_malformed_start_date_is_one_clear_error_before_airflow_starts(tmp_pat
     with pytest.raises(DagRunFailed, match=r"JOULEHOUSE_START_DATE='June 2026' is not a date"):
         run_day(dt.date(2026, 6, 10), tmp_path / "joulehouse.toml", tmp_path / "airflow")
     assert not (tmp_path / "airflow" / "airflow.db").exists(), "no Airflow run was started"
+
+
+HOLD_THE_HOME = """
+import datetime as dt, sys, time
+from pathlib import Path
+from joulehouse.cli.dagrun import one_run_at_a_time
+with one_run_at_a_time(Path(sys.argv[1]), dt.date.fromisoformat(sys.argv[2])):
+    print("holding", flush=True)
+    time.sleep(60)
+"""
+
+
+@pytest.mark.parametrize("held_day, message", [
+    ("2026-06-10", "2026-06-10 is being built by another joulehouse run (pid {pid})"),
+    ("2026-06-09", "another joulehouse run (pid {pid}) is building 2026-06-09"),
+])
+def test_a_second_run_while_one_holds_the_airflow_home_is_refused_before_starting(tmp_path, held_day, message):
+    import subprocess
+    import sys
+
+    home = tmp_path / "airflow"
+    holder = subprocess.Popen([sys.executable, "-c", HOLD_THE_HOME, str(home), held_day], stdout=subprocess.PIPE,
+                              text=True)
+    try:
+        assert holder.stdout.readline().strip() == "holding"
+        with pytest.raises(DayBeingBuilt) as refused:
+            run_day(dt.date(2026, 6, 10), tmp_path / "joulehouse.toml", home)
+        assert str(refused.value) == message.format(pid=holder.pid)
+        assert not (home / "airflow.db").exists() and not (home / "logs").exists(), "nothing was started"
+    finally:
+        holder.kill()
+        holder.wait()
+
+
+@pytest.mark.slow
+@pytest.mark.integration
+def test_the_same_day_run_twice_at_once_the_second_says_so_in_one_line(tmp_path, shared_data):
+    """The issue's reproduction: two `joulehouse run --date D` at once; the second used to end in a
+    43-line SQLAlchemy IntegrityError traceback (the same DagRun inserted twice)."""
+    import subprocess
+    import sys
+
+    from typer.testing import CliRunner
+
+    from joulehouse.cli.demo_run import demo_settings
+    from joulehouse.cli.main import app
+    from joulehouse.collectors.config_contract import generate_keypair
+    from joulehouse.collectors.settings import settings_to_toml
+    from joulehouse.collectors.sim import simulate_fleet
+
+    settings = demo_settings(tmp_path, shared_data)
+    config = tmp_path / "joulehouse.toml"
+    config.write_text(settings_to_toml(settings))
+    simulate_fleet(Path(settings.lake.path), gpus=8, days=1, start=dt.date(2026, 6, 10), seed=3, interval_s=60.0)
+    generate_keypair(tmp_path / "keys")
+    first = subprocess.Popen([sys.executable, "-m", "joulehouse", "run", "--date", "2026-06-10", "--config", str(config)],
+                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    lock = tmp_path / "airflow" / "joulehouse-run.lock"
+    deadline = time.monotonic() + 60
+    while not (lock.exists() and f"pid={first.pid}" in lock.read_text()) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    second = CliRunner().invoke(app, ["run", "--date", "2026-06-10", "--config", str(config)])
+    out, _ = first.communicate(timeout=600)
+    assert second.exit_code == 1
+    assert second.output == f"error: 2026-06-10 is being built by another joulehouse run (pid {first.pid})\n"
+    assert first.returncode == 0 and "joulehouse_daily 2026-06-10: success" in out, out

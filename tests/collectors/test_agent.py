@@ -12,19 +12,12 @@ import pytest
 from joulehouse.collectors.agent import apply_config, rollback
 from joulehouse.collectors.agent_loop import AgentState, poll_once, run_agent
 from joulehouse.collectors.config_contract import (
-    BadSignature, ExpiredConfig, HostNotInConfig, MalformedConfig, dump_config, generate_keypair, load_private_key,
-    load_public_key, sign_config,
+    BadSignature, ExpiredConfig, HostNotInConfig, MalformedConfig, dump_config, sign_config,
 )
 from nvml_stub.fixture import GpuState
 
 NOW = dt.datetime(2026, 1, 3, 6, 0, tzinfo=dt.timezone.utc)
 HOST = "node-01"
-
-
-@pytest.fixture(scope="module")
-def keys(tmp_path_factory):
-    private_path, public_path = generate_keypair(tmp_path_factory.mktemp("keys"))
-    return load_private_key(private_path), load_public_key(public_path)
 
 
 def fleet(n=8):

@@ -13,7 +13,7 @@ from hypothesis import given, settings, strategies as st
 from joulehouse.collectors.config_contract import (
     BadSignature, ExpiredConfig, HostNotInConfig, MalformedConfig, NotYetValid, UnsignedConfig,
     UnsupportedSchemaVersion, canonical_body, dump_config, generate_keypair, load_private_key,
-    load_public_key, sign_config, verify_config,
+    sign_config, verify_config,
 )
 
 T0 = dt.datetime(2026, 1, 3, 6, 0, tzinfo=dt.timezone.utc)
@@ -50,12 +50,6 @@ def make_body(**overrides):
     }
     body.update(overrides)
     return body
-
-
-@pytest.fixture(scope="module")
-def keys(tmp_path_factory):
-    private_path, public_path = generate_keypair(tmp_path_factory.mktemp("keys"))
-    return load_private_key(private_path), load_public_key(public_path)
 
 
 def test_round_trip_through_the_file_keeps_every_setting(keys):

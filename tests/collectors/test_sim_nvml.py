@@ -10,18 +10,12 @@ import pynvml
 import pytest
 
 from joulehouse.collectors.agent import apply_config, rollback
-from joulehouse.collectors.config_contract import generate_keypair, load_private_key, load_public_key, sign_config
+from joulehouse.collectors.config_contract import sign_config
 from joulehouse.collectors.sim import simulate_fleet
 from joulehouse.collectors.sim.constants import SPECS
 from joulehouse.collectors.sim.nvml import locked_clocks_by_day, power_limits_by_day, simulated_nvml_by_host
 
 NOW = dt.datetime(2026, 1, 3, 6, 0, tzinfo=dt.timezone.utc)
-
-
-@pytest.fixture(scope="module")
-def keys(tmp_path_factory):
-    private_path, public_path = generate_keypair(tmp_path_factory.mktemp("keys"))
-    return load_private_key(private_path), load_public_key(public_path)
 
 
 def _config(private, host, settings):

@@ -1,0 +1,96 @@
+"""Replay protection for the node agent: an older signed config is refused after a newer one.
+
+A signature says who made a config, not that it is the latest: yesterday's export, still inside its
+validity window, would otherwise undo today's. So the agent keeps, per site, the `generated_at` and
+body hash of the newest config it accepted, in one small JSON file (`[agent] state_path`), and
+refuses any config of that site generated before it, or generated at the same second with another
+body. The same config again is accepted (the apply is then 'unchanged').
+
+The record is written before the config is applied (a temporary file, fsynced, renamed over the
+old one, the folder fsynced): a crash between the two cannot leave a newer config applied and an
+older one still acceptable. A state file that cannot be read is a refusal, not a reset: removing it
+by hand is what re-opens the door to older configs.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+from pathlib import Path
+
+from joulehouse.collectors import lakefs
+from joulehouse.collectors.config_contract import ConfigError, RecommendedConfig, format_utc
+
+
+class ReplayedConfig(ConfigError):
+    """The config is older than the newest one this agent accepted for its site."""
+
+
+class ReplayStateError(ConfigError):
+    """The agent's replay state file cannot be read or is not what the agent wrote."""
+
+
+class ReplayGuard:
+    """The newest config accepted per site, kept in the JSON file `path`."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+
+    def _sites(self) -> dict[str, dict]:
+        try:
+            text = self.path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            return {}
+        except (OSError, UnicodeDecodeError) as exc:
+            raise ReplayStateError(f"agent state {self.path} cannot be read ({exc}); no config is applied "
+                                   "until it can (remove it to accept older configs again)") from None
+        try:
+            sites = dict(json.loads(text)["sites"])
+            for last in sites.values():
+                _parse_utc(last["generated_at"])
+                if not isinstance(last["config_sha256"], str):
+                    raise TypeError(f"config_sha256 {last['config_sha256']!r} is not text")
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
+            raise ReplayStateError(f"agent state {self.path} is not the agent's ({type(exc).__name__}: {exc}); "
+                                   "no config is applied until it is fixed or removed") from None
+        return sites
+
+    def last_accepted(self, site: str) -> tuple[dt.datetime, str] | None:
+        """(generated_at, config_sha256) of the newest config accepted for `site`, or None."""
+        last = self._sites().get(site)
+        return None if last is None else (_parse_utc(last["generated_at"]), last["config_sha256"])
+
+    def check(self, config: RecommendedConfig) -> None:
+        """Raise ReplayedConfig when `config` is older than the newest accepted for its site."""
+        last = self.last_accepted(config.site)
+        if last is None:
+            return
+        generated_at, sha256 = last
+        if config.generated_at < generated_at or (config.generated_at == generated_at
+                                                  and config.config_sha256 != sha256):
+            raise ReplayedConfig(
+                f"config for site {config.site!r} generated at {format_utc(config.generated_at)} is not newer than "
+                f"the one this agent already accepted (generated at {format_utc(generated_at)}, sha256 {sha256[:12]}); "
+                f"a replayed config is refused (state: {self.path})")
+
+    def record(self, config: RecommendedConfig, accepted_at: dt.datetime) -> None:
+        """Make `config` the newest accepted for its site, durably (see the module docstring)."""
+        sites = self._sites()
+        sites[config.site] = {"generated_at": format_utc(config.generated_at), "config_sha256": config.config_sha256,
+                              "accepted_at": format_utc(accepted_at)}
+        lakefs.makedirs_durably(self.path.parent)
+        tmp = self.path.with_name(f".{self.path.name}.tmp")
+        with open(tmp, "w", encoding="utf-8") as fh:
+            json.dump({"sites": sites}, fh, indent=2, sort_keys=True)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, self.path)
+        lakefs.fsync_dir(self.path.parent)
+
+
+def _parse_utc(text: str) -> dt.datetime:
+    moment = dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
+    if moment.utcoffset() is None:
+        raise ValueError(f"{text!r} has no time zone")
+    return moment.astimezone(dt.timezone.utc)

@@ -1,0 +1,205 @@
+"""How an imported log lands in the lake: its identity, its files, and replacing its earlier rows.
+
+A log is known by its source, its host and its full path (resolved: `./gpu.csv` and
+`/data/a/gpu.csv` are one log, `a/gpu.csv` and `b/gpu.csv` two): `log_id`, 16 hex digits of the
+SHA-256 of the three. Two different logs never replace each other's rows or quarantine; importing
+the same log again (corrected, or grown) replaces the rows it gave before.
+
+- Each row carries its log's id in the column `import_log_id`, a column of the importer's own
+  beside the dataset's (the warehouse's raw views name their columns and do not read it; compaction
+  keeps it, as it keeps every column a source adds).
+- Its rows go to `<lake>/gpu_samples/date=D/host=H/part-<source>-<stem>-<log_id>.parquet`, one
+  file per UTC day, written atomically under that name (a second import replaces the file), and
+  its rejected rows to `<lake>/_quarantine/<source>/<stem>-<log_id>.jsonl` (`nvidia_smi` for
+  nvidia-smi).
+- The days it wrote are listed in `<lake>/_imports/<source>/<log_id>.json`. An import first lists
+  there the old days and the new ones together (a crash then leaves no partition unknown), writes
+  the new days' files, then in every listed partition takes the log's rows out of the files that
+  are not its own (those a compaction merged them into), each rewritten atomically under its own
+  name while holding the partition's compaction lock; a day the log no longer covers loses the
+  log's file; the ledger then lists the new days. A reader may see a partition's rows twice for a
+  moment (the build quarantines the second copy as a duplicate), never none of them.
+Object-store lakes are never compacted (warehouse.lake_compact works on folders), so there only the
+log's own files are written and removed.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import json
+import os
+import re
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from joulehouse.collectors import lakefs
+from joulehouse.collectors.schema import SORT_KEYS
+from joulehouse.collectors.writer import WrittenFile, partition_dir, write_lake_file, write_parquet_atomic
+
+LOG_ID_COLUMN = "import_log_id"
+# warehouse/lake_compact.py takes the same lock for a partition (its LOCK_NAME).
+COMPACTION_LOCK_NAME = "_compaction.lock"
+
+
+@dataclass(frozen=True)
+class RejectedRow:
+    """A line of the log left out: its 1-based line number (the header is line 1), why, its text."""
+
+    line: int
+    reason: str
+    text: str
+
+
+@dataclass
+class LandedLog:
+    """What an import wrote: the log's files, the files its earlier rows were taken out of, its
+    quarantine file (None without rejects)."""
+
+    log_id: str
+    written: list[WrittenFile]
+    rewritten: list[Path]
+    quarantine_path: Path | str | None
+
+
+def log_id(source: str, host: str, path: str | Path) -> str:
+    """The identity of the log at `path` from `host` (see the module docstring)."""
+    resolved = str(Path(path).expanduser().resolve())
+    return hashlib.sha256(f"{source}\0{host}\0{resolved}".encode()).hexdigest()[:16]
+
+
+def land_log(lake: str | Path, table: pa.Table, rejected: list[RejectedRow], *, source: str, host: str,
+             path: str | Path) -> LandedLog:
+    """Write an imported log's gpu_samples rows `table` and its `rejected` lines into `lake`,
+    replacing what an earlier import of the same log wrote (module docstring)."""
+    lake = lakefs.lake_root(lake)
+    identity = log_id(source, host, path)
+    name = f"part-{source}-{_safe(Path(path).stem)}-{identity}.parquet"
+    folder = source.replace("-", "_")  # _quarantine/nvidia_smi/, _imports/nvidia_smi/
+    ledger = lakefs.join(lake, "_imports", folder, f"{identity}.json")
+    old_days = set(_read_json(ledger).get("days", []))
+    table = table.append_column(LOG_ID_COLUMN, pa.array([identity] * table.num_rows, pa.string()))
+    by_day = _split_days(table)
+    record = {"source": source, "host": host, "path": str(Path(path).expanduser().resolve())}
+    _write_json(ledger, {**record, "days": sorted(old_days | set(by_day))})
+    written = []
+    for day, part in sorted(by_day.items()):
+        written.append(write_lake_file(part, _in_partition(lake, day, host, name)))
+    rewritten = []
+    for day in sorted(old_days | set(by_day)):
+        if day not in by_day:
+            _remove(_in_partition(lake, day, host, name))
+        if isinstance(lake, Path):
+            rewritten += _take_out(Path(partition_dir(lake, "gpu_samples", day, host)), identity, keep=name)
+    _write_json(ledger, {**record, "days": sorted(by_day)})
+    quarantine = lakefs.join(lake, "_quarantine", folder, f"{_safe(Path(path).stem)}-{identity}.jsonl")
+    lines = "".join(json.dumps({"source_file": str(path), "host": host, "line": r.line, "reason": r.reason,
+                                "text": r.text}) + "\n" for r in rejected)
+    if rejected:
+        _write_bytes(quarantine, lines.encode())
+    else:
+        _remove(quarantine)  # an earlier import's rejects no longer apply
+    return LandedLog(identity, written, rewritten, quarantine if rejected else None)
+
+
+def _safe(stem: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]", "_", stem)
+
+
+def _split_days(table: pa.Table) -> dict[str, pa.Table]:
+    if not table.num_rows:
+        return {}
+    days = pc.strftime(table.column("sampled_at"), format="%Y-%m-%d")
+    return {day: table.filter(pc.equal(days, day)).sort_by(SORT_KEYS["gpu_samples"])
+            for day in set(days.to_pylist())}
+
+
+def _in_partition(lake: Path | str, day: str, host: str, name: str) -> Path | str:
+    folder = partition_dir(lake, "gpu_samples", day, host)
+    return folder / name if isinstance(folder, Path) else f"{folder}/{name}"
+
+
+def _take_out(folder: Path, identity: str, *, keep: str) -> list[Path]:
+    """Rewrite, without the rows of log `identity`, every file of `folder` but `keep` that holds
+    some (a compacted file); returns the files rewritten."""
+    if not folder.is_dir() or not any(_holds(path, identity) for path in folder.glob("*.parquet") if path.name != keep):
+        return []  # the common case, a day never compacted: no lock taken, no lock file made
+    rewritten = []
+    with _partition_lock(folder):
+        for path in sorted(folder.glob("*.parquet")):
+            if path.name == keep or not _holds(path, identity):
+                continue
+            table = pq.read_table(path)
+            mine = pc.fill_null(pc.equal(table.column(LOG_ID_COLUMN), identity), False)
+            rest = table.filter(pc.invert(mine))
+            if rest.num_rows:
+                write_parquet_atomic(rest, path)  # same name: a reader sees the old file or the new
+            else:
+                path.unlink()
+                lakefs.fsync_dir(folder)
+            rewritten.append(path)
+    return rewritten
+
+
+def _holds(path: Path, identity: str) -> bool:
+    """Whether the lake file `path` has rows of log `identity` (its footer first: most files have
+    no import column at all)."""
+    if LOG_ID_COLUMN not in pq.read_schema(path).names:
+        return False
+    ids = pq.read_table(path, columns=[LOG_ID_COLUMN]).column(LOG_ID_COLUMN)
+    return bool(pc.any(pc.fill_null(pc.equal(ids, identity), False)).as_py())
+
+
+@contextmanager
+def _partition_lock(folder: Path) -> Iterator[None]:
+    """The partition's compaction lock (blocking: a compaction of one partition takes seconds)."""
+    with open(folder / COMPACTION_LOCK_NAME, "a+b") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def _read_json(target: Path | str) -> dict[str, Any]:
+    try:
+        if isinstance(target, Path):
+            return json.loads(target.read_text(encoding="utf-8"))
+        return json.loads(lakefs.filesystem(target).cat_file(target))
+    except FileNotFoundError:
+        return {}
+
+
+def _write_json(target: Path | str, value: dict[str, Any]) -> None:
+    _write_bytes(target, json.dumps(value, indent=2, sort_keys=True).encode())
+
+
+def _write_bytes(target: Path | str, data: bytes) -> None:
+    """A whole file: renamed into place on a folder, one PUT on an object store."""
+    if isinstance(target, str):
+        lakefs.filesystem(target).pipe_file(target, data)
+        return
+    lakefs.makedirs_durably(target.parent)
+    tmp = target.with_name(f".{target.name}.tmp")
+    with open(tmp, "wb") as fh:
+        fh.write(data)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, target)
+    lakefs.fsync_dir(target.parent)
+
+
+def _remove(target: Path | str) -> None:
+    if isinstance(target, Path):
+        target.unlink(missing_ok=True)
+        return
+    fs = lakefs.filesystem(target)
+    if fs.exists(target):
+        fs.rm_file(target)

@@ -1,0 +1,134 @@
+"""nvidia-smi logs as careless and hostile hands make them: two files of one name, a byte that is not
+UTF-8, a byte-order mark, numbers too large for their column, clocks that were never set."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timezone
+from pathlib import Path
+
+import pyarrow.dataset as ds
+import pytest
+import typer
+from typer.testing import CliRunner
+
+from joulehouse.collectors.ingest.nvidia_smi import ingest_nvidia_smi, read_nvidia_smi_csv
+from joulehouse.cli.ingest import register
+
+UTC = timezone.utc
+NOW = datetime(2026, 1, 10, tzinfo=UTC)
+HEADER = "timestamp, index, power.draw [W]\n"
+
+
+def _log(path: Path, *rows: str, header: str = HEADER) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(header + "".join(r + "\n" for r in rows))
+    return path
+
+
+def lake_rows(lake: Path) -> list[dict]:
+    table = ds.dataset(lake / "gpu_samples", format="parquet", partitioning="hive").to_table(
+        columns=["sampled_at", "gpu_index", "power_w"])
+    return sorted(table.to_pylist(), key=lambda r: (r["sampled_at"], r["gpu_index"]))
+
+
+def test_two_logs_of_the_same_name_on_one_host_and_day_both_stay(tmp_path, lake):
+    a = _log(tmp_path / "a" / "gpu.csv", "2026/01/02 00:00:00.000, 0, 100 W", "2026/01/02 00:00:01.000, 0, oops W")
+    b = _log(tmp_path / "b" / "gpu.csv", "2026/01/02 05:00:00.000, 1, 200 W", "2026/01/02 05:00:01.000, 1, ?? W")
+    first = ingest_nvidia_smi(a, lake=lake, host="h1", now=NOW)
+    second = ingest_nvidia_smi(b, lake=lake, host="h1", now=NOW)
+    assert [(r["gpu_index"], r["power_w"]) for r in lake_rows(lake)] == [(0, 100.0), (1, 200.0)]
+    assert first.quarantine_path != second.quarantine_path
+    assert first.quarantine_path.exists() and second.quarantine_path.exists(), "b's import kept a's quarantine"
+    _log(a, "2026/01/02 00:00:00.000, 0, 110 W", "2026/01/02 00:00:01.000, 0, 111 W")  # a corrected
+    again = ingest_nvidia_smi(a, lake=lake, host="h1", now=NOW)
+    assert [(r["gpu_index"], r["power_w"]) for r in lake_rows(lake)] == [(0, 110.0), (0, 111.0), (1, 200.0)]
+    assert again.quarantine_path is None and not first.quarantine_path.exists() and second.quarantine_path.exists()
+
+
+def test_the_same_log_by_another_path_spelling_is_the_same_log(tmp_path, lake, monkeypatch):
+    log = _log(tmp_path / "logs" / "gpu.csv", "2026/01/02 00:00:00.000, 0, 100 W")
+    ingest_nvidia_smi(log, lake=lake, host="h1", now=NOW)
+    monkeypatch.chdir(tmp_path / "logs")
+    ingest_nvidia_smi(Path("gpu.csv"), lake=lake, host="h1", now=NOW)
+    assert len(lake_rows(lake)) == 1
+
+
+def test_a_day_the_log_no_longer_covers_loses_its_rows(tmp_path, lake):
+    log = _log(tmp_path / "gpu.csv", "2026/01/02 23:59:59.000, 0, 100 W", "2026/01/03 00:00:00.000, 0, 100 W")
+    ingest_nvidia_smi(log, lake=lake, host="h1", now=NOW)
+    _log(log, "2026/01/02 23:59:59.000, 0, 100 W")  # the wrong second line taken out
+    ingest_nvidia_smi(log, lake=lake, host="h1", now=NOW)
+    assert [r["sampled_at"].day for r in lake_rows(lake)] == [2]
+
+
+def test_a_byte_that_is_not_utf8_rejects_its_row_only(tmp_path, lake):
+    log = tmp_path / "smi.csv"
+    log.write_bytes(HEADER.encode() + b"2026/01/02 00:00:00.000, 0, 100 W\n2026/01/02 00:00:01.000, 0, 10\xff W\n"
+                    b"2026/01/02 00:00:02.000, 0, 102 W\n")
+    res = ingest_nvidia_smi(log, lake=lake, host="h", now=NOW)
+    assert res.good_rows == 2
+    assert [(r.line, r.reason) for r in res.rejected] == [(3, "encoding: byte 0xff in field 3 is not UTF-8")]
+    [kept] = [json.loads(x) for x in res.quarantine_path.read_text().splitlines()]
+    assert kept["text"] == "2026/01/02 00:00:01.000, 0, 10\\xff W" and kept["source_file"] == str(log)
+
+
+def test_a_byte_order_mark_opening_the_file_is_skipped_and_one_inside_rejects_its_row(tmp_path):
+    log = tmp_path / "smi.csv"
+    log.write_bytes(b"\xef\xbb\xbf" + HEADER.encode() + b"2026/01/02 00:00:00.000, 0, 100 W\n"
+                    + b"\xef\xbb\xbf" + HEADER.encode() + b"2026/01/02 00:00:01.000, 0, 101 W\n")  # two logs, cat'ed
+    res = read_nvidia_smi_csv(log, host="h", now=NOW)
+    assert res.good_rows == 2
+    assert "the file opens with a UTF-8 byte-order mark: skipped" in res.notes
+    assert [(r.line, r.reason) for r in res.rejected] == [
+        (3, "encoding: a UTF-8 byte-order mark in field 1 (logs concatenated?)")]
+
+
+@pytest.mark.parametrize("header, value, reason", [
+    ("timestamp, index, clocks.sm [MHz]", "9999999999 MHz", "clocks.sm: '9999999999 MHz' is too large for sm_clock_mhz (int32)"),
+    ("timestamp, index, memory.used [MiB]", "99999999999999999999999 MiB",
+     "memory.used: '99999999999999999999999 MiB' is too large for mem_used_mib (int32)"),
+    ("timestamp, index, clocks_event_reasons.active", "0xFFFFFFFFFFFFFFFF",
+     "clocks_event_reasons.active: '0xFFFFFFFFFFFFFFFF' is too large for clock_event_reasons (int64)"),
+    ("timestamp, index, power.draw [W]", "1" + "0" * 40 + " W", "power.draw: '1" + "0" * 40 + " W' is too large for power_w (float32)"),
+])
+def test_a_value_too_large_for_its_column_rejects_its_row(tmp_path, header, value, reason):
+    log = _log(tmp_path / "smi.csv", f"2026/01/02 00:00:00.000, 0, {value}", "2026/01/02 00:00:01.000, 0, [N/A]",
+               header=header + "\n")
+    res = read_nvidia_smi_csv(log, host="h", now=NOW)
+    assert res.good_rows == 1 and [(r.line, r.reason) for r in res.rejected] == [(2, reason)]
+
+
+def test_timestamps_far_from_now_are_rejected_and_make_no_partitions(tmp_path, lake):
+    log = _log(tmp_path / "smi.csv", "1970/01/01 00:00:00.000, 0, 100 W", "2099/06/01 00:00:00.000, 0, 100 W",
+               "2026/01/10 12:30:00.000, 0, 100 W",  # half a day ahead: a node clock behind the log's, kept
+               "2026/01/02 00:00:00.000, 0, 100 W")
+    res = ingest_nvidia_smi(log, lake=lake, host="h", now=NOW)
+    assert res.good_rows == 2
+    assert [r.reason.split(" is ")[1].split(",")[0] for r in res.rejected] == [
+        "before 2010-01-01", "more than 1 day after now (2026-01-10T00:00:00+00:00): a clock running ahead?"]
+    days = sorted(p.name for p in (lake / "gpu_samples").iterdir())
+    assert days == ["date=2026-01-02", "date=2026-01-10"]
+
+
+def test_the_command_names_the_file_and_line_of_each_kind_of_reject(tmp_path, lake):
+    log = tmp_path / "smi.csv"
+    log.write_bytes(HEADER.encode() + b"1970/01/01 00:00:00.000, 0, 100 W\n2026/01/02 00:00:01.000, 0, 10\xff W\n")
+    app = typer.Typer()
+    register(app)
+    out = CliRunner().invoke(app, ["ingest", "nvidia-smi", str(log), "--lake", str(lake), "--host", "h"])
+    assert out.exit_code == 0, out.output
+    assert f"rejected 1 x encoding (e.g. {log}:3: encoding: byte 0xff in field 3 is not UTF-8)" in out.output
+    assert f"rejected 1 x timestamp (e.g. {log}:2: timestamp: 1970-01-01T00:00:00+00:00 is before" in out.output
+
+
+def test_a_lake_that_cannot_be_written_is_one_line(tmp_path):
+    log = _log(tmp_path / "smi.csv", "2026/01/02 00:00:00.000, 0, 100 W")
+    (tmp_path / "blocked").write_text("a file where the lake's parent folder should be")
+    app = typer.Typer()
+    register(app)
+    out = CliRunner().invoke(app, ["ingest", "nvidia-smi", str(log), "--lake", str(tmp_path / "blocked" / "lake"),
+                                   "--host", "h"])
+    assert out.exit_code == 2
+    assert out.output.startswith(f"error: cannot write the import of {log} into the lake {tmp_path}/blocked/lake: ")
+    assert len(out.output.strip().splitlines()) == 1

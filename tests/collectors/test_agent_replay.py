@@ -1,0 +1,165 @@
+"""The agent refuses an older signed config after a newer one, across restarts, and never reads a
+config larger than its limit. Against the real nvidia-ml-py loading the stand-in libnvidia-ml.so.1.
+
+The attack: yesterday's export is still signed and still inside its validity window; whoever can
+serve the agent's config location (or write its file) serves it again, and the agent would undo
+today's settings with it.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import http.server
+import threading
+
+import pyarrow.dataset as ds
+import pynvml
+import pytest
+
+from joulehouse.collectors.agent import apply_config
+from joulehouse.collectors.agent_loop import AgentState, ConfigTooLarge, fetch_config, poll_once
+from joulehouse.collectors.agent_replay import ReplayedConfig, ReplayGuard, ReplayStateError
+from joulehouse.collectors.config_contract import (
+    MAX_CONFIG_BYTES, MalformedConfig, dump_config, load_config_document, sign_config,
+)
+from nvml_stub.fixture import GpuState
+
+NOW = dt.datetime(2026, 1, 3, 6, 0, tzinfo=dt.timezone.utc)
+HOST = "node-01"
+
+
+def uuid(i):
+    return GpuState.a100(i).uuid
+
+
+def config(private, watts, generated_at, site="site-a"):
+    """A config valid for two days around NOW, generated at `generated_at`."""
+    fmt = lambda t: t.strftime("%Y-%m-%dT%H:%M:%SZ")  # noqa: E731
+    body = {"schema_version": 1, "generated_at": fmt(generated_at), "valid_from": fmt(NOW - dt.timedelta(days=2)),
+            "valid_until": fmt(NOW + dt.timedelta(days=2)), "site": site, "day": "2026-01-02",
+            "hosts": {HOST: {uuid(0): {"gpu_model": "NVIDIA A100-SXM4-80GB", "workload_class": "throughput",
+                                       "power_limit_w": float(watts), "expected_saving_pct": 10.0,
+                                       "expected_slowdown_pct": 5.0}}},
+            "excluded_gpu_models": []}
+    return dump_config(sign_config(body, private))
+
+
+def limit_w(stub):
+    return int(stub.read()["gpu0.power_limit_mw"]) / 1000
+
+
+TODAY, YESTERDAY = NOW - dt.timedelta(hours=1), NOW - dt.timedelta(days=1)
+
+
+def test_an_older_config_after_a_newer_one_is_refused_and_audited(nvml_stub, keys, lake, tmp_path):
+    nvml_stub.write([GpuState.a100(0)])
+    guard = ReplayGuard(tmp_path / "state" / "agent-applied.json")
+    kw = dict(public_key=keys[1], host=HOST, nvml=pynvml, lake=lake, replay_guard=guard)
+    assert apply_config(config(keys[0], 300, TODAY), now=NOW, **kw).ok
+    with pytest.raises(ReplayedConfig, match=r"generated at 2026-01-02T06:00:00Z is not newer than .* "
+                                             r"\(generated at 2026-01-03T05:00:00Z"):
+        apply_config(config(keys[0], 250, YESTERDAY), now=NOW + dt.timedelta(minutes=5), **kw)
+    assert limit_w(nvml_stub) == 300.0
+    refused = [r for r in ds.dataset(lake / "agent_audit", partitioning="hive").to_table().to_pylist()
+               if r["action"] == "refuse"]
+    assert len(refused) == 1 and refused[0]["reason"].startswith("ReplayedConfig: ")
+    again = apply_config(config(keys[0], 300, TODAY), now=NOW + dt.timedelta(minutes=10), **kw)
+    assert again.count("unchanged") == 1, "the same config again is no replay"
+
+
+def test_the_guard_survives_a_restart_of_the_agent(nvml_stub, keys, lake, tmp_path):
+    """A new process (a new guard on the same file, a fresh loop state) still refuses yesterday's."""
+    nvml_stub.write([GpuState.a100(0)])
+    location = tmp_path / "recommended-config.json"
+    state_path = tmp_path / "state" / "agent-applied.json"
+    location.write_bytes(config(keys[0], 300, TODAY))
+    kw = dict(public_key=keys[1], host=HOST, nvml=pynvml, lake=lake)
+    assert poll_once(AgentState(), str(location), now=NOW, replay_guard=ReplayGuard(state_path), **kw).startswith("applied")
+    location.write_bytes(config(keys[0], 250, YESTERDAY))
+    message = poll_once(AgentState(), str(location), now=NOW + dt.timedelta(minutes=5),
+                        replay_guard=ReplayGuard(state_path), **kw)
+    assert message.startswith("new config refused (ReplayedConfig: ") and "keeping current settings" in message
+    assert limit_w(nvml_stub) == 300.0
+
+
+def test_a_second_config_generated_the_same_second_is_refused(nvml_stub, keys, lake, tmp_path):
+    nvml_stub.write([GpuState.a100(0)])
+    guard = ReplayGuard(tmp_path / "agent-applied.json")
+    kw = dict(public_key=keys[1], host=HOST, nvml=pynvml, replay_guard=guard)
+    apply_config(config(keys[0], 300, TODAY), now=NOW, **kw)
+    with pytest.raises(ReplayedConfig):
+        apply_config(config(keys[0], 200, TODAY), now=NOW, **kw)
+    assert limit_w(nvml_stub) == 300.0
+
+
+def test_sites_are_guarded_apart_and_a_dry_run_records_nothing(nvml_stub, keys, tmp_path):
+    nvml_stub.write([GpuState.a100(0)])
+    guard = ReplayGuard(tmp_path / "agent-applied.json")
+    kw = dict(public_key=keys[1], host=HOST, nvml=pynvml, replay_guard=guard)
+    apply_config(config(keys[0], 300, TODAY, site="site-a"), now=NOW, **kw)
+    assert apply_config(config(keys[0], 250, YESTERDAY, site="site-b"), now=NOW, **kw).ok
+    with pytest.raises(ReplayedConfig):
+        apply_config(config(keys[0], 250, YESTERDAY, site="site-a"), now=NOW, dry_run=True, **kw)
+    newer = NOW - dt.timedelta(minutes=1)
+    assert apply_config(config(keys[0], 200, newer), now=NOW, dry_run=True, **kw).count("dry-run") == 1
+    assert guard.last_accepted("site-a")[0] == TODAY.replace(microsecond=0), "a dry run is not an acceptance"
+
+
+@pytest.mark.parametrize("content", [b"{not json", b'{"sites": {"site-a": {"generated_at": "yesterday"}}}',
+                                     b"\xff\xfe"])
+def test_an_unreadable_state_refuses_rather_than_forgets(nvml_stub, keys, tmp_path, content):
+    nvml_stub.write([GpuState.a100(0)])
+    state_path = tmp_path / "agent-applied.json"
+    state_path.write_bytes(content)
+    with pytest.raises(ReplayStateError, match=f"agent state {state_path}"):
+        apply_config(config(keys[0], 300, TODAY), public_key=keys[1], host=HOST, nvml=pynvml, now=NOW,
+                     replay_guard=ReplayGuard(state_path))
+    assert limit_w(nvml_stub) == 400.0
+    assert state_path.read_bytes() == content
+
+
+def test_a_config_file_over_the_limit_is_refused_without_reading_it(tmp_path):
+    huge = tmp_path / "recommended-config.json"
+    with open(huge, "wb") as fh:
+        fh.truncate(4 << 30)  # 4 GiB, sparse: reading it whole would take the node's memory
+    with pytest.raises(ConfigTooLarge, match=r"is 4294967296 bytes, over the 16 MiB limit"):
+        fetch_config(str(huge))
+    with pytest.raises(MalformedConfig, match="larger than 16 MiB"):
+        load_config_document(huge)
+    with pytest.raises(MalformedConfig, match="larger than 16 MiB"):
+        load_config_document(b" " * (MAX_CONFIG_BYTES + 1))
+
+
+def test_a_config_nested_too_deep_is_malformed_not_a_crash():
+    with pytest.raises(MalformedConfig, match="nested too deep"):
+        load_config_document(b"[" * 200_000)
+
+
+class _Serve(http.server.BaseHTTPRequestHandler):
+    body = b""
+    declare_length = True
+
+    def do_GET(self):  # noqa: N802 - the stdlib's name
+        self.send_response(200)
+        if self.declare_length:
+            self.send_header("Content-Length", str(len(self.body)))
+        self.end_headers()
+        self.wfile.write(self.body)
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.mark.parametrize("declare_length", [True, False])
+def test_a_config_url_over_the_limit_is_refused(declare_length):
+    handler = type("Handler", (_Serve,), {"body": b" " * 2048, "declare_length": declare_length})
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{server.server_address[1]}/recommended-config.json"
+    try:
+        assert fetch_config(url, max_bytes=4096) == b" " * 2048
+        with pytest.raises(ConfigTooLarge, match="over the" if declare_length else "more than 1024 bytes"):
+            fetch_config(url, max_bytes=1024)
+    finally:
+        server.shutdown()
+        server.server_close()

@@ -105,8 +105,8 @@ def pipeline(lake: Path, day: dt.date) -> dict:
     """build_day, run_checks, fit_day, carbon_day, tco_day, recommend_day on a fresh warehouse."""
     from joulehouse.models.power import fit_day
     from joulehouse.models.recommend import recommend_day
-    from joulehouse.reports.carbon import carbon_day
-    from joulehouse.reports.tco import tco_day
+    from joulehouse.reports.accounts.carbon import carbon_day
+    from joulehouse.reports.accounts.tco import tco_day
     from joulehouse.warehouse.build import build_day
     from joulehouse.warehouse.checks import run_checks
     from joulehouse.warehouse.db import connect

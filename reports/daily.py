@@ -174,8 +174,8 @@ def measure_efficiency_and_outcomes(day: str, config: str | None) -> dict:
 
 def account_carbon_and_cost(day: str, config: str | None) -> dict:
     """Carbon (both scope 2 methods + embodied) and TCO for the day, attributed to jobs/teams."""
-    from joulehouse.reports.carbon import carbon_day
-    from joulehouse.reports.tco import tco_day
+    from joulehouse.reports.accounts.carbon import carbon_day
+    from joulehouse.reports.accounts.tco import tco_day
 
     the_day, settings = _load(day, config)
     with _warehouse(settings) as con:
@@ -199,7 +199,7 @@ def recommend_power_limits(day: str, config: str | None) -> dict:
 
 def render_report(day: str, config: str | None) -> dict:
     """The self-contained HTML report of the day."""
-    from joulehouse.reports.html import render_report as render
+    from joulehouse.reports.page.html import render_report as render
 
     the_day, settings = _load(day, config)
     out = Path(settings.warehouse.db_path).parent / "reports" / f"{the_day}.html"
@@ -210,7 +210,7 @@ def render_report(day: str, config: str | None) -> dict:
 
 def export_recommended_config(day: str, config: str | None) -> dict:
     """The signed recommended-config file, gated on the power models' quality."""
-    from joulehouse.reports.export import CONFIG_NAME, export_config
+    from joulehouse.reports.export.signed_config import CONFIG_NAME, export_config
 
     the_day, settings = _load(day, config)
     with _warehouse(settings, read_only=True) as con:
@@ -224,7 +224,7 @@ def export_recommended_config(day: str, config: str | None) -> dict:
 
 def publish_recommended_config(config: str | None) -> dict:
     """Copy the latest signed export to `[export] publish_url`, where node agents fetch it."""
-    from joulehouse.reports.publish import publish_config
+    from joulehouse.reports.export.publish import publish_config
 
     settings = load_settings(config)
     if not settings.export.publish_url:

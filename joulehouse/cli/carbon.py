@@ -24,7 +24,7 @@ DEFAULT_DATA_DIR = SHARED_DATA
 def run_shape(gpus: Optional[int], hours: Optional[float], gpu_hours: Optional[float], avg_power_w: float,
               pue: float, utilization: float):
     """Build a RunShape from --gpus/--hours or --gpu-hours, failing with one clear line."""
-    from joulehouse.reports.estimate import RunShape
+    from joulehouse.reports.accounts.estimate import RunShape
 
     for flag, value in (("--gpus", gpus), ("--hours", hours), ("--gpu-hours", gpu_hours)):
         if value is not None and value <= 0:
@@ -69,8 +69,8 @@ def estimate(
     utilization: float = typer.Option(1.0, help="Share of the hardware's life it is in use (0..1]."),
 ) -> None:
     """Estimate a run's carbon: operational (energy x PUE x intensity) + amortised embodied."""
-    from joulehouse.reports.estimate import estimate_carbon, hourly_mean
-    from joulehouse.reports.grid import GridFileError, intensity_for_region
+    from joulehouse.reports.accounts.estimate import estimate_carbon, hourly_mean
+    from joulehouse.reports.accounts.grid import GridFileError, intensity_for_region
 
     run = run_shape(gpus, hours, gpu_hours, avg_power_w, pue, utilization)
     extra: dict = {}

@@ -39,8 +39,8 @@ def estimate(
     utilization: float = typer.Option(1.0, help="Share of the hardware's life it is in use (0..1]."),
 ) -> None:
     """Estimate a run's cost: energy at the meter x price + demand charge + capital + operations."""
-    from joulehouse.reports.estimate import estimate_cost, hourly_mean
-    from joulehouse.reports.prices import DEFAULT_PRICE_FILE, PriceFileError, load_pjm_lmp_csv
+    from joulehouse.reports.accounts.estimate import estimate_cost, hourly_mean
+    from joulehouse.reports.accounts.prices import DEFAULT_PRICE_FILE, PriceFileError, load_pjm_lmp_csv
 
     run = run_shape(gpus, hours, gpu_hours, avg_power_w, pue, utilization)
     extra: dict = {}

@@ -85,7 +85,7 @@ def test_describe_lists_every_layer_including_models_and_reports():
 def test_describe_one_relation_of_a_later_layer_gives_units():
     one = run("--describe", "rpt_tco_daily")
     assert one.exit_code == 0, one.output
-    assert "reports/sql/rpt_tco_daily.sql" in one.output
+    assert "reports/accounts/sql/rpt_tco_daily.sql" in one.output
     assert "capital_usd" in one.output and "[USD]" in one.output
     helper = run("--describe", "power_suffstats")
     assert helper.exit_code != 0 and "no relation 'power_suffstats'" in helper.output

@@ -1,0 +1,157 @@
+"""The day's warehouse relations as the HTML report reads them: each one a frame, or None and the
+reason it is missing (relation absent, or no rows for the day).
+
+Every relation is optional: a site without BMC access, facility meters or a job scheduler, or a
+day whose pipeline skipped a step, still gets a report that says what it could not compute.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+import polars as pl
+
+from joulehouse.reports.warehouse_tables import count_day_by, read_day
+
+# Where a relation's input comes from, so a missing one names what the site lacks.
+NEEDS = {
+    "fct_node_reconciliation_hourly": "the node_samples dataset (IPMI/BMC readings)",
+    "fct_pue_hourly": "the facility_samples dataset (site meters)",
+    "fct_job_efficiency": "the jobs dataset with work counters (requests, tokens, samples, FLOPs)",
+    "fct_efficiency_setting_daily": "the jobs dataset with work counters (requests, tokens, samples, FLOPs)",
+    "rpt_carbon_daily": "the carbon accounts step (grid intensity file or default)",
+    "rpt_tco_daily": "the cost accounts step (price file or default)",
+    "fct_recommendation_outcome": "the outcome step (models.outcome) over the days after a setting took effect",
+    "fct_recommendation_extra": "the extra recommendations step (models.recommend_extra)",
+    "fct_sensitivity_daily": "the sensitivities step (models.sensitivity)",
+    "fct_power_interval": "the power-interval step (models.power_interval)",
+    "fct_job_energy_prediction": "jobs run on two GPU models with the same profile",
+}
+
+
+def as_frame(value: Any) -> pl.DataFrame | None:
+    if value is None:
+        return None
+    return value if isinstance(value, pl.DataFrame) else pl.DataFrame(value)
+
+
+def usable(frame: pl.DataFrame | None, why: str | None, name: str, day: dt.date) -> tuple[pl.DataFrame | None, str]:
+    """The frame if it has rows, else None and the reason (missing relation or empty day)."""
+    if frame is None:
+        reason = why or f"relation {name} does not exist"
+        return None, reason + (f"; it needs {NEEDS[name]}" if name in NEEDS else "")
+    if frame.height == 0:
+        return None, f"{name} has no rows for {day}"
+    return frame, ""
+
+
+def has(frame: pl.DataFrame | None, *cols: str) -> bool:
+    """True when `frame` exists and each of `cols` is present with at least one non-NULL value."""
+    return frame is not None and all(c in frame.columns and frame[c].null_count() < frame.height for c in cols)
+
+
+def total(frame: pl.DataFrame | None, col: str) -> float | None:
+    """Sum of `col`, or None when the frame or column is missing or all NULL."""
+    return float(frame[col].sum()) if has(frame, col) else None
+
+
+def to_utc(frame: pl.DataFrame) -> pl.DataFrame:
+    """Zoned timestamp columns shown in UTC whatever the session time zone was."""
+    return frame.with_columns([pl.col(c).dt.convert_time_zone("UTC") for c, t in frame.schema.items()
+                               if isinstance(t, pl.Datetime) and t.time_zone])
+
+
+class ReportData:
+    """The day's relations, read once. Attribute `x` holds the frame (None if unusable) and
+    `x_why` the reason it is unusable."""
+
+    RELATIONS = {
+        "energy": "fct_gpu_energy_hourly", "models": "fct_power_model", "residual": "fct_power_residual_hourly",
+        "thermal": "fct_thermal_gpu", "carbon": "rpt_carbon_daily", "tco": "rpt_tco_daily",
+        "checks": "fct_check_results", "recs": "fct_recommendation", "reconciliation": "fct_node_reconciliation_hourly",
+        "coverage": "fct_gpu_coverage_daily", "pue": "fct_pue_hourly", "shift": "rpt_shift_opportunity_daily",
+        "sensitivity": "fct_sensitivity_daily", "interval": "fct_power_interval",
+        "job_prediction": "fct_job_energy_prediction", "extras": "fct_recommendation_extra",
+        "job_efficiency": "fct_job_efficiency", "setting_efficiency": "fct_efficiency_setting_daily",
+        "outcome": "fct_recommendation_outcome",
+    }
+
+    def __init__(self, con, day: dt.date, notes: dict[str, Any]):
+        self.day = day
+        for attr, name in self.RELATIONS.items():
+            frame, why = usable(*read_day(con, name, day), name, day)
+            setattr(self, attr, to_utc(frame) if frame is not None else None)
+            setattr(self, f"{attr}_why", why)
+        # An outcome table that exists but is empty for the day means nothing has taken effect yet.
+        self.outcome_exists = not self.outcome_why.startswith("relation ")
+        self.quarantine, self.quarantine_why = usable(*count_day_by(con, "quarantine_gpu_samples", day, "reason"),
+                                                      "quarantine_gpu_samples", day)
+        context = as_frame(notes.get("hourly_context"))
+        if context is not None:
+            self.context, self.context_why = context, ""
+        else:
+            frame, self.context_why = usable(*read_day(con, "rpt_context_hourly", day), "rpt_context_hourly", day)
+            self.context = to_utc(frame) if frame is not None else None
+        self.curve = as_frame(notes.get("energy_vs_limit"))
+        self.curve_why = ""
+        if self.curve is None:
+            curve, why = read_day(con, "fct_energy_vs_limit", day)
+            self.curve_why = why or f"fct_energy_vs_limit has no rows for {day}"
+            if has(curve, "is_dominant_bottleneck"):
+                # One curve per GPU model: the bottleneck its fleet mostly runs.
+                self.curve = curve.filter(pl.col("is_dominant_bottleneck"))
+
+    def fleet_load(self) -> tuple[pl.DataFrame, str]:
+        """(hour_at, power_kw) and its label: the IT load from the context where known, else GPU power."""
+        if has(self.context, "hour_at", "fleet_it_energy_kwh"):
+            return (self.context.group_by("hour_at").agg(pl.col("fleet_it_energy_kwh").sum().alias("power_kw"))
+                    .sort("hour_at"), "fleet IT power")
+        return (self.energy.group_by("hour_at").agg((pl.col("avg_power_w").sum() / 1000).alias("power_kw"))
+                .sort("hour_at"), "fleet GPU power")
+
+    def hourly_context(self) -> pl.DataFrame:
+        """One row per hour: the context's value columns averaged over sites."""
+        values = [c for c in ("intensity_gco2e_per_kwh", "price_usd_per_mwh") if c in self.context.columns]
+        return self.context.group_by("hour_at").agg([pl.col(c).mean() for c in values]).sort("hour_at")
+
+    def held_back_models(self) -> dict[str, str]:
+        """{GPU model: why} for the models of the day's recommendations whose settings the export
+        leaves out (reports.export.signed_config.gate_by_model: no power model fitted, or its gate failed)."""
+        from joulehouse.reports.export.signed_config import exclusion_reason, gate_by_model
+
+        if self.recs is None or "gpu_model" not in self.recs.columns:
+            return {}
+        gate = gate_by_model(self.models if has(self.models, "passed_gate") else None, self.models_why)
+        whys = {model: exclusion_reason(gate, model, self.day) for model in sorted(self.recs["gpu_model"].unique().to_list())}
+        return {model: why for model, why in whys.items() if why is not None}
+
+    def changing_recommendations(self) -> pl.DataFrame | None:
+        """Recommendations that change something (a cap below the default, or a locked clock
+        range) for GPU models whose power model passed its gate, with `saving_kwh_per_day`:
+        the relation's own figure where it has one, else expected_saving_pct x the GPU's
+        measured energy of the day."""
+        if self.recs is None:
+            return None
+        recs = self.recs
+        change = pl.lit(False)
+        has_limits = {"power_limit_w", "default_limit_w"} <= set(recs.columns)
+        if has_limits:  # a row with no limit (NULL: none recommended) changes nothing
+            change = change | (pl.col("power_limit_w") < pl.col("default_limit_w")).fill_null(False)
+        for col in ("locked_sm_clock_min_mhz", "locked_sm_clock_max_mhz"):
+            if col in recs.columns:
+                change = change | pl.col(col).is_not_null()
+        if not has_limits:
+            change = pl.lit(True)  # an older relation without defaults: every row is a setting to apply
+        recs = recs.filter(change)
+        held = self.held_back_models()
+        if held:
+            recs = recs.filter(~pl.col("gpu_model").is_in(list(held)))
+        per_gpu = (self.energy.group_by("gpu_uuid").agg(pl.col("energy_kwh").sum().alias("day_energy_kwh"))
+                   if self.energy is not None else pl.DataFrame(schema={"gpu_uuid": pl.String, "day_energy_kwh": pl.Float64}))
+        recs = recs.join(per_gpu, on="gpu_uuid", how="left")
+        from_pct = (pl.col("day_energy_kwh") * pl.col("expected_saving_pct") / 100 if "expected_saving_pct" in recs.columns
+                    else pl.lit(None, dtype=pl.Float64))
+        own = (pl.col("expected_energy_saving_kwh_per_day") if "expected_energy_saving_kwh_per_day" in recs.columns
+               else pl.lit(None, dtype=pl.Float64))
+        return recs.with_columns(pl.coalesce(own, from_pct).alias("saving_kwh_per_day"))

@@ -109,7 +109,7 @@ def test_every_public_relation_gives_each_column_a_unit():
 def pipeline_warehouse(tmp_path_factory) -> Path:
     """One simulated day (16 GPUs on 2 hosts, one sample a minute) through the daily steps the DAG
     runs, except the GX checks (their table is created by the build) and the report/export."""
-    from joulehouse.reports import daily
+    from joulehouse import daily
 
     out = tmp_path_factory.mktemp("site")
     settings = demo_settings(out, out / "no-shared-data")  # built-in grid/price defaults

@@ -21,7 +21,7 @@ import pytest
 
 from joulehouse.collectors.settings import LakeSettings, Settings, WarehouseSettings, settings_to_toml
 from joulehouse.collectors.writer import write_dataset
-from joulehouse.reports import daily
+from joulehouse import daily
 from joulehouse.warehouse.spark_engine import SparkEngineError
 
 DAY = dt.date(2026, 1, 2)

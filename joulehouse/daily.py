@@ -1,6 +1,9 @@
 """What each task of the daily DAG does: one function per task, each a few calls into the
 library for one day. Each opens the warehouse, does its step for `day`, and returns a small
 JSON-able summary (it lands in Airflow's XCom). Re-running a day replaces that day's rows.
+
+The orchestration of the daily run sits above every layer it calls (warehouse, models, reports)
+and below the DAG files (dags/) and the CLI that call it; the layers below never import it.
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ import pytest
 
 from joulehouse.collectors.settings import LakeSettings, Settings, WarehouseSettings, settings_to_toml
 from joulehouse.collectors.writer import write_dataset
-from joulehouse.reports import daily
+from joulehouse import daily
 from joulehouse.warehouse.lake_compact import LOCK_NAME
 from joulehouse.warehouse.lake_partitions import NoReadingsForDay
 

@@ -177,7 +177,7 @@ class CarbonSettings:
     # Per-model embodied overrides, "NVIDIA H100 80GB HBM3=150" (kgCO2e per GPU).
     embodied_kgco2e_by_gpu_model: tuple[str, ...] = ()
     # IT energy: a host-hour's BMC (IPMI) energy replaces its GPUs' board energy when the BMC
-    # covered at least this share of the hour (reports.accounts.it_energy); below it, GPU energy only.
+    # covered at least this share of the hour (reports.accounts.it_energy_basis); below it, GPU energy only.
     node_energy_min_coverage_ratio: float = 0.9
     # Time-shifting estimate: hours a deferrable job may move from its own (0 = anywhere in its UTC day).
     shift_window_hours: int = 0

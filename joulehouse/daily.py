@@ -190,19 +190,19 @@ def account_carbon_and_cost(day: str, config: str | None) -> dict:
 def recommend_power_limits(day: str, config: str | None) -> dict:
     """A power limit (and clock range where a cap would do nothing) per GPU."""
     from joulehouse.models.recommend import recommend_day
-    from joulehouse.models.recommend_extra import recommend_extras
+    from joulehouse.models.placement import recommend_placement
 
     the_day, settings = _load(day, config)
     with _warehouse(settings) as con:
         n = recommend_day(con, the_day, settings.recommend,
                           carbon_price_usd_per_tco2e=settings.carbon.carbon_price_usd_per_tco2e)
-        extras = recommend_extras(con, the_day)
-    return {"recommendations": n, "consolidation_and_placement": extras}
+        placements = recommend_placement(con, the_day)
+    return {"recommendations": n, "consolidation_and_placement": placements}
 
 
 def render_report(day: str, config: str | None) -> dict:
     """The self-contained HTML report of the day."""
-    from joulehouse.reports.page.html import render_report as render
+    from joulehouse.reports.page.render import render_report as render
 
     the_day, settings = _load(day, config)
     out = Path(settings.warehouse.db_path).parent / "reports" / f"{the_day}.html"

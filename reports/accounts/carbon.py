@@ -3,7 +3,7 @@ attributed to jobs, users, teams and stages.
 
 Per metered GPU-hour (all in gCO2e unless named otherwise):
     energy_kwh          = IT energy: the server's BMC energy split by GPU share where usable,
-                          else the GPU board energy (reports.accounts.it_energy; it_energy_basis says which)
+                          else the GPU board energy (reports.accounts.it_energy_basis; it_energy_basis says which)
     facility_energy_kwh = energy_kwh x PUE(site, hour)
     location_gco2e      = facility_energy_kwh x grid intensity(region, hour)
     market_gco2e        = facility_energy_kwh x (c x contract intensity + (1 - c) x residual mix)
@@ -14,7 +14,7 @@ Range: operational relative uncertainty u_op = sqrt(u_grid^2 + u_pue^2) (indepen
 embodied u_emb; low/high of the total = location x (1 -/+ u_op) + embodied x (1 -/+ u_emb).
 Attribution and the idle policy: reports.accounts.attribution. The day's hourly context
 (rpt_context_grid_hourly) and the cleanest-hours shifting estimate (rpt_shift_carbon_daily):
-reports.accounts.context, reports.accounts.shift.
+reports.accounts.site_hours, reports.accounts.shift.
 """
 
 from __future__ import annotations
@@ -33,10 +33,10 @@ from joulehouse.reports.accounts.attribution import (
 )
 from joulehouse.reports.accounts.embodied import (amortised_share, default_gpu_embodied_kgco2e, embodied_gco2e_per_gpu_hour,
                               parse_model_overrides)
-from joulehouse.reports.accounts.context import carbon_shift_rows, day_site_hours, grid_context
-from joulehouse.reports.accounts.hourly import attach_intensity, attach_pue
-from joulehouse.reports.accounts.inputs import prepare_day, replace_report_day
-from joulehouse.reports.accounts.it_energy import BASIS_AMOUNTS, label_basis, with_facility_energy
+from joulehouse.reports.accounts.site_hours import carbon_shift_rows, day_site_hours, grid_context
+from joulehouse.reports.accounts.hour_factors import attach_intensity, attach_pue
+from joulehouse.reports.accounts.warehouse_io import prepare_day, replace_report_day
+from joulehouse.reports.accounts.it_energy_basis import BASIS_AMOUNTS, label_basis, with_facility_energy
 
 CARBON_AMOUNTS = ["energy_kwh", "facility_energy_kwh", "location_gco2e", "market_gco2e", "embodied_gco2e", *BASIS_AMOUNTS]
 

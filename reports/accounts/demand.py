@@ -27,7 +27,7 @@ import datetime as dt
 import duckdb
 import polars as pl
 
-from joulehouse.reports.accounts.inputs import replace_report_day
+from joulehouse.reports.accounts.warehouse_io import replace_report_day
 from joulehouse.warehouse.sqlio import relation_exists
 
 PEAK_TABLE = "rpt_demand_peak_daily"

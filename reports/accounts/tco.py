@@ -15,12 +15,12 @@ Per metered GPU-hour, USD:
     operations        = that capital base x operations_ratio_of_capex_per_year / 8760
 static_energy_cost prices the same energy at the day's flat average (unweighted mean of the
 day's hourly prices), for the static-vs-dynamic comparison.
-energy_kwh is the IT energy of reports.accounts.it_energy (BMC energy where usable, else GPU board).
+energy_kwh is the IT energy of reports.accounts.it_energy_basis (BMC energy where usable, else GPU board).
 Range: total_cost_low/high_usd = total -/+ u_price x |energy cost + green premium + density
 surcharge| (the components that move with the price; u_price = price_uncertainty_pct / 100);
 capital, operations and the demand charge are contract rates, not moved.
 The day's hourly prices (rpt_context_price_hourly) and the cheapest-hours shifting estimate
-(rpt_shift_cost_daily): reports.accounts.context, reports.accounts.shift.
+(rpt_shift_cost_daily): reports.accounts.site_hours, reports.accounts.shift.
 """
 
 from __future__ import annotations
@@ -35,10 +35,10 @@ from joulehouse.collectors.settings import TcoSettings
 from joulehouse.reports.accounts.attribution import UNALLOCATED, attribute_gpu_hours, group_by_job, spread_unallocated
 from joulehouse.reports.accounts.demand import allocate, day_peaks, later_days_accounted, month_peak_before, site_hour_kw, store_peaks
 from joulehouse.reports.accounts.embodied import HOURS_PER_YEAR, amortised_share, capital_usd_per_gpu_hour
-from joulehouse.reports.accounts.context import cost_shift_rows, day_site_hours, price_context
-from joulehouse.reports.accounts.hourly import attach_intensity, attach_pue
-from joulehouse.reports.accounts.inputs import day_bounds, prepare_day, replace_report_day
-from joulehouse.reports.accounts.it_energy import BASIS_AMOUNTS, label_basis, with_facility_energy
+from joulehouse.reports.accounts.site_hours import cost_shift_rows, day_site_hours, price_context
+from joulehouse.reports.accounts.hour_factors import attach_intensity, attach_pue
+from joulehouse.reports.accounts.warehouse_io import day_bounds, prepare_day, replace_report_day
+from joulehouse.reports.accounts.it_energy_basis import BASIS_AMOUNTS, label_basis, with_facility_energy
 from joulehouse.reports.accounts.prices import DEFAULT_PRICE_FILE, load_pjm_lmp_csv, load_urdb_tariff, tariff_prices
 from joulehouse.reports.accounts.yearmap import map_to_target_hours, rule_counts
 

@@ -7,8 +7,8 @@ from __future__ import annotations
 import polars as pl
 
 from joulehouse.reports.page.figures_estimates import efficiency_by_setting, outcome_label, outcome_saving
-from joulehouse.reports.page.report_data import ReportData, has, total
-from joulehouse.reports.page.report_page import FigureWriter, Section, details, esc, fmt_number, table
+from joulehouse.reports.page.relations import ReportData, has, total
+from joulehouse.reports.page.blocks import FigureWriter, Section, details, esc, fmt_number, table
 
 REC_COLUMNS = ("host", "gpu_uuid", "gpu_model", "workload_class", "power_limit_w", "default_limit_w",
                "locked_sm_clock_min_mhz", "locked_sm_clock_max_mhz", "expected_saving_pct", "saving_kwh_per_day",

@@ -9,8 +9,8 @@ import polars as pl
 
 from joulehouse.reports.page import figures
 from joulehouse.reports.page.figures_estimates import job_prediction_error, sensitivity_forest
-from joulehouse.reports.page.report_data import ReportData, has
-from joulehouse.reports.page.report_page import FigureWriter, Section, fmt_number, table
+from joulehouse.reports.page.relations import ReportData, has
+from joulehouse.reports.page.blocks import FigureWriter, Section, fmt_number, table
 
 MAX_SCATTER_POINTS = 5000
 MODEL_COLUMNS = ("gpu_model", "feature_set", "n_samples", "mape_pct", "r2", "job_energy_error_pct", "static_pct_per_10c",

@@ -7,8 +7,8 @@ from __future__ import annotations
 import polars as pl
 
 from joulehouse.reports.page import figures
-from joulehouse.reports.page.report_data import ReportData, has
-from joulehouse.reports.page.report_page import FigureWriter, Section, details, fmt_number, table
+from joulehouse.reports.page.relations import ReportData, has
+from joulehouse.reports.page.blocks import FigureWriter, Section, details, fmt_number, table
 
 # A GPU is listed as a coverage problem below this share of the day, or when its last reading
 # is older than this many seconds at the end of the day.

@@ -161,7 +161,7 @@ def test_heavier_half_holds_the_heaviest_free_bin_even_when_it_has_most_of_the_w
     bins; when the last of them carries most of their weight the heavier half must still hold it
     (it was empty and the day's recommendation failed with ZeroDivisionError)."""
     from joulehouse.models.caps import WorkloadProfile
-    from joulehouse.models.recommend_mix import score as _score
+    from joulehouse.models.cap_scoring import score as _score
 
     locked = [(WorkloadProfile(activity_ratio=0.8 + i / 100, memory_ratio=0.5, pcie_gbps=0.0, temp_c=50.0,
                                clock_ratio=0.8), 0.1) for i in range(6)]

@@ -12,7 +12,7 @@ import pytest
 from report_fixtures import OUTCOME_DDL, OUTCOME_POOLED, DAY, build_analysis, build_day, energy_vs_limit, hourly_context
 from plotly.offline import get_plotlyjs
 
-from joulehouse.reports.page.html import render_report
+from joulehouse.reports.page.render import render_report
 
 
 @pytest.fixture()
@@ -73,7 +73,7 @@ def test_the_report_holds_back_what_the_export_leaves_out(full_day, tmp_path):
     """The page and the signed file agree: a GPU with no limit recommended is not a setting to
     apply, and a model with no power model fitted is listed as left out, as the export does."""
     from joulehouse.reports.export.signed_config import build_body, gate_by_model
-    from joulehouse.reports.page.report_data import ReportData
+    from joulehouse.reports.page.relations import ReportData
 
     full_day.execute("INSERT INTO fct_recommendation VALUES (?, 'trace', 'GPU-t', NULL, 'throughput', NULL, NULL, "
                      "NULL, NULL, NULL, NULL, 'limits unknown: not recommended')", [DAY])
@@ -156,7 +156,7 @@ def test_a_gpu_without_a_model_name_is_drawn_under_a_label(tmp_path):
 
     import duckdb
 
-    from joulehouse.reports.page.html import render_report
+    from joulehouse.reports.page.render import render_report
     from joulehouse.reports.warehouse_tables import UNKNOWN_GPU_MODEL
 
     con = duckdb.connect()

@@ -19,7 +19,7 @@ import duckdb
 import pytest
 
 from report_fixtures import DAY, build_analysis, build_context_and_shift, build_day, energy_vs_limit
-from joulehouse.reports.page.html import render_report
+from joulehouse.reports.page.render import render_report
 
 import websockets.sync.client as websockets_sync
 

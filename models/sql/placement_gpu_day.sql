@@ -1,4 +1,4 @@
--- extra_gpu_day: what each GPU did on $day, for consolidation and thermal placement.
+-- placement_gpu_day: what each GPU did on $day, for consolidation and thermal placement.
 -- grain: one row per gpu_uuid with clean readings on $day (gpu_activity_samples: one stream per GPU).
 -- columns: host, gpu_uuid, gpu_model [text]; mean_activity_ratio [0..1] over the day (SM active,
 --   else utilisation: the stream's activity_kind); busy_hours [h] with activity above 5%;

@@ -27,9 +27,9 @@ import polars as pl
 from plotly.offline import get_plotlyjs
 
 from joulehouse.reports.page import figures
-from joulehouse.reports.page.report_data import ReportData, has, total
-from joulehouse.reports.page.report_page import FigureWriter, Section, fmt_number, page, table
-from joulehouse.reports.page.report_summary import summary_section
+from joulehouse.reports.page.relations import ReportData, has, total
+from joulehouse.reports.page.blocks import FigureWriter, Section, fmt_number, page, table
+from joulehouse.reports.page.section_summary import summary_section
 from joulehouse.reports.page.section_actions import efficiency_section, recommendations_section
 from joulehouse.reports.page.section_models import models_section
 from joulehouse.reports.page.section_quality import quality_section

@@ -12,7 +12,7 @@ from hypothesis import given, settings as hsettings, strategies as st
 from accounting_world import DAY, add_node_energy, build_world
 from joulehouse.collectors.settings import CarbonSettings, TcoSettings
 from joulehouse.reports.accounts.carbon import carbon_day
-from joulehouse.reports.accounts.it_energy import apply_it_energy_basis
+from joulehouse.reports.accounts.it_energy_basis import apply_it_energy_basis
 from joulehouse.reports.accounts.tco import tco_day
 
 H0 = dt.datetime(2026, 3, 2, tzinfo=dt.timezone.utc)

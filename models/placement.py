@@ -1,4 +1,4 @@
-"""Recommendations beyond power caps: consolidation and thermal placement (fct_recommendation_extra).
+"""Where the work should run: consolidation and thermal placement (fct_recommendation_extra).
 
 Consolidation (task aggregation): on each host, the GPUs that sat mostly idle (mean activity
 under `max_mean_activity` over the day) carry light work that could share fewer GPUs. Their
@@ -95,13 +95,13 @@ def thermal_placement(gpus: list[dict], theta: dict[str, float], temp_w_per_c: d
     return out
 
 
-def recommend_extras(con: duckdb.DuckDBPyConnection, day: dt.date) -> int:
+def recommend_placement(con: duckdb.DuckDBPyConnection, day: dt.date) -> int:
     """Write `day`'s rows of fct_recommendation_extra (delete-then-insert); returns the rows written.
 
     Needs stg_gpu_samples for `day`; thermal placement also fct_thermal_gpu (models.thermal)."""
     create_activity_view(con, day)
-    gpus = records(con.execute(load_sql("extra_gpu_day"), {"day": day}))
-    minutes = records(con.execute(load_sql("extra_activity_minutely"), {"day": day}))
+    gpus = records(con.execute(load_sql("placement_gpu_day"), {"day": day}))
+    minutes = records(con.execute(load_sql("placement_activity_minutely"), {"day": day}))
     rows = [r | {"kind": "consolidation"} for r in consolidation(gpus, minutes)]
     if relation_exists(con, "fct_thermal_gpu"):
         theta = dict(con.execute("SELECT gpu_uuid, theta_c_per_w FROM fct_thermal_gpu WHERE day = ?", [day]).fetchall())

@@ -12,8 +12,8 @@ from typing import Any
 
 import polars as pl
 
-from joulehouse.reports.page.report_data import ReportData, has, total
-from joulehouse.reports.page.report_page import Section, card, esc, fmt_number, todo_list
+from joulehouse.reports.page.relations import ReportData, has, total
+from joulehouse.reports.page.blocks import Section, card, esc, fmt_number, todo_list
 
 TOP_ACTIONS = 3
 

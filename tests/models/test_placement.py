@@ -9,7 +9,7 @@ import pyarrow as pa
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from joulehouse.models.recommend_extra import DEFAULT_TEMP_W_PER_C, recommend_extras, thermal_placement
+from joulehouse.models.placement import DEFAULT_TEMP_W_PER_C, recommend_placement, thermal_placement
 
 DAY = dt.date(2026, 3, 2)
 MODEL = "NVIDIA A100-SXM4-80GB"
@@ -45,12 +45,12 @@ def test_light_gpus_are_consolidated_and_each_freed_gpu_saves_its_idle_day():
         "GPU-b": (lambda m: 0.2 if 300 <= m < 900 else 0.0, 120.0, 52.0),
         "GPU-c": (lambda m: 0.2 if m >= 800 else 0.0, 120.0, 54.0),
     })
-    assert recommend_extras(con, DAY) == 2
+    assert recommend_placement(con, DAY) == 2
     freed = _extra(con, "consolidation")
     assert set(freed) == {"GPU-a", "GPU-b"}  # the least busy two; GPU-c (busiest of the light ones) keeps the work
     assert freed["GPU-a"][0] == pytest.approx(50.0 * 24 / 1000) and freed["GPU-b"][0] == pytest.approx(52.0 * 24 / 1000)
     assert "GPU-c" in freed["GPU-a"][1]
-    assert recommend_extras(con, DAY) == 2  # a re-run replaces the day
+    assert recommend_placement(con, DAY) == 2  # a re-run replaces the day
 
 
 def test_light_gpus_whose_work_overlaps_too_much_are_left_alone():
@@ -59,7 +59,7 @@ def test_light_gpus_whose_work_overlaps_too_much_are_left_alone():
                    "GPU-b": (lambda m: 0.25 if m % 2 else 0.0, 120.0, 50.0),
                    "GPU-c": (lambda m: 0.25 if m % 2 else 0.0, 120.0, 50.0),
                    "GPU-d": (lambda m: 0.25 if m % 2 else 0.0, 120.0, 50.0)})
-    recommend_extras(con, DAY)
+    recommend_placement(con, DAY)
     # Together they reach 1.0 of a GPU every other minute: two are needed at 80%, so two are freed, not three.
     assert len(_extra(con, "consolidation")) == 2
 
@@ -69,7 +69,7 @@ def test_the_hottest_work_goes_to_the_best_cooled_gpu():
     _samples(con, {"GPU-hot-slot": (lambda m: 0.9, 380.0, 55.0), "GPU-cool-slot": (lambda m: 0.3 if m < 720 else 0.0, 150.0, 55.0)})
     con.execute("CREATE TABLE fct_thermal_gpu (day DATE, gpu_uuid VARCHAR, theta_c_per_w DOUBLE)")
     con.execute("INSERT INTO fct_thermal_gpu VALUES (?, 'GPU-hot-slot', 0.14), (?, 'GPU-cool-slot', 0.10)", [DAY, DAY])
-    recommend_extras(con, DAY)
+    recommend_placement(con, DAY)
     moves = _extra(con, "thermal_placement")
     heat_hot, heat_cool = 380.0 * 24, 150.0 * 12  # W h of work per day (busy power x busy hours)
     expected_total = DEFAULT_TEMP_W_PER_C * (0.14 - 0.10) * (heat_hot - heat_cool) / 1000

@@ -23,7 +23,7 @@ NEEDS = {
     "rpt_carbon_daily": "the carbon accounts step (grid intensity file or default)",
     "rpt_tco_daily": "the cost accounts step (price file or default)",
     "fct_recommendation_outcome": "the outcome step (models.outcome) over the days after a setting took effect",
-    "fct_recommendation_extra": "the extra recommendations step (models.recommend_extra)",
+    "fct_recommendation_extra": "the consolidation and placement step (models.placement)",
     "fct_sensitivity_daily": "the sensitivities step (models.sensitivity)",
     "fct_power_interval": "the power-interval step (models.power_interval)",
     "fct_job_energy_prediction": "jobs run on two GPU models with the same profile",

@@ -1,6 +1,6 @@
 """The recommender's fast paths agree with the slow ones they replaced: the tenths of busy activity
 from a histogram (recommend_gpu_profile.sql) against the exact tenths from sorting the samples
-(recommend_exact_tenths.sql), and the settings x bins scoring (models.recommend_mix) against
+(recommend_exact_tenths.sql), and the settings x bins scoring (models.cap_scoring) against
 models.caps one bin and one setting at a time."""
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from hypothesis import given, settings as hsettings, strategies as st
 from joulehouse.models.activity import create_activity_view
 from joulehouse.models.caps import MIN_CLOCK_RATIO, WorkloadProfile, outcome_under_limit, power_at_clock_w, time_ratio
 from joulehouse.models.coefficients import PowerCoefficients
-from joulehouse.models.recommend_mix import score, score_clocks, score_limits
+from joulehouse.models.cap_scoring import score, score_clocks, score_limits
 from joulehouse.models.sql import load_sql
 
 EXACT_SQL = (Path(__file__).parent / "recommend_exact_tenths.sql").read_text()

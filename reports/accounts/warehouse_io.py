@@ -14,7 +14,7 @@ import polars as pl
 
 from joulehouse.reports.accounts.attribution import JOB_COLUMNS, empty_jobs
 from joulehouse.warehouse.sqlio import SqlFiles, relation_exists, replace_day_rows
-from joulehouse.reports.accounts.it_energy import apply_it_energy_basis, basis_note
+from joulehouse.reports.accounts.it_energy_basis import apply_it_energy_basis, basis_note
 
 UTC = dt.timezone.utc
 SQL = SqlFiles("joulehouse.reports.accounts", "sql")
@@ -56,7 +56,7 @@ def _to_utc(frame: pl.DataFrame, columns: list[str]) -> pl.DataFrame:
 class DayInputs:
     """One day's inputs. gpu_hours has the metered GPU-hours with site, region, rack and the
     inventory's embodied_kgco2e / lifetime_years / purchase_price_usd (NULL where unknown);
-    its energy_kwh is the IT energy (reports.accounts.it_energy), gpu_energy_kwh the board energy and
+    its energy_kwh is the IT energy (reports.accounts.it_energy_basis), gpu_energy_kwh the board energy and
     it_energy_basis 'node_ipmi' or 'gpu_only'. jobs has JOB_COLUMNS plus `deferrable`."""
 
     day: dt.date
@@ -69,7 +69,7 @@ class DayInputs:
 
 def read_day_inputs(con, day: dt.date, fallback_region: str, min_node_coverage_ratio: float = 0.9) -> DayInputs:
     """Read fct_gpu_energy_hourly for `day` and whatever optional relations exist; where the
-    server's BMC energy is usable (reports.accounts.it_energy) it becomes the GPU-hours' IT energy."""
+    server's BMC energy is usable (reports.accounts.it_energy_basis) it becomes the GPU-hours' IT energy."""
     start, end = day_bounds(day)
     notes: list[str] = []
     if not relation_exists(con, "fct_gpu_energy_hourly"):
@@ -150,7 +150,7 @@ class PreparedDay:
 def prepare_day(con, day: dt.date, region: str, min_node_coverage_ratio: float, default_pue: float) -> PreparedDay:
     """read_day_inputs, then set invalid jobs aside and attach PUE, saying in notes what was done."""
     from joulehouse.reports.accounts.attribution import split_valid_jobs
-    from joulehouse.reports.accounts.hourly import attach_pue
+    from joulehouse.reports.accounts.hour_factors import attach_pue
 
     inputs = read_day_inputs(con, day, region, min_node_coverage_ratio)
     notes = list(inputs.notes)

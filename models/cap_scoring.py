@@ -7,7 +7,7 @@ evaluations each (the clock under a limit is found by bisection) and made the re
 slowest step of the day; here the same arithmetic runs on (settings x bins) arrays: the same
 formulas (terms summed in another order), and the clock under a limit found by safeguarded Newton
 steps (a handful, not 50 bisections) to the same root, so the results are those of models.caps to
-~1e-12 (tests/models/test_recommend_mix.py checks them against it).
+~1e-12 (tests/models/test_cap_scoring.py checks them against it).
 
 Units: power W, clock as a ratio of f_max, time as a ratio of the uncapped run time, slowdown %.
 """

@@ -1,7 +1,7 @@
 """The signed recommended-config file that node agents apply (DESIGN.md 3.3).
 
 `export_config` turns one day's `fct_recommendation` rows into the body defined by
-`collectors.config_contract`, gated on model quality: a GPU model whose power model did not
+`collectors.config_contract`, gated on model quality (reports.export.selection): a GPU model whose power model did not
 pass its gate that day (`fct_power_model.passed_gate`) is left out, and so is a model with no
 fit at all, each with the reason written into the file. A limit above the device default is
 never exported (it would widen, not cap): that GPU is listed in `excluded_gpus` with the reason.
@@ -26,6 +26,7 @@ from joulehouse.collectors.config_contract import (
 )
 from joulehouse.collectors.settings import ExportSettings
 from joulehouse.collectors.writer import write_bytes_atomic
+from joulehouse.reports.export.selection import exclusion_reason, gate_by_model
 from joulehouse.reports.warehouse_tables import read_day
 
 RECOMMENDATION_COLUMNS = (
@@ -46,28 +47,6 @@ def _round(value: Any, digits: int) -> float | None:
 
 def _clock(value: Any) -> int | None:
     return None if value is None else int(round(float(value)))
-
-
-def gate_by_model(models: pl.DataFrame | None, why_missing: str | None) -> dict[str, str | None]:
-    """{gpu_model: None if its power model passed the gate, else the reason it did not}.
-    A model with several fits that day (feature sets) passes when any of them passed."""
-    if models is None:
-        return {"*": f"no power-model quality gate to check ({why_missing})"}
-    verdict: dict[str, str | None] = {}
-    for row in models.sort("gpu_model").iter_rows(named=True):
-        name = row["gpu_model"]
-        if row.get("passed_gate"):
-            verdict[name] = None
-        elif verdict.get(name, "") is not None:
-            reason = row.get("gate_reason") or "power model did not pass its quality gate"
-            earlier = verdict.get(name)
-            verdict[name] = reason if not earlier or reason in earlier else f"{earlier}; {reason}"
-    return verdict
-
-
-def exclusion_reason(gate: dict[str, str | None], model: str, day: dt.date) -> str | None:
-    """Why `model`'s settings stay out of the day's export (None: they go in), from gate_by_model."""
-    return gate.get(model, gate.get("*", f"no power model was fitted for {model} on {day}"))
 
 
 def build_body(

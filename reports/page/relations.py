@@ -12,6 +12,7 @@ from typing import Any
 
 import polars as pl
 
+from joulehouse.reports.export.selection import held_back_models, settings_to_apply
 from joulehouse.reports.warehouse_tables import count_day_by, read_day
 
 # Where a relation's input comes from, so a missing one names what the site lacks.
@@ -64,7 +65,8 @@ def to_utc(frame: pl.DataFrame) -> pl.DataFrame:
 
 class ReportData:
     """The day's relations, read once. Attribute `x` holds the frame (None if unusable) and
-    `x_why` the reason it is unusable."""
+    `x_why` the reason it is unusable; `to_apply` the settings the export applies (with
+    saving_kwh_per_day) and `held_back` {GPU model: why} the models it leaves out."""
 
     RELATIONS = {
         "energy": "fct_gpu_energy_hourly", "models": "fct_power_model", "residual": "fct_power_residual_hourly",
@@ -101,6 +103,10 @@ class ReportData:
             if has(curve, "is_dominant_bottleneck"):
                 # One curve per GPU model: the bottleneck its fleet mostly runs.
                 self.curve = curve.filter(pl.col("is_dominant_bottleneck"))
+        # What the export applies and leaves out is the export's rule (reports.export.selection):
+        # the page shows the same settings the signed file carries.
+        self.held_back = held_back_models(self.recs, self.models, self.models_why, day)
+        self.to_apply = settings_to_apply(self.recs, self.held_back, self.energy)
 
     def fleet_load(self) -> tuple[pl.DataFrame, str]:
         """(hour_at, power_kw) and its label: the IT load from the context where known, else GPU power."""
@@ -114,44 +120,3 @@ class ReportData:
         """One row per hour: the context's value columns averaged over sites."""
         values = [c for c in ("intensity_gco2e_per_kwh", "price_usd_per_mwh") if c in self.context.columns]
         return self.context.group_by("hour_at").agg([pl.col(c).mean() for c in values]).sort("hour_at")
-
-    def held_back_models(self) -> dict[str, str]:
-        """{GPU model: why} for the models of the day's recommendations whose settings the export
-        leaves out (reports.export.signed_config.gate_by_model: no power model fitted, or its gate failed)."""
-        from joulehouse.reports.export.signed_config import exclusion_reason, gate_by_model
-
-        if self.recs is None or "gpu_model" not in self.recs.columns:
-            return {}
-        gate = gate_by_model(self.models if has(self.models, "passed_gate") else None, self.models_why)
-        whys = {model: exclusion_reason(gate, model, self.day) for model in sorted(self.recs["gpu_model"].unique().to_list())}
-        return {model: why for model, why in whys.items() if why is not None}
-
-    def changing_recommendations(self) -> pl.DataFrame | None:
-        """Recommendations that change something (a cap below the default, or a locked clock
-        range) for GPU models whose power model passed its gate, with `saving_kwh_per_day`:
-        the relation's own figure where it has one, else expected_saving_pct x the GPU's
-        measured energy of the day."""
-        if self.recs is None:
-            return None
-        recs = self.recs
-        change = pl.lit(False)
-        has_limits = {"power_limit_w", "default_limit_w"} <= set(recs.columns)
-        if has_limits:  # a row with no limit (NULL: none recommended) changes nothing
-            change = change | (pl.col("power_limit_w") < pl.col("default_limit_w")).fill_null(False)
-        for col in ("locked_sm_clock_min_mhz", "locked_sm_clock_max_mhz"):
-            if col in recs.columns:
-                change = change | pl.col(col).is_not_null()
-        if not has_limits:
-            change = pl.lit(True)  # an older relation without defaults: every row is a setting to apply
-        recs = recs.filter(change)
-        held = self.held_back_models()
-        if held:
-            recs = recs.filter(~pl.col("gpu_model").is_in(list(held)))
-        per_gpu = (self.energy.group_by("gpu_uuid").agg(pl.col("energy_kwh").sum().alias("day_energy_kwh"))
-                   if self.energy is not None else pl.DataFrame(schema={"gpu_uuid": pl.String, "day_energy_kwh": pl.Float64}))
-        recs = recs.join(per_gpu, on="gpu_uuid", how="left")
-        from_pct = (pl.col("day_energy_kwh") * pl.col("expected_saving_pct") / 100 if "expected_saving_pct" in recs.columns
-                    else pl.lit(None, dtype=pl.Float64))
-        own = (pl.col("expected_energy_saving_kwh_per_day") if "expected_energy_saving_kwh_per_day" in recs.columns
-               else pl.lit(None, dtype=pl.Float64))
-        return recs.with_columns(pl.coalesce(own, from_pct).alias("saving_kwh_per_day"))

@@ -36,7 +36,7 @@ def _settings(data: ReportData, s: Section) -> None:
     if data.recs is None:
         s.missing(f"no recommendations ({data.recs_why})")
         return
-    changing = data.changing_recommendations()
+    changing = data.to_apply
     if changing is not None and changing.height:
         s.add(f"<h3>Settings to apply ({changing.height} of {data.recs.height} GPUs)</h3>")
         shown = changing.with_columns(setting_text(changing).alias("setting"))
@@ -50,7 +50,7 @@ def _settings(data: ReportData, s: Section) -> None:
     if kept.height and "reason" in kept.columns:
         # Reasons name each GPU's busy hours; the part before the parenthesis groups them.
         reason = pl.col("reason").fill_null("no reason given").str.replace(r"\s*\([^)]*\)", "")
-        held_back = data.held_back_models()
+        held_back = data.held_back
         held = pl.col("gpu_model").is_in(list(held_back)) if "gpu_model" in kept.columns else pl.lit(False)
         why = (kept.with_columns(pl.when(held).then(pl.lit("held back from the export: ") + pl.col("gpu_model")
                                                     .replace_strict(held_back, default=""))
@@ -63,7 +63,7 @@ def _settings(data: ReportData, s: Section) -> None:
     cols = [c for c in REC_COLUMNS if c in data.recs.columns and c != "saving_kwh_per_day"]
     s.add(details(f"Every GPU's recommendation ({data.recs.height})",
                   table(data.recs.select(cols).sort(cols[:2]), digits=REC_DIGITS, max_rows=500)))
-    held_back = data.held_back_models()
+    held_back = data.held_back
     if held_back:
         s.add("<h3>GPU models left out of the export</h3>")
         s.add(table(pl.DataFrame({"gpu_model": list(held_back), "reason": list(held_back.values())})))

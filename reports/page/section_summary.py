@@ -32,7 +32,7 @@ def _plural(n: int, word: str) -> str:
 
 def setting_actions(data: ReportData) -> list[Action]:
     """Power caps and clock locks, one action per GPU model x workload class x kind of setting."""
-    recs = data.changing_recommendations()
+    recs = data.to_apply
     if recs is None or recs.height == 0:
         return []
     has_default = has(recs, "power_limit_w", "default_limit_w")
@@ -145,7 +145,7 @@ def summary_section(data: ReportData, sections: list[Section], notes: dict[str, 
     else:
         s.add('<p class="todo"><b>What to do:</b> nothing: no setting, consolidation or shift saves anything today; '
               'every GPU keeps its settings (see Recommendations for why).</p>')
-    held = data.held_back_models()
+    held = data.held_back
     if held:
         s.note("Held back (the export leaves their GPUs at their current settings): "
                + "; ".join(f"{model}: {why}" for model, why in held.items()) + ".")

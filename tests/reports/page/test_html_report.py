@@ -72,18 +72,19 @@ def test_summary_lists_the_top_three_actions_by_energy_saved(full_day, tmp_path)
 def test_the_report_holds_back_what_the_export_leaves_out(full_day, tmp_path):
     """The page and the signed file agree: a GPU with no limit recommended is not a setting to
     apply, and a model with no power model fitted is listed as left out, as the export does."""
-    from joulehouse.reports.export.signed_config import build_body, gate_by_model
+    from joulehouse.reports.export.selection import gate_by_model
+    from joulehouse.reports.export.signed_config import build_body
     from joulehouse.reports.page.relations import ReportData
 
     full_day.execute("INSERT INTO fct_recommendation VALUES (?, 'trace', 'GPU-t', NULL, 'throughput', NULL, NULL, "
                      "NULL, NULL, NULL, NULL, 'limits unknown: not recommended')", [DAY])
     text = render_report(full_day, DAY, tmp_path / "r.html").read_text()
     data = ReportData(full_day, DAY, {})
-    changing = data.changing_recommendations()
+    changing = data.to_apply
     assert "GPU-t" not in changing["gpu_uuid"].to_list()
     total = full_day.execute("SELECT count(*) FROM fct_recommendation WHERE day = ?", [DAY]).fetchone()[0]
     assert f"Settings to apply ({changing.height} of {total} GPUs)" in text
-    held = data.held_back_models()
+    held = data.held_back
     assert set(held) == {"NVIDIA H100 80GB HBM3", "GPU model not reported"}
     body = build_body(data.recs, gate_by_model(data.models, None), day=DAY, site="s", now=dt.datetime(2026, 6, 12,
                       tzinfo=dt.timezone.utc), validity_hours=24)

@@ -15,7 +15,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
-from joulehouse.collectors.settings import Settings, load_settings
+from joulehouse.settings import Settings, load_settings
 
 
 def _load(day: str, config: str | None) -> tuple[dt.date, Settings]:

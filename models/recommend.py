@@ -57,7 +57,7 @@ import duckdb
 import numpy as np
 import pyarrow as pa
 
-from joulehouse.collectors.settings import RecommendSettings
+from joulehouse.models.settings import RecommendSettings
 from joulehouse.models.activity import create_activity_view
 from joulehouse.models.caps import MIN_CLOCK_RATIO, WorkloadProfile
 from joulehouse.models.power import coefficients_of, load_fit

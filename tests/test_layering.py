@@ -20,6 +20,12 @@ ALLOWED = {
     "joulehouse.models": ("joulehouse.collectors", "joulehouse.warehouse", "joulehouse.models"),
     "joulehouse.reports": ("joulehouse.collectors", "joulehouse.warehouse", "joulehouse.models", "joulehouse.reports"),
 }
+# Arrows the wrong way that are known, each with why it is still there; a new one fails the test.
+KNOWN = {
+    ("joulehouse.warehouse.spark_engine", "joulehouse.models.settings"):
+        "the Spark engine computes the power fit's training sums (the models' work) in the warehouse layer, "
+        "so it reads the fit's window from [models]",
+}
 
 
 def _modules() -> dict[str, Path]:
@@ -55,7 +61,8 @@ def graph() -> dict[str, set[str]]:
 def test_each_layer_imports_only_the_layers_below_it(graph):
     wrong = sorted(f"{m} imports {n}" for m, deps in graph.items() for n in deps
                    for layer, allowed in ALLOWED.items()
-                   if (m == layer or m.startswith(layer + ".")) and not any(n == a or n.startswith(a + ".") for a in allowed))
+                   if (m == layer or m.startswith(layer + ".")) and not any(n == a or n.startswith(a + ".") for a in allowed)
+                   and (m, n) not in KNOWN)
     assert not wrong, "\n".join(wrong)
 
 

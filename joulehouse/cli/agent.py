@@ -161,10 +161,10 @@ def run_command(
 ) -> None:
     """Poll the config location; apply a new config when it changes, roll back on expiry or revocation."""
     from joulehouse.collectors.agent_loop import run_agent
-    from joulehouse.collectors.settings import SettingsError, load_settings
+    from joulehouse.collectors.settings import SettingsError, load_node_settings
 
     try:
-        agent = load_settings(settings_file).agent
+        agent = load_node_settings(settings_file).agent
     except SettingsError as exc:
         fail(str(exc), 2)
     location = config_url or agent.config_url

@@ -44,7 +44,7 @@ def collect_command(
     import threading
 
     from joulehouse.collectors.collect import Collector, SourceStartError, parse_duration_s
-    from joulehouse.collectors.settings import CollectorSettings, SettingsError, load_settings
+    from joulehouse.collectors.settings import CollectorSettings, SettingsError, load_node_settings
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     lake = node_lake(lake_option)
@@ -52,7 +52,7 @@ def collect_command(
     if unknown:
         fail(f"--source {unknown[0]!r}: expected one of {', '.join(SOURCES)}", 2)
     try:
-        settings = load_settings(settings_file).collector
+        settings = load_node_settings(settings_file).collector
         overrides = {name: parse_duration_s(text) for name, text in (
             ("interval_s", interval), ("spool_flush_interval_s", flush_interval),
             ("roll_interval_s", roll_interval), ("ipmi_interval_s", ipmi_interval),

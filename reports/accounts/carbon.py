@@ -27,7 +27,7 @@ from pathlib import Path
 
 import polars as pl
 
-from joulehouse.collectors.settings import CarbonSettings
+from joulehouse.reports.accounts.settings import CarbonSettings
 from joulehouse.reports.accounts.attribution import (
     UNALLOCATED, attribute_gpu_hours, group_by_job, spread_unallocated,
 )

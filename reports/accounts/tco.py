@@ -31,7 +31,7 @@ from pathlib import Path
 
 import polars as pl
 
-from joulehouse.collectors.settings import TcoSettings
+from joulehouse.reports.accounts.settings import TcoSettings
 from joulehouse.reports.accounts.attribution import UNALLOCATED, attribute_gpu_hours, group_by_job, spread_unallocated
 from joulehouse.reports.accounts.demand import allocate, day_peaks, later_days_accounted, month_peak_before, site_hour_kw, store_peaks
 from joulehouse.reports.accounts.embodied import HOURS_PER_YEAR, amortised_share, capital_usd_per_gpu_hour

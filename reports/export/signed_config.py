@@ -24,7 +24,7 @@ import polars as pl
 from joulehouse.collectors.config_contract import (
     CONFIG_NAME, SCHEMA_VERSION, dump_config, format_utc, load_private_key, sign_config,
 )
-from joulehouse.collectors.settings import ExportSettings
+from joulehouse.reports.export.settings import ExportSettings
 from joulehouse.collectors.writer import write_bytes_atomic
 from joulehouse.reports.export.selection import exclusion_reason, gate_by_model
 from joulehouse.reports.warehouse_tables import read_day

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from typer.testing import CliRunner
 
-from joulehouse.collectors.settings import Settings, load_settings
+from joulehouse.settings import Settings, load_settings
 from joulehouse.cli.main import app
 
 REPO = Path(__file__).resolve().parents[2]
@@ -52,17 +52,19 @@ def test_the_example_in_infra_is_the_current_defaults(monkeypatch):
     assert (REPO / "infra" / "joulehouse.example.toml").read_text() == result.output
 
 
-def test_list_settings_keep_their_item_type():
+def test_list_settings_keep_their_item_type(tmp_path):
     """A list of seconds read from a file or the environment is numbers, not strings."""
-    from joulehouse.collectors.settings import SettingsError, settings_from_mapping
+    from joulehouse.settings import SettingsError
 
-    assert settings_from_mapping({"models": {"activity_hold_grid_s": [0, 1.5]}}).models.activity_hold_grid_s == (0.0, 1.5)
+    path = tmp_path / "joulehouse.toml"
+    path.write_text("[models]\nactivity_hold_grid_s = [0, 1.5]\n")
+    assert load_settings(path, env={}).models.activity_hold_grid_s == (0.0, 1.5)
     env = {"JOULEHOUSE_MODELS__ACTIVITY_HOLD_GRID_S": "0, 2.5"}
-    assert settings_from_mapping({}, env=env).models.activity_hold_grid_s == (0.0, 2.5)
+    assert load_settings(env=env).models.activity_hold_grid_s == (0.0, 2.5)
+    path.write_text('[models]\nactivity_hold_grid_s = [0, "soon"]\n')
     try:
-        settings_from_mapping({"models": {"activity_hold_grid_s": [0, "soon"]}})
+        load_settings(path, env={})
     except SettingsError as exc:
         assert "activity_hold_grid_s[1]" in str(exc)
     else:
         raise AssertionError("a word in a list of seconds must be refused")
-

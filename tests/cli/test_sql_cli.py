@@ -10,7 +10,7 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from joulehouse.collectors.settings import WarehouseSettings
+from joulehouse.settings import WarehouseSettings
 from joulehouse.collectors.writer import write_dataset
 from joulehouse.cli.sql import register
 from joulehouse.warehouse.build import build_day

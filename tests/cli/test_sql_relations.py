@@ -18,7 +18,7 @@ import typer
 from typer.testing import CliRunner
 
 import joulehouse.collectors.schema as lake_schema
-from joulehouse.collectors.settings import settings_to_toml
+from joulehouse.settings import settings_to_toml
 from joulehouse.collectors.sim import simulate_fleet
 from joulehouse.cli.demo_run import demo_settings
 from joulehouse.cli.sql import RELATIONS_MD, REGENERATE_RELATIONS, public_sql_dirs, register, relations_markdown

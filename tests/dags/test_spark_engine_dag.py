@@ -19,7 +19,7 @@ import pyarrow.compute as pc
 import pyarrow.dataset as ds
 import pytest
 
-from joulehouse.collectors.settings import LakeSettings, Settings, WarehouseSettings, settings_to_toml
+from joulehouse.settings import LakeSettings, Settings, WarehouseSettings, settings_to_toml
 from joulehouse.collectors.writer import write_dataset
 from joulehouse import daily
 from joulehouse.warehouse.spark_engine import SparkEngineError

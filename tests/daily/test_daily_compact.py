@@ -9,7 +9,7 @@ import fcntl
 import pyarrow as pa
 import pytest
 
-from joulehouse.collectors.settings import LakeSettings, Settings, WarehouseSettings, settings_to_toml
+from joulehouse.settings import LakeSettings, Settings, WarehouseSettings, settings_to_toml
 from joulehouse.collectors.writer import write_dataset
 from joulehouse import daily
 from joulehouse.warehouse.lake_compact import LOCK_NAME

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from joulehouse.collectors.settings import WarehouseSettings
+from joulehouse.settings import WarehouseSettings
 from joulehouse.collectors.sim import SimulationSummary, simulate_fleet
 from joulehouse.warehouse.build import build_day
 from joulehouse.warehouse.db import connect

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from joulehouse.collectors.settings import ModelSettings
+from joulehouse.settings import ModelSettings
 from joulehouse.models.job_energy import job_energy_day, predict_job_energy, same_profile_pairs
 from joulehouse.models.power import fit_day
 

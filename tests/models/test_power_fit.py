@@ -12,7 +12,7 @@ import pyarrow.compute as pc
 import pytest
 from hypothesis import given, settings as hsettings, strategies as st
 
-from joulehouse.collectors.settings import ModelSettings
+from joulehouse.settings import ModelSettings
 from joulehouse.models.coefficients import solve_normal_equations
 from joulehouse.models.power import fit_day
 from power_synthetic import TruePower, load_samples, synthetic_samples

@@ -16,7 +16,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 
-from joulehouse.collectors.settings import ModelSettings, WarehouseSettings
+from joulehouse.settings import ModelSettings, WarehouseSettings
 from joulehouse.collectors.sim import simulate_fleet
 from joulehouse.models.coefficients import best_shape, coefficients_from
 from joulehouse.models.power import build_power_features, fit_day, suffstats_rows, update_suffstats

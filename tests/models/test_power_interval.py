@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from joulehouse.collectors.settings import ModelSettings
+from joulehouse.settings import ModelSettings
 from joulehouse.models.power import fit_day
 from joulehouse.models.power_interval import power_interval_day
 

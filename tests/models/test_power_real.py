@@ -15,7 +15,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 
-from joulehouse.collectors.settings import ModelSettings
+from joulehouse.settings import ModelSettings
 from joulehouse.models.power import fit_day
 
 ingest = pytest.importorskip("joulehouse.collectors.ingest.nvidia_smi")

@@ -8,7 +8,7 @@ import duckdb
 import numpy as np
 import pytest
 
-from joulehouse.collectors.settings import ModelSettings
+from joulehouse.settings import ModelSettings
 from joulehouse.collectors.sim import simulate_fleet
 from joulehouse.models.power import fit_day
 

@@ -7,7 +7,7 @@ import datetime as dt
 import duckdb
 import pytest
 
-from joulehouse.collectors.settings import ModelSettings, RecommendSettings
+from joulehouse.settings import ModelSettings, RecommendSettings
 from joulehouse.models.power import fit_day
 from joulehouse.models.recommend import DEVICE_LIMITS_W, recommend_day
 from power_synthetic import TruePower, load_samples, synthetic_samples

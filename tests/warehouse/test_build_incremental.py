@@ -40,7 +40,7 @@ def test_a_failing_build_keeps_the_previous_rows(lake, tmp_path, warehouse):
     bad = partition_dir(lake, "gpu_samples", str(DAY), "node-02")
     bad.mkdir(parents=True)
     (bad / "part-broken.parquet").write_bytes(b"not parquet")
-    from joulehouse.collectors.settings import WarehouseSettings
+    from joulehouse.settings import WarehouseSettings
 
     with pytest.raises(BuildError, match="int_gpu_samples_checked"):
         build_day(con, DAY, WarehouseSettings())

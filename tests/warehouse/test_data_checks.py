@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from warehouse_lakes import DAY, MIDNIGHT, gpu_rows, write
 
-from joulehouse.collectors.settings import WarehouseSettings
+from joulehouse.settings import WarehouseSettings
 from joulehouse.warehouse.checks import STG_SUMMARY, BlockingCheckFailed, _frame, run_checks
 
 

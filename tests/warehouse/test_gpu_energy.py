@@ -7,7 +7,7 @@ import datetime as dt
 import pytest
 from warehouse_lakes import DAY, at, gpu_rows, hourly, write
 
-from joulehouse.collectors.settings import WarehouseSettings
+from joulehouse.settings import WarehouseSettings
 
 
 def test_constant_power_over_the_whole_day_gives_power_times_hour(lake, warehouse):

@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from warehouse_lakes import gpu_rows, write
 
-from joulehouse.collectors.settings import WarehouseSettings
+from joulehouse.settings import WarehouseSettings
 from joulehouse.warehouse.host_batches import group_hosts
 
 RELATIONS = ("stg_gpu_samples", "quarantine_gpu_samples", "fct_gpu_energy_hourly", "fct_gpu_coverage_daily", "dim_gpu")

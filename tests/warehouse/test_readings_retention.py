@@ -14,10 +14,10 @@ import os
 
 import pytest
 
-from joulehouse.collectors.settings import (OUTCOME_READING_DAYS, ModelSettings, Settings, SettingsError, WarehouseSettings,
-                                 settings_from_mapping)
+from joulehouse.settings import (OUTCOME_READING_DAYS, ModelSettings, Settings, SettingsError, WarehouseSettings,
+                                 load_settings)
 from joulehouse.collectors.sim import simulate_fleet
-from joulehouse.models import outcome
+from joulehouse.models.limit_change import LOOKBACK_DAYS, MAX_AFTER_DAYS
 from joulehouse.models.power import update_suffstats
 from joulehouse.warehouse.build import build_day
 from joulehouse.warehouse.db import connect
@@ -116,15 +116,21 @@ def test_the_fit_keeps_the_stored_sums_of_days_whose_readings_were_deleted(fleet
     con.close()
 
 
-def test_a_retention_shorter_than_what_the_models_re_read_is_refused_at_load():
-    assert OUTCOME_READING_DAYS == outcome.LOOKBACK_DAYS + outcome.MAX_AFTER_DAYS + 1
+def test_a_retention_shorter_than_what_the_models_re_read_is_refused_at_load(tmp_path):
+    def load(text: str, env: dict | None = None) -> Settings:
+        path = tmp_path / "joulehouse.toml"
+        path.write_text(text)
+        return load_settings(path, env=env or {})
+
+    assert OUTCOME_READING_DAYS == LOOKBACK_DAYS + MAX_AFTER_DAYS + 1
     assert Settings().warehouse.readings_retention_days >= ModelSettings().history_days
     with pytest.raises(SettingsError, match=r"readings_retention_days = 10: .* at least 28"):
-        settings_from_mapping({"warehouse": {"readings_retention_days": 10}})
+        load("[warehouse]\nreadings_retention_days = 10\n")
     with pytest.raises(SettingsError, match="at least 40"):
-        settings_from_mapping({"warehouse": {"readings_retention_days": 35}, "models": {"history_days": 40}})
-    with pytest.raises(SettingsError, match="readings_retention_days = -1"):
-        Settings(warehouse=dataclasses.replace(WarehouseSettings(), readings_retention_days=-1))
-    assert settings_from_mapping({"warehouse": {"readings_retention_days": 0}}).warehouse.readings_retention_days == 0
-    assert settings_from_mapping({}, env={"JOULEHOUSE_WAREHOUSE__READINGS_RETENTION_DAYS": "60"}) \
-        .warehouse.readings_retention_days == 60
+        load("[warehouse]\nreadings_retention_days = 35\n[models]\nhistory_days = 40\n")
+    with pytest.raises(SettingsError, match=r"\[warehouse\].readings_retention_days = -1 .*greater than or equal to 0"):
+        load("[warehouse]\nreadings_retention_days = -1\n")
+    with pytest.raises(ValueError, match="readings_retention_days"):
+        Settings(warehouse=dataclasses.replace(WarehouseSettings(), readings_retention_days=10))
+    assert load("[warehouse]\nreadings_retention_days = 0\n").warehouse.readings_retention_days == 0
+    assert load("", env={"JOULEHOUSE_WAREHOUSE__READINGS_RETENTION_DAYS": "60"}).warehouse.readings_retention_days == 60

@@ -8,7 +8,7 @@ import dataclasses
 import pytest
 
 from accounting_world import DAY, build_world
-from joulehouse.collectors.settings import CarbonSettings
+from joulehouse.settings import CarbonSettings
 from joulehouse.reports.accounts.carbon import carbon_day, parse_contracts
 from joulehouse.reports.accounts.embodied import default_gpu_embodied_kgco2e, embodied_gco2e_per_gpu_hour
 

@@ -9,7 +9,7 @@ import datetime as dt
 import pytest
 
 from accounting_world import DAY, at, build_world
-from joulehouse.collectors.settings import TcoSettings
+from joulehouse.settings import TcoSettings
 from joulehouse.reports.accounts.tco import tco_day
 
 RATE = 15.0  # $/kW-month

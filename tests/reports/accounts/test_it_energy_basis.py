@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings as hsettings, strategies as st
 
 from accounting_world import DAY, add_node_energy, build_world
-from joulehouse.collectors.settings import CarbonSettings, TcoSettings
+from joulehouse.settings import CarbonSettings, TcoSettings
 from joulehouse.reports.accounts.carbon import carbon_day
 from joulehouse.reports.accounts.it_energy_basis import apply_it_energy_basis
 from joulehouse.reports.accounts.tco import tco_day

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings as hsettings, strategies as st
 
 from accounting_world import DAY, build_world
-from joulehouse.collectors.settings import CarbonSettings, TcoSettings
+from joulehouse.settings import CarbonSettings, TcoSettings
 from joulehouse.reports.accounts.carbon import carbon_day
 from joulehouse.reports.accounts.shift import plan_shifts
 from joulehouse.reports.accounts.tco import tco_day

@@ -8,7 +8,7 @@ import datetime as dt
 import pytest
 
 from accounting_world import DAY, UTC, add_node_energy, build_world
-from joulehouse.collectors.settings import CarbonSettings, TcoSettings
+from joulehouse.settings import CarbonSettings, TcoSettings
 from joulehouse.reports.accounts.carbon import carbon_day
 from joulehouse.reports.accounts.warehouse_io import replace_report_day
 from joulehouse.reports.accounts.tco import tco_day

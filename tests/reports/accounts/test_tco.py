@@ -9,7 +9,7 @@ import json
 import pytest
 
 from accounting_world import DAY, build_world
-from joulehouse.collectors.settings import CarbonSettings, TcoSettings
+from joulehouse.settings import CarbonSettings, TcoSettings
 from joulehouse.reports.accounts.carbon import carbon_day
 from joulehouse.reports.accounts.tco import COST_COMPONENTS, density_surcharge_ratio, tco_day
 

@@ -11,7 +11,7 @@ import pytest
 from joulehouse.collectors.config_contract import (
     BadSignature, ExpiredConfig, HostNotInConfig, generate_keypair, load_public_key, verify_config,
 )
-from joulehouse.collectors.settings import ExportSettings
+from joulehouse.settings import ExportSettings
 from joulehouse.reports.export.signed_config import ExportError, export_config
 
 DAY = dt.date(2026, 1, 2)

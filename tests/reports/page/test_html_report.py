@@ -133,7 +133,7 @@ def test_rendering_twice_gives_the_same_page(full_day, tmp_path):
 
 def test_report_draws_context_and_shift_from_the_accounts_relations(tmp_path, shared_data):
     from accounting_world import DAY as ACCOUNTED_DAY, add_node_energy, build_world
-    from joulehouse.collectors.settings import CarbonSettings, TcoSettings
+    from joulehouse.settings import CarbonSettings, TcoSettings
     from joulehouse.reports.accounts.carbon import carbon_day
     from joulehouse.reports.accounts.tco import tco_day
 

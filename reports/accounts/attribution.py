@@ -125,3 +125,11 @@ def spread_unallocated(grouped: pl.DataFrame, additive_cols: list[str], weight_c
     moved = idle.join(days_with_jobs, on="day", how="semi").with_columns([pl.lit(0.0).alias(c) for c in additive_cols])
     kept = idle.join(days_with_jobs, on="day", how="anti")
     return pl.concat([spread, moved, kept], how="vertical_relaxed").sort(GROUP_KEYS)
+
+
+def account_to_jobs(per_hour: pl.DataFrame, jobs: pl.DataFrame, additive_cols: list[str], idle_policy: str) -> pl.DataFrame:
+    """Per-GPU-hour amounts attributed to the jobs that held each GPU-hour and summed at the report
+    grain; what no job held stays an "unallocated" line, or with idle_policy "proportional" is
+    spread onto the day's jobs in proportion to their energy."""
+    grouped = group_by_job(attribute_gpu_hours(per_hour, jobs, additive_cols), additive_cols)
+    return spread_unallocated(grouped, additive_cols) if idle_policy == "proportional" else grouped

@@ -28,9 +28,7 @@ from pathlib import Path
 import polars as pl
 
 from joulehouse.reports.accounts.settings import CarbonSettings
-from joulehouse.reports.accounts.attribution import (
-    UNALLOCATED, attribute_gpu_hours, group_by_job, spread_unallocated,
-)
+from joulehouse.reports.accounts.attribution import UNALLOCATED, account_to_jobs
 from joulehouse.reports.accounts.embodied import (amortised_share, default_gpu_embodied_kgco2e, embodied_gco2e_per_gpu_hour,
                               parse_model_overrides)
 from joulehouse.reports.accounts.site_hours import carbon_shift_rows, day_site_hours, grid_context
@@ -142,13 +140,8 @@ def with_range(rows: pl.DataFrame, settings: CarbonSettings) -> pl.DataFrame:
 def account_carbon(gpu_hours: pl.DataFrame, jobs: pl.DataFrame, settings: CarbonSettings) -> pl.DataFrame:
     """Pure: GPU-hours with context (day, site, pue, intensity, inventory columns) and jobs ->
     rows at day x team x user x job x stage with the carbon columns of rpt_carbon_daily."""
-    if settings.idle_policy not in ("unallocated", "proportional"):
-        raise ValueError(f"idle_policy {settings.idle_policy!r}: expected 'unallocated' or 'proportional'")
     per_hour = carbon_per_gpu_hour(gpu_hours, settings)
-    grouped = group_by_job(attribute_gpu_hours(per_hour, jobs, CARBON_AMOUNTS), CARBON_AMOUNTS)
-    if settings.idle_policy == "proportional":
-        grouped = spread_unallocated(grouped, CARBON_AMOUNTS)
-    return label_basis(with_range(grouped, settings))
+    return label_basis(with_range(account_to_jobs(per_hour, jobs, CARBON_AMOUNTS, settings.idle_policy), settings))
 
 
 @dataclass

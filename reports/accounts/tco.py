@@ -32,7 +32,7 @@ from pathlib import Path
 import polars as pl
 
 from joulehouse.reports.accounts.settings import TcoSettings
-from joulehouse.reports.accounts.attribution import UNALLOCATED, attribute_gpu_hours, group_by_job, spread_unallocated
+from joulehouse.reports.accounts.attribution import UNALLOCATED, account_to_jobs
 from joulehouse.reports.accounts.demand import allocate, day_peaks, later_days_accounted, month_peak_before, site_hour_kw, store_peaks
 from joulehouse.reports.accounts.embodied import HOURS_PER_YEAR, amortised_share, capital_usd_per_gpu_hour
 from joulehouse.reports.accounts.site_hours import cost_shift_rows, day_site_hours, price_context
@@ -130,13 +130,8 @@ def with_cost_range(rows: pl.DataFrame, settings: TcoSettings) -> pl.DataFrame:
 def account_cost(gpu_hours: pl.DataFrame, jobs: pl.DataFrame, settings: TcoSettings,
                  peaks: pl.DataFrame | None = None) -> pl.DataFrame:
     """Pure: GPU-hours with context and jobs -> rpt_tco_daily rows (day x team x user x job x stage)."""
-    if settings.idle_policy not in ("unallocated", "proportional"):
-        raise ValueError(f"idle_policy {settings.idle_policy!r}: expected 'unallocated' or 'proportional'")
     per_hour = cost_per_gpu_hour(gpu_hours, settings, peaks)
-    grouped = group_by_job(attribute_gpu_hours(per_hour, jobs, TCO_AMOUNTS), TCO_AMOUNTS)
-    if settings.idle_policy == "proportional":
-        grouped = spread_unallocated(grouped, TCO_AMOUNTS)
-    return with_cost_range(with_unit_costs(grouped), settings)
+    return with_cost_range(with_unit_costs(account_to_jobs(per_hour, jobs, TCO_AMOUNTS, settings.idle_policy)), settings)
 
 
 @dataclass

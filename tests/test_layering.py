@@ -1,7 +1,7 @@
-"""Imports run one way (ARCHITECTURE.md, "The layers"): collectors <- warehouse <- models <-
-reports <- (joulehouse.daily, joulehouse.cli, dags), and no two modules import each other, even
-inside a function or under TYPE_CHECKING. Read from the source with ast, so an import that runs
-only on some path counts too."""
+"""Imports run one way (ARCHITECTURE.md, "The layers, and what each may import"):
+collectors <- warehouse <- models <- reports <- (joulehouse.daily, joulehouse.cli, dags), and no
+two modules import each other, even inside a function or under TYPE_CHECKING. Read from the
+source with ast, so an import that runs only on some path counts too."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The signed recommended-config file that node agents apply (DESIGN.md 3.3).
+"""The signed recommended-config file that node agents apply (ARCHITECTURE.md, "The recommended-config file").
 
 `export_config` turns one day's `fct_recommendation` rows into the body defined by
 `collectors.config_contract`, gated on model quality (reports.export.selection): a GPU model whose power model did not

@@ -178,7 +178,7 @@ def test_heavier_half_holds_the_heaviest_free_bin_even_when_it_has_most_of_the_w
 
 @pytest.mark.parametrize("share", [0.6, 0.8])
 def test_no_cap_goes_below_the_share_of_the_default_limit(share):
-    """DESIGN.md's caps are gamma x TDP with gamma >= 0.5 (the default share): here background
+    """The cap model's caps (ARCHITECTURE.md) are gamma x TDP with gamma >= 0.5 (the default share): here background
     work's cheapest caps are 200-225 W on a 400 W A100; with a higher floor none goes below it,
     and the saving comes another way (a locked clock range)."""
     con = _warehouse()

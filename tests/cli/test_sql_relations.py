@@ -136,6 +136,7 @@ def _warehouse_columns(db: Path) -> dict[str, list[str]]:
     return out
 
 
+@pytest.mark.slow
 def test_every_relation_the_pipeline_builds_is_described_or_known_internal(pipeline_warehouse):
     built = _warehouse_columns(pipeline_warehouse)
     public = _public()

@@ -59,6 +59,7 @@ def _compare(con, day: dt.date, samples_relation: str) -> dict[str, float]:
     return worst
 
 
+@pytest.mark.slow
 def test_histogram_tenths_match_sorted_tenths_on_a_simulated_fleet(sim_warehouse):
     worst = _compare(sim_warehouse.con, sim_warehouse.day, "stg_gpu_samples")
     print(f"largest deviation from the exact tenths: {worst}")

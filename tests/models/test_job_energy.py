@@ -19,6 +19,7 @@ def fitted(sim_warehouse):
     return sim_warehouse
 
 
+@pytest.mark.slow
 def test_cross_model_job_energy_within_5_pct(fitted):
     con, day, runs = fitted.con, fitted.day, fitted.summary.cross_model_runs
     pairs = same_profile_pairs(con, day, PROFILE)

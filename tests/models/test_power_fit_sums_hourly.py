@@ -63,6 +63,7 @@ def _assert_same(fits, reference):
             assert got == pytest.approx(value, rel=1e-7, abs=1e-9), (f.gpu_model, name)
 
 
+@pytest.mark.slow
 def test_day_by_day_fit_from_stored_sums_equals_the_fit_from_samples():
     con = duckdb.connect()
     for i in range(DAYS):
@@ -77,6 +78,7 @@ def test_day_by_day_fit_from_stored_sums_equals_the_fit_from_samples():
     assert all(f.passed_gate and f.mape_pct < 5.0 for f in fits)
 
 
+@pytest.mark.slow
 def test_a_rebuilt_day_is_summed_again():
     con = duckdb.connect()
     for i in range(DAYS):
@@ -91,6 +93,7 @@ def test_a_rebuilt_day_is_summed_again():
     _assert_same(fit_day(con, last, SETTINGS), _reference(con, last, SETTINGS))
 
 
+@pytest.mark.slow
 def test_a_day_the_warehouse_rebuilt_with_as_many_rows_is_summed_again(tmp_path):
     """The lake's readings of day 1 are corrected in place (power 10% higher, not one row more or
     less) and the day rebuilt: the window's next fit must sum day 1 again, not keep its old sums."""
@@ -125,6 +128,7 @@ def test_a_day_the_warehouse_rebuilt_with_as_many_rows_is_summed_again(tmp_path)
                        [first]).fetchall() == [(build_id,)]
 
 
+@pytest.mark.slow
 def test_held_out_time_is_the_last_share_of_the_window_but_at_most_holdout_max_days():
     con = duckdb.connect()
     for i in range(DAYS):

@@ -15,6 +15,7 @@ def fitted(sim_warehouse):
     return sim_warehouse
 
 
+@pytest.mark.slow
 def test_intervals_bracket_the_least_energy_limit_and_curves_are_stored(fitted):
     con, day = fitted.con, fitted.day
     intervals, curve = power_interval_day(con, day)
@@ -40,6 +41,7 @@ def test_intervals_bracket_the_least_energy_limit_and_curves_are_stored(fitted):
     assert n == len(curve)
 
 
+@pytest.mark.slow
 def test_a_slowdown_bound_moves_the_best_limit_up(fitted):
     con, day = fitted.con, fitted.day
     free = {(i.gpu_model, i.bottleneck): i for i in power_interval_day(con, day)[0]}

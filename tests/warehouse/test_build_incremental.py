@@ -12,6 +12,7 @@ from joulehouse.warehouse.build import BuildError, build_day
 from joulehouse.warehouse.db import connect
 
 
+@pytest.mark.slow
 def test_rebuilding_a_day_replaces_exactly_that_day(lake, warehouse):
     write(lake, gpu_rows(range(-3600, 3600), 100.0))
     con = warehouse(day=DAY - dt.timedelta(days=1))

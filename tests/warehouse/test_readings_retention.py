@@ -44,6 +44,7 @@ def _by_day(con, sql: str) -> dict:
     return {d: v for d, v in con.execute(sql).fetchall()}
 
 
+@pytest.mark.slow
 def test_readings_older_than_the_retention_leave_the_file_and_every_day_keeps_its_energy(fleet):
     root, summary = fleet
     kept, _, _ = _build_all(root, summary, "keep-all", keep=0)
@@ -75,6 +76,7 @@ def test_readings_older_than_the_retention_leave_the_file_and_every_day_keeps_it
     kept.close()
 
 
+@pytest.mark.slow
 def test_the_file_stops_growing_with_history(tmp_path):
     summary = simulate_fleet(tmp_path / "lake", gpus=4, days=5, start=FIRST, seed=6, interval_s=5)
     sizes = {}
@@ -95,6 +97,7 @@ def test_the_file_stops_growing_with_history(tmp_path):
     assert sizes[1][-1] < 0.6 * sizes[0][-1]
 
 
+@pytest.mark.slow
 def test_the_fit_keeps_the_stored_sums_of_days_whose_readings_were_deleted(fleet):
     """Sums are stored while a day's readings exist; once retention deletes them, a fit whose
     window still covers that day (a backfill's) keeps its stored sums instead of summing nothing."""

@@ -77,6 +77,7 @@ def test_node_basis_host_hours_add_up_to_the_bmc_and_the_rest_to_the_gpus(gpu_ro
             assert it_kwh == pytest.approx(gpu_kwh)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("policy", ["unallocated", "proportional"])
 def test_carbon_and_cost_attribute_exactly_the_energy_metered_at_the_chosen_basis(shared_data, policy):
     con = build_world()

@@ -23,6 +23,7 @@ def full_day():
     con.close()
 
 
+@pytest.mark.slow
 def test_full_report_is_self_contained_and_draws_every_figure(full_day, tmp_path):
     path = render_report(full_day, DAY, tmp_path / "r.html",
                          notes={"energy_vs_limit": energy_vs_limit(), "hourly_context": hourly_context(), "run": "test"})
@@ -38,6 +39,7 @@ def test_full_report_is_self_contained_and_draws_every_figure(full_day, tmp_path
         assert f"<h2>{heading}</h2>" in text
 
 
+@pytest.mark.slow
 def test_summary_numbers_add_up_from_the_relations(full_day, tmp_path):
     text = render_report(full_day, DAY, tmp_path / "r.html").read_text()
     energy = full_day.sql("SELECT sum(energy_kwh) FROM fct_gpu_energy_hourly").fetchall()[0][0]
@@ -53,6 +55,7 @@ def _energy(con, model: str) -> float:
     return con.execute("SELECT sum(energy_kwh) FROM fct_gpu_energy_hourly WHERE gpu_model = ?", [model]).fetchall()[0][0]
 
 
+@pytest.mark.slow
 def test_summary_lists_the_top_three_actions_by_energy_saved(full_day, tmp_path):
     build_analysis(full_day)
     text = render_report(full_day, DAY, tmp_path / "r.html").read_text()
@@ -69,6 +72,7 @@ def test_summary_lists_the_top_three_actions_by_energy_saved(full_day, tmp_path)
     assert "Held back (the export leaves their GPUs at their current settings): NVIDIA H100 80GB HBM3: held-out MAPE" in text
 
 
+@pytest.mark.slow
 def test_the_report_holds_back_what_the_export_leaves_out(full_day, tmp_path):
     """The page and the signed file agree: a GPU with no limit recommended is not a setting to
     apply, and a model with no power model fitted is listed as left out, as the export does."""
@@ -93,6 +97,7 @@ def test_the_report_holds_back_what_the_export_leaves_out(full_day, tmp_path):
     assert "none left out of the export" not in text
 
 
+@pytest.mark.slow
 def test_summary_shows_both_scope2_carbon_figures(full_day, tmp_path):
     full_day.execute("ALTER TABLE rpt_carbon_daily ADD COLUMN total_market_gco2e DOUBLE")
     full_day.execute("UPDATE rpt_carbon_daily SET total_market_gco2e = 3 * total_gco2e")
@@ -103,6 +108,7 @@ def test_summary_shows_both_scope2_carbon_figures(full_day, tmp_path):
     assert "carbon, market-based" in text and f"{market:,.1f} kgCO2e" in text
 
 
+@pytest.mark.slow
 def test_every_axis_has_a_unit(full_day, tmp_path):
     text = render_report(full_day, DAY, tmp_path / "r.html",
                          notes={"energy_vs_limit": energy_vs_limit(), "hourly_context": hourly_context()}).read_text()
@@ -125,12 +131,14 @@ def test_another_day_in_the_same_warehouse_is_reported_as_empty(full_day, tmp_pa
     assert "fct_gpu_energy_hourly has no rows for 2026-01-05" in text
 
 
+@pytest.mark.slow
 def test_rendering_twice_gives_the_same_page(full_day, tmp_path):
     a = render_report(full_day, DAY, tmp_path / "a.html").read_bytes()
     b = render_report(full_day, DAY, tmp_path / "b.html").read_bytes()
     assert a == b
 
 
+@pytest.mark.slow
 def test_report_draws_context_and_shift_from_the_accounts_relations(tmp_path, shared_data):
     from accounting_world import DAY as ACCOUNTED_DAY, add_node_energy, build_world
     from joulehouse.settings import CarbonSettings, TcoSettings
@@ -177,6 +185,7 @@ def _figure_json(text: str, title: str) -> str:
     return text[text.rindex("Plotly.newPlot", 0, at):at]
 
 
+@pytest.mark.slow
 def test_outcome_figure_shows_realised_saving_with_its_interval_next_to_the_prediction(full_day, tmp_path):
     build_analysis(full_day)
     text = render_report(full_day, DAY, tmp_path / "r.html").read_text()
@@ -193,6 +202,7 @@ def test_outcome_figure_shows_realised_saving_with_its_interval_next_to_the_pred
     assert "No recommendation has taken effect yet" not in text
 
 
+@pytest.mark.slow
 def test_outcome_says_plainly_when_nothing_has_taken_effect_and_when_it_was_not_measured(full_day, tmp_path):
     text = render_report(full_day, DAY, tmp_path / "a.html").read_text()
     assert ("realised savings not measured (relation fct_recommendation_outcome does not exist; "
@@ -203,6 +213,7 @@ def test_outcome_says_plainly_when_nothing_has_taken_effect_and_when_it_was_not_
     assert "realised savings not measured" not in text
 
 
+@pytest.mark.slow
 def test_new_sections_draw_from_their_relations(full_day, tmp_path):
     build_analysis(full_day)
     text = html.unescape(render_report(full_day, DAY, tmp_path / "r.html", notes={"energy_vs_limit": energy_vs_limit()}).read_text())
@@ -225,6 +236,7 @@ def test_new_sections_draw_from_their_relations(full_day, tmp_path):
     assert "Day PUE" in text and "Not computed: no PUE" not in text
 
 
+@pytest.mark.slow
 def test_every_numeric_column_header_names_its_unit(full_day, tmp_path):
     build_analysis(full_day)
     text = render_report(full_day, DAY, tmp_path / "r.html").read_text()

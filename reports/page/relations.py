@@ -74,7 +74,7 @@ class ReportData:
         "checks": "fct_check_results", "recs": "fct_recommendation", "reconciliation": "fct_node_reconciliation_hourly",
         "coverage": "fct_gpu_coverage_daily", "pue": "fct_pue_hourly", "shift": "rpt_shift_opportunity_daily",
         "sensitivity": "fct_sensitivity_daily", "interval": "fct_power_interval",
-        "job_prediction": "fct_job_energy_prediction", "extras": "fct_recommendation_extra",
+        "job_prediction": "fct_job_energy_prediction", "placement": "fct_recommendation_extra",
         "job_efficiency": "fct_job_efficiency", "setting_efficiency": "fct_efficiency_setting_daily",
         "outcome": "fct_recommendation_outcome",
     }

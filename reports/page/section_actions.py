@@ -71,12 +71,12 @@ def _settings(data: ReportData, s: Section) -> None:
         s.note("Every GPU model's power model passed its gate: none left out of the export.")
 
 
-def _extras(data: ReportData, s: Section) -> None:
+def _placement(data: ReportData, s: Section) -> None:
     s.add("<h3>Consolidation and thermal placement</h3>")
-    if data.extras is None:
-        s.missing(f"no consolidation or placement advice ({data.extras_why})")
+    if data.placement is None:
+        s.missing(f"no consolidation or placement advice ({data.placement_why})")
         return
-    rows = data.extras
+    rows = data.placement
     if has(rows, "kind", "expected_saving_kwh_per_day"):
         per = rows.group_by("kind").agg(pl.len().alias("n"), pl.col("expected_saving_kwh_per_day").sum()).sort("kind")
         s.note("; ".join(f"{r['kind'].replace('_', ' ')}: {r['n']} GPUs, about "
@@ -129,7 +129,7 @@ def _outcome(data: ReportData, figs: FigureWriter, s: Section) -> None:
 def recommendations_section(data: ReportData, figs: FigureWriter) -> Section:
     s = Section("recommendations", "Recommendations")
     _settings(data, s)
-    _extras(data, s)
+    _placement(data, s)
     _outcome(data, figs, s)
     return s
 

@@ -65,12 +65,12 @@ def setting_actions(data: ReportData) -> list[Action]:
     return actions
 
 
-def extra_actions(data: ReportData) -> list[Action]:
+def placement_actions(data: ReportData) -> list[Action]:
     """Consolidation and thermal placement, one action per kind."""
-    if not has(data.extras, "kind", "expected_saving_kwh_per_day"):
+    if not has(data.placement, "kind", "expected_saving_kwh_per_day"):
         return []
     actions = []
-    for g in (data.extras.group_by("kind").agg(pl.len().alias("n"), pl.col("host").n_unique().alias("hosts"),
+    for g in (data.placement.group_by("kind").agg(pl.len().alias("n"), pl.col("host").n_unique().alias("hosts"),
                                                pl.col("expected_saving_kwh_per_day").sum().alias("kwh"))
               .sort("kwh", descending=True).iter_rows(named=True)):
         kwh = g["kwh"] or 0.0
@@ -99,7 +99,7 @@ def shift_action(data: ReportData) -> list[Action]:
 
 def actions(data: ReportData) -> list[Action]:
     """Every action with a saving, best first (kWh/day; ties keep the order above)."""
-    found = setting_actions(data) + extra_actions(data)
+    found = setting_actions(data) + placement_actions(data)
     found = sorted((a for a in found if a.saving_kwh_per_day > 0), key=lambda a: -a.saving_kwh_per_day)
     return found + shift_action(data)
 

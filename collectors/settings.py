@@ -22,7 +22,7 @@ import os
 import tomllib
 from contextvars import ContextVar
 from pathlib import Path
-from typing import Annotated, Any, ClassVar, Mapping
+from typing import Annotated, Any, ClassVar, Mapping, Self
 
 import pydantic
 from pydantic import BeforeValidator, ConfigDict, Field, ValidationError, model_validator
@@ -183,7 +183,7 @@ class SettingsRoot(BaseSettings):
         return (init_settings, _Environment(settings_cls, environ), *([_TomlFile(settings_cls, path)] if path else []))
 
     @classmethod
-    def load(cls, path: str | Path | None = None, env: Mapping[str, str] | None = None):
+    def load(cls, path: str | Path | None = None, env: Mapping[str, str] | None = None) -> Self:
         """Read the TOML file at `path` (optional), then the JOULEHOUSE_* overrides of `env` (default:
         the process environment), and check every value. Raises SettingsError, one line."""
         environ = os.environ if env is None else env
@@ -219,8 +219,9 @@ def _where(loc: tuple, environ: Mapping[str, str], path: str | Path | None) -> s
     return f" (in {path})" if path is not None else ""
 
 
-def describe_errors(exc: ValidationError, environ: Mapping[str, str] = {}, path: str | Path | None = None) -> str:
+def describe_errors(exc: ValidationError, environ: Mapping[str, str] | None = None, path: str | Path | None = None) -> str:
     """pydantic's errors as one line, each naming the setting ([section].field), the value and its source."""
+    environ = environ or {}
     out = []
     for err in exc.errors():
         loc, msg = tuple(err["loc"]), err["msg"].removeprefix("Value error, ")

@@ -19,7 +19,7 @@ import annotated_types
 import typer
 from pydantic.fields import FieldInfo
 
-from joulehouse.settings import Settings, SettingsError, load_settings, toml_value
+from joulehouse.collectors.settings import SettingsError, SettingsRoot, toml_value
 
 HEADER = """\
 # joulehouse settings: every field, with its default and what it means.
@@ -49,7 +49,7 @@ def field_notes(cls: type) -> dict[str, list[str]]:
     return notes
 
 
-def commented_toml(settings: Settings) -> str:
+def commented_toml(settings: SettingsRoot) -> str:
     """`settings` as TOML, each section under its class's docstring and each key under its notes."""
     lines = [HEADER]
     for name in type(settings).model_fields:
@@ -69,6 +69,9 @@ def settings_command(
     config: Optional[str] = typer.Option(None, "--config", help="Settings file (TOML); default: none, the built-in defaults."),
 ) -> None:
     """Print every setting with its value and what it means (a commented TOML file)."""
+    # Imported here: every other command starts without the analytics' settings modules.
+    from joulehouse.settings import load_settings
+
     try:
         settings = load_settings(config)
     except SettingsError as exc:

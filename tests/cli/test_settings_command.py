@@ -45,6 +45,22 @@ def test_a_site_file_and_the_environment_are_what_it_prints(tmp_path, monkeypatc
     assert result.exit_code == 2 and "readings_retention_days = 3" in result.output
 
 
+def test_a_password_that_is_set_is_not_printed(monkeypatch):
+    _no_overrides(monkeypatch)
+    monkeypatch.setenv("JOULEHOUSE_COLLECTOR__IPMI_PASSWORD", "hunter2")
+    result = CliRunner().invoke(app, ["settings"])
+    assert result.exit_code == 0 and "hunter2" not in result.output
+    assert 'ipmi_password = "********"' in result.output
+
+
+def test_each_key_shows_its_range():
+    result = CliRunner().invoke(app, ["settings"], env={})
+    lines = result.output.splitlines()
+    at = lines.index("default_pue = 1.3")
+    assert lines[at - 1] == "# range: >= 1"
+    assert lines[lines.index('engine = "duckdb"') - 1] == "# one of: duckdb, spark"
+
+
 def test_the_example_in_infra_is_the_current_defaults(monkeypatch):
     """Regenerate with `joulehouse settings > infra/joulehouse.example.toml` after adding a field."""
     _no_overrides(monkeypatch)

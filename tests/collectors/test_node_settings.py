@@ -47,3 +47,13 @@ def test_reading_the_node_settings_imports_no_analytics_package(tmp_path):
              "['joulehouse', 'models'], ['joulehouse', 'reports']) or m in ('joulehouse.settings', 'duckdb', 'polars')))")
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True, cwd=tmp_path)
     assert out.stdout.strip() == "[]"
+
+
+def test_the_command_starts_without_the_analytics_settings():
+    """`joulehouse agent ...` on a node: the settings command imports the analytics' sections only
+    when it runs."""
+    probe = ("import sys; from joulehouse.cli.main import app; "
+             "print(sorted(m for m in sys.modules if m.startswith(('joulehouse.models', 'joulehouse.reports')) "
+             "or m == 'joulehouse.settings'))")
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"

@@ -287,6 +287,17 @@ def settings_to_toml(settings: SettingsRoot) -> str:
     return "\n".join(lines)
 
 
+def replace_fields(values: Any, **changes: Any) -> Any:
+    """A copy of the section `values` with `changes`, checked like a loaded one: SettingsError names
+    the field (`CollectorSettings.interval_s = nan: input should be a finite number`)."""
+    try:
+        return dataclasses.replace(values, **changes)
+    except ValidationError as exc:
+        raise SettingsError("; ".join(
+            f"{exc.title}.{'.'.join(map(str, e['loc']))} = {e.get('input')!r}: {e['msg'][:1].lower()}{e['msg'][1:]}"
+            for e in exc.errors())) from None
+
+
 def replace_section(settings: SettingsRoot, **sections: Any) -> SettingsRoot:
     """A copy of `settings` with whole sections replaced, checked again (tests and the demo use this)."""
     return type(settings)(**{name: getattr(settings, name) for name in type(settings).model_fields} | sections)
@@ -294,5 +305,5 @@ def replace_section(settings: SettingsRoot, **sections: Any) -> SettingsRoot:
 
 __all__ = [
     "AgentSettings", "CollectorSettings", "LakeSettings", "NodeSettings", "SettingsError", "SettingsRoot",
-    "load_node_settings", "replace_section", "section", "settings_to_toml", "toml_value",
+    "load_node_settings", "replace_fields", "replace_section", "section", "settings_to_toml", "toml_value",
 ]

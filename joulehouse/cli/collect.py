@@ -38,13 +38,12 @@ def collect_command(
     max_polls: Optional[int] = typer.Option(None, "--max-polls", help="Stop after N polls (tests)."),
 ) -> None:
     """Sample GPUs (and the BMC) into the lake through a crash-safe spool."""
-    import dataclasses
     import logging
     import signal
     import threading
 
     from joulehouse.collectors.collect import Collector, SourceStartError, parse_duration_s
-    from joulehouse.collectors.settings import CollectorSettings, SettingsError, load_node_settings
+    from joulehouse.collectors.settings import CollectorSettings, SettingsError, load_node_settings, replace_fields
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     lake = node_lake(lake_option)
@@ -57,7 +56,7 @@ def collect_command(
             ("interval_s", interval), ("spool_flush_interval_s", flush_interval),
             ("roll_interval_s", roll_interval), ("ipmi_interval_s", ipmi_interval),
             ("dcgm_sync_interval_s", dcgm_interval)) if text is not None}
-        settings = dataclasses.replace(settings, **overrides)
+        settings = replace_fields(settings, **overrides)
     except (SettingsError, ValueError) as exc:
         fail(str(exc), 2)
     host = host or socket.gethostname()

@@ -57,3 +57,18 @@ def test_the_command_starts_without_the_analytics_settings():
              "or m == 'joulehouse.settings'))")
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+@pytest.mark.parametrize("interval", ["nan", "inf"])
+def test_a_non_finite_interval_on_the_command_line_is_refused_in_one_line(tmp_path, interval):
+    """Before: `--interval nan` busy-looped at about 2,000 polls a second."""
+    from typer.testing import CliRunner
+
+    from joulehouse.cli.main import app
+
+    result = CliRunner().invoke(app, ["collect", "--source", "sim", "--interval", interval, "--lake", str(tmp_path / "lake"),
+                                      "--max-polls", "1"], env={})
+    assert result.exit_code == 2
+    [line] = result.output.strip().splitlines()
+    assert line.startswith("error: ") and "interval" in line and interval in line
+    assert not (tmp_path / "lake").exists()

@@ -27,14 +27,15 @@ from pathlib import Path
 
 import polars as pl
 
-from joulehouse.reports.accounts.settings import CarbonSettings
 from joulehouse.reports.accounts.attribution import UNALLOCATED, account_to_jobs
 from joulehouse.reports.accounts.embodied import (amortised_share, default_gpu_embodied_kgco2e, embodied_gco2e_per_gpu_hour,
-                              parse_model_overrides)
-from joulehouse.reports.accounts.site_hours import carbon_shift_rows, day_site_hours, grid_context
+                                                  parse_model_overrides)
 from joulehouse.reports.accounts.hour_factors import attach_intensity, attach_pue
-from joulehouse.reports.accounts.warehouse_io import prepare_day, replace_report_day
 from joulehouse.reports.accounts.it_energy_basis import BASIS_AMOUNTS, label_basis, with_facility_energy
+from joulehouse.reports.accounts.settings import CarbonSettings
+from joulehouse.reports.accounts.shift import carbon_shift_rows
+from joulehouse.reports.accounts.site_hours import day_site_hours, grid_context
+from joulehouse.reports.accounts.warehouse_io import prepare_day, replace_report_day
 
 CARBON_AMOUNTS = ["energy_kwh", "facility_energy_kwh", "location_gco2e", "market_gco2e", "embodied_gco2e", *BASIS_AMOUNTS]
 

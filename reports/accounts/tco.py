@@ -31,15 +31,16 @@ from pathlib import Path
 
 import polars as pl
 
-from joulehouse.reports.accounts.settings import TcoSettings
 from joulehouse.reports.accounts.attribution import UNALLOCATED, account_to_jobs
 from joulehouse.reports.accounts.demand import allocate, day_peaks, later_days_accounted, month_peak_before, site_hour_kw, store_peaks
 from joulehouse.reports.accounts.embodied import HOURS_PER_YEAR, amortised_share, capital_usd_per_gpu_hour
-from joulehouse.reports.accounts.site_hours import cost_shift_rows, day_site_hours, price_context
 from joulehouse.reports.accounts.hour_factors import attach_intensity, attach_pue
-from joulehouse.reports.accounts.warehouse_io import day_bounds, prepare_day, replace_report_day
 from joulehouse.reports.accounts.it_energy_basis import BASIS_AMOUNTS, label_basis, with_facility_energy
 from joulehouse.reports.accounts.prices import DEFAULT_PRICE_FILE, load_pjm_lmp_csv, load_urdb_tariff, tariff_prices
+from joulehouse.reports.accounts.settings import TcoSettings
+from joulehouse.reports.accounts.shift import cost_shift_rows
+from joulehouse.reports.accounts.site_hours import day_site_hours, price_context
+from joulehouse.reports.accounts.warehouse_io import day_bounds, prepare_day, replace_report_day
 from joulehouse.reports.accounts.yearmap import map_to_target_hours, rule_counts
 
 FLOP_PER_TFLOP_HOUR = 1e12 * 3600.0

@@ -6,17 +6,9 @@ from __future__ import annotations
 
 import pytest
 
-from joulehouse.settings import ModelSettings
 from joulehouse.models.job_energy import job_energy_day, predict_job_energy, same_profile_pairs
-from joulehouse.models.power import fit_day
 
 PROFILE = "llm-finetune-7b-ref"
-
-
-@pytest.fixture(scope="module")
-def fitted(sim_warehouse):
-    fit_day(sim_warehouse.con, sim_warehouse.day, ModelSettings())
-    return sim_warehouse
 
 
 @pytest.mark.slow

@@ -4,15 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from joulehouse.settings import ModelSettings
-from joulehouse.models.power import fit_day
 from joulehouse.models.power_interval import power_interval_day
-
-
-@pytest.fixture(scope="module")
-def fitted(sim_warehouse):
-    fit_day(sim_warehouse.con, sim_warehouse.day, ModelSettings())
-    return sim_warehouse
 
 
 @pytest.mark.slow

@@ -1,4 +1,5 @@
-# joulehouse: `make demo` runs the whole loop on the embedded default, `make test` runs the tests.
+# joulehouse: `make demo` runs the whole loop on the embedded default, `make test` runs the tests
+# (all of them: CI runs it), `make test-fast` the unit and property tests (about a minute).
 # Both create .venv and install the project first (idempotent).
 
 PYTHON ?= python3
@@ -8,7 +9,7 @@ STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml constraints.txt | cksum 
 APT_PACKAGES := prometheus openipmi ipmitool libopenipmi-dev chromium gcc
 DEMO_ARGS ?=
 
-.PHONY: demo test bench system-packages venv clean
+.PHONY: demo test test-fast bench system-packages venv clean
 
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -33,6 +34,10 @@ demo: $(STAMP)
 
 test: $(STAMP) system-packages
 	$(PY) -m pytest -q
+
+# The edit-test loop: no real servers, no full DAG runs, no simulated fleets (markers in pyproject.toml).
+test-fast: $(STAMP)
+	$(PY) -m pytest -q -m "not slow and not integration"
 
 bench: $(STAMP) system-packages
 	$(PY) -m bench

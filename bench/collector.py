@@ -59,7 +59,7 @@ def cpu_s():
 stamps = []
 if mode == "collector":
     from joulehouse.collectors.collect import Collector, Scheduled
-    from joulehouse.collectors.settings import CollectorSettings
+    from joulehouse.settings import CollectorSettings
     from joulehouse.collectors.sources.nvml import NvmlSource
     stop = threading.Event()
     # Rolls every third of the run (production: every 300 s), so the window pays for some.

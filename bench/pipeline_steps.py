@@ -23,7 +23,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = REPO.parent / "shared" / "data"
-# Same engine settings on every side: the warehouse's defaults (collectors.settings).
+# Same engine settings on every side: the warehouse's defaults (joulehouse.warehouse.settings).
 FLOOR_SQL = """
 SELECT gpu_uuid, date_trunc('hour', sampled_at) AS hour_at, sum(power_w) AS power_sum_w, count(*) AS n
 FROM read_parquet(? || '/gpu_samples/date=' || ? || '/*/*.parquet')
@@ -38,7 +38,7 @@ STG_SCAN_SQL = ("SELECT count(*), max(gpu_model), max(host), max(gpu_uuid), max(
 
 
 def _settings(lake: Path):
-    from joulehouse.collectors.settings import (CarbonSettings, LakeSettings, ModelSettings, Settings, TcoSettings,
+    from joulehouse.settings import (CarbonSettings, LakeSettings, ModelSettings, Settings, TcoSettings,
                                      WarehouseSettings)
 
     grid = SHARED_DATA / "grid" / "electricitymaps_FR_2022_hourly.csv"
@@ -105,8 +105,8 @@ def pipeline(lake: Path, day: dt.date) -> dict:
     """build_day, run_checks, fit_day, carbon_day, tco_day, recommend_day on a fresh warehouse."""
     from joulehouse.models.power import fit_day
     from joulehouse.models.recommend import recommend_day
-    from joulehouse.reports.carbon import carbon_day
-    from joulehouse.reports.tco import tco_day
+    from joulehouse.reports.accounts.carbon import carbon_day
+    from joulehouse.reports.accounts.tco import tco_day
     from joulehouse.warehouse.build import build_day
     from joulehouse.warehouse.checks import run_checks
     from joulehouse.warehouse.db import connect
@@ -152,7 +152,7 @@ def pandas_way(lake: Path, day: dt.date, max_gap_s: float = 10.0) -> dict:
     import numpy as np
     import pandas as pd
 
-    from joulehouse.collectors.settings import ModelSettings
+    from joulehouse.settings import ModelSettings
 
     ms = ModelSettings()
     t0 = time.perf_counter()

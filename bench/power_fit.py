@@ -16,7 +16,7 @@ import duckdb
 
 from bench.common import BenchContext, Figure, timed
 from bench.pipeline_steps import STG_SCAN_SQL
-from joulehouse.collectors.settings import ModelSettings
+from joulehouse.settings import ModelSettings
 from joulehouse.collectors.sim import simulate_fleet
 from joulehouse.models.power import fit_day
 

@@ -1,6 +1,6 @@
 """The node agent: apply a verified recommended config to this node's GPUs through NVML.
 
-Safety rules (DESIGN.md 3.3): nothing is applied unless `verify_config` accepts the document
+Safety rules (ARCHITECTURE.md, "The recommended-config file"): nothing is applied unless `verify_config` accepts the document
 (signature, schema version, validity window, host). GPUs are matched by UUID. A value outside
 the device's own limits (nvmlDeviceGetPowerManagementLimitConstraints, mW) is refused and
 reported, never clamped; so is a locked SM clock range above the device's max clock

@@ -1,6 +1,6 @@
 """The recommended-config file: its schema, canonical form, ed25519 signature and verification.
 
-The node side owns this contract (DESIGN.md 3.3): the analytics side signs with `sign_config`,
+The node side owns this contract (ARCHITECTURE.md, "The recommended-config file"): the analytics side signs with `sign_config`,
 the agent accepts a file only through `verify_config`. A signed document is
 
     {"body": {...}, "signature": {"alg": "ed25519", "key_id": "<16 hex>", "value": "<base64>"}}

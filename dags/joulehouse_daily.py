@@ -2,7 +2,7 @@
 recommendations -> signed export -> report.
 
 This file holds the schedule and the wiring only. Each task is a few lines that call
-`reports.daily`, imported inside the task, so parsing this file imports nothing heavy. Every
+`joulehouse.daily`, imported inside the task, so parsing this file imports nothing heavy. Every
 task reads and writes one day and can be re-run with the same result.
 
 - Schedule: daily at 01:00 UTC with catchup, on data intervals (CronDataIntervalTimetable): the
@@ -90,25 +90,25 @@ def _day_and_config() -> tuple[str, str | None]:
 def joulehouse_daily():
     @task
     def list_lake_hosts() -> list[str]:
-        from joulehouse.reports import daily
+        from joulehouse import daily
 
         return daily.list_lake_hosts(*_day_and_config())
 
     @task
     def inspect_and_compact_lake_partition(host: str) -> dict:
-        from joulehouse.reports import daily
+        from joulehouse import daily
 
         return daily.inspect_and_compact_lake_partition(*_day_and_config(), host)
 
     @task
     def build_warehouse() -> dict:
-        from joulehouse.reports import daily
+        from joulehouse import daily
 
         return daily.build_warehouse(*_day_and_config())
 
     @task(outlets=[WAREHOUSE_DAY])
     def check_data() -> dict:
-        from joulehouse.reports import daily
+        from joulehouse import daily
         from joulehouse.warehouse.checks import BlockingCheckFailed
 
         day, config = _day_and_config()
@@ -123,31 +123,31 @@ def joulehouse_daily():
 
     @task
     def fit_power_models() -> dict:
-        from joulehouse.reports import daily
+        from joulehouse import daily
 
         return daily.fit_power_models(*_day_and_config())
 
     @task
     def measure_efficiency_and_outcomes() -> dict:
-        from joulehouse.reports import daily
+        from joulehouse import daily
 
         return daily.measure_efficiency_and_outcomes(*_day_and_config())
 
     @task
     def account_carbon_and_cost() -> dict:
-        from joulehouse.reports import daily
+        from joulehouse import daily
 
         return daily.account_carbon_and_cost(*_day_and_config())
 
     @task
     def recommend_power_limits() -> dict:
-        from joulehouse.reports import daily
+        from joulehouse import daily
 
         return daily.recommend_power_limits(*_day_and_config())
 
     @task(outlets=[RECOMMENDED_CONFIG])
     def export_recommended_config() -> dict:
-        from joulehouse.reports import daily
+        from joulehouse import daily
 
         day, config = _day_and_config()
         result = daily.export_recommended_config(day, config)
@@ -156,7 +156,7 @@ def joulehouse_daily():
 
     @task
     def render_report() -> dict:
-        from joulehouse.reports import daily
+        from joulehouse import daily
 
         return daily.render_report(*_day_and_config())
 

@@ -39,7 +39,7 @@ def _say_what_failed(context) -> None:
 def joulehouse_publish():
     @task
     def publish_recommended_config() -> dict:
-        from joulehouse.reports import daily
+        from joulehouse import daily
 
         return daily.publish_recommended_config(os.environ.get("JOULEHOUSE_CONFIG"))
 

@@ -1,6 +1,6 @@
 """Performance under a power cap: the clock a GPU reaches, the slowdown, the energy-vs-limit curve.
 
-The cap model (DESIGN.md section 4): P_actual = min(P_workload, P_limit). Under a cap the GPU lowers
+The cap model (ARCHITECTURE.md, "The models the numbers rest on"): P_actual = min(P_workload, P_limit). Under a cap the GPU lowers
 its SM clock until the fitted model's power fits the limit:
     P(s) = static + aT*(T-25) + dyn*act*s^alpha + mem*dram + pcie*GBps,  s = f/f_max,
 solved for s in [s_min, 1]. The slowdown follows the job's bottleneck, a roofline view: runtime

@@ -26,19 +26,17 @@ from __future__ import annotations
 import datetime as dt
 import math
 from collections import defaultdict
-from dataclasses import dataclass
 
 import duckdb
 import numpy as np
 
 from joulehouse.models.activity import create_activity_view
+from joulehouse.models.limit_change import LOOKBACK_DAYS, MAX_AFTER_DAYS, Change, find_changes
 from joulehouse.models.outcome_matched import (log_ratio, matched_differences, matched_rows, pooled_row, records,
                                     saving_interval, split_by_side, treated_gpu_row)
 from joulehouse.models.sql import load_sql
 from joulehouse.warehouse.sqlio import relation_exists, replace_day_rows
 
-LOOKBACK_DAYS = 7
-MAX_AFTER_DAYS = 14
 # A unit of work counts only where every job of every GPU-day reports it: a training job's samples
 # and an inference job's requests summed as one count would charge the inference energy to samples.
 UNITS = (("flop", "job_energy_kwh", "flops_total", "n_jobs_without_flops"),
@@ -47,53 +45,6 @@ UNITS = (("flop", "job_energy_kwh", "flops_total", "n_jobs_without_flops"),
 EMPTY_JOBS = ("CREATE OR REPLACE TEMP TABLE outcome_input_jobs (day DATE, gpu_uuid VARCHAR, energy_kwh DOUBLE, "
               "busy_hours DOUBLE, flops_total DOUBLE, samples_total DOUBLE, requests_total DOUBLE, "
               "power_limit_changed BOOLEAN)")
-
-
-@dataclass(frozen=True)
-class Change:
-    """A GPU's power limit change: `before_days` at `limit_before_w`, then `after_days` at `limit_after_w`."""
-
-    gpu_uuid: str
-    host: str
-    gpu_model: str
-    effective_day: dt.date
-    limit_before_w: float
-    limit_after_w: float
-    before_days: tuple[dt.date, ...]
-    after_days: tuple[dt.date, ...]
-
-
-def find_changes(panel: dict[str, list[dict]], day: dt.date, *, lookback_days: int = LOOKBACK_DAYS,
-                 max_after_days: int = MAX_AFTER_DAYS) -> list[Change]:
-    """The latest limit change of each GPU whose new limit took effect within `max_after_days`
-    up to `day`. Transition days (two limits read) belong to neither side."""
-    changes = []
-    for uuid, rows in panel.items():
-        clean = [r for r in rows if r["n_power_limits"] == 1 and r["power_limit_w"] is not None]
-        if len(clean) < 2:
-            continue
-        last = clean[-1]["power_limit_w"]
-        after = [r for r in reversed(clean) if r["power_limit_w"] == last]
-        after_days = []
-        for r in reversed(clean):
-            if r["power_limit_w"] != last:
-                break
-            after_days.append(r["day"])
-        idx = len(clean) - len(after_days)
-        if idx == 0:
-            continue  # no change in the window
-        before_limit = clean[idx - 1]["power_limit_w"]
-        effective = min(after_days)
-        if (day - effective).days >= max_after_days:
-            continue
-        before_days = []
-        for r in reversed(clean[:idx]):
-            if r["power_limit_w"] != before_limit or (effective - r["day"]).days > lookback_days:
-                break
-            before_days.append(r["day"])
-        changes.append(Change(uuid, after[0]["host"], after[0]["gpu_model"], effective, float(before_limit),
-                              float(last), tuple(sorted(before_days)), tuple(sorted(after_days))))
-    return changes
 
 
 def _unit(rows: list[dict]) -> tuple[str, str, str, str | None]:

@@ -20,17 +20,13 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from typing import TYPE_CHECKING
 
 import duckdb
 import numpy as np
 from scipy import stats
 
+from joulehouse.models.limit_change import Change
 from joulehouse.warehouse.sqlio import records, relation_exists
-
-if TYPE_CHECKING:
-    from joulehouse.models.outcome import Change
-
 
 
 def log_ratio(rows: list[dict], before: set, after: set, energy: str, work: str, hours: str | None):

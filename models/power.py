@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 import duckdb
 
-from joulehouse.collectors.settings import ModelSettings
+from joulehouse.models.settings import ModelSettings
 from joulehouse.models.activity import choose_streams
 from joulehouse.models.coefficients import FitError, PowerCoefficients, best_shape, coefficients_from
 from joulehouse.models.sql import load_sql

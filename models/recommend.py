@@ -57,12 +57,12 @@ import duckdb
 import numpy as np
 import pyarrow as pa
 
-from joulehouse.collectors.settings import RecommendSettings
+from joulehouse.models.settings import RecommendSettings
 from joulehouse.models.activity import create_activity_view
 from joulehouse.models.caps import MIN_CLOCK_RATIO, WorkloadProfile
 from joulehouse.models.power import coefficients_of, load_fit
 from joulehouse.warehouse.sqlio import quoted_relation, relation_exists, replace_day_rows
-from joulehouse.models.recommend_mix import activity_bins, score_clocks, score_limits
+from joulehouse.models.cap_scoring import activity_bins, score_clocks, score_limits
 from joulehouse.models.sql import load_sql
 
 # NVML power limits (default, min, max W) by model, from real `nvidia-smi -q` output.
@@ -171,7 +171,7 @@ def recommend_gpu(row: dict, workload_class: str, fit: dict | None, settings: Re
         return (energy_kwh * usd_per_kwh
                 + time_weight * settings.value_of_time_usd_per_gpu_hour * busy_hours * slowdown_pct / 100)
 
-    # Every candidate at once (models.recommend_mix: the caps model over settings x bins arrays).
+    # Every candidate at once (models.cap_scoring: the caps model over settings x bins arrays).
     clock_ratios = np.linspace(1.0, MIN_CLOCK_RATIO, 29)
     uncapped, *clocks = score_clocks(coef, bins, np.concatenate([[1.0], clock_ratios]))
     uncapped_w = uncapped.power_w

@@ -101,7 +101,7 @@ for name in ("models", "reports", "warehouse", "collectors", "joulehouse_cli"):
     except ModuleNotFoundError:
         found[name] = "missing"
 for name in ("joulehouse.collectors.agent", "joulehouse.warehouse.build", "joulehouse.models.power",
-             "joulehouse.reports.carbon", "joulehouse.cli.main"):
+             "joulehouse.reports.accounts.carbon", "joulehouse.cli.main"):
     found[name] = importlib.import_module(name).__file__
 print(json.dumps({"root": joulehouse.__file__, **found}))
 """

@@ -27,7 +27,7 @@ import duckdb
 
 from joulehouse.collectors import lakefs
 from joulehouse.collectors.schema import DATASETS
-from joulehouse.collectors.settings import WarehouseSettings
+from joulehouse.warehouse.settings import WarehouseSettings
 from joulehouse.warehouse.catalog import Relation, relations
 from joulehouse.warehouse.host_batches import BUILD_SQL, host_batches
 from joulehouse.warehouse.sqlio import relation_exists, replace_day, transaction

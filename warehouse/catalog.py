@@ -3,7 +3,7 @@ and column, all read from the header comments of the SQL files (the one place th
 `joulehouse sql --describe` prints them and warehouse/RELATIONS.md lists them).
 
 `warehouse/sql/*.sql` are the relations the build runs, in manifest order. Relations written by
-later layers (models/sql, reports/sql) are read from folders the caller passes as `extra_dirs`:
+later layers (models/sql, reports/accounts/sql) are read from folders the caller passes as `extra_dirs`:
 the warehouse cannot import those packages, so the top layer (joulehouse.cli) names them. In an
 extra folder a file is a public relation when its header has a `kind:` line; files without one
 are internal helper queries and are skipped.
@@ -110,8 +110,17 @@ def parse_relation(path: Path) -> Relation:
     return Relation(
         name=path.stem, kind=kind, grain=grain, summary=" ".join(summary_lines),
         columns=tuple(columns), notes="\n".join(notes), sql=text, parameters=params,
-        source="/".join(path.parts[-3:]),
+        source=_source(path),
     )
+
+
+def _source(path: Path) -> str:
+    """The file as the repository names it, `<layer>/[<subpackage>/]sql/<name>.sql`, whether the
+    layer is a folder of the checkout or a subpackage of the installed `joulehouse`."""
+    top = path.parent.parent  # the package that holds the SQL folder
+    while (top.parent / "__init__.py").exists() and top.parent.name != "joulehouse":
+        top = top.parent
+    return path.relative_to(top.parent).as_posix()
 
 
 def has_catalog_header(path: Path) -> bool:

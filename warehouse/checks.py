@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 
 import duckdb
 
-from joulehouse.collectors.settings import WarehouseSettings
+from joulehouse.warehouse.settings import WarehouseSettings
 from joulehouse.warehouse.sqlio import SqlFiles, replace_day_rows, used_parameters
 
 BLOCKING, WARNING = "blocking", "warning"

@@ -28,7 +28,8 @@ from typing import Any
 import polars as pl
 
 from joulehouse.collectors import lakefs
-from joulehouse.collectors.settings import ModelSettings, WarehouseSettings
+from joulehouse.models.settings import ModelSettings
+from joulehouse.warehouse.settings import WarehouseSettings
 from joulehouse.warehouse.sqlio import SqlFiles
 
 SPARK_SQL = SqlFiles("joulehouse.warehouse", "spark_sql")

@@ -61,11 +61,11 @@ def _replay_guard(state: Path | None, lake: Path | None, settings_file: Path | N
     when set, else beside the node's lake (<lake>/../state/, with the DCGM watermark), else the
     default of [agent] state_path."""
     from joulehouse.collectors.agent_replay import ReplayGuard
-    from joulehouse.collectors.settings import AgentSettings, SettingsError, load_settings
+    from joulehouse.collectors.settings import AgentSettings, SettingsError, load_node_settings
 
     if state is None:
         try:
-            configured = load_settings(settings_file).agent.state_path
+            configured = load_node_settings(settings_file).agent.state_path
         except SettingsError as exc:
             fail(str(exc), 2)
         default = AgentSettings().state_path
@@ -202,10 +202,10 @@ def run_command(
 ) -> None:
     """Poll the config location; apply a new config when it changes, roll back on expiry or revocation."""
     from joulehouse.collectors.agent_loop import run_agent
-    from joulehouse.collectors.settings import SettingsError, load_settings
+    from joulehouse.collectors.settings import SettingsError, load_node_settings
 
     try:
-        agent = load_settings(settings_file).agent
+        agent = load_node_settings(settings_file).agent
     except SettingsError as exc:
         fail(str(exc), 2)
     location = config_url or agent.config_url

@@ -54,7 +54,8 @@ def register(app: typer.Typer) -> None:
 
         Example: joulehouse caps from-sweep zeus_testprofile_A40+resnet50+gpu0.csv --max-slowdown-pct 10
         """
-        from joulehouse.collectors.settings import SettingsError, load_settings
+        from joulehouse.collectors.settings import SettingsError
+        from joulehouse.settings import load_settings
         from joulehouse.models.recommend import CLASSES, slowdown_bound_pct
         from joulehouse.models.sweeps import SweepError, choose_setting, load_sweeps
 

@@ -41,13 +41,12 @@ def collect_command(
     max_polls: Optional[int] = typer.Option(None, "--max-polls", help="Stop after N polls (tests)."),
 ) -> None:
     """Sample GPUs (and the BMC) into the lake through a crash-safe spool."""
-    import dataclasses
     import logging
     import signal
     import threading
 
     from joulehouse.collectors.collect import Collector, SourceStartError, StorageError, parse_duration_s
-    from joulehouse.collectors.settings import CollectorSettings, SettingsError, load_settings
+    from joulehouse.collectors.settings import CollectorSettings, SettingsError, load_node_settings, replace_fields
     from joulehouse.collectors.spool import SpoolInUseError
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
@@ -56,12 +55,12 @@ def collect_command(
     if unknown:
         fail(f"--source {unknown[0]!r}: expected one of {', '.join(SOURCES)}", 2)
     try:
-        settings = load_settings(settings_file).collector
+        settings = load_node_settings(settings_file).collector
         overrides = {name: parse_duration_s(text) for name, text in (
             ("interval_s", interval), ("spool_flush_interval_s", flush_interval),
             ("roll_interval_s", roll_interval), ("ipmi_interval_s", ipmi_interval),
             ("dcgm_sync_interval_s", dcgm_interval)) if text is not None}
-        settings = dataclasses.replace(settings, **overrides)
+        settings = replace_fields(settings, **overrides)
     except (SettingsError, ValueError) as exc:
         fail(str(exc), 2)
     host = host or socket.gethostname()

@@ -24,7 +24,7 @@ def register(app: typer.Typer) -> None:
         airflow_home: Annotated[Optional[Path], typer.Option(help="Airflow home (SQLite metadata DB); default: beside the warehouse.")] = None,
     ) -> None:
         """Run the daily DAG for one day through Airflow (dag.test with a SQLite metadata DB)."""
-        from joulehouse.collectors.settings import SettingsError, load_settings
+        from joulehouse.settings import SettingsError, load_settings
         from joulehouse.cli.dagrun import DagRunFailed, run_day
 
         day = parse_day(date, "--date")
@@ -36,7 +36,7 @@ def register(app: typer.Typer) -> None:
         home = airflow_home or Path(settings.warehouse.db_path).resolve().parent / "airflow"
         cfg = config
         if cfg is None:
-            from joulehouse.collectors.settings import settings_to_toml
+            from joulehouse.settings import settings_to_toml
 
             cfg = home / "joulehouse.toml"
             home.mkdir(parents=True, exist_ok=True)

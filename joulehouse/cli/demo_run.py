@@ -22,7 +22,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from joulehouse.collectors.settings import (
+from joulehouse.settings import (
     CarbonSettings,
     ExportSettings,
     LakeSettings,

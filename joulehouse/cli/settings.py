@@ -1,59 +1,66 @@
-"""`joulehouse settings [--config FILE]`: every setting with its value and what it means.
+"""`joulehouse settings [--config FILE]`: every setting with its value, its range and what it means.
 
 Prints the settings a command would run with (the file, then JOULEHOUSE_<SECTION>__<FIELD>
-overrides; without --config, the defaults and the overrides) as TOML, each key under the comment the code gives it
-in collectors/settings.py: a commented starting file for a site
+overrides; without --config, the defaults and the overrides) as TOML, each section under its
+docstring and each key under its description and range (the Field declarations of each layer's
+settings module): a commented starting file for a site
 (`joulehouse settings > /etc/joulehouse/joulehouse.toml`). infra/joulehouse.example.toml is this
-command's output for the defaults.
+command's output for the defaults. A password that is set is printed as asterisks.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import inspect
-import re
+import typing
 from typing import Optional
 
+import annotated_types
 import typer
+from pydantic.fields import FieldInfo
 
-from joulehouse.collectors.settings import Settings, SettingsError, load_settings, toml_value
+from joulehouse.collectors.settings import SettingsError, SettingsRoot, toml_value
 
 HEADER = """\
 # joulehouse settings: every field, with its default and what it means.
 # Written by `joulehouse settings`; edit what your site needs and drop the rest.
 # Any field can also be set from the environment: JOULEHOUSE_<SECTION>__<FIELD>=value.
 """
-_FIELD = re.compile(r"^(\w+)\s*:[^=]*(?:=\s*(.*?))?$")
+_BOUNDS = ((annotated_types.Gt, "gt", ">"), (annotated_types.Ge, "ge", ">="), (annotated_types.Lt, "lt", "<"),
+           (annotated_types.Le, "le", "<="))
 
 
-def field_comments(cls: type) -> dict[str, list[str]]:
-    """The comment lines written above (or beside) each field of a settings dataclass."""
-    comments: dict[str, list[str]] = {}
-    pending: list[str] = []
-    for raw in inspect.getsource(cls).splitlines()[1:]:
-        text = raw.strip()
-        if text.startswith("#"):
-            pending.append(text.lstrip("#").strip())
-            continue
-        code, _, inline = text.partition("  # ")
-        match = _FIELD.match(code)
-        if match and not code.startswith(("def ", "class ", "@", '"""')):
-            comments[match.group(1)] = pending + ([inline.strip()] if inline else [])
-        pending = []
-    return comments
+def field_range(info: FieldInfo) -> str | None:
+    """The values a field accepts, in words ("range: > 0", "range: >= 0 and <= 1", "one of: duckdb, spark")."""
+    if typing.get_origin(info.annotation) is typing.Literal:
+        return "one of: " + ", ".join(str(v) for v in typing.get_args(info.annotation))
+    bounds = [f"{sign} {getattr(m, attr)}" for kind, attr, sign in _BOUNDS for m in info.metadata if isinstance(m, kind)]
+    return "range: " + " and ".join(bounds) if bounds else None
 
 
-def commented_toml(settings: Settings) -> str:
-    """`settings` as TOML, each section under its class's docstring and each key under its comment."""
+def field_notes(cls: type) -> dict[str, list[str]]:
+    """The comment lines of each field of a settings section: its description, then its range."""
+    notes = {}
+    for name, info in cls.__pydantic_fields__.items():
+        lines = (info.description or "").splitlines()
+        if (accepted := field_range(info)) is not None:
+            lines.append(accepted)
+        notes[name] = lines
+    return notes
+
+
+def commented_toml(settings: SettingsRoot) -> str:
+    """`settings` as TOML, each section under its class's docstring and each key under its notes."""
     lines = [HEADER]
-    for section in dataclasses.fields(settings):
-        values = getattr(settings, section.name)
+    for name in type(settings).model_fields:
+        values = getattr(settings, name)
         doc = (inspect.getdoc(type(values)) or "").splitlines()
-        lines += [f"# {doc[0]}" if doc else "", f"[{section.name}]"]
-        comments = field_comments(type(values))
+        lines += [f"# {doc[0]}" if doc else "", f"[{name}]"]
+        notes = field_notes(type(values))
         for f in dataclasses.fields(values):
-            lines += [f"# {c}" for c in comments.get(f.name, [])]
-            lines.append(f"{f.name} = {toml_value(getattr(values, f.name))}")
+            value = getattr(values, f.name)
+            lines += [f"# {c}" for c in notes.get(f.name, [])]
+            lines.append(f"{f.name} = {toml_value('********' if f.name.endswith('password') and value else value)}")
         lines.append("")
     return "\n".join(line for i, line in enumerate(lines) if line or (i and lines[i - 1])) + "\n"
 
@@ -62,6 +69,9 @@ def settings_command(
     config: Optional[str] = typer.Option(None, "--config", help="Settings file (TOML); default: none, the built-in defaults."),
 ) -> None:
     """Print every setting with its value and what it means (a commented TOML file)."""
+    # Imported here: every other command starts without the analytics' settings modules.
+    from joulehouse.settings import load_settings
+
     try:
         settings = load_settings(config)
     except SettingsError as exc:

@@ -20,7 +20,7 @@ REGENERATE_RELATIONS = "joulehouse sql --describe --markdown > warehouse/RELATIO
 def public_sql_dirs() -> tuple[Path, ...]:
     """The SQL folders of the layers above the warehouse (models/sql, reports/sql), whose described
     relations are public too. Found here, at the top layer: the warehouse may not import them."""
-    return tuple(Path(str(resources.files(pkg) / "sql")) for pkg in ("joulehouse.models", "joulehouse.reports"))
+    return tuple(Path(str(resources.files(pkg) / "sql")) for pkg in ("joulehouse.models", "joulehouse.reports.accounts"))
 
 
 def relations_markdown() -> str:

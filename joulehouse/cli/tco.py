@@ -12,35 +12,36 @@ from typing import Optional
 
 import typer
 
-from joulehouse.cli.carbon import DEFAULT_DATA_DIR, parse_start, run_shape
 from joulehouse.cli.options import fail
+from joulehouse.cli.run_options import (DEFAULT_DATA_DIR, AvgPowerW, DataDir, GpuHours, Gpus, GpusPerServer, Hours,
+                                         LifetimeYears, Pue, Start, Utilization, parse_start, run_shape)
 
 tco_app = typer.Typer(no_args_is_help=True, help="Total cost of ownership.")
 
 
 @tco_app.command("estimate")
 def estimate(
-    gpus: Optional[int] = typer.Option(None, help="Number of GPUs running together."),
-    hours: Optional[float] = typer.Option(None, help="Wall-clock hours of the run."),
-    gpu_hours: Optional[float] = typer.Option(None, help="Total GPU-hours (instead of --gpus x --hours)."),
-    avg_power_w: float = typer.Option(..., help="Average power per GPU, W."),
-    pue: float = typer.Option(1.3, help="Power usage effectiveness of the facility (>= 1)."),
+    gpus: Gpus = None,
+    hours: Hours = None,
+    gpu_hours: GpuHours = None,
+    avg_power_w: AvgPowerW = ...,
+    pue: Pue = 1.3,
     price_usd_per_mwh: Optional[float] = typer.Option(None, help="Flat energy price, $/MWh."),
     price_file: Optional[Path] = typer.Option(None, help="PJM hourly LMP file (with --start), $/MWh."),
     price_node: str = typer.Option("PJM-RTO", help="Pricing node in the price file."),
-    start: Optional[str] = typer.Option(None, help="Run start (ISO-8601, UTC if no offset), with --price-file."),
-    data_dir: Path = typer.Option(DEFAULT_DATA_DIR, help="Reference data folder (used when --start is given alone)."),
+    start: Start = None,
+    data_dir: DataDir = DEFAULT_DATA_DIR,
     demand_charge_usd_per_kw_month: float = typer.Option(15.0, help="Demand charge, $ per peak kW per month."),
     gpu_capex_usd: float = typer.Option(30000.0, help="Price of one GPU, $."),
     server_capex_usd: float = typer.Option(60000.0, help="Price of one server without GPUs, $."),
-    gpus_per_server: int = typer.Option(8, help="GPUs per server."),
-    lifetime_years: float = typer.Option(5.0, help="Depreciation period, years."),
+    gpus_per_server: GpusPerServer = 8,
+    lifetime_years: LifetimeYears = 5.0,
     operations_ratio: float = typer.Option(0.1, help="Operations per year as a share of capital."),
-    utilization: float = typer.Option(1.0, help="Share of the hardware's life it is in use (0..1]."),
+    utilization: Utilization = 1.0,
 ) -> None:
     """Estimate a run's cost: energy at the meter x price + demand charge + capital + operations."""
-    from joulehouse.reports.estimate import estimate_cost, hourly_mean
-    from joulehouse.reports.prices import DEFAULT_PRICE_FILE, PriceFileError, load_pjm_lmp_csv
+    from joulehouse.reports.accounts.estimate import estimate_cost, hourly_mean
+    from joulehouse.reports.accounts.prices import DEFAULT_PRICE_FILE, PriceFileError, load_pjm_lmp_csv
 
     run = run_shape(gpus, hours, gpu_hours, avg_power_w, pue, utilization)
     extra: dict = {}

@@ -1,7 +1,7 @@
 -- fct_recommendation_extra: recommendations beyond power caps, with their expected saving.
 -- kind: day
 -- grain: one row per (day, kind, gpu_uuid)
--- Written by models.recommend_extra.recommend_extras (delete-then-insert for the day).
+-- Written by models.placement.recommend_placement (delete-then-insert for the day).
 -- columns:
 --   day [DATE] UTC day
 --   kind [text] 'consolidation': free this GPU, its light work shares the host's other mostly idle

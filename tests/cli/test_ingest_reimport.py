@@ -11,7 +11,7 @@ import pytest
 from typer.testing import CliRunner
 
 from joulehouse.cli.main import app
-from joulehouse.collectors.settings import WarehouseSettings
+from joulehouse.warehouse.settings import WarehouseSettings
 from joulehouse.warehouse.build import build_day
 from joulehouse.warehouse.db import connect
 

@@ -13,6 +13,8 @@ from typer.testing import CliRunner
 from joulehouse.cli.main import app
 
 
+@pytest.mark.integration
+@pytest.mark.slow
 def test_simulate_and_ingest_write_to_the_object_store_not_a_local_folder(tmp_path, shared_data, monkeypatch):
     monkeypatch.chdir(tmp_path)
     with local_s3("fleet"):

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from typer.testing import CliRunner
 
-from joulehouse.collectors.settings import Settings, load_settings
+from joulehouse.settings import Settings, load_settings
 from joulehouse.cli.main import app
 
 REPO = Path(__file__).resolve().parents[2]
@@ -45,6 +45,22 @@ def test_a_site_file_and_the_environment_are_what_it_prints(tmp_path, monkeypatc
     assert result.exit_code == 2 and "readings_retention_days = 3" in result.output
 
 
+def test_a_password_that_is_set_is_not_printed(monkeypatch):
+    _no_overrides(monkeypatch)
+    monkeypatch.setenv("JOULEHOUSE_COLLECTOR__IPMI_PASSWORD", "hunter2")
+    result = CliRunner().invoke(app, ["settings"])
+    assert result.exit_code == 0 and "hunter2" not in result.output
+    assert 'ipmi_password = "********"' in result.output
+
+
+def test_each_key_shows_its_range():
+    result = CliRunner().invoke(app, ["settings"], env={})
+    lines = result.output.splitlines()
+    at = lines.index("default_pue = 1.3")
+    assert lines[at - 1] == "# range: >= 1"
+    assert lines[lines.index('engine = "duckdb"') - 1] == "# one of: duckdb, spark"
+
+
 def test_the_example_in_infra_is_the_current_defaults(monkeypatch):
     """Regenerate with `joulehouse settings > infra/joulehouse.example.toml` after adding a field."""
     _no_overrides(monkeypatch)
@@ -52,17 +68,19 @@ def test_the_example_in_infra_is_the_current_defaults(monkeypatch):
     assert (REPO / "infra" / "joulehouse.example.toml").read_text() == result.output
 
 
-def test_list_settings_keep_their_item_type():
+def test_list_settings_keep_their_item_type(tmp_path):
     """A list of seconds read from a file or the environment is numbers, not strings."""
-    from joulehouse.collectors.settings import SettingsError, settings_from_mapping
+    from joulehouse.settings import SettingsError
 
-    assert settings_from_mapping({"models": {"activity_hold_grid_s": [0, 1.5]}}).models.activity_hold_grid_s == (0.0, 1.5)
+    path = tmp_path / "joulehouse.toml"
+    path.write_text("[models]\nactivity_hold_grid_s = [0, 1.5]\n")
+    assert load_settings(path, env={}).models.activity_hold_grid_s == (0.0, 1.5)
     env = {"JOULEHOUSE_MODELS__ACTIVITY_HOLD_GRID_S": "0, 2.5"}
-    assert settings_from_mapping({}, env=env).models.activity_hold_grid_s == (0.0, 2.5)
+    assert load_settings(env=env).models.activity_hold_grid_s == (0.0, 2.5)
+    path.write_text('[models]\nactivity_hold_grid_s = [0, "soon"]\n')
     try:
-        settings_from_mapping({"models": {"activity_hold_grid_s": [0, "soon"]}})
+        load_settings(path, env={})
     except SettingsError as exc:
         assert "activity_hold_grid_s[1]" in str(exc)
     else:
         raise AssertionError("a word in a list of seconds must be refused")
-

@@ -10,7 +10,7 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from joulehouse.collectors.settings import WarehouseSettings
+from joulehouse.settings import WarehouseSettings
 from joulehouse.collectors.writer import write_dataset
 from joulehouse.cli.sql import register
 from joulehouse.warehouse.build import build_day
@@ -90,6 +90,7 @@ def test_saved_queries_answer_what_operators_ask(db):
     assert hours["gpu_idle"] == pytest.approx(2.0, rel=1e-3)
 
 
+@pytest.mark.slow
 def test_large_results_stream_in_batches(db):
     res = run("SELECT * FROM range(10000)", "--db", db, "--format", "csv")
     assert res.exit_code == 0 and len(res.output.splitlines()) == 10001

@@ -18,7 +18,7 @@ import typer
 from typer.testing import CliRunner
 
 import joulehouse.collectors.schema as lake_schema
-from joulehouse.collectors.settings import settings_to_toml
+from joulehouse.settings import settings_to_toml
 from joulehouse.collectors.sim import simulate_fleet
 from joulehouse.cli.demo_run import demo_settings
 from joulehouse.cli.sql import RELATIONS_MD, REGENERATE_RELATIONS, public_sql_dirs, register, relations_markdown
@@ -85,7 +85,7 @@ def test_describe_lists_every_layer_including_models_and_reports():
 def test_describe_one_relation_of_a_later_layer_gives_units():
     one = run("--describe", "rpt_tco_daily")
     assert one.exit_code == 0, one.output
-    assert "reports/sql/rpt_tco_daily.sql" in one.output
+    assert "reports/accounts/sql/rpt_tco_daily.sql" in one.output
     assert "capital_usd" in one.output and "[USD]" in one.output
     helper = run("--describe", "power_suffstats")
     assert helper.exit_code != 0 and "no relation 'power_suffstats'" in helper.output
@@ -109,7 +109,7 @@ def test_every_public_relation_gives_each_column_a_unit():
 def pipeline_warehouse(tmp_path_factory) -> Path:
     """One simulated day (16 GPUs on 2 hosts, one sample a minute) through the daily steps the DAG
     runs, except the GX checks (their table is created by the build) and the report/export."""
-    from joulehouse.reports import daily
+    from joulehouse import daily
 
     out = tmp_path_factory.mktemp("site")
     settings = demo_settings(out, out / "no-shared-data")  # built-in grid/price defaults
@@ -136,6 +136,7 @@ def _warehouse_columns(db: Path) -> dict[str, list[str]]:
     return out
 
 
+@pytest.mark.slow
 def test_every_relation_the_pipeline_builds_is_described_or_known_internal(pipeline_warehouse):
     built = _warehouse_columns(pipeline_warehouse)
     public = _public()

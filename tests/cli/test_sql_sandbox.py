@@ -19,7 +19,7 @@ from typer.testing import CliRunner
 
 from joulehouse.cli.main import app
 from joulehouse.collectors.config_contract import generate_keypair
-from joulehouse.collectors.settings import WarehouseSettings
+from joulehouse.warehouse.settings import WarehouseSettings
 from joulehouse.collectors.writer import write_dataset
 from joulehouse.warehouse.build import build_day
 from joulehouse.warehouse.db import connect

@@ -9,6 +9,8 @@ from joulehouse.collectors.agent_loop import ConfigFetchError, fetch_config
 from s3_server import local_s3
 
 
+@pytest.mark.integration
+@pytest.mark.slow
 def test_an_agent_fetches_the_config_from_an_object_store_and_a_missing_one_is_revoked():
     with local_s3("fleet-config"):
         import s3fs

@@ -41,6 +41,7 @@ def fleet_day(tmp_path_factory):
     return lake, summary
 
 
+@pytest.mark.slow
 def test_energy_counter_is_the_integral_of_power(fleet_day):
     lake, _ = fleet_day
     for uuid, g in by_gpu(read(lake, "gpu_samples")).items():
@@ -183,6 +184,7 @@ def test_a_least_squares_fit_recovers_the_true_coefficients(fleet_day):
         assert 0.08 < 10 * beta[1] / beta[0] < 0.2, model
 
 
+@pytest.mark.slow
 def test_caps_clip_power_pull_the_clock_down_and_slow_compute_bound_work(tmp_path, fleet_day):
     base_lake, base = fleet_day
     a100 = [g.uuid for g in base.gpus if g.model == A100.nvml_name]
@@ -207,6 +209,7 @@ def test_caps_clip_power_pull_the_clock_down_and_slow_compute_bound_work(tmp_pat
     assert slowed and any(slowed)
 
 
+@pytest.mark.slow
 def test_same_seed_same_rows_and_day_by_day_equals_multi_day(tmp_path):
     kw = dict(gpus=8, seed=11, interval_s=10.0)
     multi = simulate_fleet(tmp_path / "a" / "lake", days=2, start=DAY, **kw)
@@ -279,6 +282,7 @@ def test_energy_counter_never_goes_backwards():
     assert counter[1, -1] - 10**12 == pytest.approx(power[1].sum() * 1000.0, abs=1.0)
 
 
+@pytest.mark.slow
 def test_limits_per_day_match_day_by_day_calls_and_leave_other_gpus_alone(tmp_path):
     kw = dict(gpus=8, seed=5, interval_s=10.0)
     day2 = DAY + dt.timedelta(days=1)
@@ -302,6 +306,7 @@ def test_limits_per_day_match_day_by_day_calls_and_leave_other_gpus_alone(tmp_pa
             assert rows.equals(untouched[uuid]), uuid
 
 
+@pytest.mark.slow
 def test_locked_clocks_cap_the_clock_cut_power_cubically_and_slow_compute_bound_work(tmp_path, fleet_day):
     """A clock range locked from outside (the agent's nvmlDeviceSetGpuLockedClocks) is obeyed like the
     driver's: busy clocks at or below its max, reason bit 0x2 where it binds, less power, fewer samples."""

@@ -6,6 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 DAG_FILE = REPO / "dags" / "joulehouse_daily.py"
@@ -19,6 +20,7 @@ def _airflow_env(tmp_path: Path) -> dict[str, str]:
     return airflow_env(tmp_path / "airflow", REPO / "dags")
 
 
+@pytest.mark.slow
 def test_parsing_the_dag_file_imports_nothing_heavy(tmp_path):
     probe = (
         "import sys, runpy; before = set(sys.modules); runpy.run_path(%r); "
@@ -30,6 +32,7 @@ def test_parsing_the_dag_file_imports_nothing_heavy(tmp_path):
     assert not heavy, f"parse-time imports: {sorted(heavy)}"
 
 
+@pytest.mark.slow
 def test_dagbag_loads_without_errors_and_tasks_are_wired(tmp_path):
     probe = f"""
 import json

@@ -19,7 +19,7 @@ import pytest
 from typer.testing import CliRunner
 
 from joulehouse.collectors.config_contract import generate_keypair, load_public_key, verify_config
-from joulehouse.collectors.settings import settings_to_toml
+from joulehouse.settings import settings_to_toml
 from joulehouse.collectors.sim import simulate_fleet
 from joulehouse.cli.demo_run import demo_settings
 from joulehouse.cli.main import app
@@ -164,7 +164,7 @@ def test_a_real_trace_day_before_the_dags_start_goes_through_the_same_dag(site, 
     its day builds, fits and reports; its GPU gets no setting and says why; the file agents poll
     stays the newest day's."""
     from joulehouse.collectors.ingest.nvidia_smi import ingest_nvidia_smi
-    from joulehouse.collectors.settings import load_settings
+    from joulehouse.settings import load_settings
 
     settings = load_settings(site / "joulehouse.toml")
     trace = shared_data / "telemetry" / "vlm_optimization_gpu_log_rtx4090_1hz.csv"

@@ -13,7 +13,7 @@ import pytest
 from typer.testing import CliRunner
 
 from joulehouse.collectors.config_contract import generate_keypair
-from joulehouse.collectors.settings import LakeSettings, settings_to_toml
+from joulehouse.settings import LakeSettings, replace_section, settings_to_toml
 from joulehouse.collectors.sim import simulate_fleet
 from joulehouse.cli.demo_run import demo_settings
 from joulehouse.cli.main import app
@@ -29,7 +29,7 @@ def test_a_day_on_an_s3_lake_goes_through_the_dag(tmp_path, shared_data):
         lake = f"s3://{BUCKET}/lake"
         simulate_fleet(lake, gpus=8, days=1, start=DAY, seed=5, interval_s=10.0)
         settings = demo_settings(tmp_path, shared_data)
-        settings = dataclasses.replace(
+        settings = replace_section(
             settings, lake=LakeSettings(path=lake),
             warehouse=dataclasses.replace(settings.warehouse, inventory_path=f"s3://{BUCKET}/inventory.csv"))
         config = tmp_path / "joulehouse.toml"

@@ -19,9 +19,9 @@ import pyarrow.compute as pc
 import pyarrow.dataset as ds
 import pytest
 
-from joulehouse.collectors.settings import LakeSettings, Settings, WarehouseSettings, settings_to_toml
+from joulehouse.settings import LakeSettings, Settings, SettingsError, WarehouseSettings, settings_to_toml
 from joulehouse.collectors.writer import write_dataset
-from joulehouse.reports import daily
+from joulehouse import daily
 from joulehouse.warehouse.spark_engine import SparkEngineError
 
 DAY = dt.date(2026, 1, 2)
@@ -196,6 +196,8 @@ def test_missing_java_stops_the_build_with_one_line(spark_config, monkeypatch):
 
 
 def test_an_unknown_engine_is_named_in_the_error(tmp_path):
-    config = _config(tmp_path, "w", tmp_path / "lake", "", engine="polars")
-    with pytest.raises(ValueError, match="warehouse.engine = 'polars'; expected one of 'duckdb', 'spark'"):
+    config = _config(tmp_path, "w", tmp_path / "lake", "")
+    config.write_text(config.read_text().replace('engine = "duckdb"', 'engine = "polars"'))
+    with pytest.raises(SettingsError, match=r"\[warehouse\].engine = 'polars' \(in .*\): input should be 'duckdb' or 'spark'"):
         daily.build_warehouse(DAY.isoformat(), str(config))
+    assert not (tmp_path / "w.duckdb").exists()  # refused when read, before the warehouse is opened

@@ -7,7 +7,8 @@ from dataclasses import dataclass
 
 import pytest
 
-from joulehouse.collectors.settings import WarehouseSettings
+from joulehouse.models.power import fit_day
+from joulehouse.settings import ModelSettings, WarehouseSettings
 from joulehouse.collectors.sim import SimulationSummary, simulate_fleet
 from joulehouse.warehouse.build import build_day
 from joulehouse.warehouse.db import connect
@@ -32,3 +33,10 @@ def sim_warehouse(tmp_path_factory) -> SimWarehouse:
     build_day(con, SIM_DAY, WarehouseSettings(inventory_path=str(summary.inventory_path), max_gap_s=30.0), now=SIM_NOW)
     yield SimWarehouse(con, summary, SIM_DAY)
     con.close()
+
+
+@pytest.fixture(scope="session")
+def fitted(sim_warehouse) -> SimWarehouse:
+    """The simulated warehouse with its day's power models fitted (default ModelSettings)."""
+    fit_day(sim_warehouse.con, sim_warehouse.day, ModelSettings())
+    return sim_warehouse

@@ -11,7 +11,7 @@ from pathlib import Path
 import duckdb
 from functools import cache
 
-from joulehouse.collectors.settings import WarehouseSettings
+from joulehouse.settings import WarehouseSettings
 from joulehouse.collectors.sim import simulate_fleet
 from joulehouse.collectors.sim.fleet import build_fleet
 from joulehouse.models.efficiency import build_efficiency

@@ -92,7 +92,7 @@ def test_busy_hours_and_mean_activity_count_the_gpus_time_once():
     con = _con(_stream("GPU-a", "nvml", 1, util_pct=90.0, sm_active=None),
                _stream("GPU-a", "dcgm", 15, util_pct=90.0, sm_active=0.5))
     (busy_hours, mean_activity), = con.execute(
-        f"SELECT busy_hours, mean_activity_ratio FROM ({load_sql('extra_gpu_day')})", {"day": DAY}).fetchall()
+        f"SELECT busy_hours, mean_activity_ratio FROM ({load_sql('placement_gpu_day')})", {"day": DAY}).fetchall()
     assert busy_hours == pytest.approx(3585 / 3600)  # DCGM's readings span 0..3585 s
     assert mean_activity == pytest.approx(0.5)
     con.execute("CREATE TEMP VIEW reco_input_samples AS SELECT * FROM gpu_activity_samples")

@@ -7,7 +7,7 @@ import datetime as dt
 
 import pytest
 
-from joulehouse.collectors.settings import WarehouseSettings
+from joulehouse.settings import WarehouseSettings
 from joulehouse.collectors.sim import simulate_fleet
 from joulehouse.models.efficiency import build_efficiency
 from outcome_world import NOW, true_job_energy

@@ -6,19 +6,12 @@ from __future__ import annotations
 
 import pytest
 
-from joulehouse.collectors.settings import ModelSettings
 from joulehouse.models.job_energy import job_energy_day, predict_job_energy, same_profile_pairs
-from joulehouse.models.power import fit_day
 
 PROFILE = "llm-finetune-7b-ref"
 
 
-@pytest.fixture(scope="module")
-def fitted(sim_warehouse):
-    fit_day(sim_warehouse.con, sim_warehouse.day, ModelSettings())
-    return sim_warehouse
-
-
+@pytest.mark.slow
 def test_cross_model_job_energy_within_5_pct(fitted):
     con, day, runs = fitted.con, fitted.day, fitted.summary.cross_model_runs
     pairs = same_profile_pairs(con, day, PROFILE)

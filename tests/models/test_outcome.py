@@ -73,12 +73,18 @@ def _truth(world, model):
     return 100 * (1 - math.exp(e)), 100 * (math.exp(w) - 1)
 
 
-@pytest.mark.slow
-def test_the_estimate_recovers_the_saving_the_simulator_produced(world):
+def _pooled_rows(world) -> list[dict]:
+    """Measure the world's last day; its pooled rows, one per capped GPU model."""
     day = world.days[-1]
     assert measure_outcomes(world.con, day) > 0
     pooled = _rows(world.con, day, "model_setting")
     assert {r["gpu_model"] for r in pooled} == set(CAP_W)
+    return pooled
+
+
+@pytest.mark.slow
+def test_the_estimate_recovers_the_saving_the_simulator_produced(world):
+    pooled = _pooled_rows(world)
     for r in pooled:
         true_saving, true_slowdown = _truth(world, r["gpu_model"])
         assert r["method"] == "matched_jobs" and r["outcome_unit"] == "flop"
@@ -124,10 +130,7 @@ def test_with_the_recommenders_holdout_every_model_is_measured_on_matched_jobs(h
     """Controls chosen as recommend_day chooses them (not half of each host by hand): each GPU
     model's pooled estimate comes from jobs shared with controls, and its interval covers the truth."""
     world = holdout_world
-    day = world.days[-1]
-    assert measure_outcomes(world.con, day) > 0
-    pooled = _rows(world.con, day, "model_setting")
-    assert {r["gpu_model"] for r in pooled} == set(CAP_W)
+    pooled = _pooled_rows(world)
     for r in pooled:
         true_saving, _ = _truth(world, r["gpu_model"])
         assert r["method"] == "matched_jobs", r

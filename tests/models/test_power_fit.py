@@ -12,7 +12,7 @@ import pyarrow.compute as pc
 import pytest
 from hypothesis import given, settings as hsettings, strategies as st
 
-from joulehouse.collectors.settings import ModelSettings
+from joulehouse.settings import ModelSettings
 from joulehouse.models.coefficients import solve_normal_equations
 from joulehouse.models.power import fit_day
 from power_synthetic import TruePower, load_samples, synthetic_samples
@@ -53,6 +53,7 @@ def test_dcgm_fit_recovers_known_coefficients_and_excludes_capped_rows(con):
     assert fit.passed_gate and fit.gate_reason is None
 
 
+@pytest.mark.slow
 def test_capped_rows_would_bias_the_fit_if_kept(con):
     """The exclusion matters: the same data with the cap bit and limit erased fits dyn_w worse."""
     truth = TruePower()
@@ -167,6 +168,7 @@ def test_holdout_is_the_tail_of_time_not_a_random_split(con):
     assert fit.mape_pct > 10.0
 
 
+@pytest.mark.slow
 def test_drift_against_the_previous_fit(con):
     load_samples(con, synthetic_samples(seed=10, capped_limit_w=None))
     fit_day(con, DAY, ModelSettings())
@@ -200,6 +202,7 @@ def test_sufficient_statistics_solution_equals_row_least_squares(seed):
     assert sol.sse_w2 == pytest.approx(float(((x @ expected - y) ** 2).sum()), rel=1e-5)
 
 
+@pytest.mark.slow
 def test_without_clocks_a_saturating_activity_exponent_is_recovered(con):
     """An NVML log without clocks: power concave in utilisation (P = 40 + 250*util^0.4) is fitted with
     gamma on the grid (the linear term would miss by ~20% at mid utilisation), and no decay is
@@ -232,6 +235,7 @@ def _sums_from_samples(con, settings: ModelSettings) -> list[dict]:
     return suffstats_rows(con, settings)
 
 
+@pytest.mark.slow
 def test_sums_given_by_another_engine_are_the_ones_fitted_and_must_match_the_warehouse(con):
     from joulehouse.models.power import SuffstatsMismatch
 

@@ -16,7 +16,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 
-from joulehouse.collectors.settings import ModelSettings, WarehouseSettings
+from joulehouse.settings import ModelSettings, WarehouseSettings
 from joulehouse.collectors.sim import simulate_fleet
 from joulehouse.models.coefficients import best_shape, coefficients_from
 from joulehouse.models.power import build_power_features, fit_day, suffstats_rows, update_suffstats
@@ -38,6 +38,18 @@ def _day_samples(i: int, truth: TruePower = TruePower(), seed: int = 0):
             synthetic_samples(gpu_model=H100, dcgm=False, n_gpus=2, hours=24, interval_s=60.0, seed=seed + 50 + i,
                               start=start, host="node-02",
                               truth=dataclasses.replace(truth, static_w=90, dyn_w=480, f_max_mhz=1980, limit_w=700))]
+
+
+def _load_days(con, *, fit: bool) -> list:
+    """Load the DAYS synthetic days one after another, fitting each as the DAG would when `fit`;
+    the last day's fits (or [])."""
+    fits = []
+    for i in range(DAYS):
+        for table in _day_samples(i):
+            load_samples(con, table)
+        if fit:
+            fits = fit_day(con, (FIRST + dt.timedelta(days=i)).date(), SETTINGS)
+    return fits
 
 
 def _reference(con, day: dt.date, settings: ModelSettings) -> dict:
@@ -63,26 +75,21 @@ def _assert_same(fits, reference):
             assert got == pytest.approx(value, rel=1e-7, abs=1e-9), (f.gpu_model, name)
 
 
+@pytest.mark.slow
 def test_day_by_day_fit_from_stored_sums_equals_the_fit_from_samples():
     con = duckdb.connect()
-    for i in range(DAYS):
-        for table in _day_samples(i):
-            load_samples(con, table)
-        day = (FIRST + dt.timedelta(days=i)).date()
-        fits = fit_day(con, day, SETTINGS)
-    _assert_same(fits, _reference(con, day, SETTINGS))
+    fits = _load_days(con, fit=True)
+    _assert_same(fits, _reference(con, (FIRST + dt.timedelta(days=DAYS - 1)).date(), SETTINGS))
     n_stored, = con.execute("SELECT count(*) FROM fct_power_fit_sums_hourly").fetchone()
     n_samples, = con.execute("SELECT count(*) FROM stg_gpu_samples").fetchone()
     assert n_stored * 4 < n_samples  # hours x clocks, not samples
     assert all(f.passed_gate and f.mape_pct < 5.0 for f in fits)
 
 
+@pytest.mark.slow
 def test_a_rebuilt_day_is_summed_again():
     con = duckdb.connect()
-    for i in range(DAYS):
-        for table in _day_samples(i):
-            load_samples(con, table)
-        fit_day(con, (FIRST + dt.timedelta(days=i)).date(), SETTINGS)
+    _load_days(con, fit=True)
     # Day 1 rebuilt with other data (and fewer rows): the next fit must not use its old sums.
     con.execute("DELETE FROM stg_gpu_samples WHERE day = ?", [FIRST.date()])
     hotter = dataclasses.replace(TruePower(), static_w=80.0)
@@ -91,6 +98,7 @@ def test_a_rebuilt_day_is_summed_again():
     _assert_same(fit_day(con, last, SETTINGS), _reference(con, last, SETTINGS))
 
 
+@pytest.mark.slow
 def test_a_day_the_warehouse_rebuilt_with_as_many_rows_is_summed_again(tmp_path):
     """The lake's readings of day 1 are corrected in place (power 10% higher, not one row more or
     less) and the day rebuilt: the window's next fit must sum day 1 again, not keep its old sums."""
@@ -125,11 +133,10 @@ def test_a_day_the_warehouse_rebuilt_with_as_many_rows_is_summed_again(tmp_path)
                        [first]).fetchall() == [(build_id,)]
 
 
+@pytest.mark.slow
 def test_held_out_time_is_the_last_share_of_the_window_but_at_most_holdout_max_days():
     con = duckdb.connect()
-    for i in range(DAYS):
-        for table in _day_samples(i):
-            load_samples(con, table)
+    _load_days(con, fit=False)
     last = (FIRST + dt.timedelta(days=DAYS - 1)).date()
     per_day = sum(t.num_rows for t in _day_samples(0)) // 2  # rows of one model per day
     uncapped = {f.gpu_model: f for f in fit_day(con, last, dataclasses.replace(SETTINGS, holdout_max_days=30.0))}

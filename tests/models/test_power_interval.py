@@ -4,17 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from joulehouse.collectors.settings import ModelSettings
-from joulehouse.models.power import fit_day
 from joulehouse.models.power_interval import power_interval_day
 
 
-@pytest.fixture(scope="module")
-def fitted(sim_warehouse):
-    fit_day(sim_warehouse.con, sim_warehouse.day, ModelSettings())
-    return sim_warehouse
-
-
+@pytest.mark.slow
 def test_intervals_bracket_the_least_energy_limit_and_curves_are_stored(fitted):
     con, day = fitted.con, fitted.day
     intervals, curve = power_interval_day(con, day)
@@ -40,6 +33,7 @@ def test_intervals_bracket_the_least_energy_limit_and_curves_are_stored(fitted):
     assert n == len(curve)
 
 
+@pytest.mark.slow
 def test_a_slowdown_bound_moves_the_best_limit_up(fitted):
     con, day = fitted.con, fitted.day
     free = {(i.gpu_model, i.bottleneck): i for i in power_interval_day(con, day)[0]}

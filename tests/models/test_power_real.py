@@ -15,7 +15,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 
-from joulehouse.collectors.settings import ModelSettings
+from joulehouse.settings import ModelSettings
 from joulehouse.models.power import fit_day
 
 ingest = pytest.importorskip("joulehouse.collectors.ingest.nvidia_smi")
@@ -71,6 +71,7 @@ CASES = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name,kwargs,measured,bound", CASES, ids=[c[0].split("_")[0] for c in CASES])
 def test_held_out_mape_on_real_logs(shared_data, name, kwargs, measured, bound):
     fit = fit_real_log(shared_data / "telemetry" / name, **kwargs)
@@ -81,6 +82,7 @@ def test_held_out_mape_on_real_logs(shared_data, name, kwargs, measured, bound):
     assert fit.mape_pct <= bound
 
 
+@pytest.mark.slow
 def test_rtx4090_needs_the_saturating_term(shared_data):
     """Without clocks, the fit chooses a concave activity term and a short decay, and they matter:
     forcing the linear term (gamma 1, no decay) costs ~15 points of held-out MAPE."""
@@ -95,6 +97,7 @@ def test_rtx4090_needs_the_saturating_term(shared_data):
     assert linear.mape_pct > fit.mape_pct + 10.0
 
 
+@pytest.mark.slow
 def test_a_frozen_logger_would_flatter_the_fit(shared_data):
     """Kept in, the MDDAir log's stuck tail is the whole held-out set: an easy, meaningless score."""
     path = shared_data / "telemetry" / "mddair_gpu_telemetry_1hz.csv"

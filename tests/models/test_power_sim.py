@@ -8,7 +8,7 @@ import duckdb
 import numpy as np
 import pytest
 
-from joulehouse.collectors.settings import ModelSettings
+from joulehouse.settings import ModelSettings
 from joulehouse.collectors.sim import simulate_fleet
 from joulehouse.models.power import fit_day
 
@@ -35,6 +35,7 @@ def _connect(lake, nvml_only: bool = False):
     return con
 
 
+@pytest.mark.slow
 def test_dcgm_fit_recovers_simulator_truth(sim):
     lake, summary = sim
     con = _connect(lake)
@@ -67,6 +68,7 @@ def test_nvml_only_fit_still_predicts_held_out_time(sim):
         assert fits[model].job_energy_error_pct < 9.0, model
 
 
+@pytest.mark.slow
 def test_nvml_only_fit_without_clocks(sim):
     """No clocks either (an nvidia-smi log of util and power only): alpha is not identifiable, so
     the fit picks gamma of utilisation instead. Coarser again: measured MAPE 14.4-19.7% (A100),

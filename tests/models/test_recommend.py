@@ -7,7 +7,7 @@ import datetime as dt
 import duckdb
 import pytest
 
-from joulehouse.collectors.settings import ModelSettings, RecommendSettings
+from joulehouse.settings import ModelSettings, RecommendSettings
 from joulehouse.models.power import fit_day
 from joulehouse.models.recommend import DEVICE_LIMITS_W, recommend_day
 from power_synthetic import TruePower, load_samples, synthetic_samples
@@ -40,6 +40,7 @@ def _jobs(con, classes):
     return uuids
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("value_of_time", [0.0, 2.0])
 def test_limits_stay_in_device_range_and_within_class_bounds(value_of_time):
     con = _warehouse()
@@ -161,7 +162,7 @@ def test_heavier_half_holds_the_heaviest_free_bin_even_when_it_has_most_of_the_w
     bins; when the last of them carries most of their weight the heavier half must still hold it
     (it was empty and the day's recommendation failed with ZeroDivisionError)."""
     from joulehouse.models.caps import WorkloadProfile
-    from joulehouse.models.recommend_mix import score as _score
+    from joulehouse.models.cap_scoring import score as _score
 
     locked = [(WorkloadProfile(activity_ratio=0.8 + i / 100, memory_ratio=0.5, pcie_gbps=0.0, temp_c=50.0,
                                clock_ratio=0.8), 0.1) for i in range(6)]
@@ -176,9 +177,10 @@ def test_heavier_half_holds_the_heaviest_free_bin_even_when_it_has_most_of_the_w
     assert scored.heavy_slowdown_pct == pytest.approx(10.0)  # ten equal tenths: exactly the top five
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("share", [0.6, 0.8])
 def test_no_cap_goes_below_the_share_of_the_default_limit(share):
-    """DESIGN.md's caps are gamma x TDP with gamma >= 0.5 (the default share): here background
+    """The cap model's caps (ARCHITECTURE.md) are gamma x TDP with gamma >= 0.5 (the default share): here background
     work's cheapest caps are 200-225 W on a 400 W A100; with a higher floor none goes below it,
     and the saving comes another way (a locked clock range)."""
     con = _warehouse()
@@ -227,6 +229,7 @@ def test_a_gpu_model_nobody_named_is_called_not_reported_not_none():
     assert device_limits_w("NVIDIA A800", 400.0)[3].startswith("limits of GPU model 'NVIDIA A800' unknown")
 
 
+@pytest.mark.slow
 def test_the_servers_own_draw_over_a_longer_run_counts_against_a_cap():
     """Energy-to-solution at the server: a cap that saves GPU power but lengthens the run also keeps
     the CPUs, fans and PSU drawing longer. With the BMC showing 400 W per GPU beyond the GPUs, the

@@ -10,7 +10,7 @@ from collections import defaultdict
 import numpy as np
 import pytest
 
-from joulehouse.collectors.settings import ModelSettings, RecommendSettings, WarehouseSettings
+from joulehouse.settings import ModelSettings, RecommendSettings, WarehouseSettings
 from joulehouse.collectors.sim import simulate_fleet
 from joulehouse.models.power import fit_day
 from joulehouse.models.recommend import recommend_day

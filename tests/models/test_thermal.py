@@ -30,6 +30,7 @@ def _connect(lake, with_inlet: bool):
     return con
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("with_inlet,theta_tol", [(True, 0.03), (False, 0.05)])
 def test_theta_tau_and_outliers_match_the_simulated_slots(sim, with_inlet, theta_tol):
     lake, summary = sim
@@ -47,6 +48,7 @@ def test_theta_tau_and_outliers_match_the_simulated_slots(sim, with_inlet, theta
             assert rank >= 7  # worst-cooled rank last within its model (8 per model here)
 
 
+@pytest.mark.slow
 def test_rerun_replaces_the_day(sim):
     lake, summary = sim
     con = _connect(lake, True)
@@ -85,6 +87,7 @@ def _hand_made(con, streams: dict[str, float], inlet_from_hour: int | None, hour
                         [[start + dt.timedelta(seconds=i)] for i in range(inlet_from_hour * 3600, n, 10)])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("streams, inlet_from_hour, source", [
     ({"nvml": 10}, 0, "node_samples"),
     ({"nvml": 10}, 3, "estimated"),  # the BMC answered from 03:00 on: not measured all day, so estimated

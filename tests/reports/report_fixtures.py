@@ -114,7 +114,7 @@ OUTCOME_POOLED = ("NVIDIA A100-SXM4-80GB", 400.0, 320.0, 12.0, 8.5, 15.5, 10.0) 
 
 def build_analysis(con: duckdb.DuckDBPyConnection, day: dt.date = DAY) -> None:
     """The models' and checks' relations the report shows beyond build_day: sensitivities, best
-    power interval, cross-model job prediction, extras, efficiency, outcome, coverage, node
+    power interval, cross-model job prediction, consolidation and placement, efficiency, outcome, coverage, node
     reconciliation and PUE. Shapes follow models/sql and warehouse/sql; values are made up."""
     start = dt.datetime.combine(day, dt.time(), tzinfo=dt.timezone.utc)
     con.execute("""CREATE TABLE fct_sensitivity_daily (day DATE, quantity VARCHAR, scope VARCHAR, estimate DOUBLE,

@@ -12,6 +12,7 @@ from joulehouse.warehouse.build import BuildError, build_day
 from joulehouse.warehouse.db import connect
 
 
+@pytest.mark.slow
 def test_rebuilding_a_day_replaces_exactly_that_day(lake, warehouse):
     write(lake, gpu_rows(range(-3600, 3600), 100.0))
     con = warehouse(day=DAY - dt.timedelta(days=1))
@@ -40,7 +41,7 @@ def test_a_failing_build_keeps_the_previous_rows(lake, tmp_path, warehouse):
     bad = partition_dir(lake, "gpu_samples", str(DAY), "node-02")
     bad.mkdir(parents=True)
     (bad / "part-broken.parquet").write_bytes(b"not parquet")
-    from joulehouse.collectors.settings import WarehouseSettings
+    from joulehouse.settings import WarehouseSettings
 
     with pytest.raises(BuildError, match="int_gpu_samples_checked"):
         build_day(con, DAY, WarehouseSettings())

@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from warehouse_lakes import DAY, MIDNIGHT, gpu_rows, write
 
-from joulehouse.collectors.settings import WarehouseSettings
+from joulehouse.settings import WarehouseSettings
 from joulehouse.warehouse.checks import STG_SUMMARY, BlockingCheckFailed, _frame, run_checks
 
 
@@ -22,6 +22,7 @@ def _failed(con, severity: str = "blocking") -> dict[tuple[str, str], str]:
     return {(suite, expectation): observed for suite, expectation, observed in rows}
 
 
+@pytest.mark.slow
 def test_clean_day_passes_blocking_checks_and_reports_warnings(lake, warehouse):
     write(lake, gpu_rows(range(0, 3601), 100.0))
     con = warehouse()
@@ -55,6 +56,7 @@ def test_failing_blocking_check_raises_after_storing_results(lake, warehouse, bu
     assert list(_failed(con)) == [("fct_gpu_energy_hourly", expectation)]
 
 
+@pytest.mark.slow
 def test_duplicated_readings_and_negative_power_in_staging_stop_the_day(lake, warehouse):
     write(lake, gpu_rows(range(0, 600), 100.0))
     con = warehouse()
@@ -76,6 +78,7 @@ def test_duplicated_readings_and_negative_power_in_staging_stop_the_day(lake, wa
     assert "10 rows of 605 share" in str(err.value) and "stg_gpu_samples" in str(err.value)
 
 
+@pytest.mark.slow
 def test_lost_readings_and_unknown_quarantine_reason_stop_the_day(lake, warehouse):
     write(lake, gpu_rows(range(0, 600), 100.0) + gpu_rows([600.5, 601.5], -5.0))
     con = warehouse()
@@ -93,6 +96,7 @@ def test_lost_readings_and_unknown_quarantine_reason_stop_the_day(lake, warehous
     assert ("quarantine_gpu_samples", "expect_table_row_count_to_be_between") in _failed(con, "warning")
 
 
+@pytest.mark.slow
 def test_many_null_powers_warn_without_stopping_the_day(lake, warehouse):
     write(lake, gpu_rows(range(0, 300), 100.0) + gpu_rows(range(300, 310), None))
     con = warehouse()

@@ -7,9 +7,10 @@ import datetime as dt
 import pytest
 from warehouse_lakes import DAY, at, gpu_rows, hourly, write
 
-from joulehouse.collectors.settings import WarehouseSettings
+from joulehouse.settings import WarehouseSettings
 
 
+@pytest.mark.slow
 def test_constant_power_over_the_whole_day_gives_power_times_hour(lake, warehouse):
     # 1 Hz from the last second of the day before to the first second of the day after.
     write(lake, gpu_rows(range(-1, 86401), 250.0))
@@ -21,6 +22,7 @@ def test_constant_power_over_the_whole_day_gives_power_times_hour(lake, warehous
         assert r["energy_source"] == "power_integral"
 
 
+@pytest.mark.slow
 def test_readings_stamped_off_the_second_stay_in_their_own_hour_and_day(lake, warehouse):
     """The NVML collector stamps to the microsecond: a reading at 23:59:59.7 belongs to hour 23 of
     its day, not to the next day's first hour (which made a 25th GPU-hour, charged embodied carbon

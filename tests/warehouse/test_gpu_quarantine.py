@@ -49,7 +49,7 @@ def test_gpu_missing_from_inventory_is_kept_and_flagged(lake, tmp_path, warehous
         "GPU-known,node-01,0,NVIDIA H100 80GB HBM3,r1,site-a,FR,2024-03-01,30000,150,5\n"
         "GPU-spare,node-02,0,NVIDIA H200,r2,site-a,FR,2025-01-01,35000,160,5\n"
     )
-    from joulehouse.collectors.settings import WarehouseSettings
+    from joulehouse.settings import WarehouseSettings
 
     con = warehouse(settings=WarehouseSettings(inventory_path=str(inventory)))
     flags = dict(con.execute("SELECT gpu_uuid, bool_and(in_inventory) FROM stg_gpu_samples GROUP BY ALL").fetchall())
@@ -64,7 +64,7 @@ def test_inventory_without_required_columns_is_refused_naming_them(lake, tmp_pat
     write(lake, gpu_rows(range(0, 5), 100.0))
     inventory = tmp_path / "inventory.csv"
     inventory.write_text("gpu_uuid,host\nGPU-0,node-01\n")
-    from joulehouse.collectors.settings import WarehouseSettings
+    from joulehouse.settings import WarehouseSettings
 
     with pytest.raises(BuildError, match="lacks columns.*gpu_model"):
         warehouse(settings=WarehouseSettings(inventory_path=str(inventory)))

@@ -6,11 +6,12 @@ from __future__ import annotations
 import dataclasses
 import math
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from warehouse_lakes import gpu_rows, write
 
-from joulehouse.collectors.settings import WarehouseSettings
+from joulehouse.settings import WarehouseSettings
 from joulehouse.warehouse.host_batches import group_hosts
 
 RELATIONS = ("stg_gpu_samples", "quarantine_gpu_samples", "fct_gpu_energy_hourly", "fct_gpu_coverage_daily", "dim_gpu")
@@ -35,6 +36,7 @@ def _snapshot(con):
     return {rel: sorted(con.execute(f"SELECT * FROM {rel}").fetchall(), key=repr) for rel in RELATIONS}
 
 
+@pytest.mark.slow
 def test_the_day_is_the_same_built_one_host_at_a_time(lake, warehouse, tmp_path):
     # Four hosts; GPU-MOVED is read on node-02 in the morning and node-03 from 10:00 (swapped
     # servers), plus a duplicate row and a quarantined one.

@@ -47,6 +47,7 @@ def _snapshot(con):
     return {rel: sorted(con.execute(f"SELECT * FROM {rel}").fetchall(), key=repr) for rel in RELATIONS}
 
 
+@pytest.mark.slow
 def test_a_host_day_of_small_files_becomes_one_file_with_every_row_and_the_same_warehouse(lake, warehouse):
     _rolled_day(lake)
     folder = _folder(lake)
@@ -88,6 +89,7 @@ def _die(*_args, **_kwargs):
     raise Crash()
 
 
+@pytest.mark.slow
 def test_a_compaction_that_died_after_its_new_file_landed_is_finished_by_the_next(lake, monkeypatch):
     _rolled_day(lake, hours=1)
     folder = _folder(lake)

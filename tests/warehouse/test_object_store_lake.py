@@ -10,7 +10,7 @@ import datetime as dt
 
 import pytest
 
-from joulehouse.collectors.settings import WarehouseSettings
+from joulehouse.settings import WarehouseSettings
 from joulehouse.warehouse.build import build_day
 from joulehouse.warehouse.db import connect
 

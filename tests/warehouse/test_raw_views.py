@@ -9,7 +9,7 @@ import datetime as dt
 import pyarrow as pa
 
 from joulehouse.collectors.schema import DATASETS
-from joulehouse.collectors.settings import WarehouseSettings
+from joulehouse.settings import WarehouseSettings
 from joulehouse.collectors.sources.nvml import ROW_SCHEMA as NVML_ROW_SCHEMA
 from joulehouse.collectors.writer import write_dataset
 from joulehouse.warehouse.build import build_day, ensure_views

@@ -14,10 +14,10 @@ import os
 
 import pytest
 
-from joulehouse.collectors.settings import (OUTCOME_READING_DAYS, ModelSettings, Settings, SettingsError, WarehouseSettings,
-                                 settings_from_mapping)
+from joulehouse.settings import (OUTCOME_READING_DAYS, ModelSettings, Settings, SettingsError, WarehouseSettings,
+                                 load_settings)
 from joulehouse.collectors.sim import simulate_fleet
-from joulehouse.models import outcome
+from joulehouse.models.limit_change import LOOKBACK_DAYS, MAX_AFTER_DAYS
 from joulehouse.models.power import update_suffstats
 from joulehouse.warehouse.build import build_day
 from joulehouse.warehouse.db import connect
@@ -44,6 +44,7 @@ def _by_day(con, sql: str) -> dict:
     return {d: v for d, v in con.execute(sql).fetchall()}
 
 
+@pytest.mark.slow
 def test_readings_older_than_the_retention_leave_the_file_and_every_day_keeps_its_energy(fleet):
     root, summary = fleet
     kept, _, _ = _build_all(root, summary, "keep-all", keep=0)
@@ -75,6 +76,7 @@ def test_readings_older_than_the_retention_leave_the_file_and_every_day_keeps_it
     kept.close()
 
 
+@pytest.mark.slow
 def test_the_file_stops_growing_with_history(tmp_path):
     summary = simulate_fleet(tmp_path / "lake", gpus=4, days=5, start=FIRST, seed=6, interval_s=5)
     sizes = {}
@@ -95,6 +97,7 @@ def test_the_file_stops_growing_with_history(tmp_path):
     assert sizes[1][-1] < 0.6 * sizes[0][-1]
 
 
+@pytest.mark.slow
 def test_the_fit_keeps_the_stored_sums_of_days_whose_readings_were_deleted(fleet):
     """Sums are stored while a day's readings exist; once retention deletes them, a fit whose
     window still covers that day (a backfill's) keeps its stored sums instead of summing nothing."""
@@ -116,15 +119,21 @@ def test_the_fit_keeps_the_stored_sums_of_days_whose_readings_were_deleted(fleet
     con.close()
 
 
-def test_a_retention_shorter_than_what_the_models_re_read_is_refused_at_load():
-    assert OUTCOME_READING_DAYS == outcome.LOOKBACK_DAYS + outcome.MAX_AFTER_DAYS + 1
+def test_a_retention_shorter_than_what_the_models_re_read_is_refused_at_load(tmp_path):
+    def load(text: str, env: dict | None = None) -> Settings:
+        path = tmp_path / "joulehouse.toml"
+        path.write_text(text)
+        return load_settings(path, env=env or {})
+
+    assert OUTCOME_READING_DAYS == LOOKBACK_DAYS + MAX_AFTER_DAYS + 1
     assert Settings().warehouse.readings_retention_days >= ModelSettings().history_days
     with pytest.raises(SettingsError, match=r"readings_retention_days = 10: .* at least 28"):
-        settings_from_mapping({"warehouse": {"readings_retention_days": 10}})
+        load("[warehouse]\nreadings_retention_days = 10\n")
     with pytest.raises(SettingsError, match="at least 40"):
-        settings_from_mapping({"warehouse": {"readings_retention_days": 35}, "models": {"history_days": 40}})
-    with pytest.raises(SettingsError, match="readings_retention_days = -1"):
-        Settings(warehouse=dataclasses.replace(WarehouseSettings(), readings_retention_days=-1))
-    assert settings_from_mapping({"warehouse": {"readings_retention_days": 0}}).warehouse.readings_retention_days == 0
-    assert settings_from_mapping({}, env={"JOULEHOUSE_WAREHOUSE__READINGS_RETENTION_DAYS": "60"}) \
-        .warehouse.readings_retention_days == 60
+        load("[warehouse]\nreadings_retention_days = 35\n[models]\nhistory_days = 40\n")
+    with pytest.raises(SettingsError, match=r"\[warehouse\].readings_retention_days = -1 .*greater than or equal to 0"):
+        load("[warehouse]\nreadings_retention_days = -1\n")
+    with pytest.raises(ValueError, match="readings_retention_days"):
+        Settings(warehouse=dataclasses.replace(WarehouseSettings(), readings_retention_days=10))
+    assert load("[warehouse]\nreadings_retention_days = 0\n").warehouse.readings_retention_days == 0
+    assert load("", env={"JOULEHOUSE_WAREHOUSE__READINGS_RETENTION_DAYS": "60"}).warehouse.readings_retention_days == 60

@@ -8,7 +8,7 @@ import pyarrow as pa
 import pyarrow.dataset as ds
 import pytest
 
-from joulehouse.collectors.settings import WarehouseSettings
+from joulehouse.settings import WarehouseSettings
 from joulehouse.collectors.writer import write_dataset
 from joulehouse.warehouse.build import build_day
 from joulehouse.warehouse.checks import run_checks

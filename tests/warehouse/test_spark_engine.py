@@ -12,7 +12,7 @@ import pyarrow as pa
 import pyarrow.dataset as ds
 import pytest
 
-from joulehouse.collectors.settings import ModelSettings, WarehouseSettings
+from joulehouse.settings import ModelSettings, WarehouseSettings
 from joulehouse.collectors.writer import write_dataset
 from joulehouse.warehouse.build import build_day
 from joulehouse.warehouse.db import connect

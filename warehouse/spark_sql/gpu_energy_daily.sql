@@ -1,5 +1,5 @@
 -- gpu_energy_daily (Spark SQL): the day's GPU-hours rolled up per host and GPU model, the input
--- size of the carbon and cost accounts (reports.carbon / reports.tco read GPU-hours, then do
+-- size of the carbon and cost accounts (reports.accounts.carbon / reports.accounts.tco read GPU-hours, then do
 -- their per-hour pricing and attribution in polars on GPUs x 24 rows, which fit one machine).
 -- grain: one row per (day, host, gpu_model)
 -- input: temp view fct_gpu_energy_hourly (spark_sql/fct_gpu_energy_hourly.sql)

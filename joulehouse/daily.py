@@ -1,0 +1,235 @@
+"""What each task of the daily DAG does: one function per task, each a few calls into the
+library for one day. Each opens the warehouse, does its step for `day`, and returns a small
+JSON-able summary (it lands in Airflow's XCom). Re-running a day replaces that day's rows.
+
+The orchestration of the daily run sits above every layer it calls (warehouse, models, reports)
+and below the DAG files (dags/) and the CLI that call it; the layers below never import it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import logging
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Iterator
+
+from joulehouse.settings import Settings, load_settings
+
+
+def _load(day: str, config: str | None) -> tuple[dt.date, Settings]:
+    return dt.date.fromisoformat(day), load_settings(config)
+
+
+@contextmanager
+def _warehouse(settings: Settings, read_only: bool = False) -> Iterator[object]:
+    from joulehouse.warehouse.db import connect
+
+    con = connect(settings.warehouse.db_path, settings.lake.path, read_only=read_only)
+    try:
+        yield con
+    finally:
+        con.close()
+
+
+def _data_dir(path: str) -> Path | None:
+    """The folder of a configured reference file, or None when the file is not configured."""
+    return Path(path).parent.parent if path else None
+
+
+def _summary(obj: object) -> dict:
+    if dataclasses.is_dataclass(obj):
+        return {k: v for k, v in dataclasses.asdict(obj).items() if isinstance(v, (int, float, str, bool, type(None)))}
+    return {"result": obj if isinstance(obj, (int, float, str, bool, type(None))) else str(obj)}
+
+
+def _count(result: object) -> int | None:
+    return len(result) if isinstance(result, (list, tuple)) else (result if isinstance(result, int) else None)
+
+
+def list_lake_hosts(day: str, config: str | None) -> list[str]:
+    """The hosts with a partition of any dataset for the day, the site's facility meter
+    (`host=<site>`) included: what the per-host tasks map over. Raises NoReadingsForDay when no
+    host has GPU readings: the run fails, saying where it looked, instead of skipping every step."""
+    from joulehouse.collectors.schema import DATASETS
+    from joulehouse.warehouse.lake_partitions import day_hosts, gpu_hosts_or_raise
+
+    the_day, settings = _load(day, config)
+    gpu_hosts_or_raise(settings.lake.path, the_day)
+    return day_hosts(settings.lake.path, the_day, DATASETS)
+
+
+def inspect_and_compact_lake_partition(day: str, config: str | None, host: str) -> dict:
+    """One host's partitions of the day, each dataset it has: files, rows, bytes, and files that
+    do not open; then, with `warehouse.compact_lake` on a local lake, each one's files rewritten as one."""
+    from joulehouse.collectors import lakefs
+    from joulehouse.warehouse.lake_compact import CompactionError, compact_host_day
+    from joulehouse.warehouse.lake_partitions import host_datasets, inspect_partition
+
+    the_day, settings = _load(day, config)
+    inspected = {dataset: inspect_partition(settings.lake.path, the_day, host, dataset).as_dict()
+                 for dataset in host_datasets(settings.lake.path, the_day, host)}
+    result: dict = {**inspected, "compacted": []}
+    if settings.warehouse.compact_lake and not lakefs.is_url(settings.lake.path):
+        try:
+            result["compacted"] = [r.as_dict() for r in compact_host_day(settings.lake.path, the_day, host)]
+        except CompactionError as exc:
+            # Compaction saves bytes and time; the day's numbers do not depend on it, so the run goes on.
+            logging.getLogger(__name__).warning("lake compaction of %s on %s skipped: %s", host, the_day, exc)
+            result["compacted"] = [r.as_dict() for r in exc.reports]
+            result["compaction_error"] = str(exc)
+    return result
+
+
+def _spark_computed(the_day: dt.date, settings: Settings, now: dt.datetime) -> dict:
+    """The day's heavy relations computed on Spark over the same lake (one session, stopped here)."""
+    from joulehouse.warehouse.spark_engine import computed_relations, spark_task_session
+
+    with spark_task_session(settings.warehouse.spark_master, app_name=f"joulehouse-build-{the_day}") as spark:
+        return computed_relations(spark, settings.lake.path, the_day, settings.warehouse, now)
+
+
+def _spark_fit_suffstats(the_day: dt.date, settings: Settings) -> list[dict]:
+    """The power fit's training sums computed on Spark (one session, stopped here). Its `now` is
+    the fit's: a reading stamped after the build ran but before now could differ between the
+    engines only for a day still being written."""
+    from joulehouse.warehouse.spark_engine import fit_suffstats, spark_task_session
+
+    with spark_task_session(settings.warehouse.spark_master, app_name=f"joulehouse-fit-{the_day}") as spark:
+        return fit_suffstats(spark, settings.lake.path, the_day, settings.warehouse, settings.models,
+                             dt.datetime.now(dt.timezone.utc))
+
+
+def build_warehouse(day: str, config: str | None) -> dict:
+    """Views over the lake, the day's staging + quarantine, hourly GPU/node/facility energy.
+
+    With `warehouse.engine = "spark"` the hourly GPU energy is computed on Spark
+    (warehouse.spark_engine) and loaded in place of its DuckDB SQL; the rest stays on DuckDB."""
+    from joulehouse.warehouse.build import build_day
+    from joulehouse.warehouse.spark_engine import check_engine
+
+    the_day, settings = _load(day, config)
+    engine = check_engine(settings.warehouse.engine)
+    # One `now` for both engines: the future-timestamp quarantine rule must agree between them.
+    now = dt.datetime.now(dt.timezone.utc)
+    computed = _spark_computed(the_day, settings, now) if engine == "spark" else None
+    with _warehouse(settings) as con:
+        summary = build_day(con, the_day, settings.warehouse, now=now, computed=computed)
+    return {**_summary(summary), "engine": engine, "spark_relations": sorted(computed or {})}
+
+
+def check_data(day: str, config: str | None) -> dict:
+    """Great Expectations suites on the day's data; a blocking failure raises."""
+    from joulehouse.warehouse.checks import run_checks
+
+    the_day, settings = _load(day, config)
+    with _warehouse(settings) as con:
+        return _summary(run_checks(con, the_day, settings.warehouse))
+
+
+def fit_power_models(day: str, config: str | None) -> dict:
+    """One power model per GPU model, validated on held-out time; thermal resistance per GPU."""
+    from joulehouse.models.job_energy import job_energy_day, same_profile_pairs
+    from joulehouse.models.power import SuffstatsMismatch, fit_day
+    from joulehouse.models.power_interval import power_interval_day
+    from joulehouse.models.sensitivity import sensitivity_day
+    from joulehouse.models.thermal import fit_thermal_day
+    from joulehouse.warehouse.spark_engine import check_engine
+
+    the_day, settings = _load(day, config)
+    engine = check_engine(settings.warehouse.engine)
+    # With engine = "spark" the training sums over the window (the heavy aggregation) run on Spark
+    # over the lake; the held-out validation, residuals and gate read the warehouse on DuckDB.
+    suffstats = _spark_fit_suffstats(the_day, settings) if engine == "spark" else None
+    fit_engine = engine
+    with _warehouse(settings) as con:
+        try:
+            fits = fit_day(con, the_day, settings.models, suffstats=suffstats)
+        except SuffstatsMismatch as exc:
+            # The lake changed since the build (a late ship) or lacks days the warehouse has:
+            # fit on the warehouse's own rows rather than on sums of other rows.
+            logging.getLogger(__name__).warning("fit of %s on DuckDB: %s", the_day, exc)
+            fits = fit_day(con, the_day, settings.models)
+            fit_engine = f"duckdb ({exc})"
+        thermal = fit_thermal_day(con, the_day)
+        sensitivities = sensitivity_day(con, the_day)
+        intervals, _curve = power_interval_day(con, the_day)
+        pairs = [p for profile in settings.models.cross_model_job_profiles
+                 for p in same_profile_pairs(con, the_day, profile)]
+        predictions = job_energy_day(con, the_day, pairs)
+    return {"models": len(fits), "fit_engine": fit_engine, "thermal_gpus": thermal,
+            "sensitivities": _count(sensitivities), "power_intervals": _count(intervals),
+            "job_energy_predictions": len(predictions)}
+
+
+def measure_efficiency_and_outcomes(day: str, config: str | None) -> dict:
+    """Energy per unit of work per job and setting, and what earlier recommendations saved."""
+    from joulehouse.models.efficiency import build_efficiency
+    from joulehouse.models.outcome import measure_outcomes
+
+    the_day, settings = _load(day, config)
+    with _warehouse(settings) as con:
+        efficiency = build_efficiency(con, the_day)
+        outcomes = measure_outcomes(con, the_day)
+    return {"efficiency_rows": efficiency, "outcomes": outcomes}
+
+
+def account_carbon_and_cost(day: str, config: str | None) -> dict:
+    """Carbon (both scope 2 methods + embodied) and TCO for the day, attributed to jobs/teams."""
+    from joulehouse.reports.accounts.carbon import carbon_day
+    from joulehouse.reports.accounts.tco import tco_day
+
+    the_day, settings = _load(day, config)
+    with _warehouse(settings) as con:
+        carbon = carbon_day(con, the_day, settings.carbon, _data_dir(settings.carbon.grid_file))
+        cost = tco_day(con, the_day, settings.tco, _data_dir(settings.tco.price_file))
+    return {"carbon": _summary(carbon), "cost": _summary(cost)}
+
+
+def recommend_power_limits(day: str, config: str | None) -> dict:
+    """A power limit (and clock range where a cap would do nothing) per GPU."""
+    from joulehouse.models.recommend import recommend_day
+    from joulehouse.models.placement import recommend_placement
+
+    the_day, settings = _load(day, config)
+    with _warehouse(settings) as con:
+        n = recommend_day(con, the_day, settings.recommend,
+                          carbon_price_usd_per_tco2e=settings.carbon.carbon_price_usd_per_tco2e)
+        placements = recommend_placement(con, the_day)
+    return {"recommendations": n, "consolidation_and_placement": placements}
+
+
+def render_report(day: str, config: str | None) -> dict:
+    """The self-contained HTML report of the day."""
+    from joulehouse.reports.page.render import render_report as render
+
+    the_day, settings = _load(day, config)
+    out = Path(settings.warehouse.db_path).parent / "reports" / f"{the_day}.html"
+    with _warehouse(settings, read_only=True) as con:
+        path = render(con, the_day, out)
+    return {"report": str(path)}
+
+
+def export_recommended_config(day: str, config: str | None) -> dict:
+    """The signed recommended-config file, gated on the power models' quality."""
+    from joulehouse.reports.export.signed_config import CONFIG_NAME, export_config
+
+    the_day, settings = _load(day, config)
+    with _warehouse(settings, read_only=True) as con:
+        # The config of day D takes effect when D is over: a fixed `now` makes a re-run of the
+        # day byte-identical, and a backfilled old day exports a window that has already passed.
+        effective_at = dt.datetime.combine(the_day + dt.timedelta(days=1), dt.time(), dt.timezone.utc)
+        path = export_config(con, the_day, settings.export, now=effective_at,
+                             private_key_path=settings.export.private_key_path)
+    return {"export": str(path), "polled_by_agents": path.name == CONFIG_NAME}
+
+
+def publish_recommended_config(config: str | None) -> dict:
+    """Copy the latest signed export to `[export] publish_url`, where node agents fetch it."""
+    from joulehouse.reports.export.publish import publish_config
+
+    settings = load_settings(config)
+    if not settings.export.publish_url:
+        return {"published": None, "why": "export.publish_url is empty: agents fetch the export folder itself"}
+    return {"published": publish_config(settings.export.out_dir, settings.export.publish_url)}

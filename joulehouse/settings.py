@@ -1,0 +1,61 @@
+"""The one settings object of the analytics side: every layer's sections, assembled.
+
+Each layer owns its sections (collectors: lake, collector, agent; warehouse; models: models,
+recommend; reports: carbon, tco, export); this module puts them into one `Settings` read from
+one TOML file plus `JOULEHOUSE_<SECTION>__<FIELD>=value` overrides (for example
+`JOULEHOUSE_CARBON__CARBON_PRICE_USD_PER_TCO2E=80`), and checks what spans two sections. Each
+function of the library takes only its own section. The node reads its sections without this
+module (collectors.settings.load_node_settings): importing it imports every layer's settings.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Mapping
+
+from pydantic import Field, model_validator
+
+from joulehouse.collectors.settings import (AgentSettings, CollectorSettings, LakeSettings, NodeSettings, SettingsError,
+                                            SettingsRoot, replace_section, settings_to_toml, toml_value)
+from joulehouse.models.settings import OUTCOME_READING_DAYS, ModelSettings, RecommendSettings
+from joulehouse.reports.accounts.settings import CarbonSettings, TcoSettings
+from joulehouse.reports.export.settings import ExportSettings
+from joulehouse.warehouse.settings import WarehouseSettings
+
+
+class Settings(SettingsRoot):
+    """Every section, in the order `joulehouse settings` prints them."""
+
+    lake: LakeSettings = Field(default_factory=LakeSettings)
+    collector: CollectorSettings = Field(default_factory=CollectorSettings)
+    warehouse: WarehouseSettings = Field(default_factory=WarehouseSettings)
+    models: ModelSettings = Field(default_factory=ModelSettings)
+    carbon: CarbonSettings = Field(default_factory=CarbonSettings)
+    tco: TcoSettings = Field(default_factory=TcoSettings)
+    recommend: RecommendSettings = Field(default_factory=RecommendSettings)
+    export: ExportSettings = Field(default_factory=ExportSettings)
+    agent: AgentSettings = Field(default_factory=AgentSettings)
+
+    @model_validator(mode="after")
+    def _readings_cover_what_the_models_reread(self) -> Settings:
+        kept = self.warehouse.readings_retention_days
+        needed = max(self.models.history_days, OUTCOME_READING_DAYS)
+        if 0 < kept < needed:
+            raise ValueError(
+                f"[warehouse].readings_retention_days = {kept}: expected 0 (keep every day) or at least "
+                f"{needed}, the days of readings the models re-read (models.history_days = "
+                f"{self.models.history_days}, the recommendation outcome {OUTCOME_READING_DAYS})")
+        return self
+
+
+def load_settings(path: str | Path | None = None, env: Mapping[str, str] | None = None) -> Settings:
+    """Read the TOML file at `path` (optional) and the process environment (or `env`); SettingsError
+    names the first settings that are wrong."""
+    return Settings.load(path, env)
+
+
+__all__ = [
+    "AgentSettings", "CarbonSettings", "CollectorSettings", "ExportSettings", "LakeSettings", "ModelSettings",
+    "NodeSettings", "OUTCOME_READING_DAYS", "RecommendSettings", "Settings", "SettingsError", "TcoSettings",
+    "WarehouseSettings", "load_settings", "replace_section", "settings_to_toml", "toml_value",
+]

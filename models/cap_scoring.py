@@ -1,0 +1,183 @@
+"""A GPU's day as a mix of activity bins, and every candidate setting scored on that mix at once.
+
+The recommender (models.recommend) scores each power limit and each locked SM clock on the day's
+mix of activity (the tenths of the busy samples), not on the mean, because a cap bites only in the
+heavy phases. Scoring one (setting, bin) pair at a time through models.caps cost ~50 model
+evaluations each (the clock under a limit is found by bisection) and made the recommender the
+slowest step of the day; here the same arithmetic runs on (settings x bins) arrays: the same
+formulas (terms summed in another order), and the clock under a limit found by safeguarded Newton
+steps (a handful, not 50 bisections) to the same root, so the results are those of models.caps to
+~1e-12 (tests/models/test_cap_scoring.py checks them against it).
+
+Units: power W, clock as a ratio of f_max, time as a ratio of the uncapped run time, slowdown %.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Callable
+
+import numpy as np
+
+from joulehouse.models.caps import MIN_CLOCK_RATIO, PCIE_LINK_GBPS, WorkloadProfile
+from joulehouse.models.coefficients import PowerCoefficients
+
+# The clock under a limit: Newton steps until they move the clock by less than this (a ratio of
+# f_max; models.caps' 50 bisections end within 1e-15 of the same root), at most NEWTON_MAX_STEPS.
+CLOCK_TOLERANCE = 1e-14
+NEWTON_MAX_STEPS = 100
+
+Bins = list[tuple[WorkloadProfile, float]]
+
+
+def activity_bins(row: dict, profile: WorkloadProfile, f_max_mhz: float | None) -> Bins:
+    """(profile, share of busy time) for each tenth of the day's busy samples by activity, so a
+    cap, which bites only in heavy phases, is scored on the mix the GPU really ran; the mean alone
+    without tenths. Memory, PCIe and temperature stay at their busy means. Where an application
+    locked the SM clocks (clock event reason 0x2) a tenth splits into its locked part, at the
+    locked clock (a cap above that clock's power does nothing there), and the rest at f_max."""
+    deciles = row.get("activity_deciles")
+    if not deciles or profile.activity_ratio <= 0:
+        return [(profile, 1.0)]
+    # Rescaled so the bins' mean is the measured mean activity.
+    scale = profile.activity_ratio / float(np.mean(deciles))
+    shares = row.get("locked_share_deciles") or [0.0] * len(deciles)
+    clocks = row.get("locked_clock_mhz_deciles") or [None] * len(deciles)
+    out = []
+    for q, share, clock_mhz in zip(deciles, shares, clocks):
+        b = replace(profile, activity_ratio=min(1.0, max(1e-3, float(q) * scale)))
+        share = float(share or 0.0) if clock_mhz is not None and f_max_mhz else 0.0
+        if share > 0:
+            out.append((replace(b, clock_ratio=min(1.0, float(clock_mhz) / f_max_mhz)), share / len(deciles)))
+        if share < 1:
+            out.append((b, (1 - share) / len(deciles)))
+    return out
+
+
+@dataclass(frozen=True)
+class MixSetting:
+    """One setting scored on the activity mix: mean power W over the stretched run, slowdown %
+    of the whole mix and of its heavier half (the bound applies there), whether a cap binds."""
+
+    power_w: float
+    slowdown_pct: float
+    heavy_slowdown_pct: float
+    binds: bool
+
+
+def heavier_half(bins: Bins) -> np.ndarray:
+    """Indices of the bins that make the heavier half of the busy time: bins in activity order,
+    from the middle of the weight on. Bins an application locked slow less under a cap, but the
+    bound must hold for the jobs that run free (a lock may be gone tomorrow): they alone decide
+    it where there are any. The bin that straddles the middle belongs to the heavier half, so the
+    heaviest bin always does (a lone free bin with most of the free weight would otherwise leave
+    the half empty)."""
+    weights = np.array([w for _, w in bins])
+    free = [i for i, (b, _) in enumerate(bins) if b.clock_ratio >= 1.0] or list(range(len(bins)))
+    order = np.array(sorted(free, key=lambda i: bins[i][0].activity_ratio))
+    return order[np.cumsum(weights[order]) > 0.5 * weights[order].sum() + 1e-9]
+
+
+def score_matrix(bins: Bins, power_w: np.ndarray, time_ratio: np.ndarray, binds: np.ndarray) -> list[MixSetting]:
+    """MixSetting per row of (settings x bins) arrays: power W, time ratio and whether a cap binds
+    for each bin under each setting; energy and time are weighted by the bins' shares."""
+    weights = np.array([w for _, w in bins])
+    heavy = heavier_half(bins)
+    energy = (power_w * time_ratio * weights).sum(axis=1) / weights.sum()
+    mean_time = (time_ratio * weights).sum(axis=1) / weights.sum()
+    heavy_time = (time_ratio[:, heavy] * weights[heavy]).sum(axis=1) / weights[heavy].sum()
+    any_binds = binds.any(axis=1)
+    return [MixSetting(power_w=float(e / t), slowdown_pct=float(100 * (t - 1)), heavy_slowdown_pct=float(100 * (h - 1)),
+                       binds=bool(b)) for e, t, h, b in zip(energy, mean_time, heavy_time, any_binds)]
+
+
+def score(bins: Bins, power_and_time: Callable[[WorkloadProfile], tuple[float, float, bool]]) -> MixSetting:
+    """One setting, given as a function of a bin returning (power W, time ratio, cap binds)."""
+    points = [power_and_time(b) for b, _ in bins]
+    return score_matrix(bins, np.array([[p for p, _, _ in points]]), np.array([[t for _, t, _ in points]]),
+                        np.array([[b for _, _, b in points]]))[0]
+
+
+class _MixArrays:
+    """The bins' features as arrays (one entry per bin), and models.caps' formulas over them, with
+    the parts that do not depend on the clock computed once."""
+
+    def __init__(self, coef: PowerCoefficients, bins: Bins):
+        activity = np.array([b.activity_ratio for b, _ in bins])
+        memory = np.array([b.memory_ratio for b, _ in bins])
+        pcie_gbps = np.array([b.pcie_gbps for b, _ in bins])
+        pcie_ratio = np.minimum(pcie_gbps / PCIE_LINK_GBPS, 1.0)
+        self.clock = np.array([b.clock_ratio for b, _ in bins])
+        self.activity = activity
+        self.memory_or_pcie = np.maximum(memory, pcie_ratio)
+        busiest = np.maximum(activity, self.memory_or_pcie)
+        self.idle = busiest <= 0  # time_ratio is 1 where nothing is busy
+        self.busiest = np.where(self.idle, 1.0, busiest)
+        self.alpha = 1.0 if coef.dyn_freq_exponent is None else coef.dyn_freq_exponent
+        # coef.predict_power_w split into its constant part and the clock-dependent ones.
+        temp_c = np.array([b.temp_c for b, _ in bins])
+        self.static_w = coef.predict_power_w(temp_c=temp_c, activity_ratio=0.0)
+        self.dyn_w = coef.dyn_w * np.power(activity, coef.activity_exponent)
+        self.thinning_w = coef.mem_w * memory + coef.pcie_w_per_gbps * pcie_gbps
+
+    def time_ratio(self, clock_ratio: np.ndarray) -> np.ndarray:
+        """models.caps.time_ratio: run time at clock ratio s over run time at f_max (roofline)."""
+        slowest = np.maximum(self.activity / clock_ratio, self.memory_or_pcie)
+        return np.where(self.idle, 1.0, slowest / self.busiest)
+
+    def power_w(self, clock_ratio: np.ndarray) -> np.ndarray:
+        """models.caps.power_at_clock_w: model power W; DRAM and PCIe thin out as the run stretches."""
+        return self.static_w + self.dyn_w * np.power(clock_ratio, self.alpha) + self.thinning_w / self.time_ratio(clock_ratio)
+
+    def power_slope_w(self, clock_ratio: np.ndarray) -> np.ndarray:
+        """d power_w / d clock ratio (W per unit of f_max): the dynamic term, plus the DRAM/PCIe term
+        while SM time sets the run time (it thins out as 1/stretch, and stretch goes as 1/s)."""
+        slope = self.dyn_w * self.alpha * np.power(clock_ratio, self.alpha - 1.0)
+        sm_bound = ~self.idle & (self.activity / clock_ratio > self.memory_or_pcie)
+        return slope + np.where(sm_bound, self.thinning_w * self.busiest / np.where(self.activity > 0, self.activity, 1.0), 0.0)
+
+    def clock_under_limit(self, limits_w: np.ndarray) -> np.ndarray:
+        """models.caps.clock_under_limit for each limit (rows) and bin (columns): 1 where the power
+        at f_max fits, the floor where even the floor's does not, else the root of power = limit.
+        Power rises with the clock, so Newton steps from f_max converge; a step that would leave
+        the bracket known to hold the root bisects it instead (at the kink where DRAM or PCIe
+        take over the run time the slope jumps)."""
+        shape = (len(limits_w), len(self.activity))
+        limit = np.broadcast_to(np.asarray(limits_w, dtype=float)[:, None], shape)
+        fits_at_f_max = self.power_w(np.ones(shape)) <= limit
+        at_floor = self.power_w(np.full(shape, MIN_CLOCK_RATIO)) >= limit
+        lo, hi, s = np.full(shape, MIN_CLOCK_RATIO), np.ones(shape), np.ones(shape)
+        done = fits_at_f_max | at_floor
+        for _ in range(NEWTON_MAX_STEPS):
+            excess_w = self.power_w(s) - limit
+            lo, hi = np.where(excess_w <= 0, s, lo), np.where(excess_w > 0, s, hi)
+            slope = self.power_slope_w(s)
+            with np.errstate(divide="ignore", invalid="ignore"):
+                newton = s - excess_w / slope
+            step = np.where((slope > 0) & (newton >= lo) & (newton <= hi), newton, 0.5 * (lo + hi))
+            done |= np.abs(step - s) < CLOCK_TOLERANCE
+            s = np.where(done, s, step)
+            if done.all():
+                break
+        return np.where(fits_at_f_max, 1.0, np.where(at_floor, MIN_CLOCK_RATIO, s))
+
+
+def score_limits(coef: PowerCoefficients, bins: Bins, limits_w: np.ndarray) -> list[MixSetting]:
+    """Each power limit W scored on the mix, as models.caps.outcome_under_limit scores a bin: a bin
+    an application locked starts from its locked clock, and its slowdown is relative to that run."""
+    mix = _MixArrays(coef, bins)
+    base = np.minimum(1.0, np.maximum(mix.clock, MIN_CLOCK_RATIO))
+    clock = np.minimum(mix.clock_under_limit(limits_w), base)
+    ratio = mix.time_ratio(clock) / mix.time_ratio(base)
+    # Through the slowdown in % and back, as the scalar path does, so both give the same bits.
+    time = 1 + (100.0 * (ratio - 1.0)) / 100
+    return score_matrix(bins, mix.power_w(clock), time, clock < base)
+
+
+def score_clocks(coef: PowerCoefficients, bins: Bins, clock_ratios: np.ndarray) -> list[MixSetting]:
+    """Each locked SM clock ceiling (ratio of f_max) scored on the mix; a bin an application already
+    locked lower stays as it was."""
+    mix = _MixArrays(coef, bins)
+    clock = np.minimum(np.asarray(clock_ratios, dtype=float)[:, None], mix.clock)
+    time = mix.time_ratio(clock) / mix.time_ratio(np.broadcast_to(mix.clock, clock.shape))
+    return score_matrix(bins, mix.power_w(clock), time, np.zeros(clock.shape, dtype=bool))

@@ -1,0 +1,115 @@
+"""Where the work should run: consolidation and thermal placement (fct_recommendation_extra).
+
+Consolidation (task aggregation): on each host, the GPUs that sat mostly idle (mean activity
+under `max_mean_activity` over the day) carry light work that could share fewer GPUs. Their
+per-minute activities are summed; the work fits on ceil(p99 of that sum / `target_activity`)
+GPUs. The others are freed, least busy first. Moving work keeps its busy energy (it runs
+elsewhere) and removes idle time on both sides, so a freed GPU saves its whole day of idle power:
+idle_power_w x 24 h (parked, powered down or handed to other work).
+
+Thermal placement: chip temperature ~ inlet + theta x P (theta per GPU from fct_thermal_gpu),
+and leakage power rises by temp_w_per_c (the fitted power model's, else DEFAULT_TEMP_W_PER_C)
+per degree. Within a host and GPU model, giving the day's hottest work (busy power x busy hours)
+to the lowest-theta GPUs minimises sum(theta x heat) (rearrangement inequality). A GPU's saving
+is temp_w_per_c x theta x (its heat now - the heat it would get) / 1000, in kWh/day; they add up
+to the host's saving, which is never negative.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+from collections import defaultdict
+
+import duckdb
+import numpy as np
+
+from joulehouse.models.activity import create_activity_view
+from joulehouse.models.power import load_fit
+from joulehouse.models.sql import load_sql
+from joulehouse.warehouse.sqlio import records, relation_exists, replace_day_rows
+
+MAX_MEAN_ACTIVITY = 0.3
+TARGET_ACTIVITY = 0.8
+# W of leakage per C near operating temperature (A100/H100 static ~50-70 W rising ~10%/10 C).
+DEFAULT_TEMP_W_PER_C = 0.5
+HOURS_PER_DAY = 24.0
+
+
+
+def consolidation(gpus: list[dict], minutes: list[dict], *, max_mean_activity: float = MAX_MEAN_ACTIVITY,
+                  target_activity: float = TARGET_ACTIVITY) -> list[dict]:
+    """Rows (host, gpu_uuid, detail, expected_saving_kwh_per_day) for GPUs to free on each host."""
+    out = []
+    activity: dict[str, dict] = defaultdict(dict)
+    for m in minutes:
+        activity[m["gpu_uuid"]][m["minute_at"]] = m["activity_ratio"] or 0.0
+    by_host: dict[str, list[dict]] = defaultdict(list)
+    for g in gpus:
+        if g["mean_activity_ratio"] is not None and g["mean_activity_ratio"] < max_mean_activity:
+            by_host[g["host"]].append(g)
+    for host, light in sorted(by_host.items()):
+        if len(light) < 2:
+            continue
+        stamps = sorted({t for g in light for t in activity[g["gpu_uuid"]]})
+        total = np.array([sum(activity[g["gpu_uuid"]].get(t, 0.0) for g in light) for t in stamps])
+        needed = max(1, math.ceil(float(np.quantile(total, 0.99)) / target_activity - 1e-9))
+        keep = sorted(light, key=lambda g: -g["mean_activity_ratio"])[:needed]
+        for g in sorted(light, key=lambda g: g["mean_activity_ratio"])[: len(light) - needed]:
+            if g["idle_power_w"] is None:
+                continue
+            out.append({"host": host, "gpu_uuid": g["gpu_uuid"],
+                        "expected_saving_kwh_per_day": g["idle_power_w"] * HOURS_PER_DAY / 1000,
+                        "detail": f"{len(light)} GPUs on {host} averaged under {max_mean_activity:.0%} activity; "
+                                  f"their work peaks (p99) at {np.quantile(total, 0.99):.2f} GPUs of activity, which "
+                                  f"fits on {needed} at {target_activity:.0%}: move this GPU's "
+                                  f"{g['busy_hours']:.1f} busy h to {', '.join(k['gpu_uuid'] for k in keep)} and park it "
+                                  f"(saves its {g['idle_power_w']:.0f} W idle draw all day)"})
+    return out
+
+
+def thermal_placement(gpus: list[dict], theta: dict[str, float], temp_w_per_c: dict[str, float]) -> list[dict]:
+    """Rows (host, gpu_uuid, detail, expected_saving_kwh_per_day) for GPUs whose work should change."""
+    out = []
+    groups: dict[tuple[str, str], list[dict]] = defaultdict(list)
+    for g in gpus:
+        if g["gpu_uuid"] in theta and g["busy_power_w"] is not None and g["busy_hours"]:
+            groups[(g["host"], g["gpu_model"])].append(g)
+    for (host, model), members in sorted(groups.items()):
+        if len(members) < 2:
+            continue
+        k = temp_w_per_c.get(model, DEFAULT_TEMP_W_PER_C)
+        heat = {g["gpu_uuid"]: g["busy_power_w"] * g["busy_hours"] for g in members}  # W h of work per day
+        by_theta = sorted(members, key=lambda g: theta[g["gpu_uuid"]])
+        by_heat = sorted(members, key=lambda g: -heat[g["gpu_uuid"]])
+        for target, source in zip(by_theta, by_heat):
+            u, s = target["gpu_uuid"], source["gpu_uuid"]
+            saving_kwh = k * theta[u] * (heat[u] - heat[s]) / 1000  # W/C x C/W x W h -> W h -> kWh
+            if u == s or abs(heat[u] - heat[s]) < 1e-9:
+                continue
+            out.append({"host": host, "gpu_uuid": u, "expected_saving_kwh_per_day": saving_kwh,
+                        "detail": f"theta {theta[u]:.3f} C/W ranks {by_theta.index(target) + 1} of {len(members)} "
+                                  f"{model} on {host}: give it the work now on {s} ({source['busy_power_w']:.0f} W for "
+                                  f"{source['busy_hours']:.1f} h) instead of its own ({target['busy_power_w']:.0f} W for "
+                                  f"{target['busy_hours']:.1f} h); leakage {k:.2f} W/C"})
+    return out
+
+
+def recommend_placement(con: duckdb.DuckDBPyConnection, day: dt.date) -> int:
+    """Write `day`'s rows of fct_recommendation_extra (delete-then-insert); returns the rows written.
+
+    Needs stg_gpu_samples for `day`; thermal placement also fct_thermal_gpu (models.thermal)."""
+    create_activity_view(con, day)
+    gpus = records(con.execute(load_sql("placement_gpu_day"), {"day": day}))
+    minutes = records(con.execute(load_sql("placement_activity_minutely"), {"day": day}))
+    rows = [r | {"kind": "consolidation"} for r in consolidation(gpus, minutes)]
+    if relation_exists(con, "fct_thermal_gpu"):
+        theta = dict(con.execute("SELECT gpu_uuid, theta_c_per_w FROM fct_thermal_gpu WHERE day = ?", [day]).fetchall())
+        fits = {m: load_fit(con, m, day) for m in {g["gpu_model"] for g in gpus}}
+        k = {m: f["temp_w_per_c"] for m, f in fits.items() if f and f.get("temp_w_per_c") and f["temp_w_per_c"] > 0}
+        rows += [r | {"kind": "thermal_placement"} for r in thermal_placement(gpus, theta, k)]
+    con.execute(load_sql("fct_recommendation_extra"))
+    columns = ["day", "kind", "host", "gpu_uuid", "detail", "expected_saving_kwh_per_day"]
+    replace_day_rows(con, day, {"fct_recommendation_extra": (columns, [
+        [day, r["kind"], r["host"], r["gpu_uuid"], r["detail"], float(r["expected_saving_kwh_per_day"])] for r in rows])})
+    return len(rows)

@@ -1,0 +1,77 @@
+"""[models] and [recommend]: the power-model fit and its gate, and the choice of power settings.
+
+Sections of the settings file (joulehouse.settings assembles them; collectors.settings reads
+them); every value is checked when read.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from pydantic import Field
+
+from joulehouse.collectors.settings import Count, Finite, Names, NonNegative, NonNegativeList, Positive, Seconds, section
+from joulehouse.models.limit_change import LOOKBACK_DAYS, MAX_AFTER_DAYS
+
+# Days of readings the recommendation outcome re-reads (models.outcome: a change's days after and
+# the days before it, plus the day measured); the power fit re-reads models.history_days.
+OUTCOME_READING_DAYS = MAX_AFTER_DAYS + LOOKBACK_DAYS + 1
+
+
+@section
+class ModelSettings:
+    """Power-model fitting and its quality gate."""
+
+    holdout_fraction: Annotated[float, Field(gt=0, lt=1)] = Field(
+        0.3, description="Share of the fit's window (its last days) held out to validate the fit.")
+    holdout_max_days: Positive = Field(
+        2.0, description="... but never more than this many days: a 28-day window would otherwise hold out 8.4 days,\n"
+                         "re-read sample by sample every day, where the last days already say how the model does.")
+    max_holdout_mape_pct: Positive = Field(10.0, description="The gate: held-out mean absolute percentage error at most this, %.")
+    drift_warning_pct: Positive = Field(20.0, description="A coefficient moving more than this from the last fit is reported as drift, %.")
+    min_samples: Count = Field(600, description="A GPU model needs this many readings to be fitted.")
+    history_days: Count = Field(28, description="Days of history (ending on the fitted day) a fit sees; sums make longer windows cheap.")
+    max_sample_interval_s: Seconds = Field(
+        60.0, description="One sample stands for at most this long when integrating energy, s (longer gaps are not bridged).")
+    alpha_min: Finite = Field(
+        1.0, description="Grid of exponents alpha of (f/f_max) in the dynamic term: alpha_min + alpha_step*i, i < alpha_count.")
+    alpha_step: Positive = 0.25
+    alpha_count: Count = 11
+    activity_exponent_min: Positive = Field(
+        0.2, description="Without clock readings alpha is not identifiable; utilisation saturates instead (any kernel\n"
+                         "raises the clocks), so the dynamic term is act^gamma on this grid: gamma_min + step*i, i < count.")
+    activity_exponent_step: Positive = 0.1
+    activity_exponent_count: Count = 14
+    activity_hold_grid_s: NonNegativeList = Field(
+        (0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0),
+        description="... and, still without clocks, the dynamic power decays with this time constant (s; 0 = none)\n"
+                    "after activity stops (P-state hold and the power sensor's averaging): grid of candidates.")
+    cross_model_job_profiles: Names = Field(
+        (), description="Job-id prefixes of workloads that run on several GPU models: their runs are paired to check\n"
+                        "the cross-model job-energy prediction (fct_job_energy_prediction).")
+
+
+@section
+class RecommendSettings:
+    """Choosing power limits and clocks per workload class."""
+
+    max_slowdown_latency_pct: NonNegative = Field(2.0, description="The slowdown a setting may cost each workload class, %.")
+    max_slowdown_throughput_pct: NonNegative = 10.0
+    max_slowdown_background_pct: NonNegative = 25.0
+    value_of_time_usd_per_gpu_hour: NonNegative = Field(
+        0.0, description="USD a slowdown of throughput work costs per GPU-hour it adds, beyond its energy: 0 means such work\n"
+                         "is valued by finishing within max_slowdown_throughput_pct (the bound is the constraint). Set it\n"
+                         "(e.g. the GPU-hour's rental price) when a slower job really costs that: a saturated queue, a deadline.")
+    do_not_touch: Names = Field((), description="GPU UUIDs or hosts that keep their settings whatever the model says.")
+    limit_step_w: Positive = Field(25.0, description="Candidate caps step down from the default limit by this much, W.")
+    min_limit_share_of_default: Annotated[float, Field(gt=0, le=1)] = Field(
+        0.5, description="The lowest cap recommended, as a share of the device's default limit (TDP): the cap model's\n"
+                         "P_limit = gamma * TDP with gamma >= 0.5 (ARCHITECTURE.md). Below it a cap trades large slowdowns\n"
+                         "for the last few percent of energy, and the model is extrapolating far from the power it was fitted on.")
+    holdout_share: Annotated[float, Field(ge=0, lt=1)] = Field(
+        0.25, description="Share of each GPU model's eligible GPUs (stable choice by UUID) left at the default as controls, so\n"
+                          "the next days can measure what the settings saved against like GPUs; 0 applies everything.")
+    host_overhead_w_per_gpu: NonNegative = Field(
+        0.0, description="What a server draws beyond its GPUs (CPUs, memory, fans, PSU losses), W per GPU, where its BMC\n"
+                         "does not say (fct_node_reconciliation_hourly measures it where it does): a capped job runs\n"
+                         "longer and the server draws that for longer too, so it counts in the energy-to-solution.")

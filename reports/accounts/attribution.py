@@ -1,0 +1,135 @@
+"""Split per-GPU-hour quantities among the jobs that held the GPU in that hour (frame in, frame out).
+
+Rule: a job's share of a GPU-hour is the seconds its [started_at, ended_at) interval overlaps
+the hour, divided by 3600 (or by the sum of all jobs' seconds when jobs on one GPU overlap each
+other, so that no GPU-hour is counted twice). What no job held is the explicit `unallocated`
+line (job_id/team/user "unallocated", stage "idle"). The unallocated amount is computed as the
+hour's total minus the jobs' amounts, so attributed + unallocated == metered, always.
+
+`spread_unallocated` then implements `idle_policy = "proportional"`: the day's unallocated
+amounts are spread over that day's job rows in proportion to their energy_kwh (overhead
+allocation). With no job rows there is nobody to spread to and the line stays.
+"""
+
+from __future__ import annotations
+
+import polars as pl
+
+UNALLOCATED = "unallocated"
+IDLE_STAGE = "idle"
+HOUR_S = 3600.0
+GROUP_KEYS = ["day", "team", "user", "job_id", "stage"]
+JOB_COLUMNS = {
+    "job_id": pl.String, "host": pl.String, "gpu_uuid": pl.String,
+    "started_at": pl.Datetime("us", "UTC"), "ended_at": pl.Datetime("us", "UTC"),
+    "user": pl.String, "team": pl.String, "stage": pl.String, "flops_total": pl.Float64,
+}
+
+
+def empty_jobs() -> pl.DataFrame:
+    """A jobs frame with no rows (a site without a scheduler feed)."""
+    return pl.DataFrame(schema=JOB_COLUMNS)
+
+
+def split_valid_jobs(jobs: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """(valid, quarantined-with-reason). A job whose end is not after its start cannot hold
+    any GPU time; it is set aside with a reason, never silently dropped."""
+    reason = (
+        pl.when(pl.col("started_at").is_null() | pl.col("ended_at").is_null()).then(pl.lit("missing start or end time"))
+        .when(pl.col("ended_at") <= pl.col("started_at")).then(pl.lit("ended_at is not after started_at"))
+        .otherwise(pl.lit(None, dtype=pl.String))
+    )
+    marked = jobs.with_columns(reason.alias("reason"))
+    return marked.filter(pl.col("reason").is_null()).drop("reason"), marked.filter(pl.col("reason").is_not_null())
+
+
+def attribute_gpu_hours(gpu_hours: pl.DataFrame, jobs: pl.DataFrame, additive_cols: list[str]) -> pl.DataFrame:
+    """Per (GPU-hour, job) rows, plus one `unallocated` row per GPU-hour not fully held.
+
+    gpu_hours: hour_at (UTC hour start), day, gpu_uuid and the additive columns (energy_kwh,
+    carbon, cost... anything that adds up). jobs: JOB_COLUMNS. Returns hour_at, day, gpu_uuid,
+    job_id, team, user, stage, gpu_hours (the share, 0..1 GPU-hours), flops_total (the job's
+    FLOPs pro rata by its seconds in that hour) and each additive column split by share."""
+    jobs = jobs.select([pl.col(c).cast(t) for c, t in JOB_COLUMNS.items()])
+    hours = gpu_hours.with_columns((pl.col("hour_at") + pl.duration(hours=1)).alias("_hour_end"))
+    overlap_s = (
+        (pl.min_horizontal("ended_at", "_hour_end") - pl.max_horizontal("started_at", "hour_at"))
+        .dt.total_microseconds() / 1e6
+    )
+    job_s = (pl.col("ended_at") - pl.col("started_at")).dt.total_microseconds() / 1e6
+    pairs = (
+        hours.select(["hour_at", "_hour_end", "day", "gpu_uuid"])
+        .join(jobs.drop("host"), on="gpu_uuid", how="inner")
+        .filter((pl.col("started_at") < pl.col("_hour_end")) & (pl.col("ended_at") > pl.col("hour_at")))
+        .with_columns(overlap_s.alias("overlap_s"), job_s.alias("job_s"))
+        .with_columns(pl.col("overlap_s").sum().over(["hour_at", "gpu_uuid"]).alias("held_s"))
+        .with_columns(
+            (pl.col("overlap_s") / pl.max_horizontal(pl.col("held_s"), pl.lit(HOUR_S))).alias("gpu_hours"),
+            (pl.col("flops_total") * pl.col("overlap_s") / pl.col("job_s")).alias("flops_total"),
+        )
+        .join(hours.select(["hour_at", "gpu_uuid", *additive_cols]), on=["hour_at", "gpu_uuid"], how="left")
+        .with_columns([(pl.col(c) * pl.col("gpu_hours")).alias(c) for c in additive_cols])
+        .select(["hour_at", "day", "gpu_uuid", "job_id", "team", "user", "stage", "gpu_hours", "flops_total", *additive_cols])
+    )
+    held = pairs.group_by(["hour_at", "gpu_uuid"]).agg(
+        [pl.col("gpu_hours").sum()] + [pl.col(c).sum() for c in additive_cols]
+    )
+    rest = (
+        gpu_hours.select(["hour_at", "day", "gpu_uuid", *additive_cols])
+        .join(held, on=["hour_at", "gpu_uuid"], how="left", suffix="_held")
+        .with_columns(
+            (1.0 - pl.col("gpu_hours").fill_null(0.0)).alias("gpu_hours"),
+            *[(pl.col(c) - pl.col(f"{c}_held").fill_null(0.0)).alias(c) for c in additive_cols],
+            pl.lit(UNALLOCATED).alias("job_id"), pl.lit(UNALLOCATED).alias("team"),
+            pl.lit(UNALLOCATED).alias("user"), pl.lit(IDLE_STAGE).alias("stage"),
+            pl.lit(None, dtype=pl.Float64).alias("flops_total"),
+        )
+        # A fully held hour leaves nothing: drop only rows where every amount is exactly zero.
+        .filter((pl.col("gpu_hours") > 1e-12) | pl.any_horizontal([pl.col(c) != 0 for c in additive_cols]))
+        .select(pairs.columns)
+    )
+    return pl.concat([pairs, rest], how="vertical_relaxed")
+
+
+def group_by_job(attributed: pl.DataFrame, additive_cols: list[str]) -> pl.DataFrame:
+    """Sum to the report grain: day x team x user x job x stage."""
+    return (
+        attributed.group_by(GROUP_KEYS)
+        .agg([pl.col("gpu_hours").sum(), pl.when(pl.col("flops_total").count() > 0).then(pl.col("flops_total").sum()).alias("flops_total")] + [pl.col(c).sum() for c in additive_cols])
+        .sort(GROUP_KEYS)
+    )
+
+
+def spread_unallocated(grouped: pl.DataFrame, additive_cols: list[str], weight_col: str = "energy_kwh") -> pl.DataFrame:
+    """idle_policy "proportional": move each day's unallocated amounts onto that day's jobs in
+    proportion to `weight_col`. gpu_hours stays where it was (idle time is reported, not hidden)."""
+    is_idle = pl.col("job_id") == UNALLOCATED
+    jobs = grouped.filter(~is_idle)
+    idle = grouped.filter(is_idle)
+    if jobs.height == 0 or idle.height == 0:
+        return grouped
+    idle_totals = idle.group_by("day").agg([pl.col(c).sum().alias(f"_idle_{c}") for c in additive_cols])
+    weights = jobs.with_columns(pl.col(weight_col).sum().over("day").alias("_w_day"))
+    spread = (
+        weights.join(idle_totals, on="day", how="left")
+        .with_columns(
+            pl.when(pl.col("_w_day") != 0).then(pl.col(weight_col) / pl.col("_w_day"))
+            .otherwise(1.0 / pl.len().over("day")).alias("_w")
+        )
+        .with_columns([(pl.col(c) + pl.col("_w") * pl.col(f"_idle_{c}").fill_null(0.0)).alias(c) for c in additive_cols])
+        .select(grouped.columns)
+    )
+    # Idle rows keep their gpu_hours (so idle time stays visible) but carry no amounts any more;
+    # days with idle but no jobs keep their amounts.
+    days_with_jobs = jobs.select("day").unique()
+    moved = idle.join(days_with_jobs, on="day", how="semi").with_columns([pl.lit(0.0).alias(c) for c in additive_cols])
+    kept = idle.join(days_with_jobs, on="day", how="anti")
+    return pl.concat([spread, moved, kept], how="vertical_relaxed").sort(GROUP_KEYS)
+
+
+def account_to_jobs(per_hour: pl.DataFrame, jobs: pl.DataFrame, additive_cols: list[str], idle_policy: str) -> pl.DataFrame:
+    """Per-GPU-hour amounts attributed to the jobs that held each GPU-hour and summed at the report
+    grain; what no job held stays an "unallocated" line, or with idle_policy "proportional" is
+    spread onto the day's jobs in proportion to their energy."""
+    grouped = group_by_job(attribute_gpu_hours(per_hour, jobs, additive_cols), additive_cols)
+    return spread_unallocated(grouped, additive_cols) if idle_policy == "proportional" else grouped

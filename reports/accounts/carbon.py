@@ -1,0 +1,217 @@
+"""Carbon accounts of one day: GHG Protocol scope 2 (location- and market-based) plus embodied,
+attributed to jobs, users, teams and stages.
+
+Per metered GPU-hour (all in gCO2e unless named otherwise):
+    energy_kwh          = IT energy: the server's BMC energy split by GPU share where usable,
+                          else the GPU board energy (reports.accounts.it_energy_basis; it_energy_basis says which)
+    facility_energy_kwh = energy_kwh x PUE(site, hour)
+    location_gco2e      = facility_energy_kwh x grid intensity(region, hour)
+    market_gco2e        = facility_energy_kwh x (c x contract intensity + (1 - c) x residual mix)
+        where c = min(1, contract kWh for the site-day / site facility kWh of the day): contracts
+        (PPA/REC) are applied first, pro rata over the day's hours, the residual mix covers the rest.
+    embodied_gco2e      = amortised GPU + server share (reports.accounts.embodied), idle hours included.
+Range: operational relative uncertainty u_op = sqrt(u_grid^2 + u_pue^2) (independent inputs);
+embodied u_emb; low/high of the total = location x (1 -/+ u_op) + embodied x (1 -/+ u_emb).
+Attribution and the idle policy: reports.accounts.attribution. The day's hourly context
+(rpt_context_grid_hourly) and the cleanest-hours shifting estimate (rpt_shift_carbon_daily):
+reports.accounts.site_hours, reports.accounts.shift.
+"""
+
+from __future__ import annotations
+
+import calendar
+import datetime as dt
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import polars as pl
+
+from joulehouse.reports.accounts.attribution import UNALLOCATED, account_to_jobs
+from joulehouse.reports.accounts.embodied import (amortised_share, default_gpu_embodied_kgco2e, embodied_gco2e_per_gpu_hour,
+                                                  parse_model_overrides)
+from joulehouse.reports.accounts.hour_factors import attach_intensity, attach_pue
+from joulehouse.reports.accounts.it_energy_basis import BASIS_AMOUNTS, label_basis, with_facility_energy
+from joulehouse.reports.accounts.settings import CarbonSettings
+from joulehouse.reports.accounts.shift import carbon_shift_rows
+from joulehouse.reports.accounts.site_hours import day_site_hours, grid_context
+from joulehouse.reports.accounts.warehouse_io import prepare_day, replace_report_day
+
+CARBON_AMOUNTS = ["energy_kwh", "facility_energy_kwh", "location_gco2e", "market_gco2e", "embodied_gco2e", *BASIS_AMOUNTS]
+
+
+@dataclass(frozen=True)
+class Contract:
+    """A contractual instrument (PPA or REC): kWh for a site and period at an intensity."""
+
+    site: str
+    period: str  # YYYY-MM (monthly volume) or YYYY-MM-DD (one day)
+    kwh: float
+    gco2e_per_kwh: float
+
+    def kwh_on(self, day: dt.date) -> float:
+        """The volume available on `day`: a month's volume is spread evenly over its days."""
+        if self.period == day.isoformat():
+            return self.kwh
+        if self.period == day.strftime("%Y-%m"):
+            return self.kwh / calendar.monthrange(day.year, day.month)[1]
+        return 0.0
+
+
+def parse_contracts(entries: tuple[str, ...]) -> list[Contract]:
+    """Settings entries "site|YYYY-MM[-DD]|kwh|gco2e_per_kwh" -> contracts."""
+    out = []
+    for entry in entries:
+        parts = [p.strip() for p in entry.split("|")]
+        try:
+            if len(parts) != 4 or len(parts[1]) not in (7, 10):
+                raise ValueError
+            out.append(Contract(parts[0], parts[1], float(parts[2]), float(parts[3])))
+        except ValueError:
+            raise ValueError(f"market contract {entry!r}: expected 'site|YYYY-MM[-DD]|kwh|gco2e_per_kwh'") from None
+    return out
+
+
+def contract_for_site_day(settings: CarbonSettings, site: str, day: dt.date) -> tuple[float, float]:
+    """(kWh available, volume-weighted gCO2e/kWh) of all contracts for a site and day.
+    `market_contract_kwh_per_day` is a contract every site holds every day."""
+    volumes = [(c.kwh_on(day), c.gco2e_per_kwh) for c in parse_contracts(settings.market_contracts) if c.site == site]
+    volumes.append((settings.market_contract_kwh_per_day, settings.market_contract_gco2e_per_kwh))
+    total = sum(v for v, _ in volumes)
+    return total, (sum(v * i for v, i in volumes) / total if total > 0 else 0.0)
+
+
+def market_based(gpu_hours: pl.DataFrame, settings: CarbonSettings) -> pl.DataFrame:
+    """Add `contract_covered_ratio` and `market_gco2e` (needs day, site, facility_energy_kwh)."""
+    site_days = gpu_hours.group_by(["day", "site"]).agg(pl.col("facility_energy_kwh").sum().alias("_site_kwh"))
+    rows = []
+    for day, site, site_kwh in site_days.iter_rows():
+        kwh, intensity = contract_for_site_day(settings, site, day)
+        covered = min(1.0, kwh / site_kwh) if site_kwh > 0 else 0.0
+        rows.append((day, site, covered, intensity))
+    cover = pl.DataFrame(rows, schema={"day": pl.Date, "site": pl.String, "contract_covered_ratio": pl.Float64,
+                                       "_contract_gco2e_per_kwh": pl.Float64}, orient="row")
+    return (
+        gpu_hours.join(cover, on=["day", "site"], how="left")
+        .with_columns(
+            (pl.col("facility_energy_kwh") * (
+                pl.col("contract_covered_ratio") * pl.col("_contract_gco2e_per_kwh")
+                + (1.0 - pl.col("contract_covered_ratio")) * settings.residual_mix_gco2e_per_kwh
+            )).alias("market_gco2e")
+        )
+        .drop("_contract_gco2e_per_kwh")
+    )
+
+
+def embodied_per_gpu_hour(gpu_hours: pl.DataFrame, settings: CarbonSettings) -> pl.DataFrame:
+    """Add `embodied_gco2e` per GPU-hour from the inventory, else the model table / settings;
+    none once the GPU's lifetime is over (reports.accounts.embodied.amortised_share)."""
+    overrides = parse_model_overrides(settings.embodied_kgco2e_by_gpu_model)
+    per_gpu = gpu_hours.select("gpu_uuid", "gpu_model", "embodied_kgco2e", "lifetime_years").unique("gpu_uuid")
+    rows = []
+    for uuid, model, kg, years in per_gpu.iter_rows():
+        gpu_kg = kg if kg is not None else default_gpu_embodied_kgco2e(model, settings.embodied_kgco2e_per_gpu, overrides)
+        rows.append((uuid, embodied_gco2e_per_gpu_hour(
+            gpu_kg, settings.embodied_kgco2e_per_server, settings.gpus_per_server,
+            years if years is not None else settings.lifetime_years)))
+    rates = pl.DataFrame(rows, schema={"gpu_uuid": pl.String, "embodied_gco2e": pl.Float64}, orient="row")
+    share = amortised_share(pl.col("lifetime_years").fill_null(settings.lifetime_years))
+    return gpu_hours.join(rates, on="gpu_uuid", how="left").with_columns(pl.col("embodied_gco2e") * share)
+
+
+def carbon_per_gpu_hour(gpu_hours: pl.DataFrame, settings: CarbonSettings) -> pl.DataFrame:
+    """GPU-hours with pue and intensity_gco2e_per_kwh attached -> the CARBON_AMOUNTS columns."""
+    with_energy = with_facility_energy(gpu_hours).with_columns(
+        (pl.col("facility_energy_kwh") * pl.col("intensity_gco2e_per_kwh")).alias("location_gco2e"))
+    return embodied_per_gpu_hour(market_based(with_energy, settings), settings)
+
+
+def with_range(rows: pl.DataFrame, settings: CarbonSettings) -> pl.DataFrame:
+    """Add total_gco2e, total_market_gco2e and the low/high range of total_gco2e."""
+    u_op = math.hypot(settings.grid_uncertainty_pct, settings.pue_uncertainty_pct) / 100.0
+    u_emb = settings.embodied_uncertainty_pct / 100.0
+    return rows.with_columns(
+        (pl.col("location_gco2e") + pl.col("embodied_gco2e")).alias("total_gco2e"),
+        (pl.col("market_gco2e") + pl.col("embodied_gco2e")).alias("total_market_gco2e"),
+        (pl.col("location_gco2e") * (1 - u_op) + pl.col("embodied_gco2e") * (1 - u_emb)).alias("total_low_gco2e"),
+        (pl.col("location_gco2e") * (1 + u_op) + pl.col("embodied_gco2e") * (1 + u_emb)).alias("total_high_gco2e"),
+    )
+
+
+def account_carbon(gpu_hours: pl.DataFrame, jobs: pl.DataFrame, settings: CarbonSettings) -> pl.DataFrame:
+    """Pure: GPU-hours with context (day, site, pue, intensity, inventory columns) and jobs ->
+    rows at day x team x user x job x stage with the carbon columns of rpt_carbon_daily."""
+    per_hour = carbon_per_gpu_hour(gpu_hours, settings)
+    return label_basis(with_range(account_to_jobs(per_hour, jobs, CARBON_AMOUNTS, settings.idle_policy), settings))
+
+
+@dataclass
+class CarbonSummary:
+    """What one day's carbon account found, in kWh and gCO2e, and how it was computed."""
+
+    day: dt.date
+    rows_written: int
+    gpu_hours: float
+    energy_kwh: float
+    facility_energy_kwh: float
+    location_gco2e: float
+    market_gco2e: float
+    embodied_gco2e: float
+    total_gco2e: float
+    total_low_gco2e: float
+    total_high_gco2e: float
+    gpu_energy_kwh: float
+    node_ipmi_energy_kwh: float
+    shift_saving_gco2e: float
+    unallocated_energy_kwh: float
+    intensity_rule_counts: dict[str, int]
+    pue_default_gpu_hours: int
+    quarantined_jobs: int
+    method: str
+    notes: list[str] = field(default_factory=list)
+
+
+def carbon_day(con, day: dt.date, settings: CarbonSettings, data_dir: Path | None) -> CarbonSummary:
+    """Account one day: read the warehouse, compute, replace the day in rpt_carbon_daily."""
+    prepared = prepare_day(con, day, settings.region, settings.node_energy_min_coverage_ratio, settings.default_pue)
+    inputs, jobs, with_pue, notes = prepared.inputs, prepared.jobs, prepared.gpu_hours, prepared.notes
+    ctx, rule_counts, sources = attach_intensity(
+        with_pue, settings.grid_file, data_dir, settings.grid_intensity_basis, settings.default_grid_gco2e_per_kwh)
+    rows = account_carbon(ctx, jobs, settings) if ctx.height else label_basis(with_range(
+        pl.DataFrame(schema={"day": pl.Date, "team": pl.String, "user": pl.String, "job_id": pl.String,
+                             "stage": pl.String, "gpu_hours": pl.Float64, "flops_total": pl.Float64,
+                             **{c: pl.Float64 for c in CARBON_AMOUNTS}}), settings))
+    if ctx.height == 0:
+        notes.append(f"no metered GPU-hours on {day}: nothing to account")
+    written = replace_report_day(con, "rpt_carbon_daily", day, rows)
+    site_hours, _ = attach_pue(day_site_hours(ctx, day), inputs.pue, settings.default_pue)
+    site_hours, _, _ = attach_intensity(
+        site_hours, settings.grid_file, data_dir, settings.grid_intensity_basis, settings.default_grid_gco2e_per_kwh)
+    grid = grid_context(site_hours, ctx)
+    replace_report_day(con, "rpt_context_grid_hourly", day, grid)
+    shift = carbon_shift_rows(ctx, jobs, grid, settings.shift_window_hours)
+    replace_report_day(con, "rpt_shift_carbon_daily", day, shift)
+
+    def total(col: str) -> float:
+        return float(rows[col].sum()) if rows.height else 0.0
+
+    method = (
+        "GHG Protocol scope 2, location-based (grid intensity per region and hour: "
+        + ("; ".join(sources) or "none") + f") and market-based (contracts first, residual mix "
+        f"{settings.residual_mix_gco2e_per_kwh} gCO2e/kWh); embodied amortised over lifetime per GPU-hour, "
+        f"idle hours included; idle policy {settings.idle_policy}; IT energy at the server's BMC where it "
+        f"covered >= {settings.node_energy_min_coverage_ratio} of the hour, split by GPU energy share, else GPU "
+        "board energy; year mapping to the same weekday and hour near the date in the nearest source year; shifting estimate: "
+        "deferrable jobs' energy moved to the day's lowest PUE x intensity hours within idle GPU-hours"
+    )
+    return CarbonSummary(
+        day=day, rows_written=written, gpu_hours=total("gpu_hours"), energy_kwh=total("energy_kwh"),
+        facility_energy_kwh=total("facility_energy_kwh"), location_gco2e=total("location_gco2e"),
+        market_gco2e=total("market_gco2e"), embodied_gco2e=total("embodied_gco2e"), total_gco2e=total("total_gco2e"),
+        total_low_gco2e=total("total_low_gco2e"), total_high_gco2e=total("total_high_gco2e"),
+        gpu_energy_kwh=total("gpu_energy_kwh"), node_ipmi_energy_kwh=total("node_ipmi_energy_kwh"),
+        shift_saving_gco2e=float(shift["carbon_saving_gco2e"].sum()) if shift.height else 0.0,
+        unallocated_energy_kwh=float(rows.filter(pl.col("job_id") == UNALLOCATED)["energy_kwh"].sum()) if rows.height else 0.0,
+        intensity_rule_counts=rule_counts, pue_default_gpu_hours=prepared.pue_defaulted,
+        quarantined_jobs=prepared.quarantined_jobs, method=method, notes=notes,
+    )

@@ -1,0 +1,98 @@
+"""The demand charge: rate x the month's highest site demand, billed once a month.
+
+A utility bills `demand_charge_usd_per_kw_month` x the highest demand (kW) the site's meter saw
+in the month. A day's account carries the part of that bill the day added:
+
+    charged_kw(day, site) = max(0, peak_kw(day) - the peak of the month's earlier days)
+    demand_charge_usd     = rate x charged_kw, on the GPU-hours of the day's peak hour, pro rata
+                            by their energy at the meter (the coincident-peak rule: who draws
+                            at the peak pays for it)
+
+so the days of a month, accounted in date order, add up to exactly rate x the month's peak, and
+the day that set or raised the peak pays for it. The earlier days' peaks are read from
+rpt_demand_peak_daily (one row per day and site, written here). A day accounted again after later
+days of its month were accounted leaves their charges computed against the old peak; `tco_day`
+says so and names them (re-run them, in order, to restate).
+
+Site demand per hour: the facility meter's average power over the part of the hour it covered
+(fct_pue_hourly) when it covered at least `min_meter_coverage_ratio` of the hour, else the
+GPU-hours' energy at the meter (IT x PUE) summed. Demand is taken on hourly averages; utilities
+bill 15- or 30-minute intervals, whose peaks are higher, so the charge is a lower bound.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import duckdb
+import polars as pl
+
+from joulehouse.reports.accounts.warehouse_io import replace_report_day
+from joulehouse.warehouse.sqlio import relation_exists
+
+PEAK_TABLE = "rpt_demand_peak_daily"
+
+
+def site_hour_kw(gpu_hours: pl.DataFrame, meter: pl.DataFrame, min_meter_coverage_ratio: float) -> pl.DataFrame:
+    """(day, site, hour_at, site_kw, peak_basis) for every site-hour with GPU-hours: the meter's kW
+    where it covered enough of the hour, else the GPU-hours' facility_energy_kwh summed."""
+    gpu = gpu_hours.group_by(["day", "site", "hour_at"]).agg(pl.col("facility_energy_kwh").sum().alias("_gpu_kw"))
+    usable = meter.filter(pl.col("facility_kw").is_not_null() & (pl.col("coverage_ratio") >= min_meter_coverage_ratio))
+    joined = gpu.join(usable.select("site", "hour_at", "facility_kw").unique(["site", "hour_at"]),
+                      on=["site", "hour_at"], how="left")
+    return joined.select(
+        "day", "site", "hour_at",
+        pl.coalesce("facility_kw", "_gpu_kw").alias("site_kw"),
+        pl.when(pl.col("facility_kw").is_not_null()).then(pl.lit("facility_meter"))
+        .otherwise(pl.lit("gpu_it_x_pue")).alias("peak_basis"),
+    )
+
+
+def day_peaks(site_hours: pl.DataFrame, month_peak_before_kw: dict[str, float], rate_usd_per_kw_month: float) -> pl.DataFrame:
+    """One row per (day, site): the peak hour (the earliest of equal ones), its kW and basis, the
+    month's peak before the day, the kW the day adds to it and what that costs."""
+    peaks = (site_hours.sort(["day", "site", "site_kw", "hour_at"], descending=[False, False, True, False])
+             .group_by(["day", "site"], maintain_order=True).first()
+             .rename({"hour_at": "peak_hour_at", "site_kw": "peak_kw"}))
+    before = pl.DataFrame({"site": list(month_peak_before_kw), "month_peak_before_kw": list(month_peak_before_kw.values())},
+                          schema={"site": pl.String, "month_peak_before_kw": pl.Float64})
+    return (peaks.join(before, on="site", how="left")
+            .with_columns((pl.col("peak_kw") - pl.col("month_peak_before_kw").fill_null(0.0)).clip(lower_bound=0.0)
+                          .alias("charged_kw"))
+            .with_columns((pl.col("charged_kw") * rate_usd_per_kw_month).alias("demand_charge_usd"))
+            .select("day", "site", "peak_hour_at", "peak_kw", "peak_basis", "month_peak_before_kw", "charged_kw",
+                    "demand_charge_usd"))
+
+
+def allocate(gpu_hours: pl.DataFrame, peaks: pl.DataFrame) -> pl.DataFrame:
+    """gpu_hours with demand_charge_usd: each site-day's charge on its peak hour's GPU-hours, pro
+    rata by facility_energy_kwh (0 elsewhere)."""
+    share = pl.col("facility_energy_kwh") / pl.col("facility_energy_kwh").sum().over(["day", "site", "hour_at"])
+    return (gpu_hours.join(peaks.select("day", "site", "peak_hour_at", pl.col("demand_charge_usd").alias("_site_usd")),
+                           on=["day", "site"], how="left")
+            .with_columns(pl.when(pl.col("hour_at") == pl.col("peak_hour_at")).then(pl.col("_site_usd") * share)
+                          .otherwise(0.0).fill_null(0.0).fill_nan(0.0).alias("demand_charge_usd"))
+            .drop("peak_hour_at", "_site_usd"))
+
+
+def month_peak_before(con: duckdb.DuckDBPyConnection, day: dt.date) -> dict[str, float]:
+    """{site: the highest peak kW of the days of `day`'s month before it} from rpt_demand_peak_daily."""
+    if not relation_exists(con, PEAK_TABLE):
+        return {}
+    rows = con.execute(f"SELECT site, max(peak_kw) FROM {PEAK_TABLE} WHERE day >= ? AND day < ? GROUP BY site",
+                       [day.replace(day=1), day]).fetchall()
+    return {site: float(kw) for site, kw in rows if kw is not None}
+
+
+def later_days_accounted(con: duckdb.DuckDBPyConnection, day: dt.date) -> list[dt.date]:
+    """Days of `day`'s month after it that already have demand rows (their charges assumed this day's old peak)."""
+    if not relation_exists(con, PEAK_TABLE):
+        return []
+    month_end = (day.replace(day=28) + dt.timedelta(days=4)).replace(day=1)
+    rows = con.execute(f"SELECT DISTINCT day FROM {PEAK_TABLE} WHERE day > ? AND day < ? ORDER BY day",
+                       [day, month_end]).fetchall()
+    return [r[0] for r in rows]
+
+
+def store_peaks(con: duckdb.DuckDBPyConnection, day: dt.date, peaks: pl.DataFrame) -> int:
+    return replace_report_day(con, PEAK_TABLE, day, peaks)

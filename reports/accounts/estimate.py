@@ -1,0 +1,132 @@
+"""Planning estimates without telemetry: carbon and cost of a past or planned run.
+
+Energy at the meter, kWh = GPU-hours x average GPU power (kW) x PUE (the method Patterson et
+al. 2021 use: GPU power only, facility overhead through PUE; CPU/host power is not included
+unless folded into the average power given).
+Operational carbon = energy at the meter x grid intensity (flat, or hourly from a file over the
+run's wall-clock hours, all GPUs running together).
+Embodied carbon = GPU-hours x amortised (GPU + server share) per hour / utilization: a fleet
+used 50% of its life must recover twice the embodied carbon per used hour.
+Cost = energy at the meter x price + demand charge on the run's peak kW, pro rata for the
+months it spans + capital and operations amortised per GPU-hour / utilization.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import asdict, dataclass
+
+import polars as pl
+
+from joulehouse.reports.accounts.embodied import HOURS_PER_YEAR, capital_usd_per_gpu_hour, embodied_gco2e_per_gpu_hour
+from joulehouse.reports.accounts.yearmap import map_to_target_hours, rule_counts
+
+HOURS_PER_MONTH = HOURS_PER_YEAR / 12.0
+
+
+@dataclass(frozen=True)
+class RunShape:
+    """What ran: GPU count and wall-clock hours (or only total GPU-hours), power, PUE, utilization."""
+
+    gpu_hours: float
+    avg_power_w: float
+    pue: float
+    gpus: int | None = None
+    hours: float | None = None
+    utilization: float = 1.0
+
+    def __post_init__(self) -> None:
+        for name in ("gpu_hours", "avg_power_w", "pue", "utilization"):
+            if getattr(self, name) <= 0:
+                raise ValueError(f"{name}={getattr(self, name)}: expected a positive number")
+        if self.pue < 1.0:
+            raise ValueError(f"pue={self.pue}: expected >= 1 (facility energy cannot be below IT energy)")
+        if self.utilization > 1.0:
+            raise ValueError(f"utilization={self.utilization}: expected a fraction in (0, 1]")
+
+    @property
+    def it_energy_kwh(self) -> float:
+        return self.gpu_hours * self.avg_power_w / 1000.0
+
+    @property
+    def energy_kwh(self) -> float:
+        """Energy at the meter, kWh (IT x PUE)."""
+        return self.it_energy_kwh * self.pue
+
+
+def run_hours(start: dt.datetime, hours: float) -> pl.Series:
+    """The UTC hour starts a run of `hours` wall-clock hours from `start` touches."""
+    start = start.astimezone(dt.timezone.utc).replace(minute=0, second=0, microsecond=0)
+    n = max(1, int(-(-hours // 1)))
+    return pl.Series("hour_at", [start + dt.timedelta(hours=i) for i in range(n)]).cast(pl.Datetime("us", "UTC"))
+
+
+def hourly_mean(source: pl.DataFrame, value_col: str, start: dt.datetime, hours: float,
+                default: float) -> tuple[float, dict[str, int]]:
+    """Mean of an hourly series over a run (all hours weigh the same: constant load), with the
+    year-mapping rule counts (reports.accounts.yearmap)."""
+    mapped = map_to_target_hours(source.select("hour_at", value_col), run_hours(start, hours), [value_col],
+                                 {value_col: default})
+    return float(mapped[value_col].mean()), rule_counts(mapped)
+
+
+def estimate_carbon(run: RunShape, grid_gco2e_per_kwh: float, embodied_kgco2e_per_gpu: float,
+                    embodied_kgco2e_per_server: float, gpus_per_server: int, lifetime_years: float,
+                    intensity_source: str) -> dict:
+    """tCO2e of a run; returns a JSON-ready dict with the inputs and the method."""
+    operational_g = run.energy_kwh * grid_gco2e_per_kwh
+    embodied_g = run.gpu_hours * embodied_gco2e_per_gpu_hour(
+        embodied_kgco2e_per_gpu, embodied_kgco2e_per_server, gpus_per_server, lifetime_years) / run.utilization
+    return {
+        "gpu_hours": run.gpu_hours,
+        "it_energy_kwh": run.it_energy_kwh,
+        "energy_kwh": run.energy_kwh,
+        "grid_gco2e_per_kwh": grid_gco2e_per_kwh,
+        "operational_tco2e": operational_g / 1e6,
+        "embodied_tco2e": embodied_g / 1e6,
+        "total_tco2e": (operational_g + embodied_g) / 1e6,
+        "method": (
+            "energy_kwh = GPU-hours x avg power x PUE (at the meter); operational = energy_kwh x grid intensity "
+            f"({intensity_source}); embodied = GPU-hours x (GPU + server/gpus_per_server) kgCO2e / "
+            "(lifetime hours) / utilization"
+        ),
+        "inputs": asdict(run) | {
+            "embodied_kgco2e_per_gpu": embodied_kgco2e_per_gpu, "embodied_kgco2e_per_server": embodied_kgco2e_per_server,
+            "gpus_per_server": gpus_per_server, "lifetime_years": lifetime_years,
+        },
+    }
+
+
+def estimate_cost(run: RunShape, price_usd_per_mwh: float, demand_charge_usd_per_kw_month: float,
+                  gpu_capex_usd: float, server_capex_usd: float, gpus_per_server: int, lifetime_years: float,
+                  operations_ratio_of_capex_per_year: float, price_source: str) -> dict:
+    """USD of a run by component; returns a JSON-ready dict with the inputs and the method."""
+    energy_usd = run.energy_kwh * price_usd_per_mwh / 1000.0
+    gpus = run.gpus or 1
+    hours = run.hours if run.hours is not None else run.gpu_hours / gpus
+    peak_kw = gpus * run.avg_power_w / 1000.0 * run.pue
+    # Pro rata by time, like the daily account (a day pays peak x rate / days in month).
+    months = hours / HOURS_PER_MONTH
+    demand_usd = peak_kw * demand_charge_usd_per_kw_month * months
+    capital_per_h = capital_usd_per_gpu_hour(gpu_capex_usd, server_capex_usd, gpus_per_server, lifetime_years)
+    capex_per_gpu = gpu_capex_usd + server_capex_usd / gpus_per_server
+    capital_usd = run.gpu_hours * capital_per_h / run.utilization
+    operations_usd = run.gpu_hours * capex_per_gpu * operations_ratio_of_capex_per_year / HOURS_PER_YEAR / run.utilization
+    total = energy_usd + demand_usd + capital_usd + operations_usd
+    return {
+        "gpu_hours": run.gpu_hours,
+        "energy_kwh": run.energy_kwh,
+        "price_usd_per_mwh": price_usd_per_mwh,
+        "energy_cost_usd": energy_usd,
+        "demand_charge_usd": demand_usd,
+        "capital_usd": capital_usd,
+        "operations_usd": operations_usd,
+        "total_cost_usd": total,
+        "cost_per_gpu_hour_usd": total / run.gpu_hours,
+        "method": (
+            f"energy at the meter x price ({price_source}); demand charge on the run's peak kW (GPUs x avg power "
+            "x PUE), pro rata for the months it spans (hours / 730); capital straight-line over the lifetime and "
+            "operations as a yearly share of capital, per GPU-hour / utilization"
+        ),
+        "inputs": asdict(run),
+    }

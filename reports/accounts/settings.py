@@ -1,0 +1,94 @@
+"""[carbon] and [tco]: the carbon accounts (GHG Protocol scope 2, both methods, plus embodied) and
+the cost accounts (total cost of ownership).
+
+Sections of the settings file (joulehouse.settings assembles them; collectors.settings reads
+them); every value is checked when read. Both accounts charge the same hours the same way (the
+site's PUE, the IT-energy basis, the idle policy, the shifting window): those fields are
+declared once, in AccountSettings, and each section carries its own copy of them.
+"""
+
+from __future__ import annotations
+
+import zoneinfo
+from typing import Literal
+
+from pydantic import Field, field_validator
+
+from joulehouse.collectors.settings import PUE, Count, Names, NonNegative, NonNegativeInt, Percent, Positive, Ratio, section
+
+
+@section
+class AccountSettings:
+    """What the carbon and the cost accounts share."""
+
+    region: str = Field(
+        "FR", description="Grid region of GPUs the inventory does not place (dim_gpu.region wins where it has one); its\n"
+                          "Electricity Maps file gives the hourly intensity (carbon) and renewable share (the green premium).")
+    grid_file: str = Field("", description="Hourly grid file of the region (Electricity Maps, WattTime or your own CSV); empty: none.")
+    default_pue: PUE = Field(1.3, description="PUE of the hours no facility meter covers (facility / IT power, at least 1).")
+    gpus_per_server: Count = 8
+    lifetime_years: Positive = Field(5.0, description="Years the hardware is amortised over (embodied carbon; capital).")
+    idle_policy: Literal["unallocated", "proportional"] = Field(
+        "unallocated", description="What no job held: an explicit \"unallocated\" line, or spread \"proportional\" to job energy.")
+    node_energy_min_coverage_ratio: Ratio = Field(
+        0.9, description="IT energy: a host-hour's BMC (IPMI) energy replaces its GPUs' board energy when the BMC\n"
+                         "covered at least this share of the hour (reports.accounts.it_energy_basis); below it, GPU energy only.")
+    shift_window_hours: NonNegativeInt = Field(
+        0, description="Time-shifting estimate: hours a deferrable job may move from its own (0 = anywhere in its UTC day).")
+
+
+@section
+class CarbonSettings(AccountSettings):
+    """Carbon accounting (GHG Protocol scope 2, both methods, plus embodied)."""
+
+    default_grid_gco2e_per_kwh: NonNegative = Field(400.0, description="Grid intensity where the grid file has no value, gCO2e/kWh.")
+    market_contract_kwh_per_day: NonNegative = Field(0.0, description="A site-wide contract (PPA/REC) volume per day, kWh ...")
+    market_contract_gco2e_per_kwh: NonNegative = Field(0.0, description="... at this intensity, gCO2e/kWh.")
+    residual_mix_gco2e_per_kwh: NonNegative = Field(450.0, description="Market-based: what no contract covers, gCO2e/kWh.")
+    embodied_kgco2e_per_gpu: NonNegative = Field(150.0, description="Manufacturing footprint of a GPU, kgCO2e ...")
+    embodied_kgco2e_per_server: NonNegative = Field(2750.0, description="... and of its server (shared by gpus_per_server), kgCO2e.")
+    grid_uncertainty_pct: Percent = Field(10.0, description="Relative uncertainties (+/-) of the carbon range, %.")
+    pue_uncertainty_pct: Percent = 5.0
+    embodied_uncertainty_pct: Percent = 30.0
+    carbon_price_usd_per_tco2e: NonNegative = Field(
+        0.0, description="Internal carbon price, USD/tCO2e: the recommender weighs carbon at it beside energy cost.")
+    grid_intensity_basis: Literal["direct", "lca"] = Field(
+        "direct", description="Electricity Maps column: \"direct\" (combustion, GHG Protocol scope 2) or \"lca\" (life cycle).")
+    market_contracts: Names = Field(
+        (), description="Market-based contracts (PPA/REC) per site and period: \"site|YYYY-MM|kwh|gco2e_per_kwh\"\n"
+                        "(a month's volume, spread evenly over its days) or \"site|YYYY-MM-DD|kwh|gco2e_per_kwh\".")
+    embodied_kgco2e_by_gpu_model: Names = Field(
+        (), description="Per-model embodied overrides, \"NVIDIA H100 80GB HBM3=150\" (kgCO2e per GPU).")
+
+
+@section
+class TcoSettings(AccountSettings):
+    """Total cost of ownership: prices, tariffs, demand charges, capital."""
+
+    price_file: str = Field("", description="Hourly market prices (PJM LMP CSV); empty: the tariff, else the flat price.")
+    price_node: str = Field("PJM-RTO", description="The pricing node of the price file.")
+    tariff_file: str = Field("", description="A time-of-use tariff (OpenEI URDB JSON); empty: none.")
+    flat_price_usd_per_mwh: NonNegative = Field(80.0, description="Price of every hour without a price file or tariff, USD/MWh.")
+    demand_charge_usd_per_kw_month: NonNegative = Field(15.0, description="Rate x the month's highest site demand, USD/kW-month.")
+    green_premium_ratio: NonNegative = Field(
+        0.18, description="Uplift on energy cost in hours whose renewable share is below green_premium_below_renewable_pct.")
+    green_premium_below_renewable_pct: Percent = 30.0
+    density_surcharge_25_35kw_ratio: NonNegative = Field(0.12, description="Uplift for racks of 25-35 kW ...")
+    density_surcharge_over_35kw_ratio: NonNegative = Field(0.28, description="... and above 35 kW.")
+    rack_kw: Positive = Field(20.0, description="Provisioned power per rack, kW (chooses the density surcharge).")
+    gpu_capex_usd: NonNegative = Field(30000.0, description="Purchase price of a GPU, USD ...")
+    server_capex_usd: NonNegative = Field(60000.0, description="... and of its server (shared by gpus_per_server), USD.")
+    operations_ratio_of_capex_per_year: NonNegative = Field(0.1, description="Operations per year, as a share of capital.")
+    tariff_timezone: str = Field("America/New_York", description="Time-of-use tariffs are written in the utility's local wall-clock time.")
+    price_uncertainty_pct: Percent = Field(
+        20.0, description="Relative uncertainty of the hourly price (+/-, %) for the cost range: an assumption (a\n"
+                          "day-ahead price against the real-time one it stands for), not a measurement.")
+
+    @field_validator("tariff_timezone")
+    @classmethod
+    def _known_time_zone(cls, name: str) -> str:
+        try:
+            zoneinfo.ZoneInfo(name)
+        except (zoneinfo.ZoneInfoNotFoundError, ValueError):
+            raise ValueError(f"{name!r} is not an IANA time zone (e.g. America/New_York)") from None
+        return name

@@ -1,0 +1,64 @@
+-- rpt_tco_daily: cost per day, team, user, job and stage, split by component.
+-- kind: day
+-- grain: one row per (day, team, user, job_id, stage)
+-- Written by reports.accounts.tco.tco_day; a day's rows are replaced as a whole when it is re-run.
+-- Job "unallocated" / stage "idle" holds what no job held (idle_policy of the carbon settings).
+-- columns:
+--   day [DATE] UTC day
+--   team [text] team of the job ('unallocated' for the idle line)
+--   user [text] user who ran the job
+--   job_id [text] job ('unallocated': what no job held)
+--   stage [text] data-preparation | training | inference | evaluation ('idle' for the idle line)
+--   gpu_hours [GPU-hours] GPU time attributed to the row
+--   energy_kwh [kWh] IT energy: the server's BMC energy split by GPU share where usable, else GPU
+--     board energy (see it_energy_basis)
+--   facility_energy_kwh [kWh] energy at the meter = IT x PUE
+--   energy_cost_usd [USD] facility energy x hourly price (negative prices kept)
+--   demand_charge_usd [USD] what the day added to the month's peak-kW charge (rpt_demand_peak_daily)
+--   green_premium_usd [USD] uplift when renewables are scarce
+--   density_surcharge_usd [USD] uplift by rack kW
+--   capital_usd [USD] straight-line depreciation
+--   operations_usd [USD] operations
+--   total_cost_usd [USD] sum of the components above
+--   static_energy_cost_usd [USD] the same energy at the day's flat average price
+--   flops_total [FLOP] work done (NULL where jobs report none)
+--   cost_per_gpu_hour_usd [USD/GPU-hour] total_cost_usd / gpu_hours
+--   cost_per_tflop_hour_usd [USD per 3.6e15 FLOP] NULL without FLOPs
+--   gpu_energy_kwh [kWh] GPU board energy of the same GPU-hours
+--   node_ipmi_energy_kwh [kWh] the part of energy_kwh at the node_ipmi basis
+--   it_energy_basis [text] 'node_ipmi' | 'gpu_only' | 'mixed'
+--   total_cost_low_usd [USD] total with the price-driven components (energy, green premium,
+--     density surcharge) moved by -price_uncertainty_pct of their size
+--   total_cost_high_usd [USD] the same moved by +price_uncertainty_pct
+CREATE TABLE IF NOT EXISTS rpt_tco_daily (
+    day DATE NOT NULL,
+    team VARCHAR NOT NULL,
+    "user" VARCHAR NOT NULL,
+    job_id VARCHAR NOT NULL,
+    stage VARCHAR NOT NULL,
+    gpu_hours DOUBLE,
+    energy_kwh DOUBLE,
+    facility_energy_kwh DOUBLE,
+    energy_cost_usd DOUBLE,
+    demand_charge_usd DOUBLE,
+    green_premium_usd DOUBLE,
+    density_surcharge_usd DOUBLE,
+    capital_usd DOUBLE,
+    operations_usd DOUBLE,
+    total_cost_usd DOUBLE,
+    static_energy_cost_usd DOUBLE,
+    flops_total DOUBLE,
+    cost_per_gpu_hour_usd DOUBLE,
+    cost_per_tflop_hour_usd DOUBLE,
+    gpu_energy_kwh DOUBLE,
+    node_ipmi_energy_kwh DOUBLE,
+    it_energy_basis VARCHAR,
+    total_cost_low_usd DOUBLE,
+    total_cost_high_usd DOUBLE
+);
+-- Databases created before the IT-energy basis and the cost range existed gain their columns.
+ALTER TABLE rpt_tco_daily ADD COLUMN IF NOT EXISTS gpu_energy_kwh DOUBLE;
+ALTER TABLE rpt_tco_daily ADD COLUMN IF NOT EXISTS node_ipmi_energy_kwh DOUBLE;
+ALTER TABLE rpt_tco_daily ADD COLUMN IF NOT EXISTS it_energy_basis VARCHAR;
+ALTER TABLE rpt_tco_daily ADD COLUMN IF NOT EXISTS total_cost_low_usd DOUBLE;
+ALTER TABLE rpt_tco_daily ADD COLUMN IF NOT EXISTS total_cost_high_usd DOUBLE

@@ -1,0 +1,226 @@
+"""Cost accounts of one day (total cost of ownership), attributed to jobs, users, teams, stages.
+
+Per metered GPU-hour, USD:
+    energy_cost       = energy_kwh x PUE x price(hour)   (negative prices and spikes kept)
+    demand_charge     = rate x what the day adds to the month's peak site kW (reports/accounts/demand.py:
+                        the month's days add up to rate x the month's peak), on the GPU-hours of
+                        the day's peak hour pro rata by their meter energy (the coincident-peak
+                        rule: who draws at the peak pays for it)
+    green_premium     = ratio x max(energy_cost, 0) when the region's renewable share in that
+                        hour is below the threshold (no premium where the share is unknown)
+    density_surcharge = ratio(rack kW) x max(energy_cost + demand_charge, 0); ratio 0 below
+                        25 kW, 0.12 at 25-35 kW, 0.28 above, on the provisioned TcoSettings.rack_kw
+    capital           = (GPU price + server price / gpus_per_server) / lifetime hours, none
+                        once the lifetime is over (reports.accounts.embodied.amortised_share)
+    operations        = that capital base x operations_ratio_of_capex_per_year / 8760
+static_energy_cost prices the same energy at the day's flat average (unweighted mean of the
+day's hourly prices), for the static-vs-dynamic comparison.
+energy_kwh is the IT energy of reports.accounts.it_energy_basis (BMC energy where usable, else GPU board).
+Range: total_cost_low/high_usd = total -/+ u_price x |energy cost + green premium + density
+surcharge| (the components that move with the price; u_price = price_uncertainty_pct / 100);
+capital, operations and the demand charge are contract rates, not moved.
+The day's hourly prices (rpt_context_price_hourly) and the cheapest-hours shifting estimate
+(rpt_shift_cost_daily): reports.accounts.site_hours, reports.accounts.shift.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import polars as pl
+
+from joulehouse.reports.accounts.attribution import UNALLOCATED, account_to_jobs
+from joulehouse.reports.accounts.demand import allocate, day_peaks, later_days_accounted, month_peak_before, site_hour_kw, store_peaks
+from joulehouse.reports.accounts.embodied import HOURS_PER_YEAR, amortised_share, capital_usd_per_gpu_hour
+from joulehouse.reports.accounts.hour_factors import attach_intensity, attach_pue
+from joulehouse.reports.accounts.it_energy_basis import BASIS_AMOUNTS, label_basis, with_facility_energy
+from joulehouse.reports.accounts.prices import DEFAULT_PRICE_FILE, load_pjm_lmp_csv, load_urdb_tariff, tariff_prices
+from joulehouse.reports.accounts.settings import TcoSettings
+from joulehouse.reports.accounts.shift import cost_shift_rows
+from joulehouse.reports.accounts.site_hours import day_site_hours, price_context
+from joulehouse.reports.accounts.warehouse_io import day_bounds, prepare_day, replace_report_day
+from joulehouse.reports.accounts.yearmap import map_to_target_hours, rule_counts
+
+FLOP_PER_TFLOP_HOUR = 1e12 * 3600.0
+COST_COMPONENTS = ["energy_cost_usd", "demand_charge_usd", "green_premium_usd", "density_surcharge_usd",
+                   "capital_usd", "operations_usd"]
+TCO_AMOUNTS = ["energy_kwh", "facility_energy_kwh", *COST_COMPONENTS, "static_energy_cost_usd", *BASIS_AMOUNTS]
+NO_METER = pl.DataFrame(schema={"site": pl.String, "hour_at": pl.Datetime("us", "UTC"), "facility_kw": pl.Float64,
+                                 "coverage_ratio": pl.Float64})
+PRICE_DRIVEN = ["energy_cost_usd", "green_premium_usd", "density_surcharge_usd"]
+
+
+def density_surcharge_ratio(rack_kw: float, settings: TcoSettings) -> float:
+    """Uplift on the facility bill by rack density: 0 below 25 kW, 25-35 kW inclusive, above 35."""
+    if rack_kw > 35.0:
+        return settings.density_surcharge_over_35kw_ratio
+    if rack_kw >= 25.0:
+        return settings.density_surcharge_25_35kw_ratio
+    return 0.0
+
+
+def hourly_prices(hours: pl.Series, settings: TcoSettings, data_dir: Path | None) -> tuple[pl.DataFrame, dict[str, int], str]:
+    """price_usd_per_kwh per UTC hour: the tariff if set, else the market price file (year-mapped),
+    else the flat price. Returns the frame, rule counts and a sentence naming the source."""
+    if settings.tariff_file:
+        tariff = load_urdb_tariff(Path(settings.tariff_file))
+        frame = tariff_prices(tariff, hours, settings.tariff_timezone).select("hour_at", "price_usd_per_kwh")
+        return frame, {"tariff": frame.height}, f"time-of-use tariff {tariff.name!r} ({tariff.utility}), {settings.tariff_timezone}"
+    path = Path(settings.price_file) if settings.price_file else (
+        Path(data_dir) / DEFAULT_PRICE_FILE if data_dir is not None else None)
+    if path is None:
+        frame = pl.DataFrame({"hour_at": hours.cast(pl.Datetime("us", "UTC"))}).with_columns(
+            pl.lit(settings.flat_price_usd_per_mwh / 1000.0).alias("price_usd_per_kwh"))
+        return frame, {"flat": frame.height}, f"flat {settings.flat_price_usd_per_mwh} $/MWh"
+    lmp = load_pjm_lmp_csv(path, settings.price_node)
+    mapped = map_to_target_hours(lmp, hours, ["price_usd_per_mwh"], {"price_usd_per_mwh": settings.flat_price_usd_per_mwh})
+    frame = mapped.select("hour_at", (pl.col("price_usd_per_mwh") / 1000.0).alias("price_usd_per_kwh"))
+    return frame, rule_counts(mapped), f"{path.name} node {settings.price_node}, year-mapped"
+
+
+def cost_per_gpu_hour(gpu_hours: pl.DataFrame, settings: TcoSettings, peaks: pl.DataFrame | None = None) -> pl.DataFrame:
+    """GPU-hours with pue, price_usd_per_kwh, renewable_pct, purchase_price_usd, lifetime_years
+    -> the TCO_AMOUNTS columns. `peaks`: the site-days' demand rows (reports.accounts.demand.day_peaks);
+    None: the GPU-hours' own peaks, no meter and no earlier day of the month."""
+    base = with_facility_energy(gpu_hours)
+    base = base.with_columns(
+        (pl.col("facility_energy_kwh") * pl.col("price_usd_per_kwh")).alias("energy_cost_usd"),
+        # the plain mean of the day's hourly prices: each hour once, however many GPU-hours it holds
+        (pl.col("facility_energy_kwh") * pl.col("price_usd_per_kwh").filter(pl.struct("day", "hour_at").is_first_distinct())
+         .mean().over("day")).alias("static_energy_cost_usd"),
+    )
+    if peaks is None:
+        peaks = day_peaks(site_hour_kw(base, NO_METER, 1.0), {}, settings.demand_charge_usd_per_kw_month)
+    base = allocate(base, peaks)
+    density = density_surcharge_ratio(settings.rack_kw, settings)
+    capex_per_gpu = (pl.col("purchase_price_usd").fill_null(settings.gpu_capex_usd)
+                     + settings.server_capex_usd / settings.gpus_per_server)
+    lifetime = pl.col("lifetime_years").fill_null(settings.lifetime_years)
+    capital_usd_per_gpu_hour(1.0, 0.0, settings.gpus_per_server, settings.lifetime_years)  # validates settings
+    return base.with_columns(
+        pl.when(pl.col("renewable_pct") < settings.green_premium_below_renewable_pct)
+        .then(settings.green_premium_ratio * pl.col("energy_cost_usd").clip(lower_bound=0.0))
+        .otherwise(0.0).alias("green_premium_usd"),
+        (density * (pl.col("energy_cost_usd") + pl.col("demand_charge_usd")).clip(lower_bound=0.0)).alias("density_surcharge_usd"),
+        (capex_per_gpu / (lifetime * HOURS_PER_YEAR) * amortised_share(lifetime)).alias("capital_usd"),
+        (capex_per_gpu * settings.operations_ratio_of_capex_per_year / HOURS_PER_YEAR).alias("operations_usd"),
+    )
+
+
+def with_unit_costs(rows: pl.DataFrame) -> pl.DataFrame:
+    """Add total_cost_usd, cost_per_gpu_hour_usd and cost_per_tflop_hour_usd (NULL without FLOPs)."""
+    rows = rows.with_columns(pl.sum_horizontal(COST_COMPONENTS).alias("total_cost_usd"))
+    return rows.with_columns(
+        pl.when(pl.col("gpu_hours") > 0).then(pl.col("total_cost_usd") / pl.col("gpu_hours")).alias("cost_per_gpu_hour_usd"),
+        pl.when(pl.col("flops_total") > 0)
+        .then(pl.col("total_cost_usd") / (pl.col("flops_total") / FLOP_PER_TFLOP_HOUR)).alias("cost_per_tflop_hour_usd"),
+    )
+
+
+def with_cost_range(rows: pl.DataFrame, settings: TcoSettings) -> pl.DataFrame:
+    """Add total_cost_low_usd / total_cost_high_usd (see the module docstring) and it_energy_basis."""
+    if settings.price_uncertainty_pct < 0:
+        raise ValueError(f"price_uncertainty_pct={settings.price_uncertainty_pct}: expected >= 0")
+    swing = settings.price_uncertainty_pct / 100.0 * pl.sum_horizontal([pl.col(c).abs() for c in PRICE_DRIVEN])
+    return label_basis(rows.with_columns((pl.col("total_cost_usd") - swing).alias("total_cost_low_usd"),
+                                         (pl.col("total_cost_usd") + swing).alias("total_cost_high_usd")))
+
+
+def account_cost(gpu_hours: pl.DataFrame, jobs: pl.DataFrame, settings: TcoSettings,
+                 peaks: pl.DataFrame | None = None) -> pl.DataFrame:
+    """Pure: GPU-hours with context and jobs -> rpt_tco_daily rows (day x team x user x job x stage)."""
+    per_hour = cost_per_gpu_hour(gpu_hours, settings, peaks)
+    return with_cost_range(with_unit_costs(account_to_jobs(per_hour, jobs, TCO_AMOUNTS, settings.idle_policy)), settings)
+
+
+@dataclass
+class TcoSummary:
+    """One day's cost account, USD, and how it was computed."""
+
+    day: dt.date
+    rows_written: int
+    gpu_hours: float
+    energy_kwh: float
+    facility_energy_kwh: float
+    components_usd: dict[str, float]
+    total_cost_usd: float
+    total_cost_low_usd: float
+    total_cost_high_usd: float
+    cost_per_gpu_hour_usd: float | None
+    dynamic_energy_cost_usd: float
+    static_energy_cost_usd: float
+    peak_site_kw: float
+    shift_saving_usd: float
+    unallocated_cost_usd: float
+    price_rule_counts: dict[str, int]
+    pue_default_gpu_hours: int
+    method: str
+    notes: list[str] = field(default_factory=list)
+
+
+def tco_day(con, day: dt.date, settings: TcoSettings, data_dir: Path | None) -> TcoSummary:
+    """Account one day's cost: read the warehouse, compute, replace the day in rpt_tco_daily."""
+    prepared = prepare_day(con, day, settings.region, settings.node_energy_min_coverage_ratio, settings.default_pue)
+    inputs, jobs, ctx, notes = prepared.inputs, prepared.jobs, prepared.gpu_hours, prepared.notes
+    ctx, _, grid_sources = attach_intensity(ctx, settings.grid_file, data_dir, "direct", 0.0)
+    unknown_share = ctx.filter(pl.col("renewable_pct").is_null()).height
+    if unknown_share:
+        notes.append(f"{unknown_share} GPU-hours without a renewable share: no green premium applied to them")
+    start, _ = day_bounds(day)
+    day_hours = pl.Series("hour_at", [start + dt.timedelta(hours=h) for h in range(24)], dtype=pl.Datetime("us", "UTC"))
+    hours = pl.concat([day_hours, ctx["hour_at"].cast(pl.Datetime("us", "UTC"))]).unique().sort()
+    prices, price_counts, price_source = hourly_prices(hours, settings, data_dir)
+    ctx = ctx.join(prices, on="hour_at", how="left")
+    site_kw = site_hour_kw(with_facility_energy(ctx), inputs.pue, settings.node_energy_min_coverage_ratio)
+    peaks = day_peaks(site_kw, month_peak_before(con, day), settings.demand_charge_usd_per_kw_month)
+    store_peaks(con, day, peaks)
+    later = later_days_accounted(con, day)
+    if later:
+        notes.append(f"{len(later)} later day(s) of this month were accounted before this one ({later[0]} to "
+                     f"{later[-1]}): their demand charges assumed this day's earlier peak; re-run them in order "
+                     "to restate the month")
+    peak_kw = float(peaks["peak_kw"].max()) if peaks.height else 0.0
+    if ctx.height:
+        rows = account_cost(ctx, jobs, settings, peaks)
+    else:
+        notes.append(f"no metered GPU-hours on {day}: nothing to account")
+        rows = with_cost_range(with_unit_costs(pl.DataFrame(schema={
+            "day": pl.Date, "team": pl.String, "user": pl.String, "job_id": pl.String, "stage": pl.String,
+            "gpu_hours": pl.Float64, "flops_total": pl.Float64, **{c: pl.Float64 for c in TCO_AMOUNTS}})), settings)
+    written = replace_report_day(con, "rpt_tco_daily", day, rows)
+    site_hours, _ = attach_pue(day_site_hours(ctx, day), inputs.pue, settings.default_pue)
+    replace_report_day(con, "rpt_context_price_hourly", day,
+                       price_context(site_hours, prices, ", ".join(k for k, n in sorted(price_counts.items()) if n), ctx))
+    shift = cost_shift_rows(ctx, jobs, site_hours.select("site", "hour_at", "pue"), prices, settings.shift_window_hours)
+    replace_report_day(con, "rpt_shift_cost_daily", day, shift)
+
+    def total(col: str) -> float:
+        return float(rows[col].sum()) if rows.height else 0.0
+
+    gpu_h = total("gpu_hours")
+    method = (
+        f"energy at the meter (IT x PUE) priced hour by hour ({price_source}); demand charge "
+        f"{settings.demand_charge_usd_per_kw_month} $/kW-month on what the day adds to the month's peak kW (hourly "
+        f"averages; the facility meter where it covered >= {settings.node_energy_min_coverage_ratio} of the hour, "
+        f"else IT x PUE), coincident-peak allocation; green premium {settings.green_premium_ratio:.0%} below {settings.green_premium_below_renewable_pct}% "
+        f"renewable ({'; '.join(grid_sources) or 'no renewable data'}); density surcharge at {settings.rack_kw} kW/rack; "
+        f"capital straight-line over {settings.lifetime_years} years; operations "
+        f"{settings.operations_ratio_of_capex_per_year:.0%} of capital per year; idle policy {settings.idle_policy}; "
+        f"IT energy at the server's BMC where it covered >= {settings.node_energy_min_coverage_ratio} of the hour, "
+        f"else GPU board energy; range +/-{settings.price_uncertainty_pct}% on the price-driven components; "
+        "shifting estimate: deferrable jobs' energy moved to the day's lowest PUE x price hours within idle GPU-hours"
+    )
+    return TcoSummary(
+        day=day, rows_written=written, gpu_hours=gpu_h, energy_kwh=total("energy_kwh"),
+        facility_energy_kwh=total("facility_energy_kwh"),
+        components_usd={c: total(c) for c in COST_COMPONENTS}, total_cost_usd=total("total_cost_usd"),
+        total_cost_low_usd=total("total_cost_low_usd"), total_cost_high_usd=total("total_cost_high_usd"),
+        shift_saving_usd=float(shift["cost_saving_usd"].sum()) if shift.height else 0.0,
+        cost_per_gpu_hour_usd=total("total_cost_usd") / gpu_h if gpu_h else None,
+        dynamic_energy_cost_usd=total("energy_cost_usd"), static_energy_cost_usd=total("static_energy_cost_usd"),
+        peak_site_kw=peak_kw,
+        unallocated_cost_usd=float(rows.filter(pl.col("job_id") == UNALLOCATED)["total_cost_usd"].sum()) if rows.height else 0.0,
+        price_rule_counts=price_counts, pue_default_gpu_hours=prepared.pue_defaulted, method=method, notes=notes,
+    )

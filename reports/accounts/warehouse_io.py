@@ -1,0 +1,163 @@
+"""I/O edge of the accounts: read one day's inputs from the warehouse, write report rows back.
+
+Everything here talks to DuckDB; everything the accounts compute is in pure functions
+elsewhere. Optional relations (fct_node_energy_hourly, fct_pue_hourly, dim_gpu, raw_jobs) that do
+not exist yield an empty frame and a note saying what was assumed instead.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass, field
+
+import polars as pl
+
+from joulehouse.reports.accounts.attribution import JOB_COLUMNS, empty_jobs
+from joulehouse.warehouse.sqlio import SqlFiles, relation_exists, replace_day_rows
+from joulehouse.reports.accounts.it_energy_basis import apply_it_energy_basis, basis_note
+
+UTC = dt.timezone.utc
+SQL = SqlFiles("joulehouse.reports.accounts", "sql")
+load_sql = SQL.text
+HOUR = pl.Datetime("us", "UTC")
+# The report tables this module may replace a day in (a fixed allow-list: table names cannot be
+# bound parameters). Each maps to the .sql files that create it and the views over it, run in
+# order.
+REPORT_TABLES = {
+    "rpt_carbon_daily": ("rpt_carbon_daily", "rpt_carbon_monthly"),
+    "rpt_tco_daily": ("rpt_tco_daily", "rpt_tco_monthly"),
+    "rpt_demand_peak_daily": ("rpt_demand_peak_daily",),
+    "rpt_context_grid_hourly": ("rpt_context_grid_hourly", "rpt_context_price_hourly", "rpt_context_hourly"),
+    "rpt_context_price_hourly": ("rpt_context_grid_hourly", "rpt_context_price_hourly", "rpt_context_hourly"),
+    "rpt_shift_carbon_daily": ("rpt_shift_carbon_daily", "rpt_shift_cost_daily", "rpt_shift_opportunity_daily"),
+    "rpt_shift_cost_daily": ("rpt_shift_carbon_daily", "rpt_shift_cost_daily", "rpt_shift_opportunity_daily"),
+}
+
+
+def day_bounds(day: dt.date) -> tuple[dt.datetime, dt.datetime]:
+    start = dt.datetime(day.year, day.month, day.day, tzinfo=UTC)
+    return start, start + dt.timedelta(days=1)
+
+
+def _to_utc(frame: pl.DataFrame, columns: list[str]) -> pl.DataFrame:
+    """DuckDB returns TIMESTAMPTZ in the session's time zone: bring it back to UTC, in us."""
+    fixes = []
+    for c in columns:
+        if c in frame.columns:
+            dtype = frame.schema[c]
+            expr = pl.col(c)
+            if isinstance(dtype, pl.Datetime) and dtype.time_zone is None:
+                expr = expr.dt.replace_time_zone("UTC")
+            fixes.append(expr.dt.convert_time_zone("UTC").dt.cast_time_unit("us").alias(c))
+    return frame.with_columns(fixes) if fixes else frame
+
+
+@dataclass
+class DayInputs:
+    """One day's inputs. gpu_hours has the metered GPU-hours with site, region, rack and the
+    inventory's embodied_kgco2e / lifetime_years / purchase_price_usd (NULL where unknown);
+    its energy_kwh is the IT energy (reports.accounts.it_energy_basis), gpu_energy_kwh the board energy and
+    it_energy_basis 'node_ipmi' or 'gpu_only'. jobs has JOB_COLUMNS plus `deferrable`."""
+
+    day: dt.date
+    gpu_hours: pl.DataFrame
+    pue: pl.DataFrame
+    jobs: pl.DataFrame
+    notes: list[str] = field(default_factory=list)
+    basis_counts: dict[str, int] = field(default_factory=dict)
+
+
+def read_day_inputs(con, day: dt.date, fallback_region: str, min_node_coverage_ratio: float = 0.9) -> DayInputs:
+    """Read fct_gpu_energy_hourly for `day` and whatever optional relations exist; where the
+    server's BMC energy is usable (reports.accounts.it_energy_basis) it becomes the GPU-hours' IT energy."""
+    start, end = day_bounds(day)
+    notes: list[str] = []
+    if not relation_exists(con, "fct_gpu_energy_hourly"):
+        raise LookupError("relation fct_gpu_energy_hourly does not exist: build the warehouse for this day first")
+    gpu_hours = _to_utc(con.sql(load_sql("acct_gpu_hours"), params={"day": day}).pl(), ["hour_at"])
+    gpu_hours = gpu_hours.with_columns(pl.col("day").cast(pl.Date), pl.col("energy_kwh").cast(pl.Float64))
+    if relation_exists(con, "fct_node_energy_hourly"):
+        node_hours = _to_utc(con.sql(load_sql("acct_node_hours"), params={"day": day}).pl(), ["hour_at"])
+    else:
+        node_hours = pl.DataFrame(schema={"hour_at": HOUR, "host": pl.String, "energy_kwh": pl.Float64,
+                                          "coverage_ratio": pl.Float64})
+        notes.append("fct_node_energy_hourly absent: IT energy is GPU board energy only (gpu_only)")
+    gpu_hours, basis_counts = apply_it_energy_basis(gpu_hours, node_hours, min_node_coverage_ratio)
+    if gpu_hours.height and node_hours.height:
+        notes.append(basis_note(basis_counts, min_node_coverage_ratio))
+
+    if relation_exists(con, "fct_pue_hourly"):
+        pue = _to_utc(con.sql(load_sql("acct_pue_hours"), params={"day_start": start, "day_end": end}).pl(), ["hour_at"])
+    else:
+        pue = pl.DataFrame(schema={"hour_at": HOUR, "site": pl.String, "pue": pl.Float64,
+                                   "facility_kw": pl.Float64, "coverage_ratio": pl.Float64})
+        notes.append("fct_pue_hourly absent: default PUE used for every hour")
+
+    inventory_cols = {"site": pl.String, "region": pl.String, "rack": pl.String, "embodied_kgco2e": pl.Float64,
+                      "lifetime_years": pl.Float64, "purchase_price_usd": pl.Float64, "purchased_on": pl.Date}
+    if relation_exists(con, "dim_gpu"):
+        dim = con.sql(load_sql("acct_dim_gpu")).pl()
+        dim = dim.select(["gpu_uuid"] + [
+            (pl.col(c).cast(t) if c in dim.columns else pl.lit(None, dtype=t)).alias(c) for c, t in inventory_cols.items()
+        ]).unique("gpu_uuid")
+    else:
+        dim = pl.DataFrame(schema={"gpu_uuid": pl.String, **inventory_cols})
+        notes.append("dim_gpu absent: settings defaults used for site, region, embodied carbon and capital")
+    gpu_hours = gpu_hours.join(dim, on="gpu_uuid", how="left")
+    # Without an inventory site, a warehouse with exactly one PUE site is that site.
+    sites = pue["site"].unique().to_list()
+    default_site = sites[0] if len(sites) == 1 else "unknown"
+    gpu_hours = gpu_hours.with_columns(
+        pl.col("site").fill_null(default_site), pl.col("region").fill_null(fallback_region),
+        pl.col("rack").fill_null(pl.col("host")),
+    )
+
+    if relation_exists(con, "raw_jobs"):
+        jobs = _to_utc(con.sql(load_sql("acct_jobs"), params={"day_start": start, "day_end": end}).pl(),
+                       ["started_at", "ended_at"])
+        jobs = jobs.select([(pl.col(c).cast(t) if c in jobs.columns else pl.lit(None, dtype=t)).alias(c)
+                            for c, t in {**JOB_COLUMNS, "deferrable": pl.Boolean}.items()])
+    else:
+        jobs = empty_jobs().with_columns(pl.lit(None, dtype=pl.Boolean).alias("deferrable"))
+        notes.append("raw_jobs absent: all energy is on the unallocated line")
+    return DayInputs(day=day, gpu_hours=gpu_hours, pue=pue, jobs=jobs, notes=notes, basis_counts=basis_counts)
+
+
+def replace_report_day(con, table: str, day: dt.date, rows: pl.DataFrame) -> int:
+    """Create `table` (and the views over it) if needed, then replace `day`'s rows with the
+    rows of `rows` that belong to `day`, in one transaction."""
+    if table not in REPORT_TABLES:
+        raise ValueError(f"report table {table!r}: expected one of {sorted(REPORT_TABLES)}")
+    for name in REPORT_TABLES[table]:
+        con.execute(load_sql(name))
+    replace_day_rows(con, day, {table: rows.select(con.table(table).columns).filter(pl.col("day") == day)})
+    return rows.height
+
+
+@dataclass
+class PreparedDay:
+    """A day's inputs as both accounts start from: valid jobs split from those set aside, and
+    the GPU-hours with the PUE of their site and hour (or the default, counted)."""
+
+    inputs: DayInputs
+    jobs: pl.DataFrame
+    quarantined_jobs: int
+    gpu_hours: pl.DataFrame
+    pue_defaulted: int
+    notes: list[str]
+
+
+def prepare_day(con, day: dt.date, region: str, min_node_coverage_ratio: float, default_pue: float) -> PreparedDay:
+    """read_day_inputs, then set invalid jobs aside and attach PUE, saying in notes what was done."""
+    from joulehouse.reports.accounts.attribution import split_valid_jobs
+    from joulehouse.reports.accounts.hour_factors import attach_pue
+
+    inputs = read_day_inputs(con, day, region, min_node_coverage_ratio)
+    notes = list(inputs.notes)
+    jobs, quarantined = split_valid_jobs(inputs.jobs)
+    if quarantined.height:
+        notes.append(f"{quarantined.height} job rows set aside: " + "; ".join(sorted(set(quarantined["reason"]))))
+    with_pue, pue_defaulted = attach_pue(inputs.gpu_hours, inputs.pue, default_pue)
+    if pue_defaulted:
+        notes.append(f"{pue_defaulted} GPU-hours without a measured PUE used default_pue={default_pue}")
+    return PreparedDay(inputs, jobs, quarantined.height, with_pue, pue_defaulted, notes)

@@ -1,0 +1,86 @@
+"""Which of a day's recommendations the export applies, and what each saves a day (pure rules:
+frames in, frames out).
+
+The signed export (reports.export.signed_config) and the report's page
+(reports.page.relations) both ask here, so the page lists exactly the settings the file carries:
+- the gate: a GPU model's settings go out only when its power model passed its quality gate
+  that day (fct_power_model.passed_gate; any of its feature sets); a model with no fit, or a day
+  with no fct_power_model, keeps every GPU of that model at its current settings;
+- a setting to apply changes something: a cap below the device default, or a locked SM clock
+  range (a row without defaults, from an older fct_recommendation, counts as one);
+- its saving, kWh/day: fct_recommendation.expected_energy_saving_kwh_per_day where the row
+  has it, else expected_saving_pct x the GPU's measured energy of the day
+  (fct_gpu_energy_hourly), for relations written before that column existed.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import polars as pl
+
+SAVING = "saving_kwh_per_day"
+
+
+def gate_by_model(models: pl.DataFrame | None, why_missing: str | None) -> dict[str, str | None]:
+    """{gpu_model: None if its power model passed the gate, else the reason it did not}.
+    A model with several fits that day (feature sets) passes when any of them passed."""
+    if models is None:
+        return {"*": f"no power-model quality gate to check ({why_missing})"}
+    verdict: dict[str, str | None] = {}
+    for row in models.sort("gpu_model").iter_rows(named=True):
+        name = row["gpu_model"]
+        if row.get("passed_gate"):
+            verdict[name] = None
+        elif verdict.get(name, "") is not None:
+            reason = row.get("gate_reason") or "power model did not pass its quality gate"
+            earlier = verdict.get(name)
+            verdict[name] = reason if not earlier or reason in earlier else f"{earlier}; {reason}"
+    return verdict
+
+
+def exclusion_reason(gate: dict[str, str | None], model: str, day: dt.date) -> str | None:
+    """Why `model`'s settings stay out of the day's export (None: they go in), from gate_by_model."""
+    return gate.get(model, gate.get("*", f"no power model was fitted for {model} on {day}"))
+
+
+def held_back_models(recs: pl.DataFrame | None, models: pl.DataFrame | None, models_why: str | None,
+                     day: dt.date) -> dict[str, str]:
+    """{GPU model: why} for the models of the day's recommendations whose settings the export
+    leaves out. `models`: the day's fct_power_model rows (None when there are none usable, then
+    `models_why` says why)."""
+    if recs is None or "gpu_model" not in recs.columns:
+        return {}
+    usable = models is not None and "passed_gate" in models.columns and models["passed_gate"].null_count() < models.height
+    gate = gate_by_model(models if usable else None, models_why)
+    whys = {model: exclusion_reason(gate, model, day) for model in sorted(recs["gpu_model"].unique().to_list())}
+    return {model: why for model, why in whys.items() if why is not None}
+
+
+def settings_to_apply(recs: pl.DataFrame | None, held_back: dict[str, str],
+                      energy: pl.DataFrame | None) -> pl.DataFrame | None:
+    """The recommendations that change something, for GPU models not `held_back`, each with
+    `saving_kwh_per_day`. `energy`: the day's fct_gpu_energy_hourly rows (gpu_uuid, energy_kwh),
+    for the saving of rows that give only a percentage."""
+    if recs is None:
+        return None
+    change = pl.lit(False)
+    has_limits = {"power_limit_w", "default_limit_w"} <= set(recs.columns)
+    if has_limits:  # a row with no limit (NULL: none recommended) changes nothing
+        change = change | (pl.col("power_limit_w") < pl.col("default_limit_w")).fill_null(False)
+    for col in ("locked_sm_clock_min_mhz", "locked_sm_clock_max_mhz"):
+        if col in recs.columns:
+            change = change | pl.col(col).is_not_null()
+    if not has_limits:
+        change = pl.lit(True)  # an older relation without defaults: every row is a setting to apply
+    recs = recs.filter(change)
+    if held_back:
+        recs = recs.filter(~pl.col("gpu_model").is_in(list(held_back)))
+    per_gpu = (energy.group_by("gpu_uuid").agg(pl.col("energy_kwh").sum().alias("day_energy_kwh"))
+               if energy is not None else pl.DataFrame(schema={"gpu_uuid": pl.String, "day_energy_kwh": pl.Float64}))
+    recs = recs.join(per_gpu, on="gpu_uuid", how="left")
+    from_pct = (pl.col("day_energy_kwh") * pl.col("expected_saving_pct") / 100 if "expected_saving_pct" in recs.columns
+                else pl.lit(None, dtype=pl.Float64))
+    own = (pl.col("expected_energy_saving_kwh_per_day") if "expected_energy_saving_kwh_per_day" in recs.columns
+           else pl.lit(None, dtype=pl.Float64))
+    return recs.with_columns(pl.coalesce(own, from_pct).alias(SAVING))

@@ -1,0 +1,24 @@
+"""[export]: the signed recommended-config file and where node agents fetch it.
+
+A section of the settings file (joulehouse.settings assembles them; collectors.settings reads
+them); every value is checked when read, so a bad validity fails before the day's tables are
+written, not at the export.
+"""
+
+from __future__ import annotations
+
+from pydantic import Field
+
+from joulehouse.collectors.settings import Positive, Text, section
+
+
+@section
+class ExportSettings:
+    """The signed recommended-config file."""
+
+    out_dir: Text = Field("var/export", description="Where the signed files are written.")
+    private_key_path: Text = Field("var/keys/joulehouse-ed25519.pem", description="The site's ed25519 signing key.")
+    validity_hours: Positive = Field(48.0, description="How long a config stays valid after the day it comes from, h.")
+    site: Text = Field("site-a", description="The site named in the signed body, so an agent can tell one site's file from another's.")
+    publish_url: str = Field(
+        "", description="Where node agents fetch the config (a folder or fsspec URL); empty: the export folder is served as is.")

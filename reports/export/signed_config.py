@@ -1,0 +1,142 @@
+"""The signed recommended-config file that node agents apply (ARCHITECTURE.md, "The recommended-config file").
+
+`export_config` turns one day's `fct_recommendation` rows into the body defined by
+`collectors.config_contract`, gated on model quality (reports.export.selection): a GPU model whose power model did not
+pass its gate that day (`fct_power_model.passed_gate`) is left out, and so is a model with no
+fit at all, each with the reason written into the file. A limit above the device default is
+never exported (it would widen, not cap): that GPU is listed in `excluded_gpus` with the reason.
+
+Output: `<out_dir>/recommended-config.json` (what agents poll) and
+`<out_dir>/recommended-config-<day>.json`, both written atomically. Ed25519 signatures are
+deterministic, so re-running a day with the same `now` gives byte-identical files.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import fcntl
+import json
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from joulehouse.collectors.config_contract import (
+    CONFIG_NAME, SCHEMA_VERSION, dump_config, format_utc, load_private_key, sign_config,
+)
+from joulehouse.reports.export.settings import ExportSettings
+from joulehouse.collectors.writer import write_bytes_atomic
+from joulehouse.reports.export.selection import exclusion_reason, gate_by_model
+from joulehouse.reports.warehouse_tables import read_day
+
+RECOMMENDATION_COLUMNS = (
+    "host", "gpu_uuid", "gpu_model", "workload_class", "power_limit_w", "default_limit_w",
+    "locked_sm_clock_min_mhz", "locked_sm_clock_max_mhz", "expected_saving_pct",
+    "expected_slowdown_pct", "reason",
+)
+
+
+class ExportError(RuntimeError):
+    """The day has nothing that can be exported; the message says what is missing."""
+
+
+def _round(value: Any, digits: int) -> float | None:
+    """Fixed decimals keep the signed text short and the same on every run (see the contract)."""
+    return None if value is None else round(float(value), digits)
+
+
+def _clock(value: Any) -> int | None:
+    return None if value is None else int(round(float(value)))
+
+
+def build_body(
+    recommendations: pl.DataFrame, gate: dict[str, str | None], *, day: dt.date, site: str,
+    now: dt.datetime, validity_hours: float,
+) -> dict[str, Any]:
+    """The unsigned body for one day (pure: frame and verdicts in, dict out)."""
+    hosts: dict[str, dict[str, Any]] = {}
+    excluded_models: dict[str, str] = {}
+    excluded_gpus: list[dict[str, str]] = []
+    for row in recommendations.sort(["host", "gpu_uuid"]).iter_rows(named=True):
+        model = row["gpu_model"]
+        why = exclusion_reason(gate, model, day)
+        if why is not None:
+            excluded_models[model] = why
+            continue
+        limit, default = row["power_limit_w"], row["default_limit_w"]
+        reason = None
+        if limit is None:
+            reason = "no power limit was recommended"
+        elif default is None:
+            reason = "the device default limit is unknown, so a cap cannot be checked against it"
+        elif float(limit) > float(default):
+            reason = f"recommended {float(limit):.1f} W is above the device default {float(default):.1f} W; the export never widens a limit"
+        if reason:
+            excluded_gpus.append({"host": row["host"], "gpu_uuid": row["gpu_uuid"], "reason": reason})
+            continue
+        hosts.setdefault(row["host"], {})[row["gpu_uuid"]] = {
+            "gpu_model": model,
+            "workload_class": row["workload_class"],
+            "power_limit_w": _round(limit, 1),
+            "locked_sm_clock_min_mhz": _clock(row["locked_sm_clock_min_mhz"]),
+            "locked_sm_clock_max_mhz": _clock(row["locked_sm_clock_max_mhz"]),
+            "expected_saving_pct": _round(row["expected_saving_pct"], 2),
+            "expected_slowdown_pct": _round(row["expected_slowdown_pct"], 2),
+        }
+    valid_from = now.astimezone(dt.timezone.utc).replace(microsecond=0)
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "generated_at": format_utc(valid_from),
+        "valid_from": format_utc(valid_from),
+        "valid_until": format_utc(valid_from + dt.timedelta(hours=validity_hours)),
+        "site": site,
+        "day": day.isoformat(),
+        "hosts": hosts,
+        "excluded_gpu_models": [{"gpu_model": m, "reason": r} for m, r in sorted(excluded_models.items())],
+        "excluded_gpus": excluded_gpus,
+    }
+
+
+def export_config(
+    con, day: dt.date | str, settings: ExportSettings, *, now: dt.datetime | None = None,
+    private_key_path: str | Path | None = None,
+) -> Path:
+    """Sign and write the day's recommended config as `recommended-config-<day>.json` and, unless
+    the file agents poll already holds a later day's, as `recommended-config.json`; returns the
+    path agents poll, or the dated one when a later day's stays in place. `now` (UTC, default the
+    clock) opens the validity window of `settings.validity_hours`."""
+    day = dt.date.fromisoformat(str(day)) if not isinstance(day, dt.date) else day
+    now = now or dt.datetime.now(dt.timezone.utc)
+    recommendations, missing = read_day(con, "fct_recommendation", day, RECOMMENDATION_COLUMNS)
+    if recommendations is None:
+        raise ExportError(f"cannot export {day}: {missing}")
+    models, models_missing = read_day(con, "fct_power_model", day, ("gpu_model", "passed_gate", "gate_reason"))
+    body = build_body(
+        recommendations, gate_by_model(models, models_missing), day=day, site=settings.site, now=now,
+        validity_hours=settings.validity_hours,
+    )
+    doc = sign_config(body, load_private_key(private_key_path or settings.private_key_path))
+    data = dump_config(doc)
+    out_dir = Path(settings.out_dir)
+    dated = out_dir / f"recommended-config-{day.isoformat()}.json"
+    write_bytes_atomic(dated, data)
+    latest = out_dir / CONFIG_NAME
+    # The scheduler's run and a backfill may export at once: one check-and-replace at a time.
+    with open(out_dir / ".export.lock", "a+b") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        newest_day = _day_of(latest)
+        if newest_day is not None and newest_day > day.isoformat():
+            # A backfill or re-run of an older day: the newer day's config stays the one agents
+            # poll (replacing it would hand them an expired file, and they would roll back).
+            return dated
+        write_bytes_atomic(latest, data)
+    return latest
+
+
+def _day_of(path: Path) -> str | None:
+    """body.day of an export file (ISO date), None when there is none or it does not parse."""
+    try:
+        day = json.loads(path.read_bytes())["body"]["day"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return day if isinstance(day, str) else None

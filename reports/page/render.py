@@ -1,0 +1,132 @@
+"""The daily HTML report: one self-contained file a person opens offline in a browser.
+
+`render_report(con, day, out_path)` reads whichever warehouse relations exist for `day` and
+writes: a summary (fleet energy kWh, carbon kgCO2e location- and market-based, cost USD, the top
+things to do with their expected saving, and everything not computed), then recommendations
+(with what earlier ones realised), energy, efficiency, power models, carbon and cost, and data
+quality. Each relation that is missing, or has no rows for the day, gets a plain sentence saying
+what was not computed and why; the summary repeats those sentences.
+
+`notes` (optional) adds context the warehouse does not hold: string values are listed under the
+summary; "energy_vs_limit" (rows of gpu_model, power_limit_w, energy_kwh) draws the
+energy-vs-limit curve; "hourly_context" (rows of hour_at, intensity_gco2e_per_kwh,
+price_usd_per_mwh) stands in for the relation rpt_context_hourly. With several sites the
+context curves show the mean over sites per hour; the load is the fleet's IT energy per hour
+(rpt_context_hourly.fleet_it_energy_kwh, kWh in an hour = mean kW) where the relation has it,
+else the GPUs' board power.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import uuid
+from pathlib import Path
+
+import polars as pl
+from plotly.offline import get_plotlyjs
+
+from joulehouse.reports.page import figures
+from joulehouse.reports.page.relations import ReportData, has, total
+from joulehouse.reports.page.blocks import FigureWriter, Section, fmt_number, page, table
+from joulehouse.reports.page.section_summary import summary_section
+from joulehouse.reports.page.section_actions import efficiency_section, recommendations_section
+from joulehouse.reports.page.section_models import models_section
+from joulehouse.reports.page.section_quality import quality_section
+
+
+def energy_section(data: ReportData, figs: FigureWriter) -> Section:
+    s = Section("energy", "Energy")
+    if data.energy is None:
+        s.missing(f"no GPU energy ({data.energy_why}): energy figures not drawn")
+    else:
+        s.add(figs.div(figures.fleet_power_by_model(data.energy)))
+        s.add(figs.div(figures.energy_by_host(data.energy)))
+        s.add(figs.div(figures.energy_by_gpu(data.energy)))
+    if data.energy is not None and "energy_source" in data.energy.columns:
+        by_source = data.energy.group_by("energy_source").agg(pl.col("energy_kwh").sum()).sort("energy_source")
+        s.note("Energy by method: " + "; ".join(f"{r['energy_source']} {fmt_number(r['energy_kwh'], 1)} kWh"
+                                                 for r in by_source.iter_rows(named=True)))
+    rec = data.reconciliation
+    if rec is None or not has(rec, "node_energy_kwh"):
+        s.missing(f"no IPMI data ({data.reconciliation_why or 'no BMC readings for the day'}): server energy vs GPU energy not drawn")
+    else:
+        per = rec.group_by("host").agg(pl.col("node_energy_kwh").sum(), pl.col("gpu_energy_kwh").sum()).sort("host")
+        fig = figures.energy_by_host(pl.concat([
+            per.select("host", pl.lit("server (BMC)").alias("gpu_model"), pl.col("node_energy_kwh").alias("energy_kwh")),
+            per.select("host", pl.lit("GPUs").alias("gpu_model"), pl.col("gpu_energy_kwh").alias("energy_kwh")),
+        ]))
+        fig.update_layout(barmode="group", title_text="Server (BMC) energy vs its GPUs' energy")
+        s.add(figs.div(fig))
+    return s
+
+
+def carbon_cost_section(data: ReportData, figs: FigureWriter) -> Section:
+    s = Section("carbon-cost", "Carbon and cost")
+    if data.carbon is None:
+        s.missing(f"no carbon account ({data.carbon_why}): carbon by team and stage not computed")
+    else:
+        s.add(figs.div(figures.by_team_and_stage(data.carbon, "total_gco2e", 1e-3, "Carbon by team and stage",
+                                                 "carbon (kgCO2e)")))
+    if data.tco is None:
+        s.missing(f"no cost account ({data.tco_why}): cost by team and stage not computed")
+    else:
+        s.add(figs.div(figures.by_team_and_stage(data.tco, "total_cost_usd", 1.0, "Cost by team and stage", "cost (USD)")))
+    if data.energy is None or data.context is None:
+        s.missing(f"no hourly grid context ({data.context_why or 'no GPU energy'}): intensity and price against load not drawn")
+        return s
+    load, load_label = data.fleet_load()
+    context = data.hourly_context()
+    for col, title, unit in (("intensity_gco2e_per_kwh", "Grid carbon intensity against fleet load", "grid intensity (gCO2e/kWh)"),
+                             ("price_usd_per_mwh", "Electricity price against fleet load", "price (USD/MWh)")):
+        if has(context, "hour_at", col):
+            s.add(figs.div(figures.context_against_load(load, context, col, title, unit, load_label)))
+        else:
+            s.missing(f"hourly context has no {col}: that figure not drawn")
+    shift_block(data, figs, s)
+    return s
+
+
+SHIFT_TABLE_ROWS = 10
+
+
+def shift_block(data: ReportData, figs: FigureWriter, s: Section) -> None:
+    """What moving the deferrable jobs to the day's cleanest / cheapest hours would have saved."""
+    s.add("<h3>Time-shifting the deferrable jobs</h3>")
+    if data.shift is None:
+        s.missing(f"no shifting estimate ({data.shift_why}): no deferrable jobs, or the accounts were not run")
+        return
+    shift = data.shift
+    carbon_kg, cost = total(shift, "carbon_saving_gco2e"), total(shift, "cost_saving_usd")
+    s.note(f"{shift.height} deferrable jobs, {fmt_number(total(shift, 'energy_kwh'), 1)} kWh IT. Moved, same energy, to "
+           f"the day's hours with the lowest PUE x grid intensity (or PUE x price), each hour taking at most the "
+           f"fleet's idle GPU-hours in it: {fmt_number((carbon_kg or 0) / 1000, 2)} kgCO2e and "
+           f"{fmt_number(cost, 2)} USD of energy would have been saved (two separate plans).")
+    s.add(figs.div(figures.shift_saving_by_team(shift)))
+    cols = [c for c in ("team", "job_id", "energy_kwh", "carbon_saving_gco2e", "best_carbon_hour_at", "cost_saving_usd",
+                        "best_cost_hour_at") if c in shift.columns]
+    top = shift.sort(["carbon_saving_gco2e", "job_id"], descending=[True, False], nulls_last=True).head(SHIFT_TABLE_ROWS)
+    s.add(table(top.select(cols), digits={"carbon_saving_gco2e": 0, "energy_kwh": 2}, max_rows=SHIFT_TABLE_ROWS))
+    if shift.height > SHIFT_TABLE_ROWS:
+        s.note(f"{shift.height - SHIFT_TABLE_ROWS} smaller shifting opportunities hidden (SELECT * FROM rpt_shift_opportunity_daily).")
+
+
+def render_report(con, day: dt.date | str, out_path: Path, *, notes: dict | None = None) -> Path:
+    """Write the day's report to `out_path` (atomically) and return the path."""
+    day = dt.date.fromisoformat(str(day)) if not isinstance(day, dt.date) else day
+    notes = dict(notes or {})
+    data = ReportData(con, day, notes)
+    figs = FigureWriter()
+    # Built in reading order except the summary, which gathers the others' "not computed" lines.
+    recommendations = recommendations_section(data, figs)
+    rest = [energy_section(data, figs), efficiency_section(data, figs), models_section(data, figs),
+            carbon_cost_section(data, figs), quality_section(data, figs)]
+    sections = [summary_section(data, [recommendations, *rest], notes), recommendations, *rest]
+    text = page(f"joulehouse daily report: {day.isoformat()}", "GPU fleet energy, carbon, cost and power settings "
+                "(UTC day; energy is GPU board energy unless said otherwise)", sections, get_plotlyjs())
+    out_path = Path(out_path)
+    out_path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out_path.with_name(f".{out_path.name}.{uuid.uuid4().hex[:8]}.tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, out_path)
+    return out_path

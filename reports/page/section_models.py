@@ -1,0 +1,124 @@
+"""The report's "Power models" section: fit quality and drift per GPU model, predicted vs measured,
+residuals by temperature, the energy-vs-limit curve, the thermal ranking, sensitivities with their
+95% intervals, the best power interval per GPU model and bottleneck, and the cross-model job
+energy prediction error."""
+
+from __future__ import annotations
+
+import polars as pl
+
+from joulehouse.reports.page import figures
+from joulehouse.reports.page.figures_estimates import job_prediction_error, sensitivity_forest
+from joulehouse.reports.page.relations import ReportData, has
+from joulehouse.reports.page.blocks import FigureWriter, Section, fmt_number, table
+
+MAX_SCATTER_POINTS = 5000
+MODEL_COLUMNS = ("gpu_model", "feature_set", "n_samples", "mape_pct", "r2", "job_energy_error_pct", "static_pct_per_10c",
+                 "dyn_freq_exponent", "drift_pct", "passed_gate", "gate_reason")
+
+
+def _fits(data: ReportData, s: Section) -> None:
+    if data.models is None:
+        s.missing(f"no power-model fits ({data.models_why}): model quality unknown")
+        return
+    s.add(table(data.models.select([c for c in MODEL_COLUMNS if c in data.models.columns]).sort("gpu_model"),
+                digits={"r2": 3, "dyn_freq_exponent": 2}, source="fct_power_model"))
+    if has(data.models, "drift_warning"):
+        drifted = data.models.filter(pl.col("drift_warning").fill_null(False))["gpu_model"].to_list()
+        if drifted:
+            s.add(f'<p class="missing">Drift warning: coefficients moved more than the threshold since the previous fit '
+                  f'for {", ".join(sorted(drifted))}.</p>')
+
+
+def _residuals(data: ReportData, figs: FigureWriter, s: Section) -> None:
+    if data.residual is None:
+        s.missing(f"no residuals ({data.residual_why}): predicted vs measured not drawn")
+        return
+    points = data.residual.sample(MAX_SCATTER_POINTS, seed=0) if data.residual.height > MAX_SCATTER_POINTS else data.residual
+    if has(points, "measured_energy_kwh", "predicted_energy_kwh"):
+        s.add(figs.div(figures.predicted_vs_measured(points)))
+    if has(points, "avg_temp_c", "residual_pct"):
+        s.add(figs.div(figures.residual_by_temperature(points)))
+
+
+def _thermal(data: ReportData, figs: FigureWriter, s: Section) -> None:
+    thermal_col = next((c for c in (data.thermal.columns if data.thermal is not None else [])
+                        if c.endswith("_c_per_w") or c.endswith("_temp_c")), None)
+    if data.thermal is None or thermal_col is None:
+        s.missing(f"no thermal fit ({data.thermal_why or 'fct_thermal_gpu has no *_c_per_w column'}): thermal ranking not drawn")
+        return
+    unit = "°C/W" if thermal_col.endswith("_c_per_w") else "°C"
+    s.add(figs.div(figures.thermal_ranking(data.thermal, thermal_col, unit)))
+    if has(data.thermal, "is_outlier"):
+        outliers = data.thermal.filter(pl.col("is_outlier").fill_null(False))
+        if outliers.height:
+            cols = [c for c in ("host", "gpu_uuid", "gpu_model", "theta_c_per_w", "model_median_theta_c_per_w",
+                                "theta_vs_model_pct", "inlet_c") if c in outliers.columns]
+            s.note(f"{outliers.height} GPUs cool much worse or better than their model's median (check airflow, paste, slot):")
+            s.add(table(outliers.select(cols).sort("theta_vs_model_pct", descending=True, nulls_last=True),
+                        digits={"theta_c_per_w": 3, "model_median_theta_c_per_w": 3, "theta_vs_model_pct": 1},
+                        max_rows=8, source="fct_thermal_gpu"))
+
+
+def _sensitivities(data: ReportData, figs: FigureWriter, s: Section) -> None:
+    s.add("<h3>Sensitivities</h3>")
+    if not has(data.sensitivity, "quantity", "estimate"):
+        s.missing(f"no sensitivities ({data.sensitivity_why or 'fct_sensitivity_daily has no estimates'})")
+        return
+    rows = data.sensitivity.sort("quantity", "scope")
+    s.note("Elasticity = % change of the response per 1% change of the driver; an interval that excludes 0 is a real effect.")
+    # Each row has its own unit (an elasticity, a slope per °C): the headers point to the unit column.
+    labels = {"estimate": "estimate (see unit)", "ci_low": "95% CI low (see unit)", "ci_high": "95% CI high (see unit)"}
+    cols = [c for c in ("quantity", "scope", "estimate", "ci_low", "ci_high", "unit", "n_obs", "method") if c in rows.columns]
+    s.add(table(rows.select(cols).rename({c: labels[c] for c in cols if c in labels}),
+                digits={label: 4 for label in labels.values()}, source="fct_sensitivity_daily"))
+    if has(rows, "ci_low", "ci_high", "unit"):
+        s.add(figs.div(sensitivity_forest(rows.filter(pl.col("estimate").is_not_null()))))
+
+
+def _power_interval(data: ReportData, s: Section) -> None:
+    s.add("<h3>Best power interval per GPU model and bottleneck</h3>")
+    if not has(data.interval, "gpu_model", "best_limit_w"):
+        s.missing(f"no best power interval ({data.interval_why or 'fct_power_interval has no best_limit_w'})")
+        return
+    rows = data.interval.with_columns((pl.col("busy_share") * 100).alias("busy_share_pct")) if "busy_share" in data.interval.columns else data.interval
+    cols = [c for c in ("gpu_model", "bottleneck", "busy_share_pct", "best_limit_w", "best_limit_w_low", "best_limit_w_high",
+                        "default_limit_w", "perf_per_watt_gain_pct", "slowdown_at_best_pct") if c in rows.columns]
+    s.note("Where perf per watt is highest, from the fitted power and cap models; the slowdown is the price of running there. "
+           "A bottleneck whose interval spans up to the default never reaches the cap: a clock range is what saves there.")
+    s.add(table(rows.select(cols).sort([c for c in ("gpu_model", "bottleneck") if c in cols]),
+                digits={"busy_share_pct": 1, "perf_per_watt_gain_pct": 1, "slowdown_at_best_pct": 1, "best_limit_w": 0,
+                        "best_limit_w_low": 0, "best_limit_w_high": 0, "default_limit_w": 0}, source="fct_power_interval"))
+
+
+def _job_prediction(data: ReportData, figs: FigureWriter, s: Section) -> None:
+    s.add("<h3>Job energy predicted on another GPU model</h3>")
+    rows = data.job_prediction
+    if not has(rows, "predicted_energy_kwh", "measured_energy_kwh"):
+        s.missing(f"no cross-model job prediction ({data.job_prediction_why or 'no measured pairs'})")
+        return
+    if has(rows, "error_pct"):
+        err = rows["error_pct"].abs()
+        s.note(f"{rows.height} predictions of a job's energy on a GPU model it did not run on, checked against the same job "
+               f"run there: mean absolute error {fmt_number(float(err.mean()), 1)}%, worst {fmt_number(float(err.max()), 1)}%.")
+    s.add(figs.div(job_prediction_error(rows)))
+    cols = [c for c in ("job_id", "from_gpu_model", "to_gpu_model", "source_energy_kwh", "predicted_energy_kwh",
+                        "measured_energy_kwh", "error_pct") if c in rows.columns]
+    s.add(table(rows.select(cols).sort("job_id"), digits={"source_energy_kwh": 3, "predicted_energy_kwh": 3,
+                                                          "measured_energy_kwh": 3}, max_rows=8,
+                source="fct_job_energy_prediction"))
+
+
+def models_section(data: ReportData, figs: FigureWriter) -> Section:
+    s = Section("models", "Power models")
+    _fits(data, s)
+    _residuals(data, figs, s)
+    if data.curve is not None and data.curve.height:
+        s.add(figs.div(figures.energy_vs_limit(data.curve)))
+    else:
+        s.missing(f"no power-limit curve ({data.curve_why or 'no rows for the day'}): energy-vs-limit curve not drawn")
+    _thermal(data, figs, s)
+    _sensitivities(data, figs, s)
+    _power_interval(data, s)
+    _job_prediction(data, figs, s)
+    return s

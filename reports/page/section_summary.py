@@ -1,0 +1,160 @@
+"""The report's summary: the day's energy (kWh), carbon (kgCO2e, location- and market-based) and
+cost (USD), the top things to do with their expected saving, and what could not be computed.
+
+Actions are ranked by the energy they save (kWh/day). Time-shifting saves carbon and money, not
+energy, so it ranks after every action that saves energy.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import polars as pl
+
+from joulehouse.reports.page.relations import ReportData, has, total
+from joulehouse.reports.page.blocks import Section, card, esc, fmt_number, todo_list
+
+TOP_ACTIONS = 3
+
+
+@dataclass(frozen=True)
+class Action:
+    """One thing to do: `text` for a person, `saving_kwh_per_day` to rank it (0 when it saves no energy)."""
+
+    text: str
+    saving_kwh_per_day: float
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}{'' if n == 1 else 's'}"
+
+
+def setting_actions(data: ReportData) -> list[Action]:
+    """Power caps and clock locks, one action per GPU model x workload class x kind of setting."""
+    recs = data.to_apply
+    if recs is None or recs.height == 0:
+        return []
+    has_default = has(recs, "power_limit_w", "default_limit_w")
+    kind = (pl.when(pl.col("power_limit_w") < pl.col("default_limit_w")).then(pl.lit("cap")).otherwise(pl.lit("clock"))
+            if has_default else pl.lit("cap"))
+    clock_col = "locked_sm_clock_max_mhz" if "locked_sm_clock_max_mhz" in recs.columns else None
+    workload = pl.col("workload_class") if "workload_class" in recs.columns else pl.lit("any")
+    slowdown = pl.col("expected_slowdown_pct") if "expected_slowdown_pct" in recs.columns else pl.lit(None, pl.Float64)
+    grouped = (recs.with_columns(kind.alias("kind"), workload.alias("workload"), slowdown.alias("slowdown"))
+               .group_by("gpu_model", "workload", "kind")
+               .agg(pl.len().alias("n"), pl.col("saving_kwh_per_day").sum(), pl.col("slowdown").max(),
+                    pl.col("power_limit_w").min().alias("limit_min"), pl.col("power_limit_w").max().alias("limit_max"),
+                    (pl.col(clock_col).max() if clock_col else pl.lit(None)).alias("clock_max"),
+                    (pl.col("default_limit_w").max() if has_default else pl.lit(None)).alias("default_w"))
+               .sort("saving_kwh_per_day", "gpu_model", descending=[True, False], nulls_last=True))
+    actions = []
+    for g in grouped.iter_rows(named=True):
+        gpus = f"{_plural(g['n'], g['gpu_model'] + ' GPU')} running {g['workload']} work"
+        if g["kind"] == "clock" and g["clock_max"] is not None:
+            what = f"Lock SM clocks at or below {fmt_number(float(g['clock_max']), 0)} MHz on {gpus}"
+        else:
+            limits = (f"{fmt_number(g['limit_min'], 0)} W" if g["limit_min"] == g["limit_max"]
+                      else f"{fmt_number(g['limit_min'], 0)}-{fmt_number(g['limit_max'], 0)} W")
+            default = f" (default {fmt_number(g['default_w'], 0)} W)" if g["default_w"] is not None else ""
+            what = f"Cap {gpus} at {limits}{default}"
+        kwh = g["saving_kwh_per_day"]
+        saving = f"saves about {fmt_number(kwh, 1)} kWh/day" if kwh is not None else "saving not estimated (no energy)"
+        slow = f", at most {fmt_number(g['slowdown'], 1)}% slower" if g["slowdown"] is not None else ""
+        actions.append(Action(f"{what}: {saving}{slow}.", kwh or 0.0))
+    return actions
+
+
+def placement_actions(data: ReportData) -> list[Action]:
+    """Consolidation and thermal placement, one action per kind."""
+    if not has(data.placement, "kind", "expected_saving_kwh_per_day"):
+        return []
+    actions = []
+    for g in (data.placement.group_by("kind").agg(pl.len().alias("n"), pl.col("host").n_unique().alias("hosts"),
+                                               pl.col("expected_saving_kwh_per_day").sum().alias("kwh"))
+              .sort("kwh", descending=True).iter_rows(named=True)):
+        kwh = g["kwh"] or 0.0
+        if kwh <= 0:
+            continue
+        if g["kind"] == "consolidation":
+            text = (f"Consolidate: free {_plural(g['n'], 'mostly idle GPU')} on {_plural(g['hosts'], 'host')} by moving their "
+                    f"light work onto the hosts' other idle GPUs: saves about {fmt_number(kwh, 1)} kWh/day of idle power.")
+        elif g["kind"] == "thermal_placement":
+            text = (f"Thermal placement: give the hottest work to the best-cooled GPUs ({_plural(g['n'], 'GPU')} on "
+                    f"{_plural(g['hosts'], 'host')}): saves about {fmt_number(kwh, 1)} kWh/day of leakage power.")
+        else:
+            text = f"{g['kind']} ({_plural(g['n'], 'GPU')}): saves about {fmt_number(kwh, 1)} kWh/day."
+        actions.append(Action(text, kwh))
+    return actions
+
+
+def shift_action(data: ReportData) -> list[Action]:
+    carbon_g, cost = total(data.shift, "carbon_saving_gco2e"), total(data.shift, "cost_saving_usd")
+    if data.shift is None or not ((carbon_g or 0) > 0 or (cost or 0) > 0):
+        return []
+    return [Action(f"Run the {data.shift.height} deferrable jobs in the day's cleanest hours: saves about "
+                   f"{fmt_number((carbon_g or 0) / 1000, 2)} kgCO2e (or {fmt_number(cost, 2)} USD in the cheapest hours) "
+                   f"per day like this one; same energy.", 0.0)]
+
+
+def actions(data: ReportData) -> list[Action]:
+    """Every action with a saving, best first (kWh/day; ties keep the order above)."""
+    found = setting_actions(data) + placement_actions(data)
+    found = sorted((a for a in found if a.saving_kwh_per_day > 0), key=lambda a: -a.saving_kwh_per_day)
+    return found + shift_action(data)
+
+
+def _cards(data: ReportData) -> str:
+    energy = total(data.energy, "energy_kwh")
+    n_gpus = data.energy["gpu_uuid"].n_unique() if data.energy is not None else 0
+    it_kwh, meter_kwh = total(data.carbon, "energy_kwh"), total(data.carbon, "facility_energy_kwh")
+    energy_sub = (f"{n_gpus} GPUs, board energy" + (f"; IT {fmt_number(it_kwh, 1)} kWh" if it_kwh is not None else "")
+                  + (f", at the meter {fmt_number(meter_kwh, 1)} kWh" if meter_kwh is not None else "")
+                  if energy is not None else data.energy_why)
+    location, market = total(data.carbon, "total_gco2e"), total(data.carbon, "total_market_gco2e")
+    embodied = total(data.carbon, "embodied_gco2e")
+    low, high = total(data.carbon, "total_low_gco2e"), total(data.carbon, "total_high_gco2e")
+    location_sub = ("operational + embodied" + (f" ({fmt_number(embodied / 1000, 1)} kg embodied)" if embodied is not None else "")
+                    + (f"; range {fmt_number(low / 1000, 1)}-{fmt_number(high / 1000, 1)}" if low is not None and high is not None else "")
+                    if location is not None else data.carbon_why)
+    market_sub = ("after energy contracts (PPA/REC), + embodied" if market is not None
+                  else data.carbon_why or "rpt_carbon_daily has no total_market_gco2e column")
+    cost, cost_low, cost_high = total(data.tco, "total_cost_usd"), total(data.tco, "total_cost_low_usd"), total(data.tco, "total_cost_high_usd")
+    energy_cost = total(data.tco, "energy_cost_usd")
+    cost_sub = ((f"energy {fmt_number(energy_cost, 0)} USD; " if energy_cost is not None else "") + "capital, operations, demand"
+                + (f"; range {fmt_number(cost_low, 0)}-{fmt_number(cost_high, 0)}" if cost_low is not None and cost_high is not None else "")
+                if cost is not None else data.tco_why)
+    return ('<div class="cards">'
+            + card("fleet GPU energy", f"{fmt_number(energy, 1)} kWh" if energy is not None else "-", energy_sub)
+            + card("carbon, location-based", f"{fmt_number(location / 1000, 1)} kgCO2e" if location is not None else "-", location_sub)
+            + card("carbon, market-based", f"{fmt_number(market / 1000, 1)} kgCO2e" if market is not None else "-", market_sub)
+            + card("cost", f"{fmt_number(cost, 0)} USD" if cost is not None else "-", cost_sub)
+            + "</div>")
+
+
+def summary_section(data: ReportData, sections: list[Section], notes: dict[str, Any]) -> Section:
+    """The summary; `sections` are the report's other sections, whose "not computed" lines it gathers."""
+    s = Section("summary", "Summary")
+    s.add(_cards(data))
+    found = actions(data)
+    if found:
+        s.add(f"<h3>What to do (top {min(TOP_ACTIONS, len(found))} of {len(found)}, by energy saved)</h3>")
+        s.add(todo_list([a.text for a in found[:TOP_ACTIONS]]))
+    elif data.recs is None:
+        s.add(f'<p class="missing">Nothing to apply today: no recommendations ({esc(data.recs_why)}).</p>')
+    else:
+        s.add('<p class="todo"><b>What to do:</b> nothing: no setting, consolidation or shift saves anything today; '
+              'every GPU keeps its settings (see Recommendations for why).</p>')
+    held = data.held_back
+    if held:
+        s.note("Held back (the export leaves their GPUs at their current settings): "
+               + "; ".join(f"{model}: {why}" for model, why in held.items()) + ".")
+    gaps = [(sec, msg) for sec in sections for msg in dict.fromkeys(sec.not_computed)]
+    if gaps:
+        s.add(f"<h3>Not computed ({len(gaps)})</h3>")
+        s.add('<ul class="gaps">' + "".join(f'<li><a href="#{esc(sec.anchor)}">{esc(sec.title)}</a>: {esc(msg)}</li>'
+                                           for sec, msg in gaps) + "</ul>")
+    for key, value in sorted(notes.items()):
+        if isinstance(value, str):
+            s.note(f"{key}: {value}")
+    return s

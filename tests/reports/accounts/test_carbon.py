@@ -1,0 +1,128 @@
+"""carbon_day on a small hand-built warehouse: conservation, both scope 2 methods, embodied,
+optional relations, re-runs, uncertainty."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from accounting_world import DAY, build_world
+from joulehouse.settings import CarbonSettings
+from joulehouse.reports.accounts.carbon import carbon_day, parse_contracts
+from joulehouse.reports.accounts.embodied import default_gpu_embodied_kgco2e, embodied_gco2e_per_gpu_hour
+
+
+def metered_kwh(con) -> float:
+    return con.execute("SELECT sum(energy_kwh) FROM fct_gpu_energy_hourly").fetchall()[0][0]
+
+
+def report_sum(con, col: str, where: str = "TRUE") -> float:
+    return con.execute(f"SELECT coalesce(sum({col}), 0) FROM rpt_carbon_daily WHERE {where}").fetchall()[0][0]
+
+
+@pytest.fixture()
+def world():
+    return build_world()
+
+
+def test_attributed_energy_and_gpu_hours_equal_metered(world, shared_data):
+    summary = carbon_day(world, DAY, CarbonSettings(), shared_data)
+    assert report_sum(world, "energy_kwh") == pytest.approx(metered_kwh(world), rel=1e-12)
+    assert report_sum(world, "gpu_hours") == pytest.approx(48.0)
+    assert summary.unallocated_energy_kwh == pytest.approx(report_sum(world, "energy_kwh", "job_id = 'unallocated'"))
+    assert summary.quarantined_jobs == 1 and any("not after" in n for n in summary.notes)
+    # Two PUE hours are missing for two GPUs: counted, default used.
+    assert summary.pue_default_gpu_hours == 4
+    assert summary.intensity_rule_counts["year_mapped"] == 24
+
+
+def test_job_from_the_previous_day_is_charged_for_its_hours_today(world, shared_data):
+    carbon_day(world, DAY, CarbonSettings(), shared_data)
+    assert report_sum(world, "gpu_hours", "job_id = 'serve-1'") == pytest.approx(3.0)
+    assert report_sum(world, "gpu_hours", "job_id = 'other-day'") == 0
+
+
+def test_location_based_is_energy_times_pue_times_hourly_intensity(world, shared_data):
+    flat = dataclasses.replace(CarbonSettings(), region="NOWHERE", default_grid_gco2e_per_kwh=100.0)
+    world.execute("UPDATE dim_gpu SET region = 'NOWHERE'")
+    summary = carbon_day(world, DAY, flat, shared_data)
+    assert summary.location_gco2e == pytest.approx(summary.facility_energy_kwh * 100.0)
+    assert summary.intensity_rule_counts["default"] == 24
+
+
+def test_market_based_applies_contracts_first_then_residual_mix(world, shared_data):
+    none = carbon_day(world, DAY, CarbonSettings(residual_mix_gco2e_per_kwh=500.0), shared_data)
+    assert none.market_gco2e == pytest.approx(none.facility_energy_kwh * 500.0)
+    half_kwh = none.facility_energy_kwh / 2
+    half = carbon_day(world, DAY, CarbonSettings(
+        residual_mix_gco2e_per_kwh=500.0, market_contracts=(f"site-a|2026-03-02|{half_kwh}|20",)), shared_data)
+    assert half.market_gco2e == pytest.approx(half_kwh * 20 + half_kwh * 500.0)
+    # A monthly volume is spread over the month's 31 days; more than enough covers everything.
+    full = carbon_day(world, DAY, CarbonSettings(market_contracts=("site-a|2026-03|1e6|0",)), shared_data)
+    assert full.market_gco2e == pytest.approx(0.0, abs=1e-9)
+    # Another site's contract does not count here.
+    other = carbon_day(world, DAY, CarbonSettings(
+        residual_mix_gco2e_per_kwh=500.0, market_contracts=("site-b|2026-03|1e6|0",)), shared_data)
+    assert other.market_gco2e == pytest.approx(none.market_gco2e)
+    # The location-based figure does not depend on contracts.
+    assert full.location_gco2e == pytest.approx(none.location_gco2e)
+
+
+def test_bad_contract_entry_names_itself():
+    with pytest.raises(ValueError, match="site-a|March"):
+        parse_contracts(("site-a|March|10|0",))
+
+
+def test_embodied_uses_inventory_then_model_defaults(world, shared_data):
+    summary = carbon_day(world, DAY, CarbonSettings(), shared_data)
+    a100 = embodied_gco2e_per_gpu_hour(143, 2750, 8, 4)  # inventory values
+    h100 = embodied_gco2e_per_gpu_hour(default_gpu_embodied_kgco2e("NVIDIA H100 80GB HBM3", 999.0), 2750, 8, 5)
+    assert summary.embodied_gco2e == pytest.approx(24 * (a100 + h100))
+    assert default_gpu_embodied_kgco2e("NVIDIA H200", 1.0) > default_gpu_embodied_kgco2e("NVIDIA H100 80GB HBM3", 1.0)
+    assert default_gpu_embodied_kgco2e("Unknown GPU", 123.0) == 123.0
+
+
+def test_range_brackets_central_and_widens_with_uncertainty(world, shared_data):
+    narrow = carbon_day(world, DAY, CarbonSettings(), shared_data)
+    assert narrow.total_low_gco2e < narrow.total_gco2e < narrow.total_high_gco2e
+    wide = carbon_day(world, DAY, CarbonSettings(grid_uncertainty_pct=40.0), shared_data)
+    assert wide.total_high_gco2e - wide.total_low_gco2e > narrow.total_high_gco2e - narrow.total_low_gco2e
+    assert wide.total_gco2e == pytest.approx(narrow.total_gco2e)
+
+
+def test_proportional_policy_moves_idle_carbon_onto_jobs_without_losing_any(world, shared_data):
+    unalloc = carbon_day(world, DAY, CarbonSettings(), shared_data)
+    spread = carbon_day(world, DAY, CarbonSettings(idle_policy="proportional"), shared_data)
+    assert spread.total_gco2e == pytest.approx(unalloc.total_gco2e)
+    assert spread.unallocated_energy_kwh == 0.0
+    assert report_sum(world, "gpu_hours", "job_id = 'unallocated'") > 0  # idle time stays visible
+    with pytest.raises(ValueError, match="idle_policy"):
+        carbon_day(world, DAY, CarbonSettings(idle_policy="drop"), shared_data)
+
+
+def test_rerun_replaces_the_day_and_monthly_rollup_adds_up(world, shared_data):
+    first = carbon_day(world, DAY, CarbonSettings(), shared_data)
+    carbon_day(world, DAY, CarbonSettings(), shared_data)
+    assert world.execute("SELECT count(*) FROM rpt_carbon_daily").fetchall()[0][0] == first.rows_written
+    monthly = world.execute("SELECT sum(total_gco2e) FROM rpt_carbon_monthly").fetchall()[0][0]
+    assert monthly == pytest.approx(first.total_gco2e)
+
+
+def test_without_optional_relations_everything_is_unallocated_at_defaults(shared_data):
+    con = build_world(with_pue=False, with_dim=False, with_jobs=False)
+    summary = carbon_day(con, DAY, CarbonSettings(default_pue=1.5), shared_data)
+    assert summary.facility_energy_kwh == pytest.approx(1.5 * metered_kwh(con))
+    assert summary.unallocated_energy_kwh == pytest.approx(metered_kwh(con))
+    # BMC energy, PUE, dim_gpu, jobs absent + the defaulted PUE hours
+    assert len(summary.notes) == 5 and any("gpu_only" in n for n in summary.notes)
+    assert report_sum(con, "node_ipmi_energy_kwh") == 0.0
+    assert con.execute("SELECT DISTINCT it_energy_basis FROM rpt_carbon_daily").fetchall() == [("gpu_only",)]
+
+
+def test_carbon_rises_with_energy(world, shared_data):
+    before = carbon_day(world, DAY, CarbonSettings(), shared_data)
+    world.execute("UPDATE fct_gpu_energy_hourly SET energy_kwh = energy_kwh * 2")
+    after = carbon_day(world, DAY, CarbonSettings(), shared_data)
+    assert after.location_gco2e == pytest.approx(2 * before.location_gco2e)
+    assert after.embodied_gco2e == pytest.approx(before.embodied_gco2e)

@@ -1,0 +1,145 @@
+"""Grid intensity loaders on the real reference files, and the year-mapping rule."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import polars as pl
+import pytest
+
+from joulehouse.reports.accounts.grid import GCO2E_PER_KWH_PER_LB_PER_MWH, GridFileError, load_intensity_file, intensity_for_region
+from joulehouse.reports.accounts.yearmap import map_to_target_hours, rule_counts
+
+UTC = dt.timezone.utc
+
+
+def hours(start: dt.datetime, n: int) -> pl.Series:
+    return pl.Series([start + dt.timedelta(hours=i) for i in range(n)]).cast(pl.Datetime("us", "UTC"))
+
+
+def test_lbs_per_mwh_conversion_constant():
+    # 1 lb = 453.59237 g and 1 MWh = 1000 kWh, so 1 lb/MWh = 0.4536 g/kWh.
+    assert GCO2E_PER_KWH_PER_LB_PER_MWH == pytest.approx(0.4536, abs=1e-4)
+
+
+def test_electricitymaps_has_every_hour_of_2022_and_both_bases(shared_data):
+    path = shared_data / "grid/electricitymaps_FR_2022_hourly.csv"
+    direct = load_intensity_file(path, basis="direct")
+    lca = load_intensity_file(path, basis="lca")
+    assert direct.height == 8760 and direct["hour_at"].dt.year().unique().to_list() == [2022]
+    # dd/mm/yyyy: after January's 744 hours comes "01/02/2022 00:00", which is 1 February
+    # (read as mm/dd it would be 2 January and the series would not be in time order).
+    assert direct["hour_at"][744] == dt.datetime(2022, 2, 1, tzinfo=UTC)
+    # Life-cycle includes upstream emissions, so it is never below the direct figure.
+    joined = direct.join(lca, on="hour_at", suffix="_lca")
+    assert (joined["intensity_gco2e_per_kwh_lca"] >= joined["intensity_gco2e_per_kwh"]).all()
+    assert direct["renewable_pct"].null_count() == 0
+
+
+def test_watttime_five_minute_moer_is_converted_and_averaged_hourly(shared_data):
+    path = shared_data / "grid/watttime_moer_CAISO_NORTH_5min_2023-11.csv"
+    raw = pl.read_csv(path)
+    first_hour_lbs = raw["value"][:12].mean()
+    hourly = load_intensity_file(path, region="CAISO_NORTH")
+    assert hourly["samples_n"][0] == 12
+    assert hourly["intensity_gco2e_per_kwh"][0] == pytest.approx(first_hour_lbs * 0.45359237)
+    assert hourly["hour_at"].is_sorted() and hourly["hour_at"].n_unique() == hourly.height
+
+
+def test_miso_half_hourly_file_loads_with_its_location(shared_data):
+    frame = load_intensity_file(shared_data / "grid/watttime_moer_MISO_MASON_CITY_2022-10_30min_from_zeus.csv")
+    assert frame["region"].unique().to_list() == ["MISO_MASON_CITY"]
+    assert (frame["samples_n"] <= 2).all() and frame["intensity_gco2e_per_kwh"].min() > 0
+
+
+def test_users_own_format_and_its_errors(tmp_path):
+    good = tmp_path / "mine.csv"
+    good.write_text("at,region,gco2e_per_kwh\n2026-01-01T00:00Z,XX,100\n2026-01-01T00:30Z,XX,200\n")
+    frame = load_intensity_file(good)
+    assert frame.select("region", "intensity_gco2e_per_kwh", "samples_n").row(0) == ("XX", 150.0, 2)
+    bad = tmp_path / "bad.csv"
+    bad.write_text("at,region,gco2e_per_kwh\n2026-01-01T00:00Z,XX,-5\n")
+    with pytest.raises(GridFileError, match="negative"):
+        load_intensity_file(bad)
+    with pytest.raises(GridFileError, match="does not exist"):
+        load_intensity_file(tmp_path / "none.csv")
+
+
+def test_region_without_file_says_so():
+    frame, sentence = intensity_for_region("MARS", "", None)
+    assert frame.height == 0 and "flat default" in sentence
+
+
+def test_year_mapping_takes_the_same_weekday_and_hour_near_the_date_of_the_nearest_year():
+    src = pl.DataFrame({"hour_at": pl.concat([hours(dt.datetime(2022, 2, 20, tzinfo=UTC), 24 * 14),
+                                              hours(dt.datetime(2023, 2, 20, tzinfo=UTC), 24 * 14)])})
+    src = src.with_columns(v=pl.col("hour_at").dt.year().cast(pl.Float64))
+    # Monday 2 March 2026 05:00: 2023 is nearer than 2022; 2 March 2023 was a Thursday, and the
+    # nearest Monday at 05:00 is 27 February 2023.
+    mapped = map_to_target_hours(src, [dt.datetime(2026, 3, 2, 5, tzinfo=UTC)], ["v"], {"v": 0.0})
+    assert mapped.row(0, named=True)["v"] == 2023.0
+    assert mapped["source_hour_at"][0] == dt.datetime(2023, 2, 27, 5, tzinfo=UTC)
+    assert mapped["value_rule"][0] == "year_mapped"
+    exact = map_to_target_hours(src, [dt.datetime(2022, 3, 2, 5, tzinfo=UTC)], ["v"], {"v": 0.0})
+    assert exact["value_rule"][0] == "exact" and exact["source_hour_at"][0] == dt.datetime(2022, 3, 2, 5, tzinfo=UTC)
+
+
+def test_a_weekly_pattern_of_another_year_lands_on_the_same_weekdays():
+    """A price lower at weekends, from 2025: every Saturday and Sunday of 2026 gets a weekend hour,
+    the turn of the year included. Matching dates alone put 2025's Saturdays on 2026's Sundays
+    and its Fridays on Saturdays (2026 starts a weekday later)."""
+    src_hours = hours(dt.datetime(2025, 1, 1, tzinfo=UTC), 365 * 24)
+    src = pl.DataFrame({"hour_at": src_hours, "v": [2.0 if h.weekday() >= 5 else 1.0 for h in src_hours]})
+    target = hours(dt.datetime(2026, 1, 1, tzinfo=UTC), 365 * 24)
+    mapped = map_to_target_hours(src, target, ["v"], {"v": 0.0})
+    assert mapped["v"].to_list() == [2.0 if h.weekday() >= 5 else 1.0 for h in target]
+    assert rule_counts(mapped)["year_mapped"] == 365 * 24
+    lag_days = [(t - s).days for t, s in zip(mapped["hour_at"], mapped["source_hour_at"])]
+    assert set(lag_days) <= {357, 364, 371}  # 52 weeks; a week either side at the ends of the source's year
+
+
+def test_the_right_week_of_last_year_beats_a_neighbouring_week_of_this_year():
+    """A source of 2025 and January 2026: February 2026 takes February 2025's same weekdays, not
+    the end of January 2026 (the week either side is a fallback, not a nearer year)."""
+    src = pl.DataFrame({"hour_at": hours(dt.datetime(2025, 1, 1, tzinfo=UTC), (365 + 31) * 24)})
+    src = src.with_columns(v=pl.col("hour_at").dt.year().cast(pl.Float64))
+    mapped = map_to_target_hours(src, hours(dt.datetime(2026, 2, 1, tzinfo=UTC), 7 * 24), ["v"], {"v": 0.0})
+    assert set(mapped["v"]) == {2025.0} and rule_counts(mapped)["year_mapped"] == 7 * 24
+    assert all((t - s).days == 364 for t, s in zip(mapped["hour_at"], mapped["source_hour_at"]))
+
+
+def test_leap_day_maps_to_the_nearest_same_weekday_and_gaps_are_interpolated():
+    src = pl.DataFrame({"hour_at": hours(dt.datetime(2022, 2, 21, tzinfo=UTC), 24 * 14)})
+    src = src.with_columns(v=pl.col("hour_at").dt.day().cast(pl.Float64) * 100 + pl.col("hour_at").dt.hour())
+    src = src.filter(pl.col("hour_at") != dt.datetime(2022, 3, 1, 1, tzinfo=UTC))  # a gap in the source
+    # Tuesday 29 February 2028 counts as 28 February 2022 (a Monday): the nearest Tuesday is 1 March.
+    mapped = map_to_target_hours(src, hours(dt.datetime(2028, 2, 29, tzinfo=UTC), 3), ["v"], {"v": 0.0})
+    assert mapped["v"].to_list() == [100.0, 101.0, 102.0]
+    assert rule_counts(mapped) == {"exact": 0, "year_mapped": 2, "interpolated": 1, "hour_of_day_mean": 0, "default": 0}
+
+
+def test_a_long_gap_between_source_years_is_not_a_straight_line():
+    """Files of 2023 and 2025 and a fleet in 2024: each 2024 hour takes the same weekday and hour
+    of a source year (2023, the earlier of two equally near), keeping its day's shape, instead of
+    a line drawn across the year between the files. A gap of a few hours is still bridged."""
+    src_hours = pl.concat([hours(dt.datetime(2023, 1, 1, tzinfo=UTC), 365 * 24),
+                           hours(dt.datetime(2025, 1, 1, tzinfo=UTC), 365 * 24)])
+    src = pl.DataFrame({"hour_at": src_hours, "v": [float(h.hour) for h in src_hours]})
+    src = src.filter(~pl.col("hour_at").is_between(dt.datetime(2023, 6, 7, 10, tzinfo=UTC),
+                                                   dt.datetime(2023, 6, 7, 12, tzinfo=UTC)))
+    target = hours(dt.datetime(2024, 6, 3, tzinfo=UTC), 7 * 24)
+    mapped = map_to_target_hours(src, target, ["v"], {"v": -1.0})
+    assert mapped["v"].to_list() == [float(h.hour) for h in target]
+    assert rule_counts(mapped) == {"exact": 0, "year_mapped": 7 * 24 - 3, "interpolated": 3,
+                                   "hour_of_day_mean": 0, "default": 0}
+    assert {s.year for s in mapped["source_hour_at"]} == {2023}
+
+
+def test_uncovered_days_fall_back_to_hour_of_day_mean_and_empty_to_default():
+    src = pl.DataFrame({"hour_at": hours(dt.datetime(2023, 11, 1, tzinfo=UTC), 48),
+                        "v": [float(i % 24) for i in range(48)]})
+    june = map_to_target_hours(src, hours(dt.datetime(2026, 6, 1, tzinfo=UTC), 24), ["v"], {"v": -1.0})
+    assert june["v"].to_list() == [float(h) for h in range(24)]
+    assert rule_counts(june)["hour_of_day_mean"] == 24
+    empty = map_to_target_hours(src.clear(), hours(dt.datetime(2026, 6, 1, tzinfo=UTC), 2), ["v"], {"v": 7.0})
+    assert empty["v"].to_list() == [7.0, 7.0] and rule_counts(empty)["default"] == 2

@@ -1,0 +1,86 @@
+"""Price and tariff loaders on the real PJM and OpenEI files, and the tariff lookup rules."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+
+import polars as pl
+import pytest
+
+from joulehouse.reports.accounts.prices import (
+    PriceFileError, load_pjm_lmp_csv, load_urdb_tariff, parse_urdb_item, tariff_prices, usd_per_mwh_to_usd_per_kwh,
+)
+
+UTC = dt.timezone.utc
+
+
+def test_usd_per_mwh_to_usd_per_kwh():
+    assert usd_per_mwh_to_usd_per_kwh(80.0) == pytest.approx(0.08)
+    assert usd_per_mwh_to_usd_per_kwh(-69.34) == pytest.approx(-0.06934)
+
+
+def test_day_ahead_file_is_one_node_with_utc_hours(shared_data):
+    da = load_pjm_lmp_csv(shared_data / "prices/pjm_rto_da_hourly_lmp_2025.csv", "PJM-RTO")
+    # The export starts at midnight Eastern (05:00 UTC) on 1 January 2025.
+    assert da["hour_at"][0] == dt.datetime(2025, 1, 1, 5, tzinfo=UTC)
+    assert da["hour_at"].is_sorted() and da["hour_at"].n_unique() == da.height
+    assert 8700 < da.height <= 8760
+
+
+def test_real_time_negative_prices_and_spikes_are_kept(shared_data):
+    path = shared_data / "prices/pjm_hubs_rt_hourly_lmp_2025-05.csv"
+    raw = pl.read_csv(path)
+    nodes = raw["pnode_name"].unique().to_list()
+    frames = pl.concat([load_pjm_lmp_csv(path, n) for n in nodes])
+    assert frames["price_usd_per_mwh"].min() == pytest.approx(raw["total_lmp_rt"].min())
+    assert frames["price_usd_per_mwh"].min() < 0
+    assert frames["price_usd_per_mwh"].max() == pytest.approx(raw["total_lmp_rt"].max())
+    assert frames["price_usd_per_mwh"].max() > 1500
+
+
+def test_unknown_node_names_the_nodes_it_has(shared_data):
+    with pytest.raises(PriceFileError, match="WESTERN HUB"):
+        load_pjm_lmp_csv(shared_data / "prices/pjm_hubs_rt_hourly_lmp_2025-05.csv", "NOWHERE")
+
+
+def test_virginia_tou_matrix_lookup_in_local_time(shared_data):
+    tariff = load_urdb_tariff(shared_data / "prices/openei_urdb_tou_rate_virginia.json")
+    raw = json.loads((shared_data / "prices/openei_urdb_tou_rate_virginia.json").read_text())["items"][0]
+    rates = [p[0]["rate"] + p[0]["adj"] for p in raw["energyratestructure"]]
+    assert tariff.rates_usd_per_kwh == pytest.approx(tuple(rates))
+    # Monday 2 March 2026, 07:00 UTC = 02:00 EST: period energyweekdayschedule[2][2].
+    frame = tariff_prices(tariff, pl.Series([dt.datetime(2026, 3, 2, 7, tzinfo=UTC)]), "America/New_York")
+    period = raw["energyweekdayschedule"][2][2]
+    assert frame["tou_period"][0] == period
+    assert frame["price_usd_per_kwh"][0] == pytest.approx(rates[period])
+
+
+def _two_schedule_item() -> dict:
+    weekday = [[1] * 8 + [2] * 12 + [1] * 4 for _ in range(12)]
+    weekday[6] = [1] * 8 + [3] * 12 + [1] * 4  # July on-peak is its own period
+    weekend = [[0] * 24 for _ in range(12)]
+    return {
+        "name": "test", "utility": "test",
+        "energyweekdayschedule": weekday, "energyweekendschedule": weekend,
+        "energyratestructure": [[{"rate": 0.05}], [{"rate": 0.08, "adj": 0.01}], [{"rate": 0.20}], [{"rate": 0.40}]],
+    }
+
+
+def test_weekend_and_weekday_use_their_own_matrix_and_month_row():
+    tariff = parse_urdb_item(_two_schedule_item())
+    assert tariff.rate_at(dt.datetime(2026, 3, 7, 12)) == 0.05  # Saturday noon: weekend matrix
+    assert tariff.rate_at(dt.datetime(2026, 3, 9, 12)) == 0.20  # Monday noon: weekday on-peak
+    assert tariff.rate_at(dt.datetime(2026, 3, 9, 3)) == pytest.approx(0.09)  # Monday night: rate + adj
+    assert tariff.rate_at(dt.datetime(2026, 7, 6, 12)) == 0.40  # July row differs
+
+
+def test_bad_tariff_structure_is_refused():
+    item = _two_schedule_item()
+    item["energyweekdayschedule"] = item["energyweekdayschedule"][:11]
+    with pytest.raises(PriceFileError, match="12x24"):
+        parse_urdb_item(item)
+    item = _two_schedule_item()
+    item["energyratestructure"] = item["energyratestructure"][:2]
+    with pytest.raises(PriceFileError, match="period 3"):
+        parse_urdb_item(item)

@@ -1,0 +1,126 @@
+"""The export: the day's recommendations, gated on model quality, signed, reproducible."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+
+import duckdb
+import pytest
+
+from joulehouse.collectors.config_contract import (
+    BadSignature, ExpiredConfig, HostNotInConfig, generate_keypair, load_public_key, verify_config,
+)
+from joulehouse.settings import ExportSettings
+from joulehouse.reports.export.signed_config import ExportError, export_config
+
+DAY = dt.date(2026, 1, 2)
+NOW = dt.datetime(2026, 1, 3, 1, 30, 12, 345678, tzinfo=dt.timezone.utc)
+A100, H100, H200 = "NVIDIA A100-SXM4-80GB", "NVIDIA H100 80GB HBM3", "NVIDIA H200"
+
+
+@pytest.fixture()
+def con():
+    con = duckdb.connect()
+    con.execute("""CREATE TABLE fct_recommendation (day DATE, host VARCHAR, gpu_uuid VARCHAR, gpu_model VARCHAR,
+        workload_class VARCHAR, power_limit_w DOUBLE, default_limit_w DOUBLE, locked_sm_clock_min_mhz INTEGER,
+        locked_sm_clock_max_mhz INTEGER, expected_saving_pct DOUBLE, expected_slowdown_pct DOUBLE, reason VARCHAR)""")
+    rows = [
+        (DAY, "node-01", "GPU-a1", A100, "throughput", 325.0, 400.0, None, None, 11.234567, 6.1, "cap"),
+        (DAY, "node-01", "GPU-a2", A100, "background", 275.0, 400.0, 900, 1200, 21.0, 18.0, "cap+clock"),
+        (DAY, "node-01", "GPU-a3", A100, "throughput", 450.0, 400.0, None, None, 0.0, 0.0, "bad optimiser"),
+        (DAY, "node-02", "GPU-h1", H100, "throughput", 550.0, 700.0, None, None, 9.0, 5.0, "cap"),
+        (DAY, "node-02", "GPU-x1", H200, "latency-sensitive", 650.0, 700.0, None, None, 2.0, 1.0, "cap"),
+        (DAY - dt.timedelta(days=1), "node-01", "GPU-a1", A100, "throughput", 200.0, 400.0, None, None, 30.0, 20.0, "old day"),
+    ]
+    con.executemany("INSERT INTO fct_recommendation VALUES (?,?,?,?,?,?,?,?,?,?,?,?)", rows)
+    con.execute("CREATE TABLE fct_power_model (gpu_model VARCHAR, day DATE, passed_gate BOOLEAN, gate_reason VARCHAR)")
+    con.executemany("INSERT INTO fct_power_model VALUES (?,?,?,?)", [
+        (A100, DAY, True, None),
+        (H100, DAY, False, "held-out MAPE 14.2% above the 10% gate"),
+    ])  # H200 has no fit that day at all
+    yield con
+    con.close()
+
+
+@pytest.fixture()
+def keys(tmp_path):
+    private_path, public_path = generate_keypair(tmp_path / "keys")
+    return private_path, load_public_key(public_path)
+
+
+def export(con, tmp_path, keys, now=NOW):
+    settings = ExportSettings(out_dir=str(tmp_path / "export"), validity_hours=48.0)
+    return export_config(con, DAY, settings, now=now, private_key_path=keys[0])
+
+
+def test_export_round_trip_carries_only_gated_models_and_says_why(con, tmp_path, keys):
+    path = export(con, tmp_path, keys)
+    doc = json.loads(path.read_bytes())
+    config = verify_config(doc, keys[1], NOW + dt.timedelta(hours=1))
+    assert {s.gpu_uuid: s.power_limit_w for s in config.settings} == {"GPU-a1": 325.0, "GPU-a2": 275.0}
+    a2 = next(s for s in config.settings if s.gpu_uuid == "GPU-a2")
+    assert (a2.locked_sm_clock_min_mhz, a2.locked_sm_clock_max_mhz) == (900, 1200)
+    excluded = dict(config.excluded_gpu_models)
+    assert excluded[H100] == "held-out MAPE 14.2% above the 10% gate"
+    assert "no power model was fitted" in excluded[H200]
+    widened = doc["body"]["excluded_gpus"]
+    assert [g["gpu_uuid"] for g in widened] == ["GPU-a3"] and "never widens" in widened[0]["reason"]
+    assert doc["body"]["day"] == "2026-01-02" and doc["body"]["valid_from"] == "2026-01-03T01:30:12Z"
+    assert (path.parent / "recommended-config-2026-01-02.json").read_bytes() == path.read_bytes()
+
+
+def test_no_exported_limit_is_above_its_device_default(con, tmp_path, keys):
+    doc = json.loads(export(con, tmp_path, keys).read_bytes())
+    defaults = dict(con.execute("SELECT gpu_uuid, default_limit_w FROM fct_recommendation WHERE day = ?", [DAY]).fetchall())
+    for gpus in doc["body"]["hosts"].values():
+        for uuid, entry in gpus.items():
+            assert entry["power_limit_w"] <= defaults[uuid]
+
+
+def test_rerunning_a_day_gives_byte_identical_files(con, tmp_path, keys):
+    first = export(con, tmp_path, keys).read_bytes()
+    second = export(con, tmp_path, keys).read_bytes()
+    assert first == second
+    assert not list((tmp_path / "export").glob(".*tmp"))
+
+
+def test_exported_file_is_refused_when_tampered_expired_or_for_another_host(con, tmp_path, keys):
+    doc = json.loads(export(con, tmp_path, keys).read_bytes())
+    with pytest.raises(ExpiredConfig):
+        verify_config(doc, keys[1], NOW + dt.timedelta(hours=48))
+    with pytest.raises(HostNotInConfig):
+        verify_config(doc, keys[1], NOW, host="node-02")  # node-02's models were all gated out
+    doc["body"]["hosts"]["node-01"]["GPU-a1"]["power_limit_w"] = 100.0
+    with pytest.raises(BadSignature):
+        verify_config(doc, keys[1], NOW)
+
+
+def test_a_day_without_recommendations_says_so(tmp_path, keys):
+    with pytest.raises(ExportError, match="fct_recommendation does not exist"):
+        export(duckdb.connect(), tmp_path, keys)
+
+
+def test_without_any_power_model_table_every_model_is_held_back(con, tmp_path, keys):
+    con.execute("DROP TABLE fct_power_model")
+    body = json.loads(export(con, tmp_path, keys).read_bytes())["body"]
+    assert body["hosts"] == {}
+    assert all("fct_power_model does not exist" in e["reason"] for e in body["excluded_gpu_models"])
+
+
+def test_a_backfilled_older_day_does_not_replace_the_config_agents_poll(con, tmp_path, keys):
+    """Backfilling or re-running an old day must not hand the agents that day's (expired) file."""
+    con.execute("INSERT INTO fct_recommendation SELECT day + 1, * EXCLUDE (day) FROM fct_recommendation WHERE day = ?", [DAY])
+    con.execute("INSERT INTO fct_power_model SELECT gpu_model, day + 1, passed_gate, gate_reason FROM fct_power_model")
+    settings = ExportSettings(out_dir=str(tmp_path / "export"), validity_hours=48.0)
+    newer = export_config(con, DAY + dt.timedelta(days=1), settings, now=NOW + dt.timedelta(days=1), private_key_path=keys[0])
+    assert newer.name == "recommended-config.json"
+    polled = newer.read_bytes()
+
+    older = export_config(con, DAY, settings, now=NOW, private_key_path=keys[0])
+    assert older.name == "recommended-config-2026-01-02.json" and older.exists()
+    assert newer.read_bytes() == polled, "the later day's config stays the one agents poll"
+    assert json.loads(newer.read_bytes())["body"]["day"] == "2026-01-03"
+
+    again = export_config(con, DAY + dt.timedelta(days=1), settings, now=NOW + dt.timedelta(days=1), private_key_path=keys[0])
+    assert again.name == "recommended-config.json" and again.read_bytes() == polled, "a re-run of the newest day rewrites it"

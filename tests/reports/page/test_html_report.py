@@ -1,0 +1,264 @@
+"""The daily HTML report: self-contained, every section present, honest about what is missing."""
+
+from __future__ import annotations
+
+import datetime as dt
+import html
+import re
+
+import duckdb
+import pytest
+
+from report_fixtures import OUTCOME_DDL, OUTCOME_POOLED, DAY, build_analysis, build_day, energy_vs_limit, hourly_context
+from plotly.offline import get_plotlyjs
+
+from joulehouse.reports.page.render import render_report
+
+
+@pytest.fixture()
+def full_day():
+    con = duckdb.connect()
+    build_day(con)
+    yield con
+    con.close()
+
+
+@pytest.mark.slow
+def test_full_report_is_self_contained_and_draws_every_figure(full_day, tmp_path):
+    path = render_report(full_day, DAY, tmp_path / "r.html",
+                         notes={"energy_vs_limit": energy_vs_limit(), "hourly_context": hourly_context(), "run": "test"})
+    text = path.read_text()
+    assert text.count(get_plotlyjs()[:300]) == 1  # plotly.js embedded once
+    page_scripts = re.findall(r"<script[^>]*>", text.split(get_plotlyjs())[1])
+    assert page_scripts and not any("src=" in tag for tag in page_scripts)  # nothing fetched: opens offline
+    assert "Not computed" in text  # the fixture has no IPMI reconciliation
+    assert "no IPMI data" in text
+    # energy 3, power models 4 (fit, residuals, curve, thermal), carbon+cost 4, quality 2 (quarantine, coverage)
+    assert len(re.findall(r'id="fig-\d\d"', text)) == 13
+    for heading in ("Summary", "Recommendations", "Energy", "Efficiency", "Power models", "Carbon and cost", "Data quality"):
+        assert f"<h2>{heading}</h2>" in text
+
+
+@pytest.mark.slow
+def test_summary_numbers_add_up_from_the_relations(full_day, tmp_path):
+    text = render_report(full_day, DAY, tmp_path / "r.html").read_text()
+    energy = full_day.sql("SELECT sum(energy_kwh) FROM fct_gpu_energy_hourly").fetchall()[0][0]
+    carbon = full_day.sql("SELECT sum(total_gco2e) / 1000 FROM rpt_carbon_daily").fetchall()[0][0]
+    cost = full_day.sql("SELECT sum(total_cost_usd) FROM rpt_tco_daily").fetchall()[0][0]
+    assert f"{energy:,.1f} kWh" in text and f"{carbon:,.1f} kgCO2e" in text and f"{cost:,.0f} USD" in text
+    assert "Not computed: no IPMI data" in text  # build_day has no node reconciliation...
+    summary = text[text.index('<section id="summary">'):text.index('<section id="recommendations">')]
+    assert "node_samples dataset (IPMI/BMC readings)" in summary  # ...and the summary names the missing dataset
+
+
+def _energy(con, model: str) -> float:
+    return con.execute("SELECT sum(energy_kwh) FROM fct_gpu_energy_hourly WHERE gpu_model = ?", [model]).fetchall()[0][0]
+
+
+@pytest.mark.slow
+def test_summary_lists_the_top_three_actions_by_energy_saved(full_day, tmp_path):
+    build_analysis(full_day)
+    text = render_report(full_day, DAY, tmp_path / "r.html").read_text()
+    todo = re.search(r'<ol class="todo">(.*?)</ol>', text).group(1)
+    items = re.findall(r"<li>(.*?)</li>", todo)
+    assert len(items) == 3
+    # every fixture cap promises 10% of the GPU's day; consolidation frees 2 GPUs at 1.25 kWh/day each;
+    # thermal placement (0.1 kWh/day) and the H100 caps (gate failed) do not make the list
+    h200, a100 = 0.10 * _energy(full_day, "NVIDIA H200"), 0.10 * _energy(full_day, "NVIDIA A100-SXM4-80GB")
+    expected = sorted([(h200, "NVIDIA H200"), (2.5, "Consolidate"), (a100, "NVIDIA A100-SXM4-80GB")], reverse=True)
+    for item, (kwh, what) in zip(items, expected):
+        assert what in item and f"saves about {kwh:,.1f} kWh/day" in item, item
+    assert not any("H100" in i or "Thermal" in i for i in items)
+    assert "Held back (the export leaves their GPUs at their current settings): NVIDIA H100 80GB HBM3: held-out MAPE" in text
+
+
+@pytest.mark.slow
+def test_the_report_holds_back_what_the_export_leaves_out(full_day, tmp_path):
+    """The page and the signed file agree: a GPU with no limit recommended is not a setting to
+    apply, and a model with no power model fitted is listed as left out, as the export does."""
+    from joulehouse.reports.export.selection import gate_by_model
+    from joulehouse.reports.export.signed_config import build_body
+    from joulehouse.reports.page.relations import ReportData
+
+    full_day.execute("INSERT INTO fct_recommendation VALUES (?, 'trace', 'GPU-t', NULL, 'throughput', NULL, NULL, "
+                     "NULL, NULL, NULL, NULL, 'limits unknown: not recommended')", [DAY])
+    text = render_report(full_day, DAY, tmp_path / "r.html").read_text()
+    data = ReportData(full_day, DAY, {})
+    changing = data.to_apply
+    assert "GPU-t" not in changing["gpu_uuid"].to_list()
+    total = full_day.execute("SELECT count(*) FROM fct_recommendation WHERE day = ?", [DAY]).fetchone()[0]
+    assert f"Settings to apply ({changing.height} of {total} GPUs)" in text
+    held = data.held_back
+    assert set(held) == {"NVIDIA H100 80GB HBM3", "GPU model not reported"}
+    body = build_body(data.recs, gate_by_model(data.models, None), day=DAY, site="s", now=dt.datetime(2026, 6, 12,
+                      tzinfo=dt.timezone.utc), validity_hours=24)
+    assert {m["gpu_model"] for m in body["excluded_gpu_models"]} == set(held)
+    assert "GPU model not reported: no power model was fitted" in text
+    assert "none left out of the export" not in text
+
+
+@pytest.mark.slow
+def test_summary_shows_both_scope2_carbon_figures(full_day, tmp_path):
+    full_day.execute("ALTER TABLE rpt_carbon_daily ADD COLUMN total_market_gco2e DOUBLE")
+    full_day.execute("UPDATE rpt_carbon_daily SET total_market_gco2e = 3 * total_gco2e")
+    text = render_report(full_day, DAY, tmp_path / "r.html").read_text()
+    location, market = full_day.execute(
+        "SELECT sum(total_gco2e) / 1000, sum(total_market_gco2e) / 1000 FROM rpt_carbon_daily").fetchall()[0]
+    assert "carbon, location-based" in text and f"{location:,.1f} kgCO2e" in text
+    assert "carbon, market-based" in text and f"{market:,.1f} kgCO2e" in text
+
+
+@pytest.mark.slow
+def test_every_axis_has_a_unit(full_day, tmp_path):
+    text = render_report(full_day, DAY, tmp_path / "r.html",
+                         notes={"energy_vs_limit": energy_vs_limit(), "hourly_context": hourly_context()}).read_text()
+    titles = re.findall(r'"(?:xaxis|yaxis|yaxis2)":\{[^{}]*?"title":\{"text":"([^"]*)"', text)
+    value_axes = [t for t in titles if t not in ("host", "team", "reason") and not t.startswith("GPU (")]
+    assert value_axes and all(re.search(r"\([^)]*\)", t) for t in value_axes), value_axes
+
+
+def test_an_empty_warehouse_says_what_it_could_not_compute(tmp_path):
+    text = render_report(duckdb.connect(), DAY, tmp_path / "r.html").read_text()
+    for phrase in ("no GPU energy (relation fct_gpu_energy_hourly does not exist)",
+                   "no IPMI data", "no carbon account", "no cost account", "no data checks",
+                   "no recommendations", "no power-model fits"):
+        assert phrase in text
+    assert 'id="fig-' not in text
+
+
+def test_another_day_in_the_same_warehouse_is_reported_as_empty(full_day, tmp_path):
+    text = render_report(full_day, "2026-01-05", tmp_path / "r.html").read_text()
+    assert "fct_gpu_energy_hourly has no rows for 2026-01-05" in text
+
+
+@pytest.mark.slow
+def test_rendering_twice_gives_the_same_page(full_day, tmp_path):
+    a = render_report(full_day, DAY, tmp_path / "a.html").read_bytes()
+    b = render_report(full_day, DAY, tmp_path / "b.html").read_bytes()
+    assert a == b
+
+
+@pytest.mark.slow
+def test_report_draws_context_and_shift_from_the_accounts_relations(tmp_path, shared_data):
+    from accounting_world import DAY as ACCOUNTED_DAY, add_node_energy, build_world
+    from joulehouse.settings import CarbonSettings, TcoSettings
+    from joulehouse.reports.accounts.carbon import carbon_day
+    from joulehouse.reports.accounts.tco import tco_day
+
+    con = build_world()
+    add_node_energy(con)
+    con.execute("UPDATE raw_jobs SET \"deferrable\" = true WHERE job_id = 'train-1'")
+    carbon_day(con, ACCOUNTED_DAY, CarbonSettings(), shared_data)
+    tco_day(con, ACCOUNTED_DAY, TcoSettings(), shared_data)
+    text = render_report(con, ACCOUNTED_DAY, tmp_path / "r.html").read_text()
+    assert "no hourly grid context" not in text and "no shifting estimate" not in text
+    for title in ("Grid carbon intensity against fleet load", "Electricity price against fleet load",
+                  "What shifting deferrable jobs to the best hours would have saved"):
+        assert title in text
+    assert "fleet IT power (kW)" in text  # the load is the accounts' IT energy, BMC included
+    assert "<td>train-1</td>" in text and "1 deferrable jobs" in text
+
+
+def test_a_gpu_without_a_model_name_is_drawn_under_a_label(tmp_path):
+    """An imported nvidia-smi log may not name its GPU model: the report still renders."""
+    import datetime as dt
+
+    import duckdb
+
+    from joulehouse.reports.page.render import render_report
+    from joulehouse.reports.warehouse_tables import UNKNOWN_GPU_MODEL
+
+    con = duckdb.connect()
+    day = dt.date(2026, 6, 11)
+    con.execute("CREATE TABLE fct_gpu_energy_hourly (hour_at TIMESTAMPTZ, day DATE, host VARCHAR, gpu_uuid VARCHAR, "
+                "gpu_model VARCHAR, energy_kwh DOUBLE, avg_power_w DOUBLE, coverage_ratio DOUBLE, energy_source VARCHAR)")
+    con.execute("INSERT INTO fct_gpu_energy_hourly VALUES "
+                "('2026-06-11 15:00:00+00', '2026-06-11', 'trace', 'GPU-x', NULL, 0.2, 200, 0.6, 'power_integral'),"
+                "('2026-06-11 15:00:00+00', '2026-06-11', 'node-01', 'GPU-y', 'NVIDIA H200', 0.5, 500, 1.0, 'counter')")
+    page = render_report(con, day, tmp_path / "r.html").read_text()
+    assert UNKNOWN_GPU_MODEL in page and "NVIDIA H200" in page
+
+
+def _figure_json(text: str, title: str) -> str:
+    """The plotly JSON of the figure whose title is `title`."""
+    at = text.index(f'"text":"{title}"')
+    return text[text.rindex("Plotly.newPlot", 0, at):at]
+
+
+@pytest.mark.slow
+def test_outcome_figure_shows_realised_saving_with_its_interval_next_to_the_prediction(full_day, tmp_path):
+    build_analysis(full_day)
+    text = render_report(full_day, DAY, tmp_path / "r.html").read_text()
+    fig = _figure_json(text, "What the recommendations saved: realised vs predicted")
+    model, before, after, realised, low, high, predicted = OUTCOME_POOLED
+    errors = re.search(r'"error_x":\{"array":\[([^\]]*)\],"arrayminus":\[([^\]]*)\]', fig)
+    assert errors, "realised saving drawn without its confidence interval"
+    above, below = [float(v) for v in errors.group(1).split(",")], [float(v) for v in errors.group(2).split(",")]
+    # pooled row first: the bar spans exactly the stored 95% interval
+    assert above[0] == pytest.approx(high - realised) and below[0] == pytest.approx(realised - low)
+    assert '"name":"predicted"' in fig
+    assert f"realised {realised:.1f}% (95% CI {low:.1f} to {high:.1f}%), predicted {predicted:.1f}%" in text
+    assert "matched_jobs" in text and "gpu_day" in text  # the method of each row is stated
+    assert "No recommendation has taken effect yet" not in text
+
+
+@pytest.mark.slow
+def test_outcome_says_plainly_when_nothing_has_taken_effect_and_when_it_was_not_measured(full_day, tmp_path):
+    text = render_report(full_day, DAY, tmp_path / "a.html").read_text()
+    assert ("realised savings not measured (relation fct_recommendation_outcome does not exist; "
+            "it needs the outcome step") in text
+    full_day.execute(OUTCOME_DDL)  # the step ran, but no GPU's limit changed yet
+    text = render_report(full_day, DAY, tmp_path / "b.html").read_text()
+    assert "No recommendation has taken effect yet" in text
+    assert "realised savings not measured" not in text
+
+
+@pytest.mark.slow
+def test_new_sections_draw_from_their_relations(full_day, tmp_path):
+    build_analysis(full_day)
+    text = html.unescape(render_report(full_day, DAY, tmp_path / "r.html", notes={"energy_vs_limit": energy_vs_limit()}).read_text())
+    for title in ("Sensitivities with 95% confidence intervals", "Job energy predicted on another GPU model vs measured there",
+                  "Energy per unit of work by GPU model and power limit", "Coverage per GPU",
+                  "Node reconciliation: server energy not drawn by its GPUs", "PUE by hour"):
+        assert f'"text":"{title}"' in text, title
+    forest = _figure_json(text, "Sensitivities with 95% confidence intervals")
+    above = re.search(r'"error_x":\{"array":\[([^,\]]*)', forest).group(1)
+    assert float(above) == pytest.approx(0.55 - 0.51)  # the utilization elasticity's upper half-interval
+    assert "best limit, low (W)" in text and "perf per watt gain (%)" in text
+    assert "mean absolute error 1.6%, worst 1.8%" in text  # |-1.8| and |1.5|
+    assert "consolidation: 2 GPUs, about 2.50 kWh/day" in text
+    # efficiency: ratios of sums per GPU model and limit; the A100 serve jobs did 9000..36000 requests on 3 kWh each
+    a100_requests = sum(9000.0 * (k + 1) for k in range(4))
+    assert f"{a100_requests / 12.0:,.0f}" in text
+    assert "Checks: blocking: 2 of 2 passed; warning: 0 of 1 passed" in text
+    assert "12 GPUs reported; 2 below 95% of the day covered" in text  # one with gaps, one silent for 900 s
+    assert "25.0% of the servers' BMC energy is not drawn by their GPUs" in text
+    assert "Day PUE" in text and "Not computed: no PUE" not in text
+
+
+@pytest.mark.slow
+def test_every_numeric_column_header_names_its_unit(full_day, tmp_path):
+    build_analysis(full_day)
+    text = render_report(full_day, DAY, tmp_path / "r.html").read_text()
+    unitless = []
+    for tbl in re.findall(r"<table>(.*?)</table>", text):
+        heads = re.findall(r'<th title="[^"]*">([^<]*)</th>', tbl)
+        first = re.search(r"<tbody><tr[^>]*>(.*?)</tr>", tbl)
+        if not first:
+            continue
+        cells = re.findall(r"<td( class=\w+)?>", first.group(1))
+        unitless += [h for h, c in zip(heads, cells) if c == " class=n" and "(" not in h]
+    assert not unitless, unitless
+
+
+def test_long_tables_are_capped_and_say_how_many_rows_are_hidden(tmp_path):
+    con = duckdb.connect()
+    con.execute("CREATE TABLE fct_recommendation_extra (day DATE, kind VARCHAR, host VARCHAR, gpu_uuid VARCHAR, "
+                "detail VARCHAR, expected_saving_kwh_per_day DOUBLE)")
+    con.executemany("INSERT INTO fct_recommendation_extra VALUES (?,?,?,?,?,?)",
+                    [(DAY, "thermal_placement", "node-01", f"GPU-{i:03d}", "swap", 0.01 * i) for i in range(40)])
+    text = render_report(con, DAY, tmp_path / "r.html").read_text()
+    section = text[text.index("Consolidation and thermal placement"):text.index("What the last recommendations saved")]
+    assert section.count("<tr>") == 1 + 6  # header + the 6 largest savings
+    assert "34 more rows hidden (40 in all; query SELECT * FROM fct_recommendation_extra for every row)" in section
+    assert "GPU-039" in section and "GPU-000" not in section

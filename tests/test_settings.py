@@ -1,0 +1,96 @@
+"""joulehouse.settings: every value is checked when the settings are read, and a bad one is one
+line naming the setting, the value and where it came from, before any work is done."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import pytest
+
+from joulehouse.settings import Settings, SettingsError, load_settings
+
+# (environment variable, value, the setting the error must name): each was accepted before and
+# wrote nonsense into the accounts, or failed only later, after the day's tables were written.
+BAD_OVERRIDES = [
+    ("JOULEHOUSE_CARBON__DEFAULT_PUE", "-1.3", "[carbon].default_pue"),
+    ("JOULEHOUSE_TCO__DEFAULT_PUE", "0.9", "[tco].default_pue"),
+    ("JOULEHOUSE_TCO__FLAT_PRICE_USD_PER_MWH", "-80", "[tco].flat_price_usd_per_mwh"),
+    ("JOULEHOUSE_TCO__FLAT_PRICE_USD_PER_MWH", "inf", "[tco].flat_price_usd_per_mwh"),
+    ("JOULEHOUSE_CARBON__DEFAULT_GRID_GCO2E_PER_KWH", "nan", "[carbon].default_grid_gco2e_per_kwh"),
+    ("JOULEHOUSE_CARBON__RESIDUAL_MIX_GCO2E_PER_KWH", "-450", "[carbon].residual_mix_gco2e_per_kwh"),
+    ("JOULEHOUSE_TCO__DEMAND_CHARGE_USD_PER_KW_MONTH", "-15", "[tco].demand_charge_usd_per_kw_month"),
+    ("JOULEHOUSE_COLLECTOR__INTERVAL_S", "0", "[collector].interval_s"),
+    ("JOULEHOUSE_COLLECTOR__INTERVAL_S", "nan", "[collector].interval_s"),
+    ("JOULEHOUSE_AGENT__POLL_INTERVAL_S", "-1", "[agent].poll_interval_s"),
+    ("JOULEHOUSE_EXPORT__VALIDITY_HOURS", "-1", "[export].validity_hours"),
+    ("JOULEHOUSE_EXPORT__VALIDITY_HOURS", "inf", "[export].validity_hours"),
+    ("JOULEHOUSE_CARBON__LIFETIME_YEARS", "0", "[carbon].lifetime_years"),
+    ("JOULEHOUSE_TCO__LIFETIME_YEARS", "0", "[tco].lifetime_years"),
+    ("JOULEHOUSE_RECOMMEND__HOLDOUT_SHARE", "1", "[recommend].holdout_share"),
+    ("JOULEHOUSE_CARBON__IDLE_POLICY", "ignore", "[carbon].idle_policy"),
+    ("JOULEHOUSE_TCO__TARIFF_TIMEZONE", "Mars/Olympus", "[tco].tariff_timezone"),
+]
+
+
+@pytest.mark.parametrize(("key", "value", "setting"), BAD_OVERRIDES, ids=[f"{k}={v}" for k, v, _ in BAD_OVERRIDES])
+def test_an_override_out_of_range_is_refused_naming_the_setting_and_the_variable(key, value, setting):
+    with pytest.raises(SettingsError) as caught:
+        load_settings(env={key: value})
+    message = str(caught.value)
+    assert message.startswith(f"{setting} = {value!r} (from {key}): ") and "\n" not in message
+
+
+def test_a_file_value_out_of_range_names_the_setting_and_the_file(tmp_path):
+    path = tmp_path / "site.toml"
+    path.write_text("[export]\nvalidity_hours = -1\n[carbon]\nlifetime_years = 0\n")
+    with pytest.raises(SettingsError) as caught:
+        load_settings(path, env={})
+    assert str(caught.value) == (f"[carbon].lifetime_years = 0 (in {path}): input should be greater than 0; "
+                                 f"[export].validity_hours = -1 (in {path}): input should be greater than 0")
+
+
+def test_the_environment_overrides_the_file_and_both_are_typed(tmp_path):
+    path = tmp_path / "site.toml"
+    path.write_text('[carbon]\ndefault_pue = 1.5\nregion = "DE"\n[recommend]\ndo_not_touch = ["GPU-a"]\n')
+    settings = load_settings(path, env={"JOULEHOUSE_CARBON__DEFAULT_PUE": "1.25", "joulehouse_tco__rack_kw": "30",
+                                        "JOULEHOUSE_RECOMMEND__DO_NOT_TOUCH": "GPU-b, node-7"})
+    assert (settings.carbon.default_pue, settings.carbon.region, settings.tco.rack_kw) == (1.25, "DE", 30.0)
+    assert settings.recommend.do_not_touch == ("GPU-b", "node-7")
+    assert settings.models == Settings().models
+
+
+@pytest.mark.parametrize(("content", "expected"), [
+    (b'[carbon]\nregion = "\xe9le"\n', "is not UTF-8 text (byte 0xe9 at offset 19): TOML files are UTF-8"),
+    (b"[carbon\n", "is not valid TOML"),
+    (b"[carbon]\nregoin = 'FR'\n", "[carbon]: unknown key 'regoin'"),
+    (b"[carbonn]\n", "unknown settings section [carbonn]"),
+    (b"# " + b"x" * (1 << 20) + b"\n", "bytes: a settings file is at most 1048576 bytes"),
+], ids=["latin-1", "broken", "unknown-key", "unknown-section", "huge"])
+def test_an_unreadable_file_is_one_line_naming_it(tmp_path, content, expected):
+    path = tmp_path / "site.toml"
+    path.write_bytes(content)
+    with pytest.raises(SettingsError) as caught:
+        load_settings(path, env={})
+    assert expected in str(caught.value) and "\n" not in str(caught.value)
+
+
+def test_a_missing_file_or_an_unknown_section_override_is_refused(tmp_path):
+    with pytest.raises(SettingsError, match="settings file .*nowhere.toml does not exist"):
+        load_settings(tmp_path / "nowhere.toml", env={})
+    with pytest.raises(SettingsError, match="JOULEHOUSE_CARBN__REGION: unknown settings section 'carbn'"):
+        load_settings(env={"JOULEHOUSE_CARBN__REGION": "FR"})
+    # Variables of the project that are not settings (no section) are left alone.
+    assert load_settings(env={"JOULEHOUSE_CONFIG": "x.toml", "JOULEHOUSE_DAG_RETRIES": "0"}) == Settings()
+
+
+def test_a_bad_setting_stops_the_daily_run_before_it_writes_anything(tmp_path):
+    """Before: validity_hours = -1 failed only at the export, after the day's tables were written."""
+    from joulehouse import daily
+
+    db = tmp_path / "warehouse.duckdb"
+    config = tmp_path / "site.toml"
+    config.write_text(f'[warehouse]\ndb_path = "{db}"\n[lake]\npath = "{tmp_path / "lake"}"\n'
+                      "[export]\nvalidity_hours = -1\n")
+    with pytest.raises(SettingsError, match=r"\[export\].validity_hours = -1"):
+        daily.build_warehouse(dt.date(2026, 6, 11).isoformat(), str(config))
+    assert not db.exists()

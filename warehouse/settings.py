@@ -1,0 +1,60 @@
+"""[warehouse]: the DuckDB warehouse over the lake, its data-quality rules and its engine.
+
+A section of the settings file (joulehouse.settings assembles them; collectors.settings reads
+them); every value is checked when read.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, model_validator
+
+from joulehouse.collectors.settings import Count, Finite, NonNegative, NonNegativeInt, Positive, Seconds, Text, section
+
+
+@section
+class WarehouseSettings:
+    """DuckDB warehouse over the lake and the data-quality rules."""
+
+    db_path: Text = Field("var/warehouse.duckdb", description="The DuckDB file; the reports go beside it (reports/).")
+    inventory_path: str = Field("", description="Site inventory CSV (host, gpu_uuid, region, ...); empty: none.")
+    max_gap_s: Seconds = Field(10.0, description="A gap between two readings longer than this is not bridged by the power integral, s.")
+    max_power_over_limit_ratio: Positive = Field(
+        1.5, description="Readings above this multiple of the power limit are physically implausible.")
+    min_temp_c: Finite = Field(-20.0, description="Chip temperatures outside [min_temp_c, max_temp_c] are quarantined, C.")
+    max_temp_c: Finite = 125.0
+    max_clock_skew_s: NonNegative = Field(
+        300.0, description="Tolerated host clock running ahead of the analytics side before a row counts as \"future\", s.")
+    max_counter_gap_s: Seconds = Field(
+        900.0, description="Energy-counter intervals up to this long are bridged (s): the counter measured the gap's\n"
+                           "energy exactly; longer ones are not (a reboot can hide in them and restart the count).")
+    max_power_abs_w: Positive = Field(3000.0, description="Power above this is implausible for any one GPU when its power limit is unknown, W.")
+    max_meter_gap_s: Seconds = Field(
+        120.0, description="BMC (IPMI) and facility meters are read every 5 s to 1 min: gaps up to this are bridged, s.")
+    threads: Count = Field(2, description="DuckDB threads.")
+    memory_limit: Text = Field("4GB", description="DuckDB memory limit (DuckDB's notation: 4GB, 512MB).")
+    build_hosts_per_batch: Count = Field(
+        8, description="The build checks and pairs the readings of this many hosts at a time (8 hosts x 8 GPUs at\n"
+                       "1 Hz: 5.5 M readings a day), so the rows one sort holds stay within memory_limit.")
+    compact_lake: bool = Field(
+        True, description="Before the build, rewrite each host's day in the (local, central) lake as one file per\n"
+                          "dataset: the collector's 300 s files take 44-52% more bytes and build 18% slower\n"
+                          "(warehouse/lake_compact.py). Off for an object-store lake or one the pipeline may not write.")
+    engine: Literal["duckdb", "spark"] = Field(
+        "duckdb", description="Engine of the heavy daily SQL (hourly GPU energy, power-model sums, daily rollup):\n"
+                              "\"duckdb\" (one machine, the default) or \"spark\" (the optional [spark] extra; warehouse/SCALING.md).")
+    spark_master: Text = Field(
+        "local[2]", description="Spark master URL when engine = \"spark\" (local[N] on one machine, spark://host:7077 on a cluster).")
+    readings_retention_days: NonNegativeInt = Field(
+        35, description="Days of clean readings (stg_gpu_samples) the warehouse file keeps, counted back from the\n"
+                        "newest day built; older days' readings are deleted by the build (the lake keeps them, and\n"
+                        "every day's energy, checks, fits and sums stay). 0 keeps every day. At 1 Hz a GPU adds\n"
+                        "about 2.7 MB a day to the file, so without it the file grows with history; it must cover\n"
+                        "the days the models re-read (joulehouse.settings checks it against them).")
+
+    @model_validator(mode="after")
+    def _temperatures_in_order(self) -> WarehouseSettings:
+        if self.min_temp_c >= self.max_temp_c:
+            raise ValueError(f"[warehouse] min_temp_c = {self.min_temp_c} must be below max_temp_c = {self.max_temp_c}")
+        return self

@@ -25,54 +25,13 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Mapping
 
-from joulehouse.collectors.agent_audit import audit, audited_locks
+from joulehouse.collectors.agent_audit import OK_ACTIONS, ApplyResult, GpuOutcome, audit, audited_locks
 from joulehouse.collectors.agent_replay import ReplayGuard
 from joulehouse.collectors.config_contract import (
     ConfigError, GpuSetting, RecommendedConfig, body_sha256, load_config_document, verify_config,
 )
 
-OK_ACTIONS = frozenset({"apply", "unchanged", "dry-run", "rollback"})
 UNKNOWN = object()
-
-
-@dataclass(frozen=True)
-class GpuOutcome:
-    """What happened to one GPU. Power in W (None where it could not be read)."""
-
-    gpu_uuid: str | None
-    action: str  # apply | refuse | rollback | dry-run | verify-failed | unchanged
-    reason: str
-    power_limit_w_before: float | None = None
-    power_limit_w_requested: float | None = None
-    power_limit_w_after: float | None = None
-
-
-@dataclass
-class ApplyResult:
-    """Every GPU's outcome for one apply or rollback on one host."""
-
-    host: str
-    config_sha256: str | None
-    dry_run: bool
-    outcomes: list[GpuOutcome] = field(default_factory=list)
-    # End of the applied config's validity window (UTC); the agent loop rolls back after it.
-    valid_until: dt.datetime | None = None
-    # Why NVML itself could not be used (driver not loaded, init failed): nothing was set, every
-    # setting refused; None when NVML answered.
-    nvml_unavailable: str | None = None
-
-    @property
-    def ok(self) -> bool:
-        """True when every GPU ended as asked (applied, unchanged, rolled back or dry-run)."""
-        return all(o.action in OK_ACTIONS for o in self.outcomes)
-
-    def count(self, action: str) -> int:
-        return sum(o.action == action for o in self.outcomes)
-
-    def summary(self) -> str:
-        counts = {a: self.count(a) for a in ("apply", "unchanged", "dry-run", "rollback", "refuse", "verify-failed")}
-        parts = [f"{n} {a}" for a, n in counts.items() if n]
-        return f"{self.host}: " + (", ".join(parts) if parts else "no GPUs in the config for this host")
 
 
 def _utc_now() -> dt.datetime:

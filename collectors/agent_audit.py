@@ -1,4 +1,4 @@
-"""The agent's audit in the lake: one agent_audit row per GPU outcome, and, read back, the SM
+"""The agent's outcomes and their audit in the lake: what happened to each GPU, one agent_audit row per outcome, and, read back, the SM
 clock lock the agent last left on each GPU (NVML has no getter for locked clocks, so the agent's own
 audit is the only record of the range it set)."""
 
@@ -6,15 +6,55 @@ from __future__ import annotations
 
 import datetime as dt
 import re
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
 from joulehouse.collectors.schema import AGENT_AUDIT
 
-if TYPE_CHECKING:
-    from joulehouse.collectors.agent import ApplyResult
+OK_ACTIONS = frozenset({"apply", "unchanged", "dry-run", "rollback"})
+
+
+@dataclass(frozen=True)
+class GpuOutcome:
+    """What happened to one GPU. Power in W (None where it could not be read)."""
+
+    gpu_uuid: str | None
+    action: str  # apply | refuse | rollback | dry-run | verify-failed | unchanged
+    reason: str
+    power_limit_w_before: float | None = None
+    power_limit_w_requested: float | None = None
+    power_limit_w_after: float | None = None
+
+
+@dataclass
+class ApplyResult:
+    """Every GPU's outcome for one apply or rollback on one host."""
+
+    host: str
+    config_sha256: str | None
+    dry_run: bool
+    outcomes: list[GpuOutcome] = field(default_factory=list)
+    # End of the applied config's validity window (UTC); the agent loop rolls back after it.
+    valid_until: dt.datetime | None = None
+    # Why NVML itself could not be used (driver not loaded, init failed): nothing was set, every
+    # setting refused; None when NVML answered.
+    nvml_unavailable: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        """True when every GPU ended as asked (applied, unchanged, rolled back or dry-run)."""
+        return all(o.action in OK_ACTIONS for o in self.outcomes)
+
+    def count(self, action: str) -> int:
+        return sum(o.action == action for o in self.outcomes)
+
+    def summary(self) -> str:
+        counts = {a: self.count(a) for a in ("apply", "unchanged", "dry-run", "rollback", "refuse", "verify-failed")}
+        parts = [f"{n} {a}" for a, n in counts.items() if n]
+        return f"{self.host}: " + (", ".join(parts) if parts else "no GPUs in the config for this host")
+
 
 # How the audit's reason names a lock ("SM clocks locked to 900-1200 MHz"; collectors.agent writes it).
 LOCK_IN_REASON = re.compile(r"SM clocks locked to (\d+)-(\d+) MHz")

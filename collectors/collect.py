@@ -331,8 +331,9 @@ def _check_writable(folder: Path, what: str) -> None:
                            f"cannot start{left}") from None
 
 
-def parse_duration_s(text: str) -> float:
-    """'1s', '500ms', '2m', '1.5' (seconds) -> seconds."""
+def parse_duration_s(text: str, name: str = "duration") -> float:
+    """'1s', '500ms', '2m', '1.5' (seconds) -> seconds; `name` (the option it came from) leads the
+    error so a command line with several durations says which one is wrong."""
     text = text.strip().lower()
     for suffix, scale in (("ms", 0.001), ("s", 1.0), ("m", 60.0), ("h", 3600.0)):
         if text.endswith(suffix):
@@ -343,7 +344,7 @@ def parse_duration_s(text: str) -> float:
     try:
         value = float(number) * scale
     except ValueError:
-        raise ValueError(f"duration {text!r}: expected a number with ms, s, m or h (e.g. '1s')") from None
+        raise ValueError(f"{name} {text!r}: expected a number with ms, s, m or h (e.g. '1s')") from None
     if not math.isfinite(value) or value <= 0:
-        raise ValueError(f"duration {text!r}: expected a finite time above zero")
+        raise ValueError(f"{name} {text!r}: expected a finite time above zero")
     return value

@@ -56,10 +56,10 @@ def collect_command(
         fail(f"--source {unknown[0]!r}: expected one of {', '.join(SOURCES)}", 2)
     try:
         settings = load_node_settings(settings_file).collector
-        overrides = {name: parse_duration_s(text) for name, text in (
-            ("interval_s", interval), ("spool_flush_interval_s", flush_interval),
-            ("roll_interval_s", roll_interval), ("ipmi_interval_s", ipmi_interval),
-            ("dcgm_sync_interval_s", dcgm_interval)) if text is not None}
+        overrides = {name: parse_duration_s(text, option) for name, option, text in (
+            ("interval_s", "--interval", interval), ("spool_flush_interval_s", "--flush-interval", flush_interval),
+            ("roll_interval_s", "--roll-interval", roll_interval), ("ipmi_interval_s", "--ipmi-interval", ipmi_interval),
+            ("dcgm_sync_interval_s", "--dcgm-interval", dcgm_interval)) if text is not None}
         settings = replace_fields(settings, **overrides)
     except (SettingsError, ValueError) as exc:
         fail(str(exc), 2)

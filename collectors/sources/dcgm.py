@@ -77,6 +77,8 @@ FIELD_ALIASES: dict[str, str] = {
     "DCGM_FI_DEV_CLOCK_THROTTLE_REASONS": "DCGM_FI_DEV_CLOCKS_EVENT_REASONS",
 }
 COLUMNS = [column for column, _ in FIELDS.values()]
+# Columns whose honest values pass 2**31 (a cumulative mJ counter, bytes per second).
+WIDE_COLUMNS = frozenset({"energy_mj_total", "pcie_tx_bytes_per_s", "pcie_rx_bytes_per_s"})
 
 
 def fields_query(selector: str = "") -> str:
@@ -133,7 +135,7 @@ def pivot_range_result(result: Iterable[dict[str, Any]]) -> tuple[pa.Table, list
         column, kind = FIELDS[name]
         for ts, raw in series.get("values", []):
             try:
-                value = convert_value(raw, kind)
+                value = convert_value(raw, kind, wide=column in WIDE_COLUMNS)
             except ValueError as exc:
                 rejected.append(f"{name} {labels} at {ts}: {exc}")
                 continue

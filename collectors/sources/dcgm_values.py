@@ -14,11 +14,11 @@ from typing import Any
 # for INT32, INT64 and FP64 fields). Current dcgm-exporter leaves such a sample out; older ones
 # (gpu-monitoring-tools) published it as is, e.g. 9223372036854775792 for a GPU without the field.
 # As a Prometheus float64 the four INT64 ones are one number.
-DCGM_NO_VALUE_SENTINELS = frozenset(
-    [float(0x7FFFFFF0 + i) for i in range(4)]
-    + [float(0x7FFFFFFFFFFFFFF0 + i) for i in range(4)]
-    + [float(2**47 + i) for i in range(4)]
-)
+# The INT32 ones (2,147,483,632 and up) are also honest readings of a wide INT64 field: the energy
+# counter passes them after about 600 Wh, PCIe at about 2 GB/s; such a field checks the others only.
+DCGM_INT32_SENTINELS = frozenset(float(0x7FFFFFF0 + i) for i in range(4))
+DCGM_WIDE_SENTINELS = frozenset([float(0x7FFFFFFFFFFFFFF0 + i) for i in range(4)] + [float(2**47 + i) for i in range(4)])
+DCGM_NO_VALUE_SENTINELS = DCGM_INT32_SENTINELS | DCGM_WIDE_SENTINELS
 INT64_BOUND = 2**63
 # DCGM reads memory temperature through NVML's field values without checking the field's own
 # return code, so a GPU without a memory sensor (L4, GeForce) reports 0 C (DCGM pull request 311,
@@ -26,15 +26,16 @@ INT64_BOUND = 2**63
 UNREPORTED_MEMORY_TEMP_C = 0.0
 
 
-def convert_value(raw: Any, kind: type) -> float | int | None:
-    """One sample value -> the lake's value: NaN/Inf and DCGM's no-value sentinels -> None.
+def convert_value(raw: Any, kind: type, *, wide: bool = False) -> float | int | None:
+    """One sample value -> the lake's value: NaN/Inf and DCGM's no-value sentinels -> None
+    (`wide`: a field whose honest values pass 2**31, where only the INT64/FP64 sentinels mean none).
     Raises ValueError, saying why, for text that is not a number or for an integer field's
     value that no int64 holds."""
     try:
         value = float(raw)
     except (TypeError, ValueError):
         raise ValueError(f"value {raw!r} is not a number") from None
-    if not math.isfinite(value) or value in DCGM_NO_VALUE_SENTINELS:
+    if not math.isfinite(value) or value in (DCGM_WIDE_SENTINELS if wide else DCGM_NO_VALUE_SENTINELS):
         return None
     if kind is int:
         if not -INT64_BOUND <= value < INT64_BOUND:

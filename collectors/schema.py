@@ -103,6 +103,28 @@ JOBS = pa.schema(
     ]
 )
 
+# One row per (GPU, compute process) per poll of the NVML collector's process map
+# (collectors/sources/gpu_processes.py): which scheduler's job each process belongs to, from the
+# cgroup it runs in. Slurm: `job_id` (the numeric id of the cgroup's job_<id>); Kubernetes:
+# `pod_uid` (with dashes) and `container_id`. Neither found: scheduler NULL.
+GPU_PROCESSES = pa.schema(
+    [
+        pa.field("sampled_at", TS, nullable=False),
+        pa.field("host", pa.string(), nullable=False),
+        pa.field("gpu_index", pa.int16()),
+        pa.field("gpu_uuid", pa.string(), nullable=False),
+        pa.field("pid", pa.int64(), nullable=False),
+        # GPU memory the process holds, MiB (NULL where NVML cannot tell, e.g. under MIG or vGPU).
+        pa.field("used_gpu_memory_mib", pa.int64()),
+        # slurm | kubernetes | NULL (a process outside any scheduler's cgroup, or gone before it was read)
+        pa.field("scheduler", pa.string()),
+        pa.field("job_id", pa.string()),
+        pa.field("pod_uid", pa.string()),
+        pa.field("container_id", pa.string()),
+        pa.field("source", pa.string(), nullable=False),
+    ]
+)
+
 AGENT_AUDIT = pa.schema(
     [
         pa.field("audited_at", TS, nullable=False),
@@ -123,6 +145,7 @@ DATASETS: dict[str, pa.Schema] = {
     "node_samples": NODE_SAMPLES,
     "facility_samples": FACILITY_SAMPLES,
     "jobs": JOBS,
+    "gpu_processes": GPU_PROCESSES,
     "agent_audit": AGENT_AUDIT,
 }
 
@@ -132,6 +155,7 @@ TIME_COLUMN = {
     "node_samples": "sampled_at",
     "facility_samples": "sampled_at",
     "jobs": "started_at",
+    "gpu_processes": "sampled_at",
     "agent_audit": "audited_at",
 }
 PARTITION_HOST_COLUMN = {
@@ -139,6 +163,7 @@ PARTITION_HOST_COLUMN = {
     "node_samples": "host",
     "facility_samples": "site",
     "jobs": "host",
+    "gpu_processes": "host",
     "agent_audit": "host",
 }
 SORT_KEYS = {
@@ -146,6 +171,7 @@ SORT_KEYS = {
     "node_samples": [("host", "ascending"), ("sampled_at", "ascending")],
     "facility_samples": [("site", "ascending"), ("sampled_at", "ascending")],
     "jobs": [("started_at", "ascending"), ("job_id", "ascending")],
+    "gpu_processes": [("gpu_uuid", "ascending"), ("sampled_at", "ascending"), ("pid", "ascending")],
     "agent_audit": [("audited_at", "ascending")],
 }
 

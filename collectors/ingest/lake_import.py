@@ -8,11 +8,12 @@ the same log again (corrected, or grown) replaces the rows it gave before.
 - Each row carries its log's id in the column `import_log_id`, a column of the importer's own
   beside the dataset's (the warehouse's raw views name their columns and do not read it; compaction
   keeps it, as it keeps every column a source adds).
-- Its rows go to `<lake>/gpu_samples/date=D/host=H/part-<source>-<stem>-<log_id>.parquet`, one
-  file per UTC day, written atomically under that name (a second import replaces the file), and
+- Its rows go to `<lake>/<dataset>/date=D/host=H/part-<source>-<stem>-<log_id>.parquet` (gpu_samples
+  for a telemetry log, H its host; jobs for a scheduler's accounting, H each row's host), one
+  file per UTC day and host, written atomically under that name (a second import replaces the file), and
   its rejected rows to `<lake>/_quarantine/<source>/<stem>-<log_id>.jsonl` (`nvidia_smi` for
   nvidia-smi).
-- The days it wrote are listed in `<lake>/_imports/<source>/<log_id>.json`. An import first lists
+- The days it wrote (and, for a log over many hosts, their hosts) are listed in `<lake>/_imports/<source>/<log_id>.json`. An import first lists
   there the old days and the new ones together (a crash then leaves no partition unknown), writes
   the new days' files, then in every listed partition takes the log's rows out of the files that
   are not its own (those a compaction merged them into), each rewritten atomically under its own
@@ -41,7 +42,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from joulehouse.collectors import lakefs
-from joulehouse.collectors.schema import SORT_KEYS
+from joulehouse.collectors.schema import PARTITION_HOST_COLUMN, SORT_KEYS, TIME_COLUMN
 from joulehouse.collectors.writer import WrittenFile, partition_dir, write_lake_file, write_parquet_atomic
 
 LOG_ID_COLUMN = "import_log_id"
@@ -76,29 +77,31 @@ def log_id(source: str, host: str, path: str | Path) -> str:
 
 
 def land_log(lake: str | Path, table: pa.Table, rejected: list[RejectedRow], *, source: str, host: str,
-             path: str | Path) -> LandedLog:
-    """Write an imported log's gpu_samples rows `table` and its `rejected` lines into `lake`,
-    replacing what an earlier import of the same log wrote (module docstring)."""
+             path: str | Path, dataset: str = "gpu_samples") -> LandedLog:
+    """Write an imported log's `dataset` rows `table` and its `rejected` lines into `lake`,
+    replacing what an earlier import of the same log wrote (module docstring). `host` is the log's
+    origin (its identity); rows land under host=`host`, or, for a log covering many hosts (a
+    scheduler's accounting: `jobs`), under each row's own host column."""
     lake = lakefs.lake_root(lake)
     identity = log_id(source, host, path)
     name = f"part-{source}-{_safe(Path(path).stem)}-{identity}.parquet"
     folder = source.replace("-", "_")  # _quarantine/nvidia_smi/, _imports/nvidia_smi/
     ledger = lakefs.join(lake, "_imports", folder, f"{identity}.json")
-    old_days = set(_read_json(ledger).get("days", []))
+    old = _ledger_partitions(_read_json(ledger), host)
     table = table.append_column(LOG_ID_COLUMN, pa.array([identity] * table.num_rows, pa.string()))
-    by_day = _split_days(table)
-    record = {"source": source, "host": host, "path": str(Path(path).expanduser().resolve())}
-    _write_json(ledger, {**record, "days": sorted(old_days | set(by_day))})
+    parts = _split_partitions(table, dataset, host)
+    record = {"source": source, "host": host, "path": str(Path(path).expanduser().resolve()), "dataset": dataset}
+    _write_json(ledger, {**record, **_ledger_fields(old | set(parts), host)})
     written = []
-    for day, part in sorted(by_day.items()):
-        written.append(write_lake_file(part, _in_partition(lake, day, host, name)))
+    for (day, part_host), part in sorted(parts.items()):
+        written.append(write_lake_file(part, _in_partition(lake, dataset, day, part_host, name)))
     rewritten = []
-    for day in sorted(old_days | set(by_day)):
-        if day not in by_day:
-            _remove(_in_partition(lake, day, host, name))
+    for day, part_host in sorted(old | set(parts)):
+        if (day, part_host) not in parts:
+            _remove(_in_partition(lake, dataset, day, part_host, name))
         if isinstance(lake, Path):
-            rewritten += _take_out(Path(partition_dir(lake, "gpu_samples", day, host)), identity, keep=name)
-    _write_json(ledger, {**record, "days": sorted(by_day)})
+            rewritten += _take_out(Path(partition_dir(lake, dataset, day, part_host)), identity, keep=name)
+    _write_json(ledger, {**record, **_ledger_fields(set(parts), host)})
     quarantine = lakefs.join(lake, "_quarantine", folder, f"{_safe(Path(path).stem)}-{identity}.jsonl")
     lines = "".join(json.dumps({"source_file": str(path), "host": host, "line": r.line, "reason": r.reason,
                                 "text": r.text}) + "\n" for r in rejected)
@@ -109,20 +112,36 @@ def land_log(lake: str | Path, table: pa.Table, rejected: list[RejectedRow], *, 
     return LandedLog(identity, written, rewritten, quarantine if rejected else None)
 
 
+def _ledger_partitions(ledger: dict[str, Any], host: str) -> set[tuple[str, str]]:
+    """The (day, host) partitions a ledger lists: `days` of the log's own host, and `partitions`
+    of a log whose rows land under many hosts."""
+    found = {(day, host) for day in ledger.get("days", [])}
+    return found | {(day, part_host) for day, part_host in ledger.get("partitions", [])}
+
+
+def _ledger_fields(partitions: set[tuple[str, str]], host: str) -> dict[str, Any]:
+    if all(part_host == host for _, part_host in partitions):
+        return {"days": sorted(day for day, _ in partitions)}
+    return {"partitions": sorted([day, part_host] for day, part_host in partitions)}
+
+
 def _safe(stem: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]", "_", stem)
 
 
-def _split_days(table: pa.Table) -> dict[str, pa.Table]:
+def _split_partitions(table: pa.Table, dataset: str, host: str) -> dict[tuple[str, str], pa.Table]:
     if not table.num_rows:
         return {}
-    days = pc.strftime(table.column("sampled_at"), format="%Y-%m-%d")
-    return {day: table.filter(pc.equal(days, day)).sort_by(SORT_KEYS["gpu_samples"])
-            for day in set(days.to_pylist())}
+    days = pc.strftime(table.column(TIME_COLUMN[dataset]), format="%Y-%m-%d")
+    host_column = PARTITION_HOST_COLUMN[dataset]
+    hosts = table.column(host_column) if dataset != "gpu_samples" else pa.array([host] * table.num_rows)
+    keys = set(zip(days.to_pylist(), hosts.to_pylist()))
+    return {(day, part_host): table.filter(pc.and_(pc.equal(days, day), pc.equal(hosts, part_host)))
+            .sort_by(SORT_KEYS[dataset]) for day, part_host in keys}
 
 
-def _in_partition(lake: Path | str, day: str, host: str, name: str) -> Path | str:
-    folder = partition_dir(lake, "gpu_samples", day, host)
+def _in_partition(lake: Path | str, dataset: str, day: str, host: str, name: str) -> Path | str:
+    folder = partition_dir(lake, dataset, day, host)
     return folder / name if isinstance(folder, Path) else f"{folder}/{name}"
 
 

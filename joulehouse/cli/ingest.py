@@ -1,5 +1,7 @@
 """`joulehouse ingest nvidia-smi FILE --lake DIR --host H`: import existing logs into the lake.
 
+`joulehouse ingest slurm FILE --lake DIR`: import Slurm accounting (sacct -P) into the lake's jobs.
+
 Exit codes: 0 the file was read (rejected rows, if any, are listed and quarantined); 2 the file
 or an option is unusable (missing file, no timestamp column, unknown time zone).
 """
@@ -40,7 +42,46 @@ def nvidia_smi_command(
     except OSError as exc:  # the lake cannot be written (read-only, full, no permission)
         typer.echo(f"error: cannot write the import of {file} into the lake {lake}: {exc}", err=True)
         raise typer.Exit(2)
-    typer.echo(f"{file}: {result.good_rows} rows imported, {result.bad_rows} rejected")
+    _print_result(file, result)
+
+
+@ingest_app.command("slurm")
+def slurm_command(
+    file: Path = typer.Argument(..., help="Output of `sacct -a -X -P --format=JobID,JobName,User,Account,Partition,"
+                                          "State,Start,End,NodeList,AllocTRES`."),
+    lake: str = typer.Option(..., "--lake", help="Lake folder or fsspec URL holding the nodes' gpu_samples (jobs lands under it)."),
+    assume_tz: str = typer.Option("UTC", "--assume-tz", help="Zone of sacct's times (they carry none), e.g. Europe/Berlin."),
+) -> None:
+    """Import Slurm accounting: each job's GPUs to the lake's jobs, bad lines quarantined with reasons.
+
+    Example: sacct -a -X -P -S 2026-11-30 --format=... > jobs.txt; joulehouse ingest slurm jobs.txt --lake /srv/lake
+    """
+    from joulehouse.collectors.ingest.slurm import SlurmError, ingest_slurm
+
+    try:
+        result, skipped = ingest_slurm(file, lake=lake, assume_tz=assume_tz)
+    except SlurmError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2)
+    except OSError as exc:
+        typer.echo(f"error: cannot write the import of {file} into the lake {lake}: {exc}", err=True)
+        raise typer.Exit(2)
+    rules: dict[str, int] = {}
+    for rule in result.table.column("gpu_assignment").to_pylist():
+        rules[rule] = rules.get(rule, 0) + 1
+    jobs = len(set(result.table.column("job_id").to_pylist()))
+    typer.echo(f"{file}: {jobs} jobs imported as {result.good_rows} job-GPU rows, {result.bad_rows} lines rejected")
+    for rule, count in sorted(rules.items()):
+        typer.echo(f"  {count} GPUs placed by {rule}")
+    for why, count in sorted(skipped.items()):
+        typer.echo(f"  {count} jobs not stored: {why}")
+    _print_result(file, result, summary=False)
+
+
+def _print_result(file: Path, result, *, summary: bool = True) -> None:
+    """What an import did: rows, notes, rejects by reason (with one example), files written."""
+    if summary:
+        typer.echo(f"{file}: {result.good_rows} rows imported, {result.bad_rows} rejected")
     for note in result.notes:
         typer.echo(f"  note: {note}")
     for kind, count in sorted(result.reasons().items()):
@@ -55,5 +96,5 @@ def nvidia_smi_command(
 
 
 def register(app: typer.Typer) -> None:
-    """Add `ingest` (with `ingest nvidia-smi`) to the joulehouse app."""
+    """Add `ingest` (with `ingest nvidia-smi` and `ingest slurm`) to the joulehouse app."""
     app.add_typer(ingest_app, name="ingest")

@@ -1,0 +1,254 @@
+"""Import Slurm accounting into the lake's `jobs` dataset (one row per job and GPU it held).
+
+The input is what
+`sacct -a -X -P --format=JobID,JobName,User,Account,Partition,State,Start,End,NodeList,AllocTRES`
+prints: a header line, then one line per job, fields separated by '|'. The account is the team,
+the user the user; JobName, Partition and State are kept as extra columns (`job_name`,
+`partition`, `state`).
+
+Times: sacct prints local time without a zone (`2026-11-30T08:00:00`): read in `assume_tz`
+(UTC by default; the notes say which), stored in UTC. An End of `Unknown`, `None` or empty is a
+job still running: its `ended_at` is the import time and its `state` says RUNNING, so importing
+the export again later (the same file, grown) replaces the row with the real end. A job that
+never started (Start `Unknown`/`None`, NodeList `None assigned`) or holds no GPU (no `gres/gpu`
+in AllocTRES) held no GPU time: it is counted, not stored.
+
+Which GPUs a job held (the extra column `gpu_assignment` says, per row, how it was decided):
+- `whole-node`: a job with at least as many GPUs per node as its node has (the node's GPUs are
+  those its gpu_samples show on the job's days) holds all of them.
+- `process-map`: a job holding part of a node holds the GPUs on which the collector's process map
+  (`gpu_processes`) saw its processes.
+- `lowest-free-index`: part of a node and no process map: the lowest-indexed GPUs of the node
+  not held by a job imported before it (jobs taken in start order) at that time, which is how
+  Slurm's cons_tres selection hands out GPUs on a node. It keeps each job's GPU-hours exact
+  (N GPUs for its duration), so per-account GPU-hours and energy are right on whole-node and
+  exclusive-GPU fleets even where the GPU chosen may not be the one the job had.
+The GPU count per node is the job's gres/gpu divided evenly over its nodes (rounded up).
+
+Rejected lines (quarantined with their line number and reason, lake_import): wrong field count
+(a '|' inside a JobName is put back together first, since JobName is the only free-text field),
+unreadable times, an End before the Start, a host list or TRES Slurm would not print, a repeated
+JobID, a node with no GPUs in the lake's gpu_samples on the job's days (import or collect GPU
+data first), times before 2010 or more than a day ahead.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+import pyarrow as pa
+
+from joulehouse.collectors.ingest.hostlist import HostListError, expand_hostlist, gpus_in_tres
+from joulehouse.collectors.ingest.lake_gpus import LakeGpus
+from joulehouse.collectors.ingest.lake_import import RejectedRow, land_log
+from joulehouse.collectors.ingest.nvidia_smi import EARLIEST_READING_AT, LATEST_AHEAD, IngestResult
+from joulehouse.collectors.schema import JOBS, conform
+
+SOURCE = "slurm"
+# The identity under which an export is known (lake_import.log_id): one accounting, many hosts.
+LOG_HOST = "slurm"
+FIELDS = ["JobID", "JobName", "User", "Account", "Partition", "State", "Start", "End", "NodeList", "AllocTRES"]
+_NOT_SET = {"", "unknown", "none"}
+# Longest job whose days are searched for its nodes' GPUs (a longer one reads its first days only).
+MAX_JOB_DAYS = 62
+MAX_LINE_CHARS = 1_000_000
+EXTRA_FIELDS = [pa.field("job_name", pa.string()), pa.field("partition", pa.string()),
+                pa.field("state", pa.string()), pa.field("gpu_assignment", pa.string())]
+ROW_SCHEMA = pa.schema(list(JOBS) + EXTRA_FIELDS)
+
+
+class SlurmError(ValueError):
+    """The file as a whole is not a sacct -P export (the message says why)."""
+
+
+@dataclass
+class _Job:
+    line: int
+    text: str
+    job_id: str
+    name: str
+    user: str | None
+    account: str | None
+    partition: str | None
+    state: str
+    started_at: datetime
+    ended_at: datetime
+    hosts: list[str]
+    gpus: int
+
+
+def read_sacct(path: str | Path, *, lake: str | Path, assume_tz: str = "UTC",
+               now: datetime | None = None) -> tuple[IngestResult, dict[str, int]]:
+    """Parse a sacct export and place its jobs on the lake's GPUs. Returns the result (rows in
+    `table`, rejected lines) and the jobs counted but not stored, by why."""
+    path = Path(path)
+    now = now or datetime.now(timezone.utc)
+    try:
+        zone = ZoneInfo(assume_tz)
+    except (ValueError, ZoneInfoNotFoundError):
+        raise SlurmError(f"assume_tz {assume_tz!r} is not an IANA time zone such as 'UTC' or 'Europe/Berlin'") from None
+    try:
+        text = path.read_text(encoding="utf-8", errors="surrogateescape")
+    except OSError as exc:
+        raise SlurmError(f"cannot open sacct export {path}: {exc.strerror or exc}") from None
+    lines = text.lstrip("\ufeff").splitlines()
+    if not lines:
+        raise SlurmError(f"{path} is empty; expected sacct's header line {'|'.join(FIELDS)}")
+    header = lines[0].split("|")
+    missing = [f for f in FIELDS if f not in header]
+    if missing:
+        raise SlurmError(f"{path}: header lacks {', '.join(missing)}; export with "
+                         f"sacct -a -X -P --format={','.join(FIELDS)}")
+    rejected: list[RejectedRow] = []
+    skipped: dict[str, int] = {}
+    jobs: list[_Job] = []
+    first_line: dict[str, int] = {}
+    for number, line in enumerate(lines[1:], start=2):
+        if not line.strip():
+            continue
+        try:
+            job = _parse_line(line, header, number, zone, now)
+        except _Skip as skip:
+            skipped[str(skip)] = skipped.get(str(skip), 0) + 1
+            continue
+        except (ValueError, HostListError) as exc:
+            rejected.append(RejectedRow(number, str(exc), line[:2000]))
+            continue
+        if job.job_id in first_line:
+            rejected.append(RejectedRow(number, f"duplicate JobID: {job.job_id} first at line {first_line[job.job_id]}",
+                                        line[:2000]))
+            continue
+        first_line[job.job_id] = number
+        jobs.append(job)
+    table, placement_rejects = _place(jobs, LakeGpus(lake))
+    rejected = sorted(rejected + placement_rejects, key=lambda r: r.line)
+    notes = [f"times without a zone read as {assume_tz}"]
+    running = sum(1 for j in jobs if j.state.upper().startswith("RUNNING"))
+    if running:
+        notes.append(f"{running} jobs still running: ended_at is the import time ({now.isoformat(timespec='seconds')})")
+    return IngestResult(path=path, table=table, rejected=rejected, notes=notes), skipped
+
+
+class _Skip(Exception):
+    """A job that held no GPU time: counted by the reason, not stored, not a bad line."""
+
+
+def _parse_line(line: str, header: list[str], number: int, zone: ZoneInfo, now: datetime) -> _Job:
+    if len(line) > MAX_LINE_CHARS:
+        raise ValueError(f"line of {len(line)} characters, more than {MAX_LINE_CHARS}")
+    if any("\udc80" <= c <= "\udcff" for c in line):
+        raise ValueError("bytes that are not UTF-8")
+    values = line.split("|")
+    extra = len(values) - len(header)
+    name_at = header.index("JobName")
+    if extra > 0:  # a '|' inside the job name: the only free-text field
+        values = values[:name_at] + ["|".join(values[name_at:name_at + extra + 1])] + values[name_at + extra + 1:]
+    if len(values) != len(header):
+        raise ValueError(f"field count: {len(values)} fields, expected {len(header)}")
+    row = dict(zip(header, values))
+    job_id = row["JobID"].strip()
+    if not job_id:
+        raise ValueError("JobID: empty")
+    if "." in job_id:
+        raise ValueError(f"JobID: {job_id!r} is a job step; export with -X (allocations only)")
+    state = row["State"].strip()
+    start_text, end_text = row["Start"].strip(), row["End"].strip()
+    if start_text.lower() in _NOT_SET or row["NodeList"].strip().lower() in ("", "none assigned"):
+        raise _Skip(f"never started ({state.split(' ')[0] or 'no state'})")
+    gpus = gpus_in_tres(row["AllocTRES"])
+    if gpus == 0:
+        raise _Skip("no GPU in AllocTRES")
+    started_at = _time("Start", start_text, zone, now)
+    if end_text.lower() in _NOT_SET:
+        ended_at, state = now, state or "RUNNING"
+    else:
+        ended_at = _time("End", end_text, zone, now)
+    if ended_at <= started_at:
+        raise ValueError(f"End: {ended_at.isoformat()} is not after Start {started_at.isoformat()}")
+    return _Job(number, line, job_id, row["JobName"], row["User"].strip() or None, row["Account"].strip() or None,
+                row["Partition"].strip() or None, state, started_at, ended_at,
+                expand_hostlist(row["NodeList"]), gpus)
+
+
+def _time(field: str, text: str, zone: ZoneInfo, now: datetime) -> datetime:
+    try:
+        parsed = datetime.fromisoformat(text)
+    except ValueError:
+        raise ValueError(f"{field}: {text!r} is not a time like 2026-11-30T08:00:00") from None
+    if parsed.tzinfo is None:
+        parsed = parsed.replace(tzinfo=zone)
+    parsed = parsed.astimezone(timezone.utc)
+    if parsed < EARLIEST_READING_AT:
+        raise ValueError(f"{field}: {parsed.isoformat()} is before {EARLIEST_READING_AT.date()}")
+    if parsed > now + LATEST_AHEAD:
+        raise ValueError(f"{field}: {parsed.isoformat()} is more than {LATEST_AHEAD.days} day after the import")
+    return parsed
+
+
+def _days(job: _Job) -> list[str]:
+    first = job.started_at.date()
+    count = min((job.ended_at.date() - first).days + 1, MAX_JOB_DAYS)
+    return [(first + timedelta(days=i)).isoformat() for i in range(count)]
+
+
+def _place(jobs: list[_Job], lake: LakeGpus) -> tuple[pa.Table, list[RejectedRow]]:
+    """Rows of (job, GPU) for every job whose nodes' GPUs are known (module docstring's rules)."""
+    rows: dict[str, list] = {name: [] for name in ROW_SCHEMA.names}
+    rejected: list[RejectedRow] = []
+    # per host: (ended_at, GPU UUIDs) of the jobs placed by the lowest-free-index rule so far
+    held: dict[str, list[tuple[datetime, set[str]]]] = {}
+    for job in sorted(jobs, key=lambda j: (j.started_at, j.line)):
+        days = _days(job)
+        per_node = math.ceil(job.gpus / len(job.hosts))
+        placed: list[tuple[str, str, str]] = []
+        try:
+            for host in job.hosts:
+                node_gpus = lake.gpus_of(host, days)
+                if not node_gpus:
+                    raise ValueError(f"node {host}: no GPUs in the lake's gpu_samples on {days[0]}"
+                                     f"{'..' + days[-1] if len(days) > 1 else ''} (collect or import its GPU data first)")
+                placed += _node_gpus(job, host, node_gpus, per_node, days, lake, held)
+        except ValueError as exc:
+            rejected.append(RejectedRow(job.line, str(exc), job.text[:2000]))
+            continue
+        for host, uuid, rule in placed:
+            for name, value in (("job_id", job.job_id), ("host", host), ("gpu_uuid", uuid),
+                                ("started_at", job.started_at), ("ended_at", job.ended_at), ("user", job.user),
+                                ("team", job.account), ("job_name", job.name), ("partition", job.partition),
+                                ("state", job.state), ("gpu_assignment", rule)):
+                rows[name].append(value)
+    n = len(rows["job_id"])
+    for name in ROW_SCHEMA.names:
+        if not rows[name]:
+            rows[name] = [None] * n
+    return conform("jobs", pa.Table.from_pydict(rows, schema=ROW_SCHEMA)), rejected
+
+
+def _node_gpus(job: _Job, host: str, node_gpus: list[tuple[int, str]], per_node: int, days: list[str],
+               lake: LakeGpus, held: dict[str, list[tuple[datetime, set[str]]]]) -> list[tuple[str, str, str]]:
+    if per_node >= len(node_gpus):
+        chosen, rule = [uuid for _, uuid in node_gpus], "whole-node"
+    elif seen := lake.job_gpus(host, days, job.job_id):
+        chosen, rule = [uuid for _, uuid in node_gpus if uuid in seen], "process-map"
+    else:
+        busy = set().union(*(uuids for ended_at, uuids in held.get(host, []) if ended_at > job.started_at))
+        free = [uuid for _, uuid in node_gpus if uuid not in busy]
+        chosen, rule = (free + [uuid for _, uuid in node_gpus if uuid in busy])[:per_node], "lowest-free-index"
+    held.setdefault(host, []).append((job.ended_at, set(chosen)))
+    return [(host, uuid, rule) for uuid in chosen]
+
+
+def ingest_slurm(path: str | Path, *, lake: str | Path, assume_tz: str = "UTC",
+                 now: datetime | None = None) -> tuple[IngestResult, dict[str, int]]:
+    """Read a sacct export and land its jobs in `<lake>/jobs` (one file per start day and host),
+    its rejected lines in `<lake>/_quarantine/slurm/`. Importing the same file again replaces the
+    rows it gave before (lake_import)."""
+    result, skipped = read_sacct(path, lake=lake, assume_tz=assume_tz, now=now)
+    landed = land_log(lake, result.table, result.rejected, source=SOURCE, host=LOG_HOST, path=result.path,
+                      dataset="jobs")
+    result.written, result.rewritten, result.quarantine_path = landed.written, landed.rewritten, landed.quarantine_path
+    return result, skipped

@@ -306,7 +306,8 @@ def _check_intervals(settings: CollectorSettings, scheduled: Sequence[Scheduled]
     with everything, so the loop would poll without pause (about 2,000 polls a second); infinity
     overflows the wait; zero divides the catch-up step."""
     intervals = {name: getattr(settings, name) for name in (
-        "interval_s", "spool_flush_interval_s", "roll_interval_s", "ipmi_interval_s", "dcgm_sync_interval_s")}
+        "interval_s", "spool_flush_interval_s", "roll_interval_s", "ipmi_interval_s", "dcgm_sync_interval_s",
+        "process_map_interval_s")}
     intervals.update({f"{entry.name} interval_s": entry.interval_s for entry in scheduled if entry.interval_s is not None})
     for name, value in intervals.items():
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:

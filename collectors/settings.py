@@ -115,6 +115,10 @@ class CollectorSettings:
                          "slowly: read it on its own interval (s), in its own thread, into node_samples.")
     dcgm_sync_interval_s: Seconds = Field(
         60.0, description="How often the DCGM source writes the ranges Prometheus has settled, s (it is its own spool).")
+    process_map_interval_s: Seconds = Field(
+        10.0, description="How often the NVML source's compute processes are mapped to their Slurm job or Kubernetes\n"
+                          "pod (from /proc/<pid>/cgroup) into gpu_processes, s.")
+    proc_root: Text = Field("/proc", description="The host's /proc, where the process map reads each pid's cgroup.")
 
 
 @section

@@ -9,7 +9,8 @@ clock_event_reasons the NVML bitmask.
 
 Extra columns: `power_limit_min_w` / `power_limit_max_w` / `power_limit_default_w` (W, read once
 per GPU when it is first seen), `running_pids` (list of PIDs of compute processes, for job
-attribution) and `error` (NULL on a good row; else which NVML calls failed and why).
+attribution; `take_processes()` hands the full list, with each process's memory, to the process
+map in collectors/sources/gpu_processes.py) and `error` (NULL on a good row; else which NVML calls failed and why).
 
 Error policy, applied in one place (`_call`): NOT_SUPPORTED, NO_DATA, a function the driver
 lacks (NVMLError_FunctionNotFound, old drivers) -> the reading is NULL and the row is good.
@@ -107,6 +108,7 @@ class NvmlSource:
         self._clock = clock
         self._gpus: list[_Gpu] | None = None
         self._event_reasons_fn = "nvmlDeviceGetCurrentClocksEventReasons"
+        self._processes: list[dict[str, Any]] | None = None
 
     def _call(self, gpu: _Gpu | None, name: str, *args: Any) -> Any:
         """Call pynvml.<name>(*args), translating NVML's errors into this module's exceptions."""
@@ -180,6 +182,7 @@ class NvmlSource:
         if self._gpus is None:
             self._gpus = self._start()
         rows = {name: [] for name in ROW_SCHEMA.names}
+        self._processes = []
         for gpu in self._gpus:
             gpu.lost, gpu.errors = None, []
             if gpu.handle is None or not gpu.uuid or gpu.rediscover:
@@ -212,6 +215,9 @@ class NvmlSource:
             "clock_event_reasons": self._clock_event_reasons(gpu),
             "running_pids": [p.pid for p in processes] if processes is not None else None,
         }
+        if processes and not gpu.lost:
+            self._processes.extend({"sampled_at": sampled_at_us, "gpu_index": gpu.index, "gpu_uuid": gpu.uuid,
+                                    "pid": p.pid, "used_gpu_memory_bytes": p.usedGpuMemory} for p in processes)
         if gpu.lost:  # readings taken before the GPU was found lost are not trusted either
             row = dict.fromkeys(row)
         errors = [gpu.lost] if gpu.lost else gpu.errors
@@ -252,6 +258,13 @@ class NvmlSource:
         except NvmlError as exc:
             gpu.errors.append(str(exc))
         return None
+
+    def take_processes(self) -> list[dict[str, Any]] | None:
+        """The compute processes the last read saw (sampled_at in us, gpu_index, gpu_uuid, pid,
+        used_gpu_memory_bytes: pynvml's usedGpuMemory, None where NVML cannot tell), once: None
+        when there was no read since the last call (the process map then writes nothing)."""
+        taken, self._processes = self._processes, None
+        return taken
 
     def close(self) -> None:
         if self._gpus is not None and self._nvml is not None:

@@ -104,7 +104,13 @@ def _build_sources(names, host, lake, settings, sim_gpus, defaults):
         if name == "nvml":
             from joulehouse.collectors.sources.nvml import NvmlSource
 
-            sources.append(Scheduled(NvmlSource(host), required=True))
+            from joulehouse.collectors.sources.gpu_processes import GpuProcessSource
+
+            nvml = NvmlSource(host)
+            sources.append(Scheduled(nvml, required=True))
+            # After NVML in the list: the loop reads it first, so each map is of that poll's processes.
+            sources.append(Scheduled(GpuProcessSource(host, nvml, proc_root=settings.proc_root),
+                                     interval_s=settings.process_map_interval_s))
         elif name == "sim":
             from joulehouse.collectors.sources.sim import SimSource
 

@@ -74,8 +74,8 @@ class GpuState:
     pcie_tx_kb_per_s: int | None = None
     pcie_rx_kb_per_s: int | None = None
     pstate: int | None = None
-    # pid -> used GPU memory in MiB
-    processes: dict[int, int] = field(default_factory=dict)
+    # pid -> used GPU memory in MiB (None: NVML_VALUE_NOT_AVAILABLE, as under MIG or vGPU)
+    processes: dict[int, int | None] = field(default_factory=dict)
     # NVML function name (or "*") -> error name such as "GPU_IS_LOST", "NOT_SUPPORTED"
     error: dict[str, str] = field(default_factory=dict)
 
@@ -118,7 +118,7 @@ def _gpu_lines(index: int, gpu: GpuState) -> list[str]:
     for key, value in asdict(gpu).items():
         if key == "processes":
             if value:
-                lines.append(f"gpu{index}.processes " + ",".join(f"{p}:{m}" for p, m in value.items()))
+                lines.append(f"gpu{index}.processes " + _process_list(value))
         elif key == "error":
             lines += [f"gpu{index}.error.{fn} {err}" for fn, err in value.items()]
         elif value is not None:
@@ -154,7 +154,7 @@ class NvmlStub:
             if key == "error":
                 lines += [f"gpu{index}.error.{fn} {err}" for fn, err in value.items()]
             elif key == "processes":
-                lines.append(f"gpu{index}.processes " + ",".join(f"{p}:{m}" for p, m in value.items()))
+                lines.append(f"gpu{index}.processes " + _process_list(value))
             else:
                 lines.append(f"gpu{index}.{key} {value}")
         with open(self.state_path, "a") as fh:
@@ -207,3 +207,8 @@ def nvml_stub(nvml_stub_library: Path, tmp_path: Path, monkeypatch: pytest.Monke
     monkeypatch.setenv(STATE_ENV, str(stub.state_path))
     _point_pynvml_at(nvml_stub_library)
     return stub
+
+
+def _process_list(processes: dict[int, int | None]) -> str:
+    """The stub's `pid:MiB,pid` form; a pid without memory is answered NVML_VALUE_NOT_AVAILABLE."""
+    return ",".join(f"{pid}:{mib}" if mib is not None else str(pid) for pid, mib in processes.items())

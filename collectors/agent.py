@@ -228,7 +228,8 @@ def apply_config(
         refused = ApplyResult(host, sha, dry_run, [GpuOutcome(None, "refuse", f"{type(exc).__name__}: {exc}")])
         audit(lake, refused, now)
         raise
-    result = ApplyResult(host, config.config_sha256, dry_run, valid_until=config.valid_until)
+    result = ApplyResult(host, config.config_sha256, dry_run, valid_until=config.valid_until,
+                          valid_from=config.valid_from)
     if dry_run and nvml is None:
         result.outcomes = [
             GpuOutcome(s.gpu_uuid, "dry-run", f"would set {_describe(s)}; not checked against the device (no NVML)",

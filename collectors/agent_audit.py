@@ -38,6 +38,8 @@ class ApplyResult:
     outcomes: list[GpuOutcome] = field(default_factory=list)
     # End of the applied config's validity window (UTC); the agent loop rolls back after it.
     valid_until: dt.datetime | None = None
+    # Start of its validity window (UTC): the agent's metrics give the config's age from it.
+    valid_from: dt.datetime | None = None
     # Why NVML itself could not be used (driver not loaded, init failed): nothing was set, every
     # setting refused; None when NVML answered.
     nvml_unavailable: str | None = None

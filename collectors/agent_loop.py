@@ -23,7 +23,7 @@ import os
 import time
 import urllib.error
 import urllib.request
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
@@ -123,6 +123,24 @@ class AgentState:
     # their defaults, and the first config applied returns those it does not list: a cap cannot
     # outlive its config by way of a restart.
     defaults_ensured: bool = False
+    in_force_valid_from: dt.datetime | None = None
+    # For the metrics (collectors.metrics): GPU outcomes by action, whole-config refusals by the
+    # check that failed, polls, failed polls, the last poll's time.
+    gpu_actions: dict[str, int] = field(default_factory=dict)
+    config_refusals: dict[str, int] = field(default_factory=dict)
+    polls: int = 0
+    poll_failures: int = 0
+    last_poll_at: dt.datetime | None = None
+
+    def counted(self, result: ApplyResult) -> ApplyResult:
+        """`result`, its GPU outcomes added to gpu_actions."""
+        for outcome in result.outcomes:
+            self.gpu_actions[outcome.action] = self.gpu_actions.get(outcome.action, 0) + 1
+        return result
+
+    def refused(self, exc: Exception) -> None:
+        name = type(exc).__name__
+        self.config_refusals[name] = self.config_refusals.get(name, 0) + 1
 
 
 def poll_once(
@@ -134,14 +152,15 @@ def poll_once(
     try:
         data = fetch_config(location)
     except ConfigFetchError as exc:
+        state.poll_failures += 1
         return f"fetch failed, keeping current settings: {exc}"
     if data is None:
         state.seen_sha256 = None
         if state.in_force_sha256 is None:
             return "no config published; nothing in force" + _ensure_defaults(
                 state, host, nvml, lake, now, f"no config published at {location}")
-        result = rollback(host=host, nvml=nvml, lake=lake, now=now, config_sha256=state.in_force_sha256,
-                          reason=f"config revoked: {location} no longer serves one")
+        result = state.counted(rollback(host=host, nvml=nvml, lake=lake, now=now, config_sha256=state.in_force_sha256,
+                                        reason=f"config revoked: {location} no longer serves one"))
         _nothing_in_force(state)
         return "revoked: " + result.summary()
     digest = hashlib.sha256(data).hexdigest()
@@ -149,17 +168,20 @@ def poll_once(
     if digest != state.seen_sha256:
         state.seen_sha256 = digest
         try:
-            result: ApplyResult = apply_config(data, public_key=public_key, host=host, nvml=nvml, lake=lake, now=now,
-                                               replay_guard=replay_guard)
+            result: ApplyResult = state.counted(apply_config(
+                data, public_key=public_key, host=host, nvml=nvml, lake=lake, now=now, replay_guard=replay_guard))
         except NotYetValid as exc:
+            state.refused(exc)
             state.seen_sha256 = None  # check the same bytes again next poll: it becomes valid
             message = f"new config not valid yet ({exc}); keeping current settings, checking again next poll"
         except ConfigError as exc:
+            state.refused(exc)
             message = f"new config refused ({type(exc).__name__}: {exc}); keeping current settings"
             if state.in_force_sha256 is None and isinstance(exc, ExpiredConfig):
                 message = (f"config refused ({type(exc).__name__}: {exc})"
                            + _ensure_defaults(state, host, nvml, lake, now, f"the config published is expired: {exc}"))
         except OSError as exc:  # the audit could not be written (disk full): try the whole apply again
+            state.poll_failures += 1
             state.seen_sha256 = None
             message = f"apply failed ({type(exc).__name__}: {exc}); retrying next poll"
         except Exception:
@@ -167,10 +189,12 @@ def poll_once(
             raise
         else:
             if result.nvml_unavailable:
+                state.poll_failures += 1
                 state.seen_sha256 = None  # nothing was set: the same document is tried again
                 message = f"apply failed, NVML unavailable ({result.nvml_unavailable}); retrying next poll"
             else:
                 state.in_force_sha256, state.in_force_until = result.config_sha256, result.valid_until
+                state.in_force_valid_from = result.valid_from
                 try:
                     note = _release_dropped(state, result, host, nvml, lake, now)
                 except Exception:
@@ -181,8 +205,8 @@ def poll_once(
                 message = "applied: " + result.summary() + note
                 state.defaults_ensured = True  # a valid config now says what every listed GPU holds
     if state.in_force_until is not None and now >= state.in_force_until:
-        result = rollback(host=host, nvml=nvml, lake=lake, now=now, config_sha256=state.in_force_sha256,
-                          reason=f"config expired at {state.in_force_until.isoformat()}")
+        result = state.counted(rollback(host=host, nvml=nvml, lake=lake, now=now, config_sha256=state.in_force_sha256,
+                                        reason=f"config expired at {state.in_force_until.isoformat()}"))
         _nothing_in_force(state)
         message = "expired: " + result.summary()
     return message
@@ -194,13 +218,13 @@ def _ensure_defaults(state: AgentState, host: str, nvml: Any, lake: str | Path |
     'unchanged' where it already is). Returns a note for the log ('' after the first time)."""
     if state.defaults_ensured:
         return ""
-    result = rollback(host=host, nvml=nvml, lake=lake, now=now, reason=reason)
+    result = state.counted(rollback(host=host, nvml=nvml, lake=lake, now=now, reason=reason))
     state.defaults_ensured = True
     return "; GPUs set to their defaults (nothing known in force since the agent started): " + result.summary()
 
 
 def _nothing_in_force(state: AgentState) -> None:
-    state.in_force_sha256 = state.in_force_until = None
+    state.in_force_sha256 = state.in_force_until = state.in_force_valid_from = None
     state.in_force_gpus = frozenset()
 
 
@@ -213,14 +237,16 @@ def _release_dropped(state: AgentState, result: ApplyResult, host: str, nvml: An
     if not state.defaults_ensured:
         # The first config since the agent started: what it left before a restart is unknown, so
         # every GPU this config does not set goes back to its default ('unchanged' where it is).
-        back = rollback(host=host, nvml=nvml, lake=lake, now=now, keep=in_force, config_sha256=result.config_sha256,
-                        reason="not set by the first config since the agent started: back to the default")
+        back = state.counted(rollback(
+            host=host, nvml=nvml, lake=lake, now=now, keep=in_force, config_sha256=result.config_sha256,
+            reason="not set by the first config since the agent started: back to the default"))
         state.in_force_gpus = in_force
         return "; GPUs the config does not set returned to their defaults: " + back.summary() if back.outcomes else ""
     dropped = sorted(state.in_force_gpus - in_force)
     if dropped:
-        back = rollback(host=host, nvml=nvml, lake=lake, now=now, gpu_uuids=dropped,
-                        config_sha256=result.config_sha256, reason="not set by the new config: back to the default")
+        back = state.counted(rollback(host=host, nvml=nvml, lake=lake, now=now, gpu_uuids=dropped,
+                                      config_sha256=result.config_sha256,
+                                      reason="not set by the new config: back to the default"))
     state.in_force_gpus = in_force  # only once the rollback went through: a failed one is retried
     return f"; {len(dropped)} GPUs the new config no longer sets: " + back.summary() if dropped else ""
 
@@ -230,16 +256,20 @@ def run_agent(
     poll_interval_s: float = 300.0, iterations: int | None = None,
     clock: Callable[[], dt.datetime] = lambda: dt.datetime.now(dt.timezone.utc),
     sleep: Callable[[float], None] = time.sleep, log: Callable[[str], None] = print,
-    replay_guard: ReplayGuard | None = None,
+    replay_guard: ReplayGuard | None = None, state: AgentState | None = None,
 ) -> AgentState:
-    """Poll `location` every `poll_interval_s` seconds (forever, or `iterations` times)."""
-    state = AgentState()
+    """Poll `location` every `poll_interval_s` seconds (forever, or `iterations` times). `state`:
+    the loop's memory, handed in where the metrics read it (collectors.metrics.AgentStateMetrics)."""
+    state = state if state is not None else AgentState()
     done = 0
     while iterations is None or done < iterations:
+        state.polls += 1
+        state.last_poll_at = clock()
         try:
             message = poll_once(state, location, public_key=public_key, host=host, nvml=nvml, lake=lake, now=clock(),
                                 replay_guard=replay_guard)
         except Exception as exc:  # noqa: BLE001 - a daemon: one failed poll (NVML gone, disk full) is not the end
+            state.poll_failures += 1
             message = f"poll failed ({type(exc).__name__}: {exc}); trying again next poll"
         log(f"{clock().isoformat(timespec='seconds')} {message}")
         done += 1

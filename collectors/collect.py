@@ -71,6 +71,11 @@ class CollectStats:
     # memory bound dropped them), and segments left in the spool for the next start to roll.
     rows_not_kept: int = 0
     segments_left: int = 0
+    # For the metrics (collectors.metrics): rows per (source, dataset), errors per source, and the
+    # Unix time a Parquet file last went into the lake.
+    rows_by_source: dict[tuple[str, str], int] = field(default_factory=dict)
+    errors_by_source: dict[str, int] = field(default_factory=dict)
+    last_lake_write_at_s: float | None = None
 
 
 @dataclass
@@ -88,6 +93,11 @@ class Scheduled:
     @property
     def name(self) -> str:
         return type(self.source).__name__
+
+    @property
+    def label(self) -> str:
+        """The source as the metrics name it: NvmlSource -> nvml, GpuProcessSource -> gpuprocess."""
+        return self.name.removesuffix("Source").lower()
 
 
 class Collector:
@@ -110,7 +120,7 @@ class Collector:
         self._spools: dict[str, Spool] = {}
         self._last_flush = clock()
         self._write_blocked = False
-        self._inbox: queue.Queue[tuple[str, pa.Table]] = queue.Queue(maxsize=BACKGROUND_QUEUE_TABLES)
+        self._inbox: queue.Queue[tuple[str, str, pa.Table]] = queue.Queue(maxsize=BACKGROUND_QUEUE_TABLES)
         self._stats_lock = threading.Lock()
 
     def _spool(self, dataset: str) -> Spool:
@@ -120,6 +130,15 @@ class Collector:
                                           roll_max_rows=self.settings.roll_max_rows, clock=self.clock)
         return self._spools[dataset]
 
+    def spools(self) -> list[Spool]:
+        """The spools opened so far, one per dataset (read by the metrics at each scrape)."""
+        return list(self._spools.values())
+
+    def _wrote(self, files: int) -> None:
+        if files:
+            self.stats.files_written += files
+            self.stats.last_lake_write_at_s = time.time()
+
     def recover(self) -> int:
         """Roll what a previous (killed) process left in the spool; returns files written. A
         segment that cannot be rolled now is retried at every flush, as a full disk's are."""
@@ -127,7 +146,7 @@ class Collector:
         written = recover(self.spool_dir, self.lake, left)
         for dataset, paths in left.items():
             self._spool(dataset).pending.extend(paths)
-        self.stats.files_written += len(written)
+        self._wrote(len(written))
         return len(written)
 
     def _read(self, entry: Scheduled) -> pa.Table | None:
@@ -135,18 +154,21 @@ class Collector:
         try:
             table = entry.source.read()
         except SourceError as exc:
-            with self._stats_lock:
-                self.stats.source_errors += 1
+            self._count_error(entry)
             log.warning("source %s failed this poll: %s", entry.name, exc)
             return None
         except Exception:  # a bug in one source must not stop the others
-            with self._stats_lock:
-                self.stats.source_errors += 1
+            self._count_error(entry)
             log.exception("source %s raised unexpectedly this poll", entry.name)
             return None
         with self._stats_lock:
             self.stats.reads_ok += 1
         return table
+
+    def _count_error(self, entry: Scheduled) -> None:
+        with self._stats_lock:
+            self.stats.source_errors += 1
+            self.stats.errors_by_source[entry.label] = self.stats.errors_by_source.get(entry.label, 0) + 1
 
     def _first_read(self, entry: Scheduled) -> pa.Table:
         """The first read of a required source: if it cannot be read at all, stop (SourceStartError)."""
@@ -158,9 +180,11 @@ class Collector:
         self.stats.reads_ok += 1
         return table
 
-    def _take(self, dataset: str, table: pa.Table) -> None:
+    def _take(self, label: str, dataset: str, table: pa.Table) -> None:
         self._spool(dataset).append(table)
         self.stats.rows += table.num_rows
+        key = (label, dataset)
+        self.stats.rows_by_source[key] = self.stats.rows_by_source.get(key, 0) + table.num_rows
 
     def poll(self) -> None:
         """Take what background sources read, read every due foreground source, then flush and
@@ -177,7 +201,7 @@ class Collector:
                 entry.next_at = max(entry.next_at + entry.interval_s, now)
             table = self._first_read(entry) if entry.required and not entry.started else self._read(entry)
             if table is not None:
-                self._take(entry.source.dataset, table)
+                self._take(entry.label, entry.source.dataset, table)
         if self.clock() - self._last_flush >= self.settings.spool_flush_interval_s:
             self.flush(roll_due_only=True)
 
@@ -189,7 +213,7 @@ class Collector:
             table = self._read(entry)
             if table is not None and table.num_rows:
                 try:
-                    self._inbox.put_nowait((entry.source.dataset, table))
+                    self._inbox.put_nowait((entry.label, entry.source.dataset, table))
                 except queue.Full:
                     with self._stats_lock:
                         self.stats.background_dropped_tables += 1
@@ -210,9 +234,9 @@ class Collector:
             try:
                 spool.flush()
                 if spool.pending:
-                    self.stats.files_written += len(spool.roll_pending())
+                    self._wrote(len(spool.roll_pending()))
                 if not roll_due_only or spool.due():
-                    self.stats.files_written += len(spool.roll())
+                    self._wrote(len(spool.roll()))
                 if self._write_blocked:
                     log.warning("the spool takes writes again: spool %s flushed", spool.dataset)
                     self._write_blocked = False
@@ -295,10 +319,10 @@ class Collector:
         """Move what the background sources read into the spools (only this thread touches them)."""
         while True:
             try:
-                dataset, table = self._inbox.get_nowait()
+                label, dataset, table = self._inbox.get_nowait()
             except queue.Empty:
                 return
-            self._take(dataset, table)
+            self._take(label, dataset, table)
 
 
 def _check_intervals(settings: CollectorSettings, scheduled: Sequence[Scheduled]) -> None:

@@ -208,7 +208,19 @@ def render_report(day: str, config: str | None) -> dict:
     out = Path(settings.warehouse.db_path).parent / "reports" / f"{the_day}.html"
     with _warehouse(settings, read_only=True) as con:
         path = render(con, the_day, out)
-    return {"report": str(path)}
+        metrics = _write_headline_metrics(con, the_day, settings)
+    return {"report": str(path), "headline_metrics": metrics}
+
+
+def _write_headline_metrics(con, the_day: dt.date, settings: Settings) -> str | None:
+    """The day's headline as a node_exporter textfile ([export] metrics_textfile)."""
+    from joulehouse.reports.export.headline_metrics import write_headline_metrics
+
+    out_dir = Path(settings.export.out_dir)
+    target = settings.export.metrics_textfile or out_dir.parent / "metrics" / "joulehouse_daily.prom"
+    export = out_dir / f"recommended-config-{the_day.isoformat()}.json"
+    written = write_headline_metrics(con, the_day, target, export_path=export)
+    return str(written) if written else None
 
 
 def export_recommended_config(day: str, config: str | None) -> dict:

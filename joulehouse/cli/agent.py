@@ -14,7 +14,7 @@ from typing import Optional
 
 import typer
 
-from joulehouse.cli.options import fail
+from joulehouse.cli.options import METRICS_ADDRESS_HELP, METRICS_PORT_HELP, METRICS_TEXTFILE_HELP, expose_metrics, fail
 
 agent_app = typer.Typer(no_args_is_help=True, help="Apply signed recommended configs to this node's GPUs.")
 keys_app = typer.Typer(no_args_is_help=True, help="Signing keys for the recommended-config file.")
@@ -199,6 +199,9 @@ def run_command(
     iterations: Optional[int] = typer.Option(None, "--iterations", help="Stop after N polls (default: forever)"),
     state: Optional[Path] = typer.Option(None, "--state", help="Replay state: the newest config accepted per site "
                                          "(default: [agent] state_path, or <lake>/../state/ with --lake)"),
+    metrics_port: int = typer.Option(0, "--metrics-port", help=METRICS_PORT_HELP),
+    metrics_address: str = typer.Option("127.0.0.1", "--metrics-address", help=METRICS_ADDRESS_HELP),
+    metrics_textfile: Optional[Path] = typer.Option(None, "--metrics-textfile", help=METRICS_TEXTFILE_HELP),
 ) -> None:
     """Poll the config location; apply a new config when it changes, roll back on expiry or revocation."""
     from joulehouse.collectors.agent_loop import run_agent
@@ -211,10 +214,26 @@ def run_command(
     location = config_url or agent.config_url
     if not location:
         fail("no config location: pass --config-url or set [agent] config_url", 2)
+    from joulehouse.collectors.agent_loop import AgentState
+
     key = _public_key(public_key or Path(agent.public_key_path))
-    run_agent(location, public_key=key, host=host or socket.gethostname(), nvml=_nvml_usable_or_exit(), lake=lake,
-              poll_interval_s=interval_s or agent.poll_interval_s, iterations=iterations, log=typer.echo,
-              replay_guard=_replay_guard(state, lake, settings_file))
+    nvml, guard, loop_state = _nvml_usable_or_exit(), _replay_guard(state, lake, settings_file), AgentState()
+    exposure = None
+    if metrics_port or metrics_textfile:
+        from prometheus_client import CollectorRegistry
+
+        from joulehouse.collectors.metrics import AgentStateMetrics
+
+        registry = CollectorRegistry()
+        registry.register(AgentStateMetrics(loop_state))
+        exposure = expose_metrics(registry, metrics_port, metrics_address, metrics_textfile)
+    try:
+        run_agent(location, public_key=key, host=host or socket.gethostname(), nvml=nvml, lake=lake,
+                  poll_interval_s=interval_s or agent.poll_interval_s, iterations=iterations, log=typer.echo,
+                  replay_guard=guard, state=loop_state)
+    finally:
+        if exposure is not None:
+            exposure.stop()
 
 
 @keys_app.command("generate")

@@ -21,7 +21,8 @@ from typing import List, Optional
 
 import typer
 
-from joulehouse.cli.options import fail, node_lake
+from joulehouse.cli.options import (METRICS_ADDRESS_HELP, METRICS_PORT_HELP, METRICS_TEXTFILE_HELP, expose_metrics, fail,
+                                    node_lake)
 
 SOURCES = ("nvml", "dcgm", "ipmi", "sim")
 
@@ -39,6 +40,9 @@ def collect_command(
     dcgm_interval: Optional[str] = typer.Option(None, "--dcgm-interval", help="DCGM sync interval (default 60s)."),
     sim_gpus: int = typer.Option(8, "--sim-gpus", help="GPUs of the sim source."),
     max_polls: Optional[int] = typer.Option(None, "--max-polls", help="Stop after N polls (tests)."),
+    metrics_port: int = typer.Option(0, "--metrics-port", help=METRICS_PORT_HELP),
+    metrics_address: str = typer.Option("127.0.0.1", "--metrics-address", help=METRICS_ADDRESS_HELP),
+    metrics_textfile: Optional[Path] = typer.Option(None, "--metrics-textfile", help=METRICS_TEXTFILE_HELP),
 ) -> None:
     """Sample GPUs (and the BMC) into the lake through a crash-safe spool."""
     import logging
@@ -73,12 +77,24 @@ def collect_command(
         collector = Collector(sources, lake=lake, settings=settings, spool_dir=spool)
     except ValueError as exc:  # an interval that is not a finite time above zero
         fail(str(exc), 2)
+    exposure = None
+    if metrics_port or metrics_textfile:
+        from prometheus_client import CollectorRegistry
+
+        from joulehouse.collectors.metrics import CollectorStatsMetrics
+
+        registry = CollectorRegistry()
+        registry.register(CollectorStatsMetrics(collector))
+        exposure = expose_metrics(registry, metrics_port, metrics_address, metrics_textfile)
     try:
         stats = collector.run(stop, max_polls=max_polls)
     except (SpoolInUseError, StorageError) as exc:
         fail(str(exc), 2)
     except SourceStartError as exc:
         fail(str(exc), 3)
+    finally:
+        if exposure is not None:
+            exposure.stop()
     if stats.polls and stats.reads_ok == 0 and stats.source_errors:
         fail("no source could be read (see the log above)", 3)
     typer.echo(f"stopped: {stats.polls} polls, {stats.rows} rows, {stats.files_written} files, "

@@ -32,3 +32,22 @@ def node_lake(value: str, option: str = "--lake") -> Path:
         fail(f"{option} {value}: a node's lake is a local folder; `joulehouse ship --to {value}` sends it there")
     return Path(value)
 
+
+
+METRICS_PORT_HELP = "Serve Prometheus /metrics on this port (0: off), e.g. 9402."
+METRICS_ADDRESS_HELP = "Address of the /metrics port: 127.0.0.1, or 0.0.0.0 for a Prometheus on another host."
+METRICS_TEXTFILE_HELP = "Also write the metrics to this *.prom file for node_exporter's textfile collector."
+
+
+def expose_metrics(registry, port: int, address: str, textfile: Path | None):
+    """Start serving/writing `registry` (collectors.metrics.MetricsExposure), or fail naming the
+    option that cannot be used (port taken or out of range, textfile folder not writable)."""
+    from joulehouse.collectors.metrics import MetricsExposure
+
+    if not 0 <= port <= 65535:
+        fail(f"--metrics-port {port}: expected 0 (off) or a port 1..65535")
+    try:
+        return MetricsExposure(registry, port=port, address=address, textfile=textfile)
+    except OSError as exc:
+        where = f"--metrics-port {port} on {address}" if port else f"--metrics-textfile {textfile}"
+        fail(f"{where}: {exc.strerror or exc}")

@@ -20,5 +20,8 @@ class ExportSettings:
     private_key_path: Text = Field("var/keys/joulehouse-ed25519.pem", description="The site's ed25519 signing key.")
     validity_hours: Positive = Field(48.0, description="How long a config stays valid after the day it comes from, h.")
     site: Text = Field("site-a", description="The site named in the signed body, so an agent can tell one site's file from another's.")
+    metrics_textfile: str = Field(
+        "", description="The day's headline as Prometheus metrics (a *.prom file for node_exporter's textfile collector);\n"
+                        "'' puts it beside the export folder: <out_dir>/../metrics/joulehouse_daily.prom.")
     publish_url: str = Field(
         "", description="Where node agents fetch the config (a folder or fsspec URL); empty: the export folder is served as is.")

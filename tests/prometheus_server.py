@@ -1,0 +1,75 @@
+"""A real Prometheus for tests: Debian's /usr/bin/prometheus on 127.0.0.1 and a free port,
+scraping local endpoints every second, with its TSDB in a temp folder."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import time
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+
+import requests
+
+PROMETHEUS = "/usr/bin/prometheus"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_for(condition: Callable[[], bool], timeout_s: float, what: str) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            if condition():
+                return
+        except requests.RequestException:
+            pass
+        time.sleep(0.2)
+    raise AssertionError(f"timed out after {timeout_s} s waiting for {what}")
+
+
+class PrometheusServer:
+    """Scrapes `targets`: one port (job dcgm-exporter), or {job name: [ports]}."""
+
+    def __init__(self, folder: Path, targets: int | Mapping[str, Sequence[int]]) -> None:
+        folder.mkdir(parents=True, exist_ok=True)
+        jobs = {"dcgm-exporter": [targets]} if isinstance(targets, int) else targets
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        config = folder / "prometheus.yml"
+        scrape = "".join(
+            f"  - job_name: {job}\n    static_configs:\n      - targets: [{', '.join(repr(f'127.0.0.1:{p}') for p in ports)}]\n"
+            for job, ports in jobs.items())
+        config.write_text("global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\nscrape_configs:\n" + scrape)
+        self.log = open(folder / "prometheus.log", "wb")
+        self.process = subprocess.Popen(
+            [PROMETHEUS, f"--config.file={config}", f"--storage.tsdb.path={folder / 'data'}",
+             f"--web.listen-address=127.0.0.1:{self.port}"],
+            stdout=self.log, stderr=subprocess.STDOUT)
+        wait_for(lambda: requests.get(f"{self.url}/-/ready", timeout=1).status_code == 200, 20,
+                 "Prometheus /-/ready")
+
+    first_scrape_s = 0
+
+    def query(self, query: str) -> list[dict]:
+        """The instant query's result vector (each {"metric": labels, "value": [t, "text"]})."""
+        r = requests.get(f"{self.url}/api/v1/query", params={"query": query}, timeout=2).json()
+        return r["data"]["result"]
+
+    def series_count(self, query: str) -> int:
+        result = self.query(query)
+        return int(float(result[0]["value"][1])) if result else 0
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(10)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        self.log.close()

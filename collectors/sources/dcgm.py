@@ -6,6 +6,9 @@ source asks Prometheus for a time range with `query_range` (one request for all 
 converts the string values, and pivots to one row per (GPU, timestamp). A field a GPU does
 not publish is NULL in its rows, never 0.
 
+Series with dcgm-exporter's Kubernetes labels (`pod`, `namespace`, `container`) also give the
+lake's `jobs`: one row per pod and GPU it held, the namespace as team (dcgm_pods).
+
 Units as dcgm-exporter gives them: power W, energy mJ (a counter since boot), clocks MHz,
 temperatures C, GPU/memory-copy utilisation %, DCGM_FI_PROF_* activity ratios 0..1, PCIe
 bytes per second.
@@ -37,6 +40,7 @@ import pyarrow.compute as pc
 from joulehouse.collectors.schema import GPU_SAMPLES, SORT_KEYS, conform
 from joulehouse.collectors.settings import CollectorSettings
 from joulehouse.collectors.sources.base import SourceError
+from joulehouse.collectors.sources.dcgm_pods import PodJobs, pod_holdings
 from joulehouse.collectors.sources.dcgm_values import convert_value, drop_unreported_memory_temps
 from joulehouse.collectors.writer import WrittenFile, partition_dir, write_parquet_atomic
 
@@ -265,6 +269,9 @@ class DcgmSource:
         self._sleep = sleep
         self._client = client
         self.rejected_series: list[str] = []
+        # Pods on GPUs (dcgm-exporter's Kubernetes labels) become jobs (collectors/sources/dcgm_pods.py).
+        self.pods = PodJobs(self.lake, self.state.path.with_name(f"{self.state.path.stem}-pods.json"))
+        self.pod_holdings: list = []
 
     @classmethod
     def from_settings(cls, lake: str | Path, settings: CollectorSettings, **overrides: Any) -> DcgmSource:
@@ -299,6 +306,9 @@ class DcgmSource:
             lambda: self._prometheus().custom_query_range(
                 self.query, start_time=start, end_time=end, step=str(self.step_s), timeout=self.timeout_s))
         table, rejected = pivot_range_result(result)
+        keyed = ((series_key(s.get("metric", {})), s.get("metric", {}), [float(t) for t, _ in s.get("values", [])])
+                 for s in result)
+        self.pod_holdings = pod_holdings(((k, labels, ts) for k, labels, ts in keyed if not isinstance(k, str)), self.step_s)
         if rejected:
             log.warning("dcgm: %d series set aside for %s..%s, first: %s",
                         len(rejected), start.isoformat(), end.isoformat(), rejected[0])
@@ -380,6 +390,7 @@ class DcgmSource:
                 floor = datetime.fromisoformat(state["watermark_at"])
                 table = table.filter(pc.greater(table.column("sampled_at"), pa.scalar(floor, GPU_SAMPLES.field("sampled_at").type)))
             written += write_range(self.lake, table, start, end)
+            written += self.pods.merge(self.pod_holdings, self.step_s, end)
             state = {"state_version": STATE_VERSION, "watermark_at": _iso(end), "pending": None}
             self.state.save(state)
             log.info("dcgm: wrote %d rows for %s..%s", table.num_rows, _iso(start), _iso(end))

@@ -73,3 +73,32 @@ class PrometheusServer:
                 self.process.kill()
                 self.process.wait()
         self.log.close()
+
+
+class TextEndpoint:
+    """A local HTTP endpoint serving Prometheus' text format: `text()` at every GET (an exporter
+    stand-in whose values and labels a test changes while Prometheus scrapes it)."""
+
+    def __init__(self, text: Callable[[], str]) -> None:
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+        import threading
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:  # noqa: N802 (http.server's name)
+                body = text().encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.port = self.server.server_address[1]
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def stop(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()

@@ -131,7 +131,8 @@ def _number(raw: str, unit: str, scale: float) -> float | None:
     return float(m.group(1)) * scale
 
 
-def _timestamp(raw: str, assume_tz: ZoneInfo) -> datetime:
+def local_timestamp(raw: str, assume_tz: ZoneInfo) -> datetime:
+    """A log's time in UTC: nvidia-smi's own format or ISO 8601; without an offset, in `assume_tz`."""
     text = raw.strip()
     for fmt in _TIMESTAMP_FORMATS:
         try:
@@ -279,7 +280,7 @@ def _naive(raw: str) -> bool:
 
 def _parse_row(row: dict[str, str], id_columns: list[str], index_column: str | None, zone: ZoneInfo) -> dict:
     try:
-        sampled_at = _timestamp(row["timestamp"], zone)
+        sampled_at = local_timestamp(row["timestamp"], zone)
     except ValueError as exc:
         raise ValueError(f"timestamp: {exc}") from None
     try:

@@ -45,7 +45,7 @@ import pyarrow as pa
 from joulehouse.collectors.ingest.hostlist import HostListError, expand_hostlist, gpus_in_tres
 from joulehouse.collectors.ingest.lake_gpus import LakeGpus
 from joulehouse.collectors.ingest.lake_import import RejectedRow, land_log
-from joulehouse.collectors.ingest.nvidia_smi import EARLIEST_READING_AT, LATEST_AHEAD, IngestResult
+from joulehouse.collectors.ingest.nvidia_smi import EARLIEST_READING_AT, LATEST_AHEAD, IngestResult, local_timestamp
 from joulehouse.collectors.schema import JOBS, conform
 
 SOURCE = "slurm"
@@ -176,12 +176,9 @@ def _parse_line(line: str, header: list[str], number: int, zone: ZoneInfo, now: 
 
 def _time(field: str, text: str, zone: ZoneInfo, now: datetime) -> datetime:
     try:
-        parsed = datetime.fromisoformat(text)
+        parsed = local_timestamp(text, zone)
     except ValueError:
         raise ValueError(f"{field}: {text!r} is not a time like 2026-11-30T08:00:00") from None
-    if parsed.tzinfo is None:
-        parsed = parsed.replace(tzinfo=zone)
-    parsed = parsed.astimezone(timezone.utc)
     if parsed < EARLIEST_READING_AT:
         raise ValueError(f"{field}: {parsed.isoformat()} is before {EARLIEST_READING_AT.date()}")
     if parsed > now + LATEST_AHEAD:

@@ -218,15 +218,9 @@ def run_command(
 
     key = _public_key(public_key or Path(agent.public_key_path))
     nvml, guard, loop_state = _nvml_usable_or_exit(), _replay_guard(state, lake, settings_file), AgentState()
-    exposure = None
-    if metrics_port or metrics_textfile:
-        from prometheus_client import CollectorRegistry
+    from joulehouse.collectors.metrics import AgentStateMetrics
 
-        from joulehouse.collectors.metrics import AgentStateMetrics
-
-        registry = CollectorRegistry()
-        registry.register(AgentStateMetrics(loop_state))
-        exposure = expose_metrics(registry, metrics_port, metrics_address, metrics_textfile)
+    exposure = expose_metrics(AgentStateMetrics(loop_state), metrics_port, metrics_address, metrics_textfile)
     try:
         run_agent(location, public_key=key, host=host or socket.gethostname(), nvml=nvml, lake=lake,
                   poll_interval_s=interval_s or agent.poll_interval_s, iterations=iterations, log=typer.echo,

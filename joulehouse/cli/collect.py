@@ -77,15 +77,9 @@ def collect_command(
         collector = Collector(sources, lake=lake, settings=settings, spool_dir=spool)
     except ValueError as exc:  # an interval that is not a finite time above zero
         fail(str(exc), 2)
-    exposure = None
-    if metrics_port or metrics_textfile:
-        from prometheus_client import CollectorRegistry
+    from joulehouse.collectors.metrics import CollectorStatsMetrics
 
-        from joulehouse.collectors.metrics import CollectorStatsMetrics
-
-        registry = CollectorRegistry()
-        registry.register(CollectorStatsMetrics(collector))
-        exposure = expose_metrics(registry, metrics_port, metrics_address, metrics_textfile)
+    exposure = expose_metrics(CollectorStatsMetrics(collector), metrics_port, metrics_address, metrics_textfile)
     try:
         stats = collector.run(stop, max_polls=max_polls)
     except (SpoolInUseError, StorageError) as exc:

@@ -39,10 +39,18 @@ METRICS_ADDRESS_HELP = "Address of the /metrics port: 127.0.0.1, or 0.0.0.0 for 
 METRICS_TEXTFILE_HELP = "Also write the metrics to this *.prom file for node_exporter's textfile collector."
 
 
-def expose_metrics(registry, port: int, address: str, textfile: Path | None):
-    """Start serving/writing `registry` (collectors.metrics.MetricsExposure), or fail naming the
-    option that cannot be used (port taken or out of range, textfile folder not writable)."""
+def expose_metrics(metrics, port: int, address: str, textfile: Path | None):
+    """Serve and/or write `metrics` (a prometheus_client collector of the command's own stats,
+    collectors.metrics) on --metrics-port / --metrics-textfile; None when both are off. Fails
+    naming the option that cannot be used (port taken or out of range, textfile not writable)."""
+    if not port and not textfile:
+        return None
+    from prometheus_client import CollectorRegistry
+
     from joulehouse.collectors.metrics import MetricsExposure
+
+    registry = CollectorRegistry()
+    registry.register(metrics)
 
     if not 0 <= port <= 65535:
         fail(f"--metrics-port {port}: expected 0 (off) or a port 1..65535")

@@ -4,16 +4,14 @@ and GPU however many sync ranges it spans."""
 
 from __future__ import annotations
 
-import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
 
 from joulehouse.collectors.sources.dcgm import DcgmSource
-from prometheus_server import PROMETHEUS, PrometheusServer, wait_for
+from prometheus_server import PROMETHEUS, PrometheusServer, TextEndpoint, wait_for
 
 pytestmark = [pytest.mark.integration]
 if not Path(PROMETHEUS).exists():
@@ -23,28 +21,12 @@ HOST = "node-07"
 UUIDS = {0: "GPU-00000007-0000-4000-8000-000000000000", 1: "GPU-00000007-0000-4000-8000-000000000001"}
 
 
-class PodExporter:
+class PodExporter(TextEndpoint):
     """dcgm-exporter's text for 2 GPUs; `pods[i]` = (namespace, pod, container) or None (free)."""
 
     def __init__(self) -> None:
         self.pods: dict[int, tuple[str, str, str] | None] = {0: None, 1: None}
-        exporter = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_GET(self) -> None:  # noqa: N802
-                body = exporter.text().encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            def log_message(self, *args: object) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.port = self.server.server_address[1]
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        super().__init__(self.text)
 
     def text(self) -> str:
         lines = ["# HELP DCGM_FI_DEV_POWER_USAGE Power draw (in W).", "# TYPE DCGM_FI_DEV_POWER_USAGE gauge"]
@@ -55,10 +37,6 @@ class PodExporter:
             lines.append(f'DCGM_FI_DEV_POWER_USAGE{{gpu="{index}",UUID="{uuid}",modelName="NVIDIA H100 80GB HBM3",'
                          f'Hostname="{HOST}",container="{container}",namespace="{ns}",pod="{name}"}} {200 + index}')
         return "\n".join(lines) + "\n"
-
-    def stop(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
 
 
 def job_rows(lake: Path) -> list[dict]:

@@ -3,10 +3,8 @@ endpoint that serves dcgm-exporter's text format for 2 hosts x 4 GPUs with known
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pyarrow.dataset as ds
@@ -15,7 +13,7 @@ import pytest
 from joulehouse.collectors.sources import dcgm as dcgm_module
 from joulehouse.collectors.sources.base import SourceError
 from joulehouse.collectors.sources.dcgm import DcgmSource
-from prometheus_server import PROMETHEUS, PrometheusServer, wait_for
+from prometheus_server import PROMETHEUS, PrometheusServer, TextEndpoint, wait_for
 
 pytestmark = [pytest.mark.integration]
 if not Path(PROMETHEUS).exists():
@@ -95,33 +93,12 @@ def exposition(power_offset_w: float) -> str:
     return "\n".join(lines) + "\n"
 
 
-class Exporter:
-    """A local HTTP endpoint serving the exposition; `power_offset_w` changes what it serves."""
+class Exporter(TextEndpoint):
+    """dcgm-exporter's stand-in; `power_offset_w` changes what it serves."""
 
     def __init__(self) -> None:
         self.power_offset_w = 0.0
-        exporter = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_GET(self) -> None:  # noqa: N802 (http.server's name)
-                body = exposition(exporter.power_offset_w).encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            def log_message(self, *args: object) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.port = self.server.server_address[1]
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self.thread.start()
-
-    def stop(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+        super().__init__(lambda: exposition(self.power_offset_w))
 
 
 @pytest.fixture(scope="module")

@@ -25,12 +25,11 @@ HEADLINE_SQL = SqlFiles("joulehouse.reports.export", "sql")
 # metric -> (help, SQL file, its column, the relations the file reads)
 HEADLINE = {
     "joulehouse_daily_gpu_energy_kwh": ("GPU board energy of the day, kWh.", "headline_gpu_energy", "gpu_energy_kwh",
-                                        ("fct_gpu_energy_hourly", "fct_gpu_coverage_daily")),
+                                        ("fct_gpu_energy_hourly",)),
     "joulehouse_daily_gpu_coverage_ratio": ("Mean share of the day each GPU was observed, 0..1.",
-                                            "headline_gpu_energy", "coverage_ratio",
-                                            ("fct_gpu_energy_hourly", "fct_gpu_coverage_daily")),
-    "joulehouse_daily_gpus": ("GPUs with any reading that day.", "headline_gpu_energy", "gpus",
-                              ("fct_gpu_energy_hourly", "fct_gpu_coverage_daily")),
+                                            "headline_coverage", "coverage_ratio", ("fct_gpu_coverage_daily",)),
+    "joulehouse_daily_gpus": ("GPUs with any reading that day.", "headline_coverage", "gpus",
+                              ("fct_gpu_coverage_daily",)),
     "joulehouse_daily_it_energy_kwh": ("IT energy accounted (BMC where usable, else GPU), kWh.", "headline_carbon",
                                        "it_energy_kwh", ("rpt_carbon_daily",)),
     "joulehouse_daily_facility_energy_kwh": ("Energy at the meter (IT x PUE), kWh.", "headline_carbon",

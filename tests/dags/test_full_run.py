@@ -120,6 +120,14 @@ def test_two_days_through_airflow_and_a_rerun_of_the_first_is_identical(site):
     config = verify_config(doc, load_public_key(site / "keys" / "joulehouse-ed25519.pub.pem"),
                            now=dt.datetime.fromisoformat(doc["body"]["valid_from"]))
     assert config.settings, "the export carries at least one GPU setting"
+    # The day's headline as metrics, for node_exporter's textfile collector on the analytics host.
+    from prometheus_client.parser import text_string_to_metric_families
+
+    headline = {s.name: s.value for family in text_string_to_metric_families(
+        (site / "metrics" / "joulehouse_daily.prom").read_text()) for s in family.samples}
+    assert math.isclose(headline["joulehouse_daily_gpu_energy_kwh"], sum(r[2] for r in first["energy"]), rel_tol=1e-6)
+    assert headline["joulehouse_daily_recommendations_exported"] == len(config.settings)
+    assert headline["joulehouse_daily_blocking_checks_failed"] == 0 and headline["joulehouse_daily_gpus"] == 16
 
     export_bytes = export.read_bytes()
     result = runner.invoke(app, ["run", "--date", NEXT_DAY.isoformat(), "--config", str(site / "joulehouse.toml")])

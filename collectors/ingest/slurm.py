@@ -92,38 +92,39 @@ def read_sacct(path: str | Path, *, lake: str | Path, assume_tz: str = "UTC",
     except (ValueError, ZoneInfoNotFoundError):
         raise SlurmError(f"assume_tz {assume_tz!r} is not an IANA time zone such as 'UTC' or 'Europe/Berlin'") from None
     try:
-        text = path.read_text(encoding="utf-8", errors="surrogateescape")
+        fh = open(path, encoding="utf-8", errors="surrogateescape", newline="")
     except OSError as exc:
         raise SlurmError(f"cannot open sacct export {path}: {exc.strerror or exc}") from None
-    lines = text.lstrip("\ufeff").splitlines()
-    if not lines:
-        raise SlurmError(f"{path} is empty; expected sacct's header line {'|'.join(FIELDS)}")
-    header = lines[0].split("|")
-    missing = [f for f in FIELDS if f not in header]
-    if missing:
-        raise SlurmError(f"{path}: header lacks {', '.join(missing)}; export with "
-                         f"sacct -a -X -P --format={','.join(FIELDS)}")
     rejected: list[RejectedRow] = []
     skipped: dict[str, int] = {}
     jobs: list[_Job] = []
     first_line: dict[str, int] = {}
-    for number, line in enumerate(lines[1:], start=2):
-        if not line.strip():
-            continue
-        try:
-            job = _parse_line(line, header, number, zone, now)
-        except _Skip as skip:
-            skipped[str(skip)] = skipped.get(str(skip), 0) + 1
-            continue
-        except (ValueError, HostListError) as exc:
-            rejected.append(RejectedRow(number, str(exc), line[:2000]))
-            continue
-        if job.job_id in first_line:
-            rejected.append(RejectedRow(number, f"duplicate JobID: {job.job_id} first at line {first_line[job.job_id]}",
-                                        line[:2000]))
-            continue
-        first_line[job.job_id] = number
-        jobs.append(job)
+    with fh:
+        header = fh.readline(MAX_LINE_CHARS).lstrip("\ufeff").rstrip("\r\n").split("|")
+        missing = [f for f in FIELDS if f not in header]
+        if header == [""]:
+            raise SlurmError(f"{path} is empty; expected sacct's header line {'|'.join(FIELDS)}")
+        if missing:
+            raise SlurmError(f"{path}: header lacks {', '.join(missing)}; export with "
+                             f"sacct -a -X -P --format={','.join(FIELDS)}")
+        for number, line in enumerate(fh, start=2):  # one line at a time: an export may be large
+            line = line.rstrip("\r\n")
+            if not line.strip():
+                continue
+            try:
+                job = _parse_line(line, header, number, zone, now)
+            except _Skip as skip:
+                skipped[str(skip)] = skipped.get(str(skip), 0) + 1
+                continue
+            except (ValueError, HostListError) as exc:
+                rejected.append(RejectedRow(number, str(exc), line[:2000]))
+                continue
+            if job.job_id in first_line:
+                rejected.append(RejectedRow(number, f"duplicate JobID: {job.job_id} first at line "
+                                                    f"{first_line[job.job_id]}", line[:2000]))
+                continue
+            first_line[job.job_id] = number
+            jobs.append(job)
     table, placement_rejects = _place(jobs, LakeGpus(lake))
     rejected = sorted(rejected + placement_rejects, key=lambda r: r.line)
     notes = [f"times without a zone read as {assume_tz}"]

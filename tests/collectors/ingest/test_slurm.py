@@ -159,6 +159,19 @@ def test_a_file_that_is_not_a_sacct_export_fails_whole(tmp_path):
     path.write_text("JobID,User\n1,alice\n")
     with pytest.raises(SlurmError, match="header lacks"):
         read_sacct(path, lake=tmp_path / "lake", now=NOW)
+    path.write_text("")
+    with pytest.raises(SlurmError, match="is empty"):
+        read_sacct(path, lake=tmp_path / "lake", now=NOW)
+
+
+def test_a_spreadsheets_byte_order_mark_and_crlf_lines_read_as_sacct_wrote_them(tmp_path):
+    lake = tmp_path / "lake"
+    write_gpu_lake(lake, {"node-01": 2})
+    path = tmp_path / "sacct.txt"
+    path.write_bytes(("\ufeff" + HEADER + "\r\n" + "1|a|u|t|p|COMPLETED|2026-11-30T01:00:00|2026-11-30T02:00:00|"
+                      "node-01|gres/gpu=2\r\n").encode())
+    result, _ = read_sacct(path, lake=lake, now=NOW)
+    assert result.rejected == [] and result.table.num_rows == 2
 
 
 def test_importing_the_grown_export_again_replaces_its_rows(tmp_path):

@@ -31,11 +31,8 @@ KNOWN_INTERNAL = {
 }
 # Relations whose header documents the lake dataset's columns by reference (collectors/schema.py).
 LAKE_COLUMNS = {
-    "raw_gpu_samples": lake_schema.GPU_SAMPLES,
-    "raw_node_samples": lake_schema.NODE_SAMPLES,
-    "raw_facility_samples": lake_schema.FACILITY_SAMPLES,
-    "raw_jobs": lake_schema.JOBS,
-    "raw_agent_audit": lake_schema.AGENT_AUDIT,
+    # every dataset's raw view (a new dataset is covered the day it is declared)
+    **{f"raw_{dataset}": schema for dataset, schema in lake_schema.DATASETS.items()},
     "stg_gpu_samples": lake_schema.GPU_SAMPLES,
     "quarantine_gpu_samples": lake_schema.GPU_SAMPLES,
 }

@@ -28,6 +28,7 @@ class LakeGpus:
     def __init__(self, lake: str | Path):
         self.lake = lakefs.lake_root(lake)
         self._cache: dict[tuple[str, str, str], pa.Table] = {}
+        self._gpus: dict[tuple[str, tuple[str, ...]], list[tuple[int, str]]] = {}
 
     def _partition(self, dataset: str, day: str, host: str, columns: list[str]) -> pa.Table:
         key = (dataset, day, host)
@@ -41,6 +42,12 @@ class LakeGpus:
 
     def gpus_of(self, host: str, days: Iterable[str]) -> list[tuple[int, str]]:
         """(gpu_index, gpu_uuid) of every GPU `host` reported on `days`, by index."""
+        key = (host, tuple(days))
+        if key not in self._gpus:
+            self._gpus[key] = self._gpus_of(host, key[1])
+        return self._gpus[key]
+
+    def _gpus_of(self, host: str, days: tuple[str, ...]) -> list[tuple[int, str]]:
         found: dict[str, int] = {}
         for day in days:
             table = self._partition("gpu_samples", day, host, ["gpu_index", "gpu_uuid"])

@@ -35,6 +35,7 @@ data first), times before 2010 or more than a day ahead.
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -53,6 +54,8 @@ SOURCE = "slurm"
 LOG_HOST = "slurm"
 FIELDS = ["JobID", "JobName", "User", "Account", "Partition", "State", "Start", "End", "NodeList", "AllocTRES"]
 _NOT_SET = {"", "unknown", "none"}
+# Bytes that are not UTF-8 come through errors="surrogateescape" as these code points.
+_NOT_UTF8 = re.compile("[\udc80-\udcff]")
 # Longest job whose days are searched for its nodes' GPUs (a longer one reads its first days only).
 MAX_JOB_DAYS = 62
 MAX_LINE_CHARS = 1_000_000
@@ -141,7 +144,7 @@ class _Skip(Exception):
 def _parse_line(line: str, header: list[str], number: int, zone: ZoneInfo, now: datetime) -> _Job:
     if len(line) > MAX_LINE_CHARS:
         raise ValueError(f"line of {len(line)} characters, more than {MAX_LINE_CHARS}")
-    if any("\udc80" <= c <= "\udcff" for c in line):
+    if _NOT_UTF8.search(line):
         raise ValueError("bytes that are not UTF-8")
     values = line.split("|")
     extra = len(values) - len(header)
@@ -177,9 +180,13 @@ def _parse_line(line: str, header: list[str], number: int, zone: ZoneInfo, now: 
 
 def _time(field: str, text: str, zone: ZoneInfo, now: datetime) -> datetime:
     try:
-        parsed = local_timestamp(text, zone)
+        parsed = datetime.fromisoformat(text)  # sacct's own form, first: the other forms are rare here
+        parsed = (parsed.replace(tzinfo=zone) if parsed.tzinfo is None else parsed).astimezone(timezone.utc)
     except ValueError:
-        raise ValueError(f"{field}: {text!r} is not a time like 2026-11-30T08:00:00") from None
+        try:
+            parsed = local_timestamp(text, zone)
+        except ValueError:
+            raise ValueError(f"{field}: {text!r} is not a time like 2026-11-30T08:00:00") from None
     if parsed < EARLIEST_READING_AT:
         raise ValueError(f"{field}: {parsed.isoformat()} is before {EARLIEST_READING_AT.date()}")
     if parsed > now + LATEST_AHEAD:
@@ -213,12 +220,13 @@ def _place(jobs: list[_Job], lake: LakeGpus) -> tuple[pa.Table, list[RejectedRow
         except ValueError as exc:
             rejected.append(RejectedRow(job.line, str(exc), job.text[:2000]))
             continue
-        for host, uuid, rule in placed:
-            for name, value in (("job_id", job.job_id), ("host", host), ("gpu_uuid", uuid),
-                                ("started_at", job.started_at), ("ended_at", job.ended_at), ("user", job.user),
-                                ("team", job.account), ("job_name", job.name), ("partition", job.partition),
-                                ("state", job.state), ("gpu_assignment", rule)):
-                rows[name].append(value)
+        n = len(placed)
+        for name, value in (("job_id", job.job_id), ("started_at", job.started_at), ("ended_at", job.ended_at),
+                            ("user", job.user), ("team", job.account), ("job_name", job.name),
+                            ("partition", job.partition), ("state", job.state)):
+            rows[name].extend([value] * n)
+        for name, column in (("host", 0), ("gpu_uuid", 1), ("gpu_assignment", 2)):
+            rows[name].extend(p[column] for p in placed)
     n = len(rows["job_id"])
     for name in ROW_SCHEMA.names:
         if not rows[name]:
@@ -233,7 +241,9 @@ def _node_gpus(job: _Job, host: str, node_gpus: list[tuple[int, str]], per_node:
     elif seen := lake.job_gpus(host, days, job.job_id):
         chosen, rule = [uuid for _, uuid in node_gpus if uuid in seen], "process-map"
     else:
-        busy = set().union(*(uuids for ended_at, uuids in held.get(host, []) if ended_at > job.started_at))
+        # Jobs come in start order: a holding that ended before this start never matters again.
+        held[host] = [(ended_at, uuids) for ended_at, uuids in held.get(host, []) if ended_at > job.started_at]
+        busy = set().union(*(uuids for _, uuids in held[host]))
         free = [uuid for _, uuid in node_gpus if uuid not in busy]
         chosen, rule = (free + [uuid for _, uuid in node_gpus if uuid in busy])[:per_node], "lowest-free-index"
     held.setdefault(host, []).append((job.ended_at, set(chosen)))

@@ -17,7 +17,8 @@ Which GPUs a job held (the extra column `gpu_assignment` says, per row, how it w
 - `whole-node`: a job with at least as many GPUs per node as its node has (the node's GPUs are
   those its gpu_samples show on the job's days) holds all of them.
 - `process-map`: a job holding part of a node holds the GPUs on which the collector's process map
-  (`gpu_processes`) saw its processes.
+  (`gpu_processes`) saw its processes. The map knows a job by the id in its cgroup, which for an
+  array task (JobID `123_4`) is its JobIDRaw: add JobIDRaw to --format and it is used.
 - `lowest-free-index`: part of a node and no process map: the lowest-indexed GPUs of the node
   not held by a job imported before it (jobs taken in start order) at that time, which is how
   Slurm's cons_tres selection hands out GPUs on a node. It keeps each job's GPU-hours exact
@@ -82,6 +83,9 @@ class _Job:
     ended_at: datetime
     hosts: list[str]
     gpus: int
+    # The id its cgroup carries (job_<id>): JobIDRaw where the export has it (an array task's
+    # JobID is 123_4, its cgroup job_128), else JobID.
+    cgroup_id: str
 
 
 def read_sacct(path: str | Path, *, lake: str | Path, assume_tz: str = "UTC",
@@ -175,7 +179,7 @@ def _parse_line(line: str, header: list[str], number: int, zone: ZoneInfo, now: 
         raise ValueError(f"End: {ended_at.isoformat()} is not after Start {started_at.isoformat()}")
     return _Job(number, line, job_id, row["JobName"], row["User"].strip() or None, row["Account"].strip() or None,
                 row["Partition"].strip() or None, state, started_at, ended_at,
-                expand_hostlist(row["NodeList"]), gpus)
+                expand_hostlist(row["NodeList"]), gpus, (row.get("JobIDRaw") or "").strip() or job_id)
 
 
 def _time(field: str, text: str, zone: ZoneInfo, now: datetime) -> datetime:
@@ -238,7 +242,7 @@ def _node_gpus(job: _Job, host: str, node_gpus: list[tuple[int, str]], per_node:
                lake: LakeGpus, held: dict[str, list[tuple[datetime, set[str]]]]) -> list[tuple[str, str, str]]:
     if per_node >= len(node_gpus):
         chosen, rule = [uuid for _, uuid in node_gpus], "whole-node"
-    elif seen := lake.job_gpus(host, days, job.job_id):
+    elif seen := lake.job_gpus(host, days, job.cgroup_id):
         chosen, rule = [uuid for _, uuid in node_gpus if uuid in seen], "process-map"
     else:
         # Jobs come in start order: a holding that ended before this start never matters again.

@@ -112,6 +112,13 @@ def test_the_process_map_decides_a_partial_nodes_gpus(tmp_path):
     result, _ = read_sacct(path, lake=lake, now=NOW)
     assert [(r["gpu_uuid"], r["gpu_assignment"]) for r in result.table.to_pylist()] == [
         (gpu_uuid("node-03", 5), "process-map"), (gpu_uuid("node-03", 6), "process-map")]
+    # An array task: its JobID is 100_2, its cgroup (and so the map) job_102, its JobIDRaw.
+    array = tmp_path / "array.txt"
+    array.write_text(HEADER + "|JobIDRaw\n"
+                     "100_2|eval|bob|nlp|gpu|COMPLETED|2026-11-30T02:00:00|2026-11-30T03:00:00|node-03|gres/gpu=2|102\n")
+    rows = read_sacct(array, lake=lake, now=NOW)[0].table.to_pylist()
+    assert [(r["job_id"], r["gpu_uuid"], r["gpu_assignment"]) for r in rows] == [
+        ("100_2", gpu_uuid("node-03", 5), "process-map"), ("100_2", gpu_uuid("node-03", 6), "process-map")]
 
 
 def test_times_without_a_zone_are_read_in_the_zone_given(tmp_path):

@@ -1,5 +1,6 @@
 -- acct_jobs: (job, GPU) allocations that overlap one day, deduplicated.
--- Grain: one row per (job_id, gpu_uuid). Parameters: $day_start, $day_end (TIMESTAMPTZ, UTC).
+-- Grain: one row per (job_id, gpu_uuid, started_at): a job may hold a GPU twice in a day (a
+-- StatefulSet pod recreated under its name, a requeued job), each holding its own row. Parameters: $day_start, $day_end (TIMESTAMPTZ, UTC).
 -- job_id, host, gpu_uuid, started_at/ended_at TIMESTAMPTZ (UTC), user, team, stage,
 -- workload_class, deferrable, flops_total (FLOP over the whole allocation, may be NULL).
 -- team, user and stage are optional in the jobs contract (a scheduler's accounting has no stage,
@@ -14,8 +15,10 @@ WITH overlapping AS (
     WHERE started_at < $day_end AND (ended_at > $day_start OR ended_at IS NULL)
 ),
 deduplicated AS (
-    SELECT DISTINCT ON (job_id, gpu_uuid) *
+    SELECT DISTINCT ON (job_id, gpu_uuid, started_at) *
     FROM overlapping
-    ORDER BY job_id, gpu_uuid, started_at
+    -- the latest end first: a row extended after an earlier copy of it was compacted or shipped
+    -- (a pod holding a GPU across midnight, collectors/sources/dcgm_pods.py) counts once, whole
+    ORDER BY job_id, gpu_uuid, started_at, ended_at DESC
 )
 SELECT * FROM deduplicated ORDER BY gpu_uuid, started_at

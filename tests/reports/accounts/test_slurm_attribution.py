@@ -88,3 +88,20 @@ def test_each_accounts_energy_is_its_gpus_hours_at_their_power(lake, tmp_path):
     fleet_kwh = sum(power_w(h, i) for h, n in HOSTS.items() for i in range(n)) * 24 / 1000
     assert sum(accounts.values()) == pytest.approx(fleet_kwh, rel=1e-6)  # nothing counted twice, nothing lost
     assert summary.unallocated_energy_kwh == pytest.approx(fleet_kwh - sum(expected_kwh.values()), rel=1e-6)
+
+
+def test_a_row_extended_after_it_was_copied_counts_once_and_a_second_holding_counts_too():
+    """A pod's row rewritten longer after the short copy was compacted or shipped: the longer one
+    counts, once. The same job back on the GPU later that day (a StatefulSet pod recreated under
+    its name, a requeued job) counts as well."""
+    from accounting_world import DAY as WORLD_DAY, at, build_world
+
+    con = build_world()
+    insert = ("INSERT INTO raw_jobs VALUES (?, 'node-01', 'GPU-h100', ?, ?, NULL, 'search', NULL, 'throughput', "
+              "false, NULL, NULL, NULL, NULL)")
+    con.execute(insert, ["prep-1", at(3), at(4)])  # the stale, shorter copy of prep-1 (3 h to 6 h)
+    con.execute(insert, ["serve-1", at(10), at(12)])  # serve-1 again, after it ended at 3 h
+    carbon_day(con, WORLD_DAY, CarbonSettings(), None)
+    hours = dict(con.execute("SELECT job_id, sum(gpu_hours) FROM rpt_carbon_daily GROUP BY job_id").fetchall())
+    assert hours["prep-1"] == pytest.approx(3.0)
+    assert hours["serve-1"] == pytest.approx(3.0 + 2.0)

@@ -42,7 +42,7 @@ COLLECTOR_METRICS = {
     "joulehouse_collector_late_polls_total": "Polls that overran the sampling interval.",
 }
 SHIP_METRICS = {
-    "joulehouse_ship_last_success_timestamp_seconds": "When a ship run last ended with every pending file shipped (Unix time).",
+    "joulehouse_ship_last_success_timestamp_seconds": "When a ship run last ended having shipped every file it found (Unix time).",
     "joulehouse_ship_last_run_timestamp_seconds": "When a ship run last ended, shipped or not (Unix time).",
     "joulehouse_ship_files_shipped": "Files the last ship run copied.",
     "joulehouse_ship_bytes_shipped": "Bytes the last ship run copied.",

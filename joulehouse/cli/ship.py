@@ -79,7 +79,8 @@ def _write_ship_metrics(textfile: Optional[Path], shipper, report, *, failed: bo
         pending = len(shipper.pending()[0])
     except ShipError:
         pending = 0
-    last = last_success_from_textfile(textfile) if failed or pending else now
+    # A run that shipped all it found succeeded, even if the collector rolled new files meanwhile.
+    last = last_success_from_textfile(textfile) if failed else now
     registry = ship_registry(report, pending_files=pending, failed=failed, ended_at_s=now, last_success_at_s=last)
     try:
         textfile.parent.mkdir(parents=True, exist_ok=True)

@@ -83,7 +83,14 @@ class CollectorStatsMetrics(Collector):
     def collect(self) -> Iterator[Any]:
         stats = self._collector.stats
         readings = _counter("joulehouse_collector_readings_written_total", ["source", "dataset"])
-        for (source, dataset), rows in sorted(dict(stats.rows_by_source).items()):
+        counts = dict(stats.rows_by_source)
+        for entry in self._collector.scheduled:
+            # A source that writes its own files (DCGM: Prometheus is its spool) counts them itself.
+            direct = getattr(entry.source, "rows_written_total", None)
+            if direct is not None:
+                key = (entry.label, entry.source.dataset)
+                counts[key] = counts.get(key, 0) + direct
+        for (source, dataset), rows in sorted(counts.items()):
             readings.add_metric([source, dataset], rows)
         yield readings
         errors = _counter("joulehouse_collector_source_errors_total", ["source"])

@@ -23,10 +23,8 @@ same instants.
 
 from __future__ import annotations
 
-import json
 import logging
 import math
-import os
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -41,13 +39,14 @@ from joulehouse.collectors.schema import GPU_SAMPLES, SORT_KEYS, conform
 from joulehouse.collectors.settings import CollectorSettings
 from joulehouse.collectors.sources.base import SourceError
 from joulehouse.collectors.sources.dcgm_pods import PodJobs, pod_holdings
+from joulehouse.collectors.sources.dcgm_state import STATE_VERSION, WatermarkState
+from joulehouse.collectors.sources.dcgm_state import epoch_s as _epoch, iso_utc as _iso
 from joulehouse.collectors.sources.dcgm_values import convert_value, drop_unreported_memory_temps
 from joulehouse.collectors.writer import WrittenFile, partition_dir, write_parquet_atomic
 
 log = logging.getLogger(__name__)
 
 SOURCE_TAG = "dcgm"
-STATE_VERSION = 1
 # Prometheus refuses a range query with more than 11,000 points per series.
 MAX_POINTS_PER_QUERY = 10_000
 # How far ahead of Prometheus' clock the node's may read before the sync trusts Prometheus'.
@@ -163,49 +162,6 @@ def pivot_range_result(result: Iterable[dict[str, Any]]) -> tuple[pa.Table, list
     return pa.Table.from_pydict(data, schema=schema), rejected
 
 
-class WatermarkState:
-    """The JSON state file: `watermark_at` (last instant written, UTC) and `pending` (the range
-    being written, redone first after a crash). Written atomically (temp file, fsync, rename)."""
-
-    def __init__(self, path: str | Path):
-        self.path = Path(path)
-
-    def load(self) -> dict[str, Any]:
-        try:
-            data = json.loads(self.path.read_text())
-        except FileNotFoundError:
-            return {"state_version": STATE_VERSION, "watermark_at": None, "pending": None}
-        except json.JSONDecodeError as exc:
-            raise SourceError(f"dcgm state file {self.path} is not valid JSON ({exc}); "
-                              "fix or remove it (removing it re-reads the initial lookback)") from None
-        if data.get("state_version") != STATE_VERSION:
-            raise SourceError(f"dcgm state file {self.path} has state_version "
-                              f"{data.get('state_version')!r}; expected {STATE_VERSION}")
-        return data
-
-    def save(self, data: dict[str, Any]) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
-        with open(tmp, "w") as fh:
-            json.dump(data, fh, indent=1, sort_keys=True)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, self.path)
-        dir_fd = os.open(self.path.parent, os.O_RDONLY)
-        try:
-            os.fsync(dir_fd)
-        finally:
-            os.close(dir_fd)
-
-
-def _iso(ts: float) -> str:
-    return datetime.fromtimestamp(ts, tz=timezone.utc).isoformat()
-
-
-def _epoch(iso: str) -> float:
-    return datetime.fromisoformat(iso).timestamp()
-
-
 def write_range(lake: str | Path, table: pa.Table, start_s: float, end_s: float) -> list[WrittenFile]:
     """Write one range's rows, one file per (date, host) partition, under names fixed by the
     range: writing the same range again replaces those files rather than adding rows."""
@@ -272,6 +228,8 @@ class DcgmSource:
         # Pods on GPUs (dcgm-exporter's Kubernetes labels) become jobs (collectors/sources/dcgm_pods.py).
         self.pods = PodJobs(self.lake, self.state.path.with_name(f"{self.state.path.stem}-pods.json"))
         self.pod_holdings: list = []
+        # Rows this source wrote to the lake itself (read() hands the loop none): for the metrics.
+        self.rows_written_total = 0
 
     @classmethod
     def from_settings(cls, lake: str | Path, settings: CollectorSettings, **overrides: Any) -> DcgmSource:
@@ -390,6 +348,7 @@ class DcgmSource:
                 floor = datetime.fromisoformat(state["watermark_at"])
                 table = table.filter(pc.greater(table.column("sampled_at"), pa.scalar(floor, GPU_SAMPLES.field("sampled_at").type)))
             written += write_range(self.lake, table, start, end)
+            self.rows_written_total += table.num_rows
             written += self.pods.merge(self.pod_holdings, self.step_s, end)
             state = {"state_version": STATE_VERSION, "watermark_at": _iso(end), "pending": None}
             self.state.save(state)

@@ -61,6 +61,7 @@ def test_pods_on_gpus_become_jobs_with_their_namespace_as_team(tmp_path):
         source = DcgmSource(tmp_path / "lake", url=prometheus.url, step_s=1, settle_s=1,
                             initial_lookback_s=time.time() - first_s + 1, state_path=tmp_path / "state" / "dcgm.json")
         source.sync()
+        assert source.rows_written_total > 0  # what the collector's metrics count for this source
         middle = job_rows(tmp_path / "lake")
         wait_for(lambda: time.time() > switched_s + 8, 10, "more scrapes of the new pods")
         source.sync()  # a second range: the pods still running are extended, not added again

@@ -1,0 +1,59 @@
+"""The DCGM source's watermark file: where the last range written ends, and the range being
+written ("pending"), so that a restart resumes exactly there (collectors/sources/dcgm.py)."""
+
+from __future__ import annotations
+
+import json
+import os
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from joulehouse.collectors.sources.base import SourceError
+
+STATE_VERSION = 1
+
+
+class WatermarkState:
+    """The JSON state file: `watermark_at` (last instant written, UTC) and `pending` (the range
+    being written, redone first after a crash). Written atomically (temp file, fsync, rename)."""
+
+    def __init__(self, path: str | Path):
+        self.path = Path(path)
+
+    def load(self) -> dict[str, Any]:
+        try:
+            data = json.loads(self.path.read_text())
+        except FileNotFoundError:
+            return {"state_version": STATE_VERSION, "watermark_at": None, "pending": None}
+        except json.JSONDecodeError as exc:
+            raise SourceError(f"dcgm state file {self.path} is not valid JSON ({exc}); "
+                              "fix or remove it (removing it re-reads the initial lookback)") from None
+        if data.get("state_version") != STATE_VERSION:
+            raise SourceError(f"dcgm state file {self.path} has state_version "
+                              f"{data.get('state_version')!r}; expected {STATE_VERSION}")
+        return data
+
+    def save(self, data: dict[str, Any]) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
+        with open(tmp, "w") as fh:
+            json.dump(data, fh, indent=1, sort_keys=True)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, self.path)
+        dir_fd = os.open(self.path.parent, os.O_RDONLY)
+        try:
+            os.fsync(dir_fd)
+        finally:
+            os.close(dir_fd)
+
+
+def iso_utc(ts: float) -> str:
+    """Epoch seconds as UTC ISO 8601."""
+    return datetime.fromtimestamp(ts, tz=timezone.utc).isoformat()
+
+
+def epoch_s(iso: str) -> float:
+    """ISO 8601 as epoch seconds."""
+    return datetime.fromisoformat(iso).timestamp()

@@ -149,6 +149,21 @@ DATASETS: dict[str, pa.Schema] = {
     "agent_audit": AGENT_AUDIT,
 }
 
+# The lake contract (ARCHITECTURE.md, "The lake"): the columns the warehouse requires of every
+# file of a dataset. Every other column of the schema is optional (NULL where a file lacks it) and
+# a file may carry extra ones. The writer's schema marks these same columns non-nullable.
+REQUIRED_COLUMNS: dict[str, tuple[str, ...]] = {
+    "gpu_samples": ("sampled_at", "host", "gpu_index", "gpu_uuid", "source"),
+    "node_samples": ("sampled_at", "host", "source"),
+    "facility_samples": ("sampled_at", "site", "source"),
+    "jobs": ("job_id", "host", "gpu_uuid", "started_at", "ended_at"),
+    "agent_audit": ("audited_at", "host", "action"),
+}
+# At least one column of each group: a GPU reading counts towards energy through power or the counter.
+REQUIRED_ONE_OF: dict[str, tuple[tuple[str, ...], ...]] = {
+    "gpu_samples": (("power_w", "energy_mj_total"),),
+}
+
 # The column each dataset's rows are dated by (picks the date= partition) and sorted by.
 TIME_COLUMN = {
     "gpu_samples": "sampled_at",

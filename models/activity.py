@@ -19,7 +19,7 @@ from joulehouse.warehouse.sqlio import quoted_relation, relation_exists
 ACTIVITY_VIEW = "gpu_activity_samples"
 STREAMS_TABLE = "gpu_activity_streams"
 # A relation from elsewhere (an import, a test frame) may lack a source's columns: NULL, as the lake has them.
-OPTIONAL_COLUMNS = (("source", "VARCHAR"), ("gpu_model", "VARCHAR"), ("sm_active_ratio", "FLOAT"),
+OPTIONAL_COLUMNS = (("host", "VARCHAR"), ("source", "VARCHAR"), ("gpu_model", "VARCHAR"), ("sm_active_ratio", "FLOAT"),
                     ("dram_active_ratio", "FLOAT"), ("util_gpu_pct", "FLOAT"), ("util_mem_pct", "FLOAT"))
 
 
@@ -33,14 +33,14 @@ def choose_streams(con: duckdb.DuckDBPyConnection, samples_relation: str, first_
     if not relation_exists(con, samples_relation):
         raise ValueError(f"relation {samples_relation!r} is missing; build the warehouse day first "
                          "(joulehouse warehouse build)")
-    _input_view(con, "stream_input_samples", quoted)
+    samples_view(con, "stream_input_samples", quoted)
     con.execute(f"CREATE OR REPLACE TEMP TABLE {quoted_relation(table)} AS {load_sql('gpu_activity_streams')}",
                 {"first_day": first_day, "last_day": last_day})
     (several,) = con.execute(f"SELECT count(*) FROM {quoted_relation(table)} WHERE n_streams > 1").fetchone()
     return several
 
 
-def _input_view(con: duckdb.DuckDBPyConnection, name: str, quoted: str) -> None:
+def samples_view(con: duckdb.DuckDBPyConnection, name: str, quoted: str) -> None:
     """Temp view `name` over the quoted relation, with NULL for the optional columns it lacks.
     Apart for the fit and the activity view: a view over another's input would follow its redefinition."""
     present = {row[0] for row in con.execute(f"DESCRIBE {quoted}").fetchall()}
@@ -53,6 +53,6 @@ def create_activity_view(con: duckdb.DuckDBPyConnection, first_day: dt.date, las
     """(Re)create the temp view gpu_activity_samples over days first_day..last_day (default: the
     one day) of `samples_relation`; returns its name. Other days' readings are not in it."""
     choose_streams(con, samples_relation, first_day, last_day or first_day)
-    _input_view(con, "activity_input_samples", quoted_relation(samples_relation))
+    samples_view(con, "activity_input_samples", quoted_relation(samples_relation))
     con.execute(f"CREATE OR REPLACE TEMP VIEW {ACTIVITY_VIEW} AS {load_sql('gpu_activity_samples')}")
     return ACTIVITY_VIEW

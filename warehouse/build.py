@@ -30,17 +30,14 @@ from joulehouse.collectors.schema import DATASETS
 from joulehouse.warehouse.settings import WarehouseSettings
 from joulehouse.warehouse.catalog import Relation, relations
 from joulehouse.warehouse.host_batches import BUILD_SQL, host_batches
+from joulehouse.warehouse.lake_contract import (LakeContractError, build_dates, check_required, contract_view,
+                                                  day_files, ensure_contract_views, narrowed, stand_in_files)
 from joulehouse.warehouse.sqlio import relation_exists, replace_day, transaction
 
 INVENTORY_COLUMNS = (
     "gpu_uuid", "host", "gpu_index", "gpu_model", "rack", "site", "region", "purchased_on",
     "purchase_price_usd", "embodied_kgco2e", "lifetime_years",
 )
-_DUCK_TYPES = {
-    "timestamp[us, tz=UTC]": "TIMESTAMPTZ", "string": "VARCHAR", "int8": "TINYINT",
-    "int16": "SMALLINT", "int32": "INTEGER", "int64": "BIGINT", "float": "FLOAT",
-    "double": "DOUBLE", "bool": "BOOLEAN",
-}
 
 
 class BuildError(RuntimeError):
@@ -110,13 +107,6 @@ def _dataset_present(lake: str | None, dataset: str) -> bool:
     return any((Path(lake) / dataset).glob("date=*/*/*.parquet"))
 
 
-def _empty_view_sql(dataset: str) -> str:
-    """A typed, empty stand-in for a dataset the lake does not have (all but gpu_samples are optional)."""
-    cols = [f"CAST(NULL AS {_DUCK_TYPES[str(f.type)]}) AS {f.name}" for f in DATASETS[dataset]]
-    cols.append("CAST(NULL AS DATE) AS date")
-    return f"SELECT {', '.join(cols)} WHERE false"
-
-
 def _inventory_file(path: str, scratch: Path) -> tuple[str, bool]:
     """The inventory CSV to read, checked for its header; an empty one when none is configured.
     An inventory on object storage (a URL) is copied into `scratch` first."""
@@ -144,18 +134,40 @@ def _inventory_file(path: str, scratch: Path) -> tuple[str, bool]:
 def ensure_views(con: duckdb.DuckDBPyConnection) -> tuple[str, ...]:
     """(Re)create the raw_* views; returns the datasets the lake lacks (empty stand-ins)."""
     lake = con.execute("SELECT getvariable('jh_lake')").fetchone()[0]
+    ensure_contract_views(con)
     missing = []
-    for rel in relations():
-        if rel.kind != "view":
-            continue
-        dataset = rel.name.removeprefix("raw_")
-        if _dataset_present(lake, dataset):
-            body = _body(rel)
-        else:
-            missing.append(dataset)
-            body = _empty_view_sql(dataset)
-        con.execute(f"CREATE OR REPLACE VIEW {rel.name} AS {body}")
+    with tempfile.TemporaryDirectory(prefix="jh-views-") as scratch:
+        # bound against empty stand-in files: binding them over the lake would open every footer
+        with narrowed(con, {d: [p] for d, p in stand_in_files(Path(scratch)).items()}):
+            for rel in relations():
+                if rel.kind != "view":
+                    continue
+                dataset = rel.name.removeprefix("raw_")
+                if _dataset_present(lake, dataset):
+                    body = _body(rel)
+                else:
+                    missing.append(dataset)
+                    body = f"SELECT * FROM {contract_view(dataset)}"
+                con.execute(f"CREATE OR REPLACE VIEW {rel.name} AS {body}")
     return tuple(missing)
+
+
+def _day_files(con: duckdb.DuckDBPyConnection, day: dt.date, scratch: Path) -> dict[str, list[str]]:
+    """Per dataset the files a build of `day` reads (its own and its neighbours' partitions),
+    each checked against the lake contract; an empty stand-in file where a dataset has none."""
+    stand_ins = stand_in_files(scratch / "stand-ins")
+    files = {}
+    for dataset in DATASETS:
+        listed = day_files(con, dataset, build_dates(day))
+        try:
+            check_required(con, dataset, listed)
+        except LakeContractError as exc:
+            raise BuildError(f"cannot build {day}: {exc}") from None
+        except duckdb.Error as exc:
+            raise BuildError(f"building int_gpu_samples_checked for {day} failed: a {dataset} file of the "
+                             f"day cannot be read: {exc}") from None
+        files[dataset] = listed or [stand_ins[dataset]]
+    return files
 
 
 def _build_relation(con: duckdb.DuckDBPyConnection, rel: Relation, params: dict, computed: object = None,
@@ -216,28 +228,32 @@ def build_day(
         inventory, inventory_found = _inventory_file(settings.inventory_path, Path(scratch))
         params = _parameters(day, settings, now, inventory)
         t0 = time.perf_counter()
-        batches = host_batches(con, day, params["margin_s"], settings.build_hosts_per_batch)
-        seconds["host_batches"] = time.perf_counter() - t0
-        computed = dict(computed or {})
-        if relation_exists(con, "fct_warehouse_build_daily", temporary=False):
-            # built before retention was recorded
-            con.execute("ALTER TABLE fct_warehouse_build_daily ADD COLUMN IF NOT EXISTS readings_pruned_at TIMESTAMPTZ")
-        with transaction(con):
-            raw = 0
-            for rel, batch_index, hosts in _build_order(batches, computed):
-                t0 = time.perf_counter()
-                try:
-                    _build_relation(con, rel, {**params, "hosts": hosts}, computed.get(rel.name),
-                                    append=batch_index > 0)
-                except duckdb.Error as exc:
-                    raise BuildError(f"building {rel.name} for {day} failed: {exc}") from exc
-                seconds[rel.name] = seconds.get(rel.name, 0.0) + time.perf_counter() - t0
-                if rel.name == "int_gpu_samples_checked":
-                    raw += con.execute("SELECT count(*) FROM int_gpu_samples_checked WHERE day = ?", [day]).fetchone()[0]
+        files = _day_files(con, day, Path(scratch))
+        seconds["lake_contract"] = time.perf_counter() - t0
+        with narrowed(con, files):
             t0 = time.perf_counter()
-            pruned, pruned_through = prune_readings(con, day, settings.readings_retention_days)
-            seconds["prune_readings"] = time.perf_counter() - t0
-            counts = _day_counts(con, day)
+            batches = host_batches(con, day, params["margin_s"], settings.build_hosts_per_batch)
+            seconds["host_batches"] = time.perf_counter() - t0
+            computed = dict(computed or {})
+            if relation_exists(con, "fct_warehouse_build_daily", temporary=False):
+                # built before retention was recorded
+                con.execute("ALTER TABLE fct_warehouse_build_daily ADD COLUMN IF NOT EXISTS readings_pruned_at TIMESTAMPTZ")
+            with transaction(con):
+                raw = 0
+                for rel, batch_index, hosts in _build_order(batches, computed):
+                    t0 = time.perf_counter()
+                    try:
+                        _build_relation(con, rel, {**params, "hosts": hosts}, computed.get(rel.name),
+                                        append=batch_index > 0)
+                    except duckdb.Error as exc:
+                        raise BuildError(f"building {rel.name} for {day} failed: {exc}") from exc
+                    seconds[rel.name] = seconds.get(rel.name, 0.0) + time.perf_counter() - t0
+                    if rel.name == "int_gpu_samples_checked":
+                        raw += con.execute("SELECT count(*) FROM int_gpu_samples_checked WHERE day = ?", [day]).fetchone()[0]
+                t0 = time.perf_counter()
+                pruned, pruned_through = prune_readings(con, day, settings.readings_retention_days)
+                seconds["prune_readings"] = time.perf_counter() - t0
+                counts = _day_counts(con, day)
     clean, quarantined = counts["stg_gpu_samples"], counts["quarantine_gpu_samples"]
     return BuildSummary(
         day=day, raw_gpu_rows=raw, clean_gpu_rows=clean, quarantined_gpu_rows=quarantined,

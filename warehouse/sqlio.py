@@ -67,6 +67,27 @@ class SqlFiles:
                 params: Mapping[str, Any] | None = None) -> list[dict]:
         return records(self.execute(con, name, params))
 
+    def temp_view(self, con: duckdb.DuckDBPyConnection, view: str, name: str) -> None:
+        """(Re)create the temp view `view` as the file's query (views take no parameters: a file
+        that needs values reads them with getvariable)."""
+        create_temp_view(con, view, self.body(name))
+
+    def temp_table(self, con: duckdb.DuckDBPyConnection, table: str, name: str,
+                   params: Mapping[str, Any] | None = None) -> None:
+        """(Re)create the temp table `table` from the file's query, `params` bound."""
+        create_temp_table(con, table, self.body(name), params)
+
+    def insert_into(self, con: duckdb.DuckDBPyConnection, table: str, name: str,
+                    params: Mapping[str, Any] | None = None) -> None:
+        """INSERT INTO `table` BY NAME the rows of the file's query, `params` bound."""
+        con.execute(f"INSERT INTO {quoted_relation(table)} BY NAME {self.body(name)}", dict(params or {}))
+
+    def empty_table(self, con: duckdb.DuckDBPyConnection, table: str, name: str,
+                    params: Mapping[str, Any] | None = None) -> None:
+        """Create the table `table` with the columns of the file's query, empty, if it does not exist."""
+        con.execute(f"CREATE TABLE IF NOT EXISTS {quoted_relation(table)} AS SELECT * FROM ({self.body(name)}) "
+                    "WHERE false", dict(params or {}))
+
 
 def used_parameters(sql: str) -> list[str]:
     """The named parameters (`$name`) the statements of `sql` use, lower-cased and sorted. Read by
@@ -189,3 +210,53 @@ def _insert(con: duckdb.DuckDBPyConnection, quoted: str, rows: Any) -> None:
         names = ", ".join(f'"{c}"' for c in columns)
         marks = ", ".join("?" for _ in columns)
         con.executemany(f"INSERT INTO {quoted} ({names}) VALUES ({marks})", [list(r) for r in values])
+
+
+def create_temp_view(con: duckdb.DuckDBPyConnection, view: str, query: str) -> None:
+    """(Re)create the temp view `view` as `query` (a temp table of that name is dropped first)."""
+    _drop_other_kind(con, view, "TABLE")
+    con.execute(f"CREATE OR REPLACE TEMP VIEW {quoted_relation(view)} AS {query.rstrip().rstrip(';')}")
+
+
+def create_temp_table(con: duckdb.DuckDBPyConnection, table: str, query: str,
+                      params: Mapping[str, Any] | None = None) -> None:
+    """(Re)create the temp table `table` from `query` with `params` bound (a temp view of that
+    name is dropped first)."""
+    _drop_other_kind(con, table, "VIEW")
+    body = query.rstrip().rstrip(";")
+    con.execute(f"CREATE OR REPLACE TEMP TABLE {quoted_relation(table)} AS {body}", dict(params or {}))
+
+
+def alias_view(con: duckdb.DuckDBPyConnection, view: str, relation: str) -> None:
+    """The temp view `view` over every column of `relation` (an identifier, which cannot be bound):
+    a file's SQL reads the fixed name whatever relation a caller passes."""
+    create_temp_view(con, view, f"SELECT * FROM {quoted_relation(relation)}")
+
+
+def set_variables(con: duckdb.DuckDBPyConnection, values: Mapping[str, Any]) -> None:
+    """SET VARIABLE name = value for each: how a view's SQL reads values (views take no parameters)."""
+    for name, value in values.items():
+        if not _IDENTIFIER.match(name) or "." in name:
+            raise ValueError(f"variable name {name!r} is not a plain identifier")
+        con.execute(f"SET VARIABLE {name} = ?", [value])
+
+
+def insert_rows(con: duckdb.DuckDBPyConnection, table: str, rows: Rows | Sequence[Mapping[str, Any]] | Any) -> None:
+    """Insert `rows` (as replace_day_rows takes them) into the existing `table`."""
+    _insert(con, quoted_relation(table), rows)
+
+
+def _drop_other_kind(con: duckdb.DuckDBPyConnection, name: str, kind: str) -> None:
+    catalog = "duckdb_tables() WHERE table_name" if kind == "TABLE" else "duckdb_views() WHERE view_name"
+    if con.execute(f"SELECT 1 FROM {catalog} = $n AND temporary", {"n": name}).fetchall():
+        con.execute(f"DROP {kind} {quoted_relation(name)}")
+
+
+def ensure_columns(con: duckdb.DuckDBPyConnection, table: str, columns: Mapping[str, str]) -> None:
+    """Add the `columns` (name -> DuckDB type, from the code's own lists) that `table` lacks: tables
+    stored before a column was added keep working."""
+    quoted = quoted_relation(table)
+    for name, kind in columns.items():
+        if not _IDENTIFIER.match(name) or not re.fullmatch(r"[A-Z]+", kind):
+            raise ValueError(f"column {name!r} of type {kind!r} is not a plain identifier and type")
+        con.execute(f"ALTER TABLE {quoted} ADD COLUMN IF NOT EXISTS {name} {kind}")

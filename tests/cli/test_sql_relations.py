@@ -28,6 +28,8 @@ DAY = dt.date(2026, 6, 10)
 # Tables the pipeline keeps that are not relations for users, and why.
 KNOWN_INTERNAL = {
     "jh_meta": "warehouse.db: the lake path of the last build, so read-only sessions find the lake",
+    **{f"jh_contract_{d}": "warehouse.lake_contract: typed, empty stand-in of the dataset's documented columns"
+       for d in lake_schema.DATASETS},
 }
 # Relations whose header documents the lake dataset's columns by reference (collectors/schema.py).
 LAKE_COLUMNS = {

@@ -120,9 +120,9 @@ def test_a_missing_relation_is_a_clear_error():
 
 def test_a_fit_on_another_relation_leaves_the_activity_view_on_its_own():
     """Both choose streams over a temp view: the fit's must not redirect gpu_activity_samples."""
-    from joulehouse.models.power import _input_view
+    from joulehouse.models.power import input_view
 
     con = _con(_stream("GPU-a", "dcgm", 15, util_pct=90.0, sm_active=0.4))
     con.execute("CREATE TABLE imported AS SELECT * FROM stg_gpu_samples WHERE false")
-    _input_view(con, "imported", DAY, DAY)
+    input_view(con, "imported", DAY, DAY)
     assert con.execute("SELECT count(*) FROM gpu_activity_samples").fetchone() == (240,)

@@ -261,12 +261,12 @@ def test_samples_without_interval_s_are_paired_within_their_own_stream():
     apart): each reading stands for 10 s of its stream, not the 5 s to the other source's."""
     import duckdb as _duckdb
 
-    from joulehouse.models.power import _input_view
+    from joulehouse.models.power import input_view
 
     c = _duckdb.connect()
     c.execute("CREATE TABLE imported AS SELECT 'node-01' AS host, 'GPU-0' AS gpu_uuid, s.source, DATE '2026-03-02' AS day, "
               "TIMESTAMPTZ '2026-03-02 00:00:00+00' + to_seconds(10 * i + s.offset_s) AS sampled_at, 300.0 AS power_w "
               "FROM range(6) t(i), (VALUES ('nvml', 0), ('dcgm', 5)) s(source, offset_s)")
-    _input_view(c, "imported", dt.date(2026, 3, 2), dt.date(2026, 3, 2))
+    input_view(c, "imported", dt.date(2026, 3, 2), dt.date(2026, 3, 2))
     gaps = c.execute("SELECT DISTINCT interval_s FROM power_input_samples WHERE interval_s IS NOT NULL").fetchall()
     assert gaps == [(10.0,)]

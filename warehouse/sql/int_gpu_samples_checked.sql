@@ -12,7 +12,8 @@
 --     one sort of the build: the hourly energy pairs readings with these, the fit reads stg's
 --     interval_s from them, so neither sorts the day again.
 --   reason [text] why the row is quarantined (NULL: clean). Rules, first match wins:
---     duplicate_key: a second row with the same (gpu_uuid, sampled_at, source);
+--     duplicate_key: a second row with the same (gpu_uuid, sampled_at, source); of the copies a
+--       valid one is kept (then the lowest power), so a reading is never lost to its invalid copy;
 --     future_timestamp: sampled_at later than build time + max_clock_skew_s;
 --     power_not_finite; power_negative; counter_negative;
 --     power_unit_mw: power_w > 100x the power limit (or 10x the absolute bound): mW stored as W;
@@ -62,32 +63,18 @@ duplicate_keys AS (
     GROUP BY w.gpu_uuid, w.sampled_at, w.source
     HAVING count(*) > 1
 ),
-numbered AS (
-    SELECT w.*, 1 AS duplicate_rank
-    FROM window_rows AS w
-    ANTI JOIN duplicate_keys AS k USING (gpu_uuid, sampled_at, source)
-    UNION ALL
-    SELECT
-        w.*,
-        row_number() OVER (
-            PARTITION BY gpu_uuid, sampled_at, source
-            ORDER BY power_w NULLS LAST, energy_mj_total NULLS LAST, host, gpu_index
-        ) AS duplicate_rank
-    FROM window_rows AS w
-    SEMI JOIN duplicate_keys AS k USING (gpu_uuid, sampled_at, source)
-),
 finite AS (
     SELECT
         *,
         -- computed apart: inside the CASE below, DuckDB 2.0.1 let a NaN row fall through to a later rule
         coalesce(isfinite(power_w), true) AS power_finite
-    FROM numbered
+    FROM window_rows
 ),
-checked AS (
+ruled AS (
+    -- every rule but duplicate_key, first: a duplicate is ranked by it, so a valid copy is kept
     SELECT
-        * EXCLUDE (duplicate_rank, power_finite),
+        * EXCLUDE (power_finite),
         CASE
-            WHEN duplicate_rank > 1 THEN 'duplicate_key'
             WHEN sampled_at > $now::TIMESTAMPTZ + to_seconds($max_clock_skew_s) THEN 'future_timestamp'
             WHEN NOT power_finite THEN 'power_not_finite'
             WHEN power_w < 0 THEN 'power_negative'
@@ -104,8 +91,29 @@ checked AS (
               OR NOT coalesce(dram_active_ratio BETWEEN 0 AND 1, true) THEN 'ratio_out_of_range'
             WHEN NOT coalesce(util_gpu_pct BETWEEN 0 AND 100, true)
               OR NOT coalesce(util_mem_pct BETWEEN 0 AND 100, true) THEN 'util_out_of_range'
-        END AS reason
+        END AS rule_reason
     FROM finite
+),
+checked AS (
+    SELECT r.* EXCLUDE (rule_reason), r.rule_reason AS reason
+    FROM ruled AS r
+    ANTI JOIN duplicate_keys AS k USING (gpu_uuid, sampled_at, source)
+    UNION ALL
+    -- of the copies of one key, a valid one first (then the lowest power, the lowest counter):
+    -- a duplicate is quarantined, never the reading it duplicates
+    SELECT
+        * EXCLUDE (rule_reason, duplicate_rank),
+        CASE WHEN duplicate_rank > 1 THEN 'duplicate_key' ELSE rule_reason END AS reason
+    FROM (
+        SELECT
+            r.*,
+            row_number() OVER (
+                PARTITION BY gpu_uuid, sampled_at, source
+                ORDER BY rule_reason IS NULL DESC, power_w NULLS LAST, energy_mj_total NULLS LAST, host, gpu_index
+            ) AS duplicate_rank
+        FROM ruled AS r
+        SEMI JOIN duplicate_keys AS k USING (gpu_uuid, sampled_at, source)
+    )
 ),
 flagged AS (
     SELECT

@@ -1,0 +1,113 @@
+"""The lake contract is what the build requires, no more: files written by hand with pyarrow (not
+the project's writer) that carry only the required columns build, a missing optional column is
+NULL, files of one day may differ in their optional and extra columns, and a file that lacks a
+required column stops the day with one line naming the file and the column."""
+
+from __future__ import annotations
+
+import datetime as dt
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from warehouse_lakes import DAY, MIDNIGHT, NOW
+
+from joulehouse.collectors.schema import DATASETS, PARTITION_HOST_COLUMN, REQUIRED_COLUMNS, TIME_COLUMN
+from joulehouse.settings import WarehouseSettings
+from joulehouse.warehouse.build import BuildError, build_day
+from joulehouse.warehouse.db import connect
+
+TS = pa.timestamp("us", tz="UTC")
+
+
+def _put(lake: Path, dataset: str, host: str, columns: dict, name: str = "by-hand.parquet") -> Path:
+    folder = lake / dataset / f"date={DAY.isoformat()}" / f"host={host}"
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / name
+    pq.write_table(pa.table(columns), path)
+    return path
+
+
+def _gpu_minimal(n: int, uuid: str, **extra) -> dict:
+    times = [MIDNIGHT + dt.timedelta(seconds=i) for i in range(n)]
+    return {"sampled_at": pa.array(times, TS), "host": ["node-x"] * n, "gpu_index": pa.array([0] * n, pa.int64()),
+            "gpu_uuid": [uuid] * n, "source": ["other-tool"] * n, **extra}
+
+
+def _build(tmp_path: Path, lake: Path):
+    con = connect(tmp_path / "w.duckdb", lake)
+    return con, build_day(con, DAY, WarehouseSettings(), now=NOW)
+
+
+def test_a_file_with_only_the_required_columns_builds_and_the_rest_is_null(tmp_path, lake):
+    _put(lake, "gpu_samples", "node-x", _gpu_minimal(61, "GPU-P", power_w=pa.array([200.0] * 61, pa.float64())))
+    con, built = _build(tmp_path, lake)
+    assert built.clean_gpu_rows == 61
+    energy_kwh, coverage = con.execute("SELECT energy_kwh, coverage_ratio FROM fct_gpu_energy_hourly").fetchone()
+    assert energy_kwh * 3.6e6 == pytest.approx(200.0 * 60)
+    optional = [f.name for f in DATASETS["gpu_samples"] if f.name not in REQUIRED_COLUMNS["gpu_samples"]
+                and f.name != "power_w"]
+    nulls = con.execute("SELECT " + ", ".join(f"count({c})" for c in optional) + " FROM stg_gpu_samples").fetchone()
+    assert dict(zip(optional, nulls)) == {c: 0 for c in optional}
+
+
+def test_files_of_one_day_may_differ_in_optional_and_extra_columns(tmp_path, lake):
+    counter = pa.array([1_000_000 + 300_000 * i for i in range(61)], pa.int64())
+    _put(lake, "gpu_samples", "node-x", _gpu_minimal(61, "GPU-C", energy_mj_total=counter), "a.parquet")
+    _put(lake, "gpu_samples", "node-x", _gpu_minimal(
+        61, "GPU-W", power_w=pa.array([100.0] * 61, pa.float32()), temp_c=pa.array([55.0] * 61, pa.float32()),
+        vendor_note=["x"] * 61, mem_used_mib=pa.array([1024] * 61, pa.int64())), "b.parquet")
+    con, built = _build(tmp_path, lake)
+    assert built.clean_gpu_rows == 122
+    energy = dict(con.execute("SELECT gpu_uuid, energy_kwh * 3.6e6 FROM fct_gpu_energy_hourly").fetchall())
+    assert energy == {"GPU-C": pytest.approx(300.0 * 60), "GPU-W": pytest.approx(100.0 * 60)}
+    mem = dict(con.execute("SELECT gpu_uuid, max(mem_used_mib) FROM stg_gpu_samples GROUP BY ALL").fetchall())
+    assert mem == {"GPU-C": None, "GPU-W": 1024}
+    assert "vendor_note" not in [r[0] for r in con.execute("DESCRIBE stg_gpu_samples").fetchall()]
+
+
+@pytest.mark.parametrize("dropped", [*REQUIRED_COLUMNS["gpu_samples"], "power_w or energy_mj_total"])
+def test_a_gpu_file_without_a_required_column_fails_the_day_naming_file_and_column(tmp_path, lake, dropped):
+    columns = _gpu_minimal(5, "GPU-P", power_w=[100.0] * 5)
+    for name in dropped.split(" or "):
+        columns.pop(name, None)
+    if dropped == "host":  # the host= partition stands for a missing host column
+        _put(lake, "gpu_samples", "node-x", columns)
+        assert _build(tmp_path, lake)[1].clean_gpu_rows == 5
+        return
+    good = _put(lake, "gpu_samples", "node-y", _gpu_minimal(5, "GPU-Q", power_w=[100.0] * 5))
+    bad = _put(lake, "gpu_samples", "node-x", columns)
+    with pytest.raises(BuildError) as caught:
+        _build(tmp_path, lake)
+    message = str(caught.value)
+    assert "\n" not in message and str(bad) in message and f"required column {dropped} " in message
+    assert str(good) not in message
+
+
+def _minimal_rows(dataset: str, host: str) -> dict:
+    """One row of `dataset` with its required columns only."""
+    value = {pa.types.is_timestamp: MIDNIGHT + dt.timedelta(hours=1), pa.types.is_string: host,
+             pa.types.is_integer: 0}
+    schema = DATASETS[dataset]
+    return {name: pa.array([next(v for test, v in value.items() if test(schema.field(name).type))],
+                           schema.field(name).type) for name in REQUIRED_COLUMNS[dataset]}
+
+
+@pytest.mark.parametrize("dataset", [d for d in DATASETS if d != "gpu_samples"])
+def test_every_other_dataset_builds_from_its_required_columns_and_names_a_missing_one(tmp_path, lake, dataset):
+    _put(lake, "gpu_samples", "node-x", _gpu_minimal(5, "GPU-P", power_w=[100.0] * 5))
+    columns = _minimal_rows(dataset, "node-x")
+    path = _put(lake, dataset, "node-x", columns)
+    con, _ = _build(tmp_path, lake)
+    got = [r[0] for r in con.execute(f"DESCRIBE raw_{dataset}").fetchall()]
+    assert got == [*DATASETS[dataset].names, "date"]
+    assert con.execute(f"SELECT count(*) FROM raw_{dataset}").fetchone() == (1,)
+    con.close()
+    host_column = PARTITION_HOST_COLUMN[dataset]
+    required = [c for c in REQUIRED_COLUMNS[dataset] if c != "host" or host_column != "host"]
+    dropped = TIME_COLUMN[dataset] if TIME_COLUMN[dataset] in required else required[0]
+    columns.pop(dropped)
+    pq.write_table(pa.table(columns), path)
+    with pytest.raises(BuildError, match=f"lake file {path} lacks the required column {dropped} of {dataset}"):
+        _build(tmp_path / "again" if (tmp_path / "again").mkdir() is None else tmp_path, lake)

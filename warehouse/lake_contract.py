@@ -1,0 +1,125 @@
+"""What the build requires of the lake's files, and the typed stand-ins that make the rest optional.
+
+The contract (ARCHITECTURE.md, "The lake") is what the warehouse requires, no more: per dataset the
+columns of `collectors.schema.REQUIRED_COLUMNS` (and one of each `REQUIRED_ONE_OF` group); every
+other documented column may be missing from a file (NULL), files of one day may differ in their
+optional and extra columns, and a file written by another tool builds like the writer's own.
+`jh_contract_<dataset>` is a typed, empty view of the documented columns: the raw_* views and the
+build's day view put it first in a UNION ALL BY NAME with the files, so a column no file has is
+still there, NULL, with its documented type. A file that lacks a required column stops the day
+with one line naming the file and the column (`check_required`).
+
+The raw_* views read the files with union_by_name, which opens every file's footer when a query
+is bound, so a build narrows them to the partitions it reads (`narrowed`): the DuckDB variable
+`jh_build_files_<dataset>` holds the day's files, or an empty typed stand-in file where there are
+none (read_parquet refuses an empty list), and is NULL again after the build. The views are also
+created against the stand-ins (`stand_in_files`): creating a view binds it.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from pathlib import Path
+
+import duckdb
+import pyarrow.parquet as pq
+
+from joulehouse.collectors.schema import DATASETS, PARTITION_HOST_COLUMN, REQUIRED_COLUMNS, REQUIRED_ONE_OF
+from joulehouse.warehouse.sqlio import SqlFiles
+
+BUILD_SQL = SqlFiles("joulehouse.warehouse", "build_sql")
+DUCK_TYPES = {
+    "timestamp[us, tz=UTC]": "TIMESTAMPTZ", "string": "VARCHAR", "int8": "TINYINT",
+    "int16": "SMALLINT", "int32": "INTEGER", "int64": "BIGINT", "float": "FLOAT",
+    "double": "DOUBLE", "bool": "BOOLEAN",
+}
+
+
+class LakeContractError(ValueError):
+    """A lake file lacks a column the warehouse requires; the message names the file and the column."""
+
+
+def contract_view(dataset: str) -> str:
+    """The name of the typed, empty stand-in of `dataset`'s documented columns (and `date`)."""
+    if dataset not in DATASETS:
+        raise ValueError(f"unknown dataset {dataset!r}; expected one of {sorted(DATASETS)}")
+    return f"jh_contract_{dataset}"
+
+
+def ensure_contract_views(con: duckdb.DuckDBPyConnection) -> None:
+    """(Re)create jh_contract_<dataset> for every dataset, from collectors/schema.py. The text is
+    generated: the column names and types come from the schema (the code's own allow-list)."""
+    for dataset, schema in DATASETS.items():
+        cols = [f'CAST(NULL AS {DUCK_TYPES[str(f.type)]}) AS "{f.name}"' for f in schema]
+        cols.append("CAST(NULL AS DATE) AS date")
+        con.execute(f"CREATE OR REPLACE VIEW {contract_view(dataset)} AS SELECT {', '.join(cols)} WHERE false")
+
+
+def build_dates(day: dt.date) -> list[dt.date]:
+    """The date= partitions a build of `day` reads: the day and its neighbours (across midnight)."""
+    return [day - dt.timedelta(days=1), day, day + dt.timedelta(days=1)]
+
+
+def day_files(con: duckdb.DuckDBPyConnection, dataset: str, dates: list[dt.date]) -> list[str]:
+    """The Parquet files of `dataset` in the date= partitions `dates`, sorted (a listing only)."""
+    contract_view(dataset)  # a known dataset: its name goes into a path
+    return [f for (f,) in BUILD_SQL.execute(con, "day_files", {"dataset": dataset, "dates": dates}).fetchall()]
+
+
+def missing_required(dataset: str, columns: set[str]) -> str | None:
+    """The first required column (or group, `a or b`) of `dataset` that `columns` lacks; None when complete."""
+    for name in REQUIRED_COLUMNS[dataset]:
+        if name not in columns:
+            return name
+    for group in REQUIRED_ONE_OF.get(dataset, ()):
+        if not columns.intersection(group):
+            return " or ".join(group)
+    return None
+
+
+def check_required(con: duckdb.DuckDBPyConnection, dataset: str, files: list[str]) -> None:
+    """Raise LakeContractError for the first of `files` that lacks a required column of `dataset`.
+    The host= partition counts as the host column (DuckDB reads it from the path)."""
+    if not files:
+        return
+    from_path = {"host"} if PARTITION_HOST_COLUMN[dataset] == "host" else set()
+    columns = dict(BUILD_SQL.execute(con, "file_columns", {"files": files}).fetchall())
+    for path in files:
+        missing = missing_required(dataset, set(columns.get(path, ())) | from_path)
+        if missing is not None:
+            required = ", ".join([*REQUIRED_COLUMNS[dataset], *(" or ".join(g) for g in REQUIRED_ONE_OF.get(dataset, ()))])
+            raise LakeContractError(f"lake file {path} lacks the required column {missing} of {dataset} "
+                                    f"(required: {required})")
+
+
+def files_variable(dataset: str) -> str:
+    """The DuckDB variable that narrows raw_<dataset> to a list of files (NULL: the whole lake)."""
+    contract_view(dataset)
+    return f"jh_build_files_{dataset}"
+
+
+def stand_in_files(folder: Path) -> dict[str, str]:
+    """An empty Parquet file per dataset with its documented schema, under `folder` in the lake's
+    layout (the view's Hive partitions then bind as they do over the lake); dataset -> path."""
+    paths = {}
+    for dataset, schema in DATASETS.items():
+        part = folder / dataset / "date=1970-01-01" / "host=_stand-in"
+        part.mkdir(parents=True, exist_ok=True)
+        pq.write_table(schema.empty_table(), part / "stand-in.parquet")
+        paths[dataset] = str(part / "stand-in.parquet")
+    return paths
+
+
+@contextmanager
+def narrowed(con: duckdb.DuckDBPyConnection, files: Mapping[str, list[str]]) -> Iterator[None]:
+    """Within the block, raw_<dataset> reads only `files[dataset]` (for every dataset); after it,
+    the whole lake again."""
+    try:
+        for dataset, paths in files.items():
+            con.execute(f"SET VARIABLE {files_variable(dataset)} = ?", [list(paths)])
+        yield
+    finally:
+        for dataset in files:
+            con.execute(f"SET VARIABLE {files_variable(dataset)} = NULL")

@@ -29,6 +29,7 @@ import duckdb
 
 from joulehouse.models.settings import ModelSettings
 from joulehouse.models.activity import choose_streams
+from joulehouse.models.clock_exponent import with_sweep_exponent
 from joulehouse.models.coefficients import FitError, PowerCoefficients, best_shape, coefficients_from
 from joulehouse.models.sql import load_sql
 from joulehouse.warehouse.sqlio import quoted_relation, records, relation_exists, replace_day, replace_day_rows, transaction
@@ -274,7 +275,8 @@ def fit_day(con: duckdb.DuckDBPyConnection, day: dt.date, settings: ModelSetting
         except FitError as exc:
             failures[gpu_model] = f"fit failed: {exc}"
             continue
-        coefficients[gpu_model] = coefficients_from(solution, shape, info["f_max_mhz"])
+        coefficients[gpu_model] = with_sweep_exponent(coefficients_from(solution, shape, info["f_max_mhz"]),
+                                                      gpu_model, settings)
 
     write_coefficients_table(con, coefficients)
     metrics = {r["gpu_model"]: r for r in records(con.execute(load_sql("power_holdout_metrics")))}
@@ -333,8 +335,9 @@ def _check_suffstats_match(summary: dict[str, dict], rows: list[dict]) -> None:
 
 def _store(con: duckdb.DuckDBPyConnection, day: dt.date, fits: list[PowerFit]) -> None:
     con.execute(load_sql("fct_power_model"))
-    for column in ("activity_exponent", "activity_hold_s"):  # tables created before these columns
-        con.execute(f"ALTER TABLE fct_power_model ADD COLUMN IF NOT EXISTS {column} DOUBLE")
+    for column, kind in (("activity_exponent", "DOUBLE"), ("activity_hold_s", "DOUBLE"),
+                         ("dyn_freq_exponent_source", "VARCHAR")):  # tables created before these columns
+        con.execute(f"ALTER TABLE fct_power_model ADD COLUMN IF NOT EXISTS {column} {kind}")
     residual_sql = load_sql("fct_power_residual_hourly")
     model_rows = []
     for f in fits:
@@ -374,4 +377,5 @@ def coefficients_of(row: dict) -> PowerCoefficients | None:
                              dyn_freq_exponent=row["dyn_freq_exponent"], mem_w=row["mem_w"],
                              pcie_w_per_gbps=row["pcie_w_per_gbps"], f_max_mhz=row["f_max_mhz"],
                              activity_exponent=row.get("activity_exponent") or 1.0,
-                             activity_hold_s=row.get("activity_hold_s") or 0.0)
+                             activity_hold_s=row.get("activity_hold_s") or 0.0,
+                             dyn_freq_exponent_source=row.get("dyn_freq_exponent_source"))

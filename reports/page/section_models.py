@@ -14,7 +14,7 @@ from joulehouse.reports.page.blocks import FigureWriter, Section, fmt_number, ta
 
 MAX_SCATTER_POINTS = 5000
 MODEL_COLUMNS = ("gpu_model", "feature_set", "n_samples", "mape_pct", "r2", "job_energy_error_pct", "static_pct_per_10c",
-                 "dyn_freq_exponent", "drift_pct", "passed_gate", "gate_reason")
+                 "dyn_freq_exponent", "dyn_freq_exponent_source", "drift_pct", "passed_gate", "gate_reason")
 
 
 def _fits(data: ReportData, s: Section) -> None:

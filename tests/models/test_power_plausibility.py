@@ -52,11 +52,11 @@ def _node_power_w() -> dict[str, list[float]]:
 
 
 def test_two_8x_h200_servers_draw_what_eight_h200s_and_their_host_can():
-    """Cisco C885A, BMC power every ~11 s for 20.8 h. Measured: a few readings of 0 W per server (the
-    BMC wrote no reading, not a server off while the other ran: missing, not zero); the idle floor
-    (1st percentile of the rest) 2,372 W and 2,273 W, far above eight idle H200s (8 x 75 W), so the
-    host itself idles at ~1.7 kW; 99% of readings within eight H200s at their 700 W limit plus that
-    idle host (7.37 and 7.27 kW); the highest, 7.0 and 7.8 kW: under load the host draws more too."""
+    """Cisco C885A, BMC power every ~11 s for 20.8 h. Measured: 17 and 16 readings of 0 W (the BMC
+    wrote no reading, not a server off: missing, not zero); the idle floor (1st percentile of the
+    rest) 2,390 W and 2,354 W, far above eight idle H200s (8 x 75 W), so the host itself idles at
+    ~1.75-1.79 kW; 100% and 99.8% of readings within eight H200s at their 700 W limit plus that idle
+    host; the highest, 7.0 and 7.8 kW: under load the host draws more too."""
     h200 = lookup("NVIDIA H200")
     gpus_idle_w, gpus_max_w = 8 * h200.idle_w, 8 * h200.max_limit_w
     for server, readings in _node_power_w().items():

@@ -21,13 +21,13 @@
 --   static_pct_per_10c [%] rise of static power per 10 C, as a share of static_w
 --   dyn_w [W] dynamic power at full activity and f_max
 --   dyn_freq_exponent [unitless] alpha of (f/f_max) in the dynamic term (NULL without clocks or sweep)
---   dyn_freq_exponent_source [text] where alpha came from: 'fleet' (the model's readings, its clock
---     varying), 'sweep:<files>' (measured clock sweeps, [models].clock_sweep_files), NULL (none)
 --   mem_w [W] memory power at full DRAM/memory activity
 --   pcie_w_per_gbps [W per GB/s] PCIe power per GB/s of traffic
 --   f_max_mhz [MHz] the model's highest SM clock
 --   activity_exponent [unitless] gamma of activity in the dynamic term; 1 where clocks are read
 --   activity_hold_s [s] time constant of the dynamic power's decay after work stops; 0 = none
+--   dyn_freq_exponent_source [text] where alpha came from: 'fleet' (the model's readings, its clock
+--     varying), 'sweep:<files>' (measured clock sweeps, [models].clock_sweep_files), NULL (none)
 --   passed_gate [bool] held-out MAPE within the bound and enough rows
 --   gate_reason [text] why the gate failed (NULL if passed)
 --   drift_pct [%] largest change of static/dyn/mem power vs the previous fit (NULL if none)

@@ -13,7 +13,7 @@ What real logs look like, and what is done about it:
   it is rejected with that reason, unless the caller names the column to trust (`index_column`).
 - no index, gpu or uuid column, and rows in regular bursts a few ms apart (one row per GPU per
   sweep: several GPUs interleaved): the GPUs cannot be told apart, so the log is refused, naming
-  the burst size and period, rather than integrated as one GPU (`interleaved_gpus`).
+  the burst size and period, rather than integrated as one GPU (collectors/ingest/interleaved.py).
 - no `uuid` column: a stable synthetic UUID "synthetic-<uuid5(host, index)>" is derived, and
   the notes say so.
 - bytes: a UTF-8 byte-order mark opening the file (spreadsheets write one) is skipped and noted; a
@@ -31,7 +31,6 @@ number and reason, to `<lake>/_quarantine/nvidia_smi/<file>-<log id>.jsonl` (lak
 from __future__ import annotations
 
 import csv
-import math
 import re
 import uuid
 from dataclasses import dataclass, field
@@ -41,6 +40,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import pyarrow as pa
 
+from joulehouse.collectors.ingest.interleaved import interleaved_gpus
 from joulehouse.collectors.ingest.lake_import import RejectedRow, land_log
 from joulehouse.collectors.schema import GPU_SAMPLES, conform
 from joulehouse.collectors.writer import WrittenFile
@@ -245,49 +245,6 @@ def read_nvidia_smi_csv(path: str | Path, *, host: str, gpu_model: str | None = 
                 "power jumping between GPUs); log with --query-gpu=timestamp,index,uuid,...")
     table = conform("gpu_samples", pa.Table.from_pydict(columns, schema=GPU_SAMPLES))
     return IngestResult(path=path, table=table, rejected=rejected, notes=notes)
-
-
-# A log whose time gaps split into bursts of rows this much closer together than the gaps between
-# bursts, with bursts of one size (within one row) this often, holds several GPUs' rows per sweep.
-INTERLEAVED_GAP_RATIO = 10.0
-INTERLEAVED_SAME_BURST_SHARE = 0.8
-
-
-def interleaved_gpus(times_s: list[float]) -> tuple[int, float] | None:
-    """(GPUs per sweep, sweep period s) when the timestamps come in regular bursts, as nvidia-smi
-    writes one row per GPU a few ms apart in each sweep; None for one GPU's readings (regular or
-    with gaps). The time gaps are split in two by Otsu's threshold on their logarithm."""
-    times = sorted(times_s)
-    gaps = [b - a for a, b in zip(times, times[1:]) if b > a]
-    if len(gaps) < 30:
-        return None
-    logs = sorted(math.log(g) for g in gaps)
-    n, total = len(logs), sum(logs)
-    edge = max(1, n // 50)  # each cluster at least 2% of the gaps
-    best, prefix = None, sum(logs[:edge - 1])
-    for i in range(edge, n - edge):
-        prefix += logs[i - 1]
-        low, high = prefix / i, (total - prefix) / (n - i)
-        spread = (i / n) * (1 - i / n) * (high - low) ** 2
-        if best is None or spread > best[0]:
-            best = (spread, i, low, high)
-    _, i, low, high = best
-    if math.exp(high - low) < INTERLEAVED_GAP_RATIO:
-        return None
-    split = math.exp(0.5 * (logs[i - 1] + logs[i]))
-    sizes, size, period = [], 1, []
-    for g in gaps:
-        if g >= split:
-            sizes.append(size)
-            period.append(g)
-            size = 1
-        else:
-            size += 1
-    sizes.append(size)
-    gpus = sorted(sizes)[len(sizes) // 2]
-    if gpus < 2 or sum(abs(x - gpus) <= 1 for x in sizes) < INTERLEAVED_SAME_BURST_SHARE * len(sizes):
-        return None
-    return gpus, sorted(period)[len(period) // 2]
 
 
 def _encoding_problem(values: list[str]) -> str | None:

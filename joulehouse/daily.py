@@ -154,7 +154,7 @@ def fit_power_models(day: str, config: str | None) -> dict:
             fit_engine = f"duckdb ({exc})"
         thermal = fit_thermal_day(con, the_day)
         sensitivities = sensitivity_day(con, the_day)
-        intervals, _curve = power_interval_day(con, the_day)
+        intervals, _curve = power_interval_day(con, the_day, settings.recommend)
         pairs = [p for profile in settings.models.cross_model_job_profiles
                  for p in same_profile_pairs(con, the_day, profile)]
         predictions = job_energy_day(con, the_day, pairs)
@@ -194,8 +194,13 @@ def recommend_power_limits(day: str, config: str | None) -> dict:
 
     the_day, settings = _load(day, config)
     with _warehouse(settings) as con:
+        # Each GPU's energy is priced at the hours of rpt_context_hourly the accounts just wrote;
+        # the settings' flat price, default intensity and PUE stand in where an hour has none.
         n = recommend_day(con, the_day, settings.recommend,
-                          carbon_price_usd_per_tco2e=settings.carbon.carbon_price_usd_per_tco2e)
+                          carbon_price_usd_per_tco2e=settings.carbon.carbon_price_usd_per_tco2e,
+                          fallback_price_usd_per_kwh=settings.tco.flat_price_usd_per_mwh / 1000.0,
+                          fallback_carbon_gco2e_per_kwh=settings.carbon.default_grid_gco2e_per_kwh,
+                          fallback_pue=settings.carbon.default_pue)
         placements = recommend_placement(con, the_day)
     return {"recommendations": n, "consolidation_and_placement": placements}
 

@@ -43,6 +43,9 @@ class PowerCoefficients:
     # constant (s) of its decay after work stops (0: none; only fitted without clock readings).
     activity_exponent: float = 1.0
     activity_hold_s: float = 0.0
+    # Where alpha came from: "fleet" (the model's readings, clocks varying), "sweep:<files>" (a
+    # measured clock sweep, models.clock_exponent), None (no alpha: no clocks and no sweep).
+    dyn_freq_exponent_source: str | None = None
 
     @property
     def static_pct_per_10c(self) -> float | None:
@@ -62,7 +65,8 @@ class PowerCoefficients:
         return {"static_w": self.static_w, "temp_w_per_c": self.temp_w_per_c, "dyn_w": self.dyn_w,
                 "dyn_freq_exponent": self.dyn_freq_exponent, "mem_w": self.mem_w,
                 "pcie_w_per_gbps": self.pcie_w_per_gbps, "f_max_mhz": self.f_max_mhz,
-                "activity_exponent": self.activity_exponent, "activity_hold_s": self.activity_hold_s}
+                "activity_exponent": self.activity_exponent, "activity_hold_s": self.activity_hold_s,
+                "dyn_freq_exponent_source": self.dyn_freq_exponent_source}
 
 
 @dataclass(frozen=True)
@@ -157,4 +161,5 @@ def coefficients_from(solution: LinearSolution, shape: DynamicShape | float | No
     return PowerCoefficients(static_w=float(b[0]), temp_w_per_c=float(b[1]), dyn_w=float(b[2]),
                              dyn_freq_exponent=shape.alpha, mem_w=float(b[3]), pcie_w_per_gbps=float(b[4]),
                              f_max_mhz=f_max_mhz, activity_exponent=shape.activity_exponent,
-                             activity_hold_s=shape.activity_hold_s)
+                             activity_hold_s=shape.activity_hold_s,
+                             dyn_freq_exponent_source=None if shape.alpha is None else "fleet")

@@ -104,7 +104,8 @@ def predict_energy_on(from_gpu_model: str, to_gpu_model: str, energy_j: float, t
         predicted_time_s=time_b, predicted_avg_power_w=power_b, measured_energy_j=float(energy_j),
         measured_time_s=float(time_s), gpus=int(gpus), busy_ratio=busy, time_ratio=time_ratio,
         bottleneck=bottleneck, precision=precision,
-        method="catalogue roofline: time x throughput ratio, power at the same busy ratio of B's range",
+        method=("catalogue roofline: time x throughput ratio, " + ("power from B's fitted power model" if to_power_w
+                is not None else "power at the same busy ratio of B's range")),
         assumptions=tuple(assumptions))
 
 

@@ -30,6 +30,7 @@ from collections.abc import Sequence
 
 import duckdb
 
+from joulehouse.models.clock_exponent import with_sweep_exponent
 from joulehouse.models.coefficients import FitError, PowerCoefficients, best_shape, coefficients_from
 from joulehouse.models.power_features import (  # noqa: F401  (the public API, importable from here)
     build_power_features, build_power_features_from_stored, input_view, suffstats_rows, update_suffstats)
@@ -68,7 +69,8 @@ def fit_day(con: duckdb.DuckDBPyConnection, day: dt.date, settings: ModelSetting
         except FitError as exc:
             failures[gpu_model] = f"fit failed: {exc}"
             continue
-        coefficients[gpu_model] = coefficients_from(solution, shape, info["f_max_mhz"])
+        coefficients[gpu_model] = with_sweep_exponent(coefficients_from(solution, shape, info["f_max_mhz"]),
+                                                      gpu_model, settings)
 
     write_coefficients_table(con, coefficients)
     metrics = {r["gpu_model"]: r for r in SQL.records(con, "power_holdout_metrics")}

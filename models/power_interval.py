@@ -1,15 +1,20 @@
-"""Where perf per watt is highest: the best power-limit interval per GPU model and workload bottleneck.
+"""The best power interval per GPU model, workload bottleneck and workload class: the energy-optimal
+range of power limits within the class's slowdown bound.
 
 For each GPU model with a fit that passed its gate, and each bottleneck its busy samples showed
 that day (models/sql/power_interval_profiles.sql), the cap model (models.caps: the clock under a
 limit from the fitted power model, the slowdown from the bottleneck) predicts energy per unit of
-work and run time at every limit from the device minimum to its default, in `step_w` steps.
-Perf per watt is work per joule, so the best limit is the least energy per work; the interval is
-every limit within `tolerance` of it (the flat bottom of the curve, where the choice is free).
-Writes fct_power_interval and fct_energy_vs_limit (the curves, which the HTML report draws).
-With the simulator's cubic dynamic power and small static share the unconstrained optimum sits
-near the minimum limit with a large slowdown; `max_slowdown_pct` bounds the search where run time
-matters (models.recommend does the cost-weighted choice per GPU).
+work and run time at every limit from the device minimum to its default, in `step_w` steps (the
+curve, fct_energy_vs_limit, which the report draws). The interval is chosen as models.recommend
+chooses a cap, so the two agree: among the limits the recommender may set (from the default down
+to `min_limit_share_of_default` of it) whose slowdown stays within the class's bound
+([recommend].max_slowdown_*_pct; throughput and background, the classes that get caps; judged on
+the heavier half of the busy samples, as the recommender judges it), the one
+with the least energy per work is the best, and the interval is every such limit within
+`tolerance` of it (the flat bottom of the curve, where the choice is free). Without a bound the
+optimum of a steep f^alpha dynamic term sits near the device floor with a slowdown no class
+accepts (issue 21: 110 W on a 400 W A100 at 86%). `interval_on_curve` is that choice on any
+curve, so the same rule is checked on measured sweeps (tests/models/test_power_interval_sweeps.py).
 """
 
 from __future__ import annotations
@@ -24,23 +29,27 @@ import numpy as np
 from joulehouse.models.activity import create_activity_view
 from joulehouse.models.caps import PCIE_LINK_GBPS, WorkloadProfile, energy_vs_limit
 from joulehouse.models.power import coefficients_of, load_fit
-from joulehouse.models.recommend import device_limits_w
+from joulehouse.models.recommend import device_limits_w, slowdown_bound_pct
+from joulehouse.models.settings import RecommendSettings
 from joulehouse.models.sql import load_sql
 from joulehouse.warehouse.sqlio import records, replace_day_rows
 
 STEP_W = 5.0
 TOLERANCE = 0.01  # limits within 1% of the least energy per work count as optimal
 MIN_SAMPLES = 30  # a bottleneck seen in fewer busy samples gets no curve
+CAPPED_CLASSES = ("throughput", "background")  # latency-sensitive work keeps its clocks
 log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
 class PowerInterval:
-    """One model x bottleneck: the best limit (W), its near-optimal interval and the gain over the default."""
+    """One model x bottleneck x class: the best limit (W), its near-optimal interval and the gain over the default."""
 
     day: dt.date
     gpu_model: str
     bottleneck: str
+    workload_class: str
+    max_slowdown_pct: float
     busy_share: float
     best_limit_w: float
     best_limit_w_low: float
@@ -48,14 +57,41 @@ class PowerInterval:
     default_limit_w: float
     perf_per_watt_gain_pct: float
     slowdown_at_best_pct: float
+    heavy_slowdown_at_best_pct: float
 
 
+@dataclass(frozen=True)
+class CurveInterval:
+    """The choice on one curve: index of the best limit, the interval's ends (W)."""
 
-def power_interval_day(con: duckdb.DuckDBPyConnection, day: dt.date, *, step_w: float = STEP_W,
-                       tolerance: float = TOLERANCE, max_slowdown_pct: float | None = None,
+    best: int
+    low_w: float
+    high_w: float
+
+
+def interval_on_curve(limits_w: np.ndarray, energy: np.ndarray, times: np.ndarray, *, max_slowdown_pct: float | None,
+                      floor_w: float = -np.inf, tolerance: float = TOLERANCE) -> CurveInterval:
+    """Least energy per work among the limits at or above `floor_w` whose time (relative to the
+    reference, 1.0) grows at most `max_slowdown_pct` (None: no bound); the highest limit always
+    qualifies. Ties go to the higher limit (no slowdown for nothing)."""
+    limits_w, energy, times = (np.asarray(a, float) for a in (limits_w, energy, times))
+    allowed = limits_w >= floor_w - 1e-9
+    if max_slowdown_pct is not None:
+        allowed &= times <= 1.0 + max_slowdown_pct / 100.0 + 1e-12
+    allowed[int(np.argmax(limits_w))] = True
+    masked = np.where(allowed, energy, np.inf)
+    best = min(np.flatnonzero(allowed), key=lambda i: (round(float(masked[i]), 12), -limits_w[i]))
+    near = limits_w[masked <= masked[best] * (1.0 + tolerance)]
+    return CurveInterval(best=int(best), low_w=float(near.min()), high_w=float(near.max()))
+
+
+def power_interval_day(con: duckdb.DuckDBPyConnection, day: dt.date, settings: RecommendSettings | None = None, *,
+                       step_w: float = STEP_W, tolerance: float = TOLERANCE, max_slowdown_pct: float | None = None,
                        ) -> tuple[list[PowerInterval], list[dict]]:
     """Compute and store the day's intervals and curves; returns (intervals, curve rows).
-    `max_slowdown_pct` (None: no bound) keeps only limits whose run time grows at most that much."""
+    The bound is each class's from `settings` (defaults: RecommendSettings()); `max_slowdown_pct`
+    replaces it for every class (a what-if)."""
+    settings = settings or RecommendSettings()
     create_activity_view(con, day)
     profiles = records(con.execute(load_sql("power_interval_profiles"), {"day": day, "pcie_link_gbps": PCIE_LINK_GBPS}))
     intervals: list[PowerInterval] = []
@@ -80,6 +116,7 @@ def power_interval_day(con: duckdb.DuckDBPyConnection, day: dt.date, *, step_w: 
         limits = np.arange(min_w, default_w + 1e-9, step_w)
         if limits[-1] != default_w:
             limits = np.append(limits, default_w)
+        floor_w = max(min_w, settings.min_limit_share_of_default * default_w)
         for p in rows:
             profile = WorkloadProfile(activity_ratio=float(p["activity_ratio"]), memory_ratio=float(p["memory_ratio"]),
                                       pcie_gbps=float(p["pcie_gbps"]), temp_c=float(p["temp_c"] or 60.0))
@@ -88,16 +125,27 @@ def power_interval_day(con: duckdb.DuckDBPyConnection, day: dt.date, *, step_w: 
             base_time = 1.0 + at_default.slowdown_pct / 100.0
             energy = np.array([o.energy_ratio for o in curve]) / at_default.energy_ratio
             times = np.array([1.0 + o.slowdown_pct / 100.0 for o in curve]) / base_time
-            allowed = np.ones(len(limits), bool) if max_slowdown_pct is None else times <= 1.0 + max_slowdown_pct / 100.0
-            allowed[-1] = True  # the default limit always qualifies
-            masked = np.where(allowed, energy, np.inf)
-            best = int(np.argmin(masked))
-            near = limits[masked <= energy[best] * (1.0 + tolerance)]
-            intervals.append(PowerInterval(
-                day=day, gpu_model=model, bottleneck=p["bottleneck"], busy_share=float(p["busy_share"]),
-                best_limit_w=float(limits[best]), best_limit_w_low=float(near.min()), best_limit_w_high=float(near.max()),
-                default_limit_w=float(default_w), perf_per_watt_gain_pct=float(100.0 * (1.0 / energy[best] - 1.0)),
-                slowdown_at_best_pct=float(100.0 * (times[best] - 1.0))))
+            # The bound holds for the heavier half of the work, as models.recommend applies it: a
+            # cap bites in the heavy phases, and the jobs it slows most must stay within it too.
+            heavy = WorkloadProfile(
+                activity_ratio=float(p["heavy_activity_ratio"] or p["activity_ratio"]),
+                memory_ratio=float(p["heavy_memory_ratio"] or p["memory_ratio"]),
+                pcie_gbps=float(p["heavy_pcie_gbps"] or p["pcie_gbps"]), temp_c=float(p["heavy_temp_c"] or profile.temp_c))
+            heavy_curve = energy_vs_limit(coef, heavy, limits)
+            heavy_times = (np.array([1.0 + o.slowdown_pct / 100.0 for o in heavy_curve])
+                           / (1.0 + heavy_curve[-1].slowdown_pct / 100.0))
+            for workload_class in CAPPED_CLASSES:
+                bound = slowdown_bound_pct(workload_class, settings) if max_slowdown_pct is None else max_slowdown_pct
+                choice = interval_on_curve(limits, energy, heavy_times, max_slowdown_pct=bound, floor_w=floor_w,
+                                           tolerance=tolerance)
+                intervals.append(PowerInterval(
+                    day=day, gpu_model=model, bottleneck=p["bottleneck"], workload_class=workload_class,
+                    max_slowdown_pct=float(bound), busy_share=float(p["busy_share"]),
+                    best_limit_w=float(limits[choice.best]), best_limit_w_low=choice.low_w,
+                    best_limit_w_high=choice.high_w, default_limit_w=float(default_w),
+                    perf_per_watt_gain_pct=float(100.0 * (1.0 / energy[choice.best] - 1.0)),
+                    slowdown_at_best_pct=float(100.0 * (times[choice.best] - 1.0)),
+                    heavy_slowdown_at_best_pct=float(100.0 * (heavy_times[choice.best] - 1.0))))
             for o, e, t in zip(curve, energy, times):
                 curve_rows.append({"day": day, "gpu_model": model, "bottleneck": p["bottleneck"],
                                    "is_dominant_bottleneck": p["bottleneck"] == dominant,
@@ -108,15 +156,20 @@ def power_interval_day(con: duckdb.DuckDBPyConnection, day: dt.date, *, step_w: 
     return intervals, curve_rows
 
 
+INTERVAL_COLUMNS = ("day", "gpu_model", "bottleneck", "workload_class", "max_slowdown_pct", "busy_share", "best_limit_w",
+                    "best_limit_w_low", "best_limit_w_high", "default_limit_w", "perf_per_watt_gain_pct",
+                    "slowdown_at_best_pct", "heavy_slowdown_at_best_pct")
+
+
 def _store(con: duckdb.DuckDBPyConnection, day: dt.date, intervals: list[PowerInterval], curve_rows: list[dict]) -> None:
     con.execute(load_sql("fct_power_interval"))
+    for column, kind in (("workload_class", "VARCHAR"), ("max_slowdown_pct", "DOUBLE"),
+                         ("heavy_slowdown_at_best_pct", "DOUBLE")):  # tables from before
+        con.execute(f"ALTER TABLE fct_power_interval ADD COLUMN IF NOT EXISTS {column} {kind}")
     con.execute(load_sql("fct_energy_vs_limit"))
     curve_columns = list(curve_rows[0]) if curve_rows else []
     replace_day_rows(con, day, {
         "fct_power_interval": (
-            ["day", "gpu_model", "bottleneck", "busy_share", "best_limit_w", "best_limit_w_low", "best_limit_w_high",
-             "default_limit_w", "perf_per_watt_gain_pct", "slowdown_at_best_pct"],
-            [[i.day, i.gpu_model, i.bottleneck, i.busy_share, i.best_limit_w, i.best_limit_w_low, i.best_limit_w_high,
-              i.default_limit_w, i.perf_per_watt_gain_pct, i.slowdown_at_best_pct] for i in intervals]),
+            list(INTERVAL_COLUMNS), [[getattr(i, c) for c in INTERVAL_COLUMNS] for i in intervals]),
         "fct_energy_vs_limit": (curve_columns, [[r[n] for n in curve_columns] for r in curve_rows]),
     })

@@ -94,7 +94,8 @@ def store_fits(con: duckdb.DuckDBPyConnection, day: dt.date, fits: list[PowerFit
     residuals of power_fit_coefficients (written first), together."""
     SQL.execute(con, "fct_power_model")
     # tables created before these columns
-    ensure_columns(con, "fct_power_model", {"activity_exponent": "DOUBLE", "activity_hold_s": "DOUBLE"})
+    ensure_columns(con, "fct_power_model", {"activity_exponent": "DOUBLE", "activity_hold_s": "DOUBLE",
+                                            "dyn_freq_exponent_source": "VARCHAR"})
     model_rows = []
     for f in fits:
         c = f.coefficients
@@ -130,4 +131,5 @@ def coefficients_of(row: dict) -> PowerCoefficients | None:
                              dyn_freq_exponent=row["dyn_freq_exponent"], mem_w=row["mem_w"],
                              pcie_w_per_gbps=row["pcie_w_per_gbps"], f_max_mhz=row["f_max_mhz"],
                              activity_exponent=row.get("activity_exponent") or 1.0,
-                             activity_hold_s=row.get("activity_hold_s") or 0.0)
+                             activity_hold_s=row.get("activity_hold_s") or 0.0,
+                             dyn_freq_exponent_source=row.get("dyn_freq_exponent_source"))

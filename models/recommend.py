@@ -262,15 +262,46 @@ def hold_out_controls(rows: list[dict], share: float, job_groups: list[list[str]
     return out
 
 
+def gpu_energy_prices(con: duckdb.DuckDBPyConnection, day: dt.date) -> dict[str, dict]:
+    """Per GPU, the day's price (USD/kWh), grid intensity (gCO2e/kWh) and PUE, each weighted by the
+    GPU's energy per hour, from rpt_context_hourly (the accounts' hourly context); {} without it."""
+    if not (relation_exists(con, "rpt_context_hourly") and relation_exists(con, "fct_gpu_energy_hourly")):
+        return {}
+    has_sites = relation_exists(con, "dim_gpu") and con.execute(
+        "SELECT count(*) FROM duckdb_columns() WHERE table_name = 'dim_gpu' AND column_name = 'site'").fetchone()[0]
+    con.execute("CREATE OR REPLACE TEMP VIEW reco_input_gpu_sites AS " + (
+        "SELECT gpu_uuid, site FROM dim_gpu WHERE site IS NOT NULL" if has_sites
+        else "SELECT CAST(NULL AS VARCHAR) AS gpu_uuid, CAST(NULL AS VARCHAR) AS site WHERE false"))
+    return {r["gpu_uuid"]: r for r in _records(con.execute(load_sql("recommend_gpu_energy_prices"), {"day": day}))}
+
+
 def recommend_day(con: duckdb.DuckDBPyConnection, day: dt.date, settings: RecommendSettings, *,
                   price_usd_per_kwh: float | None = None, carbon_gco2e_per_kwh: float | None = None,
-                  carbon_price_usd_per_tco2e: float = 0.0, pue: float = 1.3,
+                  carbon_price_usd_per_tco2e: float = 0.0, pue: float | None = None,
+                  fallback_price_usd_per_kwh: float = DEFAULT_PRICE_USD_PER_KWH,
+                  fallback_carbon_gco2e_per_kwh: float = DEFAULT_CARBON_GCO2E_PER_KWH, fallback_pue: float = 1.3,
                   samples_relation: str = "stg_gpu_samples") -> int:
     """Write `day`'s rows of fct_recommendation (delete-then-insert); returns the rows written.
 
-    price defaults to DEFAULT_PRICE_USD_PER_KWH, grid intensity to 0 (carbon then costs nothing)."""
-    price = DEFAULT_PRICE_USD_PER_KWH if price_usd_per_kwh is None else price_usd_per_kwh
-    intensity = DEFAULT_CARBON_GCO2E_PER_KWH if carbon_gco2e_per_kwh is None else carbon_gco2e_per_kwh
+    Each GPU's energy is priced at the hours it drew it: the price, grid intensity and PUE of
+    rpt_context_hourly (what the cost and carbon accounts charged), weighted by its energy per hour,
+    and carbon at `carbon_price_usd_per_tco2e` ([carbon] settings). A value passed here
+    (price_usd_per_kwh, carbon_gco2e_per_kwh, pue) replaces the hourly one for every GPU (a what-if);
+    a GPU without hourly context gets the fallback_* values (the settings' flat price, default grid
+    intensity and default PUE, as the accounts use them). The row records what it was priced at."""
+    hourly = gpu_energy_prices(con, day)
+
+    def priced(gpu_uuid: str) -> tuple[float, float, float, str]:
+        h = hourly.get(gpu_uuid, {})
+        values = [(given if given is not None else h.get(name), fallback) for given, name, fallback in (
+            (price_usd_per_kwh, "price_usd_per_kwh", fallback_price_usd_per_kwh),
+            (carbon_gco2e_per_kwh, "grid_gco2e_per_kwh", fallback_carbon_gco2e_per_kwh),
+            (pue, "pue", fallback_pue))]
+        basis = ("given" if all(g is not None for g in (price_usd_per_kwh, carbon_gco2e_per_kwh, pue))
+                 else "hourly context" if h and all(v is not None for v, _ in values) else
+                 "hourly context, defaults where it had none" if h else "defaults (no hourly context)")
+        return (*(float(v if v is not None else fallback) for v, fallback in values), basis)
+
     activity = create_activity_view(con, day, samples_relation=samples_relation)
     con.execute(f"CREATE OR REPLACE TEMP VIEW reco_input_samples AS SELECT * FROM {activity}")
     profiles = _records(con.execute(load_sql("recommend_gpu_profile"), {"day": day}))
@@ -305,13 +336,19 @@ def recommend_day(con: duckdb.DuckDBPyConnection, day: dt.date, settings: Recomm
         workload_class = classes.get(p["gpu_uuid"]) or ("throughput" if (p["busy_ratio"] or 0) >= 0.5 else "background")
         if workload_class not in CLASSES:
             raise ValueError(f"GPU {p['gpu_uuid']}: workload_class {workload_class!r} is not one of {CLASSES}")
-        rows.append({"day": day} | recommend_gpu(p, workload_class, fits[p["gpu_model"]], settings,
+        price, intensity, gpu_pue, basis = priced(p["gpu_uuid"])
+        prices = {"price_usd_per_kwh": price, "grid_gco2e_per_kwh": intensity, "pue": gpu_pue,
+                  "carbon_price_usd_per_tco2e": carbon_price_usd_per_tco2e, "energy_price_basis": basis}
+        rows.append({"day": day} | prices | recommend_gpu(p, workload_class, fits[p["gpu_model"]], settings,
                                                  price_usd_per_kwh=price, carbon_gco2e_per_kwh=intensity,
-                                                 carbon_price_usd_per_tco2e=carbon_price_usd_per_tco2e, pue=pue,
+                                                 carbon_price_usd_per_tco2e=carbon_price_usd_per_tco2e, pue=gpu_pue,
                                                  p95_power_w=lambda p=p: p95_power_w(p["host"], p["gpu_uuid"]),
                                                  host_overhead_w=overhead.get(p["host"], settings.host_overhead_w_per_gpu)))
     rows = hold_out_controls(rows, settings.holdout_share, job_groups)
     con.execute(load_sql("fct_recommendation"))
+    for column, kind in (("price_usd_per_kwh", "DOUBLE"), ("grid_gco2e_per_kwh", "DOUBLE"), ("pue", "DOUBLE"),
+                         ("carbon_price_usd_per_tco2e", "DOUBLE"), ("energy_price_basis", "VARCHAR")):
+        con.execute(f"ALTER TABLE fct_recommendation ADD COLUMN IF NOT EXISTS {column} {kind}")  # tables from before
     # One INSERT of all rows (an Arrow table, columns by name): one statement per row cost ~1 ms each.
     names = list(dict.fromkeys(k for r in rows for k in r))
     new_rows = pa.table({k: [float(v) if isinstance(v, np.floating) else v for v in (r.get(k) for r in rows)]

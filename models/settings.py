@@ -36,7 +36,12 @@ class ModelSettings:
     alpha_min: Finite = Field(
         1.0, description="Grid of exponents alpha of (f/f_max) in the dynamic term: alpha_min + alpha_step*i, i < alpha_count.")
     alpha_step: Positive = 0.25
-    alpha_count: Count = 11
+    alpha_count: Count = Field(
+        19, description="... up to 5.5: the measured A100 clock sweeps give 4.4-4.85 (models/clock_exponent.py), above f^3.")
+    clock_sweep_files: Names = Field(
+        (), description="Measured SM-clock sweeps (Perseus stage profiles, or a clock x limit grid) per GPU model, as\n"
+                        "\"PATTERN|PATH\" (PATTERN a word of the NVML name, e.g. A100): a model whose readings do not vary the\n"
+                        "clock takes its exponent alpha from them (fct_power_model.dyn_freq_exponent_source names the file).")
     activity_exponent_min: Positive = Field(
         0.2, description="Without clock readings alpha is not identifiable; utilisation saturates instead (any kernel\n"
                          "raises the clocks), so the dynamic term is act^gamma on this grid: gamma_min + step*i, i < count.")

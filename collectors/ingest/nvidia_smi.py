@@ -11,6 +11,9 @@ What real logs look like, and what is done about it:
 - the GPU index comes from `index`, or from `gpu` when a log has only that. When a log has both
   and they disagree (one 8-GPU log writes index 0 on every row), the row's GPU cannot be told:
   it is rejected with that reason, unless the caller names the column to trust (`index_column`).
+- no index, gpu or uuid column, and rows in regular bursts a few ms apart (one row per GPU per
+  sweep: several GPUs interleaved): the GPUs cannot be told apart, so the log is refused, naming
+  the burst size and period, rather than integrated as one GPU (collectors/ingest/interleaved.py).
 - no `uuid` column: a stable synthetic UUID "synthetic-<uuid5(host, index)>" is derived, and
   the notes say so.
 - bytes: a UTF-8 byte-order mark opening the file (spreadsheets write one) is skipped and noted; a
@@ -37,6 +40,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import pyarrow as pa
 
+from joulehouse.collectors.ingest.interleaved import interleaved_gpus
 from joulehouse.collectors.ingest.lake_import import RejectedRow, land_log
 from joulehouse.collectors.schema import GPU_SAMPLES, conform
 from joulehouse.collectors.writer import WrittenFile
@@ -231,6 +235,15 @@ def read_nvidia_smi_csv(path: str | Path, *, host: str, gpu_model: str | None = 
                 columns[name].append(sample.get(name))
     if naive:
         notes.append(f"{naive} timestamps without a UTC offset read as {assume_tz}")
+    if not id_columns and "uuid" not in names:
+        mixed = interleaved_gpus([t.timestamp() for t in columns["sampled_at"]])
+        if mixed is not None:
+            gpus, period_s = mixed
+            raise NvidiaSmiError(
+                f"{path}: the rows come in bursts of {gpus} a few ms apart every {period_s:.3f} s, the readings of about "
+                f"{gpus} GPUs interleaved, and no index, gpu or uuid column says which row is which GPU: they cannot be "
+                f"told apart, so the log is not imported (as one GPU its energy would be about {gpus}x one GPU's, its "
+                "power jumping between GPUs); log with --query-gpu=timestamp,index,uuid,...")
     table = conform("gpu_samples", pa.Table.from_pydict(columns, schema=GPU_SAMPLES))
     return IngestResult(path=path, table=table, rejected=rejected, notes=notes)
 

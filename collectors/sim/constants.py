@@ -8,15 +8,22 @@ GPUs idle and peak where the real ones do.
 The exact power model every simulated GPU follows (W):
 
     P = static_w * exp(leakage_per_c * (T - 25))            leakage, rises with temperature T (C)
-      + dyn_w * sm_active_ratio * (sm_clock_mhz / f_max_mhz) ** 3    dynamic, V scales with f
+      + dyn_w * sm_active_ratio * (sm_clock_mhz / f_max_mhz) ** alpha    dynamic, V scales with f
       + mem_w * dram_active_ratio                           memory
       + pcie_w_per_gbps * (pcie_tx + pcie_rx bytes/s) / 1e9 PCIe
 
 capped as P_actual = min(P, power_limit_w) by lowering the SM clock (see physics.py). In the
 terms of models/ (P = static_w + temp_w_per_c*(T-25) + dyn_w*act*(f/fmax)^alpha + mem_w*dram
 + pcie_w_per_gbps*pcie) the truth is: static_w, temp_w_per_c = static_w * leakage_per_c (the
-slope at 25 C), alpha = 3, dyn_w, mem_w, pcie_w_per_gbps; static power rises
-100*(exp(10*leakage_per_c) - 1) % per 10 C.
+slope at 25 C), alpha (dyn_freq_exponent, per model), dyn_w, mem_w, pcie_w_per_gbps; static power
+rises 100*(exp(10*leakage_per_c) - 1) % per 10 C.
+
+alpha is not the textbook 3 (what the fit assumed before it was fitted): it is what the measured
+A100 clock sweeps of ../shared/data/sweeps give the power fit's own form (P = c + k (f/f_max)^alpha,
+models/clock_exponent.py, alpha on a 0.05 grid over 855-1410 MHz): 4.40 for the GPT-3 175B
+Perseus stage profile, 4.85 for BLOOM. Voltage rises with the clock only above ~1.1 GHz, so the
+top of the range is steeper than f^3. No H100 or H200 sweep is in shared/: the H100 borrows
+BLOOM's 4.85 and the H200 the two files' mean, 4.6, so each model differs and none is 3.
 """
 
 from __future__ import annotations
@@ -31,7 +38,8 @@ CLOCK_EVENT_GPU_IDLE = 0x1
 CLOCK_EVENT_APPLICATIONS_CLOCKS_SETTING = 0x2
 CLOCK_EVENT_SW_POWER_CAP = 0x4
 
-DYN_FREQ_EXPONENT = 3.0
+# The A100 GPT-3 175B clock sweep's alpha (see the module docstring); the default of PowerTruth.
+DYN_FREQ_EXPONENT = 4.4
 PSTATE_BUSY = 0
 PSTATE_IDLE = 8
 # Temperature the static term is referenced to, C.
@@ -128,7 +136,8 @@ H100 = GpuModelSpec(
     max_limit_w=700.0, tdp_w=700.0, idle_w=80.0, f_max_mhz=1980, f_idle_mhz=345, mem_clock_mhz=2619,
     memory_mib=81559, theta_c_per_w=0.075, thermal_tau_s=60.0, peak_flops_per_s=989e12, relative_speed=2.6,
     # static 72 W at 25 C -> ~80 W at an idle 34 C; +11 %/10 C.
-    power=PowerTruth(static_w=72.0, leakage_per_c=_leakage(11.0), dyn_w=520.0, mem_w=110.0, pcie_w_per_gbps=0.9),
+    power=PowerTruth(static_w=72.0, leakage_per_c=_leakage(11.0), dyn_w=520.0, mem_w=110.0, pcie_w_per_gbps=0.9,
+                     dyn_freq_exponent=4.85),
     purchase_price_usd=30000.0, embodied_kgco2e=170.0, purchased_on="2023-09-01",
 )
 H200 = GpuModelSpec(
@@ -136,7 +145,8 @@ H200 = GpuModelSpec(
     max_limit_w=700.0, tdp_w=700.0, idle_w=75.0, f_max_mhz=1980, f_idle_mhz=345, mem_clock_mhz=3201,
     memory_mib=143771, theta_c_per_w=0.07, thermal_tau_s=70.0, peak_flops_per_s=989e12, relative_speed=2.9,
     # static 69 W at 25 C -> ~75 W at an idle 34 C; +9 %/10 C.
-    power=PowerTruth(static_w=69.0, leakage_per_c=_leakage(9.0), dyn_w=500.0, mem_w=140.0, pcie_w_per_gbps=0.9),
+    power=PowerTruth(static_w=69.0, leakage_per_c=_leakage(9.0), dyn_w=500.0, mem_w=140.0, pcie_w_per_gbps=0.9,
+                     dyn_freq_exponent=4.6),
     purchase_price_usd=35000.0, embodied_kgco2e=190.0, purchased_on="2024-11-01",
 )
 

@@ -1,7 +1,7 @@
 """GPU power, clocks and temperature, vectorised over (GPUs x samples).
 
 Power follows the exact form in constants.py. A power limit binds when the workload's power at
-the requested clock exceeds it: the SM clock drops to the highest whole MHz whose cubic dynamic
+the requested clock exceeds it: the SM clock drops to the highest whole MHz whose dynamic (f^alpha)
 term keeps P at or under the limit (never below the idle clock: at very low limits P can stay
 above the limit, as on real GPUs). Temperature is a first-order lag toward
 inlet + theta * P (time constant tau); static power uses that temperature, solved with one
@@ -67,7 +67,8 @@ def power_at(truth: PowerTruth, temp_c, act, dram, pcie_gbps, clock_ratio_target
     capped = wanted > limit_w
     budget = np.maximum(limit_w - other, 0.0)
     with np.errstate(divide="ignore", invalid="ignore"):
-        ratio_cap = np.cbrt(np.where(dyn_full > 0, budget / np.where(dyn_full > 0, dyn_full, 1.0), 1.0))
+        ratio_cap = np.power(np.where(dyn_full > 0, budget / np.where(dyn_full > 0, dyn_full, 1.0), 1.0),
+                             1.0 / truth.dyn_freq_exponent)
     ratio = np.where(capped, np.minimum(ratio_cap, clock_ratio_target), clock_ratio_target)
     clock = np.maximum(np.floor(ratio * f_max_mhz + 1e-9), f_min_mhz).astype(np.int32)
     power = other + dyn_full * (clock / f_max_mhz) ** truth.dyn_freq_exponent

@@ -54,8 +54,11 @@ def demo_settings(out: Path, shared_data: Path) -> Settings:
         carbon=CarbonSettings(grid_file=str(grid) if grid.exists() else ""),
         tco=TcoSettings(price_file=str(prices) if prices.exists() else ""),
         agent=AgentSettings(public_key_path=str(out / "keys" / "joulehouse-ed25519.pub.pem")),
-        # The simulator runs this job profile on an A100 and an H100 every day.
-        models=ModelSettings(cross_model_job_profiles=("llm-finetune-7b-ref",)),
+        # The simulator runs this job profile on an A100 and an H100 every day; an A100 whose
+        # readings lack clocks takes alpha from the measured Perseus A100 clock sweeps.
+        models=ModelSettings(cross_model_job_profiles=("llm-finetune-7b-ref",),
+                             clock_sweep_files=tuple(f"A100|{f}" for f in sorted((shared_data / "sweeps").glob(
+                                 "perseus_*_a100sxm_*.csv")))),
         # Day 2's config stays in force for the rest of the demo week (a fleet would re-issue it daily).
         export=ExportSettings(out_dir=str(out / "export"), validity_hours=24.0 * 7,
                               private_key_path=str(out / "keys" / "joulehouse-ed25519.pem")),

@@ -20,12 +20,14 @@
 --   temp_w_per_c [W/C] rise of static power per degree
 --   static_pct_per_10c [%] rise of static power per 10 C, as a share of static_w
 --   dyn_w [W] dynamic power at full activity and f_max
---   dyn_freq_exponent [unitless] alpha of (f/f_max) in the dynamic term (NULL without clocks)
+--   dyn_freq_exponent [unitless] alpha of (f/f_max) in the dynamic term (NULL without clocks or sweep)
 --   mem_w [W] memory power at full DRAM/memory activity
 --   pcie_w_per_gbps [W per GB/s] PCIe power per GB/s of traffic
 --   f_max_mhz [MHz] the model's highest SM clock
 --   activity_exponent [unitless] gamma of activity in the dynamic term; 1 where clocks are read
 --   activity_hold_s [s] time constant of the dynamic power's decay after work stops; 0 = none
+--   dyn_freq_exponent_source [text] where alpha came from: 'fleet' (the model's readings, its clock
+--     varying), 'sweep:<files>' (measured clock sweeps, [models].clock_sweep_files), NULL (none)
 --   passed_gate [bool] held-out MAPE within the bound and enough rows
 --   gate_reason [text] why the gate failed (NULL if passed)
 --   drift_pct [%] largest change of static/dyn/mem power vs the previous fit (NULL if none)
@@ -53,6 +55,7 @@ CREATE TABLE IF NOT EXISTS fct_power_model (
     f_max_mhz DOUBLE,
     activity_exponent DOUBLE,
     activity_hold_s DOUBLE,
+    dyn_freq_exponent_source VARCHAR,
     passed_gate BOOLEAN NOT NULL,
     gate_reason VARCHAR,
     drift_pct DOUBLE,

@@ -16,6 +16,13 @@
 --   expected_energy_saving_kwh_per_day [kWh/day] expected saving
 --   expected_slowdown_pct [%] expected loss of speed
 --   reason [text] why this setting, or why none
+--   price_usd_per_kwh [USD/kWh] the energy price the setting was chosen at (the GPU's hours of
+--     rpt_context_hourly, energy-weighted; see energy_price_basis)
+--   grid_gco2e_per_kwh [gCO2e/kWh] the grid intensity it was chosen at
+--   pue [ratio] the PUE it was chosen at
+--   carbon_price_usd_per_tco2e [USD/tCO2e] the carbon price it was chosen at ([carbon] settings)
+--   energy_price_basis [text] 'hourly context' | 'hourly context, defaults where it had none' |
+--     'defaults (no hourly context)' | 'given'
 CREATE TABLE IF NOT EXISTS fct_recommendation (
     day DATE NOT NULL,
     host VARCHAR NOT NULL,
@@ -29,5 +36,10 @@ CREATE TABLE IF NOT EXISTS fct_recommendation (
     expected_saving_pct DOUBLE,
     expected_energy_saving_kwh_per_day DOUBLE,
     expected_slowdown_pct DOUBLE,
-    reason VARCHAR
+    reason VARCHAR,
+    price_usd_per_kwh DOUBLE,
+    grid_gco2e_per_kwh DOUBLE,
+    pue DOUBLE,
+    carbon_price_usd_per_tco2e DOUBLE,
+    energy_price_basis VARCHAR
 )

@@ -13,7 +13,8 @@
 --   Steady state: the decay after work stops (activity_hold_s) is not applied.
 -- Columns: job_id, from_gpu_model, to_gpu_model, n_gpus, duration_s (s, source run),
 --   source_energy_kwh (kWh, measured: power x interval), predicted_energy_kwh (kWh on the target,
---   predicted power x interval x $time_scale).
+--   predicted power x interval x $time_scale), mean_activity_ratio and mean_memory_ratio (0..1, the
+--   source run's, time-weighted: its bottleneck).
 WITH chosen AS (
     SELECT job_id, gpu_uuid, started_at, ended_at
     FROM job_energy_input_jobs
@@ -43,6 +44,7 @@ job_samples AS (
 predicted AS (
     SELECT
         j.job_id, j.gpu_uuid, j.gpu_model AS from_gpu_model, t.gpu_model AS to_gpu_model, j.interval_s, j.power_w,
+        j.activity_ratio, j.memory_ratio,
         least(
             t.static_w + coalesce(t.temp_w_per_c, 0.0) * j.temp_delta_c
                 + t.dyn_w * pow(j.activity_ratio, coalesce(t.activity_exponent, 1.0))
@@ -58,7 +60,9 @@ SELECT
     count(DISTINCT gpu_uuid) AS n_gpus,
     sum(interval_s) / count(DISTINCT gpu_uuid) AS duration_s,
     sum(power_w * interval_s) / 3.6e6 AS source_energy_kwh,
-    sum(predicted_power_w * interval_s) * $time_scale / 3.6e6 AS predicted_energy_kwh
+    sum(predicted_power_w * interval_s) * $time_scale / 3.6e6 AS predicted_energy_kwh,
+    sum(activity_ratio * interval_s) / nullif(sum(interval_s), 0) AS mean_activity_ratio,
+    sum(memory_ratio * interval_s) / nullif(sum(interval_s), 0) AS mean_memory_ratio
 FROM predicted
 GROUP BY job_id, from_gpu_model, to_gpu_model
 ORDER BY job_id, to_gpu_model

@@ -4,7 +4,9 @@
 -- Input: gpu_activity_samples (one activity stream per GPU) rows of $day with activity above 5% (busy).
 -- Columns: gpu_model, bottleneck, n_samples, busy_share (0..1 of the model's busy samples),
 --   activity_ratio, memory_ratio (0..1 means; DCGM ratios where the stream reads them, else util / 100),
---   pcie_gbps (GB/s mean, tx + rx), temp_c (C mean), max_power_limit_w (W).
+--   pcie_gbps (GB/s mean, tx + rx), temp_c (C mean), max_power_limit_w (W); heavy_activity_ratio,
+--   heavy_memory_ratio, heavy_pcie_gbps, heavy_temp_c: the same means over the heavier half of the
+--   samples (activity at or above the group's median), where models.recommend applies the slowdown bound.
 WITH busy AS (
     SELECT
         gpu_model,
@@ -23,6 +25,10 @@ classified AS (
              WHEN memory_ratio >= least(pcie_gbps / $pcie_link_gbps, 1.0) THEN 'memory-bound'
              ELSE 'communication-bound' END AS bottleneck
     FROM busy
+),
+ranked AS (
+    SELECT *, activity_ratio >= quantile_cont(activity_ratio, 0.5) OVER (PARTITION BY gpu_model, bottleneck) AS is_heavy
+    FROM classified
 )
 SELECT
     gpu_model, bottleneck,
@@ -32,7 +38,11 @@ SELECT
     avg(memory_ratio) AS memory_ratio,
     avg(pcie_gbps) AS pcie_gbps,
     avg(temp_c) AS temp_c,
-    max(power_limit_w) AS max_power_limit_w
-FROM classified
+    max(power_limit_w) AS max_power_limit_w,
+    avg(activity_ratio) FILTER (WHERE is_heavy) AS heavy_activity_ratio,
+    avg(memory_ratio) FILTER (WHERE is_heavy) AS heavy_memory_ratio,
+    avg(pcie_gbps) FILTER (WHERE is_heavy) AS heavy_pcie_gbps,
+    avg(temp_c) FILTER (WHERE is_heavy) AS heavy_temp_c
+FROM ranked
 GROUP BY gpu_model, bottleneck
 ORDER BY gpu_model, bottleneck

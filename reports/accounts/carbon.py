@@ -8,7 +8,9 @@ Per metered GPU-hour (all in gCO2e unless named otherwise):
     location_gco2e      = facility_energy_kwh x grid intensity(region, hour)
     market_gco2e        = facility_energy_kwh x (c x contract intensity + (1 - c) x residual mix)
         where c = min(1, contract kWh for the site-day / site facility kWh of the day): contracts
-        (PPA/REC) are applied first, pro rata over the day's hours, the residual mix covers the rest.
+        (PPA/REC) are applied first, pro rata over the day's hours, the region's residual mix
+        (reports.accounts.residual_mix: AIB's published table) covers the rest; NULL where that
+        mix is not available. market_basis says which contracts and mix were used.
     embodied_gco2e      = amortised GPU + server share (reports.accounts.embodied), idle hours included.
 Range: operational relative uncertainty u_op = sqrt(u_grid^2 + u_pue^2) (independent inputs);
 embodied u_emb; low/high of the total = location x (1 -/+ u_op) + embodied x (1 -/+ u_emb).
@@ -31,6 +33,7 @@ from joulehouse.reports.accounts.attribution import UNALLOCATED, account_to_jobs
 from joulehouse.reports.accounts.embodied import (amortised_share, default_gpu_embodied_kgco2e, embodied_gco2e_per_gpu_hour,
                                                   parse_model_overrides)
 from joulehouse.reports.accounts.hour_factors import attach_intensity, attach_pue
+from joulehouse.reports.accounts.residual_mix import ResidualMix, residual_mix_for
 from joulehouse.reports.accounts.it_energy_basis import BASIS_AMOUNTS, label_basis, with_facility_energy
 from joulehouse.reports.accounts.settings import CarbonSettings
 from joulehouse.reports.accounts.shift import carbon_shift_rows
@@ -81,8 +84,27 @@ def contract_for_site_day(settings: CarbonSettings, site: str, day: dt.date) -> 
     return total, (sum(v * i for v, i in volumes) / total if total > 0 else 0.0)
 
 
+def residual_mixes(gpu_hours: pl.DataFrame, settings: CarbonSettings) -> dict[tuple[dt.date, str], ResidualMix]:
+    """The residual mix of each (day, region) of the GPU-hours: the table's, or the setting's."""
+    out = {}
+    for day, region in gpu_hours.select("day", "region").unique().iter_rows():
+        out[(day, region)] = (residual_mix_for(region, day.year) if settings.residual_mix_from == "table" else
+                              ResidualMix(region or "unknown", settings.residual_mix_gco2e_per_kwh, None,
+                                          "[carbon].residual_mix_gco2e_per_kwh"))
+    return out
+
+
+def market_basis(gpu_hours: pl.DataFrame, settings: CarbonSettings) -> str:
+    """One sentence: the contracts and the residual mix market-based carbon used (the report's card)."""
+    covered = gpu_hours["contract_covered_ratio"].max() if "contract_covered_ratio" in gpu_hours.columns and gpu_hours.height else 0
+    contracts = ("energy contracts (PPA/REC) first" if covered and covered > 0 else "no energy contracts (PPA/REC)")
+    mixes = sorted({m.sentence for m in residual_mixes(gpu_hours, settings).values()})
+    return contracts + "; " + ("; ".join(mixes) or "no residual mix needed")
+
+
 def market_based(gpu_hours: pl.DataFrame, settings: CarbonSettings) -> pl.DataFrame:
-    """Add `contract_covered_ratio` and `market_gco2e` (needs day, site, facility_energy_kwh)."""
+    """Add `contract_covered_ratio` and `market_gco2e` (needs day, site, region, facility_energy_kwh):
+    NULL where the residual mix is not available and a contract does not cover all the energy."""
     site_days = gpu_hours.group_by(["day", "site"]).agg(pl.col("facility_energy_kwh").sum().alias("_site_kwh"))
     rows = []
     for day, site, site_kwh in site_days.iter_rows():
@@ -91,15 +113,19 @@ def market_based(gpu_hours: pl.DataFrame, settings: CarbonSettings) -> pl.DataFr
         rows.append((day, site, covered, intensity))
     cover = pl.DataFrame(rows, schema={"day": pl.Date, "site": pl.String, "contract_covered_ratio": pl.Float64,
                                        "_contract_gco2e_per_kwh": pl.Float64}, orient="row")
+    mixes = pl.DataFrame([(d, r, m.gco2e_per_kwh) for (d, r), m in residual_mixes(gpu_hours, settings).items()],
+                         schema={"day": pl.Date, "region": pl.String, "_residual_gco2e_per_kwh": pl.Float64}, orient="row")
+    uncovered = 1.0 - pl.col("contract_covered_ratio")
     return (
         gpu_hours.join(cover, on=["day", "site"], how="left")
+        .join(mixes, on=["day", "region"], how="left", nulls_equal=True)
         .with_columns(
             (pl.col("facility_energy_kwh") * (
                 pl.col("contract_covered_ratio") * pl.col("_contract_gco2e_per_kwh")
-                + (1.0 - pl.col("contract_covered_ratio")) * settings.residual_mix_gco2e_per_kwh
+                + pl.when(uncovered > 0).then(uncovered * pl.col("_residual_gco2e_per_kwh")).otherwise(0.0)
             )).alias("market_gco2e")
         )
-        .drop("_contract_gco2e_per_kwh")
+        .drop("_contract_gco2e_per_kwh", "_residual_gco2e_per_kwh")
     )
 
 
@@ -142,7 +168,12 @@ def account_carbon(gpu_hours: pl.DataFrame, jobs: pl.DataFrame, settings: Carbon
     """Pure: GPU-hours with context (day, site, pue, intensity, inventory columns) and jobs ->
     rows at day x team x user x job x stage with the carbon columns of rpt_carbon_daily."""
     per_hour = carbon_per_gpu_hour(gpu_hours, settings)
-    return label_basis(with_range(account_to_jobs(per_hour, jobs, CARBON_AMOUNTS, settings.idle_policy), settings))
+    rows = label_basis(with_range(account_to_jobs(per_hour, jobs, CARBON_AMOUNTS, settings.idle_policy), settings))
+    if per_hour["market_gco2e"].null_count():
+        # Some energy has neither a contract nor a residual mix: a market-based total would be a
+        # guess, so the day has none (a sum would count the unknown hours as zero).
+        rows = rows.with_columns(pl.lit(None, pl.Float64).alias("market_gco2e"), pl.lit(None, pl.Float64).alias("total_market_gco2e"))
+    return rows.with_columns(pl.lit(market_basis(per_hour, settings)).alias("market_basis"))
 
 
 @dataclass
@@ -155,7 +186,7 @@ class CarbonSummary:
     energy_kwh: float
     facility_energy_kwh: float
     location_gco2e: float
-    market_gco2e: float
+    market_gco2e: float | None
     embodied_gco2e: float
     total_gco2e: float
     total_low_gco2e: float
@@ -197,8 +228,9 @@ def carbon_day(con, day: dt.date, settings: CarbonSettings, data_dir: Path | Non
 
     method = (
         "GHG Protocol scope 2, location-based (grid intensity per region and hour: "
-        + ("; ".join(sources) or "none") + f") and market-based (contracts first, residual mix "
-        f"{settings.residual_mix_gco2e_per_kwh} gCO2e/kWh); embodied amortised over lifetime per GPU-hour, "
+        + ("; ".join(sources) or "none") + ") and market-based ("
+        + (rows["market_basis"][0] if rows.height and "market_basis" in rows.columns else "no GPU-hours")
+        + "); embodied amortised over lifetime per GPU-hour, "
         f"idle hours included; idle policy {settings.idle_policy}; IT energy at the server's BMC where it "
         f"covered >= {settings.node_energy_min_coverage_ratio} of the hour, split by GPU energy share, else GPU "
         "board energy; year mapping to the same weekday and hour near the date in the nearest source year; shifting estimate: "
@@ -207,7 +239,7 @@ def carbon_day(con, day: dt.date, settings: CarbonSettings, data_dir: Path | Non
     return CarbonSummary(
         day=day, rows_written=written, gpu_hours=total("gpu_hours"), energy_kwh=total("energy_kwh"),
         facility_energy_kwh=total("facility_energy_kwh"), location_gco2e=total("location_gco2e"),
-        market_gco2e=total("market_gco2e"), embodied_gco2e=total("embodied_gco2e"), total_gco2e=total("total_gco2e"),
+        market_gco2e=total("market_gco2e") if rows.height and rows["market_gco2e"].null_count() == 0 else None, embodied_gco2e=total("embodied_gco2e"), total_gco2e=total("total_gco2e"),
         total_low_gco2e=total("total_low_gco2e"), total_high_gco2e=total("total_high_gco2e"),
         gpu_energy_kwh=total("gpu_energy_kwh"), node_ipmi_energy_kwh=total("node_ipmi_energy_kwh"),
         shift_saving_gco2e=float(shift["carbon_saving_gco2e"].sum()) if shift.height else 0.0,

@@ -44,7 +44,12 @@ class CarbonSettings(AccountSettings):
     default_grid_gco2e_per_kwh: NonNegative = Field(400.0, description="Grid intensity where the grid file has no value, gCO2e/kWh.")
     market_contract_kwh_per_day: NonNegative = Field(0.0, description="A site-wide contract (PPA/REC) volume per day, kWh ...")
     market_contract_gco2e_per_kwh: NonNegative = Field(0.0, description="... at this intensity, gCO2e/kWh.")
-    residual_mix_gco2e_per_kwh: NonNegative = Field(450.0, description="Market-based: what no contract covers, gCO2e/kWh.")
+    residual_mix_from: Literal["table", "setting"] = Field(
+        "table", description="Market-based, what no contract covers: the region's published residual mix\n"
+                             "(\"table\": reports/accounts/residual_mix.csv, AIB European Residual Mixes; \"not available\" where\n"
+                             "it has none) or your own figure (\"setting\": residual_mix_gco2e_per_kwh).")
+    residual_mix_gco2e_per_kwh: NonNegative = Field(
+        450.0, description="... the residual mix used with residual_mix_from = \"setting\", gCO2e/kWh.")
     embodied_kgco2e_per_gpu: NonNegative = Field(150.0, description="Manufacturing footprint of a GPU, kgCO2e ...")
     embodied_kgco2e_per_server: NonNegative = Field(2750.0, description="... and of its server (shared by gpus_per_server), kgCO2e.")
     grid_uncertainty_pct: Percent = Field(10.0, description="Relative uncertainties (+/-) of the carbon range, %.")

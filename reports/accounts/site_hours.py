@@ -44,12 +44,19 @@ def grid_context(site_hours: pl.DataFrame, gpu_hours: pl.DataFrame) -> pl.DataFr
     ).sort("site", "hour_at")
 
 
-def price_context(site_hours: pl.DataFrame, prices: pl.DataFrame, price_rule: str, gpu_hours: pl.DataFrame) -> pl.DataFrame:
-    """rpt_context_price_hourly rows. prices: (hour_at, price_usd_per_kwh); gpu_hours with pue."""
+def price_context(site_hours: pl.DataFrame, prices: pl.DataFrame, price_rule: str, gpu_hours: pl.DataFrame,
+                  green_premium_below_renewable_pct: float | None = None) -> pl.DataFrame:
+    """rpt_context_price_hourly rows. prices: (hour_at, price_usd_per_kwh); gpu_hours with pue;
+    site_hours with renewable_pct where known: green_premium_applies is the green premium's rule
+    for the hour (renewable share below the threshold; NULL where the share is unknown)."""
+    renewable = pl.col("renewable_pct") if "renewable_pct" in site_hours.columns else pl.lit(None, pl.Float64)
+    applies = (renewable < green_premium_below_renewable_pct if green_premium_below_renewable_pct is not None
+               else pl.lit(None, pl.Boolean))
     return (
         site_hours.join(prices, on="hour_at", how="left")
         .join(fleet_load(gpu_hours), on=["site", "hour_at"], how="left")
         .select("hour_at", "day", "site", "region", (pl.col("price_usd_per_kwh") * 1000.0).alias("price_usd_per_mwh"),
-                pl.lit(price_rule).alias("price_rule"), "fleet_it_energy_kwh", "fleet_facility_energy_kwh")
+                pl.lit(price_rule).alias("price_rule"), "fleet_it_energy_kwh", "fleet_facility_energy_kwh",
+                applies.alias("green_premium_applies"))
         .sort("site", "hour_at")
     )

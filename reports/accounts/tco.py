@@ -191,8 +191,10 @@ def tco_day(con, day: dt.date, settings: TcoSettings, data_dir: Path | None) -> 
             "gpu_hours": pl.Float64, "flops_total": pl.Float64, **{c: pl.Float64 for c in TCO_AMOUNTS}})), settings)
     written = replace_report_day(con, "rpt_tco_daily", day, rows)
     site_hours, _ = attach_pue(day_site_hours(ctx, day), inputs.pue, settings.default_pue)
+    site_hours, _, _ = attach_intensity(site_hours, settings.grid_file, data_dir, "direct", 0.0)  # the renewable share
     replace_report_day(con, "rpt_context_price_hourly", day,
-                       price_context(site_hours, prices, ", ".join(k for k, n in sorted(price_counts.items()) if n), ctx))
+                       price_context(site_hours, prices, ", ".join(k for k, n in sorted(price_counts.items()) if n), ctx,
+                                     settings.green_premium_below_renewable_pct))
     shift = cost_shift_rows(ctx, jobs, site_hours.select("site", "hour_at", "pue"), prices, settings.shift_window_hours)
     replace_report_day(con, "rpt_shift_cost_daily", day, shift)
 

@@ -14,7 +14,7 @@ from joulehouse.reports.page.blocks import FigureWriter, Section, fmt_number, ta
 
 MAX_SCATTER_POINTS = 5000
 MODEL_COLUMNS = ("gpu_model", "feature_set", "n_samples", "mape_pct", "r2", "job_energy_error_pct", "static_pct_per_10c",
-                 "dyn_freq_exponent", "drift_pct", "passed_gate", "gate_reason")
+                 "dyn_freq_exponent", "dyn_freq_exponent_source", "drift_pct", "passed_gate", "gate_reason")
 
 
 def _fits(data: ReportData, s: Section) -> None:
@@ -82,11 +82,12 @@ def _power_interval(data: ReportData, s: Section) -> None:
         s.missing(f"no best power interval ({data.interval_why or 'fct_power_interval has no best_limit_w'})")
         return
     rows = data.interval.with_columns((pl.col("busy_share") * 100).alias("busy_share_pct")) if "busy_share" in data.interval.columns else data.interval
-    cols = [c for c in ("gpu_model", "bottleneck", "busy_share_pct", "best_limit_w", "best_limit_w_low", "best_limit_w_high",
+    cols = [c for c in ("gpu_model", "bottleneck", "workload_class", "max_slowdown_pct", "busy_share_pct", "best_limit_w", "best_limit_w_low", "best_limit_w_high",
                         "default_limit_w", "perf_per_watt_gain_pct", "slowdown_at_best_pct") if c in rows.columns]
-    s.note("Where perf per watt is highest, from the fitted power and cap models; the slowdown is the price of running there. "
+    s.note("The least energy per unit of work within each workload class's slowdown bound, among the limits the "
+           "recommender may set, from the fitted power and cap models: the rule the recommendations follow. "
            "A bottleneck whose interval spans up to the default never reaches the cap: a clock range is what saves there.")
-    s.add(table(rows.select(cols).sort([c for c in ("gpu_model", "bottleneck") if c in cols]),
+    s.add(table(rows.select(cols).sort([c for c in ("gpu_model", "bottleneck", "workload_class") if c in cols]),
                 digits={"busy_share_pct": 1, "perf_per_watt_gain_pct": 1, "slowdown_at_best_pct": 1, "best_limit_w": 0,
                         "best_limit_w_low": 0, "best_limit_w_high": 0, "default_limit_w": 0}, source="fct_power_interval"))
 

@@ -117,11 +117,22 @@ def _cards(data: ReportData) -> str:
     location_sub = ("operational + embodied" + (f" ({fmt_number(embodied / 1000, 1)} kg embodied)" if embodied is not None else "")
                     + (f"; range {fmt_number(low / 1000, 1)}-{fmt_number(high / 1000, 1)}" if low is not None and high is not None else "")
                     if location is not None else data.carbon_why)
-    market_sub = ("after energy contracts (PPA/REC), + embodied" if market is not None
+    basis = (data.carbon["market_basis"].drop_nulls().unique().sort().to_list()
+             if data.carbon is not None and "market_basis" in data.carbon.columns else [])
+    market_sub = (("; ".join(basis) if basis else "after energy contracts (PPA/REC)") + ", + embodied" if market is not None
+                  else "not available: " + "; ".join(basis) if basis
                   else data.carbon_why or "rpt_carbon_daily has no total_market_gco2e column")
     cost, cost_low, cost_high = total(data.tco, "total_cost_usd"), total(data.tco, "total_cost_low_usd"), total(data.tco, "total_cost_high_usd")
     energy_cost = total(data.tco, "energy_cost_usd")
+    premium = total(data.tco, "green_premium_usd")
+    premium_hours = (data.context["green_premium_applies"].fill_null(False).sum()
+                     if data.context is not None and "green_premium_applies" in data.context.columns else None)
+    premium_sub = ("" if premium is None and premium_hours is None else "; green premium"
+                   + (f" {fmt_number(premium, 0)} USD" if premium is not None else "")
+                   + (f", in the {premium_hours} of {data.context.height} site-hours its rule selects (renewable share "
+                      "below the threshold)" if premium_hours is not None else ""))
     cost_sub = ((f"energy {fmt_number(energy_cost, 0)} USD; " if energy_cost is not None else "") + "capital, operations, demand"
+                + premium_sub
                 + (f"; range {fmt_number(cost_low, 0)}-{fmt_number(cost_high, 0)}" if cost_low is not None and cost_high is not None else "")
                 if cost is not None else data.tco_why)
     return ('<div class="cards">'

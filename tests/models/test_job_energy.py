@@ -1,18 +1,28 @@
 """Job energy across GPU models, on the simulator's cross-model job (the same profile ran on an A100
-and an H100 the same day, for the same two hours). Tolerance: 5% (the issue's job-energy target);
-measured (seed 11): A100 -> H100 -1.3%, H100 -> A100 +1.2%."""
+and an H100 the same day, for the same two hours, the H100 doing ~2.6x the work), predicted as
+before the job ran on the other model: B's fitted power on A's profile, for the time the
+catalogue's throughput ratio gives (bf16 peak: 3.17x), never B's own duration. Measured (seed 11),
+first day, nothing to refine with: A100 -> H100 -18.9%, H100 -> A100 +23.3% (the catalogue's 3.17x
+against the simulator's 2.6x); refined by the day before's pair, within 5% (test below)."""
 
 from __future__ import annotations
 
+import datetime as dt
+
 import pytest
 
+from joulehouse.collectors.sim import simulate_fleet
+from joulehouse.models.power import fit_day
+from joulehouse.settings import ModelSettings, WarehouseSettings
+from joulehouse.warehouse.build import build_day
+from joulehouse.warehouse.db import connect
 from joulehouse.models.job_energy import job_energy_day, predict_job_energy, same_profile_pairs
 
 PROFILE = "llm-finetune-7b-ref"
 
 
 @pytest.mark.slow
-def test_cross_model_job_energy_within_5_pct(fitted):
+def test_cross_model_job_energy_is_predicted_without_the_targets_run(fitted):
     con, day, runs = fitted.con, fitted.day, fitted.summary.cross_model_runs
     pairs = same_profile_pairs(con, day, PROFILE)
     assert sorted(pairs) == sorted([(runs[0].job_id, runs[1].job_id), (runs[1].job_id, runs[0].job_id)])
@@ -20,13 +30,37 @@ def test_cross_model_job_energy_within_5_pct(fitted):
     assert {(p.from_gpu_model, p.to_gpu_model) for p in predictions} == {
         ("NVIDIA A100-SXM4-80GB", "NVIDIA H100 80GB HBM3"), ("NVIDIA H100 80GB HBM3", "NVIDIA A100-SXM4-80GB")}
     for p in predictions:
-        print(p)
-        assert abs(p.error_pct) < 5.0, p
-        # The prediction is not the source's energy carried over: the H100 draws ~1.7x the A100 here.
-        assert abs(p.predicted_energy_kwh - p.source_energy_kwh) > 0.2 * p.source_energy_kwh
+        # The time comes from the catalogue, not from the target's run (7200 s, like the source's).
+        to_h100 = p.to_gpu_model.startswith("NVIDIA H100")
+        assert p.time_scale == pytest.approx(312 / 989.5 if to_h100 else 989.5 / 312, rel=1e-6)
+        assert p.predicted_time_s == pytest.approx(7200 * p.time_scale, rel=0.01)
+        assert p.refined_with_jobs == 0 and p.predicted_energy_kwh == p.unrefined_predicted_energy_kwh
+        assert abs(p.error_pct) < 30.0, p
+        # Predicting the source's energy would be further off than the prediction.
+        assert abs(p.error_pct) < abs(100 * (p.source_energy_kwh - p.measured_energy_kwh) / p.measured_energy_kwh)
     stored = con.execute("SELECT count(*), max(abs(error_pct)) FROM fct_job_energy_prediction WHERE day = ?",
                          [day]).fetchone()
-    assert stored[0] == 2 and stored[1] < 5.0
+    assert stored[0] == 2 and stored[1] < 30.0
+
+
+@pytest.mark.slow
+def test_the_fleets_earlier_pairs_refine_the_prediction(tmp_path):
+    """Two days: day 2's prediction is refined by day 1's measured/predicted ratio of the same two
+    models (its own pair is never used). Measured (seed 11, 30 s samples): day 2 A100 -> H100 -0.5%,
+    H100 -> A100 +0.4% (unrefined -19.2%, +23.9%; "the same energy as on A" +54.2%, -35.1%)."""
+    days = [dt.date(2026, 7, 14), dt.date(2026, 7, 15)]
+    summary = simulate_fleet(tmp_path / "lake", gpus=16, days=2, start=days[0], seed=11, interval_s=30)
+    con = connect(tmp_path / "w.duckdb", tmp_path / "lake")
+    settings = WarehouseSettings(inventory_path=str(summary.inventory_path), max_gap_s=90.0)
+    for day in days:
+        build_day(con, day, settings, now=dt.datetime(2026, 7, 20, tzinfo=dt.timezone.utc))
+        fit_day(con, day, ModelSettings())
+        predictions = job_energy_day(con, day, same_profile_pairs(con, day, PROFILE))
+    assert len(predictions) == 2
+    for p in predictions:
+        assert p.refined_with_jobs == 1 and "fleet jobs that ran on both models" in p.method
+        assert abs(p.error_pct) < 5.0, p
+        assert abs(p.error_pct) < abs(100 * (p.unrefined_predicted_energy_kwh / p.measured_energy_kwh - 1))
 
 
 def test_a_job_predicted_on_its_own_model_gives_back_its_energy(fitted):

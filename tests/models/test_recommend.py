@@ -254,3 +254,65 @@ def test_the_servers_own_draw_over_a_longer_run_counts_against_a_cap():
             assert "the server's 400 W per GPU counted" in a["reason"]
     assert any(a["expected_slowdown_pct"] < b["expected_slowdown_pct"] - 1e-6 for a, b in
                ((after[u], before[u]) for u in uuids)), "the overhead changed at least one choice"
+
+
+def _hourly_context(con, price_usd_per_mwh: float, intensity_gco2e_per_kwh: float, pue: float = 1.2) -> None:
+    """fct_gpu_energy_hourly and rpt_context_hourly written by hand, as the warehouse and the accounts
+    write them: every GPU drew 0.3 kWh each hour; hours 0-11 at the given price and intensity,
+    hours 12-23 at half of each (the energy-weighted mean is then 3/4 of them)."""
+    uuids = [r[0] for r in con.execute("SELECT DISTINCT gpu_uuid FROM stg_gpu_samples ORDER BY 1").fetchall()]
+    start = dt.datetime(2026, 3, 2, tzinfo=dt.timezone.utc)
+    hours = [start + dt.timedelta(hours=h) for h in range(24)]
+    con.execute("CREATE OR REPLACE TABLE fct_gpu_energy_hourly (hour_at TIMESTAMPTZ, day DATE, host VARCHAR, "
+                "gpu_uuid VARCHAR, energy_kwh DOUBLE)")
+    con.executemany("INSERT INTO fct_gpu_energy_hourly VALUES (?, ?, 'node-01', ?, 0.3)",
+                    [[h, DAY, u] for u in uuids for h in hours])
+    con.execute("CREATE OR REPLACE TABLE rpt_context_hourly (hour_at TIMESTAMPTZ, day DATE, site VARCHAR, region VARCHAR, "
+                "intensity_gco2e_per_kwh DOUBLE, price_usd_per_mwh DOUBLE, pue DOUBLE)")
+    con.executemany("INSERT INTO rpt_context_hourly VALUES (?, ?, 'site-a', 'FR', ?, ?, ?)",
+                    [[h, DAY, intensity_gco2e_per_kwh * (1 if i < 12 else 0.5),
+                      price_usd_per_mwh * (1 if i < 12 else 0.5), pue] for i, h in enumerate(hours)])
+
+
+def _caps(con) -> dict[str, float]:
+    return {r["gpu_uuid"]: r["power_limit_w"] for r in _rows(con)}
+
+
+def test_each_gpu_is_priced_at_the_hours_of_the_warehouse():
+    con = _warehouse()
+    _jobs(con, ["throughput"] * 3)
+    recommend_day(con, DAY, RecommendSettings(holdout_share=0.0), fallback_price_usd_per_kwh=0.08,
+                  fallback_carbon_gco2e_per_kwh=400.0, fallback_pue=1.3)
+    assert {(r["price_usd_per_kwh"], r["grid_gco2e_per_kwh"], r["pue"], r["energy_price_basis"]) for r in _rows(con)} == {
+        (0.08, 400.0, 1.3, "defaults (no hourly context)")}
+    _hourly_context(con, price_usd_per_mwh=120.0, intensity_gco2e_per_kwh=60.0, pue=1.15)
+    recommend_day(con, DAY, RecommendSettings(holdout_share=0.0), carbon_price_usd_per_tco2e=80.0)
+    for r in _rows(con):
+        assert r["price_usd_per_kwh"] == pytest.approx(0.75 * 0.120)
+        assert r["grid_gco2e_per_kwh"] == pytest.approx(0.75 * 60.0)
+        assert r["pue"] == pytest.approx(1.15) and r["carbon_price_usd_per_tco2e"] == 80.0
+        assert r["energy_price_basis"] == "hourly context"
+
+
+@pytest.mark.parametrize("change", ["price", "carbon price"])
+def test_dearer_energy_or_carbon_moves_the_caps_down(change):
+    """With a slowdown priced (0.5 USD per GPU-hour), the cap trades energy against time: energy at
+    the site's hourly price, or carbon at a higher carbon price, makes lower caps pay."""
+    con = _warehouse()
+    _jobs(con, ["throughput"] * 3)
+    settings = RecommendSettings(holdout_share=0.0, value_of_time_usd_per_gpu_hour=0.5)
+    _hourly_context(con, price_usd_per_mwh=40.0, intensity_gco2e_per_kwh=500.0)
+    recommend_day(con, DAY, settings, carbon_price_usd_per_tco2e=0.0)
+    cheap = _caps(con)
+    if change == "price":
+        _hourly_context(con, price_usd_per_mwh=4000.0, intensity_gco2e_per_kwh=500.0)  # scarcity pricing
+        recommend_day(con, DAY, settings, carbon_price_usd_per_tco2e=0.0)
+    else:
+        recommend_day(con, DAY, settings, carbon_price_usd_per_tco2e=8000.0)
+    dear = _caps(con)
+    assert all(dear[u] <= cheap[u] for u in cheap)
+    assert any(dear[u] < cheap[u] for u in cheap), (cheap, dear)
+    # ... and back: the hourly price the accounts charged is what the choice follows.
+    _hourly_context(con, price_usd_per_mwh=40.0, intensity_gco2e_per_kwh=500.0)
+    recommend_day(con, DAY, settings, carbon_price_usd_per_tco2e=0.0)
+    assert _caps(con) == cheap

@@ -15,7 +15,8 @@
 --     board energy (see it_energy_basis)
 --   facility_energy_kwh [kWh] energy at the meter = IT x PUE
 --   location_gco2e [gCO2e] operational, location-based (grid intensity of the region and hour)
---   market_gco2e [gCO2e] operational, market-based
+--   market_gco2e [gCO2e] operational, market-based: contracts, then the region's residual mix (NULL for
+--     the whole day when some energy has neither: see market_basis)
 --   embodied_gco2e [gCO2e] amortised manufacturing footprint
 --   total_gco2e [gCO2e] location + embodied
 --   total_market_gco2e [gCO2e] market + embodied
@@ -25,6 +26,8 @@
 --   gpu_energy_kwh [kWh] GPU board energy of the same GPU-hours
 --   node_ipmi_energy_kwh [kWh] the part of energy_kwh at the node_ipmi basis
 --   it_energy_basis [text] 'node_ipmi' | 'gpu_only', or 'mixed' when the row's GPU-hours used both
+--   market_basis [text] the contracts and residual mix (value, source, data year, or "not available")
+--     market-based carbon used that day
 CREATE TABLE IF NOT EXISTS rpt_carbon_daily (
     day DATE NOT NULL,
     team VARCHAR NOT NULL,
@@ -44,9 +47,11 @@ CREATE TABLE IF NOT EXISTS rpt_carbon_daily (
     flops_total DOUBLE,
     gpu_energy_kwh DOUBLE,
     node_ipmi_energy_kwh DOUBLE,
-    it_energy_basis VARCHAR
+    it_energy_basis VARCHAR,
+    market_basis VARCHAR
 );
 -- Databases created before the IT-energy basis existed gain its columns.
 ALTER TABLE rpt_carbon_daily ADD COLUMN IF NOT EXISTS gpu_energy_kwh DOUBLE;
 ALTER TABLE rpt_carbon_daily ADD COLUMN IF NOT EXISTS node_ipmi_energy_kwh DOUBLE;
-ALTER TABLE rpt_carbon_daily ADD COLUMN IF NOT EXISTS it_energy_basis VARCHAR
+ALTER TABLE rpt_carbon_daily ADD COLUMN IF NOT EXISTS it_energy_basis VARCHAR;
+ALTER TABLE rpt_carbon_daily ADD COLUMN IF NOT EXISTS market_basis VARCHAR

@@ -18,6 +18,7 @@
 --   pue [ratio] facility / IT energy
 --   intensity_rule [text] how the hour's intensity was found
 --   price_rule [text] how the hour's price was found
+--   green_premium_applies [bool] the green premium's rule selects the hour (rpt_context_price_hourly)
 CREATE OR REPLACE VIEW rpt_context_hourly AS
 WITH grid AS (
     SELECT * FROM rpt_context_grid_hourly
@@ -39,7 +40,8 @@ joined AS (
         grid.fleet_gpu_energy_kwh,
         grid.pue,
         grid.intensity_rule,
-        price.price_rule
+        price.price_rule,
+        price.green_premium_applies
     FROM grid
     FULL OUTER JOIN price ON grid.hour_at = price.hour_at AND grid.site = price.site
 )

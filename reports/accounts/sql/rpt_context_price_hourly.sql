@@ -12,6 +12,8 @@
 --   price_rule [text] how the hour's price was found
 --   fleet_it_energy_kwh [kWh] IT energy, as in rpt_context_grid_hourly (NULL when no GPU-hour was metered)
 --   fleet_facility_energy_kwh [kWh] energy at the meter (NULL when no GPU-hour was metered)
+--   green_premium_applies [bool] the green premium's rule selects the hour (renewable share below
+--     [tco].green_premium_below_renewable_pct); NULL where the share is unknown (no premium)
 CREATE TABLE IF NOT EXISTS rpt_context_price_hourly (
     hour_at TIMESTAMPTZ NOT NULL,
     day DATE NOT NULL,
@@ -20,5 +22,8 @@ CREATE TABLE IF NOT EXISTS rpt_context_price_hourly (
     price_usd_per_mwh DOUBLE,
     price_rule VARCHAR,
     fleet_it_energy_kwh DOUBLE,
-    fleet_facility_energy_kwh DOUBLE
-)
+    fleet_facility_energy_kwh DOUBLE,
+    green_premium_applies BOOLEAN
+);
+-- Databases created before the green premium's rule was recorded gain its column.
+ALTER TABLE rpt_context_price_hourly ADD COLUMN IF NOT EXISTS green_premium_applies BOOLEAN

@@ -128,3 +128,35 @@ def test_cli_prints_counts_and_reasons(telemetry, lake):
     assert "37 x gpu identity" in out.output and "--index-column" in out.output
     bad = CliRunner().invoke(app, ["ingest", "nvidia-smi", str(lake / "nope.csv"), "--lake", str(lake), "--host", "h"])
     assert bad.exit_code == 2 and "cannot open" in bad.output
+
+
+LLAMA = "energy_inference_llama2_70b_a100_4gpus_interleaved_10hz.csv"
+
+
+def test_four_interleaved_gpus_without_an_index_are_refused_not_integrated_as_one(telemetry, lake):
+    """The A100 Llama-2-70B log: 42,962 rows in bursts of 4 a few ms apart every ~0.1 s, no index,
+    gpu or uuid column. Imported as one GPU its power would jump between GPUs (idle ~55 W beside
+    ~300 W in one sweep) and its energy be ~4x one GPU's: the importer refuses it, saying why."""
+    with pytest.raises(NvidiaSmiError, match=r"bursts of 4 .* every 0\.10\d s.*cannot be told apart"):
+        read_nvidia_smi_csv(telemetry / LLAMA, host="swing-a100", gpu_model="NVIDIA A100-SXM4-40GB")
+    app = typer.Typer()
+    register(app)
+    out = CliRunner().invoke(app, ["ingest", "nvidia-smi", str(telemetry / LLAMA), "--lake", str(lake), "--host", "swing"])
+    assert out.exit_code == 2 and "cannot be told apart" in out.output
+    assert not list(lake.glob("gpu_samples/**/*.parquet"))
+
+
+def test_one_gpus_logs_are_not_taken_for_interleaved_ones(telemetry, tmp_path):
+    """Regular 1 Hz logs, one with gaps (the RTX 4090's), and a hand-made 20 Hz one are one GPU each;
+    two GPUs per sweep without an index are caught in a hand-made log too."""
+    for name in ("mddair_gpu_telemetry_1hz.csv", "vlm_optimization_gpu_log_rtx4090_1hz.csv"):
+        assert read_nvidia_smi_csv(telemetry / name, host="h", gpu_model="G").table.num_rows > 2000
+    fast = tmp_path / "fast.csv"
+    fast.write_text("timestamp, power.draw [W]\n" + "".join(
+        f"2026/06/11 10:00:{i * 0.05:06.3f}, {100 + i % 7} W\n" for i in range(400)))
+    assert read_nvidia_smi_csv(fast, host="h", gpu_model="G").table.num_rows == 400
+    pairs = tmp_path / "pairs.csv"
+    pairs.write_text("timestamp, power.draw [W]\n" + "".join(
+        f"2026/06/11 10:00:{i // 2 + 0.003 * (i % 2):06.3f}, {60 if i % 2 else 300} W\n" for i in range(100)))
+    with pytest.raises(NvidiaSmiError, match="bursts of 2"):
+        read_nvidia_smi_csv(pairs, host="h", gpu_model="G")

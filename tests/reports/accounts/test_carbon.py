@@ -9,6 +9,7 @@ import pytest
 
 from accounting_world import DAY, build_world
 from joulehouse.settings import CarbonSettings
+from joulehouse.reports.accounts.residual_mix import residual_mix_for
 from joulehouse.reports.accounts.carbon import carbon_day, parse_contracts
 from joulehouse.reports.accounts.embodied import default_gpu_embodied_kgco2e, embodied_gco2e_per_gpu_hour
 
@@ -52,21 +53,53 @@ def test_location_based_is_energy_times_pue_times_hourly_intensity(world, shared
 
 
 def test_market_based_applies_contracts_first_then_residual_mix(world, shared_data):
-    none = carbon_day(world, DAY, CarbonSettings(residual_mix_gco2e_per_kwh=500.0), shared_data)
+    none = carbon_day(world, DAY, CarbonSettings(residual_mix_from="setting", residual_mix_gco2e_per_kwh=500.0), shared_data)
     assert none.market_gco2e == pytest.approx(none.facility_energy_kwh * 500.0)
     half_kwh = none.facility_energy_kwh / 2
     half = carbon_day(world, DAY, CarbonSettings(
-        residual_mix_gco2e_per_kwh=500.0, market_contracts=(f"site-a|2026-03-02|{half_kwh}|20",)), shared_data)
+        residual_mix_from="setting", residual_mix_gco2e_per_kwh=500.0, market_contracts=(f"site-a|2026-03-02|{half_kwh}|20",)), shared_data)
     assert half.market_gco2e == pytest.approx(half_kwh * 20 + half_kwh * 500.0)
     # A monthly volume is spread over the month's 31 days; more than enough covers everything.
     full = carbon_day(world, DAY, CarbonSettings(market_contracts=("site-a|2026-03|1e6|0",)), shared_data)
     assert full.market_gco2e == pytest.approx(0.0, abs=1e-9)
     # Another site's contract does not count here.
     other = carbon_day(world, DAY, CarbonSettings(
-        residual_mix_gco2e_per_kwh=500.0, market_contracts=("site-b|2026-03|1e6|0",)), shared_data)
+        residual_mix_from="setting", residual_mix_gco2e_per_kwh=500.0, market_contracts=("site-b|2026-03|1e6|0",)), shared_data)
     assert other.market_gco2e == pytest.approx(none.market_gco2e)
     # The location-based figure does not depend on contracts.
     assert full.location_gco2e == pytest.approx(none.location_gco2e)
+
+
+def test_market_based_uses_the_regions_published_residual_mix_or_says_there_is_none(world, shared_data):
+    """The default: the region's residual mix from AIB's table (FR: 17.11 gCO2/kWh, European
+    Residual Mixes 2025, the latest edition at or before 2026), named in market_basis; a region
+    without one has no market-based figure (NULL), not a generic 450 g."""
+    fr = carbon_day(world, DAY, CarbonSettings(), shared_data)
+    assert fr.market_gco2e == pytest.approx(fr.facility_energy_kwh * 17.11)
+    basis = world.execute("SELECT DISTINCT market_basis FROM rpt_carbon_daily WHERE day = ?", [DAY]).fetchall()
+    assert len(basis) == 1 and "no energy contracts" in basis[0][0]
+    assert "17.11 gCO2/kWh" in basis[0][0] and "AIB European Residual Mixes 2025" in basis[0][0]
+    assert "data year 2025" in basis[0][0]
+    world.execute("UPDATE dim_gpu SET region = 'US-MIDA-PJM'")
+    us = carbon_day(world, DAY, dataclasses.replace(CarbonSettings(), region="US-MIDA-PJM"), shared_data)
+    assert us.market_gco2e is None and us.location_gco2e > 0
+    row = world.execute("SELECT count(market_gco2e), count(total_market_gco2e), any_value(market_basis) "
+                        "FROM rpt_carbon_daily WHERE day = ?", [DAY]).fetchone()
+    assert row[:2] == (0, 0) and "not available" in row[2]
+    # A contract that covers all the energy needs no residual mix.
+    covered = carbon_day(world, DAY, dataclasses.replace(CarbonSettings(), region="US-MIDA-PJM",
+                                                         market_contracts=("site-a|2026-03|1e6|0",)), shared_data)
+    assert covered.market_gco2e == pytest.approx(0.0, abs=1e-9)
+
+
+def test_the_residual_mix_table_picks_the_edition_of_the_year():
+    assert residual_mix_for("FR", 2024).gco2e_per_kwh == 40.74 and residual_mix_for("FR", 2024).data_year == 2023
+    assert residual_mix_for("DE", 2025).gco2e_per_kwh == 701.47
+    assert residual_mix_for("DK-DK1", 2025).region == "DK-DK1" and residual_mix_for("DK-DK1", 2025).gco2e_per_kwh == 448.9
+    early = residual_mix_for("FR", 2022)  # before any edition in the table: the earliest, said so
+    assert early.data_year == 2023 and "earliest edition" in early.source
+    assert residual_mix_for("NL", 2025).gco2e_per_kwh is None  # full disclosure: AIB prints none
+    assert "not available" in residual_mix_for("US-CAL-CISO", 2025).sentence
 
 
 def test_bad_contract_entry_names_itself():

@@ -9,7 +9,7 @@ import re
 import duckdb
 import pytest
 
-from report_fixtures import OUTCOME_DDL, OUTCOME_POOLED, DAY, build_analysis, build_day, energy_vs_limit, hourly_context
+from report_fixtures import OUTCOME_DDL, OUTCOME_POOLED, DAY, build_analysis, build_context_and_shift, build_day, energy_vs_limit, hourly_context
 from plotly.offline import get_plotlyjs
 
 from joulehouse.reports.page.render import render_report
@@ -262,3 +262,23 @@ def test_long_tables_are_capped_and_say_how_many_rows_are_hidden(tmp_path):
     assert section.count("<tr>") == 1 + 6  # header + the 6 largest savings
     assert "34 more rows hidden (40 in all; query SELECT * FROM fct_recommendation_extra for every row)" in section
     assert "GPU-039" in section and "GPU-000" not in section
+
+
+@pytest.mark.slow
+def test_the_carbon_and_cost_cards_say_which_residual_mix_and_which_green_premium_hours(full_day, tmp_path):
+    full_day.execute("ALTER TABLE rpt_carbon_daily ADD COLUMN total_market_gco2e DOUBLE")
+    full_day.execute("ALTER TABLE rpt_carbon_daily ADD COLUMN market_basis VARCHAR")
+    basis = ("no energy contracts (PPA/REC); residual mix of FR 17.11 gCO2/kWh (AIB European Residual Mixes 2025, "
+             "Version 1.0 (2026-05-26), Table 2, data year 2025)")
+    full_day.execute("UPDATE rpt_carbon_daily SET total_market_gco2e = total_gco2e, market_basis = ?", [basis])
+    build_context_and_shift(full_day)
+    full_day.execute("ALTER TABLE rpt_context_hourly ADD COLUMN green_premium_applies BOOLEAN")
+    full_day.execute("UPDATE rpt_context_hourly SET green_premium_applies = hour(hour_at) < 9")
+    text = render_report(full_day, DAY, tmp_path / "r.html").read_text()
+    assert "residual mix of FR 17.11 gCO2/kWh (AIB European Residual Mixes 2025" in text
+    assert "in the 9 of 24 site-hours its rule selects" in text
+    # A day without a residual mix: the card says so instead of a figure.
+    full_day.execute("UPDATE rpt_carbon_daily SET total_market_gco2e = NULL, market_basis = "
+                     "'no energy contracts (PPA/REC); residual mix of US-MIDA-PJM not available (no published residual mix)'")
+    text = render_report(full_day, DAY, tmp_path / "r2.html").read_text()
+    assert "not available: no energy contracts (PPA/REC); residual mix of US-MIDA-PJM not available" in text

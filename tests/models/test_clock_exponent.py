@@ -1,0 +1,54 @@
+"""The clock exponent alpha from measured SM-clock sweeps (models.clock_exponent)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from joulehouse.models.clock_exponent import exponent_grid, fit_sweep_exponent, parse_sweep_file_entry, sweep_exponent_for
+from joulehouse.models.sweeps import Sweep, SweepError, load_sweep
+
+SWEEPS = Path(__file__).resolve().parents[3] / "shared" / "data" / "sweeps"
+FINE = exponent_grid(1.0, 0.05, 101)  # 1.0 .. 6.0
+
+
+def test_a_hand_made_clock_sweep_gives_back_its_exponent_and_power_split():
+    clocks = np.arange(900.0, 1411.0, 30.0)
+    power = 120.0 + 280.0 * (clocks / 1410.0) ** 2.0  # a memory-heavy kernel: f^2 over 120 W unclocked
+    sweep = Sweep.of_clocks("hand", clocks, np.ones_like(clocks), power)
+    found = fit_sweep_exponent(sweep, FINE)
+    assert found.alpha == pytest.approx(2.0, abs=1e-9)
+    assert found.unclocked_power_w == pytest.approx(120.0, rel=1e-6)
+    assert found.dyn_w == pytest.approx(280.0, rel=1e-6)
+
+
+def test_a_power_limit_sweep_has_no_clock_exponent():
+    sweep = load_sweep(SWEEPS / "zeus_testprofile_A40+resnet50+gpu0.csv")
+    with pytest.raises(SweepError, match="not the SM clock"):
+        fit_sweep_exponent(sweep, FINE)
+
+
+@pytest.mark.parametrize("workload", ["gpt3-175b", "bloom"])
+def test_the_measured_a100_sweeps_are_steeper_than_f_cubed(workload):
+    """Perseus A100 stage profiles, 855-1410 MHz: the fit's form puts ~200 W in the unclocked part
+    and alpha well above 3 (measured: GPT-3 4.40, BLOOM 4.85), fitting better than alpha = 3."""
+    sweep = load_sweep(SWEEPS / f"perseus_sosp24_stage_profile_{workload}_a100sxm_bf16.csv")
+    found = fit_sweep_exponent(sweep, FINE)
+    at_three = fit_sweep_exponent(sweep, np.array([3.0]))
+    assert 4.0 <= found.alpha <= 5.5
+    assert found.rmse_w < 0.8 * at_three.rmse_w
+    assert 150.0 < found.unclocked_power_w < found.dyn_w
+    assert (found.f_min_mhz, found.f_max_mhz) == (855.0, 1410.0)
+
+
+def test_only_the_named_models_take_a_sweep_and_a_bad_entry_is_named():
+    entries = (f"A100|{SWEEPS / 'perseus_sosp24_stage_profile_bloom_a100sxm_bf16.csv'}",)
+    grid = exponent_grid(1.0, 0.25, 19)
+    assert sweep_exponent_for("NVIDIA A100-SXM4-80GB", entries, grid).source.endswith("bloom_a100sxm_bf16.csv")
+    assert sweep_exponent_for("NVIDIA A1000", entries, grid) is None
+    assert sweep_exponent_for("NVIDIA H100 80GB HBM3", entries, grid) is None
+    assert sweep_exponent_for("NVIDIA A100-SXM4-80GB", ("A100|/no/such/file.csv",), grid) is None
+    with pytest.raises(ValueError, match=r"expected 'GPU-model pattern\|path"):
+        parse_sweep_file_entry("A100 /a/file.csv")

@@ -158,6 +158,7 @@ REQUIRED_COLUMNS: dict[str, tuple[str, ...]] = {
     "facility_samples": ("sampled_at", "site", "source"),
     "jobs": ("job_id", "host", "gpu_uuid", "started_at", "ended_at"),
     "agent_audit": ("audited_at", "host", "action"),
+    "gpu_processes": ("sampled_at", "host", "gpu_uuid", "pid", "source"),
 }
 # At least one column of each group: a GPU reading counts towards energy through power or the counter.
 REQUIRED_ONE_OF: dict[str, tuple[tuple[str, ...], ...]] = {

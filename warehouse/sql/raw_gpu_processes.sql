@@ -8,12 +8,14 @@
 -- columns: the dataset's columns (collectors/schema.py; units in the names, times UTC), plus
 --   date [DATE] the date= partition (UTC day of the row's time); filter on it so DuckDB reads only those files
 WITH files AS (
-    SELECT
-        "sampled_at", "host", "gpu_index", "gpu_uuid", "pid", "used_gpu_memory_mib", "scheduler",
-        "job_id", "pod_uid", "container_id", "source", date
-    FROM read_parquet(
-        getvariable('jh_lake') || '/gpu_processes/**/*.parquet',
-        hive_partitioning = true
+    SELECT * FROM jh_contract_gpu_processes
+    UNION ALL BY NAME
+    SELECT * FROM read_parquet(
+        coalesce(getvariable('jh_build_files_gpu_processes'), [getvariable('jh_lake') || '/gpu_processes/**/*.parquet']),
+        hive_partitioning = true, union_by_name = true
     )
 )
-SELECT * FROM files
+SELECT
+    "sampled_at", "host", "gpu_index", "gpu_uuid", "pid", "used_gpu_memory_mib", "scheduler",
+    "job_id", "pod_uid", "container_id", "source", date
+FROM files

@@ -23,10 +23,19 @@ def _load(day: str, config: str | None) -> tuple[dt.date, Settings]:
 
 
 @contextmanager
-def _warehouse(settings: Settings, read_only: bool = False) -> Iterator[object]:
+def _warehouse(settings: Settings, read_only: bool = False,
+               publish_on: tuple[type[BaseException], ...] = ()) -> Iterator[object]:
+    """The warehouse for one step: read-only on the published file, or writable on a copy that is
+    published by an atomic rename when the step ends (warehouse.publish), so that analysts who
+    hold the file open never make a step fail and never see a half-written one."""
     from joulehouse.warehouse.db import connect
+    from joulehouse.warehouse.publish import published_connection
 
-    con = connect(settings.warehouse.db_path, settings.lake.path, read_only=read_only)
+    if not read_only:
+        with published_connection(settings.warehouse.db_path, settings.lake.path, publish_on=publish_on) as con:
+            yield con
+        return
+    con = connect(settings.warehouse.db_path, settings.lake.path, read_only=True)
     try:
         yield con
     finally:
@@ -121,10 +130,11 @@ def build_warehouse(day: str, config: str | None) -> dict:
 
 def check_data(day: str, config: str | None) -> dict:
     """Great Expectations suites on the day's data; a blocking failure raises."""
-    from joulehouse.warehouse.checks import run_checks
+    from joulehouse.warehouse.checks import BlockingCheckFailed, run_checks
 
     the_day, settings = _load(day, config)
-    with _warehouse(settings) as con:
+    # A blocking failure stores its results before it fails the day: they are published too.
+    with _warehouse(settings, publish_on=(BlockingCheckFailed,)) as con:
         return _summary(run_checks(con, the_day, settings.warehouse))
 
 

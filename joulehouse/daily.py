@@ -129,13 +129,29 @@ def build_warehouse(day: str, config: str | None) -> dict:
 
 
 def check_data(day: str, config: str | None) -> dict:
-    """Great Expectations suites on the day's data; a blocking failure raises."""
-    from joulehouse.warehouse.checks import BlockingCheckFailed, run_checks
+    """The blocking data checks (SQL, warehouse.gate): a failure stores its results, then raises
+    BlockingCheckFailed. Great Expectations is not imported: its suites run in validate_data."""
+    from joulehouse.warehouse.gate import BlockingCheckFailed, run_gate
 
     the_day, settings = _load(day, config)
     # A blocking failure stores its results before it fails the day: they are published too.
     with _warehouse(settings, publish_on=(BlockingCheckFailed,)) as con:
-        return _summary(run_checks(con, the_day, settings.warehouse))
+        summary = run_gate(con, the_day, settings.warehouse)
+    return {"blocking": len(summary.results), "failed_blocking": len(summary.failed_blocking)}
+
+
+def validate_data(day: str, config: str | None) -> dict:
+    """Great Expectations' suites (the warning rules) over the day's summaries, read from the
+    published warehouse without holding the writer lock; then their rows of fct_check_results."""
+    from joulehouse.warehouse.checks import validate_day
+    from joulehouse.warehouse.gate import WARNING, store_check_results
+
+    the_day, settings = _load(day, config)
+    with _warehouse(settings, read_only=True) as con:
+        summary = validate_day(con, the_day, settings.warehouse)
+    with _warehouse(settings) as con:
+        store_check_results(con, the_day, list(summary.results), WARNING)
+    return {"warnings": len(summary.results), "failed_warnings": len(summary.failed_warnings)}
 
 
 def fit_power_models(day: str, config: str | None) -> dict:

@@ -23,7 +23,7 @@ import datetime as dt
 import json
 import math
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import duckdb
 

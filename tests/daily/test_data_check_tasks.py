@@ -10,6 +10,7 @@ import sys
 
 import duckdb
 import pyarrow as pa
+import pytest
 
 from joulehouse import daily
 from joulehouse.collectors.writer import write_dataset
@@ -77,6 +78,7 @@ def test_the_gate_stops_a_bad_day_without_importing_great_expectations(tmp_path)
     assert "warning" not in stored
 
 
+@pytest.mark.slow
 def test_a_good_day_passes_the_gate_and_great_expectations_writes_its_rows_beside_it(tmp_path):
     db, config = _site(tmp_path)
     gate = _gate(config)

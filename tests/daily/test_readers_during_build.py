@@ -14,6 +14,7 @@ from pathlib import Path
 
 import duckdb
 import pyarrow as pa
+import pytest
 
 from joulehouse import daily
 from joulehouse.collectors.writer import write_dataset
@@ -54,6 +55,7 @@ def _wait_for(predicate, timeout_s: float = 60.0) -> None:
         time.sleep(0.05)
 
 
+@pytest.mark.integration
 def test_analysts_querying_every_moment_see_the_old_day_or_the_new_one(tmp_path):
     lake, db = tmp_path / "lake", tmp_path / "warehouse.duckdb"
     config = tmp_path / "joulehouse.toml"

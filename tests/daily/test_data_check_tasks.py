@@ -64,6 +64,7 @@ def _stored(db: str) -> dict[str, list]:
     return found
 
 
+@pytest.mark.slow
 def test_the_gate_stops_a_bad_day_without_importing_great_expectations(tmp_path):
     db, config = _site(tmp_path)
     con = connect(db, None)

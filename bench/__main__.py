@@ -1,4 +1,4 @@
-"""`python -m bench [--quick] [--only SECTION]`: run the benchmark sections, print one table,
+"""`python -m bench [--quick] [--scaling] [--only SECTION]`: run the benchmark sections, print one table,
 append the figures to var/bench/results.csv so runs can be compared over time."""
 
 from __future__ import annotations
@@ -24,13 +24,15 @@ RESULTS_CSV = Path("var/bench/results.csv")
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--quick", action="store_true", help="small sizes, for a smoke run")
+    parser.add_argument("--scaling", action="store_true",
+                        help="also the pipeline at a quarter and four times the fleet (s per million readings)")
     parser.add_argument("--only", action="append", default=[], help="run only these sections")
     args = parser.parse_args()
     # Wide enough for the table in a log file or CI, where there is no terminal to size it.
     console = Console(width=max(Console().width, 180))
     figures: list[Figure] = []
     with tempfile.TemporaryDirectory(prefix="joulehouse-bench-") as tmp:
-        ctx = BenchContext(work_dir=Path(tmp), quick=args.quick)
+        ctx = BenchContext(work_dir=Path(tmp), quick=args.quick, scaling=args.scaling)
         for name in SECTIONS:
             if args.only and name not in args.only:
                 continue

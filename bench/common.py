@@ -31,10 +31,12 @@ class Figure:
 
 @dataclass
 class BenchContext:
-    """Scratch folder and size knobs for one `make bench` run (--quick makes everything small)."""
+    """Scratch folder and size knobs for one `make bench` run (--quick makes everything small;
+    --scaling adds the pipeline at a quarter and four times the fleet)."""
 
     work_dir: Path
     quick: bool = False
+    scaling: bool = False
 
 
 def timed(fn: Callable[[], Any]) -> tuple[float, Any]:

@@ -4,18 +4,24 @@
   python -m bench.pipeline_steps floor LAKE DAY     one DuckDB aggregate over the day's files
   python -m bench.pipeline_steps persist LAKE DAY   the day's files copied into a DuckDB table
   python -m bench.pipeline_steps gx_import LAKE DAY import Great Expectations
-  python -m bench.pipeline_steps pipeline LAKE DAY  joulehouse's daily steps, called directly
+  python -m bench.pipeline_steps pipeline LAKE DAY  joulehouse's daily steps, called directly, then
+                                                    the ad hoc query and one publishing copy
+  python -m bench.pipeline_steps gx_task DB DAY     Great Expectations' task on a built warehouse
   python -m bench.pipeline_steps pandas LAKE DAY    the same job as a team writes it in pandas
+  python -m bench.pipeline_steps polars LAKE DAY    ... and in polars
 
 Each prints one JSON line: wall seconds per step (imports not included, except those a step
-does itself, as the DAG's tasks do: Great Expectations inside run_checks), and the process's
-peak resident memory.
+does itself, as the DAG's tasks do: Great Expectations inside gx_task), and the process's peak
+resident memory.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import json
+import os
+import shutil
+import subprocess
 import sys
 import tempfile
 import time
@@ -35,6 +41,8 @@ STG_SCAN_SQL = ("SELECT count(*), max(gpu_model), max(host), max(gpu_uuid), max(
                 "avg(util_gpu_pct), max(sm_clock_mhz), avg(dram_active_ratio), avg(util_mem_pct), "
                 "sum(pcie_tx_bytes_per_s), sum(pcie_rx_bytes_per_s), bit_or(clock_event_reasons) "
                 "FROM stg_gpu_samples WHERE day = ?")
+# What an analyst asks of a day of readings (through `joulehouse sql`, read-only, in its sandbox).
+ADHOC_SQL = (Path(__file__).with_name("adhoc_stg_day.sql")).read_text(encoding="utf-8")
 
 
 def _settings(lake: Path):
@@ -102,14 +110,17 @@ def gx_import(lake: Path, day: dt.date) -> dict:
 
 
 def pipeline(lake: Path, day: dt.date) -> dict:
-    """build_day, run_checks, fit_day, carbon_day, tco_day, recommend_day on a fresh warehouse."""
+    """build_day, run_gate, fit_day, carbon_day, tco_day, recommend_day on a fresh warehouse: the
+    daily run's critical path. Then, outside its total: Great Expectations' task (its own
+    interpreter, as its own DAG task), the ad hoc query, and one copy of the file as each writing
+    step makes to publish it (warehouse.publish)."""
     from joulehouse.models.power import fit_day
     from joulehouse.models.recommend import recommend_day
     from joulehouse.reports.accounts.carbon import carbon_day
     from joulehouse.reports.accounts.tco import tco_day
     from joulehouse.warehouse.build import build_day
-    from joulehouse.warehouse.checks import run_checks
     from joulehouse.warehouse.db import connect
+    from joulehouse.warehouse.gate import run_gate
 
     settings = _settings(lake)
     ws = settings.warehouse
@@ -117,6 +128,7 @@ def pipeline(lake: Path, day: dt.date) -> dict:
     now = dt.datetime.combine(day + dt.timedelta(days=2), dt.time(), dt.timezone.utc)
     seconds: dict[str, float] = {}
     with tempfile.TemporaryDirectory(prefix="jh-bench-wh-") as tmp:
+        db = Path(tmp) / "w.duckdb"
         started = time.perf_counter()
 
         def step(name, fn):
@@ -125,10 +137,9 @@ def pipeline(lake: Path, day: dt.date) -> dict:
             seconds[name] = time.perf_counter() - t0
             return result
 
-        con = step("connect", lambda: connect(Path(tmp) / "w.duckdb", lake, threads=ws.threads,
-                                              memory_limit=ws.memory_limit))
+        con = step("connect", lambda: connect(db, lake, threads=ws.threads, memory_limit=ws.memory_limit))
         build = step("build_day", lambda: build_day(con, day, ws, now=now))
-        step("run_checks", lambda: run_checks(con, day, ws))
+        step("run_gate", lambda: run_gate(con, day, ws))
         fits = step("fit_day", lambda: fit_day(con, day, settings.models))
         step("carbon_day", lambda: carbon_day(con, day, settings.carbon, data_dir))
         step("tco_day", lambda: tco_day(con, day, settings.tco, data_dir))
@@ -141,8 +152,69 @@ def pipeline(lake: Path, day: dt.date) -> dict:
             con.execute(STG_SCAN_SQL, [day]).fetchall()
             scans.append(time.perf_counter() - t0)
         con.close()
+        gx = _child("gx_task", db, day)
+        adhoc = adhoc_query(db, day)
+        copy_s = publish_copy(db)
+        warehouse_mb = db.stat().st_size / 1e6
     return {"total_s": total, "seconds": seconds, "build_seconds": build.seconds, "stg_scan_s": min(scans),
-            "samples": build.raw_gpu_rows, "mape_pct": {f.gpu_model: f.mape_pct for f in fits}}
+            "samples": build.raw_gpu_rows, "mape_pct": {f.gpu_model: f.mape_pct for f in fits},
+            "gx_task_s": gx["gx_task_s"], "gx_task_mib": gx["peak_rss_mib"], "adhoc_s": adhoc["adhoc_s"],
+            "adhoc_rows": adhoc["rows"], "publish_copy_s": copy_s, "warehouse_mb": warehouse_mb}
+
+
+def _child(mode: str, path: Path, day: dt.date) -> dict:
+    proc = subprocess.run([sys.executable, "-m", "bench.pipeline_steps", mode, str(path), day.isoformat()],
+                          cwd=REPO, capture_output=True, text=True)
+    if proc.returncode:
+        raise RuntimeError(f"bench.pipeline_steps {mode} failed (exit {proc.returncode}):\n{proc.stderr[-3000:]}")
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def gx_task(db: Path, day: dt.date) -> dict:
+    """What the DAG's validate_data does: import GX, validate the day's warnings over its summaries
+    read from the warehouse, store the rows (here in place: the file is the bench's own)."""
+    from joulehouse.settings import WarehouseSettings
+    from joulehouse.warehouse.db import connect
+
+    t0 = time.perf_counter()
+    from joulehouse.warehouse.checks import run_checks
+
+    con = connect(db, None)
+    try:
+        summary = run_checks(con, day, WarehouseSettings())
+    finally:
+        con.close()
+    return {"gx_task_s": time.perf_counter() - t0, "warnings": len(summary.results)}
+
+
+def adhoc_query(db: Path, day: dt.date, repeats: int = 3) -> dict:
+    """The ad hoc query over the day's stg_gpu_samples through the read-only sandbox (min of
+    `repeats`, each on a new connection, every row fetched)."""
+    from joulehouse.warehouse.sqlrun import open_read_only, run_query
+
+    times, rows = [], 0
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        con = open_read_only(db)
+        try:
+            rows = sum(len(batch) for batch in run_query(con, ADHOC_SQL, {"day": day.isoformat()}).batches)
+        finally:
+            con.close()
+        times.append(time.perf_counter() - t0)
+    return {"adhoc_s": min(times), "adhoc_all_s": times, "rows": rows}
+
+
+def publish_copy(db: Path) -> float:
+    """One copy of the warehouse file, fsynced: what each writing step of the DAG adds to publish
+    its work by rename (warehouse.publish)."""
+    copy = db.with_name("published-copy.duckdb")
+    t0 = time.perf_counter()
+    shutil.copyfile(db, copy)
+    with open(copy, "rb") as written:
+        os.fsync(written.fileno())
+    seconds = time.perf_counter() - t0
+    copy.unlink()
+    return seconds
 
 
 def pandas_way(lake: Path, day: dt.date, max_gap_s: float = 10.0) -> dict:
@@ -173,23 +245,63 @@ def pandas_way(lake: Path, day: dt.date, max_gap_s: float = 10.0) -> dict:
     fits = {}
     for model, g in df.groupby("gpu_model"):
         g = g.dropna(subset=["power_w", "temp_c", "sm_active_ratio", "dram_active_ratio", "sm_clock_mhz"])
-        clock = (g["sm_clock_mhz"] / g["sm_clock_mhz"].max()).to_numpy()
-        act = g["sm_active_ratio"].to_numpy(dtype=float)
-        pcie = ((g["pcie_tx_bytes_per_s"] + g["pcie_rx_bytes_per_s"].fillna(0)) / 1e9).to_numpy(dtype=float)
-        y = g["power_w"].to_numpy(dtype=float)
-        best = None
-        for i in range(ms.alpha_count):
-            alpha = ms.alpha_min + ms.alpha_step * i
-            x = np.column_stack([np.ones(len(g)), g["temp_c"].to_numpy(dtype=float) - 25.0, act * clock ** alpha,
-                                 g["dram_active_ratio"].to_numpy(dtype=float), pcie])
-            coef, sse, *_ = np.linalg.lstsq(x, y, rcond=None)
-            sse_value = float(sse[0]) if len(sse) else float(np.sum((x @ coef - y) ** 2))
-            if best is None or sse_value < best[0]:
-                best = (sse_value, alpha, coef)
-        fits[model] = best[1]
+        fits[model] = _lstsq_best_alpha(
+            ms, g["temp_c"].to_numpy(dtype=float), g["sm_active_ratio"].to_numpy(dtype=float),
+            (g["sm_clock_mhz"] / g["sm_clock_mhz"].max()).to_numpy(), g["dram_active_ratio"].to_numpy(dtype=float),
+            ((g["pcie_tx_bytes_per_s"] + g["pcie_rx_bytes_per_s"].fillna(0)) / 1e9).to_numpy(dtype=float),
+            g["power_w"].to_numpy(dtype=float))
     total = time.perf_counter() - t0
     return {"total_s": total, "energy_s": t_energy, "fit_s": total - t_energy, "samples": len(df),
             "gpu_hours": len(hourly), "alpha": fits}
+
+
+def _lstsq_best_alpha(ms, temp_c, act, clock, dram, pcie, y) -> float:
+    """The alpha of the grid whose least-squares fit of P = b0 + b1 (T-25) + b2 act (f/fmax)^alpha
+    + b3 dram + b4 pcie leaves the smallest SSE (numpy; the same for the pandas and polars ways)."""
+    import numpy as np
+
+    best = None
+    for i in range(ms.alpha_count):
+        alpha = ms.alpha_min + ms.alpha_step * i
+        x = np.column_stack([np.ones(len(y)), temp_c - 25.0, act * clock ** alpha, dram, pcie])
+        coef, sse, *_ = np.linalg.lstsq(x, y, rcond=None)
+        sse_value = float(sse[0]) if len(sse) else float(np.sum((x @ coef - y) ** 2))
+        if best is None or sse_value < best[0]:
+            best = (sse_value, alpha)
+    return best[1]
+
+
+def polars_way(lake: Path, day: dt.date, max_gap_s: float = 10.0) -> dict:
+    """pandas_way's job, written in polars by a team that knows it: the same read, sort, trapezoid
+    per GPU and hour (gaps over `max_gap_s` not bridged) and numpy fit per GPU model."""
+    import polars as pl
+
+    from joulehouse.settings import ModelSettings
+
+    ms = ModelSettings()
+    t0 = time.perf_counter()
+    columns = ["gpu_uuid", "gpu_model", "sampled_at", "power_w", "temp_c", "sm_active_ratio",
+               "dram_active_ratio", "sm_clock_mhz", "pcie_tx_bytes_per_s", "pcie_rx_bytes_per_s"]
+    df = (pl.scan_parquet(lake / "gpu_samples" / f"date={day.isoformat()}" / "*" / "*.parquet", hive_partitioning=False)
+          .select(columns).sort(["gpu_uuid", "sampled_at"]).collect())
+    dt_s = (pl.col("sampled_at").diff().dt.total_microseconds() / 1e6).over("gpu_uuid")
+    energy = pl.when(dt_s <= max_gap_s).then((pl.col("power_w").shift().over("gpu_uuid") + pl.col("power_w")) / 2 * dt_s)
+    hourly = (df.with_columns(energy.fill_null(0.0).alias("energy_j"), pl.col("sampled_at").dt.truncate("1h").alias("hour_at"))
+              .group_by(["gpu_uuid", "hour_at"]).agg(pl.col("energy_j").sum(), pl.len().alias("n"))
+              .with_columns((pl.col("energy_j") / 3.6e6).alias("energy_kwh")))
+    t_energy = time.perf_counter() - t0
+    fits = {}
+    needed = ["power_w", "temp_c", "sm_active_ratio", "dram_active_ratio"]
+    for (model,), g in df.drop_nulls([*needed, "sm_clock_mhz"]).drop_nans(needed).group_by(["gpu_model"]):
+        fits[model] = _lstsq_best_alpha(
+            ms, g["temp_c"].to_numpy().astype(float), g["sm_active_ratio"].to_numpy().astype(float),
+            (g["sm_clock_mhz"] / g["sm_clock_mhz"].max()).to_numpy(),
+            g["dram_active_ratio"].to_numpy().astype(float),
+            ((g["pcie_tx_bytes_per_s"] + g["pcie_rx_bytes_per_s"].fill_null(0)) / 1e9).to_numpy().astype(float),
+            g["power_w"].to_numpy().astype(float))
+    total = time.perf_counter() - t0
+    return {"total_s": total, "energy_s": t_energy, "fit_s": total - t_energy, "samples": df.height,
+            "gpu_hours": hourly.height, "alpha": fits}
 
 
 def peak_rss_mib() -> float:
@@ -204,8 +316,8 @@ def peak_rss_mib() -> float:
 
 def main() -> None:
     mode, lake, day = sys.argv[1], Path(sys.argv[2]), dt.date.fromisoformat(sys.argv[3])
-    work = {"floor": floor, "persist": persist, "gx_import": gx_import, "pipeline": pipeline,
-            "pandas": pandas_way}[mode]
+    work = {"floor": floor, "persist": persist, "gx_import": gx_import, "pipeline": pipeline, "gx_task": gx_task,
+            "pandas": pandas_way, "polars": polars_way}[mode]
     print(json.dumps({**work(lake, day), "peak_rss_mib": peak_rss_mib()}, default=str))
 
 

@@ -13,10 +13,14 @@ task reads and writes one day and can be re-run with the same result.
   --to-date (a run's logical date is 01:00 of its day). `dag_run.conf["day"]` overrides the day
   (what `joulehouse run --date` passes); `dag_run.conf["config"]`, else JOULEHOUSE_CONFIG, names
   the settings file.
+- Data checks: `check_data` is the blocking gate, SQL only (warehouse.gate); `validate_data` runs
+  Great Expectations' suites (the warning rules) beside the models, off the critical path, and the
+  report waits for it.
 - The per-host work on the lake is mapped (one task per host, in parallel; the site's facility
   meter, stored under host=<site>, is one of them): inspect the day's files, then compact each
-  dataset's files into one (warehouse.compact_lake; each task touches only its own host's folders). The steps that write the DuckDB file form one chain, and
-  max_active_runs=1 keeps one writer at a time.
+  dataset's files into one (warehouse.compact_lake; each task touches only its own host's folders). Every step that writes the DuckDB file
+  writes a copy and publishes it by rename under the warehouse's writer lock (warehouse.publish), so
+  analysts can hold it open; max_active_runs=1 keeps one run at a time.
 - No second DAG for the hourly side: nodes push their finished files with a systemd timer
   (joulehouse ship), which works while this host is down and needs no access into the nodes.
 - Outlets: the warehouse day (once its data checks passed) and the signed export are Assets, so a
@@ -109,7 +113,7 @@ def joulehouse_daily():
     @task(outlets=[WAREHOUSE_DAY])
     def check_data() -> dict:
         from joulehouse import daily
-        from joulehouse.warehouse.checks import BlockingCheckFailed
+        from joulehouse.warehouse.gate import BlockingCheckFailed
 
         day, config = _day_and_config()
         try:
@@ -120,6 +124,12 @@ def joulehouse_daily():
         # The warehouse day is fresh once it passed its checks; the event says which day.
         get_current_context()["outlet_events"][WAREHOUSE_DAY].extra = {"day": day}
         return result
+
+    @task
+    def validate_data() -> dict:
+        from joulehouse import daily
+
+        return daily.validate_data(*_day_and_config())
 
     @task
     def fit_power_models() -> dict:
@@ -164,10 +174,13 @@ def joulehouse_daily():
     chain = [build_warehouse(), check_data(), fit_power_models(), measure_efficiency_and_outcomes(),
              account_carbon_and_cost(), recommend_power_limits(), export_recommended_config(), render_report()]
     inspected >> chain[0]
-    # One DuckDB writer at a time: the warehouse file takes a single writing process, so the
-    # analytic steps run in sequence even though some are independent.
+    # The analytic steps run in sequence even though some are independent: each writes a copy of
+    # the warehouse under its writer lock (warehouse.publish), and in sequence none waits for it.
     for upstream, downstream in zip(chain, chain[1:]):
         upstream >> downstream
+    # Great Expectations' suites (warnings) are off the critical path: after the SQL gate, beside
+    # the models, and before the report that shows their results.
+    chain[1] >> validate_data() >> chain[-1]
 
 
 joulehouse_daily()

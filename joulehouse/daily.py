@@ -23,10 +23,19 @@ def _load(day: str, config: str | None) -> tuple[dt.date, Settings]:
 
 
 @contextmanager
-def _warehouse(settings: Settings, read_only: bool = False) -> Iterator[object]:
+def _warehouse(settings: Settings, read_only: bool = False,
+               publish_on: tuple[type[BaseException], ...] = ()) -> Iterator[object]:
+    """The warehouse for one step: read-only on the published file, or writable on a copy that is
+    published by an atomic rename when the step ends (warehouse.publish), so that analysts who
+    hold the file open never make a step fail and never see a half-written one."""
     from joulehouse.warehouse.db import connect
+    from joulehouse.warehouse.publish import published_connection
 
-    con = connect(settings.warehouse.db_path, settings.lake.path, read_only=read_only)
+    if not read_only:
+        with published_connection(settings.warehouse.db_path, settings.lake.path, publish_on=publish_on) as con:
+            yield con
+        return
+    con = connect(settings.warehouse.db_path, settings.lake.path, read_only=True)
     try:
         yield con
     finally:
@@ -120,12 +129,29 @@ def build_warehouse(day: str, config: str | None) -> dict:
 
 
 def check_data(day: str, config: str | None) -> dict:
-    """Great Expectations suites on the day's data; a blocking failure raises."""
-    from joulehouse.warehouse.checks import run_checks
+    """The blocking data checks (SQL, warehouse.gate): a failure stores its results, then raises
+    BlockingCheckFailed. Great Expectations is not imported: its suites run in validate_data."""
+    from joulehouse.warehouse.gate import BlockingCheckFailed, run_gate
 
     the_day, settings = _load(day, config)
+    # A blocking failure stores its results before it fails the day: they are published too.
+    with _warehouse(settings, publish_on=(BlockingCheckFailed,)) as con:
+        summary = run_gate(con, the_day, settings.warehouse)
+    return {"blocking": len(summary.results), "failed_blocking": len(summary.failed_blocking)}
+
+
+def validate_data(day: str, config: str | None) -> dict:
+    """Great Expectations' suites (the warning rules) over the day's summaries, read from the
+    published warehouse without holding the writer lock; then their rows of fct_check_results."""
+    from joulehouse.warehouse.checks import validate_day
+    from joulehouse.warehouse.gate import WARNING, store_check_results
+
+    the_day, settings = _load(day, config)
+    with _warehouse(settings, read_only=True) as con:
+        summary = validate_day(con, the_day, settings.warehouse)
     with _warehouse(settings) as con:
-        return _summary(run_checks(con, the_day, settings.warehouse))
+        store_check_results(con, the_day, list(summary.results), WARNING)
+    return {"warnings": len(summary.results), "failed_warnings": len(summary.failed_warnings)}
 
 
 def fit_power_models(day: str, config: str | None) -> dict:

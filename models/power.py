@@ -89,7 +89,7 @@ def fit_day(con: duckdb.DuckDBPyConnection, day: dt.date, settings: ModelSetting
         if coef is None:
             passed, reason, drift = False, failures[gpu_model], None
         else:
-            passed, reason = gate(n_samples, m.get("mape_pct"), settings)
+            passed, reason = gate(n_samples, m, settings)
             drift = drift_pct(previous_fit(con, gpu_model, day), coef)
         fits.append(PowerFit(
             gpu_model=gpu_model, day=day, fitted_at=fitted_at, feature_set=info["feature_set"],

@@ -78,12 +78,15 @@ def drift_pct(previous: dict | None, current: PowerCoefficients) -> float | None
     return max(changes) if changes else None
 
 
-def gate(n_samples: int, mape_pct: float | None, settings: ModelSettings) -> tuple[bool, str | None]:
-    """Whether a fit may drive recommendations, and if not, why."""
+def gate(n_samples: int, holdout: dict, settings: ModelSettings) -> tuple[bool, str | None]:
+    """Whether a fit may drive recommendations, and if not, why. `holdout`: the model's row of
+    power_holdout_metrics (n_holdout, holdout_hours, mape_pct; empty when nothing was held out)."""
+    n_holdout, hours, mape_pct = int(holdout.get("n_holdout") or 0), holdout.get("holdout_hours") or 0.0, holdout.get("mape_pct")
     if n_samples < settings.min_samples:
         return False, f"only {n_samples} training samples (< min_samples {settings.min_samples})"
-    if mape_pct is None:
-        return False, "no held-out samples to validate on"
+    if n_holdout < settings.min_holdout_samples or hours < settings.min_holdout_hours or mape_pct is None:
+        return False, (f"only {n_holdout} held-out samples over {hours:.2f} h (< min_holdout_samples "
+                       f"{settings.min_holdout_samples} or min_holdout_hours {settings.min_holdout_hours:g})")
     if mape_pct > settings.max_holdout_mape_pct:
         return False, f"held-out MAPE {mape_pct:.1f}% above {settings.max_holdout_mape_pct:.1f}%"
     return True, None

@@ -28,6 +28,11 @@ class ModelSettings:
         2.0, description="... but never more than this many days: a 28-day window would otherwise hold out 8.4 days,\n"
                          "re-read sample by sample every day, where the last days already say how the model does.")
     max_holdout_mape_pct: Positive = Field(10.0, description="The gate: held-out mean absolute percentage error at most this, %.")
+    min_holdout_samples: Count = Field(
+        60, description="The gate: a fit is validated on at least this many held-out readings (one reading says nothing).")
+    min_holdout_hours: Annotated[float, Field(ge=0, le=240, allow_inf_nan=False)] = Field(
+        0.5, description="... standing for at least this much held-out time, h (sum of their intervals): a minute of\n"
+                         "readings does not show how a model does over a day's load.")
     drift_warning_pct: Positive = Field(20.0, description="A coefficient moving more than this from the last fit is reported as drift, %.")
     min_samples: Count = Field(600, description="A GPU model needs this many readings to be fitted.")
     history_days: Count = Field(28, description="Days of history (ending on the fitted day) a fit sees; sums make longer windows cheap.")

@@ -1,18 +1,20 @@
-"""Data checks on one built day, with Great Expectations 1.x, results kept in fct_check_results.
+"""The warning data checks of a built day, with Great Expectations 1.x, results kept in
+fct_check_results.
 
-Each checked relation has rules, each marked `blocking` (a failure means the day's numbers are
-wrong: the run stops) or `warning` (reported, the run goes on). GX validates small pandas frames
-that DuckDB computes from warehouse/checks_sql/*.sql (one file per frame, `$day` bound):
+The blocking rules (a failure means the day's numbers are wrong: the run stops) are SQL in the
+build's gate (warehouse.gate), which never waits for GX. The rules here are warnings (reported,
+the run goes on), and GX validates them every day in a task of its own, off the critical path,
+over small pandas frames that DuckDB computes from warehouse/checks_sql/*.sql (one file per frame,
+`$day` bound): the day's summaries, not its readings:
 - relations that are already small (one row per GPU-hour, GPU-day, host-hour, site-hour or GPU)
   are validated row by row, with the rule itself;
 - stg_gpu_samples (one row per reading: millions a day) is first counted in DuckDB, one row of
-  unexpected counts per rule, and GX checks each count (e.g. rows with power_w < 0 at most 0);
-- quarantine_gpu_samples is folded to its distinct reasons, each with its row count, and GX
-  checks the reasons against the known set.
+  unexpected counts per rule, and GX checks each count (e.g. at most 1% of rows with power_w NULL);
+- quarantine_gpu_samples is counted the same way.
 So memory does not grow with the day's readings, and each rule keeps its meaning: the row-level
 rule is what fct_check_results names, the expectation GX ran on the frame is in `details`.
 GX's SQLAlchemy path with duckdb-engine silently returns empty results, hence pandas frames.
-GX is imported inside run_checks (about 3 s).
+GX is imported inside validate_day (about 3 s); importing this module does not import it.
 """
 
 from __future__ import annotations
@@ -21,49 +23,15 @@ import datetime as dt
 import json
 import math
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import duckdb
 
 from joulehouse.warehouse.settings import WarehouseSettings
-from joulehouse.warehouse.sqlio import SqlFiles, replace_day_rows, used_parameters
+from joulehouse.warehouse.gate import STG_SUMMARY, WARNING, CheckResult, CheckSummary, store_check_results
+from joulehouse.warehouse.sqlio import SqlFiles, used_parameters
 
-BLOCKING, WARNING = "blocking", "warning"
-QUARANTINE_REASONS = (
-    "duplicate_key", "future_timestamp", "power_not_finite", "power_negative", "counter_negative",
-    "power_unit_mw", "power_over_limit", "power_over_bound", "temp_out_of_range",
-    "ratio_out_of_range", "util_out_of_range",
-)
 CHECKS_SQL = SqlFiles("joulehouse.warehouse", "checks_sql")
-STG_SUMMARY = "stg_gpu_samples_summary"
-
-
-class BlockingCheckFailed(RuntimeError):
-    """A blocking data check failed for the day; results are already in fct_check_results."""
-
-
-@dataclass(frozen=True)
-class CheckResult:
-    suite: str
-    expectation: str
-    severity: str
-    success: bool
-    observed_value: str
-    details: str
-
-
-@dataclass(frozen=True)
-class CheckSummary:
-    day: dt.date
-    results: tuple[CheckResult, ...] = field(default=())
-
-    @property
-    def failed_blocking(self) -> list[CheckResult]:
-        return [r for r in self.results if r.severity == BLOCKING and not r.success]
-
-    @property
-    def failed_warnings(self) -> list[CheckResult]:
-        return [r for r in self.results if r.severity == WARNING and not r.success]
 
 
 @dataclass(frozen=True)
@@ -78,7 +46,6 @@ class Check:
     says: the observed_value text; `str.format` fields: unexpected, total, share, examples, the
       rule's arguments, and (summary frames) the summary's columns.
     counts: summary frames only: the columns with the unexpected and the total row counts.
-    weight: folded frames only: the column giving how many relation rows each frame row stands for.
     """
 
     suite: str
@@ -90,7 +57,6 @@ class Check:
     gx_kwargs: dict
     says: str
     counts: tuple[str | None, str] | None = None
-    weight: str | None = None
 
 
 def _on_rows(suite: str, severity: str, gx: str, says: str, **kwargs) -> Check:
@@ -109,27 +75,10 @@ def _at_most_zero(column: str) -> tuple[str, dict]:
 
 
 def _checks(settings: WarehouseSettings) -> list[Check]:
-    """Every rule, grouped by relation, in the order they are reported."""
-    abs_kwh_per_hour = settings.max_power_abs_w / 1000.0
+    """Every warning rule, grouped by relation, in the order they are reported (the blocking
+    ones are warehouse.gate's)."""
     of_rows = "{unexpected:,} rows of {total:,}"
     return [
-        _on_stg_summary(BLOCKING, "ExpectTableRowCountToBeBetween", {"min_value": 1},
-                        "ExpectColumnMinToBeBetween", {"column": "n_rows", "min_value": 1},
-                        "{total:,} rows; at least 1 expected", counts=(None, "n_rows")),
-        _on_stg_summary(BLOCKING, "ExpectColumnValuesToNotBeNull", {"column": "gpu_uuid"},
-                        *_at_most_zero("gpu_uuid_null_rows"), of_rows + " have gpu_uuid NULL",
-                        counts=("gpu_uuid_null_rows", "n_rows")),
-        _on_stg_summary(BLOCKING, "ExpectColumnValuesToNotBeNull", {"column": "sampled_at"},
-                        *_at_most_zero("sampled_at_null_rows"), of_rows + " have sampled_at NULL",
-                        counts=("sampled_at_null_rows", "n_rows")),
-        _on_stg_summary(BLOCKING, "ExpectCompoundColumnsToBeUnique", {"column_list": ["gpu_uuid", "sampled_at", "source"]},
-                        *_at_most_zero("duplicate_key_rows"),
-                        of_rows + " share their (gpu_uuid, sampled_at, source) with another row",
-                        counts=("duplicate_key_rows", "n_rows")),
-        _on_stg_summary(BLOCKING, "ExpectColumnValuesToBeBetween", {"column": "power_w", "min_value": 0},
-                        *_at_most_zero("power_w_negative_rows"),
-                        of_rows + " have power_w < 0 (lowest power_w: {power_w_min} W)",
-                        counts=("power_w_negative_rows", "n_rows")),
         _on_stg_summary(WARNING, "ExpectColumnValuesToNotBeNull", {"column": "power_w", "mostly": 0.99},
                         "ExpectColumnMaxToBeBetween", {"column": "power_w_null_share", "max_value": 0.01},
                         of_rows + " ({share:.2%}) have power_w NULL; at most 1% allowed",
@@ -137,34 +86,9 @@ def _checks(settings: WarehouseSettings) -> list[Check]:
         _on_stg_summary(WARNING, "ExpectColumnValuesToBeInSet", {"column": "in_inventory", "value_set": [True]},
                         *_at_most_zero("not_in_inventory_rows"), of_rows + " come from GPUs not in the inventory",
                         counts=("not_in_inventory_rows", "n_rows")),
-        # Every raw reading of the day is either clean or quarantined with a reason: none lost.
-        _on_stg_summary(BLOCKING, "ExpectColumnPairValuesToBeEqual",
-                        {"column_A": "raw_rows", "column_B": "clean_plus_quarantined_rows"},
-                        "ExpectColumnPairValuesToBeEqual", {"column_A": "raw_rows", "column_B": "clean_plus_quarantined_rows"},
-                        "{raw_rows:,} raw rows in the lake's date= partition; {total:,} clean + {quarantined_rows:,} "
-                        "quarantined = {clean_plus_quarantined_rows:,}", counts=(None, "n_rows")),
-        Check("quarantine_gpu_samples", BLOCKING, "ExpectColumnValuesToBeInSet",
-              {"column": "reason", "value_set": list(QUARANTINE_REASONS)}, "quarantine_gpu_samples_by_reason",
-              "ExpectColumnValuesToBeInSet", {"column": "reason", "value_set": list(QUARANTINE_REASONS)},
-              of_rows + " have a reason outside the known rules{examples}", weight="n_rows"),
         _on_stg_summary(WARNING, "ExpectTableRowCountToBeBetween", {"max_value": 0}, *_at_most_zero("quarantined_rows"),
                         "{unexpected:,} rows quarantined (of {raw_rows:,} raw rows)",
                         counts=("quarantined_rows", "raw_rows"), suite="quarantine_gpu_samples"),
-        _on_rows("fct_gpu_energy_hourly", BLOCKING, "ExpectTableRowCountToBeBetween",
-                 "{total:,} GPU-hours; at least 1 expected", min_value=1),
-        _on_rows("fct_gpu_energy_hourly", BLOCKING, "ExpectCompoundColumnsToBeUnique",
-                 of_rows + " share their (hour_at, gpu_uuid) with another row{examples}", column_list=["hour_at", "gpu_uuid"]),
-        _on_rows("fct_gpu_energy_hourly", BLOCKING, "ExpectColumnValuesToBeInSet",
-                 of_rows + " have an hour_at outside the day{examples}", column="hour_in_day", value_set=[True]),
-        _on_rows("fct_gpu_energy_hourly", BLOCKING, "ExpectColumnValuesToBeBetween",
-                 of_rows + " have energy_kwh outside [{min_value}, {max_value}]{examples}",
-                 column="energy_kwh", min_value=0, max_value=abs_kwh_per_hour),
-        _on_rows("fct_gpu_energy_hourly", BLOCKING, "ExpectColumnValuesToBeBetween",
-                 of_rows + " have coverage_ratio outside [0, 1]{examples}",
-                 column="coverage_ratio", min_value=0, max_value=1.0 + 1e-9),
-        _on_rows("fct_gpu_energy_hourly", BLOCKING, "ExpectColumnValuesToBeInSet",
-                 of_rows + " have energy_source not in {value_set}{examples}",
-                 column="energy_source", value_set=["counter", "power_integral"]),
         _on_rows("fct_gpu_energy_hourly", WARNING, "ExpectColumnValuesToBeBetween",
                  of_rows + " ({share:.1%}) have coverage_ratio < {min_value}; at most 5% allowed",
                  column="coverage_ratio", min_value=0.9, mostly=0.95),
@@ -174,16 +98,12 @@ def _checks(settings: WarehouseSettings) -> list[Check]:
         _on_rows("fct_gpu_coverage_daily", WARNING, "ExpectColumnValuesToBeBetween",
                  "{unexpected:,} GPUs of {total:,} have staleness_s > {max_value}{examples}",
                  column="staleness_s", max_value=3600),
-        _on_rows("fct_pue_hourly", BLOCKING, "ExpectColumnValuesToBeBetween",
-                 of_rows + " have it_energy_kwh < 0{examples}", column="it_energy_kwh", min_value=0),
         _on_rows("fct_pue_hourly", WARNING, "ExpectColumnValuesToBeBetween",
                  of_rows + " have pue outside [{min_value}, {max_value}]{examples}", column="pue", min_value=1.0, max_value=3.0),
         # The GPUs cannot draw more than the server they sit in (beyond meter error).
         _on_rows("fct_node_reconciliation_hourly", WARNING, "ExpectColumnValuesToBeBetween",
                  of_rows + " ({share:.1%}) have residual_share outside [{min_value}, {max_value}]; at most 5% allowed",
                  column="residual_share", min_value=-0.05, max_value=0.8, mostly=0.95),
-        _on_rows("dim_gpu", BLOCKING, "ExpectColumnValuesToBeUnique",
-                 "{unexpected:,} GPUs of {total:,} share their gpu_uuid with another row{examples}", column="gpu_uuid"),
         _on_rows("dim_gpu", WARNING, "ExpectColumnValuesToBeInSet",
                  "{unexpected:,} GPUs of {total:,} are not in the inventory{examples}", column="in_inventory", value_set=[True]),
     ]
@@ -228,17 +148,11 @@ def _counts(check: Check, frame, result: dict) -> tuple[int | None, int | None, 
         unexpected = None if check.counts[0] is None else int(frame[check.counts[0]].iloc[0])
         total = int(frame[check.counts[1]].iloc[0])
         examples = ""
-    elif check.weight is not None:
-        bad = set(result.get("unexpected_list") or [])
-        column = frame[check.gx_kwargs["column"]]
-        unexpected = int(frame.loc[column.isin(bad), check.weight].sum())
-        total = int(frame[check.weight].sum())
-        examples = _examples(sorted(map(str, bad)))
     else:
         total = result.get("element_count", result.get("observed_value"))
         unexpected = result.get("unexpected_count")
         examples = _examples(result.get("partial_unexpected_list") or [])
-    if "unexpected_percent" in result and check.counts is None and check.weight is None:
+    if "unexpected_percent" in result and check.counts is None:
         share = (result["unexpected_percent"] or 0.0) / 100.0  # GX's share: among non-NULL values
     else:
         share = unexpected / total if unexpected is not None and total else 0.0
@@ -251,7 +165,8 @@ def _result(check: Check, frame, outcome) -> CheckResult:
     # column by column: a row of mixed types (frame.iloc[0]) would turn every count into a float
     values = {c: _plain(frame[c].iloc[0]) for c in (frame.columns if check.counts is not None else ())}
     values.update(check.rule_kwargs, unexpected=unexpected, total=total, share=share, examples=examples)
-    validated = {"frame": check.frame, "expectation": _snake(check.gx), "kwargs": check.gx_kwargs}
+    validated = {"by": "great_expectations", "frame": check.frame, "expectation": _snake(check.gx),
+                 "kwargs": check.gx_kwargs}
     if "observed_value" in detail:
         validated["observed_value"] = _plain(detail["observed_value"])
     return CheckResult(
@@ -265,10 +180,9 @@ def _result(check: Check, frame, outcome) -> CheckResult:
     )
 
 
-def run_checks(con: duckdb.DuckDBPyConnection, day: dt.date, settings: WarehouseSettings) -> CheckSummary:
-    """Validate `day`'s rows of each checked relation; store results in fct_check_results
-    (that day's previous results replaced). Raises BlockingCheckFailed when a blocking check
-    failed, after storing; its message names each failed rule, its relation and the counts."""
+def validate_day(con: duckdb.DuckDBPyConnection, day: dt.date, settings: WarehouseSettings) -> CheckSummary:
+    """Validate `day`'s warning rules with Great Expectations; reads only (a read-only connection
+    does), stores nothing."""
     import great_expectations as gx
     import great_expectations.expectations as gxe
 
@@ -296,18 +210,13 @@ def run_checks(con: duckdb.DuckDBPyConnection, day: dt.date, settings: Warehouse
         for outcome in validation.results:
             i = int(outcome.expectation_config.meta["check"])
             outcomes[i] = _result(checks[i], frame, outcome)
-    results = [outcomes[i] for i in range(len(checks))]
-    _store(con, day, results)
-    summary = CheckSummary(day=day, results=tuple(results))
-    if summary.failed_blocking:
-        failed = "; ".join(f"{r.suite}: {r.expectation}: {r.observed_value}" for r in summary.failed_blocking)
-        raise BlockingCheckFailed(f"{day}: {len(summary.failed_blocking)} blocking data check(s) failed: {failed}")
+    return CheckSummary(day=day, results=tuple(outcomes[i] for i in range(len(checks))))
+
+
+def run_checks(con: duckdb.DuckDBPyConnection, day: dt.date, settings: WarehouseSettings) -> CheckSummary:
+    """Validate `day`'s warning rules with GX and store them in fct_check_results (that day's
+    previous warning rows replaced; the gate's blocking rows stay). Never raises for a failed
+    warning: the summary lists them."""
+    summary = validate_day(con, day, settings)
+    store_check_results(con, day, list(summary.results), WARNING)
     return summary
-
-
-def _store(con: duckdb.DuckDBPyConnection, day: dt.date, results: list[CheckResult]) -> None:
-    checked_at = dt.datetime.now(dt.timezone.utc)
-    replace_day_rows(con, day, {"fct_check_results": (
-        ["day", "suite", "expectation", "severity", "success", "observed_value", "details", "checked_at"],
-        [[day, r.suite, r.expectation, r.severity, r.success, r.observed_value, r.details, checked_at]
-         for r in results])})

@@ -178,14 +178,18 @@ def replace_day(con: duckdb.DuckDBPyConnection, table: str, day: dt.date, query:
 Rows = tuple[Sequence[str], Sequence[Sequence[Any]]]
 
 
-def replace_day_rows(con: duckdb.DuckDBPyConnection, day: dt.date, tables: Mapping[str, Rows | Sequence[Mapping[str, Any]] | Any]) -> None:
+def replace_day_rows(con: duckdb.DuckDBPyConnection, day: dt.date, tables: Mapping[str, Rows | Sequence[Mapping[str, Any]] | Any],
+                     *, where: Mapping[str, Any] | None = None) -> None:
     """For each `table -> rows`: delete the table's rows of `day`, insert `rows`; all tables change
     together or none does. The tables exist already. `rows` is `(columns, value rows)`, a list of
-    dicts (a key some lack is NULL there), or an Arrow/polars frame (inserted by column name)."""
+    dicts (a key some lack is NULL there), or an Arrow/polars frame (inserted by column name).
+    `where` {column: value}: delete only the day's rows with those values (two writers of one
+    table, each replacing its own rows of the day)."""
+    filters = "".join(f" AND {quoted_relation(column)} = ?" for column in (where or {}))
     with transaction(con):
         for table, rows in tables.items():
             quoted = quoted_relation(table)
-            con.execute(f"DELETE FROM {quoted} WHERE day = ?", [day])
+            con.execute(f"DELETE FROM {quoted} WHERE day = ?{filters}", [day, *(where or {}).values()])
             _insert(con, quoted, rows)
 
 

@@ -1,12 +1,14 @@
 -- power_holdout_metrics: how well each fitted model predicts time it did not see.
 -- Grain: gpu_model. Rows: held-out, not power limited, every feature present, power_w > 0.
 -- Inputs: power_features, power_fit_coefficients (one row per gpu_model, written by models.power).
--- Columns: gpu_model, n_holdout (rows), mape_pct (%, mean |predicted - measured| / measured),
+-- Columns: gpu_model, n_holdout (rows), holdout_hours (h, time the held-out rows stand for: sum of
+--          their interval_s), mape_pct (%, mean |predicted - measured| / measured),
 --          r2 (1 - SSE/SST, unitless), rmse_w (W).
 WITH predicted AS (
     SELECT
         f.gpu_model,
         f.power_w,
+        f.interval_s,
         c.static_w + c.temp_w_per_c * f.temp_delta_c
             + c.dyn_w * power_dynamic_ratio(f.activity_ratio, f.prior_busy_activity_ratio, f.since_busy_s,
                   f.clock_ratio, coalesce(c.dyn_freq_exponent, 1.0), c.activity_exponent, c.activity_hold_s)
@@ -19,6 +21,7 @@ sums AS (
     SELECT
         gpu_model,
         count(*) AS n,
+        sum(interval_s) / 3600.0 AS holdout_hours,
         sum(abs(predicted_power_w - power_w) / power_w) AS sum_abs_rel,
         sum((predicted_power_w - power_w) * (predicted_power_w - power_w)) AS sse,
         sum(power_w) AS sy,
@@ -29,6 +32,7 @@ sums AS (
 SELECT
     gpu_model,
     n AS n_holdout,
+    holdout_hours,
     100.0 * sum_abs_rel / n AS mape_pct,
     CASE WHEN syy - sy * sy / n > 0 THEN 1.0 - sse / (syy - sy * sy / n) END AS r2,
     sqrt(sse / n) AS rmse_w

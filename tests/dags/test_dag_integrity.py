@@ -92,3 +92,6 @@ print(json.dumps({{
     for upstream, downstream in zip(order, order[1:]):
         assert downstream in tasks[upstream], f"{upstream} must run before {downstream}"
     assert tasks["render_report"] == []
+    # Great Expectations off the critical path: after the SQL gate, beside the models, before the report.
+    assert "validate_data" in tasks["check_data"] and tasks["validate_data"] == ["render_report"]
+    assert "validate_data" not in tasks["fit_power_models"] and "fit_power_models" not in tasks["validate_data"]

@@ -270,3 +270,28 @@ def test_samples_without_interval_s_are_paired_within_their_own_stream():
     input_view(c, "imported", dt.date(2026, 3, 2), dt.date(2026, 3, 2))
     gaps = c.execute("SELECT DISTINCT interval_s FROM power_input_samples WHERE interval_s IS NOT NULL").fetchall()
     assert gaps == [(10.0,)]
+
+
+def test_gate_refuses_a_fit_validated_on_one_held_out_sample(con):
+    """Six hours of readings, then one lone reading hours later: the held-out tail of the time
+    range holds that one sample (R^2 NULL). A fit validated on it must not pass the gate."""
+    samples = synthetic_samples(seed=10, n_gpus=1, hours=6, capped_limit_w=None)
+    lone = samples.slice(samples.num_rows - 1, 1)
+    at = lone.schema.get_field_index("sampled_at")
+    later = pa.array([dt.datetime(2026, 3, 2, 20, tzinfo=dt.timezone.utc)], lone.schema.field(at).type)
+    lone = lone.set_column(at, lone.schema.field(at), later)
+    load_samples(con, pa.concat_tables([samples, lone]))
+    fit = _fit(con, min_samples=10)[A100]
+    assert fit.n_holdout == 1 and fit.r2 is None
+    assert not fit.passed_gate and "min_holdout_samples 60" in fit.gate_reason
+
+
+def test_gate_needs_the_stated_held_out_time(con):
+    """1 h at 10 s: the held-out 30% is 108 readings over 0.3 h, enough samples but not the
+    default half hour; with min_holdout_hours = 0.25 the same fit passes."""
+    load_samples(con, synthetic_samples(seed=11, n_gpus=1, hours=1, capped_limit_w=None))
+    short = _fit(con, min_samples=10)[A100]
+    assert short.n_holdout >= 60 and short.mape_pct < 10.0
+    assert not short.passed_gate and "min_holdout_hours 0.5" in short.gate_reason
+    enough = _fit(con, min_samples=10, min_holdout_hours=0.25)[A100]
+    assert enough.passed_gate, enough.gate_reason

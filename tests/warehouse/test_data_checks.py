@@ -1,4 +1,5 @@
-"""Great Expectations checks: results stored, blocking failures stop the day, warnings do not."""
+"""Data checks: the SQL gate stores the blocking rules and stops a bad day; Great Expectations
+stores the warnings and never stops it; each replaces only its own rows of the day."""
 
 from __future__ import annotations
 
@@ -13,7 +14,8 @@ from hypothesis import strategies as st
 from warehouse_lakes import DAY, MIDNIGHT, gpu_rows, write
 
 from joulehouse.settings import WarehouseSettings
-from joulehouse.warehouse.checks import STG_SUMMARY, BlockingCheckFailed, _frame, run_checks
+from joulehouse.warehouse.checks import _frame, run_checks
+from joulehouse.warehouse.gate import STG_SUMMARY, BlockingCheckFailed, run_gate
 
 
 def _failed(con, severity: str = "blocking") -> dict[tuple[str, str], str]:
@@ -26,17 +28,21 @@ def _failed(con, severity: str = "blocking") -> dict[tuple[str, str], str]:
 def test_clean_day_passes_blocking_checks_and_reports_warnings(lake, warehouse):
     write(lake, gpu_rows(range(0, 3601), 100.0))
     con = warehouse()
+    gate = run_gate(con, DAY, WarehouseSettings())
+    assert not gate.failed_blocking and {r.severity for r in gate.results} == {"blocking"}
     summary = run_checks(con, DAY, WarehouseSettings())
-    assert not summary.failed_blocking
+    assert not summary.failed_blocking and {r.severity for r in summary.results} == {"warning"}
     # Seen for one hour only, and not in any inventory: reported, not fatal.
     assert {r.suite for r in summary.failed_warnings} >= {"fct_gpu_coverage_daily", "dim_gpu"}
     not_listed = next(r for r in summary.failed_warnings
                       if r.suite == "stg_gpu_samples" and r.expectation == "expect_column_values_to_be_in_set(in_inventory)")
     assert not_listed.observed_value == "3,601 rows of 3,601 come from GPUs not in the inventory"
+    checked = len(gate.results) + len(summary.results)
     stored = con.execute("SELECT count(*), count(DISTINCT suite) FROM fct_check_results WHERE day = ?", [DAY]).fetchone()
-    assert stored == (len(summary.results), 7)
-    run_checks(con, DAY, WarehouseSettings())  # a re-run replaces, not appends
-    assert con.execute("SELECT count(*) FROM fct_check_results").fetchone()[0] == len(summary.results)
+    assert stored == (checked, 7)
+    run_checks(con, DAY, WarehouseSettings())  # a re-run replaces its own rows, not appends, and keeps the gate's
+    run_gate(con, DAY, WarehouseSettings())
+    assert con.execute("SELECT count(*) FROM fct_check_results").fetchone()[0] == checked
 
 
 @pytest.mark.parametrize("bug, message, expectation", [
@@ -52,7 +58,7 @@ def test_failing_blocking_check_raises_after_storing_results(lake, warehouse, bu
     con = warehouse()
     con.execute(f"UPDATE fct_gpu_energy_hourly {bug}")
     with pytest.raises(BlockingCheckFailed, match=message):
-        run_checks(con, DAY, WarehouseSettings())
+        run_gate(con, DAY, WarehouseSettings())
     assert list(_failed(con)) == [("fct_gpu_energy_hourly", expectation)]
 
 
@@ -66,7 +72,7 @@ def test_duplicated_readings_and_negative_power_in_staging_stop_the_day(lake, wa
     con.execute("UPDATE stg_gpu_samples SET power_w = -20 WHERE sampled_at >= ? AND sampled_at < ?",
                 [MIDNIGHT + dt.timedelta(seconds=100), MIDNIGHT + dt.timedelta(seconds=103)])
     with pytest.raises(BlockingCheckFailed) as err:
-        run_checks(con, DAY, WarehouseSettings())
+        run_gate(con, DAY, WarehouseSettings())
     failed = _failed(con)
     assert failed[("stg_gpu_samples", "expect_compound_columns_to_be_unique(gpu_uuid,sampled_at,source)")] == (
         "10 rows of 605 share their (gpu_uuid, sampled_at, source) with another row")
@@ -86,7 +92,8 @@ def test_lost_readings_and_unknown_quarantine_reason_stop_the_day(lake, warehous
     con.execute("DELETE FROM stg_gpu_samples WHERE sampled_at < ?", [MIDNIGHT + dt.timedelta(seconds=10)])
     con.execute("UPDATE quarantine_gpu_samples SET reason = 'gremlins'")
     with pytest.raises(BlockingCheckFailed):
-        run_checks(con, DAY, WarehouseSettings())
+        run_gate(con, DAY, WarehouseSettings())
+    run_checks(con, DAY, WarehouseSettings())
     failed = _failed(con)
     assert failed[("stg_gpu_samples", "expect_column_pair_values_to_be_equal(raw_rows,clean_plus_quarantined_rows)")] == (
         "602 raw rows in the lake's date= partition; 590 clean + 2 quarantined = 592")

@@ -11,7 +11,7 @@ import pytest
 from joulehouse.settings import WarehouseSettings
 from joulehouse.collectors.writer import write_dataset
 from joulehouse.warehouse.build import build_day
-from joulehouse.warehouse.checks import run_checks
+from joulehouse.warehouse.gate import run_gate
 from joulehouse.warehouse.db import connect
 
 DAY = dt.date(2026, 1, 2)
@@ -65,4 +65,4 @@ def test_simulated_day_is_whole_and_passes_blocking_checks(simulated):
     assert 0 < rec[0] <= rec[1] < 1  # the server draws more than its GPUs, never less
     pue = con.execute("SELECT min(pue), max(pue) FROM fct_pue_hourly").fetchone()
     assert 1.0 < pue[0] <= pue[1] < 3.0
-    assert not run_checks(con, DAY, settings).failed_blocking
+    assert not run_gate(con, DAY, settings).failed_blocking

@@ -1,0 +1,83 @@
+"""Publishing the warehouse by rename: a failed step leaves the published file as it was, writers
+queue on the lock and never lose each other's work, a reader's open file is never written."""
+
+from __future__ import annotations
+
+import threading
+
+import duckdb
+import pytest
+
+from joulehouse.warehouse.db import WarehouseError
+from joulehouse.warehouse.publish import published_connection, writer_folder, writer_lock
+
+
+def _rows(db) -> list:
+    con = duckdb.connect(str(db), read_only=True)
+    try:
+        return [r[0] for r in con.execute("SELECT n FROM t ORDER BY n").fetchall()]
+    finally:
+        con.close()
+
+
+def test_a_step_publishes_its_work_and_a_failed_one_publishes_nothing(tmp_path):
+    db = tmp_path / "warehouse.duckdb"
+    with published_connection(db, None) as con:
+        con.execute("CREATE TABLE t AS SELECT 1 AS n")
+    with pytest.raises(ZeroDivisionError):
+        with published_connection(db, None) as con:
+            con.execute("INSERT INTO t VALUES (2)")
+            raise ZeroDivisionError
+    assert _rows(db) == [1]
+    with pytest.raises(LookupError):
+        with published_connection(db, None, publish_on=(LookupError,)) as con:
+            con.execute("INSERT INTO t VALUES (3)")
+            raise LookupError("stored, then failed the day")
+    assert _rows(db) == [1, 3]
+    assert [p.name for p in writer_folder(db).iterdir()] == ["lock"]  # no copy left behind
+    assert not (tmp_path / "warehouse.duckdb.wal").exists()
+
+
+def test_a_reader_holding_the_file_keeps_its_answer_and_does_not_block_the_writer(tmp_path):
+    db = tmp_path / "warehouse.duckdb"
+    with published_connection(db, None) as con:
+        con.execute("CREATE TABLE t AS SELECT 1 AS n")
+    reader = duckdb.connect(str(db), read_only=True)
+    try:
+        with published_connection(db, None) as con:
+            con.execute("INSERT INTO t VALUES (2)")
+        assert reader.execute("SELECT count(*) FROM t").fetchone()[0] == 1
+    finally:
+        reader.close()
+    assert _rows(db) == [1, 2]
+
+
+def test_writers_queue_on_the_lock_and_neither_loses_its_rows(tmp_path):
+    db = tmp_path / "warehouse.duckdb"
+    with published_connection(db, None) as con:
+        con.execute("CREATE TABLE t (n INTEGER)")
+    inside, release = threading.Event(), threading.Event()
+
+    def slow_writer():
+        with published_connection(db, None) as con:
+            con.execute("INSERT INTO t VALUES (1)")
+            inside.set()
+            release.wait(10)
+
+    first = threading.Thread(target=slow_writer)
+    first.start()
+    inside.wait(10)
+    with pytest.raises(WarehouseError, match=r"another writer holds .*lock \(pid \d+ since"):
+        with writer_lock(db, wait_s=0.3):
+            pass
+    second = threading.Thread(target=lambda: _insert(db, 2))
+    second.start()
+    release.set()
+    first.join(10)
+    second.join(10)
+    assert _rows(db) == [1, 2]
+
+
+def _insert(db, n: int) -> None:
+    with published_connection(db, None) as con:
+        con.execute("INSERT INTO t VALUES (?)", [n])

@@ -1,0 +1,208 @@
+"""The blocking data checks of a built day: SQL over the day's relations, no Great Expectations.
+
+A blocking rule means that the day's numbers would be wrong if it failed (readings lost or
+counted twice, a negative or impossible energy, an hour filed under the wrong day), so the daily
+run stops on it. The gate counts each rule's offending rows in DuckDB, with bound parameters, from
+small SQL files (warehouse/gate_sql/*.sql, and checks_sql/stg_gpu_samples_summary.sql for the
+readings), one row of counts per relation: it passes in well under a second and never waits for
+Great Expectations' import (about 3 s). GX validates the warning rules over the day's summaries in
+a task of its own (warehouse.checks), off the critical path. Both write fct_check_results, each
+its own rows of the day (severity 'blocking' here, 'warning' there), with the expectation names
+and observed_value texts GX's rules would give, so the report reads one table whoever checked.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import duckdb
+
+from joulehouse.warehouse.settings import WarehouseSettings
+from joulehouse.warehouse.sqlio import SqlFiles, records, replace_day_rows, used_parameters
+
+BLOCKING, WARNING = "blocking", "warning"
+QUARANTINE_REASONS = (
+    "duplicate_key", "future_timestamp", "power_not_finite", "power_negative", "counter_negative",
+    "power_unit_mw", "power_over_limit", "power_over_bound", "temp_out_of_range",
+    "ratio_out_of_range", "util_out_of_range",
+)
+GATE_SQL = SqlFiles("joulehouse.warehouse", "gate_sql")
+CHECKS_SQL = SqlFiles("joulehouse.warehouse", "checks_sql")
+STG_SUMMARY = "stg_gpu_samples_summary"
+CHECKED_BY = "sql_gate"
+
+
+class BlockingCheckFailed(RuntimeError):
+    """A blocking data check failed for the day; results are already in fct_check_results."""
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    suite: str
+    expectation: str
+    severity: str
+    success: bool
+    observed_value: str
+    details: str
+
+
+@dataclass(frozen=True)
+class CheckSummary:
+    day: dt.date
+    results: tuple[CheckResult, ...] = field(default=())
+
+    @property
+    def failed_blocking(self) -> list[CheckResult]:
+        return [r for r in self.results if r.severity == BLOCKING and not r.success]
+
+    @property
+    def failed_warnings(self) -> list[CheckResult]:
+        return [r for r in self.results if r.severity == WARNING and not r.success]
+
+
+def _none_unexpected(row: dict, rule: "GateRule") -> bool:
+    return row[rule.unexpected] == 0
+
+
+def _at_least_one_row(row: dict, rule: "GateRule") -> bool:
+    return row[rule.total] >= 1
+
+
+def _nothing_lost(row: dict, rule: "GateRule") -> bool:
+    return row["raw_rows"] == row["clean_plus_quarantined_rows"]
+
+
+@dataclass(frozen=True)
+class GateRule:
+    """One blocking rule: the relation (suite), the rule as fct_check_results names it, the SQL
+    file that counts it (one row), which of its columns hold the offending and the total rows and
+    the examples, how the row decides the rule, and the observed_value text (`str.format` fields:
+    unexpected, total, examples and the frame's columns)."""
+
+    suite: str
+    expectation: str
+    frame: str
+    unexpected: str | None
+    total: str
+    says: str
+    passes: Callable[[dict, "GateRule"], bool] = _none_unexpected
+    examples: str | None = None
+
+
+def _rules() -> list[GateRule]:
+    of_rows = "{unexpected:,} rows of {total:,}"
+    stg, energy = "stg_gpu_samples", "fct_gpu_energy_hourly"
+    energy_gate = "fct_gpu_energy_hourly_gate"
+    return [
+        GateRule(stg, "expect_table_row_count_to_be_between", STG_SUMMARY, None, "n_rows",
+                 "{total:,} rows; at least 1 expected", _at_least_one_row),
+        GateRule(stg, "expect_column_values_to_not_be_null(gpu_uuid)", STG_SUMMARY, "gpu_uuid_null_rows", "n_rows",
+                 of_rows + " have gpu_uuid NULL"),
+        GateRule(stg, "expect_column_values_to_not_be_null(sampled_at)", STG_SUMMARY, "sampled_at_null_rows", "n_rows",
+                 of_rows + " have sampled_at NULL"),
+        GateRule(stg, "expect_compound_columns_to_be_unique(gpu_uuid,sampled_at,source)", STG_SUMMARY,
+                 "duplicate_key_rows", "n_rows", of_rows + " share their (gpu_uuid, sampled_at, source) with another row"),
+        GateRule(stg, "expect_column_values_to_be_between(power_w)", STG_SUMMARY, "power_w_negative_rows", "n_rows",
+                 of_rows + " have power_w < 0 (lowest power_w: {power_w_min} W)"),
+        # Every raw reading of the day is either clean or quarantined with a reason: none lost.
+        GateRule(stg, "expect_column_pair_values_to_be_equal(raw_rows,clean_plus_quarantined_rows)", STG_SUMMARY,
+                 None, "n_rows", "{raw_rows:,} raw rows in the lake's date= partition; {total:,} clean + "
+                 "{quarantined_rows:,} quarantined = {clean_plus_quarantined_rows:,}", _nothing_lost),
+        GateRule("quarantine_gpu_samples", "expect_column_values_to_be_in_set(reason)", "quarantine_gpu_samples_gate",
+                 "unknown_reason_rows", "n_rows", of_rows + " have a reason outside the known rules{examples}",
+                 examples="unknown_reason_examples"),
+        GateRule(energy, "expect_table_row_count_to_be_between", energy_gate, None, "n_rows",
+                 "{total:,} GPU-hours; at least 1 expected", _at_least_one_row),
+        GateRule(energy, "expect_compound_columns_to_be_unique(hour_at,gpu_uuid)", energy_gate, "duplicate_key_rows",
+                 "n_rows", of_rows + " share their (hour_at, gpu_uuid) with another row{examples}",
+                 examples="duplicate_key_examples"),
+        GateRule(energy, "expect_column_values_to_be_in_set(hour_in_day)", energy_gate, "hour_outside_day_rows",
+                 "n_rows", of_rows + " have an hour_at outside the day{examples}", examples="hour_outside_day_examples"),
+        GateRule(energy, "expect_column_values_to_be_between(energy_kwh)", energy_gate, "energy_out_of_range_rows",
+                 "n_rows", of_rows + " have energy_kwh outside [0, {max_energy_kwh}]{examples}",
+                 examples="energy_out_of_range_examples"),
+        GateRule(energy, "expect_column_values_to_be_between(coverage_ratio)", energy_gate, "coverage_out_of_range_rows",
+                 "n_rows", of_rows + " have coverage_ratio outside [0, 1]{examples}",
+                 examples="coverage_out_of_range_examples"),
+        GateRule(energy, "expect_column_values_to_be_in_set(energy_source)", energy_gate, "unknown_source_rows",
+                 "n_rows", of_rows + " have energy_source not in ['counter', 'power_integral']{examples}",
+                 examples="unknown_source_examples"),
+        GateRule("fct_pue_hourly", "expect_column_values_to_be_between(it_energy_kwh)", "fct_pue_hourly_gate",
+                 "it_energy_negative_rows", "n_rows", of_rows + " have it_energy_kwh < 0{examples}",
+                 examples="it_energy_negative_examples"),
+        GateRule("dim_gpu", "expect_column_values_to_be_unique(gpu_uuid)", "dim_gpu_gate", "duplicate_uuid_rows",
+                 "n_rows", "{unexpected:,} GPUs of {total:,} share their gpu_uuid with another row{examples}",
+                 examples="duplicate_uuid_examples"),
+    ]
+
+
+def _examples(values: list | None) -> str:
+    shown = [str(v) for v in (values or [])[:3]]
+    return f" (e.g. {', '.join(shown)})" if shown else ""
+
+
+def _counted(con: duckdb.DuckDBPyConnection, name: str, params: dict) -> dict | None:
+    """The one row of counts of gate_sql/<name>.sql (or the readings' summary); None when the
+    relation it reads is not in the warehouse (an optional dataset the lake does not have)."""
+    files = CHECKS_SQL if name == STG_SUMMARY else GATE_SQL
+    sql = files.text(name)
+    try:
+        rows = records(con.execute(sql, {p: params[p] for p in used_parameters(sql)}))
+    except duckdb.CatalogException:
+        return None
+    return rows[0]
+
+
+def evaluate_gate(con: duckdb.DuckDBPyConnection, day: dt.date, settings: WarehouseSettings) -> list[CheckResult]:
+    """Every blocking rule decided on `day`'s rows; a relation the warehouse lacks is no rule broken
+    when it is optional (fct_pue_hourly without a facility meter) and fails when it is required."""
+    params = {"day": day, "max_energy_kwh": settings.max_power_abs_w / 1000.0,
+              "known_reasons": list(QUARANTINE_REASONS)}
+    frames: dict[str, dict | None] = {}
+    results = []
+    for rule in _rules():
+        if rule.frame not in frames:
+            frames[rule.frame] = _counted(con, rule.frame, params)
+        row = frames[rule.frame]
+        if row is None:
+            required = rule.suite in ("stg_gpu_samples", "fct_gpu_energy_hourly", "dim_gpu")
+            results.append(_result(rule, not required, f"{rule.suite} is not in the warehouse", None, None))
+            continue
+        unexpected = None if rule.unexpected is None else int(row[rule.unexpected])
+        total = int(row[rule.total])
+        values = {**row, **params, "unexpected": unexpected, "total": total,
+                  "examples": _examples(row.get(rule.examples) if rule.examples else None)}
+        results.append(_result(rule, bool(rule.passes(row, rule)), rule.says.format(**values), unexpected, total))
+    return results
+
+
+def _result(rule: GateRule, success: bool, observed: str, unexpected: int | None, total: int | None) -> CheckResult:
+    details = {"element_count": total, "unexpected_count": unexpected,
+               "validated": {"by": CHECKED_BY, "frame": rule.frame, "column": rule.unexpected}}
+    return CheckResult(suite=rule.suite, expectation=rule.expectation, severity=BLOCKING, success=success,
+                       observed_value=observed, details=json.dumps(details, default=str))
+
+
+def run_gate(con: duckdb.DuckDBPyConnection, day: dt.date, settings: WarehouseSettings) -> CheckSummary:
+    """Decide `day`'s blocking rules, store them in fct_check_results (the day's previous blocking
+    rows replaced) and raise BlockingCheckFailed, after storing, when one failed: its message names
+    each failed rule, its relation and the counts."""
+    summary = CheckSummary(day=day, results=tuple(evaluate_gate(con, day, settings)))
+    store_check_results(con, day, list(summary.results), BLOCKING)
+    if summary.failed_blocking:
+        failed = "; ".join(f"{r.suite}: {r.expectation}: {r.observed_value}" for r in summary.failed_blocking)
+        raise BlockingCheckFailed(f"{day}: {len(summary.failed_blocking)} blocking data check(s) failed: {failed}")
+    return summary
+
+
+def store_check_results(con: duckdb.DuckDBPyConnection, day: dt.date, results: list[CheckResult], severity: str) -> None:
+    """Replace `day`'s rows of `severity` in fct_check_results with `results` (the other
+    severity's rows, written by the other checker, stay)."""
+    checked_at = dt.datetime.now(dt.timezone.utc)
+    replace_day_rows(con, day, {"fct_check_results": (
+        ["day", "suite", "expectation", "severity", "success", "observed_value", "details", "checked_at"],
+        [[day, r.suite, r.expectation, r.severity, r.success, r.observed_value, r.details, checked_at]
+         for r in results])}, where={"severity": severity})

@@ -26,8 +26,8 @@ def _fits(data: ReportData, s: Section) -> None:
     if has(data.models, "drift_warning"):
         drifted = data.models.filter(pl.col("drift_warning").fill_null(False))["gpu_model"].to_list()
         if drifted:
-            s.add(f'<p class="missing">Drift warning: coefficients moved more than the threshold since the previous fit '
-                  f'for {", ".join(sorted(drifted))}.</p>')
+            s.warn(f"coefficients moved more than the threshold since the previous fit for {', '.join(sorted(drifted))}.",
+                   lead="Drift warning: ")
 
 
 def _residuals(data: ReportData, figs: FigureWriter, s: Section) -> None:
@@ -61,7 +61,7 @@ def _thermal(data: ReportData, figs: FigureWriter, s: Section) -> None:
 
 
 def _sensitivities(data: ReportData, figs: FigureWriter, s: Section) -> None:
-    s.add("<h3>Sensitivities</h3>")
+    s.heading("Sensitivities")
     if not has(data.sensitivity, "quantity", "estimate"):
         s.missing(f"no sensitivities ({data.sensitivity_why or 'fct_sensitivity_daily has no estimates'})")
         return
@@ -77,7 +77,7 @@ def _sensitivities(data: ReportData, figs: FigureWriter, s: Section) -> None:
 
 
 def _power_interval(data: ReportData, s: Section) -> None:
-    s.add("<h3>Best power interval per GPU model and bottleneck</h3>")
+    s.heading("Best power interval per GPU model and bottleneck")
     if not has(data.interval, "gpu_model", "best_limit_w"):
         s.missing(f"no best power interval ({data.interval_why or 'fct_power_interval has no best_limit_w'})")
         return
@@ -92,7 +92,7 @@ def _power_interval(data: ReportData, s: Section) -> None:
 
 
 def _job_prediction(data: ReportData, figs: FigureWriter, s: Section) -> None:
-    s.add("<h3>Job energy predicted on another GPU model</h3>")
+    s.heading("Job energy predicted on another GPU model")
     rows = data.job_prediction
     if not has(rows, "predicted_energy_kwh", "measured_energy_kwh"):
         s.missing(f"no cross-model job prediction ({data.job_prediction_why or 'no measured pairs'})")

@@ -269,3 +269,31 @@ def test_long_tables_are_capped_and_say_how_many_rows_are_hidden(tmp_path):
     assert section.count("<tr>") == 1 + 6  # header + the 6 largest savings
     assert "34 more rows hidden (40 in all; query SELECT * FROM fct_recommendation_extra for every row)" in section
     assert "GPU-039" in section and "GPU-000" not in section
+
+
+@pytest.mark.slow
+def test_sensitivities_speak_plain_words_with_the_statistics_folded(full_day, tmp_path):
+    build_analysis(full_day)
+    text = render_report(full_day, DAY, tmp_path / "r.html").read_text()
+    models = text[text.index('<section id="models">'):text.index('<section id="carbon-cost">')]
+    heading = models.index("<h3>Sensitivities</h3>")
+    plain, fold = models[heading:].split("<details>", 1)
+    rows = full_day.execute("SELECT quantity, estimate FROM fct_sensitivity_daily WHERE day = ? ORDER BY quantity, scope",
+                            [DAY]).fetchall()
+    sentences = re.findall(r"<li>(.*?)</li>", plain)
+    assert len(sentences) == len(rows)
+    for sentence, (quantity, estimate) in zip(sentences, rows):
+        assert "_" not in sentence and "ols" not in sentence  # words, not column names or method codes
+        if quantity == "energy_elasticity_to_utilization":
+            assert sentence.startswith(f"10% more GPU activity goes with {10 * abs(estimate):.1f}%")
+    assert "ols" not in plain and "elasticity" not in plain.lower()
+    assert "least squares" in fold and "95% CI low" in fold and 'id="fig-' in fold  # statistics and forest plot, folded
+
+
+def test_people_read_energy_money_and_carbon_without_float_noise():
+    from joulehouse.reports.page.blocks import fmt_kg, fmt_kwh, fmt_usd
+
+    assert fmt_usd(3.47e-05) == "under 0.01 USD" and fmt_usd(17.404) == "17.40 USD" and fmt_usd(943.31) == "943 USD"
+    assert fmt_kwh(0.0011) == "1.1 Wh" and fmt_kwh(251.43) == "251.4 kWh" and fmt_kwh(2350.0) == "2.35 MWh"
+    assert fmt_kwh(0.00004) == "0.04 Wh"
+    assert fmt_kg(28_600.0) == "28.6 kgCO2e" and fmt_kg(0.4) == "0.4 gCO2e" and fmt_kg(1.2e6) == "1.20 tCO2e"

@@ -23,7 +23,11 @@ def register(app: typer.Typer) -> None:
         config: Annotated[Optional[Path], typer.Option("--config", help="Settings TOML file.")] = None,
         airflow_home: Annotated[Optional[Path], typer.Option(help="Airflow home (SQLite metadata DB); default: beside the warehouse.")] = None,
     ) -> None:
-        """Run the daily DAG for one day through Airflow (dag.test with a SQLite metadata DB)."""
+        """Run the daily DAG for one day through Airflow (dag.test with a SQLite metadata DB); print the
+        report's path and the day's headline.
+
+        Example: joulehouse run --date 2026-06-11 --config var/demo/joulehouse.toml
+        """
         from joulehouse.settings import SettingsError, load_settings
         from joulehouse.cli.dagrun import DagRunFailed, run_day
 
@@ -58,7 +62,10 @@ def register(app: typer.Typer) -> None:
         start: Annotated[str, typer.Option(help="First simulated UTC day.")] = "2026-06-10",
         shared_data: Annotated[Path, typer.Option(help="Real reference data (traces, grid, prices).")] = SHARED_DATA,
     ) -> None:
-        """Simulate a fleet, import the real traces, run the daily DAG per day, print the results."""
+        """Simulate a fleet, import the real traces, run the daily DAG per day, print the results.
+
+        Example: joulehouse demo --out var/demo --days 3
+        """
         from joulehouse.cli.dagrun import DagRunFailed
         from joulehouse.cli.demo_run import run_demo
 

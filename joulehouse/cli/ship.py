@@ -55,4 +55,4 @@ def ship_command(
 
 def register(app: typer.Typer) -> None:
     """Add `ship` to the joulehouse app."""
-    app.command("ship")(ship_command)
+    app.command("ship", epilog="Example: joulehouse ship --lake /var/lib/joulehouse/lake --to s3://energy-lake/lake")(ship_command)

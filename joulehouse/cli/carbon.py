@@ -17,7 +17,7 @@ from joulehouse.cli.options import fail
 from joulehouse.cli.output import FORMAT_HELP, OutputFormat, emit_summary
 from joulehouse.cli.run_options import (DEFAULT_DATA_DIR, AvgPowerW, Config, DataDir, Days, GpuHours, GpuModel, Gpus,
                                          GpusPerServer, Hours, LifetimeYears, Pue, Start, Utilization, account_settings,
-                                         average_power_w, catalogue_model, parse_start, run_hours, run_shape)
+                                         parse_start, planned_run, with_run)
 
 carbon_app = typer.Typer(no_args_is_help=True, help="Carbon accounting (GHG Protocol scope 2 + embodied).")
 
@@ -63,10 +63,7 @@ def estimate(
     from joulehouse.reports.accounts.grid import GridFileError, intensity_for_region
 
     carbon = account_settings(config).carbon
-    spec = catalogue_model(gpu_model)
-    power_w, power_from = average_power_w(avg_power_w, spec)
-    hours = run_hours(hours, days)
-    run = run_shape(gpus, hours, gpu_hours, power_w, carbon.default_pue if pue is None else pue, utilization)
+    run, spec, power_from = planned_run(carbon, gpu_model, gpus, hours, days, gpu_hours, avg_power_w, pue, utilization)
     extra: dict = {}
     if grid_gco2e_per_kwh is not None and region is not None:
         fail("give either --grid-gco2e-per-kwh or --region/--start, not both")
@@ -100,9 +97,7 @@ def estimate(
                                  carbon.lifetime_years if lifetime_years is None else lifetime_years, source)
     except ValueError as exc:
         fail(str(exc))
-    result = {**result, "avg_power_w": power_w, "avg_power_from": power_from,
-              **({"gpu_model": spec.gpu_model} if spec else {}), **extra}
-    what = f"{run.gpus} x {spec.gpu_model}" if spec and run.gpus else f"{run.gpu_hours:,.0f} GPU-hours"
+    result, what = with_run(result, run, spec, power_from, extra)
     emit_summary(result, output, title=f"carbon of {what}", rows=CARBON_ROWS)
 
 

@@ -114,3 +114,21 @@ def average_power_w(avg_power_w: Optional[float], spec) -> tuple[float, str]:
     if spec is None:
         fail("give --avg-power-w W, or --gpu-model NAME for its TDP")
     return spec.tdp_w, f"TDP of {spec.gpu_model} (catalogue)"
+
+
+def planned_run(section, gpu_model: Optional[str], gpus: Optional[int], hours: Optional[float], days: Optional[float],
+                gpu_hours: Optional[float], avg_power_w: Optional[float], pue: Optional[float], utilization: float):
+    """(RunShape, catalogue row or None, where the power came from) of an estimate's options, the
+    PUE defaulting to `section`'s ([carbon] or [tco] settings)."""
+    spec = catalogue_model(gpu_model)
+    power_w, power_from = average_power_w(avg_power_w, spec)
+    run = run_shape(gpus, run_hours(hours, days), gpu_hours, power_w, section.default_pue if pue is None else pue,
+                    utilization)
+    return run, spec, power_from
+
+
+def with_run(result: dict, run, spec, power_from: str, extra: dict) -> tuple[dict, str]:
+    """An estimate's document with the power it assumed and the model, and the table's title subject."""
+    result = {**result, "avg_power_w": run.avg_power_w, "avg_power_from": power_from,
+              **({"gpu_model": spec.gpu_model} if spec else {}), **extra}
+    return result, (f"{run.gpus} x {spec.gpu_model}" if spec and run.gpus else f"{run.gpu_hours:,.0f} GPU-hours")

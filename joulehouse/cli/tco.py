@@ -17,7 +17,7 @@ from joulehouse.cli.options import fail
 from joulehouse.cli.output import FORMAT_HELP, OutputFormat, emit_summary
 from joulehouse.cli.run_options import (DEFAULT_DATA_DIR, AvgPowerW, Config, DataDir, Days, GpuHours, GpuModel, Gpus,
                                          GpusPerServer, Hours, LifetimeYears, Pue, Start, Utilization, account_settings,
-                                         average_power_w, catalogue_model, parse_start, run_hours, run_shape)
+                                         parse_start, planned_run, with_run)
 
 tco_app = typer.Typer(no_args_is_help=True, help="Total cost of ownership.")
 
@@ -62,10 +62,7 @@ def estimate(
     from joulehouse.reports.accounts.prices import DEFAULT_PRICE_FILE, PriceFileError, load_pjm_lmp_csv
 
     tco = account_settings(config).tco
-    spec = catalogue_model(gpu_model)
-    power_w, power_from = average_power_w(avg_power_w, spec)
-    hours = run_hours(hours, days)
-    run = run_shape(gpus, hours, gpu_hours, power_w, tco.default_pue if pue is None else pue, utilization)
+    run, spec, power_from = planned_run(tco, gpu_model, gpus, hours, days, gpu_hours, avg_power_w, pue, utilization)
     extra: dict = {}
     node = price_node or tco.price_node
     if price_usd_per_mwh is not None and (price_file is not None or start is not None):
@@ -97,9 +94,7 @@ def estimate(
                                given(operations_ratio, tco.operations_ratio_of_capex_per_year), source)
     except ValueError as exc:
         fail(str(exc))
-    result = {**result, "avg_power_w": power_w, "avg_power_from": power_from,
-              **({"gpu_model": spec.gpu_model} if spec else {}), **extra}
-    what = f"{run.gpus} x {spec.gpu_model}" if spec and run.gpus else f"{run.gpu_hours:,.0f} GPU-hours"
+    result, what = with_run(result, run, spec, power_from, extra)
     emit_summary(result, output, title=f"cost of {what}", rows=TCO_ROWS)
 
 

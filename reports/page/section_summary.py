@@ -161,6 +161,24 @@ def _cards(data: ReportData) -> Markup:
     return cards([_energy_card(data), *_carbon_cards(data), _cost_card(data)])
 
 
+def realised_sentence(data: ReportData) -> str:
+    """The settings that took effect, realised against predicted saving (GPU-weighted means over
+    the pooled model x setting rows), or '' before any did."""
+    rows = data.outcome
+    if not has(rows, "realised_saving_pct", "predicted_saving_pct"):
+        return ""
+    pooled = rows.filter(pl.col("scope") != "gpu") if "scope" in rows.columns else rows
+    pooled = pooled.filter(pl.col("realised_saving_pct").is_not_null() & pl.col("predicted_saving_pct").is_not_null())
+    if pooled.height == 0:
+        return ""
+    weight = pl.col("n_treated_gpus") if "n_treated_gpus" in pooled.columns else pl.lit(1)
+    means = pooled.select(((pl.col(c) * weight).sum() / weight.sum()).alias(c)
+                          for c in ("realised_saving_pct", "predicted_saving_pct")).row(0, named=True)
+    return (f"{_plural(pooled.height, 'setting')} measured, {fmt_number(means['realised_saving_pct'], 1)}% less energy per "
+            f"unit of work on average against {fmt_number(means['predicted_saving_pct'], 1)}% predicted (each with its "
+            "95% interval under Recommendations).")
+
+
 def summary_section(data: ReportData, sections: list[Section], notes: dict[str, Any]) -> Section:
     """The summary; `sections` are the report's other sections, whose "not computed" lines it gathers."""
     s = Section("summary", "Summary")
@@ -174,6 +192,9 @@ def summary_section(data: ReportData, sections: list[Section], notes: dict[str, 
     else:
         s.add(paragraph("todo", " nothing: no setting, consolidation or shift saves anything today; every GPU keeps its "
                                 "settings (see Recommendations for why).", "What to do:"))
+    realised = realised_sentence(data)
+    if realised:
+        s.note(realised, lead="What the applied settings saved: ")
     held = data.held_back
     if held:
         s.note("Held back (the export leaves their GPUs at their current settings): "

@@ -207,6 +207,10 @@ def test_outcome_figure_shows_realised_saving_with_its_interval_next_to_the_pred
     assert f"realised {realised:.1f}% (95% CI {low:.1f} to {high:.1f}%), predicted {predicted:.1f}%" in text
     assert "matched_jobs" in text and "gpu_day" in text  # the method of each row is stated
     assert "No recommendation has taken effect yet" not in text
+    # the summary says it too, next to what was predicted (one pooled row in the fixture)
+    summary = text[text.index('<section id="summary">'):text.index('<section id="recommendations">')]
+    assert (f"<b>What the applied settings saved: </b>1 setting measured, {realised:.1f}% less energy per unit of work "
+            f"on average against {predicted:.1f}% predicted") in summary
 
 
 @pytest.mark.slow

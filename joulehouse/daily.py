@@ -231,12 +231,18 @@ def recommend_power_limits(day: str, config: str | None) -> dict:
     return {"recommendations": n, "consolidation_and_placement": placements}
 
 
+def report_path(settings: Settings, day: dt.date) -> Path:
+    """Where the day's report lands: reports/YYYY-MM-DD.html beside the warehouse (with the one
+    plotly.js every report there loads)."""
+    return Path(settings.warehouse.db_path).parent / "reports" / f"{day}.html"
+
+
 def render_report(day: str, config: str | None) -> dict:
-    """The self-contained HTML report of the day."""
+    """The HTML report of the day."""
     from joulehouse.reports.page.render import render_report as render
 
     the_day, settings = _load(day, config)
-    out = Path(settings.warehouse.db_path).parent / "reports" / f"{the_day}.html"
+    out = report_path(settings, the_day)
     with _warehouse(settings, read_only=True) as con:
         path = render(con, the_day, out)
         metrics = _write_headline_metrics(con, the_day, settings)

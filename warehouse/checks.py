@@ -142,6 +142,21 @@ def _examples(values: list) -> str:
     return f" (e.g. {', '.join(shown)})" if shown else ""
 
 
+# The columns that name a row for a person, in the order they are shown ("node-01 GPU-1a2b...").
+ROW_NAMES = ("host", "gpu_uuid", "site", "job_id")
+
+
+def _named_rows(frame, result: dict) -> list[str]:
+    """The failing rows named by host / GPU / site (their values alone, such as "False, False",
+    say nothing), from GX's index list; [] when the frame has no naming column."""
+    names = [c for c in ROW_NAMES if c in frame.columns]
+    indices = result.get("partial_unexpected_index_list") or result.get("unexpected_index_list") or []
+    if not names or not indices or not all(isinstance(i, int) for i in indices):
+        return []
+    rows = frame.loc[[i for i in indices[:3] if i in frame.index], names]
+    return [" ".join(str(v) for v in row) for row in rows.itertuples(index=False)]
+
+
 def _counts(check: Check, frame, result: dict) -> tuple[int | None, int | None, float | None, str]:
     """(unexpected rows, total rows, unexpected share, examples text) in the relation's rows."""
     if check.counts is not None:
@@ -151,7 +166,7 @@ def _counts(check: Check, frame, result: dict) -> tuple[int | None, int | None, 
     else:
         total = result.get("element_count", result.get("observed_value"))
         unexpected = result.get("unexpected_count")
-        examples = _examples(result.get("partial_unexpected_list") or [])
+        examples = _examples(_named_rows(frame, result) or list(dict.fromkeys(result.get("partial_unexpected_list") or [])))
     if "unexpected_percent" in result and check.counts is None:
         share = (result["unexpected_percent"] or 0.0) / 100.0  # GX's share: among non-NULL values
     else:

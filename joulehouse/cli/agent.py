@@ -14,7 +14,9 @@ from typing import Optional
 
 import typer
 
-from joulehouse.cli.options import METRICS_ADDRESS_HELP, METRICS_PORT_HELP, METRICS_TEXTFILE_HELP, expose_metrics, fail
+from joulehouse.cli.options import (
+    METRICS_ADDRESS_HELP, METRICS_PORT_HELP, METRICS_TEXTFILE_HELP, expose_metrics, fail, parse_duration,
+)
 
 agent_app = typer.Typer(no_args_is_help=True, help="Apply signed recommended configs to this node's GPUs.")
 keys_app = typer.Typer(no_args_is_help=True, help="Signing keys for the recommended-config file.")
@@ -98,25 +100,31 @@ def _nvml_usable_or_exit():
     return pynvml
 
 
+EXPORT_HELP = "The signed export (recommended-config.json): a path or an http(s)/file URL."
+
+
 @agent_app.command("apply")
 def apply_command(
-    config: str = typer.Argument(..., help="Path or http(s)/file URL of recommended-config.json"),
+    export: str = typer.Argument(..., metavar="EXPORT", help=EXPORT_HELP),
     public_key: Path = typer.Option(..., "--public-key", help="PEM ed25519 public key the config must be signed with"),
     dry_run: bool = typer.Option(False, "--dry-run", help="Verify and print what would be set; touch no device"),
     host: Optional[str] = typer.Option(None, "--host", help="Host name to take entries for (default: this machine)"),
     lake: Optional[Path] = typer.Option(None, "--lake", help="Lake folder to audit into (agent_audit)"),
     state: Optional[Path] = typer.Option(None, "--state", help="Replay state: the newest config accepted per site "
-                                         "(default: [agent] state_path, or <lake>/../state/ with --lake)"),
+                                         "(default: \\[agent] state_path, or <lake>/../state/ with --lake)"),
 ) -> None:
     """Verify a signed config and apply this host's power limits (and locked clocks). --dry-run
     checks what an apply checks, against the devices where NVML answers, and sets nothing: it exits
-    as the apply would (1 a GPU refused, 2 the config refused)."""
+    as the apply would (1 a GPU refused, 2 the config refused).
+
+    Example: joulehouse agent apply var/demo/export/recommended-config.json --public-key var/demo/keys/joulehouse-ed25519.pub.pem --dry-run
+    """
     from joulehouse.collectors.agent import apply_config
     from joulehouse.collectors.config_contract import ConfigError
 
     key = _public_key(public_key)
     guard = _replay_guard(state, lake)
-    data = _fetch(config)
+    data = _fetch(export)
     nvml = _nvml_for_dry_run() if dry_run else _nvml_usable_or_exit()
     try:
         result = apply_config(data, public_key=key, host=host or socket.gethostname(), nvml=nvml,
@@ -132,14 +140,17 @@ def apply_command(
 
 @agent_app.command("verify")
 def verify_command(
-    config: str = typer.Argument(..., help="Path or http(s)/file URL of recommended-config.json"),
+    export: str = typer.Argument(..., metavar="EXPORT", help=EXPORT_HELP),
     public_key: Path = typer.Option(..., "--public-key", help="PEM ed25519 public key the config must be signed with"),
     at: Optional[str] = typer.Option(None, "--at", help="Check the validity window at this UTC time (ISO 8601) instead of now"),
 ) -> None:
     """Check a config's signature and form, say what it holds and whether an agent would take it
     now (or at --at). Exit 0: an agent would take it; 1: signed by the key and well formed, but
     outside its validity window; 2: refused (tampered, unsigned, another key, malformed). Touches
-    no device."""
+    no device.
+
+    Example: joulehouse agent verify var/demo/export/recommended-config.json --public-key var/demo/keys/joulehouse-ed25519.pub.pem
+    """
     import datetime as dt
 
     from joulehouse.collectors.config_contract import ConfigError, format_utc, load_config_document, verify_signature
@@ -151,7 +162,7 @@ def verify_command(
         fail(f"--at {at!r} is not an ISO 8601 time (e.g. 2026-06-12T00:00:00Z)", 2)
     if when.tzinfo is None:
         fail(f"--at {at!r} has no time zone; add Z for UTC", 2)
-    data = _fetch(config)
+    data = _fetch(export)
     try:
         checked = verify_signature(load_config_document(data), key)
     except ConfigError as exc:
@@ -178,7 +189,10 @@ def rollback_command(
     host: Optional[str] = typer.Option(None, "--host", help="Host name for the audit (default: this machine)"),
     lake: Optional[Path] = typer.Option(None, "--lake", help="Lake folder to audit into (agent_audit)"),
 ) -> None:
-    """Return every GPU of this node to its default power limit and unlock its clocks."""
+    """Return every GPU of this node to its default power limit and unlock its clocks.
+
+    Example: sudo joulehouse agent rollback --lake /var/lib/joulehouse/lake
+    """
     from joulehouse.collectors.agent import rollback
 
     result = rollback(host=host or socket.gethostname(), nvml=_nvml_usable_or_exit(), lake=lake,
@@ -191,19 +205,28 @@ def rollback_command(
 @agent_app.command("run")
 def run_command(
     settings_file: Optional[Path] = typer.Option(None, "--config", help="joulehouse TOML settings (\\[agent] section)"),
-    config_url: Optional[str] = typer.Option(None, "--config-url", help="Where the config is published (path or URL)"),
+    export_url: Optional[str] = typer.Option(None, "--export-url",
+                                             help="Where the signed export is published: a path or URL "
+                                                  "(default: \\[agent] config_url)"),
     public_key: Optional[Path] = typer.Option(None, "--public-key", help="PEM ed25519 public key"),
     host: Optional[str] = typer.Option(None, "--host", help="Host name (default: this machine)"),
     lake: Optional[Path] = typer.Option(None, "--lake", help="Lake folder to audit into"),
-    interval_s: Optional[float] = typer.Option(None, "--interval-s", help="Seconds between polls"),
+    interval: Optional[str] = typer.Option(None, "--interval", metavar="DURATION",
+                                           help="Time between polls: 30s, 5m (default: \\[agent] poll_interval_s, 300 s)"),
+    interval_s: Optional[float] = typer.Option(None, "--interval-s", hidden=True),
+    config_url: Optional[str] = typer.Option(None, "--config-url", hidden=True),
     iterations: Optional[int] = typer.Option(None, "--iterations", help="Stop after N polls (default: forever)"),
     state: Optional[Path] = typer.Option(None, "--state", help="Replay state: the newest config accepted per site "
-                                         "(default: [agent] state_path, or <lake>/../state/ with --lake)"),
+                                         "(default: \\[agent] state_path, or <lake>/../state/ with --lake)"),
     metrics_port: int = typer.Option(0, "--metrics-port", help=METRICS_PORT_HELP),
     metrics_address: str = typer.Option("127.0.0.1", "--metrics-address", help=METRICS_ADDRESS_HELP),
     metrics_textfile: Optional[Path] = typer.Option(None, "--metrics-textfile", help=METRICS_TEXTFILE_HELP),
 ) -> None:
-    """Poll the config location; apply a new config when it changes, roll back on expiry or revocation."""
+    """Poll where the signed export is published; apply a new one when it changes, roll back on
+    expiry or revocation.
+
+    Example: sudo joulehouse agent run --config /etc/joulehouse/joulehouse.toml --interval 5m
+    """
     from joulehouse.collectors.agent_loop import run_agent
     from joulehouse.collectors.settings import SettingsError, load_node_settings
 
@@ -211,9 +234,11 @@ def run_command(
         agent = load_node_settings(settings_file).agent
     except SettingsError as exc:
         fail(str(exc), 2)
-    location = config_url or agent.config_url
+    location = export_url or config_url or agent.config_url
     if not location:
-        fail("no config location: pass --config-url or set [agent] config_url", 2)
+        fail("no export location: pass --export-url or set [agent] config_url", 2)
+    if interval is not None:
+        interval_s = parse_duration(interval, "--interval")
     from joulehouse.collectors.agent_loop import AgentState
 
     key = _public_key(public_key or Path(agent.public_key_path))
@@ -235,7 +260,10 @@ def keys_generate_command(
     out: Path = typer.Option(..., "--out", help="Folder for joulehouse-ed25519.pem and .pub.pem"),
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace an existing key pair"),
 ) -> None:
-    """Create an ed25519 key pair: the private key signs exports, the public key goes to the nodes."""
+    """Create an ed25519 key pair: the private key signs exports, the public key goes to the nodes.
+
+    Example: joulehouse keys generate --out /etc/joulehouse/keys
+    """
     from joulehouse.collectors.config_contract import generate_keypair
 
     try:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Optional
 
@@ -18,9 +17,13 @@ def register(app: typer.Typer) -> None:
     @caps.command("best-batch")
     def best_batch(
         file: Path = typer.Argument(..., help="A batch sweep CSV (Zeus NSDI'23 summary format)."),
-        power_limit_w: Optional[float] = typer.Option(None, help="Compare batch sizes at this limit (default: the highest measured)."),
+        power_limit_w: Optional[float] = typer.Option(None, help="Compare batch sizes at this limit, W (default: the highest measured)."),
+        output: Optional[OutputFormat] = typer.Option(None, "--format", help=FORMAT_HELP),
     ) -> None:
-        """Print, per workload, the batch size with the best throughput per watt (eta = TP / P) as JSON."""
+        """Print, per workload, the batch size with the best throughput per watt (eta = TP / P).
+
+        Example: joulehouse caps best-batch ../shared/data/sweeps/zeus_nsdi23_summary_power_a40.csv
+        """
         import dataclasses
 
         from joulehouse.models.batch import BatchSweepError, best_batch_size, load_batch_sweeps
@@ -30,7 +33,9 @@ def register(app: typer.Typer) -> None:
         except (BatchSweepError, OSError) as exc:
             typer.echo(f"error: {exc}", err=True)
             raise typer.Exit(2) from None
-        typer.echo(json.dumps([dataclasses.asdict(c) for c in choices], indent=2))
+        records = [dataclasses.asdict(c) for c in choices]
+        emit(records, output, title=f"{file.name}: best batch size per workload",
+             columns=[k for k in records[0] if not isinstance(records[0][k], (list, dict))] if records else None)
 
     @caps.command("from-sweep")
     def from_sweep(

@@ -1,57 +1,79 @@
 """`joulehouse carbon estimate`: the carbon of a past or planned run, without telemetry.
 
-Prints JSON: energy_kwh (at the meter), operational_tco2e, embodied_tco2e, total_tco2e, method.
+A table on a terminal, JSON when piped (or `--format json|csv`): energy_kwh (at the meter),
+operational_tco2e, embodied_tco2e, total_tco2e, method. `--gpu-model NAME --gpus N --days D` is
+enough: power from the GPU catalogue, grid intensity, PUE and embodied carbon from the settings.
 Exit code 2 with a one-line message on bad input.
 """
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Optional
 
 import typer
 
 from joulehouse.cli.options import fail
-from joulehouse.cli.run_options import (DEFAULT_DATA_DIR, AvgPowerW, DataDir, GpuHours, Gpus, GpusPerServer, Hours,
-                                         LifetimeYears, Pue, Start, Utilization, parse_start, run_shape)
+from joulehouse.cli.output import FORMAT_HELP, OutputFormat, emit_summary
+from joulehouse.cli.run_options import (DEFAULT_DATA_DIR, AvgPowerW, Config, DataDir, Days, GpuHours, GpuModel, Gpus,
+                                         GpusPerServer, Hours, LifetimeYears, Pue, Start, Utilization, account_settings,
+                                         parse_start, planned_run, with_run)
 
 carbon_app = typer.Typer(no_args_is_help=True, help="Carbon accounting (GHG Protocol scope 2 + embodied).")
+
+# The table's rows: key, words, unit.
+CARBON_ROWS = (("gpu_hours", "GPU-hours", "GPU-h"), ("avg_power_w", "average power per GPU", "W"),
+               ("it_energy_kwh", "IT energy (GPUs)", "kWh"), ("energy_kwh", "energy at the meter (x PUE)", "kWh"),
+               ("grid_gco2e_per_kwh", "grid intensity", "gCO2e/kWh"), ("operational_tco2e", "operational carbon", "tCO2e"),
+               ("embodied_tco2e", "embodied carbon (manufacturing share)", "tCO2e"),
+               ("total_tco2e", "total carbon", "tCO2e"))
 
 
 @carbon_app.command("estimate")
 def estimate(
+    gpu_model: GpuModel = None,
     gpus: Gpus = None,
+    days: Days = None,
     hours: Hours = None,
     gpu_hours: GpuHours = None,
-    avg_power_w: AvgPowerW = ...,
-    pue: Pue = 1.3,
-    grid_gco2e_per_kwh: Optional[float] = typer.Option(None, help="Flat grid intensity, gCO2e/kWh."),
+    avg_power_w: AvgPowerW = None,
+    pue: Pue = None,
+    grid_gco2e_per_kwh: Optional[float] = typer.Option(
+        None, help="Flat grid intensity, gCO2e/kWh (default: \\[carbon] default_grid_gco2e_per_kwh)."),
     region: Optional[str] = typer.Option(None, help="Use the hourly intensity file of this region (FR, CAISO_NORTH...)."),
     start: Start = None,
     grid_file: Optional[Path] = typer.Option(None, help="An intensity file (any supported format) for --region."),
     data_dir: DataDir = DEFAULT_DATA_DIR,
-    embodied_kgco2e_per_gpu: float = typer.Option(150.0, help="Manufacturing footprint per GPU, kgCO2e."),
-    embodied_kgco2e_per_server: float = typer.Option(2750.0, help="Per server without GPUs, kgCO2e."),
-    gpus_per_server: GpusPerServer = 8,
-    lifetime_years: LifetimeYears = 5.0,
+    embodied_kgco2e_per_gpu: Optional[float] = typer.Option(
+        None, help="Manufacturing footprint per GPU, kgCO2e (default: the model's, else \\[carbon] embodied_kgco2e_per_gpu)."),
+    embodied_kgco2e_per_server: Optional[float] = typer.Option(
+        None, help="Per server without GPUs, kgCO2e (default: \\[carbon] embodied_kgco2e_per_server)."),
+    gpus_per_server: GpusPerServer = None,
+    lifetime_years: LifetimeYears = None,
     utilization: Utilization = 1.0,
+    config: Config = None,
+    output: Optional[OutputFormat] = typer.Option(None, "--format", help=FORMAT_HELP),
 ) -> None:
-    """Estimate a run's carbon: operational (energy x PUE x intensity) + amortised embodied."""
+    """Estimate a run's carbon: operational (energy x PUE x grid intensity) + amortised embodied.
+
+    Example: joulehouse carbon estimate --gpu-model H100-SXM --gpus 8 --days 30
+    """
+    from joulehouse.reports.accounts.embodied import default_gpu_embodied_kgco2e, parse_model_overrides
     from joulehouse.reports.accounts.estimate import estimate_carbon, hourly_mean
     from joulehouse.reports.accounts.grid import GridFileError, intensity_for_region
 
-    run = run_shape(gpus, hours, gpu_hours, avg_power_w, pue, utilization)
+    carbon = account_settings(config).carbon
+    run, spec, power_from = planned_run(carbon, gpu_model, gpus, hours, days, gpu_hours, avg_power_w, pue, utilization)
     extra: dict = {}
     if grid_gco2e_per_kwh is not None and region is not None:
         fail("give either --grid-gco2e-per-kwh or --region/--start, not both")
     if grid_gco2e_per_kwh is not None:
         if grid_gco2e_per_kwh < 0:
             fail(f"--grid-gco2e-per-kwh {grid_gco2e_per_kwh}: expected >= 0")
-        intensity, source = grid_gco2e_per_kwh, f"flat {grid_gco2e_per_kwh} gCO2e/kWh"
+        intensity, source = grid_gco2e_per_kwh, f"flat {grid_gco2e_per_kwh:g} gCO2e/kWh"
     elif region is not None:
         if start is None or run.hours is None:
-            fail("--region needs --start and --hours (the run's wall-clock hours)")
+            fail("--region needs --start and --hours or --days (the run's wall-clock time)")
         try:
             series, sentence = intensity_for_region(region, str(grid_file or ""), data_dir)
         except GridFileError as exc:
@@ -62,13 +84,21 @@ def estimate(
         source = f"hourly mean {intensity:.2f} gCO2e/kWh from {sentence}, year-mapped"
         extra["intensity_rule_counts"] = counts
     else:
-        fail("give --grid-gco2e-per-kwh I, or --region R --start T")
+        intensity = carbon.default_grid_gco2e_per_kwh
+        source = f"flat {intensity:g} gCO2e/kWh, [carbon] default_grid_gco2e_per_kwh"
     try:
-        result = estimate_carbon(run, intensity, embodied_kgco2e_per_gpu, embodied_kgco2e_per_server,
-                                 gpus_per_server, lifetime_years, source)
+        gpu_kg = embodied_kgco2e_per_gpu if embodied_kgco2e_per_gpu is not None else default_gpu_embodied_kgco2e(
+            spec.gpu_model if spec else None, carbon.embodied_kgco2e_per_gpu,
+            parse_model_overrides(carbon.embodied_kgco2e_by_gpu_model))
+        result = estimate_carbon(run, intensity, gpu_kg,
+                                 carbon.embodied_kgco2e_per_server if embodied_kgco2e_per_server is None
+                                 else embodied_kgco2e_per_server,
+                                 carbon.gpus_per_server if gpus_per_server is None else gpus_per_server,
+                                 carbon.lifetime_years if lifetime_years is None else lifetime_years, source)
     except ValueError as exc:
         fail(str(exc))
-    typer.echo(json.dumps(result | extra, indent=2, default=str))
+    result, what = with_run(result, run, spec, power_from, extra)
+    emit_summary(result, output, title=f"carbon of {what}", rows=CARBON_ROWS)
 
 
 def register(app: typer.Typer) -> None:

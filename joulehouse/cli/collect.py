@@ -148,4 +148,5 @@ def _build_sources(names, host, lake, settings, sim_gpus, defaults):
 
 def register(app: typer.Typer) -> None:
     """Add `collect` to the joulehouse app."""
-    app.command("collect")(collect_command)
+    app.command("collect", epilog="Example: joulehouse collect --source nvml --source ipmi --lake /var/lib/joulehouse/lake "
+                "--interval 1s")(collect_command)

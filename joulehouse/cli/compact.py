@@ -73,4 +73,4 @@ def compact_command(
 
 def register(app: typer.Typer) -> None:
     """Add `compact` to the joulehouse app."""
-    app.command("compact")(compact_command)
+    app.command("compact", epilog="Example: joulehouse compact --lake /srv/lake --date 2026-06-10")(compact_command)

@@ -17,9 +17,11 @@ import datetime as dt
 import fcntl
 import json
 import os
+import sqlite3
 import subprocess
 import sys
-from collections.abc import Iterator
+import threading
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -66,8 +68,21 @@ def default_dags_folder() -> Path:
     return Path(str(resources.files("joulehouse.dags")))
 
 
+AIRFLOW_CFG = """# Written by joulehouse: the same home the runs used, so `AIRFLOW_HOME={home} airflow standalone`
+# opens them in the Airflow UI (http://localhost:8080; the login is in simple_auth_manager_passwords.json.generated).
+[core]
+dags_folder = {dags}
+load_examples = False
+[database]
+sql_alchemy_conn = sqlite:///{home}/airflow.db
+"""
+
+
 def airflow_env(airflow_home: Path, dags_folder: Path) -> dict[str, str]:
     airflow_home.mkdir(parents=True, exist_ok=True)
+    cfg = airflow_home / "airflow.cfg"
+    if not cfg.exists():
+        cfg.write_text(AIRFLOW_CFG.format(home=airflow_home.resolve(), dags=dags_folder))
     env = dict(os.environ)
     env.update(
         {
@@ -85,8 +100,39 @@ def airflow_env(airflow_home: Path, dags_folder: Path) -> dict[str, str]:
     return env
 
 
-def run_day(day: dt.date, config: Path, airflow_home: Path, dags_folder: Path | None = None) -> dict:
+# on_task(task_id, tasks finished, tasks in the run): called when the running task changes.
+TaskWatcher = Callable[[str, int, int], None]
+
+RUNNING_TASK_SQL = """
+SELECT (SELECT task_id || CASE WHEN map_index >= 0 THEN '[' || map_index || ']' ELSE '' END
+        FROM task_instance WHERE run_id = r.run_id AND state = 'running' ORDER BY start_date DESC LIMIT 1),
+       (SELECT count(*) FROM task_instance WHERE run_id = r.run_id AND state IN ('success', 'failed', 'skipped')),
+       (SELECT count(*) FROM task_instance WHERE run_id = r.run_id)
+FROM (SELECT run_id FROM dag_run WHERE dag_id = ? ORDER BY id DESC LIMIT 1) AS r
+"""
+
+
+def watch_tasks(db: Path, on_task: TaskWatcher, stop: threading.Event, every_s: float = 0.3) -> None:
+    """Tell `on_task` which task of the newest run is running, from Airflow's own metadata
+    database (read-only; a moment the writer holds it is simply skipped)."""
+    last = None
+    while not stop.wait(every_s):
+        if not db.exists():
+            continue
+        try:
+            with sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=0.2) as con:
+                row = con.execute(RUNNING_TASK_SQL, [DAG_ID]).fetchone()
+        except sqlite3.Error:
+            continue
+        if row and row[0] and row != last:
+            last = row
+            on_task(row[0], row[1], row[2])
+
+
+def run_day(day: dt.date, config: Path, airflow_home: Path, dags_folder: Path | None = None,
+            on_task: TaskWatcher | None = None) -> dict:
     """Run the DAG for `day` with the settings file `config`; return the child's summary.
+    `on_task` hears which task is running (for a progress line).
 
     The child's whole output goes to AIRFLOW_HOME/logs/joulehouse-run-<day>.log. Raises
     DagRunFailed when the run does not succeed: the message names each failed task with its error
@@ -94,10 +140,11 @@ def run_day(day: dt.date, config: Path, airflow_home: Path, dags_folder: Path | 
     DayBeingBuilt (before starting anything) when another run holds `airflow_home`.
     """
     with one_run_at_a_time(airflow_home, day):
-        return _run_day_locked(day, config, airflow_home, dags_folder)
+        return _run_day_locked(day, config, airflow_home, dags_folder, on_task)
 
 
-def _run_day_locked(day: dt.date, config: Path, airflow_home: Path, dags_folder: Path | None) -> dict:
+def _run_day_locked(day: dt.date, config: Path, airflow_home: Path, dags_folder: Path | None,
+                    on_task: TaskWatcher | None) -> dict:
     dags_folder = dags_folder or default_dags_folder()
     env = airflow_env(airflow_home, dags_folder)
     logs = airflow_home / "logs"
@@ -114,7 +161,17 @@ def _run_day_locked(day: dt.date, config: Path, airflow_home: Path, dags_folder:
     env["JOULEHOUSE_START_DATE"] = min(start, day).isoformat()
     # -P: the child imports this installed joulehouse, never a checkout that happens to be the cwd
     cmd = [sys.executable, "-P", "-m", "joulehouse.cli.dagrun", day.isoformat(), str(Path(config).resolve())]
-    proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
+    stop = threading.Event()
+    watcher = (threading.Thread(target=watch_tasks, args=(airflow_home / "airflow.db", on_task, stop), daemon=True)
+               if on_task else None)
+    if watcher:
+        watcher.start()
+    try:
+        proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
+    finally:
+        stop.set()
+        if watcher:
+            watcher.join()
     run_log.write_text(proc.stdout + proc.stderr)
     result_line = next((ln for ln in reversed(proc.stdout.splitlines()) if ln.startswith("JOULEHOUSE_RESULT ")), None)
     result = json.loads(result_line.split(" ", 1)[1]) if result_line else None

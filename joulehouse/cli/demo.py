@@ -23,7 +23,11 @@ def register(app: typer.Typer) -> None:
         config: Annotated[Optional[Path], typer.Option("--config", help="Settings TOML file.")] = None,
         airflow_home: Annotated[Optional[Path], typer.Option(help="Airflow home (SQLite metadata DB); default: beside the warehouse.")] = None,
     ) -> None:
-        """Run the daily DAG for one day through Airflow (dag.test with a SQLite metadata DB)."""
+        """Run the daily DAG for one day through Airflow (dag.test with a SQLite metadata DB); print the
+        report's path and the day's headline.
+
+        Example: joulehouse run --date 2026-06-11 --config var/demo/joulehouse.toml
+        """
         from joulehouse.settings import SettingsError, load_settings
         from joulehouse.cli.dagrun import DagRunFailed, run_day
 
@@ -41,24 +45,38 @@ def register(app: typer.Typer) -> None:
             cfg = home / "joulehouse.toml"
             home.mkdir(parents=True, exist_ok=True)
             cfg.write_text(settings_to_toml(settings))
-        with console.status(f"running joulehouse_daily for {day} through Airflow"):
+        with console.status(f"joulehouse_daily {day} through Airflow: starting") as status:
+            def on_task(task: str, done: int, total: int) -> None:
+                status.update(f"joulehouse_daily {day} through Airflow: task {done + 1}/{total} {task}")
+
             try:
-                run_day(day, cfg, home)
+                result = run_day(day, cfg, home, on_task=on_task)
             except DagRunFailed as exc:
                 console.print("[red]error:[/red]", escape(str(exc)))
                 raise typer.Exit(1) from None
-        console.print(f"joulehouse_daily {day}: success")
+        from joulehouse.cli.headline import plural, print_day
+
+        console.print(f"joulehouse_daily {day}: success, {plural(len(result.get('ran', [])), 'task')} ran "
+                      f"(Airflow home {escape(str(home))})")
+        from joulehouse.daily import report_path
+
+        print_day(console, settings.warehouse.db_path, settings.lake.path, day, report_path(settings, day),
+                  title="the day's headline")
 
     @app.command()
     def demo(
         out: Annotated[Path, typer.Option(help="Output folder.")] = Path("var/demo"),
-        days: Annotated[int, typer.Option(min=1, help="Simulated days.")] = 2,
+        days: Annotated[int, typer.Option(min=1, help="Simulated days; from 3 the node agent applies day 2's export "
+                                                      "and the later days measure what it saved.")] = 3,
         gpus: Annotated[int, typer.Option(min=1, help="Simulated GPUs (8 per host).")] = 32,
         seed: Annotated[int, typer.Option(help="Random seed of the simulation.")] = 7,
         start: Annotated[str, typer.Option(help="First simulated UTC day.")] = "2026-06-10",
         shared_data: Annotated[Path, typer.Option(help="Real reference data (traces, grid, prices).")] = SHARED_DATA,
     ) -> None:
-        """Simulate a fleet, import the real traces, run the daily DAG per day, print the results."""
+        """Simulate a fleet, import the real traces, run the daily DAG per day, print the results.
+
+        Example: joulehouse demo --out var/demo --days 3
+        """
         from joulehouse.cli.dagrun import DagRunFailed
         from joulehouse.cli.demo_run import run_demo
 

@@ -6,7 +6,8 @@
 4. run the daily Airflow DAG once per simulated day; with 3 days or more, the node agent of every
    simulated host applies day 2's signed export (audited into the lake) and the later days are
    simulated under the limits it set, so the last days measure what the settings saved;
-5. print where everything is, the last day's headline numbers, and how to query.
+5. print what happened in sentences, the last day's headline and what the applied settings
+   saved as tables, where everything is, and how to query it or open the runs in the Airflow UI.
 """
 
 from __future__ import annotations
@@ -19,8 +20,11 @@ import time
 from pathlib import Path
 
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
+
+from joulehouse.cli.headline import plural, print_day
 
 from joulehouse.settings import (
     CarbonSettings,
@@ -92,8 +96,13 @@ def run_demo(*, out: Path, days: int, gpus: int, seed: int, start: dt.date, shar
     # With 3 days or more the loop closes: the agent applies day 2's signed recommendations to the
     # simulated fleet, and the days after it are simulated under the limits it set.
     before, after = (day_list[:2], day_list[2:]) if days >= 3 else (day_list, [])
+    story = [f"Simulated {plural(gpus, 'GPU')} on {plural(-(-gpus // 8), 'host')} at 1 Hz for "
+             f"{plural(days, 'day')} from {day_list[0]}, through the node writer into the lake."]
     _simulate(lake, before, gpus=gpus, seed=seed, limits=None, console=console)
     trace_days = _ingest_traces(lake, shared_data, console)
+    if trace_days:
+        story.append(f"Imported {plural(sum(len(v) for v in trace_days.values()), 'real nvidia-smi trace')} "
+                     f"(landing on {', '.join(str(d) for d in sorted(trace_days))}).")
     if not Path(settings.export.private_key_path).exists():
         generate_keypair(out / "keys")
     # The real traces' own days go through the same DAG, in date order with the simulated ones (a
@@ -101,16 +110,27 @@ def run_demo(*, out: Path, days: int, gpus: int, seed: int, start: dt.date, shar
     _run_days(sorted(d for d in trace_days if d < day_list[0]), config, out, console)
     _run_days(before, config, out, console)
     if after:
-        limits, clocks = _apply_recommendations(settings, before[-1], after, gpus=gpus, seed=seed, console=console)
+        limits, clocks, applied = _apply_recommendations(settings, before[-1], after, gpus=gpus, seed=seed,
+                                                         console=console)
+        story.append(applied)
         _simulate(lake, after, gpus=gpus, seed=seed, limits=limits, clocks=clocks, console=console)
         _run_days(after, config, out, console)
+        story.append(f"Simulated {', '.join(str(d) for d in after)} under the limits the agent set; the last day's "
+                     "report compares the saving realised with the one predicted.")
     else:
-        console.print("[yellow]2 days or fewer: the agent applies nothing (use --days 7 to see the whole loop)[/yellow]")
+        story.append("With 2 days or fewer the agent applies nothing: run with --days 3 or more to close the loop.")
     _run_days(sorted(d for d in trace_days if d > day_list[-1]), config, out, console)
+    built = sorted({*trace_days, *day_list})
+    story.append(f"Ran the daily DAG through Airflow for {plural(len(built), 'day')}: warehouse, data checks, power "
+                 "models, carbon and cost, recommendations, a report and a signed export each.")
 
     elapsed_s = time.monotonic() - started
     peak_mib = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
-    _print_results(out, settings, day_list[-1], elapsed_s, peak_mib, console)
+    story.append(f"Took {elapsed_s:,.0f} s; the largest step peaked at {peak_mib:,.0f} MiB.")
+    console.rule("What happened")
+    for sentence in story:
+        console.print(escape(sentence))
+    _print_results(out, settings, day_list[-1], console)
     _print_trace_days(out, settings, trace_days, console)
 
 
@@ -127,7 +147,17 @@ def _simulate(lake: Path, days: list[dt.date], *, gpus: int, seed: int,
 
         summary = simulate_fleet(lake, gpus=gpus, days=len(days), start=days[0], seed=seed,
                                  power_limits_by_day=limits, locked_sm_clocks_by_day=clocks, progress=on_progress)
-    console.print(f"simulated {days[0]}..{days[-1]}: {summary.rows}")
+    console.print(f"simulated {days[0]}..{days[-1]}: {describe_rows(summary.rows)}")
+
+
+# What each lake dataset's rows are, for the line after a simulation.
+ROW_WORDS = {"gpu_samples": "GPU reading", "node_samples": "server (BMC) reading", "facility_samples": "site meter reading",
+             "jobs": "job-on-GPU row"}
+
+
+def describe_rows(rows: dict[str, int]) -> str:
+    """{'gpu_samples': 5529600, ...} -> '5,529,600 GPU readings, 138,240 server (BMC) readings, ...'"""
+    return ", ".join(plural(n, ROW_WORDS.get(name, name)) for name, n in rows.items())
 
 
 def _run_days(days: list[dt.date], config: Path, out: Path, console: Console) -> None:
@@ -138,17 +168,22 @@ def _run_days(days: list[dt.date], config: Path, out: Path, console: Console) ->
     with _progress(console) as progress:
         task = progress.add_task("daily DAG through Airflow", total=len(days))
         for day in days:
-            progress.update(task, description=f"daily DAG through Airflow: {day}")
-            run_day(day, config, out / "airflow")
+            progress.update(task, description=f"daily DAG {day}: starting")
+
+            def on_task(name: str, done: int, total: int, day: dt.date = day) -> None:
+                progress.update(task, description=f"daily DAG {day}: task {min(done + 1, total)}/{total} {name}")
+
+            run_day(day, config, out / "airflow", on_task=on_task)
+            progress.update(task, description=f"daily DAG {day}: done")
             progress.advance(task)
 
 
 def _apply_recommendations(settings: Settings, day: dt.date, later: list[dt.date], *, gpus: int, seed: int,
                            console: Console) -> tuple[dict[dt.date, dict[str, float]],
-                                                      dict[dt.date, dict[str, tuple[int, int]]]]:
+                                                      dict[dt.date, dict[str, tuple[int, int]]], str]:
     """The node agent of every simulated host verifies and applies `day`'s signed export (audited
     into the lake); returns the limits (W) and locked SM clock ranges (MHz) the devices then hold,
-    per later day."""
+    per later day, and a sentence saying what it did."""
     from joulehouse.collectors.agent import apply_config
     from joulehouse.collectors.config_contract import load_public_key
     from joulehouse.collectors.sim.nvml import locked_clocks_by_day, power_limits_by_day, simulated_nvml_by_host
@@ -166,10 +201,11 @@ def _apply_recommendations(settings: Settings, day: dt.date, later: list[dt.date
     # What the devices now hold, not the agent's wording: a clock lock at the default limit is a change too.
     capped = sum(1 for n in nvmls.values() for d in n.devices if d.power_limit_mw != defaults[d.uuid])
     locked = sum(len(n.locked_clocks()) for n in nvmls.values())
-    console.print(f"agent: applied {export.name} on {len(nvmls)} hosts at {applied_at:%Y-%m-%d %H:%M}Z: "
-                  f"{capped} GPUs capped, {locked} with locked SM clocks, {refused} refused "
-                  f"(audit in the lake's agent_audit)")
-    return power_limits_by_day(nvmls.values(), later), locked_clocks_by_day(nvmls.values(), later)
+    sentence = (f"The node agent of each of the {plural(len(nvmls), 'simulated host')} verified {export.name} "
+                f"(signed on {day}) and applied it at {applied_at:%Y-%m-%d %H:%M} UTC: {plural(capped, 'GPU')} capped, "
+                f"{locked} with locked SM clocks, {refused} refused; every action is audited in the lake's agent_audit.")
+    console.print(escape(sentence))
+    return power_limits_by_day(nvmls.values(), later), locked_clocks_by_day(nvmls.values(), later), sentence
 
 
 def _ingest_traces(lake: Path, shared_data: Path, console: Console) -> dict[dt.date, list[str]]:
@@ -192,56 +228,37 @@ def _ingest_traces(lake: Path, shared_data: Path, console: Console) -> dict[dt.d
             continue
         result = ingest_nvidia_smi(path, lake=lake, host=host, gpu_model=model, index_column=index_column)
         reasons = "; ".join(f"{n} x {reason}" for reason, n in sorted(result.reasons().items()))
-        console.print(f"imported {name}: {result.good_rows} rows landed, {result.bad_rows} quarantined"
-                      + (f" ({reasons}) -> {result.quarantine_path}" if result.bad_rows else ""))
+        console.print(escape(f"imported {name}: {plural(result.good_rows, 'row')} landed, {result.bad_rows:,} quarantined"
+                             + (f" ({reasons}) -> {result.quarantine_path}" if result.bad_rows else "")))
         for day in pc.unique(pc.cast(result.table.column("sampled_at"), pa.date32())).to_pylist():
             landed.setdefault(day, []).append(name)
     return landed
 
 
-def _print_results(out: Path, settings: Settings, day: dt.date, elapsed_s: float, peak_mib: float, console: Console) -> None:
-    from joulehouse.warehouse.db import connect
-    from joulehouse.warehouse.sqlio import relation_exists
+def _print_results(out: Path, settings: Settings, day: dt.date, console: Console) -> None:
+    from joulehouse.cli.dagrun import default_dags_folder
+    from joulehouse.daily import report_path
 
-    con = connect(settings.warehouse.db_path, settings.lake.path, read_only=True)
-    try:
-        energy_kwh = con.execute("SELECT sum(energy_kwh) FROM fct_gpu_energy_hourly WHERE day = ?", [day]).fetchone()[0]
-        carbon_kg = con.execute("SELECT sum(total_gco2e) / 1000 FROM rpt_carbon_daily WHERE day = ?", [day]).fetchone()[0]
-        cost_usd = con.execute("SELECT sum(total_cost_usd) FROM rpt_tco_daily WHERE day = ?", [day]).fetchone()[0]
-        outcomes = con.execute(
-            "SELECT gpu_model, power_limit_w_before, power_limit_w_after, n_treated_gpus, predicted_saving_pct, "
-            "realised_saving_pct, saving_ci_low_pct, saving_ci_high_pct FROM fct_recommendation_outcome "
-            "WHERE day = ? AND scope = 'model_setting' ORDER BY ALL", [day]).fetchall() if relation_exists(
-                con, "fct_recommendation_outcome") else []
-    finally:
-        con.close()
-    table = Table(title=f"joulehouse demo: {day} (last simulated day)")
-    table.add_column("headline")
-    table.add_column("value", justify="right")
-    table.add_row("GPU energy", f"{energy_kwh:,.1f} kWh" if energy_kwh is not None else "not computed")
-    table.add_row("carbon (location-based + embodied)", f"{carbon_kg:,.1f} kgCO2e" if carbon_kg is not None else "not computed")
-    table.add_row("cost (TCO)", f"${cost_usd:,.2f}" if cost_usd is not None else "not computed")
-    console.print(table)
-    if outcomes:
-        loop = Table(title="what the applied recommendations saved (energy per unit of work, vs uncapped GPUs)")
-        for col in ("GPU model", "limit W", "GPUs", "predicted %", "realised % [95% CI]"):
-            loop.add_column(col)
-        for model, before_w, after_w, n, predicted, realised, low, high in outcomes:
-            ci = f" [{low:.1f}, {high:.1f}]" if low is not None and high is not None else ""
-            loop.add_row(str(model), f"{before_w:.0f} -> {after_w:.0f}", str(n),
-                         "-" if predicted is None else f"{predicted:.1f}",
-                         "-" if realised is None else f"{realised:.1f}{ci}")
-        console.print(loop)
-    console.print(f"lake:       {settings.lake.path}")
-    console.print(f"warehouse:  {settings.warehouse.db_path}")
-    console.print(f"report:     {out / 'reports' / f'{day}.html'}")
-    console.print(f"export:     {Path(settings.export.out_dir) / 'recommended-config.json'}")
-    console.print(f"settings:   {out / 'joulehouse.toml'}   keys: {out / 'keys'}")
-    console.print(f"wall time {elapsed_s:,.0f} s, peak memory of the largest step {peak_mib:,.0f} MiB")
+    print_day(console, settings.warehouse.db_path, settings.lake.path, day, report_path(settings, day),
+              title=f"The last simulated day, {day}")
+    where = Table(title="Where everything is", title_justify="left", show_header=False)
+    where.add_column("what")
+    where.add_column("path")
     cli = _cli_command()
-    console.print(f'query:      {cli} sql "SELECT gpu_model, sum(energy_kwh) FROM fct_gpu_energy_hourly GROUP BY ALL" --db {settings.warehouse.db_path}')
-    console.print(f"verify:     {cli} agent verify {Path(settings.export.out_dir) / 'recommended-config.json'} "
-                  f"--public-key {out / 'keys' / 'joulehouse-ed25519.pub.pem'}")
+    for what, path in (("lake (Parquet)", settings.lake.path), ("warehouse (DuckDB)", settings.warehouse.db_path),
+                       ("reports, one per day", str(report_path(settings, day).parent)),
+                       ("signed export", str(Path(settings.export.out_dir) / "recommended-config.json")),
+                       ("settings used", str(out / "joulehouse.toml")), ("signing keys", str(out / "keys")),
+                       ("Airflow home", str(out / "airflow"))):
+        where.add_row(what, escape(path))
+    console.print(where)
+    console.print("Ask the warehouse: " + escape(f'{cli} sql "SELECT gpu_model, sum(energy_kwh) AS energy_kwh FROM '
+                                                 f'fct_gpu_energy_hourly GROUP BY ALL" --db {settings.warehouse.db_path}'))
+    console.print("Check the export:  " + escape(f"{cli} agent verify {Path(settings.export.out_dir) / 'recommended-config.json'} "
+                                                 f"--public-key {out / 'keys' / 'joulehouse-ed25519.pub.pem'}"))
+    airflow = Path(sys.executable).parent / "airflow"
+    console.print("See the runs in the Airflow UI: " + escape(f"AIRFLOW_HOME={out / 'airflow'} {airflow} standalone")
+                  + f" (then http://localhost:8080; DAGs from {escape(str(default_dags_folder()))})")
 
 
 def _cli_command() -> str:
@@ -258,19 +275,24 @@ def _cli_command() -> str:
 
 
 def _print_trace_days(out: Path, settings: Settings, trace_days: dict[dt.date, list[str]], console: Console) -> None:
-    """One line per day the real traces landed on: their GPUs' measured energy and the report."""
+    """A table of the days the real traces landed on: their GPUs' measured energy and the report."""
+    from joulehouse.daily import report_path
     from joulehouse.warehouse.db import connect
 
     if not trace_days:
         return
+    table = Table(title="The real traces", title_justify="left")
+    for col, justify in (("day", "left"), ("trace", "left"), ("GPUs", "right"), ("energy measured", "right"),
+                         ("report", "left")):
+        table.add_column(col, justify=justify)
     con = connect(settings.warehouse.db_path, settings.lake.path, read_only=True)
     try:
         for day, names in sorted(trace_days.items()):
             gpus, kwh = con.execute(
                 "SELECT count(DISTINCT gpu_uuid), sum(energy_kwh) FROM fct_gpu_energy_hourly "
                 "WHERE day = ? AND list_contains(?, host)", [day, [TRACES[n][0] for n in names]]).fetchone()
-            console.print(f"real trace: {day} {', '.join(names)}: {gpus} GPUs, "
-                          + (f"{kwh:.4g} kWh measured" if kwh is not None else "no energy computed")
-                          + f"; report {out / 'reports' / f'{day}.html'}")
+            energy = "not computed" if kwh is None else (f"{kwh:,.2f} kWh" if kwh >= 1 else f"{kwh * 1000:,.1f} Wh")
+            table.add_row(str(day), escape(", ".join(names)), str(gpus), energy, escape(str(report_path(settings, day))))
     finally:
         con.close()
+    console.print(table)

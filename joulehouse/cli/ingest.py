@@ -16,7 +16,7 @@ import typer
 ingest_app = typer.Typer(no_args_is_help=True, help="Import existing telemetry logs into the lake.")
 
 
-@ingest_app.command("nvidia-smi")
+@ingest_app.command("nvidia-smi", epilog="Example: joulehouse ingest nvidia-smi gpu-log.csv --lake var/lake --host node-07")
 def nvidia_smi_command(
     file: Path = typer.Argument(..., help="CSV written by `nvidia-smi --query-gpu=timestamp,... --format=csv`."),
     # str, not Path: Path("s3://b/lake") is "s3:/b/lake", a local folder

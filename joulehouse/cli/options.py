@@ -17,6 +17,17 @@ def fail(message: str, code: int = 2, label: str = "error") -> NoReturn:
     raise typer.Exit(code)
 
 
+def parse_duration(value: str, option: str) -> float:
+    """A duration as every command spells it ('1s', '500ms', '5m', '1h'; a bare number is seconds)
+    -> seconds, or fail naming the option."""
+    from joulehouse.collectors.collect import parse_duration_s
+
+    try:
+        return parse_duration_s(value, option)
+    except ValueError as exc:
+        fail(str(exc))
+
+
 def parse_day(value: str, option: str) -> dt.date:
     """A UTC day given as YYYY-MM-DD, or fail naming the option."""
     try:

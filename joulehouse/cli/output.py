@@ -34,6 +34,45 @@ def rounded(value: Any, digits: int = 6) -> Any:
     return value
 
 
+# Column-name suffix -> the unit a table header shows; longest first (_per_kwh before _kwh).
+UNITS = (("_gco2e_per_kwh", "gCO2e/kWh"), ("_usd_per_mwh", "USD/MWh"), ("_per_kj", "per kJ"), ("_tco2e", "tCO2e"),
+         ("_kwh", "kWh"), ("_usd", "USD"), ("_mhz", "MHz"), ("_pct", "%"), ("_ratio", "ratio"), ("_j", "J"),
+         ("_w", "W"), ("_s", "s"))
+
+
+def header(key: str) -> str:
+    """A column name as a header a person reads: power_limit_w -> 'power limit (W)'."""
+    for suffix, unit in UNITS:
+        if key.endswith(suffix) and len(key) > len(suffix):
+            return f"{key[: -len(suffix)].replace('_', ' ')} ({unit})"
+    return key.replace("_", " ")
+
+
+def _cell(value: Any) -> str:
+    """A table cell for people: four significant digits, thousands separated, '-' for NULL."""
+    from rich.markup import escape
+
+    if value is None:
+        return "-"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, float) and math.isfinite(value):
+        value = rounded(value, 4)
+        return f"{value:,.0f}" if abs(value) >= 1000 else f"{value:g}"
+    if isinstance(value, int):
+        return f"{value:,}"
+    return escape(str(value))
+
+
+def rounded_deep(value: Any) -> Any:
+    """`rounded` through dicts and lists (a JSON document's every float)."""
+    if isinstance(value, dict):
+        return {k: rounded_deep(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [rounded_deep(v) for v in value]
+    return rounded(value)
+
+
 def resolve(fmt: OutputFormat | None) -> OutputFormat:
     if fmt is not None:
         return fmt
@@ -59,7 +98,40 @@ def emit(records: Sequence[dict], fmt: OutputFormat | None, *, single: bool = Fa
         from rich.table import Table
 
         keys = list(columns or dict.fromkeys(k for r in records for k in r))
-        table = Table(*keys, title=escape(title) if title else None, header_style="bold")
+        table = Table(title=escape(title) if title else None, header_style="bold")
+        for k in keys:  # a narrow terminal wraps a cell rather than cutting it
+            table.add_column(header(k), overflow="fold",
+                             justify="right" if any(isinstance(r.get(k), (int, float)) for r in records) else "left")
         for r in records:  # cells are data, never rich markup: "[recommend]" stays as written
-            table.add_row(*("-" if r.get(k) is None else escape(str(r.get(k))) for k in keys))
+            table.add_row(*(_cell(r.get(k)) for k in keys))
         Console().print(table)
+
+
+def emit_summary(result: dict, fmt: OutputFormat | None, *, title: str, rows: Sequence[tuple[str, str, str]]) -> None:
+    """One result (an estimate): on a terminal a table of `rows` (key, words, unit) and its method
+    below; JSON the whole document; CSV one row of its plain values."""
+    fmt = resolve(fmt)
+    result = rounded_deep(result)
+    if fmt is OutputFormat.json:
+        typer.echo(json.dumps(result, indent=2, default=str))
+    elif fmt is OutputFormat.csv:
+        plain = {k: v for k, v in result.items() if not isinstance(v, (dict, list))}
+        writer = csv.DictWriter(sys.stdout, fieldnames=list(plain), lineterminator="\n")
+        writer.writeheader()
+        writer.writerow(plain)
+    else:
+        from rich.console import Console
+        from rich.markup import escape
+        from rich.table import Table
+
+        table = Table(title=escape(title), header_style="bold")
+        table.add_column("what")
+        table.add_column("value", justify="right")
+        table.add_column("unit")
+        for key, words, unit in rows:
+            if key in result:
+                table.add_row(escape(words), _cell(result[key]), escape(unit))
+        console = Console()
+        console.print(table)
+        if "method" in result:
+            console.print(f"method: {escape(str(result['method']))}", style="dim")

@@ -18,12 +18,12 @@ DEFAULT_DATA_DIR = SHARED_DATA
 Gpus = Annotated[Optional[int], typer.Option(help="Number of GPUs running together.")]
 Hours = Annotated[Optional[float], typer.Option(help="Wall-clock hours of the run.")]
 GpuHours = Annotated[Optional[float], typer.Option(help="Total GPU-hours (instead of --gpus x --hours).")]
-AvgPowerW = Annotated[float, typer.Option(help="Average power per GPU, W.")]
-Pue = Annotated[float, typer.Option(help="Power usage effectiveness of the facility (>= 1).")]
+AvgPowerW = Annotated[Optional[float], typer.Option(help="Average power per GPU, W (default: the TDP of --gpu-model).")]
+Pue = Annotated[Optional[float], typer.Option(help="Power usage effectiveness of the facility, facility / IT power (>= 1; default: \\[carbon] default_pue).")]
 Start = Annotated[Optional[str], typer.Option(help="Run start (ISO-8601, UTC if no offset), for hourly data.")]
 DataDir = Annotated[Path, typer.Option(help="Reference data folder (grid/, prices/).")]
-GpusPerServer = Annotated[int, typer.Option(help="GPUs sharing one server (its footprint, its price).")]
-LifetimeYears = Annotated[float, typer.Option(help="Amortisation period of the hardware, years.")]
+GpusPerServer = Annotated[Optional[int], typer.Option(help="GPUs sharing one server, its footprint and price (default: settings, 8).")]
+LifetimeYears = Annotated[Optional[float], typer.Option(help="Amortisation period of the hardware, years (default: settings, 5).")]
 Utilization = Annotated[float, typer.Option(help="Share of the hardware's life it is in use (0..1].")]
 
 
@@ -55,3 +55,80 @@ def parse_start(start: str) -> dt.datetime:
     except ValueError:
         fail(f"--start {start!r}: expected an ISO-8601 time such as 2026-03-02T00:00Z")
     return value if value.tzinfo else value.replace(tzinfo=dt.timezone.utc)
+
+
+GpuModel = Annotated[Optional[str], typer.Option(
+    "--gpu-model", help="A GPU model of the catalogue (H100-SXM, H200, A100-SXM4-80GB, L40S...): its TDP is the default "
+                        "--avg-power-w (an upper bound: a busy GPU draws less), its model the embodied default.")]
+Days = Annotated[Optional[float], typer.Option(help="Wall-clock days of the run (instead of --hours).")]
+Config = Annotated[Optional[Path], typer.Option(
+    "--config", help="Settings file (TOML): the defaults for grid, PUE, prices, capital and lifetime (default: built-in).")]
+
+
+def account_settings(config: Optional[Path]):
+    """The joulehouse settings whose [carbon] and [tco] sections give the estimates' defaults."""
+    from joulehouse.settings import SettingsError, load_settings
+
+    try:
+        return load_settings(config)
+    except SettingsError as exc:
+        fail(str(exc))
+
+
+def catalogue_model(gpu_model: Optional[str]):
+    """The catalogue row of --gpu-model (None without it), or fail listing what the catalogue knows."""
+    if gpu_model is None:
+        return None
+    import re
+
+    from joulehouse.models.gpu_catalogue import CatalogueError, catalogue, lookup
+
+    try:
+        return lookup(gpu_model)
+    except CatalogueError as exc:
+        # A short name ("H100", "A100") names a family: one member is the answer, several a question.
+        word = re.compile(rf"(?<![a-z0-9]){re.escape(' '.join(gpu_model.split()).casefold())}(?![a-z0-9])")
+        family = [spec for spec in catalogue() if word.search(spec.gpu_model.casefold())]
+        if len(family) == 1:
+            return family[0]
+        if family:
+            fail(f"--gpu-model {gpu_model!r} could be {', '.join(repr(s.gpu_model) for s in family)}: say which")
+        fail(f"--gpu-model: {exc}")
+
+
+def run_hours(hours: Optional[float], days: Optional[float]) -> Optional[float]:
+    """--hours, or --days x 24; not both."""
+    if days is None:
+        return hours
+    if hours is not None:
+        fail("give --hours or --days, not both")
+    if days <= 0:
+        fail(f"--days {days:g}: expected a positive number")
+    return days * 24.0
+
+
+def average_power_w(avg_power_w: Optional[float], spec) -> tuple[float, str]:
+    """(W per GPU, where it came from): --avg-power-w, else the catalogue's TDP of --gpu-model."""
+    if avg_power_w is not None:
+        return avg_power_w, "--avg-power-w"
+    if spec is None:
+        fail("give --avg-power-w W, or --gpu-model NAME for its TDP")
+    return spec.tdp_w, f"TDP of {spec.gpu_model} (catalogue)"
+
+
+def planned_run(section, gpu_model: Optional[str], gpus: Optional[int], hours: Optional[float], days: Optional[float],
+                gpu_hours: Optional[float], avg_power_w: Optional[float], pue: Optional[float], utilization: float):
+    """(RunShape, catalogue row or None, where the power came from) of an estimate's options, the
+    PUE defaulting to `section`'s ([carbon] or [tco] settings)."""
+    spec = catalogue_model(gpu_model)
+    power_w, power_from = average_power_w(avg_power_w, spec)
+    run = run_shape(gpus, run_hours(hours, days), gpu_hours, power_w, section.default_pue if pue is None else pue,
+                    utilization)
+    return run, spec, power_from
+
+
+def with_run(result: dict, run, spec, power_from: str, extra: dict) -> tuple[dict, str]:
+    """An estimate's document with the power it assumed and the model, and the table's title subject."""
+    result = {**result, "avg_power_w": run.avg_power_w, "avg_power_from": power_from,
+              **({"gpu_model": spec.gpu_model} if spec else {}), **extra}
+    return result, (f"{run.gpus} x {spec.gpu_model}" if spec and run.gpus else f"{run.gpu_hours:,.0f} GPU-hours")

@@ -68,7 +68,10 @@ def commented_toml(settings: SettingsRoot) -> str:
 def settings_command(
     config: Optional[str] = typer.Option(None, "--config", help="Settings file (TOML); default: none, the built-in defaults."),
 ) -> None:
-    """Print every setting with its value and what it means (a commented TOML file)."""
+    """Print every setting with its value and what it means (a commented TOML file).
+
+    Example: joulehouse settings --config /etc/joulehouse/joulehouse.toml
+    """
     # Imported here: every other command starts without the analytics' settings modules.
     from joulehouse.settings import load_settings
 

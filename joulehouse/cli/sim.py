@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Optional
 
 import typer
 
-from joulehouse.cli.options import fail, parse_day
+from joulehouse.cli.options import fail, parse_day, parse_duration
 
 
 def register(app: typer.Typer) -> None:
@@ -21,9 +21,14 @@ def register(app: typer.Typer) -> None:
         days: Annotated[int, typer.Option(min=1, help="UTC days to simulate.")] = 2,
         start: Annotated[str, typer.Option(help="First UTC day, YYYY-MM-DD.")] = "2026-06-10",
         seed: Annotated[int, typer.Option(help="Random seed: the same seed writes the same rows.")] = 0,
-        interval_s: Annotated[float, typer.Option("--interval-s", help="Seconds between GPU samples.")] = 1.0,
+        interval: Annotated[str, typer.Option("--interval", metavar="DURATION",
+                                              help="Time between GPU samples: 1s, 500ms, 1m (at most 60 s).")] = "1s",
+        interval_s: Annotated[Optional[float], typer.Option("--interval-s", hidden=True)] = None,
     ) -> None:
-        """Simulate a GPU fleet and its site and write the lake datasets a collector would write."""
+        """Simulate a GPU fleet and its site and write the lake datasets a collector would write.
+
+        Example: joulehouse simulate --lake var/sim/lake --gpus 16 --days 1 --interval 10s
+        """
         from rich.console import Console
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
         from rich.table import Table
@@ -32,9 +37,12 @@ def register(app: typer.Typer) -> None:
 
         console = Console()
         first_day = parse_day(start, "--start")
-        # Before the progress bar: a bad option is one error line, nothing drawn.
+        # Before the progress bar: a bad option is one error line, nothing drawn. (--interval-s N: the
+        # old spelling, still read.)
+        given = f"--interval-s {interval_s:g}" if interval_s is not None else f"--interval {interval}"
+        interval_s = interval_s if interval_s is not None else parse_duration(interval, "--interval")
         if not 0 < interval_s <= 60 or abs(86400 / interval_s - round(86400 / interval_s)) > 1e-9:
-            fail(f"--interval-s {interval_s:g}: expected more than 0 and at most 60 s, dividing 86400 s evenly")
+            fail(f"{given}: expected more than 0 and at most 60 s, dividing 86400 s evenly")
         columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
         try:
             with Progress(*columns, console=console) as progress:

@@ -102,7 +102,10 @@ def register(app: typer.Typer) -> None:
         markdown: bool = typer.Option(False, "--markdown", help="With --describe: every public relation as Markdown."),
         saved: Optional[str] = typer.Option(None, "--saved", help="Run a saved query by name (warehouse/queries)."),
     ) -> None:
-        """Query the warehouse read-only: `joulehouse sql "SELECT ..." --db FILE`."""
+        """Query the warehouse read-only: `joulehouse sql "SELECT ..." --db FILE`.
+
+        Example: joulehouse sql --saved top-energy-gpus --param day=2026-06-11 --db var/demo/warehouse.duckdb
+        """
         from joulehouse.warehouse.db import WarehouseError
         from joulehouse.warehouse.sqlrun import QueryError, describe as describe_text, open_read_only, run_query, saved_query_sql
 

@@ -1,73 +1,101 @@
 """`joulehouse tco estimate`: the cost of a past or planned run, without telemetry.
 
-Prints JSON: energy_kwh (at the meter), energy_cost_usd, demand_charge_usd, capital_usd,
-operations_usd, total_cost_usd, cost_per_gpu_hour_usd, method. Exit code 2 on bad input.
+A table on a terminal, JSON when piped (or `--format json|csv`): energy_kwh (at the meter),
+energy_cost_usd, demand_charge_usd, capital_usd, operations_usd, total_cost_usd,
+cost_per_gpu_hour_usd, method. `--gpu-model NAME --gpus N --days D` is enough: power from the GPU
+catalogue, price, PUE, capital and lifetime from the settings. Exit code 2 on bad input.
 """
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Optional
 
 import typer
 
 from joulehouse.cli.options import fail
-from joulehouse.cli.run_options import (DEFAULT_DATA_DIR, AvgPowerW, DataDir, GpuHours, Gpus, GpusPerServer, Hours,
-                                         LifetimeYears, Pue, Start, Utilization, parse_start, run_shape)
+from joulehouse.cli.output import FORMAT_HELP, OutputFormat, emit_summary
+from joulehouse.cli.run_options import (DEFAULT_DATA_DIR, AvgPowerW, Config, DataDir, Days, GpuHours, GpuModel, Gpus,
+                                         GpusPerServer, Hours, LifetimeYears, Pue, Start, Utilization, account_settings,
+                                         parse_start, planned_run, with_run)
 
 tco_app = typer.Typer(no_args_is_help=True, help="Total cost of ownership.")
+
+TCO_ROWS = (("gpu_hours", "GPU-hours", "GPU-h"), ("avg_power_w", "average power per GPU", "W"),
+            ("energy_kwh", "energy at the meter (x PUE)", "kWh"), ("price_usd_per_mwh", "energy price", "USD/MWh"),
+            ("energy_cost_usd", "energy", "USD"), ("demand_charge_usd", "demand charge (peak kW)", "USD"),
+            ("capital_usd", "capital (depreciation)", "USD"), ("operations_usd", "operations", "USD"),
+            ("total_cost_usd", "total cost", "USD"), ("cost_per_gpu_hour_usd", "per GPU-hour", "USD"))
 
 
 @tco_app.command("estimate")
 def estimate(
+    gpu_model: GpuModel = None,
     gpus: Gpus = None,
+    days: Days = None,
     hours: Hours = None,
     gpu_hours: GpuHours = None,
-    avg_power_w: AvgPowerW = ...,
-    pue: Pue = 1.3,
-    price_usd_per_mwh: Optional[float] = typer.Option(None, help="Flat energy price, $/MWh."),
-    price_file: Optional[Path] = typer.Option(None, help="PJM hourly LMP file (with --start), $/MWh."),
-    price_node: str = typer.Option("PJM-RTO", help="Pricing node in the price file."),
+    avg_power_w: AvgPowerW = None,
+    pue: Pue = None,
+    price_usd_per_mwh: Optional[float] = typer.Option(
+        None, help="Flat energy price, USD/MWh (default: \\[tco] flat_price_usd_per_mwh)."),
+    price_file: Optional[Path] = typer.Option(None, help="PJM hourly LMP file (with --start), USD/MWh."),
+    price_node: Optional[str] = typer.Option(None, help="Pricing node in the price file (default: \\[tco] price_node)."),
     start: Start = None,
     data_dir: DataDir = DEFAULT_DATA_DIR,
-    demand_charge_usd_per_kw_month: float = typer.Option(15.0, help="Demand charge, $ per peak kW per month."),
-    gpu_capex_usd: float = typer.Option(30000.0, help="Price of one GPU, $."),
-    server_capex_usd: float = typer.Option(60000.0, help="Price of one server without GPUs, $."),
-    gpus_per_server: GpusPerServer = 8,
-    lifetime_years: LifetimeYears = 5.0,
-    operations_ratio: float = typer.Option(0.1, help="Operations per year as a share of capital."),
+    demand_charge_usd_per_kw_month: Optional[float] = typer.Option(
+        None, help="Demand charge, USD per peak kW per month (default: settings, 15)."),
+    gpu_capex_usd: Optional[float] = typer.Option(None, help="Price of one GPU, USD (default: settings, 30000)."),
+    server_capex_usd: Optional[float] = typer.Option(None, help="Price of one server without GPUs, USD (default: settings, 60000)."),
+    gpus_per_server: GpusPerServer = None,
+    lifetime_years: LifetimeYears = None,
+    operations_ratio: Optional[float] = typer.Option(None, help="Operations per year as a share of capital (default: settings, 0.1)."),
     utilization: Utilization = 1.0,
+    config: Config = None,
+    output: Optional[OutputFormat] = typer.Option(None, "--format", help=FORMAT_HELP),
 ) -> None:
-    """Estimate a run's cost: energy at the meter x price + demand charge + capital + operations."""
+    """Estimate a run's cost: energy at the meter x price + demand charge + capital + operations.
+
+    Example: joulehouse tco estimate --gpu-model H100-SXM --gpus 8 --days 30
+    """
     from joulehouse.reports.accounts.estimate import estimate_cost, hourly_mean
     from joulehouse.reports.accounts.prices import DEFAULT_PRICE_FILE, PriceFileError, load_pjm_lmp_csv
 
-    run = run_shape(gpus, hours, gpu_hours, avg_power_w, pue, utilization)
+    tco = account_settings(config).tco
+    run, spec, power_from = planned_run(tco, gpu_model, gpus, hours, days, gpu_hours, avg_power_w, pue, utilization)
     extra: dict = {}
+    node = price_node or tco.price_node
     if price_usd_per_mwh is not None and (price_file is not None or start is not None):
         fail("give either --price-usd-per-mwh or --start (with an optional --price-file), not both")
     if price_usd_per_mwh is not None:
-        price, source = price_usd_per_mwh, f"flat {price_usd_per_mwh} $/MWh"
+        price, source = price_usd_per_mwh, f"flat {price_usd_per_mwh:g} USD/MWh"
     elif start is not None:
         if run.hours is None:
-            fail("--start needs --hours (the run's wall-clock hours)")
+            fail("--start needs --hours or --days (the run's wall-clock time)")
         path = price_file or data_dir / DEFAULT_PRICE_FILE
         try:
-            lmp = load_pjm_lmp_csv(path, price_node)
+            lmp = load_pjm_lmp_csv(path, node)
         except PriceFileError as exc:
             fail(str(exc))
         price, counts = hourly_mean(lmp, "price_usd_per_mwh", parse_start(start), run.hours, 0.0)
-        source = f"hourly mean {price:.2f} $/MWh of {path.name} node {price_node}, year-mapped"
+        source = f"hourly mean {price:.2f} USD/MWh of {path.name} node {node}, year-mapped"
         extra["price_rule_counts"] = counts
     else:
-        fail("give --price-usd-per-mwh P, or --start T (hourly prices from --price-file)")
+        price = tco.flat_price_usd_per_mwh
+        source = f"flat {price:g} USD/MWh, [tco] flat_price_usd_per_mwh"
+
+    def given(value, default):
+        return default if value is None else value
+
     try:
-        result = estimate_cost(run, price, demand_charge_usd_per_kw_month, gpu_capex_usd, server_capex_usd,
-                               gpus_per_server, lifetime_years, operations_ratio, source)
+        result = estimate_cost(run, price, given(demand_charge_usd_per_kw_month, tco.demand_charge_usd_per_kw_month),
+                               given(gpu_capex_usd, tco.gpu_capex_usd), given(server_capex_usd, tco.server_capex_usd),
+                               given(gpus_per_server, tco.gpus_per_server), given(lifetime_years, tco.lifetime_years),
+                               given(operations_ratio, tco.operations_ratio_of_capex_per_year), source)
     except ValueError as exc:
         fail(str(exc))
-    typer.echo(json.dumps(result | extra, indent=2, default=str))
+    result, what = with_run(result, run, spec, power_from, extra)
+    emit_summary(result, output, title=f"cost of {what}", rows=TCO_ROWS)
 
 
 def register(app: typer.Typer) -> None:

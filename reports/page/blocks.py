@@ -1,17 +1,22 @@
 """HTML building blocks of the daily report: page shell, cards, tables, figures, "not computed".
 
-Plotly.js is embedded once in the page head, so the file opens offline; figures are written as
-divs with fixed ids (fig-01, fig-02...) so the same data renders to the same page.
+The HTML comes from the Jinja2 templates beside this module (templates/page.html.j2 and the
+macros of templates/blocks.html.j2) with autoescape on: every value is escaped, and only
+fragments built here (Markup) and plotly's own divs go in as they are. Plotly.js is loaded once
+per page, from the reports folder's shared copy or inlined (render.py decides); figures are
+written as divs with fixed ids (fig-01, fig-02...) so the same data renders to the same page.
 """
 
 from __future__ import annotations
 
 import datetime as dt
-import html
 import math
 from dataclasses import dataclass, field
+from functools import cache
 
+import jinja2
 import polars as pl
+from markupsafe import Markup
 
 MAX_TABLE_ROWS = 15
 
@@ -30,35 +35,16 @@ WHOLE_NAME_LABELS = {"requests_per_kwh": "EPOE (requests/kWh)", "j_per_token": "
 QUALIFIERS = ("low", "high", "before", "after", "min", "max")
 COUNT_PREFIXES = ("n_", "rows")
 
-CSS = """
-body{font-family:system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;margin:0;color:#1d2430;background:#f6f7f9}
-header{background:#1d2430;color:#fff;padding:18px 32px}header h1{margin:0;font-size:22px}
-header p{margin:4px 0 0;color:#c8ced8;font-size:13px}
-main{max-width:1200px;margin:0 auto;padding:16px 32px 48px;box-sizing:border-box}
-section{min-width:0;overflow:hidden}
-nav{font-size:13px;margin:8px 0 16px}nav a{margin-right:14px;color:#2b6cb0;text-decoration:none}
-section{background:#fff;border:1px solid #e2e6ec;border-radius:8px;padding:12px 22px 18px;margin:0 0 18px}
-h2{font-size:18px;margin:8px 0 10px}h3{font-size:15px;margin:16px 0 6px}
-.cards{display:flex;flex-wrap:wrap;gap:12px;margin:6px 0 8px}
-.card{flex:1 1 200px;border:1px solid #e2e6ec;border-radius:8px;padding:10px 14px;background:#fbfcfd}
-.card .v{font-size:26px;font-weight:600}.card .k{font-size:12px;color:#5a6472;text-transform:uppercase}
-.card .s{font-size:12px;color:#5a6472}
-.todo{background:#eef7ee;border-left:4px solid #38a169;padding:8px 12px;margin:10px 0}
-.missing{background:#fff8e6;border-left:4px solid #d69e2e;padding:6px 12px;margin:6px 0;font-size:13px}
-.tbl{overflow-x:auto;max-width:100%}table{border-collapse:collapse;font-size:12.5px;margin:6px 0;width:100%}
-th,td{border-bottom:1px solid #e2e6ec;padding:4px 8px;text-align:left;white-space:nowrap}
-th{background:#f1f3f6;white-space:normal;vertical-align:bottom;min-width:56px}
-td.n{text-align:right;font-variant-numeric:tabular-nums}tr.bad td{background:#fdecec}
-.fig{margin:8px 0}.note{font-size:12.5px;color:#5a6472}
-ol.todo{background:#eef7ee;border-left:4px solid #38a169;margin:10px 0;padding:8px 12px 8px 34px}ol.todo li{margin:3px 0}
-ul.gaps{font-size:13px;margin:4px 0;padding-left:22px}ul.gaps li{margin:2px 0}
-details{margin:6px 0}summary{cursor:pointer;font-size:13px;color:#2b6cb0}
-td.wrap{white-space:normal;min-width:260px}
-"""
 
 
-def esc(value: object) -> str:
-    return html.escape(str(value), quote=True)
+@cache
+def _templates() -> jinja2.Environment:
+    return jinja2.Environment(loader=jinja2.PackageLoader("joulehouse.reports.page", "templates"),
+                              autoescape=True, undefined=jinja2.StrictUndefined, trim_blocks=True)
+
+
+def _macro(name: str):
+    return getattr(_templates().get_template("blocks.html.j2").module, name)
 
 
 def fmt_number(value: object, digits: int = 2) -> str:
@@ -96,90 +82,161 @@ def column_label(name: str) -> str:
     return name.replace("_", " ")
 
 
+def fmt_kwh(kwh: float | None) -> str:
+    """Energy for people: '251.4 kWh', '1.1 Wh', '2.35 MWh'; '-' when unknown."""
+    if kwh is None or math.isnan(kwh):
+        return "-"
+    if abs(kwh) >= 1000:
+        return f"{kwh / 1000:,.2f} MWh"
+    if kwh == 0 or abs(kwh) >= 1:
+        return f"{kwh:,.1f} kWh"
+    wh = kwh * 1000
+    return f"{wh:,.1f} Wh" if abs(wh) >= 1 else f"{wh:.2g} Wh"
+
+
+def fmt_usd(usd: float | None) -> str:
+    """Money for people: '943 USD', '17.40 USD', 'under 0.01 USD'; '-' when unknown."""
+    if usd is None or math.isnan(usd):
+        return "-"
+    if usd != 0 and abs(usd) < 0.01:
+        return "under 0.01 USD" if usd > 0 else "-under 0.01 USD"
+    return f"{usd:,.0f} USD" if abs(usd) >= 100 else f"{usd:,.2f} USD"
+
+
+def fmt_kg(grams: float | None) -> str:
+    """A carbon mass given in gCO2e, for people: '28.6 kgCO2e', '1.2 tCO2e', '0.4 gCO2e'."""
+    if grams is None or math.isnan(grams):
+        return "-"
+    if abs(grams) >= 1e6:
+        return f"{grams / 1e6:,.2f} tCO2e"
+    if grams == 0 or abs(grams) >= 100:
+        return f"{grams / 1000:,.1f} kgCO2e"
+    return f"{grams:.2g} gCO2e"
+
+
 @dataclass
 class Section:
-    """One titled part of the report; `blocks` are HTML fragments in order."""
+    """One titled part of the report; `blocks` are HTML fragments (Markup) in order."""
 
     anchor: str
     title: str
-    blocks: list[str] = field(default_factory=list)
+    blocks: list[Markup] = field(default_factory=list)
     not_computed: list[str] = field(default_factory=list)
 
-    def add(self, fragment: str) -> None:
-        self.blocks.append(fragment)
+    def add(self, fragment: Markup | str) -> None:
+        """Add a fragment built here (Markup); plain text is escaped and shown as a paragraph."""
+        self.blocks.append(fragment if isinstance(fragment, Markup) else paragraph("plain", fragment))
+
+    def heading(self, text: str) -> None:
+        self.blocks.append(_macro("heading")(text))
 
     def missing(self, message: str) -> None:
         """Say plainly what could not be computed and why (the summary lists these too)."""
         self.not_computed.append(message)
-        self.blocks.append(f'<p class="missing">Not computed: {esc(message)}</p>')
+        self.blocks.append(paragraph("missing", f"Not computed: {message}"))
 
-    def note(self, message: str) -> None:
-        self.blocks.append(f'<p class="note">{esc(message)}</p>')
+    def note(self, message: str, lead: str = "") -> None:
+        self.blocks.append(paragraph("note", message, lead))
+
+    def warn(self, message: str, lead: str = "") -> None:
+        self.blocks.append(paragraph("missing", message, lead))
+
+    def bullets(self, items: list[str]) -> None:
+        self.blocks.append(bullets([("", "", i) for i in items]))
+
+
+# Colours of the GPU models, assigned in the order the report first meets each model (FigureWriter),
+# so one model keeps one colour in every figure of the page.
+MODEL_PALETTE = ("#4c78a8", "#f58518", "#54a24b", "#b279a2", "#e45756", "#72b7b2", "#9d755d", "#eeca3b",
+                 "#ff9da6", "#bab0ac")
 
 
 class FigureWriter:
-    """Turns figures into divs with sequential ids (the page loads plotly.js once)."""
+    """Turns figures into divs with sequential ids (the page loads plotly.js once) and gives every
+    trace named after a GPU model that model's one colour (`gpu_models`, in a stable order)."""
 
-    def __init__(self) -> None:
+    def __init__(self, gpu_models: list[str] | tuple[str, ...] = ()) -> None:
         self.count = 0
+        self.colours = {m: MODEL_PALETTE[i % len(MODEL_PALETTE)] for i, m in enumerate(gpu_models)}
 
-    def div(self, fig) -> str:
+    def colour_of(self, model: str) -> str | None:
+        return self.colours.get(model)
+
+    def div(self, fig) -> Markup:
         self.count += 1
+        for trace in fig.data:
+            colour = self.colours.get(getattr(trace, "name", None))
+            if colour is None:
+                continue
+            if trace.type == "bar":
+                trace.marker.color = colour
+            elif trace.type == "scatter":
+                trace.marker.color = colour
+                trace.line.color = colour
         body = fig.to_html(full_html=False, include_plotlyjs=False, div_id=f"fig-{self.count:02d}",
                            config={"displaylogo": False, "responsive": True})
-        return f'<div class="fig">{body}</div>'
+        return _macro("figure")(Markup(body))  # plotly's own div and script: trusted, not data
 
 
-def card(label: str, value: str, sub: str = "") -> str:
-    return (f'<div class="card"><div class="k">{esc(label)}</div><div class="v">{esc(value)}</div>'
-            f'<div class="s">{esc(sub)}</div></div>')
+def card(label: str, value: str, sub: str = "", parts: list[tuple[str, str]] | None = None) -> Markup:
+    """A headline number; `parts` lists what it is made of, [(name, formatted amount)]."""
+    return _macro("card")(label, value, sub, parts or [])
+
+
+def cards(items: list[Markup]) -> Markup:
+    return _macro("cards")(items)
+
+
+def paragraph(cls: str, text: str, lead: str = "") -> Markup:
+    return _macro("paragraph")(cls, text, lead)
+
+
+def bullets(items: list[tuple[str, str, str]]) -> Markup:
+    """A list of (anchor or '', link title, text): a linked item reads 'title: text'."""
+    return _macro("bullets")(items)
+
+
+# Columns shown as identifiers (monospace, may break anywhere).
+ID_COLUMNS = ("gpu_uuid", "config_sha256")
 
 
 def table(frame: pl.DataFrame, *, digits: dict[str, int] | None = None, bad: str | None = None,
-          max_rows: int = MAX_TABLE_ROWS, source: str | None = None) -> str:
+          max_rows: int = MAX_TABLE_ROWS, source: str | None = None) -> Markup:
     """An HTML table of `frame` (at most `max_rows`, saying how many are hidden and, with
     `source`, which relation holds them all); rows where boolean column `bad` is true are
     highlighted. Headers read as words with the unit (column_label); the column's own name is
-    the header's tooltip, for SQL."""
+    the header's tooltip, for SQL. Long text wraps inside the card; wide tables scroll in it."""
     digits = digits or {}
     shown = frame.head(max_rows)
-    head = "".join(f'<th title="{esc(c)}">{esc(column_label(c))}</th>' for c in shown.columns if c != bad)
+    head = [(c, column_label(c)) for c in shown.columns if c != bad]
     rows = []
     for row in shown.iter_rows(named=True):
-        cls = ' class="bad"' if bad and row.get(bad) else ""
         cells = []
         for col, value in row.items():
             if col == bad:
                 continue
             numeric = isinstance(value, (int, float)) and not isinstance(value, bool)
-            cls_name = "n" if numeric else ("wrap" if isinstance(value, str) and len(value) > 60 else "")
-            cells.append(f'<td{f" class={cls_name}" if cls_name else ""}>{esc(fmt_number(value, digits.get(col, 2)))}</td>')
-        rows.append(f"<tr{cls}>{''.join(cells)}</tr>")
+            cls = ("n" if numeric else "id" if col in ID_COLUMNS
+                   else "wrap" if isinstance(value, str) and len(value) > 60 else "")
+            cells.append((cls, fmt_number(value, digits.get(col, 2))))
+        rows.append((bool(bad and row.get(bad)), cells))
     where = f"SELECT * FROM {source}" if source else "the warehouse"
-    more = (f'<p class="note">{frame.height - max_rows:,} more rows hidden ({frame.height:,} in all; query {esc(where)} '
-            f'for every row).</p>' if frame.height > max_rows else "")
-    return f'<div class="tbl"><table><thead><tr>{head}</tr></thead><tbody>{"".join(rows)}</tbody></table></div>{more}'
+    more = (f"{frame.height - max_rows:,} more rows hidden ({frame.height:,} in all; query {where} for every row)."
+            if frame.height > max_rows else "")
+    return _macro("table")(head, rows, more)
 
 
-def details(summary: str, fragment: str) -> str:
-    """A collapsed block (click to open): long lists a person rarely needs in full."""
-    return f"<details><summary>{esc(summary)}</summary>{fragment}</details>"
+def details(summary: str, fragment: Markup) -> Markup:
+    """A collapsed block (click to open): long lists and statistics a person rarely needs."""
+    return _macro("details")(summary, fragment)
 
 
-def todo_list(items: list[str]) -> str:
+def todo_list(items: list[str]) -> Markup:
     """The summary's numbered list of things to do (items are plain text)."""
-    return '<ol class="todo">' + "".join(f"<li>{esc(i)}</li>" for i in items) + "</ol>"
+    return _macro("todo_list")(items)
 
 
-def page(title: str, subtitle: str, sections: list[Section], plotly_js: str) -> str:
-    nav = "".join(f'<a href="#{esc(s.anchor)}">{esc(s.title)}</a>' for s in sections)
-    body = "".join(
-        f'<section id="{esc(s.anchor)}"><h2>{esc(s.title)}</h2>{"".join(s.blocks)}</section>' for s in sections
-    )
-    return (
-        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
-        f"<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\"><title>{esc(title)}</title>"
-        f"<style>{CSS}</style><script type=\"text/javascript\">{plotly_js}</script></head>"
-        f"<body><header><h1>{esc(title)}</h1><p>{esc(subtitle)}</p></header>"
-        f"<main><nav>{nav}</nav>{body}</main></body></html>\n"
-    )
+def page(title: str, subtitle: str, sections: list[Section], *, plotly_js: str = "", plotly_src: str = "") -> str:
+    """The whole page: plotly.js from `plotly_src` (a file beside the report) or inlined `plotly_js`."""
+    return _templates().get_template("page.html.j2").render(title=title, subtitle=subtitle, sections=sections,
+                                                            plotly_js=plotly_js, plotly_src=plotly_src) + "\n"

@@ -15,6 +15,8 @@ LAYOUT = dict(
     legend=dict(orientation="h", yanchor="bottom", y=1.02, x=0), font=dict(size=12),
 )
 MAX_GPU_BARS = 64
+# A line over fewer points than this says less than a sentence (one hour draws a 1 ms axis).
+MIN_LINE_POINTS = 3
 THERMAL_QUANTITIES = {"theta_c_per_w": "thermal resistance θ"}
 
 
@@ -134,7 +136,7 @@ def context_against_load(load: pl.DataFrame, context: pl.DataFrame, value_col: s
     fig.add_trace(go.Bar(x=load["hour_at"].to_list(), y=load["power_kw"].to_list(), name=load_label,
                          marker_color="#9ecae1"), secondary_y=False)
     ctx = context.filter(pl.col(value_col).is_not_null()).sort("hour_at")
-    fig.add_trace(go.Scatter(x=ctx["hour_at"].to_list(), y=ctx[value_col].to_list(), name=value_col,
+    fig.add_trace(go.Scatter(x=ctx["hour_at"].to_list(), y=ctx[value_col].to_list(), name=y2_title,
                              mode="lines+markers", line=dict(color="#d62728")), secondary_y=True)
     fig.update_layout(title=dict(text=title, y=0.98), **LAYOUT)
     fig.update_xaxes(title_text="hour (UTC)")

@@ -23,12 +23,13 @@ import os
 import uuid
 from pathlib import Path
 
+import plotly
 import polars as pl
 from plotly.offline import get_plotlyjs
 
 from joulehouse.reports.page import figures
 from joulehouse.reports.page.relations import ReportData, has, total
-from joulehouse.reports.page.blocks import FigureWriter, Section, fmt_number, page, table
+from joulehouse.reports.page.blocks import FigureWriter, Section, fmt_kg, fmt_kwh, fmt_number, fmt_usd, page, table
 from joulehouse.reports.page.section_summary import summary_section
 from joulehouse.reports.page.section_actions import efficiency_section, recommendations_section
 from joulehouse.reports.page.section_models import models_section
@@ -40,13 +41,18 @@ def energy_section(data: ReportData, figs: FigureWriter) -> Section:
     if data.energy is None:
         s.missing(f"no GPU energy ({data.energy_why}): energy figures not drawn")
     else:
-        s.add(figs.div(figures.fleet_power_by_model(data.energy)))
+        hours = data.energy["hour_at"].n_unique()
+        if hours >= figures.MIN_LINE_POINTS:
+            s.add(figs.div(figures.fleet_power_by_model(data.energy)))
+        else:
+            s.note(fleet_power_sentence(data.energy))
         s.add(figs.div(figures.energy_by_host(data.energy)))
         s.add(figs.div(figures.energy_by_gpu(data.energy)))
     if data.energy is not None and "energy_source" in data.energy.columns:
         by_source = data.energy.group_by("energy_source").agg(pl.col("energy_kwh").sum()).sort("energy_source")
-        s.note("Energy by method: " + "; ".join(f"{r['energy_source']} {fmt_number(r['energy_kwh'], 1)} kWh"
-                                                 for r in by_source.iter_rows(named=True)))
+        methods = {"counter": "from the GPUs' energy counters", "power_integral": "integrated from power readings"}
+        s.note("Energy by method: " + "; ".join(f"{fmt_kwh(r['energy_kwh'])} {methods.get(r['energy_source'], r['energy_source'])}"
+                                                 for r in by_source.iter_rows(named=True)) + ".")
     rec = data.reconciliation
     if rec is None or not has(rec, "node_energy_kwh"):
         s.missing(f"no IPMI data ({data.reconciliation_why or 'no BMC readings for the day'}): server energy vs GPU energy not drawn")
@@ -92,16 +98,16 @@ SHIFT_TABLE_ROWS = 10
 
 def shift_block(data: ReportData, figs: FigureWriter, s: Section) -> None:
     """What moving the deferrable jobs to the day's cleanest / cheapest hours would have saved."""
-    s.add("<h3>Time-shifting the deferrable jobs</h3>")
+    s.heading("Time-shifting the deferrable jobs")
     if data.shift is None:
         s.missing(f"no shifting estimate ({data.shift_why}): no deferrable jobs, or the accounts were not run")
         return
     shift = data.shift
-    carbon_kg, cost = total(shift, "carbon_saving_gco2e"), total(shift, "cost_saving_usd")
-    s.note(f"{shift.height} deferrable jobs, {fmt_number(total(shift, 'energy_kwh'), 1)} kWh IT. Moved, same energy, to "
+    carbon_g, cost = total(shift, "carbon_saving_gco2e"), total(shift, "cost_saving_usd")
+    s.note(f"{shift.height} deferrable jobs, {fmt_kwh(total(shift, 'energy_kwh'))} IT. Moved, same energy, to "
            f"the day's hours with the lowest PUE x grid intensity (or PUE x price), each hour taking at most the "
-           f"fleet's idle GPU-hours in it: {fmt_number((carbon_kg or 0) / 1000, 2)} kgCO2e and "
-           f"{fmt_number(cost, 2)} USD of energy would have been saved (two separate plans).")
+           f"fleet's idle GPU-hours in it: {fmt_kg(carbon_g or 0)} and "
+           f"{fmt_usd(cost)} of energy would have been saved (two separate plans).")
     s.add(figs.div(figures.shift_saving_by_team(shift)))
     cols = [c for c in ("team", "job_id", "energy_kwh", "carbon_saving_gco2e", "best_carbon_hour_at", "cost_saving_usd",
                         "best_cost_hour_at") if c in shift.columns]
@@ -111,21 +117,65 @@ def shift_block(data: ReportData, figs: FigureWriter, s: Section) -> None:
         s.note(f"{shift.height - SHIFT_TABLE_ROWS} smaller shifting opportunities hidden (SELECT * FROM rpt_shift_opportunity_daily).")
 
 
-def render_report(con, day: dt.date | str, out_path: Path, *, notes: dict | None = None) -> Path:
-    """Write the day's report to `out_path` (atomically) and return the path."""
+def fleet_power_sentence(energy: pl.DataFrame) -> str:
+    """What a power curve over too few hours would have shown, said in words."""
+    hours = sorted(energy["hour_at"].unique().to_list())
+    per_model = (energy.group_by("gpu_model").agg((pl.col("avg_power_w").sum() / len(hours)).alias("w"))
+                 .sort("w", descending=True))
+    when = ", ".join(h.strftime("%H:00") for h in hours)
+    models = "; ".join(f"{r['gpu_model']} {fmt_number(r['w'], 0)} W" for r in per_model.iter_rows(named=True))
+    return (f"Fleet GPU power: readings in {len(hours)} hour{'s' if len(hours) != 1 else ''} of the day only ({when} UTC), "
+            f"too few for a curve. Mean board power over {'them' if len(hours) != 1 else 'it'}: {models}.")
+
+
+def day_gpu_models(data: ReportData) -> list[str]:
+    """Every GPU model the day's relations name, in a stable order (the colours follow it)."""
+    found: set[str] = set()
+    for attr in ReportData.RELATIONS:
+        frame = getattr(data, attr)
+        if frame is not None and "gpu_model" in frame.columns:
+            found.update(m for m in frame["gpu_model"].unique().to_list() if m is not None)
+    return sorted(found)
+
+
+PLOTLY_FILE = f"plotly-{plotly.__version__}.min.js"
+
+
+def shared_plotly(folder: Path) -> str:
+    """Write plotly.js once into `folder` (every day's report there loads it) and return its name."""
+    target = folder / PLOTLY_FILE
+    bundle = get_plotlyjs()
+    if not target.exists() or target.stat().st_size != len(bundle.encode("utf-8")):
+        tmp = target.with_name(f".{target.name}.{uuid.uuid4().hex[:8]}.tmp")
+        tmp.write_text(bundle, encoding="utf-8")
+        os.replace(tmp, target)
+    return target.name
+
+
+def render_report(con, day: dt.date | str, out_path: Path, *, notes: dict | None = None,
+                  plotly_js: str = "shared") -> Path:
+    """Write the day's report to `out_path` (atomically) and return the path.
+
+    `plotly_js`: "shared" loads plotly.js (4.6 MB) from one copy beside the report, written once
+    for every report in the folder, so a day's page is its data only; "inline" puts it in the page
+    (a single file to mail, at 4.6 MB more)."""
+    if plotly_js not in ("shared", "inline"):
+        raise ValueError(f"plotly_js {plotly_js!r}: expected 'shared' or 'inline'")
     day = dt.date.fromisoformat(str(day)) if not isinstance(day, dt.date) else day
     notes = dict(notes or {})
     data = ReportData(con, day, notes)
-    figs = FigureWriter()
+    figs = FigureWriter(day_gpu_models(data))
     # Built in reading order except the summary, which gathers the others' "not computed" lines.
     recommendations = recommendations_section(data, figs)
     rest = [energy_section(data, figs), efficiency_section(data, figs), models_section(data, figs),
             carbon_cost_section(data, figs), quality_section(data, figs)]
     sections = [summary_section(data, [recommendations, *rest], notes), recommendations, *rest]
-    text = page(f"joulehouse daily report: {day.isoformat()}", "GPU fleet energy, carbon, cost and power settings "
-                "(UTC day; energy is GPU board energy unless said otherwise)", sections, get_plotlyjs())
     out_path = Path(out_path)
     out_path.parent.mkdir(parents=True, exist_ok=True)
+    script = ({"plotly_src": shared_plotly(out_path.parent)} if plotly_js == "shared"
+              else {"plotly_js": get_plotlyjs()})
+    text = page(f"joulehouse daily report: {day.isoformat()}", "GPU fleet energy, carbon, cost and power settings "
+                "(UTC day; energy is GPU board energy unless said otherwise)", sections, **script)
     tmp = out_path.with_name(f".{out_path.name}.{uuid.uuid4().hex[:8]}.tmp")
     tmp.write_text(text, encoding="utf-8")
     os.replace(tmp, out_path)

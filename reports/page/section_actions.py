@@ -8,7 +8,7 @@ import polars as pl
 
 from joulehouse.reports.page.figures_estimates import efficiency_by_setting, outcome_label, outcome_saving
 from joulehouse.reports.page.relations import ReportData, has, total
-from joulehouse.reports.page.blocks import FigureWriter, Section, details, esc, fmt_number, table
+from joulehouse.reports.page.blocks import FigureWriter, Section, details, fmt_number, table
 
 REC_COLUMNS = ("host", "gpu_uuid", "gpu_model", "workload_class", "power_limit_w", "default_limit_w",
                "locked_sm_clock_min_mhz", "locked_sm_clock_max_mhz", "expected_saving_pct", "saving_kwh_per_day",
@@ -38,7 +38,7 @@ def _settings(data: ReportData, s: Section) -> None:
         return
     changing = data.to_apply
     if changing is not None and changing.height:
-        s.add(f"<h3>Settings to apply ({changing.height} of {data.recs.height} GPUs)</h3>")
+        s.heading(f"Settings to apply ({changing.height} of {data.recs.height} GPUs)")
         shown = changing.with_columns(setting_text(changing).alias("setting"))
         cols = [c for c in ("host", "gpu_uuid", "gpu_model", "workload_class", "setting", "saving_kwh_per_day",
                             "expected_slowdown_pct", "reason") if c in shown.columns]
@@ -57,22 +57,20 @@ def _settings(data: ReportData, s: Section) -> None:
                                  .otherwise(reason).alias("why"))
                .group_by("why").agg(pl.len().alias("gpus")).sort("gpus", "why", descending=[True, False]))
         s.note(f"{kept.height} GPUs keep their current settings:")
-        s.add('<ul class="gaps">' + "".join(f"<li>{r['gpus']} GPU{'' if r['gpus'] == 1 else 's'}: {esc(r['why'])}</li>"
-                                           for r in why.iter_rows(named=True))
-              + "</ul>")
+        s.bullets([f"{r['gpus']} GPU{'' if r['gpus'] == 1 else 's'}: {r['why']}" for r in why.iter_rows(named=True)])
     cols = [c for c in REC_COLUMNS if c in data.recs.columns and c != "saving_kwh_per_day"]
     s.add(details(f"Every GPU's recommendation ({data.recs.height})",
                   table(data.recs.select(cols).sort(cols[:2]), digits=REC_DIGITS, max_rows=500)))
     held_back = data.held_back
     if held_back:
-        s.add("<h3>GPU models left out of the export</h3>")
+        s.heading("GPU models left out of the export")
         s.add(table(pl.DataFrame({"gpu_model": list(held_back), "reason": list(held_back.values())})))
     elif has(data.models, "passed_gate"):
         s.note("Every GPU model's power model passed its gate: none left out of the export.")
 
 
 def _placement(data: ReportData, s: Section) -> None:
-    s.add("<h3>Consolidation and thermal placement</h3>")
+    s.heading("Consolidation and thermal placement")
     if data.placement is None:
         s.missing(f"no consolidation or placement advice ({data.placement_why})")
         return
@@ -88,12 +86,12 @@ def _placement(data: ReportData, s: Section) -> None:
 
 
 def _outcome(data: ReportData, figs: FigureWriter, s: Section) -> None:
-    s.add("<h3>What the last recommendations saved</h3>")
+    s.heading("What the last recommendations saved")
     if data.outcome is None:
         if data.outcome_exists:
-            s.add('<p class="note"><b>No recommendation has taken effect yet</b>: no GPU\'s power limit changed in the days '
-                  f'up to {data.day} ({data.outcome_why}), so there is no realised saving to show. It appears here once the '
-                  'node agents apply a recommended config and a few days run under it.</p>')
+            s.note(f": no GPU's power limit changed in the days up to {data.day} ({data.outcome_why}), so there is no "
+                   "realised saving to show. It appears here once the node agents apply a recommended config and a few "
+                   "days run under it.", lead="No recommendation has taken effect yet")
         else:
             s.missing(f"realised savings not measured ({data.outcome_why})")
         return

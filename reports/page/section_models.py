@@ -10,7 +10,7 @@ import polars as pl
 from joulehouse.reports.page import figures
 from joulehouse.reports.page.figures_estimates import job_prediction_error, sensitivity_forest
 from joulehouse.reports.page.relations import ReportData, has
-from joulehouse.reports.page.blocks import FigureWriter, Section, fmt_number, table
+from joulehouse.reports.page.blocks import FigureWriter, Section, details, fmt_number, table
 
 MAX_SCATTER_POINTS = 5000
 MODEL_COLUMNS = ("gpu_model", "feature_set", "n_samples", "mape_pct", "r2", "job_energy_error_pct", "static_pct_per_10c",
@@ -26,8 +26,8 @@ def _fits(data: ReportData, s: Section) -> None:
     if has(data.models, "drift_warning"):
         drifted = data.models.filter(pl.col("drift_warning").fill_null(False))["gpu_model"].to_list()
         if drifted:
-            s.add(f'<p class="missing">Drift warning: coefficients moved more than the threshold since the previous fit '
-                  f'for {", ".join(sorted(drifted))}.</p>')
+            s.warn(f"coefficients moved more than the threshold since the previous fit for {', '.join(sorted(drifted))}.",
+                   lead="Drift warning: ")
 
 
 def _residuals(data: ReportData, figs: FigureWriter, s: Section) -> None:
@@ -60,24 +60,65 @@ def _thermal(data: ReportData, figs: FigureWriter, s: Section) -> None:
                         max_rows=8, source="fct_thermal_gpu"))
 
 
+# Each sensitivity in words: (what changes, by how much, what responds, how the answer is read).
+SENSITIVITY_WORDS = {
+    "energy_elasticity_to_utilization": ("GPU activity", "10% more", "GPU energy", "pct"),
+    "energy_elasticity_to_memory_bandwidth": ("memory (DRAM) activity", "10% more", "GPU energy", "pct"),
+    "pue_elasticity_to_it_load": ("IT load", "10% more", "PUE", "pct"),
+    "pue_per_outdoor_c": ("outdoor temperature", "1 °C warmer", "PUE", "abs"),
+}
+METHOD_WORDS = {"ols-fe+gpu-bootstrap": "least squares within each GPU model, interval by resampling GPUs (bootstrap)",
+                "ols": "ordinary least squares"}
+
+
+def sensitivity_sentence(row: dict) -> str:
+    """'10% more GPU activity goes with 5.1% more GPU energy (95% interval 4.7 to 5.5%), at fleet.'"""
+    words = SENSITIVITY_WORDS.get(row["quantity"])
+    where = f" ({row['scope']})" if row.get("scope") not in (None, "fleet") else ""
+    if words is None:
+        return f"{row['quantity'].replace('_', ' ')}{where}: {fmt_number(row['estimate'], 3)} {row.get('unit') or ''}".strip()
+    driver, step, response, kind = words
+    est, low, high = row["estimate"], row.get("ci_low"), row.get("ci_high")
+    if est is None:
+        return f"How {response} follows {driver}{where}: not estimated."
+    if kind == "pct":  # an elasticity: 10% more driver -> ~10 x elasticity % more response
+        est, low, high = (None if v is None else 10 * v for v in (est, low, high))
+        amount, unit = f"{abs(est):.1f}%", "%"
+    else:
+        amount, unit = f"{abs(est):.3f}", ""
+    direction = "higher" if est >= 0 else "lower"
+    noun = f"{amount} {direction} {response}" if kind == "abs" else f"{amount} {'more' if est >= 0 else 'less'} {response}"
+    if low is None or high is None:
+        sure = " (no interval)"
+    elif low <= 0 <= high:
+        sure = f"; too uncertain to call (95% interval {low:+.2f} to {high:+.2f}{unit} includes no effect)"
+    else:
+        sure = f" (95% interval {low:.2f} to {high:.2f}{unit})"
+    return f"{step} {driver}{where} goes with {noun}{sure}."
+
+
 def _sensitivities(data: ReportData, figs: FigureWriter, s: Section) -> None:
-    s.add("<h3>Sensitivities</h3>")
+    s.heading("Sensitivities")
     if not has(data.sensitivity, "quantity", "estimate"):
         s.missing(f"no sensitivities ({data.sensitivity_why or 'fct_sensitivity_daily has no estimates'})")
         return
     rows = data.sensitivity.sort("quantity", "scope")
-    s.note("Elasticity = % change of the response per 1% change of the driver; an interval that excludes 0 is a real effect.")
-    # Each row has its own unit (an elasticity, a slope per °C): the headers point to the unit column.
+    s.note("How energy and PUE move with what drives them, over the day's hours (other drivers held fixed):")
+    s.bullets([sensitivity_sentence(r) for r in rows.iter_rows(named=True)])
+    # The statistics behind the sentences, for whoever checks them: folded.
     labels = {"estimate": "estimate (see unit)", "ci_low": "95% CI low (see unit)", "ci_high": "95% CI high (see unit)"}
-    cols = [c for c in ("quantity", "scope", "estimate", "ci_low", "ci_high", "unit", "n_obs", "method") if c in rows.columns]
-    s.add(table(rows.select(cols).rename({c: labels[c] for c in cols if c in labels}),
-                digits={label: 4 for label in labels.values()}, source="fct_sensitivity_daily"))
+    stats = rows.with_columns(pl.col("method").replace(METHOD_WORDS)) if "method" in rows.columns else rows
+    cols = [c for c in ("quantity", "scope", "estimate", "ci_low", "ci_high", "unit", "n_obs", "method") if c in stats.columns]
+    fold = table(stats.select(cols).rename({c: labels[c] for c in cols if c in labels}),
+                 digits={label: 4 for label in labels.values()}, source="fct_sensitivity_daily")
     if has(rows, "ci_low", "ci_high", "unit"):
-        s.add(figs.div(sensitivity_forest(rows.filter(pl.col("estimate").is_not_null()))))
+        fold = fold + figs.div(sensitivity_forest(rows.filter(pl.col("estimate").is_not_null())))
+    s.add(details("The statistics: elasticities (% change of the response per 1% change of the driver), 95% "
+                  "intervals, observations and method", fold))
 
 
 def _power_interval(data: ReportData, s: Section) -> None:
-    s.add("<h3>Best power interval per GPU model and bottleneck</h3>")
+    s.heading("Best power interval per GPU model and bottleneck")
     if not has(data.interval, "gpu_model", "best_limit_w"):
         s.missing(f"no best power interval ({data.interval_why or 'fct_power_interval has no best_limit_w'})")
         return
@@ -93,7 +134,7 @@ def _power_interval(data: ReportData, s: Section) -> None:
 
 
 def _job_prediction(data: ReportData, figs: FigureWriter, s: Section) -> None:
-    s.add("<h3>Job energy predicted on another GPU model</h3>")
+    s.heading("Job energy predicted on another GPU model")
     rows = data.job_prediction
     if not has(rows, "predicted_energy_kwh", "measured_energy_kwh"):
         s.missing(f"no cross-model job prediction ({data.job_prediction_why or 'no measured pairs'})")

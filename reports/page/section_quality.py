@@ -43,7 +43,7 @@ def _checks(data: ReportData, s: Section) -> None:
         s.add(table(failed.select(cols).sort([c for c in ("severity", "suite", "expectation") if c in cols]), bad="failed",
                     source="fct_check_results"))
     else:
-        s.add('<p class="note"><b>Every check passed.</b></p>')
+        s.note("", lead="Every check passed.")
     s.add(details(f"All {checks.height} checks", table(checks.select(cols).sort([c for c in ("suite", "expectation") if c in cols]),
                                                        bad="failed", max_rows=200)))
 
@@ -59,7 +59,7 @@ def _quarantine(data: ReportData, figs: FigureWriter, s: Section) -> None:
 
 
 def _coverage(data: ReportData, figs: FigureWriter, s: Section) -> None:
-    s.add("<h3>Coverage and staleness per GPU</h3>")
+    s.heading("Coverage and staleness per GPU")
     if has(data.coverage, "gpu_uuid", "coverage_ratio"):
         cov = data.coverage
     elif has(data.energy, "coverage_ratio"):
@@ -83,7 +83,7 @@ def _coverage(data: ReportData, figs: FigureWriter, s: Section) -> None:
 
 
 def _reconciliation(data: ReportData, figs: FigureWriter, s: Section) -> None:
-    s.add("<h3>Node reconciliation (BMC vs GPUs)</h3>")
+    s.heading("Node reconciliation (BMC vs GPUs)")
     rec = data.reconciliation
     if not has(rec, "hour_at", "host", "residual_share"):
         s.missing(f"no node reconciliation ({data.reconciliation_why or 'no residual_share'}): "
@@ -99,7 +99,7 @@ def _reconciliation(data: ReportData, figs: FigureWriter, s: Section) -> None:
 
 
 def _pue(data: ReportData, figs: FigureWriter, s: Section) -> None:
-    s.add("<h3>PUE by hour</h3>")
+    s.heading("PUE by hour")
     if not has(data.pue, "hour_at", "pue"):
         s.missing(f"no PUE ({data.pue_why or 'fct_pue_hourly has no pue values'}): facility overhead per hour unknown")
         return

@@ -13,7 +13,10 @@ from typing import Any
 import polars as pl
 
 from joulehouse.reports.page.relations import ReportData, has, total
-from joulehouse.reports.page.blocks import Section, card, esc, fmt_number, todo_list
+from markupsafe import Markup
+
+from joulehouse.reports.page.blocks import (Section, bullets, card, cards, paragraph, fmt_kg, fmt_kwh, fmt_number, fmt_usd,
+                                            todo_list)
 
 TOP_ACTIONS = 3
 
@@ -93,7 +96,7 @@ def shift_action(data: ReportData) -> list[Action]:
     if data.shift is None or not ((carbon_g or 0) > 0 or (cost or 0) > 0):
         return []
     return [Action(f"Run the {data.shift.height} deferrable jobs in the day's cleanest hours: saves about "
-                   f"{fmt_number((carbon_g or 0) / 1000, 2)} kgCO2e (or {fmt_number(cost, 2)} USD in the cheapest hours) "
+                   f"{fmt_kg(carbon_g or 0)} (or {fmt_usd(cost)} in the cheapest hours) "
                    f"per day like this one; same energy.", 0.0)]
 
 
@@ -104,43 +107,85 @@ def actions(data: ReportData) -> list[Action]:
     return found + shift_action(data)
 
 
-def _cards(data: ReportData) -> str:
+# What the day's cost is made of (rpt_tco_daily), in the order the cost card lists it.
+COST_PARTS = (("energy", "energy_cost_usd"), ("demand charge", "demand_charge_usd"),
+              ("green premium", "green_premium_usd"), ("density surcharge", "density_surcharge_usd"),
+              ("capital (depreciation)", "capital_usd"), ("operations", "operations_usd"))
+
+
+def _energy_card(data: ReportData) -> Markup:
     energy = total(data.energy, "energy_kwh")
-    n_gpus = data.energy["gpu_uuid"].n_unique() if data.energy is not None else 0
+    if energy is None:
+        return card("fleet GPU energy", "-", data.energy_why)
+    n_gpus = data.energy["gpu_uuid"].n_unique()
     it_kwh, meter_kwh = total(data.carbon, "energy_kwh"), total(data.carbon, "facility_energy_kwh")
-    energy_sub = (f"{n_gpus} GPUs, board energy" + (f"; IT {fmt_number(it_kwh, 1)} kWh" if it_kwh is not None else "")
-                  + (f", at the meter {fmt_number(meter_kwh, 1)} kWh" if meter_kwh is not None else "")
-                  if energy is not None else data.energy_why)
+    parts = [(f"{_plural(n_gpus, 'GPU')}, board energy", fmt_kwh(energy))]
+    if it_kwh is not None:
+        parts.append(("IT (servers)", fmt_kwh(it_kwh)))
+    if meter_kwh is not None:
+        parts.append(("at the site meter", fmt_kwh(meter_kwh)))
+    return card("fleet GPU energy", fmt_kwh(energy), "", parts)
+
+
+def _carbon_cards(data: ReportData) -> list[Markup]:
     location, market = total(data.carbon, "total_gco2e"), total(data.carbon, "total_market_gco2e")
     embodied = total(data.carbon, "embodied_gco2e")
     low, high = total(data.carbon, "total_low_gco2e"), total(data.carbon, "total_high_gco2e")
-    location_sub = ("operational + embodied" + (f" ({fmt_number(embodied / 1000, 1)} kg embodied)" if embodied is not None else "")
-                    + (f"; range {fmt_number(low / 1000, 1)}-{fmt_number(high / 1000, 1)}" if low is not None and high is not None else "")
-                    if location is not None else data.carbon_why)
+    if location is None:
+        return [card("carbon, location-based", "-", data.carbon_why),
+                card("carbon, market-based", "-", data.carbon_why)]
+    parts = []
+    if embodied is not None:
+        parts = [("operational (grid)", fmt_kg(location - embodied)), ("embodied (manufacturing)", fmt_kg(embodied))]
+    rng = f"range {fmt_kg(low)} to {fmt_kg(high)}" if low is not None and high is not None else ""
+    # What the market-based figure rests on (the region's residual mix, contracts), or why there is none.
     basis = (data.carbon["market_basis"].drop_nulls().unique().sort().to_list()
              if data.carbon is not None and "market_basis" in data.carbon.columns else [])
-    market_sub = (("; ".join(basis) if basis else "after energy contracts (PPA/REC)") + ", + embodied" if market is not None
-                  else "not available: " + "; ".join(basis) if basis
-                  else data.carbon_why or "rpt_carbon_daily has no total_market_gco2e column")
-    cost, cost_low, cost_high = total(data.tco, "total_cost_usd"), total(data.tco, "total_cost_low_usd"), total(data.tco, "total_cost_high_usd")
-    energy_cost = total(data.tco, "energy_cost_usd")
-    premium = total(data.tco, "green_premium_usd")
+    market_card = (card("carbon, market-based", fmt_kg(market),
+                        ("; ".join(basis) if basis else "after energy contracts (PPA/REC)") + ", + embodied")
+                   if market is not None else
+                   card("carbon, market-based", "-", "not available: " + "; ".join(basis) if basis
+                        else "rpt_carbon_daily has no total_market_gco2e column"))
+    return [card("carbon, location-based", fmt_kg(location), rng, parts), market_card]
+
+
+def _cost_card(data: ReportData) -> Markup:
+    cost = total(data.tco, "total_cost_usd")
+    if cost is None:
+        return card("cost", "-", data.tco_why)
+    parts = [(name, fmt_usd(amount)) for name, col in COST_PARTS
+             if (amount := total(data.tco, col)) is not None and (amount != 0 or col == "energy_cost_usd")]
+    low, high = total(data.tco, "total_cost_low_usd"), total(data.tco, "total_cost_high_usd")
+    energy = total(data.tco, "energy_cost_usd") or 0.0
+    share = f"energy is {energy / cost:.0%} of it; " if cost > 0 else ""
+    rng = f"range {fmt_usd(low)} to {fmt_usd(high)}" if low is not None and high is not None else ""
     premium_hours = (data.context["green_premium_applies"].fill_null(False).sum()
                      if data.context is not None and "green_premium_applies" in data.context.columns else None)
-    premium_sub = ("" if premium is None and premium_hours is None else "; green premium"
-                   + (f" {fmt_number(premium, 0)} USD" if premium is not None else "")
-                   + (f", in the {premium_hours} of {data.context.height} site-hours its rule selects (renewable share "
-                      "below the threshold)" if premium_hours is not None else ""))
-    cost_sub = ((f"energy {fmt_number(energy_cost, 0)} USD; " if energy_cost is not None else "") + "capital, operations, demand"
-                + premium_sub
-                + (f"; range {fmt_number(cost_low, 0)}-{fmt_number(cost_high, 0)}" if cost_low is not None and cost_high is not None else "")
-                if cost is not None else data.tco_why)
-    return ('<div class="cards">'
-            + card("fleet GPU energy", f"{fmt_number(energy, 1)} kWh" if energy is not None else "-", energy_sub)
-            + card("carbon, location-based", f"{fmt_number(location / 1000, 1)} kgCO2e" if location is not None else "-", location_sub)
-            + card("carbon, market-based", f"{fmt_number(market / 1000, 1)} kgCO2e" if market is not None else "-", market_sub)
-            + card("cost", f"{fmt_number(cost, 0)} USD" if cost is not None else "-", cost_sub)
-            + "</div>")
+    premium = (f"green premium in the {premium_hours} of {data.context.height} site-hours its rule selects "
+               "(renewable share below the threshold); " if premium_hours is not None else "")
+    return card("cost of the day (TCO)", fmt_usd(cost), (share + premium + rng).strip("; "), parts)
+
+
+def _cards(data: ReportData) -> Markup:
+    return cards([_energy_card(data), *_carbon_cards(data), _cost_card(data)])
+
+
+def realised_sentence(data: ReportData) -> str:
+    """The settings that took effect, realised against predicted saving (GPU-weighted means over
+    the pooled model x setting rows), or '' before any did."""
+    rows = data.outcome
+    if not has(rows, "realised_saving_pct", "predicted_saving_pct"):
+        return ""
+    pooled = rows.filter(pl.col("scope") != "gpu") if "scope" in rows.columns else rows
+    pooled = pooled.filter(pl.col("realised_saving_pct").is_not_null() & pl.col("predicted_saving_pct").is_not_null())
+    if pooled.height == 0:
+        return ""
+    weight = pl.col("n_treated_gpus") if "n_treated_gpus" in pooled.columns else pl.lit(1)
+    means = pooled.select(((pl.col(c) * weight).sum() / weight.sum()).alias(c)
+                          for c in ("realised_saving_pct", "predicted_saving_pct")).row(0, named=True)
+    return (f"{_plural(pooled.height, 'setting')} measured, {fmt_number(means['realised_saving_pct'], 1)}% less energy per "
+            f"unit of work on average against {fmt_number(means['predicted_saving_pct'], 1)}% predicted (each with its "
+            "95% interval under Recommendations).")
 
 
 def summary_section(data: ReportData, sections: list[Section], notes: dict[str, Any]) -> Section:
@@ -149,22 +194,24 @@ def summary_section(data: ReportData, sections: list[Section], notes: dict[str, 
     s.add(_cards(data))
     found = actions(data)
     if found:
-        s.add(f"<h3>What to do (top {min(TOP_ACTIONS, len(found))} of {len(found)}, by energy saved)</h3>")
+        s.heading(f"What to do (top {min(TOP_ACTIONS, len(found))} of {len(found)}, by energy saved)")
         s.add(todo_list([a.text for a in found[:TOP_ACTIONS]]))
     elif data.recs is None:
-        s.add(f'<p class="missing">Nothing to apply today: no recommendations ({esc(data.recs_why)}).</p>')
+        s.warn(f"Nothing to apply today: no recommendations ({data.recs_why}).")
     else:
-        s.add('<p class="todo"><b>What to do:</b> nothing: no setting, consolidation or shift saves anything today; '
-              'every GPU keeps its settings (see Recommendations for why).</p>')
+        s.add(paragraph("todo", " nothing: no setting, consolidation or shift saves anything today; every GPU keeps its "
+                                "settings (see Recommendations for why).", "What to do:"))
+    realised = realised_sentence(data)
+    if realised:
+        s.note(realised, lead="What the applied settings saved: ")
     held = data.held_back
     if held:
         s.note("Held back (the export leaves their GPUs at their current settings): "
                + "; ".join(f"{model}: {why}" for model, why in held.items()) + ".")
     gaps = [(sec, msg) for sec in sections for msg in dict.fromkeys(sec.not_computed)]
     if gaps:
-        s.add(f"<h3>Not computed ({len(gaps)})</h3>")
-        s.add('<ul class="gaps">' + "".join(f'<li><a href="#{esc(sec.anchor)}">{esc(sec.title)}</a>: {esc(msg)}</li>'
-                                           for sec, msg in gaps) + "</ul>")
+        s.heading(f"Not computed ({len(gaps)})")
+        s.add(bullets([(sec.anchor, sec.title, msg) for sec, msg in gaps]))
     for key, value in sorted(notes.items()):
         if isinstance(value, str):
             s.note(f"{key}: {value}")

@@ -76,7 +76,10 @@ def test_region_and_start_use_the_hourly_file(app, shared_data):
 
 @pytest.mark.parametrize("args, message", [
     (["--avg-power-w", "300", "--grid-gco2e-per-kwh", "100"], "--gpus N and --hours H"),
-    (["--gpu-hours", "10", "--avg-power-w", "300"], "--grid-gco2e-per-kwh"),
+    (["--gpu-hours", "10"], "--avg-power-w W, or --gpu-model NAME"),
+    (["--gpu-model", "H100", "--gpus", "8", "--days", "30"], "could be 'NVIDIA H100 PCIe', 'NVIDIA H100 80GB HBM3'"),
+    (["--gpu-model", "B300", "--gpus", "8", "--days", "30"], "not in the catalogue"),
+    (["--gpu-model", "H200", "--gpus", "8", "--days", "30", "--hours", "3"], "--hours or --days, not both"),
     (["--gpu-hours", "10", "--avg-power-w", "300", "--pue", "0.9", "--grid-gco2e-per-kwh", "1"], "pue"),
     (["--gpu-hours", "10", "--avg-power-w", "300", "--region", "FR"], "--start"),
     (["--gpus", "2", "--hours", "3", "--gpu-hours", "7", "--avg-power-w", "300", "--grid-gco2e-per-kwh", "1"], "disagrees"),
@@ -107,8 +110,48 @@ def test_tco_estimate_with_hourly_prices(app, shared_data):
 
 
 def test_tco_bad_input_exits_2(app, tmp_path):
-    result = CliRunner().invoke(app, ["tco", "estimate", "--gpu-hours", "5", "--avg-power-w", "300"])
+    result = CliRunner().invoke(app, ["tco", "estimate", "--gpu-hours", "5", "--avg-power-w", "300", "--price-usd-per-mwh",
+                                      "80", "--start", "2026-01-01"])
     assert result.exit_code == 2 and "--price-usd-per-mwh" in result.stderr
     result = CliRunner().invoke(app, ["tco", "estimate", "--gpus", "1", "--hours", "5", "--avg-power-w", "300",
                                       "--start", "2026-01-01", "--price-file", str(tmp_path / "none.csv")])
     assert result.exit_code == 2 and "does not exist" in result.stderr
+
+
+def test_planning_eight_gpus_for_thirty_days_needs_only_the_model(app, tmp_path):
+    """`--gpu-model --gpus --days`: power from the catalogue (TDP), grid, PUE, embodied, price and
+    capital from the settings (a settings file changes them)."""
+    from joulehouse.models.gpu_catalogue import lookup
+    from joulehouse.reports.accounts.embodied import default_gpu_embodied_kgco2e
+    from joulehouse.settings import Settings
+
+    defaults = Settings()
+    spec = lookup("NVIDIA H200")
+    carbon = run(app, "carbon", "estimate", "--gpu-model", "H200", "--gpus", "8", "--days", "30")
+    energy_kwh = 8 * 30 * 24 * spec.tdp_w / 1000 * defaults.carbon.default_pue
+    assert carbon["gpu_model"] == "NVIDIA H200" and carbon["avg_power_w"] == spec.tdp_w
+    assert carbon["energy_kwh"] == pytest.approx(energy_kwh)
+    assert carbon["operational_tco2e"] == pytest.approx(energy_kwh * defaults.carbon.default_grid_gco2e_per_kwh / 1e6)
+    gpu_kg = default_gpu_embodied_kgco2e("NVIDIA H200", defaults.carbon.embodied_kgco2e_per_gpu)
+    assert carbon["inputs"]["embodied_kgco2e_per_gpu"] == gpu_kg
+    # rounded for people: six significant digits, no float noise (2.0966400000000003)
+    assert all(len(repr(v).replace(".", "").lstrip("0")) <= 7 for v in carbon.values() if isinstance(v, float))
+
+    settings = tmp_path / "site.toml"
+    settings.write_text("[carbon]\ndefault_pue = 1.1\ndefault_grid_gco2e_per_kwh = 50\n[tco]\ndefault_pue = 1.1\n"
+                        "flat_price_usd_per_mwh = 120\n")
+    site = run(app, "carbon", "estimate", "--gpu-model", "H200", "--gpus", "8", "--days", "30", "--config", str(settings))
+    assert site["operational_tco2e"] == pytest.approx(8 * 720 * spec.tdp_w / 1000 * 1.1 * 50 / 1e6)
+    cost = run(app, "tco", "estimate", "--gpu-model", "H200", "--gpus", "8", "--days", "30", "--config", str(settings))
+    assert cost["price_usd_per_mwh"] == 120 and cost["energy_cost_usd"] == pytest.approx(cost["energy_kwh"] * 0.120)
+
+
+@pytest.mark.parametrize("command", ["carbon", "tco"])
+def test_estimates_print_a_table_or_csv_on_request(app, command):
+    table = CliRunner().invoke(app, [command, "estimate", "--gpu-model", "H200", "--gpus", "8", "--days", "30",
+                                     "--format", "table"], terminal_width=120)
+    assert table.exit_code == 0, table.output
+    assert "5,760" in table.stdout and "GPU-hours" in table.stdout and "{" not in table.stdout  # words, not JSON
+    lines = CliRunner().invoke(app, [command, "estimate", "--gpu-model", "H200", "--gpus", "8", "--days", "30",
+                                     "--format", "csv"]).stdout.splitlines()
+    assert len(lines) == 2 and lines[0].startswith("gpu_hours,") and lines[1].startswith("5760.0,")

@@ -82,3 +82,12 @@ def test_the_same_day_run_twice_at_once_the_second_says_so_in_one_line(tmp_path,
     assert second.exit_code == 1
     assert second.output == f"error: 2026-06-10 is being built by another joulehouse run (pid {first.pid})\n"
     assert first.returncode == 0 and "joulehouse_daily 2026-06-10: success" in out, out
+    # `run` ends with the report's path and the day's headline, as the warehouse holds it
+    import duckdb
+
+    with duckdb.connect(settings.warehouse.db_path, read_only=True) as con:
+        kwh = con.execute("SELECT sum(energy_kwh) FROM fct_gpu_energy_hourly WHERE day = DATE '2026-06-10'").fetchone()[0]
+    report = tmp_path / "reports" / "2026-06-10.html"
+    unwrapped = "".join(out.split())  # rich wraps long lines at the pipe's 80 columns
+    assert report.exists() and "".join(f"report: {report}".split()) in unwrapped
+    assert f"{kwh:,.1f}kWh" in unwrapped and "GPUenergy(8GPUs,board)" in unwrapped

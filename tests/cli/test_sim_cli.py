@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 import typer
 from typer.testing import CliRunner
 
@@ -22,7 +24,7 @@ def _app() -> typer.Typer:
 def test_simulate_writes_the_lake_and_prints_the_summary(tmp_path):
     lake = tmp_path / "lake"
     result = CliRunner().invoke(_app(), ["simulate", "--lake", str(lake), "--gpus", "2", "--days", "1",
-                                         "--start", "2026-01-05", "--seed", "4", "--interval-s", "60"])
+                                         "--start", "2026-01-05", "--seed", "4", "--interval", "1m"])
     assert result.exit_code == 0, result.output
     assert "2,880" in result.output  # 2 GPUs x 1440 minutes of gpu_samples
     assert (tmp_path / "inventory.csv").exists()
@@ -35,8 +37,13 @@ def test_a_bad_start_date_is_named(tmp_path):
     assert "--start '10/06/2026'" in result.output
 
 
-def test_a_bad_interval_is_named(tmp_path):
+@pytest.mark.parametrize("interval, says", [
+    ("7s", "error: --interval 7s: expected more than 0 and at most 60 s, dividing 86400 s evenly"),
+    ("fast", "error: --interval 'fast': expected a number with ms, s, m or h"),
+])
+def test_a_bad_interval_is_named(tmp_path, interval, says):
     result = CliRunner().invoke(_app(), ["simulate", "--lake", str(tmp_path / "lake"), "--gpus", "1",
-                                         "--days", "1", "--interval-s", "7"])
+                                         "--days", "1", "--interval", interval])
     assert result.exit_code == 2
-    assert result.output.strip().startswith("error: --interval-s 7: expected")
+    assert result.output.strip().startswith(says), result.output
+    assert not (tmp_path / "lake").exists()

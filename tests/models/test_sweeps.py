@@ -202,3 +202,19 @@ def test_the_cli_chooses_a_clock_from_the_perseus_sweeps(shared_data):
     [choice] = json.loads(_run(path).output)
     assert choice["power_limit_w"] is None and 855 <= choice["sm_clock_mhz"] < 1410
     assert 0 < choice["slowdown_pct"] <= 10 and choice["energy_saving_pct"] > 10
+
+
+def test_from_sweep_prints_a_table_of_choices_on_request(shared_data):
+    from typer.testing import CliRunner
+
+    from joulehouse.cli.main import app
+
+    path = shared_data / "sweeps" / "zeus_nsdi23_summary_power_v100.csv"
+    as_json = CliRunner().invoke(app, ["caps", "from-sweep", str(path), "--format", "json"])
+    choices = json.loads(as_json.stdout)
+    table = CliRunner().invoke(app, ["caps", "from-sweep", str(path), "--format", "table"], env={"COLUMNS": "200"})
+    assert table.exit_code == 0, table.output
+    assert "power limit (W)" in table.stdout and "energy saving (%)" in table.stdout
+    rows = [line for line in table.stdout.splitlines() if line.startswith("│")]
+    assert len(rows) == len(choices) > 60  # one line per workload, not 750 lines of JSON
+    assert all(c["workload"][:20] in table.stdout for c in choices)

@@ -37,6 +37,10 @@ def test_clean_day_passes_blocking_checks_and_reports_warnings(lake, warehouse):
     not_listed = next(r for r in summary.failed_warnings
                       if r.suite == "stg_gpu_samples" and r.expectation == "expect_column_values_to_be_in_set(in_inventory)")
     assert not_listed.observed_value == "3,601 rows of 3,601 come from GPUs not in the inventory"
+    # The examples name the GPUs, not the failing values ("(e.g. False)" says nothing).
+    unlisted = next(r for r in summary.failed_warnings if r.suite == "dim_gpu")
+    gpu = con.execute("SELECT gpu_uuid FROM dim_gpu").fetchone()[0]
+    assert unlisted.observed_value == f"1 GPUs of 1 are not in the inventory (e.g. {gpu})"
     checked = len(gate.results) + len(summary.results)
     stored = con.execute("SELECT count(*), count(DISTINCT suite) FROM fct_check_results WHERE day = ?", [DAY]).fetchone()
     assert stored == (checked, 7)

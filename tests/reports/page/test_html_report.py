@@ -12,7 +12,7 @@ import pytest
 from report_fixtures import OUTCOME_DDL, OUTCOME_POOLED, DAY, build_analysis, build_context_and_shift, build_day, energy_vs_limit, hourly_context
 from plotly.offline import get_plotlyjs
 
-from joulehouse.reports.page.render import render_report
+from joulehouse.reports.page.render import PLOTLY_FILE, render_report
 
 
 @pytest.fixture()
@@ -28,9 +28,16 @@ def test_full_report_is_self_contained_and_draws_every_figure(full_day, tmp_path
     path = render_report(full_day, DAY, tmp_path / "r.html",
                          notes={"energy_vs_limit": energy_vs_limit(), "hourly_context": hourly_context(), "run": "test"})
     text = path.read_text()
-    assert text.count(get_plotlyjs()[:300]) == 1  # plotly.js embedded once
-    page_scripts = re.findall(r"<script[^>]*>", text.split(get_plotlyjs())[1])
-    assert page_scripts and not any("src=" in tag for tag in page_scripts)  # nothing fetched: opens offline
+    # plotly.js loaded once, from the one copy beside every day's report: the page holds its data only
+    assert re.findall(r'<script[^>]*src="([^"]*)"', text) == [PLOTLY_FILE]
+    assert (tmp_path / PLOTLY_FILE).read_text() == get_plotlyjs()
+    assert get_plotlyjs()[:300] not in text and len(text) < len(get_plotlyjs()) / 4
+    # the inline page is one file to mail: plotly.js embedded once, nothing fetched, opens offline
+    single = render_report(full_day, DAY, tmp_path / "single" / "r.html", plotly_js="inline").read_text()
+    assert single.count(get_plotlyjs()[:300]) == 1
+    page_scripts = re.findall(r"<script[^>]*>", single.split(get_plotlyjs())[1])
+    assert page_scripts and not any("src=" in tag for tag in page_scripts)
+    assert not (tmp_path / "single" / PLOTLY_FILE).exists()
     assert "Not computed" in text  # the fixture has no IPMI reconciliation
     assert "no IPMI data" in text
     # energy 3, power models 4 (fit, residuals, curve, thermal), carbon+cost 4, quality 2 (quarantine, coverage)
@@ -165,7 +172,7 @@ def test_a_gpu_without_a_model_name_is_drawn_under_a_label(tmp_path):
 
     import duckdb
 
-    from joulehouse.reports.page.render import render_report
+    from joulehouse.reports.page.render import PLOTLY_FILE, render_report
     from joulehouse.reports.warehouse_tables import UNKNOWN_GPU_MODEL
 
     con = duckdb.connect()
@@ -200,6 +207,10 @@ def test_outcome_figure_shows_realised_saving_with_its_interval_next_to_the_pred
     assert f"realised {realised:.1f}% (95% CI {low:.1f} to {high:.1f}%), predicted {predicted:.1f}%" in text
     assert "matched_jobs" in text and "gpu_day" in text  # the method of each row is stated
     assert "No recommendation has taken effect yet" not in text
+    # the summary says it too, next to what was predicted (one pooled row in the fixture)
+    summary = text[text.index('<section id="summary">'):text.index('<section id="recommendations">')]
+    assert (f"<b>What the applied settings saved: </b>1 setting measured, {realised:.1f}% less energy per unit of work "
+            f"on average against {predicted:.1f}% predicted") in summary
 
 
 @pytest.mark.slow
@@ -282,3 +293,31 @@ def test_the_carbon_and_cost_cards_say_which_residual_mix_and_which_green_premiu
                      "'no energy contracts (PPA/REC); residual mix of US-MIDA-PJM not available (no published residual mix)'")
     text = render_report(full_day, DAY, tmp_path / "r2.html").read_text()
     assert "not available: no energy contracts (PPA/REC); residual mix of US-MIDA-PJM not available" in text
+
+
+@pytest.mark.slow
+def test_sensitivities_speak_plain_words_with_the_statistics_folded(full_day, tmp_path):
+    build_analysis(full_day)
+    text = render_report(full_day, DAY, tmp_path / "r.html").read_text()
+    models = text[text.index('<section id="models">'):text.index('<section id="carbon-cost">')]
+    heading = models.index("<h3>Sensitivities</h3>")
+    plain, fold = models[heading:].split("<details>", 1)
+    rows = full_day.execute("SELECT quantity, estimate FROM fct_sensitivity_daily WHERE day = ? ORDER BY quantity, scope",
+                            [DAY]).fetchall()
+    sentences = re.findall(r"<li>(.*?)</li>", plain)
+    assert len(sentences) == len(rows)
+    for sentence, (quantity, estimate) in zip(sentences, rows):
+        assert "_" not in sentence and "ols" not in sentence  # words, not column names or method codes
+        if quantity == "energy_elasticity_to_utilization":
+            assert sentence.startswith(f"10% more GPU activity goes with {10 * abs(estimate):.1f}%")
+    assert "ols" not in plain and "elasticity" not in plain.lower()
+    assert "least squares" in fold and "95% CI low" in fold and 'id="fig-' in fold  # statistics and forest plot, folded
+
+
+def test_people_read_energy_money_and_carbon_without_float_noise():
+    from joulehouse.reports.page.blocks import fmt_kg, fmt_kwh, fmt_usd
+
+    assert fmt_usd(3.47e-05) == "under 0.01 USD" and fmt_usd(17.404) == "17.40 USD" and fmt_usd(943.31) == "943 USD"
+    assert fmt_kwh(0.0011) == "1.1 Wh" and fmt_kwh(251.43) == "251.4 kWh" and fmt_kwh(2350.0) == "2.35 MWh"
+    assert fmt_kwh(0.00004) == "0.04 Wh"
+    assert fmt_kg(28_600.0) == "28.6 kgCO2e" and fmt_kg(0.4) == "0.4 gCO2e" and fmt_kg(1.2e6) == "1.20 tCO2e"

@@ -1,7 +1,8 @@
 """The report in a real browser: Debian's headless Chromium, driven over the DevTools protocol.
 
-Checks what a person would see: no console errors or uncaught exceptions, every figure drawn
-(plotly's SVG with marks in it), and a screenshot saved for a human to look at.
+Checks what a person would see at 1280 px: no console errors or uncaught exceptions, every figure
+drawn (plotly's SVG with marks in it), nothing wider than the viewport or its card (folds opened),
+one colour per GPU model in every figure, and a screenshot saved for a human to look at.
 """
 
 from __future__ import annotations
@@ -35,6 +36,33 @@ JSON.stringify(Array.from(document.querySelectorAll('div[id^="fig-"]')).map(d =>
   svgs: d.querySelectorAll('.main-svg').length,
   marks: d.querySelectorAll('.plot path, .plot .point, .bars path, .scatterlayer path').length,
 })))
+"""
+
+
+# Every element (folds opened) that sticks out of its card or the viewport, at the page's width.
+OVERFLOWING = """
+JSON.stringify((() => {
+  document.querySelectorAll('details').forEach(d => { d.open = true; });
+  const viewport = document.documentElement.clientWidth;
+  const out = [];
+  if (document.documentElement.scrollWidth > viewport) out.push({what: 'page', width: document.documentElement.scrollWidth});
+  for (const section of document.querySelectorAll('section')) {
+    const card = section.getBoundingClientRect();
+    for (const el of section.querySelectorAll('*')) {
+      if (el.closest('svg')) continue;  // plotly's own layers are clipped to its figure
+      const r = el.getBoundingClientRect();
+      if (r.width > 0 && (r.right > card.right + 1 || r.right > viewport)) {
+        out.push({section: section.id, tag: el.tagName, cls: el.className, right: Math.round(r.right),
+                  card: Math.round(card.right), text: (el.innerText || '').slice(0, 60)});
+      }
+    }
+  }
+  return out.slice(0, 10);
+})())
+"""
+TRACE_COLOURS = """
+JSON.stringify(Array.from(document.querySelectorAll('.js-plotly-plot')).flatMap(
+  gd => gd.data.map(t => [gd.id, t.name || '', String((t.marker && t.marker.color) || '')])))
 """
 
 
@@ -144,6 +172,14 @@ def test_report_opens_in_chromium_with_every_figure_drawn(chromium, tmp_path):
     assert not undrawn, f"figures with no plot marks: {undrawn}"
     assert tools.errors() == []
 
+    colours: dict[str, set[str]] = {}
+    for _, name, colour in json.loads(tools.call("Runtime.evaluate", expression=TRACE_COLOURS,
+                                                 returnByValue=True)["result"]["value"]):
+        if name.startswith("NVIDIA "):
+            colours.setdefault(name, set()).add(colour)
+    assert len(colours) >= 3 and all(len(c) == 1 for c in colours.values()), colours  # one colour per GPU model...
+    assert len({next(iter(c)) for c in colours.values()}) == len(colours)  # ...and a different one for each
+
     SCREENSHOT_DIR.mkdir(parents=True, exist_ok=True)
     top = tools.call("Page.captureScreenshot", format="png")
     (SCREENSHOT_DIR / "report-top.png").write_bytes(base64.b64decode(top["data"]))
@@ -154,6 +190,9 @@ def test_report_opens_in_chromium_with_every_figure_drawn(chromium, tmp_path):
     shot = SCREENSHOT_DIR / "report-full.png"
     shot.write_bytes(base64.b64decode(full["data"]))
     assert shot.stat().st_size > 50_000  # a page of charts, not a blank image
+
+    overflowing = json.loads(tools.call("Runtime.evaluate", expression=OVERFLOWING, returnByValue=True)["result"]["value"])
+    assert overflowing == [], overflowing
     tools.ws.close()
 
 

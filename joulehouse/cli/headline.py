@@ -1,0 +1,91 @@
+"""What `joulehouse run` and `joulehouse demo` print about a day: its headline numbers (energy,
+carbon, cost, checks, settings recommended) and, where settings took effect, what they saved,
+as rich tables and sentences."""
+
+from __future__ import annotations
+
+import datetime as dt
+from pathlib import Path
+
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+HEADLINE_SQL = {
+    "gpus": "SELECT count(DISTINCT gpu_uuid) FROM fct_gpu_energy_hourly WHERE day = ?",
+    "energy_kwh": "SELECT sum(energy_kwh) FROM fct_gpu_energy_hourly WHERE day = ?",
+    "carbon_kgco2e": "SELECT sum(total_gco2e) / 1000 FROM rpt_carbon_daily WHERE day = ?",
+    "cost_usd": "SELECT sum(total_cost_usd) FROM rpt_tco_daily WHERE day = ?",
+    "energy_cost_usd": "SELECT sum(energy_cost_usd) FROM rpt_tco_daily WHERE day = ?",
+    "checks_failed": "SELECT count(*) FILTER (WHERE NOT success) FROM fct_check_results WHERE day = ?",
+    "gpus_to_cap": "SELECT count(*) FILTER (WHERE power_limit_w < default_limit_w) FROM fct_recommendation WHERE day = ?",
+}
+OUTCOME_SQL = ("SELECT gpu_model, power_limit_w_before, power_limit_w_after, n_treated_gpus, predicted_saving_pct, "
+               "realised_saving_pct, saving_ci_low_pct, saving_ci_high_pct FROM fct_recommendation_outcome "
+               "WHERE day = ? AND scope = 'model_setting' ORDER BY ALL")
+
+
+def plural(n: int, word: str) -> str:
+    """'1 GPU', '32 GPUs'."""
+    return f"{n:,} {word}{'' if n == 1 else 's'}"
+
+
+def day_headline(db_path: str, lake: str, day: dt.date) -> tuple[dict, list[tuple]]:
+    """({quantity: value or None}, outcome rows) of `day` from the warehouse, read-only; a
+    relation the day's run did not build gives None."""
+    from joulehouse.warehouse.db import connect
+    from joulehouse.warehouse.sqlio import relation_exists
+
+    con = connect(db_path, lake, read_only=True)
+    try:
+        numbers = {}
+        for name, sql in HEADLINE_SQL.items():
+            relation = sql.split("FROM ")[1].split()[0]
+            numbers[name] = con.execute(sql, [day]).fetchone()[0] if relation_exists(con, relation) else None
+        outcomes = con.execute(OUTCOME_SQL, [day]).fetchall() if relation_exists(con, "fct_recommendation_outcome") else []
+    finally:
+        con.close()
+    return numbers, outcomes
+
+
+def _or_not_computed(value, text: str) -> str:
+    return "not computed" if value is None else text
+
+
+def headline_table(day: dt.date, numbers: dict, title: str) -> Table:
+    table = Table(title=title, title_justify="left")
+    table.add_column(f"{day}")
+    table.add_column("value", justify="right")
+    energy, cost, energy_cost = numbers["energy_kwh"], numbers["cost_usd"], numbers["energy_cost_usd"]
+    table.add_row(f"GPU energy ({plural(numbers['gpus'] or 0, 'GPU')}, board)",
+                  _or_not_computed(energy, f"{energy or 0:,.1f} kWh"))
+    table.add_row("carbon (location-based, with embodied)",
+                  _or_not_computed(numbers["carbon_kgco2e"], f"{numbers['carbon_kgco2e'] or 0:,.1f} kgCO2e"))
+    table.add_row("cost (energy, demand, capital, operations)", _or_not_computed(cost, f"{cost or 0:,.0f} USD"))
+    table.add_row("  of which energy", _or_not_computed(energy_cost, f"{energy_cost or 0:,.2f} USD"))
+    table.add_row("data checks failed", _or_not_computed(numbers["checks_failed"], f"{numbers['checks_failed'] or 0}"))
+    table.add_row("GPUs recommended a lower power limit", _or_not_computed(numbers["gpus_to_cap"], f"{numbers['gpus_to_cap'] or 0}"))
+    return table
+
+
+def outcome_table(outcomes: list[tuple]) -> Table:
+    table = Table(title="What the applied settings saved (energy per unit of work, against GPUs that kept theirs)",
+                  title_justify="left")
+    for col, justify in (("GPU model", "left"), ("power limit", "left"), ("GPUs", "right"), ("predicted", "right"),
+                         ("realised [95% interval]", "right")):
+        table.add_column(col, justify=justify)
+    for model, before_w, after_w, n, predicted, realised, low, high in outcomes:
+        interval = f" [{low:.1f} to {high:.1f}]" if low is not None and high is not None else ""
+        table.add_row(escape(str(model)), f"{before_w:.0f} -> {after_w:.0f} W", str(n),
+                      "-" if predicted is None else f"{predicted:.1f}%",
+                      "-" if realised is None else f"{realised:.1f}%{interval}")
+    return table
+
+
+def print_day(console: Console, db_path: str, lake: str, day: dt.date, report: Path, title: str) -> None:
+    """The day's headline table, what applied settings saved (if any), and where its report is."""
+    numbers, outcomes = day_headline(db_path, lake, day)
+    console.print(headline_table(day, numbers, title))
+    if outcomes:
+        console.print(outcome_table(outcomes))
+    console.print(f"report: {escape(str(report))}")

@@ -1,0 +1,57 @@
+"""What the demo and `joulehouse run` print: words, not Python reprs; the running DAG task read
+from Airflow's own metadata database."""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+import time
+
+from joulehouse.cli.dagrun import DAG_ID, watch_tasks
+from joulehouse.cli.demo_run import describe_rows
+from joulehouse.cli.headline import plural
+
+
+def test_rows_and_counts_read_as_words():
+    assert plural(1, "GPU") == "1 GPU" and plural(32, "GPU") == "32 GPUs" and plural(1200, "row") == "1,200 rows"
+    text = describe_rows({"gpu_samples": 5_529_600, "node_samples": 1, "jobs": 359})
+    assert text == "5,529,600 GPU readings, 1 server (BMC) reading, 359 job-on-GPU rows"
+    assert "{" not in text and "'" not in text
+
+
+def _metadata(path):
+    """The two tables of Airflow's metadata schema the watcher reads, as Airflow 3 names them."""
+    con = sqlite3.connect(path)
+    con.executescript("""
+        CREATE TABLE dag_run (id INTEGER PRIMARY KEY, dag_id TEXT, run_id TEXT);
+        CREATE TABLE task_instance (task_id TEXT, dag_id TEXT, run_id TEXT, map_index INTEGER, state TEXT,
+                                    start_date TIMESTAMP);
+        INSERT INTO dag_run VALUES (1, 'joulehouse_daily', 'manual__old'), (2, 'joulehouse_daily', 'manual__new');
+        INSERT INTO task_instance VALUES ('build_warehouse', 'joulehouse_daily', 'manual__old', -1, 'running', '2026-01-01');
+    """)
+    for i, task in enumerate(("list_lake_hosts", "build_warehouse", "check_data", "render_report")):
+        con.execute("INSERT INTO task_instance VALUES (?, ?, 'manual__new', -1, NULL, NULL)", [task, DAG_ID])
+    con.commit()
+    return con
+
+
+def test_the_watcher_names_the_running_task_of_the_newest_run(tmp_path):
+    db = tmp_path / "airflow.db"
+    con = _metadata(db)
+    heard: list[tuple[str, int, int]] = []
+    stop = threading.Event()
+    watcher = threading.Thread(target=watch_tasks, args=(db, lambda *a: heard.append(a), stop, 0.02))
+    watcher.start()
+    try:
+        for done, task in enumerate(("list_lake_hosts", "build_warehouse", "check_data")):
+            con.execute("UPDATE task_instance SET state = 'success' WHERE run_id = 'manual__new' AND state = 'running'")
+            con.execute("UPDATE task_instance SET state = 'running', start_date = CURRENT_TIMESTAMP "
+                        "WHERE run_id = 'manual__new' AND task_id = ?", [task])
+            con.commit()
+            deadline = time.monotonic() + 5
+            while (task, done, 4) not in heard and time.monotonic() < deadline:
+                time.sleep(0.02)
+    finally:
+        stop.set()
+        watcher.join()
+    assert heard == [("list_lake_hosts", 0, 4), ("build_warehouse", 1, 4), ("check_data", 2, 4)]

@@ -1,0 +1,66 @@
+"""Every command's --help: what to type (no Python types), units, one example; one spelling of
+durations (`--interval 1s`) and `joulehouse --version`."""
+
+from __future__ import annotations
+
+import re
+from importlib.metadata import version
+
+import pytest
+import typer
+from typer.testing import CliRunner
+
+from joulehouse.cli.main import app
+
+
+def _commands(group, path=()):
+    for name, command in sorted(getattr(group, "commands", {}).items()):
+        if getattr(command, "commands", None):
+            yield from _commands(command, (*path, name))
+        else:
+            yield (*path, name), command
+
+
+COMMANDS = list(_commands(typer.main.get_command(app)))
+
+
+def test_every_command_is_listed():
+    names = {" ".join(path) for path, _ in COMMANDS}
+    assert {"run", "demo", "collect", "agent apply", "agent run", "carbon estimate", "tco estimate", "caps from-sweep"} <= names
+
+
+@pytest.mark.parametrize("path", [p for p, _ in COMMANDS], ids=[" ".join(p) for p, _ in COMMANDS])
+def test_help_shows_what_to_type_and_an_example(path):
+    result = CliRunner().invoke(app, [*path, "--help"], env={"COLUMNS": "200"})
+    assert result.exit_code == 0, result.output
+    text = result.stdout
+    assert not re.search(r"<(bool|int|float|str|path|list\[[^>]*\])>", text), text  # no Python types
+    assert "Example: joulehouse " in text or "Example: sudo joulehouse " in text
+    words = re.search(r"Example: (?:sudo )?joulehouse (.*)", text).group(1).split()
+    assert words[: len(path)] == list(path), "the example runs the command itself"
+
+
+@pytest.mark.parametrize("path, command", COMMANDS, ids=[" ".join(p) for p, _ in COMMANDS])
+def test_durations_are_spelled_one_way(path, command):
+    visible = [opt for p in command.params if not getattr(p, "hidden", False) for opt in p.opts]
+    # seconds as a bare number option (--interval-s 5) is the old spelling: `--interval 5s` instead
+    assert not [o for o in visible if re.fullmatch(r"--[a-z-]*interval[a-z-]*-s", o)]
+
+
+def test_version():
+    result = CliRunner().invoke(app, ["--version"])
+    assert result.exit_code == 0 and result.stdout.strip() == f"joulehouse {version('joulehouse')}"
+
+
+def test_the_signed_file_is_the_export_and_settings_are_the_config():
+    apply_help = CliRunner().invoke(app, ["agent", "apply", "--help"], env={"COLUMNS": "200"}).stdout
+    run_help = CliRunner().invoke(app, ["agent", "run", "--help"], env={"COLUMNS": "200"}).stdout
+    assert "EXPORT" in apply_help and "The signed export" in apply_help
+    assert "--export-url" in run_help and "--config " in run_help and "--config-url" not in run_help
+    assert "joulehouse TOML settings" in run_help
+
+
+def test_agent_run_reads_a_duration_and_names_a_bad_one(tmp_path):
+    result = CliRunner().invoke(app, ["agent", "run", "--export-url", str(tmp_path / "x.json"), "--interval", "soon"])
+    assert result.exit_code == 2
+    assert result.stderr.strip() == "error: --interval 'soon': expected a number with ms, s, m or h (e.g. '1s')"

@@ -65,7 +65,8 @@ class BuildSummary:
         return sum(self.seconds.values())
 
 
-def _parameters(day: dt.date, settings: WarehouseSettings, now: dt.datetime, inventory: str) -> dict:
+def build_parameters(day: dt.date, settings: WarehouseSettings, now: dt.datetime, inventory: str) -> dict:
+    """The bound parameters of the day's relations (warehouse/sql), on either engine."""
     # Neighbouring readings are needed no further than the longest interval that is bridged.
     margin_s = max(settings.max_gap_s, settings.max_counter_gap_s, settings.max_meter_gap_s)
     if margin_s >= 86400:
@@ -107,7 +108,7 @@ def _dataset_present(lake: str | None, dataset: str) -> bool:
     return any((Path(lake) / dataset).glob("date=*/*/*.parquet"))
 
 
-def _inventory_file(path: str, scratch: Path) -> tuple[str, bool]:
+def inventory_file(path: str, scratch: Path) -> tuple[str, bool]:
     """The inventory CSV to read, checked for its header; an empty one when none is configured.
     An inventory on object storage (a URL) is copied into `scratch` first."""
     if path and lakefs.is_url(path):
@@ -225,8 +226,8 @@ def build_day(
     if "gpu_samples" in missing:
         raise BuildError(f"the lake has no gpu_samples files; cannot build {day}")
     with tempfile.TemporaryDirectory(prefix="jh-build-") as scratch:
-        inventory, inventory_found = _inventory_file(settings.inventory_path, Path(scratch))
-        params = _parameters(day, settings, now, inventory)
+        inventory, inventory_found = inventory_file(settings.inventory_path, Path(scratch))
+        params = build_parameters(day, settings, now, inventory)
         t0 = time.perf_counter()
         files = _day_files(con, day, Path(scratch))
         seconds["lake_contract"] = time.perf_counter() - t0

@@ -1,25 +1,30 @@
 """The heavy daily SQL on Apache Spark, over the same Hive-partitioned lake as DuckDB.
 
-Runs warehouse/spark_sql/*.sql (Spark dialect versions of the DuckDB relations, one per file):
-the quarantine rules, the hourly GPU energy (kWh per GPU-hour), the power model's sufficient
-statistics (sums per GPU model and shape), and the day's GPU energy per host and model. Results
-come back as polars frames with the same columns and units as the DuckDB relations, so the rest
-of the pipeline (fitting, accounting, reports) does not know which engine ran.
+The warehouse's own relations run on Spark as sqlglot renders them from warehouse/sql (DuckDB's
+dialect: warehouse/spark_dialect.py, no Spark copy to keep in step): the inventory, the quarantine
+rules, the clean readings and the hourly GPU energy (kWh per GPU-hour). warehouse/spark_sql holds
+only what the warehouse does not build itself on DuckDB: the power model's features and sufficient
+statistics (sums per GPU model and shape; DuckDB's are models/sql's, which run through temp tables
+and macros) and the day's GPU energy per host and model. Results come back as polars frames with
+the same columns and units as the DuckDB relations, so the rest of the pipeline (fitting,
+accounting, reports) does not know which engine ran.
 
 Spark is an optional extra (`pip install joulehouse[spark]`, Java 17): pyspark is imported only
 inside these functions. The lake is read with partition discovery (`basePath`), so the typed
-`date` column prunes files exactly as DuckDB's `hive_partitioning` does. Timestamps are handled
-as integer microseconds (UTC) inside the SQL, so the session time zone cannot shift an hour.
+`date` column prunes files exactly as DuckDB's `hive_partitioning` does. The session runs in UTC
+and timestamps leave Spark as integer microseconds, so no time zone can shift an hour.
 Which engine runs is `WarehouseSettings.engine` ("duckdb" | "spark"); see warehouse/SCALING.md.
 """
 
 from __future__ import annotations
 
+import csv
 import datetime as dt
 import os
 import shutil
+import tempfile
 import warnings
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,12 +34,16 @@ import polars as pl
 
 from joulehouse.collectors import lakefs
 from joulehouse.models.settings import ModelSettings
+from joulehouse.warehouse.build import INVENTORY_COLUMNS, build_parameters, inventory_file
 from joulehouse.warehouse.settings import WarehouseSettings
+from joulehouse.warehouse.spark_dialect import SparkDialectError, SparkStatements, parameters
 from joulehouse.warehouse.sqlio import SqlFiles
 
+# The DuckDB relations Spark runs, rendered from warehouse/sql; the file reader of int_inventory
+# becomes the view register_inventory makes.
+GENERATED_RELATIONS = ("int_inventory", "int_gpu_samples_checked", "stg_gpu_samples", "fct_gpu_energy_hourly")
+GENERATED = SparkStatements(SqlFiles("joulehouse.warehouse", "sql"), views={"read_csv": "inventory_csv"})
 SPARK_SQL = SqlFiles("joulehouse.warehouse", "spark_sql")
-US_PER_S = 1_000_000
-US_PER_DAY = 86_400 * US_PER_S
 _PANDAS_WARNING = "PySpark does not yet fully support pandas"  # pyspark 4.3 with pandas 3; we never use pandas
 
 
@@ -52,10 +61,11 @@ class SparkDayResult:
 
 
 def load_spark_sql(name: str) -> str:
-    """The text of warehouse/spark_sql/<name>.sql, without a trailing semicolon."""
+    """The Spark text of `name`: rendered from warehouse/sql/<name>.sql for GENERATED_RELATIONS,
+    else warehouse/spark_sql/<name>.sql as written, without a trailing semicolon."""
     try:
-        return SPARK_SQL.body(name)
-    except FileNotFoundError as exc:
+        return GENERATED.text(name) if name in GENERATED_RELATIONS else SPARK_SQL.body(name)
+    except (FileNotFoundError, SparkDialectError) as exc:
         raise SparkEngineError(str(exc)) from None
 
 
@@ -109,62 +119,95 @@ def register_lake(spark: Any, lake: str | Path) -> None:
     frame.createOrReplaceTempView("raw_gpu_samples")
 
 
-def _checked_parameters(first_day: dt.date, last_day: dt.date, settings: WarehouseSettings,
-                        now: dt.datetime) -> dict:
-    margin_s = max(settings.max_gap_s, settings.max_counter_gap_s, settings.max_meter_gap_s)
-    if margin_s >= 86400:
-        raise SparkEngineError(f"the longest bridged gap = {margin_s} s; expected less than one day")
-    first_us = (first_day - dt.date(1970, 1, 1)).days * US_PER_DAY
-    end_us = ((last_day - dt.date(1970, 1, 1)).days + 1) * US_PER_DAY
-    return {
-        "first_day": first_day, "last_day": last_day, "first_us": first_us, "end_us": end_us,
-        "margin_us": int(round(margin_s * US_PER_S)),
-        "now_us": int(round(now.timestamp() * US_PER_S)),
-        "max_clock_skew_us": int(round(settings.max_clock_skew_s * US_PER_S)),
-        "max_power_over_limit_ratio": float(settings.max_power_over_limit_ratio),
-        "max_power_abs_w": float(settings.max_power_abs_w),
-        "min_temp_c": float(settings.min_temp_c), "max_temp_c": float(settings.max_temp_c),
-    }
+def register_inventory(spark: Any, settings: WarehouseSettings) -> bool:
+    """Temp views inventory_csv (the site inventory as text, header checked as the DuckDB build
+    checks it) and int_inventory (rendered from warehouse/sql). The file is read here, not by
+    Spark, so a cluster's executors need no access to it. True when an inventory was found."""
+    with tempfile.TemporaryDirectory(prefix="jh-spark-") as scratch:
+        path, found = inventory_file(settings.inventory_path, Path(scratch))
+        with open(path, newline="", encoding="utf-8") as fh:
+            rows = list(csv.DictReader(fh))
+    schema = ", ".join(f"`{c}` string" for c in INVENTORY_COLUMNS)
+    spark.createDataFrame([tuple(r.get(c) for c in INVENTORY_COLUMNS) for r in rows], schema) \
+        .createOrReplaceTempView("inventory_csv")
+    _view(spark, "int_inventory", {})
+    return found
 
 
-def _view(spark: Any, name: str, args: dict, view: str | None = None) -> Any:
-    frame = spark.sql(load_spark_sql(name), args=args)
+def _day_parameters(spark: Any, day: dt.date, settings: WarehouseSettings, now: dt.datetime) -> dict:
+    # Spark builds every host at once (DuckDB a batch at a time). An empty list has no element
+    # type to bind, and no host is named "": [""] selects no reading, as an empty batch would.
+    hosts = [r[0] for r in spark.sql(load_spark_sql("lake_hosts"), args={"day": day}).collect()]
+    return {**build_parameters(day, settings, now, ""), "hosts": hosts or [""]}
+
+
+def _view(spark: Any, name: str, params: Mapping[str, Any], view: str | None = None) -> Any:
+    text = load_spark_sql(name)
+    wanted = parameters(text)
+    missing = [p for p in wanted if p not in params]
+    if missing:
+        raise SparkEngineError(f"{name}: no value for parameters {missing}")
+    frame = spark.sql(text, args={p: params[p] for p in wanted})
     frame.createOrReplaceTempView(view or name)
     return frame
 
 
 def _frame(spark_frame: Any, order: list[str]) -> pl.DataFrame:
-    columns = spark_frame.columns
-    rows = [tuple(r) for r in spark_frame.collect()]
-    frame = pl.DataFrame(rows, schema=columns, orient="row", infer_schema_length=None)
+    # Timestamps leave Spark as microseconds: collect() would turn them into naive datetimes in
+    # the Python process's local time zone.
+    with _quiet_pandas_warning():
+        from pyspark.sql import functions as F
+        from pyspark.sql.types import TimestampType
+    stamps = [f.name for f in spark_frame.schema.fields if isinstance(f.dataType, TimestampType)]
+    selected = spark_frame.select([F.unix_micros(F.col(c)).alias(c) if c in stamps else F.col(c)
+                                   for c in spark_frame.columns])
+    rows = [tuple(r) for r in selected.collect()]
+    frame = pl.DataFrame(rows, schema=spark_frame.columns, orient="row", infer_schema_length=None)
+    frame = frame.with_columns(pl.col(c).cast(pl.Int64).cast(pl.Datetime("us")).dt.replace_time_zone("UTC")
+                               for c in stamps)
     return frame.sort(order, nulls_last=True) if rows else frame
 
 
-def check_samples(spark: Any, first_day: dt.date, last_day: dt.date, settings: WarehouseSettings,
-                  now: dt.datetime | None = None) -> None:
-    """Temp view int_gpu_samples_checked: every reading of [first_day, last_day] plus the margin,
-    with its quarantine reason (NULL: clean), cached since each later step reads it."""
+def check_samples(spark: Any, day: dt.date, settings: WarehouseSettings, now: dt.datetime | None = None) -> Any:
+    """Temp view int_gpu_samples_checked of `day`: its readings and the margin beside it, each
+    with its quarantine reason (NULL: clean) and its stream's next energy reading (register_lake
+    and register_inventory first)."""
     now = now or dt.datetime.now(dt.timezone.utc)
-    frame = _view(spark, "int_gpu_samples_checked", _checked_parameters(first_day, last_day, settings, now))
-    frame.cache()
+    frame = _view(spark, "int_gpu_samples_checked", _day_parameters(spark, day, settings, now))
+    # Computed once and read back as rows: each later reference would repeat the whole plan (the
+    # relation reads its own CTEs several times), and Spark's analyzer takes minutes, or runs out
+    # of stack, over a union of a few such days.
+    frame = frame.localCheckpoint()
+    frame.createOrReplaceTempView("int_gpu_samples_checked")
+    return frame
+
+
+def clean_samples(spark: Any, first_day: dt.date, last_day: dt.date, settings: WarehouseSettings,
+                  now: dt.datetime | None = None) -> Any:
+    """Temp view stg_gpu_samples: the clean readings of first_day..last_day, each day checked as
+    the DuckDB build checks it (so, as there, a reading's neighbours across midnight count)."""
+    now = now or dt.datetime.now(dt.timezone.utc)
+    union = None
+    for i in range((last_day - first_day).days + 1):
+        day = first_day + dt.timedelta(days=i)
+        check_samples(spark, day, settings, now)
+        # each frame keeps the plan of its own day's view, which the next day's replaces
+        rows = _view(spark, "stg_gpu_samples", {"day": day})
+        union = rows if union is None else union.unionByName(rows)
+    union = union.cache()  # power_features reads it twice (its streams and its rows)
+    union.createOrReplaceTempView("stg_gpu_samples")
+    return union
 
 
 def gpu_energy_hourly(spark: Any, day: dt.date, settings: WarehouseSettings,
                       now: dt.datetime | None = None) -> pl.DataFrame:
-    """fct_gpu_energy_hourly of `day` on Spark (raw_gpu_samples must be registered): one row per
-    GPU-hour, energy_kwh [kWh], avg_power_w [W], coverage_ratio [0..1], hour_at UTC."""
-    check_samples(spark, day, day, settings, now)
-    day_index = (day - dt.date(1970, 1, 1)).days
-    frame = _view(spark, "fct_gpu_energy_hourly", {
-        "day": day, "first_hour": day_index * 24, "end_hour": (day_index + 1) * 24,
-        "max_gap_s": float(settings.max_gap_s), "max_counter_gap_s": float(settings.max_counter_gap_s),
-        "max_power_over_limit_ratio": float(settings.max_power_over_limit_ratio),
-        "max_power_abs_w": float(settings.max_power_abs_w),
-    })
-    hourly = _frame(frame, ["gpu_uuid", "hour_index"])
-    hour_at = (pl.from_epoch(pl.col("hour_index").cast(pl.Int64) * 3600, time_unit="s")
-               .dt.replace_time_zone("UTC").dt.cast_time_unit("us").alias("hour_at"))
-    return hourly.with_columns(hour_at).select("hour_at", pl.exclude("hour_at", "hour_index"))
+    """fct_gpu_energy_hourly of `day` on Spark (register_lake and register_inventory first): one
+    row per GPU-hour, energy_kwh [kWh], avg_power_w [W], coverage_ratio [0..1], hour_at UTC. The
+    temp view stays cached for gpu_energy_daily."""
+    now = now or dt.datetime.now(dt.timezone.utc)
+    check_samples(spark, day, settings, now)
+    frame = _view(spark, "fct_gpu_energy_hourly", build_parameters(day, settings, now, "")).cache()
+    return _frame(frame, ["gpu_uuid", "hour_at"])
 
 
 def shape_grid_rows(models: ModelSettings) -> list[tuple[bool, float, float, float]]:
@@ -180,7 +223,7 @@ def power_suffstats(spark: Any, day: dt.date, warehouse: WarehouseSettings, mode
     """power_suffstats over the clean readings of the `models.history_days` up to `day`:
     n, X'X, X'y, y'y per GPU model and shape (the fit in models.coefficients reads these)."""
     first_day = day - dt.timedelta(days=models.history_days - 1)
-    check_samples(spark, first_day, day, warehouse, now)
+    clean = clean_samples(spark, first_day, day, warehouse, now)
     grid = spark.createDataFrame(shape_grid_rows(models),
                                  "has_clock boolean, alpha double, activity_exponent double, activity_hold_s double")
     grid.createOrReplaceTempView("power_shape_grid")
@@ -193,6 +236,7 @@ def power_suffstats(spark: Any, day: dt.date, warehouse: WarehouseSettings, mode
         return _frame(stats, ["gpu_model", "alpha", "activity_exponent", "activity_hold_s"])
     finally:
         features.unpersist()
+        clean.unpersist()
 
 
 def gpu_energy_daily(spark: Any) -> pl.DataFrame:
@@ -205,6 +249,7 @@ def run_day(spark: Any, lake: str | Path, day: dt.date, warehouse: WarehouseSett
     """Every Spark step for `day` over `lake`: hourly energy, power-model sums, daily rollup."""
     register_lake(spark, lake)
     with _one_line_errors(day, lake):
+        register_inventory(spark, warehouse)
         hourly = gpu_energy_hourly(spark, day, warehouse, now)
         daily = gpu_energy_daily(spark)
         stats = power_suffstats(spark, day, warehouse, models, now)
@@ -219,7 +264,15 @@ def _one_line_errors(day: dt.date, lake: str | Path) -> Iterator[None]:
     except SparkEngineError:
         raise
     except Exception as exc:
-        raise SparkEngineError(f"Spark failed on {day} over {lake}: {str(exc).splitlines()[0]}") from exc
+        raise SparkEngineError(f"Spark failed on {day} over {lake}: {_first_line(exc)}") from exc
+
+
+def _first_line(exc: Exception) -> str:
+    # py4j's own first line ("An error occurred while calling o37.sql.") says nothing; the
+    # Java exception's message follows it
+    lines = [line.strip(": ") for line in str(exc).splitlines()
+             if line.strip() and not line.startswith("An error occurred while calling")]
+    return lines[0] if lines else type(exc).__name__
 
 
 # --- The DAG's build task with engine = "spark" -------------------------------------------------
@@ -284,6 +337,7 @@ def computed_relations(spark: Any, lake: str | Path, day: dt.date, settings: War
     engines apply the same future-timestamp rule."""
     register_lake(spark, lake)
     with _one_line_errors(day, lake):
+        register_inventory(spark, settings)
         hourly = gpu_energy_hourly(spark, day, settings, now)
     return {"fct_gpu_energy_hourly": as_duckdb_gpu_energy_hourly(hourly)}
 
@@ -295,4 +349,5 @@ def fit_suffstats(spark: Any, lake: str | Path, day: dt.date, warehouse: Warehou
     the same quarantine rules (and this `now`) as the warehouse's clean rows."""
     register_lake(spark, lake)
     with _one_line_errors(day, lake):
+        register_inventory(spark, warehouse)
         return power_suffstats(spark, day, warehouse, models, now).to_dicts()

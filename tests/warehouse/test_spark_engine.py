@@ -1,6 +1,8 @@
-"""Spark and DuckDB give the same numbers on the same simulated lake: hourly GPU energy,
-the power model's sufficient statistics (with and without clock readings) and the daily
-rollup. PySpark runs local[2]; the test is skipped where pyspark or Java is missing."""
+"""Spark and DuckDB give the same numbers on the same simulated lake: the quarantine reasons,
+hourly GPU energy, the power model's sufficient statistics (with and without clock readings) and
+the daily rollup. Spark runs the SQL that warehouse/spark_dialect.py renders from the DuckDB files
+(tests/warehouse/test_spark_dialect.py checks it renders, without Spark). PySpark runs local[2];
+the test is skipped where pyspark or Java is missing."""
 
 from __future__ import annotations
 
@@ -58,21 +60,41 @@ def engines(tmp_path_factory):
         nvml = nvml.set_column(i, nvml.schema.field(i), pa.nulls(nvml.num_rows, nvml.schema.field(i).type))
     i = nvml.schema.get_field_index("source")
     nvml = nvml.set_column(i, nvml.schema.field(i), pa.array(["nvml-extra"] * nvml.num_rows, nvml.schema.field(i).type))
-    write_dataset(root / "lake", "gpu_samples", pa.concat_tables([table, nvml]))
+    write_dataset(root / "lake", "gpu_samples", pa.concat_tables([table, nvml, _broken_readings(table)]))
     warehouse, models = WarehouseSettings(inventory_path=str(summary.inventory_path)), ModelSettings(history_days=3)
     con = connect(root / "w.duckdb", root / "lake")
     build_day(con, DAY, warehouse, now=NOW)
     spark = spark_engine.spark_session("local[2]")
     try:
         result = spark_engine.run_day(spark, root / "lake", DAY, warehouse, models, now=NOW)
+        spark_engine.check_samples(spark, DAY, warehouse, NOW)
+        checked = spark_engine._frame(spark.sql(
+            "SELECT reason, in_inventory, count(*) AS n FROM int_gpu_samples_checked WHERE day = :day "
+            "GROUP BY reason, in_inventory", args={"day": DAY}), ["reason", "in_inventory"])
     finally:
         spark.stop()
-    yield con, models, result
+    yield con, models, result, checked
     con.close()
 
 
+def _broken_readings(table: pa.Table) -> pa.Table:
+    """One reading of one GPU at noon, copied to break each quarantine rule once (a second
+    reading of the same key, NaN, negative, mW as W, too hot, a ratio over 1)."""
+    noon = [r for r in table.to_pylist() if r["sampled_at"].hour == 12][0]
+    step = dt.timedelta(seconds=1)
+    broken = [
+        {**noon, "power_w": noon["power_w"] + 1.0},
+        {**noon, "sampled_at": noon["sampled_at"] + 1 * step, "power_w": float("nan")},
+        {**noon, "sampled_at": noon["sampled_at"] + 2 * step, "power_w": -5.0},
+        {**noon, "sampled_at": noon["sampled_at"] + 3 * step, "power_w": noon["power_w"] * 1000},
+        {**noon, "sampled_at": noon["sampled_at"] + 4 * step, "temp_c": 500.0},
+        {**noon, "sampled_at": noon["sampled_at"] + 5 * step, "sm_active_ratio": 1.5},
+    ]
+    return pa.Table.from_pylist(broken, schema=table.schema)
+
+
 def test_hourly_gpu_energy_is_the_same_on_both_engines(engines):
-    con, _, result = engines
+    con, _, result, _ = engines
     cur = con.execute("SELECT hour_at, gpu_uuid, gpu_model, energy_kwh, coverage_ratio, energy_source, source, "
                       "n_samples FROM fct_gpu_energy_hourly WHERE day = ? ORDER BY gpu_uuid, hour_at", [DAY])
     duck = pl.DataFrame(cur.fetchall(), schema=[d[0] for d in cur.description], orient="row")
@@ -87,7 +109,7 @@ def test_hourly_gpu_energy_is_the_same_on_both_engines(engines):
 
 
 def test_power_model_sums_are_the_same_on_both_engines(engines):
-    con, models, result = engines
+    con, models, result, _ = engines
     keys = ["gpu_model", "alpha", "activity_exponent", "activity_hold_s"]
     duck = _duckdb_suffstats(con, models).sort(keys)
     spark = result.power_suffstats.sort(keys)
@@ -100,7 +122,7 @@ def test_power_model_sums_are_the_same_on_both_engines(engines):
 
 
 def test_daily_rollup_adds_up_to_the_hourly_energy(engines):
-    con, _, result = engines
+    con, _, result, _ = engines
     duck = dict(con.execute("SELECT host || '/' || gpu_model, sum(energy_kwh) FROM fct_gpu_energy_hourly "
                             "WHERE day = ? GROUP BY ALL", [DAY]).fetchall())
     daily = result.gpu_energy_daily
@@ -108,3 +130,16 @@ def test_daily_rollup_adds_up_to_the_hourly_energy(engines):
     for row in daily.iter_rows(named=True):
         assert row["energy_kwh"] == pytest.approx(duck[f"{row['host']}/{row['gpu_model']}"], rel=1e-9)
         assert 0 < row["avg_power_w"] < 700
+
+
+def test_quarantine_reasons_and_inventory_flags_are_the_same_on_both_engines(engines):
+    con, _, _, spark = engines
+    cur = con.execute("SELECT reason, in_inventory, count(*) AS n FROM ("
+                      " SELECT NULL AS reason, in_inventory FROM stg_gpu_samples WHERE day = $day"
+                      " UNION ALL SELECT reason, in_inventory FROM quarantine_gpu_samples WHERE day = $day) "
+                      "GROUP BY ALL ORDER BY reason NULLS LAST, in_inventory", {"day": DAY})
+    duck = pl.DataFrame(cur.fetchall(), schema=[d[0] for d in cur.description], orient="row")
+    assert spark.sort("reason", "in_inventory", nulls_last=True).rows() == duck.rows()
+    reasons = {r for r in duck["reason"].to_list() if r is not None}
+    assert reasons >= {"duplicate_key", "power_not_finite", "power_negative", "power_unit_mw",
+                       "temp_out_of_range", "ratio_out_of_range"}

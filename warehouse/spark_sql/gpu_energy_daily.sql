@@ -2,7 +2,7 @@
 -- size of the carbon and cost accounts (reports.accounts.carbon / reports.accounts.tco read GPU-hours, then do
 -- their per-hour pricing and attribution in polars on GPUs x 24 rows, which fit one machine).
 -- grain: one row per (day, host, gpu_model)
--- input: temp view fct_gpu_energy_hourly (spark_sql/fct_gpu_energy_hourly.sql)
+-- input: temp view fct_gpu_energy_hourly (warehouse/sql/fct_gpu_energy_hourly.sql as Spark runs it)
 -- columns: day [DATE], host, gpu_model [text], n_gpus [count], gpu_hours [GPU-hours with any
 --   reading: sum of coverage_ratio], energy_kwh [kWh, measured], avg_power_w [W over covered time]
 SELECT

@@ -1,8 +1,8 @@
 -- power_features (Spark SQL): models/sql/power_features.sql on Apache Spark, limited to the
 -- columns the sufficient statistics use (no interval_s, temp_c, power_limit_w, f_max_mhz).
 -- grain: gpu_uuid x sampled_at, clean readings of days in (:day - :history_days, :day]
--- input: temp view int_gpu_samples_checked covering those days (clean rows = stg_gpu_samples), read
---   one stream per GPU and day as models/sql/gpu_activity_streams.sql chooses it
+-- input: temp view stg_gpu_samples covering those days (warehouse/sql/stg_gpu_samples.sql as Spark
+--   runs it, day by day), read one stream per GPU and day as models/sql/gpu_activity_streams.sql chooses it
 -- parameters: :day DATE, :history_days INT, :holdout_fraction DOUBLE (0..1), :holdout_max_days DOUBLE
 -- columns: gpu_model, feature_set ('dcgm' | 'nvml'), gpu_uuid, t_us [us since epoch UTC],
 --   power_w [W], temp_delta_c [C above 25 C], activity_ratio, clock_ratio, memory_ratio [0..1],
@@ -12,10 +12,9 @@
 -- reproduced with FLOAT casts so both engines see the same values; last_value(x, true) is
 -- DuckDB's last_value(x IGNORE NULLS).
 WITH clean_rows AS (
-    SELECT *
-    FROM int_gpu_samples_checked
-    WHERE reason IS NULL
-      AND day <= :day
+    SELECT *, unix_micros(sampled_at) AS t_us
+    FROM stg_gpu_samples
+    WHERE day <= :day
       AND day > date_sub(:day, :history_days)
 ),
 streams AS (

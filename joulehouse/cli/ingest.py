@@ -45,7 +45,7 @@ def nvidia_smi_command(
     _print_result(file, result)
 
 
-@ingest_app.command("slurm")
+@ingest_app.command("slurm", epilog="Example: joulehouse ingest slurm jobs.txt --lake var/lake --assume-tz Europe/Berlin")
 def slurm_command(
     file: Path = typer.Argument(..., help="Output of `sacct -a -X -P --format=JobID,JobName,User,Account,Partition,"
                                           "State,Start,End,NodeList,AllocTRES`."),

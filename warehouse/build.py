@@ -135,11 +135,11 @@ def inventory_file(path: str, scratch: Path) -> tuple[str, bool]:
 def ensure_views(con: duckdb.DuckDBPyConnection) -> tuple[str, ...]:
     """(Re)create the raw_* views; returns the datasets the lake lacks (empty stand-ins)."""
     lake = con.execute("SELECT getvariable('jh_lake')").fetchone()[0]
-    ensure_contract_views(con)
     missing = []
     with tempfile.TemporaryDirectory(prefix="jh-views-") as scratch:
         # bound against empty stand-in files: binding them over the lake would open every footer
         with narrowed(con, {d: [p] for d, p in stand_in_files(Path(scratch)).items()}):
+            ensure_contract_views(con)
             for rel in relations():
                 if rel.kind != "view":
                     continue

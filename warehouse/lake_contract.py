@@ -48,13 +48,25 @@ def contract_view(dataset: str) -> str:
     return f"jh_contract_{dataset}"
 
 
+def lake_view(dataset: str) -> str:
+    """The name of the view over `dataset`'s files read by the contract: every documented column
+    (NULL where a file lacks it) and any extra ones, the whole lake or the build's narrowed files."""
+    contract_view(dataset)
+    return f"jh_lake_{dataset}"
+
+
 def ensure_contract_views(con: duckdb.DuckDBPyConnection) -> None:
-    """(Re)create jh_contract_<dataset> for every dataset, from collectors/schema.py. The text is
-    generated: the column names and types come from the schema (the code's own allow-list)."""
+    """(Re)create jh_contract_<dataset> and jh_lake_<dataset> for every dataset, from
+    collectors/schema.py. The text is generated: the column names and types come from the schema
+    and the dataset names from its keys (the code's own allow-list); jh_lake_* from one template
+    (build_sql/lake_view.sql), so every raw_* view reads its files the same way."""
+    template = BUILD_SQL.text("lake_view")
     for dataset, schema in DATASETS.items():
         cols = [f'CAST(NULL AS {DUCK_TYPES[str(f.type)]}) AS "{f.name}"' for f in schema]
         cols.append("CAST(NULL AS DATE) AS date")
         con.execute(f"CREATE OR REPLACE VIEW {contract_view(dataset)} AS SELECT {', '.join(cols)} WHERE false")
+        con.execute(f"CREATE OR REPLACE VIEW {lake_view(dataset)} AS "
+                    + template.replace("{dataset}", dataset).replace("{contract_view}", contract_view(dataset)))
 
 
 def build_dates(day: dt.date) -> list[dt.date]:

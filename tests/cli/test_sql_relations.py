@@ -30,6 +30,8 @@ KNOWN_INTERNAL = {
     "jh_meta": "warehouse.db: the lake path of the last build, so read-only sessions find the lake",
     **{f"jh_contract_{d}": "warehouse.lake_contract: typed, empty stand-in of the dataset's documented columns"
        for d in lake_schema.DATASETS},
+    **{f"jh_lake_{d}": "warehouse.lake_contract: the dataset's files read by the contract (its raw_ view's source)"
+       for d in lake_schema.DATASETS},
 }
 # Relations whose header documents the lake dataset's columns by reference (collectors/schema.py).
 LAKE_COLUMNS = {

@@ -1,0 +1,11 @@
+-- jh_lake_{dataset}: a dataset's files read by the lake contract (warehouse/lake_contract.py fills
+-- in the dataset's name from collectors/schema.py). The typed, empty {contract_view} gives every
+-- documented column its type even when no file has it; union_by_name reads files that lack
+-- optional columns (NULL) or carry extra ones. The variable jh_build_files_{dataset} narrows it to
+-- the files a build reads (union_by_name opens every footer at each query); NULL: the whole lake.
+SELECT * FROM {contract_view}
+UNION ALL BY NAME
+SELECT * FROM read_parquet(
+    coalesce(getvariable('jh_build_files_{dataset}'), [getvariable('jh_lake') || '/{dataset}/**/*.parquet']),
+    hive_partitioning = true, union_by_name = true
+)

@@ -118,12 +118,36 @@ AGENT_AUDIT = pa.schema(
     ]
 )
 
+# One row per link and reading: a GPU's NVLink (DCGM fields 1011/1012, or NVML's throughput
+# counters), a node's InfiniBand or RoCE port (node_exporter's infiniband collector; `device` is
+# "<hca>/<port>"). PCIe stays in gpu_samples. Rates are bytes per second in each direction;
+# `capacity_bytes_per_s` is the link's own rate per direction where the source reads it (the IB
+# port's rate, NVLink version x active links), else NULL and the warehouse takes it from the GPU
+# model (models/gpu_catalogue.csv).
+LINK_SAMPLES = pa.schema(
+    [
+        pa.field("sampled_at", TS, nullable=False),
+        pa.field("host", pa.string(), nullable=False),
+        # nvlink | infiniband (RoCE ports are listed by the same collector)
+        pa.field("link_kind", pa.string(), nullable=False),
+        # the GPU's UUID for nvlink, "<hca>/<port>" (mlx5_0/1) for a network port
+        pa.field("device", pa.string(), nullable=False),
+        pa.field("gpu_index", pa.int16()),
+        pa.field("gpu_model", pa.string()),
+        pa.field("tx_bytes_per_s", pa.float64()),
+        pa.field("rx_bytes_per_s", pa.float64()),
+        pa.field("capacity_bytes_per_s", pa.float64()),
+        pa.field("source", pa.string(), nullable=False),
+    ]
+)
+
 DATASETS: dict[str, pa.Schema] = {
     "gpu_samples": GPU_SAMPLES,
     "node_samples": NODE_SAMPLES,
     "facility_samples": FACILITY_SAMPLES,
     "jobs": JOBS,
     "agent_audit": AGENT_AUDIT,
+    "link_samples": LINK_SAMPLES,
 }
 
 # The column each dataset's rows are dated by (picks the date= partition) and sorted by.
@@ -133,6 +157,7 @@ TIME_COLUMN = {
     "facility_samples": "sampled_at",
     "jobs": "started_at",
     "agent_audit": "audited_at",
+    "link_samples": "sampled_at",
 }
 PARTITION_HOST_COLUMN = {
     "gpu_samples": "host",
@@ -140,6 +165,7 @@ PARTITION_HOST_COLUMN = {
     "facility_samples": "site",
     "jobs": "host",
     "agent_audit": "host",
+    "link_samples": "host",
 }
 SORT_KEYS = {
     "gpu_samples": [("gpu_uuid", "ascending"), ("sampled_at", "ascending")],
@@ -147,6 +173,7 @@ SORT_KEYS = {
     "facility_samples": [("site", "ascending"), ("sampled_at", "ascending")],
     "jobs": [("started_at", "ascending"), ("job_id", "ascending")],
     "agent_audit": [("audited_at", "ascending")],
+    "link_samples": [("device", "ascending"), ("sampled_at", "ascending")],
 }
 
 

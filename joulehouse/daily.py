@@ -130,6 +130,7 @@ def check_data(day: str, config: str | None) -> dict:
 
 def fit_power_models(day: str, config: str | None) -> dict:
     """One power model per GPU model, validated on held-out time; thermal resistance per GPU."""
+    from joulehouse.models.bandwidth import link_bandwidth_day
     from joulehouse.models.job_energy import job_energy_day, same_profile_pairs
     from joulehouse.models.power import SuffstatsMismatch, fit_day
     from joulehouse.models.power_interval import power_interval_day
@@ -153,12 +154,13 @@ def fit_power_models(day: str, config: str | None) -> dict:
             fits = fit_day(con, the_day, settings.models)
             fit_engine = f"duckdb ({exc})"
         thermal = fit_thermal_day(con, the_day)
+        link_hours = link_bandwidth_day(con, the_day)
         sensitivities = sensitivity_day(con, the_day)
         intervals, _curve = power_interval_day(con, the_day)
         pairs = [p for profile in settings.models.cross_model_job_profiles
                  for p in same_profile_pairs(con, the_day, profile)]
         predictions = job_energy_day(con, the_day, pairs)
-    return {"models": len(fits), "fit_engine": fit_engine, "thermal_gpus": thermal,
+    return {"models": len(fits), "fit_engine": fit_engine, "thermal_gpus": thermal, "link_hours": link_hours,
             "sensitivities": _count(sensitivities), "power_intervals": _count(intervals),
             "job_energy_predictions": len(predictions)}
 

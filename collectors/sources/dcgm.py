@@ -34,7 +34,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from joulehouse.collectors.schema import GPU_SAMPLES, SORT_KEYS, conform
+from joulehouse.collectors.schema import DATASETS, GPU_SAMPLES, SORT_KEYS, conform
 from joulehouse.collectors.settings import CollectorSettings
 from joulehouse.collectors.sources.base import SourceError
 from joulehouse.collectors.sources.dcgm_values import convert_value, drop_unreported_memory_temps
@@ -202,20 +202,21 @@ def _epoch(iso: str) -> float:
     return datetime.fromisoformat(iso).timestamp()
 
 
-def write_range(lake: str | Path, table: pa.Table, start_s: float, end_s: float) -> list[WrittenFile]:
-    """Write one range's rows, one file per (date, host) partition, under names fixed by the
-    range: writing the same range again replaces those files rather than adding rows."""
+def write_range(lake: str | Path, table: pa.Table, start_s: float, end_s: float, *,
+                dataset: str = "gpu_samples", tag: str = SOURCE_TAG) -> list[WrittenFile]:
+    """Write one range's rows of `dataset`, one file per (date, host) partition, under names fixed
+    by the range and `tag`: writing the same range again replaces those files rather than adding rows."""
     if table.num_rows == 0:
         return []
-    table = conform("gpu_samples", table)
+    table = conform(dataset, table)
     dates = pc.strftime(table.column("sampled_at"), format="%Y-%m-%d", locale="C")
     keys = sorted(set(zip(dates.to_pylist(), table.column("host").to_pylist())))
-    name = f"part-{int(start_s * 1e6):016d}-{SOURCE_TAG}-{int(end_s * 1e6):016d}.parquet"
+    name = f"part-{int(start_s * 1e6):016d}-{tag}-{int(end_s * 1e6):016d}.parquet"
     written = []
     for date, host in keys:
         mask = pc.and_(pc.equal(dates, date), pc.equal(table.column("host"), host))
-        part = table.filter(mask).sort_by(SORT_KEYS["gpu_samples"])
-        written.append(write_parquet_atomic(part, partition_dir(Path(lake), "gpu_samples", date, host) / name))
+        part = table.filter(mask).sort_by(SORT_KEYS[dataset])
+        written.append(write_parquet_atomic(part, partition_dir(Path(lake), dataset, date, host) / name))
     return written
 
 
@@ -228,6 +229,7 @@ class DcgmSource:
     source writes its own ranges: Prometheus already holds the samples durably."""
 
     dataset = "gpu_samples"
+    source_tag = SOURCE_TAG
 
     def __init__(
         self,
@@ -379,7 +381,7 @@ class DcgmSource:
             if state.get("watermark_at"):
                 floor = datetime.fromisoformat(state["watermark_at"])
                 table = table.filter(pc.greater(table.column("sampled_at"), pa.scalar(floor, GPU_SAMPLES.field("sampled_at").type)))
-            written += write_range(self.lake, table, start, end)
+            written += write_range(self.lake, table, start, end, dataset=self.dataset, tag=self.source_tag)
             state = {"state_version": STATE_VERSION, "watermark_at": _iso(end), "pending": None}
             self.state.save(state)
             log.info("dcgm: wrote %d rows for %s..%s", table.num_rows, _iso(start), _iso(end))
@@ -387,7 +389,7 @@ class DcgmSource:
     def read(self) -> pa.Table:
         """Protocol entry for the collect loop: sync to the lake, return no rows (see class doc)."""
         self.sync()
-        return GPU_SAMPLES.empty_table()
+        return DATASETS[self.dataset].empty_table()
 
     def close(self) -> None:
         if self._client is not None and hasattr(self._client, "close"):

@@ -36,6 +36,7 @@ LAKE_COLUMNS = {
     "raw_facility_samples": lake_schema.FACILITY_SAMPLES,
     "raw_jobs": lake_schema.JOBS,
     "raw_agent_audit": lake_schema.AGENT_AUDIT,
+    "raw_link_samples": lake_schema.LINK_SAMPLES,
     "stg_gpu_samples": lake_schema.GPU_SAMPLES,
     "quarantine_gpu_samples": lake_schema.GPU_SAMPLES,
 }

@@ -3,24 +3,20 @@ endpoint that serves dcgm-exporter's text format for 2 hosts x 4 GPUs with known
 
 from __future__ import annotations
 
-import socket
-import subprocess
-import threading
 import time
-from collections.abc import Callable, Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from collections.abc import Iterator
 from pathlib import Path
 
 import pyarrow.dataset as ds
 import pytest
-import requests
+
+from prometheus_server import PROMETHEUS, PrometheusServer, TextEndpoint, wait_for
 
 from joulehouse.collectors.sources import dcgm as dcgm_module
 from joulehouse.collectors.sources.base import SourceError
 from joulehouse.collectors.sources.dcgm import DcgmSource
 
 pytestmark = [pytest.mark.integration]
-PROMETHEUS = "/usr/bin/prometheus"
 if not Path(PROMETHEUS).exists():
     pytest.skip(f"{PROMETHEUS} is not installed (Debian package 'prometheus')", allow_module_level=True)
 
@@ -98,86 +94,12 @@ def exposition(power_offset_w: float) -> str:
     return "\n".join(lines) + "\n"
 
 
-class Exporter:
-    """A local HTTP endpoint serving the exposition; `power_offset_w` changes what it serves."""
+class Exporter(TextEndpoint):
+    """The dcgm-exporter endpoint; `power_offset_w` changes what it serves."""
 
     def __init__(self) -> None:
         self.power_offset_w = 0.0
-        exporter = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_GET(self) -> None:  # noqa: N802 (http.server's name)
-                body = exposition(exporter.power_offset_w).encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            def log_message(self, *args: object) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.port = self.server.server_address[1]
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self.thread.start()
-
-    def stop(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def wait_for(condition: Callable[[], bool], timeout_s: float, what: str) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        try:
-            if condition():
-                return
-        except requests.RequestException:
-            pass
-        time.sleep(0.2)
-    raise AssertionError(f"timed out after {timeout_s} s waiting for {what}")
-
-
-class PrometheusServer:
-    def __init__(self, folder: Path, target_port: int) -> None:
-        folder.mkdir(parents=True, exist_ok=True)
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        config = folder / "prometheus.yml"
-        config.write_text(
-            "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n"
-            "scrape_configs:\n  - job_name: dcgm-exporter\n"
-            f"    static_configs:\n      - targets: ['127.0.0.1:{target_port}']\n")
-        self.log = open(folder / "prometheus.log", "wb")
-        self.process = subprocess.Popen(
-            [PROMETHEUS, f"--config.file={config}", f"--storage.tsdb.path={folder / 'data'}",
-             f"--web.listen-address=127.0.0.1:{self.port}"],
-            stdout=self.log, stderr=subprocess.STDOUT)
-        wait_for(lambda: requests.get(f"{self.url}/-/ready", timeout=1).status_code == 200, 20,
-                 "Prometheus /-/ready")
-
-    first_scrape_s = 0
-
-    def series_count(self, query: str) -> int:
-        r = requests.get(f"{self.url}/api/v1/query", params={"query": query}, timeout=2).json()
-        return int(float(r["data"]["result"][0]["value"][1])) if r["data"]["result"] else 0
-
-    def stop(self) -> None:
-        if self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(10)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
-        self.log.close()
+        super().__init__(lambda: exposition(self.power_offset_w))
 
 
 @pytest.fixture(scope="module")

@@ -155,7 +155,7 @@ def fit_power_models(day: str, config: str | None) -> dict:
             fit_engine = f"duckdb ({exc})"
         thermal = fit_thermal_day(con, the_day)
         link_hours = link_bandwidth_day(con, the_day)
-        sensitivities = sensitivity_day(con, the_day)
+        sensitivities = sensitivity_day(con, the_day, settings.sensitivity)
         intervals, _curve = power_interval_day(con, the_day)
         pairs = [p for profile in settings.models.cross_model_job_profiles
                  for p in same_profile_pairs(con, the_day, profile)]

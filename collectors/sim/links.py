@@ -4,8 +4,8 @@ The shape follows how the work communicates (the magnitudes are the simulation's
 range NCCL all-reduce and serving traces show, not a measurement):
 - data-parallel training on a group of GPUs all-reduces gradients over NVLink: while the GPU
   computes, a share of the link (drawn per job, 25-55% of its rate) scales with its SM activity,
-  and the step's all-reduce dip fills the link further; 8-20% of that traffic leaves the node
-  over InfiniBand (the gradients of the other nodes' replicas);
+  and the step's all-reduce dip fills the link further; 1-3% of that traffic leaves the node
+  over InfiniBand (the hierarchical all-reduce's inter-node step, one rail per GPU pair);
 - single-GPU training and evaluation touch NVLink little (1-6%);
 - inference serving (tensor-parallel shards) sends 2% + 10% x offered load of NVLink, and its
   requests and replies cross the network at 0.4-1.2 MB per request;
@@ -65,8 +65,12 @@ def link_traffic(seed: int, day: dt.date, gpus: Sequence[SimGpu], jobs: Sequence
             if job.kind.startswith("train") and len(job.gpu_indices) > 1:
                 share = job_rng.uniform(0.25, 0.55)
                 # all-reduce: busier links while computing, fuller in the step's dip (low SM activity)
-                occ = share * (0.6 * act / max(job.act, 1e-3) + 0.4 * (act < 0.5 * job.act))
-                leaves_node = job_rng.uniform(0.08, 0.2)
+                relative = act / max(job.act, 1e-3)
+                # the all-reduce dip (SMs at about a third) fills the link; a checkpoint (SMs near
+                # idle, writing to storage) sends nothing over it
+                in_dip = (relative < 0.5) & (relative > 0.15)
+                occ = share * np.where(relative <= 0.15, 0.02, 0.6 * relative + 0.4 * in_dip)
+                leaves_node = job_rng.uniform(0.01, 0.03)
                 net_tx[mask] += leaves_node * occ * nvlink_cap
                 net_rx[mask] += leaves_node * occ * nvlink_cap
             elif job.kind == "inference":

@@ -26,6 +26,7 @@ NEEDS = {
     "fct_recommendation_outcome": "the outcome step (models.outcome) over the days after a setting took effect",
     "fct_recommendation_extra": "the consolidation and placement step (models.placement)",
     "fct_sensitivity_daily": "the sensitivities step (models.sensitivity)",
+    "fct_sensitivity_hourly": "the sensitivities step with link occupancy (models.joint_sensitivity)",
     "fct_power_interval": "the power-interval step (models.power_interval)",
     "fct_job_energy_prediction": "jobs run on two GPU models with the same profile",
 }
@@ -76,7 +77,7 @@ class ReportData:
         "sensitivity": "fct_sensitivity_daily", "interval": "fct_power_interval",
         "job_prediction": "fct_job_energy_prediction", "placement": "fct_recommendation_extra",
         "job_efficiency": "fct_job_efficiency", "setting_efficiency": "fct_efficiency_setting_daily",
-        "outcome": "fct_recommendation_outcome",
+        "outcome": "fct_recommendation_outcome", "sensitivity_hourly": "fct_sensitivity_hourly",
     }
 
     def __init__(self, con, day: dt.date, notes: dict[str, Any]):

@@ -10,6 +10,8 @@ import polars as pl
 from joulehouse.reports.page import figures
 from joulehouse.reports.page.figures_estimates import job_prediction_error, sensitivity_forest
 from joulehouse.reports.page.relations import ReportData, has
+from joulehouse.reports.page.section_sensitivity import PARTS as JOINT_PARTS
+from joulehouse.reports.page.section_sensitivity import joint_sensitivity_block
 from joulehouse.reports.page.blocks import FigureWriter, Section, fmt_number, table
 
 MAX_SCATTER_POINTS = 5000
@@ -65,7 +67,8 @@ def _sensitivities(data: ReportData, figs: FigureWriter, s: Section) -> None:
     if not has(data.sensitivity, "quantity", "estimate"):
         s.missing(f"no sensitivities ({data.sensitivity_why or 'fct_sensitivity_daily has no estimates'})")
         return
-    rows = data.sensitivity.sort("quantity", "scope")
+    # S and its parts have their own block (section_sensitivity) with the typical values beside them.
+    rows = data.sensitivity.filter(~pl.col("quantity").is_in(list(JOINT_PARTS))).sort("quantity", "scope")
     s.note("Elasticity = % change of the response per 1% change of the driver; an interval that excludes 0 is a real effect.")
     # Each row has its own unit (an elasticity, a slope per °C): the headers point to the unit column.
     labels = {"estimate": "estimate (see unit)", "ci_low": "95% CI low (see unit)", "ci_high": "95% CI high (see unit)"}
@@ -119,6 +122,7 @@ def models_section(data: ReportData, figs: FigureWriter) -> Section:
         s.missing(f"no power-limit curve ({data.curve_why or 'no rows for the day'}): energy-vs-limit curve not drawn")
     _thermal(data, figs, s)
     _sensitivities(data, figs, s)
+    joint_sensitivity_block(data, figs, s)
     _power_interval(data, s)
     _job_prediction(data, figs, s)
     return s

@@ -81,7 +81,8 @@ FACILITY_SAMPLES = pa.schema(
     ]
 )
 
-# One row per job and GPU it held. Work counters are optional (NULL when a job reports none).
+# One row per job and GPU it held. Work counters, precision and batch size are optional (NULL when a
+# job reports none).
 JOBS = pa.schema(
     [
         pa.field("job_id", pa.string(), nullable=False),
@@ -100,8 +101,13 @@ JOBS = pa.schema(
         pa.field("tokens_total", pa.int64()),
         pa.field("samples_total", pa.int64()),
         pa.field("flops_total", pa.float64()),
+        # Where the scheduler or the job says: numeric precision (fp32, tf32, bf16, fp16, fp8,
+        # int8, int4) and batch size (per step or per forward pass, samples or sequences).
+        pa.field("precision", pa.string()),
+        pa.field("batch_size", pa.int32()),
     ]
 )
+JOB_PRECISIONS = ("fp32", "tf32", "bf16", "fp16", "fp8", "int8", "int4")
 
 AGENT_AUDIT = pa.schema(
     [

@@ -168,11 +168,13 @@ def fit_power_models(day: str, config: str | None) -> dict:
 def measure_efficiency_and_outcomes(day: str, config: str | None) -> dict:
     """Energy per unit of work per job and setting, and what earlier recommendations saved."""
     from joulehouse.models.efficiency import build_efficiency
+    from joulehouse.models.efficiency_precision import precision_efficiency_day
     from joulehouse.models.outcome import measure_outcomes
 
     the_day, settings = _load(day, config)
     with _warehouse(settings) as con:
         efficiency = build_efficiency(con, the_day)
+        efficiency |= precision_efficiency_day(con, the_day)
         outcomes = measure_outcomes(con, the_day)
     return {"efficiency_rows": efficiency, "outcomes": outcomes}
 
@@ -180,13 +182,15 @@ def measure_efficiency_and_outcomes(day: str, config: str | None) -> dict:
 def account_carbon_and_cost(day: str, config: str | None) -> dict:
     """Carbon (both scope 2 methods + embodied) and TCO for the day, attributed to jobs/teams."""
     from joulehouse.reports.accounts.carbon import carbon_day
+    from joulehouse.reports.accounts.compute_cost import compute_cost_day
     from joulehouse.reports.accounts.tco import tco_day
 
     the_day, settings = _load(day, config)
     with _warehouse(settings) as con:
         carbon = carbon_day(con, the_day, settings.carbon, _data_dir(settings.carbon.grid_file))
         cost = tco_day(con, the_day, settings.tco, _data_dir(settings.tco.price_file))
-    return {"carbon": _summary(carbon), "cost": _summary(cost)}
+        per_tflops_hour = compute_cost_day(con, the_day)
+    return {"carbon": _summary(carbon), "cost": _summary(cost), "compute_cost_rows": per_tflops_hour}
 
 
 def recommend_power_limits(day: str, config: str | None) -> dict:

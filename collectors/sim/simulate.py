@@ -200,7 +200,7 @@ def _simulate_host_day(seed, day, host, host_gpus, jobs: list[Job], limits, n, i
     gpu_table = gpu_day_table(seed, day, host_gpus, traces, state, counters, limits, interval_s)
     prep = np.stack([np.isin(t.job_slot, [i for i, j in enumerate(jobs) if j.kind == "data-prep"]) for t in traces])
     node = simulate_node(seed, host, day, state.power_w, busy, prep, inlet_host, interval_s)
-    job_rows = jobs_table(day, host_gpus, jobs, traces, state, interval_s)
+    job_rows = jobs_table(day, host_gpus, jobs, traces, state, interval_s, seed)
     links = link_day_table(seed, day, host_gpus, jobs, traces, interval_s)
     return gpu_table, node, job_rows, counters[:, -1], links
 

@@ -30,6 +30,7 @@ from joulehouse.reports.page import figures
 from joulehouse.reports.page.relations import ReportData, has, total
 from joulehouse.reports.page.blocks import FigureWriter, Section, fmt_number, page, table
 from joulehouse.reports.page.section_summary import summary_section
+from joulehouse.reports.page.section_efficiency_precision import precision_efficiency_block
 from joulehouse.reports.page.section_actions import efficiency_section, recommendations_section
 from joulehouse.reports.page.section_models import models_section
 from joulehouse.reports.page.section_quality import quality_section
@@ -119,7 +120,9 @@ def render_report(con, day: dt.date | str, out_path: Path, *, notes: dict | None
     figs = FigureWriter()
     # Built in reading order except the summary, which gathers the others' "not computed" lines.
     recommendations = recommendations_section(data, figs)
-    rest = [energy_section(data, figs), efficiency_section(data, figs), models_section(data, figs),
+    efficiency = efficiency_section(data, figs)
+    precision_efficiency_block(data, efficiency)
+    rest = [energy_section(data, figs), efficiency, models_section(data, figs),
             carbon_cost_section(data, figs), quality_section(data, figs)]
     sections = [summary_section(data, [recommendations, *rest], notes), recommendations, *rest]
     text = page(f"joulehouse daily report: {day.isoformat()}", "GPU fleet energy, carbon, cost and power settings "

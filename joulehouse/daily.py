@@ -202,7 +202,7 @@ def recommend_power_limits(day: str, config: str | None) -> dict:
     with _warehouse(settings) as con:
         n = recommend_day(con, the_day, settings.recommend,
                           carbon_price_usd_per_tco2e=settings.carbon.carbon_price_usd_per_tco2e)
-        placements = recommend_placement(con, the_day)
+        placements = recommend_placement(con, the_day, parking=settings.placement.parking)
     return {"recommendations": n, "consolidation_and_placement": placements}
 
 
@@ -219,6 +219,7 @@ def render_report(day: str, config: str | None) -> dict:
 
 def export_recommended_config(day: str, config: str | None) -> dict:
     """The signed recommended-config file, gated on the power models' quality."""
+    from joulehouse.reports.export.placement_advice import export_placement_advice
     from joulehouse.reports.export.signed_config import CONFIG_NAME, export_config
 
     the_day, settings = _load(day, config)
@@ -228,7 +229,10 @@ def export_recommended_config(day: str, config: str | None) -> dict:
         effective_at = dt.datetime.combine(the_day + dt.timedelta(days=1), dt.time(), dt.timezone.utc)
         path = export_config(con, the_day, settings.export, now=effective_at,
                              private_key_path=settings.export.private_key_path)
-    return {"export": str(path), "polled_by_agents": path.name == CONFIG_NAME}
+        advice = export_placement_advice(con, the_day, settings.export, now=effective_at,
+                                         window_hours=settings.placement.deferrable_window_hours,
+                                         private_key_path=settings.export.private_key_path)
+    return {"export": str(path), "polled_by_agents": path.name == CONFIG_NAME, "placement_advice": str(advice)}
 
 
 def publish_recommended_config(config: str | None) -> dict:

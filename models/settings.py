@@ -6,7 +6,7 @@ them); every value is checked when read.
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Literal
 
 from pydantic import Field
 
@@ -88,4 +88,16 @@ class SensitivitySettings:
         0.5, description="w2, the weight of the network bandwidth occupancy's part of S (normalised with w1).")
     window_hours: Annotated[int, Field(ge=2, le=24)] = Field(
         6, description="Length of the sliding window of the hourly estimate (fct_sensitivity_hourly), hours.")
+
+
+@section
+class PlacementSettings:
+    """Consolidation and placement advice (models.placement, reports.export.placement_advice)."""
+
+    parking: Literal["power-off", "none"] = Field(
+        "power-off", description="What happens to a GPU consolidation frees: 'power-off' (the scheduler drains it from the\n"
+                                 "placement-advice file and the node powers it down: its idle draw is saved) or 'none' (it idles\n"
+                                 "on at the same draw: consolidation then counts no saving and says so).")
+    deferrable_window_hours: Annotated[int, Field(ge=1, le=24)] = Field(
+        6, description="Hours of the next day the placement advice lists per site as the cheapest and the cleanest for deferrable work.")
 

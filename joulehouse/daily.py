@@ -208,13 +208,16 @@ def recommend_power_limits(day: str, config: str | None) -> dict:
 
 def render_report(day: str, config: str | None) -> dict:
     """The self-contained HTML report of the day."""
+    from joulehouse.reports.dashboard.render import DASHBOARD_NAME, render_dashboard
     from joulehouse.reports.page.render import render_report as render
 
     the_day, settings = _load(day, config)
     out = Path(settings.warehouse.db_path).parent / "reports" / f"{the_day}.html"
     with _warehouse(settings, read_only=True) as con:
         path = render(con, the_day, out)
-    return {"report": str(path)}
+        # The dashboard over every day held, rebuilt after each day (the report links to it).
+        dashboard = render_dashboard(con, out.parent / DASHBOARD_NAME)
+    return {"report": str(path), "dashboard": str(dashboard)}
 
 
 def export_recommended_config(day: str, config: str | None) -> dict:

@@ -124,7 +124,11 @@ def render_report(con, day: dt.date | str, out_path: Path, *, notes: dict | None
     precision_efficiency_block(data, efficiency)
     rest = [energy_section(data, figs), efficiency, models_section(data, figs),
             carbon_cost_section(data, figs), quality_section(data, figs)]
-    sections = [summary_section(data, [recommendations, *rest], notes), recommendations, *rest]
+    summary = summary_section(data, [recommendations, *rest], notes)
+    # The dashboard over every day held sits beside the daily reports (reports.dashboard).
+    summary.blocks.insert(0, '<p class="note"><a href="dashboard.html">All days: the carbon dashboard</a> '
+                             '(carbon and cost by team, GPU model and site per week and month).</p>')
+    sections = [summary, recommendations, *rest]
     text = page(f"joulehouse daily report: {day.isoformat()}", "GPU fleet energy, carbon, cost and power settings "
                 "(UTC day; energy is GPU board energy unless said otherwise)", sections, get_plotlyjs())
     out_path = Path(out_path)

@@ -210,6 +210,10 @@ def _print_results(out: Path, settings: Settings, day: dt.date, elapsed_s: float
             "realised_saving_pct, saving_ci_low_pct, saving_ci_high_pct FROM fct_recommendation_outcome "
             "WHERE day = ? AND scope = 'model_setting' ORDER BY ALL", [day]).fetchall() if relation_exists(
                 con, "fct_recommendation_outcome") else []
+        joint = con.execute(
+            "SELECT scope, estimate, ci_low, ci_high, typical_value FROM fct_sensitivity_daily WHERE day = ? "
+            "AND quantity = 'joint_sensitivity_s' ORDER BY scope = 'fleet' DESC, scope", [day]).fetchall() if relation_exists(
+                con, "fct_sensitivity_daily") else []
     finally:
         con.close()
     table = Table(title=f"joulehouse demo: {day} (last simulated day)")
@@ -218,6 +222,9 @@ def _print_results(out: Path, settings: Settings, day: dt.date, elapsed_s: float
     table.add_row("GPU energy", f"{energy_kwh:,.1f} kWh" if energy_kwh is not None else "not computed")
     table.add_row("carbon (location-based + embodied)", f"{carbon_kg:,.1f} kgCO2e" if carbon_kg is not None else "not computed")
     table.add_row("cost (TCO)", f"${cost_usd:,.2f}" if cost_usd is not None else "not computed")
+    for scope, estimate, low, high, typical in joint:
+        against = f" (typical {typical:.3f})" if typical is not None else ""
+        table.add_row(f"joint sensitivity S, {scope}", f"{estimate:.3f} [{low:.3f}, {high:.3f}]{against}")
     console.print(table)
     if outcomes:
         loop = Table(title="what the applied recommendations saved (energy per unit of work, vs uncapped GPUs)")
@@ -232,7 +239,9 @@ def _print_results(out: Path, settings: Settings, day: dt.date, elapsed_s: float
     console.print(f"lake:       {settings.lake.path}")
     console.print(f"warehouse:  {settings.warehouse.db_path}")
     console.print(f"report:     {out / 'reports' / f'{day}.html'}")
-    console.print(f"export:     {Path(settings.export.out_dir) / 'recommended-config.json'}")
+    console.print(f"dashboard:  {out / 'reports' / 'dashboard.html'}")
+    console.print(f"export:     {Path(settings.export.out_dir) / 'recommended-config.json'}   placement advice: "
+                  f"{Path(settings.export.out_dir) / 'placement-advice.json'}")
     console.print(f"settings:   {out / 'joulehouse.toml'}   keys: {out / 'keys'}")
     console.print(f"wall time {elapsed_s:,.0f} s, peak memory of the largest step {peak_mib:,.0f} MiB")
     cli = _cli_command()

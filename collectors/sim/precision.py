@@ -1,8 +1,8 @@
 """Numeric precision and batch size of the simulated jobs, and what they do to inference throughput.
 
 Every job gets a precision and a batch size from its own random stream (the GPU, node and other
-job columns are the same as without them). Training and evaluation carry them as labels only:
-their work rates are the drawn ones. Inference serving's tokens and requests per second follow
+job columns are the same as without them). Training and evaluation run bf16 or fp16 and carry the
+batch as a label only: their work rates are the drawn ones. Inference serving's tokens and requests per second follow
 them, with shapes taken from published measurements (the factors are this simulation's reading
 of those papers' figures, rounded, not their exact numbers):
 - batch: throughput grows with the batch and saturates, b / (1 + (b - 1) / 24) relative to batch 1,
@@ -37,7 +37,10 @@ PRECISION_SPEEDUP = {"fp32": 0.35, "tf32": 0.6, "bf16": 1.0, "fp16": 1.0, "fp8":
 # Architectures without FP8 tensor cores run fp8 as fp16.
 NO_FP8 = frozenset({"a100"})
 INFERENCE_CHOICES = (("fp16", 0.3), ("bf16", 0.2), ("fp8", 0.2), ("int8", 0.2), ("int4", 0.1))
-TRAINING_CHOICES = (("bf16", 0.6), ("fp16", 0.1), ("tf32", 0.1), ("fp8", 0.15), ("fp32", 0.05))
+# Training and evaluation run mixed precision at the BF16/FP16 rate (what most of today's training
+# uses), so their FLOP counts are the tensor work itself: the recommender's calibration against the
+# simulator's energy per FLOP stays what it was without precision.
+TRAINING_CHOICES = (("bf16", 0.85), ("fp16", 0.15))
 INFERENCE_BATCHES = (1, 4, 8, 16, 32, 64)
 TRAINING_BATCHES = (64, 128, 256, 512, 1024)
 

@@ -27,7 +27,7 @@ from __future__ import annotations
 import numpy as np
 
 from joulehouse.collectors.sim.constants import GpuModelSpec
-from joulehouse.collectors.sim.fleet import rng_for
+from joulehouse.collectors.sim.fleet import rng_for, stable_key
 from joulehouse.collectors.sim.workload import Job
 
 STREAM_PRECISION = 9
@@ -75,7 +75,11 @@ def precision_and_batch(seed: int, job: Job) -> tuple[str, int]:
     if job.profile:
         return "bf16", 256
     rng = rng_for(seed, job.trace_key, STREAM_PRECISION)
-    choices, batches = (INFERENCE_CHOICES, INFERENCE_BATCHES) if job.kind == "inference" else (TRAINING_CHOICES,
-                                                                                              TRAINING_BATCHES)
-    names, weights = zip(*choices)
-    return str(rng.choice(names, p=np.array(weights) / sum(weights))), int(rng.choice(batches))
+    if job.kind != "inference":
+        names, weights = zip(*TRAINING_CHOICES)
+        return str(rng.choice(names, p=np.array(weights) / sum(weights))), int(rng.choice(TRAINING_BATCHES))
+    # A host's serving deployment keeps its precision from day to day (a quantised model is a build
+    # choice); each serving job picks its batch.
+    names, weights = zip(*INFERENCE_CHOICES)
+    host_rng = rng_for(seed, stable_key(job.host), STREAM_PRECISION)
+    return str(host_rng.choice(names, p=np.array(weights) / sum(weights))), int(rng.choice(INFERENCE_BATCHES))

@@ -17,7 +17,7 @@ Body (`schema_version` 1, `kind` "joulehouse-placement-advice"):
               cheapest_hours_utc [..], cleanest_hours_utc [..], expected_cost_saving_usd,
               expected_carbon_saving_kgco2e}}
 Preference: the thermal ranking within the GPU model (rank 1, the best cooled per watt, 100; the
-worst 0; no thermal fit 50); 'park' (0) for a GPU the consolidation plan frees, 'avoid' for a thermal
+worst 0; no thermal fit, or a GPU alone in its model, 50); 'park' (0) for a GPU the consolidation plan frees, 'avoid' for a thermal
 outlier above its model's median, 'prefer' for the best-cooled third. A node's preference is the mean
 of its GPUs' that are not parked. The next day's hours are a persistence forecast: the pipeline
 day's hourly price and grid intensity per site (rpt_context_hourly) a day later, which the file
@@ -60,7 +60,8 @@ def _preferences(thermal: pl.DataFrame | None, energy: pl.DataFrame | None) -> d
         n, rank = n_by_model[r["gpu_model"]], r.get("rank_in_model")
         if rank is None:
             continue
-        preference = 100 if n == 1 else round(100 * (1 - (rank - 1) / (n - 1)))
+        # a GPU alone in its model has nothing to be ranked against: neutral, not first
+        preference = 50 if n == 1 else round(100 * (1 - (rank - 1) / (n - 1)))
         worse = r.get("is_outlier") and (r.get("theta_vs_model_pct") or 0) > 0
         action = "avoid" if worse else ("prefer" if rank <= math.ceil(n / 3) else "normal")
         out[(r["host"], r["gpu_uuid"])] = {

@@ -230,6 +230,8 @@ class DcgmSource:
 
     dataset = "gpu_samples"
     source_tag = SOURCE_TAG
+    # query_range matrix -> (rows of `dataset`, series set aside with their reasons)
+    pivot = staticmethod(pivot_range_result)
 
     def __init__(
         self,
@@ -300,10 +302,10 @@ class DcgmSource:
             f"query_range for {start.isoformat()}..{end.isoformat()}",
             lambda: self._prometheus().custom_query_range(
                 self.query, start_time=start, end_time=end, step=str(self.step_s), timeout=self.timeout_s))
-        table, rejected = pivot_range_result(result)
+        table, rejected = self.pivot(result)
         if rejected:
-            log.warning("dcgm: %d series set aside for %s..%s, first: %s",
-                        len(rejected), start.isoformat(), end.isoformat(), rejected[0])
+            log.warning("%s: %d series set aside for %s..%s, first: %s",
+                        self.source_tag, len(rejected), start.isoformat(), end.isoformat(), rejected[0])
         self.rejected_series = rejected
         return table
 

@@ -20,7 +20,6 @@ state file (`links-watermark.json` beside the DCGM one).
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Iterable
 from datetime import datetime, timezone
 from pathlib import Path
@@ -33,7 +32,6 @@ from joulehouse.collectors.settings import CollectorSettings
 from joulehouse.collectors.sources.dcgm import DcgmSource, series_key
 from joulehouse.collectors.sources.dcgm_values import convert_value
 
-log = logging.getLogger(__name__)
 
 SOURCE_TAG = "prometheus-links"
 NVLINK_FIELDS = {"DCGM_FI_PROF_NVLINK_TX_BYTES": "tx_bytes_per_s", "DCGM_FI_PROF_NVLINK_RX_BYTES": "rx_bytes_per_s"}
@@ -135,6 +133,7 @@ class PrometheusLinkSource(DcgmSource):
 
     dataset = "link_samples"
     source_tag = SOURCE_TAG
+    pivot = staticmethod(pivot_link_result)
 
     def __init__(self, lake: str | Path, *, node_selector: str = "",
                  rate_window_s: int = DEFAULT_RATE_WINDOW_S, **kwargs: Any):
@@ -147,20 +146,6 @@ class PrometheusLinkSource(DcgmSource):
     def from_settings(cls, lake: str | Path, settings: CollectorSettings, **overrides: Any) -> PrometheusLinkSource:
         overrides.setdefault("state_path", Path(settings.dcgm_state_path).with_name(STATE_FILE_NAME))
         return super().from_settings(lake, settings, **overrides)  # type: ignore[return-value]
-
-    def read_range(self, start_s: float, end_s: float) -> pa.Table:
-        start = datetime.fromtimestamp(start_s, tz=timezone.utc)
-        end = datetime.fromtimestamp(end_s, tz=timezone.utc)
-        result = self._with_retries(
-            f"query_range for {start.isoformat()}..{end.isoformat()}",
-            lambda: self._prometheus().custom_query_range(
-                self.query, start_time=start, end_time=end, step=str(self.step_s), timeout=self.timeout_s))
-        table, rejected = pivot_link_result(result)
-        if rejected:
-            log.warning("links: %d series set aside for %s..%s, first: %s",
-                        len(rejected), start.isoformat(), end.isoformat(), rejected[0])
-        self.rejected_series = rejected
-        return table
 
 
 __all__ = ["PrometheusLinkSource", "links_queries", "pivot_link_result"]

@@ -10,8 +10,6 @@ once and opens offline. Its numbers are sums of the warehouse's relations (repor
 
 from __future__ import annotations
 
-import os
-import uuid
 from pathlib import Path
 
 import duckdb
@@ -19,6 +17,7 @@ import plotly.graph_objects as go
 import polars as pl
 from plotly.offline import get_plotlyjs
 
+from joulehouse.collectors.writer import write_bytes_atomic
 from joulehouse.reports.page.blocks import FigureWriter, Section, card, fmt_number, page, table
 from joulehouse.reports.page.figures import LAYOUT
 from joulehouse.warehouse.sqlio import SqlFiles, relation_exists
@@ -165,8 +164,5 @@ def render_dashboard(con: duckdb.DuckDBPyConnection, out_path: Path) -> Path:
     text = page("joulehouse carbon dashboard", f"every day the warehouse holds: {days[0]} to {days[1]} (UTC)",
                 sections, get_plotlyjs())
     out_path = Path(out_path)
-    out_path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out_path.with_name(f".{out_path.name}.{uuid.uuid4().hex[:8]}.tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, out_path)
+    write_bytes_atomic(out_path, text.encode("utf-8"))
     return out_path

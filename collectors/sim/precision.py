@@ -1,8 +1,8 @@
 """Numeric precision and batch size of the simulated jobs, and what they do to inference throughput.
 
 Every job gets a precision and a batch size from its own random stream (the GPU, node and other
-job columns are the same as without them). Training and evaluation run bf16 or fp16 and carry the
-batch as a label only: their work rates are the drawn ones. Inference serving's tokens and requests per second follow
+job columns are the same as without them). Training and evaluation run bf16 or fp16 at their drawn
+work rates and state no batch size (the simulation does not model it for them). Inference serving's tokens and requests per second follow
 them, with shapes taken from published measurements (the factors are this simulation's reading
 of those papers' figures, rounded, not their exact numbers):
 - batch: throughput grows with the batch and saturates, b / (1 + (b - 1) / 24) relative to batch 1,
@@ -42,7 +42,6 @@ INFERENCE_CHOICES = (("fp16", 0.3), ("bf16", 0.2), ("fp8", 0.2), ("int8", 0.2), 
 # simulator's energy per FLOP stays what it was without precision.
 TRAINING_CHOICES = (("bf16", 0.85), ("fp16", 0.15))
 INFERENCE_BATCHES = (1, 4, 8, 16, 32, 64)
-TRAINING_BATCHES = (64, 128, 256, 512, 1024)
 
 
 # Dense peak at each precision over the BF16 peak (NVIDIA A100 and H100/H200 datasheets).
@@ -70,14 +69,16 @@ def speedup(job: Job, spec: GpuModelSpec, precision: str, batch: int) -> float:
             / _relative_batch_throughput(REFERENCE_BATCH))
 
 
-def precision_and_batch(seed: int, job: Job) -> tuple[str, int]:
-    """The job's precision and batch size (the cross-model reference job: bf16 at batch 256)."""
+def precision_and_batch(seed: int, job: Job) -> tuple[str, int | None]:
+    """The job's precision and batch size (None for training and evaluation, whose batch the
+    simulation does not model; the cross-model reference job runs bf16)."""
     if job.profile:
-        return "bf16", 256
+        return "bf16", None
     rng = rng_for(seed, job.trace_key, STREAM_PRECISION)
     if job.kind != "inference":
+        # the batch is not modelled for training, so the jobs do not state one (NULL in the lake)
         names, weights = zip(*TRAINING_CHOICES)
-        return str(rng.choice(names, p=np.array(weights) / sum(weights))), int(rng.choice(TRAINING_BATCHES))
+        return str(rng.choice(names, p=np.array(weights) / sum(weights))), None
     # A host's serving deployment keeps its precision from day to day (a quantised model is a build
     # choice); each serving job picks its batch.
     names, weights = zip(*INFERENCE_CHOICES)

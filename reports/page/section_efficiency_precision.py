@@ -28,8 +28,9 @@ def precision_efficiency_block(data: ReportData, s: Section) -> None:
     else:
         s.note("Energy per unit of work by GPU model, numeric precision and batch size, from the day's own jobs. "
                "eta = throughput / power (units per joule); the best batch has the highest eta of its GPU model and "
-               "precision, and the saving is what the other batches' work would have used less at it (a larger "
-               "batch also lengthens each request: check the latency budget before moving serving there).")
+               "precision, and the saving is what the other batches' work would have used less at it. Jobs that "
+               "do different work (another model, another sequence length) compare only as well as their units do; "
+               "a larger batch also lengthens each request: check the latency budget before moving serving there.")
         lines = _best_batches(rows) if has(rows, "saving_kwh_per_day") else []
         if lines:
             s.add('<ul class="gaps">' + "".join(lines) + "</ul>")

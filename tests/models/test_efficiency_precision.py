@@ -1,5 +1,5 @@
 """Efficiency by precision and batch, and FP16-equivalent FLOPs per watt, on simulated days whose
-truth is known in shape (collectors.sim.precision): a serving job's tokens per joule rise with its
+truth is known in shape (collectors.sim.precision): a serving job's tokens per joule follow its
 batch and with lower precisions, and every job states its precision and batch."""
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ def test_fp16_equivalent_factors_follow_the_datasheet_peaks():
     assert fp16_factor(h100, "fp32") == pytest.approx(989.5 / 67)
 
 
-def test_serving_tokens_per_joule_rise_with_the_batch_and_the_best_batch_saves(warehouse):
+def test_the_best_batch_has_the_highest_eta_and_the_other_batches_save_at_it(warehouse):
     rows = warehouse.execute("""SELECT day, gpu_model, "precision", batch_size, j_per_unit, eta_units_per_j, best_batch_size,
                                        saving_kwh_per_day FROM fct_efficiency_precision_daily
                                 WHERE work_unit = 'token' AND batch_size IS NOT NULL""").fetchall()

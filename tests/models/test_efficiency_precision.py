@@ -1,6 +1,6 @@
 """Efficiency by precision and batch, and FP16-equivalent FLOPs per watt, on simulated days whose
 truth is known in shape (collectors.sim.precision): a serving job's tokens per joule follow its
-batch and with lower precisions, and every job states its precision and batch."""
+batch and precision, every job states its precision, and serving jobs their batch."""
 
 from __future__ import annotations
 

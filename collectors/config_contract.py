@@ -207,6 +207,12 @@ def body_sha256(body: Mapping[str, Any]) -> str:
 def sign_config(body: Mapping[str, Any], private_key: Ed25519PrivateKey) -> dict[str, Any]:
     """Check `body` against the schema, then return the signed document {"body", "signature"}."""
     _parse_body(body)  # never sign what an agent would refuse as malformed
+    return sign_document(body, private_key)
+
+
+def sign_document(body: Mapping[str, Any], private_key: Ed25519PrivateKey) -> dict[str, Any]:
+    """{"body", "signature"} over the canonical body, as the config is signed, for another document
+    with its own schema (the placement advice): the caller checks that schema."""
     signature = private_key.sign(canonical_body(body))
     return {
         "body": json.loads(canonical_body(body)),

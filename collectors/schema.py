@@ -81,7 +81,8 @@ FACILITY_SAMPLES = pa.schema(
     ]
 )
 
-# One row per job and GPU it held. Work counters are optional (NULL when a job reports none).
+# One row per job and GPU it held. Work counters, precision and batch size are optional (NULL when a
+# job reports none).
 JOBS = pa.schema(
     [
         pa.field("job_id", pa.string(), nullable=False),
@@ -100,8 +101,13 @@ JOBS = pa.schema(
         pa.field("tokens_total", pa.int64()),
         pa.field("samples_total", pa.int64()),
         pa.field("flops_total", pa.float64()),
+        # Where the scheduler or the job says: numeric precision (fp32, tf32, bf16, fp16, fp8,
+        # int8, int4) and batch size (per step or per forward pass, samples or sequences).
+        pa.field("precision", pa.string()),
+        pa.field("batch_size", pa.int32()),
     ]
 )
+JOB_PRECISIONS = ("fp32", "tf32", "bf16", "fp16", "fp8", "int8", "int4")
 
 # One row per (GPU, compute process) per poll of the NVML collector's process map
 # (collectors/sources/gpu_processes.py): which scheduler's job each process belongs to, from the
@@ -140,6 +146,29 @@ AGENT_AUDIT = pa.schema(
     ]
 )
 
+# One row per link and reading: a GPU's NVLink (DCGM fields 1011/1012, or NVML's throughput
+# counters), a node's InfiniBand or RoCE port (node_exporter's infiniband collector; `device` is
+# "<hca>/<port>"). PCIe stays in gpu_samples. Rates are bytes per second in each direction;
+# `capacity_bytes_per_s` is the link's own rate per direction where the source reads it (the IB
+# port's rate, NVLink version x active links), else NULL and the warehouse takes it from the GPU
+# model (models/gpu_catalogue.csv).
+LINK_SAMPLES = pa.schema(
+    [
+        pa.field("sampled_at", TS, nullable=False),
+        pa.field("host", pa.string(), nullable=False),
+        # nvlink | infiniband (RoCE ports are listed by the same collector)
+        pa.field("link_kind", pa.string(), nullable=False),
+        # the GPU's UUID for nvlink, "<hca>/<port>" (mlx5_0/1) for a network port
+        pa.field("device", pa.string(), nullable=False),
+        pa.field("gpu_index", pa.int16()),
+        pa.field("gpu_model", pa.string()),
+        pa.field("tx_bytes_per_s", pa.float64()),
+        pa.field("rx_bytes_per_s", pa.float64()),
+        pa.field("capacity_bytes_per_s", pa.float64()),
+        pa.field("source", pa.string(), nullable=False),
+    ]
+)
+
 DATASETS: dict[str, pa.Schema] = {
     "gpu_samples": GPU_SAMPLES,
     "node_samples": NODE_SAMPLES,
@@ -147,6 +176,7 @@ DATASETS: dict[str, pa.Schema] = {
     "jobs": JOBS,
     "gpu_processes": GPU_PROCESSES,
     "agent_audit": AGENT_AUDIT,
+    "link_samples": LINK_SAMPLES,
 }
 
 # The lake contract (ARCHITECTURE.md, "The lake"): the columns the warehouse requires of every
@@ -159,6 +189,7 @@ REQUIRED_COLUMNS: dict[str, tuple[str, ...]] = {
     "jobs": ("job_id", "host", "gpu_uuid", "started_at", "ended_at"),
     "agent_audit": ("audited_at", "host", "action"),
     "gpu_processes": ("sampled_at", "host", "gpu_uuid", "pid", "source"),
+    "link_samples": ("sampled_at", "host", "link_kind", "device", "source"),
 }
 # At least one column of each group: a GPU reading counts towards energy through power or the counter.
 REQUIRED_ONE_OF: dict[str, tuple[tuple[str, ...], ...]] = {
@@ -173,6 +204,7 @@ TIME_COLUMN = {
     "jobs": "started_at",
     "gpu_processes": "sampled_at",
     "agent_audit": "audited_at",
+    "link_samples": "sampled_at",
 }
 PARTITION_HOST_COLUMN = {
     "gpu_samples": "host",
@@ -181,6 +213,7 @@ PARTITION_HOST_COLUMN = {
     "jobs": "host",
     "gpu_processes": "host",
     "agent_audit": "host",
+    "link_samples": "host",
 }
 SORT_KEYS = {
     "gpu_samples": [("gpu_uuid", "ascending"), ("sampled_at", "ascending")],
@@ -189,6 +222,7 @@ SORT_KEYS = {
     "jobs": [("started_at", "ascending"), ("job_id", "ascending")],
     "gpu_processes": [("gpu_uuid", "ascending"), ("sampled_at", "ascending"), ("pid", "ascending")],
     "agent_audit": [("audited_at", "ascending")],
+    "link_samples": [("device", "ascending"), ("sampled_at", "ascending")],
 }
 
 

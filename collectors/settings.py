@@ -253,7 +253,7 @@ class NodeSettings(SettingsRoot):
     file are theirs to check."""
 
     foreign_sections: ClassVar[frozenset[str]] = frozenset(
-        {"warehouse", "models", "carbon", "tco", "recommend", "export"})
+        {"warehouse", "models", "carbon", "tco", "recommend", "export", "sensitivity", "placement"})
 
     lake: LakeSettings = Field(default_factory=LakeSettings)
     collector: CollectorSettings = Field(default_factory=CollectorSettings)

@@ -156,6 +156,7 @@ def validate_data(day: str, config: str | None) -> dict:
 
 def fit_power_models(day: str, config: str | None) -> dict:
     """One power model per GPU model, validated on held-out time; thermal resistance per GPU."""
+    from joulehouse.models.bandwidth import link_bandwidth_day
     from joulehouse.models.job_energy import job_energy_day, same_profile_pairs
     from joulehouse.models.power import SuffstatsMismatch, fit_day
     from joulehouse.models.power_interval import power_interval_day
@@ -179,12 +180,13 @@ def fit_power_models(day: str, config: str | None) -> dict:
             fits = fit_day(con, the_day, settings.models)
             fit_engine = f"duckdb ({exc})"
         thermal = fit_thermal_day(con, the_day)
-        sensitivities = sensitivity_day(con, the_day)
+        link_hours = link_bandwidth_day(con, the_day)
+        sensitivities = sensitivity_day(con, the_day, settings.sensitivity)
         intervals, _curve = power_interval_day(con, the_day, settings.recommend)
         pairs = [p for profile in settings.models.cross_model_job_profiles
                  for p in same_profile_pairs(con, the_day, profile)]
         predictions = job_energy_day(con, the_day, pairs)
-    return {"models": len(fits), "fit_engine": fit_engine, "thermal_gpus": thermal,
+    return {"models": len(fits), "fit_engine": fit_engine, "thermal_gpus": thermal, "link_hours": link_hours,
             "sensitivities": _count(sensitivities), "power_intervals": _count(intervals),
             "job_energy_predictions": len(predictions)}
 
@@ -192,11 +194,13 @@ def fit_power_models(day: str, config: str | None) -> dict:
 def measure_efficiency_and_outcomes(day: str, config: str | None) -> dict:
     """Energy per unit of work per job and setting, and what earlier recommendations saved."""
     from joulehouse.models.efficiency import build_efficiency
+    from joulehouse.models.efficiency_precision import precision_efficiency_day
     from joulehouse.models.outcome import measure_outcomes
 
     the_day, settings = _load(day, config)
     with _warehouse(settings) as con:
         efficiency = build_efficiency(con, the_day)
+        efficiency |= precision_efficiency_day(con, the_day)
         outcomes = measure_outcomes(con, the_day)
     return {"efficiency_rows": efficiency, "outcomes": outcomes}
 
@@ -204,13 +208,15 @@ def measure_efficiency_and_outcomes(day: str, config: str | None) -> dict:
 def account_carbon_and_cost(day: str, config: str | None) -> dict:
     """Carbon (both scope 2 methods + embodied) and TCO for the day, attributed to jobs/teams."""
     from joulehouse.reports.accounts.carbon import carbon_day
+    from joulehouse.reports.accounts.compute_cost import compute_cost_day
     from joulehouse.reports.accounts.tco import tco_day
 
     the_day, settings = _load(day, config)
     with _warehouse(settings) as con:
         carbon = carbon_day(con, the_day, settings.carbon, _data_dir(settings.carbon.grid_file))
         cost = tco_day(con, the_day, settings.tco, _data_dir(settings.tco.price_file))
-    return {"carbon": _summary(carbon), "cost": _summary(cost)}
+        per_tflops_hour = compute_cost_day(con, the_day)
+    return {"carbon": _summary(carbon), "cost": _summary(cost), "compute_cost_rows": per_tflops_hour}
 
 
 def recommend_power_limits(day: str, config: str | None) -> dict:
@@ -227,7 +233,7 @@ def recommend_power_limits(day: str, config: str | None) -> dict:
                           fallback_price_usd_per_kwh=settings.tco.flat_price_usd_per_mwh / 1000.0,
                           fallback_carbon_gco2e_per_kwh=settings.carbon.default_grid_gco2e_per_kwh,
                           fallback_pue=settings.carbon.default_pue)
-        placements = recommend_placement(con, the_day)
+        placements = recommend_placement(con, the_day, parking=settings.placement.parking)
     return {"recommendations": n, "consolidation_and_placement": placements}
 
 
@@ -238,15 +244,18 @@ def report_path(settings: Settings, day: dt.date) -> Path:
 
 
 def render_report(day: str, config: str | None) -> dict:
-    """The HTML report of the day."""
+    """The HTML report of the day, and the dashboard over every day held."""
+    from joulehouse.reports.dashboard.render import DASHBOARD_NAME, render_dashboard
     from joulehouse.reports.page.render import render_report as render
 
     the_day, settings = _load(day, config)
     out = report_path(settings, the_day)
     with _warehouse(settings, read_only=True) as con:
         path = render(con, the_day, out)
+        # The dashboard over every day held, rebuilt after each day (the report links to it).
+        dashboard = render_dashboard(con, out.parent / DASHBOARD_NAME)
         metrics = _write_headline_metrics(con, the_day, settings)
-    return {"report": str(path), "headline_metrics": metrics}
+    return {"report": str(path), "dashboard": str(dashboard), "headline_metrics": metrics}
 
 
 def _write_headline_metrics(con, the_day: dt.date, settings: Settings) -> str | None:
@@ -262,6 +271,7 @@ def _write_headline_metrics(con, the_day: dt.date, settings: Settings) -> str | 
 
 def export_recommended_config(day: str, config: str | None) -> dict:
     """The signed recommended-config file, gated on the power models' quality."""
+    from joulehouse.reports.export.placement_advice import export_placement_advice
     from joulehouse.reports.export.signed_config import CONFIG_NAME, export_config
 
     the_day, settings = _load(day, config)
@@ -271,7 +281,10 @@ def export_recommended_config(day: str, config: str | None) -> dict:
         effective_at = dt.datetime.combine(the_day + dt.timedelta(days=1), dt.time(), dt.timezone.utc)
         path = export_config(con, the_day, settings.export, now=effective_at,
                              private_key_path=settings.export.private_key_path)
-    return {"export": str(path), "polled_by_agents": path.name == CONFIG_NAME}
+        advice = export_placement_advice(con, the_day, settings.export, now=effective_at,
+                                         window_hours=settings.placement.deferrable_window_hours,
+                                         private_key_path=settings.export.private_key_path)
+    return {"export": str(path), "polled_by_agents": path.name == CONFIG_NAME, "placement_advice": str(advice)}
 
 
 def publish_recommended_config(config: str | None) -> dict:

@@ -17,7 +17,8 @@ from pydantic import Field, model_validator
 
 from joulehouse.collectors.settings import (AgentSettings, CollectorSettings, LakeSettings, NodeSettings, SettingsError,
                                             SettingsRoot, replace_section, settings_to_toml, toml_value)
-from joulehouse.models.settings import OUTCOME_READING_DAYS, ModelSettings, RecommendSettings
+from joulehouse.models.settings import (OUTCOME_READING_DAYS, ModelSettings, PlacementSettings, RecommendSettings,
+                                        SensitivitySettings)
 from joulehouse.reports.accounts.settings import CarbonSettings, TcoSettings
 from joulehouse.reports.export.settings import ExportSettings
 from joulehouse.warehouse.settings import WarehouseSettings
@@ -33,6 +34,8 @@ class Settings(SettingsRoot):
     carbon: CarbonSettings = Field(default_factory=CarbonSettings)
     tco: TcoSettings = Field(default_factory=TcoSettings)
     recommend: RecommendSettings = Field(default_factory=RecommendSettings)
+    sensitivity: SensitivitySettings = Field(default_factory=SensitivitySettings)
+    placement: PlacementSettings = Field(default_factory=PlacementSettings)
     export: ExportSettings = Field(default_factory=ExportSettings)
     agent: AgentSettings = Field(default_factory=AgentSettings)
 
@@ -56,6 +59,6 @@ def load_settings(path: str | Path | None = None, env: Mapping[str, str] | None 
 
 __all__ = [
     "AgentSettings", "CarbonSettings", "CollectorSettings", "ExportSettings", "LakeSettings", "ModelSettings",
-    "NodeSettings", "OUTCOME_READING_DAYS", "RecommendSettings", "Settings", "SettingsError", "TcoSettings",
+    "NodeSettings", "OUTCOME_READING_DAYS", "PlacementSettings", "RecommendSettings", "SensitivitySettings", "Settings", "SettingsError", "TcoSettings",
     "WarehouseSettings", "load_settings", "replace_section", "settings_to_toml", "toml_value",
 ]

@@ -4,8 +4,13 @@ Consolidation (task aggregation): on each host, the GPUs that sat mostly idle (m
 under `max_mean_activity` over the day) carry light work that could share fewer GPUs. Their
 per-minute activities are summed; the work fits on ceil(p99 of that sum / `target_activity`)
 GPUs. The others are freed, least busy first. Moving work keeps its busy energy (it runs
-elsewhere) and removes idle time on both sides, so a freed GPU saves its whole day of idle power:
-idle_power_w x 24 h (parked, powered down or handed to other work).
+elsewhere), so the saving is only the idle power of the freed GPU, and only if something parks
+it: with `[placement] parking = "power-off"` (the scheduler drains it, from the placement-advice
+file, and the node powers it down) a freed GPU saves idle_power_w x 24 h; with "none" it would
+idle on at the same draw, so the row says so and counts 0. The latency risk is what packing costs
+the work: the share of the day's minutes in which the packed work would need more than the kept
+GPUs at 100% (it would queue), with 'low' (never, and its p99 within the target), 'medium' (under
+1% of minutes) or 'high'.
 
 Thermal placement: chip temperature ~ inlet + theta x P (theta per GPU from fct_thermal_gpu),
 and leakage power rises by temp_w_per_c (the fitted power model's, else DEFAULT_TEMP_W_PER_C)
@@ -34,12 +39,24 @@ TARGET_ACTIVITY = 0.8
 # W of leakage per C near operating temperature (A100/H100 static ~50-70 W rising ~10%/10 C).
 DEFAULT_TEMP_W_PER_C = 0.5
 HOURS_PER_DAY = 24.0
+PARKING = ("power-off", "none")
 
+
+
+def latency_risk(total: np.ndarray, needed: int, target_activity: float) -> tuple[str, float]:
+    """('low' | 'medium' | 'high', share of minutes the packed work exceeds `needed` GPUs at 100%)."""
+    saturated = float(np.mean(total > needed + 1e-9)) if total.size else 0.0
+    if saturated == 0.0 and float(np.quantile(total, 0.99)) <= needed * target_activity + 1e-9:
+        return "low", saturated
+    return ("medium" if saturated < 0.01 else "high"), saturated
 
 
 def consolidation(gpus: list[dict], minutes: list[dict], *, max_mean_activity: float = MAX_MEAN_ACTIVITY,
-                  target_activity: float = TARGET_ACTIVITY) -> list[dict]:
-    """Rows (host, gpu_uuid, detail, expected_saving_kwh_per_day) for GPUs to free on each host."""
+                  target_activity: float = TARGET_ACTIVITY, parking: str = "power-off") -> list[dict]:
+    """Rows (host, gpu_uuid, detail, expected_saving_kwh_per_day, latency_risk, saturated_minutes_ratio)
+    for GPUs to free on each host (`parking`: see the module doc)."""
+    if parking not in PARKING:
+        raise ValueError(f"parking={parking!r}: expected one of {PARKING}")
     out = []
     activity: dict[str, dict] = defaultdict(dict)
     for m in minutes:
@@ -58,13 +75,20 @@ def consolidation(gpus: list[dict], minutes: list[dict], *, max_mean_activity: f
         for g in sorted(light, key=lambda g: g["mean_activity_ratio"])[: len(light) - needed]:
             if g["idle_power_w"] is None:
                 continue
-            out.append({"host": host, "gpu_uuid": g["gpu_uuid"],
-                        "expected_saving_kwh_per_day": g["idle_power_w"] * HOURS_PER_DAY / 1000,
+            risk, saturated = latency_risk(total, needed, target_activity)
+            parked = parking == "power-off"
+            saving = (f"saves its {g['idle_power_w']:.0f} W idle draw all day once powered down" if parked else
+                      f"counts nothing: nothing parks a freed GPU here ([placement] parking = none), so it would "
+                      f"idle on at {g['idle_power_w']:.0f} W")
+            out.append({"host": host, "gpu_uuid": g["gpu_uuid"], "latency_risk": risk,
+                        "saturated_minutes_ratio": saturated,
+                        "expected_saving_kwh_per_day": g["idle_power_w"] * HOURS_PER_DAY / 1000 if parked else 0.0,
                         "detail": f"{len(light)} GPUs on {host} averaged under {max_mean_activity:.0%} activity; "
                                   f"their work peaks (p99) at {np.quantile(total, 0.99):.2f} GPUs of activity, which "
                                   f"fits on {needed} at {target_activity:.0%}: move this GPU's "
                                   f"{g['busy_hours']:.1f} busy h to {', '.join(k['gpu_uuid'] for k in keep)} and park it "
-                                  f"(saves its {g['idle_power_w']:.0f} W idle draw all day)"})
+                                  f"({saving}); latency risk {risk}: the packed work would queue in "
+                                  f"{saturated:.1%} of the day's minutes"})
     return out
 
 
@@ -95,21 +119,24 @@ def thermal_placement(gpus: list[dict], theta: dict[str, float], temp_w_per_c: d
     return out
 
 
-def recommend_placement(con: duckdb.DuckDBPyConnection, day: dt.date) -> int:
+def recommend_placement(con: duckdb.DuckDBPyConnection, day: dt.date, *, parking: str = "power-off") -> int:
     """Write `day`'s rows of fct_recommendation_extra (delete-then-insert); returns the rows written.
 
     Needs stg_gpu_samples for `day`; thermal placement also fct_thermal_gpu (models.thermal)."""
     create_activity_view(con, day)
     gpus = records(con.execute(load_sql("placement_gpu_day"), {"day": day}))
     minutes = records(con.execute(load_sql("placement_activity_minutely"), {"day": day}))
-    rows = [r | {"kind": "consolidation"} for r in consolidation(gpus, minutes)]
+    rows = [r | {"kind": "consolidation"} for r in consolidation(gpus, minutes, parking=parking)]
     if relation_exists(con, "fct_thermal_gpu"):
         theta = dict(con.execute("SELECT gpu_uuid, theta_c_per_w FROM fct_thermal_gpu WHERE day = ?", [day]).fetchall())
         fits = {m: load_fit(con, m, day) for m in {g["gpu_model"] for g in gpus}}
         k = {m: f["temp_w_per_c"] for m, f in fits.items() if f and f.get("temp_w_per_c") and f["temp_w_per_c"] > 0}
         rows += [r | {"kind": "thermal_placement"} for r in thermal_placement(gpus, theta, k)]
     con.execute(load_sql("fct_recommendation_extra"))
-    columns = ["day", "kind", "host", "gpu_uuid", "detail", "expected_saving_kwh_per_day"]
+    con.execute(load_sql("fct_recommendation_extra_columns"))
+    columns = ["day", "kind", "host", "gpu_uuid", "detail", "expected_saving_kwh_per_day", "latency_risk",
+               "saturated_minutes_ratio"]
     replace_day_rows(con, day, {"fct_recommendation_extra": (columns, [
-        [day, r["kind"], r["host"], r["gpu_uuid"], r["detail"], float(r["expected_saving_kwh_per_day"])] for r in rows])})
+        [day, r["kind"], r["host"], r["gpu_uuid"], r["detail"], float(r["expected_saving_kwh_per_day"]),
+         r.get("latency_risk"), r.get("saturated_minutes_ratio")] for r in rows])})
     return len(rows)

@@ -16,60 +16,19 @@ temperature barely moved gives a wide interval, which is the honest answer.
 from __future__ import annotations
 
 import datetime as dt
-from dataclasses import dataclass
+import dataclasses
 
 import duckdb
 import numpy as np
 from scipy import stats
 
 from joulehouse.models.activity import create_activity_view
+from joulehouse.models.joint_sensitivity import Weights, joint_sensitivities, sliding_window_day
+from joulehouse.models.sensitivity_fit import (BOOTSTRAP_REPS, MIN_ACTIVITY_RATIO, MIN_COVERAGE_RATIO,
+                                               MIN_GPUS_FOR_BOOTSTRAP, Sensitivity, _ols, _within_model_solution)
+from joulehouse.models.settings import SensitivitySettings
 from joulehouse.models.sql import load_sql
 from joulehouse.warehouse.sqlio import relation_exists, replace_day_rows
-
-MIN_COVERAGE_RATIO = 0.9  # hours the meters covered less than this are left out
-MIN_ACTIVITY_RATIO = 0.02  # idle hours: ln(activity) says nothing about working ones
-BOOTSTRAP_REPS = 400
-MIN_GPUS_FOR_BOOTSTRAP = 4
-
-
-@dataclass(frozen=True)
-class Sensitivity:
-    """One measured sensitivity with its 95% interval (unit in `unit`)."""
-
-    day: dt.date
-    quantity: str
-    scope: str
-    estimate: float
-    ci_low: float
-    ci_high: float
-    std_error: float
-    n_obs: int
-    n_groups: int
-    method: str
-    unit: str
-
-
-def _within_model_solution(stats_rows: list[dict]) -> tuple[np.ndarray, np.ndarray, float, int, int] | None:
-    """(beta [e_util, e_dram], (X'X)^-1, SSE, n, n_models) of the fixed-effects regression, from
-    per-GPU sums; None when the design is singular (no variation left within models)."""
-    by_model: dict[str, np.ndarray] = {}
-    keys = ("n", "s_1", "s_2", "s_y", "s_11", "s_12", "s_22", "s_1y", "s_2y", "s_yy")
-    for row in stats_rows:
-        v = np.array([float(row[k]) for k in keys])
-        by_model[row["gpu_model"]] = by_model.get(row["gpu_model"], 0.0) + v
-    xtx, xty, yty, n = np.zeros((2, 2)), np.zeros(2), 0.0, 0
-    for n_m, s1, s2, sy, s11, s12, s22, s1y, s2y, syy in by_model.values():
-        mean = np.array([s1, s2]) / n_m
-        xtx += np.array([[s11, s12], [s12, s22]]) - n_m * np.outer(mean, mean)
-        xty += np.array([s1y, s2y]) - n_m * mean * sy / n_m
-        yty += syy - sy * sy / n_m
-        n += int(n_m)
-    if n - 2 - len(by_model) < 1 or np.linalg.cond(xtx) > 1e12:
-        return None
-    inverse = np.linalg.inv(xtx)
-    beta = inverse @ xty
-    return beta, inverse, max(float(yty - beta @ xty), 0.0), n, len(by_model)
-
 
 def energy_elasticities(con: duckdb.DuckDBPyConnection, day: dt.date, *, bootstrap_reps: int = BOOTSTRAP_REPS,
                         seed: int = 0) -> list[Sensitivity]:
@@ -108,15 +67,6 @@ def energy_elasticities(con: duckdb.DuckDBPyConnection, day: dt.date, *, bootstr
                         method, "d ln(energy) / d ln(ratio)") for i, q in enumerate(quantities)]
 
 
-def _ols(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:
-    """(beta, standard errors, residual degrees of freedom) of y on [1, x]."""
-    design = np.column_stack([np.ones(len(y)), x])
-    beta, *_ = np.linalg.lstsq(design, y, rcond=None)
-    df = len(y) - design.shape[1]
-    sigma2 = float(np.sum((y - design @ beta) ** 2)) / df
-    return beta, np.sqrt(np.diag(np.linalg.pinv(design.T @ design)) * sigma2), df
-
-
 def pue_sensitivities(con: duckdb.DuckDBPyConnection, day: dt.date) -> list[Sensitivity]:
     """Per site: dPUE/d outdoor C (1/C) and the elasticity of PUE to IT load, both with the other held fixed."""
     if not (relation_exists(con, "fct_pue_hourly") and relation_exists(con, "raw_facility_samples")):
@@ -143,16 +93,20 @@ def pue_sensitivities(con: duckdb.DuckDBPyConnection, day: dt.date) -> list[Sens
     return out
 
 
-def sensitivity_day(con: duckdb.DuckDBPyConnection, day: dt.date, *, bootstrap_reps: int = BOOTSTRAP_REPS,
-                    seed: int = 0) -> list[Sensitivity]:
-    """Measure every sensitivity of `day` and replace that day's rows of fct_sensitivity_daily."""
+def sensitivity_day(con: duckdb.DuckDBPyConnection, day: dt.date, settings: SensitivitySettings | None = None, *,
+                    bootstrap_reps: int = BOOTSTRAP_REPS, seed: int = 0) -> list[Sensitivity]:
+    """Measure every sensitivity of `day` (the joint S and its parts too, where the day's link
+    occupancy is built: models.bandwidth) and replace that day's rows of fct_sensitivity_daily
+    and fct_sensitivity_hourly (S over sliding windows, `settings.window_hours` long)."""
     for name in ("stg_gpu_samples", "fct_gpu_energy_hourly"):
         if not relation_exists(con, name):
             raise ValueError(f"relation {name!r} is missing: build the warehouse day {day} first")
+    settings = settings or SensitivitySettings()
+    weights = Weights.from_settings(settings)
     found = energy_elasticities(con, day, bootstrap_reps=bootstrap_reps, seed=seed) + pue_sensitivities(con, day)
+    found += joint_sensitivities(con, day, weights, bootstrap_reps=bootstrap_reps, seed=seed)
     con.execute(load_sql("fct_sensitivity_daily"))
-    replace_day_rows(con, day, {"fct_sensitivity_daily": (
-        ["day", "quantity", "scope", "estimate", "ci_low", "ci_high", "std_error", "n_obs", "n_groups", "method", "unit"],
-        [[s.day, s.quantity, s.scope, s.estimate, s.ci_low, s.ci_high, s.std_error, s.n_obs, s.n_groups, s.method,
-          s.unit] for s in found])})
+    con.execute(load_sql("fct_sensitivity_daily_columns"))
+    replace_day_rows(con, day, {"fct_sensitivity_daily": [dataclasses.asdict(s) for s in found]})
+    sliding_window_day(con, day, weights, settings.window_hours)
     return found

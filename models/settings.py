@@ -6,7 +6,7 @@ them); every value is checked when read.
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Literal
 
 from pydantic import Field
 
@@ -85,3 +85,29 @@ class RecommendSettings:
         0.0, description="What a server draws beyond its GPUs (CPUs, memory, fans, PSU losses), W per GPU, where its BMC\n"
                          "does not say (fct_node_reconciliation_hourly measures it where it does): a capped job runs\n"
                          "longer and the server draws that for longer too, so it counts in the energy-to-solution.")
+
+
+@section
+class SensitivitySettings:
+    """The joint energy-efficiency sensitivity S = dPUE/dE + w1 d(1-util)/dE + w2 dBW_util/dE (models.joint_sensitivity)."""
+
+    weight_utilization: Annotated[float, Field(ge=0, le=1)] = Field(
+        0.5, description="w1, the weight of the idle share's part of S. The two weights are normalised to sum to 1\n"
+                         "(each divided by their sum), and the row states the normalised ones.")
+    weight_network_bandwidth: Annotated[float, Field(ge=0, le=1)] = Field(
+        0.5, description="w2, the weight of the network bandwidth occupancy's part of S (normalised with w1).")
+    window_hours: Annotated[int, Field(ge=2, le=24)] = Field(
+        6, description="Length of the sliding window of the hourly estimate (fct_sensitivity_hourly), hours.")
+
+
+@section
+class PlacementSettings:
+    """Consolidation and placement advice (models.placement, reports.export.placement_advice)."""
+
+    parking: Literal["power-off", "none"] = Field(
+        "power-off", description="What happens to a GPU consolidation frees: 'power-off' (the scheduler drains it from the\n"
+                                 "placement-advice file and the node powers it down: its idle draw is saved) or 'none' (it idles\n"
+                                 "on at the same draw: consolidation then counts no saving and says so).")
+    deferrable_window_hours: Annotated[int, Field(ge=1, le=24)] = Field(
+        6, description="Hours of the next day the placement advice lists per site as the cheapest and the cleanest for deferrable work.")
+

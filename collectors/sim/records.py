@@ -24,6 +24,7 @@ from joulehouse.collectors.sim.constants import (
 )
 from joulehouse.collectors.sim.fleet import STREAM_NOISE, SimGpu, rng_for, stable_key
 from joulehouse.collectors.sim.physics import PowerState, relative_speed
+from joulehouse.collectors.sim.precision import flop_rate_vs_bf16, precision_and_batch, speedup
 from joulehouse.collectors.sim.site import FacilityTrace, NodeTrace
 from joulehouse.collectors.sim.workload import Job, Traces
 
@@ -90,9 +91,10 @@ def gpu_day_table(seed: int, day: dt.date, gpus: Sequence[SimGpu], traces: Seque
 
 
 def jobs_table(day: dt.date, gpus: Sequence[SimGpu], jobs: Sequence[Job], traces: Sequence[Traces],
-               state: PowerState, interval_s: float) -> pa.Table:
+               state: PowerState, interval_s: float, seed: int) -> pa.Table:
     """jobs rows: one per (job, GPU), with work counters from what the GPU really ran (caps and
-    clock locks slow compute-bound work, barely memory-bound work)."""
+    clock locks slow compute-bound work, barely memory-bound work), its precision and batch size
+    (collectors.sim.precision: they set a serving job's throughput)."""
     rows = []
     midnight = dt.datetime(day.year, day.month, day.day, tzinfo=dt.timezone.utc)
     for k, (g, tr) in enumerate(zip(gpus, traces)):
@@ -113,8 +115,11 @@ def jobs_table(day: dt.date, gpus: Sequence[SimGpu], jobs: Sequence[Job], traces
                 "deferrable": job.deferrable, "requests_total": None, "tokens_total": None, "samples_total": None,
                 "flops_total": flops,
             }
+            precision, batch = precision_and_batch(seed, job)
+            row.update(precision=precision, batch_size=batch, flops_total=flops * flop_rate_vs_bf16(g.spec, precision))
             if job.kind == "inference":
-                requests = float(np.sum(job.requests_per_s * tr.load[sl] * speed) * interval_s)
+                rate = job.requests_per_s * speedup(job, g.spec, precision, batch)
+                requests = float(np.sum(rate * tr.load[sl] * speed) * interval_s)
                 row["requests_total"] = int(round(requests))
                 row["tokens_total"] = int(round(requests * job.tokens_per_request))
             else:

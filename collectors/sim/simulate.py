@@ -22,6 +22,7 @@ import pyarrow.parquet as pq
 from joulehouse.collectors import lakefs
 from joulehouse.collectors.sim.constants import SITE, PowerTruth
 from joulehouse.collectors.sim.fleet import STREAM_COUNTER, SimGpu, build_fleet, rng_for, stable_key, write_inventory_csv
+from joulehouse.collectors.sim.links import link_day_table
 from joulehouse.collectors.sim.records import gpu_day_table, jobs_table, node_table, facility_table
 from joulehouse.collectors.sim.site import host_inlet_c, outdoor_temp_c, simulate_facility, simulate_node
 from joulehouse.collectors.sim.physics import energy_counter_mj, simulate_block
@@ -180,7 +181,7 @@ def _cross_model_hosts(fleet: Sequence[SimGpu]) -> list[str]:
 
 def _simulate_host_day(seed, day, host, host_gpus, jobs: list[Job], limits, n, interval_s, outdoor, counter_start,
                       locks: Mapping[str, tuple[int, int]]):
-    """Physics of one host for one day; returns (gpu table, node trace, jobs table, end counters)."""
+    """Physics of one host for one day; returns (gpu table, node trace, jobs table, end counters, link table)."""
     spec = host_gpus[0].spec
     traces = [render_traces(jobs, g, n, interval_s, seed, day.toordinal()) for g in host_gpus]
     _apply_clock_locks(traces, host_gpus, locks)
@@ -199,8 +200,9 @@ def _simulate_host_day(seed, day, host, host_gpus, jobs: list[Job], limits, n, i
     gpu_table = gpu_day_table(seed, day, host_gpus, traces, state, counters, limits, interval_s)
     prep = np.stack([np.isin(t.job_slot, [i for i, j in enumerate(jobs) if j.kind == "data-prep"]) for t in traces])
     node = simulate_node(seed, host, day, state.power_w, busy, prep, inlet_host, interval_s)
-    job_rows = jobs_table(day, host_gpus, jobs, traces, state, interval_s)
-    return gpu_table, node, job_rows, counters[:, -1]
+    job_rows = jobs_table(day, host_gpus, jobs, traces, state, interval_s, seed)
+    links = link_day_table(seed, day, host_gpus, jobs, traces, interval_s)
+    return gpu_table, node, job_rows, counters[:, -1], links
 
 
 def simulate_fleet(lake: str | Path, *, gpus: int = 32, days: int = 2, start: dt.date, seed: int = 0,
@@ -211,7 +213,8 @@ def simulate_fleet(lake: str | Path, *, gpus: int = 32, days: int = 2, start: dt
                    progress: Callable[[int, int], None] | None = None) -> SimulationSummary:
     """Simulate `gpus` GPUs (8 per host, hosts node-01.. unless `hosts` names them) for `days`
     UTC days from `start`, one GPU sample per `interval_s` seconds, and write gpu_samples,
-    node_samples (every 5 s), facility_samples (every minute), jobs and `<lake>/../inventory.csv`.
+    node_samples (every 5 s), facility_samples (every minute), jobs, link_samples (NVLink and
+    InfiniBand every 10 s, collectors.sim.links) and `<lake>/../inventory.csv`.
     `power_limits_w` (gpu_uuid -> W) replaces the default limit of those GPUs for the whole
     range; `power_limits_by_day` (day -> gpu_uuid -> W) overrides it on the days it names, and
     gives the same rows as calling day by day with those limits. `locked_sm_clocks_by_day` (day ->
@@ -235,7 +238,7 @@ def simulate_fleet(lake: str | Path, *, gpus: int = 32, days: int = 2, start: dt
     by_host = {h: [g for g in fleet if g.host == h] for h in host_names}
     xmodel_hosts = _cross_model_hosts(fleet)
     inventory = _write_inventory(fleet, lake)
-    rows = {"gpu_samples": 0, "node_samples": 0, "facility_samples": 0, "jobs": 0}
+    rows = {"gpu_samples": 0, "node_samples": 0, "facility_samples": 0, "jobs": 0, "link_samples": 0}
     files: list[WrittenFile] = []
     xmodel_runs: list[CrossModelRun] = []
     carried: dict[str, int] = {}
@@ -251,12 +254,12 @@ def simulate_fleet(lake: str | Path, *, gpus: int = 32, days: int = 2, start: dt
             start_mj = [_counter_start(seed, g, day, carried, lake_end) for g in host_gpus]
             day_limits = by_day.get(day, limits_by_uuid)
             limits = [day_limits.get(g.uuid, g.spec.default_limit_w) for g in host_gpus]
-            gpu_t, node, jobs_t, end_mj = _simulate_host_day(seed, day, host, host_gpus, jobs, limits, n, interval_s,
+            gpu_t, node, jobs_t, end_mj, links_t = _simulate_host_day(seed, day, host, host_gpus, jobs, limits, n, interval_s,
                                                              outdoor, start_mj, locks_by_day.get(day, {}))
             carried.update({g.uuid: int(v) for g, v in zip(host_gpus, end_mj)})
             site_wall += node.wall_power_w
             for dataset, table in (("gpu_samples", gpu_t), ("node_samples", node_table(day, host, node, interval_s)),
-                                   ("jobs", jobs_t)):
+                                   ("jobs", jobs_t), ("link_samples", links_t)):
                 files += replace_partition(lake, dataset, day.isoformat(), host, table)
                 rows[dataset] += table.num_rows
             for job in jobs:

@@ -35,7 +35,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from joulehouse.collectors.schema import GPU_SAMPLES, SORT_KEYS, conform
+from joulehouse.collectors.schema import DATASETS, GPU_SAMPLES, SORT_KEYS, conform
 from joulehouse.collectors.settings import CollectorSettings
 from joulehouse.collectors.sources.base import SourceError
 from joulehouse.collectors.sources.dcgm_pods import PodJobs, pod_holdings
@@ -162,20 +162,21 @@ def pivot_range_result(result: Iterable[dict[str, Any]]) -> tuple[pa.Table, list
     return pa.Table.from_pydict(data, schema=schema), rejected
 
 
-def write_range(lake: str | Path, table: pa.Table, start_s: float, end_s: float) -> list[WrittenFile]:
-    """Write one range's rows, one file per (date, host) partition, under names fixed by the
-    range: writing the same range again replaces those files rather than adding rows."""
+def write_range(lake: str | Path, table: pa.Table, start_s: float, end_s: float, *,
+                dataset: str = "gpu_samples", tag: str = SOURCE_TAG) -> list[WrittenFile]:
+    """Write one range's rows of `dataset`, one file per (date, host) partition, under names fixed
+    by the range and `tag`: writing the same range again replaces those files rather than adding rows."""
     if table.num_rows == 0:
         return []
-    table = conform("gpu_samples", table)
+    table = conform(dataset, table)
     dates = pc.strftime(table.column("sampled_at"), format="%Y-%m-%d", locale="C")
     keys = sorted(set(zip(dates.to_pylist(), table.column("host").to_pylist())))
-    name = f"part-{int(start_s * 1e6):016d}-{SOURCE_TAG}-{int(end_s * 1e6):016d}.parquet"
+    name = f"part-{int(start_s * 1e6):016d}-{tag}-{int(end_s * 1e6):016d}.parquet"
     written = []
     for date, host in keys:
         mask = pc.and_(pc.equal(dates, date), pc.equal(table.column("host"), host))
-        part = table.filter(mask).sort_by(SORT_KEYS["gpu_samples"])
-        written.append(write_parquet_atomic(part, partition_dir(Path(lake), "gpu_samples", date, host) / name))
+        part = table.filter(mask).sort_by(SORT_KEYS[dataset])
+        written.append(write_parquet_atomic(part, partition_dir(Path(lake), dataset, date, host) / name))
     return written
 
 
@@ -188,6 +189,12 @@ class DcgmSource:
     source writes its own ranges: Prometheus already holds the samples durably."""
 
     dataset = "gpu_samples"
+    source_tag = SOURCE_TAG
+    # query_range matrix -> (rows of `dataset`, series set aside with their reasons)
+    pivot = staticmethod(pivot_range_result)
+    # Pod labels become jobs from this source's series only: a subclass reading other series of the
+    # same pods (NVLink) would write the same jobs again.
+    pods_as_jobs = True
 
     def __init__(
         self,
@@ -263,13 +270,14 @@ class DcgmSource:
             f"query_range for {start.isoformat()}..{end.isoformat()}",
             lambda: self._prometheus().custom_query_range(
                 self.query, start_time=start, end_time=end, step=str(self.step_s), timeout=self.timeout_s))
-        table, rejected = pivot_range_result(result)
+        table, rejected = self.pivot(result)
         keyed = ((series_key(s.get("metric", {})), s.get("metric", {}), [float(t) for t, _ in s.get("values", [])])
                  for s in result)
-        self.pod_holdings = pod_holdings(((k, labels, ts) for k, labels, ts in keyed if not isinstance(k, str)), self.step_s)
+        self.pod_holdings = pod_holdings(((k, labels, ts) for k, labels, ts in keyed if not isinstance(k, str)),
+                                         self.step_s) if self.pods_as_jobs else []
         if rejected:
-            log.warning("dcgm: %d series set aside for %s..%s, first: %s",
-                        len(rejected), start.isoformat(), end.isoformat(), rejected[0])
+            log.warning("%s: %d series set aside for %s..%s, first: %s",
+                        self.source_tag, len(rejected), start.isoformat(), end.isoformat(), rejected[0])
         self.rejected_series = rejected
         return table
 
@@ -347,7 +355,7 @@ class DcgmSource:
             if state.get("watermark_at"):
                 floor = datetime.fromisoformat(state["watermark_at"])
                 table = table.filter(pc.greater(table.column("sampled_at"), pa.scalar(floor, GPU_SAMPLES.field("sampled_at").type)))
-            written += write_range(self.lake, table, start, end)
+            written += write_range(self.lake, table, start, end, dataset=self.dataset, tag=self.source_tag)
             self.rows_written_total += table.num_rows
             written += self.pods.merge(self.pod_holdings, self.step_s, end)
             state = {"state_version": STATE_VERSION, "watermark_at": _iso(end), "pending": None}
@@ -357,7 +365,7 @@ class DcgmSource:
     def read(self) -> pa.Table:
         """Protocol entry for the collect loop: sync to the lake, return no rows (see class doc)."""
         self.sync()
-        return GPU_SAMPLES.empty_table()
+        return DATASETS[self.dataset].empty_table()
 
     def close(self) -> None:
         if self._client is not None and hasattr(self._client, "close"):

@@ -1,8 +1,10 @@
-"""`joulehouse collect --source nvml|dcgm|ipmi|sim [--source ...] --lake DIR --interval 1s`: the node collector.
+"""`joulehouse collect --source nvml|dcgm|links|ipmi|sim [--source ...] --lake DIR --interval 1s`: the node collector.
 
-NVML and sim are read every --interval in the loop; IPMI (node_samples, every
-collector.ipmi_interval_s) and DCGM (ranges from Prometheus, every collector.dcgm_sync_interval_s)
-each run in their own thread, so a slow BMC or Prometheus never delays a GPU sample. Settings
+NVML (gpu_samples, and link_samples for GPUs with NVLink) and sim are read every --interval in
+the loop; IPMI (node_samples, every collector.ipmi_interval_s), DCGM and links (ranges from
+Prometheus, every collector.dcgm_sync_interval_s: links are dcgm-exporter's NVLink fields and
+node_exporter's InfiniBand/RoCE ports, into link_samples) each run in their own thread, so a slow
+BMC or Prometheus never delays a GPU sample. Settings
 come from --config (TOML, [collector]) and JOULEHOUSE_COLLECTOR__* variables (BMC credentials:
 JOULEHOUSE_COLLECTOR__IPMI_USER / __IPMI_PASSWORD); the options here override them.
 
@@ -24,11 +26,11 @@ import typer
 from joulehouse.cli.options import (METRICS_ADDRESS_HELP, METRICS_PORT_HELP, METRICS_TEXTFILE_HELP, expose_metrics, fail,
                                     node_lake)
 
-SOURCES = ("nvml", "dcgm", "ipmi", "sim")
+SOURCES = ("nvml", "dcgm", "links", "ipmi", "sim")
 
 
 def collect_command(
-    source: List[str] = typer.Option(..., "--source", help="nvml, dcgm, ipmi or sim (repeatable)."),
+    source: List[str] = typer.Option(..., "--source", help="nvml, dcgm, links, ipmi or sim (repeatable)."),
     lake_option: str = typer.Option(..., "--lake", help="The node's local lake folder (joulehouse ship sends it on)."),
     interval: Optional[str] = typer.Option(None, "--interval", help="GPU sampling interval, e.g. 1s, 100ms (default: settings, 1s)."),
     host: Optional[str] = typer.Option(None, "--host", help="Host name in the lake (default: this machine's)."),
@@ -113,6 +115,7 @@ def _build_sources(names, host, lake, settings, sim_gpus, defaults):
     for name in names:
         if name == "nvml":
             from joulehouse.collectors.sources.nvml import NvmlSource
+            from joulehouse.collectors.sources.nvml_links import NvmlLinkSource
 
             from joulehouse.collectors.sources.gpu_processes import GpuProcessSource
 
@@ -121,6 +124,7 @@ def _build_sources(names, host, lake, settings, sim_gpus, defaults):
             # After NVML in the list: the loop reads it first, so each map is of that poll's processes.
             sources.append(Scheduled(GpuProcessSource(host, nvml, proc_root=settings.proc_root),
                                      interval_s=settings.process_map_interval_s))
+            sources.append(Scheduled(NvmlLinkSource(host)))
         elif name == "sim":
             from joulehouse.collectors.sources.sim import SimSource
 
@@ -143,6 +147,21 @@ def _build_sources(names, host, lake, settings, sim_gpus, defaults):
             dcgm = DcgmSource.from_settings(lake, settings, **overrides)
             log.info("dcgm: reading %s at %s every %.0f s", dcgm.query, dcgm.url, settings.dcgm_sync_interval_s)
             sources.append(Scheduled(dcgm, interval_s=settings.dcgm_sync_interval_s, background=True))
+        elif name == "links":
+            import re
+
+            from joulehouse.collectors.sources.links import STATE_FILE_NAME, PrometheusLinkSource
+
+            overrides = {}
+            if settings.dcgm_state_path == defaults.dcgm_state_path:
+                overrides["state_path"] = lake.parent / "state" / STATE_FILE_NAME
+            if not settings.dcgm_selector:
+                # this host's series only: dcgm-exporter labels them, node_exporter's instance names it
+                overrides["selector"] = f'Hostname="{host}"'
+                overrides["node_selector"] = f'instance=~"{re.escape(host)}(:[0-9]+)?"'
+            links = PrometheusLinkSource.from_settings(lake, settings, **overrides)
+            log.info("links: reading %s at %s every %.0f s", links.query, links.url, settings.dcgm_sync_interval_s)
+            sources.append(Scheduled(links, interval_s=settings.dcgm_sync_interval_s, background=True))
     return sources
 
 

@@ -247,7 +247,9 @@ def _print_results(out: Path, settings: Settings, day: dt.date, console: Console
     cli = _cli_command()
     for what, path in (("lake (Parquet)", settings.lake.path), ("warehouse (DuckDB)", settings.warehouse.db_path),
                        ("reports, one per day", str(report_path(settings, day).parent)),
+                       ("dashboard, every day held", str(report_path(settings, day).parent / "dashboard.html")),
                        ("signed export", str(Path(settings.export.out_dir) / "recommended-config.json")),
+                       ("signed placement advice", str(Path(settings.export.out_dir) / "placement-advice.json")),
                        ("settings used", str(out / "joulehouse.toml")), ("signing keys", str(out / "keys")),
                        ("Airflow home", str(out / "airflow"))):
         where.add_row(what, escape(path))

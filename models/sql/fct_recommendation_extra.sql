@@ -9,12 +9,17 @@
 --   host [text] server the GPU sits in
 --   gpu_uuid [text] GPU
 --   detail [text] what to do and why
---   expected_saving_kwh_per_day [kWh/day] expected saving
+--   expected_saving_kwh_per_day [kWh/day] expected saving (consolidation: only the idle power something
+--     parks, `[placement] parking`)
+--   latency_risk [text] consolidation: 'low' | 'medium' | 'high' (models.placement.latency_risk); NULL otherwise
+--   saturated_minutes_ratio [0..1] consolidation: share of minutes the packed work would queue
 CREATE TABLE IF NOT EXISTS fct_recommendation_extra (
     day DATE NOT NULL,
     kind VARCHAR NOT NULL,
     host VARCHAR NOT NULL,
     gpu_uuid VARCHAR NOT NULL,
     detail VARCHAR,
-    expected_saving_kwh_per_day DOUBLE
+    expected_saving_kwh_per_day DOUBLE,
+    latency_risk VARCHAR,
+    saturated_minutes_ratio DOUBLE
 )

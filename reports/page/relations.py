@@ -21,11 +21,15 @@ NEEDS = {
     "fct_pue_hourly": "the facility_samples dataset (site meters)",
     "fct_job_efficiency": "the jobs dataset with work counters (requests, tokens, samples, FLOPs)",
     "fct_efficiency_setting_daily": "the jobs dataset with work counters (requests, tokens, samples, FLOPs)",
+    "fct_efficiency_precision_daily": "the jobs dataset with work counters (models.efficiency_precision)",
+    "fct_flops_per_watt_daily": "the jobs dataset with flops_total (models.efficiency_precision)",
+    "rpt_compute_cost_daily": "jobs with flops_total and the cost accounts (reports.accounts.compute_cost)",
     "rpt_carbon_daily": "the carbon accounts step (grid intensity file or default)",
     "rpt_tco_daily": "the cost accounts step (price file or default)",
     "fct_recommendation_outcome": "the outcome step (models.outcome) over the days after a setting took effect",
     "fct_recommendation_extra": "the consolidation and placement step (models.placement)",
     "fct_sensitivity_daily": "the sensitivities step (models.sensitivity)",
+    "fct_sensitivity_hourly": "the sensitivities step with link occupancy (models.joint_sensitivity)",
     "fct_power_interval": "the power-interval step (models.power_interval)",
     "fct_job_energy_prediction": "jobs run on two GPU models with the same profile",
 }
@@ -76,7 +80,9 @@ class ReportData:
         "sensitivity": "fct_sensitivity_daily", "interval": "fct_power_interval",
         "job_prediction": "fct_job_energy_prediction", "placement": "fct_recommendation_extra",
         "job_efficiency": "fct_job_efficiency", "setting_efficiency": "fct_efficiency_setting_daily",
-        "outcome": "fct_recommendation_outcome",
+        "outcome": "fct_recommendation_outcome", "sensitivity_hourly": "fct_sensitivity_hourly",
+        "precision_efficiency": "fct_efficiency_precision_daily", "flops_per_watt": "fct_flops_per_watt_daily",
+        "compute_cost": "rpt_compute_cost_daily",
     }
 
     def __init__(self, con, day: dt.date, notes: dict[str, Any]):

@@ -26,11 +26,13 @@ from pathlib import Path
 import plotly
 import polars as pl
 from plotly.offline import get_plotlyjs
+from markupsafe import Markup
 
 from joulehouse.reports.page import figures
 from joulehouse.reports.page.relations import ReportData, has, total
 from joulehouse.reports.page.blocks import FigureWriter, Section, fmt_kg, fmt_kwh, fmt_number, fmt_usd, page, table
 from joulehouse.reports.page.section_summary import summary_section
+from joulehouse.reports.page.section_efficiency_precision import precision_efficiency_block
 from joulehouse.reports.page.section_actions import efficiency_section, recommendations_section
 from joulehouse.reports.page.section_models import models_section
 from joulehouse.reports.page.section_quality import quality_section
@@ -167,9 +169,15 @@ def render_report(con, day: dt.date | str, out_path: Path, *, notes: dict | None
     figs = FigureWriter(day_gpu_models(data))
     # Built in reading order except the summary, which gathers the others' "not computed" lines.
     recommendations = recommendations_section(data, figs)
-    rest = [energy_section(data, figs), efficiency_section(data, figs), models_section(data, figs),
+    efficiency = efficiency_section(data, figs)
+    precision_efficiency_block(data, efficiency)
+    rest = [energy_section(data, figs), efficiency, models_section(data, figs),
             carbon_cost_section(data, figs), quality_section(data, figs)]
-    sections = [summary_section(data, [recommendations, *rest], notes), recommendations, *rest]
+    summary = summary_section(data, [recommendations, *rest], notes)
+    # The dashboard over every day held sits beside the daily reports (reports.dashboard).
+    summary.blocks.insert(0, Markup('<p class="note"><a href="dashboard.html">All days: the carbon dashboard</a> '
+                                    '(carbon and cost by team, GPU model and site per week and month).</p>'))
+    sections = [summary, recommendations, *rest]
     out_path = Path(out_path)
     out_path.parent.mkdir(parents=True, exist_ok=True)
     script = ({"plotly_src": shared_plotly(out_path.parent)} if plotly_js == "shared"

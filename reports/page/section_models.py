@@ -11,6 +11,8 @@ from joulehouse.reports.page import figures
 from joulehouse.reports.page.figures_estimates import job_prediction_error, sensitivity_forest
 from joulehouse.reports.page.relations import ReportData, has
 from joulehouse.reports.page.blocks import FigureWriter, Section, details, fmt_number, table
+from joulehouse.reports.page.section_sensitivity import PARTS as JOINT_PARTS
+from joulehouse.reports.page.section_sensitivity import joint_sensitivity_block
 
 MAX_SCATTER_POINTS = 5000
 MODEL_COLUMNS = ("gpu_model", "feature_set", "n_samples", "mape_pct", "r2", "job_energy_error_pct", "static_pct_per_10c",
@@ -102,7 +104,8 @@ def _sensitivities(data: ReportData, figs: FigureWriter, s: Section) -> None:
     if not has(data.sensitivity, "quantity", "estimate"):
         s.missing(f"no sensitivities ({data.sensitivity_why or 'fct_sensitivity_daily has no estimates'})")
         return
-    rows = data.sensitivity.sort("quantity", "scope")
+    # S and its parts have their own block (section_sensitivity) with the typical values beside them.
+    rows = data.sensitivity.filter(~pl.col("quantity").is_in(list(JOINT_PARTS))).sort("quantity", "scope")
     s.note("How energy and PUE move with what drives them, over the day's hours (other drivers held fixed):")
     s.bullets([sensitivity_sentence(r) for r in rows.iter_rows(named=True)])
     # The statistics behind the sentences, for whoever checks them: folded.
@@ -161,6 +164,7 @@ def models_section(data: ReportData, figs: FigureWriter) -> Section:
         s.missing(f"no power-limit curve ({data.curve_why or 'no rows for the day'}): energy-vs-limit curve not drawn")
     _thermal(data, figs, s)
     _sensitivities(data, figs, s)
+    joint_sensitivity_block(data, figs, s)
     _power_interval(data, s)
     _job_prediction(data, figs, s)
     return s

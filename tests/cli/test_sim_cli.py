@@ -28,7 +28,7 @@ def test_simulate_writes_the_lake_and_prints_the_summary(tmp_path):
     assert result.exit_code == 0, result.output
     assert "2,880" in result.output  # 2 GPUs x 1440 minutes of gpu_samples
     assert (tmp_path / "inventory.csv").exists()
-    assert sorted(p.name for p in lake.iterdir()) == ["facility_samples", "gpu_samples", "jobs", "node_samples"]
+    assert sorted(p.name for p in lake.iterdir()) == ["facility_samples", "gpu_samples", "jobs", "link_samples", "node_samples"]
 
 
 def test_a_bad_start_date_is_named(tmp_path):

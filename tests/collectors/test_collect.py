@@ -193,7 +193,7 @@ def test_cli_collects_sim_rows(tmp_path):
     assert out.exit_code == 0, out.output
     assert len(lake_rows(lake)) == 10
     bad = CliRunner().invoke(app, ["--source", "tpu", "--lake", str(lake)])
-    assert bad.exit_code == 2 and "expected one of nvml, dcgm, ipmi, sim" in bad.output
+    assert bad.exit_code == 2 and "expected one of nvml, dcgm, links, ipmi, sim" in bad.output
 
 
 CHILD = """

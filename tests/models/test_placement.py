@@ -85,3 +85,43 @@ def test_thermal_placement_never_costs_energy(gpus):
             for i, (_, p, h) in enumerate(gpus)]
     theta = {f"g{i}": t for i, (t, _, _) in enumerate(gpus)}
     assert sum(r["expected_saving_kwh_per_day"] for r in thermal_placement(rows, theta, {})) >= -1e-9
+
+
+def _three_light_gpus(con):
+    _samples(con, {
+        "GPU-a": (lambda m: 0.2 if m < 600 else 0.0, 120.0, 50.0),
+        "GPU-b": (lambda m: 0.2 if 300 <= m < 900 else 0.0, 120.0, 52.0),
+        "GPU-c": (lambda m: 0.2 if m >= 800 else 0.0, 120.0, 54.0),
+    })
+
+
+def test_without_parking_consolidation_saves_nothing_and_says_why():
+    con = duckdb.connect()
+    _three_light_gpus(con)
+    recommend_placement(con, DAY, parking="none")
+    freed = _extra(con, "consolidation")
+    assert set(freed) == {"GPU-a", "GPU-b"}
+    assert all(saving == 0.0 for saving, _ in freed.values())
+    assert "nothing parks a freed GPU here" in freed["GPU-a"][1]
+
+
+def test_packing_that_never_queues_is_low_risk():
+    con = duckdb.connect()
+    _three_light_gpus(con)
+    recommend_placement(con, DAY)
+    risks = dict(con.execute("SELECT gpu_uuid, latency_risk FROM fct_recommendation_extra WHERE kind = 'consolidation'").fetchall())
+    assert set(risks.values()) == {"low"}, "0.2 + 0.2 of one GPU never queues"
+
+
+def test_latency_risk_grades_the_minutes_that_would_queue():
+    import numpy as np
+
+    from joulehouse.models.placement import latency_risk
+
+    calm = np.full(1440, 0.5)
+    assert latency_risk(calm, 1, 0.8) == ("low", 0.0)
+    spiky = calm.copy()
+    spiky[:10] = 1.2  # 10 minutes above one GPU
+    assert latency_risk(spiky, 1, 0.8) == ("medium", pytest.approx(10 / 1440))
+    spiky[:60] = 1.2
+    assert latency_risk(spiky, 1, 0.8)[0] == "high"

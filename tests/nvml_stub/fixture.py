@@ -74,6 +74,10 @@ class GpuState:
     pcie_tx_kb_per_s: int | None = None
     pcie_rx_kb_per_s: int | None = None
     pstate: int | None = None
+    nvlink_link_count: int | None = None  # field value 91; None: no NVLink (NOT_SUPPORTED)
+    nvlink_speed_mbps: int | None = None  # field value 90, per link and direction
+    nvlink_tx_kib_total: int | None = None  # field values 138/139: KiB counters since driver load
+    nvlink_rx_kib_total: int | None = None
     # pid -> used GPU memory in MiB (None: NVML_VALUE_NOT_AVAILABLE, as under MIG or vGPU)
     processes: dict[int, int | None] = field(default_factory=dict)
     # NVML function name (or "*") -> error name such as "GPU_IS_LOST", "NOT_SUPPORTED"

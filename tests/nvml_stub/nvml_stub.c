@@ -22,6 +22,10 @@
  *   gpu0.clock_event_reasons 0x4       gpu0.pcie_tx_kb_per_s 1000  gpu0.pcie_rx_kb_per_s 2000
  *   gpu0.pstate 0                      gpu0.processes 1234:1024,5678:0   (pid:used MiB)
  *   gpu0.locked_sm_clock_min_mhz 0     gpu0.locked_sm_clock_max_mhz 0
+ *   gpu0.nvlink_link_count 18  gpu0.nvlink_speed_mbps 26562   (field values 91 and 90)
+ *   gpu0.nvlink_tx_kib_total 0  gpu0.nvlink_rx_kib_total 0     (field values 138/139: KiB since
+ *                                       driver load; scopeId UINT_MAX sums the links, a link's
+ *                                       own scopeId gets an equal share)
  *   gpu0.error.nvmlDeviceGetPowerUsage GPU_IS_LOST   gpu1.error.* GPU_IS_LOST
  *
  * Units are NVML's: power mW, energy mJ, clocks MHz, temperatures C, PCIe KB/s, memory bytes
@@ -36,6 +40,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/time.h>
 #include <unistd.h>
 
 typedef int nvmlReturn_t;
@@ -474,11 +479,31 @@ typedef struct {
 } nvmlFieldValue_t;
 nvmlReturn_t nvmlDeviceGetFieldValues(nvmlDevice_t d, int count, nvmlFieldValue_t *values) {
     ENTER_DEVICE(d, "nvmlDeviceGetFieldValues")
+    struct timeval now;
+    gettimeofday(&now, NULL);
     for (int i = 0; i < count; i++) {
-        unsigned long long v;
-        values[i].timestamp = 0;
+        unsigned long long v, links = 0;
+        /* the driver stamps each value with when it was read, us since the epoch */
+        values[i].timestamp = (long long)now.tv_sec * 1000000LL + now.tv_usec;
         values[i].latencyUsec = 0;
-        if (values[i].fieldId == 82 && gpu_u64(idx, "mem_temp_c", &v)) {
+        const char *nvlink_key = values[i].fieldId == 90 ? "nvlink_speed_mbps" :
+                                 values[i].fieldId == 91 ? "nvlink_link_count" :
+                                 values[i].fieldId == 138 ? "nvlink_tx_kib_total" :
+                                 values[i].fieldId == 139 ? "nvlink_rx_kib_total" : NULL;
+        if (nvlink_key) {
+            gpu_u64(idx, "nvlink_link_count", &links);
+            if (!gpu_u64(idx, nvlink_key, &v)) {
+                values[i].nvmlReturn = NOT_SUPPORTED;
+            } else if (values[i].fieldId >= 138 && values[i].scopeId != 0xFFFFFFFFu && values[i].scopeId >= links) {
+                /* throughput counters take a link in scopeId, or UINT_MAX for all links summed */
+                values[i].nvmlReturn = INVALID_ARGUMENT;
+            } else {
+                if (values[i].fieldId >= 138 && values[i].scopeId != 0xFFFFFFFFu) v /= links;
+                values[i].valueType = values[i].fieldId >= 138 ? 3 : 1;  /* ULL counters, UINT otherwise */
+                if (values[i].valueType == 3) values[i].value.ull = v; else values[i].value.ui = (unsigned int)v;
+                values[i].nvmlReturn = OK;
+            }
+        } else if (values[i].fieldId == 82 && gpu_u64(idx, "mem_temp_c", &v)) {
             /* the driver chooses the union member: unsigned int on today's drivers (type 1);
                the state may name another to check that the reader follows valueType */
             unsigned long long type = 1;

@@ -1,0 +1,152 @@
+"""Network links through Prometheus: GPU NVLink (dcgm-exporter) and the node's InfiniBand / RoCE
+ports (node_exporter's infiniband collector) -> `link_samples` rows, exactly once.
+
+Series read, and their units:
+- `DCGM_FI_PROF_NVLINK_TX_BYTES` / `DCGM_FI_PROF_NVLINK_RX_BYTES` (DCGM fields 1011/1012): the
+  GPU's NVLink data rate summed over its links, bytes/s, one series per GPU with dcgm-exporter's
+  labels (`gpu`, `UUID`, `modelName`, `Hostname`). Capacity is not published: NULL here, the
+  warehouse takes it from the GPU model (NVLink generation x link count, models/gpu_catalogue.csv).
+- `node_infiniband_port_data_transmitted_bytes_total` / `..._received_bytes_total`: counters per
+  (`device`, `port`), in bytes (node_exporter already multiplies the hardware's 4-byte words),
+  read as `rate(...[window])`, bytes/s. `node_infiniband_rate_bytes_per_second`: the port's
+  link rate (e.g. 25e9 for HDR 200 Gb/s), the capacity per direction. RoCE ports are listed by the
+  same collector (/sys/class/infiniband) and land the same way.
+
+The host of a node_exporter series is its `Hostname`/`hostname`/`nodename` label, else the
+`instance` without its port (as for dcgm-exporter). Everything else -- the watermark, pending
+ranges redone after a crash, files named by their range, retries -- is DcgmSource's, with its own
+state file (`links-watermark.json` beside the DCGM one).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+
+from joulehouse.collectors.schema import LINK_SAMPLES
+from joulehouse.collectors.settings import CollectorSettings
+from joulehouse.collectors.sources.dcgm import DcgmSource, series_key
+from joulehouse.collectors.sources.dcgm_values import convert_value
+
+
+SOURCE_TAG = "prometheus-links"
+NVLINK_FIELDS = {"DCGM_FI_PROF_NVLINK_TX_BYTES": "tx_bytes_per_s", "DCGM_FI_PROF_NVLINK_RX_BYTES": "rx_bytes_per_s"}
+IB_TX_TOTAL = "node_infiniband_port_data_transmitted_bytes_total"
+IB_RX_TOTAL = "node_infiniband_port_data_received_bytes_total"
+IB_RATE = "node_infiniband_rate_bytes_per_second"
+# The label that says which quantity a series of the rate query is (rate() drops __name__).
+QUANTITY_LABEL = "jh_quantity"
+# Counters need two scrapes inside the window; 4x a 15-30 s scrape interval is Prometheus' advice.
+DEFAULT_RATE_WINDOW_S = 120
+STATE_FILE_NAME = "links-watermark.json"
+
+
+def _matchers(selector: str) -> str:
+    extra = selector.strip().strip("{}").strip()
+    return ", " + extra if extra else ""
+
+
+def links_queries(dcgm_selector: str = "", node_selector: str = "", rate_window_s: int = DEFAULT_RATE_WINDOW_S) -> str:
+    """One PromQL expression for every link series: NVLink gauges, IB port rates and IB counter rates."""
+    nvlink = "{" + f'__name__=~"{"|".join(NVLINK_FIELDS)}"' + _matchers(dcgm_selector) + "}"
+    node = _matchers(node_selector).removeprefix(", ")
+    rate = IB_RATE + "{" + node + "}"
+    parts = [nvlink, f'label_replace({rate}, "{QUANTITY_LABEL}", "capacity_bytes_per_s", "", "")']
+    for total, column in ((IB_TX_TOTAL, "tx_bytes_per_s"), (IB_RX_TOTAL, "rx_bytes_per_s")):
+        parts.append(f'label_replace(rate({total}{{{node}}}[{int(rate_window_s)}s]), '
+                     f'"{QUANTITY_LABEL}", "{column}", "", "")')
+    return " or ".join(parts)
+
+
+def _node_host(labels: dict[str, str]) -> str:
+    host = labels.get("Hostname") or labels.get("hostname") or labels.get("nodename")
+    if not host:
+        instance = labels.get("instance", "")
+        host = instance.rsplit(":", 1)[0] if instance else ""
+    return host
+
+
+def _row_key(labels: dict[str, str]) -> tuple[tuple[str, str, str], dict[str, Any], str] | str:
+    """((host, link_kind, device), identity columns, column) of a series, or why it cannot be keyed."""
+    name = labels.get("__name__", "")
+    if name in NVLINK_FIELDS:
+        key = series_key(labels)
+        if isinstance(key, str):
+            return key
+        return ((key.host, "nvlink", key.gpu_uuid), {"gpu_index": key.gpu_index, "gpu_model": key.gpu_model},
+                NVLINK_FIELDS[name])
+    column = labels.get(QUANTITY_LABEL)
+    if column is None:
+        return "not a link series this source reads"
+    host, device, port = _node_host(labels), labels.get("device"), labels.get("port")
+    if not host or not device or not port:
+        return "needs device and port labels and a host (Hostname/hostname/nodename or instance)"
+    return (host, "infiniband", f"{device}/{port}"), {"gpu_index": None, "gpu_model": None}, column
+
+
+def pivot_link_result(result: Iterable[dict[str, Any]]) -> tuple[pa.Table, list[str]]:
+    """A `query_range` matrix -> link_samples rows, one per (link, instant); NULL where a link has
+    no value for a quantity. Returns the table and the series set aside, each with its reason."""
+    rows: dict[tuple[tuple[str, str, str], float], dict[str, Any]] = {}
+    identity: dict[tuple[str, str, str], dict[str, Any]] = {}
+    rejected: list[str] = []
+    for series in result:
+        labels = series.get("metric", {})
+        keyed = _row_key(labels)
+        if isinstance(keyed, str):
+            rejected.append(f"{labels}: {keyed}")
+            continue
+        key, ident, column = keyed
+        identity[key] = ident
+        for ts, raw in series.get("values", []):
+            try:
+                value = convert_value(raw, float, wide=True)
+            except ValueError as exc:
+                rejected.append(f"{labels} at {ts}: {exc}")
+                continue
+            if value is not None and value < 0:
+                rejected.append(f"{labels} at {ts}: negative rate {value}")
+                continue
+            rows.setdefault((key, float(ts)), {})[column] = value
+    ordered = sorted(rows.items(), key=lambda kv: (kv[0][0], kv[0][1]))
+    data: dict[str, list[Any]] = {
+        "sampled_at": [datetime.fromtimestamp(ts, tz=timezone.utc) for (_, ts), _ in ordered],
+        "host": [k[0] for (k, _), _ in ordered],
+        "link_kind": [k[1] for (k, _), _ in ordered],
+        "device": [k[2] for (k, _), _ in ordered],
+        "gpu_index": [identity[k]["gpu_index"] for (k, _), _ in ordered],
+        "gpu_model": [identity[k]["gpu_model"] for (k, _), _ in ordered],
+    }
+    for column in ("tx_bytes_per_s", "rx_bytes_per_s", "capacity_bytes_per_s"):
+        data[column] = [values.get(column) for _, values in ordered]
+    data["source"] = [SOURCE_TAG] * len(ordered)
+    return pa.Table.from_pydict(data, schema=LINK_SAMPLES), rejected
+
+
+class PrometheusLinkSource(DcgmSource):
+    """link_samples from dcgm-exporter's NVLink fields and node_exporter's infiniband collector,
+    both in one Prometheus (source tag 'prometheus-links'); `sync()` and `read()` as DcgmSource."""
+
+    dataset = "link_samples"
+    source_tag = SOURCE_TAG
+    pivot = staticmethod(pivot_link_result)
+    pods_as_jobs = False  # the DCGM source already turns these pods into jobs
+
+    def __init__(self, lake: str | Path, *, node_selector: str = "",
+                 rate_window_s: int = DEFAULT_RATE_WINDOW_S, **kwargs: Any):
+        super().__init__(lake, **kwargs)
+        if rate_window_s < 2 * self.step_s:
+            raise ValueError(f"rate_window_s={rate_window_s!r}: expected at least two steps ({2 * self.step_s} s)")
+        self.query = links_queries(kwargs.get("selector", ""), node_selector, rate_window_s)
+
+    @classmethod
+    def from_settings(cls, lake: str | Path, settings: CollectorSettings, **overrides: Any) -> PrometheusLinkSource:
+        overrides.setdefault("state_path", Path(settings.dcgm_state_path).with_name(STATE_FILE_NAME))
+        return super().from_settings(lake, settings, **overrides)  # type: ignore[return-value]
+
+
+__all__ = ["PrometheusLinkSource", "links_queries", "pivot_link_result"]

@@ -1,0 +1,16 @@
+-- dashboard_work_efficiency: energy per unit of work per day and GPU model ('fleet' for all), every day held.
+-- Inputs: fct_job_efficiency, fct_flops_per_watt_daily (stand-ins when absent).
+-- Columns: day [DATE], gpu_model [text], j_per_token [J/token], j_per_request [J/request],
+--   j_per_sample [J/sample], fp16_equivalent_flops_per_w [FLOP/J], goal_flops_per_w [FLOP/J].
+WITH per_model AS (
+    SELECT day, gpu_model,
+           sum(energy_kwh) FILTER (WHERE tokens_total > 0) * 3.6e6 / nullif(sum(tokens_total), 0) AS j_per_token,
+           sum(energy_kwh) FILTER (WHERE requests_total > 0) * 3.6e6 / nullif(sum(requests_total), 0) AS j_per_request,
+           sum(energy_kwh) FILTER (WHERE samples_total > 0) * 3.6e6 / nullif(sum(samples_total), 0) AS j_per_sample
+    FROM fct_job_efficiency WHERE gpu_model IS NOT NULL GROUP BY ALL
+)
+SELECT coalesce(p.day, f.day) AS day, coalesce(p.gpu_model, f.gpu_model) AS gpu_model,
+       p.j_per_token, p.j_per_request, p.j_per_sample, f.fp16_equivalent_flops_per_w, f.goal_flops_per_w
+FROM per_model AS p
+FULL JOIN fct_flops_per_watt_daily AS f ON f.day = p.day AND f.gpu_model = p.gpu_model
+ORDER BY 2, 1

@@ -1,0 +1,163 @@
+"""The signed placement-advice file: where schedulers should put tomorrow's work, beside the signed config.
+
+`export_placement_advice(con, day, settings, placement)` writes `<out_dir>/placement-advice.json`
+(what schedulers poll) and `placement-advice-<day>.json`, signed as the recommended config is
+(ed25519 over the canonical body, `collectors.config_contract.sign_document`, the same key).
+Consumable without joulehouse: `infra/placement/advice_to_scheduler.py` verifies it with the
+public key and prints Slurm node weights and Kubernetes node labels (infra/placement/README.md).
+
+Body (`schema_version` 1, `kind` "joulehouse-placement-advice"):
+    generated_at, valid_from, valid_until   UTC ISO-8601 (the next day, as the config's window)
+    site, day (the pipeline day), advice_for_day (the day after)
+    hosts  {host: {"node_preference": 0-100, "gpus": {gpu_uuid: {
+              gpu_model, preference (0-100, higher: place work here first), action
+              ("prefer" | "normal" | "avoid" | "park"), theta_c_per_w, thermal_rank_in_model,
+              expected_saving_kwh_per_day, latency_risk, reason}}}}
+    sites  {site: {forecast_basis, deferrable_energy_kwh, deferrable_gpu_hours,
+              cheapest_hours_utc [..], cleanest_hours_utc [..], expected_cost_saving_usd,
+              expected_carbon_saving_kgco2e}}
+Preference: the thermal ranking within the GPU model (rank 1, the best cooled per watt, 100; the
+worst 0; no thermal fit, or a GPU alone in its model, 50); 'park' (0) for a GPU the consolidation plan frees, 'avoid' for a thermal
+outlier above its model's median, 'prefer' for the best-cooled third. A node's preference is the mean
+of its GPUs' that are not parked. The next day's hours are a persistence forecast: the pipeline
+day's hourly price and grid intensity per site (rpt_context_hourly) a day later, which the file
+says in `forecast_basis`; the saving is what the pipeline day's deferrable jobs would have saved
+in its cheapest / cleanest hours (rpt_shift_opportunity_daily).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from joulehouse.collectors.config_contract import dump_config, format_utc, load_private_key, sign_document
+from joulehouse.collectors.writer import write_bytes_atomic
+from joulehouse.reports.export.settings import ExportSettings
+from joulehouse.reports.warehouse_tables import read_day
+
+SCHEMA_VERSION = 1
+KIND = "joulehouse-placement-advice"
+ADVICE_NAME = "placement-advice.json"
+
+
+def _preferences(thermal: pl.DataFrame | None, energy: pl.DataFrame | None) -> dict[tuple[str, str], dict[str, Any]]:
+    """(host, uuid) -> thermal preference fields, for every GPU the day saw."""
+    out: dict[tuple[str, str], dict[str, Any]] = {}
+    if energy is not None:
+        for r in energy.select("host", "gpu_uuid", "gpu_model").unique().iter_rows(named=True):
+            out[(r["host"], r["gpu_uuid"])] = {"gpu_model": r["gpu_model"], "preference": 50, "action": "normal",
+                                               "theta_c_per_w": None, "thermal_rank_in_model": None,
+                                               "reason": "no thermal fit for this GPU: neutral"}
+    if thermal is None:
+        return out
+    sizes = thermal.group_by("gpu_model").len().to_dicts()
+    n_by_model = {r["gpu_model"]: r["len"] for r in sizes}
+    for r in thermal.iter_rows(named=True):
+        n, rank = n_by_model[r["gpu_model"]], r.get("rank_in_model")
+        if rank is None:
+            continue
+        # a GPU alone in its model has nothing to be ranked against: neutral, not first
+        preference = 50 if n == 1 else round(100 * (1 - (rank - 1) / (n - 1)))
+        worse = r.get("is_outlier") and (r.get("theta_vs_model_pct") or 0) > 0
+        action = "avoid" if worse else ("prefer" if rank <= math.ceil(n / 3) else "normal")
+        out[(r["host"], r["gpu_uuid"])] = {
+            "gpu_model": r["gpu_model"], "preference": int(preference), "action": action,
+            "theta_c_per_w": round(float(r["theta_c_per_w"]), 4) if r.get("theta_c_per_w") is not None else None,
+            "thermal_rank_in_model": int(rank),
+            "reason": f"thermal rank {rank} of {n} {r['gpu_model']} (theta {float(r['theta_c_per_w']):.3f} C/W)"
+                      + ("; runs hot for its model: give it light work" if worse else ""),
+        }
+    return out
+
+
+def _hosts(prefs: dict[tuple[str, str], dict[str, Any]], extra: pl.DataFrame | None) -> dict[str, Any]:
+    savings: dict[tuple[str, str], dict[str, Any]] = {}
+    if extra is not None:
+        for r in extra.iter_rows(named=True):
+            key = (r["host"], r["gpu_uuid"])
+            entry = savings.setdefault(key, {"saving": 0.0, "park": False, "risk": None, "detail": []})
+            entry["saving"] += float(r["expected_saving_kwh_per_day"] or 0.0)
+            if r["kind"] == "consolidation":
+                entry["park"], entry["risk"] = True, r.get("latency_risk")
+            entry["detail"].append(r["detail"])
+    hosts: dict[str, Any] = {}
+    for (host, uuid), p in sorted(prefs.items()):
+        s = savings.get((host, uuid), {})
+        gpu = {**p, "expected_saving_kwh_per_day": round(s.get("saving", 0.0), 3), "latency_risk": s.get("risk")}
+        if s.get("park"):
+            gpu.update(preference=0, action="park", reason="consolidation frees it: " + s["detail"][0])
+        hosts.setdefault(host, {"gpus": {}})["gpus"][uuid] = gpu
+    for entry in hosts.values():
+        kept = [g["preference"] for g in entry["gpus"].values() if g["action"] != "park"]
+        entry["node_preference"] = round(sum(kept) / len(kept)) if kept else 0
+    return hosts
+
+
+def _sites(context: pl.DataFrame | None, shift: pl.DataFrame | None, day: dt.date, window_hours: int) -> dict[str, Any]:
+    sites: dict[str, Any] = {}
+    if context is None:
+        return sites
+    for site in sorted(context["site"].unique().to_list()):
+        hours = context.filter(pl.col("site") == site)
+        ahead = lambda frame: [format_utc(t + dt.timedelta(days=1)) for t in frame["hour_at"].to_list()]  # noqa: E731
+        entry: dict[str, Any] = {
+            "forecast_basis": f"persistence: the hours of {day.isoformat()} one day later",
+            "cheapest_hours_utc": sorted(ahead(hours.drop_nulls("price_usd_per_mwh")
+                                               .sort("price_usd_per_mwh", "hour_at").head(window_hours))),
+            "cleanest_hours_utc": sorted(ahead(hours.drop_nulls("intensity_gco2e_per_kwh")
+                                               .sort("intensity_gco2e_per_kwh", "hour_at").head(window_hours))),
+            "deferrable_energy_kwh": 0.0, "deferrable_gpu_hours": 0.0,
+            "expected_cost_saving_usd": 0.0, "expected_carbon_saving_kgco2e": 0.0,
+        }
+        if shift is not None and "site" in shift.columns:
+            own = shift.filter(pl.col("site") == site)
+            entry.update(
+                deferrable_energy_kwh=round(float(own["energy_kwh"].fill_null(0).sum()), 3),
+                deferrable_gpu_hours=round(float(own["gpu_hours"].fill_null(0).sum()), 3),
+                expected_cost_saving_usd=round(float(own["cost_saving_usd"].fill_null(0).sum()), 4),
+                expected_carbon_saving_kgco2e=round(float(own["carbon_saving_gco2e"].fill_null(0).sum()) / 1000, 4))
+        sites[site] = entry
+    return sites
+
+
+def build_advice(con, day: dt.date, *, site: str, now: dt.datetime, validity_hours: float,
+                 window_hours: int) -> dict[str, Any]:
+    """The unsigned advice body for `day` (see the module doc)."""
+    thermal, _ = read_day(con, "fct_thermal_gpu", day)
+    energy, _ = read_day(con, "fct_gpu_energy_hourly", day, ("host", "gpu_uuid", "gpu_model"))
+    extra, _ = read_day(con, "fct_recommendation_extra", day)
+    context, _ = read_day(con, "rpt_context_hourly", day)
+    shift, _ = read_day(con, "rpt_shift_opportunity_daily", day)
+    if context is not None:
+        context = context.with_columns(pl.col("hour_at").dt.convert_time_zone("UTC"))
+    valid_from = now.astimezone(dt.timezone.utc).replace(microsecond=0)
+    return {
+        "schema_version": SCHEMA_VERSION, "kind": KIND,
+        "generated_at": format_utc(valid_from), "valid_from": format_utc(valid_from),
+        "valid_until": format_utc(valid_from + dt.timedelta(hours=validity_hours)),
+        "site": site, "day": day.isoformat(), "advice_for_day": (day + dt.timedelta(days=1)).isoformat(),
+        "hosts": _hosts(_preferences(thermal, energy), extra),
+        "sites": _sites(context, shift, day, window_hours),
+    }
+
+
+def export_placement_advice(con, day: dt.date, settings: ExportSettings, *, window_hours: int,
+                            now: dt.datetime, private_key_path: str | Path | None = None) -> Path:
+    """Sign and write the day's advice (dated file, and the one schedulers poll unless it holds a
+    later day's); returns the path written last."""
+    body = build_advice(con, day, site=settings.site, now=now, validity_hours=settings.validity_hours,
+                        window_hours=window_hours)
+    data = dump_config(sign_document(body, load_private_key(private_key_path or settings.private_key_path)))
+    out_dir = Path(settings.out_dir)
+    dated = out_dir / f"placement-advice-{day.isoformat()}.json"
+    write_bytes_atomic(dated, data)
+    latest = out_dir / ADVICE_NAME
+    newer = sorted(p.name for p in out_dir.glob("placement-advice-*.json") if p.name > dated.name)
+    if newer:
+        return dated  # a backfilled day: the later day's advice stays the one schedulers read
+    write_bytes_atomic(latest, data)
+    return latest

@@ -1,0 +1,76 @@
+"""The joint sensitivity S on the simulated fleet, whose truth is known in sign: more power comes
+with less idle time (the idle-share part is negative), group training moves NVLink with its SM
+activity (the bandwidth part is positive), and the simulated PUE ignores IT load (its part is 0)."""
+
+from __future__ import annotations
+
+import pytest
+
+from joulehouse.models.bandwidth import link_bandwidth_day
+from joulehouse.models.joint_sensitivity import Weights
+from joulehouse.models.sensitivity import sensitivity_day
+from joulehouse.models.settings import SensitivitySettings
+
+
+@pytest.fixture(scope="module")
+def joint(sim_warehouse):
+    link_bandwidth_day(sim_warehouse.con, sim_warehouse.day)
+    found = sensitivity_day(sim_warehouse.con, sim_warehouse.day, SensitivitySettings(), bootstrap_reps=100)
+    return {(s.quantity, s.scope): s for s in found}
+
+
+def test_parts_have_the_simulated_signs(joint):
+    for scope in ("fleet", "throughput"):
+        idle = joint[("joint_part_idle_share", scope)]
+        assert idle.ci_high < 0, (scope, idle)
+    bw = joint[("joint_part_network_bandwidth", "throughput")]
+    assert bw.ci_low > 0
+    pue = joint[("joint_part_pue", "fleet")]
+    assert pue.ci_low <= 0.0 <= pue.ci_high and abs(pue.estimate) < 0.05
+    assert joint[("energy_elasticity_to_network_bandwidth", "fleet")].ci_high > 0
+
+
+def test_s_is_its_parts_weighted_and_states_the_weights_and_the_typical_value(joint):
+    for scope in ("fleet", "throughput", "latency-sensitive"):
+        s = joint[("joint_sensitivity_s", scope)]
+        parts = [joint[(q, scope)].estimate for q in ("joint_part_pue", "joint_part_idle_share",
+                                                     "joint_part_network_bandwidth")]
+        assert (s.weight_utilization, s.weight_network_bandwidth) == (0.5, 0.5)
+        assert s.estimate == pytest.approx(parts[0] + 0.5 * parts[1] + 0.5 * parts[2])
+        assert s.ci_low < s.estimate < s.ci_high
+    train = joint[("joint_sensitivity_s", "throughput")]
+    assert train.typical_workload == "training-dense"
+    assert train.typical_value == pytest.approx(0.18 + 0.5 * -0.62 + 0.5 * 0.41)
+    assert joint[("joint_part_idle_share", "latency-sensitive")].typical_value == -0.33
+    assert joint[("joint_sensitivity_s", "fleet")].typical_value is None
+
+
+def test_the_row_in_the_warehouse_carries_the_weights(sim_warehouse, joint):
+    con, day = sim_warehouse.con, sim_warehouse.day
+    sensitivity_day(con, day, SensitivitySettings(weight_utilization=0.6, weight_network_bandwidth=0.2), bootstrap_reps=30)
+    weights = con.execute("SELECT weight_utilization, weight_network_bandwidth FROM fct_sensitivity_daily "
+                          "WHERE day = ? AND quantity = 'joint_sensitivity_s' AND scope = 'fleet'", [day]).fetchone()
+    assert weights == pytest.approx((0.75, 0.25)), "normalised to sum to 1"
+    n = con.execute("SELECT count(*) FROM fct_sensitivity_daily WHERE day = ?", [day]).fetchone()[0]
+    sensitivity_day(con, day, bootstrap_reps=30)
+    assert con.execute("SELECT count(*) FROM fct_sensitivity_daily WHERE day = ?", [day]).fetchone()[0] == n
+
+
+def test_sliding_windows_follow_the_day(sim_warehouse, joint):
+    con, day = sim_warehouse.con, sim_warehouse.day
+    rows = con.execute("SELECT hour_at, window_hours, estimate, ci_low, ci_high, n_obs FROM fct_sensitivity_hourly "
+                       "WHERE day = ? AND scope = 'fleet' AND quantity = 'joint_part_idle_share' ORDER BY hour_at",
+                       [day]).fetchall()
+    assert len(rows) >= 20, "about one window per hour"
+    assert max(r[1] for r in rows) == 6 and rows[0][1] < 6, "the first windows are shorter and say so"
+    assert all(lo <= est <= hi for _, _, est, lo, hi, _ in rows)
+    negative = sum(1 for r in rows if r[2] < 0)
+    assert negative >= 0.8 * len(rows), "the idle-share part is negative in most windows"
+    (s_rows,) = con.execute("SELECT count(*) FROM fct_sensitivity_hourly WHERE day = ? AND quantity = "
+                            "'joint_sensitivity_s' AND weight_utilization = 0.5", [day]).fetchone()
+    assert s_rows > 0
+
+
+def test_weights_both_zero_are_refused_in_one_line():
+    with pytest.raises(ValueError, match=r"both 0"):
+        Weights.from_settings(SensitivitySettings(weight_utilization=0, weight_network_bandwidth=0))

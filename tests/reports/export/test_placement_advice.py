@@ -1,0 +1,110 @@
+"""The signed placement-advice file, from hand-written relations, and the example that turns it
+into Slurm node weights and Kubernetes node labels (run as a program, as a site would)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import duckdb
+import pytest
+
+from joulehouse.collectors.config_contract import canonical_body, generate_keypair, load_public_key
+from joulehouse.reports.export.placement_advice import export_placement_advice
+from joulehouse.settings import ExportSettings
+
+DAY = dt.date(2026, 6, 11)
+NOW = dt.datetime(2026, 6, 12, tzinfo=dt.timezone.utc)
+A100 = "NVIDIA A100-SXM4-80GB"
+EXAMPLE = Path(__file__).resolve().parents[3] / "infra" / "placement" / "advice_to_scheduler.py"
+
+
+@pytest.fixture()
+def con():
+    con = duckdb.connect()
+    con.execute("CREATE TABLE fct_gpu_energy_hourly (day DATE, host VARCHAR, gpu_uuid VARCHAR, gpu_model VARCHAR)")
+    gpus = [("node-01", "GPU-1"), ("node-01", "GPU-2"), ("node-01", "GPU-3"), ("node-02", "GPU-4"), ("node-02", "GPU-5")]
+    con.executemany("INSERT INTO fct_gpu_energy_hourly VALUES (?, ?, ?, ?)", [(DAY, h, u, A100) for h, u in gpus])
+    con.execute("CREATE TABLE fct_thermal_gpu (day DATE, host VARCHAR, gpu_uuid VARCHAR, gpu_model VARCHAR, "
+                "theta_c_per_w DOUBLE, rank_in_model INTEGER, theta_vs_model_pct DOUBLE, is_outlier BOOLEAN)")
+    con.executemany("INSERT INTO fct_thermal_gpu VALUES (?, ?, ?, ?, ?, ?, ?, ?)", [
+        (DAY, "node-01", "GPU-1", A100, 0.090, 1, -10.0, False), (DAY, "node-01", "GPU-2", A100, 0.100, 2, 0.0, False),
+        (DAY, "node-01", "GPU-3", A100, 0.101, 3, 1.0, False), (DAY, "node-02", "GPU-4", A100, 0.102, 4, 2.0, False),
+        (DAY, "node-02", "GPU-5", A100, 0.140, 5, 40.0, True)])
+    con.execute("CREATE TABLE fct_recommendation_extra (day DATE, kind VARCHAR, host VARCHAR, gpu_uuid VARCHAR, "
+                "detail VARCHAR, expected_saving_kwh_per_day DOUBLE, latency_risk VARCHAR, saturated_minutes_ratio DOUBLE)")
+    con.execute("INSERT INTO fct_recommendation_extra VALUES (?, 'consolidation', 'node-01', 'GPU-3', 'light work fits on "
+                "GPU-2', 1.2, 'low', 0.0)", [DAY])
+    con.execute("CREATE TABLE rpt_context_hourly (day DATE, hour_at TIMESTAMPTZ, site VARCHAR, "
+                "intensity_gco2e_per_kwh DOUBLE, price_usd_per_mwh DOUBLE)")
+    start = dt.datetime.combine(DAY, dt.time(), dt.timezone.utc)
+    con.executemany("INSERT INTO rpt_context_hourly VALUES (?, ?, 'site-a', ?, ?)", [
+        (DAY, start + dt.timedelta(hours=h), 50.0 + abs(h - 13) * 5, 40.0 + abs(h - 3) * 2) for h in range(24)])
+    con.execute("CREATE TABLE rpt_shift_opportunity_daily (day DATE, site VARCHAR, job_id VARCHAR, energy_kwh DOUBLE, "
+                "gpu_hours DOUBLE, carbon_saving_gco2e DOUBLE, cost_saving_usd DOUBLE)")
+    con.executemany("INSERT INTO rpt_shift_opportunity_daily VALUES (?, 'site-a', ?, ?, ?, ?, ?)", [
+        (DAY, "j1", 10.0, 4.0, 500.0, 0.30), (DAY, "j2", 5.0, 2.0, 250.0, 0.15)])
+    yield con
+    con.close()
+
+
+@pytest.fixture()
+def keys(tmp_path):
+    private_path, public_path = generate_keypair(tmp_path / "keys")
+    return private_path, public_path
+
+
+def advice(con, tmp_path, keys) -> Path:
+    settings = ExportSettings(out_dir=str(tmp_path / "export"), validity_hours=48.0)
+    return export_placement_advice(con, DAY, settings, window_hours=3, now=NOW, private_key_path=keys[0])
+
+
+def test_advice_is_signed_like_the_config_and_holds_preference_parking_and_hours(con, tmp_path, keys):
+    path = advice(con, tmp_path, keys)
+    doc = json.loads(path.read_bytes())
+    load_public_key(keys[1]).verify(__import__("base64").b64decode(doc["signature"]["value"]), canonical_body(doc["body"]))
+    body = doc["body"]
+    assert (body["kind"], body["schema_version"], body["advice_for_day"]) == ("joulehouse-placement-advice", 1, "2026-06-12")
+    gpus = {u: g for host in body["hosts"].values() for u, g in host["gpus"].items()}
+    assert [gpus[u]["preference"] for u in ("GPU-1", "GPU-2", "GPU-4", "GPU-5")] == [100, 75, 25, 0]
+    assert gpus["GPU-1"]["action"] == "prefer" and gpus["GPU-5"]["action"] == "avoid"
+    assert gpus["GPU-3"]["action"] == "park" and gpus["GPU-3"]["expected_saving_kwh_per_day"] == 1.2
+    assert gpus["GPU-3"]["latency_risk"] == "low"
+    assert body["hosts"]["node-01"]["node_preference"] == round((100 + 75) / 2), "parked GPUs do not count"
+    site = body["sites"]["site-a"]
+    assert site["cheapest_hours_utc"] == ["2026-06-12T02:00:00Z", "2026-06-12T03:00:00Z", "2026-06-12T04:00:00Z"]
+    assert site["cleanest_hours_utc"] == ["2026-06-12T12:00:00Z", "2026-06-12T13:00:00Z", "2026-06-12T14:00:00Z"]
+    assert (site["deferrable_energy_kwh"], site["expected_cost_saving_usd"], site["expected_carbon_saving_kgco2e"]) == (
+        15.0, 0.45, 0.75)
+    assert "persistence" in site["forecast_basis"]
+    assert (tmp_path / "export" / "placement-advice-2026-06-11.json").read_bytes() == path.read_bytes()
+
+
+def run_example(path: Path, public_key: Path, fmt: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, str(EXAMPLE), str(path), "--public-key", str(public_key), "--format", fmt],
+                          capture_output=True, text=True)
+
+
+def test_the_example_turns_it_into_slurm_weights_and_kubernetes_labels(con, tmp_path, keys):
+    path = advice(con, tmp_path, keys)
+    slurm = run_example(path, keys[1], "slurm")
+    assert slurm.returncode == 0, slurm.stderr
+    assert slurm.stdout.splitlines() == ["scontrol update NodeName=node-01 Weight=13",   # 1 + 100 - 88
+                                         "scontrol update NodeName=node-02 Weight=89"]   # (25 + 0) / 2 rounds to 12
+    kube = run_example(path, keys[1], "kubernetes")
+    assert kube.returncode == 0, kube.stderr
+    assert kube.stdout.splitlines()[0] == (
+        "kubectl label node node-01 --overwrite joulehouse.io/placement-preference=88 joulehouse.io/parked-gpus=1 "
+        "joulehouse.io/cheapest-hours=02.03.04 joulehouse.io/cleanest-hours=12.13.14")
+
+
+def test_the_example_refuses_a_tampered_file(con, tmp_path, keys):
+    path = advice(con, tmp_path, keys)
+    doc = json.loads(path.read_bytes())
+    doc["body"]["hosts"]["node-02"]["node_preference"] = 100
+    path.write_text(json.dumps(doc))
+    done = run_example(path, keys[1], "slurm")
+    assert done.returncode == 1 and "signature does not match" in done.stderr and not done.stdout

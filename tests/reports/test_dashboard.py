@@ -1,0 +1,77 @@
+"""The carbon dashboard over every day held, on a hand-written 40-day warehouse: sums per month and
+week by team, GPU model and site follow the rows, a job follows its energy onto its GPU models."""
+
+from __future__ import annotations
+
+import datetime as dt
+import html
+import re
+
+import duckdb
+import pytest
+from dashboard_world import A100, H100, START, build
+from plotly.offline import get_plotlyjs
+
+from joulehouse.reports.dashboard.render import SQL, render_dashboard
+
+
+@pytest.fixture()
+def world():
+    con = duckdb.connect()
+    build(con)
+    yield con
+    con.close()
+
+
+def by(con, period: str) -> dict:
+    rows = con.sql(SQL.text("dashboard_carbon_cost"), params={"period": period}).fetchall()
+    return {(r[0], r[1], r[2]): r[3:] for r in rows}
+
+
+def test_month_sums_follow_team_model_and_site(world):
+    month = by(world, "month")
+    may, june = dt.date(2026, 5, 1), dt.date(2026, 6, 1)
+    may_days = 12  # 20..31 May
+    assert month[(may, "team", "nlp")][:4] == pytest.approx((1000.0 * may_days, 400.0 * may_days, 100.0 * may_days,
+                                                            10.0 * may_days))
+    # vision: a quarter of its energy on the A100, three quarters on the H100 (site-b)
+    assert month[(june, "gpu_model", H100)][0] == pytest.approx(0.75 * 2000.0 * 28)
+    assert month[(june, "gpu_model", A100)][0] == pytest.approx((1000.0 + 0.25 * 2000.0) * 28)
+    assert month[(june, "site", "site-b")][3] == pytest.approx(0.75 * 20.0 * 28)
+    assert month[(june, "site", "unallocated")][0] == pytest.approx(300.0 * 28), "the idle line keeps no site"
+    for dimension in ("team", "gpu_model", "site"):  # every dimension adds up to the same total
+        assert sum(v[0] for k, v in month.items() if k[1] == dimension) == pytest.approx(3300.0 * 40)
+
+
+def test_weeks_start_on_monday(world):
+    weeks = {k[0] for k in by(world, "week")}
+    assert all(w.weekday() == 0 for w in weeks) and min(weeks) == dt.date(2026, 5, 18)
+
+
+def test_the_page_is_self_contained_and_draws_every_part(world, tmp_path):
+    text = render_dashboard(world, tmp_path / "dashboard.html").read_text()
+    assert text.count(get_plotlyjs()[:300]) == 1
+    plain = html.unescape(text)
+    for title in ("Carbon and cost by team, per week", "Carbon and cost by GPU model, per month",
+                  "Carbon and cost by site, per week", "Energy per unit of work over time",
+                  "Fleet FLOPs per watt against the 20% gain goal", "Realised savings of the applied settings over time"):
+        assert f'"text":"{title}"' in plain, title
+    assert "carbon, market-based (kgCO2e)" in plain and "embodied carbon (kgCO2e)" in plain
+    assert f"{START} to {START + dt.timedelta(days=39)}" in plain
+    assert "Not computed" not in plain
+    assert len(re.findall(r'id="fig-\d\d"', text)) == 9
+
+
+def test_a_warehouse_without_costs_or_jobs_still_draws_and_says_so(tmp_path):
+    con = duckdb.connect()
+    build(con)
+    for name in ("rpt_tco_daily", "fct_job_efficiency", "fct_flops_per_watt_daily", "fct_recommendation_outcome"):
+        con.execute(f"DROP TABLE {name}")
+    plain = html.unescape(render_dashboard(con, tmp_path / "d.html").read_text())
+    assert "rpt_tco_daily is not in the warehouse" in plain
+    assert "no setting has taken effect and been measured yet" in plain
+
+
+def test_no_carbon_accounts_is_one_clear_error(tmp_path):
+    with pytest.raises(ValueError, match="no carbon accounts"):
+        render_dashboard(duckdb.connect(), tmp_path / "d.html")

@@ -162,7 +162,7 @@ def render_dashboard(con: duckdb.DuckDBPyConnection, out_path: Path) -> Path:
         s.missing("no setting has taken effect and been measured yet (fct_recommendation_outcome)")
     sections.append(s)
     text = page("joulehouse carbon dashboard", f"every day the warehouse holds: {days[0]} to {days[1]} (UTC)",
-                sections, get_plotlyjs())
+                sections, plotly_js=get_plotlyjs())
     out_path = Path(out_path)
     write_bytes_atomic(out_path, text.encode("utf-8"))
     return out_path

@@ -18,7 +18,7 @@ import polars as pl
 from plotly.offline import get_plotlyjs
 
 from joulehouse.collectors.writer import write_bytes_atomic
-from joulehouse.reports.page.blocks import FigureWriter, Section, card, fmt_number, page, table
+from joulehouse.reports.page.blocks import FigureWriter, Section, card, cards, fmt_number, page, table
 from joulehouse.reports.page.figures import LAYOUT
 from joulehouse.warehouse.sqlio import SqlFiles, relation_exists
 
@@ -125,9 +125,8 @@ def render_dashboard(con: duckdb.DuckDBPyConnection, out_path: Path) -> Path:
     totals = periods["month"].filter(pl.col("dimension") == "team").select(
         [pl.col(c).sum() for c, _, _ in METRICS]).to_dicts()[0]
     overview = Section("overview", "All days")
-    overview.add('<div class="cards">' + "".join(card(title.split(" (")[0], f"{fmt_number(totals[c] * scale, 1)}",
-                                                      title.split("(")[-1].rstrip(")")) for c, title, scale in METRICS)
-                 + card("days held", str(days[2]), f"{days[0]} to {days[1]}") + "</div>")
+    overview.add(cards([card(title.split(" (")[0], f"{fmt_number(totals[c] * scale, 1)}", title.split("(")[-1].rstrip(")"))
+                        for c, title, scale in METRICS] + [card("days held", str(days[2]), f"{days[0]} to {days[1]}")]))
     overview.note("Scope 2 both ways: location-based (the grid's hourly intensity where the energy was drawn) and "
                   "market-based (after contracts); embodied (manufacturing, amortised over the GPUs' life) apart. "
                   "A job's carbon and cost follow its GPU energy onto the GPU models and sites it ran on.")

@@ -60,6 +60,8 @@ def test_the_page_is_self_contained_and_draws_every_part(world, tmp_path):
     assert f"{START} to {START + dt.timedelta(days=39)}" in plain
     assert "Not computed" not in plain
     assert len(re.findall(r'id="fig-\d\d"', text)) == 9
+    # The headline cards are markup, not escaped text ("&lt;div class=...").
+    assert text.count('class="card"') >= 4 and "&lt;div" not in text and "&lt;p" not in text
 
 
 def test_a_warehouse_without_costs_or_jobs_still_draws_and_says_so(tmp_path):

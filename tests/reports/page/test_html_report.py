@@ -296,6 +296,15 @@ def test_the_carbon_and_cost_cards_say_which_residual_mix_and_which_green_premiu
 
 
 @pytest.mark.slow
+def test_no_block_of_the_page_shows_its_markup_as_text(full_day, tmp_path):
+    """Every section hands the template Markup or plain text: an HTML string passed as text comes
+    out escaped (a visible '<h3>' on the page)."""
+    build_analysis(full_day)
+    text = render_report(full_day, DAY, tmp_path / "r.html").read_text()
+    assert not re.findall(r"&lt;/?(?:div|p|ul|li|h3|b|table|a|details)\b", text)
+
+
+@pytest.mark.slow
 def test_sensitivities_speak_plain_words_with_the_statistics_folded(full_day, tmp_path):
     build_analysis(full_day)
     text = render_report(full_day, DAY, tmp_path / "r.html").read_text()

@@ -33,9 +33,12 @@ def wait_for(condition: Callable[[], bool], timeout_s: float, what: str) -> None
 
 
 class PrometheusServer:
-    """Scrapes `targets`: one port (job dcgm-exporter), or {job name: [ports]}."""
+    """Scrapes every second `targets`: one port (job dcgm-exporter), or {job name: [ports]}; and
+    each of `node_targets` ({port: instance label}, e.g. {9100: "node-01:9100"}) as job node, under
+    the instance label a real node_exporter target carries."""
 
-    def __init__(self, folder: Path, targets: int | Mapping[str, Sequence[int]]) -> None:
+    def __init__(self, folder: Path, targets: int | Mapping[str, Sequence[int]],
+                 node_targets: Mapping[int, str] | None = None) -> None:
         folder.mkdir(parents=True, exist_ok=True)
         jobs = {"dcgm-exporter": [targets]} if isinstance(targets, int) else targets
         self.port = free_port()
@@ -44,6 +47,10 @@ class PrometheusServer:
         scrape = "".join(
             f"  - job_name: {job}\n    static_configs:\n      - targets: [{', '.join(repr(f'127.0.0.1:{p}') for p in ports)}]\n"
             for job, ports in jobs.items())
+        if node_targets:
+            scrape += "  - job_name: node\n    static_configs:\n" + "".join(
+                f"      - targets: ['127.0.0.1:{port}']\n        labels: {{instance: '{instance}'}}\n"
+                for port, instance in node_targets.items())
         config.write_text("global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\nscrape_configs:\n" + scrape)
         self.log = open(folder / "prometheus.log", "wb")
         self.process = subprocess.Popen(

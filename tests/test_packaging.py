@@ -34,6 +34,12 @@ def test_every_package_folder_is_listed_under_its_joulehouse_name():
         for init in (REPO / folder).rglob("__init__.py"):
             rel = init.parent.relative_to(REPO / folder)
             found.add(".".join([name, *rel.parts]))
+        # Folders of SQL files and templates (package data, no __init__.py) are listed too, so
+        # setuptools installs them without a warning per folder.
+        for data in (REPO / folder).rglob("*"):
+            if data.is_dir() and not (data / "__init__.py").exists() and "__pycache__" not in data.parts \
+                    and any(data.glob("*.sql")) | any(data.glob("*.j2")):
+                found.add(".".join([name, *data.relative_to(REPO / folder).parts]))
     assert sorted(found) == sorted(setuptools["packages"]), "pyproject.toml [tool.setuptools] packages is not the tree"
 
 

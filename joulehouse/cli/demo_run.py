@@ -152,7 +152,8 @@ def _simulate(lake: Path, days: list[dt.date], *, gpus: int, seed: int,
 
 # What each lake dataset's rows are, for the line after a simulation.
 ROW_WORDS = {"gpu_samples": "GPU reading", "node_samples": "server (BMC) reading", "facility_samples": "site meter reading",
-             "jobs": "job-on-GPU row"}
+             "jobs": "job-on-GPU row", "link_samples": "NVLink/InfiniBand link reading",
+             "gpu_processes": "GPU process reading", "agent_audit": "agent audit row"}
 
 
 def describe_rows(rows: dict[str, int]) -> str:

@@ -19,6 +19,14 @@ def test_rows_and_counts_read_as_words():
     assert "{" not in text and "'" not in text
 
 
+def test_every_dataset_has_words_for_its_rows():
+    """Before: '691,200 link_sampless' (a dataset added without its words)."""
+    from joulehouse.cli.demo_run import ROW_WORDS
+    from joulehouse.collectors.schema import DATASETS
+
+    assert set(DATASETS) <= set(ROW_WORDS)
+
+
 def _metadata(path):
     """The two tables of Airflow's metadata schema the watcher reads, as Airflow 3 names them."""
     con = sqlite3.connect(path)

@@ -74,7 +74,7 @@ class ReadingsWriter:
         target.parent.mkdir(parents=True, exist_ok=True)
         self.written.append(target)
         (_, n_rows, *_) = self.con.execute(
-            f"COPY ({body}) TO {_literal(str(target))} (FORMAT parquet, COMPRESSION zstd, RETURN_STATS)",
+            f"COPY ({body}) TO {_literal(str(target))} (FORMAT parquet, COMPRESSION lz4_raw, PARQUET_VERSION v2, RETURN_STATS)",
             bound).fetchone()
         ensure_registry(self.con)
         if not append:
@@ -111,7 +111,7 @@ def _move_table_to_files(con: duckdb.DuckDBPyConnection) -> None:
         target.parent.mkdir(parents=True, exist_ok=True)
         (_, n_rows, *_) = con.execute(
             f"COPY (SELECT * FROM {VIEW} WHERE day = ?) TO {_literal(str(target))} "
-            "(FORMAT parquet, COMPRESSION zstd, RETURN_STATS)", [day]).fetchone()
+            "(FORMAT parquet, COMPRESSION lz4_raw, PARQUET_VERSION v2, RETURN_STATS)", [day]).fetchone()
         BUILD_SQL.execute(con, "readings_register", {"day": day, "path": str(target), "n_rows": int(n_rows)})
     con.execute(f"DROP TABLE {VIEW}")
 

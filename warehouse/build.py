@@ -10,7 +10,8 @@ except dim_gpu, which re-reads fct_gpu_coverage_daily (one row per GPU and day).
 relations (BATCHED_RELATIONS) are built a batch of hosts at a time (warehouse/host_batches.py),
 so the readings one query sorts and holds stay bounded whatever the fleet's size. The same
 transaction deletes the clean readings of days past `readings_retention_days` (prune_readings),
-so the file stops growing with history.
+so the file stops growing with history. The clean readings themselves (stg_gpu_samples) are
+Parquet files beside the file, written once and read through a view (warehouse/readings.py).
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from joulehouse.collectors import lakefs
 from joulehouse.collectors.schema import DATASETS
 from joulehouse.warehouse.settings import WarehouseSettings
 from joulehouse.warehouse.catalog import Relation, relations
+from joulehouse.warehouse import readings
 from joulehouse.warehouse.host_batches import BUILD_SQL, host_batches
 from joulehouse.warehouse.lake_contract import (LakeContractError, build_dates, check_required, contract_view,
                                                   day_files, ensure_contract_views, narrowed, stand_in_files)
@@ -172,7 +174,7 @@ def _day_files(con: duckdb.DuckDBPyConnection, day: dt.date, scratch: Path) -> d
 
 
 def _build_relation(con: duckdb.DuckDBPyConnection, rel: Relation, params: dict, computed: object = None,
-                    *, append: bool = False) -> None:
+                    *, append: bool = False, writer: readings.ReadingsWriter | None = None) -> None:
     """The day's rows of `rel`; `append`: add them to rows an earlier host batch wrote."""
     body, bound = _body(rel), _bound(rel, params)
     if computed is not None:
@@ -180,16 +182,20 @@ def _build_relation(con: duckdb.DuckDBPyConnection, rel: Relation, params: dict,
         con.register(f"computed_{rel.name}", computed)
         body, bound = f"SELECT * FROM computed_{rel.name}", {}
         try:
-            _create_or_replace_rows(con, rel, params, body, bound, append)
+            _create_or_replace_rows(con, rel, params, body, bound, append, writer)
         finally:
             con.unregister(f"computed_{rel.name}")
         return
-    _create_or_replace_rows(con, rel, params, body, bound, append)
+    _create_or_replace_rows(con, rel, params, body, bound, append, writer)
 
 
 def _create_or_replace_rows(con: duckdb.DuckDBPyConnection, rel: Relation, params: dict, body: str,
-                            bound: dict, append: bool) -> None:
-    if rel.kind == "temp":
+                            bound: dict, append: bool, writer: readings.ReadingsWriter | None) -> None:
+    if rel.kind == "readings":
+        if writer is None:
+            raise BuildError(f"{rel.name} is stored as readings files; the build passes no writer")
+        writer.write(params["day"], body, bound, append=append)
+    elif rel.kind == "temp":
         con.execute(f"CREATE OR REPLACE TEMP TABLE {rel.name} AS {body}", bound)
     elif rel.kind == "day":
         replace_day(con, rel.name, params["day"], body, bound, append=append)
@@ -236,25 +242,20 @@ def build_day(
             batches = host_batches(con, day, params["margin_s"], settings.build_hosts_per_batch)
             seconds["host_batches"] = time.perf_counter() - t0
             computed = dict(computed or {})
+            t0 = time.perf_counter()
+            readings.sweep(con, settings.readings_superseded_keep_s)
+            writer = readings.ReadingsWriter(con)
+            seconds["sweep_readings"] = time.perf_counter() - t0
             if relation_exists(con, "fct_warehouse_build_daily", temporary=False):
                 # built before retention was recorded
                 con.execute("ALTER TABLE fct_warehouse_build_daily ADD COLUMN IF NOT EXISTS readings_pruned_at TIMESTAMPTZ")
-            with transaction(con):
-                raw = 0
-                for rel, batch_index, hosts in _build_order(batches, computed):
-                    t0 = time.perf_counter()
-                    try:
-                        _build_relation(con, rel, {**params, "hosts": hosts}, computed.get(rel.name),
-                                        append=batch_index > 0)
-                    except duckdb.Error as exc:
-                        raise BuildError(f"building {rel.name} for {day} failed: {exc}") from exc
-                    seconds[rel.name] = seconds.get(rel.name, 0.0) + time.perf_counter() - t0
-                    if rel.name == "int_gpu_samples_checked":
-                        raw += con.execute("SELECT count(*) FROM int_gpu_samples_checked WHERE day = ?", [day]).fetchone()[0]
-                t0 = time.perf_counter()
-                pruned, pruned_through = prune_readings(con, day, settings.readings_retention_days)
-                seconds["prune_readings"] = time.perf_counter() - t0
-                counts = _day_counts(con, day)
+            try:
+                with transaction(con):
+                    raw, pruned, pruned_through, counts = _build_in_transaction(
+                        con, day, settings, params, batches, computed, writer, seconds)
+            except BaseException:
+                writer.discard()  # the files of a build that did not commit are listed nowhere
+                raise
     clean, quarantined = counts["stg_gpu_samples"], counts["quarantine_gpu_samples"]
     return BuildSummary(
         day=day, raw_gpu_rows=raw, clean_gpu_rows=clean, quarantined_gpu_rows=quarantined,
@@ -263,17 +264,39 @@ def build_day(
     )
 
 
+def _build_in_transaction(con: duckdb.DuckDBPyConnection, day: dt.date, settings: WarehouseSettings, params: dict,
+                          batches: list[list[str]], computed: dict, writer: readings.ReadingsWriter,
+                          seconds: dict[str, float]) -> tuple[int, int, dt.date | None, dict[str, int]]:
+    """Every relation of the day in build order, then the retention; (raw rows, pruned rows, cutoff, counts)."""
+    raw = 0
+    for rel, batch_index, hosts in _build_order(batches, computed):
+        t0 = time.perf_counter()
+        try:
+            _build_relation(con, rel, {**params, "hosts": hosts}, computed.get(rel.name),
+                            append=batch_index > 0, writer=writer)
+        except duckdb.Error as exc:
+            raise BuildError(f"building {rel.name} for {day} failed: {exc}") from exc
+        seconds[rel.name] = seconds.get(rel.name, 0.0) + time.perf_counter() - t0
+        if rel.name == "int_gpu_samples_checked":
+            raw += con.execute("SELECT count(*) FROM int_gpu_samples_checked WHERE day = ?", [day]).fetchone()[0]
+    t0 = time.perf_counter()
+    pruned, pruned_through = prune_readings(con, day, settings.readings_retention_days)
+    seconds["prune_readings"] = time.perf_counter() - t0
+    return raw, pruned, pruned_through, _day_counts(con, day)
+
+
 def prune_readings(con: duckdb.DuckDBPyConnection, day: dt.date, retention_days: int) -> tuple[int, dt.date | None]:
-    """Delete the stg_gpu_samples rows of days more than `retention_days` before the newest day
-    built (never `day`'s), and mark those days in fct_warehouse_build_daily; 0 keeps every day.
-    Whole days go, so DuckDB reuses their blocks and the file stops growing with history.
-    Returns (rows deleted, the cutoff day or None). Runs in the caller's transaction."""
+    """Take the stg_gpu_samples readings of days more than `retention_days` before the newest day
+    built (never `day`'s) out of the view, and mark those days in fct_warehouse_build_daily; 0
+    keeps every day. Their files go at a later build's sweep (warehouse/readings.py), so the
+    readings stop growing with history. Returns (rows taken out, the cutoff day or None). Runs in
+    the caller's transaction."""
     if retention_days <= 0:
         return 0, None
     (cutoff,) = BUILD_SQL.execute(con, "readings_cutoff", {"retention_days": retention_days}).fetchone()
     if cutoff is None:
         return 0, None
-    (deleted,) = con.execute("DELETE FROM stg_gpu_samples WHERE day <= ? AND day <> ?", [cutoff, day]).fetchone()
+    deleted = readings.prune(con, day, cutoff)
     con.execute("UPDATE fct_warehouse_build_daily SET readings_pruned_at = now() "
                 "WHERE day <= ? AND day <> ? AND readings_pruned_at IS NULL", [cutoff, day])
     return int(deleted), cutoff
@@ -282,7 +305,7 @@ def prune_readings(con: duckdb.DuckDBPyConnection, day: dt.date, retention_days:
 def _day_counts(con: duckdb.DuckDBPyConnection, day: dt.date) -> dict[str, int]:
     counts = {}
     for rel in relations():
-        if rel.kind == "day":
+        if rel.kind in ("day", "readings"):
             counts[rel.name] = con.execute(f"SELECT count(*) FROM {rel.name} WHERE day = ?", [day]).fetchone()[0]
     counts["dim_gpu"] = con.execute("SELECT count(*) FROM dim_gpu").fetchone()[0]
     return counts

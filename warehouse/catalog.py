@@ -10,7 +10,7 @@ are internal helper queries and are skipped.
 
 Header format (leading `--` lines of each file):
     -- <name>: <what it holds>            (more lines of text may follow)
-    -- kind: view | temp | day | table | results
+    -- kind: view | temp | day | readings | table | results
     -- grain: <one row per ...>
     -- columns:  (or `columns: <text>` then the list)
     --   <column> [<unit>] <meaning>
@@ -29,7 +29,7 @@ from joulehouse.warehouse.sqlio import used_parameters
 
 SQL_DIR = Path(str(resources.files("joulehouse.warehouse") / "sql"))
 QUERIES_DIR = Path(str(resources.files("joulehouse.warehouse") / "queries"))
-KINDS = ("view", "temp", "day", "table", "results")
+KINDS = ("view", "temp", "day", "readings", "table", "results")
 LAYERS = ("raw", "stg", "dim", "fct", "rpt")
 _COLUMN = re.compile(r"^\s{2,}([a-z_][a-z0-9_]*) \[([^\]]+)\]\s*(.*)$")
 

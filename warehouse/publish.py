@@ -17,8 +17,8 @@ checkpoints on close, so the copy is whole without its WAL), fsyncs it and renam
 The lock and the copies live in `<db stem>/.writer/` beside the file (`warehouse.duckdb` ->
 `warehouse/.writer/`): the same file system, so the rename never crosses devices, and where it
 can share blocks (XFS, btrfs) the copy is one. Elsewhere the cost is one copy of the file per
-writing step (disk: twice the file while a step runs): affordable while the file holds facts,
-not a copy of the readings.
+writing step (disk: twice the file while a step runs): affordable because the file holds facts
+and no copy of the readings (those are Parquet files in `<db stem>/readings/`: warehouse/readings.py).
 """
 
 from __future__ import annotations
@@ -43,9 +43,18 @@ LOCK_POLL_S = 0.2
 log = logging.getLogger(__name__)
 
 
+def home_folder(db_file: str | Path) -> Path:
+    """The folder beside the published file that holds the warehouse's own files (`warehouse.duckdb`
+    -> `warehouse/`), named the same from a writer's copy of the file inside its `.writer/`."""
+    path = Path(db_file).expanduser().resolve()
+    if path.parent.name == WRITER_FOLDER:
+        return path.parent.parent
+    return path.with_suffix("")
+
+
 def writer_folder(db_path: str | Path) -> Path:
     """Where the writer lock and the copies being written live: `<db stem>/.writer/`."""
-    return Path(db_path).expanduser().resolve().with_suffix("") / WRITER_FOLDER
+    return home_folder(db_path) / WRITER_FOLDER
 
 
 @contextmanager

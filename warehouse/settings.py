@@ -47,11 +47,15 @@ class WarehouseSettings:
     spark_master: Text = Field(
         "local[2]", description="Spark master URL when engine = \"spark\" (local[N] on one machine, spark://host:7077 on a cluster).")
     readings_retention_days: NonNegativeInt = Field(
-        35, description="Days of clean readings (stg_gpu_samples) the warehouse file keeps, counted back from the\n"
-                        "newest day built; older days' readings are deleted by the build (the lake keeps them, and\n"
-                        "every day's energy, checks, fits and sums stay). 0 keeps every day. At 1 Hz a GPU adds\n"
-                        "about 2.7 MB a day to the file, so without it the file grows with history; it must cover\n"
+        35, description="Days of clean readings (stg_gpu_samples) the warehouse keeps, counted back from the\n"
+                        "newest day built; older days' readings files are deleted by a later build (the lake keeps\n"
+                        "them, and every day's energy, checks, fits and sums stay). 0 keeps every day. At 1 Hz a GPU\n"
+                        "adds about 1 MB a day of readings files, so without it they grow with history; it must cover\n"
                         "the days the models re-read (joulehouse.settings checks it against them).")
+    readings_superseded_keep_s: NonNegative = Field(
+        3600.0, description="Readings files no longer listed (a day rebuilt, or past the retention) are deleted by a\n"
+                            "build this long after they were written, s: a reader holding an older snapshot of the\n"
+                            "warehouse open keeps reading them meanwhile (warehouse/readings.py).")
 
     @model_validator(mode="after")
     def _temperatures_in_order(self) -> WarehouseSettings:

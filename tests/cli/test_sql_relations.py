@@ -28,6 +28,7 @@ DAY = dt.date(2026, 6, 10)
 # Tables the pipeline keeps that are not relations for users, and why.
 KNOWN_INTERNAL = {
     "jh_meta": "warehouse.db: the lake path of the last build, so read-only sessions find the lake",
+    "stg_gpu_samples_files": "warehouse.readings: the Parquet files the view stg_gpu_samples reads",
     **{f"jh_contract_{d}": "warehouse.lake_contract: typed, empty stand-in of the dataset's documented columns"
        for d in lake_schema.DATASETS},
     **{f"jh_lake_{d}": "warehouse.lake_contract: the dataset's files read by the contract (its raw_ view's source)"

@@ -47,7 +47,7 @@ def site(tmp_path_factory) -> Path:
     build_day(con, DAY, WarehouseSettings(), now=NOW)
     con.close()
     generate_keypair(root / "keys")
-    (root / "warehouse").mkdir()
+    (root / "warehouse").mkdir(exist_ok=True)  # the build keeps its readings files there too
     pq.write_table(pa.table({"facts_kept": [7]}), root / "warehouse" / "facts.parquet")
     (root / "notes.csv").write_text("secret\n42\n")  # beside the warehouse file, not its own
     (root / "lake" / "keys_link").symlink_to(root / "keys")

@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from warehouse_lakes import DAY, MIDNIGHT, gpu_rows, write
+from warehouse_lakes import DAY, MIDNIGHT, gpu_rows, readings_as_table, write
 
 from joulehouse.settings import WarehouseSettings
 from joulehouse.warehouse.checks import _frame, run_checks
@@ -71,6 +71,7 @@ def test_duplicated_readings_and_negative_power_in_staging_stop_the_day(lake, wa
     write(lake, gpu_rows(range(0, 600), 100.0))
     con = warehouse()
     # A staging bug: 5 readings stored twice, and 3 negative powers let through quarantine.
+    readings_as_table(con)
     con.execute("INSERT INTO stg_gpu_samples SELECT * FROM stg_gpu_samples WHERE sampled_at < ?",
                 [MIDNIGHT + dt.timedelta(seconds=5)])
     con.execute("UPDATE stg_gpu_samples SET power_w = -20 WHERE sampled_at >= ? AND sampled_at < ?",
@@ -93,6 +94,7 @@ def test_lost_readings_and_unknown_quarantine_reason_stop_the_day(lake, warehous
     write(lake, gpu_rows(range(0, 600), 100.0) + gpu_rows([600.5, 601.5], -5.0))
     con = warehouse()
     assert con.execute("SELECT count(*) FROM quarantine_gpu_samples").fetchone()[0] == 2
+    readings_as_table(con)
     con.execute("DELETE FROM stg_gpu_samples WHERE sampled_at < ?", [MIDNIGHT + dt.timedelta(seconds=10)])
     con.execute("UPDATE quarantine_gpu_samples SET reason = 'gremlins'")
     with pytest.raises(BlockingCheckFailed):

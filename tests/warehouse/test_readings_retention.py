@@ -1,4 +1,4 @@
-"""warehouse.readings_retention_days: the warehouse file keeps the clean readings of the last days
+"""warehouse.readings_retention_days: the warehouse keeps the clean readings of the last days
 only, and nothing a user reads of the older days changes.
 
 What a user relies on: the file stops growing with history while every day's energy, checks and
@@ -77,24 +77,27 @@ def test_readings_older_than_the_retention_leave_the_file_and_every_day_keeps_it
 
 
 @pytest.mark.slow
-def test_the_file_stops_growing_with_history(tmp_path):
+def test_the_readings_stop_growing_with_history(tmp_path):
+    """The readings are Parquet files beside the warehouse file (warehouse/readings.py): keeping one
+    day, the files of the days let go are deleted by the next build, so the bytes on disk stop
+    growing; keeping every day, they grow with the days built."""
     summary = simulate_fleet(tmp_path / "lake", gpus=4, days=5, start=FIRST, seed=6, interval_s=5)
     sizes = {}
     for keep in (0, 1):
         con = connect(tmp_path / f"size-{keep}.duckdb", tmp_path / "lake")
-        ws = WarehouseSettings(inventory_path=str(summary.inventory_path), readings_retention_days=keep)
+        ws = WarehouseSettings(inventory_path=str(summary.inventory_path), readings_retention_days=keep,
+                               readings_superseded_keep_s=0)
+        folder = tmp_path / f"size-{keep}" / "readings" / "stg_gpu_samples"
         sizes[keep] = []
         for i in range(5):
             build_day(con, FIRST + dt.timedelta(days=i), ws, now=NOW)
-            con.execute("CHECKPOINT")
-            sizes[keep].append(os.path.getsize(tmp_path / f"size-{keep}.duckdb"))
+            sizes[keep].append(sum(p.stat().st_size for p in folder.rglob("*.parquet")))
+        assert sorted(p.name for p in folder.iterdir())[-1] == f"day={FIRST + dt.timedelta(days=4)}"
         con.close()
-    # Keeping every day, the file grows with the days built (DuckDB extends it in steps); keeping
-    # one, the blocks of the day deleted hold the next day's readings. Measured: 4.7 -> 21.8 MB
-    # against 4.7 -> 9.4 MB.
-    assert sizes[0][-1] > 2 * sizes[0][1]
-    assert sizes[1][-1] <= max(sizes[1][1:4])
-    assert sizes[1][-1] < 0.6 * sizes[0][-1]
+    assert sizes[0][-1] > 3.5 * sizes[0][0]
+    # at most the day kept and the one let go at this build (deleted by the next)
+    assert sizes[1][-1] <= 1.1 * max(sizes[1][1:4])
+    assert sizes[1][-1] < 0.5 * sizes[0][-1]
 
 
 @pytest.mark.slow

@@ -79,3 +79,11 @@ def hourly(con, uuid: str = "GPU-0", day: dt.date = DAY) -> dict[int, dict]:
     ).fetchall()
     keys = ("energy_j", "coverage_ratio", "energy_source", "source", "n_samples", "n_sources")
     return {r[0]: dict(zip(keys, r[1:])) for r in rows}
+
+
+def readings_as_table(con) -> None:
+    """Turn the view stg_gpu_samples into a table of the same rows, so a test can plant a staging
+    bug (duplicated or impossible rows) that the build itself would never write."""
+    con.execute("CREATE TABLE stg_gpu_samples_planted AS SELECT * FROM stg_gpu_samples")
+    con.execute("DROP VIEW stg_gpu_samples")
+    con.execute("ALTER TABLE stg_gpu_samples_planted RENAME TO stg_gpu_samples")

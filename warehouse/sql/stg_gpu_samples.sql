@@ -1,5 +1,8 @@
 -- stg_gpu_samples: clean GPU readings, one day per build; bad rows are in quarantine_gpu_samples.
--- kind: day
+-- kind: readings
+-- stored: as Parquet files beside the warehouse file (`<db stem>/readings/stg_gpu_samples/day=*/`),
+--   written once per build and read through a view over exactly the day's current files
+--   (warehouse/readings.py); days past warehouse.readings_retention_days are no longer listed
 -- grain: one row per (gpu_uuid, sampled_at, source) that passed every quarantine rule
 -- The lake's columns carry their units in their names: power_w [W], energy_mj_total [mJ counter
 --   since driver load], temp_c [degC], *_ratio [0..1], *_pct [0..100], *_mhz [MHz].

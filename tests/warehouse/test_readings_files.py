@@ -1,0 +1,136 @@
+"""stg_gpu_samples as Parquet files beside the warehouse file (warehouse/readings.py).
+
+What a user relies on: the relation keeps its rows and columns; the DuckDB file holds no copy of
+the readings; a rebuilt day shows only its new rows; a failed build changes nothing a reader
+sees and leaves no file behind; files let go survive for readers of an older snapshot and are
+then deleted; a warehouse built when stg_gpu_samples was a table keeps its readings.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import time
+
+import duckdb
+import pytest
+from warehouse_lakes import DAY, NOW, gpu_rows, write
+
+from joulehouse.settings import WarehouseSettings
+from joulehouse.warehouse import build
+from joulehouse.warehouse.build import BuildError, build_day
+from joulehouse.warehouse.db import connect
+from joulehouse.warehouse.readings import REGISTRY, refresh_view
+
+SETTINGS = WarehouseSettings(readings_superseded_keep_s=0)
+
+
+def _listed(con) -> list[str]:
+    return [p for (p,) in con.execute(f"SELECT path FROM {REGISTRY} ORDER BY path").fetchall()]
+
+
+def _on_disk(tmp_path) -> list[str]:
+    return sorted(str(p) for p in (tmp_path / "warehouse" / "readings").rglob("*.parquet"))
+
+
+def test_the_readings_are_files_beside_the_warehouse_and_a_rebuild_replaces_them(tmp_path, lake):
+    write(lake, gpu_rows(range(0, 600), 100.0) + gpu_rows(range(0, 600), 50.0, uuid="GPU-1", host="node-02"))
+    con = connect(tmp_path / "warehouse.duckdb", lake)
+    build_day(con, DAY, SETTINGS, now=NOW)
+    first = _listed(con)
+    assert first and all(p.startswith(str(tmp_path / "warehouse" / "readings" / "stg_gpu_samples" / f"day={DAY}"))
+                         for p in first)
+    assert con.execute("SELECT table_type FROM information_schema.tables WHERE table_name = 'stg_gpu_samples'"
+                       ).fetchone() == ("VIEW",)
+    rows = con.execute("SELECT gpu_uuid, count(*), sum(power_w), count(interval_s) FROM stg_gpu_samples "
+                       "GROUP BY ALL ORDER BY ALL").fetchall()
+    assert rows == [("GPU-0", 600, 60000.0, 599), ("GPU-1", 600, 30000.0, 599)]
+
+    # The lake's day is corrected (GPU-1 gone) and rebuilt: only the new rows show.
+    for path in (lake / "gpu_samples").rglob("*.parquet"):
+        path.unlink()
+    write(lake, gpu_rows(range(0, 300), 100.0))
+    build_day(con, DAY, SETTINGS, now=NOW)
+    second = _listed(con)
+    assert not set(first) & set(second)
+    assert con.execute("SELECT gpu_uuid, count(*) FROM stg_gpu_samples GROUP BY ALL").fetchall() == [("GPU-0", 300)]
+    # the first build's files outlive it for readers of the older snapshot, until the next build
+    assert set(first) <= set(_on_disk(tmp_path))
+    build_day(con, DAY + dt.timedelta(days=1), SETTINGS, now=NOW)
+    assert not set(first) & set(_on_disk(tmp_path))
+    assert set(second) <= set(_on_disk(tmp_path))
+    con.close()
+
+
+def test_files_let_go_are_kept_for_the_time_the_settings_say(tmp_path, lake):
+    write(lake, gpu_rows(range(0, 60), 100.0))
+    con = connect(tmp_path / "warehouse.duckdb", lake)
+    hour = WarehouseSettings(readings_superseded_keep_s=3600)
+    build_day(con, DAY, hour, now=NOW)
+    first = _listed(con)
+    build_day(con, DAY, hour, now=NOW)
+    build_day(con, DAY, hour, now=NOW)
+    assert set(first) <= set(_on_disk(tmp_path))  # written seconds ago: a reader may still read them
+    old = time.time() - 7200
+    for path in first:
+        os.utime(path, (old, old))
+    build_day(con, DAY, hour, now=NOW)
+    assert not set(first) & set(_on_disk(tmp_path))
+    con.close()
+
+
+def test_a_failed_build_keeps_the_day_a_reader_saw_and_leaves_no_file(tmp_path, lake, monkeypatch):
+    write(lake, gpu_rows(range(0, 600), 100.0))
+    con = connect(tmp_path / "warehouse.duckdb", lake)
+    build_day(con, DAY, SETTINGS, now=NOW)
+    before, files_before = con.execute("SELECT count(*), sum(power_w) FROM stg_gpu_samples").fetchone(), _on_disk(tmp_path)
+    # The lake changes, and the build fails after the day's new readings were written (the disk
+    # fills while the coverage is written, say).
+    write(lake, gpu_rows(range(600, 900), 100.0))
+    real = build._create_or_replace_rows
+
+    def failing(con, rel, *args):
+        if rel.name == "fct_gpu_coverage_daily":
+            assert len(_on_disk(tmp_path)) > len(files_before)  # the new readings were written
+            raise duckdb.IOException("No space left on device")
+        return real(con, rel, *args)
+
+    monkeypatch.setattr(build, "_create_or_replace_rows", failing)
+    with pytest.raises(BuildError, match="fct_gpu_coverage_daily.*No space left"):
+        build_day(con, DAY, SETTINGS, now=NOW)
+    assert con.execute("SELECT count(*), sum(power_w) FROM stg_gpu_samples").fetchone() == before
+    assert _on_disk(tmp_path) == files_before
+    con.close()
+
+
+def test_a_warehouse_whose_readings_were_a_table_keeps_them(tmp_path, lake):
+    """Built by a version that stored stg_gpu_samples inside the file: the next build moves the
+    older days' readings to files, so nothing a user reads changes."""
+    write(lake, gpu_rows(range(0, 600), 100.0) + gpu_rows(range(86400, 86700), 80.0))
+    con = connect(tmp_path / "warehouse.duckdb", lake)
+    build_day(con, DAY, SETTINGS, now=NOW)
+    expected = con.execute("SELECT * FROM stg_gpu_samples ORDER BY sampled_at").fetchall()
+    # what such a file held: a table of readings and no list of files
+    con.execute("CREATE TABLE old_readings AS SELECT * FROM stg_gpu_samples")
+    con.execute("DROP VIEW stg_gpu_samples")
+    con.execute(f"DROP TABLE {REGISTRY}")
+    con.execute("ALTER TABLE old_readings RENAME TO stg_gpu_samples")
+    for path in _on_disk(tmp_path):
+        os.remove(path)
+
+    build_day(con, DAY + dt.timedelta(days=1), SETTINGS, now=NOW)
+    assert con.execute("SELECT * FROM stg_gpu_samples WHERE day = ? ORDER BY sampled_at", [DAY]).fetchall() == expected
+    assert con.execute("SELECT count(*) FROM stg_gpu_samples WHERE day = ?", [DAY + dt.timedelta(days=1)]).fetchone() == (300,)
+    assert con.execute("SELECT count(*) FROM duckdb_tables() WHERE table_name = 'stg_gpu_samples'").fetchone() == (0,)
+    con.close()
+
+
+def test_a_path_with_a_quote_is_read_as_written(tmp_path, lake):
+    folder = tmp_path / "o'brien's"
+    folder.mkdir()
+    write(lake, gpu_rows(range(0, 60), 100.0))
+    con = connect(folder / "warehouse.duckdb", lake)
+    build_day(con, DAY, SETTINGS, now=NOW)
+    refresh_view(con)
+    assert con.execute("SELECT count(*) FROM stg_gpu_samples").fetchone() == (60,)
+    con.close()

@@ -1,0 +1,155 @@
+"""The clean readings (stg_gpu_samples) as Parquet files beside the warehouse file, and a view.
+
+The day's clean readings are millions of rows. Stored as a table inside the DuckDB file they were
+written twice per build (the checked batch, then the table), made the file 32 bytes per reading
+(a 256-GPU fleet: 700 MB a day, 25 GB at 35 days kept), and every writing step of the daily run
+copies the file to publish it (warehouse/publish.py). So the build writes them once, one Parquet
+file per host batch of the day, under `<db stem>/readings/stg_gpu_samples/day=YYYY-MM-DD/`, and
+the DuckDB file holds only the list of the current files (`stg_gpu_samples_files`) and the view
+`stg_gpu_samples` over exactly those files, with the same columns and meaning as before.
+
+- A rebuild of a day writes new files under new names and swaps the day's rows of the list and
+  the view in the build's transaction: a reader sees the old day's files or the new day's.
+- Files no longer listed (a day rebuilt, or past `readings_retention_days`) stay on disk for
+  `readings_superseded_keep_s`, for readers that hold an older snapshot of the file open, and are
+  deleted by a later build (`sweep`), as are the files of a build that failed or died.
+- A warehouse built before this (stg_gpu_samples a table) is moved to files on its next build.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+import duckdb
+
+from joulehouse.warehouse.host_batches import BUILD_SQL
+from joulehouse.warehouse.publish import home_folder
+from joulehouse.warehouse.sqlio import relation_exists
+
+VIEW = "stg_gpu_samples"
+REGISTRY = "stg_gpu_samples_files"
+_SCRATCH_VARIABLE = "jh_readings_folder"  # an in-memory warehouse's folder, per connection
+
+
+def readings_folder(con: duckdb.DuckDBPyConnection) -> Path:
+    """Where the connection's warehouse keeps its readings: `<db stem>/readings/stg_gpu_samples/`
+    beside the published file (also when `con` is a writer's copy of it); for an in-memory
+    warehouse, a temporary folder kept for the connection's life."""
+    (path,) = con.execute("SELECT path FROM duckdb_databases() WHERE database_name = current_database()").fetchone()
+    if path:
+        return home_folder(path) / "readings" / VIEW
+    (scratch,) = con.execute(f"SELECT getvariable('{_SCRATCH_VARIABLE}')").fetchone()
+    if scratch is None:
+        scratch = tempfile.mkdtemp(prefix="jh-readings-")
+        con.execute(f"SET VARIABLE {_SCRATCH_VARIABLE} = ?", [scratch])
+    return Path(scratch)
+
+
+def _literal(text: str) -> str:
+    """`text` as a SQL string literal (a view's file list cannot be a bound parameter)."""
+    if "\x00" in text:
+        raise ValueError(f"path {text!r} holds a NUL byte")
+    return "'" + text.replace("'", "''") + "'"
+
+
+class ReadingsWriter:
+    """The files one build writes; `discard()` deletes them when the build fails."""
+
+    def __init__(self, con: duckdb.DuckDBPyConnection) -> None:
+        self.con = con
+        self.folder = readings_folder(con)
+        self.token = f"{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}-{uuid.uuid4().hex[:8]}"
+        self.written: list[Path] = []
+
+    def write(self, day: dt.date, body: str, bound: dict, *, append: bool) -> int:
+        """Write the rows of `body` (the day's clean readings of one host batch) as one file,
+        list it for `day` (replacing the day's files unless `append`) and point the view at the
+        listed files. Returns the rows written. Runs in the caller's transaction."""
+        target = self.folder / f"day={day.isoformat()}" / f"{self.token}-{len(self.written):03d}.parquet"
+        target.parent.mkdir(parents=True, exist_ok=True)
+        self.written.append(target)
+        (_, n_rows, *_) = self.con.execute(
+            f"COPY ({body}) TO {_literal(str(target))} (FORMAT parquet, COMPRESSION lz4_raw, PARQUET_VERSION v2, RETURN_STATS)",
+            bound).fetchone()
+        ensure_registry(self.con)
+        if not append:
+            BUILD_SQL.execute(self.con, "readings_forget_day", {"day": day})
+        BUILD_SQL.execute(self.con, "readings_register", {"day": day, "path": str(target), "n_rows": int(n_rows)})
+        refresh_view(self.con)
+        return int(n_rows)
+
+    def discard(self) -> None:
+        for path in self.written:
+            path.unlink(missing_ok=True)
+
+
+def ensure_registry(con: duckdb.DuckDBPyConnection) -> None:
+    """The file list, created empty; a warehouse whose stg_gpu_samples is still a table has its
+    readings moved to files first (one file per day)."""
+    if relation_exists(con, REGISTRY, temporary=False):
+        return
+    BUILD_SQL.execute(con, "readings_files_table")
+    if relation_exists(con, VIEW, temporary=False) and _is_table(con):
+        _move_table_to_files(con)
+
+
+def _is_table(con: duckdb.DuckDBPyConnection) -> bool:
+    return bool(con.execute("SELECT count(*) FROM duckdb_tables() WHERE table_name = ? AND NOT temporary",
+                            [VIEW]).fetchone()[0])
+
+
+def _move_table_to_files(con: duckdb.DuckDBPyConnection) -> None:
+    folder = readings_folder(con)
+    token = f"moved-{uuid.uuid4().hex[:8]}"
+    for (day,) in con.execute(f"SELECT DISTINCT day FROM {VIEW} ORDER BY day").fetchall():
+        target = folder / f"day={day.isoformat()}" / f"{token}-000.parquet"
+        target.parent.mkdir(parents=True, exist_ok=True)
+        (_, n_rows, *_) = con.execute(
+            f"COPY (SELECT * FROM {VIEW} WHERE day = ?) TO {_literal(str(target))} "
+            "(FORMAT parquet, COMPRESSION lz4_raw, PARQUET_VERSION v2, RETURN_STATS)", [day]).fetchone()
+        BUILD_SQL.execute(con, "readings_register", {"day": day, "path": str(target), "n_rows": int(n_rows)})
+    con.execute(f"DROP TABLE {VIEW}")
+
+
+def refresh_view(con: duckdb.DuckDBPyConnection) -> None:
+    """stg_gpu_samples over exactly the listed files (union by name: a day written by an older
+    version with fewer columns reads NULL in the new ones)."""
+    files = [p for (p,) in BUILD_SQL.execute(con, "readings_files").fetchall()]
+    if not files:
+        return  # nothing built yet: the first build's first batch lists a file
+    listed = ", ".join(_literal(p) for p in files)
+    con.execute(f"CREATE OR REPLACE VIEW {VIEW} AS SELECT * FROM read_parquet([{listed}], "
+                "union_by_name = true, hive_partitioning = false)")
+
+
+def prune(con: duckdb.DuckDBPyConnection, day: dt.date, cutoff: dt.date) -> int:
+    """Forget the readings of days <= `cutoff` but `day`; returns how many. In the caller's transaction."""
+    if not relation_exists(con, REGISTRY, temporary=False):
+        return 0
+    (n_rows,) = BUILD_SQL.execute(con, "readings_prune", {"cutoff": cutoff, "day": day}).fetchone()
+    refresh_view(con)
+    return int(n_rows)
+
+
+def sweep(con: duckdb.DuckDBPyConnection, keep_s: float) -> int:
+    """Delete the readings files no longer listed and older than `keep_s` (superseded by a
+    rebuild, past the retention, or left by a failed build); returns how many were deleted.
+    Run before a build opens its transaction, so the list is the published one."""
+    folder = readings_folder(con)
+    if not folder.is_dir() or not relation_exists(con, REGISTRY, temporary=False):
+        return 0
+    listed = {p for (p,) in BUILD_SQL.execute(con, "readings_files").fetchall()}
+    deadline, deleted = time.time() - keep_s, 0
+    for path in folder.glob("day=*/*.parquet"):
+        if str(path) not in listed and path.stat().st_mtime <= deadline:
+            path.unlink(missing_ok=True)
+            deleted += 1
+    for day_folder in folder.glob("day=*"):
+        if day_folder.is_dir() and not any(day_folder.iterdir()):
+            os.rmdir(day_folder)
+    return deleted

@@ -35,7 +35,8 @@ demo: $(STAMP)
 test: $(STAMP) system-packages
 	$(PY) -m pytest -q
 
-# The edit-test loop: no real servers, no full DAG runs, no simulated fleets (markers in pyproject.toml).
+# The edit-test loop, about a minute: no real servers, no full DAG runs, no simulated fleets (markers
+# in pyproject.toml); property tests that build a warehouse per example draw a quarter (tests/lanes.py).
 test-fast: $(STAMP)
 	$(PY) -m pytest -q -m "not slow and not integration"
 

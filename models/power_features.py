@@ -10,7 +10,8 @@ file runs over which relation and when:
   (models/sql/fct_power_fit_sums_hourly.sql) and summed again only when the day's samples changed
   (a new warehouse build of the day, or another row count);
 - `build_power_features_from_stored` (what fit_day uses) and `build_power_features` (every sample:
-  the reference path other engines mirror): the temp tables power_feature_choice and
+  the reference path, which Spark runs from the same files, warehouse.spark_engine.power_suffstats,
+  binding the values set here as variables): the temp tables power_feature_choice and
   power_stored_hours and the views power_feature_rows and power_features;
 - `suffstats_rows`: n, X'X, X'y, y'y per GPU model and shape of the dynamic term.
 """

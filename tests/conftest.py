@@ -16,6 +16,14 @@ settings.register_profile("ci", derandomize=True, deadline=None, print_blob=True
 settings.register_profile("explore", deadline=None, print_blob=True)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
+
+def pytest_configure(config: pytest.Config) -> None:
+    # The fast lane (a -m expression leaving out the slow tests) draws fewer property examples (tests/lanes.py).
+    import lanes
+
+    lanes.FAST = "not slow" in (config.getoption("markexpr", default="") or "")
+
+
 REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = REPO.parent / "shared" / "data"
 

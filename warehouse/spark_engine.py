@@ -1,11 +1,12 @@
 """The heavy daily SQL on Apache Spark, over the same Hive-partitioned lake as DuckDB.
 
-The warehouse's own relations run on Spark as sqlglot renders them from warehouse/sql (DuckDB's
-dialect: warehouse/spark_dialect.py, no Spark copy to keep in step): the inventory, the quarantine
-rules, the clean readings and the hourly GPU energy (kWh per GPU-hour). warehouse/spark_sql holds
-only what the warehouse does not build itself on DuckDB: the power model's features and sufficient
-statistics (sums per GPU model and shape; DuckDB's are models/sql's, which run through temp tables
-and macros) and the day's GPU energy per host and model. Results come back as polars frames with
+Spark runs the DuckDB files as sqlglot renders them (warehouse/spark_dialect.py, no Spark copy to
+keep in step): from warehouse/sql the inventory, the quarantine rules, the clean readings and the
+hourly GPU energy (kWh per GPU-hour); from models/sql the power fit's reference path (the stream of
+each GPU and day, the feature choice, the features and the sufficient statistics per GPU model and
+shape: models.power_features.build_power_features and suffstats_rows, each DuckDB temp table or
+view a Spark temp view of the same file). warehouse/spark_sql holds only what has no DuckDB file:
+the lake's hosts of a day and the day's GPU energy per host and model. Results come back as polars frames with
 the same columns and units as the DuckDB relations, so the rest of the pipeline (fitting,
 accounting, reports) does not know which engine ran.
 
@@ -43,6 +44,17 @@ from joulehouse.warehouse.sqlio import SqlFiles
 # becomes the view register_inventory makes.
 GENERATED_RELATIONS = ("int_inventory", "int_gpu_samples_checked", "stg_gpu_samples", "fct_gpu_energy_hourly")
 GENERATED = SparkStatements(SqlFiles("joulehouse.warehouse", "sql"), views={"read_csv": "inventory_csv"})
+# The power fit's relations Spark runs, rendered from models/sql (the macro of the dynamic term inlined),
+# in the order power_suffstats creates them.
+GENERATED_MODEL_RELATIONS = ("gpu_activity_streams", "power_input_chosen", "power_feature_choice",
+                             "power_feature_rows", "power_features", "power_suffstats")
+GENERATED_MODELS = SparkStatements(SqlFiles("joulehouse.models", "sql"), macros=("power_dynamic_ratio",))
+# The columns of power_stored_hours that power_suffstats.sql reads (fct_power_fit_sums_hourly's):
+# the reference path Spark runs stores no sums, so the view is empty.
+STORED_HOURS_SCHEMA = ("gpu_model string, sm_clock_mhz int, n bigint, "
+                       + ", ".join(f"{c} double" for c in ("s1", "sa", "s3", "s4", "s11", "s1a", "s13", "s14", "saa",
+                                                            "sa3", "sa4", "s33", "s34", "s44", "sy", "s1y", "say",
+                                                            "s3y", "s4y", "syy")))
 SPARK_SQL = SqlFiles("joulehouse.warehouse", "spark_sql")
 _PANDAS_WARNING = "PySpark does not yet fully support pandas"  # pyspark 4.3 with pandas 3; we never use pandas
 
@@ -62,9 +74,12 @@ class SparkDayResult:
 
 def load_spark_sql(name: str) -> str:
     """The Spark text of `name`: rendered from warehouse/sql/<name>.sql for GENERATED_RELATIONS,
-    else warehouse/spark_sql/<name>.sql as written, without a trailing semicolon."""
+    from models/sql/<name>.sql for GENERATED_MODEL_RELATIONS, else warehouse/spark_sql/<name>.sql
+    as written, without a trailing semicolon."""
     try:
-        return GENERATED.text(name) if name in GENERATED_RELATIONS else SPARK_SQL.body(name)
+        if name in GENERATED_RELATIONS:
+            return GENERATED.text(name)
+        return GENERATED_MODELS.text(name) if name in GENERATED_MODEL_RELATIONS else SPARK_SQL.body(name)
     except (FileNotFoundError, SparkDialectError) as exc:
         raise SparkEngineError(str(exc)) from None
 
@@ -210,33 +225,46 @@ def gpu_energy_hourly(spark: Any, day: dt.date, settings: WarehouseSettings,
     return _frame(frame, ["gpu_uuid", "hour_at"])
 
 
-def shape_grid_rows(models: ModelSettings) -> list[tuple[bool, float, float, float]]:
-    """The dynamic term's shape grid, as models/sql/power_suffstats.sql builds it."""
-    rows = [(True, models.alpha_min + models.alpha_step * i, 1.0, 0.0) for i in range(models.alpha_count)]
-    rows += [(False, 1.0, models.activity_exponent_min + models.activity_exponent_step * i, float(hold))
-             for i in range(models.activity_exponent_count) for hold in models.activity_hold_grid_s]
-    return rows
+def power_parameters(day: dt.date, models: ModelSettings) -> dict[str, Any]:
+    """The values models.power_features binds (or sets as variables) for the reference path's
+    relations of the window ending on `day`, under the names models/sql's files read them by."""
+    first_day = day - dt.timedelta(days=models.history_days - 1)
+    return {
+        "first_day": first_day, "last_day": day, "day": day, "history_days": int(models.history_days),
+        "holdout_fraction": float(models.holdout_fraction), "holdout_max_days": float(models.holdout_max_days),
+        # no sums are stored on this path: every row of the window is read (models.power_features._build_features)
+        "power_features_day": day, "power_features_history_days": int(models.history_days),
+        "power_features_rows_from_day": first_day,
+        "power_features_max_interval_s": float(models.max_sample_interval_s),
+        "alpha_min": float(models.alpha_min), "alpha_step": float(models.alpha_step), "alpha_count": int(models.alpha_count),
+        "gamma_min": float(models.activity_exponent_min), "gamma_step": float(models.activity_exponent_step),
+        "gamma_count": int(models.activity_exponent_count),
+        "hold_grid_s": [float(x) for x in models.activity_hold_grid_s],
+    }
 
 
 def power_suffstats(spark: Any, day: dt.date, warehouse: WarehouseSettings, models: ModelSettings,
                     now: dt.datetime | None = None) -> pl.DataFrame:
     """power_suffstats over the clean readings of the `models.history_days` up to `day`:
-    n, X'X, X'y, y'y per GPU model and shape (the fit in models.coefficients reads these)."""
-    first_day = day - dt.timedelta(days=models.history_days - 1)
-    clean = clean_samples(spark, first_day, day, warehouse, now)
-    grid = spark.createDataFrame(shape_grid_rows(models),
-                                 "has_clock boolean, alpha double, activity_exponent double, activity_hold_s double")
-    grid.createOrReplaceTempView("power_shape_grid")
-    features = _view(spark, "power_features", {
-        "day": day, "history_days": int(models.history_days), "holdout_fraction": float(models.holdout_fraction),
-        "holdout_max_days": float(models.holdout_max_days)})
-    features.cache()
+    n, X'X, X'y, y'y per GPU model and shape (the fit in models.coefficients reads these).
+    The views of models.power_features.build_power_features, each from the same models/sql file."""
+    params = power_parameters(day, models)
+    clean = clean_samples(spark, params["first_day"], day, warehouse, now)
+    # models.power_features.input_view: one stream per GPU and day (where a GPU has one, all its rows)
+    clean.createOrReplaceTempView("stream_input_samples")
+    clean.createOrReplaceTempView("power_samples_source")
+    streams = _view(spark, "gpu_activity_streams", params, view="power_input_streams").cache()
+    _view(spark, "power_input_chosen", params, view="power_input_samples")
+    choice = _view(spark, "power_feature_choice", params).cache()
+    spark.createDataFrame([], STORED_HOURS_SCHEMA).createOrReplaceTempView("power_stored_hours")
+    _view(spark, "power_feature_rows", params)
+    features = _view(spark, "power_features", params).cache()
     try:
-        stats = spark.sql(load_spark_sql("power_suffstats"))
+        stats = _view(spark, "power_suffstats", params)
         return _frame(stats, ["gpu_model", "alpha", "activity_exponent", "activity_hold_s"])
     finally:
-        features.unpersist()
-        clean.unpersist()
+        for frame in (features, choice, streams, clean):
+            frame.unpersist()
 
 
 def gpu_energy_daily(spark: Any) -> pl.DataFrame:

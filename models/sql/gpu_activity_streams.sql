@@ -27,7 +27,9 @@ WITH streams AS (
     GROUP BY day, gpu_uuid, source
 ),
 chosen AS (
-    SELECT *,
+    -- streams' columns by name, not *: sqlglot's QUALIFY for Spark (a subquery) repeats the
+    -- computed columns after a *, and Spark cannot tell the copies apart
+    SELECT day, gpu_uuid, source, gpu_model, n, n_power, n_power_sm_active, n_power_util_gpu,
            n_power > 0 AND n_power_sm_active >= 0.5 * n_power AS reads_sm_active,
            count(*) OVER (PARTITION BY day, gpu_uuid) AS n_streams
     FROM streams

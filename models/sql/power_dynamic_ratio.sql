@@ -1,6 +1,6 @@
 -- power_dynamic_ratio: the dynamic term's feature (0..1) of one sample, shared by the fit and
 -- every prediction so they cannot disagree. A scalar macro, not a relation (models.power creates
--- it per connection; on another engine inline the expression).
+-- it per connection; for Spark, warehouse/spark_dialect.py inlines this expression at each call).
 --   activity^gamma * clock_ratio^alpha, where, with a hold time constant hold_s > 0 (s), the
 --   activity part is at least the last busy sample's activity^gamma decayed by exp(-since/hold_s):
 --   power stays up for a moment after work stops (the driver holds the clocks, the power sensor

@@ -2,6 +2,7 @@
 -- Grain: gpu_uuid x sampled_at, days in (day - history_days, day] of `power_input_samples`
 -- (a temporary view over stg_gpu_samples that models.power creates).
 -- Reads power_feature_rows (power_feature_rows.sql: one row's features), adding the decay term.
+-- Spark runs this file as warehouse/spark_dialect.py renders it (getvariable('x') becomes Spark's :x).
 -- A temporary VIEW, not a table: computing a row's features costs about a tenth of writing it
 -- into a table (measured at 5.5 M rows: 0.4 s against 3.3 s of CPU), so each of the few readers
 -- recomputes them. Views take no bound parameters, so models.power sets them as variables.
@@ -40,7 +41,8 @@ WITH with_prior_busy AS (
     FROM power_feature_rows AS f
     WHERE NOT f.model_has_clock
     WINDOW prior AS (PARTITION BY f.gpu_uuid ORDER BY f.sampled_at ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING)
-    UNION ALL BY NAME
+    -- by position, the columns in one order (Spark SQL has no UNION BY NAME)
+    UNION ALL
     SELECT f.*, NULL::TIMESTAMPTZ AS prior_busy_at, NULL::DOUBLE AS prior_busy_ratio
     FROM power_feature_rows AS f
     WHERE f.model_has_clock

@@ -19,13 +19,15 @@
 -- hundred groups), and the alpha grid scales those sums by clock_ratio^alpha: the grid costs
 -- nothing per row. Without clocks the decay term depends on each row's history, so the grid is
 -- expanded per row (such logs are small).
+-- Spark runs this file as warehouse/spark_dialect.py renders it (the macro inlined; the grid's
+-- unnest(range()) becomes explode(sequence()), which, unlike a range() table, takes bound values).
 WITH shape_grid AS (
     SELECT true AS has_clock, $alpha_min + $alpha_step * i AS alpha, 1.0 AS activity_exponent,
            0.0 AS activity_hold_s
-    FROM range(0, CAST($alpha_count AS BIGINT)) AS t(i)
+    FROM (SELECT unnest(range(0, CAST($alpha_count AS BIGINT))) AS i) AS t
     UNION ALL
     SELECT false, 1.0, $gamma_min + $gamma_step * i, h.hold_s
-    FROM range(0, CAST($gamma_count AS BIGINT)) AS t(i)
+    FROM (SELECT unnest(range(0, CAST($gamma_count AS BIGINT))) AS i) AS t
     CROSS JOIN (SELECT unnest(CAST($hold_grid_s AS DOUBLE[])) AS hold_s) AS h
 ),
 model_clock AS (
@@ -66,7 +68,8 @@ clock_groups AS (
            sum(s1a) AS s1a, sum(s13) AS s13, sum(s14) AS s14, sum(saa) AS saa, sum(sa3) AS sa3, sum(sa4) AS sa4,
            sum(s33) AS s33, sum(s34) AS s34, sum(s44) AS s44, sum(sy) AS sy, sum(s1y) AS s1y, sum(say) AS say,
            sum(s3y) AS s3y, sum(s4y) AS s4y, sum(syy) AS syy
-    FROM (SELECT * FROM row_clock_groups UNION ALL BY NAME SELECT * FROM stored_clock_groups)
+    -- by position: both list the same columns in one order (Spark SQL has no UNION BY NAME)
+    FROM (SELECT * FROM row_clock_groups UNION ALL SELECT * FROM stored_clock_groups)
     GROUP BY gpu_model, feature_set, clock_ratio
 ),
 clock_stats AS (

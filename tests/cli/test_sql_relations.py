@@ -150,6 +150,7 @@ def test_every_relation_the_pipeline_builds_is_described_or_known_internal(pipel
     assert not sorted(set(public) - set(built)), "the catalog describes relations the pipeline never builds"
 
 
+@pytest.mark.slow  # a simulated day through the DAG's daily steps (pipeline_warehouse), as its neighbour above
 def test_described_columns_are_the_warehouse_columns(pipeline_warehouse):
     built = _warehouse_columns(pipeline_warehouse)
     for name, r in _public().items():

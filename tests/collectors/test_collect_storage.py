@@ -52,6 +52,7 @@ def _wait_for(condition, timeout_s: float = 30.0) -> None:
         time.sleep(0.02)
 
 
+@pytest.mark.slow  # runs the collector agent as a process (about a second)
 def test_a_second_collector_on_the_same_spool_refuses_and_the_first_keeps_every_row(tmp_path):
     """The issue's reproduction: collector A runs; B starts with another lake on A's spool folder.
     B used to 'recover' A's live segment into its own lake (92 of 152 rows lost, 60 in B's lake)."""
@@ -123,6 +124,7 @@ app(sys.argv[1:])
 """
 
 
+@pytest.mark.slow  # runs the collector agent as a process (about a second)
 def test_sigterm_on_a_full_disk_says_how_many_rows_are_lost_and_exits_non_zero(tmp_path):
     spool, polled = tmp_path / "spool", tmp_path / "lake"
     proc = subprocess.Popen(

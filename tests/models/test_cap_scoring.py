@@ -14,6 +14,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 from hypothesis import given, settings as hsettings, strategies as st
+from lanes import examples
 
 from joulehouse.models.activity import create_activity_view
 from joulehouse.models.caps import MIN_CLOCK_RATIO, WorkloadProfile, outcome_under_limit, power_at_clock_w, time_ratio
@@ -82,7 +83,7 @@ def test_histogram_tenths_are_exact_on_a_real_log_of_whole_percent_utilisation(s
         assert worst["activity_deciles"] <= 1e-12, (day, worst)
 
 
-@hsettings(max_examples=25, deadline=None)
+@hsettings(max_examples=examples(25), deadline=None)
 @given(values=st.lists(st.one_of(st.floats(0.0, 1.0), st.sampled_from([0.3, 0.31, 0.9, 1.0])), min_size=5, max_size=200),
        locked=st.lists(st.booleans(), min_size=200, max_size=200))
 def test_histogram_tenths_keep_every_sample_and_stay_within_a_bin_of_the_sort(values, locked):
@@ -124,7 +125,7 @@ bins = st.lists(st.tuples(st.builds(WorkloadProfile, activity_ratio=st.floats(1e
                           st.floats(0.01, 1.0)), min_size=1, max_size=12)
 
 
-@hsettings(max_examples=40, deadline=None)
+@hsettings(max_examples=examples(40), deadline=None)
 @given(coef=coefficients, mix=bins, limits=st.lists(st.floats(50, 800), min_size=1, max_size=6))
 def test_limits_scored_at_once_equal_models_caps_one_at_a_time(coef, mix, limits):
     fast = score_limits(coef, mix, np.array(limits))
@@ -139,7 +140,7 @@ def test_limits_scored_at_once_equal_models_caps_one_at_a_time(coef, mix, limits
         assert got.heavy_slowdown_pct == pytest.approx(want.heavy_slowdown_pct, abs=1e-9)
 
 
-@hsettings(max_examples=40, deadline=None)
+@hsettings(max_examples=examples(40), deadline=None)
 @given(coef=coefficients, mix=bins, clocks=st.lists(st.floats(MIN_CLOCK_RATIO, 1.0), min_size=1, max_size=6))
 def test_clocks_scored_at_once_equal_models_caps_one_at_a_time(coef, mix, clocks):
     fast = score_clocks(coef, mix, np.array(clocks))

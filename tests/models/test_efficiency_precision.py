@@ -42,6 +42,7 @@ def test_fp16_equivalent_factors_follow_the_datasheet_peaks():
     assert fp16_factor(h100, "fp32") == pytest.approx(989.5 / 67)
 
 
+@pytest.mark.slow  # a simulated 32-GPU fleet over two days, built and measured
 def test_the_best_batch_has_the_highest_eta_and_the_other_batches_save_at_it(warehouse):
     rows = warehouse.execute("""SELECT day, gpu_model, "precision", batch_size, j_per_unit, eta_units_per_j, best_batch_size,
                                        saving_kwh_per_day FROM fct_efficiency_precision_daily
@@ -62,6 +63,7 @@ def test_the_best_batch_has_the_highest_eta_and_the_other_batches_save_at_it(war
     assert checked >= 1
 
 
+@pytest.mark.slow  # a simulated 32-GPU fleet over two days, built and measured
 def test_flops_per_watt_is_sustained_and_measured_against_the_first_day(warehouse):
     rows = {(r[0], r[1]): r[2:] for r in warehouse.execute(
         """SELECT day, gpu_model, fp16_equivalent_flops_per_w, peak_fp16_flops_per_w, avg_temp_c, first_day,
@@ -77,6 +79,7 @@ def test_flops_per_watt_is_sustained_and_measured_against_the_first_day(warehous
     assert 30 < h100[2] < 90 and h100[6] == pytest.approx(1.0)
 
 
+@pytest.mark.slow  # a simulated 32-GPU fleet over two days, built and measured
 def test_the_report_states_the_best_batch_and_the_fleet_flops_per_watt(warehouse, tmp_path):
     import html
 

@@ -5,6 +5,7 @@ activity with a positive static part, so energy's elasticity to activity lies in
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from hypothesis import given, settings as hsettings, strategies as st
 
 from joulehouse.models.sensitivity import _within_model_solution, sensitivity_day
@@ -33,6 +34,7 @@ def test_energy_rises_with_utilization_more_than_with_bandwidth(sim_warehouse):
     assert util.n_groups == 16 and util.method == "ols-fe+gpu-bootstrap"
 
 
+@pytest.mark.slow  # two sensitivity fits of a simulated day (about 1 s)
 def test_a_rerun_replaces_the_day(sim_warehouse):
     con, day = sim_warehouse.con, sim_warehouse.day
     sensitivity_day(con, day, bootstrap_reps=20)

@@ -11,6 +11,7 @@ import pandas as pd
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from lanes import examples
 from warehouse_lakes import DAY, MIDNIGHT, gpu_rows, readings_as_table, write
 
 from joulehouse.settings import WarehouseSettings
@@ -143,7 +144,7 @@ READINGS = st.lists(st.tuples(st.sampled_from(["GPU-0", "GPU-1"]), SECONDS, st.s
                     min_size=0, max_size=30)
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=examples(40), deadline=None)
 @given(READINGS)
 def test_duplicate_key_rows_counts_every_copy_exactly(rows):
     con = _summary_db(rows)

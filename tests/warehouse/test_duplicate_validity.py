@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from lanes import examples
 from warehouse_lakes import DAY, NOW, gpu_rows, write
 
 from joulehouse.settings import WarehouseSettings
@@ -15,7 +16,7 @@ from joulehouse.warehouse.db import connect
 # Each breaks one quarantine rule; most sort before a valid power under `power_w NULLS LAST`.
 INVALID = [dict(power_w=-3.0), dict(power_w=float("nan")), dict(power_w=250_000.0), dict(temp_c=180.0),
            dict(sm_active_ratio=1.7), dict(util_gpu_pct=140.0), dict(energy_mj_total=-5)]
-PROPERTY = settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+PROPERTY = settings(max_examples=examples(10), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 
 
 def _hourly(root, rows) -> dict:

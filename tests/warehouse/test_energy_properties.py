@@ -7,11 +7,12 @@ import math
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from lanes import examples
 from warehouse_lakes import gpu_rows, write
 
 from joulehouse.settings import WarehouseSettings
 
-PROPERTY = settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+PROPERTY = settings(max_examples=examples(12), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 MAX_GAP_S = 10.0
 
 
@@ -60,7 +61,7 @@ def test_constant_power_over_t_seconds_gives_power_times_t(tmp_path_factory, pow
     assert covered == pytest.approx(duration_s)
 
 
-@settings(max_examples=4, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(4), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
     base_w=st.floats(60, 400), swing_ratio=st.floats(0, 0.9), period_s=st.floats(60, 1800), phase=st.floats(0, 6.28)
 )

@@ -1,19 +1,26 @@
 """The Spark SQL is generated from the DuckDB files (warehouse/spark_dialect.py): every relation
-the Spark engine runs renders, reads back as Spark SQL and binds the same parameters; each rewrite
-rule says what it promises; a construct with no translation fails naming the file. No Spark here
+the Spark engine runs (the warehouse's and the power fit's) renders, reads back as Spark SQL and
+binds the same parameters, each of which the engine gives a value; each rewrite rule says what it
+promises; a construct with no translation fails naming the file. No Spark here
 (tests/warehouse/test_spark_engine.py runs both engines on one lake)."""
 
 from __future__ import annotations
+
+import datetime as dt
 
 import sqlglot
 import pytest
 from sqlglot import exp
 
+from joulehouse.models.settings import ModelSettings
 from joulehouse.warehouse import spark_engine
-from joulehouse.warehouse.spark_dialect import SparkDialectError, SparkStatements, parameters, spark_sql
+from joulehouse.warehouse.spark_dialect import Macro, SparkDialectError, SparkStatements, parameters, spark_sql
 from joulehouse.warehouse.sqlio import SqlFiles, used_parameters
 
 WAREHOUSE_SQL = SqlFiles("joulehouse.warehouse", "sql")
+MODELS_SQL = SqlFiles("joulehouse.models", "sql")
+DUCKDB_ONLY = {"EPOCH", "EPOCH_US", "TO_SECONDS", "ISFINITE", "BITSTRING_AGG", "READ_CSV", "GETVARIABLE",
+               "POWER_DYNAMIC_RATIO", "UNNEST", "RANGE", "LIST_CONTAINS"}
 
 
 def _functions(spark_text: str) -> set[str]:
@@ -29,18 +36,52 @@ def test_every_relation_spark_runs_is_rendered_from_its_duckdb_file(name):
     duck = set(used_parameters(WAREHOUSE_SQL.text(name))) - {"inventory_path"}
     assert set(parameters(text)) == duck
     # no DuckDB-only function survives the rules
-    assert not _functions(text) & {"EPOCH_US", "TO_SECONDS", "ISFINITE", "BITSTRING_AGG", "READ_CSV", "GETVARIABLE"}
+    assert not _functions(text) & DUCKDB_ONLY
 
 
-def test_no_hand_kept_spark_copy_of_a_warehouse_relation_is_left():
-    copies = set(SqlFiles("joulehouse.warehouse", "spark_sql").names()) & set(WAREHOUSE_SQL.names())
-    assert not copies, f"warehouse/spark_sql repeats {sorted(copies)}: render them from warehouse/sql instead"
+def _variables(duckdb_text: str) -> set[str]:
+    tree = sqlglot.parse_one(duckdb_text, read="duckdb")
+    return {f.expressions[0].name for f in tree.find_all(exp.Anonymous) if f.name.upper() == "GETVARIABLE"}
 
 
-@pytest.mark.parametrize("name", WAREHOUSE_SQL.names())
-def test_any_warehouse_file_renders_or_names_what_has_no_translation(name):
+@pytest.mark.parametrize("name", spark_engine.GENERATED_MODEL_RELATIONS)
+def test_every_power_fit_relation_spark_runs_is_rendered_from_its_duckdb_file(name):
+    text = spark_engine.load_spark_sql(name)
+    assert sqlglot.parse_one(text, read="spark") is not None
+    # bound parameters and a view's variables both become Spark's bound parameters, by name
+    duck = MODELS_SQL.text(name)
+    assert set(parameters(text)) == set(used_parameters(duck)) | _variables(duck)
+    assert not _functions(text) & DUCKDB_ONLY
+    # the engine binds a value to each (a missing one would fail only inside Spark)
+    assert set(parameters(text)) <= set(spark_engine.power_parameters(dt.date(2026, 1, 2), ModelSettings()))
+
+
+def test_the_dynamic_term_is_the_macros_expression_with_the_calls_arguments():
+    text = spark_engine.load_spark_sql("power_suffstats").upper()
+    assert "POWER_DYNAMIC_RATIO" not in text
+    assert "POWER(T.PRIOR_BUSY_ACTIVITY_RATIO, G.ACTIVITY_EXPONENT) * EXP(-LEAST(T.SINCE_BUSY_S / G.ACTIVITY_HOLD_S, 700.0))" in text
+    assert "END * POWER(T.CLOCK_RATIO, G.ALPHA)" in text
+
+
+def test_the_reference_path_reads_the_window_spark_is_given():
+    params = spark_engine.power_parameters(dt.date(2026, 1, 3), ModelSettings(history_days=3))
+    assert params["first_day"] == params["power_features_rows_from_day"] == dt.date(2026, 1, 1)
+    assert params["day"] == params["last_day"] == params["power_features_day"] == dt.date(2026, 1, 3)
+
+
+def test_no_hand_kept_spark_copy_of_a_warehouse_or_power_fit_relation_is_left():
+    copies = set(SqlFiles("joulehouse.warehouse", "spark_sql").names()) & (set(WAREHOUSE_SQL.names())
+                                                                          | set(MODELS_SQL.names()))
+    assert not copies, f"warehouse/spark_sql repeats {sorted(copies)}: render them from warehouse/sql or models/sql"
+
+
+@pytest.mark.parametrize("folder, name", [("warehouse", n) for n in WAREHOUSE_SQL.names()]
+                         + [("models", n) for n in MODELS_SQL.names()])
+def test_any_warehouse_or_models_file_renders_or_names_what_has_no_translation(folder, name):
     # a new or rewritten DuckDB file flows to Spark once it renders; until then the error says why
-    statements = SparkStatements(WAREHOUSE_SQL, views={"read_csv": "inventory_csv", "read_parquet": "lake_files"})
+    files = WAREHOUSE_SQL if folder == "warehouse" else MODELS_SQL
+    statements = SparkStatements(files, views={"read_csv": "inventory_csv", "read_parquet": "lake_files"},
+                                 macros=("power_dynamic_ratio",) if folder == "models" else ())
     try:
         text = statements.text(name)
     except SparkDialectError as exc:
@@ -95,3 +136,21 @@ def test_parameters_stay_bound_and_text_that_is_not_sql_is_one_line():
 def test_timestamps_from_seconds_and_now_keep_their_meaning():
     text = spark_sql("SELECT to_timestamp(h * 3600) AS hour_at, now() AS built_at FROM x").upper()
     assert "TIMESTAMP_SECONDS(H * 3600)" in text and "CURRENT_TIMESTAMP()" in text and "FROM_UNIXTIME" not in text
+
+
+def test_a_views_variable_becomes_a_bound_parameter_and_must_be_named_by_a_literal():
+    text = spark_sql("SELECT * FROM x WHERE day <= getvariable('fit_day') AND day > getvariable('fit_day') - 3")
+    assert parameters(text) == ["fit_day"] and "GETVARIABLE" not in text.upper()
+    with pytest.raises(SparkDialectError, match=r"^v\.sql: getvariable\(\) needs one variable name as a string literal"):
+        spark_sql("SELECT getvariable(name) FROM x", where="v.sql")
+
+
+def test_a_macro_call_is_its_expression_with_the_arguments_in_place_of_its_parameters():
+    macro = Macro("CREATE OR REPLACE TEMP MACRO scaled(x, k) AS (x * k + t.k)", "m.sql")
+    text = "".join(spark_sql("SELECT scaled(a + 1, 2) AS s FROM t", macros={"scaled": macro}).upper().split())
+    # an argument that is an expression keeps its own precedence; a qualified t.k is no parameter
+    assert "((A+1)*2+T.K)ASS" in text and "SCALED" not in text
+    with pytest.raises(SparkDialectError, match=r"^q\.sql: scaled\(\) takes 2 arguments \(x, k; m\.sql\), given 1"):
+        spark_sql("SELECT scaled(a) FROM t", where="q.sql", macros={"scaled": macro})
+    with pytest.raises(SparkDialectError, match=r"^m\.sql: expected one CREATE MACRO"):
+        Macro("SELECT 1", "m.sql")

@@ -21,7 +21,7 @@ from joulehouse.warehouse.db import connect
 
 DAY = dt.date(2026, 1, 2)
 NOW = dt.datetime(2026, 1, 5, tzinfo=dt.timezone.utc)
-pytestmark = [pytest.mark.slow, pytest.mark.filterwarnings("ignore:PySpark does not yet fully support pandas")]
+pytestmark = [pytest.mark.slow, pytest.mark.integration, pytest.mark.filterwarnings("ignore:PySpark does not yet fully support pandas")]
 
 
 def _duckdb_suffstats(con, models: ModelSettings) -> pl.DataFrame:

@@ -133,6 +133,7 @@ def test_cli_prints_counts_and_reasons(telemetry, lake):
 LLAMA = "energy_inference_llama2_70b_a100_4gpus_interleaved_10hz.csv"
 
 
+@pytest.mark.slow  # reads a real 42,962-row log twice (about 2 s)
 def test_four_interleaved_gpus_without_an_index_are_refused_not_integrated_as_one(telemetry, lake):
     """The A100 Llama-2-70B log: 42,962 rows in bursts of 4 a few ms apart every ~0.1 s, no index,
     gpu or uuid column. Imported as one GPU its power would jump between GPUs (idle ~55 W beside

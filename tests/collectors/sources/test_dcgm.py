@@ -15,6 +15,7 @@ import pyarrow.dataset as ds
 import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
+from lanes import examples
 
 from joulehouse.collectors.sources import dcgm as dcgm_module
 from joulehouse.collectors.sources.base import SourceError
@@ -142,7 +143,7 @@ def stored_times(lake: Path) -> list[float]:
 
 @given(st.lists(st.integers(min_value=1, max_value=95), min_size=1, max_size=6),
        st.integers(min_value=0, max_value=5))
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=examples(25), deadline=None)
 def test_any_sequence_of_syncs_and_one_crash_writes_each_instant_exactly_once(tmp_path_factory, advances, crash_at):
     tmp_path = tmp_path_factory.mktemp("sync")
     client = FakePrometheus()

@@ -114,7 +114,7 @@ def device_limits_w(gpu_model: str, max_seen_limit_w: float | None) -> tuple[flo
             f"recommendations), min = {UNKNOWN_MIN_RATIO:.0%} of it")
 
 
-def _profile(row: dict, feature_set: str) -> WorkloadProfile:
+def gpu_profile(row: dict, feature_set: str) -> WorkloadProfile:
     if feature_set == "dcgm":
         activity, memory = row["sm_active_ratio"], row["dram_ratio"]
     else:
@@ -155,7 +155,7 @@ def recommend_gpu(row: dict, workload_class: str, fit: dict | None, settings: Re
         return out | {"power_limit_w": default_w, "expected_saving_pct": 0.0, "expected_energy_saving_kwh_per_day": 0.0,
                       "expected_slowdown_pct": 0.0, "reason": "latency-sensitive: keep clocks (default limit)"}
     busy_hours = float(row["busy_hours"] or 0.0)
-    profile = _profile(row, fit["feature_set"])
+    profile = gpu_profile(row, fit["feature_set"])
     if busy_hours <= 0 or profile.activity_ratio <= 0:
         return out | {"power_limit_w": default_w, "expected_saving_pct": 0.0, "expected_energy_saving_kwh_per_day": 0.0,
                       "expected_slowdown_pct": 0.0, "reason": "idle all day: nothing for a cap to save"}
@@ -275,6 +275,34 @@ def gpu_energy_prices(con: duckdb.DuckDBPyConnection, day: dt.date) -> dict[str,
     return {r["gpu_uuid"]: r for r in _records(con.execute(load_sql("recommend_gpu_energy_prices"), {"day": day}))}
 
 
+def gpu_day_profiles(con: duckdb.DuckDBPyConnection, day: dt.date,
+                     samples_relation: str = "stg_gpu_samples") -> list[dict]:
+    """What each GPU did on `day` (models/sql/recommend_gpu_profile.sql: busy hours, activity tenths, means)."""
+    activity = create_activity_view(con, day, samples_relation=samples_relation)
+    con.execute(f"CREATE OR REPLACE TEMP VIEW reco_input_samples AS SELECT * FROM {activity}")
+    return _records(con.execute(load_sql("recommend_gpu_profile"), {"day": day}))
+
+
+def gpu_workload_classes(con: duckdb.DuckDBPyConnection, day: dt.date) -> tuple[dict[str, str], list[list[str]]]:
+    """Per GPU, the class of the jobs it ran longest on `day`, and the GPUs of each multi-GPU job;
+    ({}, []) without a jobs relation."""
+    jobs = next((name for name in JOBS_RELATIONS if relation_exists(con, name)), None)
+    if jobs is None:
+        return {}, []
+    con.execute(f"CREATE OR REPLACE TEMP VIEW reco_input_jobs AS SELECT * FROM {quoted_relation(jobs)}")
+    classes = {r["gpu_uuid"]: r["workload_class"]
+               for r in _records(con.execute(load_sql("recommend_gpu_workload_class"), {"day": day}))}
+    return classes, [list(r["gpu_uuids"]) for r in _records(con.execute(load_sql("recommend_job_groups"), {"day": day}))]
+
+
+def workload_class_of(profile: dict, classes: dict[str, str]) -> str:
+    """The GPU's class from its jobs, or without jobs from how busy it was (module docstring)."""
+    workload_class = classes.get(profile["gpu_uuid"]) or ("throughput" if (profile["busy_ratio"] or 0) >= 0.5 else "background")
+    if workload_class not in CLASSES:
+        raise ValueError(f"GPU {profile['gpu_uuid']}: workload_class {workload_class!r} is not one of {CLASSES}")
+    return workload_class
+
+
 def recommend_day(con: duckdb.DuckDBPyConnection, day: dt.date, settings: RecommendSettings, *,
                   price_usd_per_kwh: float | None = None, carbon_gco2e_per_kwh: float | None = None,
                   carbon_price_usd_per_tco2e: float = 0.0, pue: float | None = None,
@@ -302,17 +330,8 @@ def recommend_day(con: duckdb.DuckDBPyConnection, day: dt.date, settings: Recomm
                  "hourly context, defaults where it had none" if h else "defaults (no hourly context)")
         return (*(float(v if v is not None else fallback) for v, fallback in values), basis)
 
-    activity = create_activity_view(con, day, samples_relation=samples_relation)
-    con.execute(f"CREATE OR REPLACE TEMP VIEW reco_input_samples AS SELECT * FROM {activity}")
-    profiles = _records(con.execute(load_sql("recommend_gpu_profile"), {"day": day}))
-    classes: dict[str, str] = {}
-    job_groups: list[list[str]] = []
-    jobs = next((name for name in JOBS_RELATIONS if relation_exists(con, name)), None)
-    if jobs is not None:
-        con.execute(f"CREATE OR REPLACE TEMP VIEW reco_input_jobs AS SELECT * FROM {quoted_relation(jobs)}")
-        classes = {r["gpu_uuid"]: r["workload_class"]
-                   for r in _records(con.execute(load_sql("recommend_gpu_workload_class"), {"day": day}))}
-        job_groups = [list(r["gpu_uuids"]) for r in _records(con.execute(load_sql("recommend_job_groups"), {"day": day}))]
+    profiles = gpu_day_profiles(con, day, samples_relation)
+    classes, job_groups = gpu_workload_classes(con, day)
     fits = {m: load_fit(con, m, day) for m in {p["gpu_model"] for p in profiles}}
     earlier = ({m: w for m, w in con.execute(load_sql("recommend_earlier_defaults"), {"day": day}).fetchall()}
                if relation_exists(con, "fct_recommendation") else {})
@@ -333,9 +352,7 @@ def recommend_day(con: duckdb.DuckDBPyConnection, day: dt.date, settings: Recomm
 
     rows = []
     for p in profiles:
-        workload_class = classes.get(p["gpu_uuid"]) or ("throughput" if (p["busy_ratio"] or 0) >= 0.5 else "background")
-        if workload_class not in CLASSES:
-            raise ValueError(f"GPU {p['gpu_uuid']}: workload_class {workload_class!r} is not one of {CLASSES}")
+        workload_class = workload_class_of(p, classes)
         price, intensity, gpu_pue, basis = priced(p["gpu_uuid"])
         prices = {"price_usd_per_kwh": price, "grid_gco2e_per_kwh": intensity, "pue": gpu_pue,
                   "carbon_price_usd_per_tco2e": carbon_price_usd_per_tco2e, "energy_price_basis": basis}

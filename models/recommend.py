@@ -28,7 +28,10 @@ higher limits. Without a value of time or a demand charge the cost is energy tim
 price, so neither the price nor the carbon price moves the choice (the least energy is the
 cheapest and the cleanest setting at once). The demand charge bills peak kW, not kWh: with it, a
 dearer kWh (price or carbon) pulls the choice toward the least energy, a dearer kW toward lower
-peaks, where the two part (memory-bound work, the server's overhead over a longer run).
+peaks, where the two part (memory-bound work, the server's overhead over a longer run). The
+heaviest tenth's power is what a GPU adds to the site's peak if its heavy phases meet the site's
+peak hour: an upper bound on the saving (the accounts bill the coincident peak), so the rate is
+passed only where the site pays one (recommend_day's demand_charge_usd_per_kw_month, default 0).
 
 A cap bites only in a GPU's heavy phases, so each setting is scored on the day's mix of activity
 (the mean activity of each tenth of the busy samples, from a histogram: within 0.002 of sorting

@@ -4,8 +4,14 @@ A Zeus sweep gives, per limit, the time and average power of the same work. With
 uncapped power P_top (the highest limit's reading), the cap model of models.caps has three shape
 parameters: the share of P_top that does not scale with the SM clock (static + memory), the
 exponent alpha of the dynamic part, and the memory-to-SM activity ratio that sets when a slower
-clock starts to cost time, plus the lowest clock ratio the driver goes to. They are fitted on
-the sweep's time and power readings (log errors, so each limit weighs the same); the energy
+clock starts to cost time, plus the lowest clock ratio the driver goes to. A ratio above 1 is a
+memory-bound job (models.caps's roofline: its time stays flat until the clock falls to 1/ratio);
+the ratio was once held below 1 with the SM activity at 1, where it changes nothing (time = 1/s
+at every limit), so knees such as the A40 ResNet-50's (flat to 175 W, then steep) were fitted
+as a smooth 1/s and the bound cut 50 W too high (issue 21). The fit weighs the sweep's time and
+power readings in log errors (so each limit weighs the same), with times counted from the
+fastest measured setting, the reference models.sweeps.choose_setting counts a slowdown bound
+from (the highest limit is often a few percent slower than the fastest, by noise). The energy
 curve is then predicted, and its argmin compared with the measured energy-optimal limit.
 """
 
@@ -20,6 +26,9 @@ from joulehouse.models.caps import WorkloadProfile, energy_vs_limit
 from joulehouse.models.coefficients import PowerCoefficients
 from joulehouse.models.sweeps import Sweep
 
+# Memory work up to 3x the SM work: the knee (time starts to grow) at a clock of 1/3, near the
+# driver's lowest clocks under a cap (models.caps.MIN_CLOCK_RATIO).
+MAX_MEMORY_RATIO = 3.0
 
 @dataclass(frozen=True)
 class CapShape:
@@ -30,21 +39,27 @@ class CapShape:
     uncapped_power_w: float
 
     def coefficients(self) -> PowerCoefficients:
+        # dyn_w x SM activity is the dynamic power at f_max, whichever resource is the busier.
+        dyn_w = (1 - self.static_share) * self.uncapped_power_w / self.profile().activity_ratio
         return PowerCoefficients(static_w=self.static_share * self.uncapped_power_w, temp_w_per_c=0.0,
-                                 dyn_w=(1 - self.static_share) * self.uncapped_power_w, dyn_freq_exponent=self.alpha,
+                                 dyn_w=dyn_w, dyn_freq_exponent=self.alpha,
                                  mem_w=0.0, pcie_w_per_gbps=0.0, f_max_mhz=None)
 
     def profile(self) -> WorkloadProfile:
-        return WorkloadProfile(activity_ratio=1.0, memory_ratio=self.memory_ratio, temp_c=25.0)
+        """The busier resource at ratio 1 (activities are ratios 0..1), the other at its share of it."""
+        ratio = self.memory_ratio
+        return WorkloadProfile(activity_ratio=min(1.0, 1.0 / ratio) if ratio > 0 else 1.0,
+                               memory_ratio=min(1.0, ratio), temp_c=25.0)
 
 
 def _predict(shape: CapShape, limits_w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(time ratio, power W) per limit: models.caps in closed form (activity 1, no memory term,
-    so power does not depend on the stretch and s = ((L - static)/dyn)^(1/alpha) exactly)."""
-    coef = shape.coefficients()
-    headroom = np.clip((limits_w - coef.static_w) / coef.dyn_w, 1e-9, None)
+    """(time ratio, power W) per limit: models.caps in closed form (no memory term, so power does
+    not depend on the stretch and s = ((L - static)/dyn)^(1/alpha) exactly)."""
+    static_w = shape.static_share * shape.uncapped_power_w
+    dyn_w = (1 - shape.static_share) * shape.uncapped_power_w  # at f_max, times the SM activity
+    headroom = np.clip((limits_w - static_w) / dyn_w, 1e-9, None)
     s = np.clip(headroom ** (1.0 / shape.alpha), shape.min_clock_ratio, 1.0)
-    power = coef.static_w + coef.dyn_w * s**shape.alpha
+    power = static_w + dyn_w * s**shape.alpha
     time_ratio = np.maximum(1.0 / s, shape.memory_ratio) / max(1.0, shape.memory_ratio)
     return time_ratio, power
 
@@ -59,17 +74,19 @@ def fit_cap_shape(sweep: Sweep, mask: np.ndarray | None = None) -> CapShape:
     if sweep.setting != "power_limit_w":
         raise ValueError(f"sweep {sweep.label!r} varies {sweep.setting}, not the power limit")
     mask = np.ones(len(sweep.values), bool) if mask is None else mask
-    top = int(np.argmax(sweep.values))
-    p_top, t_top = float(sweep.average_power_w[top]), float(sweep.time_s[top])
-    limits, t_meas, p_meas = sweep.values[mask], sweep.time_s[mask] / t_top, sweep.average_power_w[mask]
+    top = int(np.argmax(np.where(mask, sweep.values, -np.inf)))
+    p_top, t_fastest = float(sweep.average_power_w[top]), float(sweep.time_s[mask].min())
+    limits, t_meas, p_meas = sweep.values[mask], sweep.time_s[mask] / t_fastest, sweep.average_power_w[mask]
 
     def residuals(x: np.ndarray) -> np.ndarray:
         t_pred, p_pred = _predict(CapShape(*x, p_top), limits)
         return np.concatenate([np.log(t_pred / t_meas), np.log(p_pred / p_meas)])
 
     best = None
-    for start in ([0.3, 2.0, 0.5, 0.4], [0.5, 1.5, 0.2, 0.3], [0.2, 3.0, 0.8, 0.5]):
-        result = least_squares(residuals, start, bounds=([0.02, 1.0, 0.0, 0.1], [0.95, 4.0, 0.99, 0.9]),
+    # Starts on both sides of a memory-bound knee (ratio > 1): the fit has a local optimum on each.
+    for start in ([0.3, 2.0, 0.5, 0.4], [0.5, 1.5, 0.2, 0.3], [0.2, 3.0, 0.8, 0.5], [0.3, 2.5, 1.5, 0.4],
+                  [0.4, 3.0, 2.5, 0.3]):
+        result = least_squares(residuals, start, bounds=([0.02, 1.0, 0.0, 0.1], [0.95, 4.0, MAX_MEMORY_RATIO, 0.9]),
                                diff_step=1e-3)
         if best is None or result.cost < best.cost:
             best = result

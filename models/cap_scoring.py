@@ -57,12 +57,14 @@ def activity_bins(row: dict, profile: WorkloadProfile, f_max_mhz: float | None) 
 @dataclass(frozen=True)
 class MixSetting:
     """One setting scored on the activity mix: mean power W over the stretched run, slowdown %
-    of the whole mix and of its heavier half (the bound applies there), whether a cap binds."""
+    of the whole mix and of its heavier half (the bound applies there), whether a cap binds, and
+    the power of its heaviest bin W (what the GPU adds to the site's peak demand)."""
 
     power_w: float
     slowdown_pct: float
     heavy_slowdown_pct: float
     binds: bool
+    peak_power_w: float = float("nan")
 
 
 def heavier_half(bins: Bins) -> np.ndarray:
@@ -87,8 +89,9 @@ def score_matrix(bins: Bins, power_w: np.ndarray, time_ratio: np.ndarray, binds:
     mean_time = (time_ratio * weights).sum(axis=1) / weights.sum()
     heavy_time = (time_ratio[:, heavy] * weights[heavy]).sum(axis=1) / weights[heavy].sum()
     any_binds = binds.any(axis=1)
+    peak = np.where(weights > 0, power_w, -np.inf).max(axis=1)
     return [MixSetting(power_w=float(e / t), slowdown_pct=float(100 * (t - 1)), heavy_slowdown_pct=float(100 * (h - 1)),
-                       binds=bool(b)) for e, t, h, b in zip(energy, mean_time, heavy_time, any_binds)]
+                       binds=bool(b), peak_power_w=float(p)) for e, t, h, b, p in zip(energy, mean_time, heavy_time, any_binds, peak)]
 
 
 def score(bins: Bins, power_and_time: Callable[[WorkloadProfile], tuple[float, float, bool]]) -> MixSetting:

@@ -15,6 +15,14 @@ with the least energy per work is the best, and the interval is every such limit
 optimum of a steep f^alpha dynamic term sits near the device floor with a slowdown no class
 accepts (issue 21: 110 W on a 400 W A100 at 86%). `interval_on_curve` is that choice on any
 curve, so the same rule is checked on measured sweeps (tests/models/test_power_interval_sweeps.py).
+
+The recommender scores each GPU on its own day's mix of work, all bottlenecks together, so on a
+model whose GPUs mix kinds of work the caps it sets match no single bottleneck's interval (the
+demo's H200s, 52% compute-bound and 40% memory-bound: caps 350 W, the memory-bound interval, next
+to 410-415 W compute-bound). A row per model and class with bottleneck 'mix' gives the interval of
+that class's GPUs together, scored as models.recommend scores a GPU (models.cap_scoring: each
+GPU's tenths of activity, weighted by its busy hours, the bound on the heavier half): the row the
+headline's caps follow. The bottleneck rows say what each kind of work alone would call for.
 """
 
 from __future__ import annotations
@@ -27,9 +35,12 @@ import duckdb
 import numpy as np
 
 from joulehouse.models.activity import create_activity_view
+from joulehouse.models.cap_scoring import activity_bins, score_limits
 from joulehouse.models.caps import PCIE_LINK_GBPS, WorkloadProfile, energy_vs_limit
+from joulehouse.models.coefficients import PowerCoefficients
 from joulehouse.models.power import coefficients_of, load_fit
-from joulehouse.models.recommend import device_limits_w, slowdown_bound_pct
+from joulehouse.models.recommend import (device_limits_w, gpu_day_profiles, gpu_profile, gpu_workload_classes,
+                                         slowdown_bound_pct, workload_class_of)
 from joulehouse.models.settings import RecommendSettings
 from joulehouse.models.sql import load_sql
 from joulehouse.warehouse.sqlio import records, replace_day_rows
@@ -38,6 +49,7 @@ STEP_W = 5.0
 TOLERANCE = 0.01  # limits within 1% of the least energy per work count as optimal
 MIN_SAMPLES = 30  # a bottleneck seen in fewer busy samples gets no curve
 CAPPED_CLASSES = ("throughput", "background")  # latency-sensitive work keeps its clocks
+MIX = "mix"  # the bottleneck of the rows that score a class's GPUs on their whole day, as the recommender does
 log = logging.getLogger(__name__)
 
 
@@ -92,6 +104,8 @@ def power_interval_day(con: duckdb.DuckDBPyConnection, day: dt.date, settings: R
     The bound is each class's from `settings` (defaults: RecommendSettings()); `max_slowdown_pct`
     replaces it for every class (a what-if)."""
     settings = settings or RecommendSettings()
+    gpus = gpu_day_profiles(con, day)  # the recommender's view of each GPU (it makes the activity view too)
+    classes = gpu_workload_classes(con, day)[0]
     create_activity_view(con, day)
     profiles = records(con.execute(load_sql("power_interval_profiles"), {"day": day, "pcie_link_gbps": PCIE_LINK_GBPS}))
     intervals: list[PowerInterval] = []
@@ -117,6 +131,13 @@ def power_interval_day(con: duckdb.DuckDBPyConnection, day: dt.date, settings: R
         if limits[-1] != default_w:
             limits = np.append(limits, default_w)
         floor_w = max(min_w, settings.min_limit_share_of_default * default_w)
+        mine = [g for g in gpus if g["gpu_model"] == model]
+        for workload_class in CAPPED_CLASSES:
+            bound = slowdown_bound_pct(workload_class, settings) if max_slowdown_pct is None else max_slowdown_pct
+            mix = _mix_interval(day, model, coef, fit["feature_set"], [g for g in mine if workload_class_of(g, classes) ==
+                                workload_class], mine, workload_class, bound, limits, floor_w, default_w, tolerance)
+            if mix is not None:
+                intervals.append(mix)
         for p in rows:
             profile = WorkloadProfile(activity_ratio=float(p["activity_ratio"]), memory_ratio=float(p["memory_ratio"]),
                                       pcie_gbps=float(p["pcie_gbps"]), temp_c=float(p["temp_c"] or 60.0))
@@ -154,6 +175,38 @@ def power_interval_day(con: duckdb.DuckDBPyConnection, day: dt.date, settings: R
                                    "energy_kwh": float(o.power_w * t / 1000.0)})
     _store(con, day, intervals, curve_rows)
     return intervals, curve_rows
+
+
+def _mix_interval(day: dt.date, model: str, coef: PowerCoefficients, feature_set: str, gpus: list[dict],
+                  model_gpus: list[dict], workload_class: str, bound: float, limits: np.ndarray, floor_w: float,
+                  default_w: float, tolerance: float) -> PowerInterval | None:
+    """The class's GPUs of one model scored together on their day (models.recommend's bins, each
+    GPU's weighted by its busy hours); None when none was busy."""
+    bins, busy_h = [], 0.0
+    for g in gpus:
+        hours = float(g["busy_hours"] or 0.0)
+        profile = gpu_profile(g, feature_set)
+        if hours <= 0 or profile.activity_ratio <= 0:
+            continue
+        bins += [(b, w * hours) for b, w in activity_bins(g, profile, coef.f_max_mhz)]
+        busy_h += hours
+    if not bins:
+        return None
+    scored = score_limits(coef, [(b, w / busy_h) for b, w in bins], limits)
+    at_default = scored[-1]
+    energy = np.array([m.power_w * (1 + m.slowdown_pct / 100) for m in scored])
+    energy /= energy[-1]
+    times = np.array([1 + m.slowdown_pct / 100 for m in scored]) / (1 + at_default.slowdown_pct / 100)
+    heavy = np.array([1 + m.heavy_slowdown_pct / 100 for m in scored]) / (1 + at_default.heavy_slowdown_pct / 100)
+    choice = interval_on_curve(limits, energy, heavy, max_slowdown_pct=bound, floor_w=floor_w, tolerance=tolerance)
+    model_busy_h = sum(float(g["busy_hours"] or 0.0) for g in model_gpus)
+    return PowerInterval(
+        day=day, gpu_model=model, bottleneck=MIX, workload_class=workload_class, max_slowdown_pct=float(bound),
+        busy_share=busy_h / model_busy_h if model_busy_h > 0 else None,
+        best_limit_w=float(limits[choice.best]), best_limit_w_low=choice.low_w, best_limit_w_high=choice.high_w,
+        default_limit_w=float(default_w), perf_per_watt_gain_pct=float(100.0 * (1.0 / energy[choice.best] - 1.0)),
+        slowdown_at_best_pct=float(100.0 * (times[choice.best] - 1.0)),
+        heavy_slowdown_at_best_pct=float(100.0 * (heavy[choice.best] - 1.0)))
 
 
 INTERVAL_COLUMNS = ("day", "gpu_model", "bottleneck", "workload_class", "max_slowdown_pct", "busy_share", "best_limit_w",

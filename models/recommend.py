@@ -13,6 +13,7 @@ The objective, and why. The class's slowdown bound is the constraint (throughput
 that does the same work for the least money wins. The money is energy-to-solution:
     cost = energy_per_work_kwh x (price x PUE + grid gCO2e/kWh x PUE x carbon price / 1e6)
          + value_of_time x busy_hours x slowdown     (throughput only; background has no deadline)
+         + demand charge / (days per month) x PUE x the power of the heaviest tenth (peak kW)
 with energy per work = P(s) x T(s) over the busy hours, not power: a cap that lengthens a job
 pays only if the watts fall faster than the time grows. Dynamic power goes as f^3 (voltage
 follows frequency), so the energy-per-work optimum of compute-bound work, where
@@ -23,7 +24,14 @@ work barely slows under a cap and saves more. `value_of_time_usd_per_gpu_hour` d
 GPU-hour's rental price (~2 USD) charged on every slowdown would outweigh any energy saving
 (a 700 W GPU's energy costs ~0.09 USD/h), which is only right when a slower job really costs that
 money (a saturated queue, rented GPUs, a deadline): set it then, and throughput GPUs keep
-higher limits.
+higher limits. Without a value of time or a demand charge the cost is energy times one positive
+price, so neither the price nor the carbon price moves the choice (the least energy is the
+cheapest and the cleanest setting at once). The demand charge bills peak kW, not kWh: with it, a
+dearer kWh (price or carbon) pulls the choice toward the least energy, a dearer kW toward lower
+peaks, where the two part (memory-bound work, the server's overhead over a longer run). The
+heaviest tenth's power is what a GPU adds to the site's peak if its heavy phases meet the site's
+peak hour: an upper bound on the saving (the accounts bill the coincident peak), so the rate is
+passed only where the site pays one (recommend_day's demand_charge_usd_per_kw_month, default 0).
 
 A cap bites only in a GPU's heavy phases, so each setting is scored on the day's mix of activity
 (the mean activity of each tenth of the busy samples, from a histogram: within 0.002 of sorting
@@ -62,7 +70,7 @@ from joulehouse.models.activity import create_activity_view
 from joulehouse.models.caps import MIN_CLOCK_RATIO, WorkloadProfile
 from joulehouse.models.power import coefficients_of, load_fit
 from joulehouse.warehouse.sqlio import quoted_relation, relation_exists, replace_day_rows
-from joulehouse.models.cap_scoring import activity_bins, score_clocks, score_limits
+from joulehouse.models.cap_scoring import MixSetting, activity_bins, score_clocks, score_limits
 from joulehouse.models.sql import load_sql
 
 # NVML power limits (default, min, max W) by model, from real `nvidia-smi -q` output.
@@ -86,6 +94,8 @@ CLASSES = ("latency-sensitive", "throughput", "background")
 # deadline, so within its slowdown bound its time is free and the cheapest energy wins.
 VALUE_OF_TIME_WEIGHT = {"latency-sensitive": 1.0, "throughput": 1.0, "background": 0.0}
 JOBS_RELATIONS = ("stg_jobs", "jobs", "raw_jobs")
+# A demand charge is billed per kW of the month's peak: a day's share of it.
+DAYS_PER_MONTH = 365.25 / 12
 # A binding cap wins over a clock lock when it saves at least this share of the lock's saving.
 CAP_PREFERENCE = 0.5
 
@@ -114,7 +124,7 @@ def device_limits_w(gpu_model: str, max_seen_limit_w: float | None) -> tuple[flo
             f"recommendations), min = {UNKNOWN_MIN_RATIO:.0%} of it")
 
 
-def _profile(row: dict, feature_set: str) -> WorkloadProfile:
+def gpu_profile(row: dict, feature_set: str) -> WorkloadProfile:
     if feature_set == "dcgm":
         activity, memory = row["sm_active_ratio"], row["dram_ratio"]
     else:
@@ -126,7 +136,7 @@ def _profile(row: dict, feature_set: str) -> WorkloadProfile:
 def recommend_gpu(row: dict, workload_class: str, fit: dict | None, settings: RecommendSettings, *,
                   price_usd_per_kwh: float, carbon_gco2e_per_kwh: float, carbon_price_usd_per_tco2e: float,
                   pue: float, p95_power_w: Callable[[], float | None] | None = None,
-                  host_overhead_w: float = 0.0) -> dict:
+                  host_overhead_w: float = 0.0, demand_charge_usd_per_kw_month: float = 0.0) -> dict:
     """One GPU's recommendation row (see fct_recommendation.sql for the columns). The GPU's 95th
     percentile of power (W) is row["p95_power_w"], or where the row lacks it `p95_power_w()`,
     called only when a clock lock's reason needs it."""
@@ -155,7 +165,7 @@ def recommend_gpu(row: dict, workload_class: str, fit: dict | None, settings: Re
         return out | {"power_limit_w": default_w, "expected_saving_pct": 0.0, "expected_energy_saving_kwh_per_day": 0.0,
                       "expected_slowdown_pct": 0.0, "reason": "latency-sensitive: keep clocks (default limit)"}
     busy_hours = float(row["busy_hours"] or 0.0)
-    profile = _profile(row, fit["feature_set"])
+    profile = gpu_profile(row, fit["feature_set"])
     if busy_hours <= 0 or profile.activity_ratio <= 0:
         return out | {"power_limit_w": default_w, "expected_saving_pct": 0.0, "expected_energy_saving_kwh_per_day": 0.0,
                       "expected_slowdown_pct": 0.0, "reason": "idle all day: nothing for a cap to save"}
@@ -163,13 +173,16 @@ def recommend_gpu(row: dict, workload_class: str, fit: dict | None, settings: Re
     usd_per_kwh = price_usd_per_kwh * pue + carbon_gco2e_per_kwh * pue * carbon_price_usd_per_tco2e / 1e6
     bins = activity_bins(row, profile, coef.f_max_mhz)
     time_weight = VALUE_OF_TIME_WEIGHT[workload_class]
+    demand_usd_per_kw_day = demand_charge_usd_per_kw_month / DAYS_PER_MONTH
 
-    def cost_usd(power_w: float, slowdown_pct: float) -> float:
+    def cost_usd(m: MixSetting) -> float:
         """The busy hours' work at this setting: energy-to-solution at the site's price (the GPU's
-        power and its share of the server's, for as long as the work now takes), plus time."""
-        energy_kwh = busy_hours * (power_w + host_overhead_w) * (1 + slowdown_pct / 100) / 1000
+        power and its share of the server's, for as long as the work now takes), plus time, plus
+        the day's share of the demand charge on what its heaviest phase adds to the site's peak."""
+        energy_kwh = busy_hours * (m.power_w + host_overhead_w) * (1 + m.slowdown_pct / 100) / 1000
         return (energy_kwh * usd_per_kwh
-                + time_weight * settings.value_of_time_usd_per_gpu_hour * busy_hours * slowdown_pct / 100)
+                + time_weight * settings.value_of_time_usd_per_gpu_hour * busy_hours * m.slowdown_pct / 100
+                + demand_usd_per_kw_day * pue * m.peak_power_w / 1000)
 
     # Every candidate at once (models.cap_scoring: the caps model over settings x bins arrays).
     clock_ratios = np.linspace(1.0, MIN_CLOCK_RATIO, 29)
@@ -179,9 +192,9 @@ def recommend_gpu(row: dict, workload_class: str, fit: dict | None, settings: Re
     candidates = np.arange(min(default_w, max_w), floor_w - 1e-9, -settings.limit_step_w)
     caps = list(zip(map(float, candidates), score_limits(coef, bins, candidates)))
     caps = [c for c in caps if c[1].heavy_slowdown_pct <= bound + 1e-9] or caps[:1]  # the default always qualifies
-    cap_w, best_cap = min(caps, key=lambda c: (cost_usd(c[1].power_w, c[1].slowdown_pct), -c[0]))
+    cap_w, best_cap = min(caps, key=lambda c: (cost_usd(c[1]), -c[0]))
     clocks = [(float(s), c) for s, c in zip(clock_ratios, clocks) if c.heavy_slowdown_pct <= bound + 1e-9]
-    s_best, best_clock = min(clocks, key=lambda c: (cost_usd(c[1].power_w, c[1].slowdown_pct), -c[0]))
+    s_best, best_clock = min(clocks, key=lambda c: (cost_usd(c[1]), -c[0]))
     clock_power_w, clock_slowdown = best_clock.power_w, best_clock.slowdown_pct
     reason_note = ((f"; the server's {host_overhead_w:.0f} W per GPU counted over the longer run" if host_overhead_w > 0
                     else "") + (f"; {note}" if note else ""))
@@ -192,16 +205,15 @@ def recommend_gpu(row: dict, workload_class: str, fit: dict | None, settings: Re
         return {"expected_slowdown_pct": slowdown_pct, "expected_saving_pct": 100 * ratio,
                 "expected_energy_saving_kwh_per_day": busy_hours * uncapped_w * ratio / 1000}
 
-    cap_cost = cost_usd(best_cap.power_w, best_cap.slowdown_pct)
-    clock_cost = cost_usd(clock_power_w, clock_slowdown)
+    cap_cost, clock_cost, uncapped_cost = cost_usd(best_cap), cost_usd(best_clock), cost_usd(uncapped)
     # A cap follows the load (it only bites when power is high) and is what power management
     # prescribes; a locked clock slows every phase alike. Prefer a binding cap that saves at least
     # CAP_PREFERENCE of what the clock lock saves.
-    gain_cap, gain_clock = cost_usd(uncapped_w, 0.0) - cap_cost, cost_usd(uncapped_w, 0.0) - clock_cost
+    gain_cap, gain_clock = uncapped_cost - cap_cost, uncapped_cost - clock_cost
     if best_cap.binds and gain_cap > 0 and gain_cap >= CAP_PREFERENCE * gain_clock:
         return out | {"power_limit_w": cap_w, **saving(best_cap.power_w, best_cap.slowdown_pct),
                       "reason": f"{head}: cheapest limit within {bound:g}% slowdown{reason_note}"}
-    if s_best < 1.0 and coef.f_max_mhz is not None and clock_cost < cost_usd(uncapped_w, 0.0):
+    if s_best < 1.0 and coef.f_max_mhz is not None and clock_cost < uncapped_cost:
         peak_w = row["p95_power_w"] if "p95_power_w" in row or p95_power_w is None else p95_power_w()
         measured_peak = float(peak_w or uncapped_w)
         if measured_peak <= floor_w + settings.limit_step_w:
@@ -275,9 +287,38 @@ def gpu_energy_prices(con: duckdb.DuckDBPyConnection, day: dt.date) -> dict[str,
     return {r["gpu_uuid"]: r for r in _records(con.execute(load_sql("recommend_gpu_energy_prices"), {"day": day}))}
 
 
+def gpu_day_profiles(con: duckdb.DuckDBPyConnection, day: dt.date,
+                     samples_relation: str = "stg_gpu_samples") -> list[dict]:
+    """What each GPU did on `day` (models/sql/recommend_gpu_profile.sql: busy hours, activity tenths, means)."""
+    activity = create_activity_view(con, day, samples_relation=samples_relation)
+    con.execute(f"CREATE OR REPLACE TEMP VIEW reco_input_samples AS SELECT * FROM {activity}")
+    return _records(con.execute(load_sql("recommend_gpu_profile"), {"day": day}))
+
+
+def gpu_workload_classes(con: duckdb.DuckDBPyConnection, day: dt.date) -> tuple[dict[str, str], list[list[str]]]:
+    """Per GPU, the class of the jobs it ran longest on `day`, and the GPUs of each multi-GPU job;
+    ({}, []) without a jobs relation."""
+    jobs = next((name for name in JOBS_RELATIONS if relation_exists(con, name)), None)
+    if jobs is None:
+        return {}, []
+    con.execute(f"CREATE OR REPLACE TEMP VIEW reco_input_jobs AS SELECT * FROM {quoted_relation(jobs)}")
+    classes = {r["gpu_uuid"]: r["workload_class"]
+               for r in _records(con.execute(load_sql("recommend_gpu_workload_class"), {"day": day}))}
+    return classes, [list(r["gpu_uuids"]) for r in _records(con.execute(load_sql("recommend_job_groups"), {"day": day}))]
+
+
+def workload_class_of(profile: dict, classes: dict[str, str]) -> str:
+    """The GPU's class from its jobs, or without jobs from how busy it was (module docstring)."""
+    workload_class = classes.get(profile["gpu_uuid"]) or ("throughput" if (profile["busy_ratio"] or 0) >= 0.5 else "background")
+    if workload_class not in CLASSES:
+        raise ValueError(f"GPU {profile['gpu_uuid']}: workload_class {workload_class!r} is not one of {CLASSES}")
+    return workload_class
+
+
 def recommend_day(con: duckdb.DuckDBPyConnection, day: dt.date, settings: RecommendSettings, *,
                   price_usd_per_kwh: float | None = None, carbon_gco2e_per_kwh: float | None = None,
                   carbon_price_usd_per_tco2e: float = 0.0, pue: float | None = None,
+                  demand_charge_usd_per_kw_month: float = 0.0,
                   fallback_price_usd_per_kwh: float = DEFAULT_PRICE_USD_PER_KWH,
                   fallback_carbon_gco2e_per_kwh: float = DEFAULT_CARBON_GCO2E_PER_KWH, fallback_pue: float = 1.3,
                   samples_relation: str = "stg_gpu_samples") -> int:
@@ -285,7 +326,8 @@ def recommend_day(con: duckdb.DuckDBPyConnection, day: dt.date, settings: Recomm
 
     Each GPU's energy is priced at the hours it drew it: the price, grid intensity and PUE of
     rpt_context_hourly (what the cost and carbon accounts charged), weighted by its energy per hour,
-    and carbon at `carbon_price_usd_per_tco2e` ([carbon] settings). A value passed here
+    and carbon at `carbon_price_usd_per_tco2e` ([carbon] settings); the site's demand charge
+    (`demand_charge_usd_per_kw_month`, [tco]) prices what each GPU's heaviest phase adds to the peak. A value passed here
     (price_usd_per_kwh, carbon_gco2e_per_kwh, pue) replaces the hourly one for every GPU (a what-if);
     a GPU without hourly context gets the fallback_* values (the settings' flat price, default grid
     intensity and default PUE, as the accounts use them). The row records what it was priced at."""
@@ -302,17 +344,8 @@ def recommend_day(con: duckdb.DuckDBPyConnection, day: dt.date, settings: Recomm
                  "hourly context, defaults where it had none" if h else "defaults (no hourly context)")
         return (*(float(v if v is not None else fallback) for v, fallback in values), basis)
 
-    activity = create_activity_view(con, day, samples_relation=samples_relation)
-    con.execute(f"CREATE OR REPLACE TEMP VIEW reco_input_samples AS SELECT * FROM {activity}")
-    profiles = _records(con.execute(load_sql("recommend_gpu_profile"), {"day": day}))
-    classes: dict[str, str] = {}
-    job_groups: list[list[str]] = []
-    jobs = next((name for name in JOBS_RELATIONS if relation_exists(con, name)), None)
-    if jobs is not None:
-        con.execute(f"CREATE OR REPLACE TEMP VIEW reco_input_jobs AS SELECT * FROM {quoted_relation(jobs)}")
-        classes = {r["gpu_uuid"]: r["workload_class"]
-                   for r in _records(con.execute(load_sql("recommend_gpu_workload_class"), {"day": day}))}
-        job_groups = [list(r["gpu_uuids"]) for r in _records(con.execute(load_sql("recommend_job_groups"), {"day": day}))]
+    profiles = gpu_day_profiles(con, day, samples_relation)
+    classes, job_groups = gpu_workload_classes(con, day)
     fits = {m: load_fit(con, m, day) for m in {p["gpu_model"] for p in profiles}}
     earlier = ({m: w for m, w in con.execute(load_sql("recommend_earlier_defaults"), {"day": day}).fetchall()}
                if relation_exists(con, "fct_recommendation") else {})
@@ -333,21 +366,22 @@ def recommend_day(con: duckdb.DuckDBPyConnection, day: dt.date, settings: Recomm
 
     rows = []
     for p in profiles:
-        workload_class = classes.get(p["gpu_uuid"]) or ("throughput" if (p["busy_ratio"] or 0) >= 0.5 else "background")
-        if workload_class not in CLASSES:
-            raise ValueError(f"GPU {p['gpu_uuid']}: workload_class {workload_class!r} is not one of {CLASSES}")
+        workload_class = workload_class_of(p, classes)
         price, intensity, gpu_pue, basis = priced(p["gpu_uuid"])
         prices = {"price_usd_per_kwh": price, "grid_gco2e_per_kwh": intensity, "pue": gpu_pue,
-                  "carbon_price_usd_per_tco2e": carbon_price_usd_per_tco2e, "energy_price_basis": basis}
+                  "carbon_price_usd_per_tco2e": carbon_price_usd_per_tco2e, "energy_price_basis": basis,
+                  "demand_charge_usd_per_kw_month": demand_charge_usd_per_kw_month}
         rows.append({"day": day} | prices | recommend_gpu(p, workload_class, fits[p["gpu_model"]], settings,
                                                  price_usd_per_kwh=price, carbon_gco2e_per_kwh=intensity,
                                                  carbon_price_usd_per_tco2e=carbon_price_usd_per_tco2e, pue=gpu_pue,
                                                  p95_power_w=lambda p=p: p95_power_w(p["host"], p["gpu_uuid"]),
-                                                 host_overhead_w=overhead.get(p["host"], settings.host_overhead_w_per_gpu)))
+                                                 host_overhead_w=overhead.get(p["host"], settings.host_overhead_w_per_gpu),
+                                                 demand_charge_usd_per_kw_month=demand_charge_usd_per_kw_month))
     rows = hold_out_controls(rows, settings.holdout_share, job_groups)
     con.execute(load_sql("fct_recommendation"))
     for column, kind in (("price_usd_per_kwh", "DOUBLE"), ("grid_gco2e_per_kwh", "DOUBLE"), ("pue", "DOUBLE"),
-                         ("carbon_price_usd_per_tco2e", "DOUBLE"), ("energy_price_basis", "VARCHAR")):
+                         ("carbon_price_usd_per_tco2e", "DOUBLE"), ("energy_price_basis", "VARCHAR"),
+                         ("demand_charge_usd_per_kw_month", "DOUBLE")):
         con.execute(f"ALTER TABLE fct_recommendation ADD COLUMN IF NOT EXISTS {column} {kind}")  # tables from before
     # One INSERT of all rows (an Arrow table, columns by name): one statement per row cost ~1 ms each.
     names = list(dict.fromkeys(k for r in rows for k in r))

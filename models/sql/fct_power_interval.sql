@@ -1,15 +1,18 @@
 -- fct_power_interval: the energy-optimal power limits within each workload class's slowdown bound,
--- per GPU model and workload bottleneck, one day (models.recommend's rule for a cap).
+-- per GPU model and workload bottleneck, one day (models.recommend's rule for a cap); bottleneck
+-- 'mix' is a class's GPUs of the model on their whole day together, scored as the recommender
+-- scores each GPU (the row its caps follow where the GPUs mix kinds of work).
 -- kind: day
 -- grain: one row per (day, gpu_model, bottleneck, workload_class)
 -- Written by models.power_interval.power_interval_day (delete-then-insert for the day).
 -- columns:
 --   day [DATE] UTC day
 --   gpu_model [text] NVML name
---   bottleneck [text] 'compute-bound' | 'memory-bound' | 'communication-bound'
+--   bottleneck [text] 'compute-bound' | 'memory-bound' | 'communication-bound' | 'mix'
 --   workload_class [text] 'throughput' | 'background' (the classes given caps)
 --   max_slowdown_pct [%] the class's slowdown bound the interval keeps within ([recommend])
---   busy_share [0..1] share of the model's busy samples with this bottleneck
+--   busy_share [0..1] share of the model's busy samples with this bottleneck (mix: share of the
+--     model's busy hours on GPUs of this class)
 --   best_limit_w [W] power limit with the least energy per unit of work within the bound and
 --     at or above the lowest limit recommended (min_limit_share_of_default of the default)
 --   best_limit_w_low [W] lowest limit whose energy per work is within $tolerance of the best

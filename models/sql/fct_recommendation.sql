@@ -23,6 +23,7 @@
 --   carbon_price_usd_per_tco2e [USD/tCO2e] the carbon price it was chosen at ([carbon] settings)
 --   energy_price_basis [text] 'hourly context' | 'hourly context, defaults where it had none' |
 --     'defaults (no hourly context)' | 'given'
+--   demand_charge_usd_per_kw_month [USD/kW-month] the demand charge it was chosen at ([tco]; 0: none)
 CREATE TABLE IF NOT EXISTS fct_recommendation (
     day DATE NOT NULL,
     host VARCHAR NOT NULL,
@@ -41,5 +42,6 @@ CREATE TABLE IF NOT EXISTS fct_recommendation (
     grid_gco2e_per_kwh DOUBLE,
     pue DOUBLE,
     carbon_price_usd_per_tco2e DOUBLE,
-    energy_price_basis VARCHAR
+    energy_price_basis VARCHAR,
+    demand_charge_usd_per_kw_month DOUBLE
 )

@@ -120,6 +120,39 @@ def _sensitivities(data: ReportData, figs: FigureWriter, s: Section) -> None:
                   "intervals, observations and method", fold))
 
 
+def _watts(low: float, high: float) -> str:
+    return f"{fmt_number(low, 0)} W" if low == high else f"{fmt_number(low, 0)}-{fmt_number(high, 0)} W"
+
+
+def interval_vs_caps(data: ReportData) -> list[str]:
+    """Per GPU model and class given caps today: the caps, the class's 'mix' interval and each
+    bottleneck's, so that caps matching no single bottleneck (GPUs that mix kinds of work) read
+    as what they are, not as a contradiction of the table."""
+    recs, rows = data.to_apply, data.interval
+    needed = ("gpu_model", "workload_class", "power_limit_w", "default_limit_w")
+    if not (has(recs, *needed) and has(rows, "workload_class", "bottleneck", "busy_share", "best_limit_w_low", "best_limit_w_high")):
+        return []
+    capped = recs.filter(pl.col("power_limit_w") < pl.col("default_limit_w"))
+    if "locked_sm_clock_max_mhz" in capped.columns:
+        capped = capped.filter(pl.col("locked_sm_clock_max_mhz").is_null())
+    out = []
+    for g in (capped.group_by("gpu_model", "workload_class")
+              .agg(pl.len().alias("n"), pl.col("power_limit_w").min().alias("low"), pl.col("power_limit_w").max().alias("high"))
+              .sort("gpu_model", "workload_class").iter_rows(named=True)):
+        mine = rows.filter((pl.col("gpu_model") == g["gpu_model"]) & (pl.col("workload_class") == g["workload_class"]))
+        mix = mine.filter(pl.col("bottleneck") == "mix")
+        alone = [f"{r['bottleneck']} work ({fmt_number(100 * r['busy_share'], 0)}% of the model's busy time) "
+                 f"{_watts(r['best_limit_w_low'], r['best_limit_w_high'])}"
+                 for r in mine.filter(pl.col("bottleneck") != "mix").sort("busy_share", descending=True, nulls_last=True)
+                 .iter_rows(named=True) if (r.get("busy_share") or 0) >= 0.05]
+        together = (f"; its {g['workload_class']} GPUs together: {_watts(mix['best_limit_w_low'][0], mix['best_limit_w_high'][0])}"
+                    if mix.height else "")
+        out.append(f"{g['gpu_model']}, {g['workload_class']}: caps {_watts(g['low'], g['high'])} on {g['n']} GPU"
+                   f"{'' if g['n'] == 1 else 's'}, each chosen on its own day's mix of work{together}"
+                   + (f"; alone, {', '.join(alone)}." if alone else "."))
+    return out
+
+
 def _power_interval(data: ReportData, s: Section) -> None:
     s.heading("Best power interval per GPU model and bottleneck")
     if not has(data.interval, "gpu_model", "best_limit_w"):
@@ -130,7 +163,10 @@ def _power_interval(data: ReportData, s: Section) -> None:
                         "default_limit_w", "perf_per_watt_gain_pct", "slowdown_at_best_pct") if c in rows.columns]
     s.note("The least energy per unit of work within each workload class's slowdown bound, among the limits the "
            "recommender may set, from the fitted power and cap models: the rule the recommendations follow. "
+           "Rows with bottleneck 'mix' score the class's GPUs of the model on their whole day together, as the recommender "
+           "scores each GPU (caps follow those rows); the other rows say what each kind of work alone would call for. "
            "A bottleneck whose interval spans up to the default never reaches the cap: a clock range is what saves there.")
+    s.bullets(interval_vs_caps(data))
     s.add(table(rows.select(cols).sort([c for c in ("gpu_model", "bottleneck", "workload_class") if c in cols]),
                 digits={"busy_share_pct": 1, "perf_per_watt_gain_pct": 1, "slowdown_at_best_pct": 1, "best_limit_w": 0,
                         "best_limit_w_low": 0, "best_limit_w_high": 0, "default_limit_w": 0}, source="fct_power_interval"))

@@ -64,7 +64,7 @@ def test_model_energy_optimum_within_one_step_of_measured_on_zeus_profiles(share
 @pytest.mark.slow
 @pytest.mark.parametrize("gpu,bound", [("a40", 0.70), ("v100", 0.70)])
 def test_model_energy_optimum_on_nsdi23_workloads(shared_data, gpu, bound):
-    """Across the NSDI'23 workloads (leave-the-optimum-out): measured 75% (A40) and 79% (V100) within 25 W."""
+    """Across the NSDI'23 workloads (leave-the-optimum-out): measured 75% (A40) and 81% (V100) within 25 W."""
     sweeps = load_sweeps(shared_data / f"sweeps/zeus_nsdi23_summary_power_{gpu}.csv")
     hits = []
     for sweep in sweeps.values():

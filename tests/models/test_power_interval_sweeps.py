@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from joulehouse.models.cap_calibration import fit_cap_shape, predicted_curve
+from joulehouse.models.cap_calibration import CapShape, fit_cap_shape, predicted_curve
 from joulehouse.models.power_interval import interval_on_curve
 from joulehouse.models.settings import RecommendSettings
 from joulehouse.models.sweeps import Sweep, choose_setting, load_sweep, load_sweeps
@@ -21,8 +21,8 @@ BOUNDS = {"throughput": RecommendSettings().max_slowdown_throughput_pct,
           "background": RecommendSettings().max_slowdown_background_pct}
 
 
-def _model_interval(sweep: Sweep, bound_pct: float):
-    shape = fit_cap_shape(sweep)
+def _model_interval(sweep: Sweep, bound_pct: float, shape: CapShape | None = None):
+    shape = shape or fit_cap_shape(sweep)
     curve = predicted_curve(shape, sweep.values)
     top = int(np.argmax(sweep.values))
     energy = np.array([o.energy_ratio for o in curve]) / curve[top].energy_ratio
@@ -57,21 +57,48 @@ def test_on_each_zeus_profile_the_best_limit_is_within_one_step_of_the_measured_
     assert choice.low_w - STEP_W <= measured_w <= choice.high_w + STEP_W
 
 
+# The one workload whose measured optimum no monotone curve reaches: on the RTX 6000, BERT batch 8
+# reads 1.248, 1.043, 1.170, 1.191, 1.034, 1.019, 1.045, 1.000 x the fastest time at 100..260 W.
+# The 10% optimum (125 W) rests on one reading that is 12-14% faster than those at 150 and 175 W;
+# a tighter cap cannot make the same work faster, and the seven other readings are monotone
+# within 3% without it. The model (time non-increasing in the limit, as every cap model is)
+# follows the seven and puts the bounded optimum at 175 W.
+NON_MONOTONE = {("rtx6000", 10.0, "sentiment140/bert_base_uncased/8/adamw")}
+
+
+def _faster_than_two_higher_limits_pct(sweep: Sweep, limit_w: float) -> float:
+    """How much faster (%) the reading at `limit_w` is than the two slowest readings at higher limits
+    (the lesser of the two margins)."""
+    at = sweep.time_s[sweep.values == limit_w][0]
+    higher = np.sort(sweep.time_s[sweep.values > limit_w])
+    return 100.0 * (higher[-2] / at - 1.0) if len(higher) > 1 else 0.0
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("gpu", ["a40", "v100", "p100", "rtx6000"])
 def test_on_the_nsdi23_sweeps_the_interval_holds_the_measured_optimum(gpu):
-    """Every NSDI'23 workload of the file, under the throughput (10%) and background (25%) bounds.
-    Measured: the interval within one step of the measured optimum for 94.3% (A40), 100% (P100),
-    94.2% (RTX 6000), 100% (V100) of workloads at 10% (98.1-100% at 25%); its best limit alone within
-    one step for 58.5%, 51.1%, 63.5%, 72.1% (62.3-72.1% at 25%). The P100's intervals are wide
-    (125 W: its energy curves are flat within 1%), so its 100% says less than the others'."""
+    """Every NSDI'23 workload of the file, under the throughput (10%) and background (25%) bounds:
+    the interval within one step of the measured optimum for all workloads at both bounds on the
+    A40, V100 and P100, and for all but the one in NON_MONOTONE on the RTX 6000 (98.1% at 10%,
+    100% at 25%). Before the cap shape could be memory-bound and before times were counted from
+    the fastest reading: 94.3%/98.1% (A40), 100/100 (P100), 94.2/100 (RTX 6000), 100/100 (V100).
+    The best limit alone within one step: 62.3/64.2% (A40), 72.1/72.1 (V100), 48.9/51.1 (P100),
+    67.3/69.2 (RTX 6000). The P100's intervals are wide (125 W: its energy curves are flat within
+    1%), so its 100% says less than the others'."""
     sweeps = load_sweeps(SWEEPS / f"zeus_nsdi23_summary_power_{gpu}.csv")
+    shapes = {label: fit_cap_shape(sweep) for label, sweep in sweeps.items()}
     for bound in BOUNDS.values():
-        in_interval, at_best = [], []
-        for sweep in sweeps.values():
-            best_w, choice = _model_interval(sweep, bound)
+        misses, at_best = [], []
+        for label, sweep in sweeps.items():
+            best_w, choice = _model_interval(sweep, bound, shapes[label])
             measured_w = _measured_optimum_w(sweep, bound)
-            in_interval.append(choice.low_w - STEP_W <= measured_w <= choice.high_w + STEP_W)
+            if not choice.low_w - STEP_W <= measured_w <= choice.high_w + STEP_W:
+                misses.append((label, measured_w, choice.low_w, choice.high_w))
             at_best.append(abs(best_w - measured_w) <= STEP_W)
-        assert np.mean(in_interval) >= 0.9, (gpu, bound)
+        expected = sorted(label for g, b, label in NON_MONOTONE if (g, b) == (gpu, bound))
+        assert sorted(m[0] for m in misses) == expected, (gpu, bound, misses)
+        for label, measured_w, _, _ in misses:
+            # The exception holds only while its reason does: the measured optimum's reading beats
+            # two readings at higher limits by more than the bound.
+            assert _faster_than_two_higher_limits_pct(sweeps[label], measured_w) > bound
         assert np.mean(at_best) >= 0.45, (gpu, bound)

@@ -316,3 +316,37 @@ def test_dearer_energy_or_carbon_moves_the_caps_down(change):
     _hourly_context(con, price_usd_per_mwh=40.0, intensity_gco2e_per_kwh=500.0)
     recommend_day(con, DAY, settings, carbon_price_usd_per_tco2e=0.0)
     assert _caps(con) == cheap
+
+
+def _one_gpu(workload_class: str, *, price: float, demand: float, carbon_price: float = 0.0, overhead_w: float = 300.0):
+    """One compute-bound A100 busy 20 h, scored by hand-made coefficients; the server's overhead
+    (W per GPU, over the longer run) puts its least energy above the background bound's edge."""
+    from joulehouse.models.coefficients import PowerCoefficients
+    from joulehouse.models.recommend import recommend_gpu
+
+    coef = PowerCoefficients(static_w=60, temp_w_per_c=0.0, dyn_w=300, dyn_freq_exponent=3.0, mem_w=40,
+                             pcie_w_per_gbps=0.0, f_max_mhz=1410)
+    row = {"host": "n1", "gpu_uuid": "GPU-1", "gpu_model": A100, "max_power_limit_w": 400.0, "busy_hours": 20.0,
+           "sm_active_ratio": 0.95, "dram_ratio": 0.3, "pcie_gbps": 0.0, "temp_c": 60.0, "activity_deciles": None,
+           "p95_power_w": 380.0}
+    fit = coef.as_row() | {"passed_gate": True, "feature_set": "dcgm", "gate_reason": None}
+    return recommend_gpu(row, workload_class, fit, RecommendSettings(holdout_share=0.0), price_usd_per_kwh=price,
+                         carbon_gco2e_per_kwh=400.0, carbon_price_usd_per_tco2e=carbon_price, pue=1.3,
+                         host_overhead_w=overhead_w, demand_charge_usd_per_kw_month=demand)
+
+
+def test_without_time_or_demand_priced_the_price_cannot_move_the_choice_and_with_a_demand_charge_it_does():
+    """Time free and no demand charge: cost is energy x one positive price, so every price and
+    carbon price gives the same setting (the least energy is the cheapest and the cleanest). With
+    the site's demand charge (peak kW, [tco] 15 USD/kW-month): where the least energy (250 W, the
+    server's overhead counted) sits above the bound's edge (225 W), cheap kWh let the demand charge
+    pull the cap to the lower peak, dear kWh (price or carbon) pull it back to the least energy,
+    and a dearer kW pulls it down again."""
+    no_demand = {(p, c): _one_gpu("background", price=p, demand=0.0, carbon_price=c)["power_limit_w"]
+                 for p in (0.01, 0.10, 1.0) for c in (0.0, 2000.0)}
+    assert set(no_demand.values()) == {250.0}
+    cheap = _one_gpu("background", price=0.01, demand=15.0)
+    dear = _one_gpu("background", price=1.0, demand=15.0)
+    carbon = _one_gpu("background", price=0.01, demand=15.0, carbon_price=2000.0)  # +1.04 USD/kWh at 400 g
+    assert cheap["power_limit_w"] == 225.0 and dear["power_limit_w"] == 250.0 == carbon["power_limit_w"]
+    assert _one_gpu("background", price=1.0, demand=100.0)["power_limit_w"] == 225.0  # dear kW: lower peak

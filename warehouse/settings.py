@@ -33,10 +33,13 @@ class WarehouseSettings:
     max_meter_gap_s: Seconds = Field(
         120.0, description="BMC (IPMI) and facility meters are read every 5 s to 1 min: gaps up to this are bridged, s.")
     threads: Count = Field(2, description="DuckDB threads.")
-    memory_limit: Text = Field("4GB", description="DuckDB memory limit (DuckDB's notation: 4GB, 512MB).")
+    memory_limit: Text = Field(
+        "1GB", description="DuckDB memory limit (DuckDB's notation: 4GB, 512MB). With build_hosts_per_batch = 4 a 256-GPU\n"
+                           "fleet-day at 1 Hz peaks at 1.3 GB in all (4.2 GB at 4GB with 8 hosts) in about the same time:\n"
+                           "a larger limit lets DuckDB hold more, not go faster (warehouse/SCALING.md).")
     build_hosts_per_batch: Count = Field(
-        8, description="The build checks and pairs the readings of this many hosts at a time (8 hosts x 8 GPUs at\n"
-                       "1 Hz: 5.5 M readings a day), so the rows one sort holds stay within memory_limit.")
+        4, description="The build checks and pairs the readings of this many hosts at a time (4 hosts x 8 GPUs at\n"
+                       "1 Hz: 2.8 M readings a day), so the rows one sort holds stay within memory_limit.")
     compact_lake: bool = Field(
         True, description="Before the build, rewrite each host's day in the (local, central) lake as one file per\n"
                           "dataset: the collector's 300 s files take 44-52% more bytes and build 18% slower\n"

@@ -230,6 +230,7 @@ def recommend_power_limits(day: str, config: str | None) -> dict:
         # the settings' flat price, default intensity and PUE stand in where an hour has none.
         n = recommend_day(con, the_day, settings.recommend,
                           carbon_price_usd_per_tco2e=settings.carbon.carbon_price_usd_per_tco2e,
+                          demand_charge_usd_per_kw_month=settings.tco.demand_charge_usd_per_kw_month,
                           fallback_price_usd_per_kwh=settings.tco.flat_price_usd_per_mwh / 1000.0,
                           fallback_carbon_gco2e_per_kwh=settings.carbon.default_grid_gco2e_per_kwh,
                           fallback_pue=settings.carbon.default_pue)

@@ -63,13 +63,21 @@ RUN_STAMPS = {"build_id", "built_at", "reference_at", "samples_build_id", "gener
               "computed_at", "created_at", "run_at", "validated_at", "exported_at", "rendered_at"}
 
 
+# The list of the readings' files: their names carry the build's token; what they hold is compared
+# through the view stg_gpu_samples.
+RUN_NAMED = {"stg_gpu_samples_files"}
+
+
 def _every_day_table(db: Path, day: dt.date = DAY) -> dict:
-    """Every warehouse table with a `day` column: the day's rows, all columns but run stamps."""
+    """Every warehouse table or view with a `day` column (stg_gpu_samples is a view over the
+    readings' files): the day's rows, all columns but run stamps."""
     con = duckdb.connect(str(db), read_only=True)
     try:
         tables = [t for (t,) in con.execute(
             "SELECT table_name FROM duckdb_columns() WHERE column_name = 'day' AND NOT internal "
-            "AND schema_name = 'main' AND table_name IN (SELECT table_name FROM duckdb_tables()) ORDER BY 1").fetchall()]
+            "AND schema_name = 'main' AND table_name IN (SELECT table_name FROM duckdb_tables() "
+            "UNION ALL SELECT view_name FROM duckdb_views() WHERE NOT internal) ORDER BY 1").fetchall()
+            if t not in RUN_NAMED]
         out = {}
         for table in tables:
             columns = [c for (c,) in con.execute("SELECT column_name FROM duckdb_columns() WHERE table_name = ? "
@@ -112,6 +120,16 @@ def test_two_days_through_airflow_and_a_rerun_of_the_first_is_identical(site):
     assert len(first["energy"]) == 16 * 24
     assert sum(r[2] for r in first["energy"]) > 0
     assert {m[0] for m in first["models"]} >= {"NVIDIA A100-SXM4-80GB", "NVIDIA H100 80GB HBM3"}
+    from joulehouse.settings import load_settings
+
+    con = duckdb.connect(str(db), read_only=True)
+    try:
+        rates = con.execute("SELECT DISTINCT demand_charge_usd_per_kw_month FROM fct_recommendation WHERE day = ?",
+                            [DAY]).fetchall()
+    finally:
+        con.close()
+    site_rate = load_settings(site / "joulehouse.toml").tco.demand_charge_usd_per_kw_month
+    assert site_rate > 0 and rates == [(site_rate,)], "the recommender prices the site's own demand charge"
 
     report = site / "reports" / f"{DAY}.html"
     assert report.exists() and report.stat().st_size > 100_000  # plotly.js is embedded

@@ -1,9 +1,10 @@
-"""Run the daily DAG for one day through Airflow itself (`dag.test()`), in a child process.
+"""Run the daily DAG for one day (or several, one after the other) through Airflow itself
+(`dag.test()`), in a child process.
 
 Airflow reads its configuration when it is first imported, so the parent process sets
 AIRFLOW_HOME (a SQLite metadata database under the output folder), the DAG folder and the
 quiet defaults in the child's environment, then the child migrates the metadata database
-(idempotent) and runs one DagRun. Nothing else runs the pipeline.
+(idempotent) and runs one DagRun per day. Nothing else runs the pipeline.
 
 One run at a time per Airflow home: a second `joulehouse run` (the same day, or another) while one
 is going would create the same DagRun in the metadata database (a SQLAlchemy IntegrityError) and a
@@ -21,7 +22,7 @@ import sqlite3
 import subprocess
 import sys
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -40,8 +41,10 @@ RUN_LOCK_NAME = "joulehouse-run.lock"
 
 
 @contextmanager
-def one_run_at_a_time(airflow_home: Path, day: dt.date) -> Iterator[None]:
-    """Hold `airflow_home` for the run of `day`, or raise DayBeingBuilt naming the run holding it."""
+def one_run_at_a_time(airflow_home: Path, day: dt.date | Sequence[dt.date]) -> Iterator[None]:
+    """Hold `airflow_home` for the run of `day` (or of several days, run one after the other), or
+    raise DayBeingBuilt naming the run holding it."""
+    days = [day] if isinstance(day, dt.date) else list(day)
     airflow_home.mkdir(parents=True, exist_ok=True)
     with open(airflow_home / RUN_LOCK_NAME, "a+", encoding="utf-8") as fh:
         try:
@@ -51,12 +54,13 @@ def one_run_at_a_time(airflow_home: Path, day: dt.date) -> Iterator[None]:
             holder = dict(part.split("=", 1) for part in fh.read().split() if "=" in part)
             pid = holder.get("pid", "?")
             # Short: `joulehouse run` prints it through rich, which wraps at the terminal's width.
-            if holder.get("day") == day.isoformat():
-                raise DayBeingBuilt(f"{day} is being built by another joulehouse run (pid {pid})") from None
+            held = holder.get("day", "").split(",")
+            if len(days) == 1 and days[0].isoformat() in held:
+                raise DayBeingBuilt(f"{days[0]} is being built by another joulehouse run (pid {pid})") from None
             raise DayBeingBuilt(f"another joulehouse run (pid {pid}) is building {holder.get('day', 'a day')}") from None
         fh.seek(0)
         fh.truncate()
-        fh.write(f"pid={os.getpid()} day={day.isoformat()}\n")
+        fh.write(f"pid={os.getpid()} day={','.join(d.isoformat() for d in days)}\n")
         fh.flush()
         yield
 
@@ -139,58 +143,103 @@ def run_day(day: dt.date, config: Path, airflow_home: Path, dags_folder: Path | 
     (from the DAG's failure callback), the tasks that did not run because of it, and the log;
     DayBeingBuilt (before starting anything) when another run holds `airflow_home`.
     """
-    with one_run_at_a_time(airflow_home, day):
-        return _run_day_locked(day, config, airflow_home, dags_folder, on_task)
+    return run_days([day], config, airflow_home, dags_folder, on_task)[0]
 
 
-def _run_day_locked(day: dt.date, config: Path, airflow_home: Path, dags_folder: Path | None,
-                    on_task: TaskWatcher | None) -> dict:
+# on_day(day, summary): a day of run_days starts (summary None) or has succeeded (its summary).
+DayWatcher = Callable[[dt.date, "dict | None"], None]
+
+
+def run_days(days: Sequence[dt.date], config: Path, airflow_home: Path, dags_folder: Path | None = None,
+             on_task: TaskWatcher | None = None, on_day: DayWatcher | None = None) -> list[dict]:
+    """Run the DAG for each of `days`, in order, in one child process; return their summaries.
+
+    One child for several days pays Airflow's start (its import, the metadata database's migration,
+    the DAG's parse) and the tasks' imports once instead of once per day; each day is still its own
+    DagRun through dag.test(), as in `run_day`. The first day that fails stops the batch: its
+    DagRunFailed names it as `run_day`'s does, and the later days are not run. The log is
+    logs/joulehouse-run-<day>.log (<first>..<last> for several days).
+    """
+    days = list(days)
+    if not days:
+        return []
+    with one_run_at_a_time(airflow_home, days):
+        return _run_days_locked(days, config, airflow_home, dags_folder, on_task, on_day)
+
+
+def _run_days_locked(days: list[dt.date], config: Path, airflow_home: Path, dags_folder: Path | None,
+                     on_task: TaskWatcher | None, on_day: DayWatcher | None) -> list[dict]:
     dags_folder = dags_folder or default_dags_folder()
     env = airflow_env(airflow_home, dags_folder)
     logs = airflow_home / "logs"
     logs.mkdir(parents=True, exist_ok=True)
-    failures, run_log = logs / f"joulehouse-failures-{day}.jsonl", logs / f"joulehouse-run-{day}.log"
+    name = str(days[0]) if len(days) == 1 else f"{days[0]}..{days[-1]}"
+    failures, run_log = logs / f"joulehouse-failures-{name}.jsonl", logs / f"joulehouse-run-{name}.log"
     failures.unlink(missing_ok=True)
     env["JOULEHOUSE_FAILURE_LOG"] = str(failures)
     # The DAG starts on JOULEHOUSE_START_DATE and Airflow runs no task for a day before its start:
     # a one-off run of an earlier day (a backfill of old logs) moves it back to that day.
+    first = min(days)
     try:
-        start = dt.date.fromisoformat(env["JOULEHOUSE_START_DATE"][:10]) if env.get("JOULEHOUSE_START_DATE") else day
+        start = dt.date.fromisoformat(env["JOULEHOUSE_START_DATE"][:10]) if env.get("JOULEHOUSE_START_DATE") else first
     except ValueError:
         raise DagRunFailed(f"JOULEHOUSE_START_DATE={env['JOULEHOUSE_START_DATE']!r} is not a date (YYYY-MM-DD)") from None
-    env["JOULEHOUSE_START_DATE"] = min(start, day).isoformat()
+    env["JOULEHOUSE_START_DATE"] = min(start, first).isoformat()
     # -P: the child imports this installed joulehouse, never a checkout that happens to be the cwd
-    cmd = [sys.executable, "-P", "-m", "joulehouse.cli.dagrun", day.isoformat(), str(Path(config).resolve())]
+    cmd = [sys.executable, "-P", "-m", "joulehouse.cli.dagrun", str(Path(config).resolve()),
+           *(d.isoformat() for d in days)]
     stop = threading.Event()
     watcher = (threading.Thread(target=watch_tasks, args=(airflow_home / "airflow.db", on_task, stop), daemon=True)
                if on_task else None)
     if watcher:
         watcher.start()
+    output: list[str] = []
+    results: dict[dt.date, dict] = {}
     try:
-        proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
+        # One pipe for both streams, read as it comes: the parent hears each day start and end.
+        with subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) as proc:
+            for line in proc.stdout:
+                output.append(line)
+                if line.startswith(DAY_LINE) and on_day:
+                    on_day(dt.date.fromisoformat(line.split(" ", 1)[1].strip()), None)
+                elif line.startswith(RESULT_LINE):
+                    result = json.loads(line.split(" ", 1)[1])
+                    results[dt.date.fromisoformat(result["day"])] = result
+                    if on_day and result["state"] == "success" and result.get("ran"):
+                        on_day(dt.date.fromisoformat(result["day"]), result)
+            returncode = proc.wait()
     finally:
         stop.set()
         if watcher:
             watcher.join()
-    run_log.write_text(proc.stdout + proc.stderr)
-    result_line = next((ln for ln in reversed(proc.stdout.splitlines()) if ln.startswith("JOULEHOUSE_RESULT ")), None)
-    result = json.loads(result_line.split(" ", 1)[1]) if result_line else None
-    if proc.returncode == 0 and result is not None and result["state"] == "success":
-        if not result.get("ran"):
-            raise DagRunFailed(f"the {DAG_ID} run for {day} ran no task (is {day} before the DAG's start_date, "
-                               f"JOULEHOUSE_START_DATE?)\nfull log: {run_log}")
-        return result
-    reasons = [json.loads(line) for line in failures.read_text().splitlines()] if failures.exists() else []
-    lines = [f"task {r['task']}: {r['error'] or 'failed (no exception; see the log)'}" for r in reasons]
-    if result is not None and result.get("not_run"):
-        lines.append(f"not run because of it: {', '.join(result['not_run'])}")
-    if not reasons:  # the run failed outside any task (import error, metadata database): show the end
-        lines.append("\n".join((proc.stdout + proc.stderr).strip().splitlines()[-20:]))
-    state = result["state"] if result is not None else f"failed (exit {proc.returncode})"
-    raise DagRunFailed(f"the {DAG_ID} run for {day} ended {state}\n" + "\n".join(lines) + f"\nfull log: {run_log}")
+    text = "".join(output)
+    run_log.write_text(text)
+    for day in days:
+        result = results.get(day)
+        if result is not None and result["state"] == "success":
+            if not result.get("ran"):
+                raise DagRunFailed(f"the {DAG_ID} run for {day} ran no task (is {day} before the DAG's start_date, "
+                                   f"JOULEHOUSE_START_DATE?)\nfull log: {run_log}")
+            continue
+        reasons = [json.loads(line) for line in failures.read_text().splitlines()] if failures.exists() else []
+        reasons = [r for r in reasons if r.get("day") in (None, "None", str(day))]
+        lines = [f"task {r['task']}: {r['error'] or 'failed (no exception; see the log)'}" for r in reasons]
+        if result is not None and result.get("not_run"):
+            lines.append(f"not run because of it: {', '.join(result['not_run'])}")
+        if not reasons:  # the run failed outside any task (import error, metadata database): show the end
+            lines.append("\n".join(text.strip().splitlines()[-20:]))
+        state = result["state"] if result is not None else f"failed (exit {returncode})"
+        raise DagRunFailed(f"the {DAG_ID} run for {day} ended {state}\n" + "\n".join(lines) + f"\nfull log: {run_log}")
+    if returncode != 0:
+        raise DagRunFailed(f"the {DAG_ID} runs for {name} ended with exit {returncode}\n"
+                           + "\n".join(text.strip().splitlines()[-20:]) + f"\nfull log: {run_log}")
+    return [results[day] for day in days]
 
 
-def _child(day: str, config: str) -> int:
+DAY_LINE, RESULT_LINE = "JOULEHOUSE_DAY ", "JOULEHOUSE_RESULT "
+
+
+def _child(config: str, days: list[str]) -> int:
     import logging
 
     logging.disable(logging.WARNING)
@@ -205,6 +254,14 @@ def _child(day: str, config: str) -> int:
         print(f"DAG import errors: {bag.import_errors}", file=sys.stderr)
         return 2
     dag = bag.dags[DAG_ID]
+    for day in days:
+        print(DAY_LINE + day, flush=True)
+        if _run_one(dag, day, config)["state"] != "success":
+            break  # a later day may need this one's rows (the models read earlier days)
+    return 0
+
+
+def _run_one(dag, day: str, config: str) -> dict:
     logical = dt.datetime.fromisoformat(day).replace(tzinfo=dt.timezone.utc)
     run = dag.test(logical_date=logical, run_conf={"day": day, "config": config})
     tis = run.get_task_instances() if hasattr(run, "get_task_instances") else []
@@ -215,10 +272,10 @@ def _child(day: str, config: str) -> int:
     not_run = sorted(t for t, s in states.items() if s not in ("failed", "success"))
     state = str(getattr(run.state, "value", run.state))
     ran = sorted(t for t, s in states.items() if s in ("success", "failed"))
-    print("JOULEHOUSE_RESULT " + json.dumps({"state": state, "failed_tasks": failed, "not_run": not_run, "ran": ran,
-                                             "day": day}))
-    return 0
+    result = {"state": state, "failed_tasks": failed, "not_run": not_run, "ran": ran, "day": day}
+    print(RESULT_LINE + json.dumps(result), flush=True)
+    return result
 
 
 if __name__ == "__main__":
-    sys.exit(_child(sys.argv[1], sys.argv[2]))
+    sys.exit(_child(sys.argv[1], sys.argv[2:]))

@@ -107,19 +107,18 @@ def run_demo(*, out: Path, days: int, gpus: int, seed: int, start: dt.date, shar
         generate_keypair(out / "keys")
     # The real traces' own days go through the same DAG, in date order with the simulated ones (a
     # trace that falls on a simulated day is built with it): earlier ones now, later ones last.
-    _run_days(sorted(d for d in trace_days if d < day_list[0]), config, out, console)
-    _run_days(before, config, out, console)
+    # (in one batch with the first simulated days: one Airflow start for all of them)
+    _run_days(sorted(d for d in trace_days if d < day_list[0]) + before, config, out, console)
     if after:
         limits, clocks, applied = _apply_recommendations(settings, before[-1], after, gpus=gpus, seed=seed,
                                                          console=console)
         story.append(applied)
         _simulate(lake, after, gpus=gpus, seed=seed, limits=limits, clocks=clocks, console=console)
-        _run_days(after, config, out, console)
         story.append(f"Simulated {', '.join(str(d) for d in after)} under the limits the agent set; the last day's "
                      "report compares the saving realised with the one predicted.")
     else:
         story.append("With 2 days or fewer the agent applies nothing: run with --days 3 or more to close the loop.")
-    _run_days(sorted(d for d in trace_days if d > day_list[-1]), config, out, console)
+    _run_days(after + sorted(d for d in trace_days if d > day_list[-1]), config, out, console)
     built = sorted({*trace_days, *day_list})
     story.append(f"Ran the daily DAG through Airflow for {plural(len(built), 'day')}: warehouse, data checks, power "
                  "models, carbon and cost, recommendations, a report and a signed export each.")
@@ -162,21 +161,26 @@ def describe_rows(rows: dict[str, int]) -> str:
 
 
 def _run_days(days: list[dt.date], config: Path, out: Path, console: Console) -> None:
-    from joulehouse.cli.dagrun import run_day
+    """The daily DAG for each of `days` in order, all in one Airflow child process (run_days):
+    Airflow's start and the tasks' imports are paid once per call, not once per day."""
+    from joulehouse.cli.dagrun import run_days
 
     if not days:
         return
     with _progress(console) as progress:
         task = progress.add_task("daily DAG through Airflow", total=len(days))
-        for day in days:
-            progress.update(task, description=f"daily DAG {day}: starting")
+        current = [days[0]]
 
-            def on_task(name: str, done: int, total: int, day: dt.date = day) -> None:
-                progress.update(task, description=f"daily DAG {day}: task {min(done + 1, total)}/{total} {name}")
+        def on_day(day: dt.date, result: dict | None) -> None:
+            current[0] = day
+            progress.update(task, description=f"daily DAG {day}: {'done' if result else 'starting'}")
+            if result:
+                progress.advance(task)
 
-            run_day(day, config, out / "airflow", on_task=on_task)
-            progress.update(task, description=f"daily DAG {day}: done")
-            progress.advance(task)
+        def on_task(name: str, done: int, total: int) -> None:
+            progress.update(task, description=f"daily DAG {current[0]}: task {min(done + 1, total)}/{total} {name}")
+
+        run_days(days, config, out / "airflow", on_task=on_task, on_day=on_day)
 
 
 def _apply_recommendations(settings: Settings, day: dt.date, later: list[dt.date], *, gpus: int, seed: int,

@@ -78,7 +78,8 @@ class Estimate:
     n_groups: int
 
 
-def _gpu_hours(con: duckdb.DuckDBPyConnection, day: dt.date) -> list[dict]:
+def read_gpu_hours(con: duckdb.DuckDBPyConnection, day: dt.date) -> list[dict]:
+    """The day's rows of joint_sensitivity_gpu_hours.sql (the inputs of S), as dicts."""
     cursor = con.execute(load_sql("joint_sensitivity_gpu_hours"), {"day": day, "min_coverage_ratio": MIN_COVERAGE_RATIO})
     names = [d[0] for d in cursor.description]
     return [dict(zip(names, r)) for r in cursor.fetchall()]
@@ -287,11 +288,13 @@ def _row(day, quantity, scope, value, se, n_obs, n_groups, method, unit, weights
 
 
 def joint_sensitivities(con: duckdb.DuckDBPyConnection, day: dt.date, weights: Weights, *,
-                        bootstrap_reps: int = BOOTSTRAP_REPS, seed: int = 0) -> list[Sensitivity]:
-    """S, its three parts and the energy elasticity to network bandwidth, per scope ('fleet' and each class)."""
+                        bootstrap_reps: int = BOOTSTRAP_REPS, seed: int = 0,
+                        gpu_hours: list[dict] | None = None) -> list[Sensitivity]:
+    """S, its three parts and the energy elasticity to network bandwidth, per scope ('fleet' and each class).
+    `gpu_hours`: the day's rows of joint_sensitivity_gpu_hours.sql when the caller has read them."""
     if not relation_exists(con, "fct_link_bandwidth_hourly"):
         return []
-    rows = _gpu_hours(con, day)
+    rows = read_gpu_hours(con, day) if gpu_hours is None else gpu_hours
     sites = site_pue_parts(con, day)
     out: list[Sensitivity] = []
     for scope, scope_rows in _scopes(rows).items():
@@ -344,12 +347,14 @@ def _ols_slope(rows: Sequence[dict]) -> tuple[np.ndarray, np.ndarray] | None:
     return semi, np.sqrt(sse / df / sxx)
 
 
-def sliding_window_day(con: duckdb.DuckDBPyConnection, day: dt.date, weights: Weights, window_hours: int) -> list[dict]:
+def sliding_window_day(con: duckdb.DuckDBPyConnection, day: dt.date, weights: Weights, window_hours: int, *,
+                       gpu_hours: list[dict] | None = None) -> list[dict]:
     """fct_sensitivity_hourly rows of `day`: S and its parts over the `window_hours` hours ending at
-    each hour of the day (the day's own hours: the first windows are shorter, and say so)."""
+    each hour of the day (the day's own hours: the first windows are shorter, and say so).
+    `gpu_hours` as in joint_sensitivities."""
     if not relation_exists(con, "fct_link_bandwidth_hourly"):
         return []
-    rows = _gpu_hours(con, day)
+    rows = read_gpu_hours(con, day) if gpu_hours is None else gpu_hours
     hours = sorted({r["hour_at"] for r in rows})
     out: list[dict] = []
     t = stats.t.ppf(0.975, 30)  # the windows are small: a t quantile, not the normal's

@@ -14,10 +14,12 @@ second writer of the warehouse; it is refused in one line naming the run in prog
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import fcntl
 import json
 import os
+import queue
 import sqlite3
 import subprocess
 import sys
@@ -148,95 +150,156 @@ def run_day(day: dt.date, config: Path, airflow_home: Path, dags_folder: Path | 
 
 # on_day(day, summary): a day of run_days starts (summary None) or has succeeded (its summary).
 DayWatcher = Callable[[dt.date, "dict | None"], None]
+DAY_LINE, RESULT_LINE, BATCH_DONE = "JOULEHOUSE_DAY ", "JOULEHOUSE_RESULT ", "JOULEHOUSE_BATCH_DONE"
 
 
 def run_days(days: Sequence[dt.date], config: Path, airflow_home: Path, dags_folder: Path | None = None,
              on_task: TaskWatcher | None = None, on_day: DayWatcher | None = None) -> list[dict]:
     """Run the DAG for each of `days`, in order, in one child process; return their summaries.
-
-    One child for several days pays Airflow's start (its import, the metadata database's migration,
-    the DAG's parse) and the tasks' imports once instead of once per day; each day is still its own
-    DagRun through dag.test(), as in `run_day`. The first day that fails stops the batch: its
-    DagRunFailed names it as `run_day`'s does, and the later days are not run. The log is
-    logs/joulehouse-run-<day>.log (<first>..<last> for several days).
-    """
+    The first day that fails stops them: its DagRunFailed names it as `run_day`'s does."""
     days = list(days)
     if not days:
         return []
-    with one_run_at_a_time(airflow_home, days):
-        return _run_days_locked(days, config, airflow_home, dags_folder, on_task, on_day)
+    with DagSession(days, config, airflow_home, dags_folder) as session:
+        return session.run(days, on_task=on_task, on_day=on_day)
 
 
-def _run_days_locked(days: list[dt.date], config: Path, airflow_home: Path, dags_folder: Path | None,
-                     on_task: TaskWatcher | None, on_day: DayWatcher | None) -> list[dict]:
-    dags_folder = dags_folder or default_dags_folder()
-    env = airflow_env(airflow_home, dags_folder)
-    logs = airflow_home / "logs"
-    logs.mkdir(parents=True, exist_ok=True)
-    name = str(days[0]) if len(days) == 1 else f"{days[0]}..{days[-1]}"
-    failures, run_log = logs / f"joulehouse-failures-{name}.jsonl", logs / f"joulehouse-run-{name}.log"
-    failures.unlink(missing_ok=True)
-    env["JOULEHOUSE_FAILURE_LOG"] = str(failures)
-    # The DAG starts on JOULEHOUSE_START_DATE and Airflow runs no task for a day before its start:
-    # a one-off run of an earlier day (a backfill of old logs) moves it back to that day.
-    first = min(days)
-    try:
-        start = dt.date.fromisoformat(env["JOULEHOUSE_START_DATE"][:10]) if env.get("JOULEHOUSE_START_DATE") else first
-    except ValueError:
-        raise DagRunFailed(f"JOULEHOUSE_START_DATE={env['JOULEHOUSE_START_DATE']!r} is not a date (YYYY-MM-DD)") from None
-    env["JOULEHOUSE_START_DATE"] = min(start, first).isoformat()
-    # -P: the child imports this installed joulehouse, never a checkout that happens to be the cwd
-    cmd = [sys.executable, "-P", "-m", "joulehouse.cli.dagrun", str(Path(config).resolve()),
-           *(d.isoformat() for d in days)]
-    stop = threading.Event()
-    watcher = (threading.Thread(target=watch_tasks, args=(airflow_home / "airflow.db", on_task, stop), daemon=True)
-               if on_task else None)
-    if watcher:
+class DagSession:
+    """One Airflow child that runs the DAG for batches of days, as the caller asks, until closed.
+
+    One child for several days pays Airflow's start (its import, the metadata database's migration,
+    the DAG's parse, the execution API's first request) and the tasks' imports (Great Expectations,
+    scipy, plotly) once instead of once per day: ~8 s a day on 2 cores. Each day is still its own
+    DagRun through dag.test(). `days` are all the days the session may run (the run lock names
+    them, JOULEHOUSE_START_DATE goes back to the first); the log is
+    logs/joulehouse-run-<day>.log (<first>..<last> for several days), written as the child writes.
+    """
+
+    def __init__(self, days: Sequence[dt.date], config: Path, airflow_home: Path, dags_folder: Path | None = None):
+        self.days, self.config, self.home = sorted(days), Path(config), Path(airflow_home)
+        self.dags_folder = dags_folder or default_dags_folder()
+        name = str(self.days[0]) if len(self.days) == 1 else f"{self.days[0]}..{self.days[-1]}"
+        logs = self.home / "logs"
+        self.failures, self.run_log = logs / f"joulehouse-failures-{name}.jsonl", logs / f"joulehouse-run-{name}.log"
+        self._on_task: TaskWatcher | None = None
+        self._output: list[str] = []
+
+    def __enter__(self) -> DagSession:
+        self._stack = contextlib.ExitStack()
+        try:
+            self._stack.enter_context(one_run_at_a_time(self.home, self.days))
+            self._start()
+        except BaseException:
+            self._stack.close()
+            raise
+        return self
+
+    def _start(self) -> None:
+        env = airflow_env(self.home, self.dags_folder)
+        self.run_log.parent.mkdir(parents=True, exist_ok=True)
+        self.failures.unlink(missing_ok=True)
+        env["JOULEHOUSE_FAILURE_LOG"] = str(self.failures)
+        # The DAG starts on JOULEHOUSE_START_DATE and Airflow runs no task for a day before its start:
+        # a one-off run of an earlier day (a backfill of old logs) moves it back to that day.
+        first = self.days[0]
+        try:
+            start = dt.date.fromisoformat(env["JOULEHOUSE_START_DATE"][:10]) if env.get("JOULEHOUSE_START_DATE") else first
+        except ValueError:
+            raise DagRunFailed(f"JOULEHOUSE_START_DATE={env['JOULEHOUSE_START_DATE']!r} is not a date (YYYY-MM-DD)") from None
+        env["JOULEHOUSE_START_DATE"] = min(start, first).isoformat()
+        log = self._stack.enter_context(open(self.run_log, "w", encoding="utf-8"))
+        # -P: the child imports this installed joulehouse, never a checkout that happens to be the cwd.
+        # It reads batches of days from stdin; one pipe for its stdout and stderr, read by a thread
+        # (into the log and a queue) so that the child never blocks on a full pipe between batches.
+        self._proc = subprocess.Popen([sys.executable, "-P", "-m", "joulehouse.cli.dagrun", str(self.config.resolve())],
+                                      env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                      stderr=subprocess.STDOUT, text=True)
+        self._stack.callback(self._stop_child)
+        self._lines: queue.Queue[str | None] = queue.Queue()
+
+        def pump() -> None:
+            for line in self._proc.stdout:
+                log.write(line)
+                log.flush()
+                self._lines.put(line)
+            self._lines.put(None)
+
+        self._pump = threading.Thread(target=pump, daemon=True)
+        self._pump.start()
+        stop = threading.Event()
+        watcher = threading.Thread(target=watch_tasks, args=(self.home / "airflow.db", self._heard_task, stop), daemon=True)
         watcher.start()
-    output: list[str] = []
-    results: dict[dt.date, dict] = {}
-    try:
-        # One pipe for both streams, read as it comes: the parent hears each day start and end.
-        with subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) as proc:
-            for line in proc.stdout:
-                output.append(line)
-                if line.startswith(DAY_LINE) and on_day:
-                    on_day(dt.date.fromisoformat(line.split(" ", 1)[1].strip()), None)
-                elif line.startswith(RESULT_LINE):
-                    result = json.loads(line.split(" ", 1)[1])
-                    results[dt.date.fromisoformat(result["day"])] = result
-                    if on_day and result["state"] == "success" and result.get("ran"):
-                        on_day(dt.date.fromisoformat(result["day"]), result)
-            returncode = proc.wait()
-    finally:
-        stop.set()
-        if watcher:
-            watcher.join()
-    text = "".join(output)
-    run_log.write_text(text)
-    for day in days:
-        result = results.get(day)
+        self._stack.callback(watcher.join)
+        self._stack.callback(stop.set)
+
+    def _heard_task(self, task: str, done: int, total: int) -> None:
+        if self._on_task:
+            self._on_task(task, done, total)
+
+    def _stop_child(self) -> None:
+        if self._proc.stdin and not self._proc.stdin.closed:
+            self._proc.stdin.close()  # end of batches: the child exits
+        try:
+            self._proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            self._proc.kill()
+            self._proc.wait()
+        self._pump.join()
+
+    def __exit__(self, *exc) -> None:
+        self._stack.close()
+
+    def run(self, days: Sequence[dt.date], on_task: TaskWatcher | None = None,
+            on_day: DayWatcher | None = None) -> list[dict]:
+        """Run the DAG for each of `days` in order; return their summaries, or raise DagRunFailed
+        for the first that fails (the later ones are not run)."""
+        days = list(days)
+        if not days:
+            return []
+        self._on_task, results = on_task, {}
+        try:
+            self._proc.stdin.write(",".join(d.isoformat() for d in days) + "\n")
+            self._proc.stdin.flush()
+        except BrokenPipeError:
+            pass  # the child is gone: its output says why, below
+        while (line := self._lines.get()) is not None and not line.startswith(BATCH_DONE):
+            self._output.append(line)
+            if line.startswith(DAY_LINE) and on_day:
+                on_day(dt.date.fromisoformat(line.split(" ", 1)[1].strip()), None)
+            elif line.startswith(RESULT_LINE):
+                result = json.loads(line.split(" ", 1)[1])
+                results[dt.date.fromisoformat(result["day"])] = result
+                if on_day and result["state"] == "success" and result.get("ran"):
+                    on_day(dt.date.fromisoformat(result["day"]), result)
+        self._on_task = None
+        if line is None:
+            self._lines.put(None)  # a later run() hears the end too
+        if any(results.get(day, {}).get("state") != "success" for day in days):
+            # The session ends with a failed day; once the child is gone, every failure callback
+            # has written its line (as when one child ran one day).
+            self._stop_child()
+        for day in days:
+            self._check(day, results.get(day), exited=line is None)
+        return [results[day] for day in days]
+
+    def _check(self, day: dt.date, result: dict | None, exited: bool) -> None:
         if result is not None and result["state"] == "success":
             if not result.get("ran"):
                 raise DagRunFailed(f"the {DAG_ID} run for {day} ran no task (is {day} before the DAG's start_date, "
-                                   f"JOULEHOUSE_START_DATE?)\nfull log: {run_log}")
-            continue
-        reasons = [json.loads(line) for line in failures.read_text().splitlines()] if failures.exists() else []
+                                   f"JOULEHOUSE_START_DATE?)\nfull log: {self.run_log}")
+            return
+        reasons = [json.loads(line) for line in self.failures.read_text().splitlines()] if self.failures.exists() else []
         reasons = [r for r in reasons if r.get("day") in (None, "None", str(day))]
         lines = [f"task {r['task']}: {r['error'] or 'failed (no exception; see the log)'}" for r in reasons]
         if result is not None and result.get("not_run"):
             lines.append(f"not run because of it: {', '.join(result['not_run'])}")
         if not reasons:  # the run failed outside any task (import error, metadata database): show the end
-            lines.append("\n".join(text.strip().splitlines()[-20:]))
-        state = result["state"] if result is not None else f"failed (exit {returncode})"
-        raise DagRunFailed(f"the {DAG_ID} run for {day} ended {state}\n" + "\n".join(lines) + f"\nfull log: {run_log}")
-    if returncode != 0:
-        raise DagRunFailed(f"the {DAG_ID} runs for {name} ended with exit {returncode}\n"
-                           + "\n".join(text.strip().splitlines()[-20:]) + f"\nfull log: {run_log}")
-    return [results[day] for day in days]
-
-
-DAY_LINE, RESULT_LINE = "JOULEHOUSE_DAY ", "JOULEHOUSE_RESULT "
+            lines.append("\n".join("".join(self._output).strip().splitlines()[-20:]))
+        if result is not None:
+            state = result["state"]
+        else:
+            state = f"failed (exit {self._proc.wait()})" if exited else "failed"
+        raise DagRunFailed(f"the {DAG_ID} run for {day} ended {state}\n" + "\n".join(lines) + f"\nfull log: {self.run_log}")
 
 
 def _metadata_commits_without_fsync() -> None:
@@ -255,6 +318,8 @@ def _metadata_commits_without_fsync() -> None:
 
 
 def _child(config: str, days: list[str]) -> int:
+    """Run `days`, or (with none given) each batch of days read from stdin (one line each, days
+    separated by commas; BATCH_DONE after each) until stdin ends."""
     import logging
 
     logging.disable(logging.WARNING)
@@ -270,10 +335,13 @@ def _child(config: str, days: list[str]) -> int:
         print(f"DAG import errors: {bag.import_errors}", file=sys.stderr)
         return 2
     dag = bag.dags[DAG_ID]
-    for day in days:
-        print(DAY_LINE + day, flush=True)
-        if _run_one(dag, day, config)["state"] != "success":
-            break  # a later day may need this one's rows (the models read earlier days)
+    batches = [days] if days else (line.strip().split(",") for line in sys.stdin if line.strip())
+    for batch in batches:
+        for day in batch:
+            print(DAY_LINE + day, flush=True)
+            if _run_one(dag, day, config)["state"] != "success":
+                break  # a later day may need this one's rows (the models read earlier days)
+        print(BATCH_DONE, flush=True)
     return 0
 
 

@@ -24,6 +24,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from joulehouse.cli.dagrun import DagSession
 from joulehouse.cli.headline import plural, print_day
 
 from joulehouse.settings import (
@@ -107,19 +108,20 @@ def run_demo(*, out: Path, days: int, gpus: int, seed: int, start: dt.date, shar
         generate_keypair(out / "keys")
     # The real traces' own days go through the same DAG, in date order with the simulated ones (a
     # trace that falls on a simulated day is built with it): earlier ones now, later ones last.
-    # (in one batch with the first simulated days: one Airflow start for all of them)
-    _run_days(sorted(d for d in trace_days if d < day_list[0]) + before, config, out, console)
-    if after:
-        limits, clocks, applied = _apply_recommendations(settings, before[-1], after, gpus=gpus, seed=seed,
-                                                         console=console)
-        story.append(applied)
-        _simulate(lake, after, gpus=gpus, seed=seed, limits=limits, clocks=clocks, console=console)
-        story.append(f"Simulated {', '.join(str(d) for d in after)} under the limits the agent set; the last day's "
-                     "report compares the saving realised with the one predicted.")
-    else:
-        story.append("With 2 days or fewer the agent applies nothing: run with --days 3 or more to close the loop.")
-    _run_days(after + sorted(d for d in trace_days if d > day_list[-1]), config, out, console)
     built = sorted({*trace_days, *day_list})
+    # One Airflow child runs every day, waiting for the later ones while the agent and the simulation work.
+    with DagSession(built, config, out / "airflow") as dags:
+        _run_days(dags, sorted(d for d in trace_days if d < day_list[0]) + before, console)
+        if after:
+            limits, clocks, applied = _apply_recommendations(settings, before[-1], after, gpus=gpus, seed=seed,
+                                                             console=console)
+            story.append(applied)
+            _simulate(lake, after, gpus=gpus, seed=seed, limits=limits, clocks=clocks, console=console)
+            story.append(f"Simulated {', '.join(str(d) for d in after)} under the limits the agent set; the last "
+                         "day's report compares the saving realised with the one predicted.")
+        else:
+            story.append("With 2 days or fewer the agent applies nothing: run with --days 3 or more to close the loop.")
+        _run_days(dags, after + sorted(d for d in trace_days if d > day_list[-1]), console)
     story.append(f"Ran the daily DAG through Airflow for {plural(len(built), 'day')}: warehouse, data checks, power "
                  "models, carbon and cost, recommendations, a report and a signed export each.")
 
@@ -160,11 +162,8 @@ def describe_rows(rows: dict[str, int]) -> str:
     return ", ".join(plural(n, ROW_WORDS.get(name, name)) for name, n in rows.items())
 
 
-def _run_days(days: list[dt.date], config: Path, out: Path, console: Console) -> None:
-    """The daily DAG for each of `days` in order, all in one Airflow child process (run_days):
-    Airflow's start and the tasks' imports are paid once per call, not once per day."""
-    from joulehouse.cli.dagrun import run_days
-
+def _run_days(dags: DagSession, days: list[dt.date], console: Console) -> None:
+    """The daily DAG for each of `days` in order, in the session's Airflow child."""
     if not days:
         return
     with _progress(console) as progress:
@@ -180,7 +179,7 @@ def _run_days(days: list[dt.date], config: Path, out: Path, console: Console) ->
         def on_task(name: str, done: int, total: int) -> None:
             progress.update(task, description=f"daily DAG {current[0]}: task {min(done + 1, total)}/{total} {name}")
 
-        run_days(days, config, out / "airflow", on_task=on_task, on_day=on_day)
+        dags.run(days, on_task=on_task, on_day=on_day)
 
 
 def _apply_recommendations(settings: Settings, day: dt.date, later: list[dt.date], *, gpus: int, seed: int,

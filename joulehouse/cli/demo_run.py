@@ -99,11 +99,9 @@ def run_demo(*, out: Path, days: int, gpus: int, seed: int, start: dt.date, shar
     before, after = (day_list[:2], day_list[2:]) if days >= 3 else (day_list, [])
     story = [f"Simulated {plural(gpus, 'GPU')} on {plural(-(-gpus // 8), 'host')} at 1 Hz for "
              f"{plural(days, 'day')} from {day_list[0]}, through the node writer into the lake."]
-    _simulate(lake, before, gpus=gpus, seed=seed, limits=None, console=console)
+    # The real traces are imported first: their days are among those the Airflow child is started
+    # for, and it starts (and imports what its tasks need) while the fleet is simulated.
     trace_days = _ingest_traces(lake, shared_data, console)
-    if trace_days:
-        story.append(f"Imported {plural(sum(len(v) for v in trace_days.values()), 'real nvidia-smi trace')} "
-                     f"(landing on {', '.join(str(d) for d in sorted(trace_days))}).")
     if not Path(settings.export.private_key_path).exists():
         generate_keypair(out / "keys")
     # The real traces' own days go through the same DAG, in date order with the simulated ones (a
@@ -111,6 +109,10 @@ def run_demo(*, out: Path, days: int, gpus: int, seed: int, start: dt.date, shar
     built = sorted({*trace_days, *day_list})
     # One Airflow child runs every day, waiting for the later ones while the agent and the simulation work.
     with DagSession(built, config, out / "airflow") as dags:
+        _simulate(lake, before, gpus=gpus, seed=seed, limits=None, console=console)
+        if trace_days:
+            story.append(f"Imported {plural(sum(len(v) for v in trace_days.values()), 'real nvidia-smi trace')} "
+                         f"(landing on {', '.join(str(d) for d in sorted(trace_days))}).")
         _run_days(dags, sorted(d for d in trace_days if d < day_list[0]) + before, console)
         if after:
             limits, clocks, applied = _apply_recommendations(settings, before[-1], after, gpus=gpus, seed=seed,

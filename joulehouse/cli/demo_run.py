@@ -1,8 +1,9 @@
 """The demo: the whole loop on the embedded default, in one output folder.
 
-1. simulate a fleet into DIR/lake through the node writer (and its inventory);
-2. import the real nvidia-smi logs from ../shared/data/telemetry into the same lake;
-3. write the settings used (DIR/joulehouse.toml) and an ed25519 key pair (DIR/keys/);
+1. import the real nvidia-smi logs from ../shared/data/telemetry into DIR/lake;
+2. write the settings used (DIR/joulehouse.toml) and an ed25519 key pair (DIR/keys/);
+3. simulate a fleet into the same lake through the node writer (and its inventory), while one
+   Airflow child process (dagrun.DagSession) starts that will run every day;
 4. run the daily Airflow DAG once per simulated day; with 3 days or more, the node agent of every
    simulated host applies day 2's signed export (audited into the lake) and the later days are
    simulated under the limits it set, so the last days measure what the settings saved;

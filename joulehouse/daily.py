@@ -18,6 +18,34 @@ from typing import Iterator
 from joulehouse.settings import Settings, load_settings
 
 
+# What the tasks below import, the heaviest last (Great Expectations, in validate_data). A process
+# that runs them one after the other (dagrun's child) may import these while it waits for its days.
+TASK_MODULES = (
+    "joulehouse.warehouse.lake_partitions", "joulehouse.warehouse.lake_compact", "joulehouse.warehouse.build",
+    "joulehouse.warehouse.gate", "joulehouse.warehouse.checks", "joulehouse.warehouse.spark_engine",
+    "joulehouse.models.power", "joulehouse.models.thermal", "joulehouse.models.sensitivity",
+    "joulehouse.models.power_interval", "joulehouse.models.job_energy", "joulehouse.models.bandwidth",
+    "joulehouse.models.efficiency", "joulehouse.models.efficiency_precision", "joulehouse.models.outcome",
+    "joulehouse.reports.accounts.carbon", "joulehouse.reports.accounts.tco", "joulehouse.reports.accounts.compute_cost",
+    "joulehouse.models.recommend", "joulehouse.models.placement", "joulehouse.reports.export.signed_config",
+    "joulehouse.reports.export.placement_advice", "joulehouse.reports.export.headline_metrics",
+    "joulehouse.reports.page.render", "joulehouse.reports.dashboard.render",
+    "great_expectations", "great_expectations.expectations",
+)
+
+
+def import_task_modules() -> None:
+    """Import TASK_MODULES ahead of the tasks; one that fails is left to the task that needs it,
+    which then fails with its error."""
+    import importlib
+
+    for name in TASK_MODULES:
+        try:
+            importlib.import_module(name)
+        except Exception:  # noqa: BLE001  (the task reports it)
+            pass
+
+
 def _load(day: str, config: str | None) -> tuple[dt.date, Settings]:
     return dt.date.fromisoformat(day), load_settings(config)
 

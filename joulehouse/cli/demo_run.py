@@ -1,8 +1,9 @@
 """The demo: the whole loop on the embedded default, in one output folder.
 
-1. simulate a fleet into DIR/lake through the node writer (and its inventory);
-2. import the real nvidia-smi logs from ../shared/data/telemetry into the same lake;
-3. write the settings used (DIR/joulehouse.toml) and an ed25519 key pair (DIR/keys/);
+1. import the real nvidia-smi logs from ../shared/data/telemetry into DIR/lake;
+2. write the settings used (DIR/joulehouse.toml) and an ed25519 key pair (DIR/keys/);
+3. simulate a fleet into the same lake through the node writer (and its inventory), while one
+   Airflow child process (dagrun.DagSession) starts that will run every day;
 4. run the daily Airflow DAG once per simulated day; with 3 days or more, the node agent of every
    simulated host applies day 2's signed export (audited into the lake) and the later days are
    simulated under the limits it set, so the last days measure what the settings saved;
@@ -24,6 +25,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from joulehouse.cli.dagrun import DagSession
 from joulehouse.cli.headline import plural, print_day
 
 from joulehouse.settings import (
@@ -98,29 +100,31 @@ def run_demo(*, out: Path, days: int, gpus: int, seed: int, start: dt.date, shar
     before, after = (day_list[:2], day_list[2:]) if days >= 3 else (day_list, [])
     story = [f"Simulated {plural(gpus, 'GPU')} on {plural(-(-gpus // 8), 'host')} at 1 Hz for "
              f"{plural(days, 'day')} from {day_list[0]}, through the node writer into the lake."]
-    _simulate(lake, before, gpus=gpus, seed=seed, limits=None, console=console)
+    # The real traces are imported first: their days are among those the Airflow child is started
+    # for, and it starts (and imports what its tasks need) while the fleet is simulated.
     trace_days = _ingest_traces(lake, shared_data, console)
-    if trace_days:
-        story.append(f"Imported {plural(sum(len(v) for v in trace_days.values()), 'real nvidia-smi trace')} "
-                     f"(landing on {', '.join(str(d) for d in sorted(trace_days))}).")
     if not Path(settings.export.private_key_path).exists():
         generate_keypair(out / "keys")
     # The real traces' own days go through the same DAG, in date order with the simulated ones (a
     # trace that falls on a simulated day is built with it): earlier ones now, later ones last.
-    _run_days(sorted(d for d in trace_days if d < day_list[0]), config, out, console)
-    _run_days(before, config, out, console)
-    if after:
-        limits, clocks, applied = _apply_recommendations(settings, before[-1], after, gpus=gpus, seed=seed,
-                                                         console=console)
-        story.append(applied)
-        _simulate(lake, after, gpus=gpus, seed=seed, limits=limits, clocks=clocks, console=console)
-        _run_days(after, config, out, console)
-        story.append(f"Simulated {', '.join(str(d) for d in after)} under the limits the agent set; the last day's "
-                     "report compares the saving realised with the one predicted.")
-    else:
-        story.append("With 2 days or fewer the agent applies nothing: run with --days 3 or more to close the loop.")
-    _run_days(sorted(d for d in trace_days if d > day_list[-1]), config, out, console)
     built = sorted({*trace_days, *day_list})
+    # One Airflow child runs every day, waiting for the later ones while the agent and the simulation work.
+    with DagSession(built, config, out / "airflow") as dags:
+        _simulate(lake, before, gpus=gpus, seed=seed, limits=None, console=console)
+        if trace_days:
+            story.append(f"Imported {plural(sum(len(v) for v in trace_days.values()), 'real nvidia-smi trace')} "
+                         f"(landing on {', '.join(str(d) for d in sorted(trace_days))}).")
+        _run_days(dags, sorted(d for d in trace_days if d < day_list[0]) + before, console)
+        if after:
+            limits, clocks, applied = _apply_recommendations(settings, before[-1], after, gpus=gpus, seed=seed,
+                                                             console=console)
+            story.append(applied)
+            _simulate(lake, after, gpus=gpus, seed=seed, limits=limits, clocks=clocks, console=console)
+            story.append(f"Simulated {', '.join(str(d) for d in after)} under the limits the agent set; the last "
+                         "day's report compares the saving realised with the one predicted.")
+        else:
+            story.append("With 2 days or fewer the agent applies nothing: run with --days 3 or more to close the loop.")
+        _run_days(dags, after + sorted(d for d in trace_days if d > day_list[-1]), console)
     story.append(f"Ran the daily DAG through Airflow for {plural(len(built), 'day')}: warehouse, data checks, power "
                  "models, carbon and cost, recommendations, a report and a signed export each.")
 
@@ -161,22 +165,24 @@ def describe_rows(rows: dict[str, int]) -> str:
     return ", ".join(plural(n, ROW_WORDS.get(name, name)) for name, n in rows.items())
 
 
-def _run_days(days: list[dt.date], config: Path, out: Path, console: Console) -> None:
-    from joulehouse.cli.dagrun import run_day
-
+def _run_days(dags: DagSession, days: list[dt.date], console: Console) -> None:
+    """The daily DAG for each of `days` in order, in the session's Airflow child."""
     if not days:
         return
     with _progress(console) as progress:
         task = progress.add_task("daily DAG through Airflow", total=len(days))
-        for day in days:
-            progress.update(task, description=f"daily DAG {day}: starting")
+        current = [days[0]]
 
-            def on_task(name: str, done: int, total: int, day: dt.date = day) -> None:
-                progress.update(task, description=f"daily DAG {day}: task {min(done + 1, total)}/{total} {name}")
+        def on_day(day: dt.date, result: dict | None) -> None:
+            current[0] = day
+            progress.update(task, description=f"daily DAG {day}: {'done' if result else 'starting'}")
+            if result:
+                progress.advance(task)
 
-            run_day(day, config, out / "airflow", on_task=on_task)
-            progress.update(task, description=f"daily DAG {day}: done")
-            progress.advance(task)
+        def on_task(name: str, done: int, total: int) -> None:
+            progress.update(task, description=f"daily DAG {current[0]}: task {min(done + 1, total)}/{total} {name}")
+
+        dags.run(days, on_task=on_task, on_day=on_day)
 
 
 def _apply_recommendations(settings: Settings, day: dt.date, later: list[dt.date], *, gpus: int, seed: int,

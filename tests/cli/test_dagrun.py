@@ -91,3 +91,42 @@ def test_the_same_day_run_twice_at_once_the_second_says_so_in_one_line(tmp_path,
     unwrapped = "".join(out.split())  # rich wraps long lines at the pipe's 80 columns
     assert report.exists() and "".join(f"report: {report}".split()) in unwrapped
     assert f"{kwh:,.1f}kWh" in unwrapped and "GPUenergy(8GPUs,board)" in unwrapped
+
+
+@pytest.mark.slow
+@pytest.mark.integration
+def test_one_session_runs_batches_of_days_and_stops_at_the_first_that_fails(tmp_path, shared_data):
+    """The demo's DagSession: one Airflow child for every day, given in batches (the agent and the
+    simulation work between them); a failing day is named as `run_day` names it, and the session
+    then ends: the child is gone, the home is free, the log holds every day it ran."""
+    from joulehouse.cli.dagrun import DagSession, one_run_at_a_time
+    from joulehouse.cli.demo_run import demo_settings
+    from joulehouse.collectors.config_contract import generate_keypair
+    from joulehouse.collectors.settings import settings_to_toml
+    from joulehouse.collectors.sim import simulate_fleet
+
+    day, empty_day = dt.date(2026, 6, 10), dt.date(2026, 6, 12)
+    settings = demo_settings(tmp_path, shared_data)
+    config = tmp_path / "joulehouse.toml"
+    config.write_text(settings_to_toml(settings))
+    simulate_fleet(Path(settings.lake.path), gpus=8, days=1, start=day, seed=3, interval_s=60.0)
+    generate_keypair(tmp_path / "keys")
+    home = tmp_path / "airflow"
+    heard: list[tuple[dt.date, str | None]] = []
+    with DagSession([day, empty_day], config, home) as session:
+        first = session.run([day], on_day=lambda d, r: heard.append((d, r and r["state"])))
+        assert first[0]["state"] == "success" and "render_report" in first[0]["ran"]
+        assert heard == [(day, None), (day, "success")]
+        assert (tmp_path / "reports" / f"{day}.html").exists()
+        with pytest.raises(DagRunFailed) as failed:
+            session.run([empty_day])
+        assert session._proc.poll() is not None, "the child ended with the failed day"
+    text = " ".join(str(failed.value).split())
+    assert f"run for {empty_day} ended failed" in text
+    assert f"task list_lake_hosts: NoReadingsForDay: no GPU readings for {empty_day}" in text
+    log = home / "logs" / f"joulehouse-run-{day}..{empty_day}.log"
+    assert f"full log: {log}" in text
+    assert [line for line in log.read_text().splitlines() if line.startswith("JOULEHOUSE_DAY ")] == [
+        f"JOULEHOUSE_DAY {day}", f"JOULEHOUSE_DAY {empty_day}"]
+    with one_run_at_a_time(home, empty_day):
+        pass  # the session let go of the Airflow home

@@ -74,3 +74,24 @@ def test_sliding_windows_follow_the_day(sim_warehouse, joint):
 def test_weights_both_zero_are_refused_in_one_line():
     with pytest.raises(ValueError, match=r"both 0"):
         Weights.from_settings(SensitivitySettings(weight_utilization=0, weight_network_bandwidth=0))
+
+
+def test_the_bootstrap_sums_of_whole_gpus_are_the_row_by_row_sums_to_the_last_bit():
+    """The bootstrap sums each GPU's terms computed once (_ResampledSums) instead of the sample's
+    rows; a draw must give the very numbers the row-by-row sums give, repeats and idle hours included."""
+    import numpy as np
+
+    from joulehouse.models.joint_sensitivity import _elasticity_stats, _ResampledSums, _semi_slopes
+
+    rng = np.random.default_rng(11)
+    gpus = [[{"gpu_uuid": f"GPU-{g}", "gpu_model": "A100" if g % 3 else "H100",
+              "energy_kwh": float(rng.uniform(0.05, 0.7)),
+              "activity_ratio": float(rng.choice([0.0, 0.01, rng.uniform(0.02, 1.0)], p=[0.1, 0.1, 0.8])),
+              "network_occupancy_ratio": float(rng.choice([0.0, rng.uniform(0.0, 1.0)], p=[0.1, 0.9]))}
+             for _ in range(int(rng.integers(3, 30)))] for g in range(9)]
+    sums = _ResampledSums(gpus)
+    for _ in range(50):
+        picks = rng.integers(0, len(gpus), len(gpus))
+        rows = [r for i in picks for r in gpus[i]]
+        assert np.array_equal(sums.semi_slopes(picks), _semi_slopes(rows))
+        assert sums.elasticity_stats(picks) == _elasticity_stats(rows)

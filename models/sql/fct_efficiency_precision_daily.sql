@@ -62,7 +62,10 @@ SELECT
     r.energy_kwh, r.work_units, r.j_per_unit, r.throughput_units_per_s, r.avg_power_w,
     r.throughput_units_per_s / r.avg_power_w AS eta_units_per_j,
     b.best_batch_size,
-    CASE WHEN r.batch_size IS NOT NULL THEN greatest(r.energy_kwh - r.work_units * b.best_j_per_unit / 3.6e6, 0) END
+    -- the best batch itself saves exactly nothing (its own energy minus its units at its own J/unit
+    -- is a rounding residue, not a saving)
+    CASE WHEN r.batch_size = b.best_batch_size THEN 0.0
+         WHEN r.batch_size IS NOT NULL THEN greatest(r.energy_kwh - r.work_units * b.best_j_per_unit / 3.6e6, 0) END
         AS saving_kwh_per_day
 FROM rated AS r
 LEFT JOIN best AS b USING (gpu_model, "precision", work_unit)

@@ -30,7 +30,9 @@ def precision_efficiency_block(data: ReportData, s: Section) -> None:
                "eta = throughput / power (units per joule); the best batch has the highest eta of its GPU model and "
                "precision, and the saving is what the other batches' work would have used less at it. Jobs that "
                "do different work (another model, another sequence length) compare only as well as their units do; "
-               "a larger batch also lengthens each request: check the latency budget before moving serving there.")
+               "a larger batch also lengthens each request: check the latency budget before moving serving there, "
+               "and a larger training batch can need more epochs to reach the same accuracy (samples per joule is "
+               "not energy to accuracy): check convergence before moving training there.")
         lines = _best_batches(rows) if has(rows, "saving_kwh_per_day") else []
         if lines:
             s.bullets(lines)

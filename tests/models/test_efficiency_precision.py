@@ -1,6 +1,7 @@
 """Efficiency by precision and batch, and FP16-equivalent FLOPs per watt, on simulated days whose
 truth is known in shape (collectors.sim.precision): a serving job's tokens per joule follow its
-batch and precision, every job states its precision, and serving jobs their batch."""
+batch and precision, a training job's samples per joule its batch; every job states its precision,
+and serving, training and evaluation jobs their batch."""
 
 from __future__ import annotations
 
@@ -43,11 +44,12 @@ def test_fp16_equivalent_factors_follow_the_datasheet_peaks():
 
 
 @pytest.mark.slow  # a simulated 32-GPU fleet over two days, built and measured
-def test_the_best_batch_has_the_highest_eta_and_the_other_batches_save_at_it(warehouse):
+@pytest.mark.parametrize("unit", ["token", "sample"])  # serving, and training with evaluation
+def test_the_best_batch_has_the_highest_eta_and_the_other_batches_save_at_it(warehouse, unit):
     rows = warehouse.execute("""SELECT day, gpu_model, "precision", batch_size, j_per_unit, eta_units_per_j, best_batch_size,
                                        saving_kwh_per_day FROM fct_efficiency_precision_daily
-                                WHERE work_unit = 'token' AND batch_size IS NOT NULL""").fetchall()
-    assert rows, "no serving rows with a batch"
+                                WHERE work_unit = ? AND batch_size IS NOT NULL""", [unit]).fetchall()
+    assert rows, f"no {unit} rows with a batch"
     groups: dict = {}
     for day, model, precision, batch, j, eta, best, saving in rows:
         groups.setdefault((day, model, precision), []).append((batch, eta, best, saving))
@@ -61,6 +63,14 @@ def test_the_best_batch_has_the_highest_eta_and_the_other_batches_save_at_it(war
         assert top[3] == 0 and all(e[3] >= 0 for e in entries)
         checked += 1
     assert checked >= 1
+
+
+@pytest.mark.slow  # a simulated 32-GPU fleet over two days, built and measured
+def test_training_states_its_batch_and_data_preparation_does_not(warehouse):
+    by_stage = dict(warehouse.execute("""SELECT stage, count(*) FILTER (WHERE batch_size IS NULL) FROM eff_input_jobs
+                                         GROUP BY stage""").fetchall())
+    assert by_stage["training"] == 0 and by_stage["evaluation"] == 0 and by_stage["inference"] == 0
+    assert by_stage["data-preparation"] > 0
 
 
 @pytest.mark.slow  # a simulated 32-GPU fleet over two days, built and measured

@@ -66,6 +66,54 @@ def test_the_best_batch_has_the_highest_eta_and_the_other_batches_save_at_it(war
 
 
 @pytest.mark.slow  # a simulated 32-GPU fleet over two days, built and measured
+def test_the_saving_the_jobs_spread_supports_is_recomputed_from_the_jobs(warehouse):
+    """j_per_unit_se from each job's energy and samples (a multi-GPU job's GPUs summed), by hand;
+    the supported saving never exceeds the point saving and is NULL only where a side has one job."""
+    import math
+    from collections import defaultdict
+
+    day = DAYS[1]
+    per_job: dict = defaultdict(lambda: [0.0, 0.0])
+    for model, precision, batch, job, e_kwh, samples in warehouse.execute(
+            """WITH j AS (SELECT DISTINCT job_id, gpu_uuid, "precision", batch_size FROM eff_input_jobs)
+               SELECT e.gpu_model, j."precision", j.batch_size, e.job_id, e.energy_kwh, e.samples_total
+               FROM fct_job_efficiency e JOIN j USING (job_id, gpu_uuid)
+               WHERE e.day = ? AND e.samples_total > 0 AND e.energy_kwh > 0 AND e.busy_hours > 0
+                 AND j.batch_size IS NOT NULL""", [day]).fetchall():
+        per_job[(model, precision, batch, job)][0] += e_kwh * 3.6e6
+        per_job[(model, precision, batch, job)][1] += samples
+    groups: dict = defaultdict(list)
+    for (model, precision, batch, _), eu in per_job.items():
+        groups[(model, precision, batch)].append(eu)
+    table = {r[:3]: r[3:] for r in warehouse.execute(
+        """SELECT gpu_model, "precision", batch_size, j_per_unit_se, saving_kwh_per_day, saving_low_kwh_per_day,
+                  best_batch_size FROM fct_efficiency_precision_daily
+           WHERE day = ? AND work_unit = 'sample' AND batch_size IS NOT NULL""", [day]).fetchall()}
+    assert table.keys() == groups.keys()
+    checked = 0
+    for key, jobs in groups.items():
+        se, saving, low, best = table[key]
+        if len(jobs) < 2:
+            assert se is None
+            continue
+        r = sum(e for e, _ in jobs) / sum(u for _, u in jobs)
+        want = math.sqrt(len(jobs) / (len(jobs) - 1) * sum((e - r * u) ** 2 for e, u in jobs)) / sum(u for _, u in jobs)
+        assert se == pytest.approx(want, rel=1e-6), key
+        checked += 1
+        best_single = len(groups[(key[0], key[1], best)]) < 2
+        if key[2] == best:
+            assert low == 0.0
+        elif best_single:
+            assert low is None
+        else:
+            assert low is not None and 0.0 <= low <= saving + 1e-12
+    assert checked >= 5
+    point, supported = warehouse.execute("""SELECT sum(saving_kwh_per_day), sum(saving_low_kwh_per_day)
+                                            FROM fct_efficiency_precision_daily WHERE work_unit = 'sample'""").fetchone()
+    assert 0 <= supported < point, "training jobs differ in work: the spread takes back part of the point saving"
+
+
+@pytest.mark.slow  # a simulated 32-GPU fleet over two days, built and measured
 def test_training_states_its_batch_and_data_preparation_does_not(warehouse):
     by_stage = dict(warehouse.execute("""SELECT stage, count(*) FILTER (WHERE batch_size IS NULL) FROM eff_input_jobs
                                          GROUP BY stage""").fetchall())

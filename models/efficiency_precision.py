@@ -36,6 +36,7 @@ INT4_ARCHITECTURES = frozenset({"turing", "ampere"})  # INT4 tensor cores (dropp
 FACTOR_TABLE = "flops_fp16_factor"
 TABLES = ("fct_efficiency_precision_daily", "fct_flops_per_watt_daily")
 OPTIONAL_JOB_COLUMNS = (("precision", "VARCHAR"), ("batch_size", "INTEGER"))
+ADDED_COLUMNS = ("j_per_unit_se", "saving_low_kwh_per_day")
 
 
 def fp16_factor(spec: GpuSpec, precision: str) -> float:
@@ -85,4 +86,8 @@ def precision_efficiency_day(con: duckdb.DuckDBPyConnection, day: dt.date) -> di
     params = {"fct_efficiency_precision_daily": {"day": day},
               "fct_flops_per_watt_daily": {"day": day, "goal_gain_pct": FLOPS_PER_W_GOAL_GAIN_PCT}}
     with transaction(con):
+        if relation_exists(con, "fct_efficiency_precision_daily", temporary=False):
+            # warehouses written before the jobs' spread was stated gain its columns (NULL on old days)
+            for column in ADDED_COLUMNS:
+                con.execute(f"ALTER TABLE fct_efficiency_precision_daily ADD COLUMN IF NOT EXISTS {column} DOUBLE")
         return {table: replace_day(con, table, day, load_sql(table), params[table]) for table in TABLES}

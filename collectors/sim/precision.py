@@ -1,11 +1,20 @@
-"""Numeric precision and batch size of the simulated jobs, and what they do to inference throughput.
+"""Numeric precision and batch size of the simulated jobs, and what they do to throughput.
 
 Every job gets a precision and a batch size from its own random stream (the GPU, node and other
-job columns are the same as without them). Training and evaluation run bf16 or fp16 at their drawn
-work rates and state no batch size (the simulation does not model it for them). Inference serving's tokens and requests per second follow
-them, with shapes taken from published measurements (the factors are this simulation's reading
-of those papers' figures, rounded, not their exact numbers):
-- batch: throughput grows with the batch and saturates, b / (1 + (b - 1) / 24) relative to batch 1,
+job columns are the same as without them). Training and evaluation run bf16 or fp16; their samples
+per second follow the batch, and inference serving's tokens and requests per second follow batch
+and precision, with shapes taken from published measurements (the factors are this simulation's
+reading of those papers' figures, rounded, not their exact numbers):
+- training batch (per GPU): a step costs the work of b + 5.6 samples (the forward/backward of its b
+  samples plus a per-step part: optimizer, all-reduce, launches), so samples per second grow as
+  b / (b + 5.6) and saturate. That is the throughput against batch size of ResNet-50 at the top
+  power limit in You, Chung and Chowdhury, "Zeus: Understanding and Optimizing GPU Energy
+  Consumption of DNN Training" (NSDI 2023; the V100 sweep in ../shared/data/sweeps: 1.28x, 1.45x,
+  1.57x, 1.64x, 1.68x batch 8's at 16 ... 256), where average power stays within 3% across batches.
+  So the GPU's activity, power and FLOPs (the recommender's calibration truth) do not depend on the
+  batch: only the samples they buy do, and a larger batch is fewer joules per sample. A training or
+  evaluation job's drawn samples per second is its rate at batch 32. Data preparation states none;
+- serving batch: throughput grows with the batch and saturates, b / (1 + (b - 1) / 24) relative to batch 1,
   the shape of LLaMA inference energy per token against batch size in Samsi et al., "From Words to
   Watts: Benchmarking the Energy Costs of Large Language Model Inference" (IEEE HPEC 2023); the
   simulated power follows the offered load, not the batch, so a larger batch is fewer joules per token;
@@ -33,6 +42,11 @@ from joulehouse.collectors.sim.workload import Job
 STREAM_PRECISION = 9
 REFERENCE_BATCH = 8
 BATCH_SATURATION = 24.0
+# Training: per-step work in samples (fitted to Zeus's ResNet-50 / V100 sweep, see the module doc).
+TRAINING_STEP_OVERHEAD_SAMPLES = 5.6
+TRAINING_REFERENCE_BATCH = 32
+TRAINING_BATCHES = (8, 16, 32, 64, 128, 256)
+BATCHED_KINDS = frozenset({"train-compute", "train-memory", "eval"})
 PRECISION_SPEEDUP = {"fp32": 0.35, "tf32": 0.6, "bf16": 1.0, "fp16": 1.0, "fp8": 1.45, "int8": 1.3, "int4": 1.6}
 # Architectures without FP8 tensor cores run fp8 as fp16.
 NO_FP8 = frozenset({"a100"})
@@ -69,16 +83,26 @@ def speedup(job: Job, spec: GpuModelSpec, precision: str, batch: int) -> float:
             / _relative_batch_throughput(REFERENCE_BATCH))
 
 
+def training_batch_factor(batch: int | None) -> float:
+    """Samples per second of a training or evaluation job at `batch` over its rate at batch 32
+    (1 where no batch is stated)."""
+    if batch is None:
+        return 1.0
+    k = TRAINING_STEP_OVERHEAD_SAMPLES
+    return (batch / (batch + k)) / (TRAINING_REFERENCE_BATCH / (TRAINING_REFERENCE_BATCH + k))
+
+
 def precision_and_batch(seed: int, job: Job) -> tuple[str, int | None]:
-    """The job's precision and batch size (None for training and evaluation, whose batch the
-    simulation does not model; the cross-model reference job runs bf16)."""
+    """The job's precision and batch size (None for data preparation; the cross-model reference
+    job runs bf16 at the reference batch, so the models compare on the same work)."""
     if job.profile:
-        return "bf16", None
+        return "bf16", TRAINING_REFERENCE_BATCH
     rng = rng_for(seed, job.trace_key, STREAM_PRECISION)
     if job.kind != "inference":
-        # the batch is not modelled for training, so the jobs do not state one (NULL in the lake)
+        # drawn after the precision, so a job's precision is what it was before batches were drawn
         names, weights = zip(*TRAINING_CHOICES)
-        return str(rng.choice(names, p=np.array(weights) / sum(weights))), None
+        precision = str(rng.choice(names, p=np.array(weights) / sum(weights)))
+        return precision, int(rng.choice(TRAINING_BATCHES)) if job.kind in BATCHED_KINDS else None
     # A host's serving deployment keeps its precision from day to day (a quantised model is a build
     # choice); each serving job picks its batch.
     names, weights = zip(*INFERENCE_CHOICES)

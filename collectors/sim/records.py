@@ -24,7 +24,7 @@ from joulehouse.collectors.sim.constants import (
 )
 from joulehouse.collectors.sim.fleet import STREAM_NOISE, SimGpu, rng_for, stable_key
 from joulehouse.collectors.sim.physics import PowerState, relative_speed
-from joulehouse.collectors.sim.precision import flop_rate_vs_bf16, precision_and_batch, speedup
+from joulehouse.collectors.sim.precision import flop_rate_vs_bf16, precision_and_batch, speedup, training_batch_factor
 from joulehouse.collectors.sim.site import FacilityTrace, NodeTrace
 from joulehouse.collectors.sim.workload import Job, Traces
 
@@ -123,7 +123,8 @@ def jobs_table(day: dt.date, gpus: Sequence[SimGpu], jobs: Sequence[Job], traces
                 row["requests_total"] = int(round(requests))
                 row["tokens_total"] = int(round(requests * job.tokens_per_request))
             else:
-                row["samples_total"] = int(round(float(np.sum(job.samples_per_s * speed) * interval_s)))
+                rate = job.samples_per_s * training_batch_factor(batch)
+                row["samples_total"] = int(round(float(np.sum(rate * speed) * interval_s)))
             rows.append(row)
     return pa.Table.from_pylist(rows, schema=JOBS)
 

@@ -19,10 +19,13 @@ Body (`schema_version` 1, `kind` "joulehouse-placement-advice"):
 Preference: the thermal ranking within the GPU model (rank 1, the best cooled per watt, 100; the
 worst 0; no thermal fit, or a GPU alone in its model, 50); 'park' (0) for a GPU the consolidation plan frees, 'avoid' for a thermal
 outlier above its model's median, 'prefer' for the best-cooled third. A node's preference is the mean
-of its GPUs' that are not parked. The next day's hours are a persistence forecast: the pipeline
-day's hourly price and grid intensity per site (rpt_context_hourly) a day later, which the file
-says in `forecast_basis`; the saving is what the pipeline day's deferrable jobs would have saved
-in its cheapest / cleanest hours (rpt_shift_opportunity_daily).
+of its GPUs' that are not parked. The next day's cheapest hours come from its own prices where
+they are known the day before (reports.export.day_ahead: a day-ahead market file holding the
+next day, after the market cleared, or a time-of-use tariff); otherwise, and for the cleanest
+hours always (grid intensity has no day-ahead market), a persistence forecast: the pipeline day's
+hourly price and grid intensity per site (rpt_context_hourly) a day later. `forecast_basis` says
+which; the saving is what the pipeline day's deferrable jobs would have saved in its cheapest /
+cleanest hours (rpt_shift_opportunity_daily).
 """
 
 from __future__ import annotations
@@ -36,6 +39,8 @@ import polars as pl
 
 from joulehouse.collectors.config_contract import dump_config, format_utc, load_private_key, sign_document
 from joulehouse.collectors.writer import write_bytes_atomic
+from joulehouse.reports.accounts.settings import TcoSettings
+from joulehouse.reports.export.day_ahead import NextDayPrices, next_day_prices
 from joulehouse.reports.export.settings import ExportSettings
 from joulehouse.reports.warehouse_tables import read_day
 
@@ -97,17 +102,26 @@ def _hosts(prefs: dict[tuple[str, str], dict[str, Any]], extra: pl.DataFrame | N
     return hosts
 
 
-def _sites(context: pl.DataFrame | None, shift: pl.DataFrame | None, day: dt.date, window_hours: int) -> dict[str, Any]:
+def _sites(context: pl.DataFrame | None, shift: pl.DataFrame | None, day: dt.date, window_hours: int,
+           known: NextDayPrices) -> dict[str, Any]:
     sites: dict[str, Any] = {}
     if context is None:
         return sites
+    persistence = f"persistence: the hours of {day.isoformat()} one day later"
+    if known.prices is not None:
+        # one price file (or tariff) prices every site, as in the day's own accounting
+        basis = f"cheapest hours: {known.basis}; cleanest hours: {persistence}"
+        cheapest = [format_utc(t) for t in known.prices.sort("price_usd_per_mwh", "hour_at").head(window_hours)["hour_at"]]
+    else:
+        basis = f"{persistence} (prices: {known.basis})"
     for site in sorted(context["site"].unique().to_list()):
         hours = context.filter(pl.col("site") == site)
         ahead = lambda frame: [format_utc(t + dt.timedelta(days=1)) for t in frame["hour_at"].to_list()]  # noqa: E731
+        if known.prices is None:
+            cheapest = ahead(hours.drop_nulls("price_usd_per_mwh").sort("price_usd_per_mwh", "hour_at").head(window_hours))
         entry: dict[str, Any] = {
-            "forecast_basis": f"persistence: the hours of {day.isoformat()} one day later",
-            "cheapest_hours_utc": sorted(ahead(hours.drop_nulls("price_usd_per_mwh")
-                                               .sort("price_usd_per_mwh", "hour_at").head(window_hours))),
+            "forecast_basis": basis,
+            "cheapest_hours_utc": sorted(cheapest),
             "cleanest_hours_utc": sorted(ahead(hours.drop_nulls("intensity_gco2e_per_kwh")
                                                .sort("intensity_gco2e_per_kwh", "hour_at").head(window_hours))),
             "deferrable_energy_kwh": 0.0, "deferrable_gpu_hours": 0.0,
@@ -125,8 +139,9 @@ def _sites(context: pl.DataFrame | None, shift: pl.DataFrame | None, day: dt.dat
 
 
 def build_advice(con, day: dt.date, *, site: str, now: dt.datetime, validity_hours: float,
-                 window_hours: int) -> dict[str, Any]:
-    """The unsigned advice body for `day` (see the module doc)."""
+                 window_hours: int, tco: TcoSettings | None = None, data_dir: Path | None = None) -> dict[str, Any]:
+    """The unsigned advice body for `day` (see the module doc). `tco`, `data_dir`: where the day's
+    prices came from (None: persistence for the prices too)."""
     thermal, _ = read_day(con, "fct_thermal_gpu", day)
     energy, _ = read_day(con, "fct_gpu_energy_hourly", day, ("host", "gpu_uuid", "gpu_model"))
     extra, _ = read_day(con, "fct_recommendation_extra", day)
@@ -141,16 +156,18 @@ def build_advice(con, day: dt.date, *, site: str, now: dt.datetime, validity_hou
         "valid_until": format_utc(valid_from + dt.timedelta(hours=validity_hours)),
         "site": site, "day": day.isoformat(), "advice_for_day": (day + dt.timedelta(days=1)).isoformat(),
         "hosts": _hosts(_preferences(thermal, energy), extra),
-        "sites": _sites(context, shift, day, window_hours),
+        "sites": _sites(context, shift, day, window_hours, next_day_prices(day, valid_from, tco, data_dir)),
     }
 
 
 def export_placement_advice(con, day: dt.date, settings: ExportSettings, *, window_hours: int,
-                            now: dt.datetime, private_key_path: str | Path | None = None) -> Path:
+                            now: dt.datetime, private_key_path: str | Path | None = None,
+                            tco: TcoSettings | None = None, data_dir: Path | None = None) -> Path:
     """Sign and write the day's advice (dated file, and the one schedulers poll unless it holds a
-    later day's); returns the path written last."""
+    later day's); returns the path written last. `tco` and `data_dir` as the day's cost accounting
+    had them, so the next day's day-ahead prices are read from the same price file."""
     body = build_advice(con, day, site=settings.site, now=now, validity_hours=settings.validity_hours,
-                        window_hours=window_hours)
+                        window_hours=window_hours, tco=tco, data_dir=data_dir)
     data = dump_config(sign_document(body, load_private_key(private_key_path or settings.private_key_path)))
     out_dir = Path(settings.out_dir)
     dated = out_dir / f"placement-advice-{day.isoformat()}.json"

@@ -10,13 +10,28 @@ from joulehouse.reports.page.blocks import Section, fmt_number, table
 from joulehouse.reports.page.relations import ReportData, has
 
 
+def _supported(r: dict) -> str:
+    """What the jobs' spread leaves of a line's saving (saving_low_kwh_per_day summed; n_single: its
+    rows whose batch or best batch ran a single job)."""
+    if r["n_single"]:
+        return " (some of those batches ran a single job: no spread to judge them by)"
+    low = r["saving_low_kwh_per_day"]
+    if low <= 0:
+        return " (within the jobs' own spread: not a saving to count on)"
+    return f" (at least {fmt_number(low, 2)} kWh given the jobs' spread)"
+
+
 def _best_batches(rows: pl.DataFrame) -> list[str]:
     """One line per (GPU model, precision, unit) where another batch would have saved energy."""
-    saving = rows.filter(pl.col("saving_kwh_per_day") > 0).group_by("gpu_model", "precision", "work_unit", "best_batch_size") \
-        .agg(pl.col("saving_kwh_per_day").sum()).sort("saving_kwh_per_day", descending=True)
+    saving = rows.filter(pl.col("saving_kwh_per_day") > 0)
+    spread = "saving_low_kwh_per_day" in rows.columns  # not in warehouses written before it was stated
+    saving = saving.group_by("gpu_model", "precision", "work_unit", "best_batch_size").agg(
+        pl.col("saving_kwh_per_day").sum(),
+        *([pl.col("saving_low_kwh_per_day").sum(), pl.col("saving_low_kwh_per_day").is_null().sum().alias("n_single")]
+          if spread else [])).sort("saving_kwh_per_day", descending=True)
     return [f"{r['gpu_model']}, {r['precision']}: batch {r['best_batch_size']} does the most {r['work_unit']}s per "
             f"joule; running the other batches' work there would have saved {fmt_number(r['saving_kwh_per_day'], 2)} kWh "
-            "that day." for r in saving.head(5).to_dicts()]
+            f"that day{_supported(r) if spread else ''}." for r in saving.head(5).to_dicts()]
 
 
 def precision_efficiency_block(data: ReportData, s: Section) -> None:
@@ -29,18 +44,24 @@ def precision_efficiency_block(data: ReportData, s: Section) -> None:
         s.note("Energy per unit of work by GPU model, numeric precision and batch size, from the day's own jobs. "
                "eta = throughput / power (units per joule); the best batch has the highest eta of its GPU model and "
                "precision, and the saving is what the other batches' work would have used less at it. Jobs that "
-               "do different work (another model, another sequence length) compare only as well as their units do; "
-               "a larger batch also lengthens each request: check the latency budget before moving serving there.")
+               "do different work (another model, another sequence length) compare only as well as their units do, "
+               "so saving_low_kwh_per_day keeps only what the jobs' own spread still supports (the best batch's "
+               "J/unit raised by twice the two groups' combined standard error); "
+               "a larger batch also lengthens each request: check the latency budget before moving serving there, "
+               "and a larger training batch can need more epochs to reach the same accuracy (samples per joule is "
+               "not energy to accuracy): check convergence before moving training there.")
         lines = _best_batches(rows) if has(rows, "saving_kwh_per_day") else []
         if lines:
             s.bullets(lines)
         cols = [c for c in ("gpu_model", "precision", "batch_size", "work_unit", "n_jobs", "energy_kwh", "j_per_unit",
-                            "eta_units_per_j", "best_batch_size", "saving_kwh_per_day") if c in rows.columns]
+                            "eta_units_per_j", "best_batch_size", "saving_kwh_per_day", "saving_low_kwh_per_day")
+                if c in rows.columns]
         shown = rows.select(cols).rename({"j_per_unit": "energy per unit (J/unit)", "eta_units_per_j": "eta (units/J)",
                                           "n_jobs": "n_jobs", "batch_size": "batch (count)",
                                           "best_batch_size": "best batch (count)"})
         s.add(table(shown, digits={"energy per unit (J/unit)": 4, "eta (units/J)": 3, "energy_kwh": 3,
-                                   "saving_kwh_per_day": 3}, source="fct_efficiency_precision_daily"))
+                                   "saving_kwh_per_day": 3, "saving_low_kwh_per_day": 3},
+                    source="fct_efficiency_precision_daily"))
     s.heading("FLOPs per watt, FP16-equivalent")
     flops = data.flops_per_watt
     if not has(flops, "fp16_equivalent_flops_per_w"):

@@ -1,6 +1,7 @@
 """Efficiency by precision and batch, and FP16-equivalent FLOPs per watt, on simulated days whose
 truth is known in shape (collectors.sim.precision): a serving job's tokens per joule follow its
-batch and precision, every job states its precision, and serving jobs their batch."""
+batch and precision, a training job's samples per joule its batch; every job states its precision,
+and serving, training and evaluation jobs their batch."""
 
 from __future__ import annotations
 
@@ -43,11 +44,12 @@ def test_fp16_equivalent_factors_follow_the_datasheet_peaks():
 
 
 @pytest.mark.slow  # a simulated 32-GPU fleet over two days, built and measured
-def test_the_best_batch_has_the_highest_eta_and_the_other_batches_save_at_it(warehouse):
+@pytest.mark.parametrize("unit", ["token", "sample"])  # serving, and training with evaluation
+def test_the_best_batch_has_the_highest_eta_and_the_other_batches_save_at_it(warehouse, unit):
     rows = warehouse.execute("""SELECT day, gpu_model, "precision", batch_size, j_per_unit, eta_units_per_j, best_batch_size,
                                        saving_kwh_per_day FROM fct_efficiency_precision_daily
-                                WHERE work_unit = 'token' AND batch_size IS NOT NULL""").fetchall()
-    assert rows, "no serving rows with a batch"
+                                WHERE work_unit = ? AND batch_size IS NOT NULL""", [unit]).fetchall()
+    assert rows, f"no {unit} rows with a batch"
     groups: dict = {}
     for day, model, precision, batch, j, eta, best, saving in rows:
         groups.setdefault((day, model, precision), []).append((batch, eta, best, saving))
@@ -61,6 +63,62 @@ def test_the_best_batch_has_the_highest_eta_and_the_other_batches_save_at_it(war
         assert top[3] == 0 and all(e[3] >= 0 for e in entries)
         checked += 1
     assert checked >= 1
+
+
+@pytest.mark.slow  # a simulated 32-GPU fleet over two days, built and measured
+def test_the_saving_the_jobs_spread_supports_is_recomputed_from_the_jobs(warehouse):
+    """j_per_unit_se from each job's energy and samples (a multi-GPU job's GPUs summed), by hand;
+    the supported saving never exceeds the point saving and is NULL only where a side has one job."""
+    import math
+    from collections import defaultdict
+
+    day = DAYS[1]
+    per_job: dict = defaultdict(lambda: [0.0, 0.0])
+    for model, precision, batch, job, e_kwh, samples in warehouse.execute(
+            """WITH j AS (SELECT DISTINCT job_id, gpu_uuid, "precision", batch_size FROM eff_input_jobs)
+               SELECT e.gpu_model, j."precision", j.batch_size, e.job_id, e.energy_kwh, e.samples_total
+               FROM fct_job_efficiency e JOIN j USING (job_id, gpu_uuid)
+               WHERE e.day = ? AND e.samples_total > 0 AND e.energy_kwh > 0 AND e.busy_hours > 0
+                 AND j.batch_size IS NOT NULL""", [day]).fetchall():
+        per_job[(model, precision, batch, job)][0] += e_kwh * 3.6e6
+        per_job[(model, precision, batch, job)][1] += samples
+    groups: dict = defaultdict(list)
+    for (model, precision, batch, _), eu in per_job.items():
+        groups[(model, precision, batch)].append(eu)
+    table = {r[:3]: r[3:] for r in warehouse.execute(
+        """SELECT gpu_model, "precision", batch_size, j_per_unit_se, saving_kwh_per_day, saving_low_kwh_per_day,
+                  best_batch_size FROM fct_efficiency_precision_daily
+           WHERE day = ? AND work_unit = 'sample' AND batch_size IS NOT NULL""", [day]).fetchall()}
+    assert table.keys() == groups.keys()
+    checked = 0
+    for key, jobs in groups.items():
+        se, saving, low, best = table[key]
+        if len(jobs) < 2:
+            assert se is None
+            continue
+        r = sum(e for e, _ in jobs) / sum(u for _, u in jobs)
+        want = math.sqrt(len(jobs) / (len(jobs) - 1) * sum((e - r * u) ** 2 for e, u in jobs)) / sum(u for _, u in jobs)
+        assert se == pytest.approx(want, rel=1e-6), key
+        checked += 1
+        best_single = len(groups[(key[0], key[1], best)]) < 2
+        if key[2] == best:
+            assert low == 0.0
+        elif best_single:
+            assert low is None
+        else:
+            assert low is not None and 0.0 <= low <= saving + 1e-12
+    assert checked >= 5
+    point, supported = warehouse.execute("""SELECT sum(saving_kwh_per_day), sum(saving_low_kwh_per_day)
+                                            FROM fct_efficiency_precision_daily WHERE work_unit = 'sample'""").fetchone()
+    assert 0 <= supported < point, "training jobs differ in work: the spread takes back part of the point saving"
+
+
+@pytest.mark.slow  # a simulated 32-GPU fleet over two days, built and measured
+def test_training_states_its_batch_and_data_preparation_does_not(warehouse):
+    by_stage = dict(warehouse.execute("""SELECT stage, count(*) FILTER (WHERE batch_size IS NULL) FROM eff_input_jobs
+                                         GROUP BY stage""").fetchall())
+    assert by_stage["training"] == 0 and by_stage["evaluation"] == 0 and by_stage["inference"] == 0
+    assert by_stage["data-preparation"] > 0
 
 
 @pytest.mark.slow  # a simulated 32-GPU fleet over two days, built and measured

@@ -13,8 +13,10 @@ import duckdb
 import pytest
 
 from joulehouse.collectors.config_contract import canonical_body, generate_keypair, load_public_key
+from joulehouse.reports.accounts.prices import load_urdb_tariff
+from joulehouse.reports.export.day_ahead import clearing_time, next_day_prices
 from joulehouse.reports.export.placement_advice import export_placement_advice
-from joulehouse.settings import ExportSettings
+from joulehouse.settings import ExportSettings, TcoSettings
 
 DAY = dt.date(2026, 6, 11)
 NOW = dt.datetime(2026, 6, 12, tzinfo=dt.timezone.utc)
@@ -57,9 +59,26 @@ def keys(tmp_path):
     return private_path, public_path
 
 
-def advice(con, tmp_path, keys) -> Path:
+def advice(con, tmp_path, keys, tco: TcoSettings | None = None, now: dt.datetime = NOW) -> Path:
     settings = ExportSettings(out_dir=str(tmp_path / "export"), validity_hours=48.0)
-    return export_placement_advice(con, DAY, settings, window_hours=3, now=NOW, private_key_path=keys[0])
+    return export_placement_advice(con, DAY, settings, window_hours=3, now=now, private_key_path=keys[0], tco=tco)
+
+
+def pjm_file(path: Path, day: dt.date, prices: list[float], market: str = "da") -> Path:
+    """A PJM Data Miner 2 export (the real files' columns) of one node over `day`'s first len(prices) hours."""
+    lines = [f"datetime_beginning_utc,datetime_beginning_ept,pnode_id,pnode_name,voltage,equipment,type,zone,"
+             f"system_energy_price_{market},total_lmp_{market},congestion_price_{market},marginal_loss_price_{market},"
+             "row_is_current,version_nbr"]
+    start = dt.datetime.combine(day, dt.time())
+    for h, price in enumerate(prices):
+        t = start + dt.timedelta(hours=h)
+        lines.append(f"{t:%m/%d/%Y %I:%M:%S %p},,1,PJM-RTO,,,ZONE,,{price},{price},0,0,True,1")
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def sites_of(path: Path) -> dict:
+    return json.loads(path.read_bytes())["body"]["sites"]["site-a"]
 
 
 def test_advice_is_signed_like_the_config_and_holds_preference_parking_and_hours(con, tmp_path, keys):
@@ -108,3 +127,69 @@ def test_the_example_refuses_a_tampered_file(con, tmp_path, keys):
     path.write_text(json.dumps(doc))
     done = run_example(path, keys[1], "slurm")
     assert done.returncode == 1 and "signature does not match" in done.stderr and not done.stdout
+
+
+# the next day's day-ahead prices: cheapest at 20-22 UTC, where the pipeline day's were at 02-04
+NEXT_DAY_PRICES = [60.0 + abs(h - 21) for h in range(24)]
+
+
+def test_day_ahead_prices_of_the_next_day_set_its_cheapest_hours(con, tmp_path, keys):
+    prices = pjm_file(tmp_path / "da.csv", DAY + dt.timedelta(days=1), NEXT_DAY_PRICES)
+    site = sites_of(advice(con, tmp_path, keys, tco=TcoSettings(price_file=str(prices))))
+    assert site["cheapest_hours_utc"] == ["2026-06-12T20:00:00Z", "2026-06-12T21:00:00Z", "2026-06-12T22:00:00Z"]
+    assert site["cleanest_hours_utc"] == ["2026-06-12T12:00:00Z", "2026-06-12T13:00:00Z", "2026-06-12T14:00:00Z"], (
+        "grid intensity has no day-ahead market: persistence")
+    assert site["forecast_basis"].startswith("cheapest hours: day-ahead prices of 2026-06-12 (da.csv")
+    assert "cleanest hours: persistence" in site["forecast_basis"]
+
+
+@pytest.mark.parametrize("case", ["missing hour", "real-time", "before clearing", "flat"])
+def test_prices_not_known_the_day_before_stay_a_persistence_forecast(con, tmp_path, keys, case):
+    tomorrow = DAY + dt.timedelta(days=1)
+    now, tco = NOW, TcoSettings(price_file=str(pjm_file(tmp_path / "p.csv", tomorrow, NEXT_DAY_PRICES)))
+    if case == "missing hour":
+        tco = TcoSettings(price_file=str(pjm_file(tmp_path / "p.csv", tomorrow, NEXT_DAY_PRICES[:23])))
+    elif case == "real-time":
+        tco = TcoSettings(price_file=str(pjm_file(tmp_path / "p.csv", tomorrow, NEXT_DAY_PRICES, market="rt")))
+    elif case == "before clearing":
+        now = clearing_time(tomorrow) - dt.timedelta(minutes=1)
+    else:
+        tco = None
+    site = sites_of(advice(con, tmp_path, keys, tco=tco, now=now))
+    assert site["cheapest_hours_utc"] == ["2026-06-12T02:00:00Z", "2026-06-12T03:00:00Z", "2026-06-12T04:00:00Z"]
+    assert site["forecast_basis"].startswith("persistence: the hours of 2026-06-11 one day later (prices: ")
+    why = {"missing hour": "has 23 of the 24", "real-time": "real-time", "before clearing": "clears at",
+           "flat": "no price settings"}[case]
+    assert why in site["forecast_basis"]
+
+
+def test_pjm_clears_the_next_day_at_1330_eastern():
+    assert clearing_time(dt.date(2026, 6, 12)) == dt.datetime(2026, 6, 11, 17, 30, tzinfo=dt.timezone.utc)  # EDT
+    assert clearing_time(dt.date(2026, 1, 15)) == dt.datetime(2026, 1, 14, 18, 30, tzinfo=dt.timezone.utc)  # EST
+
+
+def test_the_real_pjm_day_ahead_file_gives_the_next_days_prices_where_it_holds_them(shared_data):
+    path = shared_data / "prices" / "pjm_rto_da_hourly_lmp_2025.csv"
+    tco = TcoSettings(price_file=str(path))
+    known = next_day_prices(dt.date(2025, 6, 11), dt.datetime(2025, 6, 12, tzinfo=dt.timezone.utc), tco)
+    assert known.prices is not None and known.prices.height == 24 and "day-ahead prices of 2025-06-12" in known.basis
+    assert known.prices["hour_at"].min() == dt.datetime(2025, 6, 12, tzinfo=dt.timezone.utc)
+    # the file stops at 2025-12-31 05:00 UTC, and 2026 is not in it (year-mapped accounting is no forecast)
+    for day in (dt.date(2025, 12, 30), dt.date(2026, 6, 11)):
+        late = next_day_prices(day, dt.datetime.combine(day + dt.timedelta(days=1), dt.time(), dt.timezone.utc), tco)
+        assert late.prices is None and "of the 24 day-ahead hours" in late.basis
+    rt = TcoSettings(price_file=str(shared_data / "prices" / "pjm_hubs_rt_hourly_lmp_2025-05.csv"))
+    assert next_day_prices(dt.date(2025, 5, 10), dt.datetime(2025, 5, 11, tzinfo=dt.timezone.utc), rt).prices is None
+
+
+def test_a_time_of_use_tariff_gives_the_next_days_own_periods(shared_data):
+    path = shared_data / "prices" / "openei_urdb_tou_rate_virginia.json"
+    tariff = load_urdb_tariff(path)
+    friday = dt.date(2026, 6, 12)
+    known = next_day_prices(friday, dt.datetime(2026, 6, 13, tzinfo=dt.timezone.utc), TcoSettings(tariff_file=str(path)))
+    assert known.prices is not None and "time-of-use tariff" in known.basis
+    zone = __import__("zoneinfo").ZoneInfo("America/New_York")
+    for t, price in known.prices.iter_rows():
+        local = t.astimezone(zone)
+        period = (tariff.weekend_periods if local.weekday() >= 5 else tariff.weekday_periods)[local.month - 1][local.hour]
+        assert price == pytest.approx(1000 * tariff.rates_usd_per_kwh[period])

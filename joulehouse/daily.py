@@ -312,7 +312,8 @@ def export_recommended_config(day: str, config: str | None) -> dict:
                              private_key_path=settings.export.private_key_path)
         advice = export_placement_advice(con, the_day, settings.export, now=effective_at,
                                          window_hours=settings.placement.deferrable_window_hours,
-                                         private_key_path=settings.export.private_key_path)
+                                         private_key_path=settings.export.private_key_path,
+                                         tco=settings.tco, data_dir=_data_dir(settings.tco.price_file))
     return {"export": str(path), "polled_by_agents": path.name == CONFIG_NAME, "placement_advice": str(advice)}
 
 

@@ -19,7 +19,7 @@ import pytest
 from typer.testing import CliRunner
 
 from joulehouse.collectors.config_contract import generate_keypair, load_public_key, verify_config
-from joulehouse.settings import settings_to_toml
+from joulehouse.settings import load_settings, settings_to_toml
 from joulehouse.collectors.sim import simulate_fleet
 from joulehouse.cli.demo_run import demo_settings
 from joulehouse.cli.main import app
@@ -120,7 +120,6 @@ def test_two_days_through_airflow_and_a_rerun_of_the_first_is_identical(site):
     assert len(first["energy"]) == 16 * 24
     assert sum(r[2] for r in first["energy"]) > 0
     assert {m[0] for m in first["models"]} >= {"NVIDIA A100-SXM4-80GB", "NVIDIA H100 80GB HBM3"}
-    from joulehouse.settings import load_settings
 
     con = duckdb.connect(str(db), read_only=True)
     try:
@@ -138,6 +137,11 @@ def test_two_days_through_airflow_and_a_rerun_of_the_first_is_identical(site):
     config = verify_config(doc, load_public_key(site / "keys" / "joulehouse-ed25519.pub.pem"),
                            now=dt.datetime.fromisoformat(doc["body"]["valid_from"]))
     assert config.settings, "the export carries at least one GPU setting"
+    # The next day's hours for deferrable work: the daily run hands the site's price file to the
+    # advice, which says why it fell back to persistence (the demo's 2025 prices hold no 2026 day).
+    advice = json.loads((site / "export" / "placement-advice.json").read_text())["body"]
+    price_file = Path(load_settings(site / "joulehouse.toml").tco.price_file).name
+    assert price_file and all(price_file in s["forecast_basis"] for s in advice["sites"].values()), advice["sites"]
     # The day's headline as metrics, for node_exporter's textfile collector on the analytics host.
     from prometheus_client.parser import text_string_to_metric_families
 

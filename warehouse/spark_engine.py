@@ -253,18 +253,28 @@ def power_suffstats(spark: Any, day: dt.date, warehouse: WarehouseSettings, mode
     # models.power_features.input_view: one stream per GPU and day (where a GPU has one, all its rows)
     clean.createOrReplaceTempView("stream_input_samples")
     clean.createOrReplaceTempView("power_samples_source")
-    streams = _view(spark, "gpu_activity_streams", params, view="power_input_streams").cache()
+    # Each view is computed once and stands in its later readers' plans as its rows: left as
+    # plans, every reference re-expands the chain below it, and the analyser of the suffstats
+    # query ran out of the driver's 1 GB heap (a 16-GPU day with the default shape grid).
+    streams = _materialised(_view(spark, "gpu_activity_streams", params), "power_input_streams")
     _view(spark, "power_input_chosen", params, view="power_input_samples")
-    choice = _view(spark, "power_feature_choice", params).cache()
+    choice = _materialised(_view(spark, "power_feature_choice", params), "power_feature_choice")
     spark.createDataFrame([], STORED_HOURS_SCHEMA).createOrReplaceTempView("power_stored_hours")
     _view(spark, "power_feature_rows", params)
-    features = _view(spark, "power_features", params).cache()
+    features = _materialised(_view(spark, "power_features", params), "power_features")
     try:
         stats = _view(spark, "power_suffstats", params)
         return _frame(stats, ["gpu_model", "alpha", "activity_exponent", "activity_hold_s"])
     finally:
         for frame in (features, choice, streams, clean):
             frame.unpersist()
+
+
+def _materialised(frame: Any, view: str) -> Any:
+    """`frame` computed now and kept on the executors (lineage cut), registered as `view`."""
+    kept = frame.localCheckpoint(eager=True)
+    kept.createOrReplaceTempView(view)
+    return kept
 
 
 def gpu_energy_daily(spark: Any) -> pl.DataFrame:

@@ -24,7 +24,7 @@ against training-dense, latency-sensitive against inference serving.
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 import duckdb
@@ -91,8 +91,14 @@ def _semi_slopes(rows: Sequence[dict]) -> np.ndarray | None:
     for r in rows:
         x, u, b = np.log(r["energy_kwh"]), 1.0 - r["activity_ratio"], r["network_occupancy_ratio"]
         sums[r["gpu_model"]] = sums.get(r["gpu_model"], 0.0) + np.array([1.0, x, u, b, x * x, x * u, x * b])
+    return _slopes_within_models(sums.values())
+
+
+def _slopes_within_models(model_sums: Iterable[np.ndarray]) -> np.ndarray | None:
+    """[d(1-u)/d lnE, d BW/d lnE] from each GPU model's sums [n, sx, su, sb, sxx, sxu, sxb],
+    centred within its model; None when ln E does not vary within models."""
     sxx = sxu = sxb = 0.0
-    for n, sx, su, sb, s_xx, s_xu, s_xb in sums.values():
+    for n, sx, su, sb, s_xx, s_xu, s_xb in model_sums:
         sxx += s_xx - sx * sx / n
         sxu += s_xu - sx * su / n
         sxb += s_xb - sx * sb / n
@@ -160,15 +166,7 @@ class _ResampledSums:
         by_model: dict[str, list[np.ndarray]] = {}
         for i in picks:
             by_model.setdefault(self.models[i], []).append(self.semi[i])
-        sxx = sxu = sxb = 0.0
-        for blocks in by_model.values():
-            n, sx, su, sb, s_xx, s_xu, s_xb = self._sequential_sum(blocks, SEMI_KEYS)
-            sxx += s_xx - sx * sx / n
-            sxu += s_xu - sx * su / n
-            sxb += s_xb - sx * sb / n
-        if sxx <= 1e-12:
-            return None
-        return np.array([sxu / sxx, sxb / sxx])
+        return _slopes_within_models(self._sequential_sum(blocks, SEMI_KEYS) for blocks in by_model.values())
 
     def elasticity_stats(self, picks: Sequence[int]) -> list[dict]:
         """_elasticity_stats of the rows of GPUs `picks`: a GPU drawn k times sums its rows k times."""

@@ -86,6 +86,8 @@ def persist(lake: Path, day: dt.date, repeats: int = 2) -> dict:
     into a DuckDB file, checkpointed (how stg_gpu_samples was kept before)."""
     import duckdb
 
+    from joulehouse.warehouse.readings import PARQUET_OPTIONS
+
     ws = _settings(lake).warehouse
     files = f"{lake}/gpu_samples/date={day.isoformat()}/*/*.parquet"
     times: dict[str, list[float]] = {"persist_s": [], "persist_table_s": []}
@@ -96,8 +98,7 @@ def persist(lake: Path, day: dt.date, repeats: int = 2) -> dict:
             con.execute("SET threads = ?", [ws.threads])
             con.execute("SET memory_limit = ?", [ws.memory_limit])
             t0 = time.perf_counter()
-            con.execute(f"COPY (SELECT * FROM read_parquet(?)) TO '{tmp}/readings.parquet' "
-                        "(FORMAT parquet, COMPRESSION lz4_raw, PARQUET_VERSION v2)", [files])
+            con.execute(f"COPY (SELECT * FROM read_parquet(?)) TO '{tmp}/readings.parquet' ({PARQUET_OPTIONS})", [files])
             times["persist_s"].append(time.perf_counter() - t0)
             t0 = time.perf_counter()
             con.execute("CREATE TABLE readings AS SELECT * FROM read_parquet(?)", [files])

@@ -60,6 +60,15 @@ class WarehouseSettings:
                             "build this long after they were written, s: a reader holding an older snapshot of the\n"
                             "warehouse open keeps reading them meanwhile (warehouse/readings.py).")
 
+    query_memory_limit: Text = Field(
+        "1GB", description="Memory one `joulehouse sql` query may use (DuckDB's notation); past it the query stops with\n"
+                           "an error instead of pressing the host the DAG runs on.")
+    query_spill_limit: Text = Field(
+        "4GB", description="Disk one `joulehouse sql` query may spill to (a large sort or join), in a private temporary\n"
+                           "folder deleted after it; past it the query stops instead of filling the disk.")
+    query_timeout_s: Seconds = Field(
+        300.0, description="Wall time one `joulehouse sql` query may run, fetching included, before it is interrupted, s.")
+
     @model_validator(mode="after")
     def _temperatures_in_order(self) -> WarehouseSettings:
         if self.min_temp_c >= self.max_temp_c:

@@ -10,7 +10,11 @@ sandbox (`open_read_only`), enforced by DuckDB itself, not by reading the text:
   `warehouse.duckdb` -> `warehouse/`; never the folder that holds the file, where a deployment
   keeps its keys). `enable_external_access = false` with `allowed_directories`/`allowed_paths`,
   then `lock_configuration`, so no statement can widen it again;
-- the database is opened read-only, so a write into it fails even if it got this far.
+- the database is opened read-only, so a write into it fails even if it got this far;
+- resources: a query may use `query_memory_limit` of memory and `query_spill_limit` of disk (in a
+  private temporary folder, deleted with the connection) and run `query_timeout_s`, fetching
+  included ([warehouse] settings): a careless cross join stops with one line instead of taking
+  the memory, disk or hours of the host the daily run shares.
 
 Results are fetched in batches (`fetchmany`), never all at once, so a query over the whole lake
 prints without holding its result in memory. Parameters are bound (`$day` in the SQL, given as
@@ -21,6 +25,10 @@ binds them (`$Day` is `$day`).
 from __future__ import annotations
 
 import re
+import shutil
+import tempfile
+import threading
+import weakref
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,6 +37,7 @@ import duckdb
 
 from joulehouse.warehouse.catalog import LAYER_TITLES, public_by_layer, relation, saved_queries
 from joulehouse.warehouse.db import connect
+from joulehouse.warehouse.settings import WarehouseSettings
 from joulehouse.warehouse.sqlio import used_parameters
 
 BATCH_ROWS = 2048
@@ -66,11 +75,20 @@ def sandbox_paths(db_path: str | Path, lake: str | None) -> tuple[list[str], lis
     return directories, [str(db_file)]
 
 
-def open_read_only(db_path: str | Path) -> duckdb.DuckDBPyConnection:
-    """Open the warehouse read-only, in the sandbox of the module docstring; raw_* views read the
-    lake path stored at the last build."""
-    con = connect(db_path, None, read_only=True)
+_TIMEOUT_VARIABLE = "jh_query_timeout_s"
+
+
+def open_read_only(db_path: str | Path, settings: WarehouseSettings | None = None) -> duckdb.DuckDBPyConnection:
+    """Open the warehouse read-only, in the sandbox of the module docstring, with the query limits
+    of `settings` (default: the defaults); raw_* views read the lake path stored at the last build."""
+    settings = settings or WarehouseSettings()
+    con = connect(db_path, None, read_only=True, threads=settings.threads, memory_limit=settings.query_memory_limit)
+    spill = tempfile.mkdtemp(prefix="jh-sql-spill-")
+    weakref.finalize(con, shutil.rmtree, spill, ignore_errors=True)
     try:
+        con.execute("SET temp_directory = ?", [spill])
+        con.execute("SET max_temp_directory_size = ?", [settings.query_spill_limit])
+        con.execute(f"SET VARIABLE {_TIMEOUT_VARIABLE} = ?", [float(settings.query_timeout_s)])
         lake = con.execute("SELECT getvariable('jh_lake')").fetchone()[0]
         directories, files = sandbox_paths(db_path, lake)
         con.execute("SET autoinstall_known_extensions = false")
@@ -172,25 +190,74 @@ def run_query(con: duckdb.DuckDBPyConnection, sql: str, params: Mapping[str, str
     unused = [p for p in given if p not in used]
     if unused:
         raise QueryError(f"--param {', '.join(unused)} not used by the query (it uses: {', '.join(used) or 'none'})")
+    limits = _Limits(con)
     try:
         cursor = con.execute(statement, {p: given[p] for p in used}) if used else con.execute(statement)
     except duckdb.PermissionException as exc:
+        limits.cancel()
         raise ReadOnlyQueryError(_outside_sandbox(con, exc)) from None
     except duckdb.Error as exc:
+        limits.cancel()
         message = str(exc)
         if "read-only" in message or "read only" in message:
             raise ReadOnlyQueryError(
                 "the warehouse is opened read-only: this statement would change it; "
                 f"joulehouse sql runs {READ_STATEMENTS}"
             ) from None
-        raise QueryError(f"query failed: {message}") from None
+        raise QueryError(limits.explain(exc) or f"query failed: {message}") from None
     columns = [d[0] for d in cursor.description] if cursor.description else []
 
     def batches() -> Iterator[list[tuple]]:
-        while rows := cursor.fetchmany(batch_rows):
-            yield rows
+        try:
+            while rows := cursor.fetchmany(batch_rows):
+                yield rows
+        except duckdb.Error as exc:
+            raise QueryError(limits.explain(exc) or f"query failed: {_first_line(exc)}") from None
+        finally:
+            limits.cancel()
 
     return QueryResult(columns=columns, batches=batches())
+
+
+_ACTIVE_LIMITS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+class _Limits:
+    """The query's wall-time limit, from execution to its last batch fetched (an interrupt when
+    it passes), and the one-line messages of the limits a query ran into."""
+
+    def __init__(self, con: duckdb.DuckDBPyConnection) -> None:
+        # a result never fetched to its end leaves its timer running: it must not stop the next query
+        if (earlier := _ACTIVE_LIMITS.get(con)) is not None:
+            earlier.cancel()
+        _ACTIVE_LIMITS[con] = self
+        (self.timeout_s,) = con.execute(f"SELECT getvariable('{_TIMEOUT_VARIABLE}')").fetchone()
+        self.memory, self.spill = con.execute(
+            "SELECT current_setting('memory_limit'), current_setting('max_temp_directory_size')").fetchone()
+        self.timed_out = threading.Event()
+        self._timer = threading.Timer(float(self.timeout_s), self._interrupt, [con])
+        self._timer.daemon = True
+        self._timer.start()
+
+    def _interrupt(self, con: duckdb.DuckDBPyConnection) -> None:
+        self.timed_out.set()
+        try:
+            con.interrupt()
+        except duckdb.Error:
+            pass  # closed meanwhile: nothing left to stop
+
+    def cancel(self) -> None:
+        self._timer.cancel()
+
+    def explain(self, exc: duckdb.Error) -> str | None:
+        if isinstance(exc, duckdb.InterruptException) and self.timed_out.is_set():
+            return (f"the query ran past [warehouse] query_timeout_s = {self.timeout_s:g} s and was stopped; "
+                    "narrow it (a day, a host) or raise the setting")
+        if isinstance(exc, duckdb.OutOfMemoryException):
+            which = ("query_spill_limit = " + self.spill if "max_temp_directory_size" in str(exc)
+                     else "query_memory_limit = " + self.memory)
+            return f"the query needs more than [warehouse] {which} and was stopped; narrow it or raise the setting"
+        return None
 
 
 def _outside_sandbox(con: duckdb.DuckDBPyConnection, exc: duckdb.Error) -> str:

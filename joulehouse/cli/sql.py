@@ -101,11 +101,14 @@ def register(app: typer.Typer) -> None:
         describe: bool = typer.Option(False, "--describe", help="Describe relations (or the one named) instead."),
         markdown: bool = typer.Option(False, "--markdown", help="With --describe: every public relation as Markdown."),
         saved: Optional[str] = typer.Option(None, "--saved", help="Run a saved query by name (warehouse/queries)."),
+        config: Optional[Path] = typer.Option(
+            None, "--config", help="Settings file (TOML): a query's memory, spill and time limits ([warehouse] query_*)."),
     ) -> None:
         """Query the warehouse read-only: `joulehouse sql "SELECT ..." --db FILE`.
 
         Example: joulehouse sql --saved top-energy-gpus --param day=2026-06-11 --db var/demo/warehouse.duckdb
         """
+        from joulehouse.settings import SettingsError, load_settings
         from joulehouse.warehouse.db import WarehouseError
         from joulehouse.warehouse.sqlrun import QueryError, describe as describe_text, open_read_only, run_query, saved_query_sql
 
@@ -123,11 +126,11 @@ def register(app: typer.Typer) -> None:
             if db is None:
                 raise QueryError("--db FILE is required to run a query")
             params = _parse_params(param)
-            con = open_read_only(db)
+            con = open_read_only(db, load_settings(config).warehouse)
             try:
                 _print(run_query(con, sql, params), output)
             finally:
                 con.close()
-        except (QueryError, WarehouseError) as exc:
+        except (QueryError, WarehouseError, SettingsError) as exc:
             typer.echo(f"error: {exc}", err=True)
             raise typer.Exit(2) from None

@@ -57,6 +57,9 @@ def register(app: typer.Typer) -> None:
         """Choose, per workload, the measured setting (locked SM clock, power limit) that minimises the
         objective within the slowdown bound, with its energy and time against the fastest setting.
 
+        For a power-limit sweep and the energy objective, interval_* give the best power interval
+        on a 5 W grid: the measured limits at their readings, the fitted cap model between them.
+
         Example: joulehouse caps from-sweep zeus_testprofile_A40+resnet50+gpu0.csv --max-slowdown-pct 10
         """
         from joulehouse.collectors.settings import SettingsError
@@ -85,6 +88,7 @@ def register(app: typer.Typer) -> None:
                 sweeps = {workload: sweeps[workload]}
             choices = [choose_setting(s, objective, eta=eta, max_slowdown_pct=bound, max_power_w=max_power_w)
                        for s in sweeps.values()]
+            intervals = [_interval(s, bound) if objective == "energy" else {} for s in sweeps.values()]
         except SweepError as exc:
             fail(str(exc))
         records = [{"workload": c.label, "objective": c.objective, "sm_clock_mhz": c.sm_clock_mhz,
@@ -92,9 +96,22 @@ def register(app: typer.Typer) -> None:
                     "slowdown_pct": round(c.slowdown_pct, 2), "energy_saving_pct": round(c.energy_saving_pct, 2),
                     "fastest_sm_clock_mhz": c.fastest_sm_clock_mhz, "fastest_power_limit_w": c.fastest_power_limit_w,
                     "fastest_energy_j": c.fastest_energy_j, "fastest_time_s": c.fastest_time_s,
-                    "max_slowdown_pct": bound, "bound_from": bound_from,
-                    **({"eta": eta} if objective == "cost" else {})} for c in choices]
+                    "max_slowdown_pct": bound, "bound_from": bound_from, **interval,
+                    **({"eta": eta} if objective == "cost" else {})} for c, interval in zip(choices, intervals)]
         emit(records, output, single=workload is not None, title=f"{file.name}: {objective}, bound {bound_from}",
              columns=["workload", "sm_clock_mhz", "power_limit_w", "slowdown_pct", "energy_saving_pct", "max_slowdown_pct"])
 
     app.add_typer(caps, name="caps")
+
+
+def _interval(sweep, bound: float | None) -> dict:
+    """The best power interval of a power-limit sweep (models.cap_calibration.sweep_interval): the
+    measured limits at their readings, the fitted cap model between them, on a 5 W grid. Null for a
+    clock sweep or one of fewer than three limits (too few to fit the model's shape)."""
+    from joulehouse.models.cap_calibration import sweep_interval
+
+    if sweep.setting != "power_limit_w" or len(set(sweep.values.tolist())) < 3:
+        return {"interval_best_w": None, "interval_low_w": None, "interval_high_w": None}
+    limits, _, _, choice = sweep_interval(sweep, bound)
+    return {"interval_best_w": float(limits[choice.best]), "interval_low_w": choice.low_w,
+            "interval_high_w": choice.high_w}

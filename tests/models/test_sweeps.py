@@ -202,6 +202,20 @@ def test_the_cli_chooses_a_clock_from_the_perseus_sweeps(shared_data):
     [choice] = json.loads(_run(path).output)
     assert choice["power_limit_w"] is None and 855 <= choice["sm_clock_mhz"] < 1410
     assert 0 < choice["slowdown_pct"] <= 10 and choice["energy_saving_pct"] > 10
+    assert choice["interval_best_w"] is None  # a clock sweep has no power interval
+
+
+def test_the_cli_gives_the_best_power_interval_beside_the_measured_choice(shared_data):
+    """RTX 6000 BERT batch 8 at the throughput bound: the measured optimum 125 W, and the interval
+    (measurements at the measured limits, the fitted model between) around it, not the model
+    alone's 175 W (tests/models/test_power_interval_sweeps.py)."""
+    path = str(shared_data / "sweeps/zeus_nsdi23_summary_power_rtx6000.csv")
+    choice = json.loads(_run(path, "--workload", "sentiment140/bert_base_uncased/8/adamw").output)
+    assert choice["power_limit_w"] == 125 and choice["max_slowdown_pct"] == 10
+    assert choice["interval_low_w"] <= choice["interval_best_w"] <= choice["interval_high_w"]
+    assert 100 < choice["interval_low_w"] and choice["interval_high_w"] <= 150
+    cost = json.loads(_run(path, "--workload", "sentiment140/bert_base_uncased/8/adamw", "--objective", "cost").output)
+    assert "interval_best_w" not in cost  # the interval is the energy objective's
 
 
 def test_from_sweep_prints_a_table_of_choices_on_request(shared_data):

@@ -128,12 +128,17 @@ class NvmlSource:
         except nvml.NVMLLibraryMismatchError as exc:  # pynvml's word for a missing unversioned function
             raise NvmlFunctionMissing(f"{name}: {exc}") from None
 
-    def _reading(self, gpu: _Gpu, name: str, *args: Any) -> Any:
-        """One reading of one GPU, or None. A lost GPU stops being read for this poll."""
+    def _reading(self, gpu: _Gpu, name: str, *args: Any, raise_missing: bool = False) -> Any:
+        """One reading of one GPU, or None. A lost GPU stops being read for this poll.
+        `raise_missing`: a function the driver lacks raises NvmlFunctionMissing (the caller has another)."""
         if gpu.lost:
             return None
         try:
             return self._call(gpu, name, gpu.handle, *args)
+        except NvmlFunctionMissing:
+            if raise_missing:
+                raise
+            return None
         except NvmlUnsupported:
             return None
         except NvmlGpuLost as exc:
@@ -242,22 +247,12 @@ class NvmlSource:
 
     def _clock_event_reasons(self, gpu: _Gpu) -> int | None:
         """Drivers before 535 only have the older name ("throttle reasons") for the same bitmask."""
-        if gpu.lost:
-            return None
+        older = "nvmlDeviceGetCurrentClocksThrottleReasons"
         try:
-            return self._call(gpu, self._event_reasons_fn, gpu.handle)
+            return self._reading(gpu, self._event_reasons_fn, raise_missing=self._event_reasons_fn != older)
         except NvmlFunctionMissing:
-            if self._event_reasons_fn == "nvmlDeviceGetCurrentClocksThrottleReasons":
-                return None
-            self._event_reasons_fn = "nvmlDeviceGetCurrentClocksThrottleReasons"
-            return self._reading(gpu, self._event_reasons_fn)
-        except NvmlUnsupported:
-            return None
-        except NvmlGpuLost as exc:
-            gpu.lost = str(exc)
-        except NvmlError as exc:
-            gpu.errors.append(str(exc))
-        return None
+            self._event_reasons_fn = older
+            return self._reading(gpu, older)
 
     def take_processes(self) -> list[dict[str, Any]] | None:
         """The compute processes the last read saw (sampled_at in us, gpu_index, gpu_uuid, pid,

@@ -14,6 +14,8 @@ The rules (each a function of the parsed tree; REWRITES lists them):
   count the distinct values of x (DuckDB sets one bit per value, Spark keeps the set);
 - to_timestamp(s) -> timestamp_seconds(s) (sqlglot's from_unixtime round trip drops fractions);
 - now() -> current_timestamp();
+- `WITH x AS [NOT] MATERIALIZED (...)` -> `WITH x AS (...)`: a hint to DuckDB's planner (which copies
+  a CTE with several readers unless told not to); Spark plans CTEs its own way;
 - a file read in FROM (read_csv, read_parquet) -> the temp view the caller registered for it:
   on Spark the engine, not the SQL, opens files;
 - getvariable('name') -> the bound parameter :name. A DuckDB view takes no bound parameters, so
@@ -123,8 +125,14 @@ def _now(tree: exp.Expression) -> exp.Expression:
                           else node)
 
 
+def _cte_materialization(tree: exp.Expression) -> exp.Expression:
+    for cte in tree.find_all(exp.CTE):
+        cte.set("materialized", None)  # DuckDB's planning hint; Spark's parser has no such clause
+    return tree
+
+
 REWRITES: tuple[Callable[[exp.Expression], exp.Expression], ...] = (
-    _epoch, _to_seconds, _isfinite, _bitstring_counts, _to_timestamp, _now,
+    _epoch, _to_seconds, _isfinite, _bitstring_counts, _to_timestamp, _now, _cte_materialization,
 )
 
 

@@ -100,6 +100,12 @@ def test_to_seconds_is_a_day_time_interval():
     assert "MAKE_DT_INTERVAL(0, 0, 0, :margin_s)" in spark_sql("SELECT t - to_seconds($margin_s) FROM x")
 
 
+def test_duckdbs_cte_materialization_hint_is_dropped_for_spark():
+    text = spark_sql("WITH a AS NOT MATERIALIZED (SELECT 1 AS x), b AS MATERIALIZED (SELECT 2 AS y) "
+                     "SELECT * FROM a, b").upper()
+    assert "MATERIALIZED" not in text and "WITH A AS (" in text.replace("\n", " ")
+
+
 def test_isfinite_is_spelled_out():
     text = spark_sql("SELECT coalesce(isfinite(power_w), true) FROM x").upper()
     assert "ISNAN(POWER_W)" in text and "ABS(POWER_W) = CAST('INFINITY' AS DOUBLE)" in text

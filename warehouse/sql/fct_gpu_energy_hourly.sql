@@ -28,8 +28,11 @@
 --   reset value: else the counter fell, t1 - t0 <= max_counter_gap_s and the post-reset value
 --     is plausible: energy = post-reset value (energy since the reload; a lower bound);
 --   otherwise the interval is a gap: no energy, not covered.
-WITH intervals AS (
-    -- each energy reading with the next one of its stream (paired in int_gpu_samples_checked)
+WITH intervals AS NOT MATERIALIZED (
+    -- each energy reading with the next one of its stream (paired in int_gpu_samples_checked).
+    -- NOT MATERIALIZED: `bridged` below has two readers, so once DuckDB inlines the chain this CTE
+    -- has two and would be copied, every reading, into a temporary result; read twice from the
+    -- checked rows instead (0.75 -> 0.55 s per batch of 3.1 M readings)
     SELECT
         host, gpu_uuid, source,
         epoch_us(sampled_at) AS t0_us,

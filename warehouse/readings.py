@@ -61,9 +61,16 @@ def _literal(text: str) -> str:
 
 
 def _copy(con: duckdb.DuckDBPyConnection, query: str, params: dict, target: Path) -> int:
-    """Write the rows of `query` to the Parquet file `target`; returns how many."""
-    (_, n_rows, *_) = con.execute(f"COPY ({query}) TO {_literal(str(target))} ({PARQUET_OPTIONS}, RETURN_STATS)",
-                                  params).fetchone()
+    """Write the rows of `query` to the Parquet file `target`; returns how many. The rows' order
+    in the file is not kept (no reader relies on it: stg's own columns say each reading's next),
+    so both threads encode at once: 2.6-2.8 -> 1.8-1.9 s for a 64-GPU day's readings."""
+    (kept,) = con.execute("SELECT current_setting('preserve_insertion_order')").fetchone()
+    con.execute("SET preserve_insertion_order = false")
+    try:
+        (_, n_rows, *_) = con.execute(f"COPY ({query}) TO {_literal(str(target))} ({PARQUET_OPTIONS}, RETURN_STATS)",
+                                      params).fetchone()
+    finally:
+        con.execute(f"SET preserve_insertion_order = {'true' if kept else 'false'}")
     return int(n_rows)
 
 

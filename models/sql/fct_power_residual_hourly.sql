@@ -1,7 +1,7 @@
 -- fct_power_residual_hourly: where the power model is wrong, per GPU-hour of one day.
 -- kind: day
 -- grain: one row per (gpu_uuid, hour_at) of the fitted day (rows of power_features with day = $day)
--- Inputs: power_features, power_fit_coefficients (the fit of that day). Written by models.power.fit_day.
+-- Inputs: power_predictions (the fit of that day, models/sql/power_predictions.sql). Written by models.power.fit_day.
 -- columns:
 --   day [DATE] UTC day
 --   hour_at [TIMESTAMPTZ, UTC] start of the hour
@@ -17,18 +17,7 @@
 --   avg_temp_c [C] mean chip temperature
 --   power_limited_ratio [0..1] share of readings at the power cap
 WITH predicted AS (
-    SELECT
-        f.*,
-        least(
-            c.static_w + c.temp_w_per_c * f.temp_delta_c
-                + c.dyn_w * power_dynamic_ratio(f.activity_ratio, f.prior_busy_activity_ratio, f.since_busy_s,
-                  f.clock_ratio, coalesce(c.dyn_freq_exponent, 1.0), c.activity_exponent, c.activity_hold_s)
-                + c.mem_w * f.memory_ratio + c.pcie_w_per_gbps * f.pcie_gbps,
-            coalesce(f.power_limit_w, 1e9)
-        ) AS predicted_power_w
-    FROM power_features AS f
-    JOIN power_fit_coefficients AS c USING (gpu_model)
-    WHERE f.day = $day AND f.is_complete
+    SELECT * FROM power_predictions WHERE day = $day
 ),
 per_source AS (
     SELECT

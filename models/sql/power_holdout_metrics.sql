@@ -1,21 +1,15 @@
 -- power_holdout_metrics: how well each fitted model predicts time it did not see.
 -- Grain: gpu_model. Rows: held-out, not power limited, every feature present, power_w > 0.
--- Inputs: power_features, power_fit_coefficients (one row per gpu_model, written by models.power).
+-- Inputs: power_predictions (models/sql/power_predictions.sql: power_features with the models of
+--   power_fit_coefficients, one row per gpu_model, written by models.power).
 -- Columns: gpu_model, n_holdout (rows), holdout_hours (h, time the held-out rows stand for: sum of
 --          their interval_s), mape_pct (%, mean |predicted - measured| / measured),
 --          r2 (1 - SSE/SST, unitless), rmse_w (W).
 WITH predicted AS (
-    SELECT
-        f.gpu_model,
-        f.power_w,
-        f.interval_s,
-        c.static_w + c.temp_w_per_c * f.temp_delta_c
-            + c.dyn_w * power_dynamic_ratio(f.activity_ratio, f.prior_busy_activity_ratio, f.since_busy_s,
-                  f.clock_ratio, coalesce(c.dyn_freq_exponent, 1.0), c.activity_exponent, c.activity_hold_s)
-            + c.mem_w * f.memory_ratio + c.pcie_w_per_gbps * f.pcie_gbps AS predicted_power_w
-    FROM power_features AS f
-    JOIN power_fit_coefficients AS c USING (gpu_model)
-    WHERE f.is_holdout AND NOT f.is_power_limited AND f.is_complete AND f.power_w > 0
+    -- uncapped: the gate judges the model, and power-limited rows are left out instead
+    SELECT gpu_model, power_w, interval_s, model_power_w AS predicted_power_w
+    FROM power_predictions
+    WHERE is_holdout AND NOT is_power_limited AND power_w > 0
 ),
 sums AS (
     SELECT

@@ -2,22 +2,13 @@
 -- Grain: gpu_model. A job is a (job_id, gpu_uuid) row of `power_input_jobs` (a temporary view over
 -- the jobs relation); its energy is the sum of power x interval over its held-out samples. The
 -- prediction is capped at the row's power limit (P_actual = min(P_model, P_limit)), so capped rows count.
--- Inputs: power_features, power_fit_coefficients, power_input_jobs.
+-- Inputs: power_predictions (models/sql/power_predictions.sql), power_input_jobs.
 -- Columns: gpu_model, n_jobs, job_energy_error_pct (%, mean over jobs of |predicted - measured| / measured),
 --          measured_energy_kwh, predicted_energy_kwh (kWh, all those jobs together).
 WITH predicted AS (
-    SELECT
-        f.gpu_model, f.gpu_uuid, f.sampled_at, f.interval_s, f.power_w,
-        least(
-            c.static_w + c.temp_w_per_c * f.temp_delta_c
-                + c.dyn_w * power_dynamic_ratio(f.activity_ratio, f.prior_busy_activity_ratio, f.since_busy_s,
-                  f.clock_ratio, coalesce(c.dyn_freq_exponent, 1.0), c.activity_exponent, c.activity_hold_s)
-                + c.mem_w * f.memory_ratio + c.pcie_w_per_gbps * f.pcie_gbps,
-            coalesce(f.power_limit_w, 1e9)
-        ) AS predicted_power_w
-    FROM power_features AS f
-    JOIN power_fit_coefficients AS c USING (gpu_model)
-    WHERE f.is_holdout AND f.is_complete
+    SELECT gpu_model, gpu_uuid, sampled_at, interval_s, power_w, predicted_power_w
+    FROM power_predictions
+    WHERE is_holdout
 ),
 per_job AS (
     SELECT

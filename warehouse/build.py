@@ -239,7 +239,10 @@ def build_day(
         seconds["lake_contract"] = time.perf_counter() - t0
         with narrowed(con, files):
             t0 = time.perf_counter()
-            batches = host_batches(con, day, params["margin_s"], settings.build_hosts_per_batch)
+            own_day = f"/date={day.isoformat()}/"  # the neighbours' files give only their minutes near midnight
+            batches = host_batches(con, day, params["margin_s"], settings.build_hosts_per_batch,
+                                   settings.build_readings_per_batch,
+                                   [f for f in files["gpu_samples"] if own_day in f])
             seconds["host_batches"] = time.perf_counter() - t0
             computed = dict(computed or {})
             t0 = time.perf_counter()

@@ -34,12 +34,15 @@ class WarehouseSettings:
         120.0, description="BMC (IPMI) and facility meters are read every 5 s to 1 min: gaps up to this are bridged, s.")
     threads: Count = Field(2, description="DuckDB threads.")
     memory_limit: Text = Field(
-        "1GB", description="DuckDB memory limit (DuckDB's notation: 4GB, 512MB). With build_hosts_per_batch = 4 a 256-GPU\n"
+        "1GB", description="DuckDB memory limit (DuckDB's notation: 4GB, 512MB). With batches of 3.5 M readings a 256-GPU\n"
                            "fleet-day at 1 Hz peaks at 1.3 GB in all (4.2 GB at 4GB with 8 hosts) in about the same time:\n"
                            "a larger limit lets DuckDB hold more, not go faster (warehouse/SCALING.md).")
     build_hosts_per_batch: Count = Field(
-        4, description="The build checks and pairs the readings of this many hosts at a time (4 hosts x 8 GPUs at\n"
-                       "1 Hz: 2.8 M readings a day), so the rows one sort holds stay within memory_limit.")
+        64, description="The build checks and pairs the readings of at most this many hosts at a time ...")
+    build_readings_per_batch: Count = Field(
+        3_500_000, description="... and at most this many readings (counted from the day's Parquet footers; 4 hosts x 8 GPUs\n"
+                               "at 1 Hz: 2.8-3.1 M), so the rows one sort holds stay within memory_limit and each batch's\n"
+                               "fixed cost stays a small part of it whatever the fleet's size or sampling rate.")
     compact_lake: bool = Field(
         True, description="Before the build, rewrite each host's day in the (local, central) lake as one file per\n"
                           "dataset: the collector's 300 s files take 44-52% more bytes and build 18% slower\n"

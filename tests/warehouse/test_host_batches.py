@@ -9,7 +9,7 @@ import math
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from warehouse_lakes import gpu_rows, write
+from warehouse_lakes import DAY, gpu_rows, write
 
 from joulehouse.settings import WarehouseSettings
 from joulehouse.warehouse.host_batches import group_hosts
@@ -30,6 +30,35 @@ def test_batches_cover_every_host_once_and_keep_a_gpus_hosts_together(pairs, siz
     shared = {h for h, g in host_gpus if sum(1 for _, g2 in host_gpus if g2 == g) > 1}
     for b in batches:  # only a group of hosts sharing GPUs may exceed the size
         assert len(b) <= size or set(b) <= shared | set(b[:1])
+
+
+@given(st.lists(st.integers(0, 5000), min_size=1, max_size=12), st.integers(1, 6000))
+def test_batches_hold_at_most_the_readings_bound_unless_one_host_alone_exceeds_it(readings, bound):
+    hosts = [f"h{i:02d}" for i in range(len(readings))]
+    per_host = dict(zip(hosts, readings))
+    batches = group_hosts([], hosts, 64, per_host, bound)
+    assert [h for b in batches for h in b] == hosts  # every host once, in order
+    for b in batches:
+        assert sum(per_host[h] for h in b) <= bound or len(b) == 1
+    for a, b in zip(batches, batches[1:]):  # a batch closes only when the next host would not fit
+        assert sum(per_host[h] for h in a) + per_host[b[0]] > bound
+
+
+def test_a_day_of_few_readings_per_host_is_one_batch_and_a_full_one_is_split_by_readings(lake, tmp_path):
+    """Batches are counted from the files' footers: three hosts of 720, 720 and 1,440 readings."""
+    from joulehouse.warehouse.build import ensure_views
+    from joulehouse.warehouse.db import connect
+    from joulehouse.warehouse.host_batches import host_batches
+
+    for host, step in (("node-01", 10), ("node-02", 10), ("node-03", 5)):
+        write(lake, gpu_rows(range(0, 7200, step), 100.0, uuid=f"GPU-{host}", host=host))
+    con = connect(tmp_path / "w.duckdb", lake)
+    ensure_views(con)
+    files = sorted(str(p) for p in (lake / "gpu_samples").rglob("*.parquet"))
+    assert host_batches(con, DAY, 900.0, 64, 3000, files) == [["node-01", "node-02", "node-03"]]
+    assert host_batches(con, DAY, 900.0, 64, 1500, files) == [["node-01", "node-02"], ["node-03"]]
+    assert host_batches(con, DAY, 900.0, 1, 3000, files) == [["node-01"], ["node-02"], ["node-03"]]
+    con.close()
 
 
 def _snapshot(con):
@@ -58,6 +87,8 @@ def test_the_day_is_the_same_built_one_host_at_a_time(lake, warehouse, tmp_path)
     one_by_one = dataclasses.replace(WarehouseSettings(), build_hosts_per_batch=1)
     batched = _snapshot(warehouse(settings=one_by_one))
     assert batched == whole
+    by_readings = dataclasses.replace(WarehouseSettings(), build_readings_per_batch=2000)  # about a host each
+    assert _snapshot(warehouse(settings=by_readings)) == whole
     moved = [r for r in whole["fct_gpu_energy_hourly"] if r[3] == "GPU-MOVED"]  # (hour_at, day, host, gpu_uuid, ...)
     assert len(moved) == 14 and len({r[0] for r in moved}) == 14  # one row per hour, read by two hosts
     assert len(whole["quarantine_gpu_samples"]) == 2

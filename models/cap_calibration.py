@@ -113,9 +113,10 @@ def sweep_interval(sweep: Sweep, max_slowdown_pct: float | None, *, step_w: floa
     interpolated linearly in the limit and taken off the model between: measured limits keep their
     readings, and the model's shape bends the curve between them, within the range its two measured
     neighbours span (a knee the model puts between two readings is not measured: without the clip
-    the A40 BERT sweeps found limits within the bound between two readings outside it). Times are counted from the
-    fastest measured setting and energies from the highest limit, as models.sweeps.choose_setting
-    counts them. Returns (limits W, relative energy, relative time, CurveInterval)."""
+    the A40 BERT sweeps found limits within the bound between two readings outside it). Times are
+    counted from the fastest measured setting and energies from the highest limit, as
+    models.sweeps.choose_setting counts them. Returns (limits W, relative energy, relative time,
+    CurveInterval)."""
     from joulehouse.models.power_interval import interval_on_curve  # power_interval imports the fleet's SQL
 
     shape = shape or fit_cap_shape(sweep)

@@ -63,3 +63,32 @@ def test_the_watcher_names_the_running_task_of_the_newest_run(tmp_path):
         stop.set()
         watcher.join()
     assert heard == [("list_lake_hosts", 0, 4), ("build_warehouse", 1, 4), ("check_data", 2, 4)]
+
+
+def test_the_headline_counts_a_failed_warning_apart_from_a_blocking_failure(tmp_path):
+    """Before: the demo's headline read 'data checks failed 1' on every day, for a warning (GPUs
+    of the real traces not in the inventory) that does not stop the run."""
+    import datetime as dt
+
+    import duckdb
+    from rich.console import Console
+
+    from joulehouse.cli.headline import day_headline, headline_table
+
+    db = tmp_path / "w.duckdb"
+    con = duckdb.connect(str(db))
+    con.execute("CREATE TABLE fct_check_results (day DATE, suite VARCHAR, expectation VARCHAR, severity VARCHAR, "
+                "success BOOLEAN, observed_value VARCHAR, details VARCHAR, checked_at TIMESTAMPTZ)")
+    day = dt.date(2026, 6, 11)
+    con.executemany("INSERT INTO fct_check_results VALUES (?, 's', ?, ?, ?, NULL, NULL, now())",
+                    [(day, "a", "warning", False), (day, "b", "warning", False), (day, "c", "blocking", True),
+                     (day - dt.timedelta(days=1), "d", "blocking", False)])
+    con.close()
+    numbers, _ = day_headline(str(db), str(tmp_path / "lake"), day)
+    assert numbers["checks_failed"] == 0 and numbers["checks_warned"] == 2
+    assert numbers["energy_kwh"] is None  # no hourly facts built: not computed, never 0
+    console = Console(width=120, record=True)
+    console.print(headline_table(day, numbers, "t"))
+    text = console.export_text()
+    assert "data checks failed (blocking)" in text and "data checks warned (the run goes on)" in text
+    assert "GPU energy" in text and "not computed" in text

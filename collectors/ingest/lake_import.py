@@ -90,11 +90,14 @@ def land_log(lake: str | Path, table: pa.Table, rejected: list[RejectedRow], *, 
     old = _ledger_partitions(_read_json(ledger), host)
     table = table.append_column(LOG_ID_COLUMN, pa.array([identity] * table.num_rows, pa.string()))
     parts = _split_partitions(table, dataset, host)
+    # every partition named before anything is written: a host that cannot name a folder
+    # ('../../etc') is refused with nothing left behind, not even the ledger
+    targets = {key: _in_partition(lake, dataset, *key, name) for key in sorted(parts)}
     record = {"source": source, "host": host, "path": str(Path(path).expanduser().resolve()), "dataset": dataset}
     _write_json(ledger, {**record, **_ledger_fields(old | set(parts), host)})
     written = []
-    for (day, part_host), part in sorted(parts.items()):
-        written.append(write_lake_file(part, _in_partition(lake, dataset, day, part_host, name)))
+    for key, target in targets.items():
+        written.append(write_lake_file(parts[key], target))
     rewritten = []
     for day, part_host in sorted(old | set(parts)):
         if (day, part_host) not in parts:

@@ -132,3 +132,13 @@ def test_a_lake_that_cannot_be_written_is_one_line(tmp_path):
     assert out.exit_code == 2
     assert out.output.startswith(f"error: cannot write the import of {log} into the lake {tmp_path}/blocked/lake: ")
     assert len(out.output.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("host", ["../../etc", "a/b", ".."])
+def test_a_host_that_cannot_name_a_folder_is_refused_and_leaves_nothing(tmp_path, lake, host):
+    """Before: the import was refused, but its ledger in _imports/ already listed the day as landed."""
+    log = _log(tmp_path / "gpu.csv", "2026/01/02 00:00:00.000, 0, 100 W")
+    with pytest.raises(ValueError, match="cannot name a partition folder"):
+        ingest_nvidia_smi(log, lake=lake, host=host, now=NOW)
+    assert not any(Path(lake).rglob("*.json")) and not any(Path(lake).rglob("*.parquet"))
+    assert not (tmp_path / "etc").exists()

@@ -196,6 +196,8 @@ class SettingsRoot(BaseSettings):
         """Read the TOML file at `path` (optional), then the JOULEHOUSE_* overrides of `env` (default:
         the process environment), and check every value. Raises SettingsError, one line."""
         environ = os.environ if env is None else env
+        if path is not None and Path(path).is_dir():
+            raise SettingsError(f"settings file {path} is a folder; give the TOML file in it (e.g. {Path(path) / 'joulehouse.toml'})")
         if path is not None and not Path(path).is_file():
             raise SettingsError(f"settings file {path} does not exist")
         cls._refuse_unknown_overrides(environ)

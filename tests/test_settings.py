@@ -77,6 +77,9 @@ def test_an_unreadable_file_is_one_line_naming_it(tmp_path, content, expected):
 def test_a_missing_file_or_an_unknown_section_override_is_refused(tmp_path):
     with pytest.raises(SettingsError, match="settings file .*nowhere.toml does not exist"):
         load_settings(tmp_path / "nowhere.toml", env={})
+    # a folder (the demo's var/demo, say) is named as one, not as missing
+    with pytest.raises(SettingsError, match=r"settings file .* is a folder; give the TOML file in it"):
+        load_settings(tmp_path, env={})
     with pytest.raises(SettingsError, match="JOULEHOUSE_CARBN__REGION: unknown settings section 'carbn'"):
         load_settings(env={"JOULEHOUSE_CARBN__REGION": "FR"})
     # Variables of the project that are not settings (no section) are left alone.

@@ -102,7 +102,7 @@ def register(app: typer.Typer) -> None:
         markdown: bool = typer.Option(False, "--markdown", help="With --describe: every public relation as Markdown."),
         saved: Optional[str] = typer.Option(None, "--saved", help="Run a saved query by name (warehouse/queries)."),
         config: Optional[Path] = typer.Option(
-            None, "--config", help="Settings file (TOML): a query's memory, spill and time limits ([warehouse] query_*)."),
+            None, "--config", help="Settings file (TOML): a query's memory, spill and time limits (\\[warehouse] query_*)."),
     ) -> None:
         """Query the warehouse read-only: `joulehouse sql "SELECT ..." --db FILE`.
 

@@ -1,11 +1,12 @@
-"""The carbon dashboard: one self-contained HTML page over every day the warehouse holds.
+"""The carbon dashboard: one HTML page over every day the warehouse holds.
 
 Carbon and cost by team, GPU model and site, per week and per month (location- and market-based
 scope 2, embodied apart, and the total cost), energy per unit of work over time with the fleet's
 FP16-equivalent FLOPs per watt against its +20% goal, and the applied settings' realised savings
 over time beside their predictions. The daily DAG rebuilds it after each day's report
-(`<reports>/dashboard.html`, linked from each daily report); like the report it embeds plotly.js
-once and opens offline. Its numbers are sums of the warehouse's relations (reports/dashboard/sql).
+(`<reports>/dashboard.html`, linked from each daily report); like the reports it loads the one
+copy of plotly.js beside them (4.6 MB, not a copy per page) and opens offline. Its numbers are
+sums of the warehouse's relations (reports/dashboard/sql).
 """
 
 from __future__ import annotations
@@ -15,10 +16,9 @@ from pathlib import Path
 import duckdb
 import plotly.graph_objects as go
 import polars as pl
-from plotly.offline import get_plotlyjs
 
 from joulehouse.collectors.writer import write_bytes_atomic
-from joulehouse.reports.page.blocks import FigureWriter, Section, card, cards, fmt_number, page, table
+from joulehouse.reports.page.blocks import FigureWriter, Section, card, cards, fmt_number, page, shared_plotly, table
 from joulehouse.reports.page.figures import LAYOUT
 from joulehouse.warehouse.sqlio import SqlFiles, relation_exists
 
@@ -160,8 +160,8 @@ def render_dashboard(con: duckdb.DuckDBPyConnection, out_path: Path) -> Path:
     else:
         s.missing("no setting has taken effect and been measured yet (fct_recommendation_outcome)")
     sections.append(s)
-    text = page("joulehouse carbon dashboard", f"every day the warehouse holds: {days[0]} to {days[1]} (UTC)",
-                sections, plotly_js=get_plotlyjs())
     out_path = Path(out_path)
+    text = page("joulehouse carbon dashboard", f"every day the warehouse holds: {days[0]} to {days[1]} (UTC)",
+                sections, plotly_src=shared_plotly(out_path.parent))
     write_bytes_atomic(out_path, text.encode("utf-8"))
     return out_path

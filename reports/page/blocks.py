@@ -11,8 +11,11 @@ from __future__ import annotations
 
 import datetime as dt
 import math
+import os
+import uuid
 from dataclasses import dataclass, field
 from functools import cache
+from pathlib import Path
 
 import jinja2
 import polars as pl
@@ -240,3 +243,26 @@ def page(title: str, subtitle: str, sections: list[Section], *, plotly_js: str =
     """The whole page: plotly.js from `plotly_src` (a file beside the report) or inlined `plotly_js`."""
     return _templates().get_template("page.html.j2").render(title=title, subtitle=subtitle, sections=sections,
                                                             plotly_js=plotly_js, plotly_src=plotly_src) + "\n"
+
+
+def plotly_file_name() -> str:
+    """The shared plotly.js file's name, after plotly.js's own version (the Python package's
+    differs: plotly 7.1 bundles plotly.js 4.1.1)."""
+    from plotly.offline import get_plotlyjs_version
+
+    return f"plotly.js-{get_plotlyjs_version()}.min.js"
+
+
+def shared_plotly(folder: Path) -> str:
+    """Write plotly.js once into `folder` (every page there, the daily reports and the dashboard,
+    loads it) and return its name."""
+    from plotly.offline import get_plotlyjs
+
+    target = Path(folder) / plotly_file_name()
+    bundle = get_plotlyjs()
+    if not target.exists() or target.stat().st_size != len(bundle.encode("utf-8")):
+        target.parent.mkdir(parents=True, exist_ok=True)
+        tmp = target.with_name(f".{target.name}.{uuid.uuid4().hex[:8]}.tmp")
+        tmp.write_text(bundle, encoding="utf-8")
+        os.replace(tmp, target)
+    return target.name

@@ -23,14 +23,14 @@ import os
 import uuid
 from pathlib import Path
 
-import plotly
 import polars as pl
 from plotly.offline import get_plotlyjs
 from markupsafe import Markup
 
 from joulehouse.reports.page import figures
 from joulehouse.reports.page.relations import ReportData, has, total
-from joulehouse.reports.page.blocks import FigureWriter, Section, fmt_kg, fmt_kwh, fmt_number, fmt_usd, page, table
+from joulehouse.reports.page.blocks import (FigureWriter, Section, fmt_kg, fmt_kwh, fmt_number, fmt_usd, page,
+                                            shared_plotly, table)
 from joulehouse.reports.page.section_summary import summary_section
 from joulehouse.reports.page.section_efficiency_precision import precision_efficiency_block
 from joulehouse.reports.page.section_actions import efficiency_section, recommendations_section
@@ -138,20 +138,6 @@ def day_gpu_models(data: ReportData) -> list[str]:
         if frame is not None and "gpu_model" in frame.columns:
             found.update(m for m in frame["gpu_model"].unique().to_list() if m is not None)
     return sorted(found)
-
-
-PLOTLY_FILE = f"plotly-{plotly.__version__}.min.js"
-
-
-def shared_plotly(folder: Path) -> str:
-    """Write plotly.js once into `folder` (every day's report there loads it) and return its name."""
-    target = folder / PLOTLY_FILE
-    bundle = get_plotlyjs()
-    if not target.exists() or target.stat().st_size != len(bundle.encode("utf-8")):
-        tmp = target.with_name(f".{target.name}.{uuid.uuid4().hex[:8]}.tmp")
-        tmp.write_text(bundle, encoding="utf-8")
-        os.replace(tmp, target)
-    return target.name
 
 
 def render_report(con, day: dt.date | str, out_path: Path, *, notes: dict | None = None,

@@ -12,7 +12,8 @@ import pytest
 from report_fixtures import OUTCOME_DDL, OUTCOME_POOLED, DAY, build_analysis, build_context_and_shift, build_day, energy_vs_limit, hourly_context
 from plotly.offline import get_plotlyjs
 
-from joulehouse.reports.page.render import PLOTLY_FILE, render_report
+from joulehouse.reports.page.blocks import plotly_file_name
+from joulehouse.reports.page.render import render_report
 
 
 @pytest.fixture()
@@ -29,15 +30,15 @@ def test_full_report_is_self_contained_and_draws_every_figure(full_day, tmp_path
                          notes={"energy_vs_limit": energy_vs_limit(), "hourly_context": hourly_context(), "run": "test"})
     text = path.read_text()
     # plotly.js loaded once, from the one copy beside every day's report: the page holds its data only
-    assert re.findall(r'<script[^>]*src="([^"]*)"', text) == [PLOTLY_FILE]
-    assert (tmp_path / PLOTLY_FILE).read_text() == get_plotlyjs()
+    assert re.findall(r'<script[^>]*src="([^"]*)"', text) == [plotly_file_name()]
+    assert (tmp_path / plotly_file_name()).read_text() == get_plotlyjs()
     assert get_plotlyjs()[:300] not in text and len(text) < len(get_plotlyjs()) / 4
     # the inline page is one file to mail: plotly.js embedded once, nothing fetched, opens offline
     single = render_report(full_day, DAY, tmp_path / "single" / "r.html", plotly_js="inline").read_text()
     assert single.count(get_plotlyjs()[:300]) == 1
     page_scripts = re.findall(r"<script[^>]*>", single.split(get_plotlyjs())[1])
     assert page_scripts and not any("src=" in tag for tag in page_scripts)
-    assert not (tmp_path / "single" / PLOTLY_FILE).exists()
+    assert not (tmp_path / "single" / plotly_file_name()).exists()
     assert "Not computed" in text  # the fixture has no IPMI reconciliation
     assert "no IPMI data" in text
     # energy 3, power models 4 (fit, residuals, curve, thermal), carbon+cost 4, quality 2 (quarantine, coverage)
@@ -172,7 +173,8 @@ def test_a_gpu_without_a_model_name_is_drawn_under_a_label(tmp_path):
 
     import duckdb
 
-    from joulehouse.reports.page.render import PLOTLY_FILE, render_report
+    from joulehouse.reports.page.blocks import plotly_file_name
+    from joulehouse.reports.page.render import render_report
     from joulehouse.reports.warehouse_tables import UNKNOWN_GPU_MODEL
 
     con = duckdb.connect()

@@ -309,7 +309,7 @@ def _print_trace_days(out: Path, settings: Settings, trace_days: dict[dt.date, l
     table = Table(title="The real traces", title_justify="left")
     for col, justify in (("day", "left"), ("trace", "left"), ("GPUs", "right"), ("energy measured", "right"),
                          ("report", "left")):
-        table.add_column(col, justify=justify)
+        table.add_column(col, justify=justify, overflow="fold" if col in ("trace", "report") else "ellipsis")
     con = connect(settings.warehouse.db_path, settings.lake.path, read_only=True)
     try:
         for day, names in sorted(trace_days.items()):

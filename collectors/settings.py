@@ -197,7 +197,8 @@ class SettingsRoot(BaseSettings):
         the process environment), and check every value. Raises SettingsError, one line."""
         environ = os.environ if env is None else env
         if path is not None and Path(path).is_dir():
-            raise SettingsError(f"settings file {path} is a folder; give the TOML file in it (e.g. {Path(path) / 'joulehouse.toml'})")
+            raise SettingsError(f"settings file {path} is a folder; give the TOML file in it "
+                                f"(e.g. {Path(path) / 'joulehouse.toml'})")
         if path is not None and not Path(path).is_file():
             raise SettingsError(f"settings file {path} does not exist")
         cls._refuse_unknown_overrides(environ)

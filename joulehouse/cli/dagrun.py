@@ -75,7 +75,8 @@ def default_dags_folder() -> Path:
 
 
 AIRFLOW_CFG = """# Written by joulehouse: the same home the runs used, so `AIRFLOW_HOME={home} airflow standalone`
-# (with the virtualenv's bin/ on PATH: standalone starts its parts as `airflow`) opens them in the Airflow UI (http://localhost:8080; the login is in simple_auth_manager_passwords.json.generated).
+# (with the virtualenv's bin/ on PATH: standalone starts its parts as `airflow`) opens them in the
+# Airflow UI (http://localhost:8080; the login is in simple_auth_manager_passwords.json.generated).
 [core]
 dags_folder = {dags}
 load_examples = False

@@ -247,7 +247,8 @@ def _ingest_traces(lake: Path, shared_data: Path, console: Console) -> dict[dt.d
             landed.setdefault(day, []).append(name)
     for path in sorted(folder.glob("*.csv")):
         if path.name not in TRACES:  # said, not passed over in silence
-            why = SKIPPED_TRACES.get(path.name, "not one of the demo's traces; `joulehouse ingest nvidia-smi` imports it")
+            why = SKIPPED_TRACES.get(path.name,
+                                     "not one of the demo's traces; `joulehouse ingest nvidia-smi` imports it")
             console.print(escape(f"not imported {path.name}: {why}"))
     return landed
 

@@ -18,8 +18,10 @@ HEADLINE_SQL = {
     "cost_usd": "SELECT sum(total_cost_usd) FROM rpt_tco_daily WHERE day = ?",
     "energy_cost_usd": "SELECT sum(energy_cost_usd) FROM rpt_tco_daily WHERE day = ?",
     # a failed warning is reported and the run goes on: counted apart from the blocking failures
-    "checks_failed": "SELECT count(*) FILTER (WHERE NOT success AND severity = 'blocking') FROM fct_check_results WHERE day = ?",
-    "checks_warned": "SELECT count(*) FILTER (WHERE NOT success AND severity <> 'blocking') FROM fct_check_results WHERE day = ?",
+    "checks_failed": ("SELECT count(*) FILTER (WHERE NOT success AND severity = 'blocking') "
+                      "FROM fct_check_results WHERE day = ?"),
+    "checks_warned": ("SELECT count(*) FILTER (WHERE NOT success AND severity <> 'blocking') "
+                      "FROM fct_check_results WHERE day = ?"),
     "gpus_to_cap": "SELECT count(*) FILTER (WHERE power_limit_w < default_limit_w) FROM fct_recommendation WHERE day = ?",
 }
 OUTCOME_SQL = ("SELECT gpu_model, power_limit_w_before, power_limit_w_after, n_treated_gpus, predicted_saving_pct, "
@@ -65,7 +67,8 @@ def headline_table(day: dt.date, numbers: dict, title: str) -> Table:
                   _or_not_computed(numbers["carbon_kgco2e"], f"{numbers['carbon_kgco2e'] or 0:,.1f} kgCO2e"))
     table.add_row("cost (energy, demand, capital, operations)", _or_not_computed(cost, f"{cost or 0:,.0f} USD"))
     table.add_row("  of which energy", _or_not_computed(energy_cost, f"{energy_cost or 0:,.2f} USD"))
-    table.add_row("data checks failed (blocking)", _or_not_computed(numbers["checks_failed"], f"{numbers['checks_failed'] or 0}"))
+    table.add_row("data checks failed (blocking)",
+                  _or_not_computed(numbers["checks_failed"], f"{numbers['checks_failed'] or 0}"))
     table.add_row("data checks warned (the run goes on)",
                   _or_not_computed(numbers["checks_warned"], f"{numbers['checks_warned'] or 0}"))
     table.add_row("GPUs recommended a lower power limit", _or_not_computed(numbers["gpus_to_cap"], f"{numbers['gpus_to_cap'] or 0}"))

@@ -1,4 +1,5 @@
-"""The daily HTML report: one self-contained file a person opens offline in a browser.
+"""The daily HTML report: one file a person opens offline in a browser (with the one plotly.js
+beside it, or that too inlined: `plotly_js`).
 
 `render_report(con, day, out_path)` reads whichever warehouse relations exist for `day` and
 writes: a summary (fleet energy kWh, carbon kgCO2e location- and market-based, cost USD, the top

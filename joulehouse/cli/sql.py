@@ -57,6 +57,10 @@ def _parse_params(values: list[str]) -> dict[str, str]:
     return params
 
 
+# Wider than any table a query prints whole (rich renders a table at its natural width up to this).
+PIPED_TABLE_WIDTH = 10_000
+
+
 def _print(result, fmt: OutputFormat) -> int:
     """Write batches as they come; returns the number of rows."""
     out = sys.stdout
@@ -76,13 +80,19 @@ def _print(result, fmt: OutputFormat) -> int:
         out.write("\n]\n")
     else:
         from rich.console import Console
+        from rich.markup import escape
         from rich.table import Table
 
-        console = Console()
+        # Piped into a file or `less`, the table keeps its natural width instead of being squeezed
+        # to 80 columns; on a terminal a long cell folds onto the next line. No value is ever cut
+        # short ("0.57291213…"), and a value is data, never rich markup ("[bold]" stays as written).
+        console = Console() if out.isatty() else Console(width=PIPED_TABLE_WIDTH)
         for batch in result.batches:
-            table = Table(*result.columns, show_header=(n == 0), header_style="bold")
+            table = Table(show_header=(n == 0), header_style="bold")
+            for column in result.columns:
+                table.add_column(escape(str(column)), overflow="fold")
             for row in batch:
-                table.add_row(*("NULL" if v is None else str(v) for v in row))
+                table.add_row(*("NULL" if v is None else escape(str(v)) for v in row))
             console.print(table)
             n += len(batch)
         console.print(f"[dim]{n} row(s)[/dim]")

@@ -104,3 +104,16 @@ def test_describe_lists_relations_and_columns_with_units(db):
     one = run("--describe", "fct_gpu_energy_hourly")
     assert "energy_kwh" in one.output and "[kWh]" in one.output
     assert run("--describe", "no_such_view").exit_code != 0
+
+
+def test_a_table_shows_every_value_whole_and_as_written(db):
+    """Before: piped, the table was squeezed to 80 columns and cut values short
+    ('0.572912131666…'), and a value holding rich markup lost it ('[bold]x[/bold] [recommend]'
+    printed as 'x ')."""
+    res = run("SELECT '[bold]x[/bold] [recommend]' AS \"[label]\", 0.57291213166612345 AS long_value_w, "
+              "repeat('w', 120) AS wide_text, NULL AS nothing", "--db", db, "--format", "table")
+    assert res.exit_code == 0, res.output
+    assert "[bold]x[/bold] [recommend]" in res.output and "[label]" in res.output
+    assert "0.5729121316661" in res.output and "…" not in res.output
+    assert "w" * 120 in res.output  # one line: not folded to fit 80 columns in a pipe
+    assert "NULL" in res.output and "1 row(s)" in res.output

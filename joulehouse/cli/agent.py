@@ -46,15 +46,17 @@ def _fetch(config: str) -> bytes:
 
 def _print_result(result) -> None:
     from rich.console import Console
+    from rich.markup import escape
     from rich.table import Table
 
-    table = Table(title=f"{'dry run: ' if result.dry_run else ''}{result.summary()}")
+    # the uuids and reasons come from the GPU and the config file: printed as written, never as markup
+    table = Table(title=escape(f"{'dry run: ' if result.dry_run else ''}{result.summary()}"))
     for col in ("GPU UUID", "action", "before W", "requested W", "after W", "reason"):
         table.add_column(col)
     fmt = lambda w: "" if w is None else f"{w:.1f}"  # noqa: E731
     for o in result.outcomes:
-        table.add_row(o.gpu_uuid or "-", o.action, fmt(o.power_limit_w_before), fmt(o.power_limit_w_requested),
-                      fmt(o.power_limit_w_after), o.reason)
+        table.add_row(escape(o.gpu_uuid or "-"), escape(o.action), fmt(o.power_limit_w_before),
+                      fmt(o.power_limit_w_requested), fmt(o.power_limit_w_after), escape(o.reason or ""))
     Console(width=160).print(table)
 
 

@@ -94,10 +94,10 @@ def run_demo(*, out: Path, days: int, gpus: int, seed: int, start: dt.date, shar
     config.write_text(settings_to_toml(settings))
     lake = Path(settings.lake.path)
     if not settings.carbon.grid_file:
-        console.print(f"[yellow]no grid intensity file under {shared_data / 'grid'}: carbon uses the flat "
+        console.print(f"[yellow]no grid intensity file under {escape(str(shared_data / 'grid'))}: carbon uses the flat "
                       f"{settings.carbon.default_grid_gco2e_per_kwh:g} gCO2e/kWh default[/yellow]")
     if not settings.tco.price_file:
-        console.print(f"[yellow]no price file under {shared_data / 'prices'}: cost uses the flat "
+        console.print(f"[yellow]no price file under {escape(str(shared_data / 'prices'))}: cost uses the flat "
                       f"{settings.tco.flat_price_usd_per_mwh:g} USD/MWh default[/yellow]")
 
     day_list = [start + dt.timedelta(days=i) for i in range(days)]
@@ -225,7 +225,8 @@ def _ingest_traces(lake: Path, shared_data: Path, console: Console) -> dict[dt.d
     """Import the real traces into the lake; returns the UTC days they landed on, with their files."""
     folder = shared_data / "telemetry"
     if not folder.is_dir():
-        console.print(f"[yellow]no real traces: {folder} does not exist; the demo runs on the simulation only[/yellow]")
+        console.print(f"[yellow]no real traces: {escape(str(folder))} does not exist; the demo runs on the simulation "
+                      "only[/yellow]")
         return {}
     import pyarrow as pa
     import pyarrow.compute as pc
@@ -237,7 +238,7 @@ def _ingest_traces(lake: Path, shared_data: Path, console: Console) -> dict[dt.d
     for name, (host, model, index_column) in TRACES.items():
         path = folder / name
         if not path.exists():
-            console.print(f"[yellow]trace {path} missing; skipped[/yellow]")
+            console.print(f"[yellow]trace {escape(str(path))} missing; skipped[/yellow]")
             continue
         result = ingest_nvidia_smi(path, lake=lake, host=host, gpu_model=model, index_column=index_column)
         reasons = "; ".join(f"{n} x {reason}" for reason, n in sorted(result.reasons().items()))

@@ -30,6 +30,7 @@ def register(app: typer.Typer) -> None:
         Example: joulehouse simulate --lake var/sim/lake --gpus 16 --days 1 --interval 10s
         """
         from rich.console import Console
+        from rich.markup import escape
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
         from rich.table import Table
 
@@ -61,7 +62,7 @@ def register(app: typer.Typer) -> None:
         for dataset, rows in summary.rows.items():
             table.add_row(dataset, f"{rows:,}")
         console.print(table)
-        console.print(f"{summary.files_written} files written; inventory: {summary.inventory_path}")
+        console.print(escape(f"{summary.files_written} files written; inventory: {summary.inventory_path}"))
         truth = Table(title="true power coefficients (what fitted models should recover)")
         for name in ("gpu_model", "static_w", "static %/10C", "dyn_w", "alpha", "mem_w", "pcie_w_per_gbps"):
             truth.add_column(name)
@@ -70,4 +71,4 @@ def register(app: typer.Typer) -> None:
                           f"{t.dyn_freq_exponent:g}", f"{t.mem_w:.0f}", f"{t.pcie_w_per_gbps:.2f}")
         console.print(truth)
         for run in summary.cross_model_runs:
-            console.print(f"cross-model job {run.job_id}: {run.gpu_model} {run.host} {run.gpu_uuid}")
+            console.print(escape(f"cross-model job {run.job_id}: {run.gpu_model} {run.host} {run.gpu_uuid}"))

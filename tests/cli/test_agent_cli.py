@@ -196,3 +196,15 @@ def test_a_config_over_16_mib_is_refused_in_one_line(app, keys, tmp_path):
     result = runner.invoke(app, ["agent", "apply", str(huge), "--public-key", str(keys[1]), "--dry-run"])
     assert result.exit_code == 2
     assert result.output.strip() == f"error: config at {huge} is {17 << 20} bytes, over the 16 MiB limit; refused unread"
+
+
+def test_the_outcome_table_prints_uuids_and_reasons_as_written(capsys):
+    """A uuid or reason from the GPU or the config file is data: '[x]' is not rich markup to drop."""
+    from joulehouse.cli.agent import _print_result
+    from joulehouse.collectors.agent_audit import ApplyResult, GpuOutcome
+
+    result = ApplyResult(host="node-[01]", config_sha256=None, dry_run=True,
+                         outcomes=[GpuOutcome("GPU-[bold]1", "refuse", "limit [red]9999 W[/red] above max", 400.0)])
+    _print_result(result)
+    out = capsys.readouterr().out
+    assert "GPU-[bold]1" in out and "[red]9999 W[/red]" in out and "node-[01]" in out

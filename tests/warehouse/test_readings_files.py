@@ -134,3 +134,28 @@ def test_a_path_with_a_quote_is_read_as_written(tmp_path, lake):
     refresh_view(con)
     assert con.execute("SELECT count(*) FROM stg_gpu_samples").fetchone() == (60,)
     con.close()
+
+
+def _encodings(con, paths: list[str]) -> dict[str, set[str]]:
+    rows = con.execute("SELECT path_in_schema, encodings FROM parquet_metadata(?)", [paths]).fetchall()
+    found: dict[str, set[str]] = {}
+    for column, encodings in rows:
+        found.setdefault(column, set()).update(e.strip() for e in encodings.split(","))
+    return found
+
+
+def test_keys_keep_their_dictionaries_and_a_measured_ratio_is_stored_without_one(tmp_path, lake):
+    """What a query over the files filters and groups by (host, GPU, source, clock) is
+    dictionary-encoded; a measurement with thousands of values a row group is not: filling its
+    dictionary cost a quarter of the write, for a larger file."""
+    rows = [dict(r, sm_active_ratio=(i % 2000) / 2000.0, sm_clock_mhz=1980 if i % 600 < 300 else 1410)
+            for i, r in enumerate(gpu_rows(range(0, 20000), lambda t: 100.0 + t % 50))]
+    write(lake, rows)
+    con = connect(tmp_path / "warehouse.duckdb", lake)
+    build_day(con, DAY, SETTINGS, now=NOW)
+    encodings = _encodings(con, _listed(con))
+    for key in ("host", "gpu_uuid", "source", "sm_clock_mhz"):
+        assert "RLE_DICTIONARY" in encodings[key], (key, encodings[key])
+    assert "RLE_DICTIONARY" not in encodings["sm_active_ratio"], encodings["sm_active_ratio"]
+    assert con.execute("SELECT count(*), count(DISTINCT sm_active_ratio) FROM stg_gpu_samples").fetchone() == (20000, 2000)
+    con.close()

@@ -23,10 +23,12 @@ def metrics(path) -> dict[str, float]:
 def add_checks(con) -> None:
     con.execute("CREATE TABLE fct_check_results (day DATE, suite VARCHAR, expectation VARCHAR, severity VARCHAR, "
                 "success BOOLEAN, observed_value VARCHAR, details VARCHAR, checked_at TIMESTAMPTZ)")
-    earlier, latest = dt.datetime(2026, 3, 3, 1, tzinfo=dt.timezone.utc), dt.datetime(2026, 3, 3, 2, tzinfo=dt.timezone.utc)
+    earlier, gate, gx = (dt.datetime(2026, 3, 3, h, tzinfo=dt.timezone.utc) for h in (1, 2, 3))
     rows = [(DAY, "s", f"e{i}", "blocking", False, "", "{}", earlier) for i in range(3)]  # a run since fixed
-    rows += [(DAY, "s", "e0", "blocking", False, "", "{}", latest), (DAY, "s", "e1", "blocking", True, "", "{}", latest),
-             (DAY, "s", "e2", "warning", False, "", "{}", latest)]
+    # the daily run: the blocking gate, then Great Expectations' warnings in their own task, later
+    rows += [(DAY, "s", "e0", "blocking", False, "", "{}", gate), (DAY, "s", "e1", "blocking", True, "", "{}", gate),
+             (DAY, "s", "e2", "warning", False, "", "{}", gx), (DAY, "s", "e3", "warning", True, "", "{}", gx),
+             (DAY, "s", "e4", "warning", True, "", "{}", gx)]
     con.executemany("INSERT INTO fct_check_results VALUES (?,?,?,?,?,?,?,?)", rows)
 
 
@@ -46,7 +48,9 @@ def test_the_headline_is_the_days_own_totals(tmp_path):
     assert got["joulehouse_daily_carbon_gco2e"] == pytest.approx(carbon.total_gco2e)
     assert got["joulehouse_daily_it_energy_kwh"] == pytest.approx(carbon.energy_kwh)
     assert got["joulehouse_daily_cost_usd"] == pytest.approx(cost.total_cost_usd)
-    assert got["joulehouse_daily_blocking_checks_failed"] == 1 and got["joulehouse_daily_checks"] == 3
+    assert got["joulehouse_daily_checks"] == 5  # both checkers' latest runs, not only the later one's
+    assert got["joulehouse_daily_blocking_checks_failed"] == 1
+    assert got["joulehouse_daily_warning_checks_failed"] == 1
     assert got["joulehouse_daily_recommendations_exported"] == 3
     assert got["joulehouse_daily_day_timestamp_seconds"] == dt.datetime(2026, 3, 2, tzinfo=dt.timezone.utc).timestamp()
     # The world has no coverage relation: that figure is absent, not 0.

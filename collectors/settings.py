@@ -60,6 +60,11 @@ Finite = Annotated[float, Field(allow_inf_nan=False)]
 Positive = Annotated[float, Field(gt=0, allow_inf_nan=False)]
 NonNegative = Annotated[float, Field(ge=0, allow_inf_nan=False)]
 Seconds = Positive  # a duration or interval: more than 0 s and finite
+# How often a collector polls or flushes: at most an hour. A longer one records nothing usable
+# (the energy bridges gaps of minutes) and makes `collect --max-polls 1` wait it out.
+PollInterval = Annotated[float, Field(gt=0, le=3600, allow_inf_nan=False)]
+# How long a spool segment may stay before it is rolled into the lake: at most a day.
+RollInterval = Annotated[float, Field(gt=0, le=86400, allow_inf_nan=False)]
 Ratio = Annotated[float, Field(ge=0, le=1, allow_inf_nan=False)]
 Percent = Annotated[float, Field(ge=0, le=100, allow_inf_nan=False)]
 PUE = Annotated[float, Field(ge=1, allow_inf_nan=False)]  # facility / IT power: never below 1
@@ -82,10 +87,10 @@ class LakeSettings:
 class CollectorSettings:
     """Node collector: sampling, spooling and Parquet rolling."""
 
-    interval_s: Seconds = Field(1.0, description="GPU sampling interval (NVML), s.")
+    interval_s: PollInterval = Field(1.0, description="GPU sampling interval (NVML), s.")
     spool_dir: Text = Field("var/spool", description="Local folder of the spool: readings not yet rolled into the lake.")
-    spool_flush_interval_s: Seconds = Field(2.0, description="How often the spool is flushed to disk, s.")
-    roll_interval_s: Seconds = Field(300.0, description="A Parquet file is rolled into the lake at least this often, s.")
+    spool_flush_interval_s: PollInterval = Field(2.0, description="How often the spool is flushed to disk, s.")
+    roll_interval_s: RollInterval = Field(300.0, description="A Parquet file is rolled into the lake at least this often, s.")
     roll_max_rows: Count = Field(500_000, description="... or when it holds this many rows.")
     ipmi_host: Text = Field("127.0.0.1", description="The BMC read over IPMI (ipmitool -I lanplus).")
     ipmi_port: Port = 623
@@ -110,12 +115,12 @@ class CollectorSettings:
         60.0, description="Ranges stop this far behind now, s: the newest scrapes may still be landing in Prometheus\n"
                           "(dcgm-exporter's default collect interval is 30 s).")
     dcgm_initial_lookback_s: Seconds = Field(3600.0, description="With no watermark yet, the first range starts this long ago, s.")
-    ipmi_interval_s: Seconds = Field(
+    ipmi_interval_s: PollInterval = Field(
         5.0, description="The BMC is slow (each ipmitool call opens an RMCP+ session) and server power changes\n"
                          "slowly: read it on its own interval (s), in its own thread, into node_samples.")
-    dcgm_sync_interval_s: Seconds = Field(
+    dcgm_sync_interval_s: PollInterval = Field(
         60.0, description="How often the DCGM source writes the ranges Prometheus has settled, s (it is its own spool).")
-    process_map_interval_s: Seconds = Field(
+    process_map_interval_s: PollInterval = Field(
         10.0, description="How often the NVML source's compute processes are mapped to their Slurm job or Kubernetes\n"
                           "pod (from /proc/<pid>/cgroup) into gpu_processes, s.")
     proc_root: Text = Field("/proc", description="The host's /proc, where the process map reads each pid's cgroup.")

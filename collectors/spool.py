@@ -113,14 +113,17 @@ def roll_to_lake(lake: Path, dataset: str, table: pa.Table, segment_id: str) -> 
     ts = table.column(TIME_COLUMN[dataset])
     dates = pc.strftime(ts, format="%Y-%m-%d")
     hosts = table.column(PARTITION_HOST_COLUMN[dataset])
+    # every partition named before any is written: a host that cannot name one rejects the whole
+    # segment, with none of its rows already in the lake (a later roll would write them twice)
+    folders = {(date, host): partition_dir(lake, dataset, date, host)
+               for date in sorted(set(dates.to_pylist()))
+               for host in sorted(set(hosts.filter(pc.equal(dates, date)).to_pylist()))}
     written = []
-    for date in sorted(set(dates.to_pylist())):
-        for host in sorted(set(hosts.filter(pc.equal(dates, date)).to_pylist())):
-            part = table.filter(pc.and_(pc.equal(dates, date), pc.equal(hosts, host)))
-            part = part.sort_by(SORT_KEYS[dataset])
-            first = part.column(TIME_COLUMN[dataset])[0].value
-            path = partition_dir(lake, dataset, date, host) / f"part-{first:016d}-{segment_id}.parquet"
-            written.append(write_parquet_atomic(part, path))
+    for (date, host), folder in folders.items():
+        part = table.filter(pc.and_(pc.equal(dates, date), pc.equal(hosts, host)))
+        part = part.sort_by(SORT_KEYS[dataset])
+        first = part.column(TIME_COLUMN[dataset])[0].value
+        written.append(write_parquet_atomic(part, folder / f"part-{first:016d}-{segment_id}.parquet"))
     return written
 
 
@@ -281,9 +284,8 @@ def roll_segment_file(path: Path, lake: Path, dataset: str) -> list[WrittenFile]
     table = read_segment(path)
     written = []
     if table is not None and table.num_rows:
-        seg_id = path.name[len(dataset) + 1:-len(SEGMENT_SUFFIX)]
         try:
-            written = roll_to_lake(lake, dataset, table, seg_id)
+            written = _roll_or_reject(path, lake, dataset, table)
         except LakeWriteError as exc:
             if exc.errno == errno.ENOSPC:
                 raise DiskFullError(errno.ENOSPC, f"lake {lake} is full; segment {path} kept for later") from exc
@@ -293,6 +295,23 @@ def roll_segment_file(path: Path, lake: Path, dataset: str) -> list[WrittenFile]
         return []
     path.unlink(missing_ok=True)
     return written
+
+
+def _roll_or_reject(path: Path, lake: Path, dataset: str, table: pa.Table) -> list[WrittenFile]:
+    """roll_to_lake, or, for rows no lake can take (a host that cannot name a folder, values the
+    schema refuses), the segment set aside as `.rejected` with its reason beside it: kept whole for
+    a person, and the spool goes on (left in place, every later start would die on it again)."""
+    seg_id = path.name[len(dataset) + 1:-len(SEGMENT_SUFFIX)]
+    try:
+        return roll_to_lake(lake, dataset, table, seg_id)
+    except LakeWriteError:
+        raise
+    except ValueError as exc:  # pa.ArrowInvalid is one too
+        rejected = path.with_suffix(".rejected")
+        path.rename(rejected)
+        rejected.with_name(rejected.name + ".reason").write_text(f"{exc}\n", encoding="utf-8")
+        log.error("spool segment %s cannot go into the lake (%s); set aside as %s", path.name, exc, rejected.name)
+        return []
 
 
 def recover(spool_dir: Path, lake: Path, left: dict[str, list[Path]] | None = None) -> list[WrittenFile]:

@@ -21,6 +21,7 @@ from __future__ import annotations
 import datetime as dt
 import os
 import posixpath
+import re
 import tempfile
 import uuid
 from collections.abc import Iterator
@@ -149,11 +150,23 @@ def write_parquet_object(table: pa.Table, url: str) -> WrittenFile:
     return WrittenFile(path=url, rows=table.num_rows, bytes=size)
 
 
+# A host name as DNS, Slurm and Kubernetes spell one (plus '_'): it names a folder of the lake and
+# reaches the scheduler lines of infra/placement, so '/', '..', '=', spaces, quotes or shell
+# characters never get into either.
+_HOST_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,252}")
+
+
+def check_host_name(host: str) -> str:
+    """`host` if it can name a lake partition; else ValueError naming it."""
+    if not isinstance(host, str) or not _HOST_NAME.fullmatch(host):
+        raise ValueError(f"host {host!r} cannot name a partition folder: expected a host name (letters, digits, "
+                         "'.', '-', '_', starting with a letter or digit, at most 253 characters)")
+    return host
+
+
 def partition_dir(lake: str | Path, dataset: str, date: str, host: str) -> Path | str:
     """The folder of one (dataset, date, host) partition (a URL string for an object-store lake)."""
-    if "/" in host or host in ("", ".", ".."):
-        raise ValueError(f"host {host!r} cannot name a partition folder")
-    return lakefs.join(lake, dataset, f"date={date}", f"host={host}")
+    return lakefs.join(lake, dataset, f"date={date}", f"host={check_host_name(host)}")
 
 
 def partition_files(lake: str | Path, dataset: str, date: str, host: str) -> list[Path | str]:

@@ -40,7 +40,7 @@ def collect_command(
     roll_interval: Optional[str] = typer.Option(None, "--roll-interval", help="Parquet roll interval (default 300s)."),
     ipmi_interval: Optional[str] = typer.Option(None, "--ipmi-interval", help="BMC read interval (default 5s)."),
     dcgm_interval: Optional[str] = typer.Option(None, "--dcgm-interval", help="DCGM sync interval (default 60s)."),
-    sim_gpus: int = typer.Option(8, "--sim-gpus", help="GPUs of the sim source."),
+    sim_gpus: int = typer.Option(8, "--sim-gpus", min=1, help="GPUs of the sim source."),
     max_polls: Optional[int] = typer.Option(None, "--max-polls", help="Stop after N polls (tests)."),
     metrics_port: int = typer.Option(0, "--metrics-port", help=METRICS_PORT_HELP),
     metrics_address: str = typer.Option("127.0.0.1", "--metrics-address", help=METRICS_ADDRESS_HELP),
@@ -54,6 +54,7 @@ def collect_command(
     from joulehouse.collectors.collect import Collector, SourceStartError, StorageError, parse_duration_s
     from joulehouse.collectors.settings import CollectorSettings, SettingsError, load_node_settings, replace_fields
     from joulehouse.collectors.spool import SpoolInUseError
+    from joulehouse.collectors.writer import check_host_name
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     lake = node_lake(lake_option)
@@ -69,7 +70,11 @@ def collect_command(
         settings = replace_fields(settings, **overrides)
     except (SettingsError, ValueError) as exc:
         fail(str(exc), 2)
-    host = host or socket.gethostname()
+    given_host, host = host is not None, host if host is not None else socket.gethostname()
+    try:
+        check_host_name(host)  # before any reading is spooled: a bad name would never reach the lake
+    except ValueError as exc:
+        fail(f"--host: {exc}" if given_host else f"this machine's name: {exc}; give --host", 2)
     sources = _build_sources(list(dict.fromkeys(source)), host, lake, settings, sim_gpus, CollectorSettings())
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):

@@ -271,3 +271,52 @@ def test_a_slow_poll_skips_the_missed_ticks_instead_of_bursting(tmp_path, lake):
     gaps = [round(b - a, 6) for a, b in zip(stamps, stamps[1:])]
     assert gaps == [0.3, 0.05, 0.05], "the stall, then the interval kept, not five polls at one instant"
     assert stats.late_polls == 1
+
+
+def test_a_segment_whose_host_cannot_name_a_folder_is_set_aside_and_the_spool_goes_on(tmp_path, lake, caplog):
+    """Readings spooled under a host no lake folder can carry ('a/b'): before, every later start
+    died on that segment while recovering it. It is set aside whole with its reason, none of its
+    rows in the lake, and the good segment beside it still lands."""
+    spool_dir = tmp_path / "spool"
+    bad = Spool(spool_dir, lake, "gpu_samples")
+    bad.append(SimSource("node-01", gpus=1).read())
+    bad.append(SimSource("a/b", gpus=1).read())
+    bad.flush()
+    [bad_segment] = list(spool_dir.glob("*.arrows"))
+    good = _left_segment(tmp_path / "other-spool", lake, flushes=2)
+    good.rename(spool_dir / good.name)
+
+    recover(spool_dir, lake)  # raised ValueError before
+    rejected = bad_segment.with_suffix(".rejected")
+    assert rejected.exists() and not bad_segment.exists()
+    assert "'a/b' cannot name a partition folder" in rejected.with_name(rejected.name + ".reason").read_text()
+    assert {r["host"] for r in spool_module.read_segment(rejected).to_pylist()} == {"node-01", "a/b"}  # kept whole
+    assert len(lake_rows(lake)) == 4  # the good segment's 2 flushes x 2 GPUs; node-01's row of the bad one is not
+    assert not list(spool_dir.glob("*.arrows")) and "set aside" in caplog.text
+    recover(spool_dir, lake)  # the next start: nothing to recover, nothing written twice
+    assert len(lake_rows(lake)) == 4
+
+
+@pytest.mark.parametrize("host", ["a/b", "..", "n;rm -rf x", "node 01", "host=x", "", "-n", "x" * 254])
+def test_collect_refuses_a_host_that_cannot_name_a_lake_folder_before_spooling(tmp_path, host):
+    app = typer.Typer()
+    register(app)
+    lake = tmp_path / "lake"
+    out = CliRunner().invoke(app, ["--source", "sim", "--lake", str(lake), "--host", host, "--max-polls", "1",
+                                   "--spool-dir", str(tmp_path / "spool")])
+    assert out.exit_code == 2, out.output
+    assert out.output.startswith("error: --host:") and len(out.output.strip().splitlines()) == 1
+    assert not list(tmp_path.rglob("*.arrows")) and not list(tmp_path.rglob("*.parquet"))
+
+
+@pytest.mark.parametrize("option, text", [("--interval", "1e9s"), ("--interval", "2h"), ("--flush-interval", "90m"),
+                                          ("--ipmi-interval", "3601"), ("--roll-interval", "25h")])
+def test_an_interval_past_its_bound_is_refused_in_one_line(tmp_path, option, text):
+    """`collect --interval 1e9s --max-polls 1` polled once and then waited out the interval."""
+    app = typer.Typer()
+    register(app)
+    out = CliRunner().invoke(app, ["--source", "sim", "--lake", str(tmp_path / "lake"), "--host", "node-01",
+                                   "--max-polls", "1", option, text])
+    assert out.exit_code == 2 and "less than or equal to" in out.output, out.output
+    assert len(out.output.strip().splitlines()) == 1
+    assert not list(tmp_path.rglob("*.parquet"))

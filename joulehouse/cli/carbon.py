@@ -17,7 +17,7 @@ from joulehouse.cli.options import fail
 from joulehouse.cli.output import FORMAT_HELP, OutputFormat, emit_summary
 from joulehouse.cli.run_options import (DEFAULT_DATA_DIR, AvgPowerW, Config, DataDir, Days, GpuHours, GpuModel, Gpus,
                                          GpusPerServer, Hours, LifetimeYears, Pue, Start, Utilization, account_settings,
-                                         parse_start, planned_run, with_run)
+                                         parse_start, planned_run, refuse_non_finite, with_run)
 
 carbon_app = typer.Typer(no_args_is_help=True, help="Carbon accounting (GHG Protocol scope 2 + embodied).")
 
@@ -62,6 +62,7 @@ def estimate(
     from joulehouse.reports.accounts.estimate import estimate_carbon, hourly_mean
     from joulehouse.reports.accounts.grid import GridFileError, intensity_for_region
 
+    refuse_non_finite(locals())
     carbon = account_settings(config).carbon
     run, spec, power_from = planned_run(carbon, gpu_model, gpus, hours, days, gpu_hours, avg_power_w, pue, utilization)
     extra: dict = {}

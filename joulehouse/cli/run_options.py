@@ -5,6 +5,7 @@ the one-line refusal of a bad value."""
 from __future__ import annotations
 
 import datetime as dt
+import math
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -25,6 +26,14 @@ DataDir = Annotated[Path, typer.Option(help="Reference data folder (grid/, price
 GpusPerServer = Annotated[Optional[int], typer.Option(help="GPUs sharing one server, its footprint and price (default: settings, 8).")]
 LifetimeYears = Annotated[Optional[float], typer.Option(help="Amortisation period of the hardware, years (default: settings, 5).")]
 Utilization = Annotated[float, typer.Option(help="Share of the hardware's life it is in use (0..1].")]
+
+
+def refuse_non_finite(options: dict) -> None:
+    """Fail naming the first float option given as nan or inf: click reads both as numbers, and
+    they would come out as NaN (not JSON) or inf in every figure of the estimate."""
+    for name, value in options.items():
+        if isinstance(value, float) and not math.isfinite(value):
+            fail(f"--{name.replace('_', '-')} {value}: expected a finite number")
 
 
 def run_shape(gpus: Optional[int], hours: Optional[float], gpu_hours: Optional[float], avg_power_w: float,

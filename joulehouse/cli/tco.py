@@ -17,7 +17,7 @@ from joulehouse.cli.options import fail
 from joulehouse.cli.output import FORMAT_HELP, OutputFormat, emit_summary
 from joulehouse.cli.run_options import (DEFAULT_DATA_DIR, AvgPowerW, Config, DataDir, Days, GpuHours, GpuModel, Gpus,
                                          GpusPerServer, Hours, LifetimeYears, Pue, Start, Utilization, account_settings,
-                                         parse_start, planned_run, with_run)
+                                         parse_start, planned_run, refuse_non_finite, with_run)
 
 tco_app = typer.Typer(no_args_is_help=True, help="Total cost of ownership.")
 
@@ -61,6 +61,7 @@ def estimate(
     from joulehouse.reports.accounts.estimate import estimate_cost, hourly_mean
     from joulehouse.reports.accounts.prices import DEFAULT_PRICE_FILE, PriceFileError, load_pjm_lmp_csv
 
+    refuse_non_finite(locals())
     tco = account_settings(config).tco
     run, spec, power_from = planned_run(tco, gpu_model, gpus, hours, days, gpu_hours, avg_power_w, pue, utilization)
     extra: dict = {}

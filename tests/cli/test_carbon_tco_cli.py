@@ -90,6 +90,22 @@ def test_carbon_bad_input_exits_2_with_one_line(app, args, message):
     assert message in result.stderr and result.stderr.count("\n") == 1
 
 
+@pytest.mark.parametrize("command, option", [("carbon", "--days"), ("carbon", "--hours"), ("carbon", "--pue"),
+                                             ("carbon", "--grid-gco2e-per-kwh"), ("carbon", "--lifetime-years"),
+                                             ("tco", "--days"), ("tco", "--price-usd-per-mwh"), ("tco", "--gpu-capex-usd"),
+                                             ("tco", "--utilization")])
+@pytest.mark.parametrize("value", ["nan", "inf"])
+def test_nan_or_inf_is_refused_naming_the_option(app, command, option, value):
+    """Click reads 'nan' and 'inf' as floats: the estimate printed "gpu_hours": NaN (not JSON) or
+    inf in every figure, and exited 0."""
+    args = {"--days": ["--gpus", "8"], "--hours": ["--gpus", "8"]}.get(option, ["--gpus", "8", "--days", "2"])
+    result = CliRunner().invoke(app, [command, "estimate", "--gpu-model", "H100-SXM", *args, option, value,
+                                      "--format", "json"])
+    assert result.exit_code == 2, result.output
+    assert result.stderr == f"error: {option} {float(value)}: expected a finite number\n"
+    assert result.stdout == ""
+
+
 def test_tco_estimate_components(app):
     out = run(app, "tco", "estimate", "--gpus", "8", "--hours", "730", "--avg-power-w", "500", "--pue", "1.25",
               "--price-usd-per-mwh", "80", "--demand-charge-usd-per-kw-month", "15", "--gpu-capex-usd", "30000",

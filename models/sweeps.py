@@ -30,6 +30,15 @@ import numpy as np
 OBJECTIVES = ("energy", "cost", "time")
 SETTINGS = ("sm_clock_mhz", "power_limit_w")
 _WINDOW = re.compile(r"_(\d+(?:\.\d+)?)$")
+MAX_SWEEP_BYTES = 64 * 1024 * 1024  # a sweep is a few hundred rows; a larger file is not one
+# What one GPU can draw (W) and be clocked at (MHz): the largest board today (GB300) is rated
+# 1,400 W. A measurement outside these, or drawing more than 1.5x its power limit (the
+# warehouse's max_power_over_limit_ratio), is a unit slip or a made-up row, not a setting to choose.
+MAX_GPU_POWER_W = 3000.0
+MIN_GPU_POWER_W = 1.0
+MAX_SM_CLOCK_MHZ = 5000.0
+MAX_OVER_LIMIT_RATIO = 1.5
+_COLUMN_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_ .()/%-]{0,63}")
 _Point = tuple[float, float]  # (sm_clock_mhz, power_limit_w), NaN where not set
 
 
@@ -134,6 +143,34 @@ def _sweep(label: str, groups: dict[_Point, list[tuple[float, float]]]) -> Sweep
                  np.array([np.mean([e for _, e in groups[p]]) for p in points]))
 
 
+def _described_header(columns: set[str]) -> str:
+    """The header's column names, for an error: only what reads as a column name is repeated (a
+    careless path, /etc/shadow say, would otherwise have its first line printed)."""
+    names = sorted(c for c in columns if _COLUMN_NAME.fullmatch(c))
+    others = len(columns) - len(names)
+    if not names:
+        return "its first line holds no column names"
+    return f"columns {names}" + (f" (and {others} that are not column names)" if others else "")
+
+
+def _check_plausible(point: _Point, time_s: float, energy_j: float, path: Path, line: int) -> None:
+    """SweepError unless one measurement is something one GPU can do: a positive time, an average
+    power within what a GPU draws and within 1.5x its limit, settings a GPU can take."""
+    sm_clock_mhz, power_limit_w = point
+    where = f"sweep file {path}, line {line}"
+    if not time_s > 0:
+        raise SweepError(f"{where}: time {time_s:g} s is not positive")
+    if not math.isnan(power_limit_w) and not 0 < power_limit_w <= MAX_GPU_POWER_W:
+        raise SweepError(f"{where}: power limit {power_limit_w:g} W is outside 0-{MAX_GPU_POWER_W:g} W")
+    if not math.isnan(sm_clock_mhz) and not 0 < sm_clock_mhz <= MAX_SM_CLOCK_MHZ:
+        raise SweepError(f"{where}: SM clock {sm_clock_mhz:g} MHz is outside 0-{MAX_SM_CLOCK_MHZ:g} MHz")
+    avg_power_w = energy_j / time_s
+    ceiling_w = MAX_GPU_POWER_W if math.isnan(power_limit_w) else min(MAX_GPU_POWER_W, MAX_OVER_LIMIT_RATIO * power_limit_w)
+    if not MIN_GPU_POWER_W <= avg_power_w <= ceiling_w:
+        raise SweepError(f"{where}: {energy_j:g} J in {time_s:g} s is {avg_power_w:.4g} W on average; one GPU draws "
+                         f"{MIN_GPU_POWER_W:g}-{ceiling_w:g} W here (a unit slip?)")
+
+
 def _optional(row: dict[str, str], column: str, path: Path, line: int) -> float:
     """An optional setting: NaN where the cell is empty, else a positive finite number."""
     if row.get(column, "") == "":
@@ -158,15 +195,23 @@ def _number(row: dict[str, str], column: str, path: Path, line: int) -> float:
 def load_sweeps(path: str | Path) -> dict[str, Sweep]:
     """All sweeps in one file, keyed by a workload label; raises SweepError naming the file."""
     path = Path(path)
-    if not path.is_file():
+    if path.is_dir():
+        raise SweepError(f"sweep file {path} is a folder; give a sweep CSV")
+    if not path.exists():
         raise SweepError(f"sweep file {path} does not exist")
+    if not path.is_file():
+        raise SweepError(f"sweep file {path} is not a regular file")
+    if path.stat().st_size > MAX_SWEEP_BYTES:
+        raise SweepError(f"sweep file {path} is {path.stat().st_size / 1e6:.0f} MB; a sweep CSV is at most "
+                         f"{MAX_SWEEP_BYTES / 1e6:.0f} MB")
     rows = _rows(path)
     if not rows:
         raise SweepError(f"sweep file {path} has no rows")
     columns = set(rows[0][1])
     groups: dict[str, dict[_Point, list[tuple[float, float]]]] = {}
 
-    def add(label: str, point: _Point, time_s: float, energy_j: float) -> None:
+    def add(label: str, point: _Point, time_s: float, energy_j: float, line: int) -> None:
+        _check_plausible(point, time_s, energy_j, path, line)
         groups.setdefault(label, {}).setdefault(point, []).append((time_s, energy_j))
 
     if {"workload", "sm_clock_mhz", "power_limit_w", "time_s"} <= columns and columns & {"energy_j", "avg_power_w"}:
@@ -177,19 +222,20 @@ def load_sweeps(path: str | Path) -> dict[str, Sweep]:
             energy = (_number(row, "energy_j", path, line) if row.get("energy_j", "") != ""
                       else t * _number(row, "avg_power_w", path, line))
             add(row["workload"] or path.stem, (_optional(row, "sm_clock_mhz", path, line),
-                                               _optional(row, "power_limit_w", path, line)), t, energy)
+                                               _optional(row, "power_limit_w", path, line)), t, energy, line)
     elif {"window_name", "elapsed_time", "gpu0_energy"} <= columns:
         for line, row in rows:
             match = _WINDOW.search(row["window_name"])
             if not match:
                 continue  # a window that is not a power-limit probe (e.g. a user's own window)
             add(path.stem, (math.nan, float(match.group(1))), _number(row, "elapsed_time", path, line),
-                _number(row, "gpu0_energy", path, line))
+                _number(row, "gpu0_energy", path, line), line)
     elif {"power_limit", "time_per_epoch", "average_power"} <= columns:
         for line, row in rows:
             label = "/".join(row[k] for k in ("dataset", "network", "batch_size", "optimizer") if k in row)
             t = _number(row, "time_per_epoch", path, line)
-            add(label, (math.nan, _number(row, "power_limit", path, line)), t, t * _number(row, "average_power", path, line))
+            add(label, (math.nan, _number(row, "power_limit", path, line)), t, t * _number(row, "average_power", path, line),
+                line)
     elif {"frequency", "time", "energy"} <= columns:
         per_clock: dict[float, list[float]] = {}
         for line, row in rows:
@@ -197,12 +243,12 @@ def load_sweeps(path: str | Path) -> dict[str, Sweep]:
             acc[0] += _number(row, "time", path, line)
             acc[1] += _number(row, "energy", path, line)
         for clock, (t, e) in per_clock.items():
-            add(path.stem, (clock, math.nan), t, e)
+            add(path.stem, (clock, math.nan), t, e, len(rows) + 1)
     else:
-        raise SweepError(f"sweep file {path}: columns {sorted(columns)} match no known sweep format "
-                         "(Zeus profile window_name/elapsed_time/gpu0_energy, Zeus summary "
+        raise SweepError(f"sweep file {path} matches no known sweep format ({_described_header(columns)}); known: "
+                         "Zeus profile window_name/elapsed_time/gpu0_energy, Zeus summary "
                          "power_limit/time_per_epoch/average_power, Perseus frequency/time/energy, or a "
-                         "clock x limit grid workload/sm_clock_mhz/power_limit_w/time_s with energy_j or avg_power_w)")
+                         "clock x limit grid workload/sm_clock_mhz/power_limit_w/time_s with energy_j or avg_power_w")
     if not groups:
         raise SweepError(f"sweep file {path}: no power-limit windows found")
     return {label: _sweep(label, g) for label, g in groups.items()}

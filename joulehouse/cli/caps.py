@@ -60,7 +60,7 @@ def register(app: typer.Typer) -> None:
         For a power-limit sweep and the energy objective, interval_* give the best power interval
         on a 5 W grid: the measured limits at their readings, the fitted cap model between them.
 
-        Example: joulehouse caps from-sweep zeus_testprofile_A40+resnet50+gpu0.csv --max-slowdown-pct 10
+        Example: joulehouse caps from-sweep ../shared/data/sweeps/zeus_testprofile_A40+resnet50+gpu0.csv --max-slowdown-pct 10
         """
         from joulehouse.collectors.settings import SettingsError
         from joulehouse.settings import load_settings

@@ -4,6 +4,7 @@ durations (`--interval 1s`) and `joulehouse --version`."""
 from __future__ import annotations
 
 import re
+from pathlib import Path
 from importlib.metadata import version
 
 import pytest
@@ -21,6 +22,7 @@ def _commands(group, path=()):
             yield (*path, name), command
 
 
+REPO = Path(__file__).resolve().parents[2]
 COMMANDS = list(_commands(typer.main.get_command(app)))
 
 
@@ -38,6 +40,17 @@ def test_help_shows_what_to_type_and_an_example(path):
     assert "Example: joulehouse " in text or "Example: sudo joulehouse " in text
     words = re.search(r"Example: (?:sudo )?joulehouse (.*)", text).group(1).split()
     assert words[: len(path)] == list(path), "the example runs the command itself"
+
+
+@pytest.mark.parametrize("path", [p for p, _ in COMMANDS], ids=[" ".join(p) for p, _ in COMMANDS])
+def test_an_example_that_reads_the_shared_data_names_a_file_that_is_there(path):
+    """Pasted from the repository's root, the example finds its file (`caps from-sweep` named a
+    bare zeus_*.csv, which is nowhere but in ../shared/data/sweeps)."""
+    text = CliRunner().invoke(app, [*path, "--help"], env={"COLUMNS": "200"}).stdout
+    example = re.search(r"Example: (?:sudo )?joulehouse (.*)", text).group(1)
+    for word in example.split():
+        if re.search(r"(zeus|perseus)_.*\.csv$", word) or word.startswith("../shared/"):
+            assert (REPO / word).exists(), f"{' '.join(path)}: the example's {word} is not there from the repository root"
 
 
 @pytest.mark.parametrize("path, command", COMMANDS, ids=[" ".join(p) for p, _ in COMMANDS])

@@ -73,6 +73,44 @@ def test_unknown_format_is_refused_with_the_columns(tmp_path):
         load_sweeps(path)
 
 
+def test_a_file_that_is_no_csv_is_refused_without_repeating_its_first_line(tmp_path):
+    """`caps from-sweep /etc/shadow` printed root's entry: the header's 'column' was shown as is."""
+    path = tmp_path / "shadow"
+    path.write_text("root:$y$j9T$s3cr3tHash:19000:0:99999:7:::\ndaemon:*:19000:0:99999:7:::\n")
+    with pytest.raises(SweepError, match="its first line holds no column names") as caught:
+        load_sweeps(path)
+    assert "s3cr3t" not in str(caught.value) and "19000" not in str(caught.value)
+    result = _run(str(path))
+    assert result.exit_code == 2 and "s3cr3t" not in result.output
+
+
+def test_a_folder_a_device_and_an_oversized_file_are_refused_by_what_they_are(tmp_path):
+    with pytest.raises(SweepError, match="is a folder"):
+        load_sweeps(tmp_path)
+    with pytest.raises(SweepError, match="is not a regular file"):
+        load_sweeps("/dev/null")
+    big = tmp_path / "big.csv"
+    with big.open("wb") as fh:  # sparse: no 65 MB written
+        fh.truncate(65 * 1024 * 1024)
+    with pytest.raises(SweepError, match="is 68 MB; a sweep CSV is at most 67 MB"):
+        load_sweeps(big)
+
+
+@pytest.mark.parametrize("row, message", [
+    ("w,,100000,10.5,10", r"line 2: power limit 100000 W is outside 0-3000 W"),
+    ("w,1e12,,10.5,1000", r"line 2: SM clock 1e\+12 MHz is outside 0-5000 MHz"),
+    ("w,,300,1e300,1000", r"line 2: 1000 J in 1e\+300 s is 1e-297 W on average"),
+    ("w,,300,10,9000", r"line 2: 9000 J in 10 s is 900 W on average; one GPU draws 1-450 W"),
+])
+def test_a_measurement_no_gpu_can_make_is_refused_naming_the_line(tmp_path, row, message):
+    """Before, a 100 kW limit using 10 J in 10.5 s was chosen with a '99.67%' saving, exit 0."""
+    path = tmp_path / "grid.csv"
+    path.write_text("workload,sm_clock_mhz,power_limit_w,time_s,energy_j\n" + row + "\nw,,250,12,2400\n")
+    with pytest.raises(SweepError, match=message):
+        load_sweeps(path)
+    assert _run(str(path)).exit_code == 2
+
+
 @pytest.mark.parametrize("text, message", [
     ("# a README\nsome, prose, with, commas\n", r"line 2: 1 columns in the header, more fields"),
     ("power_limit,time_per_epoch,average_power\n300,12.5,250\n250,x,200\n", r"line 3: time_per_epoch = 'x'"),

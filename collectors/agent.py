@@ -33,6 +33,13 @@ from joulehouse.collectors.config_contract import (
 
 UNKNOWN = object()
 
+# Without NVML a dry run cannot ask the device for its limits, and the node may not read the GPU
+# catalogue (models/ is the analytics side). So it refuses what no GPU takes: the catalogue's GPUs
+# take 40-700 W and clock to at most 3105 MHz; these bounds leave room for GPUs to come and still
+# catch a unit slip (mW for W, Hz for MHz) before a real apply meets it.
+PLAUSIBLE_POWER_LIMIT_W = (1.0, 2000.0)
+PLAUSIBLE_SM_CLOCK_MHZ = (1, 5000)
+
 
 def _utc_now() -> dt.datetime:
     return dt.datetime.now(dt.timezone.utc)
@@ -40,6 +47,26 @@ def _utc_now() -> dt.datetime:
 
 def _watts(mw: int | None) -> float | None:
     return None if mw is None else mw / 1000.0
+
+
+def format_watts(watts: float) -> str:
+    """Watts to one decimal, or as many as the value needs: 0.001 W must not read '0.0 W'."""
+    short = f"{watts:.1f}"
+    return short if float(short) == watts else f"{watts:.12g}"
+
+
+def implausible_setting(s: GpuSetting) -> str | None:
+    """Why no GPU could take `s` (see PLAUSIBLE_POWER_LIMIT_W), or None: the check a dry run
+    without NVML can make."""
+    low_w, high_w = PLAUSIBLE_POWER_LIMIT_W
+    if not low_w <= s.power_limit_w <= high_w:
+        return f"requested {format_watts(s.power_limit_w)} W is outside what any GPU takes ({low_w:g}-{high_w:g} W)"
+    low_mhz, high_mhz = PLAUSIBLE_SM_CLOCK_MHZ
+    if s.locked_sm_clock_max_mhz is not None and not (
+            low_mhz <= s.locked_sm_clock_min_mhz and s.locked_sm_clock_max_mhz <= high_mhz):
+        return (f"locked SM clocks {s.locked_sm_clock_min_mhz}-{s.locked_sm_clock_max_mhz} MHz are outside what any "
+                f"GPU runs ({low_mhz}-{high_mhz} MHz)")
+    return None
 
 
 def _nvml_error(nvml: Any, exc: Exception) -> str:
@@ -105,7 +132,7 @@ def _device_check(nvml: Any, handle: Any, s: GpuSetting) -> tuple[GpuOutcome | N
                           power_limit_w_requested=s.power_limit_w), None
     common = dict(power_limit_w_before=_watts(before_mw), power_limit_w_requested=s.power_limit_w)
     if not min_mw <= requested_mw <= max_mw:
-        return GpuOutcome(s.gpu_uuid, "refuse", f"requested {s.power_limit_w:.1f} W is outside the device's limits "
+        return GpuOutcome(s.gpu_uuid, "refuse", f"requested {format_watts(s.power_limit_w)} W is outside the device's limits "
                           f"{min_mw / 1000:.1f}-{max_mw / 1000:.1f} W", **common), None
     clock_problem = _check_clocks(nvml, handle, s)
     if clock_problem:
@@ -231,11 +258,7 @@ def apply_config(
     result = ApplyResult(host, config.config_sha256, dry_run, valid_until=config.valid_until,
                           valid_from=config.valid_from)
     if dry_run and nvml is None:
-        result.outcomes = [
-            GpuOutcome(s.gpu_uuid, "dry-run", f"would set {_describe(s)}; not checked against the device (no NVML)",
-                       power_limit_w_requested=s.power_limit_w)
-            for s in config.settings
-        ]
+        result.outcomes = [_dry_run_without_device(s) for s in config.settings]
     else:
         if replay_guard is not None and not dry_run:
             replay_guard.record(config, now)  # before the devices: see collectors.agent_replay
@@ -253,6 +276,16 @@ def apply_config(
     return result
 
 
+def _dry_run_without_device(s: GpuSetting) -> GpuOutcome:
+    """What a dry run can say of `s` with no NVML: refused when no GPU could take it."""
+    problem = implausible_setting(s)
+    if problem is not None:
+        return GpuOutcome(s.gpu_uuid, "refuse", f"{problem}; an apply would refuse it (no NVML: the device's own "
+                          "limits were not checked)", power_limit_w_requested=s.power_limit_w)
+    return GpuOutcome(s.gpu_uuid, "dry-run", f"would set {_describe(s)}; not checked against the device (no NVML)",
+                      power_limit_w_requested=s.power_limit_w)
+
+
 def _is_nvml_error(exc: BaseException) -> bool:
     """An NVMLError of whichever NVML module (pynvml or a stand-in) raised it."""
     return any(cls.__name__ == "NVMLError" for cls in type(exc).__mro__)
@@ -261,7 +294,7 @@ def _is_nvml_error(exc: BaseException) -> bool:
 def _describe(s: GpuSetting) -> str:
     clocks = (f", SM clocks {s.locked_sm_clock_min_mhz}-{s.locked_sm_clock_max_mhz} MHz"
               if s.locked_sm_clock_max_mhz is not None else "")
-    return f"{s.power_limit_w:.1f} W{clocks} ({s.gpu_model}, {s.workload_class})"
+    return f"{format_watts(s.power_limit_w)} W{clocks} ({s.gpu_model}, {s.workload_class})"
 
 
 def _with_nvml(nvml: Any, work) -> list[GpuOutcome]:

@@ -8,15 +8,30 @@ or unreadable; 3 NVML is not usable on this machine.
 
 from __future__ import annotations
 
+import os
 import socket
+import sys
 from pathlib import Path
 from typing import Optional
 
 import typer
 
 from joulehouse.cli.options import (
-    METRICS_ADDRESS_HELP, METRICS_PORT_HELP, METRICS_TEXTFILE_HELP, expose_metrics, fail, parse_duration,
+    METRICS_ADDRESS_HELP, METRICS_TEXTFILE_HELP, expose_metrics, fail, parse_duration,
 )
+
+# Where the systemd units keep the node's data (the collector's unit owns it): the agent service
+# audits into <NODE_DATA>/lake and keeps its replay state in <NODE_DATA>/state. A one-off apply,
+# dry run or rollback on the node resolves to the same files, so it checks what the service would.
+NODE_DATA = Path("/var/lib/joulehouse")
+# The schemes `fetch_config` reads and the export publishes to ([export] publish_url); urllib
+# would also try ftp://, which nothing here publishes to.
+EXPORT_SCHEMES = ("http", "https", "file", "s3", "gs", "gcs", "az", "abfs", "abfss")
+# Piped (a log, `less`), the outcome table keeps its natural width: no value folded or cut.
+PIPED_WIDTH = 10_000
+# Under this many columns the six-column table squeezes the reasons to a few letters a line.
+TABLE_MIN_WIDTH = 120
+AGENT_METRICS_PORT_HELP = "Serve Prometheus /metrics on this port (0: off), e.g. 9403 (the collector's is 9402)."
 
 agent_app = typer.Typer(no_args_is_help=True, help="Apply signed recommended configs to this node's GPUs.")
 keys_app = typer.Typer(no_args_is_help=True, help="Signing keys for the recommended-config file.")
@@ -31,10 +46,20 @@ def _public_key(path: Path):
         fail(str(exc), 2)
 
 
+def _refuse_unsupported_scheme(location: str, what: str = "EXPORT") -> None:
+    """Fail (exit 2) before any network for a URL whose scheme no export is published on."""
+    if "://" not in location:
+        return
+    scheme = location.split("://", 1)[0].lower()
+    if scheme not in EXPORT_SCHEMES:
+        fail(f"{what} {location}: {scheme}:// is not supported; give a path or an http(s), file, s3, gs or az URL", 2)
+
+
 def _fetch(config: str) -> bytes:
     """The config document's bytes from a path or URL, or fail (exit 2) saying why."""
     from joulehouse.collectors.agent_loop import ConfigFetchError, fetch_config
 
+    _refuse_unsupported_scheme(config)
     try:
         data = fetch_config(config)
     except ConfigFetchError as exc:
@@ -44,26 +69,103 @@ def _fetch(config: str) -> bytes:
     return data
 
 
-def _print_result(result) -> None:
+def _outcome_console():
     from rich.console import Console
+
+    return Console() if sys.stdout.isatty() else Console(width=PIPED_WIDTH)
+
+
+def _print_result(result) -> None:
+    """The outcomes: a table where it fits, else one block per GPU (an 80-column terminal)."""
+    from joulehouse.collectors.agent import format_watts
+
+    title = f"{'dry run: ' if result.dry_run else ''}{result.summary()}"
+    watts = lambda w: "" if w is None else format_watts(w)  # noqa: E731
+    rows = [(o.gpu_uuid or "-", o.action, watts(o.power_limit_w_before), watts(o.power_limit_w_requested),
+             watts(o.power_limit_w_after), o.reason or "") for o in result.outcomes]
+    console = _outcome_console()
+    if console.width >= TABLE_MIN_WIDTH:
+        console.print(_outcome_table(title, rows))
+    else:
+        _print_outcome_blocks(console, title, rows)
+
+
+def _outcome_table(title: str, rows: list[tuple[str, ...]]):
     from rich.markup import escape
     from rich.table import Table
 
     # the uuids and reasons come from the GPU and the config file: printed as written, never as markup
-    table = Table(title=escape(f"{'dry run: ' if result.dry_run else ''}{result.summary()}"))
-    for col in ("GPU UUID", "action", "before W", "requested W", "after W", "reason"):
-        table.add_column(col)
-    fmt = lambda w: "" if w is None else f"{w:.1f}"  # noqa: E731
-    for o in result.outcomes:
-        table.add_row(escape(o.gpu_uuid or "-"), escape(o.action), fmt(o.power_limit_w_before),
-                      fmt(o.power_limit_w_requested), fmt(o.power_limit_w_after), escape(o.reason or ""))
-    Console(width=160).print(table)
+    table = Table(title=escape(title))
+    table.add_column("GPU UUID", no_wrap=True)
+    table.add_column("action", no_wrap=True)
+    for col in ("before W", "requested W", "after W"):
+        table.add_column(col, justify="right")
+    table.add_column("reason", overflow="fold")
+    for row in rows:
+        table.add_row(*(escape(cell) for cell in row))
+    return table
+
+
+def _print_outcome_blocks(console, title: str, rows: list[tuple[str, ...]]) -> None:
+    from rich.text import Text  # Text is never parsed as markup: values print as written
+
+    indent = "    "
+    console.print(Text(title))
+    for uuid, action, before, requested, after, reason in rows:
+        console.print(Text(f"{uuid}  {action}"))
+        for line in (f"W before {before or '-'}, requested {requested or '-'}, after {after or '-'}", reason):
+            # wrapped at spaces (a word longer than the line is folded, never cut), each line indented
+            for wrapped in Text(line, overflow="fold").wrap(console, max(console.width - len(indent), 20)):
+                console.print(Text(indent) + wrapped)
+
+
+def _node_lake(lake: Path | None) -> Path | None:
+    """--lake, else the agent service's (<NODE_DATA>/lake) on a node; None elsewhere."""
+    if lake is not None:
+        return lake
+    return NODE_DATA / "lake" if NODE_DATA.is_dir() else None
+
+
+def _writable(folder: Path) -> bool:
+    """Whether this user can create files in `folder`, or in its nearest existing parent."""
+    for candidate in (folder, *folder.parents):
+        if candidate.exists():
+            return os.access(candidate, os.W_OK | os.X_OK)
+    return False
+
+
+def _audit_lake(lake: Path | None, node_lake: Path | None) -> tuple[Path | None, str | None]:
+    """(the lake to audit into, or None; the line saying why not). An explicit --lake is used as
+    given; the service's lake only where this user can write its audit (a dry run as a plain user
+    on a node still checks the service's replay state, it just is not audited)."""
+    if lake is not None:
+        return lake, None
+    if node_lake is None:
+        return None, f"not audited: no --lake, and no {NODE_DATA} on this machine"
+    if not _writable(node_lake / "agent_audit"):
+        return None, f"not audited: {node_lake / 'agent_audit'} is not writable by this user (the agent runs as root)"
+    return node_lake, None
+
+
+def _state_note(guard) -> str | None:
+    """A line naming the replay state file when its path is relative (it depends on the folder)."""
+    if guard.path.is_absolute():
+        return None
+    return (f"replay state: {guard.path.absolute()} (relative to this folder; the agent service keeps "
+            f"{NODE_DATA / 'state' / guard.path.name}: pass --state or set JOULEHOUSE_AGENT__STATE_PATH)")
+
+
+def _echo_notes(*notes: str | None) -> None:
+    for note in notes:
+        if note:
+            typer.echo(note, err=True)
 
 
 def _replay_guard(state: Path | None, lake: Path | None, settings_file: Path | None = None):
     """Where the agent keeps the newest config accepted per site: --state, else [agent] state_path
-    when set, else beside the node's lake (<lake>/../state/, with the DCGM watermark), else the
-    default of [agent] state_path."""
+    when set (file or JOULEHOUSE_AGENT__STATE_PATH), else beside the node's lake (<lake>/../state/,
+    with the DCGM watermark: /var/lib/joulehouse/state/ on a node), else the relative default of
+    [agent] state_path (_state_note names it)."""
     from joulehouse.collectors.agent_replay import ReplayGuard
     from joulehouse.collectors.settings import AgentSettings, SettingsError, load_node_settings
 
@@ -91,18 +193,22 @@ def _nvml_for_dry_run():
     return pynvml
 
 
-def _nvml_usable_or_exit():
+def _nvml_usable_or_exit(hint: str = ""):
+    """pynvml, or fail (exit 3) saying NVML does not answer; `hint`: what the user can do instead."""
     import pynvml
 
     try:
         pynvml.nvmlInit()
         pynvml.nvmlShutdown()
     except pynvml.NVMLError as exc:
-        fail(f"NVML is not usable on this machine ({exc}); use --dry-run to check a config without a GPU", 3)
+        fail(f"NVML is not usable on this machine ({exc}){'; ' + hint if hint else ''}", 3)
     return pynvml
 
 
-EXPORT_HELP = "The signed export (recommended-config.json): a path or an http(s)/file URL."
+EXPORT_HELP = "The signed export (recommended-config.json): a path or an http(s), file or s3/gs/az URL."
+LAKE_HELP = f"Lake folder to audit into (agent_audit; default: {NODE_DATA}/lake, the agent service's, where it exists)"
+STATE_HELP = ("Replay state: the newest config accepted per site (default: \\[agent] state_path when set, else "
+              f"<lake>/../state/, i.e. {NODE_DATA}/state/ on a node)")
 
 
 @agent_app.command("apply")
@@ -111,13 +217,15 @@ def apply_command(
     public_key: Path = typer.Option(..., "--public-key", help="PEM ed25519 public key the config must be signed with"),
     dry_run: bool = typer.Option(False, "--dry-run", help="Verify and print what would be set; touch no device"),
     host: Optional[str] = typer.Option(None, "--host", help="Host name to take entries for (default: this machine)"),
-    lake: Optional[Path] = typer.Option(None, "--lake", help="Lake folder to audit into (agent_audit)"),
-    state: Optional[Path] = typer.Option(None, "--state", help="Replay state: the newest config accepted per site "
-                                         "(default: \\[agent] state_path, or <lake>/../state/ with --lake)"),
+    lake: Optional[Path] = typer.Option(None, "--lake", help=LAKE_HELP),
+    state: Optional[Path] = typer.Option(None, "--state", help=STATE_HELP),
+    settings_file: Optional[Path] = typer.Option(None, "--config", help="joulehouse TOML settings (\\[agent] section)"),
 ) -> None:
     """Verify a signed config and apply this host's power limits (and locked clocks). --dry-run
-    checks what an apply checks, against the devices where NVML answers, and sets nothing: it exits
-    as the apply would (1 a GPU refused, 2 the config refused).
+    checks what an apply checks, against the devices where NVML answers (without NVML: only that
+    no GPU could take a value, e.g. 1e9 W), and sets nothing: it exits as the apply would (1 a GPU
+    refused, 2 the config refused). On a node (/var/lib/joulehouse) it checks and audits into the
+    agent service's files, from whatever folder it is run.
 
     Example: joulehouse agent apply var/demo/export/recommended-config.json --public-key var/demo/keys/joulehouse-ed25519.pub.pem --dry-run
     """
@@ -125,17 +233,22 @@ def apply_command(
     from joulehouse.collectors.config_contract import ConfigError
 
     key = _public_key(public_key)
-    guard = _replay_guard(state, lake)
+    node_lake = _node_lake(lake)
+    guard = _replay_guard(state, node_lake, settings_file)
+    audit_lake, audit_note = _audit_lake(lake, node_lake)
     data = _fetch(export)
-    nvml = _nvml_for_dry_run() if dry_run else _nvml_usable_or_exit()
+    nvml = _nvml_for_dry_run() if dry_run else _nvml_usable_or_exit("use --dry-run to check a config without a GPU")
     try:
         result = apply_config(data, public_key=key, host=host or socket.gethostname(), nvml=nvml,
-                              dry_run=dry_run, lake=lake, replay_guard=guard)
+                              dry_run=dry_run, lake=audit_lake, replay_guard=guard)
     except ConfigError as exc:
         fail(f"{type(exc).__name__}: {exc}", 2, label="refused")
-    except OSError as exc:  # the replay state could not be written: nothing was applied
+    except OSError as exc:
+        if dry_run:  # a dry run records no state: only its audit writes
+            fail(f"cannot write the dry run's audit into {audit_lake} ({exc})", 2)
         fail(f"cannot record the config in {guard.path} before applying it ({exc}); nothing applied", 2)
     _print_result(result)
+    _echo_notes(audit_note, _state_note(guard))
     if not result.ok:
         raise typer.Exit(1)
 
@@ -189,17 +302,24 @@ def verify_command(
 @agent_app.command("rollback")
 def rollback_command(
     host: Optional[str] = typer.Option(None, "--host", help="Host name for the audit (default: this machine)"),
-    lake: Optional[Path] = typer.Option(None, "--lake", help="Lake folder to audit into (agent_audit)"),
+    lake: Optional[Path] = typer.Option(None, "--lake", help=LAKE_HELP),
 ) -> None:
-    """Return every GPU of this node to its default power limit and unlock its clocks.
+    """Return every GPU of this node to its default power limit and unlock its clocks; audited
+    into the agent service's lake (/var/lib/joulehouse/lake) on a node, or into --lake.
 
-    Example: sudo joulehouse agent rollback --lake /var/lib/joulehouse/lake
+    Example: sudo joulehouse agent rollback
     """
     from joulehouse.collectors.agent import rollback
 
-    result = rollback(host=host or socket.gethostname(), nvml=_nvml_usable_or_exit(), lake=lake,
-                      reason="rolled back by the operator")
+    audit_lake, audit_note = _audit_lake(lake, _node_lake(lake))
+    nvml = _nvml_usable_or_exit("a rollback needs the GPUs' driver: run it on the node, as root")
+    try:
+        result = rollback(host=host or socket.gethostname(), nvml=nvml, lake=audit_lake,
+                          reason="rolled back by the operator")
+    except OSError as exc:  # the GPUs are rolled back; only their audit could not be written
+        fail(f"rolled back, but cannot write the audit into {audit_lake} ({exc})", 2)
     _print_result(result)
+    _echo_notes(audit_note)
     if not result.ok:
         raise typer.Exit(1)
 
@@ -212,15 +332,14 @@ def run_command(
                                                   "(default: \\[agent] config_url)"),
     public_key: Optional[Path] = typer.Option(None, "--public-key", help="PEM ed25519 public key"),
     host: Optional[str] = typer.Option(None, "--host", help="Host name (default: this machine)"),
-    lake: Optional[Path] = typer.Option(None, "--lake", help="Lake folder to audit into"),
+    lake: Optional[Path] = typer.Option(None, "--lake", help=LAKE_HELP),
     interval: Optional[str] = typer.Option(None, "--interval", metavar="DURATION",
                                            help="Time between polls: 30s, 5m (default: \\[agent] poll_interval_s, 300 s)"),
     interval_s: Optional[float] = typer.Option(None, "--interval-s", hidden=True),
     config_url: Optional[str] = typer.Option(None, "--config-url", hidden=True),
     iterations: Optional[int] = typer.Option(None, "--iterations", help="Stop after N polls (default: forever)"),
-    state: Optional[Path] = typer.Option(None, "--state", help="Replay state: the newest config accepted per site "
-                                         "(default: \\[agent] state_path, or <lake>/../state/ with --lake)"),
-    metrics_port: int = typer.Option(0, "--metrics-port", help=METRICS_PORT_HELP),
+    state: Optional[Path] = typer.Option(None, "--state", help=STATE_HELP),
+    metrics_port: int = typer.Option(0, "--metrics-port", help=AGENT_METRICS_PORT_HELP),
     metrics_address: str = typer.Option("127.0.0.1", "--metrics-address", help=METRICS_ADDRESS_HELP),
     metrics_textfile: Optional[Path] = typer.Option(None, "--metrics-textfile", help=METRICS_TEXTFILE_HELP),
 ) -> None:
@@ -239,17 +358,21 @@ def run_command(
     location = export_url or config_url or agent.config_url
     if not location:
         fail("no export location: pass --export-url or set [agent] config_url", 2)
+    _refuse_unsupported_scheme(location, "export location")
     if interval is not None:
         interval_s = parse_duration(interval, "--interval")
     from joulehouse.collectors.agent_loop import AgentState
 
     key = _public_key(public_key or Path(agent.public_key_path))
-    nvml, guard, loop_state = _nvml_usable_or_exit(), _replay_guard(state, lake, settings_file), AgentState()
+    node_lake = _node_lake(lake)
+    audit_lake, audit_note = _audit_lake(lake, node_lake)
+    nvml, guard, loop_state = _nvml_usable_or_exit(), _replay_guard(state, node_lake, settings_file), AgentState()
+    _echo_notes(audit_note, _state_note(guard))
     from joulehouse.collectors.metrics import AgentStateMetrics
 
     exposure = expose_metrics(AgentStateMetrics(loop_state), metrics_port, metrics_address, metrics_textfile)
     try:
-        run_agent(location, public_key=key, host=host or socket.gethostname(), nvml=nvml, lake=lake,
+        run_agent(location, public_key=key, host=host or socket.gethostname(), nvml=nvml, lake=audit_lake,
                   poll_interval_s=interval_s or agent.poll_interval_s, iterations=iterations, log=typer.echo,
                   replay_guard=guard, state=loop_state)
     finally:
@@ -268,10 +391,14 @@ def keys_generate_command(
     """
     from joulehouse.collectors.config_contract import generate_keypair
 
+    if out.exists() and not out.is_dir():
+        fail(f"--out {out} is a file, not a folder: give the folder for the key pair", 2)
     try:
         private_path, public_path = generate_keypair(out, overwrite=overwrite)
-    except FileExistsError as exc:
+    except FileExistsError as exc:  # a key of the pair is already there
         fail(str(exc), 2)
+    except OSError as exc:  # a folder that cannot be made or written (/proc/x, read-only, no permission)
+        fail(f"cannot write the key pair into {out}: {exc.strerror or exc}", 2)
     typer.echo(f"private key (keep on the analytics host): {private_path}")
     typer.echo(f"public key (copy to every node): {public_path}")
 

@@ -17,6 +17,12 @@ from nvml_stub.fixture import nvml_stub, nvml_stub_library  # noqa: F401
 runner = CliRunner()
 
 
+@pytest.fixture(autouse=True)
+def off_a_node(tmp_path, monkeypatch):
+    """No /var/lib/joulehouse here, whatever the machine running the tests has."""
+    monkeypatch.setattr("joulehouse.cli.agent.NODE_DATA", tmp_path / "no-node-data")
+
+
 @pytest.fixture()
 def app():
     app = typer.Typer()
@@ -208,3 +214,162 @@ def test_the_outcome_table_prints_uuids_and_reasons_as_written(capsys):
     _print_result(result)
     out = capsys.readouterr().out
     assert "GPU-[bold]1" in out and "[red]9999 W[/red]" in out and "node-[01]" in out
+
+
+def _signed_setting(path, private_path, *, generated_at=None, **entry):
+    """A config of one GPU on node-01 (valid now), its setting's fields overridden by `entry`."""
+    now = dt.datetime.now(dt.timezone.utc)
+    fmt = lambda t: t.strftime("%Y-%m-%dT%H:%M:%SZ")  # noqa: E731
+    setting = {"gpu_model": "NVIDIA H200", "workload_class": "background", "power_limit_w": 500.0,
+               "expected_saving_pct": 18.0, "expected_slowdown_pct": 12.0} | entry
+    body = {"schema_version": 1, "generated_at": fmt(generated_at or now - dt.timedelta(hours=1)),
+            "valid_from": fmt(now - dt.timedelta(days=2)), "valid_until": fmt(now + dt.timedelta(days=2)),
+            "site": "site-a", "hosts": {"node-01": {"GPU-1": setting}}, "excluded_gpu_models": []}
+    path.write_bytes(dump_config(sign_config(body, load_private_key(private_path))))
+    return path
+
+
+@pytest.mark.parametrize("entry, shown", [
+    (dict(power_limit_w=1e9), "requested 1000000000.0 W is outside what any GPU takes (1-2000 W)"),
+    (dict(power_limit_w=0.001), "requested 0.001 W is outside what any GPU takes (1-2000 W)"),
+    (dict(locked_sm_clock_min_mhz=1, locked_sm_clock_max_mhz=10**12),
+     f"locked SM clocks 1-{10**12} MHz are outside what any GPU runs (1-5000 MHz)"),
+])
+def test_a_dry_run_without_nvml_refuses_what_no_gpu_takes(app, keys, tmp_path, no_driver, entry, shown):
+    """The dry run 'exits as the apply would': no device takes 1e9 W, 0.001 W or a 10^12 MHz clock."""
+    config = _signed_setting(tmp_path / "c.json", keys[0], **entry)
+    result = runner.invoke(app, ["agent", "apply", str(config), "--public-key", str(keys[1]), "--dry-run",
+                                 "--host", "node-01"])
+    assert result.exit_code == 1, result.output
+    assert "dry run: node-01: 1 refuse" in result.output
+    assert shown in result.output and "an apply would refuse it" in result.output
+
+
+def test_a_dry_run_shows_the_watts_it_was_given(app, keys, tmp_path, no_driver):
+    config = _signed_setting(tmp_path / "c.json", keys[0], power_limit_w=412.35)
+    result = runner.invoke(app, ["agent", "apply", str(config), "--public-key", str(keys[1]), "--dry-run",
+                                 "--host", "node-01"])
+    assert result.exit_code == 0, result.output
+    assert "would set 412.35 W" in result.output and "412.4" not in result.output
+
+
+def test_one_off_commands_use_the_agent_services_state_and_audit_on_a_node(app, keys, tmp_path, monkeypatch,
+                                                                             nvml_stub):
+    """On a node, an apply from one folder and a dry run from another check the same replay state
+    the service keeps (/var/lib/joulehouse/state) and audit into its lake."""
+    from nvml_stub.fixture import GpuState
+
+    nvml_stub.write([GpuState.a100(0)])
+    node_data = tmp_path / "var-lib-joulehouse"
+    node_data.mkdir()
+    monkeypatch.setattr("joulehouse.cli.agent.NODE_DATA", node_data)
+    now = dt.datetime.now(dt.timezone.utc)
+    today, yesterday = tmp_path / "today.json", tmp_path / "yesterday.json"
+    today.write_bytes(_signed_for_a100(keys[0], 300, now - dt.timedelta(hours=1)))
+    yesterday.write_bytes(_signed_for_a100(keys[0], 250, now - dt.timedelta(days=1)))
+    for folder in ("admin-home", "elsewhere"):
+        (tmp_path / folder).mkdir()
+    monkeypatch.chdir(tmp_path / "admin-home")
+    applied = runner.invoke(app, ["agent", "apply", str(today), "--public-key", str(keys[1]), "--host", "node-01"])
+    assert applied.exit_code == 0, applied.output
+    assert (node_data / "state" / "agent-applied.json").is_file() and not (tmp_path / "admin-home" / "var").exists()
+    assert list((node_data / "lake" / "agent_audit").rglob("*.parquet")), "the one-off apply is audited"
+    monkeypatch.chdir(tmp_path / "elsewhere")
+    replay = runner.invoke(app, ["agent", "apply", str(yesterday), "--public-key", str(keys[1]), "--dry-run",
+                                 "--host", "node-01"])
+    assert replay.exit_code == 2 and replay.output.startswith("refused: ReplayedConfig: "), replay.output
+
+
+def test_off_a_node_the_relative_state_file_and_the_missing_audit_are_named(app, keys, tmp_path, monkeypatch,
+                                                                              no_driver):
+    monkeypatch.chdir(tmp_path)
+    config = _signed_setting(tmp_path / "c.json", keys[0])
+    result = runner.invoke(app, ["agent", "apply", str(config), "--public-key", str(keys[1]), "--dry-run",
+                                 "--host", "node-01"])
+    assert result.exit_code == 0, result.output
+    assert f"replay state: {tmp_path / 'var' / 'state' / 'agent-applied.json'} (relative to this folder" in result.stderr
+    assert "not audited: no --lake, and no " in result.stderr
+
+
+def test_the_state_path_comes_from_the_environment_as_for_the_service(app, keys, tmp_path, nvml_stub):
+    from nvml_stub.fixture import GpuState
+
+    nvml_stub.write([GpuState.a100(0)])
+    config = tmp_path / "c.json"
+    config.write_bytes(_signed_for_a100(keys[0], 300, dt.datetime.now(dt.timezone.utc) - dt.timedelta(hours=1)))
+    state = tmp_path / "elsewhere" / "applied.json"
+    result = runner.invoke(app, ["agent", "apply", str(config), "--public-key", str(keys[1]), "--host", "node-01",
+                                 "--lake", str(tmp_path / "lake")], env={"JOULEHOUSE_AGENT__STATE_PATH": str(state)})
+    assert result.exit_code == 0, result.output
+    assert state.is_file() and not (tmp_path / "state").exists()
+
+
+def test_a_dry_run_a_user_cannot_audit_says_so_and_still_checks(app, keys, tmp_path, monkeypatch, no_driver):
+    node_data = tmp_path / "var-lib-joulehouse"
+    (node_data / "lake" / "agent_audit").mkdir(parents=True)
+    monkeypatch.setattr("joulehouse.cli.agent.NODE_DATA", node_data)
+    monkeypatch.setattr("joulehouse.cli.agent._writable", lambda folder: False)  # a plain user; the tests run as root
+    config = _signed_setting(tmp_path / "c.json", keys[0])
+    result = runner.invoke(app, ["agent", "apply", str(config), "--public-key", str(keys[1]), "--dry-run",
+                                 "--host", "node-01"])
+    assert result.exit_code == 0, result.output
+    assert f"not audited: {node_data / 'lake' / 'agent_audit'} is not writable by this user" in result.stderr
+    assert not list((node_data / "lake").rglob("*.parquet"))
+
+
+@pytest.mark.parametrize("out", ["/proc/joulehouse-keys", "afile/keys"])
+def test_keys_generate_where_no_folder_can_be_made_is_one_line(app, tmp_path, monkeypatch, out):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "afile").write_text("not a folder")
+    result = runner.invoke(app, ["keys", "generate", "--out", out])
+    assert result.exit_code == 2 and "Traceback" not in result.output
+    assert result.output.startswith(f"error: cannot write the key pair into {out}: ")
+    assert len(result.output.strip().splitlines()) == 1
+
+
+def test_keys_generate_into_an_existing_file_says_it_is_not_a_folder(app, tmp_path):
+    (tmp_path / "afile").write_text("not a folder")
+    result = runner.invoke(app, ["keys", "generate", "--out", str(tmp_path / "afile")])
+    assert result.exit_code == 2
+    assert result.output.strip() == f"error: --out {tmp_path / 'afile'} is a file, not a folder: give the folder for the key pair"
+
+
+def test_rollback_without_nvml_does_not_offer_a_dry_run_it_lacks(app, no_driver):
+    result = runner.invoke(app, ["agent", "rollback"])
+    assert result.exit_code == 3
+    assert result.output.startswith("error: NVML is not usable on this machine") and "--dry-run" not in result.output
+
+
+def test_agent_run_help_names_the_agents_metrics_port(app):
+    help_text = runner.invoke(app, ["agent", "run", "--help"], env={"COLUMNS": "200"}).output
+    assert "e.g. 9403" in help_text, "the unit file and the README serve the agent's metrics on 9403"
+
+
+@pytest.mark.parametrize("command", ["verify", "apply"])
+def test_a_url_scheme_no_export_is_published_on_is_refused_unfetched(app, keys, monkeypatch, command):
+    import urllib.request
+
+    def no_network(*args, **kwargs):
+        raise AssertionError("the URL was fetched")
+
+    monkeypatch.setattr(urllib.request, "urlopen", no_network)
+    result = runner.invoke(app, ["agent", command, "ftp://x/y", "--public-key", str(keys[1])])
+    assert result.exit_code == 2, result.output
+    assert result.output.strip() == ("error: EXPORT ftp://x/y: ftp:// is not supported; give a path or an http(s), "
+                                     "file, s3, gs or az URL")
+
+
+def test_on_an_80_column_terminal_the_outcomes_fit_and_keep_their_values_whole(capsys, monkeypatch):
+    from joulehouse.cli.agent import _print_result
+    from joulehouse.collectors.agent_audit import ApplyResult, GpuOutcome
+
+    uuid = "GPU-5f3c2a1e-8b7d-4c6e-9a2f-1d3e5b7c9a0f"
+    reason = ("would set 500.0 W, SM clocks 1000-1500 MHz (NVIDIA H200, background); not checked against the "
+              "device (no NVML) [x]")
+    monkeypatch.setenv("COLUMNS", "80")
+    monkeypatch.setattr("sys.stdout.isatty", lambda: True)
+    _print_result(ApplyResult("node-01", None, True, [GpuOutcome(uuid, "dry-run", reason, None, 0.001)]))
+    lines = capsys.readouterr().out.splitlines()
+    assert max(len(line) for line in lines) <= 80
+    assert any(uuid in line for line in lines) and any("requested 0.001" in line for line in lines)
+    assert " ".join(" ".join(line.split()) for line in lines).count(reason) == 1, "every word of the reason, as written"

@@ -103,8 +103,9 @@ def test_advice_is_signed_like_the_config_and_holds_preference_parking_and_hours
 
 
 def run_example(path: Path, public_key: Path, fmt: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, str(EXAMPLE), str(path), "--public-key", str(public_key), "--format", fmt],
-                          capture_output=True, text=True)
+    """The example at NOW, when advice() made the file: it refuses one outside its validity window."""
+    return subprocess.run([sys.executable, str(EXAMPLE), str(path), "--public-key", str(public_key), "--format", fmt,
+                           "--at", NOW.strftime("%Y-%m-%dT%H:%M:%SZ")], capture_output=True, text=True)
 
 
 def test_the_example_turns_it_into_slurm_weights_and_kubernetes_labels(con, tmp_path, keys):

@@ -31,6 +31,8 @@ STAND_INS = {
                            "CAST(NULL AS DOUBLE) AS energy_kwh, CAST(NULL AS BIGINT) AS tokens_total, "
                            "CAST(NULL AS BIGINT) AS requests_total, CAST(NULL AS BIGINT) AS samples_total WHERE false"),
     "dim_gpu": "SELECT '' AS gpu_uuid, '' AS site WHERE false",
+    "fct_gpu_energy_hourly": ("SELECT CAST(NULL AS DATE) AS day, '' AS gpu_uuid, '' AS gpu_model, "
+                              "CAST(NULL AS DOUBLE) AS energy_kwh WHERE false"),
     "fct_flops_per_watt_daily": ("SELECT CAST(NULL AS DATE) AS day, '' AS gpu_model, CAST(NULL AS DOUBLE) AS "
                                  "fp16_equivalent_flops_per_w, CAST(NULL AS DOUBLE) AS goal_flops_per_w WHERE false"),
     "fct_recommendation_outcome": (
@@ -129,7 +131,10 @@ def render_dashboard(con: duckdb.DuckDBPyConnection, out_path: Path) -> Path:
                         for c, title, scale in METRICS] + [card("days held", str(days[2]), f"{days[0]} to {days[1]}")]))
     overview.note("Scope 2 both ways: location-based (the grid's hourly intensity where the energy was drawn) and "
                   "market-based (after contracts); embodied (manufacturing, amortised over the GPUs' life) apart. "
-                  "A job's carbon and cost follow its GPU energy onto the GPU models and sites it ran on.")
+                  "A job's carbon and cost follow its GPU energy onto the GPU models and sites it ran on; what no "
+                  "job held (team 'unallocated') follows the idle GPU energy of each model and site. The tables' "
+                  "it_energy_kwh is IT energy, as the carbon accounts count it: the servers' BMC energy split by "
+                  "GPU share where usable, else the GPU boards' energy.")
     for name in missing:
         overview.missing(f"{name} is not in the warehouse: its part of the dashboard is empty")
     sections = [overview]

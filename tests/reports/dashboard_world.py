@@ -9,7 +9,7 @@ import duckdb
 
 START = dt.date(2026, 5, 20)
 DAYS = 40
-A100, H100 = "NVIDIA A100-SXM4-80GB", "NVIDIA H100 80GB HBM3"
+A100, H100, RTX = "NVIDIA A100-SXM4-80GB", "NVIDIA H100 80GB HBM3", "NVIDIA GeForce RTX 4090"
 
 
 def build(con: duckdb.DuckDBPyConnection) -> None:
@@ -18,6 +18,7 @@ def build(con: duckdb.DuckDBPyConnection) -> None:
     con.execute("CREATE TABLE rpt_tco_daily (day DATE, job_id VARCHAR, total_cost_usd DOUBLE)")
     con.execute("CREATE TABLE fct_job_efficiency (day DATE, job_id VARCHAR, gpu_uuid VARCHAR, gpu_model VARCHAR, "
                 "energy_kwh DOUBLE, tokens_total BIGINT, requests_total BIGINT, samples_total BIGINT)")
+    con.execute("CREATE TABLE fct_gpu_energy_hourly (day DATE, gpu_uuid VARCHAR, gpu_model VARCHAR, energy_kwh DOUBLE)")
     con.execute("CREATE TABLE dim_gpu (gpu_uuid VARCHAR, site VARCHAR)")
     con.executemany("INSERT INTO dim_gpu VALUES (?, ?)", [("GPU-a", "site-a"), ("GPU-h", "site-b")])
     con.execute("CREATE TABLE fct_flops_per_watt_daily (day DATE, gpu_model VARCHAR, fp16_equivalent_flops_per_w DOUBLE, "
@@ -37,6 +38,10 @@ def build(con: duckdb.DuckDBPyConnection) -> None:
             (day, f"nlp-{k}", "GPU-a", A100, 4.0, None, None, 1000 + 10 * k),
             (day, f"vision-{k}", "GPU-a", A100, 1.0, 360_000, 900, None),
             (day, f"vision-{k}", "GPU-h", H100, 3.0, 2_000_000, 5000, None)])
+        # GPU board energy: what the jobs held plus idle time, 0.6 kWh on the A100, 0.2 on the H100
+        # and 0.2 on a GPU outside the inventory (a real trace's), which no job ran on
+        con.executemany("INSERT INTO fct_gpu_energy_hourly VALUES (?, ?, ?, ?)", [
+            (day, "GPU-a", A100, 5.6), (day, "GPU-h", H100, 3.2), (day, "GPU-r", RTX, 0.2)])
         con.executemany("INSERT INTO fct_flops_per_watt_daily VALUES (?, ?, ?, ?)", [
             (day, "fleet", 4e11 * (1 + 0.005 * k), 4.8e11)])
     con.execute("INSERT INTO fct_recommendation_outcome VALUES (?, 'model_setting', ?, 400, 325, 7.5, 4.0, 11.0, 9.0, 3)",

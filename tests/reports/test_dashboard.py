@@ -9,10 +9,10 @@ import re
 
 import duckdb
 import pytest
-from dashboard_world import A100, H100, START, build
+from dashboard_world import A100, H100, RTX, START, build
 from plotly.offline import get_plotlyjs
 
-from joulehouse.reports.dashboard.render import SQL, render_dashboard
+from joulehouse.reports.dashboard.render import SQL, STAND_INS, render_dashboard
 from joulehouse.reports.page.blocks import plotly_file_name
 
 
@@ -36,12 +36,24 @@ def test_month_sums_follow_team_model_and_site(world):
     assert month[(may, "team", "nlp")][:4] == pytest.approx((1000.0 * may_days, 400.0 * may_days, 100.0 * may_days,
                                                             10.0 * may_days))
     # vision: a quarter of its energy on the A100, three quarters on the H100 (site-b)
-    assert month[(june, "gpu_model", H100)][0] == pytest.approx(0.75 * 2000.0 * 28)
-    assert month[(june, "gpu_model", A100)][0] == pytest.approx((1000.0 + 0.25 * 2000.0) * 28)
-    assert month[(june, "site", "site-b")][3] == pytest.approx(0.75 * 20.0 * 28)
-    assert month[(june, "site", "unallocated")][0] == pytest.approx(300.0 * 28), "the idle line keeps no site"
+    # the idle line (300 g a day) follows the idle GPU energy: 0.6 of 1.0 kWh on the A100, 0.2 on the
+    # H100, 0.2 on a GPU outside the inventory
+    assert month[(june, "gpu_model", H100)][0] == pytest.approx((0.75 * 2000.0 + 0.2 * 300.0) * 28)
+    assert month[(june, "gpu_model", A100)][0] == pytest.approx((1000.0 + 0.25 * 2000.0 + 0.6 * 300.0) * 28)
+    assert month[(june, "gpu_model", RTX)][0] == pytest.approx(0.2 * 300.0 * 28)
+    assert month[(june, "site", "site-b")][3] == pytest.approx((0.75 * 20.0 + 0.2 * 3.0) * 28)
+    assert month[(june, "site", "not in inventory")][0] == pytest.approx(0.2 * 300.0 * 28)
+    assert month[(june, "team", "unallocated")][0] == pytest.approx(300.0 * 28)
+    assert not [k for k in month if k[1] != "team" and k[2] == "unallocated"], "a model or site named 'unallocated'"
     for dimension in ("team", "gpu_model", "site"):  # every dimension adds up to the same total
         assert sum(v[0] for k, v in month.items() if k[1] == dimension) == pytest.approx(3300.0 * 40)
+
+
+def test_without_gpu_energy_the_idle_line_stays_unallocated(world):
+    world.execute("DROP TABLE fct_gpu_energy_hourly")
+    world.execute(f"CREATE TEMP VIEW fct_gpu_energy_hourly AS {STAND_INS['fct_gpu_energy_hourly']}")  # as the page does
+    month = by(world, "month")
+    assert month[(dt.date(2026, 6, 1), "site", "unallocated")][0] == pytest.approx(300.0 * 28)
 
 
 def test_weeks_start_on_monday(world):

@@ -8,6 +8,12 @@ import typer
 
 from joulehouse.cli.options import fail, parse_day, parse_duration
 
+MAX_GPUS = 100_000  # a fleet of hundreds of megawatts; the fleet is built in memory before a row is written
+MAX_DAYS = 3660  # ten years
+# What a simulated reading takes in the lake (warehouse/SCALING.md: 12.9 bytes with every metric),
+# rounded up: a lake that would not fit on its disk is refused before hours of writing.
+LAKE_BYTES_PER_READING = 14
+
 
 def register(app: typer.Typer) -> None:
     """Add the `simulate` command to `app`."""
@@ -17,8 +23,8 @@ def register(app: typer.Typer) -> None:
         # str, not Path: Path("s3://b/lake") is "s3:/b/lake", a local folder
         lake: Annotated[str, typer.Option(help="Lake folder or fsspec URL (s3://bucket/lake) to write into "
                                                "(inventory.csv lands beside it).")],
-        gpus: Annotated[int, typer.Option(min=1, help="GPUs in the fleet (8 per host).")] = 32,
-        days: Annotated[int, typer.Option(min=1, help="UTC days to simulate.")] = 2,
+        gpus: Annotated[int, typer.Option(min=1, max=MAX_GPUS, help="GPUs in the fleet (8 per host).")] = 32,
+        days: Annotated[int, typer.Option(min=1, max=MAX_DAYS, help="UTC days to simulate.")] = 2,
         start: Annotated[str, typer.Option(help="First UTC day, YYYY-MM-DD.")] = "2026-06-10",
         seed: Annotated[int, typer.Option(help="Random seed: the same seed writes the same rows.")] = 0,
         interval: Annotated[str, typer.Option("--interval", metavar="DURATION",
@@ -44,6 +50,7 @@ def register(app: typer.Typer) -> None:
         interval_s = interval_s if interval_s is not None else parse_duration(interval, "--interval")
         if not 0 < interval_s <= 60 or abs(86400 / interval_s - round(86400 / interval_s)) > 1e-9:
             fail(f"{given}: expected more than 0 and at most 60 s, dividing 86400 s evenly")
+        _refuse_a_lake_past_its_disk(lake, gpus * days * round(86400 / interval_s))
         columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
         try:
             with Progress(*columns, console=console) as progress:
@@ -72,3 +79,21 @@ def register(app: typer.Typer) -> None:
         console.print(truth)
         for run in summary.cross_model_runs:
             console.print(escape(f"cross-model job {run.job_id}: {run.gpu_model} {run.host} {run.gpu_uuid}"))
+
+
+def _refuse_a_lake_past_its_disk(lake: str, readings: int) -> None:
+    """Fail when a local lake's disk cannot hold the GPU readings about to be simulated."""
+    import shutil
+    from pathlib import Path
+
+    from joulehouse.collectors import lakefs
+
+    if lakefs.is_url(lake):
+        return  # an object store's room is not ours to measure
+    folder = Path(lake).absolute()
+    while not folder.exists():
+        folder = folder.parent
+    needed, free = readings * LAKE_BYTES_PER_READING, shutil.disk_usage(folder).free
+    if needed > free:
+        fail(f"{readings:,} GPU readings take about {needed / 1e9:,.1f} GB in the lake; {folder} has "
+             f"{free / 1e9:,.1f} GB free: simulate fewer GPUs or days, or a longer --interval", 2)

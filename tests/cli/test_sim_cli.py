@@ -47,3 +47,17 @@ def test_a_bad_interval_is_named(tmp_path, interval, says):
     assert result.exit_code == 2
     assert result.output.strip().startswith(says), result.output
     assert not (tmp_path / "lake").exists()
+
+
+def test_a_fleet_past_the_bounds_or_past_its_disk_is_refused_before_anything_is_built(tmp_path):
+    """`simulate --gpus 100000000 --days 100000` ran silently, building the fleet in memory (8 GB
+    after a minute), with nothing to say how far it was from done or that no disk could hold it."""
+    lake = tmp_path / "lake"
+    too_many = CliRunner().invoke(_app(), ["simulate", "--lake", str(lake), "--gpus", "100001", "--days", "1"])
+    assert too_many.exit_code == 2 and "--gpus" in too_many.output
+    too_long = CliRunner().invoke(_app(), ["simulate", "--lake", str(lake), "--gpus", "8", "--days", "3661"])
+    assert too_long.exit_code == 2 and "--days" in too_long.output
+    past_disk = CliRunner().invoke(_app(), ["simulate", "--lake", str(lake), "--gpus", "100000", "--days", "3660"])
+    assert past_disk.exit_code == 2
+    assert "31,622,400,000,000 GPU readings take about 442,713.6 GB in the lake" in past_disk.output
+    assert past_disk.output.count("\n") == 1 and not list(tmp_path.iterdir())

@@ -70,6 +70,20 @@ def _throughput_ratio(a: GpuSpec, b: GpuSpec, bottleneck: str, precision: str) -
     return math.sqrt(compute * memory), f"geometric mean of {what_compute} and {what_memory}"
 
 
+def implausible_power(gpu_model: str, avg_power_w: float) -> str | None:
+    """Why a job could not have averaged `avg_power_w` per GPU on `gpu_model`, or None. A GPU held
+    by a job draws about its idle power at least and its TDP at most; past half the one or 1.5x the
+    other (the warehouse's power_over_limit bound) a figure typed by hand is a unit slip (mJ for J,
+    minutes for seconds), which the busy ratio's clamp would hide behind a plausible answer. The
+    fleet's own jobs are not judged by it: their energy is measured."""
+    spec = lookup(gpu_model)
+    low_w, high_w = spec.idle_power_w()[0] / 2, 1.5 * spec.tdp_w
+    if low_w <= avg_power_w <= high_w:
+        return None
+    return (f"average power {avg_power_w:.4g} W per GPU on {spec.gpu_model} is outside what that GPU draws while "
+            f"it runs a job ({low_w:.0f}-{high_w:.0f} W)")
+
+
 def predict_energy_on(from_gpu_model: str, to_gpu_model: str, energy_j: float, time_s: float, *, gpus: int = 1,
                       avg_power_w: float | None = None, bottleneck: str = "unknown", precision: str = "bf16",
                       to_power_w: Callable[[float], float] | None = None) -> EnergyPrediction:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Optional
 
 import typer
@@ -31,9 +32,16 @@ def predict_energy(
     --to-gpu-model 'NVIDIA H100 80GB HBM3' --energy-j 2.5e6 --time-s 3600 --gpus 8
     """
     from joulehouse.models.gpu_catalogue import CatalogueError
-    from joulehouse.models.other_gpu_energy import predict_energy_on
+    from joulehouse.models.other_gpu_energy import implausible_power, predict_energy_on
 
     try:
+        # the predictor names a non-positive or non-finite input itself; judged here: what they make
+        given_ok = all(math.isfinite(v) and v > 0 for v in (energy_j, time_s, gpus, avg_power_w or 1.0))
+        per_gpu_w = (avg_power_w if avg_power_w is not None else energy_j / (time_s * gpus)) if given_ok else None
+        problem = implausible_power(from_gpu_model, per_gpu_w) if per_gpu_w is not None else None
+        if problem:
+            given = "--avg-power-w" if avg_power_w is not None else "--energy-j / (--time-s x --gpus)"
+            fail(f"{given}: {problem}: check the units (J for all the job's GPUs, s of wall time, W per GPU)")
         prediction = predict_energy_on(from_gpu_model, to_gpu_model, energy_j, time_s, gpus=gpus,
                                        avg_power_w=avg_power_w, bottleneck=bottleneck, precision=precision)
     except (CatalogueError, ValueError) as exc:

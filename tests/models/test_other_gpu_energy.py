@@ -121,3 +121,15 @@ def test_the_command_prints_the_prediction_and_refuses_an_unknown_model():
     assert out["predicted_time_s"] == pytest.approx(direct.predicted_time_s, rel=1e-5) and out["method"]
     bad = _run("--from-gpu-model", "NVIDIA B300", "--to-gpu-model", "NVIDIA H200", "--energy-j", "1", "--time-s", "1")
     assert bad.exit_code == 2 and bad.output.startswith("error: GPU model 'NVIDIA B300' is not in the catalogue")
+
+
+@pytest.mark.parametrize("args, power", [
+    (["--energy-j", "1e15", "--time-s", "1", "--gpus", "1"], "1e+15 W"),  # was clamped to busy 1.0: 306.7 J
+    (["--energy-j", "1", "--time-s", "3600", "--gpus", "8"], "3.472e-05 W"),  # was a million times the energy
+    (["--energy-j", "2.5e6", "--time-s", "3600", "--gpus", "8", "--avg-power-w", "5000"], "5000 W"),
+])
+def test_figures_no_gpu_could_have_run_are_refused_as_a_unit_slip(args, power):
+    result = _run("--from-gpu-model", "NVIDIA A100-SXM4-80GB", "--to-gpu-model", "NVIDIA H100 80GB HBM3", *args)
+    assert result.exit_code == 2 and result.stdout == ""
+    assert f"average power {power} per GPU on NVIDIA A100-SXM4-80GB is outside" in result.stderr
+    assert "check the units" in result.stderr and result.stderr.count("\n") == 1

@@ -2,23 +2,27 @@
 
 dcgm-exporter publishes one series per (field, GPU) with the labels `gpu` (index), `UUID`,
 `modelName` and `Hostname` (`hostname` in some deployments); Prometheus stores them. This
-source asks Prometheus for a time range with `query_range` (one request for all fields),
-converts the string values, and pivots to one row per (GPU, timestamp). A field a GPU does
-not publish is NULL in its rows, never 0.
+source asks Prometheus for the raw samples of a time range (one instant query of
+`{fields}[window]` at the window's end), converts the string values, and pivots to one row per
+(GPU, scrape timestamp). A field a GPU does not publish is NULL in its rows, never 0.
+
+Raw samples, not `query_range`: a range query repeats a series' last sample at every step for
+up to its 5-minute lookback, so after Prometheus was down it handed over old readings as new
+ones, at instants no scrape took place. Raw samples keep the scrapes' gaps and own timestamps.
 
 Series with dcgm-exporter's Kubernetes labels (`pod`, `namespace`, `container`) also give the
 lake's `jobs`: one row per pod and GPU it held, the namespace as team (dcgm_pods).
 
 Units as dcgm-exporter gives them: power W, energy mJ (a counter since boot), clocks MHz,
 temperatures C, GPU/memory-copy utilisation %, DCGM_FI_PROF_* activity ratios 0..1, PCIe
-bytes per second.
+bytes per second, framebuffer used MiB.
 
 Exactly once: Prometheus is this source's spool. A small JSON state file holds the watermark
 (the last timestamp written) and, while a range is being written, that range ("pending"). A
 range's rows land in files whose names are fixed by the range, so a range redone after a crash
 replaces its own files instead of adding rows; the watermark advances only after the files are
-written. Evaluation timestamps are aligned to multiples of the step, so every run asks for the
-same instants.
+written. Range bounds are aligned to multiples of the step and a range holds the samples in
+(previous bound, its end], so every run asks for the same windows and a sample lands in one only.
 """
 
 from __future__ import annotations
@@ -49,6 +53,9 @@ log = logging.getLogger(__name__)
 SOURCE_TAG = "dcgm"
 # Prometheus refuses a range query with more than 11,000 points per series.
 MAX_POINTS_PER_QUERY = 10_000
+# The longest window of raw samples asked for at once: at a 1 s scrape, 3,600 samples a series,
+# about 0.5 M for a node's 8 GPUs x 17 fields (Prometheus' default query.max-samples is 50 M).
+MAX_RAW_WINDOW_S = 3600
 # How far ahead of Prometheus' clock the node's may read before the sync trusts Prometheus'.
 CLOCK_AHEAD_TOLERANCE_S = 30.0
 
@@ -69,6 +76,8 @@ FIELDS: dict[str, tuple[str, type]] = {
     "DCGM_FI_PROF_PCIE_TX_BYTES": ("pcie_tx_bytes_per_s", int),
     "DCGM_FI_PROF_PCIE_RX_BYTES": ("pcie_rx_bytes_per_s", int),
     "DCGM_FI_DEV_POWER_MGMT_LIMIT": ("power_limit_w", float),
+    # Framebuffer memory used (field 252): dcgm-exporter reports MiB (counters.csv), the lake's unit.
+    "DCGM_FI_DEV_FB_USED": ("mem_used_mib", int),
     # NVML's clock event reasons bitmask (field 112). The models read its application-clocks bit
     # (0x2) and power-cap bit (0x4), so a GPU modelled from its DCGM stream keeps them.
     "DCGM_FI_DEV_CLOCKS_EVENT_REASONS": ("clock_event_reasons", int),
@@ -119,8 +128,8 @@ def series_key(labels: dict[str, str]) -> SeriesKey | str:
 
 
 def pivot_range_result(result: Iterable[dict[str, Any]]) -> tuple[pa.Table, list[str]]:
-    """Turn a `query_range` matrix (one entry per series) into gpu_samples rows: one row per
-    (GPU, timestamp), a column per field, NULL where a GPU has no sample for a field.
+    """Turn a matrix (one entry per series: raw samples or query_range's) into gpu_samples rows:
+    one row per (GPU, timestamp), a column per field, NULL where a GPU has no sample for a field.
     Returns the table and a list of the series that were set aside, each with its reason."""
     rows: dict[tuple[SeriesKey, float], dict[str, Any]] = {}
     rejected: list[str] = []
@@ -190,7 +199,7 @@ class DcgmSource:
 
     dataset = "gpu_samples"
     source_tag = SOURCE_TAG
-    # query_range matrix -> (rows of `dataset`, series set aside with their reasons)
+    # matrix -> (rows of `dataset`, series set aside with their reasons)
     pivot = staticmethod(pivot_range_result)
     # Pod labels become jobs from this source's series only: a subclass reading other series of the
     # same pods (NVLink) would write the same jobs again.
@@ -222,7 +231,10 @@ class DcgmSource:
         self.url = url
         self.step_s = int(step_s)
         self.state = WatermarkState(state_path)
-        self.query = fields_query(selector)
+        # Raw samples exist for a plain selector only: a subclass that sets `query` to an expression
+        # (links.py: rate(), label_replace) has none and is evaluated at the steps with query_range.
+        self.selector_query = fields_query(selector)
+        self.query = self.selector_query
         self.timeout_s = timeout_s
         self.retries = retries
         self.backoff_s = backoff_s
@@ -260,16 +272,38 @@ class DcgmSource:
                                              timeout=self.timeout_s)
         return self._client
 
+    @property
+    def reads_raw_samples(self) -> bool:
+        return self.query == self.selector_query
+
+    def _raw_samples(self, start_s: float, end_s: float) -> list[dict[str, Any]]:
+        """The samples scraped in (start_s - step, end_s], at their own timestamps: a matrix like
+        query_range's. The window opens one step before `start_s`, where the range before ended."""
+        low_s = start_s - self.step_s
+        window_s = int(math.ceil(end_s - low_s))
+        result = self._with_retries(
+            f"the samples query for {_iso(low_s)}..{_iso(end_s)}",
+            lambda: self._prometheus().custom_query(f"{self.query}[{window_s}s]", params={"time": end_s},
+                                                    timeout=self.timeout_s))
+        # Prometheus 2.x range selectors include their left end (3.x do not): a sample at low_s was
+        # the range before's last.
+        return [{**series, "values": [v for v in series.get("values", []) if float(v[0]) > low_s]}
+                for series in result]
+
     def read_range(self, start_s: float, end_s: float) -> pa.Table:
-        """Rows for the step-aligned instants in [start_s, end_s] (epoch seconds, UTC).
-        Retries a failing Prometheus `retries` times with doubling backoff, then raises
-        SourceError naming the URL, the range and the last error."""
+        """Rows for [start_s, end_s] (epoch seconds, UTC): the samples scraped after the step
+        before start_s up to end_s, at their scrape timestamps (an expression `query`: its values at
+        the step-aligned instants). Retries a failing Prometheus `retries` times with doubling
+        backoff, then raises SourceError naming the URL, the range and the last error."""
         start = datetime.fromtimestamp(start_s, tz=timezone.utc)
         end = datetime.fromtimestamp(end_s, tz=timezone.utc)
-        result = self._with_retries(
-            f"query_range for {start.isoformat()}..{end.isoformat()}",
-            lambda: self._prometheus().custom_query_range(
-                self.query, start_time=start, end_time=end, step=str(self.step_s), timeout=self.timeout_s))
+        if self.reads_raw_samples:
+            result = self._raw_samples(start_s, end_s)
+        else:
+            result = self._with_retries(
+                f"query_range for {start.isoformat()}..{end.isoformat()}",
+                lambda: self._prometheus().custom_query_range(
+                    self.query, start_time=start, end_time=end, step=str(self.step_s), timeout=self.timeout_s))
         table, rejected = self.pivot(result)
         keyed = ((series_key(s.get("metric", {})), s.get("metric", {}), [float(t) for t, _ in s.get("values", [])])
                  for s in result)
@@ -319,8 +353,10 @@ class DcgmSource:
         start = math.ceil(start / step) * step
         if end < start:
             return None
-        # Keep each query under Prometheus' points-per-series limit.
+        # Keep each query under Prometheus' points-per-series limit, a raw one under an hour.
         end = min(end, start + (MAX_POINTS_PER_QUERY - 1) * step)
+        if self.reads_raw_samples:
+            end = min(end, start + max(0, MAX_RAW_WINDOW_S // step - 1) * step)
         return float(start), float(end)
 
     def sync(self, now_s: float | None = None) -> list[WrittenFile]:

@@ -113,7 +113,8 @@ def test_a_dead_bmc_is_marked_and_the_gpu_source_goes_on(fake_ipmitool, tmp_path
 
 
 class _FakePrometheus(BaseHTTPRequestHandler):
-    """query_range for one GPU of node-07: power = (timestamp mod 1000) / 10 W; records each query."""
+    """One GPU of node-07 scraped every 30 s: power = (timestamp mod 1000) / 10 W. Answers time()
+    and the raw samples query `selector[Ns]` at `time`; records each query."""
 
     queries: list[str] = []
 
@@ -121,14 +122,15 @@ class _FakePrometheus(BaseHTTPRequestHandler):
         url = urllib.parse.urlparse(self.path)
         params = urllib.parse.parse_qs(url.query)
         self.queries.append(params["query"][0])
-        if url.path.endswith("/query"):  # the instant query time(): Prometheus' clock
+        if params["query"][0] == "time()":  # Prometheus' clock
             now = time.time()
             data = {"resultType": "scalar", "result": [now, str(now)]}
         else:
-            start, end, step = (int(float(params[k][0])) for k in ("start", "end", "step"))
+            end = int(float(params["time"][0]))
+            start = end - int(params["query"][0].rsplit("[", 1)[1].removesuffix("s]"))
             labels = {"__name__": "DCGM_FI_DEV_POWER_USAGE", "gpu": "0", "UUID": "GPU-dcgm-0",
                       "modelName": "NVIDIA H200", "Hostname": "node-07"}
-            values = [[t, str((t % 1000) / 10)] for t in range(start, end + 1, step)]
+            values = [[t, str((t % 1000) / 10)] for t in range(-(-start // 30) * 30, end + 1, 30)]
             data = {"resultType": "matrix", "result": [{"metric": labels, "values": values}]}
         body = json.dumps({"status": "success", "data": data}).encode()
         self.send_response(200)
@@ -162,7 +164,7 @@ def test_dcgm_sync_writes_this_hosts_range_beside_the_gpu_rows(fake_prometheus, 
     assert out.exit_code == 0, out.output
     rows = _rows(lake, "gpu_samples")
     dcgm = [r for r in rows if r["source"] == "dcgm"]
-    assert 4 <= len(dcgm) <= 5  # the step-aligned instants of the 120 s lookback
+    assert 4 <= len(dcgm) <= 5  # the 30 s scrapes of the 120 s lookback
     assert [r["power_w"] for r in dcgm] == pytest.approx([(r["sampled_at"].timestamp() % 1000) / 10 for r in dcgm])
     assert len([r for r in rows if r["source"] == "sim"]) == 20
     ranges = [q for q in _FakePrometheus.queries if q != "time()"]

@@ -4,11 +4,11 @@ the fields the source reads."""
 
 from __future__ import annotations
 
+import math
 import re
 import shutil
 import subprocess
 import time
-from datetime import datetime, timezone
 from pathlib import Path
 
 import pyarrow.dataset as ds
@@ -56,6 +56,18 @@ def test_an_exporter_before_dcgm_3_3_gives_clock_event_reasons_under_its_old_nam
     ])
     assert rejected == []
     assert [(r["power_w"], r["clock_event_reasons"]) for r in table.to_pylist()] == [(650.0, 4)]
+
+
+def test_framebuffer_used_lands_as_mem_used_mib_unconverted():
+    # dcgm-exporter publishes DCGM_FI_DEV_FB_USED in MiB, the lake's unit (an H200 holds 143,771).
+    counters = (REPO / "infra" / "dcgm-exporter" / "counters.csv").read_text()
+    assert re.search(r"^DCGM_FI_DEV_FB_USED, gauge, .*\(in MiB\)", counters, re.M)
+    table, rejected = pivot_range_result([
+        series("DCGM_FI_DEV_POWER_USAGE", [(100, "650"), (101, "655")]),
+        series("DCGM_FI_DEV_FB_USED", [(100, "81920"), (101, "NaN")]),
+    ])
+    assert rejected == []
+    assert [(r["power_w"], r["mem_used_mib"]) for r in table.to_pylist()] == [(650.0, 81_920), (655.0, None)]
 
 
 def test_series_that_cannot_be_keyed_are_set_aside_with_a_reason():
@@ -106,28 +118,35 @@ def test_energy_counter_survives_as_exact_integer_millijoules(values):
 
 
 class FakePrometheus:
-    """Answers query_range from a function of time: one GPU, power = timestamp / 10 W."""
+    """One GPU scraped every 10 s at multiples of 10, power = timestamp / 10 W. Answers the raw
+    samples query `selector[Ns]` at `time` with the samples in [time - N, time], both ends
+    included as Prometheus 2.x does, and `time()` with the real clock."""
+
+    SCRAPE_INTERVAL_S = 10
 
     def __init__(self) -> None:
-        self.calls: list[tuple[float, float]] = []
+        self.calls: list[tuple[float, float]] = []  # (window start, window end) of each samples query
         self.fail = 0
         self.time_fails = 0  # time() queries to fail (then answered with the real clock)
 
     def custom_query(self, query, params=None, timeout=None):
-        assert query == "time()"
-        if self.time_fails:
-            self.time_fails -= 1
-            raise ConnectionError("read timed out")
-        now = time.time()
-        return [now, str(now)]
-
-    def custom_query_range(self, query, start_time, end_time, step, timeout=None):
+        if query == "time()":
+            if self.time_fails:
+                self.time_fails -= 1
+                raise ConnectionError("read timed out")
+            now = time.time()
+            return [now, str(now)]
         if self.fail:
             self.fail -= 1
             raise ConnectionError("connection refused")
-        start, end = int(start_time.timestamp()), int(end_time.timestamp())
+        window_s = int(re.fullmatch(r"\{.*\}\[(\d+)s\]", query).group(1))
+        end = float(params["time"])
+        return self.samples(end - window_s, end)
+
+    def samples(self, start: float, end: float) -> list[dict]:
         self.calls.append((start, end))
-        values = [[t, str(t / 10)] for t in range(start, end + 1, int(step))]
+        scrape = self.SCRAPE_INTERVAL_S
+        values = [[t, str(t / 10)] for t in range(math.ceil(start / scrape) * scrape, int(end) + 1, scrape)]
         return [series("DCGM_FI_DEV_POWER_USAGE", values)]
 
 
@@ -186,13 +205,15 @@ def test_a_sync_without_prometheus_clock_retries_it_and_then_writes_nothing(tmp_
     assert src.state.load()["watermark_at"] == watermark
 
 
-def test_a_long_catch_up_is_split_under_prometheus_points_limit(tmp_path):
+def test_a_long_catch_up_is_split_into_adjacent_windows_of_at_most_an_hour(tmp_path):
     client = FakePrometheus()
     src = fake_source(tmp_path, client)
     src.initial_lookback_s = 10 * 25_000
     src.sync(now_s=1_700_000_000)
-    assert len(client.calls) == 3
-    assert all((end - start) / 10 + 1 <= dcgm_module.MAX_POINTS_PER_QUERY for start, end in client.calls)
+    assert len(client.calls) == math.ceil(25_001 * 10 / dcgm_module.MAX_RAW_WINDOW_S)  # 70
+    assert all(end - start <= dcgm_module.MAX_RAW_WINDOW_S for start, end in client.calls)
+    assert all(later[0] == earlier[1] for earlier, later in zip(client.calls, client.calls[1:]))
+    assert len(stored_times(tmp_path / "lake")) == 25_001  # each sample once, the shared bounds too
 
 
 def test_retries_are_bounded_and_then_the_error_names_the_url(tmp_path):
@@ -233,12 +254,12 @@ class ClockedPrometheus(FakePrometheus):
         self.now = now
 
     def custom_query(self, query, params=None, timeout=None):
-        assert query == "time()"
-        return [self.now, str(self.now)]
+        if query == "time()":
+            return [self.now, str(self.now)]
+        return super().custom_query(query, params, timeout)
 
-    def custom_query_range(self, query, start_time, end_time, step, timeout=None):
-        capped = datetime.fromtimestamp(min(end_time.timestamp(), self.now), tz=timezone.utc)
-        return super().custom_query_range(query, start_time, capped, step, timeout)
+    def samples(self, start: float, end: float) -> list[dict]:
+        return super().samples(start, min(end, self.now))
 
 
 def test_a_node_clock_ahead_of_prometheus_does_not_skip_what_it_has_not_scraped_yet(tmp_path):

@@ -3,12 +3,15 @@ endpoint that serves dcgm-exporter's text format for 2 hosts x 4 GPUs with known
 
 from __future__ import annotations
 
+import os
+import signal
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pyarrow.dataset as ds
 import pytest
+import requests
 
 from joulehouse.collectors.sources import dcgm as dcgm_module
 from joulehouse.collectors.sources.base import SourceError
@@ -30,6 +33,7 @@ HELP = {
     "DCGM_FI_DEV_GPU_UTIL": ("gauge", "GPU utilization (in %)."),
     "DCGM_FI_DEV_MEM_COPY_UTIL": ("gauge", "Memory utilization (in %)."),
     "DCGM_FI_DEV_POWER_MGMT_LIMIT": ("gauge", "Power management limit (in W)."),
+    "DCGM_FI_DEV_FB_USED": ("gauge", "Framebuffer memory used (in MiB)."),
     "DCGM_FI_DEV_CLOCKS_EVENT_REASONS": ("gauge", "Current clock event reasons (bitmask of DCGM_CLOCKS_EVENT_REASON_*)."),
     "DCGM_FI_PROF_SM_ACTIVE": ("gauge", "The ratio of cycles an SM has at least 1 warp assigned."),
     "DCGM_FI_PROF_SM_OCCUPANCY": ("gauge", "The ratio of number of warps resident on an SM."),
@@ -66,6 +70,7 @@ def known_values(host: str, index: int, power_offset_w: float = 0.0) -> dict[str
         "DCGM_FI_PROF_PCIE_TX_BYTES": 1_000_000.0 * (index + 1),
         "DCGM_FI_PROF_PCIE_RX_BYTES": 2_000_000.0 * (index + 1),
         "DCGM_FI_DEV_POWER_MGMT_LIMIT": 400.0 if host == "node-01" else None,
+        "DCGM_FI_DEV_FB_USED": 1024.0 * (10 * h + index),
         "DCGM_FI_DEV_CLOCKS_EVENT_REASONS": float(0x2 | 0x4) if index == 1 else 0.0,
     }
     if host == "node-02" and index == 3:
@@ -138,7 +143,7 @@ def test_lake_holds_exactly_the_exported_values_with_null_for_absent_series(prom
     src = source(prometheus, tmp_path)
     table = src.read_range(start, start + 2)
     rows = table.to_pylist()
-    assert len(rows) == 8 * 3, "one row per GPU and instant"
+    assert len(rows) == 8 * 3, "one row per GPU and scrape"
     assert {(r["host"], r["gpu_index"]) for r in rows} == {(h, i) for h in HOSTS for i in range(4)}
     assert src.rejected_series == []
     for r in rows:
@@ -148,10 +153,10 @@ def test_lake_holds_exactly_the_exported_values_with_null_for_absent_series(prom
         assert r["source"] == "dcgm"
         for name, (column, _) in dcgm_module.FIELDS.items():
             assert r[column] == expected[name], (r["host"], r["gpu_index"], column)
-    # Units survive as dcgm-exporter gives them: W, mJ counter, ratios 0..1, bytes/s.
+    # Units survive as dcgm-exporter gives them: W, mJ counter, ratios 0..1, bytes/s, MiB.
     h1 = next(r for r in rows if r["host"] == "node-01" and r["gpu_index"] == 2)
-    assert (h1["power_w"], h1["energy_mj_total"], h1["sm_active_ratio"], h1["pcie_rx_bytes_per_s"]) == (
-        120.5, 9_001_000_002, 0.25, 6_000_000)
+    assert (h1["power_w"], h1["energy_mj_total"], h1["sm_active_ratio"], h1["pcie_rx_bytes_per_s"],
+            h1["mem_used_mib"]) == (120.5, 9_001_000_002, 0.25, 6_000_000, 12_288)
     absent = next(r for r in rows if r["host"] == "node-02" and r["gpu_index"] == 3)
     assert absent["sm_active_ratio"] is None and absent["pcie_tx_bytes_per_s"] is None
     assert absent["power_limit_w"] is None and absent["power_w"] == 230.5
@@ -190,7 +195,8 @@ def test_watermark_resumes_without_duplicates_or_gaps_even_after_a_crash(prometh
     assert len(keys) == len(set(keys)), "a timestamp was written twice"
     for uuid in {r["gpu_uuid"] for r in rows}:
         stamps = sorted(r["sampled_at"].timestamp() for r in rows if r["gpu_uuid"] == uuid)
-        assert [b - a for a, b in zip(stamps, stamps[1:])] == [1.0] * (len(stamps) - 1), "a range was skipped"
+        # One row per 1 s scrape, at the scrape's own time (within its jitter).
+        assert all(0.5 < b - a < 1.5 for a, b in zip(stamps, stamps[1:])), "a range was skipped"
     assert src.state.load()["pending"] is None
     assert src.state.load()["watermark_at"] > watermark
     powers = {r["power_w"] for r in rows if r["gpu_uuid"] == gpu_uuid("node-01", 0)}
@@ -204,10 +210,53 @@ def test_prometheus_stopped_gives_a_clear_error_after_bounded_retries(exporter, 
     src = DcgmSource(tmp_path / "lake", url=server.url, step_s=1, state_path=tmp_path / "s.json",
                      retries=2, backoff_s=0.5, timeout_s=2, sleep=sleeps.append)
     now = int(time.time())
-    with pytest.raises(SourceError, match=r"did not answer query_range .* after 3 attempts"):
+    with pytest.raises(SourceError, match=r"did not answer the samples query for .* after 3 attempts"):
         src.read_range(now - 10, now)
     assert sleeps == [0.5, 1.0]
     with pytest.raises(SourceError):
         src.sync()
     assert not (tmp_path / "lake").exists(), "a failed range must not write anything"
     assert src.state.load()["watermark_at"] is None
+
+
+def raw_sample_times(server: PrometheusServer, at_s: float, window_s: int) -> dict[str, list[float]]:
+    """Prometheus' own record of the power samples in [at_s - window_s, at_s]: GPU uuid -> times."""
+    answer = requests.get(f"{server.url}/api/v1/query", timeout=5, params={
+        "query": f"DCGM_FI_DEV_POWER_USAGE[{window_s}s]", "time": at_s}).json()
+    return {m["metric"]["UUID"]: [float(t) for t, _ in m["values"]] for m in answer["data"]["result"]}
+
+
+def test_no_rows_while_prometheus_was_not_scraping_and_each_row_at_its_scrape_time(exporter, tmp_path):
+    """Prometheus stopped (SIGSTOP) for 6 s writes no staleness markers, and a range query would
+    repeat the last sample at every step of the gap (the trial's invented readings). The lake
+    holds exactly the samples Prometheus scraped, at their timestamps, none in the gap."""
+    server = PrometheusServer(tmp_path / "prometheus", exporter.port)
+    try:
+        wait_for(lambda: server.series_count("count(DCGM_FI_DEV_POWER_USAGE)") == 8, 30, "the first scrape")
+        first_s = server.series_count("min(timestamp(DCGM_FI_DEV_POWER_USAGE))")
+        src = source(server, tmp_path, settle_s=1, initial_lookback_s=time.time() - first_s + 5)
+        wait_for(lambda: time.time() > first_s + 3, 10, "a few scrapes")
+        src.sync()  # a range before the gap: the second must neither repeat nor skip its samples
+        stopped_s = time.time()
+        os.kill(server.process.pid, signal.SIGSTOP)
+        try:
+            time.sleep(6)
+        finally:
+            os.kill(server.process.pid, signal.SIGCONT)
+        resumed_s = time.time()
+        wait_for(lambda: server.series_count("min(timestamp(DCGM_FI_DEV_POWER_USAGE))") > resumed_s + 3, 15,
+                 "scrapes after the gap")
+        time.sleep(1.5)  # past settle_s
+        src.sync()
+        watermark_s = dcgm_module._epoch(src.state.load()["watermark_at"])
+        scraped = raw_sample_times(server, watermark_s, int(watermark_s - first_s) + 10)
+    finally:
+        server.stop()
+    rows = lake_rows(tmp_path / "lake")
+    assert len(scraped) == 8 and rows
+    assert watermark_s > resumed_s + 1, "the second range did not reach past the gap"
+    in_gap = [r for r in rows if stopped_s + 0.05 < r["sampled_at"].timestamp() < resumed_s - 0.05]
+    assert not in_gap, f"{len(in_gap)} rows while Prometheus was not scraping"
+    for uuid, times in scraped.items():
+        lake = sorted(round(r["sampled_at"].timestamp(), 3) for r in rows if r["gpu_uuid"] == uuid)
+        assert lake == [round(t, 3) for t in times], f"{uuid}: the lake's rows are not the scrapes"

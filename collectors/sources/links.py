@@ -50,12 +50,21 @@ def _matchers(selector: str) -> str:
     return ", " + extra if extra else ""
 
 
-def links_queries(dcgm_selector: str = "", node_selector: str = "", rate_window_s: int = DEFAULT_RATE_WINDOW_S) -> str:
+def _fresh(selector: str, column: str, step_s: int) -> str:
+    """A gauge's value at each step only where it was scraped in the two steps before, labelled
+    with its column. Bare, a range query repeats a gauge's last sample for Prometheus' 5-minute
+    lookback, so readings went on through an outage of the scrapes; last_over_time bounds that to
+    two steps (a step can fall between two scrapes of a scrape interval as long as the step)."""
+    return f'label_replace(last_over_time({selector}[{2 * int(step_s)}s]), "{QUANTITY_LABEL}", "{column}", "", "")'
+
+
+def links_queries(dcgm_selector: str = "", node_selector: str = "", rate_window_s: int = DEFAULT_RATE_WINDOW_S,
+                  step_s: int = 30) -> str:
     """One PromQL expression for every link series: NVLink gauges, IB port rates and IB counter rates."""
-    nvlink = "{" + f'__name__=~"{"|".join(NVLINK_FIELDS)}"' + _matchers(dcgm_selector) + "}"
     node = _matchers(node_selector).removeprefix(", ")
-    rate = IB_RATE + "{" + node + "}"
-    parts = [nvlink, f'label_replace({rate}, "{QUANTITY_LABEL}", "capacity_bytes_per_s", "", "")']
+    parts = [_fresh(field + "{" + _matchers(dcgm_selector).removeprefix(", ") + "}", column, step_s)
+             for field, column in NVLINK_FIELDS.items()]
+    parts.append(_fresh(IB_RATE + "{" + node + "}", "capacity_bytes_per_s", step_s))
     for total, column in ((IB_TX_TOTAL, "tx_bytes_per_s"), (IB_RX_TOTAL, "rx_bytes_per_s")):
         parts.append(f'label_replace(rate({total}{{{node}}}[{int(rate_window_s)}s]), '
                      f'"{QUANTITY_LABEL}", "{column}", "", "")')
@@ -73,13 +82,14 @@ def _node_host(labels: dict[str, str]) -> str:
 def _row_key(labels: dict[str, str]) -> tuple[tuple[str, str, str], dict[str, Any], str] | str:
     """((host, link_kind, device), identity columns, column) of a series, or why it cannot be keyed."""
     name = labels.get("__name__", "")
-    if name in NVLINK_FIELDS:
+    column = labels.get(QUANTITY_LABEL)
+    if name in NVLINK_FIELDS or (column in NVLINK_FIELDS.values() and (labels.get("UUID") or labels.get("uuid"))):
+        # a GPU's NVLink series: by its name as dcgm-exporter gives it, or labelled by _fresh
         key = series_key(labels)
         if isinstance(key, str):
             return key
         return ((key.host, "nvlink", key.gpu_uuid), {"gpu_index": key.gpu_index, "gpu_model": key.gpu_model},
-                NVLINK_FIELDS[name])
-    column = labels.get(QUANTITY_LABEL)
+                NVLINK_FIELDS.get(name, column))
     if column is None:
         return "not a link series this source reads"
     host, device, port = _node_host(labels), labels.get("device"), labels.get("port")
@@ -141,7 +151,7 @@ class PrometheusLinkSource(DcgmSource):
         super().__init__(lake, **kwargs)
         if rate_window_s < 2 * self.step_s:
             raise ValueError(f"rate_window_s={rate_window_s!r}: expected at least two steps ({2 * self.step_s} s)")
-        self.query = links_queries(kwargs.get("selector", ""), node_selector, rate_window_s)
+        self.query = links_queries(kwargs.get("selector", ""), node_selector, rate_window_s, self.step_s)
 
     @classmethod
     def from_settings(cls, lake: str | Path, settings: CollectorSettings, **overrides: Any) -> PrometheusLinkSource:

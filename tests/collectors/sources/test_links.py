@@ -30,5 +30,5 @@ def test_pivot_keys_links_and_sets_aside_what_it_cannot_read():
 
 def test_the_query_carries_each_selector_to_its_exporter():
     query = links_queries('Hostname="node-01"', 'instance=~"node-01(:[0-9]+)?"', 120)
-    assert 'DCGM_FI_PROF_NVLINK_RX_BYTES", Hostname="node-01"}' in query
+    assert 'last_over_time(DCGM_FI_PROF_NVLINK_RX_BYTES{Hostname="node-01"}[60s])' in query  # two 30 s steps
     assert 'rate(node_infiniband_port_data_received_bytes_total{instance=~"node-01(:[0-9]+)?"}[120s])' in query

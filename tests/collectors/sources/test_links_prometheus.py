@@ -3,7 +3,9 @@ node_exporter endpoints in their text format (the infiniband collector's series)
 
 from __future__ import annotations
 
+import os
 import re
+import signal
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -143,3 +145,33 @@ def test_the_shipped_configs_export_and_keep_every_link_series():
     keeps = re.findall(r'regex: "([^"]+)"', config)
     for name in [*NVLINK_FIELDS, IB_TX_TOTAL, IB_RX_TOTAL, IB_RATE]:
         assert any(re.fullmatch(keep, name) for keep in keeps), name
+
+
+def test_no_gauge_is_written_while_prometheus_was_not_scraping(tmp_path):
+    """Prometheus stopped (SIGSTOP) for 6 s writes no staleness markers; a bare gauge in a range
+    query then repeated its last sample at every step of the gap. Now a gauge is written only at
+    steps within two steps of a scrape."""
+    endpoints = [TextEndpoint(dcgm_text), TextEndpoint(lambda: node_text("node-01"))]
+    server = PrometheusServer(tmp_path / "prometheus", endpoints[0].port, node_targets={endpoints[1].port: "node-01:9100"})
+    try:
+        wait_for(lambda: server.series_count("count(DCGM_FI_PROF_NVLINK_TX_BYTES)") == 3, 30, "the first scrapes")
+        time.sleep(3)  # a few scrapes before the gap
+        stopped_s = time.time()
+        os.kill(server.process.pid, signal.SIGSTOP)
+        try:
+            time.sleep(6)
+        finally:
+            os.kill(server.process.pid, signal.SIGCONT)
+        resumed_s = time.time()
+        wait_for(lambda: server.series_count("min(timestamp(DCGM_FI_PROF_NVLINK_TX_BYTES))") > resumed_s + 2, 15,
+                 "scrapes after the gap")
+        rows = source(server, tmp_path).read_range(int(stopped_s) - 3, int(resumed_s) + 2).to_pylist()
+    finally:
+        server.stop()
+        for endpoint in endpoints:
+            endpoint.stop()
+    gauges = [r for r in rows if r["link_kind"] == "nvlink" or r["capacity_bytes_per_s"] is not None]
+    assert [r for r in gauges if r["sampled_at"].timestamp() < stopped_s], "no reading before the gap"
+    # two 1 s steps after the last scrape a gauge may still stand; past them, nothing until scrapes resume
+    in_gap = [r for r in gauges if stopped_s + 2.5 < r["sampled_at"].timestamp() < resumed_s - 0.5]
+    assert not in_gap, f"{len(in_gap)} gauge readings while Prometheus was not scraping"

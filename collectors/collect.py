@@ -130,6 +130,15 @@ class Collector:
                                           roll_max_rows=self.settings.roll_max_rows, clock=self.clock)
         return self._spools[dataset]
 
+    def written_totals(self) -> tuple[int, int]:
+        """(rows, files) that reached the lake: through the spool, and by the sources that write
+        their own files (DCGM and the links: Prometheus is their spool)."""
+        rows, files = self.stats.rows, self.stats.files_written
+        for entry in self.scheduled:
+            rows += getattr(entry.source, "rows_written_total", 0)
+            files += getattr(entry.source, "files_written_total", 0)
+        return rows, files
+
     def spools(self) -> list[Spool]:
         """The spools opened so far, one per dataset (read by the metrics at each scrape)."""
         return list(self._spools.values())

@@ -249,6 +249,7 @@ class DcgmSource:
         self.pod_holdings: list = []
         # Rows this source wrote to the lake itself (read() hands the loop none): for the metrics.
         self.rows_written_total = 0
+        self.files_written_total = 0  # with rows_written_total: what this source wrote itself, for the collector's totals
 
     @classmethod
     def from_settings(cls, lake: str | Path, settings: CollectorSettings, **overrides: Any) -> DcgmSource:
@@ -391,9 +392,11 @@ class DcgmSource:
             if state.get("watermark_at"):
                 floor = datetime.fromisoformat(state["watermark_at"])
                 table = table.filter(pc.greater(table.column("sampled_at"), pa.scalar(floor, GPU_SAMPLES.field("sampled_at").type)))
+            before = len(written)
             written += write_range(self.lake, table, start, end, dataset=self.dataset, tag=self.source_tag)
             self.rows_written_total += table.num_rows
             written += self.pods.merge(self.pod_holdings, self.step_s, end)
+            self.files_written_total += len(written) - before
             state = {"state_version": STATE_VERSION, "watermark_at": _iso(end), "pending": None}
             self.state.save(state)
             log.info("dcgm: wrote %d rows for %s..%s", table.num_rows, _iso(start), _iso(end))

@@ -98,7 +98,8 @@ def collect_command(
             exposure.stop()
     if stats.polls and stats.reads_ok == 0 and stats.source_errors:
         fail("no source could be read (see the log above)", 3)
-    typer.echo(f"stopped: {stats.polls} polls, {stats.rows} rows, {stats.files_written} files, "
+    rows, files = collector.written_totals()
+    typer.echo(f"stopped: {stats.polls} polls, {rows} rows, {files} files, "
                f"{stats.source_errors} source errors, {stats.disk_full_events} disk-full events")
     if stats.rows_not_kept:
         why = "its disk was full" if stats.disk_full_events else "it took no writes"

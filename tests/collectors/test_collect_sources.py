@@ -167,6 +167,9 @@ def test_dcgm_sync_writes_this_hosts_range_beside_the_gpu_rows(fake_prometheus, 
     assert 4 <= len(dcgm) <= 5  # the 30 s scrapes of the 120 s lookback
     assert [r["power_w"] for r in dcgm] == pytest.approx([(r["sampled_at"].timestamp() % 1000) / 10 for r in dcgm])
     assert len([r for r in rows if r["source"] == "sim"]) == 20
+    # the stop line counts what DCGM wrote itself beside the spool's rows (it said "20 rows")
+    files = len(list(lake.rglob("*.parquet")))
+    assert f"stopped: 10 polls, {len(rows)} rows, {files} files," in out.output
     ranges = [q for q in _FakePrometheus.queries if q != "time()"]
     assert ranges and all('Hostname="node-07"' in q for q in ranges)  # a node reads only its own series
     watermark = json.loads((tmp_path / "state" / "dcgm-watermark.json").read_text())

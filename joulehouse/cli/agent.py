@@ -221,8 +221,9 @@ def apply_command(
     state: Optional[Path] = typer.Option(None, "--state", help=STATE_HELP),
     settings_file: Optional[Path] = typer.Option(None, "--config", help="joulehouse TOML settings (\\[agent] section)"),
 ) -> None:
-    """Verify a signed config and apply this host's power limits (and locked clocks). --dry-run
-    checks what an apply checks, against the devices where NVML answers (without NVML: only that
+    """Verify a signed config and apply this host's power limits (and locked clocks).
+
+    --dry-run checks what an apply checks, against the devices where NVML answers (without NVML: only that
     no GPU could take a value, e.g. 1e9 W), and sets nothing: it exits as the apply would (1 a GPU
     refused, 2 the config refused). On a node (/var/lib/joulehouse) it checks and audits into the
     agent service's files, from whatever folder it is run.
@@ -259,8 +260,9 @@ def verify_command(
     public_key: Path = typer.Option(..., "--public-key", help="PEM ed25519 public key the config must be signed with"),
     at: Optional[str] = typer.Option(None, "--at", help="Check the validity window at this UTC time (ISO 8601) instead of now"),
 ) -> None:
-    """Check a config's signature and form, say what it holds and whether an agent would take it
-    now (or at --at). Exit 0: an agent would take it; 1: signed by the key and well formed, but
+    """Check a config's signature and form, what it holds, and whether an agent would take it.
+
+    It is judged now, or at --at. Exit 0: an agent would take it; 1: signed by the key and well formed, but
     outside its validity window; 2: refused (tampered, unsigned, another key, malformed). Touches
     no device.
 
@@ -304,8 +306,9 @@ def rollback_command(
     host: Optional[str] = typer.Option(None, "--host", help="Host name for the audit (default: this machine)"),
     lake: Optional[Path] = typer.Option(None, "--lake", help=LAKE_HELP),
 ) -> None:
-    """Return every GPU of this node to its default power limit and unlock its clocks; audited
-    into the agent service's lake (/var/lib/joulehouse/lake) on a node, or into --lake.
+    """Return every GPU of this node to its default power limit and unlock its clocks.
+
+    Audited into the agent service's lake (/var/lib/joulehouse/lake) on a node, or into --lake.
 
     Example: sudo joulehouse agent rollback
     """
@@ -343,8 +346,7 @@ def run_command(
     metrics_address: str = typer.Option("127.0.0.1", "--metrics-address", help=METRICS_ADDRESS_HELP),
     metrics_textfile: Optional[Path] = typer.Option(None, "--metrics-textfile", help=METRICS_TEXTFILE_HELP),
 ) -> None:
-    """Poll where the signed export is published; apply a new one when it changes, roll back on
-    expiry or revocation.
+    """Poll the signed export; apply a new one, roll back on its expiry or revocation.
 
     Example: sudo joulehouse agent run --config /etc/joulehouse/joulehouse.toml --interval 5m
     """

@@ -54,8 +54,9 @@ def register(app: typer.Typer) -> None:
         config: Optional[Path] = typer.Option(None, "--config", help="Settings file (TOML) for the class bounds."),
         output: Optional[OutputFormat] = typer.Option(None, "--format", help=FORMAT_HELP),
     ) -> None:
-        """Choose, per workload, the measured setting (locked SM clock, power limit) that minimises the
-        objective within the slowdown bound, with its energy and time against the fastest setting.
+        """Choose per workload the measured clock or power limit that minimises the objective.
+
+        The choice stays within the slowdown bound, with its energy and time against the fastest setting.
 
         For a power-limit sweep and the energy objective, interval_* give the best power interval
         on a 5 W grid: the measured limits at their readings, the fitted cap model between them.

@@ -23,8 +23,9 @@ def register(app: typer.Typer) -> None:
         config: Annotated[Optional[Path], typer.Option("--config", help="Settings TOML file.")] = None,
         airflow_home: Annotated[Optional[Path], typer.Option(help="Airflow home (SQLite metadata DB); default: beside the warehouse.")] = None,
     ) -> None:
-        """Run the daily DAG for one day through Airflow (dag.test with a SQLite metadata DB); print the
-        report's path and the day's headline.
+        """Run the daily DAG for one day through Airflow; print the report's path and the headline.
+
+        The DAG runs in this process with dag.test and a SQLite metadata DB beside the warehouse.
 
         Example: joulehouse run --date 2026-06-11 --config var/demo/joulehouse.toml
         """

@@ -25,8 +25,10 @@ def predict_energy(
     precision: str = typer.Option("bf16", help="fp32 | tf32 | fp16 | bf16 | fp8 | int8: the math the job runs in."),
     output: Optional[OutputFormat] = typer.Option(None, "--format", help=FORMAT_HELP),
 ) -> None:
-    """Predict the job's energy (J) and time (s) on --to-gpu-model from its run on --from-gpu-model,
-    from the GPU catalogue (peak throughput, memory bandwidth, TDP, idle power).
+    """Predict a job's energy (J) and time (s) on another GPU model from its run on one.
+
+    From its run on --from-gpu-model to --to-gpu-model, by the GPU catalogue (peak throughput,
+    memory bandwidth, TDP, idle power).
 
     Example: joulehouse jobs predict-energy --from-gpu-model 'NVIDIA A100-SXM4-80GB'
     --to-gpu-model 'NVIDIA H100 80GB HBM3' --energy-j 2.5e6 --time-s 3600 --gpus 8

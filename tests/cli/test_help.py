@@ -42,6 +42,16 @@ def test_help_shows_what_to_type_and_an_example(path):
     assert words[: len(path)] == list(path), "the example runs the command itself"
 
 
+@pytest.mark.parametrize("path, command", COMMANDS, ids=[" ".join(p) for p, _ in COMMANDS])
+def test_a_commands_summary_is_one_line_so_its_group_lists_it_whole(path, command):
+    """A group's listing shows the first paragraph of each command's help with its line breaks:
+    `joulehouse --help` read "...; print the" / "report's path" on two lines, `agent --help`
+    broke every entry mid-sentence."""
+    summary = (command.help or "").strip().split("\n\n")[0]
+    assert summary and "\n" not in summary, summary
+    assert len(summary) <= 100, f"{len(summary)} characters: {summary}"
+
+
 @pytest.mark.parametrize("path", [p for p, _ in COMMANDS], ids=[" ".join(p) for p, _ in COMMANDS])
 def test_an_example_that_reads_the_shared_data_names_a_file_that_is_there(path):
     """Pasted from the repository's root, the example finds its file (`caps from-sweep` named a

@@ -87,3 +87,17 @@ def test_agent_run_reads_a_duration_and_names_a_bad_one(tmp_path):
     result = CliRunner().invoke(app, ["agent", "run", "--export-url", str(tmp_path / "x.json"), "--interval", "soon"])
     assert result.exit_code == 2
     assert result.stderr.strip() == "error: --interval 'soon': expected a number with ms, s, m or h (e.g. '1s')"
+
+
+def test_the_readmes_command_table_names_every_command():
+    """The README's table of commands left out the `jobs` group and `collect --source links`."""
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    rows = "\n".join(line for line in readme.splitlines() if line.startswith("| `joulehouse ") or line.startswith("| `sudo "))
+    groups = {path[0] for path, _ in COMMANDS}
+    missing = [g for g in sorted(groups) if f"joulehouse {g}" not in rows and f"`{g} " not in rows]
+    assert not missing, f"the README's command table lacks {missing}"
+    collect = next(command for path, command in COMMANDS if path == ("collect",))
+    source = next(p for p in collect.params if p.name == "source")
+    for name in re.findall(r"[a-z]+", source.help.split("(")[0]):
+        if name not in ("or",):
+            assert f"\\|{name}" in rows or f"source {name}" in rows, f"--source {name} is not in the README's table"

@@ -215,6 +215,13 @@ class Shipper:
         """Lake files not yet shipped (or changed since), and the manifest as loaded."""
         if not self.lake.is_dir():
             raise ShipError(f"--lake {self.lake}: no such folder; expected the node's local lake")
+        if _is_local(self.fs):
+            # shipped onto itself the lake would only record every file as shipped; inside it, the
+            # lake would hold a second copy of every reading
+            lake, dest = self.lake.resolve(), Path(self.root or "/").resolve()
+            if dest == lake or lake in dest.parents:
+                raise ShipError(f"--to {dest}: the node's lake {lake} itself, or a folder inside it; "
+                                "give the central lake")
         shipped = self.manifest.load(self.dest)
         todo = []
         for path in finished_files(self.lake):

@@ -33,6 +33,7 @@ def ship_command(
     """
     import logging
 
+    from rich.console import Console
     from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn
 
     from joulehouse.collectors.ship import Shipper, ShipError
@@ -48,7 +49,10 @@ def ship_command(
         raise typer.Exit(2)
     total_bytes = sum(p.stat().st_size for p in todo)
     columns = (TextColumn("ship"), BarColumn(), DownloadColumn(), TimeRemainingColumn())
-    with Progress(*columns, transient=True) as progress:
+    # on stderr, and only on a terminal: piped, stdout holds the one summary line (a bar stopped
+    # in a pipe left a blank line before it)
+    console = Console(stderr=True)
+    with Progress(*columns, transient=True, console=console, disable=not console.is_terminal) as progress:
         task = progress.add_task("ship", total=total_bytes)
         try:
             report = shipper.run(after_file=lambda entry: progress.advance(task, entry.bytes))

@@ -178,12 +178,24 @@ def test_cli_ships_and_reports_bad_input(node_lake, tmp_path):
     out = CliRunner().invoke(app, ["--lake", str(node_lake), "--to", str(central),
                                    "--manifest", str(tmp_path / "m.jsonl")])
     assert out.exit_code == 0, out.output
-    assert f"shipped {len(_lake_files(node_lake))} files" in out.output
+    assert out.stdout.startswith(f"shipped {len(_lake_files(node_lake))} files")  # no blank line before it
     assert _dest_files(central) == _lake_files(node_lake)
     missing = CliRunner().invoke(app, ["--lake", str(tmp_path / "nope"), "--to", str(central)])
     assert missing.exit_code == 2 and "no such folder" in missing.output
     bad_url = CliRunner().invoke(app, ["--lake", str(node_lake), "--to", "nosuchproto://x"])
     assert bad_url.exit_code == 2 and "nosuchproto" in bad_url.output
+
+
+@pytest.mark.parametrize("where", [".", "central", "gpu_samples"])
+def test_shipping_a_lake_onto_itself_or_into_itself_is_refused(node_lake, tmp_path, where):
+    """`ship --to` the --lake folder said "shipped 4 files" and recorded them all as shipped."""
+    app = typer.Typer()
+    register(app)
+    before = sorted(p for p in node_lake.rglob("*") if p.is_file())
+    out = CliRunner().invoke(app, ["--lake", str(node_lake), "--to", str(node_lake / where),
+                                   "--manifest", str(tmp_path / "m.jsonl")])
+    assert out.exit_code == 2 and "the node's lake" in out.output and "give the central lake" in out.output
+    assert sorted(p for p in node_lake.rglob("*") if p.is_file()) == before and not (tmp_path / "m.jsonl").exists()
 
 
 def test_a_file_replaced_during_its_copy_is_shipped_again(node_lake, tmp_path, monkeypatch):

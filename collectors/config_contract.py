@@ -241,6 +241,9 @@ def load_config_document(source: str | bytes | Path | Mapping[str, Any]) -> dict
             raise MalformedConfig(f"config file {source} does not exist") from None
     if len(source) > MAX_CONFIG_BYTES:
         raise MalformedConfig(f"config is larger than {MAX_CONFIG_BYTES >> 20} MiB; refused unread")
+    if not source.strip():
+        raise MalformedConfig("config is empty (0 bytes, or only whitespace): an export that was never written, "
+                              "or one cut off while it was fetched")
     try:
         doc = json.loads(source)
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:

@@ -201,6 +201,14 @@ def test_a_clock_lock_the_driver_refuses_puts_the_limit_back(nvml_stub, keys, la
     assert (rows[uuid(0)]["action"], rows[uuid(0)]["power_limit_w_after"]) == ("refuse", 400.0)
 
 
+@pytest.mark.parametrize("body", [b"", b"  \n"])
+def test_an_empty_export_is_called_empty_not_bad_json(keys, lake, body):
+    """It read "not valid JSON: Expecting value: line 1 column 1 (char 0)"."""
+    with pytest.raises(MalformedConfig, match=r"^config is empty"):
+        apply_config(body, public_key=keys[1], host=HOST, nvml=pynvml, lake=lake, now=NOW)
+    assert [r["action"] for r in audit_rows(lake)] == ["refuse"]
+
+
 def test_a_body_that_is_not_json_is_refused_and_audited(keys, lake):
     with pytest.raises(MalformedConfig, match="not valid JSON"):
         apply_config(b"<html>502 Bad Gateway</html>", public_key=keys[1], host=HOST, nvml=pynvml, lake=lake, now=NOW)

@@ -211,6 +211,24 @@ STATE_HELP = ("Replay state: the newest config accepted per site (default: \\[ag
               f"<lake>/../state/, i.e. {NODE_DATA}/state/ on a node)")
 
 
+AT_HELP = "Check the validity window at this UTC time (ISO 8601) instead of now"
+
+
+def _parse_at(at: str | None):
+    """--at as an aware datetime (None without it), or fail naming it."""
+    import datetime as dt
+
+    if at is None:
+        return None
+    try:
+        when = dt.datetime.fromisoformat(at.replace("Z", "+00:00"))
+    except ValueError:
+        fail(f"--at {at!r} is not an ISO 8601 time (e.g. 2026-06-12T00:00:00Z)", 2)
+    if when.tzinfo is None:
+        fail(f"--at {at!r} has no time zone; add Z for UTC", 2)
+    return when
+
+
 @agent_app.command("apply")
 def apply_command(
     export: str = typer.Argument(..., metavar="EXPORT", help=EXPORT_HELP),
@@ -220,6 +238,7 @@ def apply_command(
     lake: Optional[Path] = typer.Option(None, "--lake", help=LAKE_HELP),
     state: Optional[Path] = typer.Option(None, "--state", help=STATE_HELP),
     settings_file: Optional[Path] = typer.Option(None, "--config", help="joulehouse TOML settings (\\[agent] section)"),
+    at: Optional[str] = typer.Option(None, "--at", help=AT_HELP + "; with --dry-run only (an apply is always now)"),
 ) -> None:
     """Verify a signed config and apply this host's power limits (and locked clocks).
 
@@ -233,6 +252,9 @@ def apply_command(
     from joulehouse.collectors.agent import apply_config
     from joulehouse.collectors.config_contract import ConfigError
 
+    when = _parse_at(at)
+    if when is not None and not dry_run:
+        fail("--at is for a --dry-run: a config is applied now or not at all", 2)
     key = _public_key(public_key)
     node_lake = _node_lake(lake)
     guard = _replay_guard(state, node_lake, settings_file)
@@ -241,7 +263,7 @@ def apply_command(
     nvml = _nvml_for_dry_run() if dry_run else _nvml_usable_or_exit("use --dry-run to check a config without a GPU")
     try:
         result = apply_config(data, public_key=key, host=host or socket.gethostname(), nvml=nvml,
-                              dry_run=dry_run, lake=audit_lake, replay_guard=guard)
+                              dry_run=dry_run, lake=audit_lake, replay_guard=guard, now=when)
     except ConfigError as exc:
         fail(f"{type(exc).__name__}: {exc}", 2, label="refused")
     except OSError as exc:
@@ -258,7 +280,7 @@ def apply_command(
 def verify_command(
     export: str = typer.Argument(..., metavar="EXPORT", help=EXPORT_HELP),
     public_key: Path = typer.Option(..., "--public-key", help="PEM ed25519 public key the config must be signed with"),
-    at: Optional[str] = typer.Option(None, "--at", help="Check the validity window at this UTC time (ISO 8601) instead of now"),
+    at: Optional[str] = typer.Option(None, "--at", help=AT_HELP),
 ) -> None:
     """Check a config's signature and form, what it holds, and whether an agent would take it.
 
@@ -273,12 +295,7 @@ def verify_command(
     from joulehouse.collectors.config_contract import ConfigError, format_utc, load_config_document, verify_signature
 
     key = _public_key(public_key)
-    try:
-        when = dt.datetime.now(dt.timezone.utc) if at is None else dt.datetime.fromisoformat(at.replace("Z", "+00:00"))
-    except ValueError:
-        fail(f"--at {at!r} is not an ISO 8601 time (e.g. 2026-06-12T00:00:00Z)", 2)
-    if when.tzinfo is None:
-        fail(f"--at {at!r} has no time zone; add Z for UTC", 2)
+    when = _parse_at(at) or dt.datetime.now(dt.timezone.utc)
     data = _fetch(export)
     try:
         checked = verify_signature(load_config_document(data), key)

@@ -131,6 +131,21 @@ def test_verify_refuses_what_apply_refuses(app, keys, tmp_path, kwargs, message)
     assert result.exit_code == 2 and result.output.strip().startswith(message)
 
 
+def test_a_dry_run_of_an_archived_export_checks_it_at_a_time_inside_its_window(app, keys, tmp_path, no_driver):
+    """The demo's export (dated June 2026) could only ever answer ExpiredConfig to the help's own
+    example; --at checks it as of a time it was valid. A real apply stays now or never."""
+    config = write_config(tmp_path / "c.json", keys[0], hours=-1)
+    args = ["agent", "apply", str(config), "--public-key", str(keys[1]), "--host", "node-01",
+            "--state", str(tmp_path / "state.json")]
+    assert "refused: ExpiredConfig" in runner.invoke(app, [*args, "--dry-run"]).output
+    inside = (dt.datetime.now(dt.timezone.utc) - dt.timedelta(days=1)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    dry = runner.invoke(app, [*args, "--dry-run", "--at", inside])
+    assert dry.exit_code == 0 and "would set" in dry.output, dry.output
+    real = runner.invoke(app, [*args, "--at", inside])
+    assert real.exit_code == 2 and "--at is for a --dry-run" in real.output
+    assert not (tmp_path / "state.json").exists()
+
+
 def test_verify_needs_a_time_zone_in_at(app, keys, tmp_path):
     config = write_config(tmp_path / "c.json", keys[0])
     result = runner.invoke(app, ["agent", "verify", str(config), "--public-key", str(keys[1]), "--at", "2026-01-12"])

@@ -3,6 +3,8 @@ scraping local endpoints every second, with its TSDB in a temp folder."""
 
 from __future__ import annotations
 
+import os
+import signal
 import socket
 import subprocess
 import time
@@ -70,6 +72,17 @@ class PrometheusServer:
     def series_count(self, query: str) -> int:
         result = self.query(query)
         return int(float(result[0]["value"][1])) if result else 0
+
+    def pause_scrapes(self, seconds: float) -> tuple[float, float]:
+        """Stop the server (SIGSTOP) for `seconds`, as a hung or restarting Prometheus: no scrape
+        and no staleness marker in between. Returns (stopped_s, resumed_s), Unix times."""
+        stopped_s = time.time()
+        os.kill(self.process.pid, signal.SIGSTOP)
+        try:
+            time.sleep(seconds)
+        finally:
+            os.kill(self.process.pid, signal.SIGCONT)
+        return stopped_s, time.time()
 
     def stop(self) -> None:
         if self.process.poll() is None:

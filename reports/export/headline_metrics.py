@@ -42,12 +42,11 @@ HEADLINE = {
                                   "headline_cost", "total_cost_usd", ("rpt_tco_daily",)),
     "joulehouse_daily_energy_cost_usd": ("Energy cost of the day at hourly prices, USD.", "headline_cost",
                                          "energy_cost_usd", ("rpt_tco_daily",)),
-    "joulehouse_daily_checks": ("Data checks run on the day (each checker's latest run).", "headline_checks",
-                                "checks", ("fct_check_results",)),
-    "joulehouse_daily_blocking_checks_failed": ("Blocking data checks that failed (the gate's latest run).",
-                                                "headline_checks", "blocking_failed", ("fct_check_results",)),
-    "joulehouse_daily_warning_checks_failed": ("Warning data checks that failed; the run went on (GX's latest run).",
-                                               "headline_checks", "warning_failed", ("fct_check_results",)),
+    **{f"joulehouse_daily_{name}": (help_text, "headline_checks", column, ("fct_check_results",))
+       for name, column, help_text in (
+           ("checks", "checks", "Data checks run on the day (each checker's latest run)."),
+           ("blocking_checks_failed", "blocking_failed", "Blocking data checks that failed (the gate's latest run)."),
+           ("warning_checks_failed", "warning_failed", "Warning data checks that failed; the run went on (GX's latest run)."))},
 }
 EXTRA = {
     "joulehouse_daily_recommendations_exported": "GPU settings in the day's signed recommended config.",

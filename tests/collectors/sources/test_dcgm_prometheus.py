@@ -3,8 +3,6 @@ endpoint that serves dcgm-exporter's text format for 2 hosts x 4 GPUs with known
 
 from __future__ import annotations
 
-import os
-import signal
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -237,13 +235,7 @@ def test_no_rows_while_prometheus_was_not_scraping_and_each_row_at_its_scrape_ti
         src = source(server, tmp_path, settle_s=1, initial_lookback_s=time.time() - first_s + 5)
         wait_for(lambda: time.time() > first_s + 3, 10, "a few scrapes")
         src.sync()  # a range before the gap: the second must neither repeat nor skip its samples
-        stopped_s = time.time()
-        os.kill(server.process.pid, signal.SIGSTOP)
-        try:
-            time.sleep(6)
-        finally:
-            os.kill(server.process.pid, signal.SIGCONT)
-        resumed_s = time.time()
+        stopped_s, resumed_s = server.pause_scrapes(6)
         wait_for(lambda: server.series_count("min(timestamp(DCGM_FI_DEV_POWER_USAGE))") > resumed_s + 3, 15,
                  "scrapes after the gap")
         time.sleep(1.5)  # past settle_s

@@ -3,9 +3,7 @@ node_exporter endpoints in their text format (the infiniband collector's series)
 
 from __future__ import annotations
 
-import os
 import re
-import signal
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -156,13 +154,7 @@ def test_no_gauge_is_written_while_prometheus_was_not_scraping(tmp_path):
     try:
         wait_for(lambda: server.series_count("count(DCGM_FI_PROF_NVLINK_TX_BYTES)") == 3, 30, "the first scrapes")
         time.sleep(3)  # a few scrapes before the gap
-        stopped_s = time.time()
-        os.kill(server.process.pid, signal.SIGSTOP)
-        try:
-            time.sleep(6)
-        finally:
-            os.kill(server.process.pid, signal.SIGCONT)
-        resumed_s = time.time()
+        stopped_s, resumed_s = server.pause_scrapes(6)
         wait_for(lambda: server.series_count("min(timestamp(DCGM_FI_PROF_NVLINK_TX_BYTES))") > resumed_s + 2, 15,
                  "scrapes after the gap")
         rows = source(server, tmp_path).read_range(int(stopped_s) - 3, int(resumed_s) + 2).to_pylist()

@@ -14,15 +14,13 @@ import time
 from pathlib import Path
 
 import duckdb
-import pyarrow as pa
-import pyarrow.compute as pc
-import pyarrow.dataset as ds
 import pytest
 
 from joulehouse.settings import LakeSettings, Settings, SettingsError, WarehouseSettings, settings_to_toml
 from joulehouse.collectors.writer import write_dataset
 from joulehouse import daily
 from joulehouse.warehouse.spark_engine import SparkEngineError
+from spark_day import simulated_day_without
 
 DAY = dt.date(2026, 1, 2)
 
@@ -64,20 +62,10 @@ def _types(db: Path, relation: str) -> list[tuple[str, str]]:
 @pytest.fixture(scope="module")
 def built(tmp_path_factory):
     """One simulated day built by the DAG's build and fit task functions, once per engine."""
-    if shutil.which("java") is None:
-        pytest.skip("Spark needs Java 17 on PATH")
-    pytest.importorskip("pyspark")
-    from joulehouse.collectors.sim.simulate import simulate_fleet
-
     root = tmp_path_factory.mktemp("spark-dag")
-    summary = simulate_fleet(root / "lake", gpus=16, days=1, start=DAY, seed=5, interval_s=30.0)
     # The last host's GPUs lose their energy counters: its hours come from the power integral,
     # so both energy methods (and their coverage rules) run on both engines.
-    table = ds.dataset(root / "lake" / "gpu_samples", partitioning="hive").to_table().drop_columns(["date"])
-    last_host = pc.equal(table.column("host"), max(table.column("host").to_pylist()))
-    counters = pc.if_else(last_host, pa.nulls(table.num_rows, table.schema.field("energy_mj_total").type),
-                          table.column("energy_mj_total"))
-    table = table.set_column(table.schema.get_field_index("energy_mj_total"), "energy_mj_total", counters)
+    summary, table = simulated_day_without(root / "lake", DAY, "energy_mj_total")
     shutil.rmtree(root / "lake" / "gpu_samples")
     write_dataset(root / "lake", "gpu_samples", table)
     configs = {

@@ -7,17 +7,16 @@ the test is skipped where pyspark or Java is missing."""
 from __future__ import annotations
 
 import datetime as dt
-import shutil
 
 import polars as pl
 import pyarrow as pa
-import pyarrow.dataset as ds
 import pytest
 
 from joulehouse.settings import ModelSettings, WarehouseSettings
 from joulehouse.collectors.writer import write_dataset
 from joulehouse.warehouse.build import build_day
 from joulehouse.warehouse.db import connect
+from spark_day import simulated_day_without
 
 DAY = dt.date(2026, 1, 2)
 NOW = dt.datetime(2026, 1, 5, tzinfo=dt.timezone.utc)
@@ -33,21 +32,12 @@ def _duckdb_suffstats(con, models: ModelSettings) -> pl.DataFrame:
 
 @pytest.fixture(scope="module")
 def engines(tmp_path_factory):
-    if shutil.which("java") is None:
-        pytest.skip("Spark needs Java 17 on PATH")
-    pytest.importorskip("pyspark")
-    from joulehouse.collectors.sim.simulate import simulate_fleet
-    from joulehouse.warehouse import spark_engine
-
     root = tmp_path_factory.mktemp("spark")
-    summary = simulate_fleet(root / "sim", gpus=16, days=1, start=DAY, seed=5, interval_s=30.0)
     # The second host's readings lose their clocks: the no-clock fit path (activity exponent and
     # decay grid, expanded per row) runs on both engines too.
-    table = ds.dataset(root / "sim" / "gpu_samples", partitioning="hive").to_table().drop_columns(["date"])
-    hosts = sorted(set(table.column("host").to_pylist()))
-    mask = pa.compute.equal(table.column("host"), hosts[-1])
-    clocks = pa.compute.if_else(mask, pa.nulls(table.num_rows, pa.int32()), table.column("sm_clock_mhz"))
-    table = table.set_column(table.schema.get_field_index("sm_clock_mhz"), "sm_clock_mhz", clocks)
+    summary, table = simulated_day_without(root / "sim", DAY, "sm_clock_mhz")
+    from joulehouse.warehouse import spark_engine
+
     # Every GPU is also read by NVML every 3 s, without DCGM's fields: two streams per GPU, NVML's 9
     # times as many rows. Both engines must fit on the same one (models/sql/gpu_activity_streams.sql):
     # counted row by row, SM activity would be on a tenth of the rows and the fit would drop it.

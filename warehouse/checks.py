@@ -114,18 +114,27 @@ def _snake(class_name: str) -> str:
 
 
 def _describe(check: Check) -> str:
-    """The row-level rule as fct_check_results names it, e.g. expect_column_values_to_be_between(power_w)."""
+    """The row-level rule as fct_check_results names it, e.g. expect_column_values_to_be_between(power_w),
+    with the bound a warning sets on its column: (coverage_ratio >= 0.9) is not the gate's
+    (coverage_ratio) of [0, 1], and the two stay apart under (day, suite, expectation)."""
     kwargs = check.rule_kwargs
     target = kwargs.get("column") or ",".join(kwargs.get("column_list", []))
     if not target and "column_A" in kwargs:
         target = f"{kwargs['column_A']},{kwargs['column_B']}"
+    low, high = kwargs.get("min_value"), kwargs.get("max_value")
+    if target and (low is not None or high is not None):
+        target += (f" in [{low:g}, {high:g}]" if low is not None and high is not None
+                   else f" >= {low:g}" if low is not None else f" <= {high:g}")
     return f"{_snake(check.rule)}({target})" if target else _snake(check.rule)
 
 
 def _frame(con: duckdb.DuckDBPyConnection, name: str, day: dt.date):
     """The pandas frame of warehouse/checks_sql/<name>.sql for `day` (only the parameters it uses bound)."""
     sql = CHECKS_SQL.text(name)
-    return con.execute(sql, {"day": day} if "day" in used_parameters(sql) else {}).df()
+    frame = con.execute(sql, {"day": day} if "day" in used_parameters(sql) else {}).df()
+    # in one order, so the examples a warning names (GX's first unexpected rows) are the same ones
+    # in every build of the same lake (the scan's order is not)
+    return frame.sort_values(list(frame.columns), ignore_index=True, na_position="last") if len(frame.columns) else frame
 
 
 def _plain(value: object) -> object:

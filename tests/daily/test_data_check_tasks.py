@@ -96,3 +96,11 @@ def test_a_good_day_passes_the_gate_and_great_expectations_writes_its_rows_besid
     # The gate re-run replaces its own rows and keeps GX's.
     _gate(config)
     assert _stored(db) == stored
+    # One row per (day, suite, expectation), as fct_check_results documents: GX's coverage warning
+    # (>= 0.9) was named as the gate's [0, 1] rule, so a join on the key paired the two
+    con = duckdb.connect(db, read_only=True)
+    try:
+        assert con.execute("SELECT suite, expectation FROM fct_check_results WHERE day = ? GROUP BY ALL "
+                           "HAVING count(*) > 1", [DAY]).fetchall() == []
+    finally:
+        con.close()

@@ -152,3 +152,17 @@ def test_duplicate_key_rows_counts_every_copy_exactly(rows):
     expected = int(pd.DataFrame(rows, columns=["u", "s", "src"]).duplicated(keep=False).sum()) if rows else 0
     assert int(summary["duplicate_key_rows"].iloc[0]) == expected
     assert int(summary["n_rows"].iloc[0]) == len(rows) == int(summary["clean_plus_quarantined_rows"].iloc[0])
+
+
+def test_the_rows_a_warning_names_are_the_same_whatever_order_the_scan_gives():
+    """Two builds of one lake named "(e.g. synthetic-b9b7..., GPU-aaaa)" and "(e.g. GPU-aaaa,
+    synthetic-b9b7...)": GX names the first unexpected rows of the frame, in the scan's order."""
+    uuids = ["synthetic-b9b7", "GPU-aaaa", "GPU-0042", "GPU-zz"]
+    frames = []
+    for order in (uuids, list(reversed(uuids))):
+        con = duckdb.connect()
+        con.execute("CREATE TABLE dim_gpu (gpu_uuid VARCHAR, in_inventory BOOLEAN)")
+        con.executemany("INSERT INTO dim_gpu VALUES (?, false)", [[u] for u in order])
+        frames.append(_frame(con, "dim_gpu_rows", DAY))
+        con.close()
+    assert frames[0]["gpu_uuid"].tolist() == frames[1]["gpu_uuid"].tolist() == sorted(uuids)

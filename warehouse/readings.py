@@ -170,3 +170,19 @@ def sweep(con: duckdb.DuckDBPyConnection, keep_s: float) -> int:
         if day_folder.is_dir() and not any(day_folder.iterdir()):
             os.rmdir(day_folder)
     return deleted
+
+
+def why_no_readings(con: duckdb.DuckDBPyConnection, day: dt.date) -> str | None:
+    """Why stg_gpu_samples holds no reading of `day`, when the warehouse can tell: the day was
+    never built, or its readings are past retention; None otherwise (or without the build log). A
+    query over them then says so instead of answering an empty table (the day's facts stay)."""
+    if not relation_exists(con, "fct_warehouse_build_daily", temporary=False):
+        return None
+    built, pruned_at = BUILD_SQL.execute(con, "readings_day_state", {"day": day}).fetchone()
+    if not built:
+        return f"{day} is not built in this warehouse"
+    if pruned_at is not None:
+        return (f"the readings of {day} (stg_gpu_samples) are past retention: a later build took them out at "
+                f"{pruned_at:%Y-%m-%d %H:%M} UTC (warehouse.readings_retention_days); the day's hourly and daily "
+                "facts are kept")
+    return None

@@ -61,6 +61,24 @@ def _parse_params(values: list[str]) -> dict[str, str]:
 PIPED_TABLE_WIDTH = 10_000
 
 
+def _say_why_empty(con, sql: str, params: dict[str, str]) -> None:
+    """A query over a day's readings that answered no row: say on stderr when the warehouse knows
+    why (the day never built, its readings past retention), so no one reads "no idle energy"."""
+    import datetime as dt
+
+    from joulehouse.warehouse.readings import why_no_readings
+
+    if "stg_gpu_samples" not in sql or "day" not in params:
+        return
+    try:
+        day = dt.date.fromisoformat(params["day"])
+    except ValueError:
+        return
+    reason = why_no_readings(con, day)
+    if reason:
+        typer.echo(f"note: no rows: {reason}", err=True)
+
+
 def _print(result, fmt: OutputFormat) -> int:
     """Write batches as they come; returns the number of rows."""
     out = sys.stdout
@@ -138,7 +156,8 @@ def register(app: typer.Typer) -> None:
             params = _parse_params(param)
             con = open_read_only(db, load_settings(config).warehouse)
             try:
-                _print(run_query(con, sql, params), output)
+                if _print(run_query(con, sql, params), output) == 0:
+                    _say_why_empty(con, sql, params)
             finally:
                 con.close()
         except (QueryError, WarehouseError, SettingsError) as exc:

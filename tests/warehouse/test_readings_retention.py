@@ -140,3 +140,32 @@ def test_a_retention_shorter_than_what_the_models_re_read_is_refused_at_load(tmp
         Settings(warehouse=dataclasses.replace(WarehouseSettings(), readings_retention_days=10))
     assert load("[warehouse]\nreadings_retention_days = 0\n").warehouse.readings_retention_days == 0
     assert load("", env={"JOULEHOUSE_WAREHOUSE__READINGS_RETENTION_DAYS": "60"}).warehouse.readings_retention_days == 60
+
+
+def test_a_saved_query_over_a_pruned_day_says_why_it_has_no_rows(fleet):
+    """`sql --saved idle-energy-share --param day=D` answered a bare header, exit 0, for a day
+    whose readings were past retention: a user read "no idle energy"."""
+    import typer
+    from typer.testing import CliRunner
+
+    from joulehouse.cli.sql import register
+
+    root, summary = fleet
+    con, _, _ = _build_all(root, summary, "keep-1-sql", keep=1, days=4)
+    con.close()
+    app = typer.Typer()
+    register(app)
+    app.command("noop")(lambda: None)  # a second command keeps `sql` addressable by name
+    db = str(root / "keep-1-sql.duckdb")
+
+    def saved(day: dt.date):
+        return CliRunner().invoke(app, ["sql", "--saved", "idle-energy-share", "--param", f"day={day}", "--db", db,
+                                        "--format", "csv"])
+
+    pruned = saved(FIRST)
+    assert pruned.exit_code == 0 and pruned.stdout.count("\n") == 1  # the header: the readings are gone
+    assert "note: no rows: the readings of 2026-03-01 (stg_gpu_samples) are past retention" in pruned.stderr
+    never = saved(FIRST - dt.timedelta(days=30))
+    assert "note: no rows: 2026-01-30 is not built in this warehouse" in never.stderr
+    kept = saved(FIRST + dt.timedelta(days=3))
+    assert kept.stdout.count("\n") > 1 and kept.stderr == ""

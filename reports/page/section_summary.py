@@ -180,12 +180,19 @@ def realised_sentence(data: ReportData) -> str:
     pooled = pooled.filter(pl.col("realised_saving_pct").is_not_null() & pl.col("predicted_saving_pct").is_not_null())
     if pooled.height == 0:
         return ""
-    weight = pl.col("n_treated_gpus") if "n_treated_gpus" in pooled.columns else pl.lit(1)
-    means = pooled.select(((pl.col(c) * weight).sum() / weight.sum()).alias(c)
-                          for c in ("realised_saving_pct", "predicted_saving_pct")).row(0, named=True)
-    return (f"{_plural(pooled.height, 'setting')} measured, {fmt_number(means['realised_saving_pct'], 1)}% less energy per "
-            f"unit of work on average against {fmt_number(means['predicted_saving_pct'], 1)}% predicted (each with its "
-            "95% interval under Recommendations).")
+    weighted = "n_treated_gpus" in pooled.columns and pooled["n_treated_gpus"].drop_nulls().len() == pooled.height
+    columns = ("realised_saving_pct", "predicted_saving_pct")
+    if weighted:
+        weight = pl.col("n_treated_gpus")
+        means = pooled.select(((pl.col(c) * weight).sum() / weight.sum()).alias(c) for c in columns).row(0, named=True)
+    else:
+        means = pooled.select(pl.col(c).mean() for c in columns).row(0, named=True)
+    # say which mean: the GPU-weighted one differs from the plain mean of the rows a reader sees
+    gpus = f" on {_plural(int(pooled['n_treated_gpus'].sum()), 'GPU')}" if weighted else ""
+    how = " (weighted by GPUs)" if weighted and pooled.height > 1 else ""
+    return (f"{_plural(pooled.height, 'setting')} measured{gpus}, {fmt_number(means['realised_saving_pct'], 1)}% less "
+            f"energy per unit of work on average{how} against {fmt_number(means['predicted_saving_pct'], 1)}% "
+            "predicted (each with its 95% interval under Recommendations).")
 
 
 def summary_section(data: ReportData, sections: list[Section], notes: dict[str, Any]) -> Section:

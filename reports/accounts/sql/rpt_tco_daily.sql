@@ -11,7 +11,9 @@
 --   stage [text] data-preparation | training | inference | evaluation ('idle' for the idle line)
 --   gpu_hours [GPU-hours] GPU time attributed to the row
 --   energy_kwh [kWh] IT energy: the server's BMC energy split by GPU share where usable, else GPU
---     board energy (see it_energy_basis)
+--     board energy (see it_energy_basis). The BMC's hour is taken whole: its energy over the covered
+--     part / coverage_ratio (so it can exceed fct_node_energy_hourly's, which counts only what was
+--     read; at most 1 / [tco] node_energy_min_coverage_ratio of it)
 --   facility_energy_kwh [kWh] energy at the meter = IT x PUE
 --   energy_cost_usd [USD] facility energy x hourly price (negative prices kept)
 --   demand_charge_usd [USD] what the day added to the month's peak-kW charge (rpt_demand_peak_daily)

@@ -187,8 +187,13 @@ def read_nvidia_smi_csv(path: str | Path, *, host: str, gpu_model: str | None = 
             raise NvidiaSmiError(f"{path} is empty; expected an nvidia-smi CSV header line") from None
         fields = [_field_name(h) for h in header]
         names = [n for n, _ in fields]
+        if any(not c.isprintable() or "\udc80" <= c <= "\udcff" for h in header for c in h):
+            raise NvidiaSmiError(f"{path} is not a text CSV: its first line holds bytes that are not UTF-8 text; "
+                                 "expected an `nvidia-smi --query-gpu=... --format=csv` log")
         if "timestamp" not in names:
-            raise NvidiaSmiError(f"{path}: no 'timestamp' column in header {header}; "
+            shown = [h if len(h) <= 40 else h[:40] + "..." for h in header[:6]]
+            more = f" and {len(header) - 6} more" if len(header) > 6 else ""
+            raise NvidiaSmiError(f"{path}: no 'timestamp' column in header {shown}{more}; "
                                  "log with --query-gpu=timestamp,...")
         for name, unit in fields:
             if name in _NUMERIC and unit and unit != _NUMERIC[name][1]:

@@ -142,3 +142,24 @@ def test_a_host_that_cannot_name_a_folder_is_refused_and_leaves_nothing(tmp_path
         ingest_nvidia_smi(log, lake=lake, host=host, now=NOW)
     assert not any(Path(lake).rglob("*.json")) and not any(Path(lake).rglob("*.parquet"))
     assert not (tmp_path / "etc").exists()
+
+
+def test_a_file_of_random_bytes_is_called_not_text_in_one_short_line(tmp_path, lake):
+    """A 50 MB file of random bytes named its 'header' back: 500 characters of escaped binary."""
+    import random
+
+    junk = tmp_path / "junk.csv"
+    junk.write_bytes(random.Random(7).randbytes(2_000_000))
+    app = typer.Typer()
+    register(app)
+    out = CliRunner().invoke(app, ["ingest", "nvidia-smi", str(junk), "--lake", str(lake), "--host", "h"])
+    assert out.exit_code == 2 and f"error: {junk} is not a text CSV" in out.output
+    assert len(out.output.strip().splitlines()) == 1 and len(out.output) < 300
+    assert not list(lake.rglob("*.parquet"))
+
+
+def test_a_text_file_without_the_timestamp_column_shows_a_short_header(tmp_path, lake):
+    wide = _log(tmp_path / "wide.csv", "1,2", header=",".join(f"column_{i}_" + "x" * 60 for i in range(50)) + "\n")
+    with pytest.raises(Exception, match=r"no 'timestamp' column in header \['column_0_x{31}\.\.\.', .* and 44 more") as caught:
+        read_nvidia_smi_csv(wide, host="h", now=NOW)
+    assert len(str(caught.value)) < len(str(wide)) + 400  # six names of at most 40 characters, not fifty of 70

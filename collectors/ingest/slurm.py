@@ -132,9 +132,14 @@ def read_sacct(path: str | Path, *, lake: str | Path, assume_tz: str = "UTC",
                 continue
             first_line[job.job_id] = number
             jobs.append(job)
-    table, placement_rejects = _place(jobs, LakeGpus(lake))
+    oversized: list[str] = []
+    table, placement_rejects = _place(jobs, LakeGpus(lake), oversized)
     rejected = sorted(rejected + placement_rejects, key=lambda r: r.line)
     notes = [f"times without a zone read as {assume_tz}"]
+    if oversized:
+        # gres/gpu=64 on an 8-GPU node: a typo or a mis-exported TRES, kept as the whole node
+        notes.append(f"{len(oversized)} job-node(s) asked for more GPUs than the node has, each given the whole node "
+                     f"({'; '.join(oversized[:3])}{'; ...' if len(oversized) > 3 else ''})")
     running = sum(1 for j in jobs if j.state.upper().startswith("RUNNING"))
     if running:
         notes.append(f"{running} jobs still running: ended_at is the import time ({now.isoformat(timespec='seconds')})")
@@ -204,8 +209,10 @@ def _days(job: _Job) -> list[str]:
     return [(first + timedelta(days=i)).isoformat() for i in range(count)]
 
 
-def _place(jobs: list[_Job], lake: LakeGpus) -> tuple[pa.Table, list[RejectedRow]]:
-    """Rows of (job, GPU) for every job whose nodes' GPUs are known (module docstring's rules)."""
+def _place(jobs: list[_Job], lake: LakeGpus, oversized: list[str] | None = None) -> tuple[pa.Table, list[RejectedRow]]:
+    """Rows of (job, GPU) for every job whose nodes' GPUs are known (module docstring's rules);
+    `oversized` gets "job J: N GPUs per node on H, which has M" for a job asking more than its
+    node holds (it is given the whole node, which the import's notes then say)."""
     rows: dict[str, list] = {name: [] for name in ROW_SCHEMA.names}
     rejected: list[RejectedRow] = []
     # per host: (ended_at, GPU UUIDs) of the jobs placed by the lowest-free-index rule so far
@@ -221,6 +228,8 @@ def _place(jobs: list[_Job], lake: LakeGpus) -> tuple[pa.Table, list[RejectedRow
                     raise ValueError(f"node {host}: no GPUs in the lake's gpu_samples on {days[0]}"
                                      f"{'..' + days[-1] if len(days) > 1 else ''} (collect or import its GPU data first)")
                 placed += _node_gpus(job, host, node_gpus, per_node, days, lake, held)
+                if oversized is not None and per_node > len(node_gpus):
+                    oversized.append(f"job {job.job_id}: {per_node} GPUs per node on {host}, which has {len(node_gpus)}")
         except ValueError as exc:
             rejected.append(RejectedRow(job.line, str(exc), job.text[:2000]))
             continue

@@ -101,6 +101,23 @@ def test_whole_nodes_partial_nodes_running_and_skipped_jobs(tmp_path):
     assert jobs["101"][0]["started_at"] == datetime(2026, 11, 30, 1, tzinfo=timezone.utc)
 
 
+def test_a_job_asking_more_gpus_than_its_node_has_gets_the_node_and_a_note(tmp_path):
+    """gres/gpu=64 on an 8-GPU node was stored as the whole node with no word of it."""
+    lake = tmp_path / "lake"
+    write_gpu_lake(lake, {"node-01": 8, "node-02": 8})
+    path = export(
+        tmp_path,
+        "8009|big|alice|vision|gpu|COMPLETED|2026-11-30T01:00:00|2026-11-30T02:00:00|node-02|cpu=8,gres/gpu=64,node=1",
+        "8010|fits|bob|nlp|gpu|COMPLETED|2026-11-30T01:00:00|2026-11-30T02:00:00|node-01|cpu=8,gres/gpu=8,node=1",
+    )
+    result, _ = read_sacct(path, lake=lake, now=NOW)
+    jobs = by_job(result.table)
+    assert len(jobs["8009"]) == 8 and {r["gpu_assignment"] for r in jobs["8009"]} == {"whole-node"}
+    [note] = [n for n in result.notes if "more GPUs than the node has" in n]
+    assert note == ("1 job-node(s) asked for more GPUs than the node has, each given the whole node "
+                    "(job 8009: 64 GPUs per node on node-02, which has 8)")
+
+
 def test_the_process_map_decides_a_partial_nodes_gpus(tmp_path):
     lake = tmp_path / "lake"
     write_gpu_lake(lake, {"node-03": 8})

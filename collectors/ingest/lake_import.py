@@ -68,6 +68,18 @@ class LandedLog:
     written: list[WrittenFile]
     rewritten: list[Path]
     quarantine_path: Path | str | None
+    # partitions an earlier import of this same log had written: its rows there are replaced
+    replaced_partitions: int = 0
+
+
+def record_landing(result: Any, landed: LandedLog) -> None:
+    """Copy what `land_log` did onto an import's result, noting a replaced earlier import: a
+    re-import (another --assume-tz, a grown log) replaces the rows it gave before, it never adds,
+    and a user who only read "wrote ... rows" would think it had."""
+    result.written, result.rewritten, result.quarantine_path = landed.written, landed.rewritten, landed.quarantine_path
+    if landed.replaced_partitions:
+        result.notes.append(f"this log was imported before: its earlier rows ({landed.replaced_partitions} day "
+                            "partition(s)) are replaced, not added to")
 
 
 def log_id(source: str, host: str, path: str | Path) -> str:
@@ -112,7 +124,7 @@ def land_log(lake: str | Path, table: pa.Table, rejected: list[RejectedRow], *, 
         _write_bytes(quarantine, lines.encode())
     else:
         _remove(quarantine)  # an earlier import's rejects no longer apply
-    return LandedLog(identity, written, rewritten, quarantine if rejected else None)
+    return LandedLog(identity, written, rewritten, quarantine if rejected else None, len(old))
 
 
 def _ledger_partitions(ledger: dict[str, Any], host: str) -> set[tuple[str, str]]:

@@ -41,7 +41,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 import pyarrow as pa
 
 from joulehouse.collectors.ingest.interleaved import interleaved_gpus
-from joulehouse.collectors.ingest.lake_import import RejectedRow, land_log
+from joulehouse.collectors.ingest.lake_import import RejectedRow, land_log, record_landing
 from joulehouse.collectors.schema import GPU_SAMPLES, conform
 from joulehouse.collectors.writer import WrittenFile
 
@@ -378,6 +378,5 @@ def ingest_nvidia_smi(path: str | Path, *, lake: str | Path, host: str, gpu_mode
     before (also where a compaction merged them), and no other log's rows are touched."""
     result = read_nvidia_smi_csv(path, host=host, gpu_model=gpu_model, assume_tz=assume_tz,
                                  index_column=index_column, now=now)
-    landed = land_log(lake, result.table, result.rejected, source=SOURCE, host=host, path=result.path)
-    result.written, result.rewritten, result.quarantine_path = landed.written, landed.rewritten, landed.quarantine_path
+    record_landing(result, land_log(lake, result.table, result.rejected, source=SOURCE, host=host, path=result.path))
     return result

@@ -46,7 +46,7 @@ import pyarrow as pa
 
 from joulehouse.collectors.ingest.hostlist import HostListError, expand_hostlist, gpus_in_tres
 from joulehouse.collectors.ingest.lake_gpus import LakeGpus
-from joulehouse.collectors.ingest.lake_import import RejectedRow, land_log
+from joulehouse.collectors.ingest.lake_import import RejectedRow, land_log, record_landing
 from joulehouse.collectors.ingest.nvidia_smi import EARLIEST_READING_AT, LATEST_AHEAD, IngestResult, local_timestamp
 from joulehouse.collectors.schema import JOBS, conform
 
@@ -269,7 +269,6 @@ def ingest_slurm(path: str | Path, *, lake: str | Path, assume_tz: str = "UTC",
     its rejected lines in `<lake>/_quarantine/slurm/`. Importing the same file again replaces the
     rows it gave before (lake_import)."""
     result, skipped = read_sacct(path, lake=lake, assume_tz=assume_tz, now=now)
-    landed = land_log(lake, result.table, result.rejected, source=SOURCE, host=LOG_HOST, path=result.path,
-                      dataset="jobs")
-    result.written, result.rewritten, result.quarantine_path = landed.written, landed.rewritten, landed.quarantine_path
+    record_landing(result, land_log(lake, result.table, result.rejected, source=SOURCE, host=LOG_HOST,
+                                    path=result.path, dataset="jobs"))
     return result, skipped

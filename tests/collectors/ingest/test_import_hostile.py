@@ -44,6 +44,10 @@ def test_two_logs_of_the_same_name_on_one_host_and_day_both_stay(tmp_path, lake)
     again = ingest_nvidia_smi(a, lake=lake, host="h1", now=NOW)
     assert [(r["gpu_index"], r["power_w"]) for r in lake_rows(lake)] == [(0, 110.0), (0, 111.0), (1, 200.0)]
     assert again.quarantine_path is None and not first.quarantine_path.exists() and second.quarantine_path.exists()
+    # the re-import says it replaced, not added (it printed only "wrote ... rows"); the first did not
+    assert not [n for n in first.notes + second.notes if "imported before" in n]
+    assert ("this log was imported before: its earlier rows (1 day partition(s)) are replaced, not added to"
+            in again.notes)
 
 
 def test_the_same_log_by_another_path_spelling_is_the_same_log(tmp_path, lake, monkeypatch):

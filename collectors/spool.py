@@ -304,9 +304,7 @@ def _roll_or_reject(path: Path, lake: Path, dataset: str, table: pa.Table) -> li
     seg_id = path.name[len(dataset) + 1:-len(SEGMENT_SUFFIX)]
     try:
         return roll_to_lake(lake, dataset, table, seg_id)
-    except LakeWriteError:
-        raise
-    except ValueError as exc:  # pa.ArrowInvalid is one too
+    except ValueError as exc:  # pa.ArrowInvalid is one too; a LakeWriteError (an OSError) goes on up
         rejected = path.with_suffix(".rejected")
         path.rename(rejected)
         rejected.with_name(rejected.name + ".reason").write_text(f"{exc}\n", encoding="utf-8")

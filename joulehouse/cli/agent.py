@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import os
 import socket
-import sys
 from pathlib import Path
 from typing import Optional
 
 import typer
 
+from joulehouse.cli.agent_output import print_result
 from joulehouse.cli.options import (
     METRICS_ADDRESS_HELP, METRICS_TEXTFILE_HELP, expose_metrics, fail, parse_duration,
 )
@@ -27,10 +27,6 @@ NODE_DATA = Path("/var/lib/joulehouse")
 # The schemes `fetch_config` reads and the export publishes to ([export] publish_url); urllib
 # would also try ftp://, which nothing here publishes to.
 EXPORT_SCHEMES = ("http", "https", "file", "s3", "gs", "gcs", "az", "abfs", "abfss")
-# Piped (a log, `less`), the outcome table keeps its natural width: no value folded or cut.
-PIPED_WIDTH = 10_000
-# Under this many columns the six-column table squeezes the reasons to a few letters a line.
-TABLE_MIN_WIDTH = 120
 AGENT_METRICS_PORT_HELP = "Serve Prometheus /metrics on this port (0: off), e.g. 9403 (the collector's is 9402)."
 
 agent_app = typer.Typer(no_args_is_help=True, help="Apply signed recommended configs to this node's GPUs.")
@@ -67,56 +63,6 @@ def _fetch(config: str) -> bytes:
     if data is None:
         fail(f"no config at {config}", 2)
     return data
-
-
-def _outcome_console():
-    from rich.console import Console
-
-    return Console() if sys.stdout.isatty() else Console(width=PIPED_WIDTH)
-
-
-def _print_result(result) -> None:
-    """The outcomes: a table where it fits, else one block per GPU (an 80-column terminal)."""
-    from joulehouse.collectors.agent import format_watts
-
-    title = f"{'dry run: ' if result.dry_run else ''}{result.summary()}"
-    watts = lambda w: "" if w is None else format_watts(w)  # noqa: E731
-    rows = [(o.gpu_uuid or "-", o.action, watts(o.power_limit_w_before), watts(o.power_limit_w_requested),
-             watts(o.power_limit_w_after), o.reason or "") for o in result.outcomes]
-    console = _outcome_console()
-    if console.width >= TABLE_MIN_WIDTH:
-        console.print(_outcome_table(title, rows))
-    else:
-        _print_outcome_blocks(console, title, rows)
-
-
-def _outcome_table(title: str, rows: list[tuple[str, ...]]):
-    from rich.markup import escape
-    from rich.table import Table
-
-    # the uuids and reasons come from the GPU and the config file: printed as written, never as markup
-    table = Table(title=escape(title))
-    table.add_column("GPU UUID", no_wrap=True)
-    table.add_column("action", no_wrap=True)
-    for col in ("before W", "requested W", "after W"):
-        table.add_column(col, justify="right")
-    table.add_column("reason", overflow="fold")
-    for row in rows:
-        table.add_row(*(escape(cell) for cell in row))
-    return table
-
-
-def _print_outcome_blocks(console, title: str, rows: list[tuple[str, ...]]) -> None:
-    from rich.text import Text  # Text is never parsed as markup: values print as written
-
-    indent = "    "
-    console.print(Text(title))
-    for uuid, action, before, requested, after, reason in rows:
-        console.print(Text(f"{uuid}  {action}"))
-        for line in (f"W before {before or '-'}, requested {requested or '-'}, after {after or '-'}", reason):
-            # wrapped at spaces (a word longer than the line is folded, never cut), each line indented
-            for wrapped in Text(line, overflow="fold").wrap(console, max(console.width - len(indent), 20)):
-                console.print(Text(indent) + wrapped)
 
 
 def _node_lake(lake: Path | None) -> Path | None:
@@ -270,7 +216,7 @@ def apply_command(
         if dry_run:  # a dry run records no state: only its audit writes
             fail(f"cannot write the dry run's audit into {audit_lake} ({exc})", 2)
         fail(f"cannot record the config in {guard.path} before applying it ({exc}); nothing applied", 2)
-    _print_result(result)
+    print_result(result)
     _echo_notes(audit_note, _state_note(guard))
     if not result.ok:
         raise typer.Exit(1)
@@ -338,7 +284,7 @@ def rollback_command(
                           reason="rolled back by the operator")
     except OSError as exc:  # the GPUs are rolled back; only their audit could not be written
         fail(f"rolled back, but cannot write the audit into {audit_lake} ({exc})", 2)
-    _print_result(result)
+    print_result(result)
     _echo_notes(audit_note)
     if not result.ok:
         raise typer.Exit(1)

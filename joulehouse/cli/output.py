@@ -25,6 +25,16 @@ class OutputFormat(str, Enum):
 
 
 FORMAT_HELP = "table | json | csv (default: a table on a terminal, JSON when piped)."
+# Piped (into a file or `less`), a rich table keeps its natural width instead of being squeezed to
+# 80 columns: no value is folded or cut short in a file a user keeps.
+PIPED_WIDTH = 10_000
+
+
+def stdout_console():
+    """A rich Console on stdout: the terminal's width there, PIPED_WIDTH when piped."""
+    from rich.console import Console
+
+    return Console() if sys.stdout.isatty() else Console(width=PIPED_WIDTH)
 
 
 def rounded(value: Any, digits: int = 6) -> Any:

@@ -57,8 +57,6 @@ def _parse_params(values: list[str]) -> dict[str, str]:
     return params
 
 
-# Wider than any table a query prints whole (rich renders a table at its natural width up to this).
-PIPED_TABLE_WIDTH = 10_000
 
 
 def _say_why_empty(con, sql: str, params: dict[str, str]) -> None:
@@ -97,14 +95,15 @@ def _print(result, fmt: OutputFormat) -> int:
                 n += 1
         out.write("\n]\n")
     else:
-        from rich.console import Console
         from rich.markup import escape
         from rich.table import Table
+
+        from joulehouse.cli.output import stdout_console
 
         # Piped into a file or `less`, the table keeps its natural width instead of being squeezed
         # to 80 columns; on a terminal a long cell folds onto the next line. No value is ever cut
         # short ("0.57291213…"), and a value is data, never rich markup ("[bold]" stays as written).
-        console = Console() if out.isatty() else Console(width=PIPED_TABLE_WIDTH)
+        console = stdout_console()
         for batch in result.batches:
             table = Table(show_header=(n == 0), header_style="bold")
             for column in result.columns:

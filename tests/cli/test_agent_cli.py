@@ -221,7 +221,7 @@ def test_a_config_over_16_mib_is_refused_in_one_line(app, keys, tmp_path):
 
 def test_the_outcome_table_prints_uuids_and_reasons_as_written(capsys):
     """A uuid or reason from the GPU or the config file is data: '[x]' is not rich markup to drop."""
-    from joulehouse.cli.agent import _print_result
+    from joulehouse.cli.agent_output import print_result as _print_result
     from joulehouse.collectors.agent_audit import ApplyResult, GpuOutcome
 
     result = ApplyResult(host="node-[01]", config_sha256=None, dry_run=True,
@@ -375,7 +375,7 @@ def test_a_url_scheme_no_export_is_published_on_is_refused_unfetched(app, keys, 
 
 
 def test_on_an_80_column_terminal_the_outcomes_fit_and_keep_their_values_whole(capsys, monkeypatch):
-    from joulehouse.cli.agent import _print_result
+    from joulehouse.cli.agent_output import print_result as _print_result
     from joulehouse.collectors.agent_audit import ApplyResult, GpuOutcome
 
     uuid = "GPU-5f3c2a1e-8b7d-4c6e-9a2f-1d3e5b7c9a0f"

@@ -35,10 +35,10 @@ per_gpu AS (
     GROUP BY gpu_uuid
 ),
 streams AS (
-    -- min/max rather than count(DISTINCT ...): no hash set of every reading's key
-    SELECT gpu_uuid, min(host) = max(host) AND min(source) = max(source) AS is_single
-    FROM int_gpu_samples_checked
-    WHERE reason IS NULL
+    -- the GPU's streams (a few per GPU, so a small hash table), counted: cheaper than the string
+    -- min() and max() of every reading's host and source (0.66-0.72 -> 0.55-0.63 s, 64-GPU day)
+    SELECT gpu_uuid, count(*) = 1 AS is_single
+    FROM (SELECT DISTINCT gpu_uuid, host, source FROM int_gpu_samples_checked WHERE reason IS NULL)
     GROUP BY gpu_uuid
 ),
 single_stream_steps AS (

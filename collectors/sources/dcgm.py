@@ -30,8 +30,7 @@ from __future__ import annotations
 import logging
 import math
 import time
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from collections.abc import Callable
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -45,12 +44,13 @@ from joulehouse.collectors.sources.base import SourceError
 from joulehouse.collectors.sources.dcgm_pods import PodJobs, pod_holdings
 from joulehouse.collectors.sources.dcgm_state import STATE_VERSION, WatermarkState
 from joulehouse.collectors.sources.dcgm_state import epoch_s as _epoch, iso_utc as _iso
-from joulehouse.collectors.sources.dcgm_values import convert_value, drop_unreported_memory_temps
+from joulehouse.collectors.sources.dcgm_series import (  # noqa: F401  (importable from here)
+    COLUMNS, FIELD_ALIASES, FIELDS, SOURCE_TAG, WIDE_COLUMNS, SeriesKey, fields_query, pivot_range_result,
+    series_key)
 from joulehouse.collectors.writer import WrittenFile, partition_dir, write_parquet_atomic
 
 log = logging.getLogger(__name__)
 
-SOURCE_TAG = "dcgm"
 # Prometheus refuses a range query with more than 11,000 points per series.
 MAX_POINTS_PER_QUERY = 10_000
 # The longest window of raw samples asked for at once: at a 1 s scrape, 3,600 samples a series,
@@ -58,118 +58,6 @@ MAX_POINTS_PER_QUERY = 10_000
 MAX_RAW_WINDOW_S = 3600
 # How far ahead of Prometheus' clock the node's may read before the sync trusts Prometheus'.
 CLOCK_AHEAD_TOLERANCE_S = 30.0
-
-# dcgm-exporter field -> (lake column, Python type of the lake value).
-FIELDS: dict[str, tuple[str, type]] = {
-    "DCGM_FI_DEV_POWER_USAGE": ("power_w", float),
-    "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION": ("energy_mj_total", int),
-    "DCGM_FI_DEV_SM_CLOCK": ("sm_clock_mhz", int),
-    "DCGM_FI_DEV_MEM_CLOCK": ("mem_clock_mhz", int),
-    "DCGM_FI_DEV_GPU_TEMP": ("temp_c", float),
-    "DCGM_FI_DEV_MEMORY_TEMP": ("mem_temp_c", float),
-    "DCGM_FI_DEV_GPU_UTIL": ("util_gpu_pct", float),
-    "DCGM_FI_DEV_MEM_COPY_UTIL": ("util_mem_pct", float),
-    "DCGM_FI_PROF_SM_ACTIVE": ("sm_active_ratio", float),
-    "DCGM_FI_PROF_SM_OCCUPANCY": ("sm_occupancy_ratio", float),
-    "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE": ("tensor_active_ratio", float),
-    "DCGM_FI_PROF_DRAM_ACTIVE": ("dram_active_ratio", float),
-    "DCGM_FI_PROF_PCIE_TX_BYTES": ("pcie_tx_bytes_per_s", int),
-    "DCGM_FI_PROF_PCIE_RX_BYTES": ("pcie_rx_bytes_per_s", int),
-    "DCGM_FI_DEV_POWER_MGMT_LIMIT": ("power_limit_w", float),
-    # Framebuffer memory used (field 252): dcgm-exporter reports MiB (counters.csv), the lake's unit.
-    "DCGM_FI_DEV_FB_USED": ("mem_used_mib", int),
-    # NVML's clock event reasons bitmask (field 112). The models read its application-clocks bit
-    # (0x2) and power-cap bit (0x4), so a GPU modelled from its DCGM stream keeps them.
-    "DCGM_FI_DEV_CLOCKS_EVENT_REASONS": ("clock_event_reasons", int),
-}
-# Names older exporters give the same field: DCGM before 3.3 called field 112
-# DCGM_FI_DEV_CLOCK_THROTTLE_REASONS. Queried and read like the field they name; our counters
-# file asks for the current names only (an exporter refuses a field its DCGM does not know).
-FIELD_ALIASES: dict[str, str] = {
-    "DCGM_FI_DEV_CLOCK_THROTTLE_REASONS": "DCGM_FI_DEV_CLOCKS_EVENT_REASONS",
-}
-COLUMNS = [column for column, _ in FIELDS.values()]
-# Columns whose honest values pass 2**31 (a cumulative mJ counter, bytes per second).
-WIDE_COLUMNS = frozenset({"energy_mj_total", "pcie_tx_bytes_per_s", "pcie_rx_bytes_per_s"})
-
-
-def fields_query(selector: str = "") -> str:
-    """One PromQL selector for every field: `{__name__=~"A|B|...", <selector matchers>}`."""
-    matchers = f'__name__=~"{"|".join([*FIELDS, *FIELD_ALIASES])}"'
-    extra = selector.strip().strip("{}").strip()
-    return "{" + matchers + (", " + extra if extra else "") + "}"
-
-
-@dataclass(frozen=True)
-class SeriesKey:
-    host: str
-    gpu_index: int
-    gpu_uuid: str
-    gpu_model: str | None
-
-
-def series_key(labels: dict[str, str]) -> SeriesKey | str:
-    """Map dcgm-exporter labels onto the lake keys, or return why the series cannot be keyed."""
-    host = labels.get("Hostname") or labels.get("hostname")
-    if not host:
-        instance = labels.get("instance", "")
-        host = instance.rsplit(":", 1)[0] if instance else ""
-    uuid = labels.get("UUID") or labels.get("uuid")
-    gpu = labels.get("gpu")
-    if labels.get("GPU_I_ID"):
-        return "MIG instance series (GPU_I_ID label) are not per-GPU readings"
-    if not host or not uuid or gpu is None:
-        return "needs Hostname/hostname (or instance), UUID and gpu labels"
-    try:
-        index = int(gpu)
-    except ValueError:
-        return f"gpu label {gpu!r} is not a GPU index"
-    return SeriesKey(host=host, gpu_index=index, gpu_uuid=uuid, gpu_model=labels.get("modelName"))
-
-
-def pivot_range_result(result: Iterable[dict[str, Any]]) -> tuple[pa.Table, list[str]]:
-    """Turn a matrix (one entry per series: raw samples or query_range's) into gpu_samples rows:
-    one row per (GPU, timestamp), a column per field, NULL where a GPU has no sample for a field.
-    Returns the table and a list of the series that were set aside, each with its reason."""
-    rows: dict[tuple[SeriesKey, float], dict[str, Any]] = {}
-    rejected: list[str] = []
-    for series in result:
-        labels = series.get("metric", {})
-        name = labels.get("__name__", "")
-        name = FIELD_ALIASES.get(name, name)
-        if name not in FIELDS:
-            rejected.append(f"{name or '<no __name__>'} {labels}: not a field this source reads")
-            continue
-        key = series_key(labels)
-        if isinstance(key, str):
-            rejected.append(f"{name} {labels}: {key}")
-            continue
-        column, kind = FIELDS[name]
-        for ts, raw in series.get("values", []):
-            try:
-                value = convert_value(raw, kind, wide=column in WIDE_COLUMNS)
-            except ValueError as exc:
-                rejected.append(f"{name} {labels} at {ts}: {exc}")
-                continue
-            rows.setdefault((key, float(ts)), {})[column] = value
-    unreported = drop_unreported_memory_temps(rows.values())
-    if unreported:
-        log.info("dcgm: %d memory temperatures of 0 C beside a warm GPU read as not reported "
-                 "(a GPU without a memory sensor)", unreported)
-    ordered = sorted(rows.items(), key=lambda kv: (kv[0][0].gpu_uuid, kv[0][1]))
-    data: dict[str, list[Any]] = {
-        "sampled_at": [datetime.fromtimestamp(ts, tz=timezone.utc) for (_, ts), _ in ordered],
-        "host": [k.host for (k, _), _ in ordered],
-        "gpu_index": [k.gpu_index for (k, _), _ in ordered],
-        "gpu_uuid": [k.gpu_uuid for (k, _), _ in ordered],
-        "gpu_model": [k.gpu_model for (k, _), _ in ordered],
-    }
-    for column in COLUMNS:
-        data[column] = [values.get(column) for _, values in ordered]
-    data["source"] = [SOURCE_TAG] * len(ordered)
-    schema = pa.schema([GPU_SAMPLES.field(name) for name in data])
-    return pa.Table.from_pydict(data, schema=schema), rejected
-
 
 def write_range(lake: str | Path, table: pa.Table, start_s: float, end_s: float, *,
                 dataset: str = "gpu_samples", tag: str = SOURCE_TAG) -> list[WrittenFile]:

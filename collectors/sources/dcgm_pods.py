@@ -60,7 +60,7 @@ class PodHolding:
 
 def pod_holdings(keyed: Iterable[tuple[Any, dict[str, str], Iterable[float]]], step_s: float) -> list[PodHolding]:
     """Holdings from (series key, labels, instants) of the series of one range (keys from
-    dcgm.series_key); series without a pod label hold nothing."""
+    dcgm_series.series_key); series without a pod label hold nothing."""
     instants: dict[tuple, set[float]] = {}
     for key, labels, times in keyed:
         pod, namespace = labels.get("pod"), labels.get("namespace")

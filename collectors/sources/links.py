@@ -29,7 +29,8 @@ import pyarrow as pa
 
 from joulehouse.collectors.schema import LINK_SAMPLES
 from joulehouse.collectors.settings import CollectorSettings
-from joulehouse.collectors.sources.dcgm import DcgmSource, series_key
+from joulehouse.collectors.sources.dcgm import DcgmSource
+from joulehouse.collectors.sources.dcgm_series import series_key
 from joulehouse.collectors.sources.dcgm_values import convert_value
 
 

@@ -1,7 +1,8 @@
 """Opening the warehouse: one DuckDB file whose raw_* views read the Parquet lake.
 
 Views cannot take prepared parameters, so the lake path lives in the DuckDB variable `jh_lake`
-(`getvariable('jh_lake')` in raw_*.sql). A writable open stores the path in the one-row table
+(`getvariable('jh_lake')` in raw_*.sql); a session that sets none (the plain `duckdb` CLI) reads
+the lake the views were last made from, which they hold as a literal (build_sql/lake_view.sql). A writable open stores the path in the one-row table
 `jh_meta`, so that a read-only open (the `joulehouse sql` command) can set the variable without
 being told where the lake is. The session time zone is UTC: `date_trunc('hour', ...)` and
 TIMESTAMPTZ -> DATE casts then follow UTC hours and days, whatever the machine's zone.

@@ -27,7 +27,7 @@ import duckdb
 import pyarrow.parquet as pq
 
 from joulehouse.collectors.schema import DATASETS, PARTITION_HOST_COLUMN, REQUIRED_COLUMNS, REQUIRED_ONE_OF
-from joulehouse.warehouse.sqlio import SqlFiles
+from joulehouse.warehouse.sqlio import SqlFiles, string_literal
 
 BUILD_SQL = SqlFiles("joulehouse.warehouse", "build_sql")
 DUCK_TYPES = {
@@ -61,12 +61,17 @@ def ensure_contract_views(con: duckdb.DuckDBPyConnection) -> None:
     and the dataset names from its keys (the code's own allow-list); jh_lake_* from one template
     (build_sql/lake_view.sql), so every raw_* view reads its files the same way."""
     template = BUILD_SQL.text("lake_view")
+    # the lake the views are made from, as a literal (a view takes no parameters): what they read
+    # where no jh_lake is set, as in a plain `duckdb` session on the published file
+    (lake,) = con.execute("SELECT getvariable('jh_lake')").fetchone()
+    fallback = "NULL::VARCHAR" if lake is None else string_literal(str(lake))
     for dataset, schema in DATASETS.items():
         cols = [f'CAST(NULL AS {DUCK_TYPES[str(f.type)]}) AS "{f.name}"' for f in schema]
         cols.append("CAST(NULL AS DATE) AS date")
         con.execute(f"CREATE OR REPLACE VIEW {contract_view(dataset)} AS SELECT {', '.join(cols)} WHERE false")
         con.execute(f"CREATE OR REPLACE VIEW {lake_view(dataset)} AS "
-                    + template.replace("{dataset}", dataset).replace("{contract_view}", contract_view(dataset)))
+                    + template.replace("{dataset}", dataset).replace("{contract_view}", contract_view(dataset))
+                    .replace("{lake_fallback}", fallback))  # last: a path's own braces are left as they are
 
 
 def build_dates(day: dt.date) -> list[dt.date]:

@@ -29,7 +29,7 @@ import duckdb
 
 from joulehouse.warehouse.host_batches import BUILD_SQL
 from joulehouse.warehouse.publish import home_folder
-from joulehouse.warehouse.sqlio import relation_exists
+from joulehouse.warehouse.sqlio import relation_exists, string_literal
 
 VIEW = "stg_gpu_samples"
 REGISTRY = "stg_gpu_samples_files"
@@ -57,13 +57,6 @@ def readings_folder(con: duckdb.DuckDBPyConnection) -> Path:
     return Path(scratch)
 
 
-def _literal(text: str) -> str:
-    """`text` as a SQL string literal (a view's file list cannot be a bound parameter)."""
-    if "\x00" in text:
-        raise ValueError(f"path {text!r} holds a NUL byte")
-    return "'" + text.replace("'", "''") + "'"
-
-
 def _copy(con: duckdb.DuckDBPyConnection, query: str, params: dict, target: Path) -> int:
     """Write the rows of `query` to the Parquet file `target`; returns how many. The rows' order
     in the file is not kept (no reader relies on it: stg's own columns say each reading's next),
@@ -71,7 +64,7 @@ def _copy(con: duckdb.DuckDBPyConnection, query: str, params: dict, target: Path
     (kept,) = con.execute("SELECT current_setting('preserve_insertion_order')").fetchone()
     con.execute("SET preserve_insertion_order = false")
     try:
-        (_, n_rows, *_) = con.execute(f"COPY ({query}) TO {_literal(str(target))} ({PARQUET_OPTIONS}, RETURN_STATS)",
+        (_, n_rows, *_) = con.execute(f"COPY ({query}) TO {string_literal(str(target))} ({PARQUET_OPTIONS}, RETURN_STATS)",
                                       params).fetchone()
     finally:
         con.execute(f"SET preserve_insertion_order = {'true' if kept else 'false'}")
@@ -139,7 +132,7 @@ def refresh_view(con: duckdb.DuckDBPyConnection) -> None:
     files = [p for (p,) in BUILD_SQL.execute(con, "readings_files").fetchall()]
     if not files:
         return  # nothing built yet: the first build's first batch lists a file
-    listed = ", ".join(_literal(p) for p in files)
+    listed = ", ".join(string_literal(p) for p in files)
     con.execute(f"CREATE OR REPLACE VIEW {VIEW} AS SELECT * FROM read_parquet([{listed}], "
                 "union_by_name = true, hive_partitioning = false)")
 

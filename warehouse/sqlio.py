@@ -113,6 +113,14 @@ def quoted_relation(name: str) -> str:
     return ".".join(f'"{part}"' for part in name.split("."))
 
 
+def string_literal(text: str) -> str:
+    """`text` as a SQL string literal, for the few places a value cannot be bound: a view's text
+    (a view takes no parameters) and a COPY's target path."""
+    if "\x00" in text:
+        raise ValueError(f"path {text!r} holds a NUL byte")
+    return "'" + text.replace("'", "''") + "'"
+
+
 def relation_exists(con: duckdb.DuckDBPyConnection, name: str, *, temporary: bool | None = None) -> bool:
     """True when a table or view called `name` (optionally `schema.name`) exists; `temporary`
     True or False keeps only temporary or only persistent ones."""

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import datetime as dt
 
+import duckdb
 import pyarrow as pa
 
 from joulehouse.collectors.schema import DATASETS
@@ -62,3 +63,22 @@ def test_each_raw_view_reads_exactly_the_datasets_columns_from_files(tmp_path, l
         columns = [row[0] for row in con.execute(f"DESCRIBE raw_{dataset}").fetchall()]
         assert columns == [*schema.names, "date"], dataset
         assert con.execute(f"SELECT count(*) FROM raw_{dataset}").fetchone() == (1,), "read from the file, not a stand-in"
+
+
+def test_a_plain_duckdb_session_reads_the_raw_views_without_setting_the_lake(tmp_path):
+    """The README's `duckdb -readonly warehouse.duckdb`: no jh_lake variable is set there, and the
+    raw views read the lake the build read (they failed with "read_parquet reader cannot take NULL
+    input" before); a connection that sets jh_lake still reads the lake it names."""
+    lake, other = tmp_path / "it's a lake", tmp_path / "other"  # a quote in the path, as a user's may have
+    write_dataset(lake, "gpu_samples", pa.Table.from_pylist(_rows("node-a", "nvml", n=60)))
+    write_dataset(other, "gpu_samples", pa.Table.from_pylist(_rows("node-b", "nvml", n=7)))
+    con = connect(tmp_path / "w.duckdb", lake)
+    build_day(con, DAY, WarehouseSettings(), now=T0 + dt.timedelta(days=2))
+    con.close()
+
+    plain = duckdb.connect(str(tmp_path / "w.duckdb"), read_only=True)
+    assert plain.execute("SELECT getvariable('jh_lake')").fetchone() == (None,)
+    assert plain.execute("SELECT count(*), min(host) FROM raw_gpu_samples").fetchone() == (60, "node-a")
+    assert plain.execute("SELECT count(*) FROM raw_node_samples").fetchone() == (0,)  # a dataset the lake lacks
+    plain.execute("SET VARIABLE jh_lake = ?", [str(other.resolve())])
+    assert plain.execute("SELECT count(*), min(host) FROM raw_gpu_samples").fetchone() == (7, "node-b")

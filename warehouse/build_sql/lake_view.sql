@@ -3,9 +3,12 @@
 -- documented column its type even when no file has it; union_by_name reads files that lack
 -- optional columns (NULL) or carry extra ones. The variable jh_build_files_{dataset} narrows it to
 -- the files a build reads (union_by_name opens every footer at each query); NULL: the whole lake.
+-- The lake is the connection's jh_lake, else {lake_fallback}: the lake the view was made from, so a
+-- plain `duckdb` session that sets no variable reads the same files (warehouse/db.py sets jh_lake).
 SELECT * FROM {contract_view}
 UNION ALL BY NAME
 SELECT * FROM read_parquet(
-    coalesce(getvariable('jh_build_files_{dataset}'), [getvariable('jh_lake') || '/{dataset}/**/*.parquet']),
+    coalesce(getvariable('jh_build_files_{dataset}'),
+             [coalesce(getvariable('jh_lake'), {lake_fallback}) || '/{dataset}/**/*.parquet']),
     hive_partitioning = true, union_by_name = true
 )

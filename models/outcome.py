@@ -17,8 +17,8 @@ unit of different work is the job mix, not the setting (+-100 points on the simu
 
 Energy per unit of work: jobs' energy (fct_job_efficiency) per FLOP where every job reports
 FLOPs, else per sample or request, else whole-day GPU energy per active hour (the slowdown is
-then unknown). Predicted figures are fct_recommendation's latest row for the GPU before the
-change with the limit that was applied.
+then unknown). Predicted figures are fct_recommendation's for the limit applied, rebased on the
+limit before the change where that was not the default (models.outcome_matched.predicted_saving).
 """
 
 from __future__ import annotations

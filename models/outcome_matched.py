@@ -51,16 +51,46 @@ def saving_interval(delta: float, se: float | None, df: float | None) -> tuple[f
     return 100 * (1 - math.exp(delta + q * se)), 100 * (1 - math.exp(delta - q * se))
 
 
+def _recommended(con: duckdb.DuckDBPyConnection, change: Change, limit_w: float) -> tuple | None:
+    """(saving %, slowdown %, default limit W) of fct_recommendation's latest row for the GPU
+    before the change that recommended `limit_w`; None without one."""
+    return con.execute(
+        "SELECT expected_saving_pct, expected_slowdown_pct, default_limit_w FROM fct_recommendation "
+        "WHERE gpu_uuid = ? AND day < ? AND abs(power_limit_w - ?) < 0.5 ORDER BY day DESC LIMIT 1",
+        [change.gpu_uuid, change.effective_day, limit_w]).fetchone()
+
+
 def predicted_saving(con: duckdb.DuckDBPyConnection, change: Change) -> tuple[float | None, float | None]:
-    """(saving %, slowdown %) fct_recommendation predicted for the limit applied: its latest row for
-    the GPU before the change with that limit; (None, None) without one."""
+    """(saving %, slowdown %) fct_recommendation predicted for going from the limit before the
+    change to the one after; (None, None) where it predicted neither.
+
+    A recommendation's figures are against the GPU's default limit, the realised saving against
+    the limit before the change. So a change from another limit (a cap raised back to the default,
+    one cap for another) is rebased on what was predicted at that limit: a revert from a cap that
+    was to save 11.6% is predicted to cost 13.1% more. A change to the default needs no row for
+    it: the default saves 0% against itself. A change from a limit nothing recommended (one set by
+    hand) has no prediction."""
     if not relation_exists(con, "fct_recommendation"):
         return None, None
-    row = con.execute(
-        "SELECT expected_saving_pct, expected_slowdown_pct FROM fct_recommendation WHERE gpu_uuid = ? AND day < ? "
-        "AND abs(power_limit_w - ?) < 0.5 ORDER BY day DESC LIMIT 1",
-        [change.gpu_uuid, change.effective_day, change.limit_after_w]).fetchone()
-    return (row[0], row[1]) if row else (None, None)
+    after = _recommended(con, change, change.limit_after_w)
+    before = _recommended(con, change, change.limit_before_w)
+    default_w = next((r[2] for r in (after, before) if r is not None and r[2] is not None), None)
+    if after is None and default_w is not None and abs(change.limit_after_w - default_w) < 0.5:
+        after = (0.0, 0.0, default_w)
+    if after is None:
+        return None, None
+    from_default = default_w is not None and abs(change.limit_before_w - default_w) < 0.5
+    if from_default or (before is None and default_w is None):
+        return after[0], after[1]  # from the baseline the recommendation itself is against
+    if before is None:
+        return None, None  # from a limit no recommendation gave (set by hand): no baseline to rebase on
+    (s_after, slow_after, _), (s_before, slow_before, _) = after, before
+    if s_after is None or s_before is None or s_before >= 100:
+        return None, None
+    saving = 100 * (1 - (1 - s_after / 100) / (1 - s_before / 100))
+    slowdown = (None if slow_after is None or slow_before is None or slow_before <= -100
+                else 100 * ((1 + slow_after / 100) / (1 + slow_before / 100) - 1))
+    return saving, slowdown
 
 
 def _matched_differences(jobs: list[dict], sides: dict[str, tuple[set, set]], controls: set[str],

@@ -30,9 +30,10 @@
 --   realised_saving_pct [%] of energy per unit of work, net of the controls' change
 --   saving_ci_low_pct [%] lower end of its 95% interval (NULL with fewer than 2 matched jobs on a side)
 --   saving_ci_high_pct [%] upper end of its 95% interval (NULL with fewer than 2 matched jobs on a side)
---   predicted_saving_pct [%] fct_recommendation's expected saving for this limit (NULL: none)
+--   predicted_saving_pct [%] fct_recommendation's expected saving for this limit, against the limit
+--     before the change (rebased where that was a cap; NULL: no recommendation gave these limits)
 --   realised_slowdown_pct [%] loss of work per active hour, net of the controls (NULL for active_hour)
---   predicted_slowdown_pct [%] fct_recommendation's expected slowdown for this limit (NULL: none)
+--   predicted_slowdown_pct [%] fct_recommendation's expected slowdown for this limit, rebased likewise (NULL: none)
 --   note [text] what limits the estimate
 CREATE TABLE IF NOT EXISTS fct_recommendation_outcome (
     day DATE NOT NULL,

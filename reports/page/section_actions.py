@@ -109,7 +109,9 @@ def _outcome(data: ReportData, figs: FigureWriter, s: Section) -> None:
             ci = (f" (95% CI {fmt_number(r.get('saving_ci_low_pct'), 1)} to {fmt_number(r.get('saving_ci_high_pct'), 1)}%)"
                   if r.get("saving_ci_low_pct") is not None else " (no interval: too few control GPUs)")
             s.note(f"{r['gpu_model']}, {fmt_number(r.get('power_limit_w_before'), 0)} → {fmt_number(r.get('power_limit_w_after'), 0)} W: "
-                   f"realised {fmt_number(r['realised_saving_pct'], 1)}%{ci}, predicted {fmt_number(r['predicted_saving_pct'], 1)}%.")
+                   f"realised {fmt_number(r['realised_saving_pct'], 1)}%{ci}, "
+                   + (f"predicted {fmt_number(r['predicted_saving_pct'], 1)}%." if r["predicted_saving_pct"] is not None
+                      else "no prediction (no recommendation gave this limit)."))
     needed = ("scope", "host", "gpu_uuid", "gpu_model", "power_limit_w_before", "power_limit_w_after", "n_treated_gpus",
               "saving_ci_low_pct", "saving_ci_high_pct")
     if all(c in rows.columns for c in needed):

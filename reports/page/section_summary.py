@@ -177,9 +177,13 @@ def realised_sentence(data: ReportData) -> str:
     if not has(rows, "realised_saving_pct", "predicted_saving_pct"):
         return ""
     pooled = rows.filter(pl.col("scope") != "gpu") if "scope" in rows.columns else rows
-    pooled = pooled.filter(pl.col("realised_saving_pct").is_not_null() & pl.col("predicted_saving_pct").is_not_null())
+    measured = pooled.filter(pl.col("realised_saving_pct").is_not_null())
+    pooled = measured.filter(pl.col("predicted_saving_pct").is_not_null())
     if pooled.height == 0:
         return ""
+    # the terminal's table lists every measured setting: say how many the means leave out
+    unpredicted = measured.height - pooled.height
+    left_out = f" ({_plural(unpredicted, 'more setting')} measured with no prediction)" if unpredicted else ""
     weighted = "n_treated_gpus" in pooled.columns and pooled["n_treated_gpus"].drop_nulls().len() == pooled.height
     columns = ("realised_saving_pct", "predicted_saving_pct")
     if weighted:
@@ -190,9 +194,14 @@ def realised_sentence(data: ReportData) -> str:
     # say which mean: the GPU-weighted one differs from the plain mean of the rows a reader sees
     gpus = f" on {_plural(int(pooled['n_treated_gpus'].sum()), 'GPU')}" if weighted else ""
     how = " (weighted by GPUs)" if weighted and pooled.height > 1 else ""
-    return (f"{_plural(pooled.height, 'setting')} measured{gpus}, {fmt_number(means['realised_saving_pct'], 1)}% less "
-            f"energy per unit of work on average{how} against {fmt_number(means['predicted_saving_pct'], 1)}% "
-            "predicted (each with its 95% interval under Recommendations).")
+    return (f"{_plural(pooled.height, 'setting')} measured{gpus}, {_less_or_more(means['realised_saving_pct'])} "
+            f"energy per unit of work on average{how}, where {_less_or_more(means['predicted_saving_pct'])} was "
+            f"predicted{left_out} (each with its 95% interval under Recommendations).")
+
+
+def _less_or_more(saving_pct: float) -> str:
+    """A saving in words: "12.0% less", and a negative one "17.4% more", not "-17.4% less"."""
+    return f"{fmt_number(abs(saving_pct), 1)}% {'less' if saving_pct >= 0 else 'more'}"
 
 
 def summary_section(data: ReportData, sections: list[Section], notes: dict[str, Any]) -> Section:

@@ -212,7 +212,7 @@ def test_outcome_figure_shows_realised_saving_with_its_interval_next_to_the_pred
     # the summary says it too, next to what was predicted (one pooled row in the fixture)
     summary = text[text.index('<section id="summary">'):text.index('<section id="recommendations">')]
     assert re.search(rf"<b>What the applied settings saved: </b>1 setting measured on \d+ GPUs?, {realised:.1f}% less "
-                     rf"energy per unit of work on average against {predicted:.1f}% predicted", summary), summary
+                     rf"energy per unit of work on average, where {predicted:.1f}% less was predicted", summary), summary
 
 
 @pytest.mark.slow

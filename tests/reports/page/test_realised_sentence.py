@@ -20,10 +20,29 @@ def test_the_mean_over_settings_is_weighted_by_gpus_and_says_so():
     sentence = realised_sentence(_outcome(n_treated_gpus=[1, 3, 1]))
     # (10 x 1 + 20 x 3) / 4 = 17.5 realised, (8 + 36) / 4 = 11.0 predicted; the per-GPU row is not pooled
     assert sentence.startswith("2 settings measured on 4 GPUs, 17.5% less energy per unit of work on "
-                               "average (weighted by GPUs) against 11.0% predicted"), sentence
+                               "average (weighted by GPUs), where 11.0% less was predicted"), sentence
 
 
 def test_without_gpu_counts_it_is_the_plain_mean_and_claims_no_weight():
     sentence = realised_sentence(_outcome())
-    assert "15.0% less energy per unit of work on average against 10.0% predicted" in sentence
+    assert "15.0% less energy per unit of work on average, where 10.0% less was predicted" in sentence
     assert "weighted" not in sentence and "GPUs" not in sentence
+
+
+def test_a_setting_that_cost_energy_says_more_not_a_negative_less():
+    """The operator's trial read "-17.4% less energy ... against 0.0% predicted" for a cap raised back."""
+    data = SimpleNamespace(outcome=pl.DataFrame({"scope": ["model_setting"], "realised_saving_pct": [-17.4],
+                                                 "predicted_saving_pct": [-13.1], "n_treated_gpus": [1]}))
+    sentence = realised_sentence(data)
+    assert "17.4% more energy per unit of work on average, where 13.1% more was predicted" in sentence, sentence
+    assert "-" not in sentence.split("(")[0]
+
+
+def test_settings_measured_without_a_prediction_are_counted_not_hidden():
+    """The terminal listed two measured settings where the summary said "1 setting measured"."""
+    data = SimpleNamespace(outcome=pl.DataFrame({
+        "scope": ["model_setting", "model_setting"], "realised_saving_pct": [12.0, -7.1],
+        "predicted_saving_pct": [10.0, None], "n_treated_gpus": [2, 1]}))
+    sentence = realised_sentence(data)
+    assert sentence.startswith("1 setting measured on 2 GPUs, 12.0% less energy per unit of work on average, "
+                               "where 10.0% less was predicted (1 more setting measured with no prediction)"), sentence

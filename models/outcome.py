@@ -56,13 +56,27 @@ def _unit(rows: list[dict]) -> tuple[str, str, str, str | None]:
     return "active_hour", "energy_kwh", "active_hours", None
 
 
-def _audited(con: duckdb.DuckDBPyConnection, first: dt.date, day: dt.date) -> set[tuple[str, float]]:
-    """(gpu_uuid, limit W) pairs the agent audited as applied between `first` and `day`."""
+def _audited(con: duckdb.DuckDBPyConnection, first: dt.date, day: dt.date,
+             actions: tuple[str, ...] = ("apply",)) -> set[tuple[str, float]]:
+    """(gpu_uuid, limit W) pairs the agent audited with one of `actions` between `first` and `day`."""
     if not relation_exists(con, "raw_agent_audit"):
         return set()
-    rows = con.execute("SELECT gpu_uuid, power_limit_w_after FROM raw_agent_audit WHERE action = 'apply' "
-                       "AND date BETWEEN ? AND ? AND gpu_uuid IS NOT NULL", [first, day]).fetchall()
+    rows = con.execute("SELECT gpu_uuid, power_limit_w_after FROM raw_agent_audit WHERE list_contains(?, action) "
+                       "AND date BETWEEN ? AND ? AND gpu_uuid IS NOT NULL", [list(actions), first, day]).fetchall()
     return {(u, round(float(w), 1)) for u, w in rows if w is not None}
+
+
+def _reverted_note(row: dict, applied: set, by_agent: set) -> str | None:
+    """A GPU's limit that left a setting the agent had `applied`, to one the agent never set
+    (`by_agent`: its applies and rollbacks): the setting was lost (a reboot, a driver reload,
+    someone's nvidia-smi), not a recommendation taken."""
+    if row.get("scope") != "gpu" or row.get("evidence") != "samples":
+        return None
+    before, after = round(row["power_limit_w_before"], 1), round(row["power_limit_w_after"], 1)
+    if (row["gpu_uuid"], before) in applied and (row["gpu_uuid"], after) not in by_agent:
+        return (f"the {before:g} W the agent applied was undone outside it (no audit of this change): "
+                "a lost setting, not a recommendation taken")
+    return None
 
 
 def _clock_locked(con: duckdb.DuckDBPyConnection, first: dt.date, day: dt.date) -> set[str]:
@@ -200,6 +214,11 @@ def measure_outcomes(con: duckdb.DuckDBPyConnection, day: dt.date, *, lookback_d
                     and len({r["power_limit_w"] for r in rs if r["day"] >= min(window)}) == 1
                     and all(r["n_power_limits"] == 1 for r in rs if r["day"] >= min(window))]
         rows += _rows_for_group(con, day, group, panel, controls, audited)
+    by_agent = audited | _audited(con, first, day, actions=("rollback",))
+    for r in rows:
+        note = _reverted_note(r, audited, by_agent)
+        if note:
+            r["note"] = note + (f"; {r['note']}" if r.get("note") else "")
     con.execute(load_sql("fct_recommendation_outcome"))
     replace_day_rows(con, day, {"fct_recommendation_outcome": [
         {k: float(v) if isinstance(v, np.floating) else v for k, v in r.items()} for r in rows]})

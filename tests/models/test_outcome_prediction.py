@@ -63,3 +63,18 @@ def test_no_prediction_for_a_limit_nothing_recommended(con):
     _recommend(con, D1, 450.0, 11.6, 3.0)
     assert predicted_saving(con, _change(700.0, 425.0)) == (None, None)  # 425 W never recommended
     assert predicted_saving(con, _change(500.0, 450.0)) == (None, None)  # from a hand-set 500 W: no baseline
+
+
+def test_a_cap_the_agent_applied_and_that_went_without_an_audit_is_called_lost():
+    """The operator's trial: caps applied by the agent on 06-12, then GPUs back at 700 W with no
+    audit (a reboot, a driver reload). The row measures the revert, and now says what it is."""
+    from joulehouse.models.outcome import _reverted_note
+
+    row = {"scope": "gpu", "evidence": "samples", "gpu_uuid": "GPU-1", "power_limit_w_before": 450.0,
+           "power_limit_w_after": 700.0}
+    applied = {("GPU-1", 450.0)}
+    note = _reverted_note(row, applied, applied)
+    assert note and note.startswith("the 450 W the agent applied was undone outside it")
+    assert _reverted_note(row, set(), set()) is None  # never applied by the agent: a change like any other
+    assert _reverted_note(row, applied, applied | {("GPU-1", 700.0)}) is None  # the agent's own rollback
+    assert _reverted_note(row | {"scope": "model_setting", "gpu_uuid": None}, applied, applied) is None

@@ -100,6 +100,7 @@ def published_connection(db_path: str | Path, lake: str | Path | None, *,
     atomic rename when the block ends without an error (or with one of `publish_on`)."""
     db_path = Path(db_path).expanduser().resolve()
     with writer_lock(db_path, wait_s):
+        _remove_dead_writers_copies(db_path)
         copy = writer_folder(db_path) / f"{db_path.stem}-{os.getpid()}-{uuid.uuid4().hex[:8]}{db_path.suffix}"
         try:
             if db_path.exists():
@@ -120,6 +121,17 @@ def published_connection(db_path: str | Path, lake: str | Path | None, *,
         finally:
             for leftover in (copy, Path(f"{copy}.wal")):
                 leftover.unlink(missing_ok=True)
+
+
+def _remove_dead_writers_copies(db_path: Path) -> None:
+    """Delete the copies (and their WALs) a writer left when it was killed: a copy is made and
+    removed under the lock, so any the lock's new holder finds belongs to a writer that died. Each
+    is the warehouse's size: a writer OOM-killed every night would otherwise fill the disk."""
+    folder = writer_folder(db_path)
+    for pattern in (f"{db_path.stem}-*{db_path.suffix}", f"{db_path.stem}-*{db_path.suffix}.wal"):
+        for leftover in folder.glob(pattern):
+            log.info("warehouse %s: removing %s, left by a writer that died", db_path, leftover.name)
+            leftover.unlink(missing_ok=True)
 
 
 def copy_file(source: Path, target: Path) -> None:

@@ -81,3 +81,29 @@ def test_writers_queue_on_the_lock_and_neither_loses_its_rows(tmp_path):
 def _insert(db, n: int) -> None:
     with published_connection(db, None) as con:
         con.execute("INSERT INTO t VALUES (?)", [n])
+
+
+def test_the_copy_of_a_killed_writer_is_removed_by_the_next_one(tmp_path):
+    """An operator's trial: `kill -9` during a build left warehouse-<pid>-<id>.duckdb (the size of
+    the warehouse) and its WAL in .writer/, and no later run removed them."""
+    import signal
+    import subprocess
+    import sys
+
+    db = tmp_path / "warehouse.duckdb"
+    with published_connection(db, None) as con:
+        con.execute("CREATE TABLE t AS SELECT 1 AS n")
+    killed = subprocess.run([sys.executable, "-c", (
+        "import os, signal, sys\n"
+        "from joulehouse.warehouse.publish import published_connection\n"
+        f"with published_connection({str(db)!r}, None) as con:\n"
+        "    con.execute('INSERT INTO t SELECT range FROM range(100000)')\n"
+        "    os.kill(os.getpid(), signal.SIGKILL)\n")], capture_output=True, text=True)
+    assert killed.returncode == -signal.SIGKILL, killed.stderr
+    left = sorted(p.name for p in writer_folder(db).iterdir() if p.name != "lock")
+    assert left and all(name.startswith("warehouse-") for name in left), left  # the dead writer's copy
+    assert _rows(db) == [1]  # never published
+    with published_connection(db, None) as con:
+        con.execute("INSERT INTO t VALUES (2)")
+    assert [p.name for p in writer_folder(db).iterdir()] == ["lock"]
+    assert _rows(db) == [1, 2]

@@ -9,7 +9,8 @@ quiet defaults in the child's environment, then the child migrates the metadata 
 One run at a time per Airflow home: a second `joulehouse run` (the same day, or another) while one
 is going would create the same DagRun in the metadata database (a SQLAlchemy IntegrityError) and a
 second writer of the warehouse; it is refused in one line naming the run in progress
-(DayBeingBuilt), from an flock the kernel drops when the first run ends, however it ends.
+(DayBeingBuilt), from an flock the kernel drops when the first run and its Airflow child end,
+however they end; the child stops when the run is gone (joulehouse/cli/parent_watch.py).
 """
 
 from __future__ import annotations
@@ -27,6 +28,9 @@ import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
+
+from joulehouse.cli.parent_watch import spawn_holding_lock, stop_when_parent_dies
 
 DAG_ID = "joulehouse_daily"
 
@@ -43,9 +47,10 @@ RUN_LOCK_NAME = "joulehouse-run.lock"
 
 
 @contextmanager
-def one_run_at_a_time(airflow_home: Path, day: dt.date | Sequence[dt.date]) -> Iterator[None]:
+def one_run_at_a_time(airflow_home: Path, day: dt.date | Sequence[dt.date]) -> Iterator[Any]:
     """Hold `airflow_home` for the run of `day` (or of several days, run one after the other), or
-    raise DayBeingBuilt naming the run holding it."""
+    raise DayBeingBuilt naming the run holding it. Yields the lock file: a child given its
+    descriptor holds the lock too, for as long as it lives."""
     days = [day] if isinstance(day, dt.date) else list(day)
     airflow_home.mkdir(parents=True, exist_ok=True)
     with open(airflow_home / RUN_LOCK_NAME, "a+", encoding="utf-8") as fh:
@@ -55,6 +60,8 @@ def one_run_at_a_time(airflow_home: Path, day: dt.date | Sequence[dt.date]) -> I
             fh.seek(0)
             holder = dict(part.split("=", 1) for part in fh.read().split() if "=" in part)
             pid = holder.get("pid", "?")
+            if "child" in holder and pid.isdigit() and not _process_exists(int(pid)):
+                pid = f"{holder['child']}, the Airflow child of a run that was killed"  # it stops within a second
             # Short: `joulehouse run` prints it through rich, which wraps at the terminal's width.
             held = holder.get("day", "").split(",")
             if len(days) == 1 and days[0].isoformat() in held:
@@ -64,7 +71,17 @@ def one_run_at_a_time(airflow_home: Path, day: dt.date | Sequence[dt.date]) -> I
         fh.truncate()
         fh.write(f"pid={os.getpid()} day={','.join(d.isoformat() for d in days)}\n")
         fh.flush()
-        yield
+        yield fh
+
+
+def _process_exists(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # another user's: it exists
+    return True
 
 
 def default_dags_folder() -> Path:
@@ -188,7 +205,7 @@ class DagSession:
     def __enter__(self) -> DagSession:
         self._stack = contextlib.ExitStack()
         try:
-            self._stack.enter_context(one_run_at_a_time(self.home, self.days))
+            self._lock = self._stack.enter_context(one_run_at_a_time(self.home, self.days))
             self._start()
         except BaseException:
             self._stack.close()
@@ -212,9 +229,13 @@ class DagSession:
         # -P: the child imports this installed joulehouse, never a checkout that happens to be the cwd.
         # It reads batches of days from stdin; one pipe for its stdout and stderr, read by a thread
         # (into the log and a queue) so that the child never blocks on a full pipe between batches.
-        self._proc = subprocess.Popen([sys.executable, "-P", "-m", "joulehouse.cli.dagrun", str(self.config.resolve())],
-                                      env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                      stderr=subprocess.STDOUT, text=True)
+        # The child holds the run lock too (the same flock, through the descriptor it inherits)
+        # and stops when this process is gone (joulehouse/cli/parent_watch.py): a `kill -9` of
+        # `joulehouse run` never leaves a build running unseen beside the next run.
+        self._proc = spawn_holding_lock(
+            [sys.executable, "-P", "-m", "joulehouse.cli.dagrun", str(self.config.resolve())], env, self._lock,
+            f"pid={os.getpid()} child={{child}} day={','.join(d.isoformat() for d in self.days)}",
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         self._stack.callback(self._stop_child)
         self._lines: queue.Queue[str | None] = queue.Queue()
 
@@ -324,6 +345,7 @@ def _child(config: str, days: list[str]) -> int:
     import logging
 
     logging.disable(logging.WARNING)
+    stop_when_parent_dies()
     _metadata_commits_without_fsync()  # before Airflow opens its first connection
     from airflow.utils import db
 

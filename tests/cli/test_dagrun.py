@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from joulehouse.cli.dagrun import DagRunFailed, DayBeingBuilt, run_day
+from joulehouse.cli.dagrun import DagRunFailed, DayBeingBuilt, one_run_at_a_time, run_day
 
 
 def test_a_malformed_start_date_is_one_clear_error_before_airflow_starts(tmp_path, monkeypatch):
@@ -130,3 +130,54 @@ def test_one_session_runs_batches_of_days_and_stops_at_the_first_that_fails(tmp_
         f"JOULEHOUSE_DAY {day}", f"JOULEHOUSE_DAY {empty_day}"]
     with one_run_at_a_time(home, empty_day):
         pass  # the session let go of the Airflow home
+
+
+RUN_AND_CHILD = """
+import datetime as dt, sys, time
+from pathlib import Path
+from joulehouse.cli.dagrun import one_run_at_a_time
+from joulehouse.cli.parent_watch import spawn_holding_lock
+child_code = "from joulehouse.cli.parent_watch import stop_when_parent_dies; stop_when_parent_dies(1.5); " \\
+             "import time; time.sleep(60)"
+with one_run_at_a_time(Path(sys.argv[1]), dt.date.fromisoformat(sys.argv[2])) as lock:
+    child = spawn_holding_lock([sys.executable, "-c", child_code], {}, lock, "pid=%d child={child} day=%s"
+                               % (__import__("os").getpid(), sys.argv[2]))
+    print(child.pid, flush=True)
+    time.sleep(60)
+"""
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().rsplit(")", 1)[1].split()[0] != "Z"  # a zombie has let go of its files
+    except FileNotFoundError:
+        return False
+
+
+def test_a_killed_run_leaves_no_build_behind_and_no_second_run_beside_it(tmp_path):
+    """An operator's trial: `kill -9` of `joulehouse run` left its Airflow child building the day
+    unseen (no log), and the lock went with the parent, so a second run of the day started beside
+    it. The child holds the lock as well, and stops once its parent is gone."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    home, day = tmp_path / "airflow", dt.date(2026, 6, 13)
+    run = subprocess.Popen([sys.executable, "-c", RUN_AND_CHILD, str(home), day.isoformat()], stdout=subprocess.PIPE,
+                           text=True)
+    child = int(run.stdout.readline())
+    assert (home / "joulehouse-run.lock").read_text() == f"pid={run.pid} child={child} day={day}\n"
+    os.kill(run.pid, signal.SIGKILL)
+    run.wait()
+    assert _alive(child)
+    with pytest.raises(DayBeingBuilt, match=rf"\(pid {child}, the Airflow child of a run that was killed\)"):
+        with one_run_at_a_time(home, day):
+            pass
+    deadline = time.monotonic() + 15
+    while _alive(child) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not _alive(child), "the child outlived its run"
+    with one_run_at_a_time(home, day):
+        pass  # free again

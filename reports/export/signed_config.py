@@ -22,7 +22,8 @@ from typing import Any
 import polars as pl
 
 from joulehouse.collectors.config_contract import (
-    CONFIG_NAME, SCHEMA_VERSION, dump_config, format_utc, load_private_key, sign_config,
+    CONFIG_NAME, SCHEMA_VERSION, ConfigError, canonical_body, dump_config, format_utc, load_config_document,
+    load_private_key, sign_config, verify_signature,
 )
 from joulehouse.reports.export.settings import ExportSettings
 from joulehouse.collectors.writer import write_bytes_atomic
@@ -115,10 +116,12 @@ def export_config(
         recommendations, gate_by_model(models, models_missing), day=day, site=settings.site, now=now,
         validity_hours=settings.validity_hours,
     )
-    doc = sign_config(body, load_private_key(private_key_path or settings.private_key_path))
-    data = dump_config(doc)
+    key = load_private_key(private_key_path or settings.private_key_path)
     out_dir = Path(settings.out_dir)
     dated = out_dir / f"recommended-config-{day.isoformat()}.json"
+    body = after_earlier_export(body, dated, key)
+    doc = sign_config(body, key)
+    data = dump_config(doc)
     write_bytes_atomic(dated, data)
     latest = out_dir / CONFIG_NAME
     # The scheduler's run and a backfill may export at once: one check-and-replace at a time.
@@ -131,6 +134,30 @@ def export_config(
             return dated
         write_bytes_atomic(latest, data)
     return latest
+
+
+def after_earlier_export(body: dict[str, Any], earlier: Path, key) -> dict[str, Any]:
+    """`body`, made newer than the day's earlier export where it differs from it.
+
+    generated_at is the day's window opening, not the clock, so that a re-run gives the same file.
+    But a re-run with other settings gives another body at the same generated_at, which every
+    agent that took the first one refuses as a replay (collectors/agent_replay.py): a corrected
+    recommendation could not reach the fleet before the next day. So a body that differs from the
+    day's earlier export (signed by this key: a file anyone could edit sets no time) is generated
+    one second after it; the same body keeps the earlier generated_at, and the same bytes."""
+    try:
+        earlier_doc = load_config_document(earlier)
+        earlier_at = verify_signature(earlier_doc, key.public_key()).generated_at
+    except (OSError, ConfigError):
+        return body  # none, or not ours
+    ours = {k: v for k, v in json.loads(canonical_body(body)).items() if k != "generated_at"}
+    theirs = {k: v for k, v in earlier_doc["body"].items() if k != "generated_at"}
+    if ours == theirs:
+        return {**body, "generated_at": format_utc(earlier_at)}
+    at = dt.datetime.fromisoformat(body["generated_at"].replace("Z", "+00:00"))
+    if at > earlier_at:
+        return body
+    return {**body, "generated_at": format_utc(earlier_at + dt.timedelta(seconds=1))}
 
 
 def _day_of(path: Path) -> str | None:

@@ -124,3 +124,37 @@ def test_a_backfilled_older_day_does_not_replace_the_config_agents_poll(con, tmp
 
     again = export_config(con, DAY + dt.timedelta(days=1), settings, now=NOW + dt.timedelta(days=1), private_key_path=keys[0])
     assert again.name == "recommended-config.json" and again.read_bytes() == polled, "a re-run of the newest day rewrites it"
+
+
+def test_a_corrected_rerun_of_the_day_reaches_agents_that_took_the_first_export(con, tmp_path, keys):
+    """An operator's trial: after a re-run with another setting, every agent that had applied the
+    day's first export refused the corrected one as a replay (the same generated_at, another body)."""
+    from joulehouse.collectors.agent_replay import ReplayGuard, ReplayedConfig
+    from joulehouse.collectors.config_contract import verify_signature
+
+    guard = ReplayGuard(tmp_path / "agent" / "applied.json")
+    first = verify_signature(json.loads(export(con, tmp_path, keys).read_bytes()), keys[1])
+    guard.record(first, NOW)
+    con.execute("UPDATE fct_recommendation SET power_limit_w = 300.0 WHERE gpu_uuid = 'GPU-a1' AND day = ?", [DAY])
+    corrected_bytes = export(con, tmp_path, keys).read_bytes()
+    corrected = verify_signature(json.loads(corrected_bytes), keys[1])
+    assert corrected.generated_at == first.generated_at + dt.timedelta(seconds=1)
+    assert corrected.valid_from == first.valid_from  # the same window
+    guard.check(corrected)  # newer: accepted
+    assert export(con, tmp_path, keys).read_bytes() == corrected_bytes  # the same body again: the same bytes
+    with pytest.raises(ReplayedConfig):  # and the first one is now the replay
+        guard.record(corrected, NOW)
+        guard.check(first)
+
+
+def test_an_earlier_export_that_is_not_ours_sets_no_time(con, tmp_path, keys):
+    """A hand-made file at the dated path with generated_at in 2099 would push every later export
+    past it and make agents refuse them all; only a file signed by the export's key counts."""
+    path = export(con, tmp_path, keys)
+    dated = path.parent / "recommended-config-2026-01-02.json"
+    doc = json.loads(dated.read_bytes())
+    doc["body"]["generated_at"] = "2099-01-01T00:00:00Z"
+    doc["body"]["hosts"]["node-01"]["GPU-a1"]["power_limit_w"] = 100.0
+    dated.write_text(json.dumps(doc))
+    again = json.loads(export(con, tmp_path, keys).read_bytes())
+    assert again["body"]["generated_at"] == "2026-01-03T01:30:12Z"

@@ -28,7 +28,7 @@ from typing import Any, Mapping
 from joulehouse.collectors.agent_audit import OK_ACTIONS, ApplyResult, GpuOutcome, audit, audited_locks
 from joulehouse.collectors.agent_replay import ReplayGuard
 from joulehouse.collectors.config_contract import (
-    ConfigError, GpuSetting, RecommendedConfig, body_sha256, load_config_document, verify_config,
+    ConfigError, GpuSetting, RecommendedConfig, body_sha256, format_utc, load_config_document, verify_config,
 )
 
 UNKNOWN = object()
@@ -232,7 +232,7 @@ def _document(doc_or_path: str | Path | bytes | Mapping[str, Any]) -> dict[str, 
 def apply_config(
     doc_or_path: str | Path | bytes | Mapping[str, Any], *, public_key: Any, host: str | None = None,
     nvml: Any = None, dry_run: bool = False, lake: str | Path | None = None, now: dt.datetime | None = None,
-    replay_guard: ReplayGuard | None = None,
+    replay_guard: ReplayGuard | None = None, audited_at: dt.datetime | None = None,
 ) -> ApplyResult:
     """Verify the config for `host` (default: this machine's name) and apply its settings.
 
@@ -241,9 +241,13 @@ def apply_config(
     which records the config before it is applied. Otherwise returns one outcome per GPU of the
     host's entries; GPUs the config names but the driver does not have are refused. `dry_run`
     verifies and, given `nvml`, checks every setting against its device as an apply would (reads
-    only: an apply's refusals are refusals here too); without `nvml` it touches no device."""
+    only: an apply's refusals are refusals here too); without `nvml` it touches no device.
+    `audited_at`: when the audit says this happened, if not `now` (a dry run judged at another
+    time, `agent apply --dry-run --at`: its rows then say the time it was judged at)."""
     host = host or socket.gethostname()
     now = now or _utc_now()
+    judged = "" if audited_at is None else f" (judged at {format_utc(now)})"
+    audited_at = audited_at or now
     doc: Mapping[str, Any] = {}
     try:
         doc = _document(doc_or_path)  # inside: a body that is not JSON is a refusal, audited too
@@ -252,8 +256,8 @@ def apply_config(
             replay_guard.check(config)
     except ConfigError as exc:
         sha = body_sha256(doc["body"]) if isinstance(doc.get("body"), Mapping) else None
-        refused = ApplyResult(host, sha, dry_run, [GpuOutcome(None, "refuse", f"{type(exc).__name__}: {exc}")])
-        audit(lake, refused, now)
+        refused = ApplyResult(host, sha, dry_run, [GpuOutcome(None, "refuse", f"{type(exc).__name__}: {exc}{judged}")])
+        audit(lake, refused, audited_at)
         raise
     result = ApplyResult(host, config.config_sha256, dry_run, valid_until=config.valid_until,
                           valid_from=config.valid_from)
@@ -272,7 +276,9 @@ def apply_config(
             result.outcomes = [GpuOutcome(s.gpu_uuid, "refuse", f"NVML unavailable ({result.nvml_unavailable}); "
                                           "not applied", power_limit_w_requested=s.power_limit_w)
                                for s in config.settings]
-    audit(lake, result, now)
+    if judged:
+        result.outcomes = [replace(o, reason=f"{o.reason or ''}{judged}".lstrip()) for o in result.outcomes]
+    audit(lake, result, audited_at)
     return result
 
 

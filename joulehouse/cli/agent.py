@@ -195,6 +195,8 @@ def apply_command(
 
     Example: joulehouse agent apply var/demo/export/recommended-config.json --public-key var/demo/keys/joulehouse-ed25519.pub.pem --dry-run
     """
+    import datetime as dt
+
     from joulehouse.collectors.agent import apply_config
     from joulehouse.collectors.config_contract import ConfigError
 
@@ -208,8 +210,10 @@ def apply_command(
     data = _fetch(export)
     nvml = _nvml_for_dry_run() if dry_run else _nvml_usable_or_exit("use --dry-run to check a config without a GPU")
     try:
+        # judged at --at, audited at the time it ran (an audit trail carries the real time)
         result = apply_config(data, public_key=key, host=host or socket.gethostname(), nvml=nvml,
-                              dry_run=dry_run, lake=audit_lake, replay_guard=guard, now=when)
+                              dry_run=dry_run, lake=audit_lake, replay_guard=guard, now=when,
+                              audited_at=None if when is None else dt.datetime.now(dt.timezone.utc))
     except ConfigError as exc:
         fail(f"{type(exc).__name__}: {exc}", 2, label="refused")
     except OSError as exc:

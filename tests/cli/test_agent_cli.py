@@ -146,6 +146,24 @@ def test_a_dry_run_of_an_archived_export_checks_it_at_a_time_inside_its_window(a
     assert not (tmp_path / "state.json").exists()
 
 
+def test_a_dry_run_at_another_time_is_audited_when_it_ran_and_says_when_it_was_judged(app, keys, tmp_path, no_driver):
+    """An operator's trial: a dry run with --at 2026-06-16 wrote its audit rows as of 2026-06-16
+    (and into that day's partition), though it ran months later."""
+    import pyarrow.dataset as ds
+
+    config = write_config(tmp_path / "c.json", keys[0], hours=-1)
+    inside = (dt.datetime.now(dt.timezone.utc) - dt.timedelta(days=1)).replace(microsecond=0)
+    lake = tmp_path / "lake"
+    before = dt.datetime.now(dt.timezone.utc)
+    dry = runner.invoke(app, ["agent", "apply", str(config), "--public-key", str(keys[1]), "--host", "node-01",
+                              "--state", str(tmp_path / "state.json"), "--lake", str(lake), "--dry-run",
+                              "--at", inside.strftime("%Y-%m-%dT%H:%M:%SZ")])
+    assert dry.exit_code == 0, dry.output
+    rows = ds.dataset(lake / "agent_audit", partitioning="hive").to_table().to_pylist()
+    assert rows and all(r["audited_at"] >= before - dt.timedelta(seconds=1) for r in rows), rows
+    assert all(r["reason"].endswith(f"(judged at {inside.strftime('%Y-%m-%dT%H:%M:%SZ')})") for r in rows), rows
+
+
 def test_verify_needs_a_time_zone_in_at(app, keys, tmp_path):
     config = write_config(tmp_path / "c.json", keys[0])
     result = runner.invoke(app, ["agent", "verify", str(config), "--public-key", str(keys[1]), "--at", "2026-01-12"])

@@ -66,6 +66,14 @@ def _audited(con: duckdb.DuckDBPyConnection, first: dt.date, day: dt.date,
     return {(u, round(float(w), 1)) for u, w in rows if w is not None}
 
 
+# How the note of a (model, setting) whose every GPU lost the agent's setting begins (the report reads it).
+LOST_SETTING_NOTE = "every GPU here lost a setting the agent applied"
+
+
+def _setting(row: dict) -> tuple:
+    return row["gpu_model"], row["effective_day"], row["power_limit_w_before"], row["power_limit_w_after"]
+
+
 def _reverted_note(row: dict, applied: set, by_agent: set) -> str | None:
     """A GPU's limit that left a setting the agent had `applied`, to one the agent never set
     (`by_agent`: its applies and rollbacks): the setting was lost (a reboot, a driver reload,
@@ -215,10 +223,17 @@ def measure_outcomes(con: duckdb.DuckDBPyConnection, day: dt.date, *, lookback_d
                     and all(r["n_power_limits"] == 1 for r in rs if r["day"] >= min(window))]
         rows += _rows_for_group(con, day, group, panel, controls, audited)
     by_agent = audited | _audited(con, first, day, actions=("rollback",))
+    lost: dict[tuple, list[bool]] = defaultdict(list)
     for r in rows:
         note = _reverted_note(r, audited, by_agent)
         if note:
             r["note"] = note + (f"; {r['note']}" if r.get("note") else "")
+        if r["scope"] == "gpu":
+            lost[_setting(r)].append(note is not None)
+    for r in rows:
+        if r["scope"] == "model_setting" and all(lost.get(_setting(r), [False])):
+            r["note"] = (f"{LOST_SETTING_NOTE} (undone outside it): not a recommendation taken"
+                         + (f"; {r['note']}" if r.get("note") else ""))
     con.execute(load_sql("fct_recommendation_outcome"))
     replace_day_rows(con, day, {"fct_recommendation_outcome": [
         {k: float(v) if isinstance(v, np.floating) else v for k, v in r.items()} for r in rows]})

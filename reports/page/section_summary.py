@@ -12,6 +12,7 @@ from typing import Any
 
 import polars as pl
 
+from joulehouse.models.outcome import LOST_SETTING_NOTE
 from joulehouse.reports.page.relations import ReportData, has, total
 from markupsafe import Markup
 
@@ -194,9 +195,16 @@ def realised_sentence(data: ReportData) -> str:
     # say which mean: the GPU-weighted one differs from the plain mean of the rows a reader sees
     gpus = f" on {_plural(int(pooled['n_treated_gpus'].sum()), 'GPU')}" if weighted else ""
     how = " (weighted by GPUs)" if weighted and pooled.height > 1 else ""
+    lost = (pooled.filter(pl.col("note").fill_null("").str.starts_with(LOST_SETTING_NOTE)).height
+            if "note" in pooled.columns else 0)
+    which = "It was a setting" if pooled.height == 1 else ("1 of them was a setting" if lost == 1
+                                                            else f"{lost} of them were settings")
+    lost_words = (f" {which} the agent applied and that went back without it, not a recommendation taken."
+                  if lost else "")
     return (f"{_plural(pooled.height, 'setting')} measured{gpus}, {_less_or_more(means['realised_saving_pct'])} "
             f"energy per unit of work on average{how}, where {_less_or_more(means['predicted_saving_pct'])} was "
-            f"predicted{left_out} (each with its 95% interval under Recommendations).")
+            f"predicted{left_out} (each with its 95% interval under Recommendations).{lost_words}")
+
 
 
 def _less_or_more(saving_pct: float) -> str:

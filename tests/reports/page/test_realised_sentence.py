@@ -46,3 +46,15 @@ def test_settings_measured_without_a_prediction_are_counted_not_hidden():
     sentence = realised_sentence(data)
     assert sentence.startswith("1 setting measured on 2 GPUs, 12.0% less energy per unit of work on average, "
                                "where 10.0% less was predicted (1 more setting measured with no prediction)"), sentence
+
+
+def test_settings_that_were_lost_are_not_called_recommendations_taken():
+    from joulehouse.models.outcome import LOST_SETTING_NOTE
+
+    data = SimpleNamespace(outcome=pl.DataFrame({
+        "scope": ["model_setting", "model_setting"], "realised_saving_pct": [-17.4, 12.0],
+        "predicted_saving_pct": [-13.2, 10.0], "n_treated_gpus": [1, 1],
+        "note": [LOST_SETTING_NOTE + " (undone outside it): not a recommendation taken", None]}))
+    sentence = realised_sentence(data)
+    assert sentence.endswith("1 of them was a setting the agent applied and that went back without it, "
+                             "not a recommendation taken."), sentence

@@ -59,11 +59,15 @@ def _warehouse(settings: Settings, read_only: bool = False,
     from joulehouse.warehouse.db import connect
     from joulehouse.warehouse.publish import published_connection
 
+    # [warehouse] threads and memory_limit hold for every step (they were the bench's alone, and
+    # the DAG's steps ran at DuckDB's defaults: every core, 80% of the machine's memory)
+    limits = {"threads": settings.warehouse.threads, "memory_limit": settings.warehouse.memory_limit}
     if not read_only:
-        with published_connection(settings.warehouse.db_path, settings.lake.path, publish_on=publish_on) as con:
+        with published_connection(settings.warehouse.db_path, settings.lake.path, publish_on=publish_on,
+                                  **limits) as con:
             yield con
         return
-    con = connect(settings.warehouse.db_path, settings.lake.path, read_only=True)
+    con = connect(settings.warehouse.db_path, settings.lake.path, read_only=True, **limits)
     try:
         yield con
     finally:

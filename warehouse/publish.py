@@ -128,10 +128,14 @@ def _remove_dead_writers_copies(db_path: Path) -> None:
     removed under the lock, so any the lock's new holder finds belongs to a writer that died. Each
     is the warehouse's size: a writer OOM-killed every night would otherwise fill the disk."""
     folder = writer_folder(db_path)
-    for pattern in (f"{db_path.stem}-*{db_path.suffix}", f"{db_path.stem}-*{db_path.suffix}.wal"):
+    for pattern in (f"{db_path.stem}-*{db_path.suffix}", f"{db_path.stem}-*{db_path.suffix}.wal",
+                    f"{db_path.stem}-*{db_path.suffix}.tmp"):  # .tmp: DuckDB's spill folder beside its file
         for leftover in folder.glob(pattern):
             log.info("warehouse %s: removing %s, left by a writer that died", db_path, leftover.name)
-            leftover.unlink(missing_ok=True)
+            if leftover.is_dir() and not leftover.is_symlink():
+                shutil.rmtree(leftover, ignore_errors=True)
+            else:
+                leftover.unlink(missing_ok=True)
 
 
 def copy_file(source: Path, target: Path) -> None:

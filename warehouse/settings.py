@@ -6,11 +6,34 @@ them); every value is checked when read.
 
 from __future__ import annotations
 
-from typing import Literal
+import re
+from typing import Annotated, Literal
 
-from pydantic import Field, model_validator
+from pydantic import AfterValidator, Field, model_validator
 
 from joulehouse.collectors.settings import Count, Finite, NonNegative, NonNegativeInt, Positive, Seconds, Text, section
+
+_MEMORY = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(KB|MB|GB|TB|KiB|MiB|GiB|TiB)\s*$|^\s*(\d+(?:\.\d+)?)\s*%\s*$", re.IGNORECASE)
+_UNIT_BYTES = {"kb": 1e3, "mb": 1e6, "gb": 1e9, "tb": 1e12, "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40}
+MIN_MEMORY_BYTES = 64e6  # below this DuckDB cannot hold one vector per column of a build
+
+
+def _memory(text: str) -> str:
+    """A size in DuckDB's notation that DuckDB can work in: 1GB, 512MB, 1.5GiB, or a share of the
+    machine's memory (80%). DuckDB would take "lots" or "1KB" only to fail at the first query."""
+    found = _MEMORY.match(text)
+    if not found:
+        raise ValueError(f"{text!r} is not a size in DuckDB's notation (e.g. 1GB, 512MB, 1.5GiB, 80%)")
+    if found.group(3) is not None:
+        if not 1 <= float(found.group(3)) <= 100:
+            raise ValueError(f"{text!r}: a share of the machine's memory is 1% to 100%")
+    elif float(found.group(1)) * _UNIT_BYTES[found.group(2).lower()] < MIN_MEMORY_BYTES:
+        raise ValueError(f"{text!r} is too little for DuckDB to work in: at least 64MB")
+    return text.strip()
+
+
+MemorySize = Annotated[str, AfterValidator(_memory)]
+Threads = Annotated[int, Field(ge=1, le=1024)]
 
 
 @section
@@ -32,8 +55,8 @@ class WarehouseSettings:
     max_power_abs_w: Positive = Field(3000.0, description="Power above this is implausible for any one GPU when its power limit is unknown, W.")
     max_meter_gap_s: Seconds = Field(
         120.0, description="BMC (IPMI) and facility meters are read every 5 s to 1 min: gaps up to this are bridged, s.")
-    threads: Count = Field(2, description="DuckDB threads.")
-    memory_limit: Text = Field(
+    threads: Threads = Field(2, description="DuckDB threads of the daily build and of `joulehouse sql` (1-1024).")
+    memory_limit: MemorySize = Field(
         "1GB", description="DuckDB memory limit (DuckDB's notation: 4GB, 512MB). With batches of 3.5 M readings a 256-GPU\n"
                            "fleet-day at 1 Hz peaks at 1.3 GB in all (4.2 GB at 4GB with 8 hosts) in about the same time:\n"
                            "a larger limit lets DuckDB hold more, not go faster (warehouse/SCALING.md).")
@@ -63,10 +86,10 @@ class WarehouseSettings:
                             "build this long after they were written, s: a reader holding an older snapshot of the\n"
                             "warehouse open keeps reading them meanwhile (warehouse/readings.py).")
 
-    query_memory_limit: Text = Field(
+    query_memory_limit: MemorySize = Field(
         "1GB", description="Memory one `joulehouse sql` query may use (DuckDB's notation); past it the query stops with\n"
                            "an error instead of pressing the host the DAG runs on.")
-    query_spill_limit: Text = Field(
+    query_spill_limit: MemorySize = Field(
         "4GB", description="Disk one `joulehouse sql` query may spill to (a large sort or join), in a private temporary\n"
                            "folder deleted after it; past it the query stops instead of filling the disk.")
     query_timeout_s: Seconds = Field(

@@ -18,7 +18,8 @@ class ExportSettings:
 
     out_dir: Text = Field("var/export", description="Where the signed files are written.")
     private_key_path: Text = Field("var/keys/joulehouse-ed25519.pem", description="The site's ed25519 signing key.")
-    validity_hours: Positive = Field(48.0, description="How long a config stays valid after the day it comes from, h.")
+    validity_hours: Positive = Field(48.0, le=8784, description="How long a config stays valid after the day it comes from, h\n"
+                                                                "(at most a year: an agent takes a valid config until it expires).")
     site: Text = Field("site-a", description="The site named in the signed body, so an agent can tell one site's file from another's.")
     metrics_textfile: str = Field(
         "", description="The day's headline as Prometheus metrics (a *.prom file for node_exporter's textfile collector);\n"

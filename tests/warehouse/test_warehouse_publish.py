@@ -103,6 +103,9 @@ def test_the_copy_of_a_killed_writer_is_removed_by_the_next_one(tmp_path):
     left = sorted(p.name for p in writer_folder(db).iterdir() if p.name != "lock")
     assert left and all(name.startswith("warehouse-") for name in left), left  # the dead writer's copy
     assert _rows(db) == [1]  # never published
+    spill = writer_folder(db) / f"{left[0].removesuffix('.wal')}.tmp"  # DuckDB spills beside its file
+    spill.mkdir()
+    (spill / "duckdb_temp_storage-0.tmp").write_bytes(b"x" * 1024)
     with published_connection(db, None) as con:
         con.execute("INSERT INTO t VALUES (2)")
     assert [p.name for p in writer_folder(db).iterdir()] == ["lock"]

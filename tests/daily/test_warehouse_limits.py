@@ -1,0 +1,41 @@
+"""[warehouse] threads and memory_limit hold for the daily run's steps, not only for the bench: an
+operator's trial set memory_limit = "1MB" and threads = 1 and the run went on at DuckDB's defaults
+(every core, 80% of the machine's memory); "lots" and "1KB" passed the settings check as well."""
+
+from __future__ import annotations
+
+import pytest
+from pydantic import ValidationError
+
+from joulehouse import daily
+from joulehouse.settings import LakeSettings, Settings, WarehouseSettings
+
+
+def _limits(con) -> tuple[str, int]:
+    return con.execute("SELECT current_setting('memory_limit'), current_setting('threads')").fetchone()
+
+
+def test_each_step_of_the_run_works_within_the_configured_limits(tmp_path):
+    settings = Settings(lake=LakeSettings(path=str(tmp_path / "lake")),
+                        warehouse=WarehouseSettings(db_path=str(tmp_path / "warehouse.duckdb"), threads=1,
+                                                    memory_limit="300MB"))
+    with daily._warehouse(settings) as con:  # a writing step, on its copy
+        assert _limits(con) == ("286.1 MiB", 1)
+        con.execute("CREATE TABLE t AS SELECT 1 AS n")
+    with daily._warehouse(settings, read_only=True) as con:
+        assert _limits(con) == ("286.1 MiB", 1)
+
+
+@pytest.mark.parametrize("value, why", [
+    ("lots", "not a size in DuckDB's notation"),
+    ("1KB", "too little for DuckDB to work in"),
+    ("0%", "1% to 100%"),
+    ("512", "not a size in DuckDB's notation"),
+])
+def test_a_memory_size_duckdb_cannot_work_in_is_refused_when_read(value, why):
+    for field in ("memory_limit", "query_memory_limit", "query_spill_limit"):
+        with pytest.raises(ValidationError, match=why):
+            WarehouseSettings(**{field: value})
+    assert WarehouseSettings(memory_limit="1.5GiB", query_memory_limit="80%").memory_limit == "1.5GiB"
+    with pytest.raises(ValidationError):
+        WarehouseSettings(threads=100_000)

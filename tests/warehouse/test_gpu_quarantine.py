@@ -60,6 +60,21 @@ def test_gpu_missing_from_inventory_is_kept_and_flagged(lake, tmp_path, warehous
     assert dim == {"GPU-known": (True, "r1", DAY), "GPU-stranger": (False, None, DAY), "GPU-spare": (True, "r2", None)}
 
 
+def test_a_configured_inventory_that_is_not_there_is_refused_naming_it(lake, tmp_path, warehouse):
+    """An operator's trial: a typo in inventory_path built the day without an inventory, and the
+    cost of the day rose 46% (capital from the defaults) with the path named nowhere."""
+    write(lake, gpu_rows(range(0, 5), 100.0))
+    from joulehouse.settings import WarehouseSettings
+
+    missing = tmp_path / "inventroy.csv"
+    with pytest.raises(BuildError, match=rf"inventory file {missing} \(\[warehouse\] inventory_path\) does not exist"):
+        warehouse(settings=WarehouseSettings(inventory_path=str(missing)))
+    binary = tmp_path / "inventory.csv"
+    binary.write_bytes(bytes(range(256)))
+    with pytest.raises(BuildError, match=rf"inventory file {binary} cannot be read as a CSV"):
+        warehouse(settings=WarehouseSettings(inventory_path=str(binary)))
+
+
 def test_inventory_without_required_columns_is_refused_naming_them(lake, tmp_path, warehouse):
     write(lake, gpu_rows(range(0, 5), 100.0))
     inventory = tmp_path / "inventory.csv"

@@ -97,18 +97,75 @@ def missing_required(dataset: str, columns: set[str]) -> str | None:
 
 
 def check_required(con: duckdb.DuckDBPyConnection, dataset: str, files: list[str]) -> None:
-    """Raise LakeContractError for the first of `files` that lacks a required column of `dataset`.
-    The host= partition counts as the host column (DuckDB reads it from the path)."""
+    """Raise LakeContractError for the first of `files` that lacks a required column of `dataset`,
+    or stores one of its documented columns as another kind of value (power_w as text: the build
+    would stop on a binder error naming neither the file nor the column). The host= partition
+    counts as the host column (DuckDB reads it from the path)."""
     if not files:
         return
     from_path = {"host"} if PARTITION_HOST_COLUMN[dataset] == "host" else set()
-    columns = dict(BUILD_SQL.execute(con, "file_columns", {"files": files}).fetchall())
+    elements: dict[str, list[tuple]] = {}
+    for path, *element in BUILD_SQL.execute(con, "file_columns", {"files": files}).fetchall():
+        elements.setdefault(path, []).append(tuple(element))
+    stored = {path: _top_level_kinds(rows) for path, rows in elements.items()}
+    documented = {f.name: _documented_kind(DUCK_TYPES[str(f.type)]) for f in DATASETS[dataset]}
     for path in files:
-        missing = missing_required(dataset, set(columns.get(path, ())) | from_path)
+        columns = stored.get(path, {})
+        missing = missing_required(dataset, set(columns) | from_path)
         if missing is not None:
             required = ", ".join([*REQUIRED_COLUMNS[dataset], *(" or ".join(g) for g in REQUIRED_ONE_OF.get(dataset, ()))])
             raise LakeContractError(f"lake file {path} lacks the required column {missing} of {dataset} "
                                     f"(required: {required})")
+        for name, kind in columns.items():
+            if name in documented and kind not in documented[name]:
+                raise LakeContractError(f"lake file {path}: column {name} of {dataset} is stored as {kind}, "
+                                        f"expected {' or '.join(sorted(documented[name]))}")
+
+
+def _top_level_kinds(elements: list[tuple]) -> dict[str, str]:
+    """{column: what it holds} of a file's top-level columns, from its schema elements (name,
+    type, num_children, converted, logical) in footer order: the root first, then depth first,
+    so a nested struct's own `host` is never taken for the file's."""
+    kinds: dict[str, str] = {}
+    pending = [elements[0][2]] if elements else []  # children still to come, per open group; the root's first
+    for name, physical, children, converted, logical in elements[1:]:
+        if len(pending) == 1:  # a child of the root: a column
+            kinds.setdefault(name, _stored_kind(physical, converted, logical))
+        pending[-1] -= 1
+        if children:
+            pending.append(children)
+        while len(pending) > 1 and pending[-1] == 0:
+            pending.pop()
+    return kinds
+
+
+def _stored_kind(physical: str | None, converted: str | None, logical: str | None) -> str:
+    """What a Parquet column holds, in the words the contract's check uses."""
+    converted, logical = converted or "", logical or ""
+    if physical is None:
+        return "a nested value (list or struct)"
+    if converted == "DECIMAL" or logical.startswith("DecimalType"):
+        return "a number"
+    if physical in ("BYTE_ARRAY", "FIXED_LEN_BYTE_ARRAY"):
+        return "text" if converted in ("UTF8", "ENUM", "JSON") or logical.startswith(("StringType", "EnumType")) else "bytes"
+    if physical == "INT96" or converted.startswith("TIMESTAMP") or logical.startswith("TimestampType"):
+        return "a timestamp"
+    if converted == "DATE" or logical.startswith("DateType"):
+        return "a date"
+    if converted.startswith("TIME") or logical.startswith("TimeType"):
+        return "a time of day"
+    return "a true/false value" if physical == "BOOLEAN" else "a number"
+
+
+def _documented_kind(duck_type: str) -> set[str]:
+    """The stored kinds a documented column of DuckDB type `duck_type` is read from."""
+    if duck_type == "TIMESTAMPTZ":
+        return {"a timestamp"}
+    if duck_type == "VARCHAR":
+        return {"text"}
+    if duck_type == "BOOLEAN":
+        return {"a true/false value"}
+    return {"a number"}
 
 
 def files_variable(dataset: str) -> str:

@@ -85,6 +85,33 @@ def test_a_gpu_file_without_a_required_column_fails_the_day_naming_file_and_colu
     assert str(good) not in message
 
 
+@pytest.mark.parametrize("column, value, stored", [
+    ("power_w", pa.array(["100.5"] * 5), "text"),
+    ("sampled_at", pa.array(["2026-04-01T00:00:00Z"] * 5), "text"),
+    ("gpu_uuid", pa.array([7] * 5, pa.int64()), "a number"),
+    ("temp_c", pa.array([[55.0]] * 5), "a nested value (list or struct)"),
+])
+def test_a_file_storing_a_documented_column_as_another_kind_fails_the_day_naming_file_and_column(
+        tmp_path, lake, column, value, stored):
+    """An operator's trial: one host's file with power_w as text stopped the fleet's day on a
+    binder error ('isfinite(VARCHAR)') that named neither the file nor the column."""
+    _put(lake, "gpu_samples", "node-y", _gpu_minimal(5, "GPU-Q", power_w=[100.0] * 5))
+    bad = _put(lake, "gpu_samples", "node-x", {**_gpu_minimal(5, "GPU-P", power_w=[100.0] * 5), column: value})
+    with pytest.raises(BuildError) as caught:
+        _build(tmp_path, lake)
+    message = str(caught.value)
+    assert "\n" not in message and f"lake file {bad}: column {column} of gpu_samples is stored as {stored}" in message
+
+
+def test_numbers_of_another_width_and_a_struct_with_a_documented_name_inside_still_build(tmp_path, lake):
+    """A writer's own widths (float64 power, int8 index) are the same kind of value; a nested
+    column's child named like a documented column is not that column."""
+    _put(lake, "gpu_samples", "node-x", {**_gpu_minimal(5, "GPU-P", power_w=pa.array([100.0] * 5, pa.float64())),
+                                         "gpu_index": pa.array([0] * 5, pa.int8()),
+                                         "vendor": pa.array([{"power_w": "n/a"}] * 5)})
+    assert _build(tmp_path, lake)[1].clean_gpu_rows == 5
+
+
 def _minimal_rows(dataset: str, host: str) -> dict:
     """One row of `dataset` with its required columns only."""
     value = {pa.types.is_timestamp: MIDNIGHT + dt.timedelta(hours=1), pa.types.is_string: host,

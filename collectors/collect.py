@@ -114,7 +114,8 @@ class Collector:
         self.sources = [s.source for s in self.scheduled]
         self.lake = Path(lake)
         self.settings = settings
-        self.spool_dir = Path(spool_dir if spool_dir is not None else settings.spool_dir)
+        # the argument, else [collector] spool_dir, else beside the lake
+        self.spool_dir = Path(spool_dir if spool_dir is not None else settings.spool_dir or Path(lake).parent / "spool")
         self.clock, self._wait = clock, wait
         self.stats = CollectStats()
         self._spools: dict[str, Spool] = {}

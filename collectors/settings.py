@@ -88,7 +88,8 @@ class CollectorSettings:
     """Node collector: sampling, spooling and Parquet rolling."""
 
     interval_s: PollInterval = Field(1.0, description="GPU sampling interval (NVML), s.")
-    spool_dir: Text = Field("var/spool", description="Local folder of the spool: readings not yet rolled into the lake.")
+    spool_dir: str = Field("", description="Local folder of the spool: readings not yet rolled into the lake (empty: beside\n"
+                                         "the lake, <lake>/../spool; `collect --spool-dir` comes first).")
     spool_flush_interval_s: PollInterval = Field(2.0, description="How often the spool is flushed to disk, s.")
     roll_interval_s: RollInterval = Field(300.0, description="A Parquet file is rolled into the lake at least this often, s.")
     roll_max_rows: Count = Field(500_000, description="... or when it holds this many rows.")

@@ -35,7 +35,7 @@ def collect_command(
     interval: Optional[str] = typer.Option(None, "--interval", help="GPU sampling interval, e.g. 1s, 100ms (default: settings, 1s)."),
     host: Optional[str] = typer.Option(None, "--host", help="Host name in the lake (default: this machine's)."),
     settings_file: Optional[Path] = typer.Option(None, "--config", help="joulehouse TOML settings (\\[collector] section)."),
-    spool_dir: Optional[Path] = typer.Option(None, "--spool-dir", help="Spool folder (default: <lake>/../spool)."),
+    spool_dir: Optional[Path] = typer.Option(None, "--spool-dir", help="Spool folder (default: [collector] spool_dir, else <lake>/../spool)."),
     flush_interval: Optional[str] = typer.Option(None, "--flush-interval", help="Spool fsync interval (default 2s)."),
     roll_interval: Optional[str] = typer.Option(None, "--roll-interval", help="Parquet roll interval (default 300s)."),
     ipmi_interval: Optional[str] = typer.Option(None, "--ipmi-interval", help="BMC read interval (default 5s)."),
@@ -79,9 +79,8 @@ def collect_command(
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
-    spool = spool_dir if spool_dir is not None else lake.parent / "spool"
-    try:
-        collector = Collector(sources, lake=lake, settings=settings, spool_dir=spool)
+    try:  # the spool: --spool-dir, else [collector] spool_dir, else <lake>/../spool (Collector decides)
+        collector = Collector(sources, lake=lake, settings=settings, spool_dir=spool_dir)
     except ValueError as exc:  # an interval that is not a finite time above zero
         fail(str(exc), 2)
     from joulehouse.collectors.metrics import CollectorStatsMetrics
@@ -103,7 +102,7 @@ def collect_command(
                f"{stats.source_errors} source errors, {stats.disk_full_events} disk-full events")
     if stats.rows_not_kept:
         why = "its disk was full" if stats.disk_full_events else "it took no writes"
-        fail(f"{stats.rows_not_kept} of {stats.rows} rows could not be kept and are lost: the spool {spool} could "
+        fail(f"{stats.rows_not_kept} of {stats.rows} rows could not be kept and are lost: the spool {collector.spool_dir} could "
              f"not be written up to the stop ({why}); {stats.segments_left} spool segments stay for the next start", 1)
     if stats.segments_left:
         typer.echo(f"{stats.segments_left} spool segments could not be rolled into the lake yet; the next start "

@@ -236,3 +236,26 @@ def test_a_read_only_lake_and_spool_are_refused_in_one_line(read_only, tmp_path)
     with pytest.raises(StorageError):
         Collector([SimSource("n", gpus=1)], lake=read_only / "lake", spool_dir=tmp_path / "spool2",
                   settings=CollectorSettings()).run(threading.Event(), max_polls=1)
+
+
+def test_the_configured_spool_folder_is_the_one_collect_uses(tmp_path, monkeypatch):
+    """An operator's trial: [collector] spool_dir (TOML or JOULEHOUSE_COLLECTOR__SPOOL_DIR) was
+    ignored: the spool was always <lake>/../spool, so a spool moved to its own disk never was."""
+    from typer.testing import CliRunner
+
+    from joulehouse.cli.main import app
+
+    lake, spool = tmp_path / "node" / "lake", tmp_path / "fast-disk" / "spool"
+    monkeypatch.setenv("JOULEHOUSE_COLLECTOR__SPOOL_DIR", str(spool))
+    result = CliRunner().invoke(app, ["collect", "--source", "sim", "--lake", str(lake), "--interval", "100ms",
+                                      "--max-polls", "2", "--host", "node-01"])
+    assert result.exit_code == 0, result.output
+    assert spool.is_dir() and not (lake.parent / "spool").exists()
+    flag = tmp_path / "flag-spool"
+    result = CliRunner().invoke(app, ["collect", "--source", "sim", "--lake", str(lake), "--interval", "100ms",
+                                      "--max-polls", "1", "--host", "node-01", "--spool-dir", str(flag)])
+    assert result.exit_code == 0 and flag.is_dir(), result.output  # the flag comes first
+    monkeypatch.delenv("JOULEHOUSE_COLLECTOR__SPOOL_DIR")
+    result = CliRunner().invoke(app, ["collect", "--source", "sim", "--lake", str(lake), "--interval", "100ms",
+                                      "--max-polls", "1", "--host", "node-01"])
+    assert result.exit_code == 0 and (lake.parent / "spool").is_dir(), result.output  # unset: beside the lake

@@ -52,8 +52,13 @@ def one_run_at_a_time(airflow_home: Path, day: dt.date | Sequence[dt.date]) -> I
     raise DayBeingBuilt naming the run holding it. Yields the lock file: a child given its
     descriptor holds the lock too, for as long as it lives."""
     days = [day] if isinstance(day, dt.date) else list(day)
-    airflow_home.mkdir(parents=True, exist_ok=True)
-    with open(airflow_home / RUN_LOCK_NAME, "a+", encoding="utf-8") as fh:
+    try:
+        airflow_home.mkdir(parents=True, exist_ok=True)
+        fh = open(airflow_home / RUN_LOCK_NAME, "a+", encoding="utf-8")
+    except OSError as exc:  # beside [warehouse] db_path: a folder that cannot be made (/proc/...), no permission
+        raise DagRunFailed(f"cannot make the run's Airflow home {airflow_home} (beside [warehouse] db_path): "
+                           f"{exc.strerror or exc}") from None
+    with fh:
         try:
             fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:

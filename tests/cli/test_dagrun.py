@@ -181,3 +181,11 @@ def test_a_killed_run_leaves_no_build_behind_and_no_second_run_beside_it(tmp_pat
     assert not _alive(child), "the child outlived its run"
     with one_run_at_a_time(home, day):
         pass  # free again
+
+
+def test_an_airflow_home_that_cannot_be_made_is_one_line(tmp_path):
+    """An operator's trial: db_path under /proc gave three tracebacks (69 lines) from a mkdir."""
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a folder")
+    with pytest.raises(DagRunFailed, match=rf"cannot make the run's Airflow home {blocker / 'airflow'} .*: Not a directory"):
+        run_day(dt.date(2026, 6, 10), tmp_path / "joulehouse.toml", blocker / "airflow")

@@ -10,14 +10,13 @@ One run at a time per Airflow home: a second `joulehouse run` (the same day, or 
 is going would create the same DagRun in the metadata database (a SQLAlchemy IntegrityError) and a
 second writer of the warehouse; it is refused in one line naming the run in progress
 (DayBeingBuilt), from an flock the kernel drops when the first run and its Airflow child end,
-however they end; the child stops when the run is gone (joulehouse/cli/parent_watch.py).
+however they end; the child stops when the run is gone (joulehouse/cli/run_lock.py).
 """
 
 from __future__ import annotations
 
 import contextlib
 import datetime as dt
-import fcntl
 import json
 import os
 import queue
@@ -25,68 +24,13 @@ import sqlite3
 import subprocess
 import sys
 import threading
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
 
-from joulehouse.cli.parent_watch import spawn_holding_lock, stop_when_parent_dies
+from joulehouse.cli.run_lock import (  # noqa: F401  (DagRunFailed, DayBeingBuilt: importable from here)
+    DagRunFailed, DayBeingBuilt, one_run_at_a_time, spawn_holding_lock, stop_when_parent_dies)
 
 DAG_ID = "joulehouse_daily"
-
-
-class DagRunFailed(RuntimeError):
-    """The DagRun ended in a state other than success; the message names the failed tasks."""
-
-
-class DayBeingBuilt(DagRunFailed):
-    """Another `joulehouse run` holds this Airflow home; the message names its day and process."""
-
-
-RUN_LOCK_NAME = "joulehouse-run.lock"
-
-
-@contextmanager
-def one_run_at_a_time(airflow_home: Path, day: dt.date | Sequence[dt.date]) -> Iterator[Any]:
-    """Hold `airflow_home` for the run of `day` (or of several days, run one after the other), or
-    raise DayBeingBuilt naming the run holding it. Yields the lock file: a child given its
-    descriptor holds the lock too, for as long as it lives."""
-    days = [day] if isinstance(day, dt.date) else list(day)
-    try:
-        airflow_home.mkdir(parents=True, exist_ok=True)
-        fh = open(airflow_home / RUN_LOCK_NAME, "a+", encoding="utf-8")
-    except OSError as exc:  # beside [warehouse] db_path: a folder that cannot be made (/proc/...), no permission
-        raise DagRunFailed(f"cannot make the run's Airflow home {airflow_home} (beside [warehouse] db_path): "
-                           f"{exc.strerror or exc}") from None
-    with fh:
-        try:
-            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            fh.seek(0)
-            holder = dict(part.split("=", 1) for part in fh.read().split() if "=" in part)
-            pid = holder.get("pid", "?")
-            if "child" in holder and pid.isdigit() and not _process_exists(int(pid)):
-                pid = f"{holder['child']}, the Airflow child of a run that was killed"  # it stops within a second
-            # Short: `joulehouse run` prints it through rich, which wraps at the terminal's width.
-            held = holder.get("day", "").split(",")
-            if len(days) == 1 and days[0].isoformat() in held:
-                raise DayBeingBuilt(f"{days[0]} is being built by another joulehouse run (pid {pid})") from None
-            raise DayBeingBuilt(f"another joulehouse run (pid {pid}) is building {holder.get('day', 'a day')}") from None
-        fh.seek(0)
-        fh.truncate()
-        fh.write(f"pid={os.getpid()} day={','.join(d.isoformat() for d in days)}\n")
-        fh.flush()
-        yield fh
-
-
-def _process_exists(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True  # another user's: it exists
-    return True
 
 
 def default_dags_folder() -> Path:
@@ -235,7 +179,7 @@ class DagSession:
         # It reads batches of days from stdin; one pipe for its stdout and stderr, read by a thread
         # (into the log and a queue) so that the child never blocks on a full pipe between batches.
         # The child holds the run lock too (the same flock, through the descriptor it inherits)
-        # and stops when this process is gone (joulehouse/cli/parent_watch.py): a `kill -9` of
+        # and stops when this process is gone (joulehouse/cli/run_lock.py): a `kill -9` of
         # `joulehouse run` never leaves a build running unseen beside the next run.
         self._proc = spawn_holding_lock(
             [sys.executable, "-P", "-m", "joulehouse.cli.dagrun", str(self.config.resolve())], env, self._lock,

@@ -136,8 +136,8 @@ RUN_AND_CHILD = """
 import datetime as dt, sys, time
 from pathlib import Path
 from joulehouse.cli.dagrun import one_run_at_a_time
-from joulehouse.cli.parent_watch import spawn_holding_lock
-child_code = "from joulehouse.cli.parent_watch import stop_when_parent_dies; stop_when_parent_dies(1.5); " \\
+from joulehouse.cli.run_lock import spawn_holding_lock
+child_code = "from joulehouse.cli.run_lock import stop_when_parent_dies; stop_when_parent_dies(1.5); " \\
              "import time; time.sleep(60)"
 with one_run_at_a_time(Path(sys.argv[1]), dt.date.fromisoformat(sys.argv[2])) as lock:
     child = spawn_holding_lock([sys.executable, "-c", child_code], {}, lock, "pid=%d child={child} day=%s"

@@ -127,7 +127,7 @@ def read_statement(con: duckdb.DuckDBPyConnection, sql: str) -> duckdb.Statement
         raise ReadOnlyQueryError("this PIVOT runs several statements (it creates a type of its values); "
                                  "name them instead: PIVOT ... ON column IN ('a', 'b') USING ...")
     elif statement.type != duckdb.StatementType.SELECT:
-        raise ReadOnlyQueryError(_refusal(statement.query))
+        raise ReadOnlyQueryError(_refusal(statement.query, statement.type))
     return statement
 
 
@@ -147,7 +147,7 @@ def _explained(con: duckdb.DuckDBPyConnection, text: str) -> None:
                 break
     inner = con.extract_statements(text[tokens[at][0]:]) if at < len(tokens) else []
     if len(inner) != 1 or inner[0].type != duckdb.StatementType.SELECT:
-        raise ReadOnlyQueryError("EXPLAIN " + (_refusal(inner[0].query) if len(inner) == 1
+        raise ReadOnlyQueryError("EXPLAIN " + (_refusal(inner[0].query, inner[0].type) if len(inner) == 1
                                                else "takes one query: EXPLAIN [ANALYZE] SELECT ..."))
 
 
@@ -160,9 +160,12 @@ def _tokens(text: str) -> list[tuple[int, str]]:
             if kind != duckdb.token_type.comment]
 
 
-def _refusal(text: str) -> str:
-    """One line refusing the statement `text`, named by its own first word (INSTALL parses as LOAD)."""
+def _refusal(text: str, kind: duckdb.StatementType) -> str:
+    """One line refusing the statement `text`, named by its own first word (INSTALL parses as LOAD),
+    or by its kind where that word is WITH (WITH ... DELETE is a DELETE: WITH is a read's word too)."""
     verb = next((word for _, word in _tokens(text)), "this")
+    if verb in ("WITH", "("):
+        verb = f"{kind.name} (after WITH)" if verb == "WITH" else kind.name
     return f"{verb} statements are refused: joulehouse sql is read-only and runs {READ_STATEMENTS}"
 
 

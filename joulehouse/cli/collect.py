@@ -41,7 +41,7 @@ def collect_command(
     ipmi_interval: Optional[str] = typer.Option(None, "--ipmi-interval", help="BMC read interval (default 5s)."),
     dcgm_interval: Optional[str] = typer.Option(None, "--dcgm-interval", help="DCGM sync interval (default 60s)."),
     sim_gpus: int = typer.Option(8, "--sim-gpus", min=1, help="GPUs of the sim source."),
-    max_polls: Optional[int] = typer.Option(None, "--max-polls", help="Stop after N polls (tests)."),
+    max_polls: Optional[int] = typer.Option(None, "--max-polls", min=1, help="Stop after N polls (tests)."),
     metrics_port: int = typer.Option(0, "--metrics-port", help=METRICS_PORT_HELP),
     metrics_address: str = typer.Option("127.0.0.1", "--metrics-address", help=METRICS_ADDRESS_HELP),
     metrics_textfile: Optional[Path] = typer.Option(None, "--metrics-textfile", help=METRICS_TEXTFILE_HELP),

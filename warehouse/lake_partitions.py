@@ -75,6 +75,10 @@ def gpu_hosts_or_raise(lake: str | Path, day: dt.date) -> list[str]:
     hosts = day_hosts(lake, day)
     if not hosts:
         where = lakefs.join(lake, "gpu_samples", f"date={day.isoformat()}")
+        if not lakefs.is_url(str(lake)) and not Path(lake).is_dir():
+            what = "is a file" if Path(lake).exists() else "does not exist"
+            raise NoReadingsForDay(f"no GPU readings for {day}: the lake {lake} ([lake] path) {what}, "
+                                   "not the lake's folder")
         raise NoReadingsForDay(f"no GPU readings for {day} in the lake (no host= folder under {where}): nothing "
                                "to build; check [lake] path and that the nodes have shipped this day")
     return hosts

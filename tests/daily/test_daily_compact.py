@@ -92,3 +92,16 @@ def test_a_compaction_that_cannot_run_is_reported_and_the_day_goes_on(tmp_path):
         summary = daily.inspect_and_compact_lake_partition(DAY.isoformat(), config, "node-01")
     assert "another compaction" in summary["compaction_error"]
     assert summary["gpu_samples"]["rows"] == 120 and len(list(folder.glob("*.parquet"))) == 4
+
+
+def test_a_lake_path_that_is_a_file_or_missing_is_said_so(tmp_path):
+    """An operator's trial: a lake path naming a file read "no host= folder under <file>/gpu_samples/...",
+    16 s into the run, as if the nodes had not shipped."""
+    from joulehouse.warehouse.lake_partitions import gpu_hosts_or_raise
+
+    afile = tmp_path / "lake.txt"
+    afile.write_text("not a lake")
+    with pytest.raises(NoReadingsForDay, match=rf"the lake {afile} \(\[lake\] path\) is a file, not the lake's folder"):
+        gpu_hosts_or_raise(afile, DAY)
+    with pytest.raises(NoReadingsForDay, match=r"\(\[lake\] path\) does not exist"):
+        gpu_hosts_or_raise(tmp_path / "nowhere", DAY)

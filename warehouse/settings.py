@@ -18,21 +18,22 @@ _UNIT_BYTES = {"kb": 1e3, "mb": 1e6, "gb": 1e9, "tb": 1e12, "kib": 2**10, "mib":
 MIN_MEMORY_BYTES = 64e6  # below this DuckDB cannot hold one vector per column of a build
 
 
-def _memory(text: str) -> str:
-    """A size in DuckDB's notation that DuckDB can work in: 1GB, 512MB, 1.5GiB, or a share of the
-    machine's memory (80%). DuckDB would take "lots" or "1KB" only to fail at the first query."""
+def _size(text: str, minimum_bytes: float, what: str) -> str:
+    """A size in DuckDB's notation: 1GB, 512MB, 1.5GiB, or a share (80%); DuckDB would take "lots"
+    or "1KB" as a memory limit only to fail at the first query."""
     found = _MEMORY.match(text)
     if not found:
         raise ValueError(f"{text!r} is not a size in DuckDB's notation (e.g. 1GB, 512MB, 1.5GiB, 80%)")
     if found.group(3) is not None:
         if not 1 <= float(found.group(3)) <= 100:
-            raise ValueError(f"{text!r}: a share of the machine's memory is 1% to 100%")
-    elif float(found.group(1)) * _UNIT_BYTES[found.group(2).lower()] < MIN_MEMORY_BYTES:
-        raise ValueError(f"{text!r} is too little for DuckDB to work in: at least 64MB")
+            raise ValueError(f"{text!r}: a share of the machine's {what} is 1% to 100%")
+    elif float(found.group(1)) * _UNIT_BYTES[found.group(2).lower()] < minimum_bytes:
+        raise ValueError(f"{text!r} is too little for DuckDB to work in: at least {minimum_bytes / 1e6:g}MB")
     return text.strip()
 
 
-MemorySize = Annotated[str, AfterValidator(_memory)]
+MemorySize = Annotated[str, AfterValidator(lambda text: _size(text, MIN_MEMORY_BYTES, "memory"))]
+DiskSize = Annotated[str, AfterValidator(lambda text: _size(text, 1e6, "disk"))]
 Threads = Annotated[int, Field(ge=1, le=1024)]
 
 
@@ -89,7 +90,7 @@ class WarehouseSettings:
     query_memory_limit: MemorySize = Field(
         "1GB", description="Memory one `joulehouse sql` query may use (DuckDB's notation); past it the query stops with\n"
                            "an error instead of pressing the host the DAG runs on.")
-    query_spill_limit: MemorySize = Field(
+    query_spill_limit: DiskSize = Field(
         "4GB", description="Disk one `joulehouse sql` query may spill to (a large sort or join), in a private temporary\n"
                            "folder deleted after it; past it the query stops instead of filling the disk.")
     query_timeout_s: Seconds = Field(

@@ -63,13 +63,20 @@ def collect_command(
         fail(f"--source {unknown[0]!r}: expected one of {', '.join(SOURCES)}", 2)
     try:
         settings = load_node_settings(settings_file).collector
-        overrides = {name: parse_duration_s(text, option) for name, option, text in (
-            ("interval_s", "--interval", interval), ("spool_flush_interval_s", "--flush-interval", flush_interval),
-            ("roll_interval_s", "--roll-interval", roll_interval), ("ipmi_interval_s", "--ipmi-interval", ipmi_interval),
-            ("dcgm_sync_interval_s", "--dcgm-interval", dcgm_interval)) if text is not None}
-        settings = replace_fields(settings, **overrides)
     except (SettingsError, ValueError) as exc:
         fail(str(exc), 2)
+    for name, option, text in (
+            ("interval_s", "--interval", interval), ("spool_flush_interval_s", "--flush-interval", flush_interval),
+            ("roll_interval_s", "--roll-interval", roll_interval), ("ipmi_interval_s", "--ipmi-interval", ipmi_interval),
+            ("dcgm_sync_interval_s", "--dcgm-interval", dcgm_interval)):
+        if text is None:
+            continue
+        try:
+            settings = replace_fields(settings, **{name: parse_duration_s(text, option)})
+        except SettingsError as exc:  # named by the option given, not the settings class behind it
+            fail(f"{option} {text!r}: {str(exc).split(': ', 1)[-1]} (s)", 2)
+        except ValueError as exc:
+            fail(str(exc), 2)
     given_host, host = host is not None, host if host is not None else socket.gethostname()
     try:
         check_host_name(host)  # before any reading is spooled: a bad name would never reach the lake

@@ -89,6 +89,16 @@ def test_agent_run_reads_a_duration_and_names_a_bad_one(tmp_path):
     assert result.stderr.strip() == "error: --interval 'soon': expected a number with ms, s, m or h (e.g. '1s')"
 
 
+def test_collect_names_the_option_whose_duration_is_out_of_range(tmp_path):
+    """An operator's trial: `--interval 1e9s` read "CollectorSettings.interval_s = 1000000000.0: ...",
+    naming a class the user never typed."""
+    result = CliRunner().invoke(app, ["collect", "--source", "sim", "--lake", str(tmp_path / "lake"),
+                                      "--interval", "1e9s"])
+    assert result.exit_code == 2
+    assert result.stderr.strip() == "error: --interval '1e9s': input should be less than or equal to 3600 (s)"
+    assert not (tmp_path / "lake").exists()
+
+
 def test_the_readmes_command_table_names_every_command():
     """The README's table of commands left out the `jobs` group and `collect --source links`."""
     readme = (REPO / "README.md").read_text(encoding="utf-8")

@@ -115,7 +115,10 @@ def read_statement(con: duckdb.DuckDBPyConnection, sql: str) -> duckdb.Statement
     try:
         statements = con.extract_statements(sql)
     except duckdb.Error as exc:
-        raise QueryError(f"query does not parse: {_first_line(exc)}") from None
+        # DuckDB's hint to SET a deeper limit is one the sandbox refuses: say what to do instead
+        why = _first_line(exc).replace('Use "SET max_expression_depth TO x" to increase the maximum expression depth.',
+                                       "Nest less: a CTE or a list function in place of thousands of brackets or operators.")
+        raise QueryError(f"query does not parse: {why}") from None
     if not statements:
         raise QueryError("the query is empty; give one statement (" + READ_STATEMENTS + ")")
     if len(statements) > 1:

@@ -127,6 +127,14 @@ def test_a_write_after_with_is_refused_by_what_it_does(site):
     _refused(result, "DELETE (after WITH) statements are refused", "is read-only")
 
 
+def test_a_query_nested_too_deep_is_told_what_to_do_not_to_set_a_limit(site):
+    """DuckDB's hint reads 'Use "SET max_expression_depth TO x"', which the sandbox refuses."""
+    result = sql(site, "SELECT " + "(" * 2000 + "1" + ")" * 2000)
+    assert result.exit_code == 2
+    assert "Max expression depth limit of 1000 exceeded" in result.output and "SET" not in result.output
+    assert "Nest less" in result.output
+
+
 @pytest.mark.parametrize("query, verb, created", WRITES_AND_SETTINGS.values(), ids=WRITES_AND_SETTINGS.keys())
 def test_only_read_statements_run(site, query, verb, created):
     result = sql(site, query.format(site=site))

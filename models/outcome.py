@@ -87,6 +87,24 @@ def _reverted_note(row: dict, applied: set, by_agent: set) -> str | None:
     return None
 
 
+def _note_lost_settings(rows: list[dict], applied: set, by_agent: set) -> None:
+    """Prefix the note of each GPU row whose change undid a setting the agent applied
+    (_reverted_note), and of each (model, setting) row all of whose GPUs did (in place)."""
+    def prefix(row: dict, note: str) -> None:
+        row["note"] = note + (f"; {row['note']}" if row.get("note") else "")
+
+    lost: dict[tuple, list[bool]] = defaultdict(list)
+    for r in rows:
+        note = _reverted_note(r, applied, by_agent)
+        if note:
+            prefix(r, note)
+        if r["scope"] == "gpu":
+            lost[_setting(r)].append(note is not None)
+    for r in rows:
+        if r["scope"] == "model_setting" and all(lost.get(_setting(r), [False])):
+            prefix(r, f"{LOST_SETTING_NOTE} (undone outside it): not a recommendation taken")
+
+
 def _clock_locked(con: duckdb.DuckDBPyConnection, first: dt.date, day: dt.date) -> set[str]:
     """GPUs the agent locked SM clocks on between `first` and `day`: a lock does not show in
     power_limit_w, so such a GPU is no control (its limit looks unchanged, its work is not)."""
@@ -222,18 +240,7 @@ def measure_outcomes(con: duckdb.DuckDBPyConnection, day: dt.date, *, lookback_d
                     and len({r["power_limit_w"] for r in rs if r["day"] >= min(window)}) == 1
                     and all(r["n_power_limits"] == 1 for r in rs if r["day"] >= min(window))]
         rows += _rows_for_group(con, day, group, panel, controls, audited)
-    by_agent = audited | _audited(con, first, day, actions=("rollback",))
-    lost: dict[tuple, list[bool]] = defaultdict(list)
-    for r in rows:
-        note = _reverted_note(r, audited, by_agent)
-        if note:
-            r["note"] = note + (f"; {r['note']}" if r.get("note") else "")
-        if r["scope"] == "gpu":
-            lost[_setting(r)].append(note is not None)
-    for r in rows:
-        if r["scope"] == "model_setting" and all(lost.get(_setting(r), [False])):
-            r["note"] = (f"{LOST_SETTING_NOTE} (undone outside it): not a recommendation taken"
-                         + (f"; {r['note']}" if r.get("note") else ""))
+    _note_lost_settings(rows, audited, audited | _audited(con, first, day, actions=("rollback",)))
     con.execute(load_sql("fct_recommendation_outcome"))
     replace_day_rows(con, day, {"fct_recommendation_outcome": [
         {k: float(v) if isinstance(v, np.floating) else v for k, v in r.items()} for r in rows]})

@@ -117,9 +117,9 @@ def check_required(con: duckdb.DuckDBPyConnection, dataset: str, files: list[str
             raise LakeContractError(f"lake file {path} lacks the required column {missing} of {dataset} "
                                     f"(required: {required})")
         for name, kind in columns.items():
-            if name in documented and kind not in documented[name]:
+            if name in documented and kind != documented[name]:
                 raise LakeContractError(f"lake file {path}: column {name} of {dataset} is stored as {kind}, "
-                                        f"expected {' or '.join(sorted(documented[name]))}")
+                                        f"expected {documented[name]}")
 
 
 def _top_level_kinds(elements: list[tuple]) -> dict[str, str]:
@@ -157,15 +157,9 @@ def _stored_kind(physical: str | None, converted: str | None, logical: str | Non
     return "a true/false value" if physical == "BOOLEAN" else "a number"
 
 
-def _documented_kind(duck_type: str) -> set[str]:
-    """The stored kinds a documented column of DuckDB type `duck_type` is read from."""
-    if duck_type == "TIMESTAMPTZ":
-        return {"a timestamp"}
-    if duck_type == "VARCHAR":
-        return {"text"}
-    if duck_type == "BOOLEAN":
-        return {"a true/false value"}
-    return {"a number"}
+def _documented_kind(duck_type: str) -> str:
+    """The stored kind (_stored_kind's words) a documented column of DuckDB type `duck_type` is read from."""
+    return {"TIMESTAMPTZ": "a timestamp", "VARCHAR": "text", "BOOLEAN": "a true/false value"}.get(duck_type, "a number")
 
 
 def files_variable(dataset: str) -> str:

@@ -206,7 +206,6 @@ def realised_sentence(data: ReportData) -> str:
             f"predicted{left_out} (each with its 95% interval under Recommendations).{lost_words}")
 
 
-
 def _less_or_more(saving_pct: float) -> str:
     """A saving in words: "12.0% less", and a negative one "17.4% more", not "-17.4% less"."""
     return f"{fmt_number(abs(saving_pct), 1)}% {'less' if saving_pct >= 0 else 'more'}"

@@ -119,11 +119,11 @@ def export_config(
     key = load_private_key(private_key_path or settings.private_key_path)
     out_dir = Path(settings.out_dir)
     dated = out_dir / f"recommended-config-{day.isoformat()}.json"
-    body = after_earlier_export(body, dated, key)
+    latest = out_dir / CONFIG_NAME
+    body = after_earlier_export(body, (dated, latest), key)
     doc = sign_config(body, key)
     data = dump_config(doc)
     write_bytes_atomic(dated, data)
-    latest = out_dir / CONFIG_NAME
     # The scheduler's run and a backfill may export at once: one check-and-replace at a time.
     with open(out_dir / ".export.lock", "a+b") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
@@ -136,7 +136,7 @@ def export_config(
     return latest
 
 
-def after_earlier_export(body: dict[str, Any], earlier: Path, key) -> dict[str, Any]:
+def after_earlier_export(body: dict[str, Any], earlier: tuple[Path, ...], key) -> dict[str, Any]:
     """`body`, made newer than the day's earlier export where it differs from it.
 
     generated_at is the day's window opening, not the clock, so that a re-run gives the same file.
@@ -144,12 +144,15 @@ def after_earlier_export(body: dict[str, Any], earlier: Path, key) -> dict[str, 
     agent that took the first one refuses as a replay (collectors/agent_replay.py): a corrected
     recommendation could not reach the fleet before the next day. So a body that differs from the
     day's earlier export (signed by this key: a file anyone could edit sets no time) is generated
-    one second after it; the same body keeps the earlier generated_at, and the same bytes."""
-    try:
-        earlier_doc = load_config_document(earlier)
-        earlier_at = verify_signature(earlier_doc, key.public_key()).generated_at
-    except (OSError, ConfigError):
-        return body  # none, or not ours
+    one second after it; the same body keeps the earlier generated_at, and the same bytes.
+
+    The earlier export is the newest of the `earlier` files that holds this day: the dated file,
+    and the file agents poll, which still holds the day when someone deleted the dated one."""
+    found = [doc for doc in (_our_export(path, key) for path in earlier)
+             if doc is not None and doc[0]["body"].get("day") == body["day"]]
+    if not found:
+        return body
+    earlier_doc, earlier_at = max(found, key=lambda doc: doc[1])
     ours = {k: v for k, v in json.loads(canonical_body(body)).items() if k != "generated_at"}
     theirs = {k: v for k, v in earlier_doc["body"].items() if k != "generated_at"}
     if ours == theirs:
@@ -158,6 +161,15 @@ def after_earlier_export(body: dict[str, Any], earlier: Path, key) -> dict[str, 
     if at > earlier_at:
         return body
     return {**body, "generated_at": format_utc(earlier_at + dt.timedelta(seconds=1))}
+
+
+def _our_export(path: Path, key) -> tuple[dict[str, Any], dt.datetime] | None:
+    """The export document at `path` and its generated_at, when it is there and signed by `key`."""
+    try:
+        doc = load_config_document(path)
+        return doc, verify_signature(doc, key.public_key()).generated_at
+    except (OSError, ConfigError):
+        return None  # none, or not ours
 
 
 def _day_of(path: Path) -> str | None:

@@ -147,6 +147,18 @@ def test_a_corrected_rerun_of_the_day_reaches_agents_that_took_the_first_export(
         guard.check(first)
 
 
+def test_a_corrected_rerun_is_newer_even_when_the_dated_file_was_deleted(con, tmp_path, keys):
+    """The file agents poll still holds the day's first export: a corrected re-run must be newer
+    than it, or every agent that took it refuses the correction as a replay."""
+    from joulehouse.collectors.config_contract import verify_signature
+
+    first = verify_signature(json.loads(export(con, tmp_path, keys).read_bytes()), keys[1])
+    (tmp_path / "export" / "recommended-config-2026-01-02.json").unlink()
+    con.execute("UPDATE fct_recommendation SET power_limit_w = 300.0 WHERE gpu_uuid = 'GPU-a1' AND day = ?", [DAY])
+    corrected = verify_signature(json.loads(export(con, tmp_path, keys).read_bytes()), keys[1])
+    assert corrected.generated_at == first.generated_at + dt.timedelta(seconds=1)
+
+
 def test_an_earlier_export_that_is_not_ours_sets_no_time(con, tmp_path, keys):
     """A hand-made file at the dated path with generated_at in 2099 would push every later export
     past it and make agents refuse them all; only a file signed by the export's key counts."""

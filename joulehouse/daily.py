@@ -288,7 +288,13 @@ def render_report(day: str, config: str | None) -> dict:
         # The dashboard over every day held, rebuilt after each day (the report links to it).
         dashboard = render_dashboard(con, out.parent / DASHBOARD_NAME)
         metrics = _write_headline_metrics(con, the_day, settings)
-    return {"report": str(path), "dashboard": str(dashboard), "headline_metrics": metrics}
+    # The last step: the day is whole for readers from here (fct_warehouse_build_daily.completed_at).
+    from joulehouse.warehouse.build import mark_day_completed
+
+    with _warehouse(settings) as con:
+        completed = mark_day_completed(con, the_day)
+    return {"report": str(path), "dashboard": str(dashboard), "headline_metrics": metrics,
+            "day_completed": completed}
 
 
 def _write_headline_metrics(con, the_day: dt.date, settings: Settings) -> str | None:

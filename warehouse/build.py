@@ -34,7 +34,7 @@ from joulehouse.warehouse import readings
 from joulehouse.warehouse.host_batches import BUILD_SQL, host_batches
 from joulehouse.warehouse.lake_contract import (LakeContractError, build_dates, check_required, contract_view,
                                                   day_files, ensure_contract_views, narrowed, stand_in_files)
-from joulehouse.warehouse.sqlio import relation_exists, replace_day, transaction
+from joulehouse.warehouse.sqlio import ensure_columns, relation_exists, replace_day, transaction
 
 INVENTORY_COLUMNS = (
     "gpu_uuid", "host", "gpu_index", "gpu_model", "rack", "site", "region", "purchased_on",
@@ -259,8 +259,8 @@ def build_day(
             writer = readings.ReadingsWriter(con)
             seconds["sweep_readings"] = time.perf_counter() - t0
             if relation_exists(con, "fct_warehouse_build_daily", temporary=False):
-                # built before retention was recorded
-                con.execute("ALTER TABLE fct_warehouse_build_daily ADD COLUMN IF NOT EXISTS readings_pruned_at TIMESTAMPTZ")
+                # built before retention and completion were recorded
+                ensure_columns(con, "fct_warehouse_build_daily", BUILD_DAILY_LATER_COLUMNS)
             try:
                 with transaction(con):
                     raw, pruned, pruned_through, counts = _build_in_transaction(
@@ -314,6 +314,17 @@ def prune_readings(con: duckdb.DuckDBPyConnection, day: dt.date, retention_days:
     return int(deleted), cutoff
 
 
+def mark_day_completed(con: duckdb.DuckDBPyConnection, day: dt.date, at: dt.datetime | None = None) -> bool:
+    """Record that the daily run finished its last step for `day`'s current build
+    (fct_warehouse_build_daily.completed_at); False when the day was never built."""
+    if not relation_exists(con, "fct_warehouse_build_daily", temporary=False):
+        return False
+    ensure_columns(con, "fct_warehouse_build_daily", BUILD_DAILY_LATER_COLUMNS)
+    at = at or dt.datetime.now(dt.timezone.utc)
+    (updated,) = BUILD_SQL.execute(con, "day_completed", {"day": day, "completed_at": at}).fetchone()
+    return updated > 0
+
+
 def _day_counts(con: duckdb.DuckDBPyConnection, day: dt.date) -> dict[str, int]:
     counts = {}
     for rel in relations():
@@ -322,6 +333,9 @@ def _day_counts(con: duckdb.DuckDBPyConnection, day: dt.date) -> dict[str, int]:
     counts["dim_gpu"] = con.execute("SELECT count(*) FROM dim_gpu").fetchone()[0]
     return counts
 
+
+# Columns of fct_warehouse_build_daily added after the first warehouses were built.
+BUILD_DAILY_LATER_COLUMNS = {"readings_pruned_at": "TIMESTAMPTZ", "completed_at": "TIMESTAMPTZ"}
 
 # Per GPU, so built host batch by host batch (warehouse/host_batches.py); the rest reads them whole.
 BATCHED_RELATIONS = ("int_gpu_samples_checked", "stg_gpu_samples", "quarantine_gpu_samples",

@@ -6,6 +6,7 @@ import datetime as dt
 import time
 from pathlib import Path
 
+import duckdb
 import pytest
 
 from joulehouse.cli.dagrun import DagRunFailed, DayBeingBuilt, one_run_at_a_time, run_day
@@ -118,6 +119,10 @@ def test_one_session_runs_batches_of_days_and_stops_at_the_first_that_fails(tmp_
         assert first[0]["state"] == "success" and "render_report" in first[0]["ran"]
         assert heard == [(day, None), (day, "success")]
         assert (tmp_path / "reports" / f"{day}.html").exists()
+        with duckdb.connect(settings.warehouse.db_path, read_only=True) as con:
+            completed = con.execute("SELECT completed_at > built_at FROM fct_warehouse_build_daily WHERE day = ?",
+                                    [day]).fetchall()
+        assert completed == [(True,)], "the report step marks the day whole for readers"
         with pytest.raises(DagRunFailed) as failed:
             session.run([empty_day])
         assert session._proc.poll() is not None, "the child ended with the failed day"

@@ -60,7 +60,8 @@ def _warehouse_snapshot(db: Path, day: dt.date = DAY) -> dict:
 
 # When a row was written or by which build, not what it says: differs on every run by design.
 RUN_STAMPS = {"build_id", "built_at", "reference_at", "samples_build_id", "generated_at", "fitted_at", "checked_at",
-              "computed_at", "created_at", "run_at", "validated_at", "exported_at", "rendered_at"}
+              "computed_at", "created_at", "run_at", "validated_at", "exported_at", "rendered_at",
+              "completed_at"}
 
 
 # The list of the readings' files: their names carry the build's token; what they hold is compared

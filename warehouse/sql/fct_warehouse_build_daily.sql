@@ -12,6 +12,11 @@
 --   readings_pruned_at [TIMESTAMPTZ, UTC] when the day's stg_gpu_samples rows were deleted by a later
 --     build (warehouse.readings_retention_days); NULL while they are kept. The day's other rows
 --     stay; a rebuild of the day reads its readings from the lake again
+--   completed_at [TIMESTAMPTZ, UTC] when the daily run of this build finished its last step (the
+--     report); NULL while its later steps (checks, fits, accounts, recommendations, export) are
+--     still to run, or when one failed. Each step publishes whole, but until then the day's energy
+--     is this build's while its fits and recommendations may be an earlier build's, or missing:
+--     join on `completed_at IS NOT NULL` to read whole days only
 SELECT
     $day::DATE AS day,
     gen_random_uuid() AS build_id,
@@ -19,4 +24,5 @@ SELECT
     $now::TIMESTAMPTZ AS reference_at,
     (SELECT count(*) FROM stg_gpu_samples WHERE day = $day::DATE) AS n_clean_gpu_samples,
     (SELECT count(*) FROM quarantine_gpu_samples WHERE day = $day::DATE) AS n_quarantined_gpu_samples,
-    CAST(NULL AS TIMESTAMPTZ) AS readings_pruned_at
+    CAST(NULL AS TIMESTAMPTZ) AS readings_pruned_at,
+    CAST(NULL AS TIMESTAMPTZ) AS completed_at

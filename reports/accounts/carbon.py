@@ -169,9 +169,11 @@ def account_carbon(gpu_hours: pl.DataFrame, jobs: pl.DataFrame, settings: Carbon
     rows at day x team x user x job x stage with the carbon columns of rpt_carbon_daily."""
     per_hour = carbon_per_gpu_hour(gpu_hours, settings)
     rows = label_basis(with_range(account_to_jobs(per_hour, jobs, CARBON_AMOUNTS, settings.idle_policy), settings))
-    if per_hour["market_gco2e"].null_count():
+    if per_hour.filter(pl.col("market_gco2e").is_null() & pl.col("facility_energy_kwh").is_not_null()).height:
         # Some energy has neither a contract nor a residual mix: a market-based total would be a
-        # guess, so the day has none (a sum would count the unknown hours as zero).
+        # guess, so the day has none (a sum would count the unknown hours as zero). An hour with
+        # no measured energy (NULL: no bridged interval) has no market figure either, and leaves
+        # the day's, as it leaves the location-based one.
         rows = rows.with_columns(pl.lit(None, pl.Float64).alias("market_gco2e"), pl.lit(None, pl.Float64).alias("total_market_gco2e"))
     return rows.with_columns(pl.lit(market_basis(per_hour, settings)).alias("market_basis"))
 
@@ -239,7 +241,7 @@ def carbon_day(con, day: dt.date, settings: CarbonSettings, data_dir: Path | Non
     return CarbonSummary(
         day=day, rows_written=written, gpu_hours=total("gpu_hours"), energy_kwh=total("energy_kwh"),
         facility_energy_kwh=total("facility_energy_kwh"), location_gco2e=total("location_gco2e"),
-        market_gco2e=total("market_gco2e") if rows.height and rows["market_gco2e"].null_count() == 0 else None, embodied_gco2e=total("embodied_gco2e"), total_gco2e=total("total_gco2e"),
+        market_gco2e=total("market_gco2e") if rows.height and rows["market_gco2e"].null_count() < rows.height else None, embodied_gco2e=total("embodied_gco2e"), total_gco2e=total("total_gco2e"),
         total_low_gco2e=total("total_low_gco2e"), total_high_gco2e=total("total_high_gco2e"),
         gpu_energy_kwh=total("gpu_energy_kwh"), node_ipmi_energy_kwh=total("node_ipmi_energy_kwh"),
         shift_saving_gco2e=float(shift["carbon_saving_gco2e"].sum()) if shift.height else 0.0,

@@ -92,6 +92,20 @@ def test_market_based_uses_the_regions_published_residual_mix_or_says_there_is_n
     assert covered.market_gco2e == pytest.approx(0.0, abs=1e-9)
 
 
+def test_an_unmeasured_gpu_hour_leaves_the_days_market_based_figure(world, shared_data):
+    """An audit: one GPU-hour with clean readings but no bridged interval (energy_kwh NULL) made
+    the whole day's market-based carbon NULL, as if its energy had neither contract nor mix."""
+    measured = carbon_day(world, DAY, CarbonSettings(), shared_data)
+    hour = world.execute("SELECT hour_at, gpu_uuid, energy_kwh FROM fct_gpu_energy_hourly "
+                         "ORDER BY energy_kwh DESC LIMIT 1").fetchone()
+    world.execute("UPDATE fct_gpu_energy_hourly SET energy_kwh = NULL, avg_power_w = NULL, coverage_ratio = 0 "
+                  "WHERE hour_at = ? AND gpu_uuid = ?", hour[:2])
+    one_missing = carbon_day(world, DAY, CarbonSettings(), shared_data)
+    assert one_missing.market_gco2e == pytest.approx(one_missing.facility_energy_kwh * 17.11)
+    assert one_missing.energy_kwh == pytest.approx(measured.energy_kwh - hour[2])
+    assert one_missing.market_gco2e < measured.market_gco2e
+
+
 def test_the_residual_mix_table_picks_the_edition_of_the_year():
     assert residual_mix_for("FR", 2024).gco2e_per_kwh == 40.74 and residual_mix_for("FR", 2024).data_year == 2023
     assert residual_mix_for("DE", 2025).gco2e_per_kwh == 701.47

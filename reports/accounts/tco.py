@@ -13,8 +13,9 @@ Per metered GPU-hour, USD:
     capital           = (GPU price + server price / gpus_per_server) / lifetime hours, none
                         once the lifetime is over (reports.accounts.embodied.amortised_share)
     operations        = that capital base x operations_ratio_of_capex_per_year / 8760
-static_energy_cost prices the same energy at the day's flat average (unweighted mean of the
-day's hourly prices), for the static-vs-dynamic comparison.
+static_energy_cost prices the same energy at the flat average of the day's metered hours (the
+unweighted mean of their hourly prices: on a full day, the day's mean; on a day the fleet's data
+covers in part, the mean of the hours it covers), for the static-vs-dynamic comparison.
 energy_kwh is the IT energy of reports.accounts.it_energy_basis (BMC energy where usable, else GPU board).
 Range: total_cost_low/high_usd = total -/+ u_price x |energy cost + green premium + density
 surcharge| (the components that move with the price; u_price = price_uncertainty_pct / 100);

@@ -22,7 +22,7 @@
 --   capital_usd [USD] straight-line depreciation
 --   operations_usd [USD] operations
 --   total_cost_usd [USD] sum of the components above
---   static_energy_cost_usd [USD] the same energy at the day's flat average price
+--   static_energy_cost_usd [USD] the same energy at the flat average price of the day's metered hours
 --   flops_total [FLOP] work done (NULL where jobs report none)
 --   cost_per_gpu_hour_usd [USD/GPU-hour] total_cost_usd / gpu_hours
 --   cost_per_tflop_hour_usd [USD per 3.6e15 FLOP] NULL without FLOPs

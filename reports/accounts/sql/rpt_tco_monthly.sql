@@ -23,7 +23,7 @@
 --   total_cost_usd [USD] sum of the components
 --   total_cost_low_usd [USD] low end (price-driven components moved down)
 --   total_cost_high_usd [USD] high end (price-driven components moved up)
---   static_energy_cost_usd [USD] the same energy at each day's flat average price
+--   static_energy_cost_usd [USD] the same energy at the flat average price of each day's metered hours
 --   cost_per_gpu_hour_usd [USD/GPU-hour] total_cost_usd / gpu_hours
 CREATE OR REPLACE VIEW rpt_tco_monthly AS
 WITH daily AS (

@@ -1,7 +1,8 @@
 -- fct_recommendation_outcome: what a power setting that took effect really saved.
 -- kind: day
--- grain: one row per (day, scope, gpu_uuid, effective_day); day is the day measured up to,
---   gpu_uuid is NULL for the pooled (model_setting) rows
+-- grain: one row per (day, scope, gpu_uuid, effective_day) for scope 'gpu', and per (day, scope,
+--   gpu_model, power_limit_w_before, power_limit_w_after, effective_day) for the pooled
+--   'model_setting' rows (gpu_uuid NULL: one row per model and change); day is the day measured up to
 -- Written by models.outcome.measure_outcomes (delete-then-insert per day).
 -- Method (models/outcome.py): difference in differences of log(energy per unit of work). In each
 --   job that ran on a treated GPU and at least one control (same model, limit unchanged), the

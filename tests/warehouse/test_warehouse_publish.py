@@ -52,6 +52,27 @@ def test_a_reader_holding_the_file_keeps_its_answer_and_does_not_block_the_write
     assert _rows(db) == [1, 2]
 
 
+def test_the_readmes_notebook_pattern_sees_the_new_day_only_after_closing(tmp_path):
+    """README, "Querying while the DAG runs": a notebook that rebinds `con = duckdb.connect(...)`
+    over a live connection keeps reading the replaced file (DuckDB reuses the open database of a
+    path); closing first is what the README says, and what reads the published one."""
+    db = tmp_path / "warehouse.duckdb"
+    with published_connection(db, None) as con:
+        con.execute("CREATE TABLE t AS SELECT 1 AS n")
+    con = duckdb.connect(str(db), read_only=True)
+    with published_connection(db, None) as writer:
+        writer.execute("INSERT INTO t VALUES (2)")
+    rebound = duckdb.connect(str(db), read_only=True)
+    assert rebound.execute("SELECT count(*) FROM t").fetchone()[0] == 1, "still the old file"
+    rebound.close()
+    con.close()
+    con = duckdb.connect(str(db), read_only=True)
+    try:
+        assert con.execute("SELECT count(*) FROM t").fetchone()[0] == 2
+    finally:
+        con.close()
+
+
 def test_writers_queue_on_the_lock_and_neither_loses_its_rows(tmp_path):
     db = tmp_path / "warehouse.duckdb"
     with published_connection(db, None) as con:

@@ -155,6 +155,32 @@ def test_a_source_covering_the_hour_beats_a_counter_that_did_not(lake, warehouse
     assert r["source"] == "dcgm" and r["coverage_ratio"] == pytest.approx(1.0)
 
 
+def test_a_gpu_that_changes_host_within_the_hour_keeps_both_halves(lake, warehouse):
+    """An audit: a GPU read under one host name for the first half hour and another for the second
+    (a node renamed, a collector restarted under its FQDN) lost one half: the two host streams
+    competed as if they were two sources reading the same time."""
+    write(lake, gpu_rows(range(0, 1801), 100.0, host="node-01"))
+    write(lake, gpu_rows(range(1801, 3601), 100.0, host="node-01.example.net"))
+    con = warehouse()
+    r = hourly(con)[0]
+    assert r["energy_j"] == pytest.approx(100.0 * 3599)  # the step from 1800 to 1801 s crosses hosts: not bridged
+    assert r["coverage_ratio"] == pytest.approx(3599 / 3600)
+    assert r["n_samples"] == 3600 and r["n_sources"] == 1  # the reading at 3600 s opens hour 1
+    # under the host that covered more of the hour (1800 s against 1799 s)
+    assert con.execute("SELECT host FROM fct_gpu_energy_hourly WHERE hour(hour_at) = 0").fetchall() == [("node-01",)]
+    covered = con.execute("SELECT covered_s, energy_kwh * 3.6e6 FROM fct_gpu_coverage_daily").fetchall()
+    assert covered == [(pytest.approx(3599.0), pytest.approx(100.0 * 3599))]
+
+
+def test_two_hosts_reading_one_gpu_at_once_are_not_summed(lake, warehouse):
+    """Two collectors that both claim a GPU over the same time (a copied config) must not double
+    its energy: overlapping host streams still compete, one wins."""
+    write(lake, gpu_rows(range(0, 3601, 2), 100.0, host="node-01"))
+    write(lake, gpu_rows(range(1, 3601, 2), 100.0, host="node-02"))
+    r = hourly(warehouse())[0]
+    assert r["energy_j"] <= 100.0 * 3600 * (1 + 1e-12)
+
+
 def test_future_timestamps_beyond_skew_are_quarantined(lake, warehouse):
     now = at(3600)
     write(lake, gpu_rows(range(0, 3600 + 301), 100.0) + gpu_rows([3600 + 400, 3600 + 401], 100.0))

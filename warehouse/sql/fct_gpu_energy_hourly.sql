@@ -2,11 +2,13 @@
 -- kind: day
 -- grain: one row per (hour_at, gpu_uuid); when several sources (nvml, dcgm) saw the GPU, the
 --   hour is taken from one of them, never summed (the `winner` step of this SQL: the source that
---   covered more of the hour, then counter over power integral, then the higher sampling rate)
+--   covered more of the hour, then counter over power integral, then the higher sampling rate).
+--   A GPU read under two host names in one hour (renamed, moved) is one reading where the host
+--   streams follow one another in time: added up, under the host that covered more of the hour
 -- columns:
 --   hour_at [TIMESTAMPTZ, UTC] start of the hour
 --   day [DATE] UTC day of hour_at
---   host [text] server the GPU sits in
+--   host [text] server the GPU sits in (of two in the hour, the one that covered more of it)
 --   gpu_uuid [text] GPU
 --   gpu_model [text] NVML name, e.g. "NVIDIA H100 80GB HBM3"
 --   energy_kwh [kWh] energy measured over the covered part of the hour (NULL when none covered);
@@ -99,7 +101,7 @@ pieces AS (
 ),
 piece_energy AS (
     SELECT
-        host, gpu_uuid, source, hour_index, method,
+        host, gpu_uuid, source, hour_index, method, a_us, b_us,
         b_us - a_us AS covered_us,
         CASE
             WHEN method = 'power' THEN
@@ -115,11 +117,13 @@ stream_hours AS (
         -- exact sums (micro-joules as DECIMAL, whole microseconds), so an hour's energy does not
         -- depend on the order threads add its pieces: a re-run gives the same bits. 38 digits, so
         -- no reading, however wrong its power limit, can overflow the cast and stop the build
-        sum(energy_j::DECIMAL(38, 6))::DOUBLE AS energy_j,
-        sum(covered_us) / 1e6 AS covered_s,
-        sum(CASE WHEN method <> 'power' THEN covered_us ELSE 0 END) / 1e6 AS counter_s
+        sum(energy_j::DECIMAL(38, 6)) AS energy_j_decimal,
+        sum(covered_us) AS covered_us,
+        sum(CASE WHEN method <> 'power' THEN covered_us ELSE 0 END) AS counter_us,
+        min(a_us) AS span_start_us,
+        max(b_us) AS span_end_us
     FROM piece_energy
-    GROUP BY ALL
+    GROUP BY host, gpu_uuid, source, hour_index
 ),
 stream_samples AS (
     SELECT
@@ -144,12 +148,46 @@ stream_summary AS (
         coalesce(h.gpu_uuid, s.gpu_uuid) AS gpu_uuid,
         coalesce(h.source, s.source) AS source,
         coalesce(h.hour_index, s.hour_index) AS hour_index,
-        h.energy_j,
-        coalesce(h.covered_s, 0) AS covered_s,
-        coalesce(h.counter_s, 0) AS counter_s,
+        h.energy_j_decimal,
+        coalesce(h.covered_us, 0) AS covered_us,
+        coalesce(h.counter_us, 0) AS counter_us,
+        h.span_start_us,
+        h.span_end_us,
         coalesce(s.n_samples, 0) AS n_samples
     FROM stream_hours AS h
     FULL OUTER JOIN stream_samples AS s USING (host, gpu_uuid, source, hour_index)
+),
+-- One GPU under two host names in one hour (a node renamed, a collector restarted under its
+-- FQDN) is two streams of one source. Where their spans in the hour follow one another, they
+-- are one reading of the GPU and are added up, under the host that covered more of the hour;
+-- where they overlap (two collectors claiming the GPU at once), they compete as sources do below.
+host_spans AS (
+    SELECT
+        *,
+        lag(span_end_us) OVER (PARTITION BY gpu_uuid, source, hour_index
+                               ORDER BY span_start_us NULLS LAST, host) AS previous_end_us,
+        row_number() OVER (PARTITION BY gpu_uuid, source, hour_index
+                           ORDER BY covered_us DESC, n_samples DESC, host) AS host_rank
+    FROM stream_summary
+),
+host_handover AS (
+    SELECT
+        *,
+        -- a stream with no energy in the hour (a lone reading) has no span and overlaps nothing
+        bool_and(span_start_us IS NULL OR previous_end_us IS NULL OR span_start_us >= previous_end_us)
+            OVER (PARTITION BY gpu_uuid, source, hour_index) AS hosts_follow_on
+    FROM host_spans
+),
+source_hours AS (
+    SELECT
+        max(CASE WHEN host_rank = 1 OR NOT hosts_follow_on THEN host END) AS host,
+        gpu_uuid, source, hour_index,
+        sum(energy_j_decimal)::DOUBLE AS energy_j,
+        sum(covered_us) / 1e6 AS covered_s,
+        sum(counter_us) / 1e6 AS counter_s,
+        sum(n_samples) AS n_samples
+    FROM host_handover
+    GROUP BY gpu_uuid, source, hour_index, CASE WHEN hosts_follow_on THEN NULL ELSE host END
 ),
 -- One source per GPU-hour, never a sum: a source that covered >= 95% of the hour beats one
 -- that did not; then the energy counter beats the power integral (the counter integrates on
@@ -164,7 +202,7 @@ winner AS (
             ORDER BY covered_s >= 0.95 * 3600 DESC, counter_s * 2 > covered_s DESC,
                      n_samples DESC, covered_s DESC, source
         ) AS source_rank
-    FROM stream_summary
+    FROM source_hours
 )
 SELECT
     to_timestamp(w.hour_index * 3600) AS hour_at,

@@ -20,7 +20,7 @@
 --   n_jobs [count] job-GPU rows
 --   busy_hours [h] the jobs' run time on the day
 --   energy_kwh [kWh] their GPU energy
---   work_units [count] units of work done
+--   work_units [count, pro-rated: fractional] units of work done
 --   j_per_unit [J/unit] energy per unit of work
 --   j_per_unit_se [J/unit] standard error of j_per_unit across the group's jobs (ratio estimator
 --     over jobs, a multi-GPU job's GPUs summed as one: they move together; NULL with one job)

@@ -26,9 +26,9 @@
 --   power_limit_changed [bool] the limit changed during the run
 --   n_samples [count] clean readings in the job's window
 --   energy_kwh [kWh] GPU energy attributed to the job on the day (NULL: no hourly energy)
---   requests_total [count] requests served on the day (NULL: not reported)
---   tokens_total [count] tokens processed on the day (NULL: not reported)
---   samples_total [count] samples processed on the day (NULL: not reported)
+--   requests_total [count, pro-rated: fractional] requests served on the day (NULL: not reported)
+--   tokens_total [count, pro-rated: fractional] tokens processed on the day (NULL: not reported)
+--   samples_total [count, pro-rated: fractional] samples processed on the day (NULL: not reported)
 --   flops_total [FLOP] floating-point operations on the day (NULL: not reported)
 --   avg_power_w [W] energy_kwh over busy_hours
 --   requests_per_kwh [requests/kWh] EPOE

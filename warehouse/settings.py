@@ -6,6 +6,7 @@ them); every value is checked when read.
 
 from __future__ import annotations
 
+import os
 import re
 from typing import Annotated, Literal
 
@@ -30,6 +31,14 @@ def _size(text: str, minimum_bytes: float, what: str) -> str:
     elif float(found.group(1)) * _UNIT_BYTES[found.group(2).lower()] < minimum_bytes:
         raise ValueError(f"{text!r} is too little for DuckDB to work in: at least {minimum_bytes / 1e6:g}MB")
     return text.strip()
+
+
+def size_bytes(text: str) -> float:
+    """Bytes of a size in DuckDB's notation (a share, of this machine's physical memory)."""
+    found = _MEMORY.match(_size(text, 0, "memory"))
+    if found.group(3) is not None:
+        return float(found.group(3)) / 100 * os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    return float(found.group(1)) * _UNIT_BYTES[found.group(2).lower()]
 
 
 MemorySize = Annotated[str, AfterValidator(lambda text: _size(text, MIN_MEMORY_BYTES, "memory"))]
@@ -89,7 +98,9 @@ class WarehouseSettings:
 
     query_memory_limit: MemorySize = Field(
         "1GB", description="Memory one `joulehouse sql` query may use (DuckDB's notation); past it the query stops with\n"
-                           "an error instead of pressing the host the DAG runs on.")
+                           "an error instead of pressing the host the DAG runs on. DuckDB does not count every\n"
+                           "allocation (a huge string), so the command also caps its process's data at twice this\n"
+                           "plus 512 MB more than it held before the query (RLIMIT_DATA).")
     query_spill_limit: DiskSize = Field(
         "4GB", description="Disk one `joulehouse sql` query may spill to (a large sort or join), in a private temporary\n"
                            "folder deleted after it; past it the query stops instead of filling the disk.")

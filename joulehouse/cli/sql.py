@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import csv
 import json
+import math
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from enum import Enum
 from importlib import resources
 from pathlib import Path
@@ -59,6 +62,77 @@ def _parse_params(values: list[str]) -> dict[str, str]:
 
 
 
+DATA_HEADROOM_BYTES = 512 * 2**20
+
+
+def _data_bytes() -> int | None:
+    """This process's data (VmData: private writable memory, committed or not), None off Linux."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as status:
+            line = next(line for line in status if line.startswith("VmData:"))
+    except (OSError, StopIteration):
+        return None
+    return int(line.split()[1]) * 1024
+
+
+@contextmanager
+def _data_capped(memory_limit: str) -> Iterator[None]:
+    """The query's process may hold at most twice `memory_limit` of data more than it holds now,
+    plus DATA_HEADROOM_BYTES: DuckDB's memory_limit counts its buffers, not every allocation, and
+    `SELECT repeat('x', 3000000000)` took 6 GB of the host under a 1 GB limit. Past the cap an
+    allocation fails, which DuckDB reports as out of memory. The old limit is restored after."""
+    import resource
+
+    from joulehouse.warehouse.settings import size_bytes
+
+    held = _data_bytes()
+    if held is None:
+        yield
+        return
+    old_soft, hard = resource.getrlimit(resource.RLIMIT_DATA)
+    cap = held + int(2 * size_bytes(memory_limit)) + DATA_HEADROOM_BYTES
+    for limit in (old_soft, hard):
+        if limit != resource.RLIM_INFINITY:
+            cap = min(cap, limit)
+    resource.setrlimit(resource.RLIMIT_DATA, (cap, hard))
+    try:
+        yield
+    finally:
+        resource.setrlimit(resource.RLIMIT_DATA, (old_soft, hard))
+
+
+class _Stopped:
+    """Whether Ctrl-C or SIGTERM arrived while the query ran."""
+
+    by_signal = False
+
+
+@contextmanager
+def _signals_stop_the_query() -> Iterator[_Stopped]:
+    """Ctrl-C and SIGTERM stop the query (DuckDB polls Python's signals), so the connection closes
+    and its private spill folder is deleted: a plain kill left one behind each time. DuckDB reports
+    a signal handler's exception as RuntimeError('Query interrupted'), so the caller reads
+    `by_signal` to tell that from a query's own error."""
+    import signal
+
+    stopped = _Stopped()
+
+    def interrupt(signum, frame):
+        stopped.by_signal = True
+        raise KeyboardInterrupt
+
+    try:
+        previous = {sig: signal.signal(sig, interrupt) for sig in (signal.SIGINT, signal.SIGTERM)}
+    except ValueError:  # not the main thread (an embedding runner): leave the signals alone
+        yield stopped
+        return
+    try:
+        yield stopped
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
 def _say_why_empty(con, sql: str, params: dict[str, str]) -> None:
     """A query over a day's readings that answered no row: say on stderr when the warehouse knows
     why (the day never built, its readings past retention), so no one reads "no idle energy"."""
@@ -77,12 +151,20 @@ def _say_why_empty(con, sql: str, params: dict[str, str]) -> None:
         typer.echo(f"note: no rows: {reason}", err=True)
 
 
+def _json_value(value):
+    """A non-finite float as the string JSON parsers accept ("NaN", "Infinity", "-Infinity", as
+    protobuf's JSON mapping writes them): a bare NaN is not JSON, and null would say missing."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
+    return value
+
+
 def _print(result, fmt: OutputFormat) -> int:
     """Write batches as they come; returns the number of rows."""
     out = sys.stdout
     n = 0
     if fmt is OutputFormat.csv:
-        writer = csv.writer(out)
+        writer = csv.writer(out, lineterminator="\n")  # Unix line ends: what `cut`, `awk` and pandas expect
         writer.writerow(result.columns)
         for batch in result.batches:
             writer.writerows(batch)
@@ -91,7 +173,8 @@ def _print(result, fmt: OutputFormat) -> int:
         out.write("[")
         for batch in result.batches:
             for row in batch:
-                out.write(("," if n else "") + "\n" + json.dumps(dict(zip(result.columns, row)), default=str))
+                out.write(("," if n else "") + "\n" + json.dumps(dict(zip(result.columns, map(_json_value, row))),
+                                                                 default=str, allow_nan=False))
                 n += 1
         out.write("\n]\n")
     else:
@@ -153,12 +236,26 @@ def register(app: typer.Typer) -> None:
             if db is None:
                 raise QueryError("--db FILE is required to run a query")
             params = _parse_params(param)
-            con = open_read_only(db, load_settings(config).warehouse)
-            try:
-                if _print(run_query(con, sql, params), output) == 0:
-                    _say_why_empty(con, sql, params)
-            finally:
-                con.close()
+            settings = load_settings(config).warehouse
+            with _signals_stop_the_query() as stopped:
+                con = open_read_only(db, settings)
+                try:
+                    with _data_capped(settings.query_memory_limit):
+                        if _print(run_query(con, sql, params), output) == 0:
+                            _say_why_empty(con, sql, params)
+                except RuntimeError:
+                    if stopped.by_signal:
+                        raise KeyboardInterrupt from None
+                    raise
+                finally:
+                    con.close()
         except (QueryError, WarehouseError, SettingsError) as exc:
             typer.echo(f"error: {exc}", err=True)
             raise typer.Exit(2) from None
+        except MemoryError:
+            typer.echo("error: the result needs more memory than [warehouse] query_memory_limit allows; "
+                       "narrow the query or raise the setting", err=True)
+            raise typer.Exit(2) from None
+        except KeyboardInterrupt:
+            typer.echo("error: interrupted; the query was stopped", err=True)
+            raise typer.Exit(130) from None

@@ -97,3 +97,56 @@ def test_the_cli_reads_the_limits_from_the_settings_file(warehouse, tmp_path):
     assert result.exit_code == 2
     assert "query_timeout_s = 0.5 s" in result.output
     assert len(result.output.strip().splitlines()) == 1
+
+
+def test_memory_duckdb_does_not_count_is_capped_too(warehouse):
+    """An analyst's trial: `repeat('x', 3e9)` is one string outside DuckDB's buffers, so the 1 GB
+    query_memory_limit let the process take 6 GB of the host. The command caps its data."""
+    import resource
+
+    before = resource.getrlimit(resource.RLIMIT_DATA)
+    result = CliRunner().invoke(app, ["sql", "SELECT length(repeat('x', 3000000000))", "--db", str(warehouse)])
+    assert result.exit_code == 2, result.output
+    assert "more than [warehouse] query_memory_limit" in " ".join(result.output.split())
+    assert resource.getrlimit(resource.RLIMIT_DATA) == before, "the process's limit is given back"
+    # a query within its limits still answers
+    ok = CliRunner().invoke(app, ["sql", "SELECT count(*) AS n FROM range(20000000)", "--db", str(warehouse),
+                                  "--format", "csv"])
+    assert ok.exit_code == 0 and ok.output.splitlines() == ["n", "20000000"]
+
+
+@pytest.mark.parametrize("signal_name", ["SIGTERM", "SIGINT"])
+def test_a_stopped_query_says_so_in_one_line_and_leaves_no_spill_folder(warehouse, tmp_path, signal_name):
+    """Ctrl-C printed 37 lines of traceback; a kill left /tmp/jh-sql-spill-* behind each time."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    env = {**os.environ, "TMPDIR": str(tmp_path)}
+    proc = subprocess.Popen([sys.executable, "-m", "joulehouse", "sql", CROSS_JOIN, "--db", str(warehouse)],
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    while not list(tmp_path.glob("jh-sql-spill-*")) and time.monotonic() < deadline:
+        time.sleep(0.05)  # the connection is open: the query runs
+    time.sleep(0.5)
+    proc.send_signal(getattr(signal, signal_name))
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert err.strip() == "error: interrupted; the query was stopped"
+    assert not list(tmp_path.glob("jh-sql-spill-*"))
+
+
+def test_csv_has_unix_line_ends_and_json_is_strict(warehouse):
+    import json
+
+    query = "SELECT 1 AS a, 'NaN'::DOUBLE AS nan, 'inf'::DOUBLE AS inf, '-inf'::DOUBLE AS minus, NULL AS missing"
+    csv_out = CliRunner().invoke(app, ["sql", query, "--db", str(warehouse), "--format", "csv"]).stdout_bytes
+    assert b"\r" not in csv_out and csv_out.startswith(b"a,nan,inf,minus,missing\n")
+    json_out = CliRunner().invoke(app, ["sql", query, "--db", str(warehouse), "--format", "json"]).output
+
+    def refuse(constant):
+        raise ValueError(f"{constant} is not JSON")
+
+    assert json.loads(json_out, parse_constant=refuse) == [
+        {"a": 1, "nan": "NaN", "inf": "Infinity", "minus": "-Infinity", "missing": None}]

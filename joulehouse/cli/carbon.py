@@ -13,11 +13,9 @@ from typing import Optional
 
 import typer
 
+from joulehouse.cli.estimate_command import estimate_command
 from joulehouse.cli.options import fail
-from joulehouse.cli.output import FORMAT_HELP, OutputFormat, emit_summary
-from joulehouse.cli.run_options import (DEFAULT_DATA_DIR, AvgPowerW, Config, DataDir, Days, GpuHours, GpuModel, Gpus,
-                                         GpusPerServer, Hours, LifetimeYears, Pue, Start, Utilization, account_settings,
-                                         parse_start, planned_run, refuse_non_finite, with_run)
+from joulehouse.cli.run_options import DEFAULT_DATA_DIR, DataDir, GpusPerServer, LifetimeYears, Start, parse_start
 
 carbon_app = typer.Typer(no_args_is_help=True, help="Carbon accounting (GHG Protocol scope 2 + embodied).")
 
@@ -29,15 +27,9 @@ CARBON_ROWS = (("gpu_hours", "GPU-hours", "GPU-h"), ("avg_power_w", "average pow
                ("total_tco2e", "total carbon", "tCO2e"))
 
 
-@carbon_app.command("estimate")
+@estimate_command(carbon_app, "carbon", "carbon", CARBON_ROWS)
 def estimate(
-    gpu_model: GpuModel = None,
-    gpus: Gpus = None,
-    days: Days = None,
-    hours: Hours = None,
-    gpu_hours: GpuHours = None,
-    avg_power_w: AvgPowerW = None,
-    pue: Pue = None,
+    carbon, run, spec, extra: dict, /,
     grid_gco2e_per_kwh: Optional[float] = typer.Option(
         None, help="Flat grid intensity, gCO2e/kWh (default: \\[carbon] default_grid_gco2e_per_kwh)."),
     region: Optional[str] = typer.Option(None, help="Use the hourly intensity file of this region (FR, CAISO_NORTH...)."),
@@ -50,10 +42,7 @@ def estimate(
         None, help="Per server without GPUs, kgCO2e (default: \\[carbon] embodied_kgco2e_per_server)."),
     gpus_per_server: GpusPerServer = None,
     lifetime_years: LifetimeYears = None,
-    utilization: Utilization = 1.0,
-    config: Config = None,
-    output: Optional[OutputFormat] = typer.Option(None, "--format", help=FORMAT_HELP),
-) -> None:
+) -> dict:
     """Estimate a run's carbon: operational (energy x PUE x grid intensity) + amortised embodied.
 
     Example: joulehouse carbon estimate --gpu-model H100-SXM --gpus 8 --days 30
@@ -62,10 +51,6 @@ def estimate(
     from joulehouse.reports.accounts.estimate import estimate_carbon, hourly_mean
     from joulehouse.reports.accounts.grid import GridFileError, intensity_for_region
 
-    refuse_non_finite(locals())
-    carbon = account_settings(config).carbon
-    run, spec, power_from = planned_run(carbon, gpu_model, gpus, hours, days, gpu_hours, avg_power_w, pue, utilization)
-    extra: dict = {}
     if grid_gco2e_per_kwh is not None and region is not None:
         fail("give either --grid-gco2e-per-kwh or --region/--start, not both")
     if grid_gco2e_per_kwh is not None:
@@ -98,8 +83,7 @@ def estimate(
                                  carbon.lifetime_years if lifetime_years is None else lifetime_years, source)
     except ValueError as exc:
         fail(str(exc))
-    result, what = with_run(result, run, spec, power_from, extra)
-    emit_summary(result, output, title=f"carbon of {what}", rows=CARBON_ROWS)
+    return result
 
 
 def register(app: typer.Typer) -> None:

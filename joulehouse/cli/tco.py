@@ -13,11 +13,9 @@ from typing import Optional
 
 import typer
 
+from joulehouse.cli.estimate_command import estimate_command
 from joulehouse.cli.options import fail
-from joulehouse.cli.output import FORMAT_HELP, OutputFormat, emit_summary
-from joulehouse.cli.run_options import (DEFAULT_DATA_DIR, AvgPowerW, Config, DataDir, Days, GpuHours, GpuModel, Gpus,
-                                         GpusPerServer, Hours, LifetimeYears, Pue, Start, Utilization, account_settings,
-                                         parse_start, planned_run, refuse_non_finite, with_run)
+from joulehouse.cli.run_options import DEFAULT_DATA_DIR, DataDir, GpusPerServer, LifetimeYears, Start, parse_start
 
 tco_app = typer.Typer(no_args_is_help=True, help="Total cost of ownership.")
 
@@ -28,15 +26,9 @@ TCO_ROWS = (("gpu_hours", "GPU-hours", "GPU-h"), ("avg_power_w", "average power 
             ("total_cost_usd", "total cost", "USD"), ("cost_per_gpu_hour_usd", "per GPU-hour", "USD"))
 
 
-@tco_app.command("estimate")
+@estimate_command(tco_app, "tco", "cost", TCO_ROWS)
 def estimate(
-    gpu_model: GpuModel = None,
-    gpus: Gpus = None,
-    days: Days = None,
-    hours: Hours = None,
-    gpu_hours: GpuHours = None,
-    avg_power_w: AvgPowerW = None,
-    pue: Pue = None,
+    tco, run, spec, extra: dict, /,
     price_usd_per_mwh: Optional[float] = typer.Option(
         None, help="Flat energy price, USD/MWh (default: \\[tco] flat_price_usd_per_mwh)."),
     price_file: Optional[Path] = typer.Option(None, help="PJM hourly LMP file (with --start), USD/MWh."),
@@ -50,10 +42,7 @@ def estimate(
     gpus_per_server: GpusPerServer = None,
     lifetime_years: LifetimeYears = None,
     operations_ratio: Optional[float] = typer.Option(None, help="Operations per year as a share of capital (default: settings, 0.1)."),
-    utilization: Utilization = 1.0,
-    config: Config = None,
-    output: Optional[OutputFormat] = typer.Option(None, "--format", help=FORMAT_HELP),
-) -> None:
+) -> dict:
     """Estimate a run's cost: energy at the meter x price + demand charge + capital + operations.
 
     Example: joulehouse tco estimate --gpu-model H100-SXM --gpus 8 --days 30
@@ -61,10 +50,6 @@ def estimate(
     from joulehouse.reports.accounts.estimate import estimate_cost, hourly_mean
     from joulehouse.reports.accounts.prices import DEFAULT_PRICE_FILE, PriceFileError, load_pjm_lmp_csv
 
-    refuse_non_finite(locals())
-    tco = account_settings(config).tco
-    run, spec, power_from = planned_run(tco, gpu_model, gpus, hours, days, gpu_hours, avg_power_w, pue, utilization)
-    extra: dict = {}
     node = price_node or tco.price_node
     if price_usd_per_mwh is not None and (price_file is not None or start is not None):
         fail("give either --price-usd-per-mwh or --start (with an optional --price-file), not both")
@@ -95,8 +80,7 @@ def estimate(
                                given(operations_ratio, tco.operations_ratio_of_capex_per_year), source)
     except ValueError as exc:
         fail(str(exc))
-    result, what = with_run(result, run, spec, power_from, extra)
-    emit_summary(result, output, title=f"cost of {what}", rows=TCO_ROWS)
+    return result
 
 
 def register(app: typer.Typer) -> None:

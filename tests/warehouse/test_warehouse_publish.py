@@ -12,6 +12,14 @@ from joulehouse.warehouse.db import WarehouseError
 from joulehouse.warehouse.publish import published_connection, writer_folder, writer_lock
 
 
+def _published_table(tmp_path, create: str = "CREATE TABLE t AS SELECT 1 AS n"):
+    """A published warehouse whose table t holds n = 1 (or what `create` makes)."""
+    db = tmp_path / "warehouse.duckdb"
+    with published_connection(db, None) as con:
+        con.execute(create)
+    return db
+
+
 def _rows(db) -> list:
     con = duckdb.connect(str(db), read_only=True)
     try:
@@ -21,9 +29,7 @@ def _rows(db) -> list:
 
 
 def test_a_step_publishes_its_work_and_a_failed_one_publishes_nothing(tmp_path):
-    db = tmp_path / "warehouse.duckdb"
-    with published_connection(db, None) as con:
-        con.execute("CREATE TABLE t AS SELECT 1 AS n")
+    db = _published_table(tmp_path)
     with pytest.raises(ZeroDivisionError):
         with published_connection(db, None) as con:
             con.execute("INSERT INTO t VALUES (2)")
@@ -39,9 +45,7 @@ def test_a_step_publishes_its_work_and_a_failed_one_publishes_nothing(tmp_path):
 
 
 def test_a_reader_holding_the_file_keeps_its_answer_and_does_not_block_the_writer(tmp_path):
-    db = tmp_path / "warehouse.duckdb"
-    with published_connection(db, None) as con:
-        con.execute("CREATE TABLE t AS SELECT 1 AS n")
+    db = _published_table(tmp_path)
     reader = duckdb.connect(str(db), read_only=True)
     try:
         with published_connection(db, None) as con:
@@ -56,9 +60,7 @@ def test_the_readmes_notebook_pattern_sees_the_new_day_only_after_closing(tmp_pa
     """README, "Querying while the DAG runs": a notebook that rebinds `con = duckdb.connect(...)`
     over a live connection keeps reading the replaced file (DuckDB reuses the open database of a
     path); closing first is what the README says, and what reads the published one."""
-    db = tmp_path / "warehouse.duckdb"
-    with published_connection(db, None) as con:
-        con.execute("CREATE TABLE t AS SELECT 1 AS n")
+    db = _published_table(tmp_path)
     con = duckdb.connect(str(db), read_only=True)
     with published_connection(db, None) as writer:
         writer.execute("INSERT INTO t VALUES (2)")
@@ -74,9 +76,7 @@ def test_the_readmes_notebook_pattern_sees_the_new_day_only_after_closing(tmp_pa
 
 
 def test_writers_queue_on_the_lock_and_neither_loses_its_rows(tmp_path):
-    db = tmp_path / "warehouse.duckdb"
-    with published_connection(db, None) as con:
-        con.execute("CREATE TABLE t (n INTEGER)")
+    db = _published_table(tmp_path, "CREATE TABLE t (n INTEGER)")
     inside, release = threading.Event(), threading.Event()
 
     def slow_writer():
@@ -111,9 +111,7 @@ def test_the_copy_of_a_killed_writer_is_removed_by_the_next_one(tmp_path):
     import subprocess
     import sys
 
-    db = tmp_path / "warehouse.duckdb"
-    with published_connection(db, None) as con:
-        con.execute("CREATE TABLE t AS SELECT 1 AS n")
+    db = _published_table(tmp_path)
     killed = subprocess.run([sys.executable, "-c", (
         "import os, signal, sys\n"
         "from joulehouse.warehouse.publish import published_connection\n"
@@ -127,7 +125,6 @@ def test_the_copy_of_a_killed_writer_is_removed_by_the_next_one(tmp_path):
     spill = writer_folder(db) / f"{left[0].removesuffix('.wal')}.tmp"  # DuckDB spills beside its file
     spill.mkdir()
     (spill / "duckdb_temp_storage-0.tmp").write_bytes(b"x" * 1024)
-    with published_connection(db, None) as con:
-        con.execute("INSERT INTO t VALUES (2)")
+    _insert(db, 2)
     assert [p.name for p in writer_folder(db).iterdir()] == ["lock"]
     assert _rows(db) == [1, 2]

@@ -31,6 +31,18 @@ def empty_jobs() -> pl.DataFrame:
     return pl.DataFrame(schema=JOB_COLUMNS)
 
 
+def empty_account(amount_columns) -> pl.DataFrame:
+    """The rows of a day with no metered GPU-hours: an account's columns, no rows."""
+    return pl.DataFrame(schema={"day": pl.Date, "team": pl.String, "user": pl.String, "job_id": pl.String,
+                                "stage": pl.String, "gpu_hours": pl.Float64, "flops_total": pl.Float64,
+                                **{c: pl.Float64 for c in amount_columns}})
+
+
+def account_total(rows: pl.DataFrame, column: str) -> float:
+    """A column of an account summed over the day's rows, 0.0 for an empty account."""
+    return float(rows[column].sum()) if rows.height else 0.0
+
+
 def split_valid_jobs(jobs: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
     """(valid, quarantined-with-reason). A job whose end is not after its start cannot hold
     any GPU time; it is set aside with a reason, never silently dropped."""

@@ -29,7 +29,7 @@ from pathlib import Path
 
 import polars as pl
 
-from joulehouse.reports.accounts.attribution import UNALLOCATED, account_to_jobs
+from joulehouse.reports.accounts.attribution import UNALLOCATED, account_to_jobs, account_total, empty_account
 from joulehouse.reports.accounts.embodied import (amortised_share, default_gpu_embodied_kgco2e, embodied_gco2e_per_gpu_hour,
                                                   parse_model_overrides)
 from joulehouse.reports.accounts.hour_factors import attach_intensity, attach_pue
@@ -206,14 +206,12 @@ class CarbonSummary:
 
 def carbon_day(con, day: dt.date, settings: CarbonSettings, data_dir: Path | None) -> CarbonSummary:
     """Account one day: read the warehouse, compute, replace the day in rpt_carbon_daily."""
-    prepared = prepare_day(con, day, settings.region, settings.node_energy_min_coverage_ratio, settings.default_pue)
+    prepared = prepare_day(con, day, settings)
     inputs, jobs, with_pue, notes = prepared.inputs, prepared.jobs, prepared.gpu_hours, prepared.notes
     ctx, rule_counts, sources = attach_intensity(
         with_pue, settings.grid_file, data_dir, settings.grid_intensity_basis, settings.default_grid_gco2e_per_kwh)
     rows = account_carbon(ctx, jobs, settings) if ctx.height else label_basis(with_range(
-        pl.DataFrame(schema={"day": pl.Date, "team": pl.String, "user": pl.String, "job_id": pl.String,
-                             "stage": pl.String, "gpu_hours": pl.Float64, "flops_total": pl.Float64,
-                             **{c: pl.Float64 for c in CARBON_AMOUNTS}}), settings))
+        empty_account(CARBON_AMOUNTS), settings))
     if ctx.height == 0:
         notes.append(f"no metered GPU-hours on {day}: nothing to account")
     written = replace_report_day(con, "rpt_carbon_daily", day, rows)
@@ -226,7 +224,7 @@ def carbon_day(con, day: dt.date, settings: CarbonSettings, data_dir: Path | Non
     replace_report_day(con, "rpt_shift_carbon_daily", day, shift)
 
     def total(col: str) -> float:
-        return float(rows[col].sum()) if rows.height else 0.0
+        return account_total(rows, col)
 
     method = (
         "GHG Protocol scope 2, location-based (grid intensity per region and hour: "

@@ -32,7 +32,7 @@ from pathlib import Path
 
 import polars as pl
 
-from joulehouse.reports.accounts.attribution import UNALLOCATED, account_to_jobs
+from joulehouse.reports.accounts.attribution import UNALLOCATED, account_to_jobs, account_total, empty_account
 from joulehouse.reports.accounts.demand import allocate, day_peaks, later_days_accounted, month_peak_before, site_hour_kw, store_peaks
 from joulehouse.reports.accounts.embodied import HOURS_PER_YEAR, amortised_share, capital_usd_per_gpu_hour
 from joulehouse.reports.accounts.hour_factors import attach_intensity, attach_pue
@@ -163,7 +163,7 @@ class TcoSummary:
 
 def tco_day(con, day: dt.date, settings: TcoSettings, data_dir: Path | None) -> TcoSummary:
     """Account one day's cost: read the warehouse, compute, replace the day in rpt_tco_daily."""
-    prepared = prepare_day(con, day, settings.region, settings.node_energy_min_coverage_ratio, settings.default_pue)
+    prepared = prepare_day(con, day, settings)
     inputs, jobs, ctx, notes = prepared.inputs, prepared.jobs, prepared.gpu_hours, prepared.notes
     ctx, _, grid_sources = attach_intensity(ctx, settings.grid_file, data_dir, "direct", 0.0)
     unknown_share = ctx.filter(pl.col("renewable_pct").is_null()).height
@@ -187,9 +187,7 @@ def tco_day(con, day: dt.date, settings: TcoSettings, data_dir: Path | None) -> 
         rows = account_cost(ctx, jobs, settings, peaks)
     else:
         notes.append(f"no metered GPU-hours on {day}: nothing to account")
-        rows = with_cost_range(with_unit_costs(pl.DataFrame(schema={
-            "day": pl.Date, "team": pl.String, "user": pl.String, "job_id": pl.String, "stage": pl.String,
-            "gpu_hours": pl.Float64, "flops_total": pl.Float64, **{c: pl.Float64 for c in TCO_AMOUNTS}})), settings)
+        rows = with_cost_range(with_unit_costs(empty_account(TCO_AMOUNTS)), settings)
     written = replace_report_day(con, "rpt_tco_daily", day, rows)
     site_hours, _ = attach_pue(day_site_hours(ctx, day), inputs.pue, settings.default_pue)
     site_hours, _, _ = attach_intensity(site_hours, settings.grid_file, data_dir, "direct", 0.0)  # the renewable share
@@ -200,7 +198,7 @@ def tco_day(con, day: dt.date, settings: TcoSettings, data_dir: Path | None) -> 
     replace_report_day(con, "rpt_shift_cost_daily", day, shift)
 
     def total(col: str) -> float:
-        return float(rows[col].sum()) if rows.height else 0.0
+        return account_total(rows, col)
 
     gpu_h = total("gpu_hours")
     method = (

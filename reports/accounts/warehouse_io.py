@@ -147,12 +147,15 @@ class PreparedDay:
     notes: list[str]
 
 
-def prepare_day(con, day: dt.date, region: str, min_node_coverage_ratio: float, default_pue: float) -> PreparedDay:
-    """read_day_inputs, then set invalid jobs aside and attach PUE, saying in notes what was done."""
+def prepare_day(con, day: dt.date, settings) -> PreparedDay:
+    """read_day_inputs, then set invalid jobs aside and attach PUE, saying in notes what was done.
+    `settings`: CarbonSettings or TcoSettings, whose region, node_energy_min_coverage_ratio and
+    default_pue it reads (the two accounts start a day alike)."""
     from joulehouse.reports.accounts.attribution import split_valid_jobs
     from joulehouse.reports.accounts.hour_factors import attach_pue
 
-    inputs = read_day_inputs(con, day, region, min_node_coverage_ratio)
+    default_pue = settings.default_pue
+    inputs = read_day_inputs(con, day, settings.region, settings.node_energy_min_coverage_ratio)
     notes = list(inputs.notes)
     jobs, quarantined = split_valid_jobs(inputs.jobs)
     if quarantined.height:

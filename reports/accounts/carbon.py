@@ -211,7 +211,7 @@ def carbon_day(con, day: dt.date, settings: CarbonSettings, data_dir: Path | Non
     ctx, rule_counts, sources = attach_intensity(
         with_pue, settings.grid_file, data_dir, settings.grid_intensity_basis, settings.default_grid_gco2e_per_kwh)
     rows = account_carbon(ctx, jobs, settings) if ctx.height else label_basis(with_range(
-        empty_account(CARBON_AMOUNTS), settings))
+        empty_account(CARBON_AMOUNTS), settings)).with_columns(pl.lit(None, pl.String).alias("market_basis"))
     if ctx.height == 0:
         notes.append(f"no metered GPU-hours on {day}: nothing to account")
     written = replace_report_day(con, "rpt_carbon_daily", day, rows)

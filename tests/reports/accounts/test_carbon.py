@@ -4,6 +4,7 @@ optional relations, re-runs, uncertainty."""
 from __future__ import annotations
 
 import dataclasses
+import datetime as dt
 
 import pytest
 
@@ -173,3 +174,17 @@ def test_carbon_rises_with_energy(world, shared_data):
     after = carbon_day(world, DAY, CarbonSettings(), shared_data)
     assert after.location_gco2e == pytest.approx(2 * before.location_gco2e)
     assert after.embodied_gco2e == pytest.approx(before.embodied_gco2e)
+
+
+def test_a_day_without_metered_gpu_hours_is_accounted_as_empty(world, shared_data):
+    """A day the build holds no GPU-hours of (every reading quarantined, say) is an empty account
+    with a note; it stopped the carbon step on a missing market_basis column."""
+    full = carbon_day(world, DAY, CarbonSettings(), shared_data)
+    empty_day = DAY + dt.timedelta(days=5)
+    summary = carbon_day(world, empty_day, CarbonSettings(), shared_data)
+    assert summary.rows_written == 0 and summary.total_gco2e == 0.0
+    assert any(f"no metered GPU-hours on {empty_day}" in note for note in summary.notes)
+    assert "market-based (no GPU-hours)" in summary.method
+    # the empty day replaced only itself: the full day's rows stay
+    assert full.rows_written > 0
+    assert world.execute("SELECT count(*) FROM rpt_carbon_daily WHERE day = ?", [DAY]).fetchone()[0] == full.rows_written

@@ -46,8 +46,9 @@ class PowerFit:
 
 
 def write_coefficients_table(con: duckdb.DuckDBPyConnection, coefficients: dict[str, PowerCoefficients]) -> None:
-    """Temp table `power_fit_coefficients` and the view `power_predictions` over it (the models'
-    power per row of power_features), which the validation and residual SQL read."""
+    """Temp table `power_fit_coefficients`, the view `power_predictions` over it (the models'
+    power per row of power_features), which the residual SQL reads, and the temp table of its
+    held-out rows `power_holdout_predictions`, which the validation SQL reads."""
     SQL.execute(con, "power_fit_coefficients")
     rows = [[m, c.static_w, c.temp_w_per_c, c.dyn_w, c.dyn_freq_exponent, c.mem_w, c.pcie_w_per_gbps,
              c.activity_exponent, c.activity_hold_s] for m, c in coefficients.items()]
@@ -55,6 +56,7 @@ def write_coefficients_table(con: duckdb.DuckDBPyConnection, coefficients: dict[
                "activity_exponent", "activity_hold_s")
     insert_rows(con, COEFFICIENTS_TABLE, (columns, rows))
     SQL.execute(con, "power_predictions")
+    SQL.execute(con, "power_holdout_predictions")
 
 
 def previous_fit(con: duckdb.DuckDBPyConnection, gpu_model: str, day: dt.date) -> dict | None:

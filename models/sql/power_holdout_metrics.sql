@@ -1,15 +1,15 @@
 -- power_holdout_metrics: how well each fitted model predicts time it did not see.
 -- Grain: gpu_model. Rows: held-out, not power limited, every feature present, power_w > 0.
--- Inputs: power_predictions (models/sql/power_predictions.sql: power_features with the models of
---   power_fit_coefficients, one row per gpu_model, written by models.power).
+-- Inputs: power_holdout_predictions (models/sql/power_holdout_predictions.sql: the held-out rows of
+--   power_predictions, with the models of power_fit_coefficients).
 -- Columns: gpu_model, n_holdout (rows), holdout_hours (h, time the held-out rows stand for: sum of
 --          their interval_s), mape_pct (%, mean |predicted - measured| / measured),
 --          r2 (1 - SSE/SST, unitless), rmse_w (W).
 WITH predicted AS (
     -- uncapped: the gate judges the model, and power-limited rows are left out instead
     SELECT gpu_model, power_w, interval_s, model_power_w AS predicted_power_w
-    FROM power_predictions
-    WHERE is_holdout AND NOT is_power_limited AND power_w > 0
+    FROM power_holdout_predictions
+    WHERE NOT is_power_limited AND power_w > 0
 ),
 sums AS (
     SELECT

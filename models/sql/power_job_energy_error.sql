@@ -2,13 +2,13 @@
 -- Grain: gpu_model. A job is a (job_id, gpu_uuid) row of `power_input_jobs` (a temporary view over
 -- the jobs relation); its energy is the sum of power x interval over its held-out samples. The
 -- prediction is capped at the row's power limit (P_actual = min(P_model, P_limit)), so capped rows count.
--- Inputs: power_predictions (models/sql/power_predictions.sql), power_input_jobs.
+-- Inputs: power_holdout_predictions (models/sql/power_holdout_predictions.sql: the held-out rows of
+--   power_predictions, with the models of power_fit_coefficients), power_input_jobs.
 -- Columns: gpu_model, n_jobs, job_energy_error_pct (%, mean over jobs of |predicted - measured| / measured),
 --          measured_energy_kwh, predicted_energy_kwh (kWh, all those jobs together).
 WITH predicted AS (
     SELECT gpu_model, gpu_uuid, sampled_at, interval_s, power_w, predicted_power_w
-    FROM power_predictions
-    WHERE is_holdout
+    FROM power_holdout_predictions
 ),
 per_job AS (
     SELECT

@@ -25,6 +25,7 @@ import subprocess
 import sys
 import threading
 from collections.abc import Callable, Sequence
+from typing import IO
 from pathlib import Path
 
 from joulehouse.cli.run_lock import (  # noqa: F401  (DagRunFailed, DayBeingBuilt: importable from here)
@@ -142,8 +143,12 @@ class DagSession:
     logs/joulehouse-run-<day>.log (<first>..<last> for several days), written as the child writes.
     """
 
-    def __init__(self, days: Sequence[dt.date], config: Path, airflow_home: Path, dags_folder: Path | None = None):
+    def __init__(self, days: Sequence[dt.date], config: Path, airflow_home: Path, dags_folder: Path | None = None,
+                 *, held_lock: IO[str] | None = None):
+        """`held_lock`: the run lock of `airflow_home` (one_run_at_a_time) when the caller took it
+        before its own work; else the session takes it."""
         self.days, self.config, self.home = sorted(days), Path(config), Path(airflow_home)
+        self._held_lock = held_lock
         self.dags_folder = dags_folder or default_dags_folder()
         name = str(self.days[0]) if len(self.days) == 1 else f"{self.days[0]}..{self.days[-1]}"
         logs = self.home / "logs"
@@ -154,7 +159,7 @@ class DagSession:
     def __enter__(self) -> DagSession:
         self._stack = contextlib.ExitStack()
         try:
-            self._lock = self._stack.enter_context(one_run_at_a_time(self.home, self.days))
+            self._lock = self._held_lock or self._stack.enter_context(one_run_at_a_time(self.home, self.days))
             self._start()
         except BaseException:
             self._stack.close()

@@ -19,6 +19,7 @@ import shutil
 import sys
 import time
 from pathlib import Path
+from typing import IO
 
 from rich.console import Console
 from rich.markup import escape
@@ -84,11 +85,24 @@ def _progress(console: Console) -> Progress:
 
 
 def run_demo(*, out: Path, days: int, gpus: int, seed: int, start: dt.date, shared_data: Path, console: Console) -> None:
+    from joulehouse.cli.run_lock import one_run_at_a_time
+
+    out = out.resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    day_list = [start + dt.timedelta(days=i) for i in range(days)]
+    # The folder is this run's before anything is written to it: a second demo on a folder in use
+    # imported the traces into its lake and rewrote its settings before the run lock refused it.
+    with one_run_at_a_time(out / "airflow", day_list) as lock:
+        _demo_in(out, day_list, gpus=gpus, seed=seed, shared_data=shared_data, console=console, lock=lock)
+
+
+def _demo_in(out: Path, day_list: list[dt.date], *, gpus: int, seed: int, shared_data: Path, console: Console,
+             lock: IO[str]) -> None:
+    """The demo in `out`, whose run lock (`lock`) the caller holds."""
     from joulehouse.collectors.config_contract import generate_keypair
 
     started = time.monotonic()
-    out = out.resolve()
-    out.mkdir(parents=True, exist_ok=True)
+    days = len(day_list)
     settings = demo_settings(out, shared_data)
     config = out / "joulehouse.toml"
     config.write_text(settings_to_toml(settings))
@@ -100,7 +114,6 @@ def run_demo(*, out: Path, days: int, gpus: int, seed: int, start: dt.date, shar
         console.print(f"[yellow]no price file under {escape(str(shared_data / 'prices'))}: cost uses the flat "
                       f"{settings.tco.flat_price_usd_per_mwh:g} USD/MWh default[/yellow]")
 
-    day_list = [start + dt.timedelta(days=i) for i in range(days)]
     # With 3 days or more the loop closes: the agent applies day 2's signed recommendations to the
     # simulated fleet, and the days after it are simulated under the limits it set.
     before, after = (day_list[:2], day_list[2:]) if days >= 3 else (day_list, [])
@@ -115,7 +128,7 @@ def run_demo(*, out: Path, days: int, gpus: int, seed: int, start: dt.date, shar
     # trace that falls on a simulated day is built with it): earlier ones now, later ones last.
     built = sorted({*trace_days, *day_list})
     # One Airflow child runs every day, waiting for the later ones while the agent and the simulation work.
-    with DagSession(built, config, out / "airflow") as dags:
+    with DagSession(built, config, out / "airflow", held_lock=lock) as dags:
         _simulate(lake, before, gpus=gpus, seed=seed, limits=None, console=console)
         if trace_days:
             story.append(f"Imported {plural(sum(len(v) for v in trace_days.values()), 'real nvidia-smi trace')} "
@@ -206,6 +219,7 @@ def _apply_recommendations(settings: Settings, day: dt.date, later: list[dt.date
     nvmls = simulated_nvml_by_host(gpus=gpus, seed=seed)
     defaults = {d.uuid: d.power_limit_mw for n in nvmls.values() for d in n.devices}
     applied_at = dt.datetime.combine(later[0], dt.time(0, 5), dt.timezone.utc)
+    _forget_replayed_audit(settings.lake.path, applied_at.date(), sorted(nvmls))
     refused = 0
     for host, nvml in sorted(nvmls.items()):
         result = apply_config(export, public_key=public_key, host=host, nvml=nvml,
@@ -219,6 +233,18 @@ def _apply_recommendations(settings: Settings, day: dt.date, later: list[dt.date
                 f"{locked} with locked SM clocks, {refused} refused; every action is audited in the lake's agent_audit.")
     console.print(escape(sentence))
     return power_limits_by_day(nvmls.values(), later), locked_clocks_by_day(nvmls.values(), later), sentence
+
+
+def _forget_replayed_audit(lake: str, day: dt.date, hosts: list[str]) -> None:
+    """A demo run again in its folder simulates the same hosts anew, and their agents apply the
+    same export at the same time again: that apply's audit replaces the earlier run's, as the
+    simulation's readings replace theirs. Appended, every re-run added the day's audit once more
+    (32 rows, then 64, 96...), and the agent judged its locks against the earlier run's audit."""
+    from joulehouse.collectors.writer import partition_files
+
+    for host in hosts:
+        for path in partition_files(lake, "agent_audit", day.isoformat(), host):
+            Path(path).unlink()
 
 
 def _ingest_traces(lake: Path, shared_data: Path, console: Console) -> dict[dt.date, list[str]]:

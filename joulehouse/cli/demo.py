@@ -55,6 +55,12 @@ def register(app: typer.Typer) -> None:
             except DagRunFailed as exc:
                 console.print("[red]error:[/red]", escape(str(exc)))
                 raise typer.Exit(1) from None
+            except KeyboardInterrupt:
+                # Said, not silent: the warehouse keeps what the steps before the stop published.
+                console.print("[red]error:[/red]", escape(
+                    f"interrupted: {day} is not complete (its reports and export may be an earlier run's; "
+                    f"fct_warehouse_build_daily.completed_at stays NULL): run `joulehouse run --date {day}` again"))
+                raise typer.Exit(130) from None
         from joulehouse.cli.headline import plural, print_day
 
         console.print(f"joulehouse_daily {day}: success, {plural(len(result.get('ran', [])), 'task')} ran "
@@ -87,3 +93,8 @@ def register(app: typer.Typer) -> None:
         except DagRunFailed as exc:
             console.print("[red]error:[/red]", escape(str(exc)))
             raise typer.Exit(1) from None
+        except KeyboardInterrupt:
+            console.print("[red]error:[/red]", escape(
+                f"interrupted: the demo in {out} stopped part-way (the reports there may be an earlier run's): "
+                f"run `joulehouse demo --out {out}` again, which builds the folder anew"))
+            raise typer.Exit(130) from None

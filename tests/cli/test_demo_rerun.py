@@ -60,3 +60,28 @@ def test_a_second_demo_on_a_folder_in_use_writes_nothing(tmp_path, shared_data):
             run_demo(out=tmp_path, days=3, gpus=8, seed=7, start=DAY, shared_data=shared_data,
                      console=Console(file=io.StringIO()))
     assert sorted(p.name for p in tmp_path.iterdir()) == ["airflow"]
+
+
+@pytest.mark.parametrize("command", ["run", "demo"])
+def test_ctrl_c_says_what_it_left_in_one_line(tmp_path, monkeypatch, command):
+    """Ctrl-C on `run` or `demo` exited 130 in silence, a day half rebuilt and nothing saying so."""
+    from typer.testing import CliRunner
+
+    import joulehouse.cli.dagrun as dagrun
+    import joulehouse.cli.demo_run as demo_run
+    from joulehouse.cli.main import app
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(dagrun, "run_day", interrupted)
+    monkeypatch.setattr(demo_run, "run_demo", interrupted)
+    args = (["run", "--date", str(DAY), "--airflow-home", str(tmp_path / "airflow")] if command == "run"
+            else ["demo", "--out", str(tmp_path / "demo")])
+    monkeypatch.setenv("JOULEHOUSE_LAKE__PATH", str(tmp_path / "lake"))
+    monkeypatch.setenv("COLUMNS", "400")
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 130
+    lines = result.output.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: interrupted")
+    assert (f"joulehouse run --date {DAY}" if command == "run" else "joulehouse demo --out") in lines[0]

@@ -56,10 +56,24 @@ def connect(
         raise WarehouseError(f"warehouse file {db_path} does not exist; build a day first (joulehouse run)")
     if not read_only:
         db_path.parent.mkdir(parents=True, exist_ok=True)
+    if db_path.is_dir():
+        raise WarehouseError(f"warehouse file {db_path} is a folder; expected a DuckDB file ([warehouse] db_path, --db)")
     try:
         con = duckdb.connect(str(db_path), read_only=read_only)
+    except duckdb.CatalogException as exc:
+        if "in-memory" not in str(exc):
+            raise WarehouseError(f"cannot open warehouse file {db_path}: {exc}") from None
+        con = None  # a CSV or Parquet file opened read-only: said below
     except duckdb.Error as exc:
         raise WarehouseError(f"cannot open warehouse file {db_path}: {exc}") from None
+    # DuckDB opens an existing CSV, Parquet or JSON file as an in-memory database with the file as
+    # a view: a build would have run in memory and kept nothing, a query read the file as a table.
+    if con is None or con.execute("SELECT path FROM duckdb_databases() WHERE database_name = current_database()"
+                                  ).fetchone()[0] is None:
+        if con is not None:
+            con.close()
+        raise WarehouseError(f"warehouse file {db_path} is not a DuckDB database (a data file?); "
+                             "give the warehouse's .duckdb file ([warehouse] db_path, --db)")
     con.execute("SET TimeZone = 'UTC'")
     if threads:
         con.execute("SET threads = ?", [int(threads)])

@@ -163,6 +163,21 @@ def test_the_rows_a_warning_names_are_the_same_whatever_order_the_scan_gives():
         con = duckdb.connect()
         con.execute("CREATE TABLE dim_gpu (gpu_uuid VARCHAR, in_inventory BOOLEAN)")
         con.executemany("INSERT INTO dim_gpu VALUES (?, false)", [[u] for u in order])
+        con.execute("CREATE TABLE fct_gpu_coverage_daily (gpu_uuid VARCHAR, day DATE)")
+        con.executemany("INSERT INTO fct_gpu_coverage_daily VALUES (?, ?)", [[u, DAY] for u in order])
         frames.append(_frame(con, "dim_gpu_rows", DAY))
         con.close()
     assert frames[0]["gpu_uuid"].tolist() == frames[1]["gpu_uuid"].tolist() == sorted(uuids)
+
+
+@pytest.mark.slow
+def test_the_inventory_warning_counts_the_gpus_of_the_day_only(lake, warehouse):
+    """dim_gpu holds every GPU ever seen: read whole, the demo's last day warned of 10 trace GPUs
+    of other days it never saw."""
+    write(lake, gpu_rows(range(0, 600), 100.0, uuid="GPU-yesterday"))  # DAY
+    write(lake, gpu_rows(range(86400, 87000), 100.0, uuid="GPU-today"))  # the day after
+    warehouse(DAY)
+    con = warehouse(DAY + dt.timedelta(days=1))
+    summary = run_checks(con, DAY + dt.timedelta(days=1), WarehouseSettings())
+    unlisted = next(r for r in summary.failed_warnings if r.suite == "dim_gpu")
+    assert unlisted.observed_value == "1 GPUs of 1 are not in the inventory (e.g. GPU-today)"

@@ -123,10 +123,15 @@ def shift_block(data: ReportData, figs: FigureWriter, s: Section) -> None:
 def fleet_power_sentence(energy: pl.DataFrame) -> str:
     """What a power curve over too few hours would have shown, said in words."""
     hours = sorted(energy["hour_at"].unique().to_list())
-    per_model = (energy.group_by("gpu_model").agg((pl.col("avg_power_w").sum() / len(hours)).alias("w"))
+    per_model = (energy.group_by("gpu_model").agg((pl.col("avg_power_w").sum() / len(hours)).alias("w"),
+                                                  pl.col("gpu_uuid").n_unique().alias("gpus"))
                  .sort("w", descending=True))
     when = ", ".join(h.strftime("%H:00") for h in hours)
-    models = "; ".join(f"{r['gpu_model']} {fmt_number(r['w'], 0)} W" for r in per_model.iter_rows(named=True))
+    # the model's GPUs together, and each: "587 W" alone read as one GPU's draw (it was 8 idle GPUs')
+    models = "; ".join(f"{r['gpu_model']} {fmt_number(r['w'], 0)} W"
+                       + (f" ({r['gpus']} GPUs, {fmt_number(r['w'] / r['gpus'], 0)} W each)" if r["gpus"] > 1 else
+                          " (1 GPU)")
+                       for r in per_model.iter_rows(named=True))
     return (f"Fleet GPU power: readings in {len(hours)} hour{'s' if len(hours) != 1 else ''} of the day only ({when} UTC), "
             f"too few for a curve. Mean board power over {'them' if len(hours) != 1 else 'it'}: {models}.")
 

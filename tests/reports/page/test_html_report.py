@@ -332,3 +332,20 @@ def test_people_read_energy_money_and_carbon_without_float_noise():
     assert fmt_kwh(0.0011) == "1.1 Wh" and fmt_kwh(251.43) == "251.4 kWh" and fmt_kwh(2350.0) == "2.35 MWh"
     assert fmt_kwh(0.00004) == "0.04 Wh"
     assert fmt_kg(28_600.0) == "28.6 kgCO2e" and fmt_kg(0.4) == "0.4 gCO2e" and fmt_kg(1.2e6) == "1.20 tCO2e"
+
+
+def test_the_few_hours_power_sentence_says_the_models_gpus_together_and_each():
+    """'GPU model not reported 587 W' read as one GPU's draw; it was 8 idle GPUs at 73 W each."""
+    import datetime as dt
+
+    import polars as pl
+
+    from joulehouse.reports.page.render import fleet_power_sentence
+
+    hour = dt.datetime(2025, 9, 8, 14, tzinfo=dt.timezone.utc)
+    energy = pl.DataFrame({"hour_at": [hour] * 9, "gpu_uuid": [f"GPU-{i}" for i in range(9)],
+                           "gpu_model": ["GPU model not reported"] * 8 + ["NVIDIA H200"],
+                           "avg_power_w": [73.4] * 8 + [120.0]})
+    sentence = fleet_power_sentence(energy)
+    assert "GPU model not reported 587 W (8 GPUs, 73 W each)" in sentence
+    assert "NVIDIA H200 120 W (1 GPU)" in sentence

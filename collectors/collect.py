@@ -2,7 +2,9 @@
 
 Every `interval_s` each source is read; its rows go to its dataset's spool, which is fsynced
 every `spool_flush_interval_s` (a kill -9 loses at most that much) and rolled into the lake every
-`roll_interval_s` or `roll_max_rows`. A source that fails logs why and the others go on. A full
+`roll_interval_s` or `roll_max_rows`. A source that fails logs why and the others go on; a read
+whose every row carries an `error` (a BMC that does not answer) is counted as failed, its rows
+kept. A full
 disk (or a spool that stopped taking writes) is logged as such; rows stay in memory (bounded) and
 the loop retries each flush. On stop (SIGTERM/SIGINT set `stop`) everything is flushed and rolled,
 and the stats count the rows that could not be kept (`rows_not_kept`: the disk was still full)
@@ -36,7 +38,7 @@ import pyarrow as pa
 
 from joulehouse.collectors import lakefs
 from joulehouse.collectors.settings import CollectorSettings
-from joulehouse.collectors.sources.base import Source, SourceError
+from joulehouse.collectors.sources.base import Source, SourceError, read_failure
 from joulehouse.collectors.spool import SEGMENT_SUFFIX, DiskFullError, Spool, recover, spool_lock
 
 log = logging.getLogger(__name__)
@@ -171,6 +173,13 @@ class Collector:
             self._count_error(entry)
             log.exception("source %s raised unexpectedly this poll", entry.name)
             return None
+        failure = read_failure(table)
+        if failure is not None:
+            # IPMI never raises for a dead BMC (its row keeps the reason): uncounted, the source-error
+            # metric and "no source could be read" would call a dead BMC healthy.
+            self._count_error(entry)
+            log.warning("source %s failed this poll: %s (its rows are kept with the reason)", entry.name, failure)
+            return table
         with self._stats_lock:
             self.stats.reads_ok += 1
         return table

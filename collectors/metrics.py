@@ -31,7 +31,8 @@ TEXTFILE_INTERVAL_S = 15.0
 
 COLLECTOR_METRICS = {
     "joulehouse_collector_readings_written_total": "Rows each source handed to the spool, by source and dataset.",
-    "joulehouse_collector_source_errors_total": "Polls on which a source could not be read at all, by source.",
+    "joulehouse_collector_source_errors_total": "Polls on which a source could not be read at all (it failed, or every "
+                                                "row it gave carries an error), by source.",
     "joulehouse_collector_spool_backlog_rows": "Rows held in memory, not yet in a spool segment (a full disk keeps them here).",
     "joulehouse_collector_spool_backlog_segments": "Closed spool segments waiting to be rolled into the lake.",
     "joulehouse_collector_lake_files_written_total": "Parquet files rolled into the node's lake.",

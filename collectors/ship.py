@@ -287,8 +287,10 @@ class Shipper:
                 text = fh.read()
         except FileNotFoundError:
             return {}
-        except OSError as exc:
-            raise ShipError(f"ship: cannot read the destination's compaction ledger {ledger}: {exc}") from exc
+        except Exception as exc:  # noqa: BLE001 - OSError, or the backend's own (botocore, aiohttp...)
+            raise ShipError(f"ship to {self.dest}: cannot read the destination's compaction ledger {ledger}: "
+                            f"{_one_line(exc)}; expected a destination this node can reach, read and write "
+                            "(its credentials and endpoint)") from exc
         entries = {}
         for line in text.splitlines():
             try:
@@ -322,8 +324,11 @@ class Shipper:
                 self._check_size(final, read.st_size, rel)
         except ShipError:
             raise
-        except OSError as exc:
-            raise ShipError(f"ship {rel} to {self.dest}: {type(exc).__name__}: {exc}") from exc
+        except Exception as exc:  # noqa: BLE001 - OSError, or the backend's own (botocore, aiohttp...)
+            # An object store's SDK raises its own errors (no credentials, endpoint unreachable), not
+            # OSError: every one means this file was not sent, and it is not recorded, so the next run
+            # sends it again.
+            raise ShipError(f"ship {rel} to {self.dest}: {_one_line(exc)}") from exc
         return _entry(self.dest, rel, read, digest)
 
     def _copy(self, src: Path, target: str) -> tuple[str, os.stat_result]:
@@ -346,10 +351,15 @@ class Shipper:
         if got != expected:
             try:
                 self.fs.rm(target)
-            except OSError as exc:
-                log.warning("ship: could not remove the short copy %s: %s", target, exc)
+            except Exception as exc:  # noqa: BLE001 - the ShipError below must win; the next run overwrites it
+                log.warning("ship: could not remove the short copy %s: %s", target, _one_line(exc))
             raise ShipError(f"ship {rel}: {target} holds {got} bytes after the copy; expected {expected} "
                             "(the copy was removed and is retried next run)")
+
+
+def _one_line(exc: BaseException) -> str:
+    """`Type: message` on one line (botocore's and aiohttp's messages can span several)."""
+    return f"{type(exc).__name__}: {' '.join(str(exc).split())}"
 
 
 def _sha256(path: Path) -> tuple[str, os.stat_result]:

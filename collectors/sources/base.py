@@ -9,7 +9,9 @@ cannot give is NULL, never 0.
 A source that cannot read one device (a GPU lost from the bus, a BMC that times out) still
 returns rows for the others and marks the failed device's row in the string column `error`
 (NULL when the row is good). A source that cannot read at all raises SourceError; the loop logs
-it and polls again next interval, and the other sources go on.
+it and polls again next interval, and the other sources go on. A read whose every row carries an
+`error` (IPMI's one row when the BMC does not answer) counts as a failed read too (its rows are
+kept, with their reason): it read nothing.
 """
 
 from __future__ import annotations
@@ -20,6 +22,17 @@ import pyarrow as pa
 
 # Extra column a source may add: why a device's row carries no readings (NULL when none).
 ERROR_COLUMN = "error"
+
+
+def read_failure(table: pa.Table | None) -> str | None:
+    """The first row's `error` when every row of a read carries one, else None (a good read, an
+    empty one, or one where only some devices failed: the others were read)."""
+    if table is None or table.num_rows == 0 or ERROR_COLUMN not in table.column_names:
+        return None
+    errors = table.column(ERROR_COLUMN)
+    if errors.null_count:
+        return None
+    return str(errors[0].as_py())
 
 
 class SourceError(RuntimeError):

@@ -112,6 +112,65 @@ def test_a_dead_bmc_is_marked_and_the_gpu_source_goes_on(fake_ipmitool, tmp_path
     assert node["power_w"] is None and "gave no answer" in node["error"]
 
 
+def test_a_dead_bmc_counts_as_a_source_error_in_the_closing_line_and_the_metric(fake_ipmitool, tmp_path):
+    """IPMI never raises for a dead BMC (its row keeps the reason), so the collector said
+    "0 source errors" and the fleet's source-error alert never fired."""
+    fake_ipmitool(dead=True)
+    lake, textfile = tmp_path / "lake", tmp_path / "collect.prom"
+    out = CliRunner().invoke(_app(), ["--source", "sim", "--source", "ipmi", "--lake", str(lake), "--interval", "10ms",
+                                      "--ipmi-interval", "1h", "--sim-gpus", "2", "--max-polls", "10",
+                                      "--metrics-textfile", str(textfile)])
+    assert out.exit_code == 0, out.output  # the GPUs were read
+    assert "1 source errors" in out.output
+    assert 'joulehouse_collector_source_errors_total{source="ipmi"} 1.0' in textfile.read_text()
+    [node] = _rows(lake, "node_samples")  # the row stays, with its reason
+    assert node["power_w"] is None and "gave no answer" in node["error"]
+
+
+def test_an_ipmi_only_check_without_ipmitool_says_no_source_could_be_read(tmp_path, monkeypatch):
+    """Every read of the only source carried an error: exit 3 as a DCGM-only check with
+    Prometheus down does, not "stopped: ... 0 source errors" and exit 0."""
+    (tmp_path / "empty-bin").mkdir()
+    monkeypatch.setenv("PATH", str(tmp_path / "empty-bin"))  # no ipmitool anywhere
+    lake = tmp_path / "lake"
+    out = CliRunner().invoke(_app(), ["--source", "ipmi", "--lake", str(lake), "--interval", "10ms",
+                                      "--ipmi-interval", "1h", "--max-polls", "10"])
+    assert out.exit_code == 3, out.output
+    assert out.output.strip() == "error: no source could be read (see the log above)"
+    [node] = _rows(lake, "node_samples")
+    assert node["power_w"] is None and "ipmitool is not installed" in node["error"]
+
+
+class _ErrorRows:
+    """A source that never raises and marks the rows it could not read (as IPMI and NVML do)."""
+
+    dataset = "node_samples"
+
+    def __init__(self, errors: list[str | None]):
+        self.errors = errors
+
+    def read(self) -> pa.Table:
+        n = len(self.errors)
+        return pa.table({"sampled_at": pa.array([1_000_000] * n, pa.timestamp("us", tz="UTC")),
+                         "host": [f"node-{i}" for i in range(n)], "source": ["test"] * n,
+                         "error": pa.array(self.errors, pa.string())})
+
+    def close(self) -> None:
+        pass
+
+
+@pytest.mark.parametrize(("errors", "failed"), [(["BMC gave no answer"], True), (["lost", "lost"], True),
+                                                (["lost", None], False), ([None], False), ([], False)])
+def test_a_read_fails_when_every_row_carries_an_error_and_its_rows_are_kept(tmp_path, errors, failed):
+    """One device lost among others is a read (the others were read); every row marked is not."""
+    settings = CollectorSettings(interval_s=1.0, spool_flush_interval_s=60, roll_interval_s=60)
+    c = Collector([_ErrorRows(errors)], lake=tmp_path / "lake", settings=settings, spool_dir=tmp_path / "spool")
+    c.poll()
+    assert (c.stats.source_errors, c.stats.reads_ok) == ((1, 0) if failed else (0, 1))
+    assert c.stats.errors_by_source == ({"_errorrows": 1} if failed else {})
+    assert c.stats.rows == len(errors)
+
+
 class _FakePrometheus(BaseHTTPRequestHandler):
     """One GPU of node-07 scraped every 30 s: power = (timestamp mod 1000) / 10 W. Answers time()
     and the raw samples query `selector[Ns]` at `time`; records each query."""

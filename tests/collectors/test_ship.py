@@ -240,3 +240,79 @@ def test_the_new_partition_folders_at_a_local_destination_are_made_durable(node_
     for entry in report.shipped:
         host_dir = (central / entry.path).parent
         assert host_dir.parent in synced and host_dir.parent.parent in synced, entry.path
+
+
+class BackendError(Exception):
+    """Stands for an object store SDK's own error: botocore's NoCredentialsError and
+    EndpointConnectionError are not OSError."""
+
+
+class FailingObjectStore(MemoryFileSystem):
+    """A memory filesystem whose compaction-ledger read ("ledger") or uploads ("write") fail as
+    an object store without credentials does; `fail_on = None` heals it."""
+
+    def __init__(self, fail_on: str | None):
+        super().__init__()
+        self.fail_on = fail_on
+
+    def open(self, path, mode="rb", **kwargs):
+        ledger = path.endswith("_compacted.jsonl") and "r" in mode
+        if (self.fail_on == "ledger" and ledger) or (self.fail_on == "write" and "w" in mode):
+            raise BackendError("Unable to locate credentials\n(checked: env, config file)")
+        return super().open(path, mode, **kwargs)
+
+
+@pytest.mark.parametrize("fail_on", ["ledger", "write"])
+def test_an_object_store_error_is_one_ship_error_and_the_next_run_sends_every_file(node_lake, tmp_path, fail_on):
+    """An SDK error (not an OSError) went up as a traceback; it is a one-line ShipError, nothing is
+    recorded for the file it stopped on, and the run after the store heals sends each file once."""
+    fs, root = FailingObjectStore(fail_on), f"/objects-{uuid.uuid4().hex[:8]}"
+    manifest, dest = tmp_path / "m.jsonl", f"memory:/{root}"
+    with pytest.raises(ShipError) as caught:
+        Shipper(node_lake, dest, manifest, fs=fs, root=root, rename=False).run()
+    message = str(caught.value)
+    assert "BackendError: Unable to locate credentials (checked: env, config file)" in message
+    assert "\n" not in message and dest in message
+    assert Manifest(manifest).load(dest) == {} and not fs.find(root)
+    fs.fail_on = None
+    report = Shipper(node_lake, dest, manifest, fs=fs, root=root, rename=False).run()
+    expected = _lake_files(node_lake)
+    assert len(report.shipped) == len(expected)
+    assert {p[len(root) + 1:]: fs.cat_file(p) for p in fs.find(root)} == expected
+
+
+@pytest.mark.parametrize("case", ["no credentials", "unreachable endpoint"])
+def test_cli_object_store_errors_are_one_line_and_raise_the_failed_metric(node_lake, tmp_path, monkeypatch, case):
+    """`ship --to s3://...` with no credentials, or an endpoint nothing answers, printed a
+    100-line traceback and never wrote its metrics, so joulehouse_ship_failed never rose."""
+    s3fs = pytest.importorskip("s3fs")
+    from s3_server import _free_port
+
+    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE", "AWS_ENDPOINT_URL"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "no-aws-config"))
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "no-aws-credentials"))
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")  # no wait on an instance metadata endpoint
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
+    # botocore retries a refused connection 4 more times with backoff: one try keeps this test fast
+    monkeypatch.setenv("AWS_MAX_ATTEMPTS", "1")
+    if case == "unreachable endpoint":
+        monkeypatch.setenv("AWS_ACCESS_KEY_ID", "x")
+        monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "y")
+        monkeypatch.setenv("AWS_ENDPOINT_URL", f"http://127.0.0.1:{_free_port()}")  # closed: nothing listens
+    s3fs.S3FileSystem.clear_instance_cache()  # a cached instance keeps an earlier test's endpoint
+    app = typer.Typer()
+    register(app)
+    textfile, manifest = tmp_path / "ship.prom", tmp_path / "m.jsonl"
+    try:
+        out = CliRunner().invoke(app, ["--lake", str(node_lake), "--to", "s3://bucket/lake", "--manifest",
+                                       str(manifest), "--metrics-textfile", str(textfile)])
+    finally:
+        s3fs.S3FileSystem.clear_instance_cache()
+    assert out.exit_code == 1 and isinstance(out.exception, SystemExit), out.exception
+    errors = [line for line in out.output.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and "Traceback" not in out.output, out.output
+    assert ("NoCredentialsError" if case == "no credentials" else "EndpointConnectionError") in errors[0]
+    assert "s3://bucket/lake" in errors[0]
+    assert "joulehouse_ship_failed 1.0" in textfile.read_text()
+    assert Manifest(manifest).load("s3://bucket/lake") == {}

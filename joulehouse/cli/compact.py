@@ -30,10 +30,11 @@ def compact_command(
     from joulehouse.warehouse.lake_compact import CompactionError, compact_host_day, day_partition_hosts
 
     day = parse_day(date, "--date")
-    if day >= dt.datetime.now(dt.timezone.utc).date():
-        fail(f"{day} is not over yet (UTC); compact a closed day")
+    # the lake first: a typo in --lake with today's date was told the day is not over
     if not lakefs.is_url(lake) and not any(lakefs.join(lake, dataset).is_dir() for dataset in DATASETS):
         fail(f"{lake} is not a lake (no {', '.join(d + '/' for d in DATASETS)} folder in it)")
+    if day >= dt.datetime.now(dt.timezone.utc).date():
+        fail(f"{day} is not over yet (UTC); compact a closed day")
     try:
         present = day_partition_hosts(lake, day)
         unknown = sorted(set(host or []) - set(present))

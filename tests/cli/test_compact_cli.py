@@ -62,6 +62,8 @@ def test_object_store_lake_bad_date_open_day_and_unknown_host_are_refused(tmp_pa
     assert result.exit_code == 2 and "not a date" in result.output
     result = runner.invoke(app, ["compact", "--lake", str(tmp_path / "typo"), "--date", DAY.isoformat()])
     assert result.exit_code == 2 and "is not a lake" in result.output
+    result = runner.invoke(app, ["compact", "--lake", str(tmp_path / "typo"), "--date", today])  # the typo named first
+    assert result.exit_code == 2 and "is not a lake" in result.output
     result = runner.invoke(app, ["compact", "--lake", str(lake), "--date", "2026-03-31"])
     assert result.exit_code == 0 and "nothing to compact" in result.output
 

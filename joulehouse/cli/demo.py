@@ -38,6 +38,13 @@ def register(app: typer.Typer) -> None:
         except SettingsError as exc:
             console.print("[red]error:[/red]", escape(str(exc)))
             raise typer.Exit(2) from None
+        lake = settings.lake.path
+        if "://" not in lake and not Path(lake).is_dir():
+            # said before an Airflow home is made and Airflow started for a run that cannot read a reading
+            what = "is a file" if Path(lake).exists() else "does not exist"
+            console.print("[red]error:[/red]", escape(f"the lake {lake} ([lake] path) {what}; give --config with the "
+                                                      "site's settings, or JOULEHOUSE_LAKE__PATH"))
+            raise typer.Exit(2)
         home = airflow_home or Path(settings.warehouse.db_path).resolve().parent / "airflow"
         cfg = config
         if cfg is None:

@@ -78,6 +78,7 @@ def test_ctrl_c_says_what_it_left_in_one_line(tmp_path, monkeypatch, command):
     monkeypatch.setattr(demo_run, "run_demo", interrupted)
     args = (["run", "--date", str(DAY), "--airflow-home", str(tmp_path / "airflow")] if command == "run"
             else ["demo", "--out", str(tmp_path / "demo")])
+    (tmp_path / "lake").mkdir()
     monkeypatch.setenv("JOULEHOUSE_LAKE__PATH", str(tmp_path / "lake"))
     monkeypatch.setenv("COLUMNS", "400")
     result = CliRunner().invoke(app, args)
@@ -85,3 +86,20 @@ def test_ctrl_c_says_what_it_left_in_one_line(tmp_path, monkeypatch, command):
     lines = result.output.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: interrupted")
     assert (f"joulehouse run --date {DAY}" if command == "run" else "joulehouse demo --out") in lines[0]
+
+
+def test_run_names_a_missing_lake_before_it_starts_airflow(tmp_path, monkeypatch):
+    """`joulehouse run --date D` without --config made var/airflow and started Airflow, then failed
+    on the lake that was not there."""
+    from typer.testing import CliRunner
+
+    from joulehouse.cli.main import app
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("COLUMNS", "400")
+    monkeypatch.setenv("JOULEHOUSE_LAKE__PATH", str(tmp_path / "no-lake"))
+    result = CliRunner().invoke(app, ["run", "--date", str(DAY)])
+    assert result.exit_code == 2
+    assert result.output.strip() == (f"error: the lake {tmp_path / 'no-lake'} ([lake] path) does not exist; give "
+                                     "--config with the site's settings, or JOULEHOUSE_LAKE__PATH")
+    assert list(tmp_path.iterdir()) == []

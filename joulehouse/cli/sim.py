@@ -28,7 +28,7 @@ def register(app: typer.Typer) -> None:
         start: Annotated[str, typer.Option(help="First UTC day, YYYY-MM-DD.")] = "2026-06-10",
         seed: Annotated[int, typer.Option(help="Random seed: the same seed writes the same rows.")] = 0,
         interval: Annotated[str, typer.Option("--interval", metavar="DURATION",
-                                              help="Time between GPU samples: 1s, 500ms, 1m (at most 60 s).")] = "1s",
+                                              help="Time between GPU samples: 1s, 500ms, 1m (250 ms to 60 s: a host's day is simulated in memory).")] = "1s",
         interval_s: Annotated[Optional[float], typer.Option("--interval-s", hidden=True)] = None,
     ) -> None:
         """Simulate a GPU fleet and its site and write the lake datasets a collector would write.
@@ -41,6 +41,7 @@ def register(app: typer.Typer) -> None:
         from rich.table import Table
 
         from joulehouse.collectors.sim import simulate_fleet
+        from joulehouse.collectors.sim.simulate import interval_problem
 
         console = Console()
         first_day = parse_day(start, "--start")
@@ -48,8 +49,9 @@ def register(app: typer.Typer) -> None:
         # old spelling, still read.)
         given = f"--interval-s {interval_s:g}" if interval_s is not None else f"--interval {interval}"
         interval_s = interval_s if interval_s is not None else parse_duration(interval, "--interval")
-        if not 0 < interval_s <= 60 or abs(86400 / interval_s - round(86400 / interval_s)) > 1e-9:
-            fail(f"{given}: expected more than 0 and at most 60 s, dividing 86400 s evenly")
+        problem = interval_problem(interval_s)
+        if problem:
+            fail(f"{given}: {problem}")
         _refuse_a_lake_past_its_disk(lake, gpus * days * round(86400 / interval_s))
         columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
         try:

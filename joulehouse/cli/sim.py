@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
 
-from joulehouse.cli.options import fail, parse_day, parse_duration
+from joulehouse.cli.options import fail, output_folder, parse_day, parse_duration
 
 MAX_GPUS = 100_000  # a fleet of hundreds of megawatts; the fleet is built in memory before a row is written
 MAX_DAYS = 3660  # ten years
@@ -40,6 +41,7 @@ def register(app: typer.Typer) -> None:
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
         from rich.table import Table
 
+        from joulehouse.collectors import lakefs
         from joulehouse.collectors.sim import simulate_fleet
         from joulehouse.collectors.sim.simulate import interval_problem
 
@@ -53,6 +55,8 @@ def register(app: typer.Typer) -> None:
         if problem:
             fail(f"{given}: {problem}")
         _refuse_a_lake_past_its_disk(lake, gpus * days * round(86400 / interval_s))
+        if not lakefs.is_url(lake):
+            output_folder(Path(lake), "--lake", "the lake's folder")
         columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
         try:
             with Progress(*columns, console=console) as progress:
@@ -86,7 +90,6 @@ def register(app: typer.Typer) -> None:
 def _refuse_a_lake_past_its_disk(lake: str, readings: int) -> None:
     """Fail when a local lake's disk cannot hold the GPU readings about to be simulated."""
     import shutil
-    from pathlib import Path
 
     from joulehouse.collectors import lakefs
 

@@ -30,6 +30,7 @@ from typing import Any, Callable
 from joulehouse.collectors.agent import ApplyResult, apply_config, rollback
 from joulehouse.collectors.agent_replay import ReplayGuard
 from joulehouse.collectors.config_contract import MAX_CONFIG_BYTES, ConfigError, ExpiredConfig, NotYetValid
+from joulehouse.collectors.input_file import regular_file
 
 
 class ConfigFetchError(OSError):
@@ -46,6 +47,8 @@ def fetch_config(location: str, timeout_s: float = 10.0, max_bytes: int = MAX_CO
     [export] publish_url puts it; the backend package, e.g. s3fs, installed). At most `max_bytes`
     are read: a larger document raises ConfigTooLarge (a declared size is checked first)."""
     if "://" not in location:
+        if os.path.lexists(location):  # a FIFO would block the open, a device never end: refused first
+            regular_file(location, "config file", ConfigFetchError)
         try:
             with open(location, "rb") as fh:
                 _check_size(location, os.fstat(fh.fileno()).st_size, max_bytes)

@@ -44,6 +44,8 @@ from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
+from joulehouse.collectors.input_file import read_bytes_at_most
+
 SCHEMA_VERSION = 1
 SUPPORTED_SCHEMA_VERSIONS = frozenset({1})
 SIGNATURE_ALG = "ed25519"
@@ -53,6 +55,8 @@ WORKLOAD_CLASSES = frozenset({"latency-sensitive", "throughput", "background"})
 # with a locked clock range takes about 360 bytes of the pretty-printed file, so this holds about
 # 47,000 GPUs: a larger fleet publishes one config per site.
 MAX_CONFIG_BYTES = 16 << 20
+# An ed25519 PEM key is about 120 bytes: a larger file is not one, refused unread (/dev/zero never ends).
+MAX_KEY_BYTES = 64 << 10
 PRIVATE_KEY_NAME = "joulehouse-ed25519.pem"
 PUBLIC_KEY_NAME = "joulehouse-ed25519.pub.pem"
 
@@ -155,10 +159,11 @@ def generate_keypair(directory: str | Path, *, overwrite: bool = False) -> tuple
 
 def load_private_key(path: str | Path) -> Ed25519PrivateKey:
     """Read an unencrypted PEM ed25519 private key."""
+    if not Path(path).exists():
+        raise FileNotFoundError(f"private key {path} does not exist (create one with `joulehouse keys generate`)")
+    data = read_bytes_at_most(path, "private key", MAX_KEY_BYTES)
     try:
-        key = serialization.load_pem_private_key(Path(path).read_bytes(), password=None)
-    except FileNotFoundError:
-        raise FileNotFoundError(f"private key {path} does not exist (create one with `joulehouse keys generate`)") from None
+        key = serialization.load_pem_private_key(data, password=None)
     except (ValueError, TypeError) as exc:
         raise ValueError(f"{path} is not an unencrypted PEM private key: {exc}") from None
     if not isinstance(key, Ed25519PrivateKey):
@@ -168,10 +173,9 @@ def load_private_key(path: str | Path) -> Ed25519PrivateKey:
 
 def load_public_key(path: str | Path) -> Ed25519PublicKey:
     """Read a PEM ed25519 public key."""
+    data = read_bytes_at_most(path, "public key", MAX_KEY_BYTES)
     try:
-        key = serialization.load_pem_public_key(Path(path).read_bytes())
-    except FileNotFoundError:
-        raise FileNotFoundError(f"public key {path} does not exist") from None
+        key = serialization.load_pem_public_key(data)
     except ValueError as exc:
         raise ValueError(f"{path} is not a PEM public key: {exc}") from None
     if not isinstance(key, Ed25519PublicKey):

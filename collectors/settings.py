@@ -29,6 +29,8 @@ from pydantic import BeforeValidator, ConfigDict, Field, ValidationError, model_
 from pydantic_settings import (BaseSettings, EnvSettingsSource, NoDecode, PydanticBaseSettingsSource, SettingsConfigDict,
                                TomlConfigSettingsSource)
 
+from joulehouse.collectors.input_file import read_bytes_at_most, regular_file
+
 ENV_PREFIX = "JOULEHOUSE_"
 ENV_DELIMITER = "__"
 # A settings file is a page of text; anything larger is a mistake (or an attack), refused unread.
@@ -151,10 +153,7 @@ class _TomlFile(TomlConfigSettingsSource):
 
     def _read_file(self, file_path: Path) -> dict[str, Any]:
         path = Path(file_path)
-        size = path.stat().st_size
-        if size > MAX_FILE_BYTES:
-            raise SettingsError(f"settings file {path} is {size} bytes: a settings file is at most {MAX_FILE_BYTES} bytes")
-        data = path.read_bytes()
+        data = read_bytes_at_most(path, "settings file", MAX_FILE_BYTES, SettingsError)
         try:
             text = data.decode("utf-8")
         except UnicodeDecodeError as exc:
@@ -205,8 +204,8 @@ class SettingsRoot(BaseSettings):
         if path is not None and Path(path).is_dir():
             raise SettingsError(f"settings file {path} is a folder; give the TOML file in it "
                                 f"(e.g. {Path(path) / 'joulehouse.toml'})")
-        if path is not None and not Path(path).is_file():
-            raise SettingsError(f"settings file {path} does not exist")
+        if path is not None:
+            regular_file(path, "settings file", SettingsError)  # /dev/zero, a FIFO: refused before any read
         cls._refuse_unknown_overrides(environ)
         token = _READING.set((Path(path) if path is not None else None, environ))
         try:

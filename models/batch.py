@@ -13,7 +13,11 @@ import csv
 from dataclasses import dataclass
 from pathlib import Path
 
+from joulehouse.collectors.input_file import text_lines
+
 REQUIRED = ("batch_size", "power_limit", "time_per_epoch", "average_power")
+# A sweep's lines are tens of characters: a longer line is not a sweep, refused there, not read whole.
+MAX_LINE_CHARS = 65_536
 
 
 class BatchSweepError(ValueError):
@@ -53,22 +57,29 @@ class BatchChoice:
 def load_batch_sweeps(path: str | Path) -> dict[str, list[BatchPoint]]:
     """Workload label (dataset/network/optimizer) -> its measured points."""
     path = Path(path)
-    with path.open(newline="") as fh:
-        reader = csv.DictReader(fh)
-        missing = [c for c in REQUIRED if c not in (reader.fieldnames or [])]
-        if missing:
-            raise BatchSweepError(f"{path}: missing columns {missing}; a batch sweep needs {list(REQUIRED)}")
-        sweeps: dict[str, list[BatchPoint]] = {}
-        for line, row in enumerate(reader, start=2):
-            label = "/".join(row[c] for c in ("dataset", "network", "optimizer") if row.get(c))
-            try:
-                point = BatchPoint(int(row["batch_size"]), float(row["power_limit"]), float(row["time_per_epoch"]),
-                                   float(row["average_power"]))
-            except ValueError:
-                raise BatchSweepError(f"{path}:{line}: not a number in {dict((c, row[c]) for c in REQUIRED)}") from None
-            if min(point.batch_size, point.time_s, point.avg_power_w) <= 0:
-                raise BatchSweepError(f"{path}:{line}: batch size, time and power must be positive")
-            sweeps.setdefault(label or path.stem, []).append(point)
+    with text_lines(path, "batch sweep", MAX_LINE_CHARS, BatchSweepError) as lines:
+        reader = csv.DictReader(lines)
+        try:
+            return _points(reader, path)
+        except (csv.Error, UnicodeDecodeError) as exc:  # a quote never closed, bytes that are not text
+            raise BatchSweepError(f"batch sweep {path}: line {reader.line_num} is not CSV text ({exc})") from None
+
+
+def _points(reader: csv.DictReader, path: Path) -> dict[str, list[BatchPoint]]:
+    missing = [c for c in REQUIRED if c not in (reader.fieldnames or [])]
+    if missing:
+        raise BatchSweepError(f"{path}: missing columns {missing}; a batch sweep needs {list(REQUIRED)}")
+    sweeps: dict[str, list[BatchPoint]] = {}
+    for line, row in enumerate(reader, start=2):
+        label = "/".join(row[c] for c in ("dataset", "network", "optimizer") if row.get(c))
+        try:
+            point = BatchPoint(int(row["batch_size"]), float(row["power_limit"]), float(row["time_per_epoch"]),
+                               float(row["average_power"]))
+        except (TypeError, ValueError):  # TypeError: a short row leaves a field None
+            raise BatchSweepError(f"{path}:{line}: not a number in {dict((c, row[c]) for c in REQUIRED)}") from None
+        if min(point.batch_size, point.time_s, point.avg_power_w) <= 0:
+            raise BatchSweepError(f"{path}:{line}: batch size, time and power must be positive")
+        sweeps.setdefault(label or path.stem, []).append(point)
     return sweeps
 
 

@@ -27,6 +27,8 @@ from pathlib import Path
 
 import numpy as np
 
+from joulehouse.collectors.input_file import regular_file
+
 OBJECTIVES = ("energy", "cost", "time")
 SETTINGS = ("sm_clock_mhz", "power_limit_w")
 _WINDOW = re.compile(r"_(\d+(?:\.\d+)?)$")
@@ -194,16 +196,7 @@ def _number(row: dict[str, str], column: str, path: Path, line: int) -> float:
 
 def load_sweeps(path: str | Path) -> dict[str, Sweep]:
     """All sweeps in one file, keyed by a workload label; raises SweepError naming the file."""
-    path = Path(path)
-    if path.is_dir():
-        raise SweepError(f"sweep file {path} is a folder; give a sweep CSV")
-    if not path.exists():
-        raise SweepError(f"sweep file {path} does not exist")
-    if not path.is_file():
-        raise SweepError(f"sweep file {path} is not a regular file")
-    if path.stat().st_size > MAX_SWEEP_BYTES:
-        raise SweepError(f"sweep file {path} is {path.stat().st_size / 1e6:.0f} MB; a sweep CSV is at most "
-                         f"{MAX_SWEEP_BYTES / 1e6:.0f} MB")
+    path = regular_file(path, "sweep file", SweepError, MAX_SWEEP_BYTES)
     rows = _rows(path)
     if not rows:
         raise SweepError(f"sweep file {path} has no rows")

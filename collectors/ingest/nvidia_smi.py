@@ -18,7 +18,8 @@ What real logs look like, and what is done about it:
   the notes say so.
 - bytes: a UTF-8 byte-order mark opening the file (spreadsheets write one) is skipped and noted; a
   row holding a byte that is not UTF-8, or a byte-order mark (logs concatenated), is rejected with
-  that reason, never the whole file.
+  that reason, never the whole file. A path that is not a regular file, or a line longer than
+  MAX_LINE_CHARS (no newline: not a text log), refuses the file (collectors/input_file.py).
 - values too large for their column (an int32 clock of 9,999,999,999 MHz, a float32 above 3.4e38)
   and timestamps no nvidia-smi log can hold (before 2010, when a clock was never set and reads
   1970, or more than a day ahead of now, as 2099) are rejected with the reason, so they neither
@@ -31,6 +32,7 @@ number and reason, to `<lake>/_quarantine/nvidia_smi/<file>-<log id>.jsonl` (lak
 from __future__ import annotations
 
 import csv
+import itertools
 import re
 import uuid
 from dataclasses import dataclass, field
@@ -41,6 +43,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 import pyarrow as pa
 
 from joulehouse.collectors.ingest.interleaved import interleaved_gpus
+from joulehouse.collectors.input_file import text_lines
 from joulehouse.collectors.ingest.lake_import import RejectedRow, land_log, record_landing
 from joulehouse.collectors.schema import GPU_SAMPLES, conform
 from joulehouse.collectors.writer import WrittenFile
@@ -73,6 +76,9 @@ _FLOAT32_MAX = 3.4028234663852886e38
 EARLIEST_READING_AT = datetime(2010, 1, 1, tzinfo=timezone.utc)
 LATEST_AHEAD = timedelta(days=1)
 _BOM = "\ufeff"
+# A log's lines are a few hundred characters, its header a few thousand with every --query-gpu
+# field: a longer line is not such a log, and is refused there rather than read whole.
+MAX_LINE_CHARS = 65_536
 _TIMESTAMP_FORMATS = ("%Y/%m/%d %H:%M:%S.%f", "%Y/%m/%d %H:%M:%S")
 _VALUE = re.compile(r"^\s*(-?\d+(?:\.\d+)?)\s*([A-Za-z%]*)\s*$")
 
@@ -172,17 +178,14 @@ def read_nvidia_smi_csv(path: str | Path, *, host: str, gpu_model: str | None = 
         zone = ZoneInfo(assume_tz)
     except (ValueError, ZoneInfoNotFoundError):
         raise NvidiaSmiError(f"assume_tz {assume_tz!r} is not an IANA time zone such as 'UTC' or 'Asia/Shanghai'") from None
-    try:
-        with open(path, "rb") as raw:
-            has_bom = raw.read(3) == _BOM.encode()
-        # Bytes that are not UTF-8 come through as lone surrogates: their row is rejected below.
-        fh = open(path, newline="", encoding="utf-8-sig", errors="surrogateescape")
-    except OSError as exc:
-        raise NvidiaSmiError(f"cannot open nvidia-smi log {path}: {exc.strerror or exc}") from None
-    with fh:
-        reader = csv.reader(fh)
+    # Bytes that are not UTF-8 come through as lone surrogates: their row is rejected below.
+    with text_lines(path, "nvidia-smi log", MAX_LINE_CHARS, NvidiaSmiError, errors="surrogateescape") as lines:
+        first = next(lines, "")
+        has_bom, first = first.startswith(_BOM), first.removeprefix(_BOM)
+        reader = csv.reader(itertools.chain([first] if first else [], lines))
+        rows = _csv_rows(reader, path)
         try:
-            header = next(reader)
+            header = next(rows)
         except StopIteration:
             raise NvidiaSmiError(f"{path} is empty; expected an nvidia-smi CSV header line") from None
         fields = [_field_name(h) for h in header]
@@ -208,7 +211,7 @@ def read_nvidia_smi_csv(path: str | Path, *, host: str, gpu_model: str | None = 
         rejected: list[RejectedRow] = []
         seen: set[tuple[datetime, int]] = set()
         naive = 0
-        for values in reader:
+        for values in rows:
             line_no = reader.line_num  # the file's line where this row ends (the header is line 1)
             if not values or all(not v.strip() for v in values):
                 continue
@@ -251,6 +254,16 @@ def read_nvidia_smi_csv(path: str | Path, *, host: str, gpu_model: str | None = 
                 "power jumping between GPUs); log with --query-gpu=timestamp,index,uuid,...")
     table = conform("gpu_samples", pa.Table.from_pydict(columns, schema=GPU_SAMPLES))
     return IngestResult(path=path, table=table, rejected=rejected, notes=notes)
+
+
+def _csv_rows(reader, path: Path):
+    """The reader's rows; a line the csv module cannot split (a quote never closed, which would
+    swallow the rest of the file into one field) refuses the file, naming the line."""
+    try:
+        yield from reader
+    except csv.Error as exc:
+        raise NvidiaSmiError(f"nvidia-smi log {path}: line {reader.line_num} is not CSV ({exc}); "
+                             "expected an `nvidia-smi --query-gpu=... --format=csv` log") from None
 
 
 def _encoding_problem(values: list[str]) -> str | None:

@@ -47,6 +47,7 @@ import pyarrow as pa
 from joulehouse.collectors.ingest.hostlist import HostListError, expand_hostlist, gpus_in_tres
 from joulehouse.collectors.ingest.lake_gpus import LakeGpus
 from joulehouse.collectors.ingest.lake_import import RejectedRow, land_log, record_landing
+from joulehouse.collectors.input_file import text_lines
 from joulehouse.collectors.ingest.nvidia_smi import EARLIEST_READING_AT, LATEST_AHEAD, IngestResult, local_timestamp
 from joulehouse.collectors.schema import JOBS, conform
 
@@ -59,6 +60,8 @@ _NOT_SET = {"", "unknown", "none"}
 _NOT_UTF8 = re.compile("[\udc80-\udcff]")
 # Longest job whose days are searched for its nodes' GPUs (a longer one reads its first days only).
 MAX_JOB_DAYS = 62
+# Longest line read (a NodeList of thousands of nodes, a long JobName fit); past it the file is
+# refused at that line rather than read whole (a file without newlines would fill the memory).
 MAX_LINE_CHARS = 1_000_000
 EXTRA_FIELDS = [pa.field("job_name", pa.string()), pa.field("partition", pa.string()),
                 pa.field("state", pa.string()), pa.field("gpu_assignment", pa.string())]
@@ -98,23 +101,19 @@ def read_sacct(path: str | Path, *, lake: str | Path, assume_tz: str = "UTC",
         zone = ZoneInfo(assume_tz)
     except (ValueError, ZoneInfoNotFoundError):
         raise SlurmError(f"assume_tz {assume_tz!r} is not an IANA time zone such as 'UTC' or 'Europe/Berlin'") from None
-    try:
-        fh = open(path, encoding="utf-8", errors="surrogateescape", newline="")
-    except OSError as exc:
-        raise SlurmError(f"cannot open sacct export {path}: {exc.strerror or exc}") from None
     rejected: list[RejectedRow] = []
     skipped: dict[str, int] = {}
     jobs: list[_Job] = []
     first_line: dict[str, int] = {}
-    with fh:
-        header = fh.readline(MAX_LINE_CHARS).lstrip("\ufeff").rstrip("\r\n").split("|")
+    with text_lines(path, "sacct export", MAX_LINE_CHARS, SlurmError, errors="surrogateescape") as lines:
+        header = next(lines, "").lstrip("\ufeff").rstrip("\r\n").split("|")
         missing = [f for f in FIELDS if f not in header]
         if header == [""]:
             raise SlurmError(f"{path} is empty; expected sacct's header line {'|'.join(FIELDS)}")
         if missing:
             raise SlurmError(f"{path}: header lacks {', '.join(missing)}; export with "
                              f"sacct -a -X -P --format={','.join(FIELDS)}")
-        for number, line in enumerate(fh, start=2):  # one line at a time: an export may be large
+        for number, line in enumerate(lines, start=2):  # one line at a time: an export may be large
             line = line.rstrip("\r\n")
             if not line.strip():
                 continue
@@ -151,8 +150,6 @@ class _Skip(Exception):
 
 
 def _parse_line(line: str, header: list[str], number: int, zone: ZoneInfo, now: datetime) -> _Job:
-    if len(line) > MAX_LINE_CHARS:
-        raise ValueError(f"line of {len(line)} characters, more than {MAX_LINE_CHARS}")
     if _NOT_UTF8.search(line):
         raise ValueError("bytes that are not UTF-8")
     values = line.split("|")

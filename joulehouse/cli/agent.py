@@ -17,7 +17,7 @@ import typer
 
 from joulehouse.cli.agent_output import print_result
 from joulehouse.cli.options import (
-    METRICS_ADDRESS_HELP, METRICS_TEXTFILE_HELP, expose_metrics, fail, parse_duration,
+    METRICS_ADDRESS_HELP, METRICS_TEXTFILE_HELP, expose_metrics, fail, output_folder, parse_duration,
 )
 
 # Where the systemd units keep the node's data (the collector's unit owns it): the agent service
@@ -360,8 +360,7 @@ def keys_generate_command(
     """
     from joulehouse.collectors.config_contract import generate_keypair
 
-    if out.exists() and not out.is_dir():
-        fail(f"--out {out} is a file, not a folder: give the folder for the key pair", 2)
+    output_folder(out, "--out", "the folder for the key pair")
     try:
         private_path, public_path = generate_keypair(out, overwrite=overwrite)
     except FileExistsError as exc:  # a key of the pair is already there

@@ -11,7 +11,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from joulehouse.cli import SHARED_DATA
-from joulehouse.cli.options import parse_day
+from joulehouse.cli.options import output_folder, parse_day
 
 console = Console()
 
@@ -33,6 +33,8 @@ def register(app: typer.Typer) -> None:
         from joulehouse.cli.dagrun import DagRunFailed, run_day
 
         day = parse_day(date, "--date")
+        if airflow_home is not None:
+            output_folder(airflow_home, "--airflow-home", "the Airflow home folder")
         try:
             settings = load_settings(config)
         except SettingsError as exc:
@@ -94,8 +96,10 @@ def register(app: typer.Typer) -> None:
         from joulehouse.cli.dagrun import DagRunFailed
         from joulehouse.cli.demo_run import run_demo
 
+        first_day = parse_day(start, "--start")
+        output_folder(out, "--out", "the demo's output folder")
         try:
-            run_demo(out=out, days=days, gpus=gpus, seed=seed, start=parse_day(start, "--start"), shared_data=shared_data,
+            run_demo(out=out, days=days, gpus=gpus, seed=seed, start=first_day, shared_data=shared_data,
                      console=console)
         except DagRunFailed as exc:
             console.print("[red]error:[/red]", escape(str(exc)))

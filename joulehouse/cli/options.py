@@ -45,6 +45,26 @@ def node_lake(value: str, option: str = "--lake") -> Path:
 
 
 
+def output_folder(path: Path, option: str, holds: str = "a folder") -> Path:
+    """The folder a command writes into, created if need be and checked writable before any work
+    starts, or fail in one line naming the option: a file where the folder should be, a folder
+    that cannot be made (/proc/x, a file on the way), one that cannot be written (read-only)."""
+    import tempfile
+
+    if path.exists() and not path.is_dir():
+        fail(f"{option} {path} is a file, not a folder: give {holds}")
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        fail(f"{option} {path}: cannot create the folder ({exc.strerror or exc}); give {holds}")
+    try:  # a probe, not the command's first file: a folder that takes no file fails here, not mid-run
+        with tempfile.TemporaryFile(dir=path):
+            pass
+    except OSError as exc:
+        fail(f"{option} {path}: cannot write into the folder ({exc.strerror or exc}); give {holds}")
+    return path
+
+
 METRICS_PORT_HELP = "Serve Prometheus /metrics on this port (0: off), e.g. 9402."
 METRICS_ADDRESS_HELP = "Address of the /metrics port: 127.0.0.1, or 0.0.0.0 for a Prometheus on another host."
 METRICS_TEXTFILE_HELP = "Also write the metrics to this *.prom file for node_exporter's textfile collector."

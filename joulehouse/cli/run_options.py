@@ -15,12 +15,26 @@ from joulehouse.cli import SHARED_DATA
 from joulehouse.cli.options import fail
 
 DEFAULT_DATA_DIR = SHARED_DATA
+# A planning horizon of at most 100 years on at most ten million GPUs: every figure of an estimate
+# stays finite (--days 1e308 made gpu_hours inf and the cost per GPU-hour NaN, printed with exit 0).
+MAX_HORIZON_YEARS = 100
+MAX_HOURS = MAX_HORIZON_YEARS * 8766  # 365.25 days a year
+MAX_DAYS = MAX_HOURS // 24
+MAX_GPUS = 10_000_000
+MAX_GPU_HOURS = MAX_GPUS * MAX_HOURS
+HORIZON = f"a planning horizon of at most {MAX_HORIZON_YEARS} years"
+# No GPU draws 10 kW (the largest TDP is about 1.4 kW), no facility spends 10x its IT power: with the
+# bounds above, the energy stays below 1e15 kWh.
+MAX_AVG_POWER_W = 10_000
+MAX_PUE = 10
 
-Gpus = Annotated[Optional[int], typer.Option(help="Number of GPUs running together.")]
-Hours = Annotated[Optional[float], typer.Option(help="Wall-clock hours of the run.")]
-GpuHours = Annotated[Optional[float], typer.Option(help="Total GPU-hours (instead of --gpus x --hours).")]
-AvgPowerW = Annotated[Optional[float], typer.Option(help="Average power per GPU, W (default: the TDP of --gpu-model).")]
-Pue = Annotated[Optional[float], typer.Option(help="Power usage effectiveness of the facility, facility / IT power (>= 1; default: \\[carbon] default_pue).")]
+Gpus = Annotated[Optional[int], typer.Option(help=f"Number of GPUs running together (at most {MAX_GPUS:,}).")]
+Hours = Annotated[Optional[float], typer.Option(help=f"Wall-clock hours of the run (at most {MAX_HOURS:,}: {HORIZON}).")]
+GpuHours = Annotated[Optional[float], typer.Option(
+    help=f"Total GPU-hours (instead of --gpus x --hours; at most {MAX_GPU_HOURS:.4g}: {MAX_GPUS:,} GPUs over {HORIZON}).")]
+AvgPowerW = Annotated[Optional[float], typer.Option(
+    help=f"Average power per GPU, W (at most {MAX_AVG_POWER_W:,}; default: the TDP of --gpu-model).")]
+Pue = Annotated[Optional[float], typer.Option(help=f"Power usage effectiveness of the facility, facility / IT power (1 to {MAX_PUE}; default: \\[carbon] default_pue).")]
 Start = Annotated[Optional[str], typer.Option(help="Run start (ISO-8601, UTC if no offset), for hourly data.")]
 DataDir = Annotated[Path, typer.Option(help="Reference data folder (grid/, prices/).")]
 GpusPerServer = Annotated[Optional[int], typer.Option(help="GPUs sharing one server, its footprint and price (default: settings, 8).")]
@@ -41,9 +55,15 @@ def run_shape(gpus: Optional[int], hours: Optional[float], gpu_hours: Optional[f
     """Build a RunShape from --gpus/--hours or --gpu-hours, failing with one clear line."""
     from joulehouse.reports.accounts.estimate import RunShape
 
-    for flag, value in (("--gpus", gpus), ("--hours", hours), ("--gpu-hours", gpu_hours)):
+    for flag, value, most, why in (
+            ("--gpus", gpus, MAX_GPUS, "a fleet larger than any"), ("--hours", hours, MAX_HOURS, HORIZON),
+            ("--gpu-hours", gpu_hours, MAX_GPU_HOURS, f"{MAX_GPUS:,} GPUs over {HORIZON}"),
+            ("--avg-power-w", avg_power_w, MAX_AVG_POWER_W, "W per GPU"), ("--pue", pue, MAX_PUE, "facility / IT power")):
         if value is not None and value <= 0:
             fail(f"{flag} {value}: expected a positive number")
+        if value is not None and value > most:
+            fail(f"{flag} {value:g}: expected at most {most:,} ({why})" if isinstance(value, float) else
+                 f"{flag} {value}: expected at most {most:,} ({why})")
     if gpu_hours is None:
         if gpus is None or hours is None:
             fail("give --gpus N and --hours H, or --gpu-hours X")
@@ -69,7 +89,7 @@ def parse_start(start: str) -> dt.datetime:
 GpuModel = Annotated[Optional[str], typer.Option(
     "--gpu-model", help="A GPU model of the catalogue (H100-SXM, H200, A100-SXM4-80GB, L40S...): its TDP is the default "
                         "--avg-power-w (an upper bound: a busy GPU draws less), its model the embodied default.")]
-Days = Annotated[Optional[float], typer.Option(help="Wall-clock days of the run (instead of --hours).")]
+Days = Annotated[Optional[float], typer.Option(help=f"Wall-clock days of the run (instead of --hours; at most {MAX_DAYS:,}: {HORIZON}).")]
 Config = Annotated[Optional[Path], typer.Option(
     "--config", help="Settings file (TOML): the defaults for grid, PUE, prices, capital and lifetime (default: built-in).")]
 
@@ -113,6 +133,8 @@ def run_hours(hours: Optional[float], days: Optional[float]) -> Optional[float]:
         fail("give --hours or --days, not both")
     if days <= 0:
         fail(f"--days {days:g}: expected a positive number")
+    if days > MAX_DAYS:
+        fail(f"--days {days:g}: expected at most {MAX_DAYS:,} ({HORIZON})")
     return days * 24.0
 
 

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
 
-from joulehouse.cli.options import fail, parse_day, parse_duration
+from joulehouse.cli.options import fail, output_folder, parse_day, parse_duration
 
 MAX_GPUS = 100_000  # a fleet of hundreds of megawatts; the fleet is built in memory before a row is written
 MAX_DAYS = 3660  # ten years
@@ -28,7 +29,7 @@ def register(app: typer.Typer) -> None:
         start: Annotated[str, typer.Option(help="First UTC day, YYYY-MM-DD.")] = "2026-06-10",
         seed: Annotated[int, typer.Option(help="Random seed: the same seed writes the same rows.")] = 0,
         interval: Annotated[str, typer.Option("--interval", metavar="DURATION",
-                                              help="Time between GPU samples: 1s, 500ms, 1m (at most 60 s).")] = "1s",
+                                              help="Time between GPU samples: 1s, 500ms, 1m (250 ms to 60 s: a host's day is simulated in memory).")] = "1s",
         interval_s: Annotated[Optional[float], typer.Option("--interval-s", hidden=True)] = None,
     ) -> None:
         """Simulate a GPU fleet and its site and write the lake datasets a collector would write.
@@ -40,7 +41,9 @@ def register(app: typer.Typer) -> None:
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
         from rich.table import Table
 
+        from joulehouse.collectors import lakefs
         from joulehouse.collectors.sim import simulate_fleet
+        from joulehouse.collectors.sim.simulate import interval_problem
 
         console = Console()
         first_day = parse_day(start, "--start")
@@ -48,9 +51,12 @@ def register(app: typer.Typer) -> None:
         # old spelling, still read.)
         given = f"--interval-s {interval_s:g}" if interval_s is not None else f"--interval {interval}"
         interval_s = interval_s if interval_s is not None else parse_duration(interval, "--interval")
-        if not 0 < interval_s <= 60 or abs(86400 / interval_s - round(86400 / interval_s)) > 1e-9:
-            fail(f"{given}: expected more than 0 and at most 60 s, dividing 86400 s evenly")
+        problem = interval_problem(interval_s)
+        if problem:
+            fail(f"{given}: {problem}")
         _refuse_a_lake_past_its_disk(lake, gpus * days * round(86400 / interval_s))
+        if not lakefs.is_url(lake):
+            output_folder(Path(lake), "--lake", "the lake's folder")
         columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
         try:
             with Progress(*columns, console=console) as progress:
@@ -84,7 +90,6 @@ def register(app: typer.Typer) -> None:
 def _refuse_a_lake_past_its_disk(lake: str, readings: int) -> None:
     """Fail when a local lake's disk cannot hold the GPU readings about to be simulated."""
     import shutil
-    from pathlib import Path
 
     from joulehouse.collectors import lakefs
 

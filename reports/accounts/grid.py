@@ -21,6 +21,8 @@ from pathlib import Path
 
 import polars as pl
 
+from joulehouse.collectors.input_file import regular_file
+
 # 1 lb = 453.59237 g, 1 MWh = 1000 kWh.
 GCO2E_PER_KWH_PER_LB_PER_MWH = 0.45359237
 
@@ -58,9 +60,7 @@ def _to_hourly(frame: pl.DataFrame) -> pl.DataFrame:
 
 
 def _read_csv(path: Path) -> pl.DataFrame:
-    if not path.is_file():
-        raise GridFileError(f"grid intensity file {path} does not exist")
-    return pl.read_csv(path, infer_schema=False)
+    return pl.read_csv(regular_file(path, "grid intensity file", GridFileError), infer_schema=False)
 
 
 def load_electricitymaps_csv(path: Path, basis: str = "direct") -> pl.DataFrame:

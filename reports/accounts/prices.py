@@ -16,8 +16,12 @@ from zoneinfo import ZoneInfo
 
 import polars as pl
 
+from joulehouse.collectors.input_file import read_bytes_at_most, regular_file
+
 DEFAULT_PRICE_FILE = "prices/pjm_rto_da_hourly_lmp_2025.csv"
 KWH_PER_MWH = 1000.0
+# A URDB tariff is tens of KB of JSON: a larger file is not one, refused unread.
+MAX_TARIFF_BYTES = 16 << 20
 
 
 class PriceFileError(ValueError):
@@ -32,9 +36,7 @@ def usd_per_mwh_to_usd_per_kwh(price_usd_per_mwh: float) -> float:
 def load_pjm_lmp_csv(path: Path, node: str) -> pl.DataFrame:
     """PJM hourly LMP export (Data Miner 2), day-ahead (`total_lmp_da`) or real-time
     (`total_lmp_rt`), for one pricing node. Returns hour_at (UTC), node, price_usd_per_mwh."""
-    path = Path(path)
-    if not path.is_file():
-        raise PriceFileError(f"price file {path} does not exist")
+    path = regular_file(path, "price file", PriceFileError)
     raw = pl.read_csv(path, infer_schema=False)
     price_col = next((c for c in ("total_lmp_da", "total_lmp_rt") if c in raw.columns), None)
     if price_col is None or "datetime_beginning_utc" not in raw.columns or "pnode_name" not in raw.columns:
@@ -116,10 +118,8 @@ def load_urdb_tariff(path: Path) -> UrdbTariff:
     """An OpenEI URDB JSON file: `{"items": [record, ...]}` (first record) or one bare record."""
     path = Path(path)
     try:
-        data = json.loads(path.read_text())
-    except FileNotFoundError:
-        raise PriceFileError(f"tariff file {path} does not exist") from None
-    except json.JSONDecodeError as exc:
+        data = json.loads(read_bytes_at_most(path, "tariff file", MAX_TARIFF_BYTES, PriceFileError))
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise PriceFileError(f"tariff file {path} is not JSON: {exc}") from None
     items = data.get("items") if isinstance(data, dict) and "items" in data else [data]
     if not items:

@@ -356,7 +356,7 @@ def test_keys_generate_where_no_folder_can_be_made_is_one_line(app, tmp_path, mo
     (tmp_path / "afile").write_text("not a folder")
     result = runner.invoke(app, ["keys", "generate", "--out", out])
     assert result.exit_code == 2 and "Traceback" not in result.output
-    assert result.output.startswith(f"error: cannot write the key pair into {out}: ")
+    assert result.output.startswith(f"error: --out {out}: cannot create the folder (")
     assert len(result.output.strip().splitlines()) == 1
 
 

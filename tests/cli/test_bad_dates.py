@@ -25,9 +25,9 @@ def test_a_bad_day_is_one_line_naming_the_option(tmp_path, args, option, value):
 
 @pytest.mark.parametrize("args, message", [
     (["simulate", "--lake", "LAKE", "--interval-s", "0"],
-     "error: --interval-s 0: expected more than 0 and at most 60 s, dividing 86400 s evenly"),
+     "error: --interval-s 0: expected 250 ms to 60 s, dividing 86400 s evenly (a host's day is simulated in memory: below 250 ms it takes more than 2 GB)"),
     (["simulate", "--lake", "LAKE", "--interval-s", "7"],
-     "error: --interval-s 7: expected more than 0 and at most 60 s, dividing 86400 s evenly"),
+     "error: --interval-s 7: expected 250 ms to 60 s, dividing 86400 s evenly (a host's day is simulated in memory: below 250 ms it takes more than 2 GB)"),
     (["tco", "estimate", "--gpus", "0", "--hours", "3", "--avg-power-w", "300"],
      "error: --gpus 0: expected a positive number"),
     (["carbon", "estimate", "--gpu-hours", "-2", "--avg-power-w", "300", "--grid-gco2e-per-kwh", "50"],

@@ -106,6 +106,34 @@ def test_nan_or_inf_is_refused_naming_the_option(app, command, option, value):
     assert result.stdout == ""
 
 
+@pytest.mark.parametrize("command", ["carbon", "tco"])
+@pytest.mark.parametrize("given, says", [
+    (["--gpus", "8", "--days", "1e308"], "--days 1e+308: expected at most 36,525 (a planning horizon of at most 100 years)"),
+    (["--gpus", "8", "--days", "36526"], "--days 36526: expected at most 36,525"),
+    (["--gpus", "8", "--hours", "1e308"], "--hours 1e+308: expected at most 876,600 (a planning horizon of at most 100"),
+    (["--gpus", "10000001", "--hours", "1"], "--gpus 10000001: expected at most 10,000,000 (a fleet larger than any)"),
+    (["--gpu-hours", "1e300"], "--gpu-hours 1e+300: expected at most 8,766,000,000,000"),
+    (["--gpus", "1", "--hours", "1", "--avg-power-w", "1e308"], "--avg-power-w 1e+308: expected at most 10,000"),
+    (["--gpus", "1", "--hours", "1", "--pue", "1e308"], "--pue 1e+308: expected at most 10"),
+])
+def test_a_run_past_its_bounds_is_refused_so_every_figure_stays_finite(app, command, given, says):
+    """`tco estimate --gpus 8 --days 1e308 --format json` printed "gpu_hours": Infinity and
+    "cost_per_gpu_hour_usd": NaN, exit 0 (carbon: inf in its CSV)."""
+    result = CliRunner().invoke(app, [command, "estimate", "--gpu-model", "H100-SXM", *given, "--format", "json"])
+    assert result.exit_code == 2, result.output
+    assert result.stderr.startswith(f"error: {says}") and result.stderr.count("\n") == 1, result.stderr
+    assert result.stdout == ""
+
+
+@pytest.mark.parametrize("command", ["carbon", "tco"])
+def test_the_largest_run_allowed_gives_finite_figures(app, command):
+    result = CliRunner().invoke(app, [command, "estimate", "--gpu-model", "H100-SXM", "--gpus", "10000000",
+                                      "--days", "36525", "--avg-power-w", "10000", "--pue", "10", "--format", "json"])
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout, parse_constant=lambda c: pytest.fail(f"{c} in the document"))
+    assert doc["gpu_hours"] == 10_000_000 * 36525 * 24
+
+
 def test_tco_estimate_components(app):
     out = run(app, "tco", "estimate", "--gpus", "8", "--hours", "730", "--avg-power-w", "500", "--pue", "1.25",
               "--price-usd-per-mwh", "80", "--demand-charge-usd-per-kw-month", "15", "--gpu-capex-usd", "30000",

@@ -37,8 +37,13 @@ def test_a_bad_start_date_is_named(tmp_path):
     assert "--start '10/06/2026'" in result.output
 
 
+BOUNDS = ("expected 250 ms to 60 s, dividing 86400 s evenly (a host's day is simulated in memory: below 250 ms it "
+          "takes more than 2 GB)")
+
+
 @pytest.mark.parametrize("interval, says", [
-    ("7s", "error: --interval 7s: expected more than 0 and at most 60 s, dividing 86400 s evenly"),
+    ("200ms", f"error: --interval 200ms: {BOUNDS}"),  # 1 ms grew to 10.5 GB in 40 s on 8 GPUs
+    ("7s", f"error: --interval 7s: {BOUNDS}"),
     ("fast", "error: --interval 'fast': expected a number with ms, s, m or h"),
 ])
 def test_a_bad_interval_is_named(tmp_path, interval, says):
@@ -47,6 +52,15 @@ def test_a_bad_interval_is_named(tmp_path, interval, says):
     assert result.exit_code == 2
     assert result.output.strip().startswith(says), result.output
     assert not (tmp_path / "lake").exists()
+
+
+def test_the_shortest_interval_refused_is_below_the_bound():
+    """`simulate --gpus 8 --days 1 --interval 1ms` passed the disk check and grew to 10.5 GB in 40 s:
+    a host's day is simulated whole in memory, so the interval has a floor."""
+    from joulehouse.collectors.sim.simulate import MIN_INTERVAL_S, interval_problem
+
+    assert interval_problem(MIN_INTERVAL_S) is None and interval_problem(60) is None
+    assert interval_problem(0.2) is not None and interval_problem(0.001) is not None
 
 
 def test_a_fleet_past_the_bounds_or_past_its_disk_is_refused_before_anything_is_built(tmp_path):

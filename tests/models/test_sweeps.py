@@ -92,7 +92,7 @@ def test_a_folder_a_device_and_an_oversized_file_are_refused_by_what_they_are(tm
     big = tmp_path / "big.csv"
     with big.open("wb") as fh:  # sparse: no 65 MB written
         fh.truncate(65 * 1024 * 1024)
-    with pytest.raises(SweepError, match="is 68 MB; a sweep CSV is at most 67 MB"):
+    with pytest.raises(SweepError, match="is 65 MiB; expected at most 64 MiB"):
         load_sweeps(big)
 
 

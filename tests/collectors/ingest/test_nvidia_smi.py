@@ -114,7 +114,7 @@ def test_unreadable_file_names_the_problem(tmp_path):
     log.write_text("index, power.draw [W]\n0, 10 W\n")
     with pytest.raises(NvidiaSmiError, match="timestamp"):
         read_nvidia_smi_csv(log, host="h")
-    with pytest.raises(NvidiaSmiError, match="cannot open"):
+    with pytest.raises(NvidiaSmiError, match="does not exist"):
         read_nvidia_smi_csv(tmp_path / "missing.csv", host="h")
 
 
@@ -127,7 +127,7 @@ def test_cli_prints_counts_and_reasons(telemetry, lake):
     assert "6 rows imported, 37 rejected" in out.output
     assert "37 x gpu identity" in out.output and "--index-column" in out.output
     bad = CliRunner().invoke(app, ["ingest", "nvidia-smi", str(lake / "nope.csv"), "--lake", str(lake), "--host", "h"])
-    assert bad.exit_code == 2 and "cannot open" in bad.output
+    assert bad.exit_code == 2 and "does not exist" in bad.output
 
 
 LLAMA = "energy_inference_llama2_70b_a100_4gpus_interleaved_10hz.csv"

@@ -225,4 +225,4 @@ def test_cli_imports_and_says_how_gpus_were_placed(tmp_path):
     assert "2 jobs imported as 9 job-GPU rows, 1 lines rejected" in out.output
     assert "8 GPUs placed by whole-node" in out.output and "1 GPUs placed by lowest-free-index" in out.output
     missing = CliRunner().invoke(app, ["ingest", "slurm", str(tmp_path / "none.txt"), "--lake", str(lake)])
-    assert missing.exit_code == 2 and "cannot open" in missing.output
+    assert missing.exit_code == 2 and "does not exist" in missing.output

@@ -87,7 +87,9 @@ def register(app: typer.Typer) -> None:
         gpus: Annotated[int, typer.Option(min=1, help="Simulated GPUs (8 per host).")] = 32,
         seed: Annotated[int, typer.Option(help="Random seed of the simulation.")] = 7,
         start: Annotated[str, typer.Option(help="First simulated UTC day.")] = "2026-06-10",
-        shared_data: Annotated[Path, typer.Option(help="Real reference data (traces, grid, prices).")] = SHARED_DATA,
+        shared_data: Annotated[Optional[Path], typer.Option(
+            help="Real reference data (traces, grid, prices); default ../shared/data beside the checkout, "
+                 "and the simulation alone where it is not.")] = None,
     ) -> None:
         """Simulate a fleet, import the real traces, run the daily DAG per day, print the results.
 
@@ -97,6 +99,12 @@ def register(app: typer.Typer) -> None:
         from joulehouse.cli.demo_run import run_demo
 
         first_day = parse_day(start, "--start")
+        if shared_data is not None and not shared_data.is_dir():
+            # a path given is meant: a typo ran the whole demo on the fallback, said only in passing
+            console.print("[red]error:[/red]", escape(f"--shared-data {shared_data} is not a folder; expected the "
+                                                      "reference data (telemetry/, grid/, prices/, sweeps/)"))
+            raise typer.Exit(2)
+        shared_data = shared_data or SHARED_DATA
         output_folder(out, "--out", "the demo's output folder")
         try:
             run_demo(out=out, days=days, gpus=gpus, seed=seed, start=first_day, shared_data=shared_data,

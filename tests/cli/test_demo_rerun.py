@@ -103,3 +103,16 @@ def test_run_names_a_missing_lake_before_it_starts_airflow(tmp_path, monkeypatch
     assert result.output.strip() == (f"error: the lake {tmp_path / 'no-lake'} ([lake] path) does not exist; give "
                                      "--config with the site's settings, or JOULEHOUSE_LAKE__PATH")
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_shared_data_folder_given_must_exist(tmp_path, monkeypatch):
+    """`demo --shared-data /typo` ran the whole demo on the simulation alone and exited 0."""
+    from typer.testing import CliRunner
+
+    from joulehouse.cli.main import app
+
+    monkeypatch.setenv("COLUMNS", "400")
+    result = CliRunner().invoke(app, ["demo", "--out", str(tmp_path / "demo"), "--shared-data", str(tmp_path / "typo")])
+    assert result.exit_code == 2
+    assert result.output.strip().startswith(f"error: --shared-data {tmp_path / 'typo'} is not a folder")
+    assert not (tmp_path / "demo").exists()

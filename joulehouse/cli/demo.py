@@ -4,7 +4,7 @@ the embedded default: a simulated fleet plus the real traces in ../shared/data).
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated, NoReturn, Optional
 
 import typer
 from rich.console import Console
@@ -14,6 +14,12 @@ from joulehouse.cli import SHARED_DATA
 from joulehouse.cli.options import output_folder, parse_day
 
 console = Console()
+
+
+def _stop(message: str, exit_code: int) -> NoReturn:
+    """One line on the terminal, `error: ...`, and the exit code."""
+    console.print("[red]error:[/red]", escape(message))
+    raise typer.Exit(exit_code)
 
 
 def register(app: typer.Typer) -> None:
@@ -38,15 +44,13 @@ def register(app: typer.Typer) -> None:
         try:
             settings = load_settings(config)
         except SettingsError as exc:
-            console.print("[red]error:[/red]", escape(str(exc)))
-            raise typer.Exit(2) from None
+            _stop(str(exc), 2)
         lake = settings.lake.path
         if "://" not in lake and not Path(lake).is_dir():
             # said before an Airflow home is made and Airflow started for a run that cannot read a reading
             what = "is a file" if Path(lake).exists() else "does not exist"
-            console.print("[red]error:[/red]", escape(f"the lake {lake} ([lake] path) {what}; give --config with the "
-                                                      "site's settings, or JOULEHOUSE_LAKE__PATH"))
-            raise typer.Exit(2)
+            _stop(f"the lake {lake} ([lake] path) {what}; give --config with the site's settings, or "
+                  "JOULEHOUSE_LAKE__PATH", 2)
         home = airflow_home or Path(settings.warehouse.db_path).resolve().parent / "airflow"
         cfg = config
         if cfg is None:
@@ -62,14 +66,12 @@ def register(app: typer.Typer) -> None:
             try:
                 result = run_day(day, cfg, home, on_task=on_task)
             except DagRunFailed as exc:
-                console.print("[red]error:[/red]", escape(str(exc)))
-                raise typer.Exit(1) from None
+                _stop(str(exc), 1)
             except KeyboardInterrupt:
                 # Said, not silent: the warehouse keeps what the steps before the stop published.
-                console.print("[red]error:[/red]", escape(
-                    f"interrupted: {day} is not complete (its reports and export may be an earlier run's; "
-                    f"fct_warehouse_build_daily.completed_at stays NULL): run `joulehouse run --date {day}` again"))
-                raise typer.Exit(130) from None
+                _stop(f"interrupted: {day} is not complete (its reports and export may be an earlier run's; "
+                      f"fct_warehouse_build_daily.completed_at stays NULL): run `joulehouse run --date {day}` again",
+                      130)
         from joulehouse.cli.headline import plural, print_day
 
         console.print(f"joulehouse_daily {day}: success, {plural(len(result.get('ran', [])), 'task')} ran "
@@ -101,19 +103,15 @@ def register(app: typer.Typer) -> None:
         first_day = parse_day(start, "--start")
         if shared_data is not None and not shared_data.is_dir():
             # a path given is meant: a typo ran the whole demo on the fallback, said only in passing
-            console.print("[red]error:[/red]", escape(f"--shared-data {shared_data} is not a folder; expected the "
-                                                      "reference data (telemetry/, grid/, prices/, sweeps/)"))
-            raise typer.Exit(2)
+            _stop(f"--shared-data {shared_data} is not a folder; expected the reference data (telemetry/, grid/, "
+                  "prices/, sweeps/)", 2)
         shared_data = shared_data or SHARED_DATA
         output_folder(out, "--out", "the demo's output folder")
         try:
             run_demo(out=out, days=days, gpus=gpus, seed=seed, start=first_day, shared_data=shared_data,
                      console=console)
         except DagRunFailed as exc:
-            console.print("[red]error:[/red]", escape(str(exc)))
-            raise typer.Exit(1) from None
+            _stop(str(exc), 1)
         except KeyboardInterrupt:
-            console.print("[red]error:[/red]", escape(
-                f"interrupted: the demo in {out} stopped part-way (the reports there may be an earlier run's): "
-                f"run `joulehouse demo --out {out}` again, which builds the folder anew"))
-            raise typer.Exit(130) from None
+            _stop(f"interrupted: the demo in {out} stopped part-way (the reports there may be an earlier run's): "
+                  f"run `joulehouse demo --out {out}` again, which builds the folder anew", 130)

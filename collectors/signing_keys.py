@@ -1,0 +1,72 @@
+"""The ed25519 key pair that signs the recommended-config file: made by `joulehouse keys generate`,
+the private key read by the export, the public key by every agent (collectors/config_contract.py)."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path
+
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
+
+from joulehouse.collectors.input_file import read_bytes_at_most
+
+# An ed25519 PEM key is about 120 bytes: a larger file is not one, refused unread (/dev/zero never ends).
+MAX_KEY_BYTES = 64 << 10
+PRIVATE_KEY_NAME = "joulehouse-ed25519.pem"
+PUBLIC_KEY_NAME = "joulehouse-ed25519.pub.pem"
+
+
+def key_id(public_key: Ed25519PublicKey) -> str:
+    """First 16 hex digits of the SHA-256 of the raw 32-byte public key."""
+    raw = public_key.public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
+    return hashlib.sha256(raw).hexdigest()[:16]
+
+
+def generate_keypair(directory: str | Path, *, overwrite: bool = False) -> tuple[Path, Path]:
+    """Write a new ed25519 key pair as PEM files in `directory` (private key mode 0600).
+    Returns (private_path, public_path). Refuses to replace existing keys unless `overwrite`."""
+    folder = Path(directory)
+    folder.mkdir(parents=True, exist_ok=True)
+    private_path, public_path = folder / PRIVATE_KEY_NAME, folder / PUBLIC_KEY_NAME
+    if not overwrite and (private_path.exists() or public_path.exists()):
+        raise FileExistsError(f"{private_path} or {public_path} already exists; replace them with `joulehouse keys generate --overwrite`")
+    key = Ed25519PrivateKey.generate()
+    private_pem = key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+    )
+    public_pem = key.public_key().public_bytes(
+        serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
+    )
+    fd = os.open(private_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "wb") as fh:
+        fh.write(private_pem)
+    public_path.write_bytes(public_pem)
+    return private_path, public_path
+
+
+def load_private_key(path: str | Path) -> Ed25519PrivateKey:
+    """Read an unencrypted PEM ed25519 private key."""
+    if not Path(path).exists():
+        raise FileNotFoundError(f"private key {path} does not exist (create one with `joulehouse keys generate`)")
+    data = read_bytes_at_most(path, "private key", MAX_KEY_BYTES)
+    try:
+        key = serialization.load_pem_private_key(data, password=None)
+    except (ValueError, TypeError) as exc:
+        raise ValueError(f"{path} is not an unencrypted PEM private key: {exc}") from None
+    if not isinstance(key, Ed25519PrivateKey):
+        raise ValueError(f"{path} holds a {type(key).__name__}, expected an ed25519 private key")
+    return key
+
+
+def load_public_key(path: str | Path) -> Ed25519PublicKey:
+    """Read a PEM ed25519 public key."""
+    data = read_bytes_at_most(path, "public key", MAX_KEY_BYTES)
+    try:
+        key = serialization.load_pem_public_key(data)
+    except ValueError as exc:
+        raise ValueError(f"{path} is not a PEM public key: {exc}") from None
+    if not isinstance(key, Ed25519PublicKey):
+        raise ValueError(f"{path} holds a {type(key).__name__}, expected an ed25519 public key")
+    return key

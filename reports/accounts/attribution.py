@@ -9,6 +9,11 @@ hour's total minus the jobs' amounts, so attributed + unallocated == metered, al
 `spread_unallocated` then implements `idle_policy = "proportional"`: the day's unallocated
 amounts are spread over that day's job rows in proportion to their energy_kwh (overhead
 allocation). With no job rows there is nobody to spread to and the line stays.
+
+`account_by_gpu` keeps the same amounts at (day, job_id, gpu_model, site) as well: what each job
+(and the idle line) incurred on each GPU model and inventory site, so that a split over models and
+sites is the accounts' own and not a later guess. Spread idle amounts stay on the model and site of
+the idle GPUs they came from.
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ UNALLOCATED = "unallocated"
 IDLE_STAGE = "idle"
 HOUR_S = 3600.0
 GROUP_KEYS = ["day", "team", "user", "job_id", "stage"]
+GPU_KEYS = ["day", "job_id", "gpu_model", "site"]
 JOB_COLUMNS = {
     "job_id": pl.String, "host": pl.String, "gpu_uuid": pl.String,
     "started_at": pl.Datetime("us", "UTC"), "ended_at": pl.Datetime("us", "UTC"),
@@ -112,6 +118,14 @@ def group_by_job(attributed: pl.DataFrame, additive_cols: list[str]) -> pl.DataF
     )
 
 
+def _spread_weights(jobs: pl.DataFrame, weight_col: str) -> pl.DataFrame:
+    """The job rows with `_w`: each row's share of its day's idle amounts (its `weight_col` over
+    the day's, equal shares where the day's weights sum to zero)."""
+    return jobs.with_columns(pl.col(weight_col).sum().over("day").alias("_w_day")).with_columns(
+        pl.when(pl.col("_w_day") != 0).then(pl.col(weight_col) / pl.col("_w_day"))
+        .otherwise(1.0 / pl.len().over("day")).alias("_w"))
+
+
 def spread_unallocated(grouped: pl.DataFrame, additive_cols: list[str], weight_col: str = "energy_kwh") -> pl.DataFrame:
     """idle_policy "proportional": move each day's unallocated amounts onto that day's jobs in
     proportion to `weight_col`. gpu_hours stays where it was (idle time is reported, not hidden)."""
@@ -121,13 +135,8 @@ def spread_unallocated(grouped: pl.DataFrame, additive_cols: list[str], weight_c
     if jobs.height == 0 or idle.height == 0:
         return grouped
     idle_totals = idle.group_by("day").agg([pl.col(c).sum().alias(f"_idle_{c}") for c in additive_cols])
-    weights = jobs.with_columns(pl.col(weight_col).sum().over("day").alias("_w_day"))
     spread = (
-        weights.join(idle_totals, on="day", how="left")
-        .with_columns(
-            pl.when(pl.col("_w_day") != 0).then(pl.col(weight_col) / pl.col("_w_day"))
-            .otherwise(1.0 / pl.len().over("day")).alias("_w")
-        )
+        _spread_weights(jobs, weight_col).join(idle_totals, on="day", how="left")
         .with_columns([(pl.col(c) + pl.col("_w") * pl.col(f"_idle_{c}").fill_null(0.0)).alias(c) for c in additive_cols])
         .select(grouped.columns)
     )
@@ -145,3 +154,38 @@ def account_to_jobs(per_hour: pl.DataFrame, jobs: pl.DataFrame, additive_cols: l
     spread onto the day's jobs in proportion to their energy."""
     grouped = group_by_job(attribute_gpu_hours(per_hour, jobs, additive_cols), additive_cols)
     return spread_unallocated(grouped, additive_cols) if idle_policy == "proportional" else grouped
+
+
+def _gpu_keys(per_hour: pl.DataFrame) -> pl.DataFrame:
+    """gpu_uuid -> gpu_model and site as the inventory names it (`inventory_site`; NULL for a GPU
+    outside it, whatever site the accounts assumed for its PUE and prices)."""
+    return per_hour.select(
+        "gpu_uuid",
+        (pl.col("gpu_model") if "gpu_model" in per_hour.columns else pl.lit(None)).cast(pl.String).alias("gpu_model"),
+        (pl.col("inventory_site") if "inventory_site" in per_hour.columns else pl.lit(None)).cast(pl.String).alias("site"),
+    ).unique("gpu_uuid")
+
+
+def account_by_gpu(per_hour: pl.DataFrame, jobs: pl.DataFrame, additive_cols: list[str],
+                   idle_policy: str) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """account_to_jobs, plus the same amounts at GPU_KEYS (day, job_id, gpu_model, site): summed
+    over the GPU models and sites, a (day, job_id)'s amounts are its report rows' amounts. With
+    idle_policy "proportional" each job takes its report share of the day's idle amounts of every
+    model and site, so a model's or site's amounts stay those of its own GPU-hours."""
+    attributed = attribute_gpu_hours(per_hour, jobs, additive_cols)
+    grouped = group_by_job(attributed, additive_cols)
+    by_gpu = (attributed.join(_gpu_keys(per_hour), on="gpu_uuid", how="left")
+              .group_by(GPU_KEYS).agg([pl.col(c).sum() for c in additive_cols]))
+    if idle_policy != "proportional":
+        return grouped, by_gpu.sort(GPU_KEYS, nulls_last=True)
+    is_idle = pl.col("job_id") == UNALLOCATED
+    job_rows = grouped.filter(~is_idle)
+    idle = by_gpu.filter(is_idle)
+    if job_rows.height and idle.height:
+        weights = _spread_weights(job_rows, "energy_kwh").group_by(["day", "job_id"]).agg(pl.col("_w").sum())
+        moved = (weights.join(idle.drop("job_id"), on="day", how="inner")
+                 .with_columns([pl.col(c) * pl.col("_w") for c in additive_cols]).select(by_gpu.columns))
+        kept = idle.join(job_rows.select("day").unique(), on="day", how="anti")
+        by_gpu = (pl.concat([by_gpu.filter(~is_idle), moved, kept], how="vertical_relaxed")
+                  .group_by(GPU_KEYS).agg([pl.col(c).sum() for c in additive_cols]))
+    return spread_unallocated(grouped, additive_cols), by_gpu.sort(GPU_KEYS, nulls_last=True)

@@ -29,7 +29,7 @@ from pathlib import Path
 
 import polars as pl
 
-from joulehouse.reports.accounts.attribution import UNALLOCATED, account_to_jobs, account_total, empty_account
+from joulehouse.reports.accounts.attribution import GPU_KEYS, UNALLOCATED, account_by_gpu, account_total, empty_account
 from joulehouse.reports.accounts.embodied import (amortised_share, default_gpu_embodied_kgco2e, embodied_gco2e_per_gpu_hour,
                                                   parse_model_overrides)
 from joulehouse.reports.accounts.hour_factors import attach_intensity, attach_pue
@@ -41,6 +41,8 @@ from joulehouse.reports.accounts.site_hours import day_site_hours, grid_context
 from joulehouse.reports.accounts.warehouse_io import prepare_day, replace_report_day
 
 CARBON_AMOUNTS = ["energy_kwh", "facility_energy_kwh", "location_gco2e", "market_gco2e", "embodied_gco2e", *BASIS_AMOUNTS]
+# rpt_carbon_by_gpu_daily: the accounts' amounts per (day, job_id, gpu_model, site)
+BY_GPU_AMOUNTS = ["energy_kwh", "gpu_energy_kwh", "location_gco2e", "market_gco2e", "embodied_gco2e"]
 
 
 @dataclass(frozen=True)
@@ -167,15 +169,25 @@ def with_range(rows: pl.DataFrame, settings: CarbonSettings) -> pl.DataFrame:
 def account_carbon(gpu_hours: pl.DataFrame, jobs: pl.DataFrame, settings: CarbonSettings) -> pl.DataFrame:
     """Pure: GPU-hours with context (day, site, pue, intensity, inventory columns) and jobs ->
     rows at day x team x user x job x stage with the carbon columns of rpt_carbon_daily."""
+    return account_carbon_by_gpu(gpu_hours, jobs, settings)[0]
+
+
+def account_carbon_by_gpu(gpu_hours: pl.DataFrame, jobs: pl.DataFrame,
+                          settings: CarbonSettings) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """account_carbon's rows, and the same amounts at (day, job_id, gpu_model, site): the rows of
+    rpt_carbon_by_gpu_daily (reports.accounts.attribution.account_by_gpu)."""
     per_hour = carbon_per_gpu_hour(gpu_hours, settings)
-    rows = label_basis(with_range(account_to_jobs(per_hour, jobs, CARBON_AMOUNTS, settings.idle_policy), settings))
+    grouped, by_gpu = account_by_gpu(per_hour, jobs, CARBON_AMOUNTS, settings.idle_policy)
+    rows = label_basis(with_range(grouped, settings))
+    by_gpu = by_gpu.select(*GPU_KEYS, *BY_GPU_AMOUNTS)
     if per_hour.filter(pl.col("market_gco2e").is_null() & pl.col("facility_energy_kwh").is_not_null()).height:
         # Some energy has neither a contract nor a residual mix: a market-based total would be a
         # guess, so the day has none (a sum would count the unknown hours as zero). An hour with
         # no measured energy (NULL: no bridged interval) has no market figure either, and leaves
         # the day's, as it leaves the location-based one.
         rows = rows.with_columns(pl.lit(None, pl.Float64).alias("market_gco2e"), pl.lit(None, pl.Float64).alias("total_market_gco2e"))
-    return rows.with_columns(pl.lit(market_basis(per_hour, settings)).alias("market_basis"))
+        by_gpu = by_gpu.with_columns(pl.lit(None, pl.Float64).alias("market_gco2e"))
+    return rows.with_columns(pl.lit(market_basis(per_hour, settings)).alias("market_basis")), by_gpu
 
 
 @dataclass
@@ -210,11 +222,14 @@ def carbon_day(con, day: dt.date, settings: CarbonSettings, data_dir: Path | Non
     inputs, jobs, with_pue, notes = prepared.inputs, prepared.jobs, prepared.gpu_hours, prepared.notes
     ctx, rule_counts, sources = attach_intensity(
         with_pue, settings.grid_file, data_dir, settings.grid_intensity_basis, settings.default_grid_gco2e_per_kwh)
-    rows = account_carbon(ctx, jobs, settings) if ctx.height else label_basis(with_range(
-        empty_account(CARBON_AMOUNTS), settings)).with_columns(pl.lit(None, pl.String).alias("market_basis"))
-    if ctx.height == 0:
+    if ctx.height:
+        rows, by_gpu = account_carbon_by_gpu(ctx, jobs, settings)
+    else:
+        rows = label_basis(with_range(empty_account(CARBON_AMOUNTS), settings)).with_columns(
+            pl.lit(None, pl.String).alias("market_basis"))
+        by_gpu = empty_account(BY_GPU_AMOUNTS).with_columns(pl.lit(None, pl.String).alias(c) for c in ("gpu_model", "site"))
         notes.append(f"no metered GPU-hours on {day}: nothing to account")
-    written = replace_report_day(con, "rpt_carbon_daily", day, rows)
+    written = replace_report_day(con, "rpt_carbon_daily", day, rows, together={"rpt_carbon_by_gpu_daily": by_gpu})
     site_hours, _ = attach_pue(day_site_hours(ctx, day), inputs.pue, settings.default_pue)
     site_hours, _, _ = attach_intensity(
         site_hours, settings.grid_file, data_dir, settings.grid_intensity_basis, settings.default_grid_gco2e_per_kwh)

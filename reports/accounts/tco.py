@@ -32,7 +32,7 @@ from pathlib import Path
 
 import polars as pl
 
-from joulehouse.reports.accounts.attribution import UNALLOCATED, account_to_jobs, account_total, empty_account
+from joulehouse.reports.accounts.attribution import GPU_KEYS, UNALLOCATED, account_by_gpu, account_total, empty_account
 from joulehouse.reports.accounts.demand import allocate, day_peaks, later_days_accounted, month_peak_before, site_hour_kw, store_peaks
 from joulehouse.reports.accounts.embodied import HOURS_PER_YEAR, amortised_share, capital_usd_per_gpu_hour
 from joulehouse.reports.accounts.hour_factors import attach_intensity, attach_pue
@@ -51,6 +51,8 @@ TCO_AMOUNTS = ["energy_kwh", "facility_energy_kwh", *COST_COMPONENTS, "static_en
 NO_METER = pl.DataFrame(schema={"site": pl.String, "hour_at": pl.Datetime("us", "UTC"), "facility_kw": pl.Float64,
                                  "coverage_ratio": pl.Float64})
 PRICE_DRIVEN = ["energy_cost_usd", "green_premium_usd", "density_surcharge_usd"]
+# rpt_tco_by_gpu_daily: the accounts' amounts per (day, job_id, gpu_model, site)
+BY_GPU_AMOUNTS = ["energy_kwh", "total_cost_usd"]
 
 
 def density_surcharge_ratio(rack_kw: float, settings: TcoSettings) -> float:
@@ -132,8 +134,17 @@ def with_cost_range(rows: pl.DataFrame, settings: TcoSettings) -> pl.DataFrame:
 def account_cost(gpu_hours: pl.DataFrame, jobs: pl.DataFrame, settings: TcoSettings,
                  peaks: pl.DataFrame | None = None) -> pl.DataFrame:
     """Pure: GPU-hours with context and jobs -> rpt_tco_daily rows (day x team x user x job x stage)."""
+    return account_cost_by_gpu(gpu_hours, jobs, settings, peaks)[0]
+
+
+def account_cost_by_gpu(gpu_hours: pl.DataFrame, jobs: pl.DataFrame, settings: TcoSettings,
+                        peaks: pl.DataFrame | None = None) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """account_cost's rows, and the same amounts at (day, job_id, gpu_model, site): the rows of
+    rpt_tco_by_gpu_daily (reports.accounts.attribution.account_by_gpu)."""
     per_hour = cost_per_gpu_hour(gpu_hours, settings, peaks)
-    return with_cost_range(with_unit_costs(account_to_jobs(per_hour, jobs, TCO_AMOUNTS, settings.idle_policy)), settings)
+    grouped, by_gpu = account_by_gpu(per_hour, jobs, TCO_AMOUNTS, settings.idle_policy)
+    by_gpu = by_gpu.with_columns(pl.sum_horizontal(COST_COMPONENTS).alias("total_cost_usd"))
+    return with_cost_range(with_unit_costs(grouped), settings), by_gpu.select(*GPU_KEYS, *BY_GPU_AMOUNTS)
 
 
 @dataclass
@@ -184,11 +195,12 @@ def tco_day(con, day: dt.date, settings: TcoSettings, data_dir: Path | None) -> 
                      "to restate the month")
     peak_kw = float(peaks["peak_kw"].max()) if peaks.height else 0.0
     if ctx.height:
-        rows = account_cost(ctx, jobs, settings, peaks)
+        rows, by_gpu = account_cost_by_gpu(ctx, jobs, settings, peaks)
     else:
         notes.append(f"no metered GPU-hours on {day}: nothing to account")
         rows = with_cost_range(with_unit_costs(empty_account(TCO_AMOUNTS)), settings)
-    written = replace_report_day(con, "rpt_tco_daily", day, rows)
+        by_gpu = empty_account(BY_GPU_AMOUNTS).with_columns(pl.lit(None, pl.String).alias(c) for c in ("gpu_model", "site"))
+    written = replace_report_day(con, "rpt_tco_daily", day, rows, together={"rpt_tco_by_gpu_daily": by_gpu})
     site_hours, _ = attach_pue(day_site_hours(ctx, day), inputs.pue, settings.default_pue)
     site_hours, _, _ = attach_intensity(site_hours, settings.grid_file, data_dir, "direct", 0.0)  # the renewable share
     replace_report_day(con, "rpt_context_price_hourly", day,

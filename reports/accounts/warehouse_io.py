@@ -26,6 +26,8 @@ HOUR = pl.Datetime("us", "UTC")
 REPORT_TABLES = {
     "rpt_carbon_daily": ("rpt_carbon_daily", "rpt_carbon_monthly"),
     "rpt_tco_daily": ("rpt_tco_daily", "rpt_tco_monthly"),
+    "rpt_carbon_by_gpu_daily": ("rpt_carbon_by_gpu_daily",),
+    "rpt_tco_by_gpu_daily": ("rpt_tco_by_gpu_daily",),
     "rpt_demand_peak_daily": ("rpt_demand_peak_daily",),
     "rpt_context_grid_hourly": ("rpt_context_grid_hourly", "rpt_context_price_hourly", "rpt_context_hourly"),
     "rpt_context_price_hourly": ("rpt_context_grid_hourly", "rpt_context_price_hourly", "rpt_context_hourly"),
@@ -103,7 +105,8 @@ def read_day_inputs(con, day: dt.date, fallback_region: str, min_node_coverage_r
     else:
         dim = pl.DataFrame(schema={"gpu_uuid": pl.String, **inventory_cols})
         notes.append("dim_gpu absent: settings defaults used for site, region, embodied carbon and capital")
-    gpu_hours = gpu_hours.join(dim, on="gpu_uuid", how="left")
+    # inventory_site: the inventory's own site (NULL outside it), before any default fills `site`
+    gpu_hours = gpu_hours.join(dim, on="gpu_uuid", how="left").with_columns(pl.col("site").alias("inventory_site"))
     # Without an inventory site, a warehouse with exactly one PUE site is that site.
     sites = pue["site"].unique().to_list()
     default_site = sites[0] if len(sites) == 1 else "unknown"
@@ -123,14 +126,20 @@ def read_day_inputs(con, day: dt.date, fallback_region: str, min_node_coverage_r
     return DayInputs(day=day, gpu_hours=gpu_hours, pue=pue, jobs=jobs, notes=notes, basis_counts=basis_counts)
 
 
-def replace_report_day(con, table: str, day: dt.date, rows: pl.DataFrame) -> int:
+def replace_report_day(con, table: str, day: dt.date, rows: pl.DataFrame,
+                       together: dict[str, pl.DataFrame] | None = None) -> int:
     """Create `table` (and the views over it) if needed, then replace `day`'s rows with the
-    rows of `rows` that belong to `day`, in one transaction."""
-    if table not in REPORT_TABLES:
-        raise ValueError(f"report table {table!r}: expected one of {sorted(REPORT_TABLES)}")
-    for name in REPORT_TABLES[table]:
-        con.execute(load_sql(name))
-    replace_day_rows(con, day, {table: rows.select(con.table(table).columns).filter(pl.col("day") == day)})
+    rows of `rows` that belong to `day`, in one transaction. `together` {table: rows}: more report
+    tables whose day is replaced in the same transaction (all change or none does). Returns the
+    rows of `rows`."""
+    tables = {table: rows, **(together or {})}
+    for name in tables:
+        if name not in REPORT_TABLES:
+            raise ValueError(f"report table {name!r}: expected one of {sorted(REPORT_TABLES)}")
+        for sql_name in REPORT_TABLES[name]:
+            con.execute(load_sql(sql_name))
+    replace_day_rows(con, day, {name: frame.select(con.table(name).columns).filter(pl.col("day") == day)
+                                for name, frame in tables.items()})
     return rows.height
 
 

@@ -41,16 +41,39 @@ STAND_INS = {
         "CAST(NULL AS DOUBLE) AS saving_ci_low_pct, CAST(NULL AS DOUBLE) AS saving_ci_high_pct, "
         "CAST(NULL AS DOUBLE) AS predicted_saving_pct, CAST(NULL AS BIGINT) AS n_treated_gpus WHERE false"),
 }
+# The accounts' own split by GPU model and site; absent in a warehouse accounted before they were
+# kept, when every day falls back to the approximation (dashboard_carbon_cost.sql says how).
+SPLIT_STAND_INS = {
+    "rpt_carbon_by_gpu_daily": ("SELECT CAST(NULL AS DATE) AS day, '' AS job_id, '' AS gpu_model, '' AS site, "
+                                "CAST(NULL AS DOUBLE) AS energy_kwh, CAST(NULL AS DOUBLE) AS location_gco2e, "
+                                "CAST(NULL AS DOUBLE) AS market_gco2e, CAST(NULL AS DOUBLE) AS embodied_gco2e WHERE false"),
+    "rpt_tco_by_gpu_daily": ("SELECT CAST(NULL AS DATE) AS day, '' AS job_id, '' AS gpu_model, '' AS site, "
+                             "CAST(NULL AS DOUBLE) AS energy_kwh, CAST(NULL AS DOUBLE) AS total_cost_usd WHERE false"),
+}
 METRICS = (("location_gco2e", "carbon, location-based (kgCO2e)", 1e-3), ("market_gco2e", "carbon, market-based (kgCO2e)", 1e-3),
            ("embodied_gco2e", "embodied carbon (kgCO2e)", 1e-3), ("total_cost_usd", "total cost (USD)", 1.0))
 DIMENSIONS = (("team", "team"), ("gpu_model", "GPU model"), ("site", "site"))
 
 
 def _stand_ins(con: duckdb.DuckDBPyConnection) -> list[str]:
+    """Create the stand-ins of the absent relations; the names of the absent STAND_INS (whose part
+    of the page is empty; an absent split only makes its days approximate, see split_fallback_note)."""
     missing = [name for name in STAND_INS if not relation_exists(con, name)]
-    for name in missing:
-        con.execute(f"CREATE OR REPLACE TEMP VIEW {name} AS {STAND_INS[name]}")
+    for name in [*missing, *(n for n in SPLIT_STAND_INS if not relation_exists(con, n))]:
+        con.execute(f"CREATE OR REPLACE TEMP VIEW {name} AS {STAND_INS.get(name) or SPLIT_STAND_INS[name]}")
     return missing
+
+
+def split_fallback_note(con: duckdb.DuckDBPyConnection) -> str | None:
+    """A sentence naming the days whose split by GPU model and site is approximate; None if none."""
+    days, first, last = con.execute(SQL.text("dashboard_split_fallback_days")).fetchall()[0]
+    if not days:
+        return None
+    return (f"{days} day(s) from {first} to {last} were accounted before the accounts kept their amounts per GPU "
+            "model and site (rpt_carbon_by_gpu_daily, rpt_tco_by_gpu_daily): on those days carbon and cost are split "
+            "over GPU models and sites by GPU board energy, an approximation that moves servers' BMC overhead onto "
+            "GPUs counted at board energy; re-run the carbon and cost step of those days to make them exact. The "
+            "teams' totals are exact either way.")
 
 
 def by_dimension_figure(rows: pl.DataFrame, dimension: str, label: str, period: str) -> go.Figure:
@@ -131,12 +154,14 @@ def render_dashboard(con: duckdb.DuckDBPyConnection, out_path: Path) -> Path:
                         for c, title, scale in METRICS] + [card("days held", str(days[2]), f"{days[0]} to {days[1]}")]))
     overview.note("Scope 2 both ways: location-based (the grid's hourly intensity where the energy was drawn) and "
                   "market-based (after contracts); embodied (manufacturing, amortised over the GPUs' life) apart. "
-                  "A job's carbon and cost follow its GPU energy onto the GPU models and sites it ran on; what no "
-                  "job held (team 'unallocated') follows the idle GPU energy of each model and site. The tables' "
+                  "A job's carbon and cost by GPU model and site are the accounts' own, GPU-hour by GPU-hour, "
+                  "and so are those of what no job held (team 'unallocated'). The tables' "
                   "it_energy_kwh is IT energy, as the carbon accounts count it: the servers' BMC energy split by "
                   "GPU share where usable, else the GPU boards' energy.")
     for name in missing:
         overview.missing(f"{name} is not in the warehouse: its part of the dashboard is empty")
+    if (fallback := split_fallback_note(con)) is not None:
+        overview.warn(fallback, "Approximate split by GPU model and site.")
     sections = [overview]
     for dimension, label in DIMENSIONS:
         s = Section(f"by-{dimension}", f"By {label}")

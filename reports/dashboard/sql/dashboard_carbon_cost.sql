@@ -1,13 +1,18 @@
 -- dashboard_carbon_cost: carbon (location- and market-based, embodied apart) and cost of every day
 -- the warehouse holds, per period ($period: 'week' | 'month', UTC, weeks from Monday) and per team,
--- GPU model and site. A job's rows are split over the GPU models and sites it ran on by its GPU
--- energy there (fct_job_efficiency, dim_gpu). The idle line (job 'unallocated': what no job held)
--- is split the same way, by the GPU energy no job held on each model and site (the day's GPU
--- board energy in fct_gpu_energy_hourly less the jobs'): its GPUs and their models are known, so
--- 'unallocated' stays a team, never a model or a site. A GPU outside the inventory has no site:
--- 'not in inventory'. Only a day without any GPU energy keeps 'unallocated' there.
--- Inputs: rpt_carbon_daily, rpt_tco_daily, fct_job_efficiency, fct_gpu_energy_hourly, dim_gpu
---   (stand-ins when absent).
+-- GPU model and site. Each job's (and the idle line's) amounts on each GPU model and site are the
+-- accounts' own, summed GPU-hour by GPU-hour (rpt_carbon_by_gpu_daily, rpt_tco_by_gpu_daily): a
+-- GPU's carbon and cost stay its own, whatever its IT energy basis (a server's BMC overhead is
+-- never charged to another server's GPUs). 'unallocated' stays a team, never a model or a site.
+-- A GPU outside the inventory has no site: 'not in inventory'; a GPU without a model: 'unknown model'.
+-- Days accounted before those tables were kept (a day absent from them) fall back to an
+-- approximation: a job's rows split over the GPU models and sites it ran on by its GPU board energy
+-- there (fct_job_efficiency, dim_gpu), the idle line by the board energy no job held on each model
+-- and site (fct_gpu_energy_hourly less the jobs'). That moves BMC overhead (in the IT energy of
+-- servers with a usable BMC) onto GPUs counted at board energy; re-account such days to make them exact.
+-- Only a fallback day without any GPU energy keeps 'unallocated' as a model and a site.
+-- Inputs: rpt_carbon_daily, rpt_tco_daily, rpt_carbon_by_gpu_daily, rpt_tco_by_gpu_daily,
+--   fct_job_efficiency, fct_gpu_energy_hourly, dim_gpu (stand-ins when absent).
 -- Columns: period_start [DATE], dimension [text] 'team' | 'gpu_model' | 'site', value [text],
 --   location_gco2e, market_gco2e, embodied_gco2e [gCO2e], total_cost_usd [USD],
 --   it_energy_kwh [kWh] IT energy as rpt_carbon_daily counts it (the servers' BMC energy split by
@@ -46,8 +51,11 @@ shares AS (
     SELECT day, job_id, gpu_model, site, kwh / sum(kwh) OVER (PARTITION BY day, job_id) AS share
     FROM (SELECT * FROM job_gpus UNION ALL SELECT * FROM idle_gpus WHERE kwh > 0)
 ),
-split AS (
-    SELECT c.day, coalesce(c.team, 'not reported') AS team,
+exact_carbon_days AS (SELECT DISTINCT day FROM rpt_carbon_by_gpu_daily),
+exact_cost_days AS (SELECT DISTINCT day FROM rpt_tco_by_gpu_daily),
+approx AS (
+    -- days without the accounts' own split: by GPU board energy share (see the header)
+    SELECT c.day, c.job_id,
            CASE WHEN s.job_id IS NULL THEN 'unallocated' ELSE coalesce(s.gpu_model, 'unknown model') END AS gpu_model,
            CASE WHEN s.job_id IS NULL THEN 'unallocated' ELSE coalesce(s.site, 'not in inventory') END AS site,
            coalesce(s.share, 1.0) AS share,
@@ -56,6 +64,28 @@ split AS (
     FROM carbon AS c
     LEFT JOIN cost AS t USING (day, job_id)
     LEFT JOIN shares AS s USING (day, job_id)
+),
+amounts AS (
+    SELECT day, job_id, gpu_model, site, share * location_gco2e AS location_gco2e, share * market_gco2e AS market_gco2e,
+           share * embodied_gco2e AS embodied_gco2e, share * it_energy_kwh AS it_energy_kwh, 0.0 AS total_cost_usd
+    FROM approx WHERE day NOT IN (SELECT day FROM exact_carbon_days)
+    UNION ALL
+    SELECT day, job_id, gpu_model, site, NULL, NULL, NULL, NULL, share * total_cost_usd
+    FROM approx WHERE day NOT IN (SELECT day FROM exact_cost_days)
+    UNION ALL
+    SELECT day, job_id, coalesce(gpu_model, 'unknown model'), coalesce(site, 'not in inventory'),
+           location_gco2e, market_gco2e, embodied_gco2e, energy_kwh, 0.0
+    FROM rpt_carbon_by_gpu_daily
+    UNION ALL
+    SELECT day, job_id, coalesce(gpu_model, 'unknown model'), coalesce(site, 'not in inventory'),
+           NULL, NULL, NULL, NULL, total_cost_usd
+    FROM rpt_tco_by_gpu_daily
+),
+split AS (
+    -- the jobs of rpt_carbon_daily only, with their team (as the approximation's join keeps them)
+    SELECT a.day, coalesce(c.team, 'not reported') AS team, a.gpu_model, a.site,
+           a.location_gco2e, a.market_gco2e, a.embodied_gco2e, a.it_energy_kwh, a.total_cost_usd
+    FROM amounts AS a JOIN carbon AS c USING (day, job_id)
 ),
 long AS (
     SELECT day, 'team' AS dimension, team AS value, * EXCLUDE (day, team, gpu_model, site) FROM split
@@ -66,9 +96,9 @@ long AS (
 )
 SELECT
     CAST(date_trunc(CAST($period AS VARCHAR), day) AS DATE) AS period_start, dimension, value,
-    sum(share * location_gco2e) AS location_gco2e, sum(share * market_gco2e) AS market_gco2e,
-    sum(share * embodied_gco2e) AS embodied_gco2e, sum(share * total_cost_usd) AS total_cost_usd,
-    sum(share * it_energy_kwh) AS it_energy_kwh, count(DISTINCT day) AS days
+    sum(location_gco2e) AS location_gco2e, sum(market_gco2e) AS market_gco2e,
+    sum(embodied_gco2e) AS embodied_gco2e, sum(total_cost_usd) AS total_cost_usd,
+    sum(it_energy_kwh) AS it_energy_kwh, count(DISTINCT day) AS days
 FROM long
 GROUP BY ALL
 ORDER BY dimension, period_start, value

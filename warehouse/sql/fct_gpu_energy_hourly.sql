@@ -185,7 +185,7 @@ source_hours AS (
         sum(energy_j_decimal)::DOUBLE AS energy_j,
         sum(covered_us) / 1e6 AS covered_s,
         sum(counter_us) / 1e6 AS counter_s,
-        sum(n_samples) AS n_samples
+        sum(n_samples)::BIGINT AS n_samples  -- a count, as before the hand-over: DuckDB sums BIGINTs into HUGEINT
     FROM host_handover
     GROUP BY gpu_uuid, source, hour_index, CASE WHEN hosts_follow_on THEN NULL ELSE host END
 ),

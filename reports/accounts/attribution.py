@@ -44,6 +44,11 @@ def empty_account(amount_columns) -> pl.DataFrame:
                                 **{c: pl.Float64 for c in amount_columns}})
 
 
+def empty_by_gpu(amount_columns) -> pl.DataFrame:
+    """The split by GPU model and site of a day with no metered GPU-hours: its columns, no rows."""
+    return empty_account(amount_columns).with_columns(pl.lit(None, pl.String).alias(c) for c in ("gpu_model", "site"))
+
+
 def account_total(rows: pl.DataFrame, column: str) -> float:
     """A column of an account summed over the day's rows, 0.0 for an empty account."""
     return float(rows[column].sum()) if rows.height else 0.0

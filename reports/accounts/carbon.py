@@ -29,7 +29,8 @@ from pathlib import Path
 
 import polars as pl
 
-from joulehouse.reports.accounts.attribution import GPU_KEYS, UNALLOCATED, account_by_gpu, account_total, empty_account
+from joulehouse.reports.accounts.attribution import (GPU_KEYS, UNALLOCATED, account_by_gpu, account_total,
+                                                     empty_account, empty_by_gpu)
 from joulehouse.reports.accounts.embodied import (amortised_share, default_gpu_embodied_kgco2e, embodied_gco2e_per_gpu_hour,
                                                   parse_model_overrides)
 from joulehouse.reports.accounts.hour_factors import attach_intensity, attach_pue
@@ -166,16 +167,12 @@ def with_range(rows: pl.DataFrame, settings: CarbonSettings) -> pl.DataFrame:
     )
 
 
-def account_carbon(gpu_hours: pl.DataFrame, jobs: pl.DataFrame, settings: CarbonSettings) -> pl.DataFrame:
-    """Pure: GPU-hours with context (day, site, pue, intensity, inventory columns) and jobs ->
-    rows at day x team x user x job x stage with the carbon columns of rpt_carbon_daily."""
-    return account_carbon_by_gpu(gpu_hours, jobs, settings)[0]
-
-
 def account_carbon_by_gpu(gpu_hours: pl.DataFrame, jobs: pl.DataFrame,
                           settings: CarbonSettings) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """account_carbon's rows, and the same amounts at (day, job_id, gpu_model, site): the rows of
-    rpt_carbon_by_gpu_daily (reports.accounts.attribution.account_by_gpu)."""
+    """Pure: GPU-hours with context (day, site, pue, intensity, inventory columns) and jobs ->
+    (rows at day x team x user x job x stage with the carbon columns of rpt_carbon_daily, the same
+    amounts at (day, job_id, gpu_model, site): the rows of rpt_carbon_by_gpu_daily,
+    reports.accounts.attribution.account_by_gpu)."""
     per_hour = carbon_per_gpu_hour(gpu_hours, settings)
     grouped, by_gpu = account_by_gpu(per_hour, jobs, CARBON_AMOUNTS, settings.idle_policy)
     rows = label_basis(with_range(grouped, settings))
@@ -227,7 +224,7 @@ def carbon_day(con, day: dt.date, settings: CarbonSettings, data_dir: Path | Non
     else:
         rows = label_basis(with_range(empty_account(CARBON_AMOUNTS), settings)).with_columns(
             pl.lit(None, pl.String).alias("market_basis"))
-        by_gpu = empty_account(BY_GPU_AMOUNTS).with_columns(pl.lit(None, pl.String).alias(c) for c in ("gpu_model", "site"))
+        by_gpu = empty_by_gpu(BY_GPU_AMOUNTS)
         notes.append(f"no metered GPU-hours on {day}: nothing to account")
     written = replace_report_day(con, "rpt_carbon_daily", day, rows, together={"rpt_carbon_by_gpu_daily": by_gpu})
     site_hours, _ = attach_pue(day_site_hours(ctx, day), inputs.pue, settings.default_pue)

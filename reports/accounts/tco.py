@@ -32,7 +32,8 @@ from pathlib import Path
 
 import polars as pl
 
-from joulehouse.reports.accounts.attribution import GPU_KEYS, UNALLOCATED, account_by_gpu, account_total, empty_account
+from joulehouse.reports.accounts.attribution import (GPU_KEYS, UNALLOCATED, account_by_gpu, account_total,
+                                                     empty_account, empty_by_gpu)
 from joulehouse.reports.accounts.demand import allocate, day_peaks, later_days_accounted, month_peak_before, site_hour_kw, store_peaks
 from joulehouse.reports.accounts.embodied import HOURS_PER_YEAR, amortised_share, capital_usd_per_gpu_hour
 from joulehouse.reports.accounts.hour_factors import attach_intensity, attach_pue
@@ -131,16 +132,11 @@ def with_cost_range(rows: pl.DataFrame, settings: TcoSettings) -> pl.DataFrame:
                                          (pl.col("total_cost_usd") + swing).alias("total_cost_high_usd")))
 
 
-def account_cost(gpu_hours: pl.DataFrame, jobs: pl.DataFrame, settings: TcoSettings,
-                 peaks: pl.DataFrame | None = None) -> pl.DataFrame:
-    """Pure: GPU-hours with context and jobs -> rpt_tco_daily rows (day x team x user x job x stage)."""
-    return account_cost_by_gpu(gpu_hours, jobs, settings, peaks)[0]
-
-
 def account_cost_by_gpu(gpu_hours: pl.DataFrame, jobs: pl.DataFrame, settings: TcoSettings,
                         peaks: pl.DataFrame | None = None) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """account_cost's rows, and the same amounts at (day, job_id, gpu_model, site): the rows of
-    rpt_tco_by_gpu_daily (reports.accounts.attribution.account_by_gpu)."""
+    """Pure: GPU-hours with context and jobs -> (rpt_tco_daily rows, day x team x user x job x
+    stage; the same amounts at (day, job_id, gpu_model, site): the rows of rpt_tco_by_gpu_daily,
+    reports.accounts.attribution.account_by_gpu)."""
     per_hour = cost_per_gpu_hour(gpu_hours, settings, peaks)
     grouped, by_gpu = account_by_gpu(per_hour, jobs, TCO_AMOUNTS, settings.idle_policy)
     by_gpu = by_gpu.with_columns(pl.sum_horizontal(COST_COMPONENTS).alias("total_cost_usd"))
@@ -199,7 +195,7 @@ def tco_day(con, day: dt.date, settings: TcoSettings, data_dir: Path | None) -> 
     else:
         notes.append(f"no metered GPU-hours on {day}: nothing to account")
         rows = with_cost_range(with_unit_costs(empty_account(TCO_AMOUNTS)), settings)
-        by_gpu = empty_account(BY_GPU_AMOUNTS).with_columns(pl.lit(None, pl.String).alias(c) for c in ("gpu_model", "site"))
+        by_gpu = empty_by_gpu(BY_GPU_AMOUNTS)
     written = replace_report_day(con, "rpt_tco_daily", day, rows, together={"rpt_tco_by_gpu_daily": by_gpu})
     site_hours, _ = attach_pue(day_site_hours(ctx, day), inputs.pue, settings.default_pue)
     site_hours, _, _ = attach_intensity(site_hours, settings.grid_file, data_dir, "direct", 0.0)  # the renewable share

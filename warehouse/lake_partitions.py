@@ -70,13 +70,19 @@ def day_hosts(lake: str | Path, day: dt.date, datasets: Iterable[str] = ("gpu_sa
     return sorted(hosts)
 
 
+def lake_folder_problem(lake: str | Path) -> str | None:
+    """What is wrong with a local lake path ("is a file", "does not exist"); None for a folder or a URL."""
+    if lakefs.is_url(str(lake)) or Path(lake).is_dir():
+        return None
+    return "is a file" if Path(lake).exists() else "does not exist"
+
+
 def gpu_hosts_or_raise(lake: str | Path, day: dt.date) -> list[str]:
     """The hosts with GPU readings for `day`; NoReadingsForDay (saying where it looked) when none."""
     hosts = day_hosts(lake, day)
     if not hosts:
         where = lakefs.join(lake, "gpu_samples", f"date={day.isoformat()}")
-        if not lakefs.is_url(str(lake)) and not Path(lake).is_dir():
-            what = "is a file" if Path(lake).exists() else "does not exist"
+        if (what := lake_folder_problem(lake)) is not None:
             raise NoReadingsForDay(f"no GPU readings for {day}: the lake {lake} ([lake] path) {what}, "
                                    "not the lake's folder")
         raise NoReadingsForDay(f"no GPU readings for {day} in the lake (no host= folder under {where}): nothing "

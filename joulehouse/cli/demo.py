@@ -45,10 +45,11 @@ def register(app: typer.Typer) -> None:
             settings = load_settings(config)
         except SettingsError as exc:
             _stop(str(exc), 2)
+        from joulehouse.warehouse.lake_partitions import lake_folder_problem
+
         lake = settings.lake.path
-        if "://" not in lake and not Path(lake).is_dir():
-            # said before an Airflow home is made and Airflow started for a run that cannot read a reading
-            what = "is a file" if Path(lake).exists() else "does not exist"
+        # said before an Airflow home is made and Airflow started for a run that cannot read a reading
+        if (what := lake_folder_problem(lake)) is not None:
             _stop(f"the lake {lake} ([lake] path) {what}; give --config with the site's settings, or "
                   "JOULEHOUSE_LAKE__PATH", 2)
         home = airflow_home or Path(settings.warehouse.db_path).resolve().parent / "airflow"

@@ -30,9 +30,11 @@
  *
  * Units are NVML's: power mW, energy mJ, clocks MHz, temperatures C, PCIe KB/s, memory bytes
  * (given in MiB in the file). A reading whose key is absent answers NVML_ERROR_NOT_SUPPORTED,
- * as a GPU without that sensor does. nvmlDeviceGetCurrentClocksEventReasons is deliberately NOT
- * exported (drivers before 535 lack it): pynvml raises NVMLError_FunctionNotFound, and callers
- * fall back to nvmlDeviceGetCurrentClocksThrottleReasons, which is exported.
+ * as a GPU without that sensor does. Both names of the clock event bitmask are exported, as
+ * drivers from 535 on have them (a real H200 on driver 580 answered both with the same value:
+ * tests/nvml_stub/real_nvml_h200.json). A driver before 535 lacks the newer name: inject
+ * `gpuN.error.nvmlDeviceGetCurrentClocksEventReasons FUNCTION_NOT_FOUND` and pynvml raises the
+ * NVMLError_FunctionNotFound it raises for a missing symbol.
  */
 #include <fcntl.h>
 #include <pthread.h>
@@ -442,7 +444,11 @@ nvmlReturn_t nvmlDeviceGetPerformanceState(nvmlDevice_t d, int *pstate) {
     GET_U(d, "nvmlDeviceGetPerformanceState", "pstate", pstate, int)
 }
 
-/* Old name only: see the header comment on nvmlDeviceGetCurrentClocksEventReasons. */
+/* The bitmask under its name from driver 535 on, and under the older one: see the header comment. */
+nvmlReturn_t nvmlDeviceGetCurrentClocksEventReasons(nvmlDevice_t d, unsigned long long *reasons) {
+    GET_U(d, "nvmlDeviceGetCurrentClocksEventReasons", "clock_event_reasons", reasons, unsigned long long)
+}
+
 nvmlReturn_t nvmlDeviceGetCurrentClocksThrottleReasons(nvmlDevice_t d, unsigned long long *reasons) {
     GET_U(d, "nvmlDeviceGetCurrentClocksThrottleReasons", "clock_event_reasons", reasons, unsigned long long)
 }

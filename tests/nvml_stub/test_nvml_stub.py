@@ -33,7 +33,8 @@ def test_readings_come_back_in_nvml_units(nvml):
     assert pynvml.nvmlDeviceGetPcieThroughput(h, pynvml.NVML_PCIE_UTIL_TX_BYTES) == 1500
     assert pynvml.nvmlDeviceGetMemoryInfo(h).total == 81559 * 2**20
     assert pynvml.nvmlDeviceGetPowerManagementLimitConstraints(h) == [200_000, 700_000]
-    assert pynvml.nvmlDeviceGetCurrentClocksThrottleReasons(h) == 0x4
+    assert pynvml.nvmlDeviceGetCurrentClocksEventReasons(h) == 0x4  # driver 535 on
+    assert pynvml.nvmlDeviceGetCurrentClocksThrottleReasons(h) == 0x4  # its older name, kept
     [proc] = pynvml.nvmlDeviceGetComputeRunningProcesses(h)
     assert (proc.pid, proc.usedGpuMemory) == (4242, 2048 * 2**20)
     [field] = pynvml.nvmlDeviceGetFieldValues(h, [pynvml.NVML_FI_DEV_MEMORY_TEMP])
@@ -51,6 +52,7 @@ def test_values_change_while_running(nvml):
 
 def test_missing_function_and_missing_sensor_raise_like_a_driver(nvml):
     h = pynvml.nvmlDeviceGetHandleByIndex(0)
+    nvml.set(0, error={"nvmlDeviceGetCurrentClocksEventReasons": "FUNCTION_NOT_FOUND"})  # a driver before 535
     with pytest.raises(pynvml.NVMLError_FunctionNotFound):
         pynvml.nvmlDeviceGetCurrentClocksEventReasons(h)
     nvml.write([GpuState(name="Tesla P100-PCIE-16GB", uuid="GPU-p100", power_mw=30_000)])

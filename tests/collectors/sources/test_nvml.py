@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import threading
+
 import pyarrow as pa
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -48,10 +50,21 @@ def test_readings_are_converted_to_lake_units(nvml_stub, source):
     assert (row["power_limit_min_w"], row["power_limit_max_w"], row["power_limit_default_w"]) == (100, 400, 400)
     assert (row["pcie_tx_bytes_per_s"], row["pcie_rx_bytes_per_s"]) == (1500 * 1024, 3 * 1024)
     assert row["pstate"] == 0
-    assert row["clock_event_reasons"] == 0x4  # via the pre-535 name: the stub lacks the new one
+    assert row["clock_event_reasons"] == 0x4
     assert sorted(row["running_pids"]) == [4242, 4243]
     assert row["error"] is None and row["source"] == "nvml"
     assert row["sampled_at"].timestamp() == NOW_S and row["sampled_at"].tzinfo is not None
+
+
+def test_a_driver_before_535_gives_the_clock_event_reasons_under_their_older_name(nvml_stub, source):
+    nvml_stub.set(0, clock_event_reasons=0x4, error={"nvmlDeviceGetCurrentClocksEventReasons": "FUNCTION_NOT_FOUND"})
+    nvml_stub.set(1, clock_event_reasons=0x4, error={"nvmlDeviceGetCurrentClocksEventReasons": "FUNCTION_NOT_FOUND"})
+    first, second = source.read().to_pylist(), source.read().to_pylist()
+    assert [r["clock_event_reasons"] for r in first + second] == [0x4] * 4
+    assert all(r["error"] is None for r in first + second)  # a missing function is not an error
+    # the driver's answer does not change while it runs: the newer name is not asked again
+    nvml_stub.set(0, error={"nvmlDeviceGetCurrentClocksThrottleReasons": "UNKNOWN"})
+    assert "nvmlDeviceGetCurrentClocksThrottleReasons" in source.read().to_pylist()[0]["error"]
 
 
 def test_lost_gpu_marks_its_row_and_the_others_go_on(nvml_stub, source):
@@ -146,3 +159,44 @@ def test_gpu_lost_before_start_is_reported_and_found_again(nvml_stub, source):
     nvml_stub.set(1, error={"*": "SUCCESS"})
     rows = rows_by_index(source.read())
     assert rows[1]["error"] is None and rows[1]["gpu_uuid"].startswith("GPU-")
+
+
+class _PcieReadsMeet:
+    """pynvml, but each nvmlDeviceGetPcieThroughput waits until every one of a poll's is in
+    flight: a source that reads them one after another stops at the first (BrokenBarrierError
+    after `timeout_s`), one that reads them at once goes through."""
+
+    def __init__(self, reads: int, timeout_s: float = 10.0):
+        import pynvml
+
+        self._pynvml = pynvml
+        self.barrier = threading.Barrier(reads, timeout=timeout_s)
+
+    def __getattr__(self, name):
+        return getattr(self._pynvml, name)
+
+    def nvmlDeviceGetPcieThroughput(self, handle, counter):
+        self.barrier.wait()
+        return self._pynvml.nvmlDeviceGetPcieThroughput(handle, counter)
+
+
+def test_the_pcie_reads_of_every_gpu_run_at_once(nvml_stub):
+    # NVML counts PCIe bytes over a 20 ms window per call: 16 calls in a row cost a poll of 8 GPUs
+    # about 340 ms on a real H200 (infra/device/README.md); at once, one window
+    nvml_stub.write([GpuState.h200(i, pcie_tx_kb_per_s=100 + i, pcie_rx_kb_per_s=200 + i) for i in range(8)])
+    source = NvmlSource("node-01", nvml=_PcieReadsMeet(reads=16), clock=lambda: NOW_S)
+    try:
+        rows = source.read().to_pylist()
+        assert [(r["pcie_tx_bytes_per_s"], r["pcie_rx_bytes_per_s"]) for r in rows] == \
+            [((100 + i) * 1024, (200 + i) * 1024) for i in range(8)]
+        assert all(r["error"] is None for r in rows)
+    finally:
+        source.close()
+
+
+def test_a_gpu_lost_during_its_pcie_read_has_its_whole_row_nulled(nvml_stub, source):
+    nvml_stub.set(1, error={"nvmlDeviceGetPcieThroughput": "GPU_IS_LOST"})
+    rows = rows_by_index(source.read())
+    assert rows[1]["power_w"] is None and rows[1]["pcie_tx_bytes_per_s"] is None
+    assert "nvmlDeviceGetPcieThroughput" in rows[1]["error"]
+    assert rows[0]["power_w"] is not None and rows[0]["error"] is None

@@ -77,6 +77,10 @@ def write_range(lake: str | Path, table: pa.Table, start_s: float, end_s: float,
     return written
 
 
+class DcgmClientMissing(SourceError):
+    """The Prometheus client library is not installed: said once per read, never retried."""
+
+
 class DcgmSource:
     """gpu_samples from dcgm-exporter series stored in Prometheus (source tag 'dcgm').
 
@@ -153,8 +157,13 @@ class DcgmSource:
 
     def _prometheus(self) -> Any:
         if self._client is None:
-            from prometheus_api_client import PrometheusConnect
-            from urllib3.util.retry import Retry
+            try:
+                from prometheus_api_client import PrometheusConnect
+                from urllib3.util.retry import Retry
+            except ImportError as exc:  # not a Prometheus that is down: retrying cannot help
+                raise DcgmClientMissing(
+                    f"{self.source_tag}: prometheus-api-client is not installed ({exc}); "
+                    "install the node role: pip install 'joulehouse[node]'") from None
 
             # The client's own retries are switched off so that the bound and the log are ours.
             self._client = PrometheusConnect(url=self.url, retry=Retry(total=0, raise_on_status=False),
@@ -211,6 +220,8 @@ class DcgmSource:
         for attempt in range(1, attempts + 1):
             try:
                 return query()
+            except DcgmClientMissing:
+                raise
             except Exception as exc:  # requests' and the client's errors: all mean "not now"
                 if attempt == attempts:
                     raise SourceError(

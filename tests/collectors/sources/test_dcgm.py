@@ -225,6 +225,26 @@ def test_retries_are_bounded_and_then_the_error_names_the_url(tmp_path):
     assert client.fail == 7
 
 
+def test_a_missing_prometheus_client_is_said_once_and_not_retried_as_a_server_down(tmp_path, monkeypatch):
+    # seen on a GPU machine with only the base wheels: four attempts and 7 s of backoff per sync,
+    # each logged as "Prometheus failed", for a library that was simply not installed
+    import builtins
+
+    real_import = builtins.__import__
+
+    def no_client(name, *args, **kwargs):
+        if name == "prometheus_api_client":
+            raise ModuleNotFoundError("No module named 'prometheus_api_client'")
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", no_client)
+    slept: list[float] = []
+    src = DcgmSource(tmp_path / "lake", retries=3, sleep=slept.append, state_path=tmp_path / "state.json")
+    with pytest.raises(SourceError, match=r"prometheus-api-client is not installed.*pip install 'joulehouse\[node\]'"):
+        src.sync(now_s=1_700_000_000)
+    assert slept == []
+
+
 def test_counters_file_enables_every_field_the_source_reads():
     text = (REPO / "infra" / "dcgm-exporter" / "counters.csv").read_text()
     assert text.startswith("# Format")

@@ -173,10 +173,15 @@ class Collector:
             self._count_error(entry)
             log.exception("source %s raised unexpectedly this poll", entry.name)
             return None
+        return self._judged(entry, table)
+
+    def _judged(self, entry: Scheduled, table: pa.Table) -> pa.Table:
+        """Count a read as good, or as a source error when every row of it carries an error."""
         failure = read_failure(table)
         if failure is not None:
-            # IPMI never raises for a dead BMC (its row keeps the reason): uncounted, the source-error
-            # metric and "no source could be read" would call a dead BMC healthy.
+            # IPMI never raises for a dead BMC (its row keeps the reason), nor NVML for GPUs all
+            # lost: uncounted, the source-error metric and "no source could be read" would call
+            # them healthy.
             self._count_error(entry)
             log.warning("source %s failed this poll: %s (its rows are kept with the reason)", entry.name, failure)
             return table
@@ -195,9 +200,8 @@ class Collector:
             table = entry.source.read()
         except SourceError as exc:
             raise SourceStartError(str(exc)) from exc
-        entry.started = True
-        self.stats.reads_ok += 1
-        return table
+        entry.started = True  # it answered: a GPU lost at start may come back, so the run goes on
+        return self._judged(entry, table)
 
     def _take(self, label: str, dataset: str, table: pa.Table) -> None:
         self._spool(dataset).append(table)

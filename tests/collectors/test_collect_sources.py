@@ -171,6 +171,17 @@ def test_a_read_fails_when_every_row_carries_an_error_and_its_rows_are_kept(tmp_
     assert c.stats.rows == len(errors)
 
 
+def test_a_required_sources_first_read_with_every_row_failed_counts_as_a_source_error(tmp_path):
+    """NVML that starts with every GPU lost answers (the run goes on: a GPU may come back), but
+    that read is a failed one, as it is on any later poll."""
+    settings = CollectorSettings(interval_s=1.0, spool_flush_interval_s=60, roll_interval_s=60)
+    c = Collector([Scheduled(_ErrorRows(["lost", "lost"]), required=True)], lake=tmp_path / "lake",
+                  settings=settings, spool_dir=tmp_path / "spool")
+    c.poll()
+    assert (c.stats.source_errors, c.stats.reads_ok, c.stats.rows) == (1, 0, 2)
+    assert c.stats.errors_by_source == {"_errorrows": 1}
+
+
 class _FakePrometheus(BaseHTTPRequestHandler):
     """One GPU of node-07 scraped every 30 s: power = (timestamp mod 1000) / 10 W. Answers time()
     and the raw samples query `selector[Ns]` at `time`; records each query."""

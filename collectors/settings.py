@@ -69,7 +69,8 @@ PollInterval = Annotated[float, Field(gt=0, le=3600, allow_inf_nan=False)]
 RollInterval = Annotated[float, Field(gt=0, le=86400, allow_inf_nan=False)]
 Ratio = Annotated[float, Field(ge=0, le=1, allow_inf_nan=False)]
 Percent = Annotated[float, Field(ge=0, le=100, allow_inf_nan=False)]
-PUE = Annotated[float, Field(ge=1, allow_inf_nan=False)]  # facility / IT power: never below 1
+MAX_PUE = 10  # no facility spends 10x its IT power
+PUE = Annotated[float, Field(ge=1, le=MAX_PUE, allow_inf_nan=False)]  # facility / IT power: never below 1
 Count = Annotated[int, Field(ge=1)]
 NonNegativeInt = Annotated[int, Field(ge=0)]
 Port = Annotated[int, Field(ge=1, le=65535)]

@@ -45,7 +45,7 @@ def test_a_file_value_out_of_range_names_the_setting_and_the_file(tmp_path):
     path.write_text("[export]\nvalidity_hours = -1\n[carbon]\nlifetime_years = 0\n")
     with pytest.raises(SettingsError) as caught:
         load_settings(path, env={})
-    assert str(caught.value) == (f"[carbon].lifetime_years = 0 (in {path}): input should be greater than 0; "
+    assert str(caught.value) == (f"[carbon].lifetime_years = 0 (in {path}): input should be greater than or equal to 0.1; "
                                  f"[export].validity_hours = -1 (in {path}): input should be greater than 0")
 
 

@@ -15,7 +15,7 @@ import typer
 
 from joulehouse.cli.estimate_command import estimate_command
 from joulehouse.cli.options import fail
-from joulehouse.cli.run_options import DEFAULT_DATA_DIR, DataDir, GpusPerServer, LifetimeYears, Start, parse_start
+from joulehouse.cli.run_options import DEFAULT_DATA_DIR, DataDir, GpusPerServer, LifetimeYears, Start, parse_start, within
 
 carbon_app = typer.Typer(no_args_is_help=True, help="Carbon accounting (GHG Protocol scope 2 + embodied).")
 
@@ -50,12 +50,17 @@ def estimate(
     from joulehouse.reports.accounts.embodied import default_gpu_embodied_kgco2e, parse_model_overrides
     from joulehouse.reports.accounts.estimate import estimate_carbon, hourly_mean
     from joulehouse.reports.accounts.grid import GridFileError, intensity_for_region
+    from joulehouse.reports.accounts.settings import EmbodiedKg, GramsPerKwh
+    from joulehouse.reports.accounts.settings import LifetimeYears as Lifetime
+
+    grid_gco2e_per_kwh = within("--grid-gco2e-per-kwh", grid_gco2e_per_kwh, GramsPerKwh)
+    embodied_kgco2e_per_gpu = within("--embodied-kgco2e-per-gpu", embodied_kgco2e_per_gpu, EmbodiedKg)
+    embodied_kgco2e_per_server = within("--embodied-kgco2e-per-server", embodied_kgco2e_per_server, EmbodiedKg)
+    lifetime_years = within("--lifetime-years", lifetime_years, Lifetime)
 
     if grid_gco2e_per_kwh is not None and region is not None:
         fail("give either --grid-gco2e-per-kwh or --region/--start, not both")
     if grid_gco2e_per_kwh is not None:
-        if grid_gco2e_per_kwh < 0:
-            fail(f"--grid-gco2e-per-kwh {grid_gco2e_per_kwh}: expected >= 0")
         intensity, source = grid_gco2e_per_kwh, f"flat {grid_gco2e_per_kwh:g} gCO2e/kWh"
     elif region is not None:
         if start is None or run.hours is None:

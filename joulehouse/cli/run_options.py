@@ -13,6 +13,7 @@ import typer
 
 from joulehouse.cli import SHARED_DATA
 from joulehouse.cli.options import fail
+from joulehouse.collectors.settings import MAX_PUE
 
 DEFAULT_DATA_DIR = SHARED_DATA
 # A planning horizon of at most 100 years on at most ten million GPUs: every figure of an estimate
@@ -26,7 +27,6 @@ HORIZON = f"a planning horizon of at most {MAX_HORIZON_YEARS} years"
 # No GPU draws 10 kW (the largest TDP is about 1.4 kW), no facility spends 10x its IT power: with the
 # bounds above, the energy stays below 1e15 kWh.
 MAX_AVG_POWER_W = 10_000
-MAX_PUE = 10
 
 Gpus = Annotated[Optional[int], typer.Option(help=f"Number of GPUs running together (at most {MAX_GPUS:,}).")]
 Hours = Annotated[Optional[float], typer.Option(help=f"Wall-clock hours of the run (at most {MAX_HOURS:,}: {HORIZON}).")]
@@ -48,6 +48,25 @@ def refuse_non_finite(options: dict) -> None:
     for name, value in options.items():
         if isinstance(value, float) and not math.isfinite(value):
             fail(f"--{name.replace('_', '-')} {value}: expected a finite number")
+
+
+def within(flag: str, value: Optional[float], bounded) -> Optional[float]:
+    """`value` of `flag` (None: not given) checked against a settings type's range, the one its
+    setting has (reports.accounts.settings: prices, intensities, capital...), or fail naming the flag."""
+    if value is None:
+        return None
+    import pydantic
+
+    try:
+        return pydantic.TypeAdapter(bounded).validate_python(value)
+    except pydantic.ValidationError as exc:
+        error = exc.errors()[0]
+        limits = error.get("ctx", {})
+        if "le" in limits:
+            fail(f"{flag} {value:g}: expected at most {limits['le']:,g}")
+        if "ge" in limits:
+            fail(f"{flag} {value:g}: expected at least {limits['ge']:g}")
+        fail(f"{flag} {value:g}: {error['msg']}")
 
 
 def run_shape(gpus: Optional[int], hours: Optional[float], gpu_hours: Optional[float], avg_power_w: float,

@@ -15,7 +15,7 @@ import typer
 
 from joulehouse.cli.estimate_command import estimate_command
 from joulehouse.cli.options import fail
-from joulehouse.cli.run_options import DEFAULT_DATA_DIR, DataDir, GpusPerServer, LifetimeYears, Start, parse_start
+from joulehouse.cli.run_options import DEFAULT_DATA_DIR, DataDir, GpusPerServer, LifetimeYears, Start, parse_start, within
 
 tco_app = typer.Typer(no_args_is_help=True, help="Total cost of ownership.")
 
@@ -49,6 +49,15 @@ def estimate(
     """
     from joulehouse.reports.accounts.estimate import estimate_cost, hourly_mean
     from joulehouse.reports.accounts.prices import DEFAULT_PRICE_FILE, PriceFileError, load_pjm_lmp_csv
+    from joulehouse.reports.accounts.settings import CapexUsd, DemandCharge, LifetimeYears as Lifetime, PricePerMwh, Uplift
+
+    price_usd_per_mwh = within("--price-usd-per-mwh", price_usd_per_mwh, PricePerMwh)
+    demand_charge_usd_per_kw_month = within("--demand-charge-usd-per-kw-month", demand_charge_usd_per_kw_month,
+                                            DemandCharge)
+    gpu_capex_usd = within("--gpu-capex-usd", gpu_capex_usd, CapexUsd)
+    server_capex_usd = within("--server-capex-usd", server_capex_usd, CapexUsd)
+    lifetime_years = within("--lifetime-years", lifetime_years, Lifetime)
+    operations_ratio = within("--operations-ratio", operations_ratio, Uplift)
 
     node = price_node or tco.price_node
     if price_usd_per_mwh is not None and (price_file is not None or start is not None):

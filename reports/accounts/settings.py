@@ -10,11 +10,40 @@ declared once, in AccountSettings, and each section carries its own copy of them
 from __future__ import annotations
 
 import zoneinfo
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import Field, field_validator
 
-from joulehouse.collectors.settings import PUE, Count, Names, NonNegative, NonNegativeInt, Percent, Positive, Ratio, section
+from joulehouse.collectors.settings import PUE, Count, Names, NonNegativeInt, Percent, Positive, Ratio, section
+
+# Upper bounds of what a site can mean: past them a value is a typo (or hostile), and multiplied by a
+# large fleet's energy it would leave the float range, so that a figure read `Infinity` or NaN
+# (`tco estimate --price-usd-per-mwh 1e300` printed "total_cost_usd": Infinity with exit 0). The
+# PUE's bound is the settings' own (collectors.settings.MAX_PUE).
+MAX_PRICE_USD_PER_MWH = 100_000  # 20x the highest market cap (ERCOT's 5,000 USD/MWh)
+MAX_GCO2E_PER_KWH = 5_000  # 4x lignite, the dirtiest generation (about 1,200)
+MAX_DEMAND_CHARGE_USD_PER_KW_MONTH = 10_000
+MAX_CAPEX_USD = 1_000_000_000
+MAX_EMBODIED_KGCO2E = 10_000_000
+MAX_CARBON_PRICE_USD_PER_TCO2E = 1_000_000
+MAX_UPLIFT_RATIO = 100  # a premium, surcharge or yearly operations cost as a share
+MAX_CONTRACT_KWH_PER_DAY = 10**12
+LIFETIME_YEARS = (0.1, 100)  # from five weeks to a century
+
+
+def _upto(most: float, *, ge: float = 0) -> object:
+    return Annotated[float, Field(ge=ge, le=most, allow_inf_nan=False)]
+
+
+PricePerMwh = _upto(MAX_PRICE_USD_PER_MWH)
+GramsPerKwh = _upto(MAX_GCO2E_PER_KWH)
+DemandCharge = _upto(MAX_DEMAND_CHARGE_USD_PER_KW_MONTH)
+CapexUsd = _upto(MAX_CAPEX_USD)
+EmbodiedKg = _upto(MAX_EMBODIED_KGCO2E)
+CarbonPrice = _upto(MAX_CARBON_PRICE_USD_PER_TCO2E)
+Uplift = _upto(MAX_UPLIFT_RATIO)
+ContractKwh = _upto(MAX_CONTRACT_KWH_PER_DAY)
+LifetimeYears = _upto(LIFETIME_YEARS[1], ge=LIFETIME_YEARS[0])
 
 
 @section
@@ -27,7 +56,7 @@ class AccountSettings:
     grid_file: str = Field("", description="Hourly grid file of the region (Electricity Maps, WattTime or your own CSV); empty: none.")
     default_pue: PUE = Field(1.3, description="PUE of the hours no facility meter covers (facility / IT power, at least 1).")
     gpus_per_server: Count = 8
-    lifetime_years: Positive = Field(5.0, description="Years the hardware is amortised over (embodied carbon; capital).")
+    lifetime_years: LifetimeYears = Field(5.0, description="Years the hardware is amortised over (embodied carbon; capital).")
     idle_policy: Literal["unallocated", "proportional"] = Field(
         "unallocated", description="What no job held: an explicit \"unallocated\" line, or spread \"proportional\" to job energy.")
     node_energy_min_coverage_ratio: Ratio = Field(
@@ -41,21 +70,21 @@ class AccountSettings:
 class CarbonSettings(AccountSettings):
     """Carbon accounting (GHG Protocol scope 2, both methods, plus embodied)."""
 
-    default_grid_gco2e_per_kwh: NonNegative = Field(400.0, description="Grid intensity where the grid file has no value, gCO2e/kWh.")
-    market_contract_kwh_per_day: NonNegative = Field(0.0, description="A site-wide contract (PPA/REC) volume per day, kWh ...")
-    market_contract_gco2e_per_kwh: NonNegative = Field(0.0, description="... at this intensity, gCO2e/kWh.")
+    default_grid_gco2e_per_kwh: GramsPerKwh = Field(400.0, description="Grid intensity where the grid file has no value, gCO2e/kWh.")
+    market_contract_kwh_per_day: ContractKwh = Field(0.0, description="A site-wide contract (PPA/REC) volume per day, kWh ...")
+    market_contract_gco2e_per_kwh: GramsPerKwh = Field(0.0, description="... at this intensity, gCO2e/kWh.")
     residual_mix_from: Literal["table", "setting"] = Field(
         "table", description="Market-based, what no contract covers: the region's published residual mix\n"
                              "(\"table\": reports/accounts/residual_mix.csv, AIB European Residual Mixes; \"not available\" where\n"
                              "it has none) or your own figure (\"setting\": residual_mix_gco2e_per_kwh).")
-    residual_mix_gco2e_per_kwh: NonNegative = Field(
+    residual_mix_gco2e_per_kwh: GramsPerKwh = Field(
         450.0, description="... the residual mix used with residual_mix_from = \"setting\", gCO2e/kWh.")
-    embodied_kgco2e_per_gpu: NonNegative = Field(150.0, description="Manufacturing footprint of a GPU, kgCO2e ...")
-    embodied_kgco2e_per_server: NonNegative = Field(2750.0, description="... and of its server (shared by gpus_per_server), kgCO2e.")
+    embodied_kgco2e_per_gpu: EmbodiedKg = Field(150.0, description="Manufacturing footprint of a GPU, kgCO2e ...")
+    embodied_kgco2e_per_server: EmbodiedKg = Field(2750.0, description="... and of its server (shared by gpus_per_server), kgCO2e.")
     grid_uncertainty_pct: Percent = Field(10.0, description="Relative uncertainties (+/-) of the carbon range, %.")
     pue_uncertainty_pct: Percent = 5.0
     embodied_uncertainty_pct: Percent = 30.0
-    carbon_price_usd_per_tco2e: NonNegative = Field(
+    carbon_price_usd_per_tco2e: CarbonPrice = Field(
         0.0, description="Internal carbon price, USD/tCO2e: the recommender weighs carbon at it beside energy cost.")
     grid_intensity_basis: Literal["direct", "lca"] = Field(
         "direct", description="Electricity Maps column: \"direct\" (combustion, GHG Protocol scope 2) or \"lca\" (life cycle).")
@@ -73,17 +102,17 @@ class TcoSettings(AccountSettings):
     price_file: str = Field("", description="Hourly market prices (PJM LMP CSV); empty: the tariff, else the flat price.")
     price_node: str = Field("PJM-RTO", description="The pricing node of the price file.")
     tariff_file: str = Field("", description="A time-of-use tariff (OpenEI URDB JSON); empty: none.")
-    flat_price_usd_per_mwh: NonNegative = Field(80.0, description="Price of every hour without a price file or tariff, USD/MWh.")
-    demand_charge_usd_per_kw_month: NonNegative = Field(15.0, description="Rate x the month's highest site demand, USD/kW-month.")
-    green_premium_ratio: NonNegative = Field(
+    flat_price_usd_per_mwh: PricePerMwh = Field(80.0, description="Price of every hour without a price file or tariff, USD/MWh.")
+    demand_charge_usd_per_kw_month: DemandCharge = Field(15.0, description="Rate x the month's highest site demand, USD/kW-month.")
+    green_premium_ratio: Uplift = Field(
         0.18, description="Uplift on energy cost in hours whose renewable share is below green_premium_below_renewable_pct.")
     green_premium_below_renewable_pct: Percent = 30.0
-    density_surcharge_25_35kw_ratio: NonNegative = Field(0.12, description="Uplift for racks of 25-35 kW ...")
-    density_surcharge_over_35kw_ratio: NonNegative = Field(0.28, description="... and above 35 kW.")
+    density_surcharge_25_35kw_ratio: Uplift = Field(0.12, description="Uplift for racks of 25-35 kW ...")
+    density_surcharge_over_35kw_ratio: Uplift = Field(0.28, description="... and above 35 kW.")
     rack_kw: Positive = Field(20.0, description="Provisioned power per rack, kW (chooses the density surcharge).")
-    gpu_capex_usd: NonNegative = Field(30000.0, description="Purchase price of a GPU, USD ...")
-    server_capex_usd: NonNegative = Field(60000.0, description="... and of its server (shared by gpus_per_server), USD.")
-    operations_ratio_of_capex_per_year: NonNegative = Field(0.1, description="Operations per year, as a share of capital.")
+    gpu_capex_usd: CapexUsd = Field(30000.0, description="Purchase price of a GPU, USD ...")
+    server_capex_usd: CapexUsd = Field(60000.0, description="... and of its server (shared by gpus_per_server), USD.")
+    operations_ratio_of_capex_per_year: Uplift = Field(0.1, description="Operations per year, as a share of capital.")
     tariff_timezone: str = Field("America/New_York", description="Time-of-use tariffs are written in the utility's local wall-clock time.")
     price_uncertainty_pct: Percent = Field(
         20.0, description="Relative uncertainty of the hourly price (+/-, %) for the cost range: an assumption (a\n"

@@ -14,6 +14,7 @@ Published figures:
 from __future__ import annotations
 
 import json
+import math
 
 import pytest
 import typer
@@ -151,6 +152,57 @@ def test_tco_estimate_with_hourly_prices(app, shared_data):
               "--start", "2026-05-04T00:00Z", "--data-dir", str(shared_data))
     assert out["price_rule_counts"]["year_mapped"] == 24
     assert out["energy_cost_usd"] == pytest.approx(out["energy_kwh"] * out["price_usd_per_mwh"] / 1000)
+
+
+@pytest.mark.parametrize("command, option, value, says", [
+    ("tco", "--price-usd-per-mwh", "1e300", "expected at most 100,000"),
+    ("tco", "--demand-charge-usd-per-kw-month", "1e300", "expected at most 10,000"),
+    ("tco", "--gpu-capex-usd", "1e308", "expected at most 1e+09"),
+    ("tco", "--server-capex-usd", "1e308", "expected at most 1e+09"),
+    ("tco", "--operations-ratio", "1e308", "expected at most 100"),
+    ("tco", "--lifetime-years", "1e-300", "expected at least 0.1"),
+    ("carbon", "--grid-gco2e-per-kwh", "1e305", "expected at most 5,000"),
+    ("carbon", "--grid-gco2e-per-kwh", "-1", "expected at least 0"),
+    ("carbon", "--embodied-kgco2e-per-gpu", "1e308", "expected at most 1e+07"),
+    ("carbon", "--embodied-kgco2e-per-server", "1e308", "expected at most 1e+07"),
+    ("carbon", "--lifetime-years", "101", "expected at most 100"),
+])
+def test_a_price_intensity_or_capital_past_its_bound_is_refused(app, command, option, value, says):
+    """`tco estimate --price-usd-per-mwh 1e300 --format json` printed "total_cost_usd": Infinity,
+    and `--gpu-capex-usd 1e308` "operations_usd": Infinity, both with exit 0."""
+    result = CliRunner().invoke(app, [command, "estimate", "--gpu-model", "H100-SXM", "--gpus", "8", "--days", "30",
+                                      option, value, "--format", "json"])
+    assert result.exit_code == 2, result.output
+    assert result.stderr == f"error: {option} {float(value):g}: {says}\n" and result.stdout == ""
+
+
+@pytest.mark.parametrize("command, largest", [
+    ("tco", ["--price-usd-per-mwh", "100000", "--demand-charge-usd-per-kw-month", "10000", "--gpu-capex-usd", "1e9",
+             "--server-capex-usd", "1e9", "--operations-ratio", "100", "--lifetime-years", "0.1", "--gpus-per-server", "1"]),
+    ("carbon", ["--grid-gco2e-per-kwh", "5000", "--embodied-kgco2e-per-gpu", "1e7", "--embodied-kgco2e-per-server", "1e7",
+                "--lifetime-years", "0.1", "--gpus-per-server", "1"]),
+])
+def test_every_bound_at_once_on_the_largest_run_still_gives_finite_figures(app, command, largest):
+    result = CliRunner().invoke(app, [command, "estimate", "--gpu-model", "H100-SXM", "--gpus", "10000000",
+                                      "--days", "36525", "--avg-power-w", "10000", "--pue", "10", *largest,
+                                      "--format", "json"])
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout, parse_constant=lambda c: pytest.fail(f"{c} in the document"))
+    assert all(math.isfinite(v) for v in doc.values() if isinstance(v, float))
+
+
+@pytest.mark.parametrize("section, key, value", [("tco", "flat_price_usd_per_mwh", "1e300"),
+                                                 ("carbon", "default_grid_gco2e_per_kwh", "1e300"),
+                                                 ("carbon", "default_pue", "50")])
+def test_a_settings_file_past_a_bound_is_refused_naming_the_setting(app, tmp_path, section, key, value):
+    """A --pue bound used to be applied to [carbon] default_pue from the settings, and the error
+    named --pue, which the user had not given."""
+    config = tmp_path / "joulehouse.toml"
+    config.write_text(f"[{section}]\n{key} = {value}\n")
+    result = CliRunner().invoke(app, [section, "estimate", "--gpu-model", "H100-SXM", "--gpus", "8", "--days", "30",
+                                      "--config", str(config)])
+    assert result.exit_code == 2, result.output
+    assert key in result.stderr and "--pue" not in result.stderr
 
 
 def test_tco_bad_input_exits_2(app, tmp_path):

@@ -57,7 +57,7 @@ def test_each_key_shows_its_range():
     result = CliRunner().invoke(app, ["settings"], env={})
     lines = result.output.splitlines()
     at = lines.index("default_pue = 1.3")
-    assert lines[at - 1] == "# range: >= 1"
+    assert lines[at - 1] == "# range: >= 1 and <= 10"
     assert lines[lines.index('engine = "duckdb"') - 1] == "# one of: duckdb, spark"
 
 

@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any
@@ -147,18 +147,27 @@ class NvmlSource:
         `raise_missing`: a function the driver lacks raises NvmlFunctionMissing (the caller has another)."""
         if gpu.lost:
             return None
+        return self._settled(gpu, self._attempt(gpu, name, *args), raise_missing=raise_missing)
+
+    def _attempt(self, gpu: _Gpu, name: str, *args: Any) -> tuple[Any, NvmlError | None]:
+        """The call's value or its error, leaving `gpu` alone: what a worker thread may do."""
         try:
-            return self._call(gpu, name, gpu.handle, *args)
-        except NvmlFunctionMissing:
-            if raise_missing:
-                raise
-            return None
-        except NvmlUnsupported:
-            return None
-        except NvmlGpuLost as exc:
-            gpu.lost = str(exc)
+            return self._call(gpu, name, gpu.handle, *args), None
         except NvmlError as exc:
-            gpu.errors.append(str(exc))
+            return None, exc
+
+    def _settled(self, gpu: _Gpu, outcome: tuple[Any, NvmlError | None], *, raise_missing: bool = False) -> Any:
+        """The error policy, on the reading thread: NULL for what the GPU lacks, the GPU marked
+        lost, any other error said in the row's `error`."""
+        value, error = outcome
+        if error is None or gpu.lost:
+            return None if gpu.lost else value
+        if isinstance(error, NvmlFunctionMissing) and raise_missing:
+            raise error
+        if isinstance(error, NvmlGpuLost):
+            gpu.lost = str(error)
+        elif not isinstance(error, NvmlUnsupported):
+            gpu.errors.append(str(error))
         return None
 
     def _start(self) -> list[_Gpu]:
@@ -207,21 +216,27 @@ class NvmlSource:
             if gpu.handle is None or not gpu.uuid or gpu.rediscover:
                 self._discover(gpu)  # lost or failing at start-up: try again each poll
         pcie = [self._start_pcie_reads(gpu) for gpu in self._gpus]
-        for gpu, pcie_reads in zip(self._gpus, pcie):
-            for name, value in self._sample(gpu, pcie_reads).items():
-                rows[name].append(value)
+        try:
+            for gpu, pcie_reads in zip(self._gpus, pcie):
+                for name, value in self._sample(gpu, pcie_reads).items():
+                    rows[name].append(value)
+        finally:  # a poll that failed half-way leaves no read in flight
+            wait([read for pair in pcie if pair for read in pair])
         return pa.Table.from_pydict(rows, schema=ROW_SCHEMA)
 
-    def _start_pcie_reads(self, gpu: _Gpu) -> tuple[Future, Future]:
-        """The GPU's two PCIe counters, each read in a thread (20 ms each: see the module doc)."""
+    def _start_pcie_reads(self, gpu: _Gpu) -> tuple[Future, Future] | None:
+        """The GPU's two PCIe counters, each read in a thread (20 ms each: see the module doc);
+        None for a GPU already lost. The threads only call: `_sample` settles their outcomes."""
+        if gpu.lost:
+            return None
         if self._pcie_pool is None:
             workers = min(_MAX_PCIE_THREADS, 2 * max(1, len(self._gpus or ())))
             self._pcie_pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="nvml-pcie")
         nvml = self._nvml
-        return (self._pcie_pool.submit(self._reading, gpu, "nvmlDeviceGetPcieThroughput", nvml.NVML_PCIE_UTIL_TX_BYTES),
-                self._pcie_pool.submit(self._reading, gpu, "nvmlDeviceGetPcieThroughput", nvml.NVML_PCIE_UTIL_RX_BYTES))
+        return (self._pcie_pool.submit(self._attempt, gpu, "nvmlDeviceGetPcieThroughput", nvml.NVML_PCIE_UTIL_TX_BYTES),
+                self._pcie_pool.submit(self._attempt, gpu, "nvmlDeviceGetPcieThroughput", nvml.NVML_PCIE_UTIL_RX_BYTES))
 
-    def _sample(self, gpu: _Gpu, pcie_reads: tuple[Future, Future]) -> dict[str, Any]:
+    def _sample(self, gpu: _Gpu, pcie_reads: tuple[Future, Future] | None) -> dict[str, Any]:
         nvml = self._nvml
         sampled_at_us = int(self._clock() * 1_000_000)
         util = self._reading(gpu, "nvmlDeviceGetUtilizationRates")
@@ -239,9 +254,10 @@ class NvmlSource:
             "util_mem_pct": util.memory if util is not None else None,
             "mem_used_mib": memory.used // (1024 * 1024) if memory is not None else None,
             "power_limit_w": _mw_to_w(self._reading(gpu, "nvmlDeviceGetEnforcedPowerLimit")),
-            # the threads' results, before `gpu.lost` is judged below: a read there may find it lost
-            "pcie_tx_bytes_per_s": _kib(pcie_reads[0].result()),
-            "pcie_rx_bytes_per_s": _kib(pcie_reads[1].result()),
+            # settled here, in the order of the calls before the threads: the row's `error` lists
+            # the failures in the same order every poll, and a GPU found lost nulls the row below
+            "pcie_tx_bytes_per_s": _kib(self._settled(gpu, pcie_reads[0].result())) if pcie_reads else None,
+            "pcie_rx_bytes_per_s": _kib(self._settled(gpu, pcie_reads[1].result())) if pcie_reads else None,
             "pstate": pstate if pstate is not None and 0 <= pstate < NVML_PSTATE_UNKNOWN else None,
             "clock_event_reasons": self._clock_event_reasons(gpu),
             "running_pids": [p.pid for p in processes] if processes is not None else None,

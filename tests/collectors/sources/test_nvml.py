@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 
 import pyarrow as pa
 import pytest
@@ -200,3 +201,53 @@ def test_a_gpu_lost_during_its_pcie_read_has_its_whole_row_nulled(nvml_stub, sou
     assert rows[1]["power_w"] is None and rows[1]["pcie_tx_bytes_per_s"] is None
     assert "nvmlDeviceGetPcieThroughput" in rows[1]["error"]
     assert rows[0]["power_w"] is not None and rows[0]["error"] is None
+
+
+class _Hooked:
+    """pynvml with some functions replaced by the test."""
+
+    def __init__(self, **hooks):
+        import pynvml
+
+        self._pynvml, self.hooks = pynvml, hooks
+
+    def __getattr__(self, name):
+        return self.hooks.get(name) or getattr(self._pynvml, name)
+
+
+def test_a_poll_that_fails_half_way_leaves_no_pcie_read_behind_to_spoil_the_next(nvml_stub):
+    """A read left running by a failed poll used to mark its GPU lost in the next poll's row."""
+    nvml_stub.write([GpuState.h200(i) for i in range(2)])
+    nvml = _Hooked()
+    started, returned = [], []
+
+    def slow_then_lost(handle, counter):
+        started.append(counter)
+        time.sleep(0.2)
+        returned.append(counter)
+        raise nvml._pynvml.NVMLError(nvml._pynvml.NVML_ERROR_GPU_IS_LOST)
+
+    def broken(handle):
+        raise RuntimeError("a pynvml-side failure")
+
+    source = NvmlSource("node-01", nvml=nvml, clock=lambda: NOW_S)
+    try:
+        source.read()
+        nvml.hooks.update(nvmlDeviceGetPcieThroughput=slow_then_lost, nvmlDeviceGetUtilizationRates=broken)
+        with pytest.raises(RuntimeError, match="pynvml-side"):
+            source.read()
+        assert len(returned) == len(started) == 4  # every read of the failed poll came back before it ended
+        nvml.hooks.clear()
+        rows = source.read().to_pylist()
+        assert [(r["error"], r["power_w"] is not None) for r in rows] == [(None, True), (None, True)]
+    finally:
+        source.close()
+
+
+def test_the_errors_of_a_row_are_listed_in_the_same_order_every_poll(nvml_stub, source):
+    nvml_stub.set(0, error={"nvmlDeviceGetPcieThroughput": "UNKNOWN", "nvmlDeviceGetEnforcedPowerLimit": "UNKNOWN",
+                            "nvmlDeviceGetPerformanceState": "UNKNOWN"})
+    errors = {source.read().to_pylist()[0]["error"] for _ in range(20)}
+    assert len(errors) == 1
+    (error,) = errors
+    assert error.index("nvmlDeviceGetEnforcedPowerLimit") < error.index("nvmlDeviceGetPcieThroughput")

@@ -47,10 +47,10 @@ def estimate(
 
     Example: joulehouse carbon estimate --gpu-model H100-SXM --gpus 8 --days 30
     """
-    from joulehouse.reports.accounts.embodied import default_gpu_embodied_kgco2e, parse_model_overrides
+    from joulehouse.reports.accounts.embodied import default_gpu_embodied_kgco2e
     from joulehouse.reports.accounts.estimate import estimate_carbon, hourly_mean
     from joulehouse.reports.accounts.grid import GridFileError, intensity_for_region
-    from joulehouse.reports.accounts.settings import EmbodiedKg, GramsPerKwh
+    from joulehouse.reports.accounts.settings import EmbodiedKg, GramsPerKwh, parse_model_overrides
     from joulehouse.reports.accounts.settings import LifetimeYears as Lifetime
 
     grid_gco2e_per_kwh = within("--grid-gco2e-per-kwh", grid_gco2e_per_kwh, GramsPerKwh)

@@ -27,6 +27,9 @@ HORIZON = f"a planning horizon of at most {MAX_HORIZON_YEARS} years"
 # No GPU draws 10 kW (the largest TDP is about 1.4 kW), no facility spends 10x its IT power: with the
 # bounds above, the energy stays below 1e15 kWh.
 MAX_AVG_POWER_W = 10_000
+# Capital and embodied carbon are spread over the share of the hardware's life in use: below 1% a
+# GPU-hour carries 100x its share (and at 1e-300, Infinity).
+MIN_UTILIZATION = 0.01
 
 Gpus = Annotated[Optional[int], typer.Option(help=f"Number of GPUs running together (at most {MAX_GPUS:,}).")]
 Hours = Annotated[Optional[float], typer.Option(help=f"Wall-clock hours of the run (at most {MAX_HOURS:,}: {HORIZON}).")]
@@ -39,7 +42,7 @@ Start = Annotated[Optional[str], typer.Option(help="Run start (ISO-8601, UTC if 
 DataDir = Annotated[Path, typer.Option(help="Reference data folder (grid/, prices/).")]
 GpusPerServer = Annotated[Optional[int], typer.Option(help="GPUs sharing one server, its footprint and price (default: settings, 8).")]
 LifetimeYears = Annotated[Optional[float], typer.Option(help="Amortisation period of the hardware, years (default: settings, 5).")]
-Utilization = Annotated[float, typer.Option(help="Share of the hardware's life it is in use (0..1].")]
+Utilization = Annotated[float, typer.Option(help=f"Share of the hardware's life it is in use ({MIN_UTILIZATION} to 1).")]
 
 
 def refuse_non_finite(options: dict) -> None:
@@ -83,6 +86,8 @@ def run_shape(gpus: Optional[int], hours: Optional[float], gpu_hours: Optional[f
         if value is not None and value > most:
             fail(f"{flag} {value:g}: expected at most {most:,} ({why})" if isinstance(value, float) else
                  f"{flag} {value}: expected at most {most:,} ({why})")
+    if not MIN_UTILIZATION <= utilization <= 1:
+        fail(f"--utilization {utilization:g}: expected {MIN_UTILIZATION} to 1 (the share of the hardware's life in use)")
     if gpu_hours is None:
         if gpus is None or hours is None:
             fail("give --gpus N and --hours H, or --gpu-hours X")

@@ -21,7 +21,6 @@ reports.accounts.site_hours, reports.accounts.shift.
 
 from __future__ import annotations
 
-import calendar
 import datetime as dt
 import math
 from dataclasses import dataclass, field
@@ -31,12 +30,11 @@ import polars as pl
 
 from joulehouse.reports.accounts.attribution import (GPU_KEYS, UNALLOCATED, account_by_gpu, account_total,
                                                      empty_account, empty_by_gpu)
-from joulehouse.reports.accounts.embodied import (amortised_share, default_gpu_embodied_kgco2e, embodied_gco2e_per_gpu_hour,
-                                                  parse_model_overrides)
+from joulehouse.reports.accounts.embodied import amortised_share, default_gpu_embodied_kgco2e, embodied_gco2e_per_gpu_hour
 from joulehouse.reports.accounts.hour_factors import attach_intensity, attach_pue
 from joulehouse.reports.accounts.residual_mix import ResidualMix, residual_mix_for
 from joulehouse.reports.accounts.it_energy_basis import BASIS_AMOUNTS, label_basis, with_facility_energy
-from joulehouse.reports.accounts.settings import CarbonSettings
+from joulehouse.reports.accounts.settings import CarbonSettings, parse_contracts, parse_model_overrides
 from joulehouse.reports.accounts.shift import carbon_shift_rows
 from joulehouse.reports.accounts.site_hours import day_site_hours, grid_context
 from joulehouse.reports.accounts.warehouse_io import prepare_day, replace_report_day
@@ -44,38 +42,6 @@ from joulehouse.reports.accounts.warehouse_io import prepare_day, replace_report
 CARBON_AMOUNTS = ["energy_kwh", "facility_energy_kwh", "location_gco2e", "market_gco2e", "embodied_gco2e", *BASIS_AMOUNTS]
 # rpt_carbon_by_gpu_daily: the accounts' amounts per (day, job_id, gpu_model, site)
 BY_GPU_AMOUNTS = ["energy_kwh", "gpu_energy_kwh", "location_gco2e", "market_gco2e", "embodied_gco2e"]
-
-
-@dataclass(frozen=True)
-class Contract:
-    """A contractual instrument (PPA or REC): kWh for a site and period at an intensity."""
-
-    site: str
-    period: str  # YYYY-MM (monthly volume) or YYYY-MM-DD (one day)
-    kwh: float
-    gco2e_per_kwh: float
-
-    def kwh_on(self, day: dt.date) -> float:
-        """The volume available on `day`: a month's volume is spread evenly over its days."""
-        if self.period == day.isoformat():
-            return self.kwh
-        if self.period == day.strftime("%Y-%m"):
-            return self.kwh / calendar.monthrange(day.year, day.month)[1]
-        return 0.0
-
-
-def parse_contracts(entries: tuple[str, ...]) -> list[Contract]:
-    """Settings entries "site|YYYY-MM[-DD]|kwh|gco2e_per_kwh" -> contracts."""
-    out = []
-    for entry in entries:
-        parts = [p.strip() for p in entry.split("|")]
-        try:
-            if len(parts) != 4 or len(parts[1]) not in (7, 10):
-                raise ValueError
-            out.append(Contract(parts[0], parts[1], float(parts[2]), float(parts[3])))
-        except ValueError:
-            raise ValueError(f"market contract {entry!r}: expected 'site|YYYY-MM[-DD]|kwh|gco2e_per_kwh'") from None
-    return out
 
 
 def contract_for_site_day(settings: CarbonSettings, site: str, day: dt.date) -> tuple[float, float]:

@@ -36,20 +36,6 @@ EMBODIED_KGCO2E_BY_MODEL_PREFIX = {
 }
 
 
-def parse_model_overrides(entries: tuple[str, ...]) -> dict[str, float]:
-    """Settings entries "GPU model name=kgCO2e" -> {name: kg}; errors name the bad entry."""
-    out: dict[str, float] = {}
-    for entry in entries:
-        name, sep, value = entry.rpartition("=")
-        try:
-            if not sep or not name.strip():
-                raise ValueError
-            out[name.strip()] = float(value)
-        except ValueError:
-            raise ValueError(f"embodied override {entry!r}: expected 'GPU model name=kgCO2e'") from None
-    return out
-
-
 def default_gpu_embodied_kgco2e(gpu_model: str | None, fallback_kg: float, overrides: dict[str, float] | None = None) -> float:
     """The manufacturing footprint of one GPU, kgCO2e: settings override, model table, fallback."""
     model = gpu_model or ""

@@ -9,7 +9,11 @@ declared once, in AccountSettings, and each section carries its own copy of them
 
 from __future__ import annotations
 
+import calendar
+import datetime as dt
+import math
 import zoneinfo
+from dataclasses import dataclass
 from typing import Annotated, Literal
 
 from pydantic import Field, field_validator
@@ -44,6 +48,65 @@ CarbonPrice = _upto(MAX_CARBON_PRICE_USD_PER_TCO2E)
 Uplift = _upto(MAX_UPLIFT_RATIO)
 ContractKwh = _upto(MAX_CONTRACT_KWH_PER_DAY)
 LifetimeYears = _upto(LIFETIME_YEARS[1], ge=LIFETIME_YEARS[0])
+
+
+def _bounded(text: str, most: float) -> float:
+    value = float(text)
+    if not (math.isfinite(value) and 0 <= value <= most):
+        raise ValueError
+    return value
+
+
+def parse_model_overrides(entries: tuple[str, ...]) -> dict[str, float]:
+    """[carbon] embodied_kgco2e_by_gpu_model entries "GPU model name=kgCO2e" -> {name: kg};
+    errors name the bad entry."""
+    out: dict[str, float] = {}
+    for entry in entries:
+        name, sep, value = entry.rpartition("=")
+        try:
+            if not sep or not name.strip():
+                raise ValueError
+            out[name.strip()] = _bounded(value, MAX_EMBODIED_KGCO2E)
+        except ValueError:
+            raise ValueError(f"embodied override {entry!r}: expected 'GPU model name=kgCO2e', "
+                             f"0 to {MAX_EMBODIED_KGCO2E:,} kgCO2e") from None
+    return out
+
+
+@dataclass(frozen=True)
+class Contract:
+    """A contractual instrument (PPA or REC): kWh for a site and period at an intensity."""
+
+    site: str
+    period: str  # YYYY-MM (monthly volume) or YYYY-MM-DD (one day)
+    kwh: float
+    gco2e_per_kwh: float
+
+    def kwh_on(self, day: dt.date) -> float:
+        """The volume available on `day`: a month's volume is spread evenly over its days."""
+        if self.period == day.isoformat():
+            return self.kwh
+        if self.period == day.strftime("%Y-%m"):
+            return self.kwh / calendar.monthrange(day.year, day.month)[1]
+        return 0.0
+
+
+def parse_contracts(entries: tuple[str, ...]) -> list[Contract]:
+    """[carbon] market_contracts entries "site|YYYY-MM[-DD]|kwh|gco2e_per_kwh" -> contracts."""
+    out = []
+    for entry in entries:
+        parts = [p.strip() for p in entry.split("|")]
+        try:
+            if len(parts) != 4 or len(parts[1]) not in (7, 10):
+                raise ValueError
+            days = 31 if len(parts[1]) == 7 else 1  # a month's volume may hold 31 days of the daily bound
+            out.append(Contract(parts[0], parts[1], _bounded(parts[2], days * MAX_CONTRACT_KWH_PER_DAY),
+                                _bounded(parts[3], MAX_GCO2E_PER_KWH)))
+        except ValueError:
+            raise ValueError(f"market contract {entry!r}: expected 'site|YYYY-MM[-DD]|kwh|gco2e_per_kwh', "
+                             f"at most {MAX_CONTRACT_KWH_PER_DAY:.0e} kWh a day and {MAX_GCO2E_PER_KWH:,} "
+                             "gCO2e/kWh") from None
+    return out
 
 
 @section
@@ -93,6 +156,18 @@ class CarbonSettings(AccountSettings):
                         "(a month's volume, spread evenly over its days) or \"site|YYYY-MM-DD|kwh|gco2e_per_kwh\".")
     embodied_kgco2e_by_gpu_model: Names = Field(
         (), description="Per-model embodied overrides, \"NVIDIA H100 80GB HBM3=150\" (kgCO2e per GPU).")
+
+    @field_validator("market_contracts")
+    @classmethod
+    def _contracts_parse(cls, entries: tuple[str, ...]) -> tuple[str, ...]:
+        parse_contracts(entries)  # refused when the settings are read, not at the day's carbon step
+        return entries
+
+    @field_validator("embodied_kgco2e_by_gpu_model")
+    @classmethod
+    def _overrides_parse(cls, entries: tuple[str, ...]) -> tuple[str, ...]:
+        parse_model_overrides(entries)
+        return entries
 
 
 @section

@@ -185,10 +185,37 @@ def test_a_price_intensity_or_capital_past_its_bound_is_refused(app, command, op
 def test_every_bound_at_once_on_the_largest_run_still_gives_finite_figures(app, command, largest):
     result = CliRunner().invoke(app, [command, "estimate", "--gpu-model", "H100-SXM", "--gpus", "10000000",
                                       "--days", "36525", "--avg-power-w", "10000", "--pue", "10", *largest,
-                                      "--format", "json"])
+                                      "--utilization", "0.01", "--format", "json"])
     assert result.exit_code == 0, result.output
     doc = json.loads(result.stdout, parse_constant=lambda c: pytest.fail(f"{c} in the document"))
     assert all(math.isfinite(v) for v in doc.values() if isinstance(v, float))
+
+
+@pytest.mark.parametrize("command", ["carbon", "tco"])
+@pytest.mark.parametrize("value", ["1e-300", "0", "1.5"])
+def test_a_utilization_outside_one_percent_to_one_is_refused(app, command, value):
+    """Capital and embodied carbon are divided by it: 1e-300 printed Infinity with exit 0."""
+    result = CliRunner().invoke(app, [command, "estimate", "--gpu-model", "H100-SXM", "--gpus", "8", "--days", "30",
+                                      "--utilization", value, "--format", "json"])
+    assert result.exit_code == 2, result.output
+    assert result.stderr == f"error: --utilization {float(value):g}: expected 0.01 to 1 (the share of the hardware's life in use)\n"
+
+
+@pytest.mark.parametrize("key, entry, says", [
+    ("embodied_kgco2e_by_gpu_model", "NVIDIA H100 80GB HBM3=1e308", "embodied override"),
+    ("embodied_kgco2e_by_gpu_model", "NVIDIA H100 80GB HBM3=nan", "embodied override"),
+    ("embodied_kgco2e_by_gpu_model", "NVIDIA H100 80GB HBM3=-5", "embodied override"),
+    ("market_contracts", "site-a|2026-03|1e300|0", "market contract"),
+    ("market_contracts", "site-a|2026-03-02|10|1e300", "market contract"),
+])
+def test_a_carbon_setting_entry_past_its_bound_is_refused_when_the_settings_are_read(app, tmp_path, key, entry, says):
+    """`embodied_kgco2e_by_gpu_model = ["...=1e308"]` made the estimate's embodied_tco2e Infinity, exit 0."""
+    config = tmp_path / "joulehouse.toml"
+    config.write_text(f'[carbon]\n{key} = ["{entry}"]\n')
+    result = CliRunner().invoke(app, ["carbon", "estimate", "--gpu-model", "H100-SXM", "--gpus", "8", "--days", "30",
+                                      "--config", str(config), "--format", "json"])
+    assert result.exit_code == 2, result.output
+    assert says in result.stderr and key in result.stderr and result.stdout == ""
 
 
 @pytest.mark.parametrize("section, key, value", [("tco", "flat_price_usd_per_mwh", "1e300"),

@@ -11,7 +11,8 @@ import pytest
 from accounting_world import DAY, build_world
 from joulehouse.settings import CarbonSettings
 from joulehouse.reports.accounts.residual_mix import residual_mix_for
-from joulehouse.reports.accounts.carbon import carbon_day, parse_contracts
+from joulehouse.reports.accounts.carbon import carbon_day
+from joulehouse.reports.accounts.settings import parse_contracts
 from joulehouse.reports.accounts.embodied import default_gpu_embodied_kgco2e, embodied_gco2e_per_gpu_hour
 
 

@@ -5,6 +5,12 @@ tests/nvml_stub/real_nvml_h200.json is what infra/device/nvml_probe.py recorded 
 the collectors make, both must answer with the same Python and ctypes types, the same struct
 members, the same field-value type and return code, the same errors, and the same fixed figures
 of the board (limits, memory, clocks) in NVML's units.
+
+What can fail here is the stub's: a function it lacks or answers with another error, a field value
+of another type or return code, another board figure. The Python types and struct members are
+pynvml's own (the same nvidia-ml-py on both sides), so they guard against a change of that pin
+rather than of the stub. The recording saw no compute process (its list was empty): the layout of
+the stub's process records is checked by test_nvml_stub.py and test_nvml.py (two pids, memory).
 """
 
 from __future__ import annotations

@@ -65,7 +65,7 @@ def fetch_config(location: str, timeout_s: float = 10.0, max_bytes: int = MAX_CO
         with urllib.request.urlopen(location, timeout=timeout_s) as response:  # noqa: S310 - scheme is the operator's
             declared = response.headers.get("Content-Length", "") if response.headers else ""
             _check_size(location, int(declared) if declared.isdigit() else None, max_bytes)
-            return _read_at_most(location, response.read, max_bytes)
+            return _read_at_most(location, _read_before(location, response, time.monotonic() + timeout_s), max_bytes)
     except urllib.error.HTTPError as exc:
         if exc.code in (404, 410):
             return None
@@ -74,6 +74,29 @@ def fetch_config(location: str, timeout_s: float = 10.0, max_bytes: int = MAX_CO
         raise
     except (urllib.error.URLError, OSError) as exc:
         raise ConfigFetchError(f"cannot fetch config URL {location}: {exc}") from None
+
+
+def _read_before(location: str, response, deadline: float) -> Callable[[int], bytes]:
+    """`read(n)` of the response that gives up at `deadline` (monotonic s). The socket's timeout
+    bounds each wait, not the whole body: a server (or proxy) sending a byte a second kept the
+    agent on one fetch for good, so caps outlived their config's expiry."""
+
+    read_some = getattr(response, "read1", response.read)  # read1: what has arrived, not n bytes
+
+    def read(n_bytes: int) -> bytes:
+        chunks, size = [], 0
+        while size < n_bytes:
+            if time.monotonic() > deadline:
+                raise ConfigFetchError(f"config URL {location} did not arrive in time: {size} bytes after the "
+                                       "fetch's timeout; the server or a proxy is sending too slowly")
+            chunk = read_some(min(65536, n_bytes - size))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+        return b"".join(chunks)
+
+    return read
 
 
 def _check_size(location: str, size: int | None, max_bytes: int) -> None:

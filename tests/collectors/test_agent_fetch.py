@@ -27,3 +27,45 @@ def test_a_file_location_and_a_missing_file(tmp_path):
     path = tmp_path / "recommended-config.json"
     path.write_bytes(b"{}")
     assert fetch_config(str(path)) == b"{}" and fetch_config(str(tmp_path / "none.json")) is None
+
+
+def test_a_server_sending_a_byte_at_a_time_is_given_up_at_the_timeout():
+    """Each wait of the socket was bounded, not the body: a server trickling a byte a second kept
+    `agent run` on one fetch for good, so caps outlived their config's expiry."""
+    import threading
+    import time
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    stop = threading.Event()
+
+    class Trickle(BaseHTTPRequestHandler):
+        def do_GET(self):
+            self.send_response(200)
+            self.send_header("Content-Length", "1000")
+            self.end_headers()
+            while not stop.is_set():
+                self.wfile.write(b" ")
+                self.wfile.flush()
+                time.sleep(0.1)
+
+        def log_message(self, *args):
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Trickle)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    outcome: list = []
+
+    def fetch():
+        try:
+            fetch_config(f"http://127.0.0.1:{server.server_port}/c.json", timeout_s=0.5)
+        except ConfigFetchError as exc:
+            outcome.append(exc)
+
+    try:
+        worker = threading.Thread(target=fetch, daemon=True)
+        worker.start()
+        worker.join(timeout=30)  # a bound for the test only: it fails here if the fetch never ends
+        assert not worker.is_alive() and outcome and "did not arrive in time" in str(outcome[0])
+    finally:
+        stop.set()
+        server.shutdown()

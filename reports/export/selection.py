@@ -5,7 +5,8 @@ The signed export (reports.export.signed_config) and the report's page
 (reports.page.relations) both ask here, so the page lists exactly the settings the file carries:
 - the gate: a GPU model's settings go out only when its power model passed its quality gate
   that day (fct_power_model.passed_gate; any of its feature sets); a model with no fit, or a day
-  with no fct_power_model, keeps every GPU of that model at its current settings;
+  with no fct_power_model, leaves every GPU of that model out (a node agent returns any GPU it
+  capped before to its default: collectors/agent_loop.py);
 - a setting to apply changes something: a cap below the device default, or a locked SM clock
   range (a row without defaults, from an older fct_recommendation, counts as one);
 - its saving, kWh/day: fct_recommendation.expected_energy_saving_kwh_per_day where the row

@@ -56,7 +56,7 @@ def _settings(data: ReportData, s: Section) -> None:
                                                     .replace_strict(held_back, default=""))
                                  .otherwise(reason).alias("why"))
                .group_by("why").agg(pl.len().alias("gpus")).sort("gpus", "why", descending=[True, False]))
-        s.note(f"{kept.height} GPUs keep their current settings:")
+        s.note(f"{kept.height} GPUs get no setting in the export (a node agent returns any it set before to the default):")
         s.bullets([f"{r['gpus']} GPU{'' if r['gpus'] == 1 else 's'}: {r['why']}" for r in why.iter_rows(named=True)])
     cols = [c for c in REC_COLUMNS if c in data.recs.columns and c != "saving_kwh_per_day"]
     s.add(details(f"Every GPU's recommendation ({data.recs.height})",

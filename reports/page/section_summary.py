@@ -229,7 +229,7 @@ def summary_section(data: ReportData, sections: list[Section], notes: dict[str, 
         s.note(realised, lead="What the applied settings saved: ")
     held = data.held_back
     if held:
-        s.note("Held back (the export leaves their GPUs at their current settings): "
+        s.note("Held back (the export leaves them out; a node agent returns their GPUs to their defaults): "
                + "; ".join(f"{model}: {why}" for model, why in held.items()) + ".")
     gaps = [(sec, msg) for sec in sections for msg in dict.fromkeys(sec.not_computed)]
     if gaps:

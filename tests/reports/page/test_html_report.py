@@ -77,7 +77,8 @@ def test_summary_lists_the_top_three_actions_by_energy_saved(full_day, tmp_path)
     for item, (kwh, what) in zip(items, expected):
         assert what in item and f"saves about {kwh:,.1f} kWh/day" in item, item
     assert not any("H100" in i or "Thermal" in i for i in items)
-    assert "Held back (the export leaves their GPUs at their current settings): NVIDIA H100 80GB HBM3: held-out MAPE" in text
+    assert ("Held back (the export leaves them out; a node agent returns their GPUs to their defaults): "
+            "NVIDIA H100 80GB HBM3: held-out MAPE") in text
 
 
 @pytest.mark.slow

@@ -159,6 +159,21 @@ def _json_value(value):
     return value
 
 
+def unique_keys(columns: list[str]) -> list[str]:
+    """JSON object keys for the columns: a name seen before gets "_2", "_3"... (a join's two
+    `host` columns were one key, the first one's values silently lost)."""
+    seen: set[str] = set()
+    keys = []
+    for name in columns:
+        key, k = name, 1
+        while key in seen:
+            k += 1
+            key = f"{name}_{k}"
+        seen.add(key)
+        keys.append(key)
+    return keys
+
+
 def _print(result, fmt: OutputFormat) -> int:
     """Write batches as they come; returns the number of rows."""
     out = sys.stdout
@@ -170,10 +185,11 @@ def _print(result, fmt: OutputFormat) -> int:
             writer.writerows(batch)
             n += len(batch)
     elif fmt is OutputFormat.json:
+        keys = unique_keys(result.columns)
         out.write("[")
         for batch in result.batches:
             for row in batch:
-                out.write(("," if n else "") + "\n" + json.dumps(dict(zip(result.columns, map(_json_value, row))),
+                out.write(("," if n else "") + "\n" + json.dumps(dict(zip(keys, map(_json_value, row))),
                                                                  default=str, allow_nan=False))
                 n += 1
         out.write("\n]\n")

@@ -150,3 +150,12 @@ def test_csv_has_unix_line_ends_and_json_is_strict(warehouse):
 
     assert json.loads(json_out, parse_constant=refuse) == [
         {"a": 1, "nan": "NaN", "inf": "Infinity", "minus": "-Infinity", "missing": None}]
+
+
+def test_json_keeps_every_column_when_two_share_a_name(warehouse):
+    """`SELECT 1 AS a, 2 AS a` printed {"a": 2}: a join's two `host` columns lost one silently."""
+    import json
+
+    query = "SELECT 1 AS a, 2 AS a, 3 AS a_2, 4 AS a"
+    out = CliRunner().invoke(app, ["sql", query, "--db", str(warehouse), "--format", "json"]).output
+    assert json.loads(out) == [{"a": 1, "a_2": 2, "a_2_2": 3, "a_3": 4}]

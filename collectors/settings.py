@@ -62,6 +62,12 @@ Finite = Annotated[float, Field(allow_inf_nan=False)]
 Positive = Annotated[float, Field(gt=0, allow_inf_nan=False)]
 NonNegative = Annotated[float, Field(ge=0, allow_inf_nan=False)]
 Seconds = Positive  # a duration or interval: more than 0 s and finite
+# A call's timeout or a pause between retries: at most an hour. Larger ones are typos, and past
+# about 1e9 s the libraries that wait on them raise OverflowError mid-poll (ipmi_timeout_s =
+# 1e308 lost the BMC's row of every poll, the collector exiting 0).
+Timeout = Annotated[float, Field(gt=0, le=3600, allow_inf_nan=False)]
+Backoff = Annotated[float, Field(ge=0, le=3600, allow_inf_nan=False)]
+Retries = Annotated[int, Field(ge=0, le=100)]
 # How often a collector polls or flushes: at most an hour. A longer one records nothing usable
 # (the energy bridges gaps of minutes) and makes `collect --max-polls 1` wait it out.
 PollInterval = Annotated[float, Field(gt=0, le=3600, allow_inf_nan=False)]
@@ -100,16 +106,16 @@ class CollectorSettings:
     ipmi_port: Port = 623
     ipmi_user: str = "admin"
     ipmi_password: str = Field("", description="Best given as JOULEHOUSE_COLLECTOR__IPMI_PASSWORD.")
-    ipmi_timeout_s: Seconds = Field(5.0, description="One ipmitool call's timeout, s.")
-    ipmi_retries: NonNegativeInt = 2
+    ipmi_timeout_s: Timeout = Field(5.0, description="One ipmitool call's timeout, s.")
+    ipmi_retries: Retries = 2
     prometheus_url: Text = Field("http://127.0.0.1:9090", description="The Prometheus that scrapes dcgm-exporter.")
     prometheus_step_s: Seconds = Field(30.0, description="Step of the DCGM range queries, s.")
-    ipmi_backoff_s: NonNegative = Field(
+    ipmi_backoff_s: Backoff = Field(
         0.5, description="Pause between IPMI retries (doubles each time), s; the BMC is slow, not the network.")
-    prometheus_timeout_s: Seconds = Field(
+    prometheus_timeout_s: Timeout = Field(
         10.0, description="Prometheus: one query's HTTP timeout, s; bounded retries with doubling backoff.")
-    prometheus_retries: NonNegativeInt = 3
-    prometheus_backoff_s: NonNegative = 1.0
+    prometheus_retries: Retries = 3
+    prometheus_backoff_s: Backoff = 1.0
     dcgm_state_path: Text = Field(
         "var/state/dcgm-watermark.json",
         description="DCGM watermark (JSON): where the last range written ends, so a restart resumes there.")

@@ -22,6 +22,13 @@ BAD_OVERRIDES = [
     ("JOULEHOUSE_COLLECTOR__INTERVAL_S", "0", "[collector].interval_s"),
     ("JOULEHOUSE_COLLECTOR__INTERVAL_S", "nan", "[collector].interval_s"),
     ("JOULEHOUSE_AGENT__POLL_INTERVAL_S", "-1", "[agent].poll_interval_s"),
+    # 1e308 passed "> 0" and the IPMI source raised OverflowError in every poll, no row written
+    ("JOULEHOUSE_COLLECTOR__IPMI_TIMEOUT_S", "1e308", "[collector].ipmi_timeout_s"),
+    ("JOULEHOUSE_COLLECTOR__IPMI_BACKOFF_S", "1e308", "[collector].ipmi_backoff_s"),
+    ("JOULEHOUSE_COLLECTOR__PROMETHEUS_TIMEOUT_S", "1e308", "[collector].prometheus_timeout_s"),
+    ("JOULEHOUSE_COLLECTOR__PROMETHEUS_RETRIES", "1000000000", "[collector].prometheus_retries"),
+    ("JOULEHOUSE_TCO__FLAT_PRICE_USD_PER_MWH", "1e300", "[tco].flat_price_usd_per_mwh"),
+    ("JOULEHOUSE_CARBON__DEFAULT_PUE", "50", "[carbon].default_pue"),
     ("JOULEHOUSE_EXPORT__VALIDITY_HOURS", "-1", "[export].validity_hours"),
     ("JOULEHOUSE_EXPORT__VALIDITY_HOURS", "inf", "[export].validity_hours"),
     ("JOULEHOUSE_CARBON__LIFETIME_YEARS", "0", "[carbon].lifetime_years"),

@@ -229,6 +229,18 @@ def _document(doc_or_path: str | Path | bytes | Mapping[str, Any]) -> dict[str, 
     return load_config_document(doc_or_path)
 
 
+def _sha_or_none(doc: Mapping[str, Any]) -> str | None:
+    """The refused body's hash for its audit row, or None where the body has none (not an object,
+    or a value JSON cannot write, as 1e400 read as infinity: hashing it raised inside the refusal,
+    and the audit row was never written)."""
+    if not isinstance(doc.get("body"), Mapping):
+        return None
+    try:
+        return body_sha256(doc["body"])
+    except ConfigError:
+        return None
+
+
 def apply_config(
     doc_or_path: str | Path | bytes | Mapping[str, Any], *, public_key: Any, host: str | None = None,
     nvml: Any = None, dry_run: bool = False, lake: str | Path | None = None, now: dt.datetime | None = None,
@@ -255,7 +267,7 @@ def apply_config(
         if replay_guard is not None:
             replay_guard.check(config)
     except ConfigError as exc:
-        sha = body_sha256(doc["body"]) if isinstance(doc.get("body"), Mapping) else None
+        sha = _sha_or_none(doc)
         refused = ApplyResult(host, sha, dry_run, [GpuOutcome(None, "refuse", f"{type(exc).__name__}: {exc}{judged}")])
         audit(lake, refused, audited_at)
         raise

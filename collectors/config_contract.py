@@ -191,8 +191,8 @@ def load_config_document(source: str | bytes | Path | Mapping[str, Any]) -> dict
                               "or one cut off while it was fetched")
     try:
         doc = json.loads(source)
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise MalformedConfig(f"config is not valid JSON: {exc}") from None
+    except ValueError as exc:  # JSONDecodeError, UnicodeDecodeError, and a number of over 4,300 digits
+        raise MalformedConfig(f"config is not valid JSON: {str(exc)[:200]}") from None
     except RecursionError:
         raise MalformedConfig("config is not valid JSON: nested too deep") from None
     if not isinstance(doc, dict):

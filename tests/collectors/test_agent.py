@@ -407,3 +407,13 @@ def test_a_restarted_agent_does_not_leave_an_expired_configs_caps_in_place(nvml_
     gone = AgentState()
     assert "GPUs set to their defaults" in poll_once(gone, str(location), now=NOW + dt.timedelta(hours=32), **kw)
     assert "GPUs set to their defaults" not in poll_once(gone, str(location), now=NOW + dt.timedelta(hours=33), **kw)
+
+
+@pytest.mark.parametrize("number", [b"9" * 5000, b"1e400"])
+def test_a_number_json_cannot_hold_is_refused_and_audited(keys, lake, number):
+    """A 5,000-digit limit ended `agent apply` in a ValueError traceback (exit 1), and 1e400 (read
+    as infinity) was refused without an audit row."""
+    body = dump_config(signed(keys[0], {uuid(0): entry(300)})).replace(b"300.0", number)
+    with pytest.raises(MalformedConfig):
+        apply_config(body, public_key=keys[1], host=HOST, nvml=pynvml, lake=lake, now=NOW)
+    assert [r["action"] for r in audit_rows(lake)] == ["refuse"]

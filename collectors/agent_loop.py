@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from joulehouse.collectors.agent import ApplyResult, apply_config, rollback
-from joulehouse.collectors.agent_replay import ReplayGuard
+from joulehouse.collectors.agent_replay import ReplayedConfig, ReplayGuard
 from joulehouse.collectors.config_contract import MAX_CONFIG_BYTES, ConfigError, ExpiredConfig, NotYetValid
 from joulehouse.collectors.input_file import regular_file
 
@@ -203,9 +203,14 @@ def poll_once(
         except ConfigError as exc:
             state.refused(exc)
             message = f"new config refused ({type(exc).__name__}: {exc}); keeping current settings"
-            if state.in_force_sha256 is None and isinstance(exc, ExpiredConfig):
+            if state.in_force_sha256 is None and not isinstance(exc, ReplayedConfig):
+                # nothing known in force (as after a restart): what the GPUs hold has no valid config
+                # behind it, whether the one published expired or was tampered with or unreadable.
+                # Not for a replay: the guard's record says a newer config was applied here.
+                why = ("the config published is expired" if isinstance(exc, ExpiredConfig)
+                       else f"the config published was refused ({type(exc).__name__})")
                 message = (f"config refused ({type(exc).__name__}: {exc})"
-                           + _ensure_defaults(state, host, nvml, lake, now, f"the config published is expired: {exc}"))
+                           + _ensure_defaults(state, host, nvml, lake, now, f"{why}: {exc}"))
         except OSError as exc:  # the audit could not be written (disk full): try the whole apply again
             state.poll_failures += 1
             state.seen_sha256 = None

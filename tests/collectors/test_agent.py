@@ -409,6 +409,23 @@ def test_a_restarted_agent_does_not_leave_an_expired_configs_caps_in_place(nvml_
     assert "GPUs set to their defaults" not in poll_once(gone, str(location), now=NOW + dt.timedelta(hours=33), **kw)
 
 
+def test_a_restarted_agent_that_finds_a_tampered_config_does_not_keep_caps_of_unknown_origin(nvml_stub, keys, lake,
+                                                                                            tmp_path):
+    """After a restart, a first poll that found a tampered (or unreadable) config logged "keeping
+    current settings": caps no valid config stood behind stayed on the GPUs for good."""
+    nvml_stub.write(fleet(2))
+    location = tmp_path / "recommended-config.json"
+    location.write_bytes(dump_config(signed(keys[0], {uuid(0): entry(300)})))
+    kw = dict(public_key=keys[1], host=HOST, nvml=pynvml, lake=lake)
+    poll_once(AgentState(), str(location), now=NOW, **kw)
+    assert limit_mw(nvml_stub, 0) == 300_000
+    location.write_bytes(location.read_bytes().replace(b"300.0", b"200.0"))
+    restarted = AgentState()
+    message = poll_once(restarted, str(location), now=NOW + dt.timedelta(hours=1), **kw)
+    assert "BadSignature" in message and "GPUs set to their defaults" in message
+    assert limit_mw(nvml_stub, 0) == 400_000
+
+
 @pytest.mark.parametrize("number", [b"9" * 5000, b"1e400"])
 def test_a_number_json_cannot_hold_is_refused_and_audited(keys, lake, number):
     """A 5,000-digit limit ended `agent apply` in a ValueError traceback (exit 1), and 1e400 (read

@@ -7,7 +7,11 @@ What real logs look like, and what is done about it:
   "[Not Supported]" are NULL, never 0. A value whose unit is not the field's unit is rejected.
 - timestamps come as "2026/06/11 15:24:31.269" (nvidia-smi's own, local time without a zone: read
   in `assume_tz`, UTC by default, and said so in the notes) or ISO 8601 with an offset
-  ("2025-09-08T17:26:50+08:00", converted exactly). Stored in UTC.
+  ("2025-09-08T17:26:50+08:00", converted exactly). Stored in UTC. Across a daylight-saving change
+  the hour a zone repeats keeps both passes and a time in the hour it skips is rejected
+  (collectors/ingest/local_time.py).
+- a header line again part-way through (logs concatenated, nvidia-smi restarted with other
+  --query-gpu fields): the rows after it are read by its columns, and the notes say so.
 - the GPU index comes from `index`, or from `gpu` when a log has only that. When a log has both
   and they disagree (one 8-GPU log writes index 0 on every row), the row's GPU cannot be told:
   it is rejected with that reason, unless the caller names the column to trust (`index_column`).
@@ -36,13 +40,14 @@ import itertools
 import re
 import uuid
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timezone
 from pathlib import Path
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import pyarrow as pa
 
 from joulehouse.collectors.ingest.interleaved import interleaved_gpus
+from joulehouse.collectors.ingest.local_time import LogClock, check_plausible
 from joulehouse.collectors.input_file import text_lines
 from joulehouse.collectors.ingest.lake_import import RejectedRow, land_log, record_landing
 from joulehouse.collectors.schema import GPU_SAMPLES, conform
@@ -70,16 +75,10 @@ _NUMERIC = {
 }
 _INTEGER_COLUMNS = {"sm_clock_mhz", "mem_clock_mhz", "mem_used_mib"}
 _FLOAT32_MAX = 3.4028234663852886e38
-# No nvidia-smi --query-gpu log predates this (the query interface came with the 2012 drivers): a
-# reading before it is a clock that was never set (1970). One later than a day past now is a clock
-# running ahead. Either would create a partition for a day nothing ran on.
-EARLIEST_READING_AT = datetime(2010, 1, 1, tzinfo=timezone.utc)
-LATEST_AHEAD = timedelta(days=1)
 _BOM = "\ufeff"
 # A log's lines are a few hundred characters, its header a few thousand with every --query-gpu
 # field: a longer line is not such a log, and is refused there rather than read whole.
 MAX_LINE_CHARS = 65_536
-_TIMESTAMP_FORMATS = ("%Y/%m/%d %H:%M:%S.%f", "%Y/%m/%d %H:%M:%S")
 _VALUE = re.compile(r"^\s*(-?\d+(?:\.\d+)?)\s*([A-Za-z%]*)\s*$")
 
 
@@ -141,21 +140,32 @@ def _number(raw: str, unit: str, scale: float) -> float | None:
     return float(m.group(1)) * scale
 
 
-def local_timestamp(raw: str, assume_tz: ZoneInfo) -> datetime:
-    """A log's time in UTC: nvidia-smi's own format or ISO 8601; without an offset, in `assume_tz`."""
-    text = raw.strip()
-    for fmt in _TIMESTAMP_FORMATS:
-        try:
-            return datetime.strptime(text, fmt).replace(tzinfo=assume_tz).astimezone(timezone.utc)
-        except ValueError:
-            pass
-    try:
-        parsed = datetime.fromisoformat(text)
-    except ValueError:
-        raise ValueError(f"timestamp {text!r} is neither 'YYYY/MM/DD HH:MM:SS.fff' nor ISO 8601") from None
-    if parsed.tzinfo is None:
-        parsed = parsed.replace(tzinfo=assume_tz)
-    return parsed.astimezone(timezone.utc)
+def _header_names(header: list[str], path: Path, line_no: int = 1) -> list[str]:
+    """The field names of a header line, whose units must be the ones the fields are stored in."""
+    fields = [_field_name(h) for h in header]
+    names = [n for n, _ in fields]
+    if any(not c.isprintable() or "\udc80" <= c <= "\udcff" for h in header for c in h):
+        raise NvidiaSmiError(f"{path} is not a text CSV: its first line holds bytes that are not UTF-8 text; "
+                             "expected an `nvidia-smi --query-gpu=... --format=csv` log")
+    if "timestamp" not in names:
+        shown = [h if len(h) <= 40 else h[:40] + "..." for h in header[:6]]
+        more = f" and {len(header) - 6} more" if len(header) > 6 else ""
+        raise NvidiaSmiError(f"{path}: no 'timestamp' column in header {shown}{more}; "
+                             "log with --query-gpu=timestamp,...")
+    if len(set(names)) != len(names):
+        twice = sorted({n for n in names if names.count(n) > 1})
+        raise NvidiaSmiError(f"{path}: line {line_no}: the header names {twice} twice")
+    for name, unit in fields:
+        if name in _NUMERIC and unit and unit != _NUMERIC[name][1]:
+            raise NvidiaSmiError(f"{path}: line {line_no}: column {name!r} is in [{unit}], "
+                                 f"expected [{_NUMERIC[name][1]}]")
+    return names
+
+
+def _id_columns(path: Path, names: list[str], index_column: str | None) -> list[str]:
+    if index_column is not None and index_column not in names:
+        raise NvidiaSmiError(f"{path}: index_column {index_column!r} is not a column of {names}")
+    return [c for c in ("index", "gpu") if c in names]
 
 
 def _gpu_index(raw: str) -> int:
@@ -171,9 +181,9 @@ def read_nvidia_smi_csv(path: str | Path, *, host: str, gpu_model: str | None = 
     """Parse one nvidia-smi CSV log. `host` names the machine it came from; `gpu_model` is used
     when the log has no `name` column; `assume_tz` is the zone of timestamps written without an
     offset; `index_column` ("index" or "gpu") names the column to trust when both disagree; `now`
-    (UTC, default the clock) bounds the timestamps accepted (LATEST_AHEAD past it)."""
+    (UTC, default the clock) bounds the timestamps accepted (local_time.check_plausible)."""
     path = Path(path)
-    latest = (now or datetime.now(timezone.utc)) + LATEST_AHEAD
+    now = now or datetime.now(timezone.utc)
     try:
         zone = ZoneInfo(assume_tz)
     except (ValueError, ZoneInfoNotFoundError):
@@ -188,29 +198,16 @@ def read_nvidia_smi_csv(path: str | Path, *, host: str, gpu_model: str | None = 
             header = next(rows)
         except StopIteration:
             raise NvidiaSmiError(f"{path} is empty; expected an nvidia-smi CSV header line") from None
-        fields = [_field_name(h) for h in header]
-        names = [n for n, _ in fields]
-        if any(not c.isprintable() or "\udc80" <= c <= "\udcff" for h in header for c in h):
-            raise NvidiaSmiError(f"{path} is not a text CSV: its first line holds bytes that are not UTF-8 text; "
-                                 "expected an `nvidia-smi --query-gpu=... --format=csv` log")
-        if "timestamp" not in names:
-            shown = [h if len(h) <= 40 else h[:40] + "..." for h in header[:6]]
-            more = f" and {len(header) - 6} more" if len(header) > 6 else ""
-            raise NvidiaSmiError(f"{path}: no 'timestamp' column in header {shown}{more}; "
-                                 "log with --query-gpu=timestamp,...")
-        for name, unit in fields:
-            if name in _NUMERIC and unit and unit != _NUMERIC[name][1]:
-                raise NvidiaSmiError(f"{path}: column {name!r} is in [{unit}], expected [{_NUMERIC[name][1]}]")
+        names = _header_names(header, path)
         notes = _notes(path, names, host, gpu_model, assume_tz, index_column)
         if has_bom:
             notes.append("the file opens with a UTF-8 byte-order mark: skipped")
-        id_columns = [c for c in ("index", "gpu") if c in names]
-        if index_column is not None and index_column not in names:
-            raise NvidiaSmiError(f"{path}: index_column {index_column!r} is not a column of {names}")
+        id_columns = _id_columns(path, names, index_column)
         columns: dict[str, list] = {n: [] for n in GPU_SAMPLES.names}
         rejected: list[RejectedRow] = []
         seen: set[tuple[datetime, int]] = set()
         naive = 0
+        clock, headers_again = LogClock(zone), 0
         for values in rows:
             line_no = reader.line_num  # the file's line where this row ends (the header is line 1)
             if not values or all(not v.strip() for v in values):
@@ -220,13 +217,22 @@ def read_nvidia_smi_csv(path: str | Path, *, host: str, gpu_model: str | None = 
             if bad_bytes:
                 rejected.append(RejectedRow(line_no, bad_bytes, text))
                 continue
+            if "timestamp" in (_field_name(v)[0] for v in values):
+                # Logs concatenated, or nvidia-smi restarted with other --query-gpu fields: the rows
+                # below follow this header; read by the first one, a value lands in another's column.
+                again = _header_names(values, path, line_no)
+                headers_again += 1
+                if again != names:
+                    notes.append(f"line {line_no}: a new header; the rows after it are read by its columns")
+                    names, id_columns = again, _id_columns(path, again, index_column)
+                continue
             if len(values) != len(names):
                 rejected.append(RejectedRow(line_no, f"field count: {len(values)} fields, header has {len(names)}", text))
                 continue
             row = dict(zip(names, values))
             try:
-                sample = _parse_row(row, id_columns, index_column, zone)
-                _check_time(sample["sampled_at"], latest)
+                sample = _parse_row(row, id_columns, index_column, clock)
+                check_plausible(sample["sampled_at"], "timestamp", now)
             except ValueError as exc:
                 rejected.append(RejectedRow(line_no, str(exc), text))
                 continue
@@ -243,6 +249,11 @@ def read_nvidia_smi_csv(path: str | Path, *, host: str, gpu_model: str | None = 
                 columns[name].append(sample.get(name))
     if naive:
         notes.append(f"{naive} timestamps without a UTC offset read as {assume_tz}")
+    if headers_again:
+        notes.append(f"{headers_again} header lines after the first (logs concatenated?): read as headers, not rows")
+    if clock.ambiguous:
+        notes.append(f"{clock.ambiguous} timestamps in an hour {assume_tz} repeats when its clocks go back: "
+                     f"{clock.second_pass} read as taken after they went back (by the log's order)")
     if not id_columns and "uuid" not in names:
         mixed = interleaved_gpus([t.timestamp() for t in columns["sampled_at"]])
         if mixed is not None:
@@ -283,15 +294,6 @@ def _printable(text: str) -> str:
     return text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
 
 
-def _check_time(sampled_at: datetime, latest: datetime) -> None:
-    if sampled_at < EARLIEST_READING_AT:
-        raise ValueError(f"timestamp: {sampled_at.isoformat()} is before {EARLIEST_READING_AT.date()}, earlier than "
-                         "any nvidia-smi log (a clock that was never set?)")
-    if sampled_at > latest:
-        raise ValueError(f"timestamp: {sampled_at.isoformat()} is more than {LATEST_AHEAD.days} day after now "
-                         f"({(latest - LATEST_AHEAD).isoformat(timespec='seconds')}): a clock running ahead?")
-
-
 def _fits(name: str, column: str, value: float | int, raw: str) -> None:
     """ValueError naming the field when the gpu_samples `column` cannot hold `value` (read from `raw`)."""
     kind = GPU_SAMPLES.field(column).type
@@ -309,11 +311,7 @@ def _naive(raw: str) -> bool:
     return not (text.endswith("Z") or re.search(r"[+-]\d\d:?\d\d$", text))
 
 
-def _parse_row(row: dict[str, str], id_columns: list[str], index_column: str | None, zone: ZoneInfo) -> dict:
-    try:
-        sampled_at = local_timestamp(row["timestamp"], zone)
-    except ValueError as exc:
-        raise ValueError(f"timestamp: {exc}") from None
+def _parse_row(row: dict[str, str], id_columns: list[str], index_column: str | None, clock: LogClock) -> dict:
     try:
         ids = {c: _gpu_index(row[c]) for c in id_columns}
     except ValueError as exc:
@@ -325,6 +323,11 @@ def _parse_row(row: dict[str, str], id_columns: list[str], index_column: str | N
                          "name the column to trust (--index-column gpu|index)")
     else:
         gpu_index = next(iter(ids.values()), 0)
+    try:
+        # The GPU first: a repeated hour's two passes are told apart by the GPU's previous reading.
+        sampled_at = clock.utc(row["timestamp"], (gpu_index, row.get("uuid", "").strip()))
+    except ValueError as exc:
+        raise ValueError(f"timestamp: {exc}") from None
     sample: dict = {"sampled_at": sampled_at, "gpu_index": gpu_index}
     for name, raw in row.items():
         if name in _NUMERIC:

@@ -48,7 +48,8 @@ from joulehouse.collectors.ingest.hostlist import HostListError, expand_hostlist
 from joulehouse.collectors.ingest.lake_gpus import LakeGpus
 from joulehouse.collectors.ingest.lake_import import RejectedRow, land_log, record_landing
 from joulehouse.collectors.input_file import text_lines
-from joulehouse.collectors.ingest.nvidia_smi import EARLIEST_READING_AT, LATEST_AHEAD, IngestResult, local_timestamp
+from joulehouse.collectors.ingest.local_time import SkippedLocalTime, check_plausible, local_timestamp
+from joulehouse.collectors.ingest.nvidia_smi import IngestResult
 from joulehouse.collectors.schema import JOBS, conform
 
 SOURCE = "slurm"
@@ -186,17 +187,12 @@ def _parse_line(line: str, header: list[str], number: int, zone: ZoneInfo, now: 
 
 def _time(field: str, text: str, zone: ZoneInfo, now: datetime) -> datetime:
     try:
-        parsed = datetime.fromisoformat(text)  # sacct's own form, first: the other forms are rare here
-        parsed = (parsed.replace(tzinfo=zone) if parsed.tzinfo is None else parsed).astimezone(timezone.utc)
+        parsed = local_timestamp(text, zone)
+    except SkippedLocalTime as exc:
+        raise ValueError(f"{field}: {exc}") from None
     except ValueError:
-        try:
-            parsed = local_timestamp(text, zone)
-        except ValueError:
-            raise ValueError(f"{field}: {text!r} is not a time like 2026-11-30T08:00:00") from None
-    if parsed < EARLIEST_READING_AT:
-        raise ValueError(f"{field}: {parsed.isoformat()} is before {EARLIEST_READING_AT.date()}")
-    if parsed > now + LATEST_AHEAD:
-        raise ValueError(f"{field}: {parsed.isoformat()} is more than {LATEST_AHEAD.days} day after the import")
+        raise ValueError(f"{field}: {text!r} is not a time like 2026-11-30T08:00:00") from None
+    check_plausible(parsed, field, now)
     return parsed
 
 

@@ -1,0 +1,122 @@
+"""Logs written in local time across a daylight-saving change (America/New_York, 2026: clocks go
+forward 2026-03-08 02:00 EST -> 03:00 EDT and back 2026-11-01 02:00 EDT -> 01:00 EST), and logs whose
+header comes again part-way through (logs concatenated, nvidia-smi restarted with other fields)."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+from zoneinfo import ZoneInfo
+
+import pyarrow as pa
+import pytest
+
+from joulehouse.collectors.ingest.local_time import LogClock, local_timestamp
+from joulehouse.collectors.ingest.nvidia_smi import NvidiaSmiError, read_nvidia_smi_csv
+from joulehouse.collectors.ingest.slurm import read_sacct
+from joulehouse.collectors.writer import write_dataset
+
+UTC = timezone.utc
+NEW_YORK = ZoneInfo("America/New_York")
+NOW = datetime(2026, 12, 1, tzinfo=UTC)
+
+
+def _smi_log(path, instants: list[datetime], gpus: int = 1) -> list[datetime]:
+    """An nvidia-smi log as a New York machine writes it: local wall time, no offset, one row per
+    GPU per sweep. Returns the true UTC instant of each row, in the log's order."""
+    lines, truth = ["timestamp, index, power.draw [W]"], []
+    for at in instants:
+        for gpu in range(gpus):
+            taken = at + timedelta(milliseconds=3 * gpu)
+            lines.append(f"{taken.astimezone(NEW_YORK):%Y/%m/%d %H:%M:%S.%f}"[:-3] + f", {gpu}, {200 + gpu}.00 W")
+            truth.append(taken)
+    path.write_text("\n".join(lines) + "\n")
+    return truth
+
+
+def _every_minute(first: datetime, last: datetime) -> list[datetime]:
+    return [first + timedelta(minutes=m) for m in range(int((last - first).total_seconds() // 60) + 1)]
+
+
+def test_the_hour_repeated_when_clocks_go_back_keeps_both_passes(tmp_path):
+    # 00:30 EDT to 02:30 EST local: 01:00-01:59 is written twice, an hour apart in UTC.
+    truth = _smi_log(tmp_path / "smi.csv", _every_minute(datetime(2026, 11, 1, 4, 30, tzinfo=UTC),
+                                                         datetime(2026, 11, 1, 7, 30, tzinfo=UTC)), gpus=2)
+    result = read_nvidia_smi_csv(tmp_path / "smi.csv", host="h", assume_tz="America/New_York", now=NOW)
+    assert result.rejected == []
+    assert result.table.column("sampled_at").to_pylist() == truth
+    assert any("240 timestamps in an hour America/New_York repeats" in n and "120 read as taken after" in n
+               for n in result.notes)
+
+
+def test_a_log_slightly_out_of_order_in_the_repeated_hour_stays_in_its_pass(tmp_path):
+    # 01:30:05 then 01:30:03 (first pass, EDT): a few seconds back is disorder, not the clock going back.
+    log = tmp_path / "smi.csv"
+    log.write_text("timestamp, index, power.draw [W]\n2026/11/01 01:30:05.000, 0, 200 W\n"
+                   "2026/11/01 01:30:03.000, 0, 201 W\n2026/11/01 01:00:01.000, 0, 202 W\n")
+    result = read_nvidia_smi_csv(log, host="h", assume_tz="America/New_York", now=NOW)
+    assert result.table.column("sampled_at").to_pylist() == [
+        datetime(2026, 11, 1, 5, 30, 5, tzinfo=UTC), datetime(2026, 11, 1, 5, 30, 3, tzinfo=UTC),
+        datetime(2026, 11, 1, 6, 0, 1, tzinfo=UTC)]
+
+
+def test_the_skipped_hour_is_not_a_time_of_the_zone(tmp_path):
+    # A New York clock reads 01:59 then 03:00: a log that holds 02:30 was not written in New York.
+    truth = _smi_log(tmp_path / "smi.csv", _every_minute(datetime(2026, 3, 8, 6, 30, tzinfo=UTC),
+                                                         datetime(2026, 3, 8, 7, 30, tzinfo=UTC)))
+    result = read_nvidia_smi_csv(tmp_path / "smi.csv", host="h", assume_tz="America/New_York", now=NOW)
+    assert result.rejected == [] and result.table.column("sampled_at").to_pylist() == truth
+    with (tmp_path / "smi.csv").open("a") as log:
+        log.write("2026/03/08 02:30:00.000, 0, 250 W\n")
+    result = read_nvidia_smi_csv(tmp_path / "smi.csv", host="h", assume_tz="America/New_York", now=NOW)
+    [rejected] = result.rejected
+    assert rejected.line == 63 and "2026-03-08 02:30:00 never happened in America/New_York" in rejected.reason
+    assert result.good_rows == 61
+    with pytest.raises(ValueError, match="never happened"):
+        local_timestamp("2026-03-08T02:00:00", NEW_YORK)
+
+
+def test_times_with_an_offset_need_no_guess():
+    clock = LogClock(NEW_YORK)
+    assert clock.utc("2026-11-01T01:30:00-05:00", 0) == datetime(2026, 11, 1, 6, 30, tzinfo=UTC)
+    assert clock.utc("2026-11-01T01:10:00-04:00", 0) == datetime(2026, 11, 1, 5, 10, tzinfo=UTC)
+    assert clock.ambiguous == 0
+
+
+def test_a_slurm_job_starting_in_the_skipped_hour_is_quarantined(tmp_path):
+    lake, path = tmp_path / "lake", tmp_path / "sacct.txt"
+    write_dataset(lake, "gpu_samples", pa.Table.from_pylist([
+        {"sampled_at": datetime(2026, 3, 8, 8, tzinfo=UTC), "host": "node-01", "gpu_index": 0,
+         "gpu_uuid": "GPU-0", "power_w": 300.0, "source": "nvml"}]))
+    path.write_text("JobID|JobName|User|Account|Partition|State|Start|End|NodeList|AllocTRES\n"
+                    "7|x|u|a|p|COMPLETED|2026-03-08T02:15:00|2026-03-08T05:00:00|node-01|gres/gpu=1\n"
+                    "8|y|u|a|p|COMPLETED|2026-03-08T03:15:00|2026-03-08T05:00:00|node-01|gres/gpu=1\n")
+    result, _ = read_sacct(path, lake=lake, assume_tz="America/New_York", now=NOW)
+    [rejected] = result.rejected
+    assert rejected.line == 2 and rejected.reason.startswith("Start: 2026-03-08 02:15:00 never happened")
+    [row] = result.table.to_pylist()
+    assert row["started_at"] == datetime(2026, 3, 8, 7, 15, tzinfo=UTC)
+
+
+def test_a_header_in_another_order_part_way_through_reads_the_rows_after_it_by_its_columns(tmp_path):
+    log = tmp_path / "smi.csv"
+    log.write_text("timestamp, index, clocks.sm [MHz], clocks.mem [MHz]\n"
+                   "2026/01/01 00:00:00.000, 0, 1410 MHz, 1593 MHz\n"
+                   "timestamp, index, clocks.mem [MHz], clocks.sm [MHz], power.draw [W]\n"
+                   "2026/01/01 00:00:01.000, 0, 1593 MHz, 1400 MHz, 300 W\n"
+                   "timestamp, index, clocks.mem [MHz], clocks.sm [MHz], power.draw [W]\n"
+                   "2026/01/01 00:00:02.000, 0, 1593 MHz, 1395 MHz, 310 W\n")
+    result = read_nvidia_smi_csv(log, host="h", now=NOW)
+    assert result.rejected == []
+    assert result.table.column("sm_clock_mhz").to_pylist() == [1410, 1400, 1395]
+    assert result.table.column("mem_clock_mhz").to_pylist() == [1593, 1593, 1593]
+    assert result.table.column("power_w").to_pylist() == [None, 300.0, 310.0]
+    assert "line 3: a new header; the rows after it are read by its columns" in result.notes
+    assert "2 header lines after the first (logs concatenated?): read as headers, not rows" in result.notes
+
+
+def test_a_later_header_in_units_the_column_is_not_stored_in_refuses_the_file(tmp_path):
+    log = tmp_path / "smi.csv"
+    log.write_text("timestamp, power.draw [W]\n2026/01/01 00:00:00.000, 300 W\n"
+                   "timestamp, power.draw [kW]\n2026/01/01 00:00:01.000, 0.3 kW\n")
+    with pytest.raises(NvidiaSmiError, match=r"line 3: column 'power.draw' is in \[kW\], expected \[W\]"):
+        read_nvidia_smi_csv(log, host="h", now=NOW)

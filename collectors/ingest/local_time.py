@@ -77,6 +77,12 @@ def local_timestamp(raw: str, assume_tz: ZoneInfo) -> datetime:
     return _passes(wall, assume_tz)[0]
 
 
+def in_repeated_hour(at: datetime, zone: ZoneInfo) -> bool:
+    """Whether the wall time `zone` shows at the instant `at` is one it shows twice."""
+    first, second = _passes(at.astimezone(zone).replace(tzinfo=None), zone)
+    return first != second
+
+
 class LogClock:
     """Reads one log's times in the log's order, telling the two passes of a repeated hour apart
     by each stream's previous reading (module docstring). `ambiguous` counts readings in a

@@ -48,7 +48,7 @@ from joulehouse.collectors.ingest.hostlist import HostListError, expand_hostlist
 from joulehouse.collectors.ingest.lake_gpus import LakeGpus
 from joulehouse.collectors.ingest.lake_import import RejectedRow, land_log, record_landing
 from joulehouse.collectors.input_file import text_lines
-from joulehouse.collectors.ingest.local_time import SkippedLocalTime, check_plausible, local_timestamp
+from joulehouse.collectors.ingest.local_time import SkippedLocalTime, check_plausible, in_repeated_hour, local_timestamp
 from joulehouse.collectors.ingest.nvidia_smi import IngestResult
 from joulehouse.collectors.schema import JOBS, conform
 
@@ -140,6 +140,11 @@ def read_sacct(path: str | Path, *, lake: str | Path, assume_tz: str = "UTC",
         # gres/gpu=64 on an 8-GPU node: a typo or a mis-exported TRES, kept as the whole node
         notes.append(f"{len(oversized)} job-node(s) asked for more GPUs than the node has, each given the whole node "
                      f"({'; '.join(oversized[:3])}{'; ...' if len(oversized) > 3 else ''})")
+    repeated = sum(in_repeated_hour(t, zone) for j in jobs for t in (j.started_at, j.ended_at))
+    if repeated:
+        # sacct writes no offset, and a job's order says nothing about which pass it meant.
+        notes.append(f"{repeated} Start/End times fall in an hour {assume_tz} repeats when its clocks go back: "
+                     "written without an offset, they were read as its first pass (export with TZ=UTC to be exact)")
     running = sum(1 for j in jobs if j.state.upper().startswith("RUNNING"))
     if running:
         notes.append(f"{running} jobs still running: ended_at is the import time ({now.isoformat(timespec='seconds')})")

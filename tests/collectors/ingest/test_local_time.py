@@ -120,3 +120,16 @@ def test_a_later_header_in_units_the_column_is_not_stored_in_refuses_the_file(tm
                    "timestamp, power.draw [kW]\n2026/01/01 00:00:01.000, 0.3 kW\n")
     with pytest.raises(NvidiaSmiError, match=r"line 3: column 'power.draw' is in \[kW\], expected \[W\]"):
         read_nvidia_smi_csv(log, host="h", now=NOW)
+
+
+def test_slurm_times_in_the_repeated_hour_are_read_as_its_first_pass_and_said_so(tmp_path):
+    lake, path = tmp_path / "lake", tmp_path / "sacct.txt"
+    write_dataset(lake, "gpu_samples", pa.Table.from_pylist([
+        {"sampled_at": datetime(2026, 11, 1, 5, tzinfo=UTC), "host": "node-01", "gpu_index": 0,
+         "gpu_uuid": "GPU-0", "power_w": 300.0, "source": "nvml"}]))
+    path.write_text("JobID|JobName|User|Account|Partition|State|Start|End|NodeList|AllocTRES\n"
+                    "7|x|u|a|p|COMPLETED|2026-11-01T00:15:00|2026-11-01T01:30:00|node-01|gres/gpu=1\n")
+    result, _ = read_sacct(path, lake=lake, assume_tz="America/New_York", now=NOW)
+    [row] = result.table.to_pylist()
+    assert row["ended_at"] == datetime(2026, 11, 1, 5, 30, tzinfo=UTC)
+    assert any(n.startswith("1 Start/End times fall in an hour America/New_York repeats") for n in result.notes)

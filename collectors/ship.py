@@ -29,18 +29,17 @@ One ship runs at a time per manifest (an exclusive lock beside it).
 from __future__ import annotations
 
 import datetime as dt
-import fcntl
 import hashlib
 import json
 import logging
 import os
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from joulehouse.collectors import lakefs
+from joulehouse.collectors.ship_manifest import Manifest, ManifestEntry, ShipError
 
 log = logging.getLogger(__name__)
 
@@ -48,23 +47,6 @@ CHUNK_BYTES = 8 * 1024 * 1024
 # Object stores: no rename (a "move" is copy + delete), but one PUT is all or nothing.
 OBJECT_STORE_PROTOCOLS = frozenset({"s3", "s3a", "gs", "gcs", "abfs", "abfss", "az", "adl", "oss", "oci", "r2"})
 TMP_SUFFIX = ".ship.tmp"
-
-
-class ShipError(RuntimeError):
-    """Shipping could not go on; the message names the file or destination and the cause."""
-
-
-@dataclass(frozen=True)
-class ManifestEntry:
-    """One shipped file: its path relative to the lake, size in bytes, sha256 (hex), the local
-    file's modification time (ns) and when it was shipped (UTC)."""
-
-    dest: str
-    path: str
-    bytes: int
-    sha256: str
-    mtime_ns: int
-    shipped_at: str
 
 
 @dataclass
@@ -81,82 +63,6 @@ class ShipReport:
     @property
     def bytes_shipped(self) -> int:
         return sum(e.bytes for e in self.shipped)
-
-
-class Manifest:
-    """The append-only JSON-lines record of shipped files (one line per file and destination)."""
-
-    def __init__(self, path: str | Path):
-        self.path = Path(path)
-
-    def load(self, dest: str) -> dict[str, ManifestEntry]:
-        """The latest entry per relative path for `dest`. A line a crash cut short is ignored."""
-        entries: dict[str, ManifestEntry] = {}
-        try:
-            lines = self.path.read_text().splitlines()
-        except FileNotFoundError:
-            return entries
-        for number, line in enumerate(lines, 1):
-            if not line.strip():
-                continue
-            try:
-                entry = ManifestEntry(**json.loads(line))
-            except (json.JSONDecodeError, TypeError) as exc:
-                if number == len(lines):
-                    log.warning("ship manifest %s: last line is torn (%s); its file is shipped again",
-                                self.path, exc)
-                    continue
-                raise ShipError(f"ship manifest {self.path} line {number} is not a manifest entry ({exc}); "
-                                "expected one JSON object per line") from None
-            if entry.dest == dest:
-                entries[entry.path] = entry
-        return entries
-
-    def append(self, entry: ManifestEntry) -> None:
-        """Append one entry and make it durable before returning."""
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        line = json.dumps(entry.__dict__, sort_keys=True) + "\n"
-        _drop_torn_tail(self.path)
-        with open(self.path, "ab") as fh:
-            fh.write(line.encode())
-            fh.flush()
-            os.fsync(fh.fileno())
-
-    @contextmanager
-    def locked(self) -> Iterator[None]:
-        """Hold the manifest's lock file for one run; a second concurrent run fails fast."""
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        lock_path = self.path.with_name(self.path.name + ".lock")
-        with open(lock_path, "w") as fh:
-            try:
-                fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                raise ShipError(f"another ship holds {lock_path}; expected one ship at a time per manifest") from None
-            try:
-                yield
-            finally:
-                fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
-
-
-def _drop_torn_tail(path: Path) -> None:
-    """Cut a last line that a crash left without its newline (its file was never recorded), so
-    the next entry starts on a line of its own."""
-    try:
-        fh = open(path, "r+b")
-    except FileNotFoundError:
-        return
-    with fh:
-        size = fh.seek(0, os.SEEK_END)
-        if size == 0:
-            return
-        fh.seek(size - 1)
-        if fh.read(1) == b"\n":
-            return
-        fh.seek(0)
-        keep = fh.read().rfind(b"\n") + 1
-        fh.truncate(keep)
-        fh.flush()
-        os.fsync(fh.fileno())
 
 
 def finished_files(lake: str | Path) -> list[Path]:

@@ -20,6 +20,10 @@ the same log again (corrected, or grown) replaces the rows it gave before.
   name while holding the partition's compaction lock; a day the log no longer covers loses the
   log's file; the ledger then lists the new days. A reader may see a partition's rows twice for a
   moment (the build quarantines the second copy as a duplicate), never none of them.
+- A file a re-import removes from a local lake (a day the log no longer covers) is first noted
+  in `<lake>/_withdrawn/<its path in the lake>.json` (`{"path", "log_id"}`), so that ship
+  withdraws it from the central lake too: ship cannot tell it from the node's retention deleting
+  old partitions, whose files the central lake keeps. Writing the file again drops the note.
 Object-store lakes are never compacted (warehouse.lake_compact works on folders), so there only the
 log's own files are written and removed.
 """
@@ -48,6 +52,9 @@ from joulehouse.collectors.writer import WrittenFile, partition_dir, write_lake_
 LOG_ID_COLUMN = "import_log_id"
 # warehouse/lake_compact.py takes the same lock for a partition (its LOCK_NAME).
 COMPACTION_LOCK_NAME = "_compaction.lock"
+# Notes of the files a re-import removed, for ship (module docstring); no reader's *.parquet glob
+# matches them.
+WITHDRAWN_DIR = "_withdrawn"
 
 
 @dataclass(frozen=True)
@@ -110,10 +117,13 @@ def land_log(lake: str | Path, table: pa.Table, rejected: list[RejectedRow], *, 
     written = []
     for key, target in targets.items():
         written.append(write_lake_file(parts[key], target))
+        # after the write: a crash before it keeps the note, and ship withdraws nothing while
+        # the file is in the lake
+        _remove_note(_withdrawal_note(lake, target))
     rewritten = []
     for day, part_host in sorted(old | set(parts)):
         if (day, part_host) not in parts:
-            _remove(_in_partition(lake, dataset, day, part_host, name))
+            _withdraw(lake, _in_partition(lake, dataset, day, part_host, name), identity)
         if isinstance(lake, Path):
             rewritten += _take_out(Path(partition_dir(lake, dataset, day, part_host)), identity, keep=name)
     _write_json(ledger, {**record, **_ledger_fields(set(parts), host)})
@@ -160,25 +170,59 @@ def _in_partition(lake: Path | str, dataset: str, day: str, host: str, name: str
     return folder / name if isinstance(folder, Path) else f"{folder}/{name}"
 
 
+def _withdrawal_note(lake: Path | str, target: Path | str) -> Path | None:
+    """Where the note that `target` was withdrawn lives; None on an object-store lake (only a
+    node's local lake is shipped)."""
+    if not isinstance(lake, Path) or not isinstance(target, Path):
+        return None
+    return lake / WITHDRAWN_DIR / f"{target.relative_to(lake).as_posix()}.json"
+
+
+def _remove_note(note: Path | None) -> None:
+    if note is not None and note.exists():
+        note.unlink()
+        lakefs.fsync_dir(note.parent)
+
+
+def _withdraw(lake: Path | str, target: Path | str, identity: str) -> None:
+    """Remove the log's file `target`, noting it first (module docstring): a crash between the
+    two leaves the note beside the file, which ship ignores while the file is there; the other
+    order could lose the note, and the central lake would keep the rows for good."""
+    note = _withdrawal_note(lake, target)
+    if note is None or not isinstance(target, Path):
+        _remove(target)
+        return
+    if target.exists():
+        _write_json(note, {"path": target.relative_to(lake).as_posix(), "log_id": identity})
+        target.unlink()
+        lakefs.fsync_dir(target.parent)
+
+
 def _take_out(folder: Path, identity: str, *, keep: str) -> list[Path]:
     """Rewrite, without the rows of log `identity`, every file of `folder` but `keep` that holds
     some (a compacted file); returns the files rewritten."""
     if not folder.is_dir() or not any(_holds(path, identity) for path in folder.glob("*.parquet") if path.name != keep):
         return []  # the common case, a day never compacted: no lock taken, no lock file made
+    with partition_lock(folder):
+        return take_out_rows(folder, identity, keep=keep)
+
+
+def take_out_rows(folder: Path, identity: str, *, keep: str) -> list[Path]:
+    """`_take_out`'s work, for a caller already holding the partition's lock (ship, which must
+    hold it across its own copy too)."""
     rewritten = []
-    with _partition_lock(folder):
-        for path in sorted(folder.glob("*.parquet")):
-            if path.name == keep or not _holds(path, identity):
-                continue
-            table = pq.read_table(path)
-            mine = pc.fill_null(pc.equal(table.column(LOG_ID_COLUMN), identity), False)
-            rest = table.filter(pc.invert(mine))
-            if rest.num_rows:
-                write_parquet_atomic(rest, path)  # same name: a reader sees the old file or the new
-            else:
-                path.unlink()
-                lakefs.fsync_dir(folder)
-            rewritten.append(path)
+    for path in sorted(folder.glob("*.parquet")) if folder.is_dir() else []:
+        if path.name == keep or not _holds(path, identity):
+            continue
+        table = pq.read_table(path)
+        mine = pc.fill_null(pc.equal(table.column(LOG_ID_COLUMN), identity), False)
+        rest = table.filter(pc.invert(mine))
+        if rest.num_rows:
+            write_parquet_atomic(rest, path)  # same name: a reader sees the old file or the new
+        else:
+            path.unlink()
+            lakefs.fsync_dir(folder)
+        rewritten.append(path)
     return rewritten
 
 
@@ -192,7 +236,7 @@ def _holds(path: Path, identity: str) -> bool:
 
 
 @contextmanager
-def _partition_lock(folder: Path) -> Iterator[None]:
+def partition_lock(folder: Path) -> Iterator[None]:
     """The partition's compaction lock (blocking: a compaction of one partition takes seconds)."""
     with open(folder / COMPACTION_LOCK_NAME, "a+b") as fh:
         fcntl.flock(fh, fcntl.LOCK_EX)

@@ -65,3 +65,21 @@ def test_on_an_object_store_two_logs_of_one_name_both_land_and_a_reimport_replac
             _run("ingest", "nvidia-smi", str(log), "--lake", "s3://reimport-lake/lake", "--host", "h1")
         files = s3fs.S3FileSystem().glob("reimport-lake/lake/gpu_samples/date=2026-01-02/host=h1/*.parquet")
         assert len(files) == 2 and all("part-nvidia-smi-gpu-" in f for f in files)
+
+
+def test_a_reimport_notes_the_file_it_removes_and_writing_it_again_drops_the_note(tmp_path):
+    """Ship withdraws from the central lake only what a re-import noted as removed (retention
+    deletes shipped files too, and those the central lake keeps)."""
+    lake = tmp_path / "lake"
+    log = _log(tmp_path / "gpu.csv", gpu=0, watts=100.0)
+    _run("ingest", "nvidia-smi", str(log), "--lake", str(lake), "--host", "h1")
+    [utc_file] = (lake / "gpu_samples").rglob("*.parquet")
+    utc_note = lake / "_withdrawn" / f"{utc_file.relative_to(lake).as_posix()}.json"
+    assert not (lake / "_withdrawn").exists()
+    _run("ingest", "nvidia-smi", str(log), "--lake", str(lake), "--host", "h1", "--assume-tz", "Europe/Berlin")
+    [berlin_file] = (lake / "gpu_samples").rglob("*.parquet")
+    assert "date=2026-01-01" in berlin_file.as_posix() and not utc_file.exists()
+    assert utc_note.is_file() and '"log_id"' in utc_note.read_text()
+    _run("ingest", "nvidia-smi", str(log), "--lake", str(lake), "--host", "h1")  # back to UTC
+    assert utc_file.exists() and not utc_note.exists()
+    assert (lake / "_withdrawn" / f"{berlin_file.relative_to(lake).as_posix()}.json").is_file()

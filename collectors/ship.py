@@ -21,7 +21,9 @@ compaction has merged it meanwhile: its partition's ledger (`_compacted.jsonl`) 
 name, size and sha256, and the file is recorded, not sent beside the rows that already hold it.
 Nothing is duplicated,
 nothing is missed. A lake file that changed after it was shipped (a range the DCGM source
-redid after a crash) is shipped again over its old copy, and the log says so.
+redid after a crash) is shipped again over its old copy, and the log says so. A re-imported
+log's file, replaced or removed on the node, is replaced or removed at the destination, its
+rows taken out of the files the destination's compaction merged them into (ship_withdraw).
 
 One ship runs at a time per manifest (an exclusive lock beside it).
 """
@@ -38,7 +40,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from joulehouse.collectors import lakefs
+from joulehouse.collectors import lakefs, ship_withdraw
 from joulehouse.collectors.ship_manifest import Manifest, ManifestEntry, ShipError
 
 log = logging.getLogger(__name__)
@@ -59,6 +61,8 @@ class ShipReport:
     # not in the manifest (a torn last line), but the destination's compaction ledger lists the
     # same bytes as merged: recorded as shipped, not sent
     already_compacted: int = 0
+    # files a re-import removed on the node, removed at the destination (ship_withdraw)
+    withdrawn: int = 0
 
     @property
     def bytes_shipped(self) -> int:
@@ -132,7 +136,7 @@ class Shipper:
         todo = []
         for path in finished_files(self.lake):
             entry = shipped.get(path.relative_to(self.lake).as_posix())
-            if entry is None:
+            if entry is None or entry.withdrawn:
                 todo.append(path)
                 continue
             stat = path.stat()
@@ -156,7 +160,7 @@ class Shipper:
                     self.manifest.append(_entry(self.dest, rel, read, digest))
                     report.already_compacted += 1
                     continue
-                if previous is not None:
+                if previous is not None and not previous.withdrawn:
                     digest, read = _sha256(path)
                     if digest == previous.sha256:  # touched, not changed: record the new mtime only
                         self.manifest.append(_entry(self.dest, rel, read, digest))
@@ -165,12 +169,44 @@ class Shipper:
                     log.warning("ship: %s changed since it was shipped (sha256 %s -> %s); shipping it again "
                                 "over its old copy", rel, previous.sha256[:12], digest[:12])
                     report.reshipped_changed += 1
-                entry = self.ship_file(path, rel)
+                # a file shipped before (changed, or written again after a withdrawal) may have
+                # its earlier rows merged into another file by the destination's compaction
+                entry = self.ship_file(path, rel) if previous is None else self._replace(path, rel)
                 self.manifest.append(entry)
                 report.shipped.append(entry)
                 if after_file is not None:
                     after_file(entry)
+            # after the new files: a reader may see a moved log's rows twice for a moment, never none
+            for withdrawal in ship_withdraw.pending_withdrawals(self.lake, shipped):
+                self._withdraw(withdrawal)
+                self.manifest.append(ManifestEntry(self.dest, withdrawal.path, 0, "", 0, _now(), withdrawn=True))
+                report.withdrawn += 1
         return report
+
+    def _partition(self, rel: str) -> Path | None:
+        """The destination's partition folder of `rel` where it is a folder (compacted there)."""
+        return Path(f"{self.root}/{rel}").parent if _is_local(self.fs) else None
+
+    def _replace(self, path: Path, rel: str) -> ManifestEntry:
+        """Ship `path` over its earlier version, and its log's earlier rows out of the files the
+        destination's compaction merged them into (ship_withdraw)."""
+        return self._at_destination(rel, lambda: ship_withdraw.replace_file(
+            self._partition(rel), path, lambda: self.ship_file(path, rel)))
+
+    def _withdraw(self, withdrawal: ship_withdraw.Withdrawal) -> None:
+        log.info("ship: %s was withdrawn by a re-import on the node; removing it at %s", withdrawal.path, self.dest)
+        self._at_destination(withdrawal.path, lambda: ship_withdraw.withdraw_file(
+            self.fs, self.root, self._partition(withdrawal.path), withdrawal))
+
+    def _at_destination(self, rel: str, step: Callable[[], Any]) -> Any:
+        try:
+            return step()
+        except ShipError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - OSError, a file there that does not open, the backend's own
+            # nothing is recorded for `rel`: the next run does the whole step again
+            raise ShipError(f"ship {rel} to {self.dest}: {_one_line(exc)} (not recorded; the next run "
+                            "tries again)") from exc
 
     def _compacted_at_destination(self, path: Path, rel: str, ledgers: dict[str, dict[str, dict]]) -> bool:
         """Whether the destination's compaction already merged this very file (same name, size
@@ -279,7 +315,11 @@ def _sha256(path: Path) -> tuple[str, os.stat_result]:
 
 def _entry(dest: str, rel: str, stat: os.stat_result, digest: str) -> ManifestEntry:
     return ManifestEntry(dest=dest, path=rel, bytes=stat.st_size, sha256=digest, mtime_ns=stat.st_mtime_ns,
-                         shipped_at=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"))
+                         shipped_at=_now())
+
+
+def _now() -> str:
+    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
 
 
 def ship_lake(lake: str | Path, dest: str, manifest_path: str | Path, **kwargs: Any) -> ShipReport:

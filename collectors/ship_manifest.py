@@ -30,6 +30,8 @@ class ManifestEntry:
     sha256: str
     mtime_ns: int
     shipped_at: str
+    # the node's re-import removed the file and ship removed it at the destination (ship_withdraw)
+    withdrawn: bool = False
 
 
 class Manifest:
@@ -64,7 +66,8 @@ class Manifest:
     def append(self, entry: ManifestEntry) -> None:
         """Append one entry and make it durable before returning."""
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        line = json.dumps(entry.__dict__, sort_keys=True) + "\n"
+        fields = {k: v for k, v in entry.__dict__.items() if k != "withdrawn" or v}  # shipped lines as before
+        line = json.dumps(fields, sort_keys=True) + "\n"
         _drop_torn_tail(self.path)
         with open(self.path, "ab") as fh:
             fh.write(line.encode())

@@ -64,7 +64,8 @@ def ship_command(
     typer.echo(f"shipped {len(report.shipped)} files ({report.bytes_shipped:,} bytes) to {to}; "
                f"{report.skipped} already there; {report.reshipped_changed} changed since shipped and sent again"
                + (f"; {report.already_compacted} already merged by the destination's compaction"
-                  if report.already_compacted else ""))
+                  if report.already_compacted else "")
+               + (f"; {report.withdrawn} withdrawn there (a re-import removed them here)" if report.withdrawn else ""))
 
 
 def _write_ship_metrics(textfile: Optional[Path], shipper, report, *, failed: bool) -> None:

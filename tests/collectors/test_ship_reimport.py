@@ -265,3 +265,22 @@ def test_a_replacement_holds_the_partition_against_the_central_compaction(tmp_pa
     monkeypatch.setattr(ship_module.Shipper, "ship_file", ship_then_compact)
     ship_lake(lake, str(central), manifest)
     assert refused and _readings(central) == _readings(lake)
+
+
+def test_an_object_store_destination_loses_the_withdrawn_file_too(tmp_path, lakes):
+    import uuid
+
+    import fsspec
+
+    from joulehouse.collectors.ship import Shipper
+
+    lake, _, manifest = lakes
+    url = f"memory://central-{uuid.uuid4().hex[:8]}"
+    fs, root = fsspec.core.url_to_fs(url)
+    log = _log(tmp_path / "logs" / "gpu.csv", gpu=0, watts=100.0)
+    _ingest(log, lake)
+    Shipper(lake, url, manifest, rename=False).run()  # one PUT per file, as on S3
+    _ingest(log, lake, tz="Europe/Berlin")
+    report = Shipper(lake, url, manifest, rename=False).run()
+    assert report.withdrawn == 1
+    assert {p[len(root) + 1:] for p in fs.find(root)} == {p.relative_to(lake).as_posix() for p in finished_files(lake)}

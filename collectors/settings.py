@@ -30,9 +30,7 @@ from pydantic_settings import (BaseSettings, EnvSettingsSource, NoDecode, Pydant
                                TomlConfigSettingsSource)
 
 from joulehouse.collectors.input_file import read_bytes_at_most, regular_file
-
-ENV_PREFIX = "JOULEHOUSE_"
-ENV_DELIMITER = "__"
+from joulehouse.collectors.settings_env import ENV_DELIMITER, ENV_PREFIX, unknown_variables
 # A settings file is a page of text; anything larger is a mistake (or an attack), refused unread.
 MAX_FILE_BYTES = 1 << 20
 
@@ -224,13 +222,14 @@ class SettingsRoot(BaseSettings):
 
     @classmethod
     def _refuse_unknown_overrides(cls, environ: Mapping[str, str]) -> None:
-        known = set(cls.model_fields) | cls.foreign_sections
-        for key in environ:
-            name = key.upper()
-            if name.startswith(ENV_PREFIX) and ENV_DELIMITER in name[len(ENV_PREFIX):]:
-                section_name = name[len(ENV_PREFIX):].split(ENV_DELIMITER, 1)[0].lower()
-                if section_name not in known:
-                    raise SettingsError(f"{key}: unknown settings section {section_name!r}; expected one of {sorted(known)}")
+        """Refuse, at the load and in one line, every JOULEHOUSE_* variable that names no setting:
+        pydantic-settings would silently ignore it, and the command run on defaults the operator
+        did not mean (collectors.settings_env)."""
+        sections = {name: frozenset(f.name for f in dataclasses.fields(info.annotation))
+                    for name, info in cls.model_fields.items()}
+        problem = unknown_variables(environ, sections, cls.foreign_sections)
+        if problem:
+            raise SettingsError(problem)
 
 
 def _where(loc: tuple, environ: Mapping[str, str], path: str | Path | None) -> str:

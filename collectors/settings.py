@@ -71,6 +71,11 @@ Retries = Annotated[int, Field(ge=0, le=100)]
 PollInterval = Annotated[float, Field(gt=0, le=3600, allow_inf_nan=False)]
 # How long a spool segment may stay before it is rolled into the lake: at most a day.
 RollInterval = Annotated[float, Field(gt=0, le=86400, allow_inf_nan=False)]
+# How often the agent fetches the signed config: at least a second (`--interval 0.0001ms` was a busy
+# loop hammering NVML and the config endpoint), at most a day (a revoked or expired config's caps
+# stay on the GPUs until the next poll).
+AGENT_POLL_MIN_S, AGENT_POLL_MAX_S = 1.0, 86400.0
+AgentPollInterval = Annotated[float, Field(ge=AGENT_POLL_MIN_S, le=AGENT_POLL_MAX_S, allow_inf_nan=False)]
 Ratio = Annotated[float, Field(ge=0, le=1, allow_inf_nan=False)]
 Percent = Annotated[float, Field(ge=0, le=100, allow_inf_nan=False)]
 MAX_PUE = 10  # no facility spends 10x its IT power
@@ -141,7 +146,7 @@ class AgentSettings:
     public_key_path: Text = Field("var/keys/joulehouse-ed25519.pub.pem",
                                   description="The site's ed25519 public key: configs not signed with its pair are refused.")
     config_url: str = Field("", description="Where the agent fetches the signed config (a file path or URL).")
-    poll_interval_s: Seconds = Field(300.0, description="How often `agent run` fetches it, s.")
+    poll_interval_s: AgentPollInterval = Field(300.0, description="How often `agent run` fetches it, s.")
     # Per site, the generated_at of the last config applied: an older one is refused as a replay.
     state_path: Text = Field("var/state/agent-applied.json",
                              description="Where the agent keeps, per site, the generated_at of the last config it "

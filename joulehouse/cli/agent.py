@@ -294,6 +294,24 @@ def rollback_command(
         raise typer.Exit(1)
 
 
+def _poll_interval_s(interval: str | None, interval_s: float | None) -> float | None:
+    """--interval (a duration), else the hidden --interval-s (seconds), in seconds; None when neither
+    is given. Outside [agent] poll_interval_s's range, fail naming the option and the range: 0.0001ms
+    was a busy loop on NVML and the config endpoint, --interval-s 0 quietly meant the default and
+    -1 crashed the loop's sleep after the first poll."""
+    from joulehouse.collectors.settings import AGENT_POLL_MAX_S, AGENT_POLL_MIN_S
+
+    if interval is not None:
+        option, text, value = "--interval", interval, parse_duration(interval, "--interval")
+    elif interval_s is not None:
+        option, text, value = "--interval-s", f"{interval_s:g}", interval_s
+    else:
+        return None
+    if not AGENT_POLL_MIN_S <= value <= AGENT_POLL_MAX_S:  # NaN fails this too
+        fail(f"{option} {text}: expected {AGENT_POLL_MIN_S:g} s to {AGENT_POLL_MAX_S:,.0f} s (a day) between polls", 2)
+    return value
+
+
 @agent_app.command("run")
 def run_command(
     settings_file: Optional[Path] = typer.Option(None, "--config", help="joulehouse TOML settings (\\[agent] section)"),
@@ -304,7 +322,7 @@ def run_command(
     host: Optional[str] = typer.Option(None, "--host", help="Host name (default: this machine)"),
     lake: Optional[Path] = typer.Option(None, "--lake", help=LAKE_HELP),
     interval: Optional[str] = typer.Option(None, "--interval", metavar="DURATION",
-                                           help="Time between polls: 30s, 5m (default: \\[agent] poll_interval_s, 300 s)"),
+                                           help="Time between polls: 30s, 5m; 1s to 24h (default: \\[agent] poll_interval_s, 300 s)"),
     interval_s: Optional[float] = typer.Option(None, "--interval-s", hidden=True),
     config_url: Optional[str] = typer.Option(None, "--config-url", hidden=True),
     iterations: Optional[int] = typer.Option(None, "--iterations", help="Stop after N polls (default: forever)"),
@@ -320,6 +338,7 @@ def run_command(
     from joulehouse.collectors.agent_loop import run_agent
     from joulehouse.collectors.settings import SettingsError, load_node_settings
 
+    interval_s = _poll_interval_s(interval, interval_s)
     try:
         agent = load_node_settings(settings_file).agent
     except SettingsError as exc:
@@ -328,8 +347,6 @@ def run_command(
     if not location:
         fail("no export location: pass --export-url or set [agent] config_url", 2)
     _refuse_unsupported_scheme(location, "export location")
-    if interval is not None:
-        interval_s = parse_duration(interval, "--interval")
     from joulehouse.collectors.agent_loop import AgentState
 
     key = _public_key(public_key or Path(agent.public_key_path))
@@ -342,7 +359,8 @@ def run_command(
     exposure = expose_metrics(AgentStateMetrics(loop_state), metrics_port, metrics_address, metrics_textfile)
     try:
         run_agent(location, public_key=key, host=host or socket.gethostname(), nvml=nvml, lake=audit_lake,
-                  poll_interval_s=interval_s or agent.poll_interval_s, iterations=iterations, log=typer.echo,
+                  poll_interval_s=agent.poll_interval_s if interval_s is None else interval_s, iterations=iterations,
+                  log=typer.echo,
                   replay_guard=guard, state=loop_state)
     finally:
         if exposure is not None:

@@ -66,11 +66,15 @@ Seconds = Positive  # a duration or interval: more than 0 s and finite
 Timeout = Annotated[float, Field(gt=0, le=3600, allow_inf_nan=False)]
 Backoff = Annotated[float, Field(ge=0, le=3600, allow_inf_nan=False)]
 Retries = Annotated[int, Field(ge=0, le=100)]
+# The least time a collector loop waits between reads or flushes: NVML refreshes a GPU's power
+# reading every 20 ms or so, and `collect --interval 0.0001ms` (taken before) re-read it in a
+# busy loop, against the unit's CPUQuota.
+MIN_POLL_INTERVAL_S = 0.01
 # How often a collector polls or flushes: at most an hour. A longer one records nothing usable
 # (the energy bridges gaps of minutes) and makes `collect --max-polls 1` wait it out.
-PollInterval = Annotated[float, Field(gt=0, le=3600, allow_inf_nan=False)]
+PollInterval = Annotated[float, Field(ge=MIN_POLL_INTERVAL_S, le=3600, allow_inf_nan=False)]
 # How long a spool segment may stay before it is rolled into the lake: at most a day.
-RollInterval = Annotated[float, Field(gt=0, le=86400, allow_inf_nan=False)]
+RollInterval = Annotated[float, Field(ge=MIN_POLL_INTERVAL_S, le=86400, allow_inf_nan=False)]
 # How often the agent fetches the signed config: at least a second (`--interval 0.0001ms` was a busy
 # loop hammering NVML and the config endpoint), at most a day (a revoked or expired config's caps
 # stay on the GPUs until the next poll).

@@ -320,3 +320,18 @@ def test_an_interval_past_its_bound_is_refused_in_one_line(tmp_path, option, tex
     assert out.exit_code == 2 and "less than or equal to" in out.output, out.output
     assert len(out.output.strip().splitlines()) == 1
     assert not list(tmp_path.rglob("*.parquet"))
+
+
+@pytest.mark.parametrize("option, text", [("--interval", "0.0001ms"), ("--interval", "9ms"), ("--flush-interval", "1ms"),
+                                          ("--roll-interval", "0.001"), ("--ipmi-interval", "1e-9s"),
+                                          ("--dcgm-interval", "0.5ms")])
+def test_an_interval_below_ten_milliseconds_is_refused_in_one_line(tmp_path, option, text):
+    """`collect --interval 0.0001ms` was taken: a busy loop re-reading NVML (or the spool, the BMC,
+    Prometheus) far faster than anything it reads changes."""
+    app = typer.Typer()
+    register(app)
+    out = CliRunner().invoke(app, ["--source", "sim", "--lake", str(tmp_path / "lake"), "--host", "node-01",
+                                   "--max-polls", "1", option, text])
+    assert out.exit_code == 2, out.output
+    assert out.output == f"error: {option} {text!r}: input should be greater than or equal to 0.01 (s)\n"
+    assert not (tmp_path / "lake").exists()

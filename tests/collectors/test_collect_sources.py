@@ -303,7 +303,7 @@ def test_a_stuck_background_source_does_not_delay_gpu_polls(tmp_path):
     release = threading.Event()
     stuck = _Stuck(release)
     gpu = _Counting(release, after=25)  # frees the stuck source only once 25 GPU polls are done
-    settings = CollectorSettings(interval_s=0.001, spool_flush_interval_s=60, roll_interval_s=60)
+    settings = CollectorSettings(interval_s=0.01, spool_flush_interval_s=60, roll_interval_s=60)
     c = Collector([Scheduled(gpu), Scheduled(stuck, interval_s=5.0, background=True)],
                   lake=tmp_path / "lake", settings=settings, spool_dir=tmp_path / "spool")
     stats = c.run(threading.Event(), max_polls=30)

@@ -178,7 +178,7 @@ def test_the_command_refuses_such_an_interval_in_one_line(tmp_path, monkeypatch,
     result = cli("--source", "sim", "--lake", str(tmp_path / "lake"), "--max-polls", "50", *args)
     assert result.exit_code == 2 and len(result.output.strip().splitlines()) == 1, result.output
     assert result.output.startswith("error: ") and "interval" in result.output
-    assert "above zero" in result.output or "greater than 0" in result.output or "finite number" in result.output
+    assert any(why in result.output for why in ("above zero", "greater than or equal to 0.01", "finite number"))
     assert not (tmp_path / "lake").exists()
 
 

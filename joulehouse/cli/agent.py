@@ -325,7 +325,7 @@ def run_command(
                                            help="Time between polls: 30s, 5m; 1s to 24h (default: \\[agent] poll_interval_s, 300 s)"),
     interval_s: Optional[float] = typer.Option(None, "--interval-s", hidden=True),
     config_url: Optional[str] = typer.Option(None, "--config-url", hidden=True),
-    iterations: Optional[int] = typer.Option(None, "--iterations", help="Stop after N polls (default: forever)"),
+    iterations: Optional[int] = typer.Option(None, "--iterations", min=1, help="Stop after N polls (default: forever)"),
     state: Optional[Path] = typer.Option(None, "--state", help=STATE_HELP),
     metrics_port: int = typer.Option(0, "--metrics-port", help=AGENT_METRICS_PORT_HELP),
     metrics_address: str = typer.Option("127.0.0.1", "--metrics-address", help=METRICS_ADDRESS_HELP),

@@ -67,3 +67,11 @@ def test_the_setting_has_the_same_range(value):
     with pytest.raises(SettingsError, match=r"^\[agent\]\.poll_interval_s = .* \(from JOULEHOUSE_AGENT__POLL_INTERVAL_S\): "):
         load_node_settings(env={"JOULEHOUSE_AGENT__POLL_INTERVAL_S": value})
     assert load_node_settings(env={"JOULEHOUSE_AGENT__POLL_INTERVAL_S": "1"}).agent.poll_interval_s == 1.0
+
+
+@pytest.mark.parametrize("count", ["0", "-1"])
+def test_iterations_below_one_are_refused(app, tmp_path, count):
+    """`--iterations 0` exited 0 having polled nothing: a unit that 'ran' and applied no config."""
+    result = CliRunner().invoke(app, ["agent", "run", "--export-url", str(tmp_path / "config.json"),
+                                      "--public-key", str(tmp_path / "missing.pub.pem"), "--iterations", count])
+    assert result.exit_code == 2 and "--iterations" in result.output and "missing.pub.pem" not in result.output

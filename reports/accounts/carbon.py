@@ -12,6 +12,9 @@ Per metered GPU-hour (all in gCO2e unless named otherwise):
         (reports.accounts.residual_mix: AIB's published table) covers the rest; NULL where that
         mix is not available. market_basis says which contracts and mix were used.
     embodied_gco2e      = amortised GPU + server share (reports.accounts.embodied), idle hours included.
+Every hour of the day of every GPU in the fleet carries its embodied carbon, read or not: an hour
+without a reading (reports.accounts.fleet_hours) has no energy and no operational carbon (NULL),
+and counts in unmetered_gpu_hours.
 Range: operational relative uncertainty u_op = sqrt(u_grid^2 + u_pue^2) (independent inputs);
 embodied u_emb; low/high of the total = location x (1 -/+ u_op) + embodied x (1 -/+ u_emb).
 Attribution and the idle policy: reports.accounts.attribution. The day's hourly context
@@ -39,7 +42,8 @@ from joulehouse.reports.accounts.shift import carbon_shift_rows
 from joulehouse.reports.accounts.site_hours import day_site_hours, grid_context
 from joulehouse.reports.accounts.warehouse_io import prepare_day, replace_report_day
 
-CARBON_AMOUNTS = ["energy_kwh", "facility_energy_kwh", "location_gco2e", "market_gco2e", "embodied_gco2e", *BASIS_AMOUNTS]
+CARBON_AMOUNTS = ["energy_kwh", "facility_energy_kwh", "location_gco2e", "market_gco2e", "embodied_gco2e", *BASIS_AMOUNTS,
+                  "unmetered_gpu_hours"]
 # rpt_carbon_by_gpu_daily: the accounts' amounts per (day, job_id, gpu_model, site)
 BY_GPU_AMOUNTS = ["energy_kwh", "gpu_energy_kwh", "location_gco2e", "market_gco2e", "embodied_gco2e"]
 
@@ -114,11 +118,19 @@ def embodied_per_gpu_hour(gpu_hours: pl.DataFrame, settings: CarbonSettings) -> 
     return gpu_hours.join(rates, on="gpu_uuid", how="left").with_columns(pl.col("embodied_gco2e") * share)
 
 
-def carbon_per_gpu_hour(gpu_hours: pl.DataFrame, settings: CarbonSettings) -> pl.DataFrame:
-    """GPU-hours with pue and intensity_gco2e_per_kwh attached -> the CARBON_AMOUNTS columns."""
+def carbon_per_gpu_hour(gpu_hours: pl.DataFrame, settings: CarbonSettings,
+                        unmetered: pl.DataFrame | None = None) -> pl.DataFrame:
+    """GPU-hours with pue and intensity_gco2e_per_kwh attached -> the CARBON_AMOUNTS columns.
+    `unmetered`: the fleet's hours without a reading (inventory columns only): embodied carbon,
+    unmetered_gpu_hours 1, and NULL energy and operational carbon (nothing was read)."""
     with_energy = with_facility_energy(gpu_hours).with_columns(
         (pl.col("facility_energy_kwh") * pl.col("intensity_gco2e_per_kwh")).alias("location_gco2e"))
-    return embodied_per_gpu_hour(market_based(with_energy, settings), settings)
+    metered = embodied_per_gpu_hour(market_based(with_energy, settings), settings).with_columns(
+        pl.lit(0.0).alias("unmetered_gpu_hours"))
+    if unmetered is None or unmetered.height == 0:
+        return metered
+    unread = embodied_per_gpu_hour(unmetered, settings).with_columns(pl.lit(1.0).alias("unmetered_gpu_hours"))
+    return pl.concat([metered, unread], how="diagonal_relaxed")
 
 
 def with_range(rows: pl.DataFrame, settings: CarbonSettings) -> pl.DataFrame:
@@ -133,13 +145,13 @@ def with_range(rows: pl.DataFrame, settings: CarbonSettings) -> pl.DataFrame:
     )
 
 
-def account_carbon_by_gpu(gpu_hours: pl.DataFrame, jobs: pl.DataFrame,
-                          settings: CarbonSettings) -> tuple[pl.DataFrame, pl.DataFrame]:
+def account_carbon_by_gpu(gpu_hours: pl.DataFrame, jobs: pl.DataFrame, settings: CarbonSettings,
+                          unmetered: pl.DataFrame | None = None) -> tuple[pl.DataFrame, pl.DataFrame]:
     """Pure: GPU-hours with context (day, site, pue, intensity, inventory columns) and jobs ->
     (rows at day x team x user x job x stage with the carbon columns of rpt_carbon_daily, the same
     amounts at (day, job_id, gpu_model, site): the rows of rpt_carbon_by_gpu_daily,
     reports.accounts.attribution.account_by_gpu)."""
-    per_hour = carbon_per_gpu_hour(gpu_hours, settings)
+    per_hour = carbon_per_gpu_hour(gpu_hours, settings, unmetered)
     grouped, by_gpu = account_by_gpu(per_hour, jobs, CARBON_AMOUNTS, settings.idle_policy)
     rows = label_basis(with_range(grouped, settings))
     by_gpu = by_gpu.select(*GPU_KEYS, *BY_GPU_AMOUNTS)
@@ -150,7 +162,9 @@ def account_carbon_by_gpu(gpu_hours: pl.DataFrame, jobs: pl.DataFrame,
         # the day's, as it leaves the location-based one.
         rows = rows.with_columns(pl.lit(None, pl.Float64).alias("market_gco2e"), pl.lit(None, pl.Float64).alias("total_market_gco2e"))
         by_gpu = by_gpu.with_columns(pl.lit(None, pl.Float64).alias("market_gco2e"))
-    return rows.with_columns(pl.lit(market_basis(per_hour, settings)).alias("market_basis")), by_gpu
+    # the basis of the energy's market figure: the read hours' (an unread hour has no energy)
+    basis = market_basis(per_hour.filter(pl.col("unmetered_gpu_hours") == 0), settings)
+    return rows.with_columns(pl.lit(basis).alias("market_basis")), by_gpu
 
 
 @dataclass
@@ -165,6 +179,7 @@ class CarbonSummary:
     location_gco2e: float
     market_gco2e: float | None
     embodied_gco2e: float
+    unmetered_gpu_hours: float
     total_gco2e: float
     total_low_gco2e: float
     total_high_gco2e: float
@@ -185,8 +200,11 @@ def carbon_day(con, day: dt.date, settings: CarbonSettings, data_dir: Path | Non
     inputs, jobs, with_pue, notes = prepared.inputs, prepared.jobs, prepared.gpu_hours, prepared.notes
     ctx, rule_counts, sources = attach_intensity(
         with_pue, settings.grid_file, data_dir, settings.grid_intensity_basis, settings.default_grid_gco2e_per_kwh)
-    if ctx.height:
-        rows, by_gpu = account_carbon_by_gpu(ctx, jobs, settings)
+    unmetered = prepared.unmetered_hours
+    if not ctx.height and unmetered is not None and unmetered.height:
+        notes.append(f"no metered GPU-hours on {day}: embodied carbon of the fleet's hours only")
+    if ctx.height or (unmetered is not None and unmetered.height):
+        rows, by_gpu = account_carbon_by_gpu(ctx, jobs, settings, unmetered)
     else:
         rows = label_basis(with_range(empty_account(CARBON_AMOUNTS), settings)).with_columns(
             pl.lit(None, pl.String).alias("market_basis"))
@@ -208,8 +226,8 @@ def carbon_day(con, day: dt.date, settings: CarbonSettings, data_dir: Path | Non
         "GHG Protocol scope 2, location-based (grid intensity per region and hour: "
         + ("; ".join(sources) or "none") + ") and market-based ("
         + (rows["market_basis"][0] if rows.height and "market_basis" in rows.columns else "no GPU-hours")
-        + "); embodied amortised over lifetime per GPU-hour, "
-        f"idle hours included; idle policy {settings.idle_policy}; IT energy at the server's BMC where it "
+        + "); embodied amortised over lifetime per GPU-hour of calendar time in the fleet, "
+        f"idle and unread hours included; idle policy {settings.idle_policy}; IT energy at the server's BMC where it "
         f"covered >= {settings.node_energy_min_coverage_ratio} of the hour, split by GPU energy share, else GPU "
         "board energy; year mapping to the same weekday and hour near the date in the nearest source year; shifting estimate: "
         "deferrable jobs' energy moved to the day's lowest PUE x intensity hours within idle GPU-hours"
@@ -217,7 +235,8 @@ def carbon_day(con, day: dt.date, settings: CarbonSettings, data_dir: Path | Non
     return CarbonSummary(
         day=day, rows_written=written, gpu_hours=total("gpu_hours"), energy_kwh=total("energy_kwh"),
         facility_energy_kwh=total("facility_energy_kwh"), location_gco2e=total("location_gco2e"),
-        market_gco2e=total("market_gco2e") if rows.height and rows["market_gco2e"].null_count() < rows.height else None, embodied_gco2e=total("embodied_gco2e"), total_gco2e=total("total_gco2e"),
+        market_gco2e=total("market_gco2e") if rows.height and rows["market_gco2e"].null_count() < rows.height else None, embodied_gco2e=total("embodied_gco2e"),
+        unmetered_gpu_hours=total("unmetered_gpu_hours"), total_gco2e=total("total_gco2e"),
         total_low_gco2e=total("total_low_gco2e"), total_high_gco2e=total("total_high_gco2e"),
         gpu_energy_kwh=total("gpu_energy_kwh"), node_ipmi_energy_kwh=total("node_ipmi_energy_kwh"),
         shift_saving_gco2e=float(shift["carbon_saving_gco2e"].sum()) if shift.height else 0.0,

@@ -2,13 +2,17 @@
 
 Per GPU-hour embodied carbon, gCO2e:
     (gpu_kgco2e + server_kgco2e / gpus_per_server) * 1000 / (lifetime_years * 8760)
-Every hour a GPU exists in the metered data carries this amount, busy or idle: the hardware
-ages either way, until its lifetime is over: from purchased_on + lifetime_years (the inventory's;
+Every hour a GPU is in the fleet carries this amount, busy or idle, read or not: the hardware
+ages, and was paid for, either way, until its lifetime is over: from purchased_on + lifetime_years (the inventory's;
 lifetime_years x 8760 hours, the same hours the rate divides by) the footprint and the capital
 are paid off and an hour carries none of either (`amortised_share`; the hour the lifetime ends
 in, its share). A GPU without a purchase date is amortised without end. Idle hours' share therefore lands on the `unallocated` line (or is spread over
 the jobs, by `idle_policy`): a lightly used fleet shows a large idle embodied line, which is
-the point. Hours with no telemetry row at all are not counted (the report states coverage).
+the point. Hours with no telemetry row are counted too (reports.accounts.fleet_hours: the
+inventory says which GPUs are in the fleet on a day): charging only the hours a collector recorded
+made a GPU whose collector was down half the day cost half its day of capital and embodied carbon,
+which no coverage figure gives back. Those hours carry no energy and are counted apart
+(unmetered_gpu_hours), so the charge is visible.
 
 Defaults per GPU model (kgCO2e per GPU, cradle-to-gate), used when the inventory has none:
 - A100 (any A100 name): 150. ../shared/data/README.md gives "A100 80GB ~143-150 kgCO2e";

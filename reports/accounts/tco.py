@@ -13,6 +13,9 @@ Per metered GPU-hour, USD:
     capital           = (GPU price + server price / gpus_per_server) / lifetime hours, none
                         once the lifetime is over (reports.accounts.embodied.amortised_share)
     operations        = that capital base x operations_ratio_of_capex_per_year / 8760
+Capital and operations are charged on every hour of the day of every GPU in the fleet, read or
+not (reports.accounts.fleet_hours): an hour without a reading carries them and no energy, and
+counts in unmetered_gpu_hours.
 static_energy_cost prices the same energy at the flat average of the day's metered hours (the
 unweighted mean of their hourly prices: on a full day, the day's mean; on a day the fleet's data
 covers in part, the mean of the hours it covers), for the static-vs-dynamic comparison.
@@ -48,7 +51,8 @@ from joulehouse.reports.accounts.yearmap import map_to_target_hours, rule_counts
 FLOP_PER_TFLOP_HOUR = 1e12 * 3600.0
 COST_COMPONENTS = ["energy_cost_usd", "demand_charge_usd", "green_premium_usd", "density_surcharge_usd",
                    "capital_usd", "operations_usd"]
-TCO_AMOUNTS = ["energy_kwh", "facility_energy_kwh", *COST_COMPONENTS, "static_energy_cost_usd", *BASIS_AMOUNTS]
+TCO_AMOUNTS = ["energy_kwh", "facility_energy_kwh", *COST_COMPONENTS, "static_energy_cost_usd", *BASIS_AMOUNTS,
+               "unmetered_gpu_hours"]
 NO_METER = pl.DataFrame(schema={"site": pl.String, "hour_at": pl.Datetime("us", "UTC"), "facility_kw": pl.Float64,
                                  "coverage_ratio": pl.Float64})
 PRICE_DRIVEN = ["energy_cost_usd", "green_premium_usd", "density_surcharge_usd"]
@@ -84,10 +88,26 @@ def hourly_prices(hours: pl.Series, settings: TcoSettings, data_dir: Path | None
     return frame, rule_counts(mapped), f"{path.name} node {settings.price_node}, year-mapped"
 
 
-def cost_per_gpu_hour(gpu_hours: pl.DataFrame, settings: TcoSettings, peaks: pl.DataFrame | None = None) -> pl.DataFrame:
+def with_calendar_costs(gpu_hours: pl.DataFrame, settings: TcoSettings) -> pl.DataFrame:
+    """Add capital_usd and operations_usd: what an hour of a GPU in the fleet costs whatever it drew
+    (needs hour_at, purchased_on, purchase_price_usd, lifetime_years)."""
+    capex_per_gpu = (pl.col("purchase_price_usd").fill_null(settings.gpu_capex_usd)
+                     + settings.server_capex_usd / settings.gpus_per_server)
+    lifetime = pl.col("lifetime_years").fill_null(settings.lifetime_years)
+    capital_usd_per_gpu_hour(1.0, 0.0, settings.gpus_per_server, settings.lifetime_years)  # validates settings
+    return gpu_hours.with_columns(
+        (capex_per_gpu / (lifetime * HOURS_PER_YEAR) * amortised_share(lifetime)).alias("capital_usd"),
+        (capex_per_gpu * settings.operations_ratio_of_capex_per_year / HOURS_PER_YEAR).alias("operations_usd"),
+    )
+
+
+def cost_per_gpu_hour(gpu_hours: pl.DataFrame, settings: TcoSettings, peaks: pl.DataFrame | None = None,
+                      unmetered: pl.DataFrame | None = None) -> pl.DataFrame:
     """GPU-hours with pue, price_usd_per_kwh, renewable_pct, purchase_price_usd, lifetime_years
     -> the TCO_AMOUNTS columns. `peaks`: the site-days' demand rows (reports.accounts.demand.day_peaks);
-    None: the GPU-hours' own peaks, no meter and no earlier day of the month."""
+    None: the GPU-hours' own peaks, no meter and no earlier day of the month. `unmetered`: the
+    fleet's hours without a reading: capital and operations, unmetered_gpu_hours 1, NULL energy
+    and energy-driven costs (nothing was read, nothing is priced)."""
     base = with_facility_energy(gpu_hours)
     base = base.with_columns(
         (pl.col("facility_energy_kwh") * pl.col("price_usd_per_kwh")).alias("energy_cost_usd"),
@@ -99,18 +119,17 @@ def cost_per_gpu_hour(gpu_hours: pl.DataFrame, settings: TcoSettings, peaks: pl.
         peaks = day_peaks(site_hour_kw(base, NO_METER, 1.0), {}, settings.demand_charge_usd_per_kw_month)
     base = allocate(base, peaks)
     density = density_surcharge_ratio(settings.rack_kw, settings)
-    capex_per_gpu = (pl.col("purchase_price_usd").fill_null(settings.gpu_capex_usd)
-                     + settings.server_capex_usd / settings.gpus_per_server)
-    lifetime = pl.col("lifetime_years").fill_null(settings.lifetime_years)
-    capital_usd_per_gpu_hour(1.0, 0.0, settings.gpus_per_server, settings.lifetime_years)  # validates settings
-    return base.with_columns(
+    metered = with_calendar_costs(base, settings).with_columns(
         pl.when(pl.col("renewable_pct") < settings.green_premium_below_renewable_pct)
         .then(settings.green_premium_ratio * pl.col("energy_cost_usd").clip(lower_bound=0.0))
         .otherwise(0.0).alias("green_premium_usd"),
         (density * (pl.col("energy_cost_usd") + pl.col("demand_charge_usd")).clip(lower_bound=0.0)).alias("density_surcharge_usd"),
-        (capex_per_gpu / (lifetime * HOURS_PER_YEAR) * amortised_share(lifetime)).alias("capital_usd"),
-        (capex_per_gpu * settings.operations_ratio_of_capex_per_year / HOURS_PER_YEAR).alias("operations_usd"),
+        pl.lit(0.0).alias("unmetered_gpu_hours"),
     )
+    if unmetered is None or unmetered.height == 0:
+        return metered
+    unread = with_calendar_costs(unmetered, settings).with_columns(pl.lit(1.0).alias("unmetered_gpu_hours"))
+    return pl.concat([metered, unread], how="diagonal_relaxed")
 
 
 def with_unit_costs(rows: pl.DataFrame) -> pl.DataFrame:
@@ -133,11 +152,12 @@ def with_cost_range(rows: pl.DataFrame, settings: TcoSettings) -> pl.DataFrame:
 
 
 def account_cost_by_gpu(gpu_hours: pl.DataFrame, jobs: pl.DataFrame, settings: TcoSettings,
-                        peaks: pl.DataFrame | None = None) -> tuple[pl.DataFrame, pl.DataFrame]:
+                        peaks: pl.DataFrame | None = None,
+                        unmetered: pl.DataFrame | None = None) -> tuple[pl.DataFrame, pl.DataFrame]:
     """Pure: GPU-hours with context and jobs -> (rpt_tco_daily rows, day x team x user x job x
     stage; the same amounts at (day, job_id, gpu_model, site): the rows of rpt_tco_by_gpu_daily,
     reports.accounts.attribution.account_by_gpu)."""
-    per_hour = cost_per_gpu_hour(gpu_hours, settings, peaks)
+    per_hour = cost_per_gpu_hour(gpu_hours, settings, peaks, unmetered)
     grouped, by_gpu = account_by_gpu(per_hour, jobs, TCO_AMOUNTS, settings.idle_policy)
     by_gpu = by_gpu.with_columns(pl.sum_horizontal(COST_COMPONENTS).alias("total_cost_usd"))
     return with_cost_range(with_unit_costs(grouped), settings), by_gpu.select(*GPU_KEYS, *BY_GPU_AMOUNTS)
@@ -150,6 +170,7 @@ class TcoSummary:
     day: dt.date
     rows_written: int
     gpu_hours: float
+    unmetered_gpu_hours: float
     energy_kwh: float
     facility_energy_kwh: float
     components_usd: dict[str, float]
@@ -190,8 +211,11 @@ def tco_day(con, day: dt.date, settings: TcoSettings, data_dir: Path | None) -> 
                      f"{later[-1]}): their demand charges assumed this day's earlier peak; re-run them in order "
                      "to restate the month")
     peak_kw = float(peaks["peak_kw"].max()) if peaks.height else 0.0
-    if ctx.height:
-        rows, by_gpu = account_cost_by_gpu(ctx, jobs, settings, peaks)
+    unmetered = prepared.unmetered_hours
+    if not ctx.height and unmetered is not None and unmetered.height:
+        notes.append(f"no metered GPU-hours on {day}: capital and operations of the fleet's hours only")
+    if ctx.height or (unmetered is not None and unmetered.height):
+        rows, by_gpu = account_cost_by_gpu(ctx, jobs, settings, peaks, unmetered)
     else:
         notes.append(f"no metered GPU-hours on {day}: nothing to account")
         rows = with_cost_range(with_unit_costs(empty_account(TCO_AMOUNTS)), settings)
@@ -215,14 +239,16 @@ def tco_day(con, day: dt.date, settings: TcoSettings, data_dir: Path | None) -> 
         f"averages; the facility meter where it covered >= {settings.node_energy_min_coverage_ratio} of the hour, "
         f"else IT x PUE), coincident-peak allocation; green premium {settings.green_premium_ratio:.0%} below {settings.green_premium_below_renewable_pct}% "
         f"renewable ({'; '.join(grid_sources) or 'no renewable data'}); density surcharge at {settings.rack_kw} kW/rack; "
-        f"capital straight-line over {settings.lifetime_years} years; operations "
+        f"capital straight-line over {settings.lifetime_years} years, per hour of calendar time in the fleet (read or "
+        f"not); operations "
         f"{settings.operations_ratio_of_capex_per_year:.0%} of capital per year; idle policy {settings.idle_policy}; "
         f"IT energy at the server's BMC where it covered >= {settings.node_energy_min_coverage_ratio} of the hour, "
         f"else GPU board energy; range +/-{settings.price_uncertainty_pct}% on the price-driven components; "
         "shifting estimate: deferrable jobs' energy moved to the day's lowest PUE x price hours within idle GPU-hours"
     )
     return TcoSummary(
-        day=day, rows_written=written, gpu_hours=gpu_h, energy_kwh=total("energy_kwh"),
+        day=day, rows_written=written, gpu_hours=gpu_h, unmetered_gpu_hours=total("unmetered_gpu_hours"),
+        energy_kwh=total("energy_kwh"),
         facility_energy_kwh=total("facility_energy_kwh"),
         components_usd={c: total(c) for c in COST_COMPONENTS}, total_cost_usd=total("total_cost_usd"),
         total_cost_low_usd=total("total_cost_low_usd"), total_cost_high_usd=total("total_cost_high_usd"),

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 import polars as pl
 
 from joulehouse.reports.accounts.attribution import JOB_COLUMNS, empty_jobs
+from joulehouse.reports.accounts.fleet_hours import FLEET_COLUMNS, unmetered_fleet_hours
 from joulehouse.warehouse.sqlio import SqlFiles, relation_exists, replace_day_rows
 from joulehouse.reports.accounts.it_energy_basis import apply_it_energy_basis, basis_note
 
@@ -59,7 +60,9 @@ class DayInputs:
     """One day's inputs. gpu_hours has the metered GPU-hours with site, region, rack and the
     inventory's embodied_kgco2e / lifetime_years / purchase_price_usd (NULL where unknown);
     its energy_kwh is the IT energy (reports.accounts.it_energy_basis), gpu_energy_kwh the board energy and
-    it_energy_basis 'node_ipmi' or 'gpu_only'. jobs has JOB_COLUMNS plus `deferrable`."""
+    it_energy_basis 'node_ipmi' or 'gpu_only'. jobs has JOB_COLUMNS plus `deferrable`.
+    unmetered_hours: the hours of the day's fleet without a reading (reports.accounts.fleet_hours),
+    with the same inventory columns and no energy: they carry capital and embodied carbon only."""
 
     day: dt.date
     gpu_hours: pl.DataFrame
@@ -67,6 +70,7 @@ class DayInputs:
     jobs: pl.DataFrame
     notes: list[str] = field(default_factory=list)
     basis_counts: dict[str, int] = field(default_factory=dict)
+    unmetered_hours: pl.DataFrame | None = None
 
 
 def read_day_inputs(con, day: dt.date, fallback_region: str, min_node_coverage_ratio: float = 0.9) -> DayInputs:
@@ -98,22 +102,33 @@ def read_day_inputs(con, day: dt.date, fallback_region: str, min_node_coverage_r
     inventory_cols = {"site": pl.String, "region": pl.String, "rack": pl.String, "embodied_kgco2e": pl.Float64,
                       "lifetime_years": pl.Float64, "purchase_price_usd": pl.Float64, "purchased_on": pl.Date}
     if relation_exists(con, "dim_gpu"):
-        dim = con.sql(load_sql("acct_dim_gpu")).pl()
-        dim = dim.select(["gpu_uuid"] + [
-            (pl.col(c).cast(t) if c in dim.columns else pl.lit(None, dtype=t)).alias(c) for c, t in inventory_cols.items()
+        raw_dim = con.sql(load_sql("acct_dim_gpu")).pl()
+        dim = raw_dim.select(["gpu_uuid"] + [
+            (pl.col(c).cast(t) if c in raw_dim.columns else pl.lit(None, dtype=t)).alias(c) for c, t in inventory_cols.items()
         ]).unique("gpu_uuid")
+        # A dim_gpu without in_inventory (an older warehouse, a hand-made one) is all inventory.
+        fleet = raw_dim.select([(pl.col(c).cast(t) if c in raw_dim.columns else pl.lit(None, dtype=t)).alias(c)
+                                for c, t in FLEET_COLUMNS.items()]).unique("gpu_uuid")
     else:
         dim = pl.DataFrame(schema={"gpu_uuid": pl.String, **inventory_cols})
+        fleet = pl.DataFrame(schema=FLEET_COLUMNS)
         notes.append("dim_gpu absent: settings defaults used for site, region, embodied carbon and capital")
-    # inventory_site: the inventory's own site (NULL outside it), before any default fills `site`
-    gpu_hours = gpu_hours.join(dim, on="gpu_uuid", how="left").with_columns(pl.col("site").alias("inventory_site"))
+    unmetered = unmetered_fleet_hours(gpu_hours, fleet, day)
     # Without an inventory site, a warehouse with exactly one PUE site is that site.
     sites = pue["site"].unique().to_list()
     default_site = sites[0] if len(sites) == 1 else "unknown"
-    gpu_hours = gpu_hours.with_columns(
-        pl.col("site").fill_null(default_site), pl.col("region").fill_null(fallback_region),
-        pl.col("rack").fill_null(pl.col("host")),
-    )
+
+    def with_inventory(hours: pl.DataFrame) -> pl.DataFrame:
+        # inventory_site: the inventory's own site (NULL outside it), before any default fills `site`
+        return hours.join(dim, on="gpu_uuid", how="left").with_columns(pl.col("site").alias("inventory_site")).with_columns(
+            pl.col("site").fill_null(default_site), pl.col("region").fill_null(fallback_region),
+            pl.col("rack").fill_null(pl.col("host")),
+        )
+
+    gpu_hours, unmetered = with_inventory(gpu_hours), with_inventory(unmetered)
+    if unmetered.height:
+        notes.append(f"{unmetered.height} GPU-hours of GPUs in the fleet had no reading: charged capital, operations "
+                     "and embodied carbon (calendar time in the fleet), no energy (unmetered_gpu_hours)")
 
     if relation_exists(con, "raw_jobs"):
         jobs = _to_utc(con.sql(load_sql("acct_jobs"), params={"day_start": start, "day_end": end}).pl(),
@@ -123,7 +138,8 @@ def read_day_inputs(con, day: dt.date, fallback_region: str, min_node_coverage_r
     else:
         jobs = empty_jobs().with_columns(pl.lit(None, dtype=pl.Boolean).alias("deferrable"))
         notes.append("raw_jobs absent: all energy is on the unallocated line")
-    return DayInputs(day=day, gpu_hours=gpu_hours, pue=pue, jobs=jobs, notes=notes, basis_counts=basis_counts)
+    return DayInputs(day=day, gpu_hours=gpu_hours, pue=pue, jobs=jobs, notes=notes, basis_counts=basis_counts,
+                     unmetered_hours=unmetered)
 
 
 def replace_report_day(con, table: str, day: dt.date, rows: pl.DataFrame,
@@ -154,6 +170,10 @@ class PreparedDay:
     gpu_hours: pl.DataFrame
     pue_defaulted: int
     notes: list[str]
+
+    @property
+    def unmetered_hours(self) -> pl.DataFrame | None:
+        return self.inputs.unmetered_hours
 
 
 def prepare_day(con, day: dt.date, settings) -> PreparedDay:

@@ -164,7 +164,18 @@ def _cost_card(data: ReportData) -> Markup:
                      if data.context is not None and "green_premium_applies" in data.context.columns else None)
     premium = (f"green premium in the {premium_hours} of {data.context.height} site-hours its rule selects "
                "(renewable share below the threshold); " if premium_hours is not None else "")
-    return card("cost of the day (TCO)", fmt_usd(cost), (share + premium + rng).strip("; "), parts)
+    return card("cost of the day (TCO)", fmt_usd(cost), (share + premium + unread_sentence(data.tco, "capital and operations")
+                                                         + rng).strip("; "), parts)
+
+
+def unread_sentence(account, what: str) -> str:
+    """'<what> include N GPU-hours without a reading; ', or '' when every GPU-hour was read: the
+    fleet's hours are charged their calendar costs read or not (reports.accounts.fleet_hours), and
+    the page says how many so that the charge is not hidden."""
+    unread = total(account, "unmetered_gpu_hours")
+    if not unread:
+        return ""
+    return f"{what} include {fmt_number(unread, 1)} GPU-hours of GPUs in the fleet without a reading (no energy); "
 
 
 def _cards(data: ReportData) -> Markup:

@@ -11,6 +11,8 @@
 --   job_id [text] job ('unallocated': what no job held)
 --   stage [text] data-preparation | training | inference | evaluation ('idle' for the idle line)
 --   gpu_hours [GPU-hours] GPU time attributed to the row
+--   unmetered_gpu_hours [GPU-hours] the part of gpu_hours without a reading: hours of GPUs in the
+--     fleet (reports/accounts/fleet_hours.py) charged embodied carbon and no energy
 --   energy_kwh [kWh] IT energy: the server's BMC energy split by GPU share where usable, else GPU
 --     board energy (see it_energy_basis). The BMC's hour is taken whole: its energy over the covered
 --     part / coverage_ratio (so it can exceed fct_node_energy_hourly's, which counts only what was
@@ -56,4 +58,6 @@ CREATE TABLE IF NOT EXISTS rpt_carbon_daily (
 ALTER TABLE rpt_carbon_daily ADD COLUMN IF NOT EXISTS gpu_energy_kwh DOUBLE;
 ALTER TABLE rpt_carbon_daily ADD COLUMN IF NOT EXISTS node_ipmi_energy_kwh DOUBLE;
 ALTER TABLE rpt_carbon_daily ADD COLUMN IF NOT EXISTS it_energy_basis VARCHAR;
-ALTER TABLE rpt_carbon_daily ADD COLUMN IF NOT EXISTS market_basis VARCHAR
+ALTER TABLE rpt_carbon_daily ADD COLUMN IF NOT EXISTS market_basis VARCHAR;
+-- Every hour of a GPU in the fleet is charged, read or not; the unread ones are counted apart.
+ALTER TABLE rpt_carbon_daily ADD COLUMN IF NOT EXISTS unmetered_gpu_hours DOUBLE

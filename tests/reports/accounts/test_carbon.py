@@ -178,14 +178,16 @@ def test_carbon_rises_with_energy(world, shared_data):
 
 
 def test_a_day_without_metered_gpu_hours_is_accounted_as_empty(world, shared_data):
-    """A day the build holds no GPU-hours of (every reading quarantined, say) is an empty account
-    with a note; it stopped the carbon step on a missing market_basis column."""
+    """A day the build holds no GPU-hours of (every reading quarantined, say) has no energy and a
+    note; it stopped the carbon step on a missing market_basis column. Its fleet still existed:
+    the idle line carries the inventory GPUs' embodied carbon of the 48 unread GPU-hours."""
     full = carbon_day(world, DAY, CarbonSettings(), shared_data)
     empty_day = DAY + dt.timedelta(days=5)
     summary = carbon_day(world, empty_day, CarbonSettings(), shared_data)
-    assert summary.rows_written == 0 and summary.total_gco2e == 0.0
+    assert summary.energy_kwh == 0.0 and summary.location_gco2e == 0.0
+    assert summary.unmetered_gpu_hours == 48 and summary.total_gco2e == pytest.approx(summary.embodied_gco2e)
+    assert summary.embodied_gco2e == pytest.approx(full.embodied_gco2e)
     assert any(f"no metered GPU-hours on {empty_day}" in note for note in summary.notes)
-    assert "market-based (no GPU-hours)" in summary.method
     # the empty day replaced only itself: the full day's rows stay
     assert full.rows_written > 0
     assert world.execute("SELECT count(*) FROM rpt_carbon_daily WHERE day = ?", [DAY]).fetchone()[0] == full.rows_written

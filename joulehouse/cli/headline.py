@@ -15,6 +15,7 @@ HEADLINE_SQL = {
     "gpus": "SELECT count(DISTINCT gpu_uuid) FROM fct_gpu_energy_hourly WHERE day = ?",
     "energy_kwh": "SELECT sum(energy_kwh) FROM fct_gpu_energy_hourly WHERE day = ?",
     "carbon_kgco2e": "SELECT sum(total_gco2e) / 1000 FROM rpt_carbon_daily WHERE day = ?",
+    "embodied_kgco2e": "SELECT sum(embodied_gco2e) / 1000 FROM rpt_carbon_daily WHERE day = ?",
     "cost_usd": "SELECT sum(total_cost_usd) FROM rpt_tco_daily WHERE day = ?",
     "energy_cost_usd": "SELECT sum(energy_cost_usd) FROM rpt_tco_daily WHERE day = ?",
     # a failed warning is reported and the run goes on: counted apart from the blocking failures
@@ -63,8 +64,12 @@ def headline_table(day: dt.date, numbers: dict, title: str) -> Table:
     energy, cost, energy_cost = numbers["energy_kwh"], numbers["cost_usd"], numbers["energy_cost_usd"]
     table.add_row(f"GPU energy ({plural(numbers['gpus'] or 0, 'GPU')}, board)",
                   _or_not_computed(energy, f"{energy or 0:,.1f} kWh"))
-    table.add_row("carbon (location-based, with embodied)",
-                  _or_not_computed(numbers["carbon_kgco2e"], f"{numbers['carbon_kgco2e'] or 0:,.1f} kgCO2e"))
+    # the daily report's and the dashboard's label for the same total (reports.page.section_summary)
+    carbon, embodied = numbers["carbon_kgco2e"], numbers.get("embodied_kgco2e")
+    table.add_row("carbon, location-based (operational + embodied)",
+                  _or_not_computed(carbon, f"{carbon or 0:,.1f} kgCO2e"))
+    if carbon is not None and embodied is not None:
+        table.add_row("  of which embodied (manufacturing)", f"{embodied:,.1f} kgCO2e")
     table.add_row("cost (energy, demand, capital, operations)", _or_not_computed(cost, f"{cost or 0:,.0f} USD"))
     table.add_row("  of which energy", _or_not_computed(energy_cost, f"{energy_cost or 0:,.2f} USD"))
     table.add_row("data checks failed (blocking)",

@@ -18,8 +18,9 @@ import plotly.graph_objects as go
 import polars as pl
 
 from joulehouse.collectors.writer import write_bytes_atomic
-from joulehouse.reports.page.blocks import FigureWriter, Section, card, cards, fmt_number, page, shared_plotly, table
+from joulehouse.reports.page.blocks import FigureWriter, Section, card, cards, fmt_usd, page, shared_plotly, table
 from joulehouse.reports.page.figures import LAYOUT
+from joulehouse.reports.page.section_summary import carbon_total_cards
 from joulehouse.warehouse.sqlio import SqlFiles, relation_exists
 
 SQL = SqlFiles("joulehouse.reports.dashboard", "sql")
@@ -50,7 +51,10 @@ SPLIT_STAND_INS = {
     "rpt_tco_by_gpu_daily": ("SELECT CAST(NULL AS DATE) AS day, '' AS job_id, '' AS gpu_model, '' AS site, "
                              "CAST(NULL AS DOUBLE) AS energy_kwh, CAST(NULL AS DOUBLE) AS total_cost_usd WHERE false"),
 }
-METRICS = (("location_gco2e", "carbon, location-based (kgCO2e)", 1e-3), ("market_gco2e", "carbon, market-based (kgCO2e)", 1e-3),
+# The figures' metrics: operational (scope 2) and embodied carbon apart, each named so; the cards'
+# totals (operational + embodied) carry the daily report's labels (reports.page.section_summary).
+METRICS = (("location_gco2e", "operational carbon, location-based (kgCO2e)", 1e-3),
+           ("market_gco2e", "operational carbon, market-based (kgCO2e)", 1e-3),
            ("embodied_gco2e", "embodied carbon (kgCO2e)", 1e-3), ("total_cost_usd", "total cost (USD)", 1.0))
 DIMENSIONS = (("team", "team"), ("gpu_model", "GPU model"), ("site", "site"))
 
@@ -150,10 +154,20 @@ def render_dashboard(con: duckdb.DuckDBPyConnection, out_path: Path) -> Path:
     totals = periods["month"].filter(pl.col("dimension") == "team").select(
         [pl.col(c).sum() for c, _, _ in METRICS]).to_dicts()[0]
     overview = Section("overview", "All days")
-    overview.add(cards([card(title.split(" (")[0], f"{fmt_number(totals[c] * scale, 1)}", title.split("(")[-1].rstrip(")"))
-                        for c, title, scale in METRICS] + [card("days held", str(days[2]), f"{days[0]} to {days[1]}")]))
-    overview.note("Scope 2 both ways: location-based (the grid's hourly intensity where the energy was drawn) and "
-                  "market-based (after contracts); embodied (manufacturing, amortised over the GPUs' life) apart. "
+    # The same totals, labels and rounding as the daily report's cards: operational + embodied.
+    embodied = totals["embodied_gco2e"]
+    market_days = con.execute(SQL.text("dashboard_market_missing_days")).fetchall()[0][0]
+    market_sub = (f"{market_days} day(s) without a market-based figure (no residual mix or contract): not computed"
+                  if market_days else "after energy contracts (PPA/REC), then the residual mix")
+    overview.add(cards([
+        *carbon_total_cards(totals["location_gco2e"] + embodied, None if market_days else totals["market_gco2e"] + embodied,
+                            embodied, "", market_sub),
+        card("total cost", fmt_usd(totals["total_cost_usd"]), "every component (TCO)"),
+        card("days held", str(days[2]), f"{days[0]} to {days[1]}")]))
+    overview.note("Carbon is operational (scope 2, both ways: location-based, the grid's hourly intensity where the "
+                  "energy was drawn, and market-based, after contracts) plus embodied (manufacturing, amortised over "
+                  "the GPUs' calendar time in the fleet): the cards' totals are both, as on the daily reports; the "
+                  "figures and tables keep them apart. "
                   "A job's carbon and cost by GPU model and site are the accounts' own, GPU-hour by GPU-hour, "
                   "and so are those of what no job held (team 'unallocated'). The tables' "
                   "it_energy_kwh is IT energy, as the carbon accounts count it: the servers' BMC energy split by "

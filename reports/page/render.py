@@ -76,7 +76,7 @@ def carbon_cost_section(data: ReportData, figs: FigureWriter) -> Section:
         s.missing(f"no carbon account ({data.carbon_why}): carbon by team and stage not computed")
     else:
         s.add(figs.div(figures.by_team_and_stage(data.carbon, "total_gco2e", 1e-3, "Carbon by team and stage",
-                                                 "carbon (kgCO2e)")))
+                                                 "carbon, location-based, operational + embodied (kgCO2e)")))
     if data.tco is None:
         s.missing(f"no cost account ({data.tco_why}): cost by team and stage not computed")
     else:

@@ -128,26 +128,44 @@ def _energy_card(data: ReportData) -> Markup:
     return card("fleet GPU energy", fmt_kwh(energy), "", parts)
 
 
+# The carbon cards' labels, the same on the daily report and the dashboard (reports.dashboard): the
+# headline is operational (scope 2) + embodied, and its parts say which is which, so that one label
+# never stands for two numbers.
+LOCATION_TOTAL = "carbon, location-based (operational + embodied)"
+MARKET_TOTAL = "carbon, market-based (operational + embodied)"
+LOCATION_OPERATIONAL = "operational, location-based (grid)"
+MARKET_OPERATIONAL = "operational, market-based (contracts, residual mix)"
+EMBODIED = "embodied (manufacturing)"
+
+
+def carbon_total_cards(location_g: float | None, market_g: float | None, embodied_g: float | None,
+                       location_sub: str, market_sub: str) -> list[Markup]:
+    """The two carbon cards from totals in gCO2e (operational + embodied) and the embodied part."""
+    def parts(total_g: float | None, operational: str) -> list[tuple[str, str]]:
+        if total_g is None or embodied_g is None:
+            return []
+        return [(operational, fmt_kg(total_g - embodied_g)), (EMBODIED, fmt_kg(embodied_g))]
+
+    return [card(LOCATION_TOTAL, fmt_kg(location_g) if location_g is not None else "-", location_sub,
+                 parts(location_g, LOCATION_OPERATIONAL)),
+            card(MARKET_TOTAL, fmt_kg(market_g) if market_g is not None else "-", market_sub,
+                 parts(market_g, MARKET_OPERATIONAL))]
+
+
 def _carbon_cards(data: ReportData) -> list[Markup]:
     location, market = total(data.carbon, "total_gco2e"), total(data.carbon, "total_market_gco2e")
     embodied = total(data.carbon, "embodied_gco2e")
     low, high = total(data.carbon, "total_low_gco2e"), total(data.carbon, "total_high_gco2e")
     if location is None:
-        return [card("carbon, location-based", "-", data.carbon_why),
-                card("carbon, market-based", "-", data.carbon_why)]
-    parts = []
-    if embodied is not None:
-        parts = [("operational (grid)", fmt_kg(location - embodied)), ("embodied (manufacturing)", fmt_kg(embodied))]
+        return carbon_total_cards(None, None, None, data.carbon_why, data.carbon_why)
     rng = f"range {fmt_kg(low)} to {fmt_kg(high)}" if low is not None and high is not None else ""
+    rng = (unread_sentence(data.carbon, "embodied carbon") + rng).strip("; ")
     # What the market-based figure rests on (the region's residual mix, contracts), or why there is none.
     basis = (data.carbon["market_basis"].drop_nulls().unique().sort().to_list()
              if data.carbon is not None and "market_basis" in data.carbon.columns else [])
-    market_card = (card("carbon, market-based", fmt_kg(market),
-                        ("; ".join(basis) if basis else "after energy contracts (PPA/REC)") + ", + embodied")
-                   if market is not None else
-                   card("carbon, market-based", "-", "not available: " + "; ".join(basis) if basis
-                        else "rpt_carbon_daily has no total_market_gco2e column"))
-    return [card("carbon, location-based", fmt_kg(location), rng, parts), market_card]
+    market_sub = (("; ".join(basis) if basis else "after energy contracts (PPA/REC)") if market is not None else
+                  ("not available: " + "; ".join(basis) if basis else "rpt_carbon_daily has no total_market_gco2e column"))
+    return carbon_total_cards(location, market, embodied, rng, market_sub)
 
 
 def _cost_card(data: ReportData) -> Markup:

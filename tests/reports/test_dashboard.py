@@ -74,7 +74,7 @@ def test_the_page_loads_the_shared_plotly_and_draws_every_part(world, tmp_path):
                   "Carbon and cost by site, per week", "Energy per unit of work over time",
                   "Fleet FLOPs per watt against the 20% gain goal", "Realised savings of the applied settings over time"):
         assert f'"text":"{title}"' in plain, title
-    assert "carbon, market-based (kgCO2e)" in plain and "embodied carbon (kgCO2e)" in plain
+    assert "operational carbon, market-based (kgCO2e)" in plain and "embodied carbon (kgCO2e)" in plain
     assert f"{START} to {START + dt.timedelta(days=39)}" in plain
     assert "Not computed" not in plain
     assert len(re.findall(r'id="fig-\d\d"', text)) == 9

@@ -17,7 +17,7 @@ from joulehouse.reports.dashboard.render import render_dashboard
 FIRST_FIGURE_TITLE = ("document.querySelector('#fig-01 .g-ytitle').textContent")
 SHOW_MARKET = """(() => { const fig = document.getElementById('fig-01');
   return Plotly.restyle(fig, {visible: fig.data.map((t, i) => i >= 3 && i < 6)})
-    .then(() => Plotly.relayout(fig, {'yaxis.title.text': 'carbon, market-based (kgCO2e)'})).then(() => 'ok'); })()"""
+    .then(() => Plotly.relayout(fig, {'yaxis.title.text': 'operational carbon, market-based (kgCO2e)'})).then(() => 'ok'); })()"""
 
 
 @pytest.mark.integration
@@ -35,11 +35,11 @@ def test_dashboard_opens_in_chromium_with_every_figure_drawn(chromium, tmp_path)
     assert len(figures) == 9
     assert not [f for f in figures if not (f["svgs"] and f["marks"])]
     title = tools.call("Runtime.evaluate", expression=FIRST_FIGURE_TITLE, returnByValue=True)["result"]["value"]
-    assert title == "carbon, location-based (kgCO2e)"
+    assert title == "operational carbon, location-based (kgCO2e)"
     done = tools.call("Runtime.evaluate", expression=SHOW_MARKET, awaitPromise=True, returnByValue=True)["result"]["value"]
     assert done == "ok"
     title = tools.call("Runtime.evaluate", expression=FIRST_FIGURE_TITLE, returnByValue=True)["result"]["value"]
-    assert title == "carbon, market-based (kgCO2e)"
+    assert title == "operational carbon, market-based (kgCO2e)"
     assert tools.errors() == []
     SCREENSHOT_DIR.mkdir(parents=True, exist_ok=True)
     shot = tools.call("Page.captureScreenshot", format="png")

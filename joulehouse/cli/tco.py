@@ -86,7 +86,8 @@ def estimate(
         result = estimate_cost(run, price, given(demand_charge_usd_per_kw_month, tco.demand_charge_usd_per_kw_month),
                                given(gpu_capex_usd, tco.gpu_capex_usd), given(server_capex_usd, tco.server_capex_usd),
                                given(gpus_per_server, tco.gpus_per_server), given(lifetime_years, tco.lifetime_years),
-                               given(operations_ratio, tco.operations_ratio_of_capex_per_year), source)
+                               given(operations_ratio, tco.operations_ratio_of_capex_per_year), source,
+                               start=parse_start(start) if start is not None else None)
     except ValueError as exc:
         fail(str(exc))
     return result

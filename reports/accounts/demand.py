@@ -31,6 +31,9 @@ from joulehouse.reports.accounts.warehouse_io import replace_report_day
 from joulehouse.warehouse.sqlio import relation_exists
 
 PEAK_TABLE = "rpt_demand_peak_daily"
+# No facility meter: site demand is the GPU-hours' energy at the meter (IT x PUE).
+NO_METER = pl.DataFrame(schema={"site": pl.String, "hour_at": pl.Datetime("us", "UTC"), "facility_kw": pl.Float64,
+                                 "coverage_ratio": pl.Float64})
 
 
 def site_hour_kw(gpu_hours: pl.DataFrame, meter: pl.DataFrame, min_meter_coverage_ratio: float) -> pl.DataFrame:
@@ -50,13 +53,21 @@ def site_hour_kw(gpu_hours: pl.DataFrame, meter: pl.DataFrame, min_meter_coverag
 
 def day_peaks(site_hours: pl.DataFrame, month_peak_before_kw: dict[str, float], rate_usd_per_kw_month: float) -> pl.DataFrame:
     """One row per (day, site): the peak hour (the earliest of equal ones), its kW and basis, the
-    month's peak before the day, the kW the day adds to it and what that costs."""
+    month's peak before the day, the kW the day adds to it and what that costs. Over several days
+    (a planned run: reports.accounts.estimate) the days are charged in date order, each against its
+    month's earlier days, a new month from zero; `month_peak_before_kw` {site: kW} is the peak of
+    the first day's month before that day (the warehouse's earlier days: month_peak_before)."""
     peaks = (site_hours.sort(["day", "site", "site_kw", "hour_at"], descending=[False, False, True, False])
              .group_by(["day", "site"], maintain_order=True).first()
-             .rename({"hour_at": "peak_hour_at", "site_kw": "peak_kw"}))
-    before = pl.DataFrame({"site": list(month_peak_before_kw), "month_peak_before_kw": list(month_peak_before_kw.values())},
-                          schema={"site": pl.String, "month_peak_before_kw": pl.Float64})
+             .rename({"hour_at": "peak_hour_at", "site_kw": "peak_kw"}).sort("day", "site"))
+    before = pl.DataFrame({"site": list(month_peak_before_kw), "_given_kw": list(month_peak_before_kw.values())},
+                          schema={"site": pl.String, "_given_kw": pl.Float64})
+    month = pl.col("day").dt.truncate("1mo")
+    first_month = peaks["day"].min().replace(day=1) if peaks.height else None
     return (peaks.join(before, on="site", how="left")
+            .with_columns(pl.max_horizontal(
+                pl.col("peak_kw").cum_max().shift(1).over(["site", month]),
+                pl.when(month == first_month).then(pl.col("_given_kw"))).alias("month_peak_before_kw"))
             .with_columns((pl.col("peak_kw") - pl.col("month_peak_before_kw").fill_null(0.0)).clip(lower_bound=0.0)
                           .alias("charged_kw"))
             .with_columns((pl.col("charged_kw") * rate_usd_per_kw_month).alias("demand_charge_usd"))
@@ -73,6 +84,19 @@ def allocate(gpu_hours: pl.DataFrame, peaks: pl.DataFrame) -> pl.DataFrame:
             .with_columns(pl.when(pl.col("hour_at") == pl.col("peak_hour_at")).then(pl.col("_site_usd") * share)
                           .otherwise(0.0).fill_null(0.0).fill_nan(0.0).alias("demand_charge_usd"))
             .drop("peak_hour_at", "_site_usd"))
+
+
+def allocated_demand_charge(gpu_hours: pl.DataFrame, meter: pl.DataFrame, min_meter_coverage_ratio: float,
+                            month_peak_before_kw: dict[str, float],
+                            rate_usd_per_kw_month: float) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """The demand charge from hourly energy at the meter to the GPU-hours that pay it: (gpu_hours
+    with demand_charge_usd, the day_peaks rows). gpu_hours: day, site, hour_at, facility_energy_kwh.
+    The one rule the daily accounts (reports.accounts.tco) and the planning estimate
+    (reports.accounts.estimate) both charge by, so that an estimate of a run costs what the
+    accounts would charge for the same hourly power."""
+    peaks = day_peaks(site_hour_kw(gpu_hours, meter, min_meter_coverage_ratio), month_peak_before_kw,
+                      rate_usd_per_kw_month)
+    return allocate(gpu_hours, peaks), peaks
 
 
 def month_peak_before(con: duckdb.DuckDBPyConnection, day: dt.date) -> dict[str, float]:

@@ -7,8 +7,13 @@ Operational carbon = energy at the meter x grid intensity (flat, or hourly from 
 run's wall-clock hours, all GPUs running together).
 Embodied carbon = GPU-hours x amortised (GPU + server share) per hour / utilization: a fleet
 used 50% of its life must recover twice the embodied carbon per used hour.
-Cost = energy at the meter x price + demand charge on the run's peak kW, pro rata for the
-months it spans + capital and operations amortised per GPU-hour / utilization.
+Cost = energy at the meter x price + demand charge + capital and operations amortised per
+GPU-hour / utilization. The demand charge is the daily accounts' own (reports.accounts.demand,
+allocated_demand_charge): the run's hourly kW at the meter (GPUs x power x PUE, the share of each
+hour it runs), each day charged what it adds to its month's peak, so a run costs rate x its peak
+once in every calendar month it touches, as the utility bills it and the accounts would charge it
+for the same hourly power (a time pro rata, hours / 730, undercharged every run shorter than a
+month). Without a start the run is placed from NOMINAL_START.
 """
 
 from __future__ import annotations
@@ -18,10 +23,14 @@ from dataclasses import asdict, dataclass
 
 import polars as pl
 
+from joulehouse.reports.accounts.demand import NO_METER, allocated_demand_charge
 from joulehouse.reports.accounts.embodied import HOURS_PER_YEAR, capital_usd_per_gpu_hour, embodied_gco2e_per_gpu_hour
 from joulehouse.reports.accounts.yearmap import map_to_target_hours, rule_counts
 
-HOURS_PER_MONTH = HOURS_PER_YEAR / 12.0
+# A run without a start begins at a month's first hour (00:00 UTC on 1 January): a run of up to 31
+# days then falls in one monthly demand bill, the fewest it can (a lower bound), as a sliding
+# pro rata would pretend of any run; a longer one in the months it would from 1 January.
+NOMINAL_START = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)
 
 
 @dataclass(frozen=True)
@@ -97,17 +106,37 @@ def estimate_carbon(run: RunShape, grid_gco2e_per_kwh: float, embodied_kgco2e_pe
     }
 
 
-def estimate_cost(run: RunShape, price_usd_per_mwh: float, demand_charge_usd_per_kw_month: float,
-                  gpu_capex_usd: float, server_capex_usd: float, gpus_per_server: int, lifetime_years: float,
-                  operations_ratio_of_capex_per_year: float, price_source: str) -> dict:
-    """USD of a run by component; returns a JSON-ready dict with the inputs and the method."""
-    energy_usd = run.energy_kwh * price_usd_per_mwh / 1000.0
+def run_meter_hours(start: dt.datetime, hours: float, kw: float) -> pl.DataFrame:
+    """(day, site, hour_at, facility_energy_kwh) of a constant `kw` at the meter from `start` for
+    `hours`: each UTC hour it touches, with the energy of the part of the hour it runs."""
+    start = start.astimezone(dt.timezone.utc)
+    end = start + dt.timedelta(hours=hours)
+    first = start.replace(minute=0, second=0, microsecond=0)
+    hour_at = pl.datetime_range(first, end, "1h", time_zone="UTC", eager=True, closed="left").dt.cast_time_unit("us")
+    overlap_h = ((pl.min_horizontal(pl.col("hour_at") + pl.duration(hours=1), pl.lit(end))
+                  - pl.max_horizontal(pl.col("hour_at"), pl.lit(start))).dt.total_microseconds() / 3.6e9)
+    return pl.DataFrame({"hour_at": hour_at}).select(
+        pl.col("hour_at").dt.date().alias("day"), pl.lit("run").alias("site"), "hour_at",
+        (overlap_h * kw).alias("facility_energy_kwh"))
+
+
+def demand_charge_of_run(run: RunShape, demand_charge_usd_per_kw_month: float, start: dt.datetime | None) -> float:
+    """USD: the run's demand charge by the accounts' rule (module docstring), the run alone at its site."""
     gpus = run.gpus or 1
     hours = run.hours if run.hours is not None else run.gpu_hours / gpus
-    peak_kw = gpus * run.avg_power_w / 1000.0 * run.pue
-    # Pro rata by time, like the daily account (a day pays peak x rate / days in month).
-    months = hours / HOURS_PER_MONTH
-    demand_usd = peak_kw * demand_charge_usd_per_kw_month * months
+    meter = run_meter_hours(start or NOMINAL_START, hours, gpus * run.avg_power_w / 1000.0 * run.pue)
+    charged, _ = allocated_demand_charge(meter, NO_METER, 1.0, {}, demand_charge_usd_per_kw_month)
+    return float(charged["demand_charge_usd"].sum())
+
+
+def estimate_cost(run: RunShape, price_usd_per_mwh: float, demand_charge_usd_per_kw_month: float,
+                  gpu_capex_usd: float, server_capex_usd: float, gpus_per_server: int, lifetime_years: float,
+                  operations_ratio_of_capex_per_year: float, price_source: str,
+                  start: dt.datetime | None = None) -> dict:
+    """USD of a run by component; returns a JSON-ready dict with the inputs and the method.
+    `start`: when the run starts (the calendar months its demand charge falls in); None: NOMINAL_START."""
+    energy_usd = run.energy_kwh * price_usd_per_mwh / 1000.0
+    demand_usd = demand_charge_of_run(run, demand_charge_usd_per_kw_month, start)
     capital_per_h = capital_usd_per_gpu_hour(gpu_capex_usd, server_capex_usd, gpus_per_server, lifetime_years)
     capex_per_gpu = gpu_capex_usd + server_capex_usd / gpus_per_server
     capital_usd = run.gpu_hours * capital_per_h / run.utilization
@@ -124,8 +153,9 @@ def estimate_cost(run: RunShape, price_usd_per_mwh: float, demand_charge_usd_per
         "total_cost_usd": total,
         "cost_per_gpu_hour_usd": total / run.gpu_hours,
         "method": (
-            f"energy at the meter x price ({price_source}); demand charge on the run's peak kW (GPUs x avg power "
-            "x PUE), pro rata for the months it spans (hours / 730); capital straight-line over the lifetime and "
+            f"energy at the meter x price ({price_source}); demand charge as the daily accounts charge it: the run's "
+            "peak kW (GPUs x avg power x PUE) once in every calendar month it touches (from "
+            f"{(start or NOMINAL_START).isoformat()}); capital straight-line over the lifetime and "
             "operations as a yearly share of capital, per GPU-hour / utilization"
         ),
         "inputs": asdict(run),

@@ -37,7 +37,8 @@ import polars as pl
 
 from joulehouse.reports.accounts.attribution import (GPU_KEYS, UNALLOCATED, account_by_gpu, account_total,
                                                      empty_account, empty_by_gpu)
-from joulehouse.reports.accounts.demand import allocate, day_peaks, later_days_accounted, month_peak_before, site_hour_kw, store_peaks
+from joulehouse.reports.accounts.demand import (NO_METER, allocate, allocated_demand_charge, day_peaks, later_days_accounted,
+                                                month_peak_before, site_hour_kw, store_peaks)
 from joulehouse.reports.accounts.embodied import HOURS_PER_YEAR, amortised_share, capital_usd_per_gpu_hour
 from joulehouse.reports.accounts.hour_factors import attach_intensity, attach_pue
 from joulehouse.reports.accounts.it_energy_basis import BASIS_AMOUNTS, label_basis, with_facility_energy
@@ -53,8 +54,6 @@ COST_COMPONENTS = ["energy_cost_usd", "demand_charge_usd", "green_premium_usd", 
                    "capital_usd", "operations_usd"]
 TCO_AMOUNTS = ["energy_kwh", "facility_energy_kwh", *COST_COMPONENTS, "static_energy_cost_usd", *BASIS_AMOUNTS,
                "unmetered_gpu_hours"]
-NO_METER = pl.DataFrame(schema={"site": pl.String, "hour_at": pl.Datetime("us", "UTC"), "facility_kw": pl.Float64,
-                                 "coverage_ratio": pl.Float64})
 PRICE_DRIVEN = ["energy_cost_usd", "green_premium_usd", "density_surcharge_usd"]
 # rpt_tco_by_gpu_daily: the accounts' amounts per (day, job_id, gpu_model, site)
 BY_GPU_AMOUNTS = ["energy_kwh", "total_cost_usd"]
@@ -116,8 +115,9 @@ def cost_per_gpu_hour(gpu_hours: pl.DataFrame, settings: TcoSettings, peaks: pl.
          .mean().over("day")).alias("static_energy_cost_usd"),
     )
     if peaks is None:
-        peaks = day_peaks(site_hour_kw(base, NO_METER, 1.0), {}, settings.demand_charge_usd_per_kw_month)
-    base = allocate(base, peaks)
+        base, _ = allocated_demand_charge(base, NO_METER, 1.0, {}, settings.demand_charge_usd_per_kw_month)
+    else:
+        base = allocate(base, peaks)
     density = density_surcharge_ratio(settings.rack_kw, settings)
     metered = with_calendar_costs(base, settings).with_columns(
         pl.when(pl.col("renewable_pct") < settings.green_premium_below_renewable_pct)

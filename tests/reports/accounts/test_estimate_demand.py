@@ -1,0 +1,66 @@
+"""The planning estimate charges the demand charge by the accounts' own rule (one function,
+reports.accounts.demand.allocated_demand_charge): for the same hourly power, `tco estimate` says
+what the daily accounts charge. Before, the estimate spread rate x peak over time (hours / 730), so
+a 3-day run was charged 7.40 USD where the accounts charge 150 USD (the peak set in two months)."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import duckdb
+import pytest
+
+from joulehouse.reports.accounts.estimate import RunShape, estimate_cost
+from joulehouse.reports.accounts.tco import tco_day
+from joulehouse.settings import TcoSettings
+
+UTC = dt.timezone.utc
+RATE = 15.0  # USD per kW-month
+GPUS, POWER_W, PUE = 8, 500.0, 1.25  # 5 kW at the meter
+
+
+def metered_run(start: dt.datetime, hours: int) -> duckdb.DuckDBPyConnection:
+    """A warehouse of 8 GPUs drawing 500 W every hour from `start`, PUE 1.25, no facility meter."""
+    con = duckdb.connect()
+    con.execute("SET TimeZone = 'UTC'")
+    con.execute("CREATE TABLE fct_gpu_energy_hourly (hour_at TIMESTAMPTZ, day DATE, host VARCHAR, gpu_uuid VARCHAR, "
+                "gpu_model VARCHAR, energy_kwh DOUBLE, avg_power_w DOUBLE, coverage_ratio DOUBLE, energy_source VARCHAR)")
+    con.execute("CREATE TABLE fct_pue_hourly (hour_at TIMESTAMPTZ, site VARCHAR, pue DOUBLE, it_energy_kwh DOUBLE, "
+                "facility_energy_kwh DOUBLE, coverage_ratio DOUBLE)")
+    hours = [start + dt.timedelta(hours=h) for h in range(hours)]
+    con.executemany("INSERT INTO fct_gpu_energy_hourly VALUES (?, ?, 'n1', ?, 'NVIDIA H100 80GB HBM3', ?, ?, 1.0, 'counter')",
+                    [(h, h.date(), f"GPU-{g}", POWER_W / 1000, POWER_W) for h in hours for g in range(GPUS)])
+    con.executemany("INSERT INTO fct_pue_hourly VALUES (?, 'site-a', ?, NULL, NULL, NULL)", [(h, PUE) for h in hours])
+    return con
+
+
+def estimated(start: dt.datetime | None, hours: float) -> float:
+    run = RunShape(gpu_hours=GPUS * hours, avg_power_w=POWER_W, pue=PUE, gpus=GPUS, hours=hours)
+    return estimate_cost(run, 80.0, RATE, 30000.0, 60000.0, 8, 5.0, 0.1, "flat", start=start)["demand_charge_usd"]
+
+
+@pytest.mark.parametrize("start, days", [
+    (dt.datetime(2026, 3, 30, tzinfo=UTC), 3),  # 30 Mar - 1 Apr: the peak is billed in March and in April
+    (dt.datetime(2026, 3, 2, tzinfo=UTC), 2),   # within one month: billed once
+])
+def test_an_estimate_charges_what_the_accounts_charge_for_the_same_hourly_power(start, days):
+    con = metered_run(start, 24 * days)
+    settings = TcoSettings(demand_charge_usd_per_kw_month=RATE)
+    for k in range(days):  # the accounts, a day at a time in date order, as the daily DAG runs them
+        tco_day(con, start.date() + dt.timedelta(days=k), settings, None)
+    accounts_usd = con.execute("SELECT sum(demand_charge_usd) FROM rpt_tco_daily").fetchone()[0]
+    months = len({(start + dt.timedelta(days=k)).month for k in range(days)})
+    assert accounts_usd == pytest.approx(RATE * GPUS * POWER_W / 1000 * PUE * months, rel=1e-12)
+    assert estimated(start, 24.0 * days) == pytest.approx(accounts_usd, rel=1e-12)
+
+
+def test_a_part_hour_is_an_hourly_average_as_the_accounts_take_it():
+    # half an hour at 5 kW is 2.5 kWh in that hour: the accounts' hourly demand is 2.5 kW
+    assert estimated(dt.datetime(2026, 3, 2, 10, tzinfo=UTC), 0.5) == pytest.approx(RATE * 2.5)
+    # from 10:30 for an hour: two half hours, 2.5 kW each
+    assert estimated(dt.datetime(2026, 3, 2, 10, 30, tzinfo=UTC), 1.0) == pytest.approx(RATE * 2.5)
+
+
+def test_without_a_start_a_month_long_run_is_one_bill():
+    assert estimated(None, 730.0) == pytest.approx(RATE * 5.0)
+    assert estimated(None, 24.0) == pytest.approx(RATE * 5.0)

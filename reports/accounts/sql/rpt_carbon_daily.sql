@@ -11,8 +11,6 @@
 --   job_id [text] job ('unallocated': what no job held)
 --   stage [text] data-preparation | training | inference | evaluation ('idle' for the idle line)
 --   gpu_hours [GPU-hours] GPU time attributed to the row
---   unmetered_gpu_hours [GPU-hours] the part of gpu_hours without a reading: hours of GPUs in the
---     fleet (reports/accounts/fleet_hours.py) charged embodied carbon and no energy
 --   energy_kwh [kWh] IT energy: the server's BMC energy split by GPU share where usable, else GPU
 --     board energy (see it_energy_basis). The BMC's hour is taken whole: its energy over the covered
 --     part / coverage_ratio (so it can exceed fct_node_energy_hourly's, which counts only what was
@@ -32,6 +30,8 @@
 --   it_energy_basis [text] 'node_ipmi' | 'gpu_only', or 'mixed' when the row's GPU-hours used both
 --   market_basis [text] the contracts and residual mix (value, source, data year, or "not available")
 --     market-based carbon used that day
+--   unmetered_gpu_hours [GPU-hours] the part of gpu_hours without a reading: hours of GPUs in the
+--     fleet (reports/accounts/fleet_hours.py) charged embodied carbon and no energy
 CREATE TABLE IF NOT EXISTS rpt_carbon_daily (
     day DATE NOT NULL,
     team VARCHAR NOT NULL,

@@ -10,8 +10,6 @@
 --   job_id [text] job ('unallocated': what no job held)
 --   stage [text] data-preparation | training | inference | evaluation ('idle' for the idle line)
 --   gpu_hours [GPU-hours] GPU time attributed to the row
---   unmetered_gpu_hours [GPU-hours] the part of gpu_hours without a reading: hours of GPUs in the
---     fleet (reports/accounts/fleet_hours.py) charged capital and operations and no energy
 --   energy_kwh [kWh] IT energy: the server's BMC energy split by GPU share where usable, else GPU
 --     board energy (see it_energy_basis). The BMC's hour is taken whole: its energy over the covered
 --     part / coverage_ratio (so it can exceed fct_node_energy_hourly's, which counts only what was
@@ -34,6 +32,8 @@
 --   total_cost_low_usd [USD] total with the price-driven components (energy, green premium,
 --     density surcharge) moved by -price_uncertainty_pct of their size
 --   total_cost_high_usd [USD] the same moved by +price_uncertainty_pct
+--   unmetered_gpu_hours [GPU-hours] the part of gpu_hours without a reading: hours of GPUs in the
+--     fleet (reports/accounts/fleet_hours.py) charged capital and operations and no energy
 CREATE TABLE IF NOT EXISTS rpt_tco_daily (
     day DATE NOT NULL,
     team VARCHAR NOT NULL,

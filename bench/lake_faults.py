@@ -2,7 +2,8 @@
 most are timed (issue 20, "The record"). Per host (GPU index within the host):
 
 - every reading is NVML's (`source = 'nvml'`); GPU 0 is also seen by DCGM: a second stream of the
-  same device, half a second later, its power 1% apart, the same energy counter;
+  same device, half a second later, its power 1% apart, the same energy counter held over two
+  readings (Prometheus scraping dcgm-exporter twice per collection: every other reading repeats);
 - GPU 1: the energy counter resets at 12:00 (a driver reload) and counts again from 0;
 - GPU 2: no readings from 03:00 to 03:20, far longer than `warehouse.max_gap_s` (not bridged);
 - GPU 3: 1% of its readings arrive twice; half of the copies are invalid (negative power), so a
@@ -71,6 +72,11 @@ def _faulted_host(table: pa.Table, day: dt.date, rng: np.random.Generator) -> tu
     dcgm = dcgm.set_column(dcgm.schema.get_field_index("sampled_at"), dcgm.schema.field("sampled_at"),
                            pc.cast(later, dcgm.schema.field("sampled_at").type))
     dcgm = _set(dcgm, "power_w", dcgm.column("power_w").to_numpy(zero_copy_only=False) * np.float32(1.01))
+    dcgm = dcgm.take(pc.sort_indices(dcgm, [("sampled_at", "ascending")]))
+    held = dcgm.column("energy_mj_total").to_numpy(zero_copy_only=False)
+    held = held[np.arange(len(held)) // 2 * 2]
+    dcgm = _set(dcgm, "energy_mj_total", held)
+    counts["dcgm_repeated_counter_rows"] = dcgm.num_rows // 2
     counts["dcgm_rows"] = dcgm.num_rows
 
     candidates = np.flatnonzero(index == 3)

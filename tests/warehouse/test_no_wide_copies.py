@@ -22,8 +22,11 @@ from joulehouse.warehouse.catalog import relations
 from joulehouse.warehouse.lake_contract import narrowed
 
 # The CTEs allowed a copy: small by construction. duplicate_keys: only keys seen twice; streams:
-# one row per GPU; readings (node and PUE energy): BMC and meter readings, 1-60 s apart per server.
+# one row per GPU; repeat_streams: one row per stream whose counter repeats; repeat_intervals: the
+# narrow intervals of those streams only, copied rather than sorted twice; readings (node and PUE
+# energy): BMC and meter readings, 1-60 s apart per server.
 SMALL_CTES = {"int_gpu_samples_checked": {"duplicate_keys"}, "fct_gpu_coverage_daily": {"streams"},
+              "fct_gpu_energy_hourly": {"repeat_streams", "repeat_intervals"},
               "fct_node_energy_hourly": {"readings"}, "fct_pue_hourly": {"readings"}}
 
 

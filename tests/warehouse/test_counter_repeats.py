@@ -1,0 +1,72 @@
+"""A counter read again before it moved: Prometheus scraping dcgm-exporter faster than the exporter
+collects (the Helm chart's 15 s scrape, the exporter's 30 s default), or NVML polled faster than the
+driver updates its counter. Each reading is the counter (and power) as last collected, so values
+repeat, then jump. Before, each repeat was a counter interval of 0 J and the jump after it failed
+the plausible maximum: a GPU at 600 W read as 0 kWh with full coverage, and beat a correct NVML
+stream of the same GPU."""
+
+from __future__ import annotations
+
+import math
+import random
+
+import pytest
+from hypothesis import given, settings, strategies as st
+from warehouse_lakes import DAY, NOW, gpu_rows, hourly, write
+
+from joulehouse.settings import WarehouseSettings
+from joulehouse.warehouse.build import build_day
+from joulehouse.warehouse.db import connect
+
+LIMIT_W = 700.0
+
+
+def held_readings(power_w: float, collect_s: float, scrape_s: float, phase_s: float = 0.3,
+                  jitter_s=lambda k: 0.0, hours: int = 1) -> list[dict]:
+    """Readings at each scrape of an exporter that collects every `collect_s` seconds: the counter
+    (mJ, from 1e9 mJ) and power of its last collection. True draw: `power_w` all the time."""
+    times = [phase_s + k * scrape_s + jitter_s(k) for k in range(int(hours * 3600 / scrape_s) + 2)]
+
+    def collected_at(t: float) -> float:
+        return math.floor(t / collect_s) * collect_s
+
+    return gpu_rows(times, power_w, counter_mj=lambda t: 10**9 + round(power_w * collected_at(t) * 1000),
+                    limit_w=LIMIT_W, source="dcgm")
+
+
+@pytest.mark.parametrize(("power_w", "collect_s", "scrape_s"), [
+    (600.0, 30, 15), (300.0, 30, 15), (600.0, 30, 1), (690.0, 1.05, 1), (600.0, 0.1, 0.01)])
+def test_a_counter_read_again_before_it_moved_still_gives_the_hours_energy(lake, warehouse, power_w, collect_s,
+                                                                            scrape_s):
+    hours = 1 if scrape_s >= 1 else 0.1
+    write(lake, held_readings(power_w, collect_s, scrape_s, hours=hours))
+    r = hourly(warehouse())[0]
+    covered_s = r["coverage_ratio"] * 3600
+    assert r["energy_source"] == "counter" and covered_s == pytest.approx(3600 * hours, abs=collect_s + scrape_s)
+    assert r["energy_j"] / covered_s == pytest.approx(power_w, rel=0.02)
+
+
+def test_a_held_dcgm_stream_does_not_beat_a_correct_nvml_stream_with_a_wrong_figure(lake, warehouse):
+    write(lake, held_readings(300.0, 30, 1) + gpu_rows(range(0, 3601), 300.0, limit_w=LIMIT_W, source="nvml"))
+    r = hourly(warehouse())[0]
+    assert r["n_sources"] == 2
+    assert r["energy_j"] == pytest.approx(300.0 * 3600, rel=0.01)
+
+
+@settings(max_examples=15, deadline=None)
+@given(power_w=st.floats(100, 690), phase_s=st.floats(0, 0.99), seed=st.integers(0, 2**16))
+def test_scrapes_jittering_around_the_collection_lose_nothing(tmp_path_factory, power_w, phase_s, seed):
+    """The exporter collects every second; the 1 s scrape lands near a collection, +-50 ms: some
+    scrapes catch the same collection twice, others skip one and catch two at once."""
+    rng = random.Random(seed)
+    offsets = [rng.uniform(-0.05, 0.05) for _ in range(3700)]
+    root = tmp_path_factory.mktemp("jitter")
+    write(root / "lake", held_readings(power_w, 1.0, 1.0, phase_s=phase_s, jitter_s=lambda k: offsets[k]))
+    con = connect(root / "warehouse.duckdb", root / "lake")
+    try:
+        build_day(con, DAY, WarehouseSettings(), now=NOW)
+        r = hourly(con)[0]
+    finally:
+        con.close()
+    assert r["coverage_ratio"] == pytest.approx(1.0, abs=2 / 3600) and r["energy_source"] == "counter"
+    assert r["energy_j"] / (r["coverage_ratio"] * 3600) == pytest.approx(power_w, rel=0.01)

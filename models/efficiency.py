@@ -3,7 +3,8 @@
 `build_efficiency(con, day)` writes `day`'s rows of two tables (models/sql/*.sql, delete-then-
 insert, so re-running a day replaces only that day):
 - fct_job_efficiency: per (job, GPU): energy (kWh, the GPU-hours' energy shared pro rata by
-  measured power), work done (requests, tokens, samples, FLOPs), EPOE (requests/kWh), J/token,
+  measured power, a reading held by several jobs at once split among them; a job row seen twice
+  counts once), work done (requests, tokens, samples, FLOPs), EPOE (requests/kWh), J/token,
   J/sample, FLOPs per W, and the power limit in force;
 - fct_efficiency_setting_daily: the same ratios per (GPU model, power limit, stage, class).
 Jobs come from the first of stg_jobs / raw_jobs / jobs that exists; a job started up to

@@ -181,6 +181,28 @@ def test_two_hosts_reading_one_gpu_at_once_are_not_summed(lake, warehouse):
     assert r["energy_j"] <= 100.0 * 3600 * (1 + 1e-12)
 
 
+def test_a_collector_changed_within_the_hour_keeps_both_halves(lake, warehouse):
+    """NVML's collector until 00:30, dcgm-exporter from then on: one reading of the GPU through two
+    sources one after the other. The hour kept one source and lost the other's half (the NVML
+    half's counter beat the DCGM half's power: 50% of the energy)."""
+    write(lake, gpu_rows(range(0, 1801), 300.0, counter_mj=lambda t: int(t * 300_000), source="nvml"))
+    write(lake, gpu_rows(range(1801, 3601), 300.0, source="dcgm"))
+    r = hourly(warehouse())[0]
+    assert r["energy_j"] == pytest.approx(300.0 * 3599)  # 1800 -> 1801 s crosses sources: not bridged
+    assert r["coverage_ratio"] == pytest.approx(3599 / 3600)
+    assert (r["n_sources"], r["n_samples"]) == (2, 3601 - 1)  # the reading at 3600 s opens hour 1
+    assert r["source"] == "nvml" and r["energy_source"] == "counter"  # 1800 s of counter against 1799 s
+
+
+def test_two_sources_reading_at_once_over_a_switch_are_not_summed(lake, warehouse):
+    """Both collectors running for a minute during the switch: the sources overlap, so they compete
+    (never a sum of two readings of the same time)."""
+    write(lake, gpu_rows(range(0, 1861), 300.0, source="nvml"))
+    write(lake, gpu_rows(range(1800, 3601), 300.0, source="dcgm"))
+    r = hourly(warehouse())[0]
+    assert r["energy_j"] <= 300.0 * 3600 * (1 + 1e-12) and r["n_sources"] == 2
+
+
 def test_future_timestamps_beyond_skew_are_quarantined(lake, warehouse):
     now = at(3600)
     write(lake, gpu_rows(range(0, 3600 + 301), 100.0) + gpu_rows([3600 + 400, 3600 + 401], 100.0))

@@ -1,10 +1,11 @@
 -- fct_gpu_energy_hourly: energy of each GPU in each UTC hour of the day.
 -- kind: day
--- grain: one row per (hour_at, gpu_uuid); when several sources (nvml, dcgm) saw the GPU, the
---   hour is taken from one of them, never summed (the `winner` step of this SQL: the source that
---   covered more of the hour, then counter over power integral, then the higher sampling rate).
---   A GPU read under two host names in one hour (renamed, moved) is one reading where the host
---   streams follow one another in time: added up, under the host that covered more of the hour
+-- grain: one row per (hour_at, gpu_uuid); when several sources (nvml, dcgm) saw the GPU at the
+--   same time, the hour is taken from one of them, never summed (the `winner` step of this SQL:
+--   the source that covered more of the hour, then counter over power integral, then the higher
+--   sampling rate). A GPU read under two host names or by two sources one after the other in an
+--   hour (renamed, moved, its collector changed) is one reading where the streams follow one
+--   another in time: added up, under the host and source that covered more of the hour
 -- columns:
 --   hour_at [TIMESTAMPTZ, UTC] start of the hour
 --   day [DATE] UTC day of hour_at
@@ -16,8 +17,9 @@
 --   avg_power_w [W] energy over covered time
 --   coverage_ratio [0..1] share of the hour covered by bridged intervals between valid readings
 --   energy_source [text] 'counter' when most covered time came from the energy counter, else 'power_integral'
---   source [text] collector source the hour was taken from (nvml, dcgm, ...)
---   n_samples [count] clean readings of that source in the hour
+--   source [text] collector source the hour was taken from (nvml, dcgm, ...; of two that read it one
+--     after the other, the one that covered more)
+--   n_samples [count] clean readings of that source in the hour (of both, when two are added up)
 --   n_sources [count] sources that saw the GPU in the hour
 -- Method, per source stream (host, gpu_uuid, source), between consecutive clean readings t0 < t1:
 --   counter: both readings have energy_mj_total, t1 - t0 <= max_counter_gap_s and the counter
@@ -261,27 +263,66 @@ source_hours AS (
     SELECT
         max(CASE WHEN host_rank = 1 OR NOT hosts_follow_on THEN host END) AS host,
         gpu_uuid, source, hour_index,
-        sum(energy_j_decimal)::DOUBLE AS energy_j,
-        sum(covered_us) / 1e6 AS covered_s,
-        sum(counter_us) / 1e6 AS counter_s,
-        sum(n_samples)::BIGINT AS n_samples  -- a count, as before the hand-over: DuckDB sums BIGINTs into HUGEINT
+        sum(energy_j_decimal) AS energy_j_decimal,
+        sum(covered_us) AS covered_us,
+        sum(counter_us) AS counter_us,
+        sum(n_samples)::BIGINT AS n_samples,  -- a count, as before the hand-over: DuckDB sums BIGINTs into HUGEINT
+        min(span_start_us) AS span_start_us,
+        max(span_end_us) AS span_end_us
     FROM host_handover
     GROUP BY gpu_uuid, source, hour_index, CASE WHEN hosts_follow_on THEN NULL ELSE host END
 ),
--- One source per GPU-hour, never a sum: a source that covered >= 95% of the hour beats one
--- that did not; then the energy counter beats the power integral (the counter integrates on
--- the device, the power reading samples a fraction of the time); then the higher sampling
--- rate; then more coverage; then the source name, so re-runs pick the same one.
+-- The same for sources: a node whose collector changed within the hour (NVML until 10:30, DCGM
+-- from then on) read the GPU once, through two sources one after the other. Their spans follow
+-- one another, so they are added up, under the source that covered more; the one that won
+-- before held half the hour. Where they overlap (both read the GPU), they compete below.
+source_spans AS (
+    SELECT
+        *,
+        lag(span_end_us) OVER (PARTITION BY gpu_uuid, hour_index
+                               ORDER BY span_start_us NULLS LAST, source, host) AS previous_end_us,
+        row_number() OVER (PARTITION BY gpu_uuid, hour_index
+                           ORDER BY covered_us DESC, n_samples DESC, source, host) AS cover_rank,
+        count(*) OVER (PARTITION BY gpu_uuid, hour_index) AS n_sources
+    FROM source_hours
+),
+source_handover AS (
+    SELECT
+        *,
+        bool_and(span_start_us IS NULL OR previous_end_us IS NULL OR span_start_us >= previous_end_us)
+            OVER (PARTITION BY gpu_uuid, hour_index) AS sources_follow_on
+    FROM source_spans
+),
+gpu_source_hours AS (
+    SELECT
+        max(CASE WHEN cover_rank = 1 OR NOT sources_follow_on THEN host END) AS host,
+        gpu_uuid,
+        max(CASE WHEN cover_rank = 1 OR NOT sources_follow_on THEN source END) AS source,
+        hour_index,
+        sum(energy_j_decimal)::DOUBLE AS energy_j,
+        sum(covered_us) / 1e6 AS covered_s,
+        sum(counter_us) / 1e6 AS counter_s,
+        sum(n_samples)::BIGINT AS n_samples,
+        max(n_sources) AS n_sources
+    FROM source_handover
+    GROUP BY gpu_uuid, hour_index,
+             CASE WHEN sources_follow_on THEN NULL ELSE source END,
+             CASE WHEN sources_follow_on THEN NULL ELSE host END
+),
+-- One source per GPU-hour where sources overlap, never a sum of two readings of the same time:
+-- a source that covered >= 95% of the hour beats one that did not; then the energy counter beats
+-- the power integral (the counter integrates on the device, the power reading samples a fraction
+-- of the time); then the higher sampling rate; then more coverage; then the source name, so
+-- re-runs pick the same one.
 winner AS (
     SELECT
         *,
-        count(*) OVER (PARTITION BY gpu_uuid, hour_index) AS n_sources,
         row_number() OVER (
             PARTITION BY gpu_uuid, hour_index
             ORDER BY covered_s >= 0.95 * 3600 DESC, counter_s * 2 > covered_s DESC,
-                     n_samples DESC, covered_s DESC, source
+                     n_samples DESC, covered_s DESC, source, host
         ) AS source_rank
-    FROM source_hours
+    FROM gpu_source_hours
 )
 SELECT
     to_timestamp(w.hour_index * 3600) AS hour_at,

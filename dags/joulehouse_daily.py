@@ -39,6 +39,8 @@ import os
 from airflow.sdk import Asset, CronDataIntervalTimetable, dag, get_current_context, task
 from airflow.sdk.exceptions import AirflowFailException
 
+from joulehouse.dags import dag_env
+
 WAREHOUSE_DAY = Asset(name="joulehouse_warehouse_day", uri="joulehouse://warehouse/daily")
 RECOMMENDED_CONFIG = Asset(name="joulehouse_recommended_config", uri="joulehouse://export/recommended-config")
 log = logging.getLogger("joulehouse.dag")
@@ -66,7 +68,7 @@ def _say_what_failed(context) -> None:
 DEFAULT_ARGS = {
     "owner": "joulehouse",
     # `joulehouse run` sets 0: a one-off run should fail fast, not wait out retry delays.
-    "retries": int(os.environ.get("JOULEHOUSE_DAG_RETRIES", "2")),
+    "retries": dag_env.retries(default=2),
     "retry_delay": dt.timedelta(minutes=2),
     "retry_exponential_backoff": True,
     "on_failure_callback": _say_what_failed,
@@ -83,8 +85,7 @@ def _day_and_config() -> tuple[str, str | None]:
 @dag(
     dag_id="joulehouse_daily",
     schedule=CronDataIntervalTimetable("0 1 * * *", timezone="UTC"),
-    start_date=dt.datetime.fromisoformat(os.environ.get("JOULEHOUSE_START_DATE", "2026-01-01")).replace(
-        tzinfo=dt.timezone.utc),
+    start_date=dag_env.start_date(default=dt.date(2026, 1, 1)),
     catchup=True,
     max_active_runs=1,
     default_args=DEFAULT_ARGS,

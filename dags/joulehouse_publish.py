@@ -14,6 +14,8 @@ import os
 
 from airflow.sdk import Asset, dag, task
 
+from joulehouse.dags import dag_env
+
 RECOMMENDED_CONFIG = Asset(name="joulehouse_recommended_config", uri="joulehouse://export/recommended-config")
 log = logging.getLogger("joulehouse.dag")
 
@@ -30,7 +32,7 @@ def _say_what_failed(context) -> None:
     schedule=[RECOMMENDED_CONFIG],
     start_date=dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc),
     catchup=False,
-    default_args={"owner": "joulehouse", "retries": int(os.environ.get("JOULEHOUSE_DAG_RETRIES", "3")),
+    default_args={"owner": "joulehouse", "retries": dag_env.retries(default=3),
                   "retry_delay": dt.timedelta(minutes=1), "retry_exponential_backoff": True,
                   "on_failure_callback": _say_what_failed},
     tags=["joulehouse", "export"],

@@ -172,6 +172,10 @@ def render_dashboard(con: duckdb.DuckDBPyConnection, out_path: Path) -> Path:
                   "and so are those of what no job held (team 'unallocated'). The tables' "
                   "it_energy_kwh is IT energy, as the carbon accounts count it: the servers' BMC energy split by "
                   "GPU share where usable, else the GPU boards' energy.")
+    if market_days:
+        overview.note(f"The weeks and months holding the {market_days} day(s) without a market-based figure show no "
+                      "market-based carbon (a gap in the figures, empty in the tables, market_missing_days counts "
+                      "them): the other days' sum would read as the whole period's.")
     for name in missing:
         overview.missing(f"{name} is not in the warehouse: its part of the dashboard is empty")
     if (fallback := split_fallback_note(con)) is not None:

@@ -12,7 +12,8 @@ import pytest
 from dashboard_world import A100, H100, RTX, START, build
 from plotly.offline import get_plotlyjs
 
-from joulehouse.reports.dashboard.render import SQL, SPLIT_STAND_INS, STAND_INS, render_dashboard
+from joulehouse.reports.dashboard.render import (METRICS, SPLIT_STAND_INS, SQL, STAND_INS, by_dimension_figure,
+                                              render_dashboard)
 from joulehouse.reports.page.blocks import plotly_file_name
 
 
@@ -95,3 +96,31 @@ def test_a_warehouse_without_costs_or_jobs_still_draws_and_says_so(tmp_path):
 def test_no_carbon_accounts_is_one_clear_error(tmp_path):
     with pytest.raises(ValueError, match="no carbon accounts"):
         render_dashboard(duckdb.connect(), tmp_path / "d.html")
+
+
+def test_a_day_without_a_market_figure_leaves_its_periods_market_carbon_a_gap_not_a_smaller_sum(world, tmp_path):
+    """The accounts leave a day's market_gco2e NULL when some energy had neither a contract nor a
+    residual mix: the week and month holding it have no market-based figure (summed, the day read as 0)."""
+    gap = dt.date(2026, 6, 10)
+    world.execute("UPDATE rpt_carbon_daily SET market_gco2e = NULL WHERE day = ?", [gap])
+    month, week = by(world, "month"), by(world, "week")
+    june, may = dt.date(2026, 6, 1), dt.date(2026, 5, 1)
+    gap_week = gap - dt.timedelta(days=gap.weekday())
+    # summed over the other 27 days, June's read 10.8 kg for nlp, as if the whole month's
+    assert month[(june, "team", "nlp")][1] is None and week[(gap_week, "team", "nlp")][1] is None
+    for key, row, holds_gap in [*((k, r, k[0] == june) for k, r in month.items()),
+                                *((k, r, k[0] == gap_week) for k, r in week.items())]:
+        # (location, market, embodied, cost, energy, days, market_missing_days)
+        assert (row[1] is None) == holds_gap, key
+        assert row[6] == (1 if holds_gap else 0), key
+        assert row[0] is not None, key  # location-based carbon is still there
+    assert month[(june, "team", "nlp")][0] == pytest.approx(1000.0 * 28)
+    assert month[(may, "team", "nlp")][1] == pytest.approx(400.0 * 12)
+    # the bars draw the gap (no bar), never the other days' sum, and the page says why
+    rows = world.sql(SQL.text("dashboard_carbon_cost"), params={"period": "month"}).pl()
+    traces = by_dimension_figure(rows, "team", "team", "month").data
+    market = [m for m, _, _ in METRICS].index("market_gco2e") * len(traces) // len(METRICS)
+    nlp = next(tr for tr in traces[market:] if tr.name == "nlp")
+    assert list(nlp.y) == [pytest.approx(0.4 * 12), None]
+    plain = html.unescape(render_dashboard(world, tmp_path / "dashboard.html").read_text())
+    assert "1 day(s) without a market-based figure" in plain and "show no market-based carbon" in plain

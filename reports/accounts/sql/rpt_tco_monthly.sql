@@ -10,6 +10,8 @@
 --   stage [text] stage ('idle' for the idle line)
 --   jobs_n [count] distinct jobs
 --   gpu_hours [GPU-hours] GPU time
+--   unmetered_gpu_hours [GPU-hours] the part of gpu_hours without a reading (fleet GPUs charged
+--     capital and operations and no energy; as in rpt_tco_daily)
 --   energy_kwh [kWh] IT energy (basis as in rpt_tco_daily)
 --   gpu_energy_kwh [kWh] GPU board energy
 --   node_ipmi_energy_kwh [kWh] the part of energy_kwh at the node_ipmi basis
@@ -32,6 +34,7 @@ WITH daily AS (
 SELECT month_start, team, stage,
        count(DISTINCT job_id) AS jobs_n,
        sum(gpu_hours) AS gpu_hours,
+       sum(unmetered_gpu_hours) AS unmetered_gpu_hours,
        sum(energy_kwh) AS energy_kwh,
        sum(gpu_energy_kwh) AS gpu_energy_kwh,
        sum(node_ipmi_energy_kwh) AS node_ipmi_energy_kwh,

@@ -191,3 +191,16 @@ def test_a_day_without_metered_gpu_hours_is_accounted_as_empty(world, shared_dat
     # the empty day replaced only itself: the full day's rows stay
     assert full.rows_written > 0
     assert world.execute("SELECT count(*) FROM rpt_carbon_daily WHERE day = ?", [DAY]).fetchone()[0] == full.rows_written
+
+
+def test_a_month_holding_a_day_without_a_market_figure_has_none(world, shared_data):
+    """rpt_carbon_monthly sums the days: a day the accounts left without a market-based figure
+    (NULL) leaves its month's NULL too, as it leaves the day's; summed, it counted as 0 g."""
+    day = carbon_day(world, DAY, CarbonSettings(), shared_data)
+    # a second day of the month like the first, whose energy had no residual mix (the accounts' NULL)
+    world.execute("INSERT INTO rpt_carbon_daily SELECT * REPLACE (day + 1 AS day, NULL AS market_gco2e, "
+                  "NULL AS total_market_gco2e) FROM rpt_carbon_daily WHERE day = ?", [DAY])
+    month = world.execute("SELECT sum(location_gco2e), count(market_gco2e), count(total_market_gco2e), count(*) "
+                          "FROM rpt_carbon_monthly").fetchone()
+    assert month[0] == pytest.approx(2 * day.location_gco2e)
+    assert month[1:3] == (0, 0) and month[3] > 0

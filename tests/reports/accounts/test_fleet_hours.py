@@ -50,6 +50,10 @@ def test_a_gpu_whose_collector_was_down_half_the_day_pays_its_whole_day(shared_d
     assert cost.unmetered_gpu_hours == 12 and carbon.unmetered_gpu_hours == 12
     assert rpt(con, "rpt_tco_daily", "sum(unmetered_gpu_hours), sum(gpu_hours)") == pytest.approx((12, 48))
     assert rpt(con, "rpt_carbon_daily", "sum(unmetered_gpu_hours), sum(gpu_hours)") == pytest.approx((12, 48))
+    # the monthly roll-ups carry them too (a month's unread hours are not only in the daily rows)
+    for view in ("rpt_tco_monthly", "rpt_carbon_monthly"):
+        month = con.execute(f"SELECT sum(unmetered_gpu_hours), sum(gpu_hours) FROM {view}").fetchone()
+        assert month == pytest.approx((12, 48)), view
     # no job held the A100 after noon: the idle line pays those hours, energy NULL -> 0 kWh on it
     idle = rpt(con, "rpt_tco_daily", "sum(unmetered_gpu_hours) FILTER (WHERE job_id = 'unallocated')")
     assert idle == (pytest.approx(12),)

@@ -6,8 +6,10 @@ aged, the whole day. So the accounts charge every hour of the day of every GPU i
 
 - a GPU the inventory lists (dim_gpu.in_inventory; every dim_gpu row where the relation has no
   such column) is in the fleet from its purchased_on (00:00 UTC) on, or every day without a
-  purchase date; the inventory names no retirement date, so a GPU it still lists is still owned;
-- a GPU the inventory does not list is in the fleet on a day it has a reading (all we know of it).
+  purchase date, until the day before its retired_on (the inventory's optional column: a GPU
+  sold or scrapped keeps its row, so re-running its last days still charges them);
+- a GPU the inventory does not list, or lists as not yet bought or retired, is in the fleet on a
+  day it has a reading (all we know of it).
 
 The hours of those GPUs without a row in fct_gpu_energy_hourly are "unmetered" GPU-hours: they
 carry capital, operations and embodied carbon and no energy (NULL, not 0: nothing was read), and
@@ -22,7 +24,7 @@ import polars as pl
 
 HOUR = pl.Datetime("us", "UTC")
 FLEET_COLUMNS = {"gpu_uuid": pl.String, "host": pl.String, "gpu_model": pl.String, "in_inventory": pl.Boolean,
-                 "purchased_on": pl.Date}
+                 "purchased_on": pl.Date, "retired_on": pl.Date}
 
 
 def day_hour_starts(day: dt.date) -> pl.DataFrame:
@@ -37,10 +39,12 @@ def unmetered_fleet_hours(metered: pl.DataFrame, inventory: pl.DataFrame, day: d
     (one row per GPU, dim_gpu). Returns (hour_at, day, host, gpu_uuid, gpu_model) for each hour of
     `day` a GPU of the fleet (module docstring) has no metered row."""
     owned = inventory.filter(pl.col("in_inventory").fill_null(True)
-                             & (pl.col("purchased_on").is_null() | (pl.col("purchased_on") <= day)))
+                             & (pl.col("purchased_on").is_null() | (pl.col("purchased_on") <= day))
+                             & (pl.col("retired_on").is_null() | (pl.col("retired_on") > day)))
     # a GPU outside the inventory: its host and model as its own readings name them
     seen = (metered.sort("hour_at").group_by("gpu_uuid", maintain_order=True)
             .agg(pl.col("host").last(), pl.col("gpu_model").last()))
+    # a GPU read that day is in the fleet that day, whatever the inventory's dates say
     fleet = pl.concat([owned.select("gpu_uuid", "host", "gpu_model"),
                        seen.join(owned, on="gpu_uuid", how="anti").select("gpu_uuid", "host", "gpu_model")],
                       how="vertical_relaxed").unique("gpu_uuid", keep="first")

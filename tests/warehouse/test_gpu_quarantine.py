@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import datetime as dt
+
 import pytest
 from warehouse_lakes import DAY, gpu_rows, write
 
@@ -58,6 +60,26 @@ def test_gpu_missing_from_inventory_is_kept_and_flagged(lake, tmp_path, warehous
     assert energy["GPU-stranger"] == pytest.approx(6000 / 3.6e6)
     dim = {r[0]: r[1:] for r in con.execute("SELECT gpu_uuid, in_inventory, rack, first_seen_day FROM dim_gpu").fetchall()}
     assert dim == {"GPU-known": (True, "r1", DAY), "GPU-stranger": (False, None, DAY), "GPU-spare": (True, "r2", None)}
+
+
+def test_an_inventory_may_say_when_a_gpu_left_the_fleet(lake, tmp_path, warehouse):
+    """retired_on is optional: a file with it types it into dim_gpu (the accounts stop charging the
+    GPU from that day), a file without it builds as before with NULL."""
+    write(lake, gpu_rows(range(0, 61), 100.0, uuid="GPU-known"))
+    from joulehouse.settings import WarehouseSettings
+
+    header = "gpu_uuid,host,gpu_index,gpu_model,rack,site,region,purchased_on,purchase_price_usd,embodied_kgco2e,lifetime_years"
+    with_retired = tmp_path / "with.csv"
+    with_retired.write_text(f"{header},retired_on\n"
+                            "GPU-known,node-01,0,NVIDIA H100 80GB HBM3,r1,site-a,FR,2024-03-01,30000,150,5,\n"
+                            "GPU-sold,node-02,0,NVIDIA H200,r2,site-a,FR,2025-01-01,35000,160,5,2025-12-31\n")
+    without = tmp_path / "without.csv"
+    without.write_text(f"{header}\nGPU-known,node-01,0,NVIDIA H100 80GB HBM3,r1,site-a,FR,2024-03-01,30000,150,5\n")
+    con = warehouse(settings=WarehouseSettings(inventory_path=str(with_retired)))
+    assert dict(con.execute("SELECT gpu_uuid, retired_on FROM dim_gpu").fetchall()) == {
+        "GPU-known": None, "GPU-sold": dt.date(2025, 12, 31)}
+    con = warehouse(settings=WarehouseSettings(inventory_path=str(without)))
+    assert con.execute("SELECT gpu_uuid, retired_on FROM dim_gpu").fetchall() == [("GPU-known", None)]
 
 
 def test_a_configured_inventory_that_is_not_there_is_refused_naming_it(lake, tmp_path, warehouse):

@@ -13,6 +13,7 @@
 --   purchase_price_usd [USD] purchase price
 --   embodied_kgco2e [kgCO2e] manufacturing footprint
 --   lifetime_years [years] depreciation / amortisation lifetime
+--   retired_on [DATE] the day the GPU left the fleet (NULL: still in it, or not in the inventory)
 --   in_inventory [bool] listed in the inventory file; false: seen in the lake only (stale inventory)
 --   first_seen_day [DATE] first day with readings (NULL: never seen)
 --   last_seen_day [DATE] last day with readings
@@ -46,6 +47,7 @@ SELECT
     i.purchase_price_usd,
     i.embodied_kgco2e,
     i.lifetime_years,
+    i.retired_on,
     i.gpu_uuid IS NOT NULL AS in_inventory,
     s.first_seen_day,
     s.last_seen_day

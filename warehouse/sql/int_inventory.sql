@@ -13,8 +13,14 @@
 --   purchase_price_usd [USD] purchase price
 --   embodied_kgco2e [kgCO2e] manufacturing footprint
 --   lifetime_years [years] amortisation lifetime
+--   and may name (NULL when it does not):
+--   retired_on [YYYY-MM-DD] the day the GPU left the fleet (sold, scrapped, moved to another site):
+--     from that day on its unread hours are charged nothing (reports/accounts/fleet_hours.py)
 WITH csv_rows AS (
+    -- an optional column added by name: NULL where the file does not have it
     SELECT * FROM read_csv($inventory_path, header = true, all_varchar = true)
+    UNION ALL BY NAME
+    SELECT NULL::VARCHAR AS retired_on WHERE false
 )
 SELECT
     trim(gpu_uuid) AS gpu_uuid,
@@ -27,6 +33,7 @@ SELECT
     CAST(nullif(trim(purchased_on), '') AS DATE) AS purchased_on,
     CAST(nullif(trim(purchase_price_usd), '') AS DOUBLE) AS purchase_price_usd,
     CAST(nullif(trim(embodied_kgco2e), '') AS DOUBLE) AS embodied_kgco2e,
-    CAST(nullif(trim(lifetime_years), '') AS DOUBLE) AS lifetime_years
+    CAST(nullif(trim(lifetime_years), '') AS DOUBLE) AS lifetime_years,
+    CAST(nullif(trim(retired_on), '') AS DATE) AS retired_on
 FROM csv_rows
 WHERE nullif(trim(gpu_uuid), '') IS NOT NULL

@@ -81,15 +81,36 @@ def test_the_fleet_is_the_inventory_from_purchase_on_plus_what_was_read():
                             "host": ["n2"] * 20, "gpu_model": ["X"] * 20},
                            schema_overrides={"hour_at": pl.Datetime("us", "UTC")})
     inventory = pl.DataFrame({
-        "gpu_uuid": ["listed-never-read", "bought-tomorrow", "bought-today", "stale-seen-before", "no-date"],
-        "host": ["n1"] * 5, "gpu_model": ["A"] * 5,
-        "in_inventory": [True, True, True, False, None],
-        "purchased_on": [dt.date(2025, 1, 1), day + dt.timedelta(days=1), day, None, None],
+        "gpu_uuid": ["listed-never-read", "bought-tomorrow", "bought-today", "stale-seen-before", "no-date",
+                     "retired-today", "retires-tomorrow"],
+        "host": ["n1"] * 7, "gpu_model": ["A"] * 7,
+        "in_inventory": [True, True, True, False, None, True, True],
+        "purchased_on": [dt.date(2025, 1, 1), day + dt.timedelta(days=1), day, None, None, dt.date(2024, 1, 1),
+                         dt.date(2024, 1, 1)],
+        "retired_on": [None, None, None, None, None, day, day + dt.timedelta(days=1)],
     })
     out = unmetered_fleet_hours(metered, inventory, day)
     counts = dict(out.group_by("gpu_uuid").len().iter_rows())
     # a listed GPU is owned all day from its purchase day on; one outside the inventory exists
     # on the days it was read (its 4 unread hours); one neither listed nor read that day is not charged
-    assert counts == {"listed-never-read": 24, "bought-today": 24, "no-date": 24, "seen-only": 4}
+    # ... until the day before it is retired (sold, scrapped: its row stays for the past days' re-runs)
+    assert counts == {"listed-never-read": 24, "bought-today": 24, "no-date": 24, "seen-only": 4,
+                      "retires-tomorrow": 24}
     assert out.filter(pl.col("gpu_uuid") == "seen-only")["hour_at"].to_list() == [at(h) for h in range(20, 24)]
     assert set(out["day"].to_list()) == {day}
+
+
+def test_a_retired_gpu_is_charged_nothing_from_its_retirement_day(shared_data):
+    """A GPU sold at the end of the day before: the inventory keeps its row (for the past days'
+    re-runs) with retired_on; without the date, every later day charged it 24 unread GPU-hours."""
+    con = build_world()
+    con.execute("DELETE FROM fct_gpu_energy_hourly WHERE gpu_uuid = 'GPU-a100'")
+    charged = tco_day(con, DAY, TCO, shared_data)
+    assert charged.unmetered_gpu_hours == 24
+    con.execute("ALTER TABLE dim_gpu ADD COLUMN retired_on DATE")
+    con.execute("UPDATE dim_gpu SET retired_on = ? WHERE gpu_uuid = 'GPU-a100'", [DAY])
+    cost = tco_day(con, DAY, TCO, shared_data)
+    carbon = carbon_day(con, DAY, CARBON, shared_data)
+    assert cost.unmetered_gpu_hours == 0 and carbon.unmetered_gpu_hours == 0
+    assert cost.components_usd["capital_usd"] == pytest.approx(24 * H100_USD_H, rel=1e-12)
+    assert carbon.embodied_gco2e == pytest.approx(24 * H100_G_H, rel=1e-12)

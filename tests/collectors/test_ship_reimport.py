@@ -77,16 +77,23 @@ def test_a_reimport_that_moves_a_log_across_midnight_moves_it_at_the_central_lak
     assert _readings(central) == _readings(lake)
 
 
+def _shipped_and_compacted(tmp_path, lakes):
+    """Two logs of one host imported and shipped, and the central lake's day compacted (each log's
+    file merged into one and removed); returns the first log's path."""
+    lake, central, manifest = lakes
+    mine = _log(tmp_path / "a" / "gpu.csv", gpu=0, watts=100.0)
+    _ingest(mine, lake)
+    _ingest(_log(tmp_path / "b" / "gpu.csv", gpu=1, watts=50.0), lake)
+    _ship(lake, central, manifest)
+    _cli("compact", "--lake", str(central), "--date", "2026-01-02")
+    return mine
+
+
 def test_a_same_day_reimport_after_the_central_lake_compacted_the_day_is_not_doubled(tmp_path, lakes):
     """The central DAG compacts each day: the log's file is merged into another and removed.
     Shipping the corrected file again put it beside the compacted rows it replaces."""
     lake, central, manifest = lakes
-    mine = _log(tmp_path / "a" / "gpu.csv", gpu=0, watts=100.0)
-    other = _log(tmp_path / "b" / "gpu.csv", gpu=1, watts=50.0)
-    _ingest(mine, lake)
-    _ingest(other, lake)
-    _ship(lake, central, manifest)
-    _cli("compact", "--lake", str(central), "--date", "2026-01-02")
+    mine = _shipped_and_compacted(tmp_path, lakes)
     assert len(list((central / "gpu_samples" / UTC_DAY / "host=h1").glob("*.parquet"))) == 1
     _log(mine, gpu=0, watts=300.0)  # corrected at its source, imported again
     _ingest(mine, lake)
@@ -97,12 +104,7 @@ def test_a_same_day_reimport_after_the_central_lake_compacted_the_day_is_not_dou
 
 def test_a_cross_midnight_reimport_after_the_central_lake_compacted_the_day(tmp_path, lakes):
     lake, central, manifest = lakes
-    mine = _log(tmp_path / "a" / "gpu.csv", gpu=0, watts=100.0)
-    other = _log(tmp_path / "b" / "gpu.csv", gpu=1, watts=50.0)
-    _ingest(mine, lake)
-    _ingest(other, lake)
-    _ship(lake, central, manifest)
-    _cli("compact", "--lake", str(central), "--date", "2026-01-02")
+    mine = _shipped_and_compacted(tmp_path, lakes)
     _ingest(mine, lake, tz="Europe/Berlin")
     _ship(lake, central, manifest)
     assert _readings(central) == _readings(lake) and sum(_readings(lake).values()) == 24
@@ -245,11 +247,7 @@ def test_a_replacement_holds_the_partition_against_the_central_compaction(tmp_pa
     from joulehouse.warehouse.lake_compact import CompactionError, compact_partition
 
     lake, central, manifest = lakes
-    mine = _log(tmp_path / "a" / "gpu.csv", gpu=0, watts=100.0)
-    _ingest(mine, lake)
-    _ingest(_log(tmp_path / "b" / "gpu.csv", gpu=1, watts=50.0), lake)
-    _ship(lake, central, manifest)
-    _cli("compact", "--lake", str(central), "--date", "2026-01-02")
+    mine = _shipped_and_compacted(tmp_path, lakes)
     _log(mine, gpu=0, watts=300.0)
     _ingest(mine, lake)
     real_ship = ship_module.Shipper.ship_file

@@ -82,11 +82,17 @@ def test_times_with_an_offset_need_no_guess():
     assert clock.ambiguous == 0
 
 
-def test_a_slurm_job_starting_in_the_skipped_hour_is_quarantined(tmp_path):
-    lake, path = tmp_path / "lake", tmp_path / "sacct.txt"
+def _lake_read_at(tmp_path, sampled_at: datetime):
+    """A lake where node-01's GPU was read once, at `sampled_at`: sacct's nodes map to GPUs by it."""
+    lake = tmp_path / "lake"
     write_dataset(lake, "gpu_samples", pa.Table.from_pylist([
-        {"sampled_at": datetime(2026, 3, 8, 8, tzinfo=UTC), "host": "node-01", "gpu_index": 0,
-         "gpu_uuid": "GPU-0", "power_w": 300.0, "source": "nvml"}]))
+        {"sampled_at": sampled_at, "host": "node-01", "gpu_index": 0, "gpu_uuid": "GPU-0", "power_w": 300.0,
+         "source": "nvml"}]))
+    return lake
+
+
+def test_a_slurm_job_starting_in_the_skipped_hour_is_quarantined(tmp_path):
+    lake, path = _lake_read_at(tmp_path, datetime(2026, 3, 8, 8, tzinfo=UTC)), tmp_path / "sacct.txt"
     path.write_text("JobID|JobName|User|Account|Partition|State|Start|End|NodeList|AllocTRES\n"
                     "7|x|u|a|p|COMPLETED|2026-03-08T02:15:00|2026-03-08T05:00:00|node-01|gres/gpu=1\n"
                     "8|y|u|a|p|COMPLETED|2026-03-08T03:15:00|2026-03-08T05:00:00|node-01|gres/gpu=1\n")
@@ -123,10 +129,7 @@ def test_a_later_header_in_units_the_column_is_not_stored_in_refuses_the_file(tm
 
 
 def test_slurm_times_in_the_repeated_hour_are_read_as_its_first_pass_and_said_so(tmp_path):
-    lake, path = tmp_path / "lake", tmp_path / "sacct.txt"
-    write_dataset(lake, "gpu_samples", pa.Table.from_pylist([
-        {"sampled_at": datetime(2026, 11, 1, 5, tzinfo=UTC), "host": "node-01", "gpu_index": 0,
-         "gpu_uuid": "GPU-0", "power_w": 300.0, "source": "nvml"}]))
+    lake, path = _lake_read_at(tmp_path, datetime(2026, 11, 1, 5, tzinfo=UTC)), tmp_path / "sacct.txt"
     path.write_text("JobID|JobName|User|Account|Partition|State|Start|End|NodeList|AllocTRES\n"
                     "7|x|u|a|p|COMPLETED|2026-11-01T00:15:00|2026-11-01T01:30:00|node-01|gres/gpu=1\n")
     result, _ = read_sacct(path, lake=lake, assume_tz="America/New_York", now=NOW)

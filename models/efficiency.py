@@ -1,7 +1,9 @@
 """Efficiency figures per job and per GPU model and power setting (energy per unit of work).
 
-`build_efficiency(con, day)` writes `day`'s rows of two tables (models/sql/*.sql, delete-then-
+`build_efficiency(con, day)` writes `day`'s rows of three tables (models/sql/*.sql, delete-then-
 insert, so re-running a day replaces only that day):
+- fct_job_energy_hourly: per (hour, job, GPU): the job's share of the GPU-hour's energy (what the
+  accounts split energy, operational carbon and energy cost by);
 - fct_job_efficiency: per (job, GPU): energy (kWh, the GPU-hours' energy shared pro rata by
   measured power, a reading held by several jobs at once split among them; a job row seen twice
   counts once), work done (requests, tokens, samples, FLOPs), EPOE (requests/kWh), J/token,
@@ -17,12 +19,13 @@ import datetime as dt
 
 import duckdb
 
-from joulehouse.warehouse.sqlio import quoted_relation, relation_exists, replace_day, transaction
+from joulehouse.warehouse.sqlio import create_temp_table, quoted_relation, relation_exists, replace_day, transaction
 from joulehouse.models.sql import load_sql
 
 JOBS_RELATIONS = ("stg_jobs", "raw_jobs", "jobs")
 JOB_LOOKBACK_DAYS = 7
-TABLES = ("fct_job_efficiency", "fct_efficiency_setting_daily")
+# in this order: the jobs' hourly energy, their day (its sum), the day per setting
+TABLES = ("fct_job_energy_hourly", "fct_job_efficiency", "fct_efficiency_setting_daily")
 
 
 def _columns(con: duckdb.DuckDBPyConnection, relation: str) -> set[str]:
@@ -48,12 +51,13 @@ def _stage_jobs(con: duckdb.DuckDBPyConnection, day: dt.date) -> str | None:
 
 
 def build_efficiency(con: duckdb.DuckDBPyConnection, day: dt.date) -> dict[str, int]:
-    """Write `day`'s rows of fct_job_efficiency and fct_efficiency_setting_daily; returns rows per table.
+    """Write `day`'s rows of TABLES; returns rows per table.
 
     Needs stg_gpu_samples and fct_gpu_energy_hourly for `day` (warehouse.build.build_day)."""
     for needed in ("stg_gpu_samples", "fct_gpu_energy_hourly"):
         if not relation_exists(con, needed):
             raise ValueError(f"relation {needed!r} is missing; build the warehouse day {day} first")
     _stage_jobs(con, day)
+    create_temp_table(con, "eff_holdings", load_sql("eff_holdings"), {"day": day})
     with transaction(con):
         return {table: replace_day(con, table, day, load_sql(table), {"day": day}) for table in TABLES}

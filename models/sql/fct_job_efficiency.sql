@@ -2,8 +2,8 @@
 -- kind: day
 -- grain: one row per (day, job_id, gpu_uuid); a job crossing midnight has one row per day
 -- Written by models.efficiency.build_efficiency (delete-then-insert for $day).
--- inputs: eff_input_jobs (temp table: the jobs relation, partitions near $day), stg_gpu_samples,
---   fct_gpu_energy_hourly.
+-- inputs: eff_holdings (temp table, eff_holdings.sql: the jobs relation near $day, each holding
+--   once), fct_job_energy_hourly (the jobs' energy per hour), stg_gpu_samples (GPU models).
 -- Jobs: a (job_id, gpu_uuid, started_at) repeated in the jobs relation (a row shipped twice, a pod
 --   extended after an earlier copy was compacted) counts once, its latest end (as acct_jobs.sql);
 --   a job that held one GPU several times in the day (a requeue) is one row, its holdings summed.
@@ -40,23 +40,7 @@
 --   j_per_token [J/token] energy per token
 --   j_per_sample [J/sample] energy per sample
 --   flops_per_w [FLOP/J = (FLOP/s)/W] FLOPs per watt
-WITH holdings AS (
-    SELECT
-        *,
-        greatest(started_at, $day::DATE::TIMESTAMPTZ) AS a_at,
-        least(ended_at, ($day::DATE + 1)::TIMESTAMPTZ) AS b_at
-    FROM (
-        SELECT DISTINCT ON (job_id, gpu_uuid, started_at)
-            job_id, host, gpu_uuid, started_at, ended_at, stage, workload_class, team,
-            requests_total, tokens_total, samples_total, flops_total
-        FROM eff_input_jobs
-        WHERE ended_at > started_at
-          AND started_at < ($day::DATE + 1)::TIMESTAMPTZ
-          AND ended_at > $day::DATE::TIMESTAMPTZ
-        ORDER BY job_id, gpu_uuid, started_at, ended_at DESC
-    )
-),
-jobs AS (
+WITH jobs AS (
     -- one row per (job, GPU): its holdings of the GPU in the day together
     SELECT
         job_id, gpu_uuid,
@@ -73,74 +57,16 @@ jobs AS (
         sum(tokens_total * (epoch(b_at) - epoch(a_at)) / (epoch(ended_at) - epoch(started_at))) AS tokens_total,
         sum(samples_total * (epoch(b_at) - epoch(a_at)) / (epoch(ended_at) - epoch(started_at))) AS samples_total,
         sum(flops_total * (epoch(b_at) - epoch(a_at)) / (epoch(ended_at) - epoch(started_at))) AS flops_total
-    FROM holdings
+    FROM eff_holdings
     GROUP BY job_id, gpu_uuid
 ),
-bounds AS (
-    SELECT gpu_uuid, a_at AS t_at FROM holdings
-    UNION
-    SELECT gpu_uuid, b_at FROM holdings
-),
-pieces AS (
-    -- a GPU's day cut at every start and end of a holding: inside a piece the same jobs hold it
-    SELECT * FROM (
-        SELECT gpu_uuid, t_at AS p0_at, lead(t_at) OVER (PARTITION BY gpu_uuid ORDER BY t_at) AS p1_at
-        FROM bounds
-    )
-    WHERE p1_at IS NOT NULL
-),
-piece_holders AS (
-    SELECT DISTINCT p.gpu_uuid, p.p0_at, p.p1_at, h.job_id
-    FROM pieces AS p
-    JOIN holdings AS h ON h.gpu_uuid = p.gpu_uuid AND h.a_at <= p.p0_at AND h.b_at >= p.p1_at
-),
-held_pieces AS (
-    SELECT gpu_uuid, p0_at, p1_at, count(*) AS n_holders FROM piece_holders GROUP BY ALL
-),
-samples AS (
-    SELECT gpu_uuid, sampled_at, date_trunc('hour', sampled_at) AS hour_at,
-           CAST(power_w AS DOUBLE) AS power_w, CAST(power_limit_w AS DOUBLE) AS power_limit_w
-    FROM stg_gpu_samples
-    WHERE day = $day::DATE
-),
-hour_weights AS (
-    SELECT gpu_uuid, hour_at, sum(power_w) AS power_sum_w, count(*) AS n
-    FROM samples GROUP BY ALL
-),
-piece_hour_weights AS (
-    SELECT p.gpu_uuid, p.p0_at, s.hour_at, any_value(p.n_holders) AS n_holders,
-           sum(s.power_w) AS power_sum_w, count(*) AS n,
-           mode(s.power_limit_w) AS power_limit_w,
-           min(s.power_limit_w) <> max(s.power_limit_w) AS power_limit_changed
-    FROM held_pieces AS p
-    JOIN samples AS s ON s.gpu_uuid = p.gpu_uuid AND s.sampled_at >= p.p0_at AND s.sampled_at < p.p1_at
-    GROUP BY p.gpu_uuid, p.p0_at, s.hour_at
-),
-job_hour_weights AS (
-    SELECT ph.job_id, ph.gpu_uuid, w.hour_at,
-           sum(w.power_sum_w / w.n_holders) AS power_sum_w,
-           sum(w.n / w.n_holders) AS n_share,
-           sum(w.n) AS n,
-           arg_max(w.power_limit_w, w.n) AS power_limit_w,
-           bool_or(w.power_limit_changed) OR count(DISTINCT w.power_limit_w) > 1 AS power_limit_changed
-    FROM piece_holders AS ph
-    JOIN piece_hour_weights AS w USING (gpu_uuid, p0_at)
-    GROUP BY ALL
-),
-job_hour_energy AS (
-    SELECT jh.job_id, jh.gpu_uuid, jh.n, jh.power_limit_w, jh.power_limit_changed,
-           e.energy_kwh * CASE WHEN hw.power_sum_w > 0 THEN coalesce(jh.power_sum_w, 0) / hw.power_sum_w
-                               ELSE jh.n_share / hw.n END AS energy_kwh
-    FROM job_hour_weights AS jh
-    JOIN hour_weights AS hw USING (gpu_uuid, hour_at)
-    LEFT JOIN fct_gpu_energy_hourly AS e
-        ON e.gpu_uuid = jh.gpu_uuid AND e.hour_at = jh.hour_at AND e.day = $day::DATE
-),
 job_energy AS (
-    SELECT job_id, gpu_uuid, sum(n) AS n_samples, sum(energy_kwh) AS energy_kwh,
+    SELECT job_id, gpu_uuid, sum(n_samples) AS n_samples, sum(energy_kwh) AS energy_kwh,
            mode(power_limit_w) AS power_limit_w,
            bool_or(power_limit_changed) OR count(DISTINCT power_limit_w) > 1 AS power_limit_changed
-    FROM job_hour_energy GROUP BY ALL
+    FROM fct_job_energy_hourly
+    WHERE day = $day::DATE
+    GROUP BY ALL
 ),
 models AS (
     SELECT gpu_uuid, any_value(gpu_model) AS gpu_model FROM stg_gpu_samples WHERE day = $day::DATE GROUP BY ALL

@@ -1,0 +1,93 @@
+-- fct_job_energy_hourly: the GPU energy of each job in each hour of each GPU it held, for one UTC day.
+-- kind: day
+-- grain: one row per (day, hour_at, job_id, gpu_uuid) with a clean reading of the GPU in the job's
+--   window (a job held the GPU between two readings only: no row)
+-- Written by models.efficiency.build_efficiency (delete-then-insert for $day); fct_job_efficiency
+--   sums it per job, and the accounts (reports/accounts/attribution.py) split each GPU-hour's
+--   energy-driven amounts (energy, operational carbon, energy cost) by energy_share_ratio.
+-- inputs: eff_holdings (temp table, eff_holdings.sql), stg_gpu_samples, fct_gpu_energy_hourly.
+-- Share: the power the GPU's clean readings of the hour read inside the job's windows, over the
+--   power of all its readings of the hour (by count where the hour has no power readings). A
+--   reading inside the windows of several jobs at once (pods sharing a GPU) is split equally among
+--   them, so the shares of one GPU-hour never sum to more than 1; what is left is idle.
+-- columns:
+--   day [DATE] UTC day
+--   hour_at [TIMESTAMPTZ, UTC] start of the hour
+--   job_id [text] job
+--   gpu_uuid [text] GPU
+--   n_samples [count] clean readings of the hour in the job's windows
+--   energy_share_ratio [0..1] the job's share of the GPU-hour's energy
+--   energy_kwh [kWh] energy_share_ratio x the GPU-hour's energy_kwh (NULL: no hourly energy)
+--   power_limit_w [W] power limit in force (most frequent reading)
+--   power_limit_changed [bool] the limit changed within the job's part of the hour
+WITH bounds AS (
+    SELECT gpu_uuid, a_at AS t_at FROM eff_holdings
+    UNION
+    SELECT gpu_uuid, b_at FROM eff_holdings
+),
+pieces AS (
+    -- a GPU's day cut at every start and end of a holding: inside a piece the same jobs hold it
+    SELECT * FROM (
+        SELECT gpu_uuid, t_at AS p0_at, lead(t_at) OVER (PARTITION BY gpu_uuid ORDER BY t_at) AS p1_at
+        FROM bounds
+    )
+    WHERE p1_at IS NOT NULL
+),
+piece_holders AS (
+    SELECT DISTINCT p.gpu_uuid, p.p0_at, p.p1_at, h.job_id
+    FROM pieces AS p
+    JOIN eff_holdings AS h ON h.gpu_uuid = p.gpu_uuid AND h.a_at <= p.p0_at AND h.b_at >= p.p1_at
+),
+held_pieces AS (
+    SELECT gpu_uuid, p0_at, p1_at, count(*) AS n_holders FROM piece_holders GROUP BY ALL
+),
+samples AS (
+    SELECT gpu_uuid, sampled_at, date_trunc('hour', sampled_at) AS hour_at,
+           CAST(power_w AS DOUBLE) AS power_w, CAST(power_limit_w AS DOUBLE) AS power_limit_w
+    FROM stg_gpu_samples
+    WHERE day = $day::DATE
+),
+hour_weights AS (
+    SELECT gpu_uuid, hour_at, sum(power_w) AS power_sum_w, count(*) AS n
+    FROM samples GROUP BY ALL
+),
+piece_hour_weights AS (
+    SELECT p.gpu_uuid, p.p0_at, s.hour_at, any_value(p.n_holders) AS n_holders,
+           sum(s.power_w) AS power_sum_w, count(*) AS n,
+           mode(s.power_limit_w) AS power_limit_w,
+           min(s.power_limit_w) <> max(s.power_limit_w) AS power_limit_changed
+    FROM held_pieces AS p
+    JOIN samples AS s ON s.gpu_uuid = p.gpu_uuid AND s.sampled_at >= p.p0_at AND s.sampled_at < p.p1_at
+    GROUP BY p.gpu_uuid, p.p0_at, s.hour_at
+),
+job_hour_weights AS (
+    SELECT ph.job_id, ph.gpu_uuid, w.hour_at,
+           sum(w.power_sum_w / w.n_holders) AS power_sum_w,
+           sum(w.n / w.n_holders) AS n_share,
+           sum(w.n) AS n,
+           arg_max(w.power_limit_w, w.n) AS power_limit_w,
+           bool_or(w.power_limit_changed) OR count(DISTINCT w.power_limit_w) > 1 AS power_limit_changed
+    FROM piece_holders AS ph
+    JOIN piece_hour_weights AS w USING (gpu_uuid, p0_at)
+    GROUP BY ALL
+),
+shares AS (
+    SELECT jh.job_id, jh.gpu_uuid, jh.hour_at, jh.n, jh.power_limit_w, jh.power_limit_changed,
+           CASE WHEN hw.power_sum_w > 0 THEN coalesce(jh.power_sum_w, 0) / hw.power_sum_w
+                ELSE jh.n_share / hw.n END AS energy_share_ratio
+    FROM job_hour_weights AS jh
+    JOIN hour_weights AS hw USING (gpu_uuid, hour_at)
+)
+SELECT
+    $day::DATE AS day,
+    s.hour_at,
+    s.job_id,
+    s.gpu_uuid,
+    s.n AS n_samples,
+    s.energy_share_ratio,
+    e.energy_kwh * s.energy_share_ratio AS energy_kwh,
+    s.power_limit_w,
+    s.power_limit_changed
+FROM shares AS s
+LEFT JOIN fct_gpu_energy_hourly AS e
+    ON e.gpu_uuid = s.gpu_uuid AND e.hour_at = s.hour_at AND e.day = $day::DATE

@@ -2,7 +2,12 @@
 
 Rule: a job's share of a GPU-hour is the seconds its [started_at, ended_at) interval overlaps
 the hour, divided by 3600 (or by the sum of all jobs' seconds when jobs on one GPU overlap each
-other, so that no GPU-hour is counted twice). What no job held is the explicit `unallocated`
+other, so that no GPU-hour is counted twice). Amounts that follow the energy (energy, operational
+carbon, energy cost, demand charge) are split instead by the jobs' measured shares of the hour's
+energy where the models measured them (fct_job_energy_hourly: the power the GPU's readings drew
+inside each job's window), so a job that ran the GPU at 700 W for half an hour of 60 W idle pays
+for 92% of that hour's energy, not 50%; amounts of calendar time (capital, operations, embodied
+carbon: `time_cols`) stay by time held. What no job held is the explicit `unallocated`
 line (job_id/team/user "unallocated", stage "idle"). The unallocated amount is computed as the
 hour's total minus the jobs' amounts, so attributed + unallocated == metered, always.
 
@@ -66,13 +71,43 @@ def split_valid_jobs(jobs: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
     return marked.filter(pl.col("reason").is_null()).drop("reason"), marked.filter(pl.col("reason").is_not_null())
 
 
-def attribute_gpu_hours(gpu_hours: pl.DataFrame, jobs: pl.DataFrame, additive_cols: list[str]) -> pl.DataFrame:
+def _energy_share(energy_shares: pl.DataFrame | None) -> pl.Expr:
+    """Each (GPU-hour, job row)'s share of the hour's energy: in a GPU-hour `energy_shares` covers,
+    the job's measured share (none: 0), its rows in the hour sharing it by their seconds; elsewhere
+    the share of time held."""
+    if energy_shares is None or energy_shares.height == 0:
+        return pl.col("gpu_hours")
+    return (pl.when(pl.col("_measured")).then(pl.col("_job_energy_share").fill_null(0.0) * pl.col("overlap_s")
+                                               / pl.col("overlap_s").sum().over(["hour_at", "gpu_uuid", "job_id"]))
+            .otherwise(pl.col("gpu_hours")))
+
+
+def _with_measured_shares(pairs: pl.DataFrame, energy_shares: pl.DataFrame | None) -> pl.DataFrame:
+    if energy_shares is None or energy_shares.height == 0:
+        return pairs
+    keys = ["hour_at", "gpu_uuid"]
+    shares = energy_shares.select(pl.col("hour_at").cast(pairs.schema["hour_at"]), "gpu_uuid", "job_id",
+                                  pl.col("energy_share_ratio").cast(pl.Float64).alias("_job_energy_share"))
+    # shares of one hour sum to at most 1 by construction; a rounding excess is scaled away so
+    # the unallocated rest is never negative
+    shares = shares.with_columns(pl.col("_job_energy_share")
+                                 / pl.max_horizontal(pl.col("_job_energy_share").sum().over(keys), pl.lit(1.0)))
+    measured = shares.select(keys).unique().with_columns(pl.lit(True).alias("_measured"))
+    return (pairs.join(shares, on=[*keys, "job_id"], how="left").join(measured, on=keys, how="left")
+            .with_columns(pl.col("_measured").fill_null(False)))
+
+
+def attribute_gpu_hours(gpu_hours: pl.DataFrame, jobs: pl.DataFrame, additive_cols: list[str],
+                        energy_shares: pl.DataFrame | None = None, time_cols: tuple[str, ...] = ()) -> pl.DataFrame:
     """Per (GPU-hour, job) rows, plus one `unallocated` row per GPU-hour not fully held.
 
     gpu_hours: hour_at (UTC hour start), day, gpu_uuid and the additive columns (energy_kwh,
-    carbon, cost... anything that adds up). jobs: JOB_COLUMNS. Returns hour_at, day, gpu_uuid,
-    job_id, team, user, stage, gpu_hours (the share, 0..1 GPU-hours), flops_total (the job's
-    FLOPs pro rata by its seconds in that hour) and each additive column split by share."""
+    carbon, cost... anything that adds up). jobs: JOB_COLUMNS. energy_shares: (hour_at, gpu_uuid,
+    job_id, energy_share_ratio), the jobs' measured shares of each GPU-hour's energy, or None.
+    Returns hour_at, day, gpu_uuid, job_id, team, user, stage, gpu_hours (the share of time,
+    0..1 GPU-hours), flops_total (the job's FLOPs pro rata by its seconds in that hour) and each
+    additive column split: those in `time_cols` by the share of time, the others by the share of
+    energy (module docstring)."""
     jobs = jobs.select([pl.col(c).cast(t) for c, t in JOB_COLUMNS.items()])
     hours = gpu_hours.with_columns((pl.col("hour_at") + pl.duration(hours=1)).alias("_hour_end"))
     overlap_s = (
@@ -90,8 +125,13 @@ def attribute_gpu_hours(gpu_hours: pl.DataFrame, jobs: pl.DataFrame, additive_co
             (pl.col("overlap_s") / pl.max_horizontal(pl.col("held_s"), pl.lit(HOUR_S))).alias("gpu_hours"),
             (pl.col("flops_total") * pl.col("overlap_s") / pl.col("job_s")).alias("flops_total"),
         )
+    )
+    pairs = _with_measured_shares(pairs, energy_shares)
+    pairs = (
+        pairs.with_columns(_energy_share(energy_shares).alias("_energy_share"))
         .join(hours.select(["hour_at", "gpu_uuid", *additive_cols]), on=["hour_at", "gpu_uuid"], how="left")
-        .with_columns([(pl.col(c) * pl.col("gpu_hours")).alias(c) for c in additive_cols])
+        .with_columns([(pl.col(c) * pl.col("gpu_hours" if c in time_cols else "_energy_share")).alias(c)
+                       for c in additive_cols])
         .select(["hour_at", "day", "gpu_uuid", "job_id", "team", "user", "stage", "gpu_hours", "flops_total", *additive_cols])
     )
     held = pairs.group_by(["hour_at", "gpu_uuid"]).agg(
@@ -153,11 +193,12 @@ def spread_unallocated(grouped: pl.DataFrame, additive_cols: list[str], weight_c
     return pl.concat([spread, moved, kept], how="vertical_relaxed").sort(GROUP_KEYS)
 
 
-def account_to_jobs(per_hour: pl.DataFrame, jobs: pl.DataFrame, additive_cols: list[str], idle_policy: str) -> pl.DataFrame:
-    """Per-GPU-hour amounts attributed to the jobs that held each GPU-hour and summed at the report
-    grain; what no job held stays an "unallocated" line, or with idle_policy "proportional" is
-    spread onto the day's jobs in proportion to their energy."""
-    grouped = group_by_job(attribute_gpu_hours(per_hour, jobs, additive_cols), additive_cols)
+def account_to_jobs(per_hour: pl.DataFrame, jobs: pl.DataFrame, additive_cols: list[str], idle_policy: str,
+                    energy_shares: pl.DataFrame | None = None, time_cols: tuple[str, ...] = ()) -> pl.DataFrame:
+    """Per-GPU-hour amounts attributed to the jobs that held each GPU-hour (attribute_gpu_hours) and
+    summed at the report grain; what no job held stays an "unallocated" line, or with idle_policy
+    "proportional" is spread onto the day's jobs in proportion to their energy."""
+    grouped = group_by_job(attribute_gpu_hours(per_hour, jobs, additive_cols, energy_shares, time_cols), additive_cols)
     return spread_unallocated(grouped, additive_cols) if idle_policy == "proportional" else grouped
 
 
@@ -171,13 +212,14 @@ def _gpu_keys(per_hour: pl.DataFrame) -> pl.DataFrame:
     ).unique("gpu_uuid")
 
 
-def account_by_gpu(per_hour: pl.DataFrame, jobs: pl.DataFrame, additive_cols: list[str],
-                   idle_policy: str) -> tuple[pl.DataFrame, pl.DataFrame]:
+def account_by_gpu(per_hour: pl.DataFrame, jobs: pl.DataFrame, additive_cols: list[str], idle_policy: str,
+                   energy_shares: pl.DataFrame | None = None,
+                   time_cols: tuple[str, ...] = ()) -> tuple[pl.DataFrame, pl.DataFrame]:
     """account_to_jobs, plus the same amounts at GPU_KEYS (day, job_id, gpu_model, site): summed
     over the GPU models and sites, a (day, job_id)'s amounts are its report rows' amounts. With
     idle_policy "proportional" each job takes its report share of the day's idle amounts of every
     model and site, so a model's or site's amounts stay those of its own GPU-hours."""
-    attributed = attribute_gpu_hours(per_hour, jobs, additive_cols)
+    attributed = attribute_gpu_hours(per_hour, jobs, additive_cols, energy_shares, time_cols)
     grouped = group_by_job(attributed, additive_cols)
     by_gpu = (attributed.join(_gpu_keys(per_hour), on="gpu_uuid", how="left")
               .group_by(GPU_KEYS).agg([pl.col(c).sum() for c in additive_cols]))

@@ -44,6 +44,8 @@ from joulehouse.reports.accounts.warehouse_io import prepare_day, replace_report
 
 CARBON_AMOUNTS = ["energy_kwh", "facility_energy_kwh", "location_gco2e", "market_gco2e", "embodied_gco2e", *BASIS_AMOUNTS,
                   "unmetered_gpu_hours"]
+# amounts of calendar time in the fleet, split among jobs by time held (the others follow the energy)
+CALENDAR_AMOUNTS = ("embodied_gco2e", "unmetered_gpu_hours")
 # rpt_carbon_by_gpu_daily: the accounts' amounts per (day, job_id, gpu_model, site)
 BY_GPU_AMOUNTS = ["energy_kwh", "gpu_energy_kwh", "location_gco2e", "market_gco2e", "embodied_gco2e"]
 
@@ -146,13 +148,15 @@ def with_range(rows: pl.DataFrame, settings: CarbonSettings) -> pl.DataFrame:
 
 
 def account_carbon_by_gpu(gpu_hours: pl.DataFrame, jobs: pl.DataFrame, settings: CarbonSettings,
-                          unmetered: pl.DataFrame | None = None) -> tuple[pl.DataFrame, pl.DataFrame]:
+                          unmetered: pl.DataFrame | None = None,
+                          energy_shares: pl.DataFrame | None = None) -> tuple[pl.DataFrame, pl.DataFrame]:
     """Pure: GPU-hours with context (day, site, pue, intensity, inventory columns) and jobs ->
     (rows at day x team x user x job x stage with the carbon columns of rpt_carbon_daily, the same
     amounts at (day, job_id, gpu_model, site): the rows of rpt_carbon_by_gpu_daily,
     reports.accounts.attribution.account_by_gpu)."""
     per_hour = carbon_per_gpu_hour(gpu_hours, settings, unmetered)
-    grouped, by_gpu = account_by_gpu(per_hour, jobs, CARBON_AMOUNTS, settings.idle_policy)
+    grouped, by_gpu = account_by_gpu(per_hour, jobs, CARBON_AMOUNTS, settings.idle_policy, energy_shares,
+                                     CALENDAR_AMOUNTS)
     rows = label_basis(with_range(grouped, settings))
     by_gpu = by_gpu.select(*GPU_KEYS, *BY_GPU_AMOUNTS)
     if per_hour.filter(pl.col("market_gco2e").is_null() & pl.col("facility_energy_kwh").is_not_null()).height:
@@ -204,7 +208,7 @@ def carbon_day(con, day: dt.date, settings: CarbonSettings, data_dir: Path | Non
     if not ctx.height and unmetered is not None and unmetered.height:
         notes.append(f"no metered GPU-hours on {day}: embodied carbon of the fleet's hours only")
     if ctx.height or (unmetered is not None and unmetered.height):
-        rows, by_gpu = account_carbon_by_gpu(ctx, jobs, settings, unmetered)
+        rows, by_gpu = account_carbon_by_gpu(ctx, jobs, settings, unmetered, prepared.energy_shares)
     else:
         rows = label_basis(with_range(empty_account(CARBON_AMOUNTS), settings)).with_columns(
             pl.lit(None, pl.String).alias("market_basis"))

@@ -55,6 +55,8 @@ COST_COMPONENTS = ["energy_cost_usd", "demand_charge_usd", "green_premium_usd", 
 TCO_AMOUNTS = ["energy_kwh", "facility_energy_kwh", *COST_COMPONENTS, "static_energy_cost_usd", *BASIS_AMOUNTS,
                "unmetered_gpu_hours"]
 PRICE_DRIVEN = ["energy_cost_usd", "green_premium_usd", "density_surcharge_usd"]
+# amounts of calendar time in the fleet, split among jobs by time held (the others follow the energy)
+CALENDAR_AMOUNTS = ("capital_usd", "operations_usd", "unmetered_gpu_hours")
 # rpt_tco_by_gpu_daily: the accounts' amounts per (day, job_id, gpu_model, site)
 BY_GPU_AMOUNTS = ["energy_kwh", "total_cost_usd"]
 
@@ -153,12 +155,14 @@ def with_cost_range(rows: pl.DataFrame, settings: TcoSettings) -> pl.DataFrame:
 
 def account_cost_by_gpu(gpu_hours: pl.DataFrame, jobs: pl.DataFrame, settings: TcoSettings,
                         peaks: pl.DataFrame | None = None,
-                        unmetered: pl.DataFrame | None = None) -> tuple[pl.DataFrame, pl.DataFrame]:
+                        unmetered: pl.DataFrame | None = None,
+                        energy_shares: pl.DataFrame | None = None) -> tuple[pl.DataFrame, pl.DataFrame]:
     """Pure: GPU-hours with context and jobs -> (rpt_tco_daily rows, day x team x user x job x
     stage; the same amounts at (day, job_id, gpu_model, site): the rows of rpt_tco_by_gpu_daily,
     reports.accounts.attribution.account_by_gpu)."""
     per_hour = cost_per_gpu_hour(gpu_hours, settings, peaks, unmetered)
-    grouped, by_gpu = account_by_gpu(per_hour, jobs, TCO_AMOUNTS, settings.idle_policy)
+    grouped, by_gpu = account_by_gpu(per_hour, jobs, TCO_AMOUNTS, settings.idle_policy, energy_shares,
+                                     CALENDAR_AMOUNTS)
     by_gpu = by_gpu.with_columns(pl.sum_horizontal(COST_COMPONENTS).alias("total_cost_usd"))
     return with_cost_range(with_unit_costs(grouped), settings), by_gpu.select(*GPU_KEYS, *BY_GPU_AMOUNTS)
 
@@ -215,7 +219,7 @@ def tco_day(con, day: dt.date, settings: TcoSettings, data_dir: Path | None) -> 
     if not ctx.height and unmetered is not None and unmetered.height:
         notes.append(f"no metered GPU-hours on {day}: capital and operations of the fleet's hours only")
     if ctx.height or (unmetered is not None and unmetered.height):
-        rows, by_gpu = account_cost_by_gpu(ctx, jobs, settings, peaks, unmetered)
+        rows, by_gpu = account_cost_by_gpu(ctx, jobs, settings, peaks, unmetered, prepared.energy_shares)
     else:
         notes.append(f"no metered GPU-hours on {day}: nothing to account")
         rows = with_cost_range(with_unit_costs(empty_account(TCO_AMOUNTS)), settings)

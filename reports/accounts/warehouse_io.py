@@ -62,7 +62,9 @@ class DayInputs:
     its energy_kwh is the IT energy (reports.accounts.it_energy_basis), gpu_energy_kwh the board energy and
     it_energy_basis 'node_ipmi' or 'gpu_only'. jobs has JOB_COLUMNS plus `deferrable`.
     unmetered_hours: the hours of the day's fleet without a reading (reports.accounts.fleet_hours),
-    with the same inventory columns and no energy: they carry capital and embodied carbon only."""
+    with the same inventory columns and no energy: they carry capital and embodied carbon only.
+    energy_shares: the jobs' measured shares of each GPU-hour's energy (hour_at, gpu_uuid, job_id,
+    energy_share_ratio; the models' fct_job_energy_hourly), None where the day has none."""
 
     day: dt.date
     gpu_hours: pl.DataFrame
@@ -71,6 +73,7 @@ class DayInputs:
     notes: list[str] = field(default_factory=list)
     basis_counts: dict[str, int] = field(default_factory=dict)
     unmetered_hours: pl.DataFrame | None = None
+    energy_shares: pl.DataFrame | None = None
 
 
 def read_day_inputs(con, day: dt.date, fallback_region: str, min_node_coverage_ratio: float = 0.9) -> DayInputs:
@@ -139,7 +142,19 @@ def read_day_inputs(con, day: dt.date, fallback_region: str, min_node_coverage_r
         jobs = empty_jobs().with_columns(pl.lit(None, dtype=pl.Boolean).alias("deferrable"))
         notes.append("raw_jobs absent: all energy is on the unallocated line")
     return DayInputs(day=day, gpu_hours=gpu_hours, pue=pue, jobs=jobs, notes=notes, basis_counts=basis_counts,
-                     unmetered_hours=unmetered)
+                     unmetered_hours=unmetered, energy_shares=_energy_shares(con, day, jobs, notes))
+
+
+def _energy_shares(con, day: dt.date, jobs: pl.DataFrame, notes: list[str]) -> pl.DataFrame | None:
+    """The jobs' measured shares of the day's GPU-hours' energy, or None (then energy is split
+    among jobs by time held, and a note says so)."""
+    shares = None
+    if relation_exists(con, "fct_job_energy_hourly"):
+        shares = _to_utc(con.sql(load_sql("acct_job_energy_shares"), params={"day": day}).pl(), ["hour_at"])
+    if jobs.height and (shares is None or shares.height == 0):
+        notes.append("no measured job energy shares for the day (fct_job_energy_hourly, the efficiency step): "
+                     "energy split among jobs by time held")
+    return shares if shares is not None and shares.height else None
 
 
 def replace_report_day(con, table: str, day: dt.date, rows: pl.DataFrame,
@@ -174,6 +189,10 @@ class PreparedDay:
     @property
     def unmetered_hours(self) -> pl.DataFrame | None:
         return self.inputs.unmetered_hours
+
+    @property
+    def energy_shares(self) -> pl.DataFrame | None:
+        return self.inputs.energy_shares
 
 
 def prepare_day(con, day: dt.date, settings) -> PreparedDay:

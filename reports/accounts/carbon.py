@@ -220,7 +220,7 @@ def carbon_day(con, day: dt.date, settings: CarbonSettings, data_dir: Path | Non
         site_hours, settings.grid_file, data_dir, settings.grid_intensity_basis, settings.default_grid_gco2e_per_kwh)
     grid = grid_context(site_hours, ctx)
     replace_report_day(con, "rpt_context_grid_hourly", day, grid)
-    shift = carbon_shift_rows(ctx, jobs, grid, settings.shift_window_hours)
+    shift = carbon_shift_rows(ctx, jobs, grid, settings.shift_window_hours, prepared.energy_shares)
     replace_report_day(con, "rpt_shift_carbon_daily", day, shift)
 
     def total(col: str) -> float:

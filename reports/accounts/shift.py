@@ -116,15 +116,18 @@ def shift_inputs(attributed: pl.DataFrame, gpu_sites: pl.DataFrame, deferrable_j
     return usage, idle
 
 
-def shift_rows(gpu_hours: pl.DataFrame, jobs: pl.DataFrame, values: pl.DataFrame, window_hours: int) -> pl.DataFrame:
+def shift_rows(gpu_hours: pl.DataFrame, jobs: pl.DataFrame, values: pl.DataFrame, window_hours: int,
+               energy_shares: pl.DataFrame | None = None) -> pl.DataFrame:
     """Plan the day's deferrable jobs (jobs.deferrable true) against `values` (site, hour_at,
     value_per_kwh per IT kWh) -> plan_shifts' rows plus `day`. gpu_hours: hour_at, day,
-    gpu_uuid, site, energy_kwh [IT]."""
+    gpu_uuid, site, energy_kwh [IT]; a job's energy as the accounts split it (energy_shares:
+    reports.accounts.attribution.attribute_gpu_hours)."""
     day = gpu_hours["day"][0] if gpu_hours.height else None
     deferrable = jobs.filter(pl.col("deferrable").fill_null(False))["job_id"].unique().to_list() if "deferrable" in jobs.columns else []
     if not deferrable or gpu_hours.height == 0:
         return plan_shifts(*_empty_shift_inputs(), values.head(0)).with_columns(pl.lit(day, dtype=pl.Date).alias("day"))
-    attributed = attribute_gpu_hours(gpu_hours.select("hour_at", "day", "gpu_uuid", "energy_kwh"), jobs, ["energy_kwh"])
+    attributed = attribute_gpu_hours(gpu_hours.select("hour_at", "day", "gpu_uuid", "energy_kwh"), jobs, ["energy_kwh"],
+                                     energy_shares)
     usage, idle = shift_inputs(attributed, gpu_hours.select("gpu_uuid", "site"), deferrable, UNALLOCATED)
     return plan_shifts(usage, idle, values, window_hours).with_columns(pl.lit(day, dtype=pl.Date).alias("day"))
 
@@ -136,23 +139,24 @@ def _empty_shift_inputs() -> tuple[pl.DataFrame, pl.DataFrame]:
     return usage, idle
 
 
-def carbon_shift_rows(gpu_hours: pl.DataFrame, jobs: pl.DataFrame, grid: pl.DataFrame, window_hours: int) -> pl.DataFrame:
+def carbon_shift_rows(gpu_hours: pl.DataFrame, jobs: pl.DataFrame, grid: pl.DataFrame, window_hours: int,
+                      energy_shares: pl.DataFrame | None = None) -> pl.DataFrame:
     """rpt_shift_carbon_daily rows: plan against PUE x intensity (gCO2e per IT kWh) of `grid`
     (rpt_context_grid_hourly rows)."""
     values = grid.select("site", "hour_at", (pl.col("pue") * pl.col("intensity_gco2e_per_kwh")).alias("value_per_kwh"))
-    return shift_rows(gpu_hours, jobs, values, window_hours).select(
+    return shift_rows(gpu_hours, jobs, values, window_hours, energy_shares).select(
         "day", "site", "team", "job_id", "energy_kwh", "gpu_hours", pl.col("as_run").alias("carbon_gco2e"),
         pl.col("planned").alias("shifted_carbon_gco2e"), pl.col("saving").alias("carbon_saving_gco2e"),
         "moved_gpu_hours", pl.col("best_hour_at").alias("best_carbon_hour_at"))
 
 
 def cost_shift_rows(gpu_hours: pl.DataFrame, jobs: pl.DataFrame, site_pue: pl.DataFrame, prices: pl.DataFrame,
-                    window_hours: int) -> pl.DataFrame:
+                    window_hours: int, energy_shares: pl.DataFrame | None = None) -> pl.DataFrame:
     """rpt_shift_cost_daily rows: plan against PUE x price (USD per IT kWh). site_pue: (site,
     hour_at, pue) for every hour of the day; prices: (hour_at, price_usd_per_kwh)."""
     values = site_pue.join(prices, on="hour_at", how="left").select(
         "site", "hour_at", (pl.col("pue") * pl.col("price_usd_per_kwh")).alias("value_per_kwh"))
-    return shift_rows(gpu_hours, jobs, values, window_hours).select(
+    return shift_rows(gpu_hours, jobs, values, window_hours, energy_shares).select(
         "day", "site", "team", "job_id", "energy_kwh", "gpu_hours", pl.col("as_run").alias("energy_cost_usd"),
         pl.col("planned").alias("shifted_energy_cost_usd"), pl.col("saving").alias("cost_saving_usd"),
         "moved_gpu_hours", pl.col("best_hour_at").alias("best_cost_hour_at"))

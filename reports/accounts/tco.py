@@ -230,7 +230,8 @@ def tco_day(con, day: dt.date, settings: TcoSettings, data_dir: Path | None) -> 
     replace_report_day(con, "rpt_context_price_hourly", day,
                        price_context(site_hours, prices, ", ".join(k for k, n in sorted(price_counts.items()) if n), ctx,
                                      settings.green_premium_below_renewable_pct))
-    shift = cost_shift_rows(ctx, jobs, site_hours.select("site", "hour_at", "pue"), prices, settings.shift_window_hours)
+    shift = cost_shift_rows(ctx, jobs, site_hours.select("site", "hour_at", "pue"), prices, settings.shift_window_hours,
+                            prepared.energy_shares)
     replace_report_day(con, "rpt_shift_cost_daily", day, shift)
 
     def total(col: str) -> float:

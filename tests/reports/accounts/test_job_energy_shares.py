@@ -42,7 +42,7 @@ def _world(root, *, efficiency: bool):
                          energy_mj_total=10**9 + counter_mj, power_limit_w=700.0, source="nvml"))
     write_dataset(lake, "gpu_samples", pa.Table.from_pylist(rows))
     job = dict(job_id="train-1", host="node-01", gpu_uuid="GPU-0", team="vision", user="ana", stage="training",
-               workload_class="throughput")
+               workload_class="throughput", deferrable=True)
     write_dataset(lake, "jobs", pa.Table.from_pylist([
         {**job, "started_at": MIDNIGHT, "ended_at": MIDNIGHT + dt.timedelta(minutes=30)},
         {**job, "started_at": MIDNIGHT + dt.timedelta(hours=1), "ended_at": MIDNIGHT + dt.timedelta(minutes=75)}]))
@@ -80,6 +80,10 @@ def test_a_jobs_energy_is_what_the_gpu_drew_while_it_ran(tmp_path):
         eff = con.execute("SELECT energy_kwh * 1000 FROM fct_job_efficiency WHERE job_id = 'train-1'").fetchone()[0]
         assert eff == pytest.approx(energy["train-1"][0], rel=1e-9)
         assert carbon.energy_kwh == pytest.approx(cost.energy_kwh)
+        # and the time-shifting estimate moves the energy the job drew
+        it_kwh = _rows(con, "rpt_carbon_daily", "energy_kwh")["train-1"][0]
+        shifted = con.execute("SELECT sum(energy_kwh) FROM rpt_shift_carbon_daily WHERE job_id = 'train-1'").fetchone()[0]
+        assert shifted == pytest.approx(it_kwh, rel=1e-9)
     finally:
         con.close()
 

@@ -40,6 +40,8 @@ INVENTORY_COLUMNS = (
     "gpu_uuid", "host", "gpu_index", "gpu_model", "rack", "site", "region", "purchased_on",
     "purchase_price_usd", "embodied_kgco2e", "lifetime_years",
 )
+# Columns an inventory may lack: int_inventory.sql reads them NULL there.
+OPTIONAL_INVENTORY_COLUMNS = ("retired_on",)
 
 
 class BuildError(RuntimeError):
@@ -137,10 +139,25 @@ def inventory_file(path: str, scratch: Path) -> tuple[str, bool]:
                 f"inventory file {path} lacks columns {missing}; expected a header row with "
                 f"{', '.join(INVENTORY_COLUMNS)}"
             )
-        return path, True
+        return _with_optional_columns(path, header, scratch), True
     empty = scratch / "inventory-empty.csv"
-    empty.write_text(",".join(INVENTORY_COLUMNS) + "\n")
+    empty.write_text(",".join(INVENTORY_COLUMNS + OPTIONAL_INVENTORY_COLUMNS) + "\n")
     return str(empty), False
+
+
+def _with_optional_columns(path: str, header: list[str], scratch: Path) -> str:
+    """`path`, or a copy in `scratch` with the optional columns it lacks added empty, so the SQL
+    (DuckDB's and Spark's alike) names them whatever the file's age. An inventory is one row per
+    GPU: the copy is small."""
+    lacking = [c for c in OPTIONAL_INVENTORY_COLUMNS if c not in header]
+    if not lacking:
+        return path
+    copy = scratch / "inventory-completed.csv"
+    with open(path, newline="", encoding="utf-8") as src, open(copy, "w", newline="", encoding="utf-8") as dst:
+        out = csv.writer(dst)
+        for i, row in enumerate(csv.reader(src)):
+            out.writerow(row + (lacking if i == 0 else [""] * len(lacking)))
+    return str(copy)
 
 
 def ensure_views(con: duckdb.DuckDBPyConnection) -> tuple[str, ...]:

@@ -35,7 +35,7 @@ import polars as pl
 
 from joulehouse.collectors import lakefs
 from joulehouse.models.settings import ModelSettings
-from joulehouse.warehouse.build import INVENTORY_COLUMNS, build_parameters, inventory_file
+from joulehouse.warehouse.build import INVENTORY_COLUMNS, OPTIONAL_INVENTORY_COLUMNS, build_parameters, inventory_file
 from joulehouse.warehouse.settings import WarehouseSettings
 from joulehouse.warehouse.spark_dialect import SparkDialectError, SparkStatements, parameters
 from joulehouse.warehouse.sqlio import SqlFiles
@@ -142,8 +142,9 @@ def register_inventory(spark: Any, settings: WarehouseSettings) -> bool:
         path, found = inventory_file(settings.inventory_path, Path(scratch))
         with open(path, newline="", encoding="utf-8") as fh:
             rows = list(csv.DictReader(fh))
-    schema = ", ".join(f"`{c}` string" for c in INVENTORY_COLUMNS)
-    spark.createDataFrame([tuple(r.get(c) for c in INVENTORY_COLUMNS) for r in rows], schema) \
+    columns = INVENTORY_COLUMNS + OPTIONAL_INVENTORY_COLUMNS
+    schema = ", ".join(f"`{c}` string" for c in columns)
+    spark.createDataFrame([tuple(r.get(c) for c in columns) for r in rows], schema) \
         .createOrReplaceTempView("inventory_csv")
     _view(spark, "int_inventory", {})
     return found

@@ -17,10 +17,8 @@
 --   retired_on [YYYY-MM-DD] the day the GPU left the fleet (sold, scrapped, moved to another site):
 --     from that day on its unread hours are charged nothing (reports/accounts/fleet_hours.py)
 WITH csv_rows AS (
-    -- an optional column added by name: NULL where the file does not have it
+    -- a file without an optional column was given it, empty (warehouse.build.inventory_file)
     SELECT * FROM read_csv($inventory_path, header = true, all_varchar = true)
-    UNION ALL BY NAME
-    SELECT NULL::VARCHAR AS retired_on WHERE false
 )
 SELECT
     trim(gpu_uuid) AS gpu_uuid,

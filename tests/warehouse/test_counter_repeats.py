@@ -70,3 +70,19 @@ def test_scrapes_jittering_around_the_collection_lose_nothing(tmp_path_factory, 
         con.close()
     assert r["coverage_ratio"] == pytest.approx(1.0, abs=2 / 3600) and r["energy_source"] == "counter"
     assert r["energy_j"] / (r["coverage_ratio"] * 3600) == pytest.approx(power_w, rel=0.01)
+
+
+def test_a_driver_reload_inside_a_repeating_stream_loses_at_most_one_collection(lake, warehouse):
+    """The counter restarts from 0 at 00:30 (a driver reload) while Prometheus scrapes twice per
+    collection: the runs before and after the reload are each one counter interval, and the
+    reload's interval counts the energy since the reload (a lower bound)."""
+    rows = held_readings(300.0, 30, 15)
+    for r in rows:
+        t = (r["sampled_at"] - rows[0]["sampled_at"]).total_seconds() + 0.3
+        if t >= 1800:
+            r["energy_mj_total"] -= 10**9 + round(300.0 * 1800 * 1000)
+    write(lake, rows)
+    r = hourly(warehouse())[0]
+    assert r["energy_source"] == "counter"
+    read_s = 3600 - 0.3  # the first reading is at 00:00:00.3
+    assert 300.0 * (read_s - 30) * (1 - 1e-9) <= r["energy_j"] <= 300.0 * read_s * (1 + 1e-9)

@@ -16,7 +16,6 @@ Parquet files beside the file, written once and read through a view (warehouse/r
 
 from __future__ import annotations
 
-import csv
 import datetime as dt
 import tempfile
 import time
@@ -35,14 +34,7 @@ from joulehouse.warehouse.host_batches import BUILD_SQL, host_batches
 from joulehouse.warehouse.lake_contract import (LakeContractError, build_dates, check_required, contract_view,
                                                   day_files, ensure_contract_views, narrowed, stand_in_files)
 from joulehouse.warehouse.sqlio import ensure_columns, relation_exists, replace_day, transaction
-
-INVENTORY_COLUMNS = (
-    "gpu_uuid", "host", "gpu_index", "gpu_model", "rack", "site", "region", "purchased_on",
-    "purchase_price_usd", "embodied_kgco2e", "lifetime_years",
-)
-# Columns an inventory may lack: int_inventory.sql reads them NULL there.
-OPTIONAL_INVENTORY_COLUMNS = ("retired_on",)
-
+from joulehouse.warehouse.inventory import InventoryError, inventory_file
 
 class BuildError(RuntimeError):
     """Building a day failed; the message names the day, the relation and the cause."""
@@ -110,54 +102,6 @@ def _dataset_present(lake: str | None, dataset: str) -> bool:
         fs = lakefs.filesystem(lake)
         return bool(fs.glob(f"{lake.split('://', 1)[1]}/{dataset}/date=*/*/*.parquet"))
     return any((Path(lake) / dataset).glob("date=*/*/*.parquet"))
-
-
-def inventory_file(path: str, scratch: Path) -> tuple[str, bool]:
-    """The inventory CSV to read, checked for its header; an empty one when none is configured.
-    An inventory on object storage (a URL) is copied into `scratch` first. A configured path that
-    names no file is an error: built without it, every GPU's capital and embodied carbon would come
-    from the defaults (+46% on a trial's cost of the day) with nothing saying why."""
-    configured = path
-    if path and lakefs.is_url(path):
-        fs = lakefs.filesystem(path)
-        if fs.exists(path):
-            local = scratch / "inventory.csv"
-            fs.get_file(path, str(local))
-            path = str(local)
-    if path and not Path(path).is_file():
-        raise BuildError(f"inventory file {configured} ([warehouse] inventory_path) does not exist or is not a file; "
-                         "give the site's inventory CSV, or inventory_path = \"\" to build without one")
-    if path:
-        try:
-            with open(path, newline="", encoding="utf-8") as fh:
-                header = [h.strip() for h in next(csv.reader(fh), [])]
-        except (OSError, UnicodeDecodeError, csv.Error) as exc:
-            raise BuildError(f"inventory file {configured} cannot be read as a CSV: {exc}") from None
-        missing = [c for c in INVENTORY_COLUMNS if c not in header]
-        if missing:
-            raise BuildError(
-                f"inventory file {path} lacks columns {missing}; expected a header row with "
-                f"{', '.join(INVENTORY_COLUMNS)}"
-            )
-        return _with_optional_columns(path, header, scratch), True
-    empty = scratch / "inventory-empty.csv"
-    empty.write_text(",".join(INVENTORY_COLUMNS + OPTIONAL_INVENTORY_COLUMNS) + "\n")
-    return str(empty), False
-
-
-def _with_optional_columns(path: str, header: list[str], scratch: Path) -> str:
-    """`path`, or a copy in `scratch` with the optional columns it lacks added empty, so the SQL
-    (DuckDB's and Spark's alike) names them whatever the file's age. An inventory is one row per
-    GPU: the copy is small."""
-    lacking = [c for c in OPTIONAL_INVENTORY_COLUMNS if c not in header]
-    if not lacking:
-        return path
-    copy = scratch / "inventory-completed.csv"
-    with open(path, newline="", encoding="utf-8") as src, open(copy, "w", newline="", encoding="utf-8") as dst:
-        out = csv.writer(dst)
-        for i, row in enumerate(csv.reader(src)):
-            out.writerow(row + (lacking if i == 0 else [""] * len(lacking)))
-    return str(copy)
 
 
 def ensure_views(con: duckdb.DuckDBPyConnection) -> tuple[str, ...]:
@@ -258,7 +202,10 @@ def build_day(
     if "gpu_samples" in missing:
         raise BuildError(f"the lake has no gpu_samples files; cannot build {day}")
     with tempfile.TemporaryDirectory(prefix="jh-build-") as scratch:
-        inventory, inventory_found = inventory_file(settings.inventory_path, Path(scratch))
+        try:
+            inventory, inventory_found = inventory_file(settings.inventory_path, Path(scratch))
+        except InventoryError as exc:
+            raise BuildError(f"cannot build {day}: {exc}") from None
         params = build_parameters(day, settings, now, inventory)
         t0 = time.perf_counter()
         files = _day_files(con, day, Path(scratch))

@@ -35,7 +35,8 @@ import polars as pl
 
 from joulehouse.collectors import lakefs
 from joulehouse.models.settings import ModelSettings
-from joulehouse.warehouse.build import INVENTORY_COLUMNS, OPTIONAL_INVENTORY_COLUMNS, build_parameters, inventory_file
+from joulehouse.warehouse.build import build_parameters
+from joulehouse.warehouse.inventory import INVENTORY_COLUMNS, OPTIONAL_INVENTORY_COLUMNS, inventory_file
 from joulehouse.warehouse.settings import WarehouseSettings
 from joulehouse.warehouse.spark_dialect import SparkDialectError, SparkStatements, parameters
 from joulehouse.warehouse.sqlio import SqlFiles

@@ -82,6 +82,32 @@ def test_an_inventory_may_say_when_a_gpu_left_the_fleet(lake, tmp_path, warehous
     assert con.execute("SELECT gpu_uuid, retired_on FROM dim_gpu").fetchall() == [("GPU-known", None)]
 
 
+@pytest.mark.parametrize(("column", "value", "kind"), [
+    ("retired_on", "yesterday", "day"), ("purchased_on", "2024-13-01", "day"),
+    ("purchase_price_usd", "30k", "number"), ("gpu_index", "two", "whole number")])
+def test_a_wrong_inventory_value_names_the_file_line_and_column(lake, tmp_path, warehouse, column, value, kind):
+    """Before, DuckDB's cast failed the day naming the value and the SQL, not the file or its line.
+    What DuckDB's casts accept still builds (2024-3-1, 1e3)."""
+    write(lake, gpu_rows(range(0, 5), 100.0))
+    from joulehouse.settings import WarehouseSettings
+
+    row = dict(gpu_uuid="GPU-0", host="node-01", gpu_index="0", gpu_model="H100", rack="r1", site="s", region="FR",
+               purchased_on="2024-03-01", purchase_price_usd="30000", embodied_kgco2e="150", lifetime_years="5",
+               retired_on="")
+    good = dict(row, gpu_uuid="GPU-1")
+    inventory = tmp_path / "inventory.csv"
+    inventory.write_text(",".join(row) + "\n" + ",".join(good.values()) + "\n"
+                         + ",".join(dict(row, **{column: value}).values()) + "\n")
+    with pytest.raises(BuildError, match=rf"^cannot build {DAY}: inventory file {inventory} line 3: {column} "
+                                         rf"'{value}' is not a {kind}"):
+        warehouse(settings=WarehouseSettings(inventory_path=str(inventory)))
+    lenient = tmp_path / "lenient.csv"
+    accepted = dict(row, purchased_on="2024-3-1", purchase_price_usd="3e4")
+    lenient.write_text(",".join(row) + "\n" + ",".join(accepted.values()) + "\n")
+    con = warehouse(settings=WarehouseSettings(inventory_path=str(lenient)))
+    assert con.execute("SELECT purchased_on, purchase_price_usd FROM dim_gpu").fetchall() == [(dt.date(2024, 3, 1), 30000.0)]
+
+
 def test_a_configured_inventory_that_is_not_there_is_refused_naming_it(lake, tmp_path, warehouse):
     """An operator's trial: a typo in inventory_path built the day without an inventory, and the
     cost of the day rose 46% (capital from the defaults) with the path named nowhere."""

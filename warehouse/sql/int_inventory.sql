@@ -17,7 +17,7 @@
 --   retired_on [YYYY-MM-DD] the day the GPU left the fleet (sold, scrapped, moved to another site):
 --     from that day on its unread hours are charged nothing (reports/accounts/fleet_hours.py)
 WITH csv_rows AS (
-    -- a file without an optional column was given it, empty (warehouse.build.inventory_file)
+    -- a file without an optional column was given it, empty (warehouse.inventory.inventory_file)
     SELECT * FROM read_csv($inventory_path, header = true, all_varchar = true)
 )
 SELECT

@@ -44,57 +44,53 @@ def inventory_file(path: str, scratch: Path) -> tuple[str, bool]:
             path = str(local)
     if path and not Path(path).is_file():
         raise InventoryError(f"inventory file {configured} ([warehouse] inventory_path) does not exist or is not a file; "
-                         "give the site's inventory CSV, or inventory_path = \"\" to build without one")
+                             "give the site's inventory CSV, or inventory_path = \"\" to build without one")
     if path:
         try:
             with open(path, newline="", encoding="utf-8") as fh:
-                header = [h.strip() for h in next(csv.reader(fh), [])]
+                rows = list(csv.reader(fh))  # one row per GPU: read once, small
         except (OSError, UnicodeDecodeError, csv.Error) as exc:
             raise InventoryError(f"inventory file {configured} cannot be read as a CSV: {exc}") from None
+        header = [h.strip() for h in (rows[0] if rows else [])]
         missing = [c for c in INVENTORY_COLUMNS if c not in header]
         if missing:
             raise InventoryError(
                 f"inventory file {path} lacks columns {missing}; expected a header row with "
                 f"{', '.join(INVENTORY_COLUMNS)}"
             )
-        _check_values(path, configured)
-        return _with_optional_columns(path, header, scratch), True
+        _check_values(rows, header, configured)
+        return _with_optional_columns(path, rows, header, scratch), True
     empty = scratch / "inventory-empty.csv"
     empty.write_text(",".join(INVENTORY_COLUMNS + OPTIONAL_INVENTORY_COLUMNS) + "\n")
     return str(empty), False
 
 
-def _with_optional_columns(path: str, header: list[str], scratch: Path) -> str:
+def _with_optional_columns(path: str, rows: list[list[str]], header: list[str], scratch: Path) -> str:
     """`path`, or a copy in `scratch` with the optional columns it lacks added empty, so the SQL
-    (DuckDB's and Spark's alike) names them whatever the file's age. An inventory is one row per
-    GPU: the copy is small."""
+    (DuckDB's and Spark's alike) names them whatever the file's age."""
     lacking = [c for c in OPTIONAL_INVENTORY_COLUMNS if c not in header]
     if not lacking:
         return path
     copy = scratch / "inventory-completed.csv"
-    with open(path, newline="", encoding="utf-8") as src, open(copy, "w", newline="", encoding="utf-8") as dst:
-        out = csv.writer(dst)
-        for i, row in enumerate(csv.reader(src)):
-            out.writerow(row + (lacking if i == 0 else [""] * len(lacking)))
+    with open(copy, "w", newline="", encoding="utf-8") as dst:
+        csv.writer(dst).writerows(row + (lacking if i == 0 else [""] * len(lacking)) for i, row in enumerate(rows))
     return str(copy)
 
 
-def _check_values(path: str, configured: str) -> None:
+def _check_values(rows: list[list[str]], header: list[str], configured: str) -> None:
     """Every typed value casts as int_inventory.sql casts it (DuckDB says), or InventoryError names
-    the first that does not."""
+    the first that does not (its line: the file's, rows are its physical lines but for quoted breaks)."""
     places: dict[str, list[tuple[int, str, str]]] = {kind: [] for kind in _KINDS}
-    with open(path, newline="", encoding="utf-8") as fh:
-        reader = csv.DictReader(fh)
-        reader.fieldnames = [name.strip() for name in reader.fieldnames or []]
-        for row in reader:
-            for column, kind in TYPED_COLUMNS.items():
-                value = (row.get(column) or "").strip()
-                if value:
-                    places[kind].append((reader.line_num, column, value))
+    index = {column: header.index(column) for column in TYPED_COLUMNS if column in header}
+    for line, row in enumerate(rows[1:], start=2):
+        for column, i in index.items():
+            value = row[i].strip() if i < len(row) else ""
+            if value:
+                places[TYPED_COLUMNS[column]].append((line, column, value))
     params = {_KINDS[kind]: [value for _, _, value in found] for kind, found in places.items()}
-    bad = [places[kind][place - 1] for kind, place in
-           duckdb.connect().execute(BUILD_SQL.text("inventory_bad_value"), params).fetchall()]
-    if bad:
-        line, column, value = min(bad)
+    with duckdb.connect() as con:
+        failed = con.execute(BUILD_SQL.text("inventory_bad_value"), params).fetchall()
+    if failed:
+        line, column, value = min(places[kind][place - 1] for kind, place in failed)
         raise InventoryError(f"inventory file {configured} line {line}: {column} {value!r} is not a "
                              f"{TYPED_COLUMNS[column]}")

@@ -68,9 +68,15 @@ def ensure_contract_views(con: duckdb.DuckDBPyConnection) -> None:
     for dataset, schema in DATASETS.items():
         cols = [f'CAST(NULL AS {DUCK_TYPES[str(f.type)]}) AS "{f.name}"' for f in schema]
         cols.append("CAST(NULL AS DATE) AS date")
+        # every timestamp column of the contract is required, so each file has it: cast in the
+        # files' own SELECT, a file in nanoseconds (pandas' default) or without a time zone reads
+        # as the writer's TIMESTAMPTZ (a no-op, elided, where every file is the writer's)
+        casts = [f'CAST("{f.name}" AS TIMESTAMPTZ) AS "{f.name}"' for f in schema
+                 if DUCK_TYPES[str(f.type)] == "TIMESTAMPTZ" and f.name in REQUIRED_COLUMNS[dataset]]
         con.execute(f"CREATE OR REPLACE VIEW {contract_view(dataset)} AS SELECT {', '.join(cols)} WHERE false")
         con.execute(f"CREATE OR REPLACE VIEW {lake_view(dataset)} AS "
                     + template.replace("{dataset}", dataset).replace("{contract_view}", contract_view(dataset))
+                    .replace("{timestamp_casts}", f" REPLACE ({', '.join(casts)})" if casts else "")
                     .replace("{lake_fallback}", fallback))  # last: a path's own braces are left as they are
 
 

@@ -112,6 +112,25 @@ def test_numbers_of_another_width_and_a_struct_with_a_documented_name_inside_sti
     assert _build(tmp_path, lake)[1].clean_gpu_rows == 5
 
 
+@pytest.mark.parametrize("stored", [pa.timestamp("ns"), pa.timestamp("ns", tz="UTC"), pa.timestamp("ms", tz="UTC"),
+                                    pa.timestamp("us")], ids=str)
+def test_timestamps_in_another_unit_or_without_a_zone_build_beside_the_writers_own(tmp_path, lake, stored):
+    """pandas writes nanoseconds: such a file stopped the day on 'Cannot mix values of type
+    TIMESTAMP_NS and TIMESTAMP WITH TIME ZONE' (or no epoch_us for TIMESTAMPTZ_NS), naming no file."""
+    ours = _gpu_minimal(61, "GPU-OURS", power_w=pa.array([100.0] * 61, pa.float64()))
+    _put(lake, "gpu_samples", "node-x", ours, "ours.parquet")
+    theirs = _gpu_minimal(61, "GPU-THEIRS", energy_mj_total=pa.array([5_000_000 + 300_000 * i for i in range(61)]))
+    naive = [t.replace(tzinfo=None) for t in theirs["sampled_at"].to_pylist()]  # UTC wall times
+    theirs["sampled_at"] = pa.array(naive, pa.timestamp("us")).cast(stored)
+    _put(lake, "gpu_samples", "node-y", theirs, "theirs.parquet")
+    con, built = _build(tmp_path, lake)
+    assert built.clean_gpu_rows == 122 and built.quarantined_gpu_rows == 0
+    energy = dict(con.execute("SELECT gpu_uuid, energy_kwh * 3.6e6 FROM fct_gpu_energy_hourly").fetchall())
+    assert energy == {"GPU-OURS": pytest.approx(100.0 * 60), "GPU-THEIRS": pytest.approx(300.0 * 60)}
+    first = con.execute("SELECT min(sampled_at) FROM stg_gpu_samples WHERE gpu_uuid = 'GPU-THEIRS'").fetchone()[0]
+    assert first == MIDNIGHT
+
+
 def _minimal_rows(dataset: str, host: str) -> dict:
     """One row of `dataset` with its required columns only."""
     value = {pa.types.is_timestamp: MIDNIGHT + dt.timedelta(hours=1), pa.types.is_string: host,

@@ -41,6 +41,18 @@ def test_the_valid_copy_of_a_duplicated_reading_is_kept(tmp_path):
     assert e * 3.6e6 == pytest.approx(100.0 * 19) and coverage * 3600 == pytest.approx(19)
 
 
+def test_of_two_valid_copies_the_one_with_the_counter_is_kept(tmp_path):
+    """The copy without the counter sorted first by its lower power: the counter then had a hole of
+    two intervals around it, bridged by power (a 1 Hz sample of a GPU whose draw moves within it)."""
+    rows = gpu_rows(range(0, 61), 300.0, counter_mj=lambda t: 1_000_000 + int(t) * 500_000, temp_c=50.0)
+    emptier = dict(rows[30], power_w=200.0, energy_mj_total=None)
+    (tmp_path / "a").mkdir()
+    energy, reasons = _hourly(tmp_path / "a", rows + [emptier])
+    assert reasons == {"duplicate_key": 1}
+    (e, coverage), = energy.values()
+    assert e * 3.6e6 == pytest.approx(500.0 * 60) and coverage * 3600 == pytest.approx(60)
+
+
 @PROPERTY
 @given(copies=st.lists(st.tuples(st.integers(0, 299), st.sampled_from(range(len(INVALID)))), min_size=1, max_size=40),
        powers=st.lists(st.floats(0, 650, allow_nan=False, width=32), min_size=300, max_size=300))

@@ -5,7 +5,7 @@ from __future__ import annotations
 import datetime as dt
 
 import pytest
-from warehouse_lakes import DAY, gpu_rows, write
+from warehouse_lakes import DAY, gpu_rows, hourly, write
 
 from joulehouse.warehouse.build import BuildError
 
@@ -18,6 +18,7 @@ BAD_ROWS = {
     "util_out_of_range": dict(util_gpu_pct=140.0),
     "counter_negative": dict(energy_mj_total=-5),
     "power_not_finite": dict(power_w=float("nan")),
+    "limit_not_finite": dict(power_limit_w=float("nan")),
 }
 
 
@@ -41,6 +42,28 @@ def test_power_without_a_known_limit_is_checked_against_the_absolute_bound(lake,
     write(lake, rows)
     got = dict(warehouse().execute("SELECT reason, count(*) FROM quarantine_gpu_samples GROUP BY reason").fetchall())
     assert got == {"power_over_bound": 1, "power_unit_mw": 1}
+
+
+@pytest.mark.parametrize("limit_w", [float("nan"), float("inf")])
+def test_a_limit_that_is_not_a_number_never_lets_a_counter_glitch_or_a_mw_reading_through(lake, warehouse, limit_w):
+    """NaN compares above every number in DuckDB: a NaN limit passed power_w > 1.5 x limit and made
+    the counter's plausible maximum NaN, so a +2.5 kWh glitch read as 2.8 kWh for a 300 W hour."""
+    glitch_mj = 9_000_000_000
+
+    def counter(t):
+        return 300 * t * 1000 + (glitch_mj if t >= 610 else 0)
+
+    rows = gpu_rows(range(0, 3601, 10), 300.0, counter_mj=counter, source="dcgm")
+    rows[61]["power_limit_w"] = limit_w  # the reading at t = 610 s, where the counter jumps
+    rows[200].update(power_w=20_000.0, power_limit_w=limit_w)  # mW stored as W
+    write(lake, rows)
+    con = warehouse()
+    got = dict(con.execute("SELECT reason, count(*) FROM quarantine_gpu_samples GROUP BY reason").fetchall())
+    assert got == {"limit_not_finite": 2}
+    # 300 W over the hour but the 20 s around the glitch, whose counter jump is implausible and
+    # longer than a power gap may be bridged
+    hour = hourly(con)[0]
+    assert hour["energy_j"] == pytest.approx(300.0 * (3600 - 20)) and hour["coverage_ratio"] == pytest.approx(3580 / 3600)
 
 
 def test_gpu_missing_from_inventory_is_kept_and_flagged(lake, tmp_path, warehouse):

@@ -13,9 +13,13 @@
 --     interval_s from them, so neither sorts the day again.
 --   reason [text] why the row is quarantined (NULL: clean). Rules, first match wins:
 --     duplicate_key: a second row with the same (gpu_uuid, sampled_at, source); of the copies a
---       valid one is kept (then the lowest power), so a reading is never lost to its invalid copy;
+--       valid one is kept, then one with both power and counter (a copy without the counter would
+--       leave the counter's interval a hole), then the lowest power, so a reading is never lost to
+--       its invalid or emptier copy;
 --     future_timestamp: sampled_at later than build time + max_clock_skew_s;
---     power_not_finite; power_negative; counter_negative;
+--     power_not_finite; limit_not_finite: power_limit_w NaN or infinite (every bound below and the
+--       energy's plausible maximum compare with it, and NaN passes them all); power_negative;
+--     counter_negative;
 --     power_unit_mw: power_w > 100x the power limit (or 10x the absolute bound): mW stored as W;
 --     power_over_limit: power_w > max_power_over_limit_ratio x power_limit_w;
 --     power_over_bound: no limit known and power_w > max_power_abs_w;
@@ -70,16 +74,18 @@ finite AS (
     SELECT
         *,
         -- computed apart: inside the CASE below, DuckDB 2.0.1 let a NaN row fall through to a later rule
-        coalesce(isfinite(power_w), true) AS power_finite
+        coalesce(isfinite(power_w), true) AS power_finite,
+        coalesce(isfinite(power_limit_w), true) AS limit_finite
     FROM window_rows
 ),
 ruled AS (
     -- every rule but duplicate_key, first: a duplicate is ranked by it, so a valid copy is kept
     SELECT
-        * EXCLUDE (power_finite),
+        * EXCLUDE (power_finite, limit_finite),
         CASE
             WHEN sampled_at > $now::TIMESTAMPTZ + to_seconds($max_clock_skew_s) THEN 'future_timestamp'
             WHEN NOT power_finite THEN 'power_not_finite'
+            WHEN NOT limit_finite THEN 'limit_not_finite'
             WHEN power_w < 0 THEN 'power_negative'
             WHEN energy_mj_total < 0 THEN 'counter_negative'
             WHEN power_limit_w > 0 AND power_w > 100 * power_limit_w THEN 'power_unit_mw'
@@ -102,8 +108,9 @@ checked AS (
     FROM ruled AS r
     ANTI JOIN duplicate_keys AS k USING (gpu_uuid, sampled_at, source)
     UNION ALL
-    -- of the copies of one key, a valid one first (then the lowest power, the lowest counter):
-    -- a duplicate is quarantined, never the reading it duplicates
+    -- of the copies of one key, a valid one first, then the one with more of power and counter
+    -- (then the lowest power, the lowest counter): a duplicate is quarantined, never the reading
+    -- it duplicates
     SELECT
         * EXCLUDE (rule_reason, duplicate_rank),
         CASE WHEN duplicate_rank > 1 THEN 'duplicate_key' ELSE rule_reason END AS reason
@@ -112,7 +119,9 @@ checked AS (
             r.*,
             row_number() OVER (
                 PARTITION BY gpu_uuid, sampled_at, source
-                ORDER BY rule_reason IS NULL DESC, power_w NULLS LAST, energy_mj_total NULLS LAST, host, gpu_index
+                ORDER BY rule_reason IS NULL DESC,
+                         (power_w IS NOT NULL)::INTEGER + (energy_mj_total IS NOT NULL)::INTEGER DESC,
+                         power_w NULLS LAST, energy_mj_total NULLS LAST, host, gpu_index
             ) AS duplicate_rank
         FROM ruled AS r
         SEMI JOIN duplicate_keys AS k USING (gpu_uuid, sampled_at, source)

@@ -75,15 +75,15 @@ def test_duplicated_readings_and_negative_power_in_staging_stop_the_day(lake, wa
     readings_as_table(con)
     con.execute("INSERT INTO stg_gpu_samples SELECT * FROM stg_gpu_samples WHERE sampled_at < ?",
                 [MIDNIGHT + dt.timedelta(seconds=5)])
-    con.execute("UPDATE stg_gpu_samples SET power_w = -20 WHERE sampled_at >= ? AND sampled_at < ?",
+    con.execute("UPDATE stg_gpu_samples SET power_w = -20.046 WHERE sampled_at >= ? AND sampled_at < ?",
                 [MIDNIGHT + dt.timedelta(seconds=100), MIDNIGHT + dt.timedelta(seconds=103)])
     with pytest.raises(BlockingCheckFailed) as err:
         run_gate(con, DAY, WarehouseSettings())
     failed = _failed(con)
     assert failed[("stg_gpu_samples", "expect_compound_columns_to_be_unique(gpu_uuid,sampled_at,source)")] == (
         "10 rows of 605 share their (gpu_uuid, sampled_at, source) with another row")
-    assert failed[("stg_gpu_samples", "expect_column_values_to_be_between(power_w)")].startswith(
-        "3 rows of 605 have power_w < 0")
+    assert failed[("stg_gpu_samples", "expect_column_values_to_be_between(power_w)")] == (
+        "3 rows of 605 have power_w < 0 (lowest power_w: -20.046 W)")  # not the FLOAT as a DOUBLE, -20.04599952697754
     # 600 raw readings, 605 clean + 0 quarantined: rows appeared from nowhere.
     assert "600 raw rows" in failed[("stg_gpu_samples",
                                      "expect_column_pair_values_to_be_equal(raw_rows,clean_plus_quarantined_rows)")]

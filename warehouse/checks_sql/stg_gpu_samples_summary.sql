@@ -12,7 +12,7 @@
 --     key columns are all NULL are left out, as it does)
 --   power_w_rows [count] rows with a power_w reading
 --   power_w_negative_rows [count] rows with power_w < 0
---   power_w_min [W] lowest power_w (NULL when none)
+--   power_w_min [W] lowest power_w, to the mW (NULL when none)
 --   power_w_null_rows [count] rows with power_w NULL
 --   power_w_null_share [0..1] power_w_null_rows / n_rows (0 when there are no rows)
 --   not_in_inventory_rows [count] rows with in_inventory = false
@@ -85,7 +85,8 @@ SELECT
     (SELECT coalesce(sum(copies), 0) FROM duplicate_keys)::BIGINT AS duplicate_key_rows,
     t.power_w_rows,
     t.power_w_negative_rows,
-    t.power_w_min,
+    -- the lake stores power_w as FLOAT: as a DOUBLE, 48.046 W read 48.04600143432617 W in the report
+    round(t.power_w_min::DOUBLE, 3) AS power_w_min,
     t.n_rows - t.power_w_rows AS power_w_null_rows,
     CASE WHEN t.n_rows > 0 THEN (t.n_rows - t.power_w_rows) / t.n_rows ELSE 0 END AS power_w_null_share,
     t.not_in_inventory_rows,

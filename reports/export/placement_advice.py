@@ -92,7 +92,8 @@ def _hosts(prefs: dict[tuple[str, str], dict[str, Any]], extra: pl.DataFrame | N
     hosts: dict[str, Any] = {}
     for (host, uuid), p in sorted(prefs.items()):
         s = savings.get((host, uuid), {})
-        gpu = {**p, "expected_saving_kwh_per_day": round(s.get("saving", 0.0), 3), "latency_risk": s.get("risk")}
+        # + 0.0: a tiny negative share of a placement's saving rounds to -0.0, which the file printed
+        gpu = {**p, "expected_saving_kwh_per_day": round(s.get("saving", 0.0), 3) + 0.0, "latency_risk": s.get("risk")}
         if s.get("park"):
             gpu.update(preference=0, action="park", reason="consolidation frees it: " + s["detail"][0])
         hosts.setdefault(host, {"gpus": {}})["gpus"][uuid] = gpu

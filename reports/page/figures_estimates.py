@@ -55,7 +55,9 @@ def outcome_label(rows: pl.DataFrame) -> pl.Expr:
     change = (pl.col("power_limit_w_before").round(0).cast(pl.Int64).cast(pl.String) + "→"
               + pl.col("power_limit_w_after").round(0).cast(pl.Int64).cast(pl.String) + " W")
     per_gpu = pl.col("host").fill_null("") + " " + pl.col("gpu_uuid").fill_null("").str.slice(0, 12) + ": " + change
-    pooled = (pl.col("gpu_model") + ": " + change + " (all " + pl.col("n_treated_gpus").cast(pl.String) + " GPUs)")
+    gpus = pl.when(pl.col("n_treated_gpus") == 1).then(pl.lit("the one GPU")).otherwise(
+        "all " + pl.col("n_treated_gpus").cast(pl.String) + " GPUs")
+    pooled = pl.col("gpu_model") + ": " + change + " (" + gpus + ")"
     return pl.when(pl.col("scope") == "gpu").then(per_gpu).otherwise(pooled)
 
 

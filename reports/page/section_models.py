@@ -5,6 +5,8 @@ energy prediction error."""
 
 from __future__ import annotations
 
+import math
+
 import polars as pl
 
 from joulehouse.reports.page import figures
@@ -68,9 +70,16 @@ SENSITIVITY_WORDS = {
     "energy_elasticity_to_memory_bandwidth": ("memory (DRAM) activity", "10% more", "GPU energy", "pct"),
     "pue_elasticity_to_it_load": ("IT load", "10% more", "PUE", "pct"),
     "pue_per_outdoor_c": ("outdoor temperature", "1 °C warmer", "PUE", "abs"),
+    "energy_elasticity_to_network_bandwidth": ("network link occupancy", "10% more", "GPU energy", "pct"),
 }
 METHOD_WORDS = {"ols-fe+gpu-bootstrap": "least squares within each GPU model, interval by resampling GPUs (bootstrap)",
                 "ols": "ordinary least squares"}
+
+
+def _decimals(*values: float | None, least: int) -> int:
+    """Decimals that give the smallest non-zero |value| two significant digits (at least `least`, at most 6)."""
+    smallest = min((abs(v) for v in values if v), default=1.0)
+    return min(6, max(least, 1 - math.floor(math.log10(smallest))))
 
 
 def sensitivity_sentence(row: dict) -> str:
@@ -85,17 +94,19 @@ def sensitivity_sentence(row: dict) -> str:
         return f"How {response} follows {driver}{where}: not estimated."
     if kind == "pct":  # an elasticity: 10% more driver -> ~10 x elasticity % more response
         est, low, high = (None if v is None else 10 * v for v in (est, low, high))
-        amount, unit = f"{abs(est):.1f}%", "%"
-    else:
-        amount, unit = f"{abs(est):.3f}", ""
+    # one number of decimals for the estimate and its interval, enough for two significant digits
+    # of the smallest: "0.008 higher PUE (95% interval 0.01 to 0.01)" said nothing of the interval
+    digits = _decimals(est, low, high, least=1 if kind == "pct" else 3)
+    unit = "%" if kind == "pct" else ""
+    amount = f"{abs(est):.{digits}f}{unit}"
     direction = "higher" if est >= 0 else "lower"
     noun = f"{amount} {direction} {response}" if kind == "abs" else f"{amount} {'more' if est >= 0 else 'less'} {response}"
     if low is None or high is None:
         sure = " (no interval)"
     elif low <= 0 <= high:
-        sure = f"; too uncertain to call (95% interval {low:+.2f} to {high:+.2f}{unit} includes no effect)"
+        sure = f"; too uncertain to call (95% interval {low:+.{digits}f} to {high:+.{digits}f}{unit} includes no effect)"
     else:
-        sure = f" (95% interval {low:.2f} to {high:.2f}{unit})"
+        sure = f" (95% interval {low:.{digits}f} to {high:.{digits}f}{unit})"
     return f"{step} {driver}{where} goes with {noun}{sure}."
 
 

@@ -194,3 +194,17 @@ def test_a_time_of_use_tariff_gives_the_next_days_own_periods(shared_data):
         local = t.astimezone(zone)
         period = (tariff.weekend_periods if local.weekday() >= 5 else tariff.weekday_periods)[local.month - 1][local.hour]
         assert price == pytest.approx(1000 * tariff.rates_usd_per_kwh[period])
+
+
+def test_a_saving_that_rounds_to_nothing_is_written_as_zero_not_minus_zero():
+    import json
+
+    import polars as pl
+
+    from joulehouse.reports.export.placement_advice import _hosts
+
+    prefs = {("n1", "GPU-0"): {"preference": 1, "action": "prefer"}}
+    extra = pl.DataFrame(dict(host=["n1"], gpu_uuid=["GPU-0"], kind=["thermal_placement"], detail=["x"],
+                              expected_saving_kwh_per_day=[-0.00004], latency_risk=[None]))
+    text = json.dumps(_hosts(prefs, extra))
+    assert '"expected_saving_kwh_per_day": 0.0' in text and "-0.0" not in text

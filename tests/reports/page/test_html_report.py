@@ -350,3 +350,27 @@ def test_the_few_hours_power_sentence_says_the_models_gpus_together_and_each():
     sentence = fleet_power_sentence(energy)
     assert "GPU model not reported 587 W (8 GPUs, 73 W each)" in sentence
     assert "NVIDIA H200 120 W (1 GPU)" in sentence
+
+
+def test_a_sensitivity_and_its_interval_are_said_to_the_same_useful_precision():
+    """A new user read '0.008 higher PUE (95% interval 0.01 to 0.01)'; and the network elasticity
+    came out raw ('-1.112 d ln(energy) / d ln(occupancy)') beside sentences."""
+    from joulehouse.reports.page.section_models import sensitivity_sentence
+
+    pue = sensitivity_sentence(dict(quantity="pue_per_outdoor_c", estimate=0.008, ci_low=0.0061, ci_high=0.0099))
+    assert pue == "1 °C warmer outdoor temperature goes with 0.0080 higher PUE (95% interval 0.0061 to 0.0099)."
+    network = sensitivity_sentence(dict(quantity="energy_elasticity_to_network_bandwidth", estimate=-1.112,
+                                        ci_low=-2.0, ci_high=0.3, scope="H100", unit="d ln(energy) / d ln(occupancy)"))
+    assert network.startswith("10% more network link occupancy (H100) goes with 11.1% less GPU energy; too uncertain")
+
+
+def test_an_outcome_pooled_over_one_gpu_says_so_in_words():
+    import polars as pl
+
+    from joulehouse.reports.page.figures_estimates import outcome_label
+
+    rows = pl.DataFrame(dict(scope=["gpu_model", "gpu_model"], gpu_model=["H200", "H200"], n_treated_gpus=[1, 4],
+                             power_limit_w_before=[700.0, 700.0], power_limit_w_after=[600.0, 600.0],
+                             host=["n1", "n1"], gpu_uuid=["GPU-1", "GPU-2"]))
+    assert rows.select(outcome_label(rows)).to_series().to_list() == [
+        "H200: 700→600 W (the one GPU)", "H200: 700→600 W (all 4 GPUs)"]  # not "(all 1 GPUs)"

@@ -176,6 +176,19 @@ def _first_line(exc: BaseException) -> str:
     return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
 
 
+def _one_line(exc: BaseException) -> str:
+    """DuckDB's message on one line: its hint ('Did you mean "x"?') kept, the query's echo and
+    caret ('LINE 3: ...' then '^') folded into '(line 3)'."""
+    said, where = [], None
+    for line in str(exc).strip().splitlines():
+        if line.startswith("LINE "):
+            where = line.split(":", 1)[0].lower()
+            break
+        if line.strip():
+            said.append(line.strip())
+    return (" ".join(said) or type(exc).__name__) + (f" ({where})" if where else "")
+
+
 def run_query(con: duckdb.DuckDBPyConnection, sql: str, params: Mapping[str, str] | None = None,
               batch_rows: int = BATCH_ROWS) -> QueryResult:
     """Execute the one read statement `sql` with named parameters `params` (names match
@@ -210,7 +223,7 @@ def run_query(con: duckdb.DuckDBPyConnection, sql: str, params: Mapping[str, str
                 "the warehouse is opened read-only: this statement would change it; "
                 f"joulehouse sql runs {READ_STATEMENTS}"
             ) from None
-        raise QueryError(limits.explain(exc) or f"query failed: {message}") from None
+        raise QueryError(limits.explain(exc) or f"query failed: {_one_line(exc)}") from None
     columns = [d[0] for d in cursor.description] if cursor.description else []
 
     def batches() -> Iterator[list[tuple]]:

@@ -215,12 +215,31 @@ def _print(result, fmt: OutputFormat) -> int:
     return n
 
 
+# A query longer than the command line allows (about 128 KiB) comes on standard input; past this
+# it is no query a person wrote, and reading it whole would hold any amount of memory.
+MAX_STDIN_QUERY_BYTES = 1 << 20
+
+
+def _stdin_query() -> str:
+    """The query piped in (`joulehouse sql - < query.sql`), at most MAX_STDIN_QUERY_BYTES of UTF-8."""
+    from joulehouse.warehouse.sqlrun import QueryError
+
+    data = sys.stdin.buffer.read(MAX_STDIN_QUERY_BYTES + 1)
+    if len(data) > MAX_STDIN_QUERY_BYTES:
+        raise QueryError(f"the query on standard input is longer than {MAX_STDIN_QUERY_BYTES:,} bytes")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise QueryError(f"the query on standard input is not UTF-8 text (byte {exc.start})") from None
+
+
 def register(app: typer.Typer) -> None:
     """Add `sql` to the given app."""
 
     @app.command("sql")
     def sql_command(
-        query: Optional[str] = typer.Argument(None, help="SQL to run, or with --describe a relation name."),
+        query: Optional[str] = typer.Argument(
+            None, help="SQL to run ('-': read it from standard input), or with --describe a relation name."),
         db: Optional[Path] = typer.Option(None, "--db", help="Warehouse DuckDB file."),
         output: OutputFormat = typer.Option(OutputFormat.table, "--format", help="Output format."),
         param: list[str] = typer.Option([], "--param", help="Bound parameter name=value ($name in the SQL)."),
@@ -246,7 +265,7 @@ def register(app: typer.Typer) -> None:
                 return
             if saved and query:
                 raise QueryError("give either a QUERY or --saved NAME, not both")
-            sql = saved_query_sql(saved) if saved else query
+            sql = saved_query_sql(saved) if saved else _stdin_query() if query == "-" else query
             if not sql:
                 raise QueryError("give a QUERY, --saved NAME or --describe")
             if db is None:

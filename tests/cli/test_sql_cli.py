@@ -117,3 +117,25 @@ def test_a_table_shows_every_value_whole_and_as_written(db):
     assert "0.5729121316661" in res.output and "…" not in res.output
     assert "w" * 120 in res.output  # one line: not folded to fit 80 columns in a pipe
     assert "NULL" in res.output and "1 row(s)" in res.output
+
+
+def test_a_query_longer_than_a_command_line_comes_on_standard_input(db):
+    """A generated query passes the ~128 KiB an argument may hold: '-' reads it from stdin, with a cap."""
+    padding = "\n".join(f"-- {i:06d} " + "x" * 90 for i in range(2000))  # about 200 KB of comments
+    query = f"{padding}\nSELECT count(DISTINCT gpu_uuid) AS gpus FROM fct_gpu_energy_hourly WHERE day = $day::DATE"
+    res = CliRunner().invoke(_app(), ["sql", "-", "--db", db, "--format", "json", "--param", "day=2026-01-02"],
+                             input=query)
+    assert res.exit_code == 0, res.output
+    assert json.loads(res.output) == [{"gpus": 3}]
+    from joulehouse.cli.sql import MAX_STDIN_QUERY_BYTES
+
+    res = CliRunner().invoke(_app(), ["sql", "-", "--db", db], input="SELECT 1 " + " " * MAX_STDIN_QUERY_BYTES)
+    assert res.exit_code == 2 and "longer than 1,048,576 bytes" in res.output
+
+
+def test_a_wrong_name_is_refused_in_one_line_with_duckdbs_hint_and_the_line(db):
+    res = run("SELECT gpu_uuid\nFROM fct_gpu_energy_hourli", "--db", db)
+    assert res.exit_code == 2
+    (line,) = res.output.strip().splitlines()
+    assert line.startswith("error: query failed: Catalog Error: Table with name fct_gpu_energy_hourli does not exist!")
+    assert 'Did you mean "fct_gpu_energy_hourly"?' in line and line.endswith("(line 2)")

@@ -180,12 +180,12 @@ def efficiency_section(data: ReportData, figs: FigureWriter) -> Section:
     s.add(figs.div(efficiency_by_setting(per)))
     cols = [c for c in ("gpu_model", "power_limit_w", "stage", "workload_class", "n_jobs", "energy_kwh", *metric_cols)
             if c in per.columns]
-    s.add(table(per.select(cols), digits={"power_limit_w": 0, "requests_per_kwh": 0, "j_per_token": 3, "j_per_sample": 1},
+    s.add(table(per.select(cols), digits={"power_limit_w": 0, "requests_per_kwh": 0, "j_per_token": 3, "j_per_sample": 3},
                 source=source))
     if source == "fct_job_efficiency" and has(data.setting_efficiency, "gpu_model"):
         scols = [c for c in ("gpu_model", "power_limit_w", "stage", "workload_class", "n_jobs", "energy_kwh", *metric_cols)
                  if c in data.setting_efficiency.columns]
         s.add(details(f"By stage and workload class ({data.setting_efficiency.height} rows)",
                       table(data.setting_efficiency.select(scols).sort(scols[:4]), max_rows=100,
-                            digits={"power_limit_w": 0, "requests_per_kwh": 0, "j_per_token": 3, "j_per_sample": 1})))
+                            digits={"power_limit_w": 0, "requests_per_kwh": 0, "j_per_token": 3, "j_per_sample": 3})))
     return s

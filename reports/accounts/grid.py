@@ -63,6 +63,31 @@ def _read_csv(path: Path) -> pl.DataFrame:
     return pl.read_csv(regular_file(path, "grid intensity file", GridFileError), infer_schema=False)
 
 
+def _number(column: str) -> pl.Expr:
+    return pl.col(column).cast(pl.Float64, strict=False)
+
+
+def _utc_time(column: str) -> pl.Expr:
+    # ISO-8601 with Z or an offset (converted to UTC); without either, UTC
+    return pl.col(column).str.to_datetime(time_zone="UTC", time_unit="us", strict=False)
+
+
+def _parsed(path: Path, raw: pl.DataFrame, columns: dict[str, tuple[str | None, pl.Expr]]) -> pl.DataFrame:
+    """`raw` (every cell text) parsed: alias -> (the file's column, its non-strict parse). A cell
+    that does not parse stops with one line naming the file, its line, the column and the value;
+    polars' own cast error named none of them. An empty cell is a missing value (NULL)."""
+    frame = raw.select(*(expr.alias(alias) for alias, (_, expr) in columns.items()))
+    for alias, (source, _) in columns.items():
+        if source is None:
+            continue
+        failed = (raw[source].is_not_null() & frame[alias].is_null()).arg_true()
+        if len(failed):
+            row = int(failed[0])
+            kind = "a time (ISO-8601, UTC)" if alias == "at" else "a number"
+            raise GridFileError(f"{path} line {row + 2}: {source} = {raw[source][row]!r} is not {kind}")
+    return frame
+
+
 def load_electricitymaps_csv(path: Path, basis: str = "direct") -> pl.DataFrame:
     """Electricity Maps hourly export (`Datetime (UTC)` as dd/mm/yyyy HH:MM, gCO2eq/kWh)."""
     columns = {"direct": "Carbon Intensity gCO2eq/kWh (direct)", "lca": "Carbon Intensity gCO2eq/kWh (LCA)"}
@@ -73,12 +98,13 @@ def load_electricitymaps_csv(path: Path, basis: str = "direct") -> pl.DataFrame:
     missing = [c for c in needed if c not in raw.columns]
     if missing:
         raise GridFileError(f"{path}: not an Electricity Maps export, missing columns {missing}")
-    frame = raw.select(
-        pl.col("Datetime (UTC)").str.strptime(pl.Datetime("us"), "%d/%m/%Y %H:%M").dt.replace_time_zone("UTC").alias("at"),
-        pl.col("Zone Id").alias("region"),
-        pl.col(columns[basis]).cast(pl.Float64).alias("intensity_gco2e_per_kwh"),
-        pl.col("Renewable Percentage").cast(pl.Float64).alias("renewable_pct"),
-    )
+    frame = _parsed(path, raw, {
+        "at": ("Datetime (UTC)", pl.col("Datetime (UTC)").str.strptime(pl.Datetime("us"), "%d/%m/%Y %H:%M", strict=False)
+               .dt.replace_time_zone("UTC")),
+        "region": (None, pl.col("Zone Id")),
+        "intensity_gco2e_per_kwh": (columns[basis], _number(columns[basis])),
+        "renewable_pct": ("Renewable Percentage", _number("Renewable Percentage")),
+    })
     return _to_hourly(frame)
 
 
@@ -88,12 +114,12 @@ def load_watttime_moer_csv(path: Path, region: str = "CAISO_NORTH") -> pl.DataFr
     raw = _read_csv(path)
     if not {"point_time", "value"} <= set(raw.columns):
         raise GridFileError(f"{path}: expected WattTime columns point_time,value; got {raw.columns}")
-    frame = raw.select(
-        pl.col("point_time").str.to_datetime(time_zone="UTC", time_unit="us").alias("at"),
-        pl.lit(region).alias("region"),
-        (pl.col("value").cast(pl.Float64) * GCO2E_PER_KWH_PER_LB_PER_MWH).alias("intensity_gco2e_per_kwh"),
-        pl.lit(None, dtype=pl.Float64).alias("renewable_pct"),
-    )
+    frame = _parsed(path, raw, {
+        "at": ("point_time", _utc_time("point_time")),
+        "region": (None, pl.lit(region)),
+        "intensity_gco2e_per_kwh": ("value", _number("value") * GCO2E_PER_KWH_PER_LB_PER_MWH),
+        "renewable_pct": (None, pl.lit(None, dtype=pl.Float64)),
+    })
     return _to_hourly(frame)
 
 
@@ -103,12 +129,12 @@ def load_watttime_historical_csv(path: Path) -> pl.DataFrame:
     raw = _read_csv(path)
     if not {"location", "timestamp", "value"} <= set(raw.columns):
         raise GridFileError(f"{path}: expected columns location,timestamp,value; got {raw.columns}")
-    frame = raw.select(
-        pl.col("timestamp").str.to_datetime(time_zone="UTC", time_unit="us").alias("at"),
-        pl.col("location").alias("region"),
-        (pl.col("value").cast(pl.Float64) * GCO2E_PER_KWH_PER_LB_PER_MWH).alias("intensity_gco2e_per_kwh"),
-        pl.lit(None, dtype=pl.Float64).alias("renewable_pct"),
-    )
+    frame = _parsed(path, raw, {
+        "at": ("timestamp", _utc_time("timestamp")),
+        "region": (None, pl.col("location")),
+        "intensity_gco2e_per_kwh": ("value", _number("value") * GCO2E_PER_KWH_PER_LB_PER_MWH),
+        "renewable_pct": (None, pl.lit(None, dtype=pl.Float64)),
+    })
     return _to_hourly(frame)
 
 
@@ -119,16 +145,14 @@ def load_user_intensity_csv(path: Path) -> pl.DataFrame:
         raise GridFileError(
             f"{path}: expected header at,region,gco2e_per_kwh[,renewable_pct]; got {raw.columns}"
         )
-    renewable = pl.col("renewable_pct").cast(pl.Float64) if "renewable_pct" in raw.columns else pl.lit(None, dtype=pl.Float64)
-    try:
-        frame = raw.select(
-            pl.col("at").str.to_datetime(time_zone="UTC", time_unit="us").alias("at"),
-            pl.col("region"),
-            pl.col("gco2e_per_kwh").cast(pl.Float64).alias("intensity_gco2e_per_kwh"),
-            renewable.alias("renewable_pct"),
-        )
-    except pl.exceptions.PolarsError as exc:
-        raise GridFileError(f"{path}: cannot parse timestamps/values ({exc}); expected ISO-8601 UTC and numbers") from None
+    renewable = ("renewable_pct", _number("renewable_pct")) if "renewable_pct" in raw.columns else (
+        None, pl.lit(None, dtype=pl.Float64))
+    frame = _parsed(path, raw, {
+        "at": ("at", _utc_time("at")),
+        "region": (None, pl.col("region")),
+        "intensity_gco2e_per_kwh": ("gco2e_per_kwh", _number("gco2e_per_kwh")),
+        "renewable_pct": renewable,
+    })
     return _to_hourly(frame)
 
 

@@ -22,6 +22,7 @@ from pathlib import Path
 import polars as pl
 
 from joulehouse.collectors.input_file import regular_file
+from joulehouse.reports.accounts.csv_cells import number, parsed, utc_time
 
 # 1 lb = 453.59237 g, 1 MWh = 1000 kWh.
 GCO2E_PER_KWH_PER_LB_PER_MWH = 0.45359237
@@ -63,31 +64,6 @@ def _read_csv(path: Path) -> pl.DataFrame:
     return pl.read_csv(regular_file(path, "grid intensity file", GridFileError), infer_schema=False)
 
 
-def _number(column: str) -> pl.Expr:
-    return pl.col(column).cast(pl.Float64, strict=False)
-
-
-def _utc_time(column: str) -> pl.Expr:
-    # ISO-8601 with Z or an offset (converted to UTC); without either, UTC
-    return pl.col(column).str.to_datetime(time_zone="UTC", time_unit="us", strict=False)
-
-
-def _parsed(path: Path, raw: pl.DataFrame, columns: dict[str, tuple[str | None, pl.Expr]]) -> pl.DataFrame:
-    """`raw` (every cell text) parsed: alias -> (the file's column, its non-strict parse). A cell
-    that does not parse stops with one line naming the file, its line, the column and the value;
-    polars' own cast error named none of them. An empty cell is a missing value (NULL)."""
-    frame = raw.select(*(expr.alias(alias) for alias, (_, expr) in columns.items()))
-    for alias, (source, _) in columns.items():
-        if source is None:
-            continue
-        failed = (raw[source].is_not_null() & frame[alias].is_null()).arg_true()
-        if len(failed):
-            row = int(failed[0])
-            kind = "a time (ISO-8601, UTC)" if alias == "at" else "a number"
-            raise GridFileError(f"{path} line {row + 2}: {source} = {raw[source][row]!r} is not {kind}")
-    return frame
-
-
 def load_electricitymaps_csv(path: Path, basis: str = "direct") -> pl.DataFrame:
     """Electricity Maps hourly export (`Datetime (UTC)` as dd/mm/yyyy HH:MM, gCO2eq/kWh)."""
     columns = {"direct": "Carbon Intensity gCO2eq/kWh (direct)", "lca": "Carbon Intensity gCO2eq/kWh (LCA)"}
@@ -98,13 +74,12 @@ def load_electricitymaps_csv(path: Path, basis: str = "direct") -> pl.DataFrame:
     missing = [c for c in needed if c not in raw.columns]
     if missing:
         raise GridFileError(f"{path}: not an Electricity Maps export, missing columns {missing}")
-    frame = _parsed(path, raw, {
-        "at": ("Datetime (UTC)", pl.col("Datetime (UTC)").str.strptime(pl.Datetime("us"), "%d/%m/%Y %H:%M", strict=False)
-               .dt.replace_time_zone("UTC")),
+    frame = parsed(path, raw, {
+        "at": ("Datetime (UTC)", utc_time("Datetime (UTC)", "%d/%m/%Y %H:%M")),
         "region": (None, pl.col("Zone Id")),
-        "intensity_gco2e_per_kwh": (columns[basis], _number(columns[basis])),
-        "renewable_pct": ("Renewable Percentage", _number("Renewable Percentage")),
-    })
+        "intensity_gco2e_per_kwh": (columns[basis], number(columns[basis])),
+        "renewable_pct": ("Renewable Percentage", number("Renewable Percentage")),
+    }, GridFileError)
     return _to_hourly(frame)
 
 
@@ -114,12 +89,12 @@ def load_watttime_moer_csv(path: Path, region: str = "CAISO_NORTH") -> pl.DataFr
     raw = _read_csv(path)
     if not {"point_time", "value"} <= set(raw.columns):
         raise GridFileError(f"{path}: expected WattTime columns point_time,value; got {raw.columns}")
-    frame = _parsed(path, raw, {
-        "at": ("point_time", _utc_time("point_time")),
+    frame = parsed(path, raw, {
+        "at": ("point_time", utc_time("point_time")),
         "region": (None, pl.lit(region)),
-        "intensity_gco2e_per_kwh": ("value", _number("value") * GCO2E_PER_KWH_PER_LB_PER_MWH),
+        "intensity_gco2e_per_kwh": ("value", number("value") * GCO2E_PER_KWH_PER_LB_PER_MWH),
         "renewable_pct": (None, pl.lit(None, dtype=pl.Float64)),
-    })
+    }, GridFileError)
     return _to_hourly(frame)
 
 
@@ -129,12 +104,12 @@ def load_watttime_historical_csv(path: Path) -> pl.DataFrame:
     raw = _read_csv(path)
     if not {"location", "timestamp", "value"} <= set(raw.columns):
         raise GridFileError(f"{path}: expected columns location,timestamp,value; got {raw.columns}")
-    frame = _parsed(path, raw, {
-        "at": ("timestamp", _utc_time("timestamp")),
+    frame = parsed(path, raw, {
+        "at": ("timestamp", utc_time("timestamp")),
         "region": (None, pl.col("location")),
-        "intensity_gco2e_per_kwh": ("value", _number("value") * GCO2E_PER_KWH_PER_LB_PER_MWH),
+        "intensity_gco2e_per_kwh": ("value", number("value") * GCO2E_PER_KWH_PER_LB_PER_MWH),
         "renewable_pct": (None, pl.lit(None, dtype=pl.Float64)),
-    })
+    }, GridFileError)
     return _to_hourly(frame)
 
 
@@ -145,14 +120,14 @@ def load_user_intensity_csv(path: Path) -> pl.DataFrame:
         raise GridFileError(
             f"{path}: expected header at,region,gco2e_per_kwh[,renewable_pct]; got {raw.columns}"
         )
-    renewable = ("renewable_pct", _number("renewable_pct")) if "renewable_pct" in raw.columns else (
+    renewable = ("renewable_pct", number("renewable_pct")) if "renewable_pct" in raw.columns else (
         None, pl.lit(None, dtype=pl.Float64))
-    frame = _parsed(path, raw, {
-        "at": ("at", _utc_time("at")),
+    frame = parsed(path, raw, {
+        "at": ("at", utc_time("at")),
         "region": (None, pl.col("region")),
-        "intensity_gco2e_per_kwh": ("gco2e_per_kwh", _number("gco2e_per_kwh")),
+        "intensity_gco2e_per_kwh": ("gco2e_per_kwh", number("gco2e_per_kwh")),
         "renewable_pct": renewable,
-    })
+    }, GridFileError)
     return _to_hourly(frame)
 
 

@@ -17,6 +17,7 @@ from zoneinfo import ZoneInfo
 import polars as pl
 
 from joulehouse.collectors.input_file import read_bytes_at_most, regular_file
+from joulehouse.reports.accounts.csv_cells import number, parsed, utc_time
 
 DEFAULT_PRICE_FILE = "prices/pjm_rto_da_hourly_lmp_2025.csv"
 KWH_PER_MWH = 1000.0
@@ -46,14 +47,14 @@ def load_pjm_lmp_csv(path: Path, node: str) -> pl.DataFrame:
     nodes = raw["pnode_name"].unique().sort().to_list()
     if node not in nodes:
         raise PriceFileError(f"{path}: pricing node {node!r} not in the file; it has {nodes}")
+    # parsed before the node's rows are kept, so an error names the file's own line
     return (
-        raw.filter(pl.col("pnode_name") == node)
-        .select(
-            pl.col("datetime_beginning_utc").str.strptime(pl.Datetime("us"), "%m/%d/%Y %I:%M:%S %p")
-            .dt.replace_time_zone("UTC").alias("hour_at"),
-            pl.col("pnode_name").alias("node"),
-            pl.col(price_col).cast(pl.Float64).alias("price_usd_per_mwh"),
-        )
+        parsed(path, raw, {
+            "hour_at": ("datetime_beginning_utc", utc_time("datetime_beginning_utc", "%m/%d/%Y %I:%M:%S %p")),
+            "node": (None, pl.col("pnode_name")),
+            "price_usd_per_mwh": (price_col, number(price_col)),
+        }, PriceFileError)
+        .filter(pl.col("node") == node)
         .unique("hour_at", keep="first")
         .sort("hour_at")
     )

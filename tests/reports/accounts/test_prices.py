@@ -44,6 +44,15 @@ def test_unknown_node_names_the_nodes_it_has(shared_data):
         load_pjm_lmp_csv(shared_data / "prices/pjm_hubs_rt_hourly_lmp_2025-05.csv", "NOWHERE")
 
 
+def test_a_price_that_is_not_a_number_is_named_with_its_line(tmp_path):
+    path = tmp_path / "lmp.csv"
+    path.write_text("datetime_beginning_utc,pnode_name,total_lmp_da\n"
+                    "1/1/2025 5:00:00 AM,PJM-RTO,31.2\n1/1/2025 6:00:00 AM,OTHER,n/a\n1/1/2025 6:00:00 AM,PJM-RTO,30.1\n")
+    with pytest.raises(PriceFileError) as caught:
+        load_pjm_lmp_csv(path, "PJM-RTO")
+    assert str(caught.value) == f"{path} line 3: total_lmp_da = 'n/a' is not a number"
+
+
 def test_virginia_tou_matrix_lookup_in_local_time(shared_data):
     tariff = load_urdb_tariff(shared_data / "prices/openei_urdb_tou_rate_virginia.json")
     raw = json.loads((shared_data / "prices/openei_urdb_tou_rate_virginia.json").read_text())["items"][0]

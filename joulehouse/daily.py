@@ -231,8 +231,11 @@ def measure_efficiency_and_outcomes(day: str, config: str | None) -> dict:
 
     the_day, settings = _load(day, config)
     with _warehouse(settings) as con:
-        efficiency = build_efficiency(con, the_day)
-        efficiency |= precision_efficiency_day(con, the_day)
+        # the accounts find the day's jobs under the same bound (models.day_jobs), so they split a
+        # GPU-hour among the jobs its measured shares were computed for
+        max_days = settings.models.job_max_days
+        efficiency = build_efficiency(con, the_day, job_max_days=max_days)
+        efficiency |= precision_efficiency_day(con, the_day, job_max_days=max_days)
         outcomes = measure_outcomes(con, the_day)
     return {"efficiency_rows": efficiency, "outcomes": outcomes}
 
@@ -245,8 +248,10 @@ def account_carbon_and_cost(day: str, config: str | None) -> dict:
 
     the_day, settings = _load(day, config)
     with _warehouse(settings) as con:
-        carbon = carbon_day(con, the_day, settings.carbon, _data_dir(settings.carbon.grid_file))
-        cost = tco_day(con, the_day, settings.tco, _data_dir(settings.tco.price_file))
+        # jobs found as the efficiency step found them: the same models.job_max_days (models.day_jobs)
+        max_days = settings.models.job_max_days
+        carbon = carbon_day(con, the_day, settings.carbon, _data_dir(settings.carbon.grid_file), job_max_days=max_days)
+        cost = tco_day(con, the_day, settings.tco, _data_dir(settings.tco.price_file), job_max_days=max_days)
         per_tflops_hour = compute_cost_day(con, the_day)
     return {"carbon": _summary(carbon), "cost": _summary(cost), "compute_cost_rows": per_tflops_hour}
 

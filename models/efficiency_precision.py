@@ -26,7 +26,7 @@ import datetime as dt
 import duckdb
 
 from joulehouse.collectors.schema import JOB_PRECISIONS
-from joulehouse.models.efficiency import _stage_jobs
+from joulehouse.models.day_jobs import JOB_MAX_DAYS, stage_day_jobs
 from joulehouse.models.gpu_catalogue import GpuSpec, find
 from joulehouse.models.sql import load_sql
 from joulehouse.warehouse.sqlio import relation_exists, replace_day, transaction
@@ -65,12 +65,14 @@ def create_factor_table(con: duckdb.DuckDBPyConnection, gpu_models: list[str]) -
     return FACTOR_TABLE
 
 
-def precision_efficiency_day(con: duckdb.DuckDBPyConnection, day: dt.date) -> dict[str, int]:
+def precision_efficiency_day(con: duckdb.DuckDBPyConnection, day: dt.date, *,
+                             job_max_days: int = JOB_MAX_DAYS) -> dict[str, int]:
     """Write `day`'s rows of fct_efficiency_precision_daily and fct_flops_per_watt_daily; rows per table.
+    `job_max_days`: models.job_max_days, as build_efficiency was given (the same jobs).
     Needs fct_job_efficiency for the day (models.efficiency.build_efficiency)."""
     if not relation_exists(con, "fct_job_efficiency"):
         raise ValueError(f"relation 'fct_job_efficiency' is missing; run the efficiency step for {day} first")
-    _stage_jobs(con, day)
+    stage_day_jobs(con, "eff_input_jobs", day, job_max_days)
     present = {r[0] for r in con.execute("DESCRIBE eff_input_jobs").fetchall()}
     for column, kind in OPTIONAL_JOB_COLUMNS:
         if column not in present:

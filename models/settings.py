@@ -10,12 +10,15 @@ from typing import Annotated, Literal
 
 from pydantic import Field
 
-from joulehouse.collectors.settings import Count, Finite, Names, NonNegative, NonNegativeList, Positive, Seconds, section
+from joulehouse.collectors.settings import (Count, Finite, Names, NonNegative, NonNegativeInt, NonNegativeList, Positive, Seconds,
+                                            section)
 from joulehouse.models.limit_change import LOOKBACK_DAYS, MAX_AFTER_DAYS
 
 # Days of readings the recommendation outcome re-reads (models.outcome: a change's days after and
 # the days before it, plus the day measured); the power fit re-reads models.history_days.
 OUTCOME_READING_DAYS = MAX_AFTER_DAYS + LOOKBACK_DAYS + 1
+# Days before a day that its jobs may have started and still be found (models.day_jobs).
+JOB_MAX_DAYS = 35
 
 
 @section
@@ -56,6 +59,11 @@ class ModelSettings:
         (0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0),
         description="... and, still without clocks, the dynamic power decays with this time constant (s; 0 = none)\n"
                     "after activity stops (P-state hold and the power sensor's averaging): grid of candidates.")
+    job_max_days: NonNegativeInt = Field(
+        JOB_MAX_DAYS, description="A job running on a day is looked for among the jobs started up to this many days before it\n"
+                                  "(the lake's jobs are partitioned by start date): the efficiency step and the accounts\n"
+                                  "apply the same bound, so a job started earlier is left out of both (its GPU-hours go to\n"
+                                  "the GPU's other jobs or the unallocated line). 0: every partition, read again each day.")
     cross_model_job_profiles: Names = Field(
         (), description="Job-id prefixes of workloads that run on several GPU models: their runs are paired to check\n"
                         "the cross-model job-energy prediction (fct_job_energy_prediction).")

@@ -2,8 +2,9 @@
 -- kind: day
 -- grain: one row per (day, job_id, gpu_uuid); a job crossing midnight has one row per day
 -- Written by models.efficiency.build_efficiency (delete-then-insert for $day).
--- inputs: eff_holdings (temp table, eff_holdings.sql: the jobs relation near $day, each holding
---   once), fct_job_energy_hourly (the jobs' energy per hour), stg_gpu_samples (GPU models).
+-- inputs: eff_holdings (temp table, eff_holdings.sql: the jobs running on $day, found as the
+--   accounts find them (models/day_jobs.py: started at most models.job_max_days before $day),
+--   each holding once), fct_job_energy_hourly (the jobs' energy per hour), stg_gpu_samples (GPU models).
 -- Jobs: a (job_id, gpu_uuid, started_at) repeated in the jobs relation (a row shipped twice, a pod
 --   extended after an earlier copy was compacted) counts once, its latest end (as acct_jobs.sql);
 --   a job that held one GPU several times in the day (a requeue) is one row, its holdings summed.

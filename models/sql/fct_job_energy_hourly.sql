@@ -6,6 +6,8 @@
 --   sums it per job, and the accounts (reports/accounts/attribution.py) split each GPU-hour's
 --   energy-driven amounts (energy, operational carbon, energy cost) by energy_share_ratio.
 -- inputs: eff_holdings (temp table, eff_holdings.sql), stg_gpu_samples, fct_gpu_energy_hourly.
+-- Jobs: those running on $day that started at most models.job_max_days before it, found as the
+--   accounts find theirs (models/day_jobs.py), so both split a GPU-hour among the same jobs.
 -- Share: the power the GPU's clean readings of the hour read inside the job's windows, over the
 --   power of all its readings of the hour (by count where the hour has no power readings). A
 --   reading inside the windows of several jobs at once (pods sharing a GPU) is split equally among

@@ -6,7 +6,8 @@ other, so that no GPU-hour is counted twice). Amounts that follow the energy (en
 carbon, energy cost, demand charge) are split instead by the jobs' measured shares of the hour's
 energy where the models measured them (fct_job_energy_hourly: the power the GPU's readings drew
 inside each job's window), so a job that ran the GPU at 700 W for half an hour of 60 W idle pays
-for 92% of that hour's energy, not 50%; amounts of calendar time (capital, operations, embodied
+for 92% of that hour's energy, not 50% (a GPU-hour where a job holding it has no measured share
+goes wholly by time held); amounts of calendar time (capital, operations, embodied
 carbon: `time_cols`) stay by time held. What no job held is the explicit `unallocated`
 line (job_id/team/user "unallocated", stage "idle"). The unallocated amount is computed as the
 hour's total minus the jobs' amounts, so attributed + unallocated == metered, always.
@@ -72,12 +73,12 @@ def split_valid_jobs(jobs: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
 
 
 def _energy_share(energy_shares: pl.DataFrame | None) -> pl.Expr:
-    """Each (GPU-hour, job row)'s share of the hour's energy: in a GPU-hour `energy_shares` covers,
-    the job's measured share (none: 0), its rows in the hour sharing it by their seconds; elsewhere
-    the share of time held."""
+    """Each (GPU-hour, job row)'s share of the hour's energy: in a GPU-hour where `energy_shares`
+    measured every job that held it, the job's measured share, its rows in the hour sharing it by
+    their seconds; elsewhere the share of time held."""
     if energy_shares is None or energy_shares.height == 0:
         return pl.col("gpu_hours")
-    return (pl.when(pl.col("_measured")).then(pl.col("_job_energy_share").fill_null(0.0) * pl.col("overlap_s")
+    return (pl.when(pl.col("_measured")).then(pl.col("_job_energy_share") * pl.col("overlap_s")
                                                / pl.col("overlap_s").sum().over(["hour_at", "gpu_uuid", "job_id"]))
             .otherwise(pl.col("gpu_hours")))
 
@@ -92,9 +93,13 @@ def _with_measured_shares(pairs: pl.DataFrame, energy_shares: pl.DataFrame | Non
     # the unallocated rest is never negative
     shares = shares.with_columns(pl.col("_job_energy_share")
                                  / pl.max_horizontal(pl.col("_job_energy_share").sum().over(keys), pl.lit(1.0)))
-    measured = shares.select(keys).unique().with_columns(pl.lit(True).alias("_measured"))
-    return (pairs.join(shares, on=[*keys, "job_id"], how="left").join(measured, on=keys, how="left")
-            .with_columns(pl.col("_measured").fill_null(False)))
+    # A GPU-hour is split by the measured shares only when every job the accounts see holding it
+    # has one: a job the models did not see (it held the GPU between two readings only, or the
+    # jobs changed after the efficiency step ran) would otherwise get 0 while the others keep
+    # shares measured without it. Then the whole hour goes by time held; never measured shares for
+    # some jobs and time for others, whose sum could pass the hour's energy.
+    return (pairs.join(shares, on=[*keys, "job_id"], how="left")
+            .with_columns(pl.col("_job_energy_share").is_not_null().all().over(keys).alias("_measured")))
 
 
 def attribute_gpu_hours(gpu_hours: pl.DataFrame, jobs: pl.DataFrame, additive_cols: list[str],

@@ -40,6 +40,7 @@ from joulehouse.reports.accounts.it_energy_basis import BASIS_AMOUNTS, label_bas
 from joulehouse.reports.accounts.settings import CarbonSettings, parse_contracts, parse_model_overrides
 from joulehouse.reports.accounts.shift import carbon_shift_rows
 from joulehouse.reports.accounts.site_hours import day_site_hours, grid_context
+from joulehouse.models.settings import JOB_MAX_DAYS
 from joulehouse.reports.accounts.warehouse_io import prepare_day, replace_report_day
 
 CARBON_AMOUNTS = ["energy_kwh", "facility_energy_kwh", "location_gco2e", "market_gco2e", "embodied_gco2e", *BASIS_AMOUNTS,
@@ -198,9 +199,10 @@ class CarbonSummary:
     notes: list[str] = field(default_factory=list)
 
 
-def carbon_day(con, day: dt.date, settings: CarbonSettings, data_dir: Path | None) -> CarbonSummary:
+def carbon_day(con, day: dt.date, settings: CarbonSettings, data_dir: Path | None, *,
+               job_max_days: int = JOB_MAX_DAYS) -> CarbonSummary:
     """Account one day: read the warehouse, compute, replace the day in rpt_carbon_daily."""
-    prepared = prepare_day(con, day, settings)
+    prepared = prepare_day(con, day, settings, job_max_days)  # models.job_max_days, as the efficiency step
     inputs, jobs, with_pue, notes = prepared.inputs, prepared.jobs, prepared.gpu_hours, prepared.notes
     ctx, rule_counts, sources = attach_intensity(
         with_pue, settings.grid_file, data_dir, settings.grid_intensity_basis, settings.default_grid_gco2e_per_kwh)

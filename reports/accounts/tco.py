@@ -46,6 +46,7 @@ from joulehouse.reports.accounts.prices import DEFAULT_PRICE_FILE, load_pjm_lmp_
 from joulehouse.reports.accounts.settings import TcoSettings
 from joulehouse.reports.accounts.shift import cost_shift_rows
 from joulehouse.reports.accounts.site_hours import day_site_hours, price_context
+from joulehouse.models.settings import JOB_MAX_DAYS
 from joulehouse.reports.accounts.warehouse_io import day_bounds, prepare_day, replace_report_day
 from joulehouse.reports.accounts.yearmap import map_to_target_hours, rule_counts
 
@@ -193,9 +194,10 @@ class TcoSummary:
     notes: list[str] = field(default_factory=list)
 
 
-def tco_day(con, day: dt.date, settings: TcoSettings, data_dir: Path | None) -> TcoSummary:
+def tco_day(con, day: dt.date, settings: TcoSettings, data_dir: Path | None, *,
+            job_max_days: int = JOB_MAX_DAYS) -> TcoSummary:
     """Account one day's cost: read the warehouse, compute, replace the day in rpt_tco_daily."""
-    prepared = prepare_day(con, day, settings)
+    prepared = prepare_day(con, day, settings, job_max_days)  # models.job_max_days, as the efficiency step
     inputs, jobs, ctx, notes = prepared.inputs, prepared.jobs, prepared.gpu_hours, prepared.notes
     ctx, _, grid_sources = attach_intensity(ctx, settings.grid_file, data_dir, "direct", 0.0)
     unknown_share = ctx.filter(pl.col("renewable_pct").is_null()).height

@@ -1,7 +1,7 @@
 """I/O edge of the accounts: read one day's inputs from the warehouse, write report rows back.
 
 Everything here talks to DuckDB; everything the accounts compute is in pure functions
-elsewhere. Optional relations (fct_node_energy_hourly, fct_pue_hourly, dim_gpu, raw_jobs) that do
+elsewhere. Optional relations (fct_node_energy_hourly, fct_pue_hourly, dim_gpu, the jobs) that do
 not exist yield an empty frame and a note saying what was assumed instead.
 """
 
@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 import polars as pl
 
+from joulehouse.models.day_jobs import JOB_MAX_DAYS, JOBS_RELATIONS, stage_day_jobs
 from joulehouse.reports.accounts.attribution import JOB_COLUMNS, empty_jobs
 from joulehouse.reports.accounts.fleet_hours import FLEET_COLUMNS, unmetered_fleet_hours
 from joulehouse.warehouse.sqlio import SqlFiles, relation_exists, replace_day_rows
@@ -76,9 +77,12 @@ class DayInputs:
     energy_shares: pl.DataFrame | None = None
 
 
-def read_day_inputs(con, day: dt.date, fallback_region: str, min_node_coverage_ratio: float = 0.9) -> DayInputs:
+def read_day_inputs(con, day: dt.date, fallback_region: str, min_node_coverage_ratio: float = 0.9, *,
+                    job_max_days: int = JOB_MAX_DAYS) -> DayInputs:
     """Read fct_gpu_energy_hourly for `day` and whatever optional relations exist; where the
-    server's BMC energy is usable (reports.accounts.it_energy_basis) it becomes the GPU-hours' IT energy."""
+    server's BMC energy is usable (reports.accounts.it_energy_basis) it becomes the GPU-hours' IT energy.
+    The jobs are those the efficiency step measured shares for: models.day_jobs, under the same
+    `job_max_days` (models.job_max_days) as build_efficiency was given."""
     start, end = day_bounds(day)
     notes: list[str] = []
     if not relation_exists(con, "fct_gpu_energy_hourly"):
@@ -133,14 +137,13 @@ def read_day_inputs(con, day: dt.date, fallback_region: str, min_node_coverage_r
         notes.append(f"{unmetered.height} GPU-hours of GPUs in the fleet had no reading: charged capital, operations "
                      "and embodied carbon (calendar time in the fleet), no energy (unmetered_gpu_hours)")
 
-    if relation_exists(con, "raw_jobs"):
-        jobs = _to_utc(con.sql(load_sql("acct_jobs"), params={"day_start": start, "day_end": end}).pl(),
-                       ["started_at", "ended_at"])
+    if stage_day_jobs(con, "acct_input_jobs", day, job_max_days) is not None:
+        jobs = _to_utc(con.sql(load_sql("acct_jobs")).pl(), ["started_at", "ended_at"])
         jobs = jobs.select([(pl.col(c).cast(t) if c in jobs.columns else pl.lit(None, dtype=t)).alias(c)
                             for c, t in {**JOB_COLUMNS, "deferrable": pl.Boolean}.items()])
     else:
         jobs = empty_jobs().with_columns(pl.lit(None, dtype=pl.Boolean).alias("deferrable"))
-        notes.append("raw_jobs absent: all energy is on the unallocated line")
+        notes.append(f"no jobs relation ({', '.join(JOBS_RELATIONS)}): all energy is on the unallocated line")
     return DayInputs(day=day, gpu_hours=gpu_hours, pue=pue, jobs=jobs, notes=notes, basis_counts=basis_counts,
                      unmetered_hours=unmetered, energy_shares=_energy_shares(con, day, jobs, notes))
 
@@ -195,15 +198,16 @@ class PreparedDay:
         return self.inputs.energy_shares
 
 
-def prepare_day(con, day: dt.date, settings) -> PreparedDay:
+def prepare_day(con, day: dt.date, settings, job_max_days: int = JOB_MAX_DAYS) -> PreparedDay:
     """read_day_inputs, then set invalid jobs aside and attach PUE, saying in notes what was done.
     `settings`: CarbonSettings or TcoSettings, whose region, node_energy_min_coverage_ratio and
-    default_pue it reads (the two accounts start a day alike)."""
+    default_pue it reads (the two accounts start a day alike); `job_max_days`: models.job_max_days."""
     from joulehouse.reports.accounts.attribution import split_valid_jobs
     from joulehouse.reports.accounts.hour_factors import attach_pue
 
     default_pue = settings.default_pue
-    inputs = read_day_inputs(con, day, settings.region, settings.node_energy_min_coverage_ratio)
+    inputs = read_day_inputs(con, day, settings.region, settings.node_energy_min_coverage_ratio,
+                             job_max_days=job_max_days)
     notes = list(inputs.notes)
     jobs, quarantined = split_valid_jobs(inputs.jobs)
     if quarantined.height:

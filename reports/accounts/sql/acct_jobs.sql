@@ -1,18 +1,19 @@
 -- acct_jobs: (job, GPU) allocations that overlap one day, deduplicated.
 -- Grain: one row per (job_id, gpu_uuid, started_at): a job may hold a GPU twice in a day (a
--- StatefulSet pod recreated under its name, a requeued job), each holding its own row. Parameters: $day_start, $day_end (TIMESTAMPTZ, UTC).
+-- StatefulSet pod recreated under its name, a requeued job), each holding its own row.
 -- job_id, host, gpu_uuid, started_at/ended_at TIMESTAMPTZ (UTC), user, team, stage,
 -- workload_class, deferrable, flops_total (FLOP over the whole allocation, may be NULL).
 -- team, user and stage are optional in the jobs contract (a scheduler's accounting has no stage,
 -- a job may have no account): the accounts' rows need a name, so a missing one is said as such
 -- ('no team', 'no user', 'unspecified') rather than failing the day.
--- Jobs are partitioned by their start date, so a job running into this day from an earlier
--- one is found by its interval, not its partition.
+-- From acct_input_jobs (a temp table, models/sql/day_jobs.sql staged by models.day_jobs, as the
+-- efficiency step stages its own): the jobs whose interval overlaps the day among those started
+-- at most models.job_max_days before it (the jobs are partitioned by their start date), so the
+-- accounts split a GPU-hour among the jobs fct_job_energy_hourly measured shares for.
 WITH overlapping AS (
     SELECT job_id, host, gpu_uuid, started_at, ended_at, coalesce("user", 'no user') AS "user",
            coalesce(team, 'no team') AS team, coalesce(stage, 'unspecified') AS stage, workload_class, "deferrable", flops_total
-    FROM raw_jobs
-    WHERE started_at < $day_end AND (ended_at > $day_start OR ended_at IS NULL)
+    FROM acct_input_jobs
 ),
 deduplicated AS (
     SELECT DISTINCT ON (job_id, gpu_uuid, started_at) *

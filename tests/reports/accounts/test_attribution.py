@@ -75,3 +75,24 @@ def test_attributed_totals_equal_metered_totals(energies, spans, proportional):
     assert (grouped["gpu_hours"] >= -1e-12).all()
     if proportional and grouped.filter(pl.col("job_id") != UNALLOCATED).height:
         assert grouped.filter(pl.col("job_id") == UNALLOCATED)["energy_kwh"].sum() == 0.0
+
+
+def shares(rows: list[tuple]) -> pl.DataFrame:
+    return pl.DataFrame([(T0 + dt.timedelta(hours=h), g, j, r) for h, g, j, r in rows],
+                        schema={"hour_at": pl.Datetime("us", "UTC"), "gpu_uuid": pl.String, "job_id": pl.String,
+                                "energy_share_ratio": pl.Float64}, orient="row")
+
+
+def test_a_gpu_hour_measured_without_one_of_its_jobs_goes_by_time_not_zero_for_that_job():
+    # hour 0 was measured for "new" only (the models missed "old"); hour 1 for both. Before, "old"
+    # got 0 of hour 0 and "new" all of it.
+    held = jobs([("old", "g", -240, 2, "t"), ("new", "g", -1, 2, "t")])
+    measured = shares([(0, "g", "new", 1.0), (1, "g", "new", 0.8), (1, "g", "old", 0.2)])
+    out = attribute_gpu_hours(gpu_hours({"g": [3.0, 2.0]}), held, AMOUNTS, measured)
+    energy = {(r["hour_at"].hour, r["job_id"]): r["energy_kwh"] for r in out.iter_rows(named=True)}
+    assert energy[(0, "old")] == pytest.approx(1.5) and energy[(0, "new")] == pytest.approx(1.5)
+    assert energy[(1, "old")] == pytest.approx(0.4) and energy[(1, "new")] == pytest.approx(1.6)
+    # the jobs of each GPU-hour sum to its energy, nothing left unallocated or counted twice
+    assert out.group_by("hour_at").agg(pl.col("energy_kwh").sum()).sort("hour_at")["energy_kwh"].to_list() \
+        == pytest.approx([3.0, 2.0])
+    assert out.filter(pl.col("job_id") == UNALLOCATED)["energy_kwh"].sum() == pytest.approx(0.0, abs=1e-12)

@@ -99,3 +99,57 @@ def test_without_the_efficiency_step_the_split_is_by_time_and_says_so(tmp_path):
         assert any("energy split among jobs by time held" in n for n in carbon.notes)
     finally:
         con.close()
+
+
+def _shared_gpu_world(root, **bound):
+    """GPU-0 draws 300 W for an hour, held all along by two pods: `long-1`, started 10 days
+    before DAY (its row lies in that date= partition of the lake), and `new-1`, started the day
+    before. `bound`: job_max_days for both the efficiency step and the accounts (default: theirs)."""
+    lake = root / "lake"
+    write_dataset(lake, "gpu_samples", pa.Table.from_pylist([
+        dict(sampled_at=MIDNIGHT + dt.timedelta(seconds=s), host="node-01", gpu_index=0, gpu_uuid="GPU-0",
+             gpu_model="NVIDIA H100 80GB HBM3", power_w=300.0, energy_mj_total=10**9 + s * 300_000,
+             power_limit_w=700.0, source="nvml") for s in range(0, 3601)]))
+    job = dict(host="node-01", gpu_uuid="GPU-0", user="ana", stage="training", workload_class="throughput",
+               ended_at=MIDNIGHT + dt.timedelta(days=2))
+    write_dataset(lake, "jobs", pa.Table.from_pylist([
+        {**job, "job_id": "long-1", "team": "llm", "started_at": MIDNIGHT - dt.timedelta(days=10)},
+        {**job, "job_id": "new-1", "team": "vision", "started_at": MIDNIGHT - dt.timedelta(days=1)}]))
+    con = connect(root / "w.duckdb", lake)
+    build_day(con, DAY, WarehouseSettings(), now=NOW)
+    build_efficiency(con, DAY, **bound)
+    carbon_day(con, DAY, CarbonSettings(), None, **bound)
+    return con
+
+
+def test_a_job_started_ten_days_before_gets_its_share_of_a_gpu_hour_it_shares(tmp_path):
+    # Before, the efficiency step looked 7 days back only: the hour was measured without long-1,
+    # new-1 was charged all 300 Wh and long-1, which the accounts still saw, nothing.
+    con = _shared_gpu_world(tmp_path)
+    try:
+        measured = dict(con.execute("SELECT job_id, energy_share_ratio FROM fct_job_energy_hourly WHERE day = ?",
+                                    [DAY]).fetchall())
+        assert measured == pytest.approx({"long-1": 0.5, "new-1": 0.5})
+        energy = _rows(con, "rpt_carbon_daily", "gpu_energy_kwh * 1000")
+        assert energy["long-1"][0] == pytest.approx(150.0, rel=1e-3)
+        assert energy["new-1"][0] == pytest.approx(150.0, rel=1e-3)
+        gpu_wh = con.execute("SELECT sum(energy_kwh) * 1000 FROM fct_gpu_energy_hourly WHERE day = ?", [DAY]).fetchone()[0]
+        assert energy["long-1"][0] + energy["new-1"][0] == pytest.approx(gpu_wh, rel=1e-9)
+        assert energy.get("unallocated", (0.0,))[0] == pytest.approx(0.0, abs=1e-9)
+    finally:
+        con.close()
+
+
+def test_a_job_started_before_the_bound_is_left_out_of_the_shares_and_the_accounts_alike(tmp_path):
+    # models.job_max_days bounds the partitions read; the efficiency step and the accounts apply
+    # the same bound, so a GPU-hour is never measured without a job the accounts then charge nothing
+    con = _shared_gpu_world(tmp_path, job_max_days=5)
+    try:
+        measured = dict(con.execute("SELECT job_id, energy_share_ratio FROM fct_job_energy_hourly WHERE day = ?",
+                                    [DAY]).fetchall())
+        assert measured == pytest.approx({"new-1": 1.0})
+        energy = _rows(con, "rpt_carbon_daily", "gpu_energy_kwh * 1000")
+        assert "long-1" not in energy
+        assert energy["new-1"][0] == pytest.approx(300.0, rel=1e-3)
+    finally:
+        con.close()

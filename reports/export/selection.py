@@ -7,8 +7,14 @@ The signed export (reports.export.signed_config) and the report's page
   that day (fct_power_model.passed_gate; any of its feature sets); a model with no fit, or a day
   with no fct_power_model, leaves every GPU of that model out (a node agent returns any GPU it
   capped before to its default: collectors/agent_loop.py);
-- a setting to apply changes something: a cap below the device default, or a locked SM clock
-  range (a row without defaults, from an older fct_recommendation, counts as one);
+- per GPU (`limit_verdict`): a cap below the device default or a locked SM clock range is a
+  setting that changes the GPU; a limit at the device default with no lock (latency-sensitive,
+  idle, a held-out control, no cap pays) is exported too, as an explicit default setting: the
+  node agent sets it (the default limit, clocks unlocked) and audits it like any other, where an
+  absent GPU is only reset when the agent starts or the GPU leaves the config in force
+  (collectors/agent_loop.py), and an operator can read every treated and untreated GPU in the
+  file; no limit, an unknown default, or a limit above the default (it would widen) is left out,
+  in excluded_gpus with the reason;
 - its saving, kWh/day: fct_recommendation.expected_energy_saving_kwh_per_day where the row
   has it, else expected_saving_pct x the GPU's measured energy of the day
   (fct_gpu_energy_hourly), for relations written before that column existed.
@@ -17,10 +23,12 @@ The signed export (reports.export.signed_config) and the report's page
 from __future__ import annotations
 
 import datetime as dt
+from typing import Any, Mapping
 
 import polars as pl
 
 SAVING = "saving_kwh_per_day"
+CHANGE, AT_DEFAULT = "change", "default"  # the two kinds of setting the export carries
 
 
 def gate_by_model(models: pl.DataFrame | None, why_missing: str | None) -> dict[str, str | None]:
@@ -58,25 +66,39 @@ def held_back_models(recs: pl.DataFrame | None, models: pl.DataFrame | None, mod
     return {model: why for model, why in whys.items() if why is not None}
 
 
+def limit_verdict(row: Mapping[str, Any]) -> tuple[str | None, str | None]:
+    """What the export does with one fct_recommendation row of a model that passed its gate:
+    (CHANGE, None), (AT_DEFAULT, None), or (None, why it is left out). A column the row lacks
+    (an older relation) counts as NULL."""
+    limit, default = row.get("power_limit_w"), row.get("default_limit_w")
+    if limit is None:
+        return None, "no power limit was recommended"
+    if default is None:
+        return None, "the device default limit is unknown, so a cap cannot be checked against it"
+    if float(limit) > float(default):
+        return None, (f"recommended {float(limit):.1f} W is above the device default {float(default):.1f} W; "
+                      "the export never widens a limit")
+    locked = row.get("locked_sm_clock_min_mhz") is not None or row.get("locked_sm_clock_max_mhz") is not None
+    return (CHANGE if float(limit) < float(default) or locked else AT_DEFAULT), None
+
+
+def export_verdicts(recs: pl.DataFrame, held_back: dict[str, str]) -> pl.DataFrame:
+    """`recs` with `export` (CHANGE or AT_DEFAULT: the file sets the GPU; NULL: it leaves it out)
+    and `left_out` (why, for NULL: the held-back model's reason, else limit_verdict's)."""
+    verdicts = [(None, held_back[r["gpu_model"]]) if r.get("gpu_model") in held_back else limit_verdict(r)
+                for r in recs.iter_rows(named=True)]
+    return recs.with_columns(pl.Series("export", [v[0] for v in verdicts], dtype=pl.String),
+                             pl.Series("left_out", [v[1] for v in verdicts], dtype=pl.String))
+
+
 def settings_to_apply(recs: pl.DataFrame | None, held_back: dict[str, str],
                       energy: pl.DataFrame | None) -> pl.DataFrame | None:
-    """The recommendations that change something, for GPU models not `held_back`, each with
+    """The exported settings that change a GPU (export_verdicts: CHANGE), each with
     `saving_kwh_per_day`. `energy`: the day's fct_gpu_energy_hourly rows (gpu_uuid, energy_kwh),
     for the saving of rows that give only a percentage."""
     if recs is None:
         return None
-    change = pl.lit(False)
-    has_limits = {"power_limit_w", "default_limit_w"} <= set(recs.columns)
-    if has_limits:  # a row with no limit (NULL: none recommended) changes nothing
-        change = change | (pl.col("power_limit_w") < pl.col("default_limit_w")).fill_null(False)
-    for col in ("locked_sm_clock_min_mhz", "locked_sm_clock_max_mhz"):
-        if col in recs.columns:
-            change = change | pl.col(col).is_not_null()
-    if not has_limits:
-        change = pl.lit(True)  # an older relation without defaults: every row is a setting to apply
-    recs = recs.filter(change)
-    if held_back:
-        recs = recs.filter(~pl.col("gpu_model").is_in(list(held_back)))
+    recs = export_verdicts(recs, held_back).filter(pl.col("export") == CHANGE).drop("export", "left_out")
     per_gpu = (energy.group_by("gpu_uuid").agg(pl.col("energy_kwh").sum().alias("day_energy_kwh"))
                if energy is not None else pl.DataFrame(schema={"gpu_uuid": pl.String, "day_energy_kwh": pl.Float64}))
     recs = recs.join(per_gpu, on="gpu_uuid", how="left")

@@ -4,7 +4,9 @@
 `collectors.config_contract`, gated on model quality (reports.export.selection): a GPU model whose power model did not
 pass its gate that day (`fct_power_model.passed_gate`) is left out, and so is a model with no
 fit at all, each with the reason written into the file. A limit above the device default is
-never exported (it would widen, not cap): that GPU is listed in `excluded_gpus` with the reason.
+never exported (it would widen, not cap): that GPU is listed in `excluded_gpus` with the reason,
+as is one with no limit recommended. A GPU recommended to stay at its device default (no lock)
+is exported as an explicit setting at that default: see reports.export.selection for why.
 
 Output: `<out_dir>/recommended-config.json` (what agents poll) and
 `<out_dir>/recommended-config-<day>.json`, both written atomically. Ed25519 signatures are
@@ -27,7 +29,7 @@ from joulehouse.collectors.config_contract import (
 )
 from joulehouse.reports.export.settings import ExportSettings
 from joulehouse.collectors.writer import write_bytes_atomic
-from joulehouse.reports.export.selection import exclusion_reason, gate_by_model
+from joulehouse.reports.export.selection import exclusion_reason, gate_by_model, limit_verdict
 from joulehouse.reports.warehouse_tables import read_day
 
 RECOMMENDATION_COLUMNS = (
@@ -64,21 +66,14 @@ def build_body(
         if why is not None:
             excluded_models[model] = why
             continue
-        limit, default = row["power_limit_w"], row["default_limit_w"]
-        reason = None
-        if limit is None:
-            reason = "no power limit was recommended"
-        elif default is None:
-            reason = "the device default limit is unknown, so a cap cannot be checked against it"
-        elif float(limit) > float(default):
-            reason = f"recommended {float(limit):.1f} W is above the device default {float(default):.1f} W; the export never widens a limit"
-        if reason:
+        kind, reason = limit_verdict(row)  # the rule the report counts by (reports.export.selection)
+        if kind is None:
             excluded_gpus.append({"host": row["host"], "gpu_uuid": row["gpu_uuid"], "reason": reason})
             continue
         hosts.setdefault(row["host"], {})[row["gpu_uuid"]] = {
             "gpu_model": model,
             "workload_class": row["workload_class"],
-            "power_limit_w": _round(limit, 1),
+            "power_limit_w": _round(row["power_limit_w"], 1),
             "locked_sm_clock_min_mhz": _clock(row["locked_sm_clock_min_mhz"]),
             "locked_sm_clock_max_mhz": _clock(row["locked_sm_clock_max_mhz"]),
             "expected_saving_pct": _round(row["expected_saving_pct"], 2),

@@ -12,7 +12,7 @@ from typing import Any
 
 import polars as pl
 
-from joulehouse.reports.export.selection import held_back_models, settings_to_apply
+from joulehouse.reports.export.selection import export_verdicts, held_back_models, settings_to_apply
 from joulehouse.reports.warehouse_tables import count_day_by, read_day
 
 # Where a relation's input comes from, so a missing one names what the site lacks.
@@ -69,8 +69,9 @@ def to_utc(frame: pl.DataFrame) -> pl.DataFrame:
 
 class ReportData:
     """The day's relations, read once. Attribute `x` holds the frame (None if unusable) and
-    `x_why` the reason it is unusable; `to_apply` the settings the export applies (with
-    saving_kwh_per_day) and `held_back` {GPU model: why} the models it leaves out."""
+    `x_why` the reason it is unusable; `to_apply` the settings the export applies that change a
+    GPU (with saving_kwh_per_day), `exported` every recommendation with what the export does with
+    it (export_verdicts) and `held_back` {GPU model: why} the models it leaves out."""
 
     RELATIONS = {
         "energy": "fct_gpu_energy_hourly", "models": "fct_power_model", "residual": "fct_power_residual_hourly",
@@ -113,6 +114,7 @@ class ReportData:
         # the page shows the same settings the signed file carries.
         self.held_back = held_back_models(self.recs, self.models, self.models_why, day)
         self.to_apply = settings_to_apply(self.recs, self.held_back, self.energy)
+        self.exported = export_verdicts(self.recs, self.held_back) if self.recs is not None else None
 
     def fleet_load(self) -> tuple[pl.DataFrame, str]:
         """(hour_at, power_kw) and its label: the IT load from the context where known, else GPU power."""

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import polars as pl
 
+from joulehouse.reports.export.selection import AT_DEFAULT
 from joulehouse.reports.page.figures_estimates import efficiency_by_setting, outcome_label, outcome_saving
 from joulehouse.reports.page.relations import ReportData, has, total
 from joulehouse.reports.page.blocks import FigureWriter, Section, details, fmt_number, table
@@ -32,13 +33,26 @@ def setting_text(recs: pl.DataFrame) -> pl.Expr:
             .when(has_clock).then(clock).otherwise(pl.coalesce(cap, pl.lit("apply as listed"))))
 
 
+def _grouped(rows: pl.DataFrame, why: pl.Expr) -> list[str]:
+    """'N GPUs: why' per distinct `why`, most GPUs first; the part of a reason in parentheses (each
+    GPU's busy hours) is dropped so that alike reasons group."""
+    groups = (rows.with_columns(why.str.replace(r"\s*\([^)]*\)", "").alias("why"))
+              .group_by("why").agg(pl.len().alias("gpus")).sort("gpus", "why", descending=[True, False]))
+    return [f"{r['gpus']} GPU{'' if r['gpus'] == 1 else 's'}: {r['why']}" for r in groups.iter_rows(named=True)]
+
+
 def _settings(data: ReportData, s: Section) -> None:
     if data.recs is None:
         s.missing(f"no recommendations ({data.recs_why})")
         return
-    changing = data.to_apply
-    if changing is not None and changing.height:
-        s.heading(f"Settings to apply ({changing.height} of {data.recs.height} GPUs)")
+    # Counted by the export's own rule (reports.export.selection.export_verdicts): these numbers
+    # are the settings recommended-config.json carries and `joulehouse agent verify` counts.
+    verdicts, changing = data.exported, data.to_apply
+    at_default = verdicts.filter(pl.col("export") == AT_DEFAULT)
+    left_out = verdicts.filter(pl.col("export").is_null())
+    s.heading(f"Settings in the signed export ({changing.height + at_default.height} of {data.recs.height} GPUs)")
+    if changing.height:
+        s.note(f"{changing.height} of them change a GPU (a cap below its default limit, or locked SM clocks):")
         shown = changing.with_columns(setting_text(changing).alias("setting"))
         cols = [c for c in ("host", "gpu_uuid", "gpu_model", "workload_class", "setting", "saving_kwh_per_day",
                             "expected_slowdown_pct", "reason") if c in shown.columns]
@@ -46,21 +60,26 @@ def _settings(data: ReportData, s: Section) -> None:
                     digits=REC_DIGITS, source="fct_recommendation"))
     else:
         s.note(f"No GPU gets a new setting today ({data.recs.height} GPUs considered).")
-    kept = data.recs.join(changing.select("gpu_uuid"), on="gpu_uuid", how="anti") if changing is not None else data.recs
-    if kept.height and "reason" in kept.columns:
-        # Reasons name each GPU's busy hours; the part before the parenthesis groups them.
-        reason = pl.col("reason").fill_null("no reason given").str.replace(r"\s*\([^)]*\)", "")
-        held_back = data.held_back
-        held = pl.col("gpu_model").is_in(list(held_back)) if "gpu_model" in kept.columns else pl.lit(False)
-        why = (kept.with_columns(pl.when(held).then(pl.lit("held back from the export: ") + pl.col("gpu_model")
-                                                    .replace_strict(held_back, default=""))
-                                 .otherwise(reason).alias("why"))
-               .group_by("why").agg(pl.len().alias("gpus")).sort("gpus", "why", descending=[True, False]))
-        s.note(f"{kept.height} GPUs get no setting in the export (a node agent returns any it set before to the default):")
-        s.bullets([f"{r['gpus']} GPU{'' if r['gpus'] == 1 else 's'}: {r['why']}" for r in why.iter_rows(named=True)])
+    reason = pl.col("reason").fill_null("no reason given") if "reason" in verdicts.columns else pl.lit("no reason given")
+    if at_default.height:
+        s.note(f"{at_default.height} {'is' if at_default.height == 1 else 'are'} set to the device default limit, "
+               "clocks unlocked: listed in the file so that each node agent applies and audits them ('unchanged' "
+               "where the GPU is already there):")
+        s.bullets(_grouped(at_default, reason))
+    if left_out.height:
+        held = pl.col("gpu_model").is_in(list(data.held_back)) if "gpu_model" in left_out.columns else pl.lit(False)
+        no_limit = pl.col("power_limit_w").is_null() if "power_limit_w" in left_out.columns else pl.lit(True)
+        why = (pl.when(held).then(pl.lit("held back from the export: ") + pl.col("left_out"))
+               .when(no_limit & reason.ne("no reason given")).then(reason).otherwise(pl.col("left_out")))
+        s.note(f"{left_out.height} {'GPU gets' if left_out.height == 1 else 'GPUs get'} no setting in the export "
+               "(a node agent returns any it set before to the default):")
+        s.bullets(_grouped(left_out, why))
     cols = [c for c in REC_COLUMNS if c in data.recs.columns and c != "saving_kwh_per_day"]
+    every = verdicts.with_columns(pl.col("export").replace({AT_DEFAULT: "default limit"}).fill_null("left out")
+                                  .alias("in_export"))
     s.add(details(f"Every GPU's recommendation ({data.recs.height})",
-                  table(data.recs.select(cols).sort(cols[:2]), digits=REC_DIGITS, max_rows=500)))
+                  table(every.select(cols[:2] + ["in_export"] + cols[2:]).sort(cols[:2]), digits=REC_DIGITS,
+                        max_rows=500)))
     held_back = data.held_back
     if held_back:
         s.heading("GPU models left out of the export")

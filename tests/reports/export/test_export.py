@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import re
 
 import duckdb
 import pytest
@@ -170,3 +171,41 @@ def test_an_earlier_export_that_is_not_ours_sets_no_time(con, tmp_path, keys):
     dated.write_text(json.dumps(doc))
     again = json.loads(export(con, tmp_path, keys).read_bytes())
     assert again["body"]["generated_at"] == "2026-01-03T01:30:12Z"
+
+
+def test_the_report_counts_the_settings_the_signed_file_carries(con, tmp_path, keys):
+    """The 2026-06-12 demo report said "Settings to apply (19 of 32 GPUs)" and "13 GPUs get no
+    setting in the export", while recommended-config.json (and `agent verify`) held 32: the GPUs
+    kept at their default are in the file, as explicit default settings. The page's counts are
+    the file's."""
+    from joulehouse.reports.page.render import render_report
+
+    con.executemany("INSERT INTO fct_recommendation VALUES (?,?,?,?,?,?,?,?,?,?,?,?)", [
+        (DAY, "node-03", "GPU-a4", A100, "latency-sensitive", 400.0, 400.0, None, None, 0.0, 0.0,
+         "latency-sensitive: keep clocks (default limit)"),
+        (DAY, "node-03", "GPU-a5", A100, "throughput", 400.0, 400.0, None, None, 0.0, 0.0,
+         "held out as a control (10% of the A100 GPUs given a setting keep the default); would set 300 W"),
+        (DAY, "node-03", "GPU-a6", A100, "throughput", None, 400.0, None, None, None, None,
+         "in do_not_touch: left as it is"),
+    ])
+    body = json.loads(export(con, tmp_path, keys).read_bytes())["body"]
+    settings = [g for gpus in body["hosts"].values() for g in gpus.values()]
+    changing = [g for g in settings if g["locked_sm_clock_max_mhz"] is not None or g["power_limit_w"] < 400.0]
+    at_default = [g for g in settings if g not in changing]
+    left_out = len(body["excluded_gpus"]) + con.execute(
+        "SELECT count(*) FROM fct_recommendation WHERE day = ? AND gpu_model IN (?, ?)", [DAY, H100, H200]).fetchone()[0]
+    total = con.execute("SELECT count(*) FROM fct_recommendation WHERE day = ?", [DAY]).fetchone()[0]
+    assert (len(settings), len(changing), len(at_default), left_out, total) == (4, 2, 2, 4, 8)
+
+    text = render_report(con, DAY, tmp_path / "r.html").read_text()
+    said = {
+        "in the file": re.search(r"Settings in the signed export \((\d+) of (\d+) GPUs\)", text),
+        "changing": re.search(r"(\d+) of them change a GPU", text),
+        "at the default": re.search(r"(\d+) (?:is|are) set to the device default limit", text),
+        "left out": re.search(r"(\d+) GPUs? gets? no setting in the export", text),
+    }
+    assert all(said.values()), {k: bool(v) for k, v in said.items()}
+    assert said["in the file"].groups() == (str(len(settings)), str(total))
+    assert said["changing"].group(1) == str(len(changing))
+    assert said["at the default"].group(1) == str(len(at_default))
+    assert said["left out"].group(1) == str(left_out)

@@ -96,11 +96,13 @@ def test_the_report_holds_back_what_the_export_leaves_out(full_day, tmp_path):
     changing = data.to_apply
     assert "GPU-t" not in changing["gpu_uuid"].to_list()
     total = full_day.execute("SELECT count(*) FROM fct_recommendation WHERE day = ?", [DAY]).fetchone()[0]
-    assert f"Settings to apply ({changing.height} of {total} GPUs)" in text
     held = data.held_back
     assert set(held) == {"NVIDIA H100 80GB HBM3", "GPU model not reported"}
     body = build_body(data.recs, gate_by_model(data.models, None), day=DAY, site="s", now=dt.datetime(2026, 6, 12,
                       tzinfo=dt.timezone.utc), validity_hours=24)
+    in_file = sum(len(gpus) for gpus in body["hosts"].values())
+    assert f"Settings in the signed export ({in_file} of {total} GPUs)" in text
+    assert f"{changing.height} of them change a GPU" in text
     assert {m["gpu_model"] for m in body["excluded_gpu_models"]} == set(held)
     assert "GPU model not reported: no power model was fitted" in text
     assert "none left out of the export" not in text

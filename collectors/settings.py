@@ -241,7 +241,7 @@ class SettingsRoot(BaseSettings):
             raise SettingsError(problem)
 
 
-def _where(loc: tuple, environ: Mapping[str, str], path: str | Path | None) -> str:
+def setting_source(loc: tuple, environ: Mapping[str, str], path: str | Path | None) -> str:
     """Which source gave the setting at `loc`: the environment variable, else the file."""
     if len(loc) >= 2:
         wanted = (ENV_PREFIX + ENV_DELIMITER.join(str(p) for p in loc[:2])).upper()
@@ -259,7 +259,7 @@ def describe_errors(exc: ValidationError, environ: Mapping[str, str] | None = No
         loc, msg = tuple(err["loc"]), err["msg"].removeprefix("Value error, ")
         if err["type"] in ("extra_forbidden", "unexpected_keyword_argument"):
             what = f"unknown settings section [{loc[0]}]" if len(loc) == 1 else f"[{loc[0]}]: unknown key {loc[-1]!r}"
-            out.append(what + _where(loc, environ, path))
+            out.append(what + setting_source(loc, environ, path))
             continue
         if not loc:
             out.append(msg)
@@ -267,7 +267,7 @@ def describe_errors(exc: ValidationError, environ: Mapping[str, str] | None = No
         name = f"[{loc[0]}]" + (f".{loc[1]}" if len(loc) > 1 else "") + "".join(f"[{p}]" for p in loc[2:])
         value = err.get("input")
         shown = "" if isinstance(value, Mapping) or value is None else f" = {value!r}"
-        out.append(f"{name}{shown}{_where(loc, environ, path)}: {msg[:1].lower()}{msg[1:]}")
+        out.append(f"{name}{shown}{setting_source(loc, environ, path)}: {msg[:1].lower()}{msg[1:]}")
     return "; ".join(out)
 
 
@@ -337,5 +337,6 @@ def replace_section(settings: SettingsRoot, **sections: Any) -> SettingsRoot:
 
 __all__ = [
     "AgentSettings", "CollectorSettings", "LakeSettings", "NodeSettings", "SettingsError", "SettingsRoot",
-    "load_node_settings", "replace_fields", "replace_section", "section", "settings_to_toml", "toml_value",
+    "load_node_settings", "replace_fields", "replace_section", "section", "setting_source", "settings_to_toml",
+    "toml_value",
 ]

@@ -66,7 +66,7 @@ def estimate(
         if start is None or run.hours is None:
             fail("--region needs --start and --hours or --days (the run's wall-clock time)")
         try:
-            series, sentence = intensity_for_region(region, str(grid_file or ""), data_dir)
+            series, sentence = intensity_for_region(region, str(grid_file or ""), data_dir, setting="--grid-file")
         except GridFileError as exc:
             fail(str(exc))
         if series.height == 0:

@@ -35,7 +35,7 @@ def register(app: typer.Typer) -> None:
 
         Example: joulehouse run --date 2026-06-11 --config var/demo/joulehouse.toml
         """
-        from joulehouse.settings import SettingsError, load_settings
+        from joulehouse.settings import SettingsError, input_file_problems, load_settings
         from joulehouse.cli.dagrun import DagRunFailed, run_day
 
         day = parse_day(date, "--date")
@@ -45,6 +45,8 @@ def register(app: typer.Typer) -> None:
             settings = load_settings(config)
         except SettingsError as exc:
             _stop(str(exc), 2)
+        if (missing := input_file_problems(settings, config)) is not None:
+            _stop(missing, 2)  # before Airflow: its build or accounts step met it 20-40 s in
         from joulehouse.warehouse.lake_partitions import lake_folder_problem
 
         lake = settings.lake.path

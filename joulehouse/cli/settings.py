@@ -5,7 +5,8 @@ overrides; without --config, the defaults and the overrides) as TOML, each secti
 docstring and each key under its description and range (the Field declarations of each layer's
 settings module): a commented starting file for a site
 (`joulehouse settings > /etc/joulehouse/joulehouse.toml`). infra/joulehouse.example.toml is this
-command's output for the defaults. A password that is set is printed as asterisks.
+command's output for the defaults. A password that is set is printed as asterisks. Settings that
+are wrong, and input files they name that are not there, are refused in one line (exit 2).
 """
 
 from __future__ import annotations
@@ -73,13 +74,16 @@ def settings_command(
     Example: joulehouse settings --config /etc/joulehouse/joulehouse.toml
     """
     # Imported here: every other command starts without the analytics' settings modules.
-    from joulehouse.settings import load_settings
+    from joulehouse.settings import input_file_problems, load_settings
 
     try:
         settings = load_settings(config)
     except SettingsError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from None
+    if (missing := input_file_problems(settings, config)) is not None:
+        typer.echo(f"error: {missing}", err=True)  # the check `joulehouse run` makes before its work
+        raise typer.Exit(2)
     typer.echo(commented_toml(settings), nl=False)
 
 

@@ -145,12 +145,18 @@ def load_intensity_file(path: Path, region: str | None = None, basis: str = "dir
 
 
 def intensity_for_region(
-    region: str, grid_file: str, data_dir: Path | None, basis: str = "direct"
+    region: str, grid_file: str, data_dir: Path | None, basis: str = "direct",
+    setting: str = "[carbon]/[tco] grid_file",
 ) -> tuple[pl.DataFrame, str]:
     """The hourly intensity of `region` and a sentence saying where it came from. An empty
-    frame (and a sentence saying so) when no file is known for the region."""
+    frame (and a sentence saying so) when no file is known for the region. A `grid_file` that is
+    not a file is a GridFileError naming `setting` (where the path was given)."""
     if grid_file:
         path = Path(grid_file)
+        try:
+            regular_file(path, "grid intensity file", GridFileError)
+        except GridFileError as exc:
+            raise GridFileError(f"{exc} ({setting})") from None
     elif data_dir is not None and region in DEFAULT_REGION_FILES:
         path = Path(data_dir) / DEFAULT_REGION_FILES[region]
     else:

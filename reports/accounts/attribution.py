@@ -38,6 +38,25 @@ JOB_COLUMNS = {
 }
 
 
+def sum_known(column: str) -> pl.Expr:
+    """The sum of a column's known values, NULL where none is known (polars' sum() of only NULLs is
+    0, and a GPU-hour whose energy was not measured is not a GPU-hour that drew 0 kWh).
+
+    Where some values are known and some are not, the sum is that of the known ones: a job with
+    measured and unmeasured hours is charged the energy (carbon, cost) that was measured, never
+    NULL for all of it and never a guess for the rest, so the jobs' sums still add up to the
+    measured total. Its unmeasured hours are not hidden: they count in unmetered_gpu_hours
+    (reports.accounts.carbon / tco), which says how much of a row's gpu_hours the amounts miss."""
+    return pl.when(pl.col(column).count() > 0).then(pl.col(column).sum())
+
+
+def _plus_share(amount: str, share: pl.Expr) -> pl.Expr:
+    """amount + its share of the day's idle amount, where an unknown (NULL) amount stays NULL
+    unless a share of a known idle amount actually lands on it (then that share is all it knows)."""
+    return (pl.when(share.is_null() | (share == 0)).then(pl.col(amount))
+            .otherwise(pl.col(amount).fill_null(0.0) + share))
+
+
 def empty_jobs() -> pl.DataFrame:
     """A jobs frame with no rows (a site without a scheduler feed)."""
     return pl.DataFrame(schema=JOB_COLUMNS)
@@ -163,16 +182,18 @@ def group_by_job(attributed: pl.DataFrame, additive_cols: list[str]) -> pl.DataF
     """Sum to the report grain: day x team x user x job x stage."""
     return (
         attributed.group_by(GROUP_KEYS)
-        .agg([pl.col("gpu_hours").sum(), pl.when(pl.col("flops_total").count() > 0).then(pl.col("flops_total").sum()).alias("flops_total")] + [pl.col(c).sum() for c in additive_cols])
+        .agg([pl.col("gpu_hours").sum(), sum_known("flops_total")] + [sum_known(c) for c in additive_cols])
         .sort(GROUP_KEYS)
     )
 
 
 def _spread_weights(jobs: pl.DataFrame, weight_col: str) -> pl.DataFrame:
     """The job rows with `_w`: each row's share of its day's idle amounts (its `weight_col` over
-    the day's, equal shares where the day's weights sum to zero)."""
-    return jobs.with_columns(pl.col(weight_col).sum().over("day").alias("_w_day")).with_columns(
-        pl.when(pl.col("_w_day") != 0).then(pl.col(weight_col) / pl.col("_w_day"))
+    the day's, equal shares where the day's weights sum to zero). A row whose weight is unknown
+    (no measured energy) weighs nothing: the idle amounts go to the rows that drew measured energy."""
+    weight = pl.col(weight_col).fill_null(0.0)
+    return jobs.with_columns(weight.sum().over("day").alias("_w_day")).with_columns(
+        pl.when(pl.col("_w_day") != 0).then(weight / pl.col("_w_day"))
         .otherwise(1.0 / pl.len().over("day")).alias("_w"))
 
 
@@ -184,16 +205,18 @@ def spread_unallocated(grouped: pl.DataFrame, additive_cols: list[str], weight_c
     idle = grouped.filter(is_idle)
     if jobs.height == 0 or idle.height == 0:
         return grouped
-    idle_totals = idle.group_by("day").agg([pl.col(c).sum().alias(f"_idle_{c}") for c in additive_cols])
+    idle_totals = idle.group_by("day").agg([sum_known(c).alias(f"_idle_{c}") for c in additive_cols])
     spread = (
         _spread_weights(jobs, weight_col).join(idle_totals, on="day", how="left")
-        .with_columns([(pl.col(c) + pl.col("_w") * pl.col(f"_idle_{c}").fill_null(0.0)).alias(c) for c in additive_cols])
+        .with_columns([_plus_share(c, pl.col("_w") * pl.col(f"_idle_{c}")).alias(c) for c in additive_cols])
         .select(grouped.columns)
     )
     # Idle rows keep their gpu_hours (so idle time stays visible) but carry no amounts any more;
-    # days with idle but no jobs keep their amounts.
+    # days with idle but no jobs keep their amounts. An idle amount nobody knew (NULL) moved nowhere
+    # and stays NULL.
     days_with_jobs = jobs.select("day").unique()
-    moved = idle.join(days_with_jobs, on="day", how="semi").with_columns([pl.lit(0.0).alias(c) for c in additive_cols])
+    moved = idle.join(days_with_jobs, on="day", how="semi").with_columns(
+        [pl.when(pl.col(c).is_not_null()).then(0.0).alias(c) for c in additive_cols])
     kept = idle.join(days_with_jobs, on="day", how="anti")
     return pl.concat([spread, moved, kept], how="vertical_relaxed").sort(GROUP_KEYS)
 
@@ -227,7 +250,7 @@ def account_by_gpu(per_hour: pl.DataFrame, jobs: pl.DataFrame, additive_cols: li
     attributed = attribute_gpu_hours(per_hour, jobs, additive_cols, energy_shares, time_cols)
     grouped = group_by_job(attributed, additive_cols)
     by_gpu = (attributed.join(_gpu_keys(per_hour), on="gpu_uuid", how="left")
-              .group_by(GPU_KEYS).agg([pl.col(c).sum() for c in additive_cols]))
+              .group_by(GPU_KEYS).agg([sum_known(c) for c in additive_cols]))
     if idle_policy != "proportional":
         return grouped, by_gpu.sort(GPU_KEYS, nulls_last=True)
     is_idle = pl.col("job_id") == UNALLOCATED
@@ -235,9 +258,10 @@ def account_by_gpu(per_hour: pl.DataFrame, jobs: pl.DataFrame, additive_cols: li
     idle = by_gpu.filter(is_idle)
     if job_rows.height and idle.height:
         weights = _spread_weights(job_rows, "energy_kwh").group_by(["day", "job_id"]).agg(pl.col("_w").sum())
-        moved = (weights.join(idle.drop("job_id"), on="day", how="inner")
+        # a job that takes no share (w 0) gets no row: 0 would stand for its unknown energy
+        moved = (weights.filter(pl.col("_w") != 0).join(idle.drop("job_id"), on="day", how="inner")
                  .with_columns([pl.col(c) * pl.col("_w") for c in additive_cols]).select(by_gpu.columns))
         kept = idle.join(job_rows.select("day").unique(), on="day", how="anti")
         by_gpu = (pl.concat([by_gpu.filter(~is_idle), moved, kept], how="vertical_relaxed")
-                  .group_by(GPU_KEYS).agg([pl.col(c).sum() for c in additive_cols]))
+                  .group_by(GPU_KEYS).agg([sum_known(c) for c in additive_cols]))
     return spread_unallocated(grouped, additive_cols), by_gpu.sort(GPU_KEYS, nulls_last=True)

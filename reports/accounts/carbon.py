@@ -14,7 +14,9 @@ Per metered GPU-hour (all in gCO2e unless named otherwise):
     embodied_gco2e      = amortised GPU + server share (reports.accounts.embodied), idle hours included.
 Every hour of the day of every GPU in the fleet carries its embodied carbon, read or not: an hour
 without a reading (reports.accounts.fleet_hours) has no energy and no operational carbon (NULL),
-and counts in unmetered_gpu_hours.
+and counts in unmetered_gpu_hours, as does an hour whose readings were too few to measure its energy
+(fct_gpu_energy_hourly.energy_kwh NULL). A job's energy and operational carbon are those of its
+measured hours, NULL where none was measured (reports.accounts.attribution.sum_known).
 Range: operational relative uncertainty u_op = sqrt(u_grid^2 + u_pue^2) (independent inputs);
 embodied u_emb; low/high of the total = location x (1 -/+ u_op) + embodied x (1 -/+ u_emb).
 Attribution and the idle policy: reports.accounts.attribution. The day's hourly context
@@ -128,8 +130,10 @@ def carbon_per_gpu_hour(gpu_hours: pl.DataFrame, settings: CarbonSettings,
     unmetered_gpu_hours 1, and NULL energy and operational carbon (nothing was read)."""
     with_energy = with_facility_energy(gpu_hours).with_columns(
         (pl.col("facility_energy_kwh") * pl.col("intensity_gco2e_per_kwh")).alias("location_gco2e"))
+    # a GPU-hour whose energy was not measured (too few readings to bridge) counts as unmetered, as
+    # an hour without a reading does: the row's energy and operational carbon leave it out
     metered = embodied_per_gpu_hour(market_based(with_energy, settings), settings).with_columns(
-        pl.lit(0.0).alias("unmetered_gpu_hours"))
+        pl.col("energy_kwh").is_null().cast(pl.Float64).alias("unmetered_gpu_hours"))
     if unmetered is None or unmetered.height == 0:
         return metered
     unread = embodied_per_gpu_hour(unmetered, settings).with_columns(pl.lit(1.0).alias("unmetered_gpu_hours"))
@@ -140,11 +144,19 @@ def with_range(rows: pl.DataFrame, settings: CarbonSettings) -> pl.DataFrame:
     """Add total_gco2e, total_market_gco2e and the low/high range of total_gco2e."""
     u_op = math.hypot(settings.grid_uncertainty_pct, settings.pue_uncertainty_pct) / 100.0
     u_emb = settings.embodied_uncertainty_pct / 100.0
+
+    def plus(operational: pl.Expr, embodied: pl.Expr) -> pl.Expr:
+        # the known parts: a row whose energy was never measured (operational NULL) still carries its
+        # embodied carbon, as the cost's total carries capital (sum_horizontal); NULL if neither is known
+        return (pl.when(operational.is_null() & embodied.is_null()).then(None)
+                .otherwise(operational.fill_null(0.0) + embodied.fill_null(0.0)))
+
+    location, market, embodied = pl.col("location_gco2e"), pl.col("market_gco2e"), pl.col("embodied_gco2e")
     return rows.with_columns(
-        (pl.col("location_gco2e") + pl.col("embodied_gco2e")).alias("total_gco2e"),
-        (pl.col("market_gco2e") + pl.col("embodied_gco2e")).alias("total_market_gco2e"),
-        (pl.col("location_gco2e") * (1 - u_op) + pl.col("embodied_gco2e") * (1 - u_emb)).alias("total_low_gco2e"),
-        (pl.col("location_gco2e") * (1 + u_op) + pl.col("embodied_gco2e") * (1 + u_emb)).alias("total_high_gco2e"),
+        plus(location, embodied).alias("total_gco2e"),
+        plus(market, embodied).alias("total_market_gco2e"),
+        plus(location * (1 - u_op), embodied * (1 - u_emb)).alias("total_low_gco2e"),
+        plus(location * (1 + u_op), embodied * (1 + u_emb)).alias("total_high_gco2e"),
     )
 
 

@@ -6,7 +6,8 @@ in the month. A day's account carries the part of that bill the day added:
     charged_kw(day, site) = max(0, peak_kw(day) - the peak of the month's earlier days)
     demand_charge_usd     = rate x charged_kw, on the GPU-hours of the day's peak hour, pro rata
                             by their energy at the meter (the coincident-peak rule: who draws
-                            at the peak pays for it)
+                            at the peak pays for it); equally over them where none of their
+                            energy was measured (the charge is still owed: `allocate`)
 
 so the days of a month, accounted in date order, add up to exactly rate x the month's peak, and
 the day that set or raised the peak pays for it. The earlier days' peaks are read from
@@ -16,7 +17,9 @@ says so and names them (re-run them, in order, to restate).
 
 Site demand per hour: the facility meter's average power over the part of the hour it covered
 (fct_pue_hourly) when it covered at least `min_meter_coverage_ratio` of the hour, else the
-GPU-hours' energy at the meter (IT x PUE) summed. Demand is taken on hourly averages; utilities
+GPU-hours' energy at the meter (IT x PUE) summed (NULL where none of it was measured: such an
+hour's demand is unknown, never 0, and a day whose every hour is unknown has no peak and no
+charge, NULL). Demand is taken on hourly averages; utilities
 bill 15- or 30-minute intervals, whose peaks are higher, so the charge is a lower bound.
 """
 
@@ -27,6 +30,7 @@ import datetime as dt
 import duckdb
 import polars as pl
 
+from joulehouse.reports.accounts.attribution import sum_known
 from joulehouse.reports.accounts.warehouse_io import replace_report_day
 from joulehouse.warehouse.sqlio import relation_exists
 
@@ -39,7 +43,7 @@ NO_METER = pl.DataFrame(schema={"site": pl.String, "hour_at": pl.Datetime("us", 
 def site_hour_kw(gpu_hours: pl.DataFrame, meter: pl.DataFrame, min_meter_coverage_ratio: float) -> pl.DataFrame:
     """(day, site, hour_at, site_kw, peak_basis) for every site-hour with GPU-hours: the meter's kW
     where it covered enough of the hour, else the GPU-hours' facility_energy_kwh summed."""
-    gpu = gpu_hours.group_by(["day", "site", "hour_at"]).agg(pl.col("facility_energy_kwh").sum().alias("_gpu_kw"))
+    gpu = gpu_hours.group_by(["day", "site", "hour_at"]).agg(sum_known("facility_energy_kwh").alias("_gpu_kw"))
     usable = meter.filter(pl.col("facility_kw").is_not_null() & (pl.col("coverage_ratio") >= min_meter_coverage_ratio))
     joined = gpu.join(usable.select("site", "hour_at", "facility_kw").unique(["site", "hour_at"]),
                       on=["site", "hour_at"], how="left")
@@ -57,7 +61,8 @@ def day_peaks(site_hours: pl.DataFrame, month_peak_before_kw: dict[str, float], 
     (a planned run: reports.accounts.estimate) the days are charged in date order, each against its
     month's earlier days, a new month from zero; `month_peak_before_kw` {site: kW} is the peak of
     the first day's month before that day (the warehouse's earlier days: month_peak_before)."""
-    peaks = (site_hours.sort(["day", "site", "site_kw", "hour_at"], descending=[False, False, True, False])
+    peaks = (site_hours.sort(["day", "site", "site_kw", "hour_at"], descending=[False, False, True, False],
+                             nulls_last=True)
              .group_by(["day", "site"], maintain_order=True).first()
              .rename({"hour_at": "peak_hour_at", "site_kw": "peak_kw"}).sort("day", "site"))
     before = pl.DataFrame({"site": list(month_peak_before_kw), "_given_kw": list(month_peak_before_kw.values())},
@@ -77,12 +82,24 @@ def day_peaks(site_hours: pl.DataFrame, month_peak_before_kw: dict[str, float], 
 
 def allocate(gpu_hours: pl.DataFrame, peaks: pl.DataFrame) -> pl.DataFrame:
     """gpu_hours with demand_charge_usd: each site-day's charge on its peak hour's GPU-hours, pro
-    rata by facility_energy_kwh (0 elsewhere)."""
-    share = pl.col("facility_energy_kwh") / pl.col("facility_energy_kwh").sum().over(["day", "site", "hour_at"])
+    rata by facility_energy_kwh (0 elsewhere; NULL on the peak hour where the charge is unknown).
+
+    Where the peak hour's GPU-hours have no measured energy, or it sums to 0 (the facility meter
+    set the peak while the GPUs' readings were too sparse to give their energy), the charge is
+    split equally over them: each row is one GPU-hour, so this is by GPU time held in the hour.
+    The charge was incurred (rpt_demand_peak_daily records it) and the GPUs in the peak hour are
+    who drew it; dropping it would make the accounts disagree with the bill. Either way the
+    allocated charges of a site-day add up to its demand_charge_usd. A GPU-hour without measured
+    energy beside measured ones takes no share: the measured ones are the peak's known draw."""
+    hour = ["day", "site", "hour_at"]
+    energy = pl.col("facility_energy_kwh")
+    hour_kwh = energy.sum().over(hour)
+    share = (pl.when(hour_kwh > 0).then(energy.fill_null(0.0) / hour_kwh)
+             .otherwise(1.0 / pl.len().over(hour)))
     return (gpu_hours.join(peaks.select("day", "site", "peak_hour_at", pl.col("demand_charge_usd").alias("_site_usd")),
                            on=["day", "site"], how="left")
             .with_columns(pl.when(pl.col("hour_at") == pl.col("peak_hour_at")).then(pl.col("_site_usd") * share)
-                          .otherwise(0.0).fill_null(0.0).fill_nan(0.0).alias("demand_charge_usd"))
+                          .otherwise(0.0).alias("demand_charge_usd"))
             .drop("peak_hour_at", "_site_usd"))
 
 

@@ -2,8 +2,8 @@
 and hour (pure, frame in, frame out; carbon_day and tco_day write them).
 
 Every UTC hour of the day gets a row per (site, region) seen in the day's GPU-hours, metered or
-not: the curves are drawn over the whole day. Fleet energies are NULL in hours with no metered
-GPU-hour (a missing reading is NULL, never 0).
+not: the curves are drawn over the whole day. Fleet energies are NULL in hours with no GPU-hour
+whose energy was measured (a missing reading is NULL, never 0).
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ import datetime as dt
 
 import polars as pl
 
+from joulehouse.reports.accounts.attribution import sum_known
 
 HOUR = pl.Datetime("us", "UTC")
 
@@ -27,11 +28,13 @@ def day_site_hours(gpu_hours: pl.DataFrame, day: dt.date) -> pl.DataFrame:
 
 def fleet_load(gpu_hours: pl.DataFrame) -> pl.DataFrame:
     """Per (site, hour_at): fleet_it_energy_kwh, fleet_gpu_energy_kwh, fleet_facility_energy_kwh
-    (kWh; gpu_hours needs energy_kwh [IT], gpu_energy_kwh [board] and pue)."""
-    return gpu_hours.group_by("site", "hour_at").agg(
-        pl.col("energy_kwh").sum().alias("fleet_it_energy_kwh"),
-        pl.col("gpu_energy_kwh").sum().alias("fleet_gpu_energy_kwh"),
-        (pl.col("energy_kwh") * pl.col("pue")).sum().alias("fleet_facility_energy_kwh"),
+    (kWh; gpu_hours needs energy_kwh [IT], gpu_energy_kwh [board] and pue): the sum of the GPU-hours
+    whose energy was measured, NULL in a site-hour where none was (reports.accounts.attribution.sum_known)."""
+    return gpu_hours.with_columns((pl.col("energy_kwh") * pl.col("pue")).alias("_facility_kwh")).group_by(
+        "site", "hour_at").agg(
+        sum_known("energy_kwh").alias("fleet_it_energy_kwh"),
+        sum_known("gpu_energy_kwh").alias("fleet_gpu_energy_kwh"),
+        sum_known("_facility_kwh").alias("fleet_facility_energy_kwh"),
     )
 
 

@@ -7,7 +7,8 @@ Per metered GPU-hour, USD:
                         the day's peak hour pro rata by their meter energy (the coincident-peak
                         rule: who draws at the peak pays for it)
     green_premium     = ratio x max(energy_cost, 0) when the region's renewable share in that
-                        hour is below the threshold (no premium where the share is unknown)
+                        hour is below the threshold (no premium where the share is unknown;
+                        NULL where the energy cost is)
     density_surcharge = ratio(rack kW) x max(energy_cost + demand_charge, 0); ratio 0 below
                         25 kW, 0.12 at 25-35 kW, 0.28 above, on the provisioned TcoSettings.rack_kw
     capital           = (GPU price + server price / gpus_per_server) / lifetime hours, none
@@ -15,7 +16,9 @@ Per metered GPU-hour, USD:
     operations        = that capital base x operations_ratio_of_capex_per_year / 8760
 Capital and operations are charged on every hour of the day of every GPU in the fleet, read or
 not (reports.accounts.fleet_hours): an hour without a reading carries them and no energy, and
-counts in unmetered_gpu_hours.
+counts in unmetered_gpu_hours, as does an hour whose readings were too few to measure its energy
+(fct_gpu_energy_hourly.energy_kwh NULL). A job's energy and energy-driven costs are those of its
+measured hours, NULL where none was measured (reports.accounts.attribution.sum_known).
 static_energy_cost prices the same energy at the flat average of the day's metered hours (the
 unweighted mean of their hourly prices: on a full day, the day's mean; on a day the fleet's data
 covers in part, the mean of the hours it covers), for the static-vs-dynamic comparison.
@@ -122,12 +125,22 @@ def cost_per_gpu_hour(gpu_hours: pl.DataFrame, settings: TcoSettings, peaks: pl.
     else:
         base = allocate(base, peaks)
     density = density_surcharge_ratio(settings.rack_kw, settings)
+    energy_cost, demand = pl.col("energy_cost_usd"), pl.col("demand_charge_usd")
     metered = with_calendar_costs(base, settings).with_columns(
-        pl.when(pl.col("renewable_pct") < settings.green_premium_below_renewable_pct)
-        .then(settings.green_premium_ratio * pl.col("energy_cost_usd").clip(lower_bound=0.0))
+        # no premium (0) where renewables are plentiful or their share is unknown, but only on an
+        # energy cost that is known: the premium of an unknown energy cost is unknown (NULL)
+        pl.when(energy_cost.is_null()).then(None)
+        .when(pl.col("renewable_pct") < settings.green_premium_below_renewable_pct)
+        .then(settings.green_premium_ratio * energy_cost.clip(lower_bound=0.0))
         .otherwise(0.0).alias("green_premium_usd"),
-        (density * (pl.col("energy_cost_usd") + pl.col("demand_charge_usd")).clip(lower_bound=0.0)).alias("density_surcharge_usd"),
-        pl.lit(0.0).alias("unmetered_gpu_hours"),
+        # on the known parts of the bill: a demand charge allocated to a GPU-hour whose energy is
+        # unknown (demand.allocate) still carries its surcharge; nothing known, NULL
+        pl.when(energy_cost.is_not_null() | (demand.fill_null(0.0) != 0))
+        .then(density * (energy_cost.fill_null(0.0) + demand.fill_null(0.0)).clip(lower_bound=0.0))
+        .alias("density_surcharge_usd"),
+        # a GPU-hour whose energy was not measured (too few readings to bridge) counts as unmetered,
+        # as an hour without a reading does: the row's energy amounts leave it out
+        pl.col("energy_kwh").is_null().cast(pl.Float64).alias("unmetered_gpu_hours"),
     )
     if unmetered is None or unmetered.height == 0:
         return metered
@@ -185,7 +198,7 @@ class TcoSummary:
     cost_per_gpu_hour_usd: float | None
     dynamic_energy_cost_usd: float
     static_energy_cost_usd: float
-    peak_site_kw: float
+    peak_site_kw: float | None
     shift_saving_usd: float
     unallocated_cost_usd: float
     price_rule_counts: dict[str, int]
@@ -216,7 +229,8 @@ def tco_day(con, day: dt.date, settings: TcoSettings, data_dir: Path | None, *,
         notes.append(f"{len(later)} later day(s) of this month were accounted before this one ({later[0]} to "
                      f"{later[-1]}): their demand charges assumed this day's earlier peak; re-run them in order "
                      "to restate the month")
-    peak_kw = float(peaks["peak_kw"].max()) if peaks.height else 0.0
+    highest = peaks["peak_kw"].max() if peaks.height else 0.0
+    peak_kw = float(highest) if highest is not None else None  # no hour's demand known
     unmetered = prepared.unmetered_hours
     if not ctx.height and unmetered is not None and unmetered.height:
         notes.append(f"no metered GPU-hours on {day}: capital and operations of the fleet's hours only")

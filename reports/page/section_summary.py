@@ -187,13 +187,14 @@ def _cost_card(data: ReportData) -> Markup:
 
 
 def unread_sentence(account, what: str) -> str:
-    """'<what> include N GPU-hours without a reading; ', or '' when every GPU-hour was read: the
-    fleet's hours are charged their calendar costs read or not (reports.accounts.fleet_hours), and
-    the page says how many so that the charge is not hidden."""
+    """'<what> include N GPU-hours without measured energy; ', or '' when every GPU-hour's energy
+    was measured: the fleet's hours are charged their calendar costs read or not
+    (reports.accounts.fleet_hours), and the page says how many so that the charge is not hidden."""
     unread = total(account, "unmetered_gpu_hours")
     if not unread:
         return ""
-    return f"{what} include {fmt_number(unread, 1)} GPU-hours of GPUs in the fleet without a reading (no energy); "
+    return (f"{what} include {fmt_number(unread, 1)} GPU-hours of GPUs in the fleet without measured energy "
+            "(no reading, or too few to measure it); ")
 
 
 def _cards(data: ReportData) -> Markup:

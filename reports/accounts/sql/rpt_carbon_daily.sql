@@ -14,7 +14,9 @@
 --   energy_kwh [kWh] IT energy: the server's BMC energy split by GPU share where usable, else GPU
 --     board energy (see it_energy_basis). The BMC's hour is taken whole: its energy over the covered
 --     part / coverage_ratio (so it can exceed fct_node_energy_hourly's, which counts only what was
---     read; at most 1 / [carbon] node_energy_min_coverage_ratio of it)
+--     read; at most 1 / [carbon] node_energy_min_coverage_ratio of it). The sum over the row's GPU-hours
+--     whose energy was measured, NULL where none was (unmetered_gpu_hours counts the others); so are
+--     the amounts that follow the energy
 --   facility_energy_kwh [kWh] energy at the meter = IT x PUE
 --   location_gco2e [gCO2e] operational, location-based (grid intensity of the region and hour)
 --   market_gco2e [gCO2e] operational, market-based: contracts, then the region's residual mix (NULL for
@@ -30,8 +32,9 @@
 --   it_energy_basis [text] 'node_ipmi' | 'gpu_only', or 'mixed' when the row's GPU-hours used both
 --   market_basis [text] the contracts and residual mix (value, source, data year, or "not available")
 --     market-based carbon used that day
---   unmetered_gpu_hours [GPU-hours] the part of gpu_hours without a reading: hours of GPUs in the
---     fleet (reports/accounts/fleet_hours.py) charged embodied carbon and no energy
+--   unmetered_gpu_hours [GPU-hours] the part of gpu_hours without measured energy: hours of GPUs in
+--     the fleet without a reading (reports/accounts/fleet_hours.py), or whose readings were too few
+--     to measure it (fct_gpu_energy_hourly.energy_kwh NULL), charged embodied carbon and no energy
 CREATE TABLE IF NOT EXISTS rpt_carbon_daily (
     day DATE NOT NULL,
     team VARCHAR NOT NULL,

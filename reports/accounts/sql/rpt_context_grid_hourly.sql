@@ -12,7 +12,7 @@
 --   renewable_pct [%] of generation (NULL where unknown)
 --   intensity_rule [text] how the hour's value was found (reports.accounts.yearmap)
 --   pue [ratio] facility / IT energy, measured or default
---   fleet_it_energy_kwh [kWh] IT energy in the accounts' basis (NULL when no GPU-hour was metered)
+--   fleet_it_energy_kwh [kWh] IT energy in the accounts' basis (NULL when no GPU-hour's energy was measured)
 --   fleet_gpu_energy_kwh [kWh] GPU board energy
 --   fleet_facility_energy_kwh [kWh] energy at the meter = IT x PUE
 CREATE TABLE IF NOT EXISTS rpt_context_grid_hourly (

@@ -10,8 +10,8 @@
 --   region [text] grid region
 --   price_usd_per_mwh [USD/MWh] market, tariff or flat price (TcoSettings)
 --   price_rule [text] how the hour's price was found
---   fleet_it_energy_kwh [kWh] IT energy, as in rpt_context_grid_hourly (NULL when no GPU-hour was metered)
---   fleet_facility_energy_kwh [kWh] energy at the meter (NULL when no GPU-hour was metered)
+--   fleet_it_energy_kwh [kWh] IT energy, as in rpt_context_grid_hourly (NULL when no GPU-hour's energy was measured)
+--   fleet_facility_energy_kwh [kWh] energy at the meter (NULL when no GPU-hour's energy was measured)
 --   green_premium_applies [bool] the green premium's rule selects the hour (renewable share below
 --     [tco].green_premium_below_renewable_pct); NULL where the share is unknown (no premium)
 CREATE TABLE IF NOT EXISTS rpt_context_price_hourly (

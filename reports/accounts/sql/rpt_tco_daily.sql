@@ -13,11 +13,14 @@
 --   energy_kwh [kWh] IT energy: the server's BMC energy split by GPU share where usable, else GPU
 --     board energy (see it_energy_basis). The BMC's hour is taken whole: its energy over the covered
 --     part / coverage_ratio (so it can exceed fct_node_energy_hourly's, which counts only what was
---     read; at most 1 / [tco] node_energy_min_coverage_ratio of it)
+--     read; at most 1 / [tco] node_energy_min_coverage_ratio of it). The sum over the row's GPU-hours
+--     whose energy was measured, NULL where none was (unmetered_gpu_hours counts the others); so are
+--     the amounts that follow the energy
 --   facility_energy_kwh [kWh] energy at the meter = IT x PUE
 --   energy_cost_usd [USD] facility energy x hourly price (negative prices kept)
---   demand_charge_usd [USD] what the day added to the month's peak-kW charge (rpt_demand_peak_daily)
---   green_premium_usd [USD] uplift when renewables are scarce
+--   demand_charge_usd [USD] what the day added to the month's peak-kW charge (rpt_demand_peak_daily),
+--     on the peak hour's GPU-hours by their energy (equally where none of it was measured)
+--   green_premium_usd [USD] uplift when renewables are scarce (NULL where energy_cost_usd is)
 --   density_surcharge_usd [USD] uplift by rack kW
 --   capital_usd [USD] straight-line depreciation
 --   operations_usd [USD] operations
@@ -32,8 +35,9 @@
 --   total_cost_low_usd [USD] total with the price-driven components (energy, green premium,
 --     density surcharge) moved by -price_uncertainty_pct of their size
 --   total_cost_high_usd [USD] the same moved by +price_uncertainty_pct
---   unmetered_gpu_hours [GPU-hours] the part of gpu_hours without a reading: hours of GPUs in the
---     fleet (reports/accounts/fleet_hours.py) charged capital and operations and no energy
+--   unmetered_gpu_hours [GPU-hours] the part of gpu_hours without measured energy: hours of GPUs in
+--     the fleet without a reading (reports/accounts/fleet_hours.py), or whose readings were too few
+--     to measure it (fct_gpu_energy_hourly.energy_kwh NULL), charged capital and operations and no energy
 CREATE TABLE IF NOT EXISTS rpt_tco_daily (
     day DATE NOT NULL,
     team VARCHAR NOT NULL,

@@ -10,7 +10,7 @@
 --   stage [text] stage ('idle' for the idle line)
 --   jobs_n [count] distinct jobs
 --   gpu_hours [GPU-hours] GPU time
---   unmetered_gpu_hours [GPU-hours] the part of gpu_hours without a reading (fleet GPUs charged
+--   unmetered_gpu_hours [GPU-hours] the part of gpu_hours without measured energy (charged
 --     capital and operations and no energy; as in rpt_tco_daily)
 --   energy_kwh [kWh] IT energy (basis as in rpt_tco_daily)
 --   gpu_energy_kwh [kWh] GPU board energy

@@ -60,8 +60,10 @@ def load_settings(path: str | Path | None = None, env: Mapping[str, str] | None 
     return Settings.load(path, env)
 
 
-def _input_files(settings: Settings) -> Iterator[tuple[tuple[str, str], str]]:
+def _input_files(settings: Settings, signing_key: bool) -> Iterator[tuple[tuple[str, str], str]]:
     """((section, field), path) of every input file the settings name; "" is none configured."""
+    if signing_key:
+        yield ("export", "private_key_path"), settings.export.private_key_path
     yield ("warehouse", "inventory_path"), settings.warehouse.inventory_path
     yield ("carbon", "grid_file"), settings.carbon.grid_file
     yield ("tco", "grid_file"), settings.tco.grid_file
@@ -72,15 +74,17 @@ def _input_files(settings: Settings) -> Iterator[tuple[tuple[str, str], str]]:
 
 
 def input_file_problems(settings: Settings, path: str | Path | None = None,
-                        env: Mapping[str, str] | None = None) -> str | None:
+                        env: Mapping[str, str] | None = None, *, signing_key: bool = False) -> str | None:
     """One line naming each configured local input file that is not a regular file (the setting,
     its path and where it was set: the environment variable, else the settings file at `path`),
     or None. URLs (s3://...) are left to their readers. Said before any work: a steps' reader
-    would meet it 20-40 s into a run, inside Airflow, in words that name no setting."""
+    would meet it 20-40 s into a run, inside Airflow, in words that name no setting.
+    `signing_key`: the [export] key too, which only a run needs (its export task signs with it,
+    minutes in, after the build and the fits, and the report waits on that task)."""
     environ = os.environ if env is None else env
     problems = []
-    for (section, field), file in _input_files(settings):
-        if not file or is_url(file):
+    for (section, field), file in _input_files(settings, signing_key):
+        if field != "private_key_path" and (not file or is_url(file)):  # the key is read as a local file
             continue
         where = setting_source((section, field), environ, path)
         try:
@@ -93,8 +97,12 @@ def input_file_problems(settings: Settings, path: str | Path | None = None,
             if stat.S_ISREG(mode):
                 continue
             problem = "is a folder; expected a file" if stat.S_ISDIR(mode) else "is not a regular file"
-        fix = ("fix the path or drop the entry" if field == "clock_sweep_files"
-               else f'fix the path, or {field} = "" for none')
+        if field == "private_key_path":
+            fix = f"create one with `joulehouse keys generate --out {Path(file).parent}`, or fix the path"
+        elif field == "clock_sweep_files":
+            fix = "fix the path or drop the entry"
+        else:
+            fix = f'fix the path, or {field} = "" for none'
         problems.append(f"[{section}].{field} {file}{where}: {problem}; {fix}")
     return "; ".join(problems) or None
 

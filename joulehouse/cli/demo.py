@@ -45,8 +45,8 @@ def register(app: typer.Typer) -> None:
             settings = load_settings(config)
         except SettingsError as exc:
             _stop(str(exc), 2)
-        if (missing := input_file_problems(settings, config)) is not None:
-            _stop(missing, 2)  # before Airflow: its build or accounts step met it 20-40 s in
+        if (missing := input_file_problems(settings, config, signing_key=True)) is not None:
+            _stop(missing, 2)  # before Airflow: its build or accounts step met it 20-40 s in, the export minutes in
         from joulehouse.warehouse.lake_partitions import lake_folder_problem
 
         lake = settings.lake.path

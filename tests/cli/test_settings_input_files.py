@@ -13,6 +13,7 @@ from typer.testing import CliRunner
 
 import joulehouse.cli.dagrun as dagrun
 from joulehouse.cli.main import app
+from joulehouse.collectors.config_contract import generate_keypair
 
 DAY = dt.date(2026, 6, 12)
 
@@ -28,10 +29,14 @@ def site(tmp_path, monkeypatch):
     return tmp_path, started
 
 
-def _config(tmp_path, body: str = "", warehouse: str = ""):
+def _config(tmp_path, body: str = "", warehouse: str = "", export: str | None = None):
+    """A site's settings; its signing key is there unless `export` says otherwise."""
+    if export is None:
+        generate_keypair(tmp_path / "keys")
+        export = f'private_key_path = "{tmp_path / "keys" / "joulehouse-ed25519.pem"}"\n'
     path = tmp_path / "joulehouse.toml"
     path.write_text(f'[lake]\npath = "{tmp_path / "lake"}"\n'
-                    f'[warehouse]\ndb_path = "{tmp_path / "w.duckdb"}"\n{warehouse}' + body)
+                    f'[warehouse]\ndb_path = "{tmp_path / "w.duckdb"}"\n{warehouse}[export]\n{export}' + body)
     return path
 
 
@@ -83,6 +88,23 @@ def test_files_that_are_there_urls_and_empty_settings_let_the_run_start(site):
     config = _config(tmp_path, f'[carbon]\ngrid_file = "{grid}"\n[tco]\nprice_file = ""\n',
                      warehouse='inventory_path = "s3://fleet/inv.csv"\n')
     result = _run(tmp_path, config)
+    assert "error" not in result.output and len(started) == 1
+
+
+def test_run_refuses_a_missing_signing_key_before_the_day_is_built(site):
+    """Without the key, the DAG built, checked, fitted, accounted and recommended the day, then
+    failed at the signed export, minutes in, and the report after it was never drawn.
+    `joulehouse settings` does not need the key."""
+    tmp_path, started = site
+    key = tmp_path / "keys" / "joulehouse-ed25519.pem"
+    config = _config(tmp_path, export=f'private_key_path = "{key}"\n')
+    line = _one_line(_run(tmp_path, config))
+    assert line == (f"error: [export].private_key_path {key} (in {config}): does not exist; "
+                    f"create one with `joulehouse keys generate --out {key.parent}`, or fix the path")
+    assert started == []
+    assert CliRunner().invoke(app, ["settings", "--config", str(config)], env={}).exit_code == 0
+    assert CliRunner().invoke(app, ["keys", "generate", "--out", str(key.parent)]).exit_code == 0
+    result = _run(tmp_path, config)  # the fix the line gives is enough
     assert "error" not in result.output and len(started) == 1
 
 

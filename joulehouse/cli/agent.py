@@ -93,6 +93,16 @@ def _audit_lake(lake: Path | None, node_lake: Path | None) -> tuple[Path | None,
     return node_lake, None
 
 
+def _refuse_unaudited_apply(audit_lake: Path | None, audit_note: str | None) -> None:
+    """A real apply is audited or not made: fail (exit 2), before any device is touched, when there
+    is no lake this user can audit into (off a node without --lake, or the service's lake as a plain
+    user). A dry run sets nothing, so it still runs unaudited, saying so."""
+    if audit_lake is None:
+        why = (audit_note or "no lake to audit into").removeprefix("not audited: ")
+        fail(f"an apply is never made unaudited: {why}; pass --lake FOLDER (the agent service's is "
+             f"{NODE_DATA / 'lake'}); nothing applied", 2)
+
+
 def _state_note(guard) -> str | None:
     """A line naming the replay state file when its path is relative (it depends on the folder)."""
     if guard.path.is_absolute():
@@ -191,7 +201,8 @@ def apply_command(
     --dry-run checks what an apply checks, against the devices where NVML answers (without NVML: only that
     no GPU could take a value, e.g. 1e9 W), and sets nothing: it exits as the apply would (1 a GPU
     refused, 2 the config refused). On a node (/var/lib/joulehouse) it checks and audits into the
-    agent service's files, from whatever folder it is run.
+    agent service's files, from whatever folder it is run. A real apply is always audited: where
+    there is no lake to audit into (no --lake off a node), it is refused before any GPU is touched.
 
     Example: joulehouse agent apply var/demo/export/recommended-config.json --public-key var/demo/keys/joulehouse-ed25519.pub.pem --dry-run
     """
@@ -208,6 +219,8 @@ def apply_command(
     guard = _replay_guard(state, node_lake, settings_file)
     audit_lake, audit_note = _audit_lake(lake, node_lake)
     data = _fetch(export)
+    if not dry_run:
+        _refuse_unaudited_apply(audit_lake, audit_note)
     nvml = _nvml_for_dry_run() if dry_run else _nvml_usable_or_exit("use --dry-run to check a config without a GPU")
     try:
         # judged at --at, audited at the time it ran (an audit trail carries the real time)

@@ -9,9 +9,8 @@ at its highest memory clock). Every set is read back. Applying the same config t
 (audited 'unchanged'; a lock-only change is an 'apply', the range in its reason, judged against the
 lock the agent's own audit last recorded, since NVML cannot read a lock back). GPUs are
 independent: when one set call fails (NO_PERMISSION on GPU 3 of 8) the others still get theirs,
-and every GPU gets its own outcome and audit row. `rollback` returns GPUs to the device default
-limit (nvmlDeviceGetPowerManagementDefaultLimit) and unlocks clocks, for an expired or revoked
-config.
+and every GPU gets its own outcome and audit row. `rollback` (collectors.agent_rollback, imported
+here) returns GPUs to the device default limit and unlocks clocks, for an expired or revoked config.
 
 NVML is injected (`nvml=pynvml`) so tests can run the real nvidia-ml-py against a stand-in
 library, or a fake module. NVML units are mW and MHz; this module's API speaks W and MHz.
@@ -21,12 +20,16 @@ from __future__ import annotations
 
 import datetime as dt
 import socket
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Mapping
 
 from joulehouse.collectors.agent_audit import OK_ACTIONS, ApplyResult, GpuOutcome, audit, audited_locks
+from joulehouse.collectors.agent_nvml import (
+    gpus_by_uuid, is_nvml_error, nvml_error_text, unlock_clocks, watts_from_mw, with_nvml,
+)
 from joulehouse.collectors.agent_replay import ReplayGuard
+from joulehouse.collectors.agent_rollback import rollback  # noqa: F401 - imported from here (cli.agent, the loop)
 from joulehouse.collectors.config_contract import (
     ConfigError, GpuSetting, RecommendedConfig, body_sha256, format_utc, load_config_document, verify_config,
 )
@@ -43,10 +46,6 @@ PLAUSIBLE_SM_CLOCK_MHZ = (1, 5000)
 
 def _utc_now() -> dt.datetime:
     return dt.datetime.now(dt.timezone.utc)
-
-
-def _watts(mw: int | None) -> float | None:
-    return None if mw is None else mw / 1000.0
 
 
 def format_watts(watts: float) -> str:
@@ -69,32 +68,6 @@ def implausible_setting(s: GpuSetting) -> str | None:
     return None
 
 
-def _nvml_error(nvml: Any, exc: Exception) -> str:
-    """NVML's own text for an error (e.g. 'Insufficient Permissions')."""
-    try:
-        return f"{type(exc).__name__}: {nvml.nvmlErrorString(exc.value)}"
-    except Exception:  # noqa: BLE001 - an error string is best effort
-        return f"{type(exc).__name__}: {exc}"
-
-
-def _as_text(value: Any) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
-
-
-def gpus_by_uuid(nvml: Any, unreadable: list[str] | None = None) -> dict[str, Any]:
-    """{uuid: NVML handle} for every GPU this node's driver sees. A GPU that cannot be read (lost,
-    fallen off the bus) is left out and named in `unreadable`: the others are still served."""
-    handles = {}
-    for index in range(nvml.nvmlDeviceGetCount()):
-        try:
-            handle = nvml.nvmlDeviceGetHandleByIndex(index)
-            handles[_as_text(nvml.nvmlDeviceGetUUID(handle))] = handle
-        except nvml.NVMLError as exc:
-            if unreadable is not None:
-                unreadable.append(f"GPU index {index}: {_nvml_error(nvml, exc)}")
-    return handles
-
-
 def _check_clocks(nvml: Any, handle: Any, s: GpuSetting) -> str | None:
     """Why a locked SM clock range cannot be set on this device, or None if it can."""
     if s.locked_sm_clock_max_mhz is None:
@@ -102,7 +75,7 @@ def _check_clocks(nvml: Any, handle: Any, s: GpuSetting) -> str | None:
     try:
         top_mhz = nvml.nvmlDeviceGetMaxClockInfo(handle, nvml.NVML_CLOCK_SM)
     except nvml.NVMLError as exc:
-        return f"cannot read the device's max SM clock to check {s.locked_sm_clock_max_mhz} MHz ({_nvml_error(nvml, exc)})"
+        return f"cannot read the device's max SM clock to check {s.locked_sm_clock_max_mhz} MHz ({nvml_error_text(nvml, exc)})"
     if s.locked_sm_clock_max_mhz > top_mhz:
         return f"locked SM clock max {s.locked_sm_clock_max_mhz} MHz is above the device's max {top_mhz} MHz"
     # NVML has no min-clock getter: the lowest clock the driver lists (as nvidia-smi's supported
@@ -112,7 +85,7 @@ def _check_clocks(nvml: Any, handle: Any, s: GpuSetting) -> str | None:
         bottom_mhz = min(nvml.nvmlDeviceGetSupportedGraphicsClocks(handle, memory_mhz))
     except nvml.NVMLError as exc:
         return (f"cannot read the device's supported SM clocks to check {s.locked_sm_clock_min_mhz} MHz "
-                f"({_nvml_error(nvml, exc)})")
+                f"({nvml_error_text(nvml, exc)})")
     except ValueError:  # an empty list: the driver names no clock to lock to
         return f"the device lists no supported SM clocks to check {s.locked_sm_clock_min_mhz} MHz"
     if s.locked_sm_clock_min_mhz < bottom_mhz:
@@ -128,9 +101,9 @@ def _device_check(nvml: Any, handle: Any, s: GpuSetting) -> tuple[GpuOutcome | N
         before_mw = nvml.nvmlDeviceGetPowerManagementLimit(handle)
         min_mw, max_mw = nvml.nvmlDeviceGetPowerManagementLimitConstraints(handle)
     except nvml.NVMLError as exc:
-        return GpuOutcome(s.gpu_uuid, "refuse", f"cannot read the device's power limits: {_nvml_error(nvml, exc)}",
+        return GpuOutcome(s.gpu_uuid, "refuse", f"cannot read the device's power limits: {nvml_error_text(nvml, exc)}",
                           power_limit_w_requested=s.power_limit_w), None
-    common = dict(power_limit_w_before=_watts(before_mw), power_limit_w_requested=s.power_limit_w)
+    common = dict(power_limit_w_before=watts_from_mw(before_mw), power_limit_w_requested=s.power_limit_w)
     if not min_mw <= requested_mw <= max_mw:
         return GpuOutcome(s.gpu_uuid, "refuse", f"requested {format_watts(s.power_limit_w)} W is outside the device's limits "
                           f"{min_mw / 1000:.1f}-{max_mw / 1000:.1f} W", **common), None
@@ -146,7 +119,7 @@ def _dry_run_one(nvml: Any, handle: Any, s: GpuSetting) -> GpuOutcome:
     if refusal is not None:
         return replace(refusal, reason=refusal.reason + "; an apply would refuse it")
     return GpuOutcome(s.gpu_uuid, "dry-run", f"would set {_describe(s)}; the device is at {before_mw / 1000:.1f} W",
-                      power_limit_w_before=_watts(before_mw), power_limit_w_requested=s.power_limit_w)
+                      power_limit_w_before=watts_from_mw(before_mw), power_limit_w_requested=s.power_limit_w)
 
 
 def _apply_one(nvml: Any, handle: Any, s: GpuSetting, previous_lock: Any = UNKNOWN) -> GpuOutcome:
@@ -156,7 +129,7 @@ def _apply_one(nvml: Any, handle: Any, s: GpuSetting, previous_lock: Any = UNKNO
     refusal, before_mw = _device_check(nvml, handle, s)
     if refusal is not None:
         return replace(refusal, reason=refusal.reason + "; not applied")
-    common = dict(power_limit_w_before=_watts(before_mw), power_limit_w_requested=s.power_limit_w)
+    common = dict(power_limit_w_before=watts_from_mw(before_mw), power_limit_w_requested=s.power_limit_w)
     clocks = (f", SM clocks locked to {s.locked_sm_clock_min_mhz}-{s.locked_sm_clock_max_mhz} MHz"
               if s.locked_sm_clock_max_mhz is not None else "")
     # A setting without a lock releases one the agent left (or may have left: no audit says).
@@ -170,9 +143,9 @@ def _apply_one(nvml: Any, handle: Any, s: GpuSetting, previous_lock: Any = UNKNO
             # No NVML getter for locked clocks: setting the same range again is a no-op on the device.
             nvml.nvmlDeviceSetGpuLockedClocks(handle, s.locked_sm_clock_min_mhz, s.locked_sm_clock_max_mhz)
         elif unlock:
-            _unlock_clocks(nvml, handle)
+            unlock_clocks(nvml, handle)
     except nvml.NVMLError as exc:
-        reason = f"NVML refused the setting: {_nvml_error(nvml, exc)}"
+        reason = f"NVML refused the setting: {nvml_error_text(nvml, exc)}"
         if not limit_set:
             return GpuOutcome(s.gpu_uuid, "refuse", reason, **common)
         # The limit went in, the clock lock did not: a setting is all or nothing, so put the limit
@@ -181,10 +154,10 @@ def _apply_one(nvml: Any, handle: Any, s: GpuSetting, previous_lock: Any = UNKNO
             nvml.nvmlDeviceSetPowerManagementLimit(handle, before_mw)
         except nvml.NVMLError as undo:
             return GpuOutcome(s.gpu_uuid, "verify-failed", f"{reason}; restoring the limit of {before_mw / 1000:.1f} W "
-                              f"failed too ({_nvml_error(nvml, undo)}): the GPU is left at {s.power_limit_w:.1f} W",
+                              f"failed too ({nvml_error_text(nvml, undo)}): the GPU is left at {s.power_limit_w:.1f} W",
                               power_limit_w_after=s.power_limit_w, **common)
         try:
-            restored_w = _watts(nvml.nvmlDeviceGetPowerManagementLimit(handle))
+            restored_w = watts_from_mw(nvml.nvmlDeviceGetPowerManagementLimit(handle))
         except nvml.NVMLError:
             restored_w = None  # restored, as far as the driver said; not read back
         return GpuOutcome(s.gpu_uuid, "refuse", f"{reason}; limit restored to {before_mw / 1000:.1f} W",
@@ -192,35 +165,28 @@ def _apply_one(nvml: Any, handle: Any, s: GpuSetting, previous_lock: Any = UNKNO
     try:
         after_mw = nvml.nvmlDeviceGetPowerManagementLimit(handle)
     except nvml.NVMLError as exc:
-        return GpuOutcome(s.gpu_uuid, "verify-failed", f"cannot read the limit back: {_nvml_error(nvml, exc)}", **common)
+        return GpuOutcome(s.gpu_uuid, "verify-failed", f"cannot read the limit back: {nvml_error_text(nvml, exc)}", **common)
     if after_mw != requested_mw:
         return GpuOutcome(s.gpu_uuid, "verify-failed", f"set {requested_mw} mW but the device reads back {after_mw} mW",
-                          power_limit_w_after=_watts(after_mw), **common)
+                          power_limit_w_after=watts_from_mw(after_mw), **common)
     wanted_lock = ((s.locked_sm_clock_min_mhz, s.locked_sm_clock_max_mhz)
                    if s.locked_sm_clock_max_mhz is not None else None)
     if before_mw == requested_mw and wanted_lock is not None and previous_lock != wanted_lock:
         was = ("unknown: no audit of this GPU" if previous_lock is UNKNOWN
                else "unlocked" if previous_lock is None else f"{previous_lock[0]}-{previous_lock[1]} MHz")
         return GpuOutcome(s.gpu_uuid, "apply", f"{clocks[2:]} (was {was}); limit already at {s.power_limit_w:.1f} W",
-                          power_limit_w_after=_watts(after_mw), **common)
+                          power_limit_w_after=watts_from_mw(after_mw), **common)
     released = ""
     if unlock and isinstance(previous_lock, tuple):
         released = f", SM clocks unlocked (were {previous_lock[0]}-{previous_lock[1]} MHz)"
         if before_mw == requested_mw:
             return GpuOutcome(s.gpu_uuid, "apply", f"{released[2:]}; limit already at {s.power_limit_w:.1f} W",
-                              power_limit_w_after=_watts(after_mw), **common)
+                              power_limit_w_after=watts_from_mw(after_mw), **common)
     if before_mw == requested_mw:
         return GpuOutcome(s.gpu_uuid, "unchanged", f"already at {s.power_limit_w:.1f} W{clocks}",
-                          power_limit_w_after=_watts(after_mw), **common)
+                          power_limit_w_after=watts_from_mw(after_mw), **common)
     return GpuOutcome(s.gpu_uuid, "apply", f"set {s.power_limit_w:.1f} W{clocks}{released}",
-                      power_limit_w_after=_watts(after_mw), **common)
-
-
-def _unlock_clocks(nvml: Any, handle: Any) -> None:
-    try:
-        nvml.nvmlDeviceResetGpuLockedClocks(handle)
-    except nvml.NVMLError_NotSupported:
-        pass  # a device without clock locking has nothing to unlock
+                      power_limit_w_after=watts_from_mw(after_mw), **common)
 
 
 def _document(doc_or_path: str | Path | bytes | Mapping[str, Any]) -> dict[str, Any]:
@@ -280,9 +246,9 @@ def apply_config(
             replay_guard.record(config, now)  # before the devices: see collectors.agent_replay
         locks = None if dry_run else audited_locks(lake, host)
         try:
-            result.outcomes = _with_nvml(nvml, lambda n: _apply_all(n, config, locks, dry_run=dry_run))
+            result.outcomes = with_nvml(nvml, lambda n: _apply_all(n, config, locks, dry_run=dry_run))
         except Exception as exc:  # NVML itself unusable (driver not loaded, init failed): nothing was set
-            if not _is_nvml_error(exc):
+            if not is_nvml_error(exc):
                 raise
             result.nvml_unavailable = f"{type(exc).__name__}: {exc}"
             result.outcomes = [GpuOutcome(s.gpu_uuid, "refuse", f"NVML unavailable ({result.nvml_unavailable}); "
@@ -304,25 +270,10 @@ def _dry_run_without_device(s: GpuSetting) -> GpuOutcome:
                       power_limit_w_requested=s.power_limit_w)
 
 
-def _is_nvml_error(exc: BaseException) -> bool:
-    """An NVMLError of whichever NVML module (pynvml or a stand-in) raised it."""
-    return any(cls.__name__ == "NVMLError" for cls in type(exc).__mro__)
-
-
 def _describe(s: GpuSetting) -> str:
     clocks = (f", SM clocks {s.locked_sm_clock_min_mhz}-{s.locked_sm_clock_max_mhz} MHz"
               if s.locked_sm_clock_max_mhz is not None else "")
     return f"{format_watts(s.power_limit_w)} W{clocks} ({s.gpu_model}, {s.workload_class})"
-
-
-def _with_nvml(nvml: Any, work) -> list[GpuOutcome]:
-    if nvml is None:
-        import pynvml as nvml  # noqa: PLW0127 - the production default, imported only when used
-    nvml.nvmlInit()
-    try:
-        return work(nvml)
-    finally:
-        nvml.nvmlShutdown()
 
 
 def _apply_all(nvml: Any, config: RecommendedConfig, locks: Mapping[str, Any] | None = None, *,
@@ -343,46 +294,3 @@ def _apply_all(nvml: Any, config: RecommendedConfig, locks: Mapping[str, Any] | 
         else:
             outcomes.append(_apply_one(nvml, handle, s, UNKNOWN if locks is None else locks.get(s.gpu_uuid)))
     return outcomes
-
-
-def _rollback_one(nvml: Any, uuid: str, handle: Any, reason: str) -> GpuOutcome:
-    try:
-        before_mw = nvml.nvmlDeviceGetPowerManagementLimit(handle)
-        default_mw = nvml.nvmlDeviceGetPowerManagementDefaultLimit(handle)
-        if before_mw != default_mw:
-            nvml.nvmlDeviceSetPowerManagementLimit(handle, default_mw)
-        _unlock_clocks(nvml, handle)
-        after_mw = nvml.nvmlDeviceGetPowerManagementLimit(handle)
-    except nvml.NVMLError as exc:
-        return GpuOutcome(uuid, "refuse", f"rollback failed: {_nvml_error(nvml, exc)}")
-    watts = dict(power_limit_w_before=_watts(before_mw), power_limit_w_requested=_watts(default_mw),
-                 power_limit_w_after=_watts(after_mw))
-    if after_mw != default_mw:
-        return GpuOutcome(uuid, "verify-failed", f"rollback set {default_mw} mW but reads back {after_mw} mW", **watts)
-    if before_mw == default_mw:
-        return GpuOutcome(uuid, "unchanged", f"already at the device default ({reason}); clocks unlocked", **watts)
-    return GpuOutcome(uuid, "rollback", f"back to the device default {default_mw / 1000:.1f} W ({reason})", **watts)
-
-
-def rollback(
-    *, host: str | None = None, nvml: Any = None, lake: str | Path | None = None, now: dt.datetime | None = None,
-    reason: str = "config expired or revoked", gpu_uuids: list[str] | None = None, config_sha256: str | None = None,
-    keep: frozenset[str] = frozenset(),
-) -> ApplyResult:
-    """Return GPUs (all of this node's but those in `keep`, or `gpu_uuids`) to their default power
-    limit and unlock their SM clocks. Audited as 'rollback' (or 'unchanged' where already at the default)."""
-    host = host or socket.gethostname()
-    now = now or _utc_now()
-
-    def work(n: Any) -> list[GpuOutcome]:
-        handles = gpus_by_uuid(n)
-        wanted = sorted(u for u in handles if u not in keep) if gpu_uuids is None else gpu_uuids
-        return [
-            _rollback_one(n, u, handles[u], reason) if u in handles
-            else GpuOutcome(u, "refuse", f"no GPU with UUID {u} on this host; nothing to roll back")
-            for u in wanted
-        ]
-
-    result = ApplyResult(host, config_sha256, False, _with_nvml(nvml, work))
-    audit(lake, result, now)
-    return result

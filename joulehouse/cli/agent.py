@@ -3,7 +3,8 @@
 Exit codes: 0 every GPU as asked; 1 some GPU refused or failed to verify (the table says which; a
 dry run: would refuse), or (verify) a good file outside its validity window; 2 the config itself
 was refused (tampered, expired, unsigned, other host, older than the one applied, over 16 MiB...)
-or unreadable; 3 NVML is not usable on this machine.
+or unreadable, or nothing was applied for want of a writable audit; 3 NVML is not usable on this
+machine; 4 (apply) the GPUs were set as the table shows but their audit could not be written.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from typing import Optional
 
 import typer
 
+from joulehouse.cli.agent_audit import fail_apply_write, refuse_unaudited_apply
 from joulehouse.cli.agent_output import print_result
 from joulehouse.cli.options import (
     METRICS_ADDRESS_HELP, METRICS_TEXTFILE_HELP, expose_metrics, fail, output_folder, parse_duration,
@@ -91,16 +93,6 @@ def _audit_lake(lake: Path | None, node_lake: Path | None) -> tuple[Path | None,
     if not _writable(node_lake / "agent_audit"):
         return None, f"not audited: {node_lake / 'agent_audit'} is not writable by this user (the agent runs as root)"
     return node_lake, None
-
-
-def _refuse_unaudited_apply(audit_lake: Path | None, audit_note: str | None) -> None:
-    """A real apply is audited or not made: fail (exit 2), before any device is touched, when there
-    is no lake this user can audit into (off a node without --lake, or the service's lake as a plain
-    user). A dry run sets nothing, so it still runs unaudited, saying so."""
-    if audit_lake is None:
-        why = (audit_note or "no lake to audit into").removeprefix("not audited: ")
-        fail(f"an apply is never made unaudited: {why}; pass --lake FOLDER (the agent service's is "
-             f"{NODE_DATA / 'lake'}); nothing applied", 2)
 
 
 def _state_note(guard) -> str | None:
@@ -220,7 +212,7 @@ def apply_command(
     audit_lake, audit_note = _audit_lake(lake, node_lake)
     data = _fetch(export)
     if not dry_run:
-        _refuse_unaudited_apply(audit_lake, audit_note)
+        refuse_unaudited_apply(audit_lake, audit_note, NODE_DATA / "lake")
     nvml = _nvml_for_dry_run() if dry_run else _nvml_usable_or_exit("use --dry-run to check a config without a GPU")
     try:
         # judged at --at, audited at the time it ran (an audit trail carries the real time)
@@ -232,7 +224,7 @@ def apply_command(
     except OSError as exc:
         if dry_run:  # a dry run records no state: only its audit writes
             fail(f"cannot write the dry run's audit into {audit_lake} ({exc})", 2)
-        fail(f"cannot record the config in {guard.path} before applying it ({exc}); nothing applied", 2)
+        fail_apply_write(exc, audit_lake, guard.path)
     print_result(result)
     _echo_notes(audit_note, _state_note(guard))
     if not result.ok:

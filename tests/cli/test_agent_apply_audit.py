@@ -94,3 +94,42 @@ def test_an_apply_with_a_lake_is_set_and_audited(app, signed, tmp_path, a100):
     assert a100.read()["gpu0.power_limit_mw"] == "300000"
     rows = ds.dataset(tmp_path / "lake" / "agent_audit", partitioning="hive").to_table().to_pylist()
     assert [(r["gpu_uuid"], r["action"], r["power_limit_w_after"]) for r in rows] == [(GpuState.a100(0).uuid, "apply", 300.0)]
+
+
+def test_an_apply_whose_lake_cannot_take_the_audit_is_refused_before_any_gpu_is_set(app, signed, tmp_path, a100):
+    lake = tmp_path / "lake"
+    lake.mkdir()
+    (lake / "agent_audit").write_text("not a folder")  # a misplaced lake; a full or read-only one fails alike
+    result = _apply(app, signed, tmp_path, "--lake", str(lake))
+    assert result.exit_code == 2, result.output
+    assert a100.read()["gpu0.power_limit_mw"] == "400000", "the GPU is not touched"
+    assert f"cannot write the audit into {lake / 'agent_audit'}" in result.stderr and "nothing applied" in result.stderr
+    assert not (tmp_path / "state.json").exists()
+
+
+def _disk_full(*args, **kwargs):
+    raise OSError(28, "No space left on device")
+
+
+def test_an_audit_that_fails_after_the_gpus_were_set_says_what_was_set(app, signed, tmp_path, a100, monkeypatch):
+    """The probe passed, then the disk filled: the limit is set and unaudited, and the user is told
+    so (exit 4, the outcome table), never 'nothing applied'."""
+    monkeypatch.setattr("joulehouse.collectors.writer.write_dataset", _disk_full)
+    result = _apply(app, signed, tmp_path, "--lake", str(tmp_path / "lake"))
+    assert a100.read()["gpu0.power_limit_mw"] == "300000"
+    assert result.exit_code == 4, result.output
+    assert "nothing applied" not in result.output
+    assert GpuState.a100(0).uuid in result.stdout and "set 300.0 W" in result.stdout
+    assert "GPUs changed as above (node-01: 1 apply), but the audit could not be written" in result.stderr
+    assert "No space left on device" in result.stderr
+
+
+def test_a_refused_config_whose_audit_fails_says_refused(app, signed, tmp_path, a100, monkeypatch):
+    config, _ = signed
+    config.write_bytes(config.read_bytes().replace(b"300.0", b"350.0"))  # tampered
+    monkeypatch.setattr("joulehouse.collectors.writer.write_dataset", _disk_full)
+    result = _apply(app, signed, tmp_path, "--lake", str(tmp_path / "lake"))
+    assert result.exit_code == 2, result.output
+    assert result.stderr.startswith("refused: BadSignature") and "its audit could not be written" in result.stderr
+    assert "cannot record the config" not in result.stderr
+    assert a100.read()["gpu0.power_limit_mw"] == "400000"

@@ -22,6 +22,11 @@ FEATURE_NAMES = ("static_w", "temp_w_per_c", "dyn_w", "mem_w", "pcie_w_per_gbps"
 # cannot be negative; the temperature slope is left free (a wrong sign is a finding, not a fix).
 LOWER_BOUNDS = np.array([1e-6, -np.inf, 0.0, 0.0, 0.0])
 UPPER_BOUNDS = np.full(N_FEATURES, np.inf)
+# Static power (W at 25 C) below which its rise per 10 C is not reported as a share of it. A GPU
+# idles at tens of W; a fit that pushed the intercept to its 1e-6 W bound (the real MDDAir log,
+# hot whenever busy, gave static 1e-6 W and 9.9 W/C) has not measured it, and the share came out
+# as 9.9e9 % per 10 C in fct_power_model and the report. 1 W, as drift_pct skips terms below 1 W.
+MIN_STATIC_SHARE_BASE_W = 1.0
 
 
 class FitError(ValueError):
@@ -49,8 +54,9 @@ class PowerCoefficients:
 
     @property
     def static_pct_per_10c(self) -> float | None:
-        """Rise of static power per 10 C, in % of static power at 25 C."""
-        return 100.0 * 10.0 * self.temp_w_per_c / self.static_w if self.static_w > 0 else None
+        """Rise of static power per 10 C, in % of static power at 25 C; None where the fit put
+        static power below MIN_STATIC_SHARE_BASE_W (at its bound: the share would be no measure)."""
+        return 100.0 * 10.0 * self.temp_w_per_c / self.static_w if self.static_w >= MIN_STATIC_SHARE_BASE_W else None
 
     def predict_power_w(self, *, temp_c: float | np.ndarray = 25.0, activity_ratio=0.0,
                         clock_ratio=1.0, memory_ratio=0.0, pcie_gbps=0.0) -> np.ndarray | float:

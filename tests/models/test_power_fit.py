@@ -295,3 +295,15 @@ def test_gate_needs_the_stated_held_out_time(con):
     assert not short.passed_gate and "min_holdout_hours 0.5" in short.gate_reason
     enough = _fit(con, min_samples=10, min_holdout_hours=0.25)[A100]
     assert enough.passed_gate, enough.gate_reason
+
+
+def test_static_share_needs_a_measured_static_power():
+    """A share of a static power the fit left at its bound is no measure (None), one of a real one is."""
+    from joulehouse.models.coefficients import PowerCoefficients
+
+    def coef(static_w: float) -> PowerCoefficients:
+        return PowerCoefficients(static_w=static_w, temp_w_per_c=9.94, dyn_w=35.0, dyn_freq_exponent=2.0, mem_w=0.0,
+                                 pcie_w_per_gbps=0.0, f_max_mhz=2955.0)
+
+    assert coef(1e-6).static_pct_per_10c is None
+    assert coef(60.0).static_pct_per_10c == pytest.approx(100 * 10 * 9.94 / 60.0)

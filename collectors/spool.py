@@ -248,13 +248,26 @@ class Spool:
         return seg is not None and (seg.rows >= self.roll_max_rows or self.clock() - seg.opened_at >= self.roll_interval_s)
 
     def roll(self) -> list[WrittenFile]:
-        """Close the segment, write it to the lake, delete it."""
+        """Close the segment, write it to the lake, delete it. The segment is queued before it is
+        closed: when the close fails (a full disk refusing the stream's end marker) its rows, fsynced
+        by the flushes, are still pending and rolled at the next try (read_segment needs no end
+        marker), and its file is closed all the same."""
         seg, self._segment = self._segment, None
         if seg is None:
             return []
-        seg.writer.close()
-        seg.sink.close()
         self.pending.append(seg.path)
+        try:
+            seg.writer.close()
+        except OSError as exc:
+            if exc.errno == errno.ENOSPC:
+                raise DiskFullError(errno.ENOSPC, f"spool {self.spool_dir} is full; segment {seg.path.name} "
+                                    "kept for the next roll") from exc
+            raise
+        finally:
+            try:
+                seg.sink.close()
+            except OSError as exc:  # its rows were fsynced: they are rolled from the file as it is
+                log.warning("spool %s: closing %s failed (%s)", self.dataset, seg.path.name, exc)
         return self.roll_pending()
 
     def roll_pending(self) -> list[WrittenFile]:

@@ -335,3 +335,33 @@ def test_an_interval_below_ten_milliseconds_is_refused_in_one_line(tmp_path, opt
     assert out.exit_code == 2, out.output
     assert out.output == f"error: {option} {text!r}: input should be greater than or equal to 0.01 (s)\n"
     assert not (tmp_path / "lake").exists()
+
+
+@pytest.mark.parametrize("written_before_failing", [b"", b"\xff\xff\xff\xff"], ids=["nothing", "half-end-marker"])
+def test_a_roll_whose_close_fails_keeps_every_row_and_rolls_them_at_the_next_try(tmp_path, lake, written_before_failing):
+    """The disk fills as the segment's end marker is written: its fsynced rows are rolled at the
+    next roll of this same process (not only by a restart's recovery), and its file is not leaked."""
+    sp = Spool(tmp_path / "spool", lake, "gpu_samples")
+    src = SimSource("node-01", gpus=2)
+    sp.append(src.read())
+    sp.flush()  # 2 rows durable
+    seg = sp._segment
+
+    class FullOnClose:
+        def __init__(self, writer):
+            self.writer = writer
+
+        def close(self):
+            seg.sink.write(written_before_failing)
+            raise OSError(errno.ENOSPC, "No space left on device")
+
+    seg.writer = FullOnClose(seg.writer)
+    with pytest.raises(spool_module.DiskFullError):
+        sp.roll()
+    assert seg.sink.closed, "the segment's file is closed, not leaked"
+    sp.append(src.read())  # the disk has room again
+    sp.flush()
+    sp.roll()
+    rows = lake_rows(lake)
+    assert len(rows) == 4 and len({(r["sampled_at"], r["gpu_uuid"]) for r in rows}) == 4
+    assert not list((tmp_path / "spool").glob("*.arrows")), "nothing left for a restart to replay"

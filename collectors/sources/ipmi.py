@@ -50,12 +50,15 @@ CommandRunner = Callable[[Sequence[str], float, Mapping[str, str]], CommandResul
 
 
 def run_command(argv: Sequence[str], timeout_s: float, env: Mapping[str, str]) -> CommandResult:
-    """Run a program with a hard timeout; a timeout is a result, not an exception."""
+    """Run a program with a hard timeout; a timeout is a result, not an exception. Output is read
+    as UTF-8 whatever the locale; a byte that is not UTF-8 (a BMC's OEM sensor name in Latin-1)
+    is kept visibly as an escape (`\\xb0`): one odd name must not cost the poll its readings."""
     try:
-        done = subprocess.run(list(argv), capture_output=True, text=True, timeout=timeout_s,
-                              env={**os.environ, **env}, check=False)
+        done = subprocess.run(list(argv), capture_output=True, text=True, encoding="utf-8",
+                              errors="backslashreplace", timeout=timeout_s, env={**os.environ, **env}, check=False)
     except subprocess.TimeoutExpired as exc:
-        out = exc.stdout.decode(errors="replace") if isinstance(exc.stdout, bytes) else (exc.stdout or "")
+        out = (exc.stdout.decode("utf-8", errors="backslashreplace") if isinstance(exc.stdout, bytes)
+               else (exc.stdout or ""))
         return CommandResult(returncode=-1, stdout=out, stderr=f"no answer within {timeout_s} s", timed_out=True)
     except FileNotFoundError:
         return CommandResult(returncode=127, stdout="", stderr=f"{argv[0]} is not installed")

@@ -122,3 +122,27 @@ def test_a_reading_is_stamped_when_the_bmc_answered_not_when_the_poll_began():
     assert row["power_w"] == 1150.0 and row["error"] is None
     assert row["sampled_at"] == start + dt.timedelta(seconds=5 + 0.5 + 5 + 1.0 + 0.25)
 
+
+
+def test_a_byte_that_is_not_utf8_in_ipmitools_output_costs_no_reading(tmp_path):
+    """A BMC's OEM sensor name in Latin-1 (the real ipmitool runner, a stand-in ipmitool): the DCMI
+    power and the good sensors still land, and the odd byte is kept visibly in the name and error."""
+    from joulehouse.collectors.sources.ipmi import run_command
+
+    fake = tmp_path / "ipmitool"
+    fake.write_bytes(b"""#!/bin/sh
+case "$*" in
+  *dcmi*) printf '    Instantaneous power reading:   285 Watts\\n    Power reading state is:   activated\\n' ;;
+  *sdr*)  printf 'Pwr Consumption \\260 | 77h | ok  |  7.1 | 252 Watts\\nInlet Temp       | 04h | ok  |  7.1 | 23 degrees C\\n'
+          printf 'OEM \\260Sensor      | 70h | ok  |  7.1 | 0x00\\n'
+          printf 'sensor \\260 slow\\n' >&2; exit "${SDR_RC:-0}" ;;
+esac
+""")
+    fake.chmod(0o755)
+    row = IpmiSource("node-01", ipmitool=str(fake)).read().to_pylist()[0]
+    assert (row["power_w"], row["sdr_power_w"], row["inlet_temp_c"], row["error"]) == (285.0, 252.0, 23.0, None)
+    names = [s.name for s in parse_sdr_elist(run_command([str(fake), "sdr", "elist"], 5.0, {}).stdout)]
+    assert "OEM \\xb0Sensor" in names
+    failed = IpmiSource("node-01", ipmitool=str(fake), runner=lambda argv, t, env: run_command(argv, t, {"SDR_RC": "1"}))
+    row = failed.read().to_pylist()[0]
+    assert row["power_w"] == 285.0 and row["error"] == "sdr elist failed: sensor \\xb0 slow"

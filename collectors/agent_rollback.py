@@ -1,7 +1,17 @@
 """The node agent's rollback: GPUs back to their device default power limit
 (nvmlDeviceGetPowerManagementDefaultLimit) with their SM clocks unlocked, for an expired, revoked
-or dropped setting (collectors.agent_loop) or the operator (`joulehouse agent rollback`). Every
-GPU's outcome is audited into the lake's agent_audit.
+or dropped setting (collectors.agent_loop) or the operator (`joulehouse agent rollback`).
+
+Each reset is tried on its own (the limit, the clock unlock) and every GPU's audit row says what
+was done to the device and what failed, with NVML's reason:
+- 'rollback': back at the default limit, clocks unlocked ('unchanged' where the limit already was);
+- 'verify-failed': the limit was set to the default (its before/after W in the row) but the GPU
+  did not end at its defaults: the clock unlock failed, or the limit reads back otherwise or not at all;
+- 'refuse': the limit was not changed: its reset failed, or the GPU could not be read.
+A GPU that cannot be read (lost, off the bus) still gets a row: by UUID where the caller names it
+(`gpu_uuids`, or `expected`: the GPUs known to hold a setting), else one per unreadable GPU index
+(gpu_uuid NULL). Every outcome outside OK_ACTIONS is a rollback still owed: the agent loop tries
+it again at its next poll.
 """
 
 from __future__ import annotations
@@ -9,7 +19,7 @@ from __future__ import annotations
 import datetime as dt
 import socket
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterable
 
 from joulehouse.collectors.agent_audit import ApplyResult, GpuOutcome, audit
 from joulehouse.collectors.agent_nvml import gpus_by_uuid, nvml_error_text, unlock_clocks, watts_from_mw, with_nvml
@@ -19,40 +29,113 @@ def _rollback_one(nvml: Any, uuid: str, handle: Any, reason: str) -> GpuOutcome:
     try:
         before_mw = nvml.nvmlDeviceGetPowerManagementLimit(handle)
         default_mw = nvml.nvmlDeviceGetPowerManagementDefaultLimit(handle)
-        if before_mw != default_mw:
+    except nvml.NVMLError as exc:
+        return GpuOutcome(uuid, "refuse", f"rollback failed: cannot read the device's power limits "
+                          f"({nvml_error_text(nvml, exc)}); nothing changed ({reason})")
+    default_w = default_mw / 1000
+    steps: list[str] = []  # what was done and what failed, in order, for the reason
+    failed = False  # some step did not go through
+    limit_set = False
+    if before_mw != default_mw:
+        try:
             nvml.nvmlDeviceSetPowerManagementLimit(handle, default_mw)
+            limit_set = True
+            steps.append(f"limit set to the device default {default_w:.1f} W (was {before_mw / 1000:.1f} W)")
+        except nvml.NVMLError as exc:
+            steps.append(f"setting the limit to the device default {default_w:.1f} W failed "
+                         f"({nvml_error_text(nvml, exc)})")
+            failed = True
+    try:
         unlock_clocks(nvml, handle)
+        steps.append("SM clocks unlocked")
+    except nvml.NVMLError as exc:
+        steps.append(f"unlocking the SM clocks failed ({nvml_error_text(nvml, exc)})")
+        failed = True
+    try:
         after_mw = nvml.nvmlDeviceGetPowerManagementLimit(handle)
     except nvml.NVMLError as exc:
-        return GpuOutcome(uuid, "refuse", f"rollback failed: {nvml_error_text(nvml, exc)}")
+        after_mw = None
+        steps.append(f"the limit cannot be read back ({nvml_error_text(nvml, exc)})")
+        failed = True
+    if after_mw is not None and after_mw != default_mw and (limit_set or before_mw == default_mw):
+        steps.append(f"the limit reads back {after_mw} mW, not the default {default_mw} mW")
+        failed = True
     watts = dict(power_limit_w_before=watts_from_mw(before_mw), power_limit_w_requested=watts_from_mw(default_mw),
                  power_limit_w_after=watts_from_mw(after_mw))
-    if after_mw != default_mw:
-        return GpuOutcome(uuid, "verify-failed", f"rollback set {default_mw} mW but reads back {after_mw} mW", **watts)
+    if failed:
+        # The limit is what the lake reads as a setting: changed, the row is a 'verify-failed'
+        # carrying its watts; unchanged, a 'refuse'. Either way a rollback still owed.
+        action, head = ("verify-failed", "rollback incomplete") if limit_set else ("refuse", "rollback failed")
+        return GpuOutcome(uuid, action, f"{head}: {'; '.join(steps)} ({reason})", **watts)
     if before_mw == default_mw:
         return GpuOutcome(uuid, "unchanged", f"already at the device default ({reason}); clocks unlocked", **watts)
-    return GpuOutcome(uuid, "rollback", f"back to the device default {default_mw / 1000:.1f} W ({reason})", **watts)
+    return GpuOutcome(uuid, "rollback", f"back to the device default {default_w:.1f} W ({reason})", **watts)
 
 
 def rollback(
     *, host: str | None = None, nvml: Any = None, lake: str | Path | None = None, now: dt.datetime | None = None,
     reason: str = "config expired or revoked", gpu_uuids: list[str] | None = None, config_sha256: str | None = None,
-    keep: frozenset[str] = frozenset(),
+    keep: frozenset[str] = frozenset(), expected: Iterable[str] = (),
 ) -> ApplyResult:
     """Return GPUs (all of this node's but those in `keep`, or `gpu_uuids`) to their default power
-    limit and unlock their SM clocks. Audited as 'rollback' (or 'unchanged' where already at the default)."""
+    limit and unlock their SM clocks; every GPU's outcome audited (see the module's docstring).
+    `expected`: GPUs known to hold a setting (the config in force's, rollbacks owed), covered by a
+    rollback of all GPUs even where the driver cannot read them, so that each gets its failed row."""
     host = host or socket.gethostname()
     now = now or dt.datetime.now(dt.timezone.utc)
 
     def work(n: Any) -> list[GpuOutcome]:
-        handles = gpus_by_uuid(n)
-        wanted = sorted(u for u in handles if u not in keep) if gpu_uuids is None else gpu_uuids
-        return [
+        unreadable: list[str] = []
+        handles = gpus_by_uuid(n, unreadable)
+        if gpu_uuids is None:
+            wanted = sorted(set(handles) - keep | _named_missing(handles, unreadable, expected, keep, lake, host))
+        else:
+            wanted = list(gpu_uuids)
+        lost = f" (unreadable: {'; '.join(unreadable)})" if unreadable else ""
+        outcomes = [
             _rollback_one(n, u, handles[u], reason) if u in handles
-            else GpuOutcome(u, "refuse", f"no GPU with UUID {u} on this host; nothing to roll back")
+            else GpuOutcome(u, "refuse", f"rollback failed: no readable GPU with UUID {u} on this host{lost}; "
+                            f"its limit was not reset ({reason})")
             for u in wanted
         ]
+        # An unreadable GPU no missing UUID accounts for still gets its row, by index: a rollback
+        # of every GPU cannot tell whether it holds a setting.
+        if gpu_uuids is None and len(unreadable) > sum(u not in handles for u in wanted):
+            outcomes += [GpuOutcome(None, "refuse", f"rollback failed: {what}; its limit was not reset ({reason})")
+                         for what in unreadable]
+        return outcomes
 
     result = ApplyResult(host, config_sha256, False, with_nvml(nvml, work))
     audit(lake, result, now)
     return result
+
+
+def _named_missing(handles: dict[str, Any], unreadable: list[str], expected: Iterable[str], keep: frozenset[str],
+                   lake: str | Path | None, host: str) -> set[str]:
+    """GPUs a rollback of every GPU must cover that the driver did not list readable: `expected`,
+    and where some GPU could not be read, those this host's audit names (the agent set them before),
+    when they are no more than the unreadable GPUs (more: one since removed may be among them)."""
+    missing = set(expected) - set(handles) - keep
+    if unreadable:
+        audited = _audited_gpus(lake, host) - set(handles) - keep - missing
+        if len(missing) + len(audited) <= len(unreadable):
+            missing |= audited
+    return missing
+
+
+def _audited_gpus(lake: str | Path | None, host: str) -> set[str]:
+    """The GPUs of `host` its agent_audit names (empty without a readable audit)."""
+    if lake is None:
+        return set()
+    import pyarrow as pa
+    import pyarrow.dataset as ds  # only when auditing, like the writer
+
+    from joulehouse.collectors import lakefs
+
+    try:
+        fs = lakefs.filesystem(lake) if lakefs.is_url(lake) else None
+        table = ds.dataset(str(lakefs.join(lake, "agent_audit")), filesystem=fs, format="parquet",
+                           partitioning="hive").to_table(columns=["gpu_uuid"], filter=ds.field("host") == host)
+    except (FileNotFoundError, OSError, pa.ArrowInvalid):
+        return set()
+    return {u for u in table.column("gpu_uuid").to_pylist() if u}

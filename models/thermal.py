@@ -24,14 +24,23 @@ from joulehouse.models.sql import load_sql
 MAX_INLET_AGE_S = 300.0
 NODE_RELATIONS = ("stg_node_samples", "node_samples", "raw_node_samples")
 OUTLIER_PCT = 25.0
-
+# theta is what the chip's temperature does when its power moves: a GPU whose power barely moved
+# all day (idle at 72 +- 0.5 W) does not measure it, and the solve still returns one. Simulated
+# with theta 0.12 C/W, tau 60 s and whole-degree readings, a power spread (standard deviation) of
+# 0.3 W gave theta 6-10 C/W with an estimated inlet of -700 C (flagged an outlier, 60x its
+# model's median), 3 W gave 0.7, 12 W 0.21, 29 W 0.14. Loaded GPUs spread 90-220 W over a day.
+MIN_POWER_SD_W = 20.0
 
 
 def solve_thermal(row: dict) -> tuple[float, float, float] | None:
-    """(theta C/W, tau s, inlet intercept C) from one GPU's sums; None if not identifiable."""
+    """(theta C/W, tau s, inlet intercept C) from one GPU's sums; None if not identifiable (too
+    few rows, power spread below MIN_POWER_SD_W, a singular or unphysical solution)."""
     n = row["n"]
     if not n or n < 10:
         return None
+    power_var_w2 = row["s_2_2"] / n - (row["s_0_2"] / n) ** 2
+    if not power_var_w2 >= MIN_POWER_SD_W**2:
+        return None  # the power hardly moved: theta is not identified (MIN_POWER_SD_W)
     a = np.array([[n, row["s_0_1"], row["s_0_2"]],
                   [row["s_0_1"], row["s_1_1"], row["s_1_2"]],
                   [row["s_0_2"], row["s_1_2"], row["s_2_2"]]], dtype=float)

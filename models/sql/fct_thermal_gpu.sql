@@ -1,6 +1,6 @@
 -- fct_thermal_gpu: thermal resistance and time constant of each GPU, per day.
 -- kind: day
--- grain: one row per (day, gpu_uuid)
+-- grain: one row per (day, gpu_uuid) whose power spread enough to measure theta (an idle GPU gets none)
 -- Written by models.thermal.fit_thermal_day (delete-then-insert for the day).
 -- columns:
 --   day [DATE] UTC day fitted

@@ -103,3 +103,40 @@ def test_theta_and_tau_hold_with_a_partial_inlet_and_two_sources(streams, inlet_
     assert inlet_source == source
     assert theta == pytest.approx(0.10, rel=0.05) and tau == pytest.approx(60.0, rel=0.1)
     assert inlet == pytest.approx(30.0, abs=1.0)
+
+
+def test_an_idle_gpu_gets_no_theta():
+    """A GPU whose power barely moved all day (idle at 72 +- 0.5 W) does not measure its thermal
+    resistance: beside three loaded GPUs of its model (theta 0.10 C/W) it got theta 7.5 C/W, an
+    inlet of -512 C, and was flagged as a badly cooled outlier. It gets no row now."""
+    import math
+
+    import numpy as np
+
+    rng = np.random.default_rng(5)
+    n, step_s = 6 * 360, 10  # six hours at 10 s
+    start = dt.datetime.combine(DAY, dt.time(), dt.timezone.utc)
+    b1 = math.exp(-step_s / 60.0)
+    inlet = 24.0 + 2.0 * np.sin(2 * np.pi * np.arange(n) * step_s / 21600)
+    rows = []
+    for g in range(4):
+        if g == 0:
+            power = 72.0 + 0.5 * rng.standard_normal(n)
+        else:
+            power = np.repeat(rng.uniform(100, 400, n // 30 + 1), 30)[:n]
+        temp = np.empty(n)
+        temp[0] = inlet[0] + 0.10 * power[0]
+        for i in range(1, n):
+            temp[i] = b1 * temp[i - 1] + (1 - b1) * (inlet[i] + 0.10 * power[i])
+        rows += [("h", f"GPU-{g}", "M", "nvml", start + dt.timedelta(seconds=i * step_s), float(round(temp[i])),
+                  float(power[i]), DAY) for i in range(n)]
+    con = duckdb.connect()
+    con.execute("SET TimeZone = 'UTC'")
+    con.execute("CREATE TABLE stg_gpu_samples (host VARCHAR, gpu_uuid VARCHAR, gpu_model VARCHAR, source VARCHAR, "
+                "sampled_at TIMESTAMPTZ, temp_c FLOAT, power_w FLOAT, day DATE)")
+    con.executemany("INSERT INTO stg_gpu_samples VALUES (?,?,?,?,?,?,?,?)", rows)
+    assert fit_thermal_day(con, DAY) == 3
+    got = dict(con.execute("SELECT gpu_uuid, theta_c_per_w FROM fct_thermal_gpu").fetchall())
+    assert "GPU-0" not in got
+    assert all(theta == pytest.approx(0.10, rel=0.3) for theta in got.values())
+    assert con.execute("SELECT count(*) FROM fct_thermal_gpu WHERE is_outlier").fetchone()[0] == 0

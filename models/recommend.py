@@ -164,7 +164,14 @@ def recommend_gpu(row: dict, workload_class: str, fit: dict | None, settings: Re
     if workload_class == "latency-sensitive":
         return out | {"power_limit_w": default_w, "expected_saving_pct": 0.0, "expected_energy_saving_kwh_per_day": 0.0,
                       "expected_slowdown_pct": 0.0, "reason": "latency-sensitive: keep clocks (default limit)"}
-    busy_hours = float(row["busy_hours"] or 0.0)
+    # No activity reading is no evidence of idleness: such a GPU gets no setting, and says why.
+    measure = "sm_active_ratio" if fit["feature_set"] == "dcgm" else "util_gpu_ratio"
+    if row["busy_hours"] is None:
+        return out | {"reason": "no activity reading all day: how busy it was is unknown; not recommended"}
+    busy_hours = float(row["busy_hours"])
+    if busy_hours > 0 and row.get(measure) is None:
+        return out | {"reason": f"busy {busy_hours:.1f} h, but without the {measure.removesuffix('_ratio')} readings "
+                                f"the {row['gpu_model']} power model reads: not recommended"}
     profile = gpu_profile(row, fit["feature_set"])
     if busy_hours <= 0 or profile.activity_ratio <= 0:
         return out | {"power_limit_w": default_w, "expected_saving_pct": 0.0, "expected_energy_saving_kwh_per_day": 0.0,

@@ -1,8 +1,9 @@
 -- recommend_gpu_profile: what each GPU did on one day, for choosing its power limit.
 -- Grain: gpu_uuid, rows of `reco_input_samples` (temp view over gpu_activity_samples: one activity
 --   stream per GPU and day) with day = $day.
--- Columns: host, gpu_uuid, gpu_model, n_samples, busy_ratio (0..1, share of samples with activity
---   above 5%), busy_hours (h: busy_ratio x the hours the day's samples cover),
+-- Columns: host, gpu_uuid, gpu_model, n_samples, busy_ratio (0..1, share of the samples with an
+--   activity reading whose activity is above 5%; NULL: no reading), busy_hours (h: busy_ratio x the
+--   hours the day's samples cover),
 --   activity_ratio, activity_deciles (0..1, list of the mean activity of each tenth of the busy
 --   samples, lowest first), locked_share_deciles (0..1, per tenth: share of its samples whose SM
 --   clocks an application lock held, clock event reason bit 0x2), locked_clock_mhz_deciles (MHz, per
@@ -42,7 +43,10 @@ per_gpu AS (
     SELECT
         host, gpu_uuid, any_value(gpu_model) AS gpu_model,
         sum(n) AS n_samples,
-        coalesce(sum(n) FILTER (WHERE busy), 0) / sum(n) AS busy_ratio,
+        -- of the samples with an activity reading: a sample without one is unknown, not idle (a
+        -- profiler holding DCGM's SM activity for 45% of a busy day made its GPU 'background',
+        -- busy 2.3 h instead of 4.8 h, and capped it for the 25% bound); NULL where none has one
+        coalesce(sum(n) FILTER (WHERE busy), 0) / nullif(sum(n) FILTER (WHERE busy IS NOT NULL), 0) AS busy_ratio,
         (epoch(max(last_at)) - epoch(min(first_at))) / 3600.0 AS covered_hours,
         sum(activity_sum) FILTER (WHERE busy) / sum(activity_n) FILTER (WHERE busy) AS activity_ratio,
         sum(sm_active_sum) FILTER (WHERE busy) / sum(sm_active_n) FILTER (WHERE busy) AS sm_active_ratio,

@@ -350,3 +350,37 @@ def test_without_time_or_demand_priced_the_price_cannot_move_the_choice_and_with
     carbon = _one_gpu("background", price=0.01, demand=15.0, carbon_price=2000.0)  # +1.04 USD/kWh at 400 g
     assert cheap["power_limit_w"] == 225.0 and dear["power_limit_w"] == 250.0 == carbon["power_limit_w"]
     assert _one_gpu("background", price=1.0, demand=100.0)["power_limit_w"] == 225.0  # dear kW: lower peak
+
+
+def _without_sm_activity(con, share: float) -> str:
+    """The first GPU's SM and DRAM activity readings gone for the first `share` of its day (a
+    profiler holds DCGM's profiling fields); returns its UUID."""
+    uuid = con.execute("SELECT min(gpu_uuid) FROM stg_gpu_samples").fetchone()[0]
+    first, last = con.execute("SELECT min(sampled_at), max(sampled_at) FROM stg_gpu_samples WHERE gpu_uuid = ?",
+                              [uuid]).fetchone()
+    con.execute("UPDATE stg_gpu_samples SET sm_active_ratio = NULL, dram_active_ratio = NULL "
+                "WHERE gpu_uuid = ? AND sampled_at <= ?", [uuid, first + (last - first) * share])
+    return uuid
+
+
+def test_samples_without_an_activity_reading_are_not_idle_time():
+    """45% of a busy GPU's day without SM activity readings: it was 'background' (busy 2.3 h of
+    its 4.8 h, a 200 W cap for the 25% bound). Its busy share is judged on the readings it has."""
+    con = _warehouse()
+    uuid = _without_sm_activity(con, 0.45)
+    recommend_day(con, DAY, RecommendSettings(holdout_share=0.0))
+    row = next(r for r in _rows(con) if r["gpu_uuid"] == uuid)
+    assert row["workload_class"] == "throughput"
+    assert "busy 4." in row["reason"]
+    assert row["expected_slowdown_pct"] <= 10.0 + 1e-6
+
+
+def test_a_busy_gpu_without_the_fits_activity_measure_is_not_called_idle():
+    """A busy GPU with no SM activity reading all day, of a model fitted on SM activity, read
+    'idle all day: nothing for a cap to save' with a 0% saving; it gets no setting and says why."""
+    con = _warehouse()
+    uuid = _without_sm_activity(con, 1.0)
+    recommend_day(con, DAY, RecommendSettings(holdout_share=0.0))
+    row = next(r for r in _rows(con) if r["gpu_uuid"] == uuid)
+    assert row["power_limit_w"] is None and row["expected_saving_pct"] is None
+    assert "without the sm_active readings" in row["reason"] and "idle" not in row["reason"]

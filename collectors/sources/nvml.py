@@ -28,10 +28,18 @@ lacks (NVMLError_FunctionNotFound, old drivers) -> the reading is NULL and the r
 GPU_IS_LOST / GPU_NOT_FOUND / RESET_REQUIRED -> the GPU's row is written with every reading
 NULL and `error` saying so; the other GPUs go on. Any other error -> that reading is NULL and
 `error` names the call. NVML that cannot start at all raises NvmlUnavailable (a SourceError).
+
+A GPU whose UUID NVML never gave (lost before the collector's first poll, or its UUID call
+failing) has no key the lake can take (gpu_uuid is required; '' would be a phantom GPU): it gets
+no row until its UUID is read, which is tried again every poll. The log says which GPU index is
+unidentified and why (a warning when it starts or its cause changes, an info line when it is
+identified), and a read where no GPU NVML counts can be identified raises SourceError after the
+first poll (the first one answers: the collector starts, and a GPU may come back).
 """
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor, wait
@@ -43,6 +51,8 @@ import pyarrow as pa
 
 from joulehouse.collectors.schema import GPU_SAMPLES
 from joulehouse.collectors.sources.base import ERROR_COLUMN, SourceError
+
+log = logging.getLogger(__name__)
 
 KIB = 1024
 NVML_FI_DEV_MEMORY_TEMP = 82
@@ -100,7 +110,7 @@ def _import_pynvml() -> ModuleType:
 class _Gpu:
     index: int
     handle: Any = None
-    uuid: str = ""
+    uuid: str | None = None  # None until NVML gives it: such a GPU gets no row (no key for the lake)
     model: str | None = None
     limits_w: tuple[float | None, float | None, float | None] = (None, None, None)
     lost: str | None = None
@@ -123,6 +133,9 @@ class NvmlSource:
         self._event_reasons_fn = "nvmlDeviceGetCurrentClocksEventReasons"
         self._processes: list[dict[str, Any]] | None = None
         self._pcie_pool: ThreadPoolExecutor | None = None
+        # GPU index -> why NVML has not identified it (no UUID yet): those GPUs get no row
+        self.unidentified: dict[int, str] = {}
+        self._polled = False
 
     def _call(self, gpu: _Gpu | None, name: str, *args: Any) -> Any:
         """Call pynvml.<name>(*args), translating NVML's errors into this module's exceptions."""
@@ -215,14 +228,37 @@ class NvmlSource:
             gpu.lost, gpu.errors = None, []
             if gpu.handle is None or not gpu.uuid or gpu.rediscover:
                 self._discover(gpu)  # lost or failing at start-up: try again each poll
-        pcie = [self._start_pcie_reads(gpu) for gpu in self._gpus]
+        known = self._identified()
+        pcie = [self._start_pcie_reads(gpu) for gpu in known]
         try:
-            for gpu, pcie_reads in zip(self._gpus, pcie):
+            for gpu, pcie_reads in zip(known, pcie):
                 for name, value in self._sample(gpu, pcie_reads).items():
                     rows[name].append(value)
         finally:  # a poll that failed half-way leaves no read in flight
             wait([read for pair in pcie if pair for read in pair])
+        first, self._polled = not self._polled, True
+        if not known and self.unidentified and not first:
+            raise SourceError(f"NVML on host {self.host!r} sees {len(self._gpus)} GPUs and can identify none: "
+                              + "; ".join(f"GPU index {i}: {why}" for i, why in sorted(self.unidentified.items())))
         return pa.Table.from_pydict(rows, schema=ROW_SCHEMA)
+
+    def _identified(self) -> list[_Gpu]:
+        """The GPUs with a UUID, to be read; the others are kept in `unidentified` and logged when
+        that starts, when its cause changes, and when they are identified."""
+        known = []
+        for gpu in self._gpus or ():
+            if gpu.uuid:
+                known.append(gpu)
+                if self.unidentified.pop(gpu.index, None) is not None:
+                    log.info("nvml: GPU index %d on %s identified as %s; its rows are written from now",
+                             gpu.index, self.host, gpu.uuid)
+                continue
+            why = gpu.lost or "; ".join(gpu.errors) or "NVML gave no UUID"
+            if self.unidentified.get(gpu.index) != why:
+                log.warning("nvml: GPU index %d on %s has no UUID (%s): no row until NVML gives it, "
+                            "tried again every poll", gpu.index, self.host, why)
+            self.unidentified[gpu.index] = why
+        return known
 
     def _start_pcie_reads(self, gpu: _Gpu) -> tuple[Future, Future] | None:
         """The GPU's two PCIe counters, each read in a thread (20 ms each: see the module doc);
@@ -312,7 +348,7 @@ class NvmlSource:
                 self._call(None, "nvmlShutdown")
             except NvmlError:
                 pass  # shutting down a driver that already went away is not worth failing for
-        self._gpus = None
+        self._gpus, self._polled = None, False
 
 
 def _mw_to_w(value: int | None) -> float | None:

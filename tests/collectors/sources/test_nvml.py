@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from joulehouse.collectors.schema import conform
-from joulehouse.collectors.sources.base import Source
+from joulehouse.collectors.sources.base import Source, SourceError
 from joulehouse.collectors.sources.nvml import NvmlSource, NvmlUnavailable
 from joulehouse.collectors.writer import write_dataset
 from nvml_stub.fixture import GpuState
@@ -152,14 +152,33 @@ def test_conversions_are_exact_over_nvml_ranges(nvml_stub, power_mw, energy_mj, 
     assert row["power_w"] == pytest.approx(power_mw / 1000, rel=1e-6)  # float32 in the lake
 
 
-def test_gpu_lost_before_start_is_reported_and_found_again(nvml_stub, source):
+def test_gpu_lost_before_start_gets_no_keyless_row_is_named_and_found_again(nvml_stub, source, lake, caplog):
+    """NVML never gave its UUID: no row keyed '' (a phantom GPU in the lake), the log names the
+    GPU index and why, and once it answers its rows come with its UUID."""
+    caplog.set_level("INFO", logger="joulehouse.collectors.sources.nvml")
     nvml_stub.set(1, error={"*": "GPU_IS_LOST"})
-    rows = rows_by_index(source.read())
-    assert rows[0]["error"] is None
-    assert rows[1]["error"] and rows[1]["gpu_uuid"] == ""  # NVML never told us its UUID
+    table = source.read()
+    write_dataset(lake, "gpu_samples", table)
+    assert [(r["gpu_index"], r["error"]) for r in table.to_pylist()] == [(0, None)]
+    assert all(r["gpu_uuid"] for r in table.to_pylist())
+    assert "GPU is lost" in source.unidentified[1]
+    assert "GPU index 1 on node-01 has no UUID" in caplog.text and "GPU is lost" in caplog.text
     nvml_stub.set(1, error={"*": "SUCCESS"})
     rows = rows_by_index(source.read())
     assert rows[1]["error"] is None and rows[1]["gpu_uuid"].startswith("GPU-")
+    assert source.unidentified == {} and "GPU index 1 on node-01 identified as GPU-" in caplog.text
+
+
+def test_a_node_whose_every_gpu_is_lost_at_start_starts_then_fails_each_read_naming_them(nvml_stub, source):
+    """The first read answers (the collector starts: a GPU may come back); later reads that can
+    identify no GPU fail as a source error, not as a healthy read of nothing."""
+    nvml_stub.set(0, error={"*": "GPU_IS_LOST"})
+    nvml_stub.set(1, error={"*": "GPU_IS_LOST"})
+    assert source.read().num_rows == 0
+    with pytest.raises(SourceError, match=r"sees 2 GPUs and can identify none: GPU index 0: .*GPU is lost"):
+        source.read()
+    nvml_stub.set(0, error={"*": "SUCCESS"})
+    assert [r["gpu_index"] for r in source.read().to_pylist()] == [0]
 
 
 class _PcieReadsMeet:

@@ -75,7 +75,8 @@ def _check_clocks(nvml: Any, handle: Any, s: GpuSetting) -> str | None:
     try:
         top_mhz = nvml.nvmlDeviceGetMaxClockInfo(handle, nvml.NVML_CLOCK_SM)
     except nvml.NVMLError as exc:
-        return f"cannot read the device's max SM clock to check {s.locked_sm_clock_max_mhz} MHz ({nvml_error_text(nvml, exc)})"
+        return (f"cannot read the device's max SM clock to check {s.locked_sm_clock_max_mhz} MHz "
+                f"({nvml_error_text(nvml, exc)})")
     if s.locked_sm_clock_max_mhz > top_mhz:
         return f"locked SM clock max {s.locked_sm_clock_max_mhz} MHz is above the device's max {top_mhz} MHz"
     # NVML has no min-clock getter: the lowest clock the driver lists (as nvidia-smi's supported
@@ -165,7 +166,8 @@ def _apply_one(nvml: Any, handle: Any, s: GpuSetting, previous_lock: Any = UNKNO
     try:
         after_mw = nvml.nvmlDeviceGetPowerManagementLimit(handle)
     except nvml.NVMLError as exc:
-        return GpuOutcome(s.gpu_uuid, "verify-failed", f"cannot read the limit back: {nvml_error_text(nvml, exc)}", **common)
+        return GpuOutcome(s.gpu_uuid, "verify-failed", f"cannot read the limit back: {nvml_error_text(nvml, exc)}",
+                          **common)
     if after_mw != requested_mw:
         return GpuOutcome(s.gpu_uuid, "verify-failed", f"set {requested_mw} mW but the device reads back {after_mw} mW",
                           power_limit_w_after=watts_from_mw(after_mw), **common)

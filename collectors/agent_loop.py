@@ -6,6 +6,9 @@ The location is a file path or an http(s)/file/fsspec URL (collectors.agent_fetc
 - a location that no longer serves a config (file gone, HTTP 404) revokes the one in force:
   the GPUs go back to their defaults;
 - a config in force whose valid_until has passed is rolled back once;
+- a rollback that did not go through (an NVML error on a reset, a GPU that could not be read) is
+  owed: each later poll tries it again, audited each time, until the GPU is back at its default or
+  a config in force sets it;
 - a GPU the config in force set that the next config no longer lists (its model failed the
   gate, no limit was recommended) goes back to its default when the next one is applied;
 - a config not yet valid (this node's clock behind the exporter's) is checked again at the next
@@ -25,11 +28,21 @@ from pathlib import Path
 from typing import Any, Callable
 
 from joulehouse.collectors.agent import ApplyResult, apply_config, rollback
+from joulehouse.collectors.agent_audit import OK_ACTIONS
 from joulehouse.collectors.agent_fetch import (  # noqa: F401 - the CLI and tests import them from here
     ConfigFetchError, ConfigTooLarge, fetch_config,
 )
 from joulehouse.collectors.agent_replay import ReplayedConfig, ReplayGuard
 from joulehouse.collectors.config_contract import ConfigError, ExpiredConfig, NotYetValid
+
+
+@dataclass(frozen=True)
+class OwedRollback:
+    """A GPU's rollback that did not go through, tried again at each poll until it does."""
+
+    reason: str  # why the GPU goes back to its default (config expired, revoked, dropped...)
+    config_sha256: str | None  # the config the rollback is audited under
+    since: dt.datetime  # the poll whose rollback of it first did not go through
 
 
 @dataclass
@@ -46,6 +59,10 @@ class AgentState:
     # outlive its config by way of a restart.
     defaults_ensured: bool = False
     in_force_valid_from: dt.datetime | None = None
+    # Rollbacks that did not go through, by GPU UUID; None: a GPU whose UUID could not be read
+    # (a rollback of every GPU not in force is then owed). A cap must not outlive its config
+    # because one reset met a transient NVML error.
+    rollbacks_owed: dict[str | None, OwedRollback] = field(default_factory=dict)
     # For the metrics (collectors.metrics): GPU outcomes by action, whole-config refusals by the
     # check that failed, polls, failed polls, the last poll's time.
     gpu_actions: dict[str, int] = field(default_factory=dict)
@@ -70,7 +87,18 @@ def poll_once(
     now: dt.datetime, replay_guard: ReplayGuard | None = None,
 ) -> str:
     """One poll; returns a one-line description of what it did (for the log). `replay_guard`
-    refuses a config older than the newest one accepted (collectors.agent_replay)."""
+    refuses a config older than the newest one accepted (collectors.agent_replay). Rollbacks owed
+    by earlier polls that this one did not settle are tried again after its own work."""
+    owed_before = dict(state.rollbacks_owed)
+    message = _poll(state, location, public_key=public_key, host=host, nvml=nvml, lake=lake, now=now,
+                    replay_guard=replay_guard)
+    return message + _retry_owed(state, owed_before, host, nvml, lake, now)
+
+
+def _poll(
+    state: AgentState, location: str, *, public_key: Any, host: str, nvml: Any, lake: str | Path | None,
+    now: dt.datetime, replay_guard: ReplayGuard | None,
+) -> str:
     try:
         data = fetch_config(location)
     except ConfigFetchError as exc:
@@ -81,10 +109,10 @@ def poll_once(
         if state.in_force_sha256 is None:
             return "no config published; nothing in force" + _ensure_defaults(
                 state, host, nvml, lake, now, f"no config published at {location}")
-        result = state.counted(rollback(host=host, nvml=nvml, lake=lake, now=now, config_sha256=state.in_force_sha256,
-                                        reason=f"config revoked: {location} no longer serves one"))
+        result = _roll_back(state, host, nvml, lake, now, f"config revoked: {location} no longer serves one",
+                            config_sha256=state.in_force_sha256)
         _nothing_in_force(state)
-        return "revoked: " + result.summary()
+        return "revoked: " + result.summary() + _owed_note(state)
     digest = hashlib.sha256(data).hexdigest()
     message = "config unchanged"
     if digest != state.seen_sha256:
@@ -132,10 +160,10 @@ def poll_once(
                 message = "applied: " + result.summary() + note
                 state.defaults_ensured = True  # a valid config now says what every listed GPU holds
     if state.in_force_until is not None and now >= state.in_force_until:
-        result = state.counted(rollback(host=host, nvml=nvml, lake=lake, now=now, config_sha256=state.in_force_sha256,
-                                        reason=f"config expired at {state.in_force_until.isoformat()}"))
+        result = _roll_back(state, host, nvml, lake, now, f"config expired at {state.in_force_until.isoformat()}",
+                            config_sha256=state.in_force_sha256)
         _nothing_in_force(state)
-        message = "expired: " + result.summary()
+        message = "expired: " + result.summary() + _owed_note(state)
     return message
 
 
@@ -145,9 +173,10 @@ def _ensure_defaults(state: AgentState, host: str, nvml: Any, lake: str | Path |
     'unchanged' where it already is). Returns a note for the log ('' after the first time)."""
     if state.defaults_ensured:
         return ""
-    result = state.counted(rollback(host=host, nvml=nvml, lake=lake, now=now, reason=reason))
-    state.defaults_ensured = True
-    return "; GPUs set to their defaults (nothing known in force since the agent started): " + result.summary()
+    result = _roll_back(state, host, nvml, lake, now, reason, config_sha256=None)
+    state.defaults_ensured = True  # what did not go back is owed, and retried
+    return ("; GPUs set to their defaults (nothing known in force since the agent started): " + result.summary()
+            + _owed_note(state))
 
 
 def _nothing_in_force(state: AgentState) -> None:
@@ -161,21 +190,88 @@ def _release_dropped(state: AgentState, result: ApplyResult, host: str, nvml: An
     or its setting refused: the older config is no longer in force), and make `result`'s applied
     GPUs the ones in force; returns a note for the log ('' when none)."""
     in_force = frozenset(o.gpu_uuid for o in result.outcomes if o.gpu_uuid and o.action in ("apply", "unchanged"))
+    for uuid in in_force:  # the new config's setting replaces a rollback owed
+        state.rollbacks_owed.pop(uuid, None)
     if not state.defaults_ensured:
         # The first config since the agent started: what it left before a restart is unknown, so
         # every GPU this config does not set goes back to its default ('unchanged' where it is).
-        back = state.counted(rollback(
-            host=host, nvml=nvml, lake=lake, now=now, keep=in_force, config_sha256=result.config_sha256,
-            reason="not set by the first config since the agent started: back to the default"))
+        back = _roll_back(state, host, nvml, lake, now,
+                          "not set by the first config since the agent started: back to the default",
+                          config_sha256=result.config_sha256, keep=in_force)
         state.in_force_gpus = in_force
-        return "; GPUs the config does not set returned to their defaults: " + back.summary() if back.outcomes else ""
+        return ("; GPUs the config does not set returned to their defaults: " + back.summary() + _owed_note(state)
+                if back.outcomes else "")
     dropped = sorted(state.in_force_gpus - in_force)
     if dropped:
-        back = state.counted(rollback(host=host, nvml=nvml, lake=lake, now=now, gpu_uuids=dropped,
-                                      config_sha256=result.config_sha256,
-                                      reason="not set by the new config: back to the default"))
-    state.in_force_gpus = in_force  # only once the rollback went through: a failed one is retried
-    return f"; {len(dropped)} GPUs the new config no longer sets: " + back.summary() if dropped else ""
+        back = _roll_back(state, host, nvml, lake, now, "not set by the new config: back to the default",
+                          config_sha256=result.config_sha256, gpu_uuids=dropped)
+    # Only once the rollback returned: one that raised (its audit not written) is done again with
+    # the same document; one a GPU refused is owed.
+    state.in_force_gpus = in_force
+    return (f"; {len(dropped)} GPUs the new config no longer sets: " + back.summary() + _owed_note(state)
+            if dropped else "")
+
+
+def _roll_back(state: AgentState, host: str, nvml: Any, lake: str | Path | None, now: dt.datetime, reason: str, *,
+               config_sha256: str | None, gpu_uuids: list[str] | None = None, keep: frozenset[str] = frozenset(),
+               owed_since: dt.datetime | None = None) -> ApplyResult:
+    """`rollback` (every GPU but `keep`, or `gpu_uuids`), counted, and what it did not do owed:
+    a GPU whose outcome is not OK (or an unreadable one with no UUID) is tried again at the next
+    poll; a GPU that went back is settled. A rollback of every GPU covers the GPUs known to hold a
+    setting (the config in force's, those owed) even where the driver cannot read them.
+    `owed_since`: this tries again a rollback owed since then (its audit row says so)."""
+    expected = (state.in_force_gpus | {u for u in state.rollbacks_owed if u is not None}) - keep
+    audit_reason = reason if owed_since is None else (
+        f"{reason}; tried again: not done since {owed_since.isoformat(timespec='seconds')}")
+    result = state.counted(rollback(host=host, nvml=nvml, lake=lake, now=now, reason=audit_reason,
+                                    gpu_uuids=gpu_uuids, config_sha256=config_sha256, keep=keep, expected=expected))
+    if gpu_uuids is None:
+        state.rollbacks_owed.pop(None, None)  # every GPU was tried: an unreadable one is owed again below
+    for o in result.outcomes:
+        if o.action in OK_ACTIONS:
+            state.rollbacks_owed.pop(o.gpu_uuid, None)
+        else:
+            before = state.rollbacks_owed.get(o.gpu_uuid)
+            state.rollbacks_owed[o.gpu_uuid] = OwedRollback(reason, config_sha256, before.since if before else now)
+    return result
+
+
+def _retry_owed(state: AgentState, owed_before: dict[str | None, OwedRollback], host: str, nvml: Any,
+                lake: str | Path | None, now: dt.datetime) -> str:
+    """Try again the rollbacks earlier polls left owed that this poll neither tried nor made moot
+    (a config in force now sets the GPU); a note for the log ('' when there were none)."""
+    due = {key: owed for key, owed in owed_before.items()
+           if state.rollbacks_owed.get(key) is owed and key not in state.in_force_gpus}
+    if not due:
+        return ""
+    groups: dict[tuple[str, str | None], list[str | None]] = {}
+    for key, owed in due.items():  # one rollback (and audit reason) per config and reason
+        groups.setdefault((owed.reason, owed.config_sha256), []).append(key)
+    notes, tried = [], set()
+    try:
+        # GPUs named first; a rollback of every GPU (an unreadable one had no UUID) last, keeping those
+        for (reason, sha), keys in sorted(groups.items(), key=lambda group: None in group[1]):
+            since = min(due[k].since for k in keys)
+            if None in keys:
+                result = _roll_back(state, host, nvml, lake, now, reason, config_sha256=sha,
+                                    keep=state.in_force_gpus | tried, owed_since=since)
+            else:
+                uuids = sorted(k for k in keys if k is not None)
+                result = _roll_back(state, host, nvml, lake, now, reason, config_sha256=sha, gpu_uuids=uuids,
+                                    owed_since=since)
+                tried.update(uuids)
+            notes.append(result.summary())
+    except Exception as exc:  # noqa: BLE001 - NVML gone, audit not written: still owed, tried next poll
+        state.poll_failures += 1
+        notes.append(f"failed ({type(exc).__name__}: {exc})")
+    return "; rollbacks owed by earlier polls tried again: " + "; ".join(notes) + _owed_note(state)
+
+
+def _owed_note(state: AgentState) -> str:
+    if not state.rollbacks_owed:
+        return ""
+    n = len(state.rollbacks_owed)
+    return f"; {n} GPU rollback{'s' if n > 1 else ''} not done, tried again next poll"
 
 
 def run_agent(

@@ -96,3 +96,114 @@ def test_a_gpu_that_cannot_be_read_at_rollback_gets_its_failed_row(keys, lake):
     unaudited = rollback(host=HOST, nvml=nvml, lake=None, now=at)
     assert [(o.gpu_uuid, o.action) for o in unaudited.outcomes] == [("GPU-sim-0000", "unchanged"), (None, "refuse")]
     assert "GPU index 1: NVMLError_GpuIsLost" in unaudited.outcomes[1].reason
+
+
+def poll(state, location, keys, nvml, lake, hours):
+    return poll_once(state, str(location), public_key=keys[1], host=HOST, nvml=nvml, lake=lake,
+                     now=NOW + dt.timedelta(hours=hours))
+
+
+def gpu_rows(lake, uuid):
+    rows = ds.dataset(lake / "agent_audit", format="parquet", partitioning="hive").to_table().to_pylist()
+    return sorted(((r["audited_at"], r["action"], r["power_limit_w_after"]) for r in rows if r["gpu_uuid"] == uuid))
+
+
+def hour(h):
+    return NOW + dt.timedelta(hours=h)
+
+
+def test_an_expiry_rollback_that_fails_once_is_tried_again_until_the_gpu_is_back(keys, lake, tmp_path):
+    """The config expired and the driver answered one transient error on the reset: the cap stayed
+    for good ('config unchanged' at every later poll)."""
+    nvml, location = driver(2), tmp_path / "recommended-config.json"
+    location.write_bytes(dump_config(signed(keys[0], {"GPU-sim-0000": entry(CAP_W)}, hours=2)))
+    state = AgentState()
+    poll(state, location, keys, nvml, lake, 0)
+    nvml.errors[(0, "nvmlDeviceSetPowerManagementLimit")] = pynvml.NVML_ERROR_UNKNOWN
+    assert "1 GPU rollback not done, tried again next poll" in poll(state, location, keys, nvml, lake, 3)
+    assert limit_w(nvml, 0) == CAP_W
+    assert "1 refuse" in poll(state, location, keys, nvml, lake, 4)  # still failing: tried, audited, still owed
+    del nvml.errors[(0, "nvmlDeviceSetPowerManagementLimit")]
+    assert "tried again: node-01: 1 rollback" in poll(state, location, keys, nvml, lake, 5)
+    assert poll(state, location, keys, nvml, lake, 24) == "config unchanged"
+    assert limit_w(nvml, 0) == DEFAULT_W and not state.rollbacks_owed
+    assert gpu_rows(lake, "GPU-sim-0000") == [(hour(0), "apply", CAP_W), (hour(3), "refuse", CAP_W),
+                                              (hour(4), "refuse", CAP_W), (hour(5), "rollback", DEFAULT_W)]
+    [retried] = rows_at(lake, hour(5))
+    assert "config expired at" in retried["reason"] and "not done since 2026-01-03T09:00:00+00:00" in retried["reason"]
+
+
+def test_a_clock_unlock_that_fails_at_revocation_is_tried_again(keys, lake, tmp_path):
+    nvml, location = driver(1), tmp_path / "recommended-config.json"
+    location.write_bytes(dump_config(signed(keys[0], {"GPU-sim-0000": entry(CAP_W, LOCK_MHZ)})))
+    state = AgentState()
+    poll(state, location, keys, nvml, lake, 0)
+    nvml.errors[(0, "nvmlDeviceResetGpuLockedClocks")] = pynvml.NVML_ERROR_NO_PERMISSION
+    location.unlink()
+    assert "1 verify-failed" in poll(state, location, keys, nvml, lake, 1)
+    assert limit_w(nvml, 0) == DEFAULT_W and nvml.locked_clocks() == {"GPU-sim-0000": LOCK_MHZ}
+    del nvml.errors[(0, "nvmlDeviceResetGpuLockedClocks")]
+    poll(state, location, keys, nvml, lake, 2)
+    assert nvml.locked_clocks() == {} and not state.rollbacks_owed
+    assert gpu_rows(lake, "GPU-sim-0000") == [(hour(0), "apply", CAP_W), (hour(1), "verify-failed", DEFAULT_W),
+                                              (hour(2), "unchanged", DEFAULT_W)]
+
+
+def test_a_gpu_lost_at_revocation_is_audited_and_rolled_back_once_it_is_back(keys, tmp_path):
+    """GPU 1 fell off the bus as its config was revoked: no row, no retry, its cap kept. Without
+    an audit to name it the loop still knows it: the config in force set it."""
+    nvml, location = driver(2), tmp_path / "recommended-config.json"
+    lake = tmp_path / "lake"
+    location.write_bytes(dump_config(signed(keys[0], {"GPU-sim-0000": entry(CAP_W), "GPU-sim-0001": entry(CAP_W)})))
+    state = AgentState()
+    poll(state, location, keys, nvml, None, 0)  # applied without an audit: only the loop's state names GPU 1
+    nvml.errors[(1, "nvmlDeviceGetUUID")] = pynvml.NVML_ERROR_GPU_IS_LOST
+    location.unlink()
+    assert "1 rollback, 1 refuse" in poll(state, location, keys, nvml, lake, 1)
+    poll(state, location, keys, nvml, lake, 2)
+    assert (limit_w(nvml, 0), limit_w(nvml, 1)) == (DEFAULT_W, CAP_W)
+    del nvml.errors[(1, "nvmlDeviceGetUUID")]
+    poll(state, location, keys, nvml, lake, 3)
+    assert limit_w(nvml, 1) == DEFAULT_W and not state.rollbacks_owed
+    assert gpu_rows(lake, "GPU-sim-0001") == [(hour(1), "refuse", None), (hour(2), "refuse", None),
+                                              (hour(3), "rollback", DEFAULT_W)]
+    assert "GPU index 1: NVMLError_GpuIsLost" in rows_at(lake, hour(1))[1]["reason"]
+    assert [r["gpu_uuid"] for r in rows_at(lake, hour(2))] == ["GPU-sim-0001"]  # only what is owed is tried again
+
+
+def test_a_dropped_gpus_failed_rollback_is_tried_again_and_a_new_setting_settles_it(keys, lake, tmp_path):
+    nvml, location = driver(3), tmp_path / "recommended-config.json"
+    state = AgentState()
+    location.write_bytes(dump_config(signed(keys[0], {f"GPU-sim-000{i}": entry(CAP_W) for i in range(3)})))
+    poll(state, location, keys, nvml, lake, 0)
+    nvml.errors[(1, "nvmlDeviceSetPowerManagementLimit")] = pynvml.NVML_ERROR_UNKNOWN
+    nvml.errors[(2, "nvmlDeviceSetPowerManagementLimit")] = pynvml.NVML_ERROR_UNKNOWN
+    location.write_bytes(dump_config(signed(keys[0], {"GPU-sim-0000": entry(CAP_W)}, hours=47)))
+    assert "2 refuse" in poll(state, location, keys, nvml, lake, 1)
+    del nvml.errors[(1, "nvmlDeviceSetPowerManagementLimit")]
+    del nvml.errors[(2, "nvmlDeviceSetPowerManagementLimit")]
+    # GPU 2 is listed again: its new setting replaces the rollback it was owed; GPU 1 goes back.
+    location.write_bytes(dump_config(signed(keys[0], {"GPU-sim-0000": entry(CAP_W),
+                                                      "GPU-sim-0002": entry(CAP_W - 20)}, hours=46)))
+    poll(state, location, keys, nvml, lake, 2)
+    assert [limit_w(nvml, i) for i in range(3)] == [CAP_W, DEFAULT_W, CAP_W - 20] and not state.rollbacks_owed
+    assert [a for _, a, _ in gpu_rows(lake, "GPU-sim-0002")] == ["apply", "refuse", "apply"]
+    assert [a for _, a, _ in gpu_rows(lake, "GPU-sim-0001")] == ["apply", "refuse", "rollback"]
+
+
+def test_an_unidentified_gpu_a_restarted_agent_could_not_reset_is_tried_again(keys, tmp_path):
+    """After a restart nothing is known in force and the audit is empty: a GPU whose UUID cannot be
+    read gets a row by its index, and every GPU is tried again until it can be read."""
+    nvml, location = driver(2), tmp_path / "recommended-config.json"
+    lake = tmp_path / "lake"
+    nvml.devices[1].power_limit_mw = int(CAP_W * 1000)  # a cap the agent left before its restart
+    nvml.errors[(1, "nvmlDeviceGetUUID")] = pynvml.NVML_ERROR_GPU_IS_LOST
+    state = AgentState()
+    assert "1 GPU rollback not done" in poll(state, location, keys, nvml, lake, 0)
+    assert [(r["gpu_uuid"], r["action"]) for r in rows_at(lake, hour(0))] == [(None, "refuse"),
+                                                                                ("GPU-sim-0000", "unchanged")]
+    del nvml.errors[(1, "nvmlDeviceGetUUID")]
+    poll(state, location, keys, nvml, lake, 1)
+    assert limit_w(nvml, 1) == DEFAULT_W and not state.rollbacks_owed
+    assert [(r["gpu_uuid"], r["action"]) for r in rows_at(lake, hour(1))] == [("GPU-sim-0000", "unchanged"),
+                                                                                ("GPU-sim-0001", "rollback")]

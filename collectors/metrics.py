@@ -59,6 +59,9 @@ AGENT_METRICS = {
     "joulehouse_agent_last_poll_timestamp_seconds": "When the agent last polled (Unix time).",
     "joulehouse_agent_config_age_seconds": "Age of the config in force: now minus its valid_from, s (absent with none).",
     "joulehouse_agent_config_in_force": "1 while a config is in force on this host, else 0.",
+    "joulehouse_agent_rollback_owed_gpus": "GPUs whose return to the defaults has not gone through yet (tried again each "
+                                       "poll); one more while some GPU cannot be read. Above 0 for long: a cap "
+                                       "outlives its config.",
 }
 METRIC_NAMES = frozenset(COLLECTOR_METRICS) | frozenset(SHIP_METRICS) | frozenset(AGENT_METRICS)
 
@@ -138,6 +141,7 @@ class AgentStateMetrics(Collector):
         if state.last_poll_at is not None:
             yield _gauge("joulehouse_agent_last_poll_timestamp_seconds", state.last_poll_at.timestamp())
         yield _gauge("joulehouse_agent_config_in_force", 1.0 if state.in_force_sha256 else 0.0)
+        yield _gauge("joulehouse_agent_rollback_owed_gpus", len(state.rollbacks_owed))
         if state.in_force_sha256 and state.in_force_valid_from is not None:
             yield _gauge("joulehouse_agent_config_age_seconds", self._clock() - state.in_force_valid_from.timestamp())
 

@@ -7,10 +7,12 @@ import datetime as dt
 
 import pyarrow.dataset as ds
 import pynvml
+from prometheus_client import CollectorRegistry
 
 from joulehouse.collectors.agent import apply_config, rollback
 from joulehouse.collectors.agent_loop import AgentState, poll_once
 from joulehouse.collectors.config_contract import dump_config, sign_config
+from joulehouse.collectors.metrics import AgentStateMetrics
 from joulehouse.collectors.sim.constants import SPECS
 from joulehouse.collectors.sim.nvml import SimDevice, SimulatedNvml
 
@@ -118,15 +120,18 @@ def test_an_expiry_rollback_that_fails_once_is_tried_again_until_the_gpu_is_back
     nvml, location = driver(2), tmp_path / "recommended-config.json"
     location.write_bytes(dump_config(signed(keys[0], {"GPU-sim-0000": entry(CAP_W)}, hours=2)))
     state = AgentState()
+    registry = CollectorRegistry()
+    registry.register(AgentStateMetrics(state))
+    owed = lambda: registry.get_sample_value("joulehouse_agent_rollback_owed_gpus")  # what an alert reads
     poll(state, location, keys, nvml, lake, 0)
     nvml.errors[(0, "nvmlDeviceSetPowerManagementLimit")] = pynvml.NVML_ERROR_UNKNOWN
     assert "1 GPU rollback not done, tried again next poll" in poll(state, location, keys, nvml, lake, 3)
-    assert limit_w(nvml, 0) == CAP_W
+    assert limit_w(nvml, 0) == CAP_W and owed() == 1
     assert "1 refuse" in poll(state, location, keys, nvml, lake, 4)  # still failing: tried, audited, still owed
     del nvml.errors[(0, "nvmlDeviceSetPowerManagementLimit")]
     assert "tried again: node-01: 1 rollback" in poll(state, location, keys, nvml, lake, 5)
     assert poll(state, location, keys, nvml, lake, 24) == "config unchanged"
-    assert limit_w(nvml, 0) == DEFAULT_W and not state.rollbacks_owed
+    assert limit_w(nvml, 0) == DEFAULT_W and not state.rollbacks_owed and owed() == 0
     assert gpu_rows(lake, "GPU-sim-0000") == [(hour(0), "apply", CAP_W), (hour(3), "refuse", CAP_W),
                                               (hour(4), "refuse", CAP_W), (hour(5), "rollback", DEFAULT_W)]
     [retried] = rows_at(lake, hour(5))

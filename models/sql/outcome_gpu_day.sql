@@ -6,7 +6,8 @@
 --   gpu_uuid, host, gpu_model [text]; day [DATE]
 --   power_limit_w [W] most frequent limit read that day; n_power_limits [count] distinct limits
 --     read (more than 1: the limit changed during the day, the day is a transition)
---   energy_kwh [kWh] the GPU's whole-day energy; active_hours [h] hours with activity above 5%
+--   energy_kwh [kWh] the GPU's whole-day energy; active_hours [h] hours with activity above 5% (the
+--     share of the samples with an activity reading, times the hours the samples span; NULL: none)
 --   job_energy_kwh [kWh], job_hours [h] energy and time in jobs (runs whose limit did not change)
 --   flops_total [FLOP], samples_total, requests_total [count] work done in those jobs
 --   n_jobs [count]; n_jobs_without_flops, n_jobs_without_samples, n_jobs_without_requests [count]
@@ -15,7 +16,9 @@ WITH samples AS (
     SELECT gpu_uuid, day, any_value(host) AS host, any_value(gpu_model) AS gpu_model,
            mode(CAST(power_limit_w AS DOUBLE)) AS power_limit_w,
            count(DISTINCT power_limit_w) AS n_power_limits,
-           avg(CASE WHEN activity_ratio > 0.05 THEN 1.0 ELSE 0.0 END)
+           -- over the samples with an activity reading: one without is unknown, not idle (as idle,
+           -- a third of a busy hour unread gave 0.67 active hours, and its energy per active hour 1.5x)
+           avg(CASE WHEN activity_ratio > 0.05 THEN 1.0 WHEN activity_ratio IS NOT NULL THEN 0.0 END)
                * (epoch(max(sampled_at)) - epoch(min(sampled_at))) / 3600.0 AS active_hours
     FROM gpu_activity_samples
     WHERE day BETWEEN $first_day::DATE AND $day::DATE

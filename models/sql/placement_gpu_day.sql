@@ -16,7 +16,8 @@ span AS (
 )
 SELECT d.host, d.gpu_uuid, any_value(d.gpu_model) AS gpu_model,
        avg(d.activity) AS mean_activity_ratio,
-       avg(CASE WHEN d.activity > 0.05 THEN 1.0 ELSE 0.0 END) * any_value(s.covered_hours) AS busy_hours,
+       avg(CASE WHEN d.activity > 0.05 THEN 1.0 WHEN d.activity IS NOT NULL THEN 0.0 END)  -- unread: unknown, not idle
+           * any_value(s.covered_hours) AS busy_hours,
        avg(d.power_w) FILTER (WHERE d.activity > 0.05) AS busy_power_w,
        median(d.power_w) FILTER (WHERE d.activity <= 0.05) AS idle_power_w
 FROM day_rows AS d JOIN span AS s USING (gpu_uuid)

@@ -126,3 +126,23 @@ def test_a_fit_on_another_relation_leaves_the_activity_view_on_its_own():
     con.execute("CREATE TABLE imported AS SELECT * FROM stg_gpu_samples WHERE false")
     input_view(con, "imported", DAY, DAY)
     assert con.execute("SELECT count(*) FROM gpu_activity_samples").fetchone() == (240,)
+
+
+def test_samples_without_an_activity_reading_are_not_idle_hours():
+    """GPU-a is busy (SM activity 0.5) on every reading it has, but its last 20 minutes carry no
+    SM activity. Counted as idle they made 0.67 of its hour active (outcome_gpu_day, the energy
+    per active hour of the savings' fallback 1.5x) and 0.67 h busy (placement_gpu_day)."""
+    rows = _stream("GPU-a", "dcgm", 1, util_pct=None, sm_active=0.5)
+    rows = [r | {"sm_active_ratio": None} if r["sampled_at"] >= START + dt.timedelta(seconds=2400) else r for r in rows]
+    con = _con(rows)
+    span_h = 3599 / 3600
+    (busy_hours,), = con.execute(f"SELECT busy_hours FROM ({load_sql('placement_gpu_day')})", {"day": DAY}).fetchall()
+    assert busy_hours == pytest.approx(span_h)
+    from joulehouse.models.outcome import EMPTY_JOBS
+
+    con.execute(EMPTY_JOBS)
+    con.execute("CREATE TABLE fct_gpu_energy_hourly (gpu_uuid VARCHAR, day DATE, energy_kwh DOUBLE)")
+    con.execute("INSERT INTO fct_gpu_energy_hourly VALUES ('GPU-a', ?, 0.3)", [DAY])
+    (active_hours,), = con.execute(f"SELECT active_hours FROM ({load_sql('outcome_gpu_day')})",
+                                   {"first_day": DAY, "day": DAY}).fetchall()
+    assert active_hours == pytest.approx(span_h)

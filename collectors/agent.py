@@ -24,7 +24,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, Mapping
 
-from joulehouse.collectors.agent_audit import OK_ACTIONS, ApplyResult, GpuOutcome, audit, audited_locks
+from joulehouse.collectors.agent_audit import OK_ACTIONS, ApplyResult, AuditNotWritten, GpuOutcome, audit, audited_locks
 from joulehouse.collectors.agent_nvml import (
     gpus_by_uuid, is_nvml_error, nvml_error_text, unlock_clocks, watts_from_mw, with_nvml,
 )
@@ -237,7 +237,11 @@ def apply_config(
     except ConfigError as exc:
         sha = _sha_or_none(doc)
         refused = ApplyResult(host, sha, dry_run, [GpuOutcome(None, "refuse", f"{type(exc).__name__}: {exc}{judged}")])
-        audit(lake, refused, audited_at)
+        try:
+            audit(lake, refused, audited_at)
+        except AuditNotWritten as failed:
+            failed.refusal = exc
+            raise
         raise
     result = ApplyResult(host, config.config_sha256, dry_run, valid_until=config.valid_until,
                           valid_from=config.valid_from)

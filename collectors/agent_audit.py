@@ -62,8 +62,23 @@ class ApplyResult:
 LOCK_IN_REASON = re.compile(r"SM clocks locked to (\d+)-(\d+) MHz")
 
 
+class AuditNotWritten(OSError):
+    """The lake's writer refused the audit of `result` (a full, read-only or vanished lake).
+    `result` is then the only record of what was done to the devices, written before the audit;
+    `refusal`: the ConfigError whose refusal was being audited, where it was one."""
+
+    def __init__(self, result: ApplyResult, cause: OSError):
+        if cause.errno is None:
+            super().__init__(str(cause))
+        else:
+            super().__init__(cause.errno, cause.strerror or str(cause), cause.filename)
+        self.result = result
+        self.refusal: Exception | None = None
+
+
 def audit(lake: str | Path | None, result: ApplyResult, now: dt.datetime) -> None:
-    """One agent_audit row per outcome, written through the lake writer (no-op without a lake)."""
+    """One agent_audit row per outcome, written through the lake writer (no-op without a lake);
+    AuditNotWritten, carrying `result`, when the writer fails."""
     if lake is None or not result.outcomes:
         return
     from joulehouse.collectors.writer import write_dataset  # the writer pulls pyarrow.parquet; only when auditing
@@ -75,7 +90,10 @@ def audit(lake: str | Path | None, result: ApplyResult, now: dt.datetime) -> Non
          "reason": o.reason}
         for o in result.outcomes
     ]
-    write_dataset(lake, "agent_audit", pa.Table.from_pylist(rows, schema=AGENT_AUDIT))
+    try:
+        write_dataset(lake, "agent_audit", pa.Table.from_pylist(rows, schema=AGENT_AUDIT))
+    except OSError as exc:
+        raise AuditNotWritten(result, exc) from exc
 
 
 def audited_locks(lake: str | Path | None, host: str) -> dict[str, tuple[int, int] | None] | None:

@@ -4,7 +4,7 @@ Exit codes: 0 every GPU as asked; 1 some GPU refused or failed to verify (the ta
 dry run: would refuse), or (verify) a good file outside its validity window; 2 the config itself
 was refused (tampered, expired, unsigned, other host, older than the one applied, over 16 MiB...)
 or unreadable, or nothing was applied for want of a writable audit; 3 NVML is not usable on this
-machine; 4 (apply) the GPUs were set as the table shows but their audit could not be written.
+machine; 4 (apply, rollback) the GPUs were set as the table shows but their audit could not be written.
 """
 
 from __future__ import annotations
@@ -285,14 +285,17 @@ def rollback_command(
     Example: sudo joulehouse agent rollback
     """
     from joulehouse.collectors.agent import rollback
+    from joulehouse.collectors.agent_audit import AuditNotWritten
 
     audit_lake, audit_note = _audit_lake(lake, _node_lake(lake))
     nvml = _nvml_usable_or_exit("a rollback needs the GPUs' driver: run it on the node, as root")
     try:
         result = rollback(host=host or socket.gethostname(), nvml=nvml, lake=audit_lake,
                           reason="rolled back by the operator")
-    except OSError as exc:  # the GPUs are rolled back; only their audit could not be written
-        fail(f"rolled back, but cannot write the audit into {audit_lake} ({exc})", 2)
+    except AuditNotWritten as exc:  # what was done to the GPUs stands; only its audit is missing
+        print_result(exc.result)
+        fail(f"{exc.result.summary()}, but the audit could not be written into {audit_lake} ({exc}): "
+             "the lake does not record this rollback", 4)
     print_result(result)
     _echo_notes(audit_note)
     if not result.ok:

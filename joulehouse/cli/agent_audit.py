@@ -41,30 +41,15 @@ def fail_apply_write(exc: OSError, lake: Path | None, state: Path) -> NoReturn:
     state, written before any device (exit 2, nothing applied); the audit of a refused config
     (exit 2, nothing applied); the audit written after the devices (exit 4, the outcome table
     printed: what was set stands, unaudited)."""
-    from joulehouse.collectors.config_contract import ConfigError
+    from joulehouse.collectors.agent_audit import AuditNotWritten
 
-    if isinstance(exc.__context__, ConfigError):  # raised while auditing the refusal
-        refusal = exc.__context__
-        fail(f"{type(refusal).__name__}: {refusal} (its audit could not be written into {lake}: {exc})", 2,
-             label="refused")
-    done = _audit_that_failed(exc)
-    if done is None:
+    if not isinstance(exc, AuditNotWritten):
         fail(f"cannot record the config in {state} before applying it ({exc}); nothing applied", 2)
+    if exc.refusal is not None:
+        fail(f"{type(exc.refusal).__name__}: {exc.refusal} (its audit could not be written into {lake}: {exc})", 2,
+             label="refused")
+    done = exc.result
     print_result(done)
     changed = done.count("apply") + done.count("verify-failed")
     fail(f"{'GPUs changed as above' if changed else 'no GPU changed'} ({done.summary()}), but the audit could "
          f"not be written into {lake} ({exc}): the lake does not record this apply", 4)
-
-
-def _audit_that_failed(exc: BaseException):
-    """The ApplyResult whose audit raised `exc`, or None when `exc` came from elsewhere.
-    collectors.agent.apply_config lets the lake writer's OSError out as it is, after the devices
-    were set: the failing audit call's own argument is then the only record of what was done."""
-    import traceback
-
-    from joulehouse.collectors.agent_audit import audit
-
-    for frame, _ in traceback.walk_tb(exc.__traceback__):
-        if frame.f_code is audit.__code__:
-            return frame.f_locals.get("result")
-    return None

@@ -6,27 +6,14 @@ import datetime as dt
 
 import pyarrow.dataset as ds
 import pytest
-import typer
 from typer.testing import CliRunner
 
-from joulehouse.cli.agent import register
 from joulehouse.collectors.config_contract import dump_config, load_private_key, sign_config
 from nvml_stub.fixture import GpuState, nvml_stub, nvml_stub_library  # noqa: F401
 
+from agent_cli import app, off_a_node  # noqa: F401  (fixtures)
+
 runner = CliRunner()
-
-
-@pytest.fixture(autouse=True)
-def off_a_node(tmp_path, monkeypatch):
-    """No /var/lib/joulehouse here, whatever the machine running the tests has."""
-    monkeypatch.setattr("joulehouse.cli.agent.NODE_DATA", tmp_path / "no-node-data")
-
-
-@pytest.fixture()
-def app():
-    app = typer.Typer()
-    register(app)
-    return app
 
 
 @pytest.fixture()
@@ -133,3 +120,16 @@ def test_a_refused_config_whose_audit_fails_says_refused(app, signed, tmp_path, 
     assert result.stderr.startswith("refused: BadSignature") and "its audit could not be written" in result.stderr
     assert "cannot record the config" not in result.stderr
     assert a100.read()["gpu0.power_limit_mw"] == "400000"
+
+
+def test_a_rollback_whose_audit_fails_says_what_it_did(app, signed, tmp_path, a100, monkeypatch):
+    """The rollback's audit met a full disk: it said "rolled back" (exit 2) whatever the GPUs'
+    outcome. It now prints the outcomes and says the lake does not record them (exit 4)."""
+    assert _apply(app, signed, tmp_path, "--lake", str(tmp_path / "lake")).exit_code == 0
+    monkeypatch.setattr("joulehouse.collectors.writer.write_dataset", _disk_full)
+    result = runner.invoke(app, ["agent", "rollback", "--host", "node-01", "--lake", str(tmp_path / "lake")])
+    assert a100.read()["gpu0.power_limit_mw"] == "400000"
+    assert result.exit_code == 4, result.output
+    assert GpuState.a100(0).uuid in result.stdout
+    assert ("node-01: 1 rollback, but the audit could not be written" in result.stderr
+            and "No space left on device" in result.stderr)

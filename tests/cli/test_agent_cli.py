@@ -7,27 +7,14 @@ import json
 
 import pyarrow.dataset as ds
 import pytest
-import typer
 from typer.testing import CliRunner
 
 from joulehouse.collectors.config_contract import dump_config, load_private_key, sign_config
-from joulehouse.cli.agent import register
 from nvml_stub.fixture import nvml_stub, nvml_stub_library  # noqa: F401
 
+from agent_cli import app, off_a_node  # noqa: F401  (fixtures)
+
 runner = CliRunner()
-
-
-@pytest.fixture(autouse=True)
-def off_a_node(tmp_path, monkeypatch):
-    """No /var/lib/joulehouse here, whatever the machine running the tests has."""
-    monkeypatch.setattr("joulehouse.cli.agent.NODE_DATA", tmp_path / "no-node-data")
-
-
-@pytest.fixture()
-def app():
-    app = typer.Typer()
-    register(app)
-    return app
 
 
 @pytest.fixture()

@@ -66,6 +66,13 @@ def _audited(con: duckdb.DuckDBPyConnection, first: dt.date, day: dt.date,
     return {(u, round(float(w), 1)) for u, w in rows if w is not None}
 
 
+def _set_by_agent(con: duckdb.DuckDBPyConnection, first: dt.date, day: dt.date) -> set[tuple[str, float]]:
+    """(gpu_uuid, limit W) pairs a GPU reached through the agent: its applies and rollbacks, and a
+    'verify-failed' row's limit after (a rollback whose limit went back but whose clocks stayed
+    locked; an apply that restored the limit before it): none of these is a setting lost."""
+    return _audited(con, first, day, actions=("apply", "rollback", "verify-failed"))
+
+
 # How the note of a (model, setting) whose every GPU lost the agent's setting begins (the report reads it).
 LOST_SETTING_NOTE = "every GPU here lost a setting the agent applied"
 
@@ -240,7 +247,7 @@ def measure_outcomes(con: duckdb.DuckDBPyConnection, day: dt.date, *, lookback_d
                     and len({r["power_limit_w"] for r in rs if r["day"] >= min(window)}) == 1
                     and all(r["n_power_limits"] == 1 for r in rs if r["day"] >= min(window))]
         rows += _rows_for_group(con, day, group, panel, controls, audited)
-    _note_lost_settings(rows, audited, audited | _audited(con, first, day, actions=("rollback",)))
+    _note_lost_settings(rows, audited, _set_by_agent(con, first, day))
     con.execute(load_sql("fct_recommendation_outcome"))
     replace_day_rows(con, day, {"fct_recommendation_outcome": [
         {k: float(v) if isinstance(v, np.floating) else v for k, v in r.items()} for r in rows]})

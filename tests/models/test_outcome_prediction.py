@@ -78,3 +78,20 @@ def test_a_cap_the_agent_applied_and_that_went_without_an_audit_is_called_lost()
     assert _reverted_note(row, set(), set()) is None  # never applied by the agent: a change like any other
     assert _reverted_note(row, applied, applied | {("GPU-1", 700.0)}) is None  # the agent's own rollback
     assert _reverted_note(row | {"scope": "model_setting", "gpu_uuid": None}, applied, applied) is None
+
+
+def test_a_rollback_that_left_the_clocks_locked_is_still_the_agents_own():
+    """A rollback whose limit went back to 700 W but whose clock unlock failed is audited
+    'verify-failed' (700 W after): the revert was the agent's, not a setting lost outside it."""
+    from joulehouse.models.outcome import _reverted_note, _set_by_agent
+
+    con = duckdb.connect()
+    con.execute("CREATE TABLE raw_agent_audit AS SELECT * FROM (VALUES "
+                "('GPU-1', 'apply', 450.0, DATE '2026-06-12'), ('GPU-1', 'verify-failed', 700.0, DATE '2026-06-13'), "
+                "('GPU-2', 'apply', 450.0, DATE '2026-06-12'), ('GPU-2', 'refuse', 450.0, DATE '2026-06-13')) "
+                "AS t(gpu_uuid, action, power_limit_w_after, date)")
+    by_agent = _set_by_agent(con, D1, EFFECTIVE)
+    applied = {("GPU-1", 450.0), ("GPU-2", 450.0)}
+    row = {"scope": "gpu", "evidence": "samples", "power_limit_w_before": 450.0, "power_limit_w_after": 700.0}
+    assert _reverted_note(row | {"gpu_uuid": "GPU-1"}, applied, by_agent) is None
+    assert _reverted_note(row | {"gpu_uuid": "GPU-2"}, applied, by_agent).startswith("the 450 W the agent applied")

@@ -360,6 +360,7 @@ def run_command(
     key = _public_key(public_key or Path(agent.public_key_path))
     node_lake = _node_lake(lake)
     audit_lake, audit_note = _audit_lake(lake, node_lake)
+    refuse_unaudited_apply(audit_lake, audit_note, NODE_DATA / "lake")  # the loop applies and rolls back
     nvml, guard, loop_state = _nvml_usable_or_exit(), _replay_guard(state, node_lake, settings_file), AgentState()
     _echo_notes(audit_note, _state_note(guard))
     from joulehouse.collectors.metrics import AgentStateMetrics

@@ -133,3 +133,20 @@ def test_a_rollback_whose_audit_fails_says_what_it_did(app, signed, tmp_path, a1
     assert GpuState.a100(0).uuid in result.stdout
     assert ("node-01: 1 rollback, but the audit could not be written" in result.stderr
             and "No space left on device" in result.stderr)
+
+
+def test_the_agent_loop_with_nowhere_to_audit_is_refused_before_any_gpu_is_set(app, signed, tmp_path, a100):
+    """`agent run` without a lake it could audit into printed "not audited" and applied all the
+    same, every poll: a service that changes GPUs with no record of it."""
+    config, public_key = signed
+    result = runner.invoke(app, ["agent", "run", "--export-url", str(config), "--public-key", str(public_key),
+                                 "--host", "node-01", "--state", str(tmp_path / "state.json"), "--iterations", "1"])
+    assert result.exit_code == 2, result.output
+    assert "an apply is never made unaudited: no --lake" in result.stderr
+    assert a100.read()["gpu0.power_limit_mw"] == "400000"
+    audited = runner.invoke(app, ["agent", "run", "--export-url", str(config), "--public-key", str(public_key),
+                                  "--host", "node-01", "--state", str(tmp_path / "state.json"), "--iterations", "1",
+                                  "--lake", str(tmp_path / "lake")])
+    assert audited.exit_code == 0, audited.output
+    assert a100.read()["gpu0.power_limit_mw"] == "300000"
+    assert ds.dataset(tmp_path / "lake" / "agent_audit", format="parquet", partitioning="hive").count_rows() >= 1

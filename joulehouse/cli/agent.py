@@ -19,7 +19,7 @@ import typer
 from joulehouse.cli.agent_audit import fail_apply_write, refuse_unaudited_apply
 from joulehouse.cli.agent_output import print_result
 from joulehouse.cli.options import (
-    METRICS_ADDRESS_HELP, METRICS_TEXTFILE_HELP, expose_metrics, fail, output_folder, parse_duration,
+    METRICS_ADDRESS_HELP, METRICS_TEXTFILE_HELP, expose_metrics, fail, node_lake, output_folder, parse_duration,
 )
 
 # Where the systemd units keep the node's data (the collector's unit owns it): the agent service
@@ -154,6 +154,11 @@ def _nvml_usable_or_exit(hint: str = ""):
 
 
 EXPORT_HELP = "The signed export (recommended-config.json): a path or an http(s), file or s3/gs/az URL."
+def _lake_option(value: str | None) -> Path | None:
+    """--lake as a local folder; a URL refused in one line (the audit is written locally and shipped)."""
+    return None if value is None else node_lake(value)
+
+
 LAKE_HELP = f"Lake folder to audit into (agent_audit; default: {NODE_DATA}/lake, the agent service's, where it exists)"
 STATE_HELP = ("Replay state: the newest config accepted per site (default: \\[agent] state_path when set, else "
               f"<lake>/../state/, i.e. {NODE_DATA}/state/ on a node)")
@@ -183,7 +188,7 @@ def apply_command(
     public_key: Path = typer.Option(..., "--public-key", help="PEM ed25519 public key the config must be signed with"),
     dry_run: bool = typer.Option(False, "--dry-run", help="Verify and print what would be set; touch no device"),
     host: Optional[str] = typer.Option(None, "--host", help="Host name to take entries for (default: this machine)"),
-    lake: Optional[Path] = typer.Option(None, "--lake", help=LAKE_HELP),
+    lake: Optional[str] = typer.Option(None, "--lake", help=LAKE_HELP, callback=_lake_option),
     state: Optional[Path] = typer.Option(None, "--state", help=STATE_HELP),
     settings_file: Optional[Path] = typer.Option(None, "--config", help="joulehouse TOML settings (\\[agent] section)"),
     at: Optional[str] = typer.Option(None, "--at", help=AT_HELP + "; with --dry-run only (an apply is always now)"),
@@ -276,7 +281,7 @@ def verify_command(
 @agent_app.command("rollback")
 def rollback_command(
     host: Optional[str] = typer.Option(None, "--host", help="Host name for the audit (default: this machine)"),
-    lake: Optional[Path] = typer.Option(None, "--lake", help=LAKE_HELP),
+    lake: Optional[str] = typer.Option(None, "--lake", help=LAKE_HELP, callback=_lake_option),
 ) -> None:
     """Return every GPU of this node to its default power limit and unlock its clocks.
 
@@ -328,7 +333,7 @@ def run_command(
                                                   "(default: \\[agent] config_url)"),
     public_key: Optional[Path] = typer.Option(None, "--public-key", help="PEM ed25519 public key"),
     host: Optional[str] = typer.Option(None, "--host", help="Host name (default: this machine)"),
-    lake: Optional[Path] = typer.Option(None, "--lake", help=LAKE_HELP),
+    lake: Optional[str] = typer.Option(None, "--lake", help=LAKE_HELP, callback=_lake_option),
     interval: Optional[str] = typer.Option(None, "--interval", metavar="DURATION",
                                            help="Time between polls: 30s, 5m; 1s to 24h (default: \\[agent] poll_interval_s, 300 s)"),
     interval_s: Optional[float] = typer.Option(None, "--interval-s", hidden=True),

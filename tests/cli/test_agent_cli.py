@@ -393,3 +393,14 @@ def test_on_an_80_column_terminal_the_outcomes_fit_and_keep_their_values_whole(c
     assert max(len(line) for line in lines) <= 80
     assert any(uuid in line for line in lines) and any("requested 0.001" in line for line in lines)
     assert " ".join(" ".join(line.split()) for line in lines).count(reason) == 1, "every word of the reason, as written"
+
+
+@pytest.mark.parametrize("command", [["rollback"], ["apply", "c.json", "--dry-run"], ["run", "--export-url", "c.json"]])
+def test_a_lake_url_is_refused_not_made_a_local_folder(app, tmp_path, monkeypatch, command):
+    """Typer's Path made `--lake s3://bucket/lake` the local folder `s3:/bucket/lake`: the audit
+    went there, and never to the bucket. The audit is written on the node and shipped."""
+    monkeypatch.chdir(tmp_path)
+    result = runner.invoke(app, ["agent", *command, "--lake", "s3://bucket/lake"])
+    assert result.exit_code == 2, result.output
+    assert "--lake s3://bucket/lake: a node's lake is a local folder" in result.output
+    assert not (tmp_path / "s3:").exists()

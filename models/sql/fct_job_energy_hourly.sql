@@ -6,18 +6,34 @@
 --   sums it per job, and the accounts (reports/accounts/attribution.py) split each GPU-hour's
 --   energy-driven amounts (energy, operational carbon, energy cost) by energy_share_ratio.
 -- inputs: eff_holdings (temp table, eff_holdings.sql), stg_gpu_samples, fct_gpu_energy_hourly.
+--   Parameters: $day DATE; $max_gap_s, $max_counter_gap_s DOUBLE (warehouse.*, as the day was built).
 -- Jobs: those running on $day that started at most models.job_max_days before it, found as the
 --   accounts find theirs (models/day_jobs.py), so both split a GPU-hour among the same jobs.
--- Share: the power the GPU's clean readings of the hour read inside the job's windows, over the
---   power of all its readings of the hour (by count where the hour has no power readings). A
---   reading inside the windows of several jobs at once (pods sharing a GPU) is split equally among
---   them, so the shares of one GPU-hour never sum to more than 1; what is left is idle.
+-- Share: over the readings the hour's energy came from (counted), the power each read inside the
+--   job's windows times the time it stands for, over the same for the whole hour (by count of
+--   the counted readings where that is no power). Counted: those of the (host, source) streams
+--   fct_gpu_energy_hourly took the hour from: where sources read the GPU at the same time, the
+--   winner's alone; where they followed one another, all of them, as it added them up. Its
+--   n_samples tells which: the clean readings of all the GPU's streams in the hour, of every host
+--   of its source, or of its (host, source) alone; the sets are nested, so the largest of that
+--   count is the one (no match, or no energy row: all). Before, every source's readings counted,
+--   one vote each: NVML all hour and DCGM its second half split two halves at equal power
+--   1/3 : 2/3; NVML at 1 Hz, then DCGM every 10 s, 91% : 9%.
+-- Time a reading stands for: its interval_s (to its stream's next energy reading) where the
+--   energy bridged it: at most max_counter_gap_s from a reading with its counter, max_gap_s from
+--   one without (whether the next one has a counter is not read: that takes a sort); otherwise
+--   none (a gap, the stream's last reading).
+-- A reading inside the windows of several jobs at once (pods sharing a GPU) is split equally
+--   among them, so the shares of one GPU-hour never sum to more than 1; what is left is idle.
+--   The rows, n_samples and the power limit read every source's clean readings, as before: a job
+--   whose window holds only uncounted readings keeps its row, at share 0 (the accounts split an
+--   hour where a holding job has no row by time held).
 -- columns:
 --   day [DATE] UTC day
 --   hour_at [TIMESTAMPTZ, UTC] start of the hour
 --   job_id [text] job
 --   gpu_uuid [text] GPU
---   n_samples [count] clean readings of the hour in the job's windows
+--   n_samples [count] clean readings of the hour in the job's windows (of every source)
 --   energy_share_ratio [0..1] the job's share of the GPU-hour's energy
 --   energy_kwh [kWh] energy_share_ratio x the GPU-hour's energy_kwh (NULL: no hourly energy)
 --   power_limit_w [W] power limit in force (most frequent reading)
@@ -44,28 +60,62 @@ held_pieces AS (
     SELECT gpu_uuid, p0_at, p1_at, count(*) AS n_holders FROM piece_holders GROUP BY ALL
 ),
 samples AS (
-    SELECT gpu_uuid, sampled_at, date_trunc('hour', sampled_at) AS hour_at,
-           CAST(power_w AS DOUBLE) AS power_w, CAST(power_limit_w AS DOUBLE) AS power_limit_w
+    SELECT host, source, gpu_uuid, sampled_at, date_trunc('hour', sampled_at) AS hour_at,
+           CAST(power_w AS DOUBLE) AS power_w, CAST(power_limit_w AS DOUBLE) AS power_limit_w,
+           -- the time the reading stands for: up to its stream's next energy reading, where the
+           -- energy bridged that (else a gap, or the stream's end: none)
+           CASE WHEN interval_s <= CASE WHEN energy_mj_total IS NOT NULL THEN $max_counter_gap_s
+                                        ELSE $max_gap_s END
+                THEN CAST(interval_s AS DOUBLE) ELSE 0.0 END AS weight_s
     FROM stg_gpu_samples
     WHERE day = $day::DATE
 ),
+stream_counts AS (
+    SELECT gpu_uuid, hour_at, host, source, count(*) AS n FROM samples GROUP BY ALL
+),
+hour_taken AS (
+    -- what fct_gpu_energy_hourly added up for the GPU-hour (its n_samples): all its streams, every
+    -- host of its source, or its (host, source) alone; nested, so the set of that count is it
+    SELECT c.gpu_uuid, c.hour_at, any_value(e.source) AS source, any_value(e.host) AS host,
+           CASE
+               WHEN sum(c.n) = any_value(e.n_samples) THEN 'all'
+               WHEN sum(c.n) FILTER (WHERE c.source = e.source) = any_value(e.n_samples) THEN 'source'
+               WHEN sum(c.n) FILTER (WHERE c.source = e.source AND c.host = e.host) = any_value(e.n_samples)
+                    THEN 'stream'
+               ELSE 'all'  -- no energy row for the hour, or not these readings': every reading
+           END AS taken
+    FROM stream_counts AS c
+    LEFT JOIN fct_gpu_energy_hourly AS e
+        ON e.gpu_uuid = c.gpu_uuid AND e.hour_at = c.hour_at AND e.day = $day::DATE AND e.n_samples > 0
+    GROUP BY c.gpu_uuid, c.hour_at
+),
+weighed AS (
+    SELECT s.*,
+           t.taken = 'all' OR (s.source = t.source AND (t.taken = 'source' OR s.host = t.host)) AS counted
+    FROM samples AS s
+    JOIN hour_taken AS t USING (gpu_uuid, hour_at)
+),
 hour_weights AS (
-    SELECT gpu_uuid, hour_at, sum(power_w) AS power_sum_w, count(*) AS n
-    FROM samples GROUP BY ALL
+    SELECT gpu_uuid, hour_at,
+           sum(power_w * weight_s) FILTER (WHERE counted) AS power_sum_ws,
+           count(*) FILTER (WHERE counted) AS n
+    FROM weighed GROUP BY ALL
 ),
 piece_hour_weights AS (
     SELECT p.gpu_uuid, p.p0_at, s.hour_at, any_value(p.n_holders) AS n_holders,
-           sum(s.power_w) AS power_sum_w, count(*) AS n,
+           sum(s.power_w * s.weight_s) FILTER (WHERE s.counted) AS power_sum_ws,
+           count(*) FILTER (WHERE s.counted) AS n_counted,
+           count(*) AS n,
            mode(s.power_limit_w) AS power_limit_w,
            min(s.power_limit_w) <> max(s.power_limit_w) AS power_limit_changed
     FROM held_pieces AS p
-    JOIN samples AS s ON s.gpu_uuid = p.gpu_uuid AND s.sampled_at >= p.p0_at AND s.sampled_at < p.p1_at
+    JOIN weighed AS s ON s.gpu_uuid = p.gpu_uuid AND s.sampled_at >= p.p0_at AND s.sampled_at < p.p1_at
     GROUP BY p.gpu_uuid, p.p0_at, s.hour_at
 ),
 job_hour_weights AS (
     SELECT ph.job_id, ph.gpu_uuid, w.hour_at,
-           sum(w.power_sum_w / w.n_holders) AS power_sum_w,
-           sum(w.n / w.n_holders) AS n_share,
+           sum(w.power_sum_ws / w.n_holders) AS power_sum_ws,
+           sum(w.n_counted / w.n_holders) AS n_share,
            sum(w.n) AS n,
            arg_max(w.power_limit_w, w.n) AS power_limit_w,
            bool_or(w.power_limit_changed) OR count(DISTINCT w.power_limit_w) > 1 AS power_limit_changed
@@ -75,8 +125,9 @@ job_hour_weights AS (
 ),
 shares AS (
     SELECT jh.job_id, jh.gpu_uuid, jh.hour_at, jh.n, jh.power_limit_w, jh.power_limit_changed,
-           CASE WHEN hw.power_sum_w > 0 THEN coalesce(jh.power_sum_w, 0) / hw.power_sum_w
-                ELSE jh.n_share / hw.n END AS energy_share_ratio
+           CASE WHEN hw.power_sum_ws > 0 THEN coalesce(jh.power_sum_ws, 0) / hw.power_sum_ws
+                WHEN hw.n > 0 THEN jh.n_share / hw.n
+                ELSE 0.0 END AS energy_share_ratio
     FROM job_hour_weights AS jh
     JOIN hour_weights AS hw USING (gpu_uuid, hour_at)
 )

@@ -234,7 +234,8 @@ def measure_efficiency_and_outcomes(day: str, config: str | None) -> dict:
         # the accounts find the day's jobs under the same bound (models.day_jobs), so they split a
         # GPU-hour among the jobs its measured shares were computed for
         max_days = settings.models.job_max_days
-        efficiency = build_efficiency(con, the_day, job_max_days=max_days)
+        # and weigh each reading where the day's energy bridged it ([warehouse] max_gap_s, max_counter_gap_s)
+        efficiency = build_efficiency(con, the_day, job_max_days=max_days, warehouse=settings.warehouse)
         efficiency |= precision_efficiency_day(con, the_day, job_max_days=max_days)
         outcomes = measure_outcomes(con, the_day)
     return {"efficiency_rows": efficiency, "outcomes": outcomes}

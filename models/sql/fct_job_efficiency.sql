@@ -9,8 +9,9 @@
 --   extended after an earlier copy was compacted) counts once, its latest end (as acct_jobs.sql);
 --   a job that held one GPU several times in the day (a requeue) is one row, its holdings summed.
 -- Energy: each GPU-hour's energy_kwh (counter or power integral) is shared pro rata among what
---   ran in the hour by the power the samples read inside each job's window (the readings give the
---   shape, the hourly energy the total); by time where the hour has no power readings. A reading
+--   ran in the hour by fct_job_energy_hourly's energy_share_ratio: the energy the readings the hour's
+--   energy came from drew inside each job's window (the readings give the shape, the hourly energy
+--   the total); by count where the hour has no power readings. A reading
 --   inside the windows of several jobs at once (pods sharing a GPU) is split equally among them,
 --   as the accounts split a GPU-hour by time held: the jobs of a GPU never sum to more than it drew.
 -- Work: the job's counters (requests, tokens, samples, FLOPs) times the share of the job's run

@@ -4,8 +4,8 @@ Rule: a job's share of a GPU-hour is the seconds its [started_at, ended_at) inte
 the hour, divided by 3600 (or by the sum of all jobs' seconds when jobs on one GPU overlap each
 other, so that no GPU-hour is counted twice). Amounts that follow the energy (energy, operational
 carbon, energy cost, demand charge) are split instead by the jobs' measured shares of the hour's
-energy where the models measured them (fct_job_energy_hourly: the power the GPU's readings drew
-inside each job's window), so a job that ran the GPU at 700 W for half an hour of 60 W idle pays
+energy where the models measured them (fct_job_energy_hourly: the energy the GPU's readings drew
+inside each job's window, from the readings the hour's energy came from), so a job that ran the GPU at 700 W for half an hour of 60 W idle pays
 for 92% of that hour's energy, not 50% (a GPU-hour where a job holding it has no measured share
 goes wholly by time held); amounts of calendar time (capital, operations, embodied
 carbon: `time_cols`) stay by time held. What no job held is the explicit `unallocated`

@@ -44,3 +44,22 @@ def test_a_memory_size_duckdb_cannot_work_in_is_refused_when_read(value, why):
     assert WarehouseSettings(memory_limit="1.5GiB", query_memory_limit="80%").memory_limit == "1.5GiB"
     with pytest.raises(ValidationError):
         WarehouseSettings(threads=100_000)
+
+
+def test_the_jobs_shares_weigh_readings_by_the_gaps_the_day_was_built_with(tmp_path, monkeypatch):
+    """The energy step bridges gaps up to [warehouse] max_gap_s; the jobs' shares weigh a reading
+    where it did. The run called build_efficiency without the settings: a site with max_gap_s = 60
+    split its GPU-hours by the 10 s default (a 30 s reading weighed nothing)."""
+    import joulehouse.models.efficiency as efficiency
+    import joulehouse.models.efficiency_precision as precision
+    import joulehouse.models.outcome as outcome
+
+    seen = {}
+    monkeypatch.setattr(efficiency, "build_efficiency", lambda con, day, **kw: seen.update(kw) or {})
+    monkeypatch.setattr(precision, "precision_efficiency_day", lambda con, day, **kw: {})
+    monkeypatch.setattr(outcome, "measure_outcomes", lambda con, day: 0)
+    config = tmp_path / "site.toml"
+    config.write_text(f'[lake]\npath = "{tmp_path / "lake"}"\n[warehouse]\ndb_path = "{tmp_path / "w.duckdb"}"\n'
+                      "max_gap_s = 60\n")
+    daily.measure_efficiency_and_outcomes("2026-06-12", str(config))
+    assert seen["warehouse"].max_gap_s == 60

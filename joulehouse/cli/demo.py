@@ -45,15 +45,16 @@ def register(app: typer.Typer) -> None:
             settings = load_settings(config)
         except SettingsError as exc:
             _stop(str(exc), 2)
-        if (missing := input_file_problems(settings, config, signing_key=True)) is not None:
-            _stop(missing, 2)  # before Airflow: its build or accounts step met it 20-40 s in, the export minutes in
         from joulehouse.warehouse.lake_partitions import lake_folder_problem
 
         lake = settings.lake.path
-        # said before an Airflow home is made and Airflow started for a run that cannot read a reading
+        # said before an Airflow home is made and Airflow started for a run that cannot read a reading;
+        # first, since a run with no lake and no key was given no site's settings at all
         if (what := lake_folder_problem(lake)) is not None:
             _stop(f"the lake {lake} ([lake] path) {what}; give --config with the site's settings, or "
                   "JOULEHOUSE_LAKE__PATH", 2)
+        if (missing := input_file_problems(settings, config, signing_key=True)) is not None:
+            _stop(missing, 2)  # before Airflow: its build or accounts step met it 20-40 s in, the export minutes in
         home = airflow_home or Path(settings.warehouse.db_path).resolve().parent / "airflow"
         cfg = config
         if cfg is None:

@@ -80,6 +80,8 @@ def test_ctrl_c_says_what_it_left_in_one_line(tmp_path, monkeypatch, command):
             else ["demo", "--out", str(tmp_path / "demo")])
     (tmp_path / "lake").mkdir()
     monkeypatch.setenv("JOULEHOUSE_LAKE__PATH", str(tmp_path / "lake"))
+    generate_keypair(tmp_path / "keys")  # a run refuses a missing signing key before it starts
+    monkeypatch.setenv("JOULEHOUSE_EXPORT__PRIVATE_KEY_PATH", str(tmp_path / "keys" / "joulehouse-ed25519.pem"))
     monkeypatch.setenv("COLUMNS", "400")
     result = CliRunner().invoke(app, args)
     assert result.exit_code == 130

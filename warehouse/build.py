@@ -79,6 +79,8 @@ def build_parameters(day: dt.date, settings: WarehouseSettings, now: dt.datetime
         "max_power_abs_w": float(settings.max_power_abs_w),
         "min_temp_c": float(settings.min_temp_c),
         "max_temp_c": float(settings.max_temp_c),
+        "max_sm_clock_mhz": float(settings.max_sm_clock_mhz),
+        "max_mem_clock_mhz": float(settings.max_mem_clock_mhz),
         "inventory_path": inventory,
     }
 

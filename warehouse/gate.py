@@ -27,7 +27,7 @@ BLOCKING, WARNING = "blocking", "warning"
 QUARANTINE_REASONS = (
     "duplicate_key", "future_timestamp", "power_not_finite", "limit_not_finite", "power_negative", "counter_negative",
     "power_unit_mw", "power_over_limit", "power_over_bound", "temp_out_of_range",
-    "ratio_out_of_range", "util_out_of_range",
+    "ratio_out_of_range", "util_out_of_range", "clock_out_of_range",
 )
 GATE_SQL = SqlFiles("joulehouse.warehouse", "gate_sql")
 CHECKS_SQL = SqlFiles("joulehouse.warehouse", "checks_sql")

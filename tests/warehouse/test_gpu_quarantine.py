@@ -16,6 +16,7 @@ BAD_ROWS = {
     "temp_out_of_range": dict(temp_c=180.0),
     "ratio_out_of_range": dict(sm_active_ratio=1.7),
     "util_out_of_range": dict(util_gpu_pct=140.0),
+    "clock_out_of_range": dict(sm_clock_mhz=65535),
     "counter_negative": dict(energy_mj_total=-5),
     "power_not_finite": dict(power_w=float("nan")),
     "limit_not_finite": dict(power_limit_w=float("nan")),
@@ -23,7 +24,7 @@ BAD_ROWS = {
 
 
 def test_each_rule_sends_its_row_to_quarantine_with_its_reason(lake, warehouse):
-    rows = gpu_rows(range(0, 100), 100.0, temp_c=50.0, util_gpu_pct=30.0, sm_active_ratio=0.3)
+    rows = gpu_rows(range(0, 100), 100.0, temp_c=50.0, util_gpu_pct=30.0, sm_active_ratio=0.3, sm_clock_mhz=1500)
     for i, (reason, bad) in enumerate(BAD_ROWS.items()):
         rows[10 + 5 * i].update(bad)
     write(lake, rows)
@@ -168,3 +169,22 @@ def test_duplicates_are_found_at_any_rate_and_distinct_readings_in_one_second_ar
     assert quarantined == [("GPU-FAST", "duplicate_key", 1), ("GPU-SLOW", "duplicate_key", 1)]
     clean = dict(con.execute("SELECT gpu_uuid, count(*) FROM stg_gpu_samples GROUP BY ALL").fetchall())
     assert clean == {"GPU-FAST": 600, "GPU-SLOW": 600}
+
+
+def test_a_sentinel_clock_is_quarantined_and_never_becomes_the_highest_clock(lake, warehouse):
+    """A 65535 MHz SM clock (a driver that could not read it) was clean, became the model's
+    f_max_mhz, and scaled every other reading's clock ratio toward 0; a site can tighten the bound."""
+    from joulehouse.settings import WarehouseSettings
+
+    rows = gpu_rows(range(0, 60), 300.0, sm_clock_mhz=1980, mem_clock_mhz=2619)
+    rows[10]["sm_clock_mhz"] = 65535
+    rows[20]["sm_clock_mhz"] = -1
+    rows[30]["mem_clock_mhz"] = 2_619_000  # kHz stored as MHz
+    rows[40]["sm_clock_mhz"] = 2500  # above this site's own bound below
+    write(lake, rows)
+    con = warehouse(settings=WarehouseSettings(max_sm_clock_mhz=2200))
+    quarantined = con.execute("SELECT epoch(sampled_at)::BIGINT % 86400, reason FROM quarantine_gpu_samples "
+                              "ORDER BY 1").fetchall()
+    assert quarantined == [(10, "clock_out_of_range"), (20, "clock_out_of_range"), (30, "clock_out_of_range"),
+                           (40, "clock_out_of_range")]
+    assert con.execute("SELECT max(sm_clock_mhz), max(mem_clock_mhz) FROM stg_gpu_samples").fetchone() == (1980, 2619)

@@ -25,7 +25,9 @@
 --     power_over_bound: no limit known and power_w > max_power_abs_w;
 --     temp_out_of_range: temp_c or mem_temp_c outside [min_temp_c, max_temp_c];
 --     ratio_out_of_range: an *_ratio column outside 0..1;
---     util_out_of_range: util_gpu_pct or util_mem_pct outside 0..100.
+--     util_out_of_range: util_gpu_pct or util_mem_pct outside 0..100;
+--     clock_out_of_range: sm_clock_mhz outside [0, max_sm_clock_mhz] or mem_clock_mhz outside
+--       [0, max_mem_clock_mhz] (a sentinel clock would be the model's f_max_mhz).
 WITH window_rows AS NOT MATERIALIZED (
     -- the day's own files, then only the neighbours' readings near midnight: apart, the time
     -- range is a filter inside the neighbours' Parquet scan instead of one over all their rows.
@@ -100,6 +102,8 @@ ruled AS (
               OR NOT coalesce(dram_active_ratio BETWEEN 0 AND 1, true) THEN 'ratio_out_of_range'
             WHEN NOT coalesce(util_gpu_pct BETWEEN 0 AND 100, true)
               OR NOT coalesce(util_mem_pct BETWEEN 0 AND 100, true) THEN 'util_out_of_range'
+            WHEN NOT coalesce(sm_clock_mhz BETWEEN 0 AND $max_sm_clock_mhz, true)
+              OR NOT coalesce(mem_clock_mhz BETWEEN 0 AND $max_mem_clock_mhz, true) THEN 'clock_out_of_range'
         END AS rule_reason
     FROM finite
 ),

@@ -199,13 +199,17 @@ def gpu_parts(rows: Sequence[dict], *, reps: int, seed: int) -> tuple[np.ndarray
     point = fit(rows)
     if point is None:
         return None
-    if len(by_gpu) < MIN_GPUS_FOR_BOOTSTRAP:
+
+    def ols_fe() -> tuple[np.ndarray, np.ndarray, np.ndarray, str, int] | None:
         fitted = _ols_slope(rows)
         if fitted is None:
             return None
         se = fitted[1]
         draws = np.random.default_rng(seed).normal(point[:2], se, size=(max(reps, 2), 2))
         return np.array([point[0], point[1], np.nan]), np.array([se[0], se[1], np.nan]), draws, "ols-fe", len(by_gpu)
+
+    if len(by_gpu) < MIN_GPUS_FOR_BOOTSTRAP:
+        return ols_fe()
     rng = np.random.default_rng(seed)
     gpus = list(by_gpu.values())
     resampled = _ResampledSums(gpus) if _ResampledSums.applies(gpus) else None
@@ -220,6 +224,8 @@ def gpu_parts(rows: Sequence[dict], *, reps: int, seed: int) -> tuple[np.ndarray
             d = fit([r for i in picks for r in gpus[i]])
         if d is not None:
             draws.append(d)
+    if len(draws) < 2:  # every resample singular (few GPUs whose activity varies): no spread to read
+        return ols_fe()
     draws = np.array(draws)
     return point, np.nanstd(draws, axis=0, ddof=1), draws[:, :2], "ols-fe+gpu-bootstrap", len(gpus)
 

@@ -45,9 +45,9 @@ def energy_elasticities(con: duckdb.DuckDBPyConnection, day: dt.date, *, bootstr
     beta, inverse, sse, n, n_models = solution
     df = n - 2 - n_models
     ols_se = np.sqrt(np.diag(inverse) * sse / df)
+    draws = []
     if len(gpus) >= MIN_GPUS_FOR_BOOTSTRAP:
         rng = np.random.default_rng(seed)
-        draws = []
         for _ in range(bootstrap_reps):
             # GPUs resampled with replacement; a resampled GPU gets its own fixed effect's model
             # only through its model, as in the fit.
@@ -55,6 +55,8 @@ def energy_elasticities(con: duckdb.DuckDBPyConnection, day: dt.date, *, bootstr
             s = _within_model_solution(sample)
             if s is not None:
                 draws.append(s[0])
+    # fewer than two resamples that could be solved (few GPUs whose activity varies): the OLS interval
+    if len(draws) >= 2:
         draws = np.array(draws)
         low, high = np.percentile(draws, [2.5, 97.5], axis=0)
         se = draws.std(axis=0, ddof=1)

@@ -95,3 +95,23 @@ def test_the_bootstrap_sums_of_whole_gpus_are_the_row_by_row_sums_to_the_last_bi
         rows = [r for i in picks for r in gpus[i]]
         assert np.array_equal(sums.semi_slopes(picks), _semi_slopes(rows))
         assert sums.elasticity_stats(picks) == _elasticity_stats(rows)
+
+
+def test_gpu_parts_without_two_solvable_resamples_fall_back_to_the_ols_errors():
+    """One GPU of five has hours of different energy: a resample without it cannot be solved, and a
+    bootstrap left with fewer than two draws gave NaN errors; the within-model OLS errors stand in."""
+    import numpy as np
+
+    from joulehouse.models.joint_sensitivity import gpu_parts
+
+    rng = np.random.default_rng(3)
+    rows = []
+    for g in range(5):
+        for h in range(6):
+            activity = float(rng.uniform(0.2, 0.9)) if g == 0 else 0.5
+            rows.append({"gpu_uuid": f"GPU-{g}", "gpu_model": "H100", "energy_kwh": 0.2 + 0.4 * activity,
+                         "activity_ratio": activity, "network_occupancy_ratio": 0.1 + 0.2 * activity})
+    point, se, draws, method, n_gpus = gpu_parts(rows, reps=1, seed=0)
+    assert method == "ols-fe" and n_gpus == 5
+    assert np.all(np.isfinite(se[:2])) and draws.shape[1] == 2
+    assert point[0] < 0 < point[1]  # more energy, less idle time and more bandwidth

@@ -61,3 +61,15 @@ def test_per_gpu_sums_give_the_row_level_fixed_effects_fit(seed, e_util, e_dram)
     expected = np.linalg.lstsq(design, np.array([r[3] for r in rows]), rcond=None)[0][:2]
     beta = _within_model_solution(stats)[0]
     assert np.allclose(beta, expected, atol=1e-8)
+
+
+def test_a_bootstrap_without_two_solvable_resamples_gives_the_ols_interval(sim_warehouse):
+    """With too few resamples that could be solved (one here; few GPUs whose activity varies in
+    general) the bootstrap's standard error was NaN (std of one draw) and so was every interval
+    built on it; the within-model OLS interval stands in, and says so in `method`."""
+    from joulehouse.models.sensitivity import energy_elasticities
+
+    found = {s.quantity: s for s in energy_elasticities(sim_warehouse.con, sim_warehouse.day, bootstrap_reps=1)}
+    util = found["energy_elasticity_to_utilization"]
+    assert util.method == "ols-fe" and np.isfinite(util.std_error) and util.std_error > 0
+    assert util.ci_low < util.estimate < util.ci_high

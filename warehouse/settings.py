@@ -57,7 +57,7 @@ class WarehouseSettings:
         1.5, description="Readings above this multiple of the power limit are physically implausible.")
     min_temp_c: Finite = Field(-20.0, description="Chip temperatures outside [min_temp_c, max_temp_c] are quarantined, C.")
     max_temp_c: Finite = 125.0
-    # A sentinel clock (65535 from a driver that cannot read it, a Hz value stored as MHz) became
+    # A sentinel clock (65535 from a driver that cannot read it, a kHz value stored as MHz) became
     # the model's f_max_mhz and scaled every other reading's clock ratio toward 0.
     max_sm_clock_mhz: Positive = Field(
         5000.0, description="SM clocks outside [0, max_sm_clock_mhz] are quarantined, MHz (the catalogue's GPUs boost to 3105).")

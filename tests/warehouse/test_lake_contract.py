@@ -157,3 +157,24 @@ def test_every_other_dataset_builds_from_its_required_columns_and_names_a_missin
     pq.write_table(pa.table(columns), path)
     with pytest.raises(BuildError, match=f"lake file {path} lacks the required column {dropped} of {dataset}"):
         _build(tmp_path / "again" if (tmp_path / "again").mkdir() is None else tmp_path, lake)
+
+
+@pytest.mark.parametrize("missing", ["sampled_at", "gpu_uuid", "source"])
+def test_a_reading_without_its_time_gpu_or_source_is_quarantined_and_the_day_still_builds(tmp_path, lake, missing):
+    """A NULL key in a file another tool wrote: the row belongs to no stream and no hour. It was
+    kept clean, made a GPU-hour with hour_at NULL, and the blocking gate then stopped the day."""
+    from joulehouse.warehouse.gate import evaluate_gate
+
+    columns = _gpu_minimal(61, "GPU-K", power_w=pa.array([200.0] * 61, pa.float64()))
+    values = columns[missing].to_pylist() if isinstance(columns[missing], pa.Array) else list(columns[missing])
+    values[30] = None
+    columns[missing] = pa.array(values, TS) if missing == "sampled_at" else values
+    _put(lake, "gpu_samples", "node-x", columns)
+    con, built = _build(tmp_path, lake)
+    assert (built.clean_gpu_rows, built.quarantined_gpu_rows) == (60, 1)
+    assert con.execute("SELECT reason FROM quarantine_gpu_samples").fetchall() == [("key_missing",)]
+    assert con.execute("SELECT count(*) FROM fct_gpu_energy_hourly WHERE hour_at IS NULL OR gpu_uuid IS NULL"
+                       ).fetchone() == (0,)
+    # the interval the missing row sat in is bridged by its neighbours (2 s <= max_gap_s)
+    assert con.execute("SELECT energy_kwh * 3.6e6 FROM fct_gpu_energy_hourly").fetchone()[0] == pytest.approx(200.0 * 60)
+    assert all(r.success for r in evaluate_gate(con, DAY, WarehouseSettings()) if r.severity == "blocking")

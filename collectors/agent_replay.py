@@ -17,6 +17,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
+import tempfile
 from pathlib import Path
 
 from joulehouse.collectors import lakefs
@@ -80,14 +81,31 @@ class ReplayGuard:
         sites[config.site] = {"generated_at": format_utc(config.generated_at), "config_sha256": config.config_sha256,
                               "accepted_at": format_utc(accepted_at)}
         lakefs.makedirs_durably(self.path.parent)
-        tmp = self.path.with_name(f".{self.path.name}.tmp")
-        with open(tmp, "w", encoding="utf-8") as fh:
-            json.dump({"sites": sites}, fh, indent=2, sort_keys=True)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, self.path)
+        _check_private_folder(self.path.parent)
+        # a fresh random name, created exclusively: a fixed temporary name is a link another user
+        # could plant, and the agent (root) would write through it
+        fd, tmp = tempfile.mkstemp(prefix=f".{self.path.name}.", suffix=".tmp", dir=self.path.parent)
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as fh:
+                json.dump({"sites": sites}, fh, indent=2, sort_keys=True)
+                fh.flush()
+                os.fsync(fh.fileno())
+            os.replace(tmp, self.path)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
         lakefs.fsync_dir(self.path.parent)
 
+
+def _check_private_folder(folder: Path) -> None:
+    """Refuse a state folder another user can write: whoever can remove or replace the record
+    re-opens the door to every older config (the collector's user must not own the agent's state)."""
+    st = folder.stat()
+    if st.st_uid not in (0, os.geteuid()) or st.st_mode & 0o022:
+        raise ReplayStateError(
+            f"agent state folder {folder} can be written by another user (owner uid {st.st_uid}, mode "
+            f"{st.st_mode & 0o777:o}): whoever can replace the replay record can replay old configs; keep it in a "
+            "folder only the agent's user writes (the agent service: --state /var/lib/joulehouse-agent/...)")
 
 def _parse_utc(text: str) -> dt.datetime:
     moment = dt.datetime.fromisoformat(text.replace("Z", "+00:00"))

@@ -19,6 +19,7 @@ up to 1 Mi rows. What each column keeps is in collectors/schema.py.
 from __future__ import annotations
 
 import datetime as dt
+import errno
 import os
 import posixpath
 import re
@@ -97,19 +98,72 @@ def _write_parquet(table: pa.Table, fh) -> None:
 
 def write_parquet_atomic(table: pa.Table, path: Path) -> WrittenFile:
     """Write `table` to `path` atomically (temporary name, fsync, rename, fsync the folder; new
-    partition folders fsynced into their parents)."""
-    tmp = path.with_name(f".{path.stem}-{uuid.uuid4().hex[:8]}{TMP_SUFFIX}")
+    partition folders fsynced into their parents). The partition folders below the lake
+    (<lake>/<dataset>/date=/host=) are opened without following links: the node agent writes its
+    audit as root into a lake the collector's user owns, and a link planted there would otherwise
+    have root write wherever it points."""
+    tmp_name = f".{path.stem}-{uuid.uuid4().hex[:8]}{TMP_SUFFIX}"
+    folder_fd = None
     try:
-        lakefs.makedirs_durably(path.parent)  # a read-only lake fails here: a LakeWriteError like any other
-        with open(tmp, "wb") as fh:
-            _write_parquet(table, fh)
-            fh.flush()
-            os.fsync(fh.fileno())
-        _replace_durably(tmp, path)
+        folder_fd = _open_partition_folder(path.parent)  # a read-only lake fails here: a LakeWriteError like any other
+        fd = os.open(tmp_name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644,
+                     dir_fd=folder_fd)
+        try:
+            with os.fdopen(fd, "wb") as fh:
+                _write_parquet(table, fh)
+                fh.flush()
+                os.fsync(fh.fileno())
+            os.replace(tmp_name, path.name, src_dir_fd=folder_fd, dst_dir_fd=folder_fd)
+            os.fsync(folder_fd)
+        except BaseException:
+            _unlink_quietly(tmp_name, folder_fd)
+            raise
     except OSError as exc:
-        tmp.unlink(missing_ok=True)
-        raise LakeWriteError(exc.errno, f"cannot write lake file {path}: {exc.strerror or exc}") from exc
+        reason = ("a partition folder is a symbolic link; the lake's partition folders must be real folders"
+                  if exc.errno in (errno.ELOOP, errno.ENOTDIR) else exc.strerror or str(exc))
+        raise LakeWriteError(exc.errno, f"cannot write lake file {path}: {reason}") from exc
+    finally:
+        if folder_fd is not None:
+            os.close(folder_fd)
     return WrittenFile(path=path, rows=table.num_rows, bytes=path.stat().st_size)
+
+
+# <dataset>/date=YYYY-MM-DD/host=<host>: the folders below the lake's root, opened without links
+_PARTITION_DEPTH = 3
+
+
+def _open_partition_folder(folder: Path) -> int:
+    """A descriptor of `folder`, its last _PARTITION_DEPTH components opened (or created and
+    fsynced into their parents) one at a time with O_NOFOLLOW, from the lake's root (which may be a
+    link: an operator's choice, not something a writer of the lake can plant)."""
+    parts = folder.parts[-_PARTITION_DEPTH:]
+    root = Path(*folder.parts[:-_PARTITION_DEPTH]) if len(folder.parts) > _PARTITION_DEPTH else Path(".")
+    lakefs.makedirs_durably(root)
+    fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        for name in parts:
+            try:
+                child = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=fd)
+            except FileNotFoundError:
+                try:
+                    os.mkdir(name, dir_fd=fd)
+                except FileExistsError:
+                    pass  # another writer made it
+                os.fsync(fd)
+                child = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=fd)
+            os.close(fd)
+            fd = child
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def _unlink_quietly(name: str, dir_fd: int) -> None:
+    try:
+        os.unlink(name, dir_fd=dir_fd)
+    except OSError:
+        pass
 
 
 def _replace_durably(tmp: Path, path: Path) -> None:

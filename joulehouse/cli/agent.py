@@ -23,9 +23,15 @@ from joulehouse.cli.options import (
 )
 
 # Where the systemd units keep the node's data (the collector's unit owns it): the agent service
-# audits into <NODE_DATA>/lake and keeps its replay state in <NODE_DATA>/state. A one-off apply,
-# dry run or rollback on the node resolves to the same files, so it checks what the service would.
+# audits into <NODE_DATA>/lake and keeps its replay state in its own root-only folder beside it,
+# <NODE_DATA>-agent (StateDirectory=joulehouse-agent): the collector's user must not be able to
+# remove the record. A one-off apply, dry run or rollback on the node resolves to the same files,
+# so it checks what the service would.
 NODE_DATA = Path("/var/lib/joulehouse")
+
+
+def agent_state_dir() -> Path:
+    return NODE_DATA.with_name(NODE_DATA.name + "-agent")
 # The schemes `fetch_config` reads and the export publishes to ([export] publish_url); urllib
 # would also try ftp://, which nothing here publishes to.
 EXPORT_SCHEMES = ("http", "https", "file", "s3", "gs", "gcs", "az", "abfs", "abfss")
@@ -100,7 +106,7 @@ def _state_note(guard) -> str | None:
     if guard.path.is_absolute():
         return None
     return (f"replay state: {guard.path.absolute()} (relative to this folder; the agent service keeps "
-            f"{NODE_DATA / 'state' / guard.path.name}: pass --state or set JOULEHOUSE_AGENT__STATE_PATH)")
+            f"{agent_state_dir() / guard.path.name}: pass --state or set JOULEHOUSE_AGENT__STATE_PATH)")
 
 
 def _echo_notes(*notes: str | None) -> None:
@@ -111,9 +117,10 @@ def _echo_notes(*notes: str | None) -> None:
 
 def _replay_guard(state: Path | None, lake: Path | None, settings_file: Path | None = None):
     """Where the agent keeps the newest config accepted per site: --state, else [agent] state_path
-    when set (file or JOULEHOUSE_AGENT__STATE_PATH), else beside the node's lake (<lake>/../state/,
-    with the DCGM watermark: /var/lib/joulehouse/state/ on a node), else the relative default of
-    [agent] state_path (_state_note names it)."""
+    when set (file or JOULEHOUSE_AGENT__STATE_PATH), else the service's for the node's own lake
+    (/var/lib/joulehouse-agent/), else beside the lake given (<lake>/../state/), else the relative
+    default of [agent] state_path (_state_note names it). A folder another user can write is refused
+    when the record is written (collectors.agent_replay)."""
     from joulehouse.collectors.agent_replay import ReplayGuard
     from joulehouse.collectors.settings import AgentSettings, SettingsError, load_node_settings
 
@@ -123,8 +130,10 @@ def _replay_guard(state: Path | None, lake: Path | None, settings_file: Path | N
         except SettingsError as exc:
             fail(str(exc), 2)
         default = AgentSettings().state_path
-        state = (lake.parent / "state" / Path(default).name if lake is not None and configured == default
-                 else Path(configured))
+        name = Path(default).name
+        state = (Path(configured) if lake is None or configured != default
+                 else agent_state_dir() / name if lake == NODE_DATA / "lake"
+                 else lake.parent / "state" / name)
     return ReplayGuard(state)
 
 
@@ -161,7 +170,8 @@ def _lake_option(value: str | None) -> Path | None:
 
 LAKE_HELP = f"Lake folder to audit into (agent_audit; default: {NODE_DATA}/lake, the agent service's, where it exists)"
 STATE_HELP = ("Replay state: the newest config accepted per site (default: \\[agent] state_path when set, else "
-              f"<lake>/../state/, i.e. {NODE_DATA}/state/ on a node)")
+              f"{NODE_DATA}-agent/ for the node's lake, <lake>/../state/ for another; a folder other users can "
+              "write is refused)")
 
 
 AT_HELP = "Check the validity window at this UTC time (ISO 8601) instead of now"

@@ -292,7 +292,9 @@ def test_one_off_commands_use_the_agent_services_state_and_audit_on_a_node(app, 
     monkeypatch.chdir(tmp_path / "admin-home")
     applied = runner.invoke(app, ["agent", "apply", str(today), "--public-key", str(keys[1]), "--host", "node-01"])
     assert applied.exit_code == 0, applied.output
-    assert (node_data / "state" / "agent-applied.json").is_file() and not (tmp_path / "admin-home" / "var").exists()
+    # the service's own folder beside the node's data, not one the collector's user owns
+    assert (tmp_path / "var-lib-joulehouse-agent" / "agent-applied.json").is_file()
+    assert not (tmp_path / "admin-home" / "var").exists() and not (node_data / "state").exists()
     assert list((node_data / "lake" / "agent_audit").rglob("*.parquet")), "the one-off apply is audited"
     monkeypatch.chdir(tmp_path / "elsewhere")
     replay = runner.invoke(app, ["agent", "apply", str(yesterday), "--public-key", str(keys[1]), "--dry-run",

@@ -163,3 +163,27 @@ def test_a_config_url_over_the_limit_is_refused(declare_length):
     finally:
         server.shutdown()
         server.server_close()
+
+
+def test_a_state_folder_another_user_can_write_is_refused_and_no_fixed_temporary_name_is_used(
+        nvml_stub, keys, tmp_path):
+    """Whoever can remove the record can replay yesterday's config; and a fixed temporary name in a
+    folder the collector's user writes was a link the agent (root) would write through."""
+    import os
+
+    nvml_stub.write([GpuState.a100(0)])
+    kw = dict(public_key=keys[1], host=HOST, nvml=pynvml)
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    os.chmod(shared, 0o777)
+    with pytest.raises(ReplayStateError, match="can be written by another user"):
+        apply_config(config(keys[0], 300, TODAY), now=NOW, replay_guard=ReplayGuard(shared / "agent-applied.json"), **kw)
+    assert limit_w(nvml_stub) != 300.0, "nothing applied before the record is kept"
+    private = tmp_path / "private"
+    private.mkdir(mode=0o700)
+    victim = tmp_path / "victim"
+    victim.write_text("root only")
+    (private / ".agent-applied.json.tmp").symlink_to(victim)
+    assert apply_config(config(keys[0], 300, TODAY), now=NOW,
+                        replay_guard=ReplayGuard(private / "agent-applied.json"), **kw).ok
+    assert victim.read_text() == "root only" and (private / "agent-applied.json").is_file()

@@ -125,12 +125,31 @@ def test_schema_errors_name_the_column():
 def test_new_partition_folders_are_made_durable_in_their_parents(lake, monkeypatch):
     """A file fsynced into a folder whose own name was never fsynced can vanish in a power cut:
     each folder the writer creates is fsynced into its parent, then the file into its folder."""
-    from joulehouse.collectors import lakefs
+    import os
+
+    from joulehouse.collectors import writer
 
     synced: list[str] = []
-    real = lakefs.fsync_dir
-    monkeypatch.setattr(lakefs, "fsync_dir", lambda folder: (synced.append(str(folder)), real(folder)))
+    real = os.fsync
+    monkeypatch.setattr(writer.os, "fsync", lambda fd: (synced.append(os.readlink(f"/proc/self/fd/{fd}")), real(fd)))
+    lake.mkdir(parents=True, exist_ok=True)
     [written] = write_dataset(lake, "gpu_samples", _samples(1))
     partition = written.path.parent
-    assert synced[:3] == [str(lake), str(lake / "gpu_samples"), str(partition.parent)]
-    assert synced[-1] == str(partition)
+    folders = [p for p in synced if not p.endswith(".parquet.tmp")]
+    assert folders == [str(lake.resolve()), str((lake / "gpu_samples").resolve()), str(partition.parent.resolve()),
+                       str(partition.resolve())]
+    assert synced.index(next(p for p in synced if p.endswith(".parquet.tmp"))) == 3  # the file, before its folder
+
+
+def test_a_link_planted_in_the_lake_is_never_followed(lake, tmp_path):
+    """The node agent writes its audit as root into the lake the collector's user owns: a partition
+    folder replaced by a link to a folder of root's must stop the write, not redirect it."""
+    from joulehouse.collectors.writer import LakeWriteError
+
+    elsewhere = tmp_path / "root-only"
+    elsewhere.mkdir()
+    (lake / "gpu_samples" / "date=2026-03-01").mkdir(parents=True)
+    (lake / "gpu_samples" / "date=2026-03-01" / "host=node-a").symlink_to(elsewhere)
+    with pytest.raises(LakeWriteError, match="symbolic link"):
+        write_dataset(lake, "gpu_samples", _samples(1))
+    assert list(elsewhere.iterdir()) == []

@@ -236,3 +236,15 @@ def test_gaps_are_counted_per_gpu_and_a_gap_one_source_fills_is_no_gap(lake, war
     con = warehouse()
     assert _coverage(con, "GPU-A") == (2, pytest.approx(300.0))
     assert _coverage(con, "GPU-B") == (1, pytest.approx(50.0))
+
+
+def test_a_source_whose_rows_carry_no_energy_reading_never_outranks_one_that_measured(lake, warehouse):
+    """DCGM writes a row every second but carries power only for the first 10 minutes (then only
+    temperatures); NVML measures power for 55 minutes. The hour is NVML's: ranked by raw rows,
+    DCGM's 3,600 beat NVML's 3,301 and the hour kept 120 kJ of its 660 kJ."""
+    write(lake, gpu_rows(range(0, 3301), 200.0, source="nvml"))
+    write(lake, gpu_rows(range(0, 601), 200.0, source="dcgm", temp_c=50.0)
+          + gpu_rows(range(601, 3600), None, source="dcgm", temp_c=50.0))
+    r = hourly(warehouse())[0]
+    assert r["source"] == "nvml" and r["n_sources"] == 2
+    assert r["energy_j"] == pytest.approx(200.0 * 3300) and r["coverage_ratio"] == pytest.approx(3300 / 3600)

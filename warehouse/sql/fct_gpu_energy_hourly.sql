@@ -214,7 +214,10 @@ stream_samples AS (
         -- whole microseconds: epoch() is a DOUBLE and ::BIGINT rounds, which put a reading at
         -- 23:59:59.7 in the next day's first hour (a 25th GPU-hour, charged twice downstream)
         epoch_us(sampled_at) // 3600000000 AS hour_index,
-        count(*) AS n_samples
+        count(*) AS n_samples,
+        -- the source's rate is that of its energy readings: a source writing a row a second that
+        -- carries only temperatures beat one measuring power, and the hour lost its energy
+        count(*) FILTER (WHERE power_w IS NOT NULL OR energy_mj_total IS NOT NULL) AS n_energy_samples
     FROM int_gpu_samples_checked
     WHERE reason IS NULL AND day = $day::DATE
     GROUP BY ALL
@@ -236,7 +239,8 @@ stream_summary AS (
         coalesce(h.counter_us, 0) AS counter_us,
         h.span_start_us,
         h.span_end_us,
-        coalesce(s.n_samples, 0) AS n_samples
+        coalesce(s.n_samples, 0) AS n_samples,
+        coalesce(s.n_energy_samples, 0) AS n_energy_samples
     FROM stream_hours AS h
     FULL OUTER JOIN stream_samples AS s USING (host, gpu_uuid, source, hour_index)
 ),
@@ -250,7 +254,7 @@ host_spans AS (
         lag(span_end_us) OVER (PARTITION BY gpu_uuid, source, hour_index
                                ORDER BY span_start_us NULLS LAST, host) AS previous_end_us,
         row_number() OVER (PARTITION BY gpu_uuid, source, hour_index
-                           ORDER BY covered_us DESC, n_samples DESC, host) AS host_rank
+                           ORDER BY covered_us DESC, n_energy_samples DESC, host) AS host_rank
     FROM stream_summary
 ),
 host_handover AS (
@@ -269,6 +273,7 @@ source_hours AS (
         sum(covered_us) AS covered_us,
         sum(counter_us) AS counter_us,
         sum(n_samples)::BIGINT AS n_samples,  -- a count, as before the hand-over: DuckDB sums BIGINTs into HUGEINT
+        sum(n_energy_samples)::BIGINT AS n_energy_samples,
         min(span_start_us) AS span_start_us,
         max(span_end_us) AS span_end_us
     FROM host_handover
@@ -284,7 +289,7 @@ source_spans AS (
         lag(span_end_us) OVER (PARTITION BY gpu_uuid, hour_index
                                ORDER BY span_start_us NULLS LAST, source, host) AS previous_end_us,
         row_number() OVER (PARTITION BY gpu_uuid, hour_index
-                           ORDER BY covered_us DESC, n_samples DESC, source, host) AS cover_rank,
+                           ORDER BY covered_us DESC, n_energy_samples DESC, source, host) AS cover_rank,
         count(*) OVER (PARTITION BY gpu_uuid, hour_index) AS n_sources
     FROM source_hours
 ),
@@ -305,6 +310,7 @@ gpu_source_hours AS (
         sum(covered_us) / 1e6 AS covered_s,
         sum(counter_us) / 1e6 AS counter_s,
         sum(n_samples)::BIGINT AS n_samples,
+        sum(n_energy_samples)::BIGINT AS n_energy_samples,
         max(n_sources) AS n_sources
     FROM source_handover
     GROUP BY gpu_uuid, hour_index,
@@ -314,7 +320,8 @@ gpu_source_hours AS (
 -- One source per GPU-hour where sources overlap, never a sum of two readings of the same time:
 -- a source that covered >= 95% of the hour beats one that did not; then the energy counter beats
 -- the power integral (the counter integrates on the device, the power reading samples a fraction
--- of the time); then the higher sampling rate; then more coverage; then the source name, so
+-- of the time); then the higher sampling rate (readings with power or counter: rows that carry
+-- neither measure nothing); then more coverage; then the source name, so
 -- re-runs pick the same one.
 winner AS (
     SELECT
@@ -322,7 +329,7 @@ winner AS (
         row_number() OVER (
             PARTITION BY gpu_uuid, hour_index
             ORDER BY covered_s >= 0.95 * 3600 DESC, counter_s * 2 > covered_s DESC,
-                     n_samples DESC, covered_s DESC, source, host
+                     n_energy_samples DESC, covered_s DESC, source, host
         ) AS source_rank
     FROM gpu_source_hours
 )

@@ -10,8 +10,9 @@
 -- Jobs: those running on $day that started at most models.job_max_days before it, found as the
 --   accounts find theirs (models/day_jobs.py), so both split a GPU-hour among the same jobs.
 -- Share: over the readings the hour's energy came from (counted), the power each read inside the
---   job's windows times the time it stands for, over the same for the whole hour (by count of
---   the counted readings where that is no power). Counted: those of the (host, source) streams
+--   job's windows times the time it stands for, over the same for the whole hour (a reading
+--   without power at the hour's avg_power_w; by count of the counted readings where the hour has
+--   no energy). Counted: those of the (host, source) streams
 --   fct_gpu_energy_hourly took the hour from: where sources read the GPU at the same time, the
 --   winner's alone; where they followed one another, all of them, as it added them up. Its
 --   n_samples tells which: the clean readings of all the GPU's streams in the hour, of every host
@@ -77,6 +78,7 @@ hour_taken AS (
     -- what fct_gpu_energy_hourly added up for the GPU-hour (its n_samples): all its streams, every
     -- host of its source, or its (host, source) alone; nested, so the set of that count is it
     SELECT c.gpu_uuid, c.hour_at, any_value(e.source) AS source, any_value(e.host) AS host,
+           any_value(e.avg_power_w) AS avg_power_w,
            CASE
                WHEN sum(c.n) = any_value(e.n_samples) THEN 'all'
                WHEN sum(c.n) FILTER (WHERE c.source = e.source) = any_value(e.n_samples) THEN 'source'
@@ -90,7 +92,11 @@ hour_taken AS (
     GROUP BY c.gpu_uuid, c.hour_at
 ),
 weighed AS (
-    SELECT s.*,
+    SELECT s.* EXCLUDE (power_w),
+           -- a reading without power (a counter-only reading, a failed power read) stands for the
+           -- hour's average power: counted as 0 W, a job that held the GPU while only the counter
+           -- was read got none of the energy the counter measured, and the next job all of it
+           coalesce(s.power_w, t.avg_power_w) AS power_w,
            t.taken = 'all' OR (s.source = t.source AND (t.taken = 'source' OR s.host = t.host)) AS counted
     FROM samples AS s
     JOIN hour_taken AS t USING (gpu_uuid, hour_at)

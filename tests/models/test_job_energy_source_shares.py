@@ -122,3 +122,15 @@ def test_one_source_at_1_hz_splits_as_before(tmp_path):
                 "b": (sum(power(s) for s in range(2400, 3600)) + shared_w) / hour_w}
     assert _shares(rows) == pytest.approx(expected, abs=1e-6)
     assert {job: row[2] for job, row in rows.items()} == {"a": 2400, "b": 2400}
+
+
+def test_readings_with_a_counter_but_no_power_still_give_their_job_its_energy(tmp_path):
+    """The counter read every second all hour at 300 W, the power reading failed for the first
+    half (NULL). The hour's energy is the counter's; each half held by its own job is half of it.
+    Before, a reading without power weighed 0 W: job a got 0, job b the whole hour."""
+    readings = ([_reading(s, "nvml", power_w=None) for s in range(0, 1800)]
+                + [_reading(s, "nvml") for s in range(1800, 3601)])
+    rows, (gpu_kwh, _, _) = _hour_zero(tmp_path, readings, HALVES)
+    assert gpu_kwh == pytest.approx(POWER_W / 1000, rel=1e-9)
+    assert _shares(rows) == pytest.approx({"a": 0.5, "b": 0.5}, abs=1e-3)
+    assert sum(r[1] for r in rows.values()) == pytest.approx(gpu_kwh, rel=1e-9)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from typing import Callable
 
@@ -30,6 +31,14 @@ def fetch_config(location: str, timeout_s: float = 10.0, max_bytes: int = MAX_CO
     `location`: a file, an http(s) URL, or any fsspec URL such as s3://bucket/config/... (where
     [export] publish_url puts it; the backend package, e.g. s3fs, installed). At most `max_bytes`
     are read: a larger document raises ConfigTooLarge (a declared size is checked first)."""
+    if location[:7].lower() == "file://":
+        # through the path's checks: urlopen opens a file:// FIFO with no timeout, and the agent
+        # then waited on it for good, caps outliving their config's expiry
+        parsed = urllib.parse.urlsplit(location)
+        if parsed.netloc not in ("", "localhost"):
+            raise ConfigFetchError(f"config URL {location}: a file:// URL names a file of this machine "
+                                   f"(host {parsed.netloc!r})")
+        location = urllib.request.url2pathname(parsed.path)
     if "://" not in location:
         if os.path.lexists(location):  # a FIFO would block the open, a device never end: refused first
             regular_file(location, "config file", ConfigFetchError)
@@ -43,7 +52,7 @@ def fetch_config(location: str, timeout_s: float = 10.0, max_bytes: int = MAX_CO
             raise
         except OSError as exc:
             raise ConfigFetchError(f"cannot read config file {location}: {exc}") from None
-    if location.split("://", 1)[0].lower() not in ("http", "https", "file", "ftp"):
+    if location.split("://", 1)[0].lower() not in ("http", "https"):
         return _fetch_fsspec(location, max_bytes)
     try:
         with urllib.request.urlopen(location, timeout=timeout_s) as response:  # noqa: S310 - scheme is the operator's

@@ -29,6 +29,21 @@ def test_a_file_location_and_a_missing_file(tmp_path):
     assert fetch_config(str(path)) == b"{}" and fetch_config(str(tmp_path / "none.json")) is None
 
 
+def test_a_file_url_gets_the_checks_of_a_path(tmp_path):
+    """urlopen opened a file:// FIFO with no timeout: the agent waited on it for good."""
+    import os
+
+    path = tmp_path / "recommended config.json"
+    path.write_bytes(b"{}")
+    assert fetch_config(path.as_uri()) == b"{}" and fetch_config((tmp_path / "none.json").as_uri()) is None
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    with pytest.raises(ConfigFetchError, match="regular file"):
+        fetch_config(fifo.as_uri())
+    with pytest.raises(ConfigFetchError, match="names a file of this machine"):
+        fetch_config("file://other-host/etc/passwd")
+
+
 def test_a_server_sending_a_byte_at_a_time_is_given_up_at_the_timeout():
     """Each wait of the socket was bounded, not the body: a server trickling a byte a second kept
     `agent run` on one fetch for good, so caps outlived their config's expiry."""

@@ -271,7 +271,17 @@ def _csv_rows(reader, path: Path):
     """The reader's rows; a line the csv module cannot split (a quote never closed, which would
     swallow the rest of the file into one field) refuses the file, naming the line."""
     try:
-        yield from reader
+        ended = reader.line_num
+        for values in reader:
+            # The csv module reads an unclosed quote to the end of the file as one field (an error
+            # only past its 128 KiB field limit): the rest of the log was one rejected row, exit 0.
+            # nvidia-smi never writes a value over two lines.
+            if any("\n" in v or "\r" in v for v in values):
+                raise NvidiaSmiError(f"nvidia-smi log {path}: line {ended + 1} opens a quote that is closed only at "
+                                     f"line {reader.line_num} (or never); expected an `nvidia-smi --query-gpu=... "
+                                     "--format=csv` log, one reading a line")
+            ended = reader.line_num
+            yield values
     except csv.Error as exc:
         raise NvidiaSmiError(f"nvidia-smi log {path}: line {reader.line_num} is not CSV ({exc}); "
                              "expected an `nvidia-smi --query-gpu=... --format=csv` log") from None

@@ -167,3 +167,14 @@ def test_a_text_file_without_the_timestamp_column_shows_a_short_header(tmp_path,
     with pytest.raises(Exception, match=r"no 'timestamp' column in header \['column_0_x{31}\.\.\.', .* and 44 more") as caught:
         read_nvidia_smi_csv(wide, host="h", now=NOW)
     assert len(str(caught.value)) < len(str(wide)) + 400  # six names of at most 40 characters, not fifty of 70
+
+
+def test_a_quote_never_closed_refuses_the_log_instead_of_swallowing_the_rest(tmp_path):
+    """The csv module reads an unclosed quote to the end of the file as one field: 1,400 good
+    readings below it became one rejected row and the import said 'ok'."""
+    from joulehouse.collectors.ingest.nvidia_smi import NvidiaSmiError
+
+    good = [f"2026/01/02 00:{m:02d}:{s:02d}.000, 0, 100 W" for m in range(20) for s in range(60)]
+    log = _log(tmp_path / "gpu.csv", *good[:3], '2026/01/02 01:00:00.000, 0,"100 W', *good[3:])
+    with pytest.raises(NvidiaSmiError, match=r"line 5 opens a quote that is closed only at line 1202"):
+        read_nvidia_smi_csv(log, host="h1", now=NOW)

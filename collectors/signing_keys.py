@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import tempfile
 from pathlib import Path
 
 from cryptography.hazmat.primitives import serialization
@@ -39,9 +40,18 @@ def generate_keypair(directory: str | Path, *, overwrite: bool = False) -> tuple
     public_pem = key.public_key().public_bytes(
         serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
     )
-    fd = os.open(private_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "wb") as fh:
-        fh.write(private_pem)
+    # A fresh file (mkstemp: 0600, created exclusively) renamed over the old key: opened in place,
+    # an old key's wider mode (chmod 644 by hand) was kept and the new secret was world-readable
+    fd, tmp = tempfile.mkstemp(prefix=f".{PRIVATE_KEY_NAME}.", dir=folder)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(private_pem)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, private_path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
     public_path.write_bytes(public_pem)
     return private_path, public_path
 

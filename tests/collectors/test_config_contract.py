@@ -156,3 +156,14 @@ def test_generate_keypair_will_not_overwrite_a_key(tmp_path):
     with pytest.raises(FileExistsError):
         generate_keypair(tmp_path)
     assert (tmp_path / "joulehouse-ed25519.pem").stat().st_mode & 0o077 == 0
+
+
+def test_a_new_key_written_over_an_old_one_is_private_whatever_the_old_ones_mode(tmp_path):
+    import os
+    import stat
+
+    private, _ = generate_keypair(tmp_path)
+    os.chmod(private, 0o644)
+    private, _ = generate_keypair(tmp_path, overwrite=True)
+    assert stat.S_IMODE(private.stat().st_mode) == 0o600
+    assert load_private_key(private) is not None

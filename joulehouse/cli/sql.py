@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import json
 import math
+import re
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -174,15 +175,29 @@ def unique_keys(columns: list[str]) -> list[str]:
     return keys
 
 
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def _visible(value):
+    """A text value with its control characters (ESC, BEL, C1...; not tab or newline) written as
+    \\xNN, so a value from the lake can never drive the terminal it is printed on."""
+    if not isinstance(value, str) or not _CONTROL.search(value):
+        return value
+    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", value)
+
+
 def _print(result, fmt: OutputFormat) -> int:
     """Write batches as they come; returns the number of rows."""
     out = sys.stdout
     n = 0
     if fmt is OutputFormat.csv:
         writer = csv.writer(out, lineterminator="\n")  # Unix line ends: what `cut`, `awk` and pandas expect
-        writer.writerow(result.columns)
+        # on a terminal a value's control characters are shown, not obeyed (an escape sequence in a
+        # GPU name could retitle or clear the analyst's terminal); piped, the data goes out as it is
+        shown = _visible if out.isatty() else (lambda v: v)
+        writer.writerow([shown(c) for c in result.columns])
         for batch in result.batches:
-            writer.writerows(batch)
+            writer.writerows([[shown(v) for v in row] for row in batch] if out.isatty() else batch)
             n += len(batch)
     elif fmt is OutputFormat.json:
         keys = unique_keys(result.columns)
@@ -206,9 +221,9 @@ def _print(result, fmt: OutputFormat) -> int:
         for batch in result.batches:
             table = Table(show_header=(n == 0), header_style="bold")
             for column in result.columns:
-                table.add_column(escape(str(column)), overflow="fold")
+                table.add_column(escape(_visible(str(column))), overflow="fold")
             for row in batch:
-                table.add_row(*("NULL" if v is None else escape(str(v)) for v in row))
+                table.add_row(*("NULL" if v is None else escape(_visible(str(v))) for v in row))
             console.print(table)
             n += len(batch)
         console.print(f"[dim]{n} row(s)[/dim]")

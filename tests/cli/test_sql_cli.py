@@ -119,6 +119,30 @@ def test_a_table_shows_every_value_whole_and_as_written(db):
     assert "NULL" in res.output and "1 row(s)" in res.output
 
 
+def test_a_value_can_never_drive_the_terminal_it_is_printed_on(db, monkeypatch):
+    """An escape sequence in a GPU name from an imported log retitled and cleared the analyst's
+    terminal through the table and the CSV; it is shown as \\x1b instead. Piped, the CSV is data."""
+    query = "SELECT 'NVIDIA' || chr(27) || '[2J' || chr(27) || ']0;PWNED' || chr(7) || ' H100' AS gpu_model"
+    table = run(query, "--db", db, "--format", "table")
+    assert table.exit_code == 0 and "\x1b" not in table.output and "\x07" not in table.output
+    assert "NVIDIA\\x1b[2J\\x1b]0;PWNED\\x07 H100" in table.output
+    piped = run(query, "--db", db, "--format", "csv")
+    assert piped.output.splitlines()[1] == "NVIDIA\x1b[2J\x1b]0;PWNED\x07 H100"
+    import io
+
+    class Terminal(io.StringIO):
+        def isatty(self):
+            return True
+
+    screen = Terminal()
+    monkeypatch.setattr("sys.stdout", screen)
+    from joulehouse.cli import sql as sql_cli
+
+    sql_cli._print(type("R", (), {"columns": ["gpu_model"], "batches": [[("A" + chr(27) + "[2J",)]]})(),
+                   sql_cli.OutputFormat.csv)
+    assert screen.getvalue().splitlines() == ["gpu_model", "A\\x1b[2J"]
+
+
 def test_a_query_longer_than_a_command_line_comes_on_standard_input(db):
     """A generated query passes the ~128 KiB an argument may hold: '-' reads it from stdin, with a cap."""
     padding = "\n".join(f"-- {i:06d} " + "x" * 90 for i in range(2000))  # about 200 KB of comments

@@ -227,6 +227,7 @@ def build_day(
             if relation_exists(con, "fct_warehouse_build_daily", temporary=False):
                 # built before retention and completion were recorded
                 ensure_columns(con, "fct_warehouse_build_daily", BUILD_DAILY_LATER_COLUMNS)
+            earlier_coverage_view(con)
             try:
                 with transaction(con):
                     raw, pruned, pruned_through, counts = _build_in_transaction(
@@ -298,6 +299,20 @@ def _day_counts(con: duckdb.DuckDBPyConnection, day: dt.date) -> dict[str, int]:
             counts[rel.name] = con.execute(f"SELECT count(*) FROM {rel.name} WHERE day = ?", [day]).fetchone()[0]
     counts["dim_gpu"] = con.execute("SELECT count(*) FROM dim_gpu").fetchone()[0]
     return counts
+
+
+def earlier_coverage_view(con: duckdb.DuckDBPyConnection) -> None:
+    """Temp view earlier_gpu_coverage (gpu_uuid, day, last_reading_at): the last clean reading with
+    power or counter of each GPU-day already built, which fct_gpu_coverage_daily reads to measure
+    a gap that began before the day's margin; empty before the first build (the table the SQL
+    would read does not exist yet). Tables from before the column hold last_sampled_at instead."""
+    if relation_exists(con, "fct_gpu_coverage_daily", temporary=False):
+        ensure_columns(con, "fct_gpu_coverage_daily", {"last_energy_reading_at": "TIMESTAMPTZ"})
+        body = ("SELECT gpu_uuid, day, coalesce(last_energy_reading_at, last_sampled_at) AS last_reading_at "
+                "FROM fct_gpu_coverage_daily")
+    else:
+        body = "SELECT NULL::VARCHAR AS gpu_uuid, NULL::DATE AS day, NULL::TIMESTAMPTZ AS last_reading_at WHERE false"
+    con.execute(f"CREATE OR REPLACE TEMP VIEW earlier_gpu_coverage AS {body}")
 
 
 # Columns of fct_warehouse_build_daily added after the first warehouses were built.

@@ -248,3 +248,28 @@ def test_a_source_whose_rows_carry_no_energy_reading_never_outranks_one_that_mea
     r = hourly(warehouse())[0]
     assert r["source"] == "nvml" and r["n_sources"] == 2
     assert r["energy_j"] == pytest.approx(200.0 * 3300) and r["coverage_ratio"] == pytest.approx(3300 / 3600)
+
+
+def test_a_gap_across_midnight_longer_than_the_margin_is_counted_once_on_the_day_it_ends(lake, warehouse):
+    """Silent from 23:30 to 00:30 (3,600 s, longer than the build's 900 s margin): the reading
+    before the gap was outside the next day's window and the one after outside this day's, so the
+    gap was counted on neither day. It is the next day's, measured from the last reading kept."""
+    day_s = 86400
+    write(lake, gpu_rows([t for t in range(-day_s, 2 * day_s, 10) if not day_s - 1800 < t < day_s + 1800], 100.0))
+    con = warehouse(day=DAY - dt.timedelta(days=1))
+    warehouse(day=DAY)
+    warehouse(day=DAY + dt.timedelta(days=1))
+    gaps = con.execute("SELECT day, n_gaps, longest_gap_s, staleness_s FROM fct_gpu_coverage_daily ORDER BY day").fetchall()
+    assert [g[:3] for g in gaps] == [(DAY - dt.timedelta(days=1), 0, None), (DAY, 0, None),
+                                     (DAY + dt.timedelta(days=1), 1, pytest.approx(3600.0))]
+    assert gaps[1][3] == pytest.approx(1800.0)  # the day that went silent shows it as its staleness
+
+
+def test_a_coverage_table_from_before_the_last_energy_reading_still_measures_the_gap(lake, warehouse):
+    day_s = 86400
+    write(lake, gpu_rows([t for t in range(-day_s, 2 * day_s, 10) if not day_s - 1800 < t < day_s + 1800], 100.0))
+    con = warehouse(day=DAY)
+    con.execute("ALTER TABLE fct_gpu_coverage_daily DROP COLUMN last_energy_reading_at")  # as stored before
+    warehouse(day=DAY + dt.timedelta(days=1))
+    assert con.execute("SELECT n_gaps, longest_gap_s, last_energy_reading_at IS NOT NULL FROM fct_gpu_coverage_daily "
+                       "WHERE day = ?", [DAY + dt.timedelta(days=1)]).fetchone() == (1, pytest.approx(3600.0), True)

@@ -15,8 +15,14 @@
 --   coverage_ratio [0..1] covered_s / 86400
 --   energy_kwh [kWh] sum of fct_gpu_energy_hourly.energy_kwh
 --   n_gaps [count] intervals between consecutive clean readings with power or counter (any source)
---     longer than max_gap_s
+--     longer than max_gap_s that end on the day: each gap is counted once, on the day of the
+--     reading that ends it (a silence from 23:30 to 00:30 is the next day's; this day's
+--     staleness_s shows its start). Where the day's first such reading has none before it in the
+--     build's margin, the one before is the latest last_energy_reading_at of the earlier days
+--     built (earlier_gpu_coverage); before, a gap across midnight longer than the margin was
+--     counted on neither day
 --   longest_gap_s [s] longest such interval (NULL when none)
+--   last_energy_reading_at [TIMESTAMPTZ, UTC] last clean reading with power or counter of the day
 --   staleness_s [s] from the last clean reading to the end of the day (or to build time, if earlier)
 WITH day_rows AS (
     SELECT * FROM int_gpu_samples_checked WHERE day = $day::DATE
@@ -30,7 +36,9 @@ per_gpu AS (
         count(*) FILTER (WHERE reason IS NULL) AS n_samples,
         count(*) FILTER (WHERE reason IS NOT NULL) AS n_quarantined,
         min(sampled_at) FILTER (WHERE reason IS NULL) AS first_sampled_at,
-        max(sampled_at) FILTER (WHERE reason IS NULL) AS last_sampled_at
+        max(sampled_at) FILTER (WHERE reason IS NULL) AS last_sampled_at,
+        max(sampled_at) FILTER (WHERE reason IS NULL AND (power_w IS NOT NULL OR energy_mj_total IS NOT NULL))
+            AS last_energy_reading_at
     FROM day_rows
     GROUP BY gpu_uuid
 ),
@@ -58,18 +66,42 @@ instants AS (
     SEMI JOIN streams AS s ON s.gpu_uuid = c.gpu_uuid AND NOT s.is_single
     WHERE c.reason IS NULL AND (c.power_w IS NOT NULL OR c.energy_mj_total IS NOT NULL)
 ),
+first_readings AS (
+    -- GPUs whose first reading with power or counter is on the day itself, none in the margin
+    -- before it: the reading before lies outside the window (an outage across midnight)
+    SELECT gpu_uuid, min(sampled_at) AS first_at
+    FROM int_gpu_samples_checked
+    WHERE reason IS NULL AND (power_w IS NOT NULL OR energy_mj_total IS NOT NULL)
+    GROUP BY gpu_uuid
+    HAVING min(sampled_at) >= $day::TIMESTAMPTZ
+),
+earlier_readings AS (
+    -- their last such reading before the day, from the earlier days' rows of this table (one per
+    -- GPU and day: an outage of any length costs nothing to measure; a day rebuilt later reads
+    -- the days before it, whatever the order of the builds)
+    SELECT c.gpu_uuid, max(c.last_reading_at) AS previous_at
+    FROM earlier_gpu_coverage AS c
+    SEMI JOIN first_readings AS f USING (gpu_uuid)
+    WHERE c.day < $day::DATE
+    GROUP BY c.gpu_uuid
+),
 steps AS (
     SELECT gpu_uuid, t_us, (t_us - lag(t_us) OVER (PARTITION BY gpu_uuid ORDER BY t_us)) / 1e6 AS step_s
     FROM instants
     UNION ALL
     SELECT gpu_uuid, t_us, step_s FROM single_stream_steps
+    UNION ALL
+    SELECT f.gpu_uuid, epoch_us(f.first_at), (epoch_us(f.first_at) - epoch_us(e.previous_at)) / 1e6
+    FROM first_readings AS f
+    JOIN earlier_readings AS e USING (gpu_uuid)
 ),
 gaps AS (
     SELECT gpu_uuid, count(*) AS n_gaps, max(step_s) AS longest_gap_s
     FROM steps
     WHERE step_s > 0 AND step_s > $max_gap_s
-      AND t_us > epoch_us($day::TIMESTAMPTZ)
-      AND t_us - step_s * 1e6 < epoch_us(($day::DATE + 1)::TIMESTAMPTZ)
+      -- the gap's end on the day: counted once, on one day
+      AND t_us >= epoch_us($day::TIMESTAMPTZ)
+      AND t_us < epoch_us(($day::DATE + 1)::TIMESTAMPTZ)
     GROUP BY gpu_uuid
 ),
 energy AS (
@@ -90,6 +122,7 @@ SELECT
     p.n_quarantined,
     p.first_sampled_at,
     p.last_sampled_at,
+    p.last_energy_reading_at,
     coalesce(e.covered_s, 0) AS covered_s,
     coalesce(e.covered_s, 0) / 86400 AS coverage_ratio,
     e.energy_kwh,

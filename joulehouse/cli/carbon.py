@@ -35,7 +35,7 @@ def estimate(
     region: Optional[str] = typer.Option(None, help="Use the hourly intensity file of this region (FR, CAISO_NORTH...)."),
     start: Start = None,
     grid_file: Optional[Path] = typer.Option(None, help="An intensity file (any supported format) for --region."),
-    data_dir: DataDir = DEFAULT_DATA_DIR,
+    data_dir: DataDir = None,
     embodied_kgco2e_per_gpu: Optional[float] = typer.Option(
         None, help="Manufacturing footprint per GPU, kgCO2e (default: the model's, else \\[carbon] embodied_kgco2e_per_gpu)."),
     embodied_kgco2e_per_server: Optional[float] = typer.Option(
@@ -58,6 +58,7 @@ def estimate(
     embodied_kgco2e_per_server = within("--embodied-kgco2e-per-server", embodied_kgco2e_per_server, EmbodiedKg)
     lifetime_years = within("--lifetime-years", lifetime_years, Lifetime)
 
+    started = parse_start(start) if start is not None else None  # a bad date before any file is opened
     if grid_gco2e_per_kwh is not None and region is not None:
         fail("give either --grid-gco2e-per-kwh or --region/--start, not both")
     if grid_gco2e_per_kwh is not None:
@@ -66,12 +67,15 @@ def estimate(
         if start is None or run.hours is None:
             fail("--region needs --start and --hours or --days (the run's wall-clock time)")
         try:
-            series, sentence = intensity_for_region(region, str(grid_file or ""), data_dir, setting="--grid-file")
+            # the flag, else the site's [carbon] grid_file, else the region's reference file under --data-dir
+            given = grid_file or (carbon.grid_file if data_dir is None else "")
+            series, sentence = intensity_for_region(region, str(given or ""), data_dir or DEFAULT_DATA_DIR,
+                                                    setting="--grid-file" if grid_file else "[carbon] grid_file")
         except GridFileError as exc:
-            fail(str(exc))
+            fail(f"{exc} (give --grid-file, --data-dir, or [carbon] grid_file in --config)")
         if series.height == 0:
             fail(f"no hourly intensity for region {region!r}: give --grid-file or --grid-gco2e-per-kwh")
-        intensity, counts = hourly_mean(series, "intensity_gco2e_per_kwh", parse_start(start), run.hours, 0.0)
+        intensity, counts = hourly_mean(series, "intensity_gco2e_per_kwh", started, run.hours, 0.0)
         source = f"hourly mean {intensity:.2f} gCO2e/kWh from {sentence}, year-mapped"
         extra["intensity_rule_counts"] = counts
     else:

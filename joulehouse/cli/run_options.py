@@ -39,7 +39,8 @@ AvgPowerW = Annotated[Optional[float], typer.Option(
     help=f"Average power per GPU, W (at most {MAX_AVG_POWER_W:,}; default: the TDP of --gpu-model).")]
 Pue = Annotated[Optional[float], typer.Option(help=f"Power usage effectiveness of the facility, facility / IT power (1 to {MAX_PUE}; default: \\[carbon] default_pue).")]
 Start = Annotated[Optional[str], typer.Option(help="Run start (ISO-8601, UTC if no offset), for hourly data.")]
-DataDir = Annotated[Path, typer.Option(help="Reference data folder (grid/, prices/).")]
+DataDir = Annotated[Optional[Path], typer.Option(
+    help="Reference data folder (grid/, prices/); default: the settings' files, else ../shared/data beside the checkout.")]
 GpusPerServer = Annotated[Optional[int], typer.Option(help="GPUs sharing one server, its footprint and price (default: settings, 8).")]
 LifetimeYears = Annotated[Optional[float], typer.Option(help="Amortisation period of the hardware, years (default: settings, 5).")]
 Utilization = Annotated[float, typer.Option(help=f"Share of the hardware's life it is in use ({MIN_UTILIZATION} to 1).")]

@@ -34,7 +34,7 @@ def estimate(
     price_file: Optional[Path] = typer.Option(None, help="PJM hourly LMP file (with --start), USD/MWh."),
     price_node: Optional[str] = typer.Option(None, help="Pricing node in the price file (default: \\[tco] price_node)."),
     start: Start = None,
-    data_dir: DataDir = DEFAULT_DATA_DIR,
+    data_dir: DataDir = None,
     demand_charge_usd_per_kw_month: Optional[float] = typer.Option(
         None, help="Demand charge, USD per peak kW per month (default: settings, 15)."),
     gpu_capex_usd: Optional[float] = typer.Option(None, help="Price of one GPU, USD (default: settings, 30000)."),
@@ -60,6 +60,7 @@ def estimate(
     operations_ratio = within("--operations-ratio", operations_ratio, Uplift)
 
     node = price_node or tco.price_node
+    started = parse_start(start) if start is not None else None  # a bad date before any file is opened
     if price_usd_per_mwh is not None and (price_file is not None or start is not None):
         fail("give either --price-usd-per-mwh or --start (with an optional --price-file), not both")
     if price_usd_per_mwh is not None:
@@ -67,12 +68,15 @@ def estimate(
     elif start is not None:
         if run.hours is None:
             fail("--start needs --hours or --days (the run's wall-clock time)")
-        path = price_file or data_dir / DEFAULT_PRICE_FILE
+        # the flag, else the site's [tco] price_file (what the daily accounts price with), else the
+        # reference file under --data-dir
+        path = price_file or (Path(tco.price_file) if tco.price_file and data_dir is None
+                              else (data_dir or DEFAULT_DATA_DIR) / DEFAULT_PRICE_FILE)
         try:
             lmp = load_pjm_lmp_csv(path, node)
         except PriceFileError as exc:
-            fail(str(exc))
-        price, counts = hourly_mean(lmp, "price_usd_per_mwh", parse_start(start), run.hours, 0.0)
+            fail(f"{exc} (give --price-file, --data-dir, or [tco] price_file in --config)")
+        price, counts = hourly_mean(lmp, "price_usd_per_mwh", started, run.hours, 0.0)
         source = f"hourly mean {price:.2f} USD/MWh of {path.name} node {node}, year-mapped"
         extra["price_rule_counts"] = counts
     else:
@@ -87,7 +91,7 @@ def estimate(
                                given(gpu_capex_usd, tco.gpu_capex_usd), given(server_capex_usd, tco.server_capex_usd),
                                given(gpus_per_server, tco.gpus_per_server), given(lifetime_years, tco.lifetime_years),
                                given(operations_ratio, tco.operations_ratio_of_capex_per_year), source,
-                               start=parse_start(start) if start is not None else None)
+                               start=started)
     except ValueError as exc:
         fail(str(exc))
     return result

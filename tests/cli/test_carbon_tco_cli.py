@@ -278,3 +278,24 @@ def test_estimates_print_a_table_or_csv_on_request(app, command):
     lines = CliRunner().invoke(app, [command, "estimate", "--gpu-model", "H200", "--gpus", "8", "--days", "30",
                                      "--format", "csv"]).stdout.splitlines()
     assert len(lines) == 2 and lines[0].startswith("gpu_hours,") and lines[1].startswith("5760.0,")
+
+
+def test_with_start_the_settings_files_are_the_default_and_a_bad_date_is_named_first(
+        app, shared_data, tmp_path, monkeypatch):
+    """--start priced from ../shared/data beside the checkout whatever --config said (a clone
+    elsewhere failed on a file the site never named), and a bad date was hidden by that failure."""
+    config = tmp_path / "site.toml"
+    config.write_text(f'[tco]\nprice_file = "{shared_data}/prices/pjm_rto_da_hourly_lmp_2025.csv"\n'
+                      f'[carbon]\ngrid_file = "{shared_data}/grid/electricitymaps_FR_2022_hourly.csv"\n')
+    for module in ("joulehouse.cli.tco", "joulehouse.cli.carbon"):  # a clone not beside ../shared/data
+        monkeypatch.setattr(f"{module}.DEFAULT_DATA_DIR", tmp_path / "nowhere")
+    size = ["--gpus", "8", "--hours", "24", "--avg-power-w", "500"]
+    tco = run(app, "tco", "estimate", *size, "--start", "2026-05-04T00:00Z", "--config", str(config))
+    assert tco["price_rule_counts"]["year_mapped"] == 24
+    carbon = run(app, "carbon", "estimate", *size, "--region", "FR", "--start", "2026-03-02T00:00Z",
+                 "--config", str(config))
+    assert carbon["intensity_rule_counts"]
+    bad = CliRunner().invoke(app, ["tco", "estimate", *size, "--start", "2026-02-30"])
+    assert bad.exit_code == 2 and "--start '2026-02-30'" in bad.output, bad.output
+    missing = CliRunner().invoke(app, ["tco", "estimate", *size, "--start", "2026-05-04T00:00Z"])
+    assert missing.exit_code == 2 and "give --price-file, --data-dir, or [tco] price_file" in missing.output

@@ -175,6 +175,9 @@ def unique_keys(columns: list[str]) -> list[str]:
     return keys
 
 
+# A table is for reading: past this many rows it stops (5 M rows drew for five minutes, then the
+# query's time limit ended it); csv and json stream every row.
+TABLE_MAX_ROWS = 10_000
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 
 
@@ -218,7 +221,13 @@ def _print(result, fmt: OutputFormat) -> int:
         # to 80 columns; on a terminal a long cell folds onto the next line. No value is ever cut
         # short ("0.57291213…"), and a value is data, never rich markup ("[bold]" stays as written).
         console = stdout_console()
+        more = False
         for batch in result.batches:
+            if n >= TABLE_MAX_ROWS:
+                more = True  # the rest is not fetched: the query stops with the command
+                break
+            if len(batch) > TABLE_MAX_ROWS - n:
+                batch, more = batch[:TABLE_MAX_ROWS - n], True
             table = Table(show_header=(n == 0), header_style="bold")
             for column in result.columns:
                 table.add_column(escape(_visible(str(column))), overflow="fold")
@@ -226,7 +235,10 @@ def _print(result, fmt: OutputFormat) -> int:
                 table.add_row(*("NULL" if v is None else escape(_visible(str(v))) for v in row))
             console.print(table)
             n += len(batch)
-        console.print(f"[dim]{n} row(s)[/dim]")
+            if more:
+                break
+        console.print(f"[dim]the first {n:,} rows; the result has more: --format csv or json gives every row, "
+                      "a LIMIT or an aggregate fewer[/dim]" if more else f"[dim]{n} row(s)[/dim]")
     return n
 
 
@@ -256,7 +268,8 @@ def register(app: typer.Typer) -> None:
         query: Optional[str] = typer.Argument(
             None, help="SQL to run ('-': read it from standard input), or with --describe a relation name."),
         db: Optional[Path] = typer.Option(None, "--db", help="Warehouse DuckDB file."),
-        output: OutputFormat = typer.Option(OutputFormat.table, "--format", help="Output format."),
+        output: OutputFormat = typer.Option(OutputFormat.table, "--format",
+                                            help="Output format: table (its first 10,000 rows), csv or json (every row)."),
         param: list[str] = typer.Option([], "--param", help="Bound parameter name=value ($name in the SQL)."),
         describe: bool = typer.Option(False, "--describe", help="Describe relations (or the one named) instead."),
         markdown: bool = typer.Option(False, "--markdown", help="With --describe: every public relation as Markdown."),

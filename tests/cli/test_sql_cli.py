@@ -98,6 +98,18 @@ def test_large_results_stream_in_batches(db):
     assert "5000 row(s)" in table.output
 
 
+def test_a_table_stops_at_its_row_cap_and_says_how_to_get_every_row(db):
+    """5 M rows drew as a table for five minutes until the query's time limit ended it."""
+    from joulehouse.cli.sql import TABLE_MAX_ROWS
+
+    exact = run(f"SELECT * FROM range({TABLE_MAX_ROWS})", "--db", db)
+    assert f"{TABLE_MAX_ROWS} row(s)" in exact.output
+    big = run("SELECT range AS i FROM range(5000000)", "--db", db)
+    assert big.exit_code == 0
+    assert f"the first {TABLE_MAX_ROWS:,} rows; the result has more: --format csv or json" in big.output
+    assert f"│ {TABLE_MAX_ROWS - 1} " in big.output and f"│ {TABLE_MAX_ROWS} " not in big.output
+
+
 def test_describe_lists_relations_and_columns_with_units(db):
     listing = run("--describe")
     assert "fct_gpu_energy_hourly" in listing.output and "top-energy-gpus" in listing.output

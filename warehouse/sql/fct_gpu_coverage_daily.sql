@@ -11,6 +11,7 @@
 --   n_quarantined [count] readings sent to quarantine_gpu_samples
 --   first_sampled_at [TIMESTAMPTZ, UTC] first clean reading of the day
 --   last_sampled_at [TIMESTAMPTZ, UTC] last clean reading of the day
+--   last_energy_reading_at [TIMESTAMPTZ, UTC] last clean reading with power or counter of the day
 --   covered_s [s] seconds of the day covered in fct_gpu_energy_hourly
 --   coverage_ratio [0..1] covered_s / 86400
 --   energy_kwh [kWh] sum of fct_gpu_energy_hourly.energy_kwh
@@ -22,7 +23,6 @@
 --     built (earlier_gpu_coverage); before, a gap across midnight longer than the margin was
 --     counted on neither day
 --   longest_gap_s [s] longest such interval (NULL when none)
---   last_energy_reading_at [TIMESTAMPTZ, UTC] last clean reading with power or counter of the day
 --   staleness_s [s] from the last clean reading to the end of the day (or to build time, if earlier)
 WITH day_rows AS (
     SELECT * FROM int_gpu_samples_checked WHERE day = $day::DATE

@@ -272,7 +272,8 @@ def verify_command(
     except ConfigError as exc:
         fail(f"{type(exc).__name__}: {exc}", 2, label="refused")
     hosts = sorted({s.host for s in checked.settings})
-    typer.echo(f"signature: valid (key {checked.key_id}); schema {checked.schema_version}; sha256 {checked.config_sha256}")
+    typer.echo(f"signature: valid (key {checked.key_id}); schema {checked.schema_version}; "
+               f"body sha256 {checked.config_sha256} (of the signed body, not of the file)")
     typer.echo(f"site {checked.site}, day {checked.day}: {len(checked.settings)} GPU settings on {len(hosts)} hosts "
                f"({', '.join(hosts)}); {len(checked.excluded_gpu_models)} GPU models excluded")
     window = f"valid {format_utc(checked.valid_from)} .. {format_utc(checked.valid_until)}"

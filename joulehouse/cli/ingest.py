@@ -33,6 +33,7 @@ def nvidia_smi_command(
     if index_column not in (None, "gpu", "index"):
         typer.echo(f"error: --index-column must be 'gpu' or 'index', got {index_column!r}", err=True)
         raise typer.Exit(2)
+    _check_zone(assume_tz, "Asia/Shanghai")
     try:
         result = ingest_nvidia_smi(file, lake=lake, host=host, gpu_model=gpu_model, assume_tz=assume_tz,
                                    index_column=index_column)
@@ -58,6 +59,7 @@ def slurm_command(
     """
     from joulehouse.collectors.ingest.slurm import SlurmError, ingest_slurm
 
+    _check_zone(assume_tz, "Europe/Berlin")
     try:
         result, skipped = ingest_slurm(file, lake=lake, assume_tz=assume_tz)
     except SlurmError as exc:
@@ -98,3 +100,14 @@ def _print_result(file: Path, result, *, summary: bool = True) -> None:
 def register(app: typer.Typer) -> None:
     """Add `ingest` (with `ingest nvidia-smi` and `ingest slurm`) to the joulehouse app."""
     app.add_typer(ingest_app, name="ingest")
+
+
+def _check_zone(zone: str, example: str) -> None:
+    """Fail (exit 2) naming the flag when --assume-tz is no IANA zone, before the file is read."""
+    from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+    try:
+        ZoneInfo(zone)
+    except (ZoneInfoNotFoundError, ValueError):
+        typer.echo(f"error: --assume-tz {zone!r} is not an IANA time zone such as 'UTC' or {example!r}", err=True)
+        raise typer.Exit(2) from None

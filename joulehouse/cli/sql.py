@@ -294,8 +294,9 @@ def register(app: typer.Typer) -> None:
             if saved and query:
                 raise QueryError("give either a QUERY or --saved NAME, not both")
             sql = saved_query_sql(saved) if saved else _stdin_query() if query == "-" else query
-            if not sql:
-                raise QueryError("give a QUERY, --saved NAME or --describe")
+            if not sql or not sql.strip():
+                raise QueryError("standard input held no query; pipe one in, or give a QUERY, --saved NAME or --describe"
+                                 if query == "-" else "give a QUERY, --saved NAME or --describe")
             if db is None:
                 raise QueryError("--db FILE is required to run a query")
             params = _parse_params(param)

@@ -64,3 +64,16 @@ def test_an_unclosed_quote_in_an_nvidia_smi_log_is_one_line(tmp_path):
     line = _refused(["ingest", "nvidia-smi", str(path), "--lake", str(tmp_path / "lake"), "--host", "h1"],
                     "is not CSV (field larger than field limit")
     assert ": line 187" in line  # where the open field passed csv's limit, not the end of the file
+
+
+@pytest.mark.parametrize("command", [["ingest", "nvidia-smi", "--host", "h1"], ["ingest", "slurm"]])
+def test_an_unknown_zone_names_the_flag_not_the_parameter(tmp_path, command):
+    log = tmp_path / "log.csv"
+    log.write_text("timestamp, index, power.draw [W]\n")
+    _refused([*command[:2], str(log), "--lake", str(tmp_path / "lake"), *command[2:], "--assume-tz", "Mars/Olympus"],
+             "--assume-tz 'Mars/Olympus' is not an IANA time zone")
+
+
+def test_an_empty_standard_input_is_said_to_be_empty(tmp_path):
+    result = CliRunner().invoke(app, ["sql", "-", "--db", str(tmp_path / "w.duckdb")], input="  \n")
+    assert result.exit_code == 2 and "standard input held no query" in result.stderr, result.output

@@ -103,7 +103,8 @@ def _poll(
         data = fetch_config(location)
     except ConfigFetchError as exc:
         state.poll_failures += 1
-        return f"fetch failed, keeping current settings: {exc}"
+        # the config in force still expires: a config server down past valid_until kept its caps on
+        return _expire_if_due(state, host, nvml, lake, now, f"fetch failed, keeping current settings: {exc}")
     if data is None:
         state.seen_sha256 = None
         if state.in_force_sha256 is None:
@@ -159,11 +160,17 @@ def _poll(
                     raise
                 message = "applied: " + result.summary() + note
                 state.defaults_ensured = True  # a valid config now says what every listed GPU holds
+    return _expire_if_due(state, host, nvml, lake, now, message)
+
+
+def _expire_if_due(state: AgentState, host: str, nvml: Any, lake: str | Path | None, now: dt.datetime,
+                   message: str) -> str:
+    """Roll back the config in force once its valid_until has passed; `message` otherwise."""
     if state.in_force_until is not None and now >= state.in_force_until:
         result = _roll_back(state, host, nvml, lake, now, f"config expired at {state.in_force_until.isoformat()}",
                             config_sha256=state.in_force_sha256)
         _nothing_in_force(state)
-        message = "expired: " + result.summary() + _owed_note(state)
+        return "expired: " + result.summary() + _owed_note(state)
     return message
 
 

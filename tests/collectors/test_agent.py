@@ -146,6 +146,22 @@ def test_tampered_file_is_refused(nvml_stub, keys, tmp_path):
     assert limit_mw(nvml_stub, 0) == 400_000
 
 
+def test_a_config_expires_while_its_server_cannot_be_reached(nvml_stub, keys, lake, tmp_path):
+    """A fetch that failed returned before the expiry check: with the config server down past
+    valid_until, the caps stayed on with no valid config behind them."""
+    nvml_stub.write(fleet(1))
+    location = tmp_path / "recommended-config.json"
+    location.write_bytes(dump_config(signed(keys[0], {uuid(0): entry(300)}, hours=2)))
+    state, kw = AgentState(), dict(public_key=keys[1], host=HOST, nvml=pynvml, lake=lake)
+    assert poll_once(state, str(location), now=NOW, **kw).startswith("applied")
+    location.unlink()
+    location.mkdir()  # unreadable as a file: a fetch error, not a revocation
+    assert poll_once(state, str(location), now=NOW + dt.timedelta(hours=1), **kw).startswith("fetch failed")
+    assert limit_mw(nvml_stub, 0) == 300_000, "before its expiry the config in force stays"
+    assert poll_once(state, str(location), now=NOW + dt.timedelta(hours=2), **kw).startswith("expired")
+    assert limit_mw(nvml_stub, 0) == 400_000
+
+
 def test_agent_loop_applies_on_change_and_rolls_back_on_expiry_and_revocation(nvml_stub, keys, lake, tmp_path):
     nvml_stub.write(fleet(2))
     location = tmp_path / "recommended-config.json"

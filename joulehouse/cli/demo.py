@@ -55,6 +55,12 @@ def register(app: typer.Typer) -> None:
                   "JOULEHOUSE_LAKE__PATH", 2)
         if (missing := input_file_problems(settings, config, signing_key=True)) is not None:
             _stop(missing, 2)  # before Airflow: its build or accounts step met it 20-40 s in, the export minutes in
+        from joulehouse.warehouse.lake_partitions import NoReadingsForDay, gpu_hosts_or_raise
+
+        try:
+            gpu_hosts_or_raise(lake, day)  # one listing; the DAG's first task said the same after ~25 s of start-up
+        except NoReadingsForDay as exc:
+            _stop(str(exc), 2)
         home = airflow_home or Path(settings.warehouse.db_path).resolve().parent / "airflow"
         cfg = config
         if cfg is None:

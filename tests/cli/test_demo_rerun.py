@@ -78,7 +78,7 @@ def test_ctrl_c_says_what_it_left_in_one_line(tmp_path, monkeypatch, command):
     monkeypatch.setattr(demo_run, "run_demo", interrupted)
     args = (["run", "--date", str(DAY), "--airflow-home", str(tmp_path / "airflow")] if command == "run"
             else ["demo", "--out", str(tmp_path / "demo")])
-    (tmp_path / "lake").mkdir()
+    (tmp_path / "lake" / "gpu_samples" / f"date={DAY}" / "host=node-01").mkdir(parents=True)  # the day has readings
     monkeypatch.setenv("JOULEHOUSE_LAKE__PATH", str(tmp_path / "lake"))
     generate_keypair(tmp_path / "keys")  # a run refuses a missing signing key before it starts
     monkeypatch.setenv("JOULEHOUSE_EXPORT__PRIVATE_KEY_PATH", str(tmp_path / "keys" / "joulehouse-ed25519.pem"))

@@ -23,7 +23,7 @@ def site(tmp_path, monkeypatch):
     """A site whose lake is there (so only the input file can stop the run) and whose Airflow
     must never start: run_day records the call instead."""
     monkeypatch.setenv("COLUMNS", "400")  # rich wraps the one line at the terminal's width
-    (tmp_path / "lake").mkdir()
+    (tmp_path / "lake" / "gpu_samples" / f"date={DAY}" / "host=node-01").mkdir(parents=True)  # the day has readings
     started = []
     monkeypatch.setattr(dagrun, "run_day", lambda *a, **k: started.append(a) or {"ran": []})
     return tmp_path, started

@@ -2,9 +2,10 @@
 
 Example: joulehouse demo (then open var/demo/reports/<day>.html)
 
-Node commands (collect, agent, ingest, simulate) and analytics commands (run, demo, sql,
-carbon, tco, caps) behind one command. Heavy imports (duckdb, polars, Airflow, plotly) happen
-inside each command, so a node installed with `pip install .\\[node]` runs the node commands.
+Node commands (collect, ship, agent, keys, ingest, simulate), analytics commands (run, demo, sql,
+compact, carbon, tco, caps, jobs) and `settings` (every setting, explained) behind one command.
+Heavy imports (duckdb, polars, Airflow, plotly) happen inside each command, so a node installed
+with `pip install .\\[node]` runs the node commands.
 """
 
 from __future__ import annotations

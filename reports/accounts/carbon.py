@@ -217,7 +217,8 @@ def carbon_day(con, day: dt.date, settings: CarbonSettings, data_dir: Path | Non
     prepared = prepare_day(con, day, settings, job_max_days)  # models.job_max_days, as the efficiency step
     inputs, jobs, with_pue, notes = prepared.inputs, prepared.jobs, prepared.gpu_hours, prepared.notes
     ctx, rule_counts, sources = attach_intensity(
-        with_pue, settings.grid_file, data_dir, settings.grid_intensity_basis, settings.default_grid_gco2e_per_kwh)
+        with_pue, settings.grid_file, data_dir, settings.grid_intensity_basis, settings.default_grid_gco2e_per_kwh,
+        settings.region)
     unmetered = prepared.unmetered_hours
     if not ctx.height and unmetered is not None and unmetered.height:
         notes.append(f"no metered GPU-hours on {day}: embodied carbon of the fleet's hours only")
@@ -231,7 +232,8 @@ def carbon_day(con, day: dt.date, settings: CarbonSettings, data_dir: Path | Non
     written = replace_report_day(con, "rpt_carbon_daily", day, rows, together={"rpt_carbon_by_gpu_daily": by_gpu})
     site_hours, _ = attach_pue(day_site_hours(ctx, day), inputs.pue, settings.default_pue)
     site_hours, _, _ = attach_intensity(
-        site_hours, settings.grid_file, data_dir, settings.grid_intensity_basis, settings.default_grid_gco2e_per_kwh)
+        site_hours, settings.grid_file, data_dir, settings.grid_intensity_basis, settings.default_grid_gco2e_per_kwh,
+        settings.region)
     grid = grid_context(site_hours, ctx)
     replace_report_day(con, "rpt_context_grid_hourly", day, grid)
     shift = carbon_shift_rows(ctx, jobs, grid, settings.shift_window_hours, prepared.energy_shares)

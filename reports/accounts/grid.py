@@ -146,26 +146,41 @@ def load_intensity_file(path: Path, region: str | None = None, basis: str = "dir
 
 def intensity_for_region(
     region: str, grid_file: str, data_dir: Path | None, basis: str = "direct",
-    setting: str = "[carbon]/[tco] grid_file",
+    setting: str = "[carbon]/[tco] grid_file", grid_file_region: str | None = None,
 ) -> tuple[pl.DataFrame, str]:
     """The hourly intensity of `region` and a sentence saying where it came from. An empty
     frame (and a sentence saying so) when no file is known for the region. A `grid_file` that is
-    not a file is a GridFileError naming `setting` (where the path was given)."""
+    not a file is a GridFileError naming `setting` (where the path was given).
+
+    `grid_file_region`: the region the settings give `grid_file` for (their `region`); a file
+    holding one region whose rows are not named `region` is taken as that one's only, and every
+    other region gets its reference file under `data_dir`, else nothing. None (the CLI, where the
+    file is given with --region): the file is `region`'s."""
     if grid_file:
         path = Path(grid_file)
         try:
             regular_file(path, "grid intensity file", GridFileError)
         except GridFileError as exc:
             raise GridFileError(f"{exc} ({setting})") from None
-    elif data_dir is not None and region in DEFAULT_REGION_FILES:
-        path = Path(data_dir) / DEFAULT_REGION_FILES[region]
-    else:
+        frame = load_intensity_file(path, region, basis)
+        if frame.filter(pl.col("region") == region).height == 0 and frame["region"].n_unique() == 1:
+            if grid_file_region is not None and region != grid_file_region:
+                # France's hours charged to a GPU placed in Germany, labelled 'exact': the file is
+                # the settings' region's, not every region's
+                return _reference_file(region, data_dir, basis)
+            frame = frame.with_columns(pl.lit(region).alias("region"))  # a single-region file named for it
+        frame = frame.filter(pl.col("region") == region)
+        if frame.height or grid_file_region is None:
+            return frame, f"{path.name}, region {region}, basis {basis}"
+    return _reference_file(region, data_dir, basis)
+
+
+def _reference_file(region: str, data_dir: Path | None, basis: str) -> tuple[pl.DataFrame, str]:
+    """The region's reference file under `data_dir` (DEFAULT_REGION_FILES), else an empty frame."""
+    if data_dir is None or region not in DEFAULT_REGION_FILES:
         return _empty(), f"no intensity file for region {region!r}: flat default used"
-    frame = load_intensity_file(path, region, basis)
-    if frame.filter(pl.col("region") == region).height == 0 and frame["region"].n_unique() == 1:
-        # A single-region file named explicitly for this region: take it as that region's.
-        frame = frame.with_columns(pl.lit(region).alias("region"))
-    frame = frame.filter(pl.col("region") == region)
+    path = Path(data_dir) / DEFAULT_REGION_FILES[region]
+    frame = load_intensity_file(path, region, basis).filter(pl.col("region") == region)
     return frame, f"{path.name}, region {region}, basis {basis}"
 
 

@@ -25,15 +25,18 @@ def attach_pue(gpu_hours: pl.DataFrame, pue: pl.DataFrame, default_pue: float) -
 
 def attach_intensity(
     gpu_hours: pl.DataFrame, grid_file: str, data_dir: Path | None, basis: str, default_gco2e_per_kwh: float,
+    grid_file_region: str | None = None,
 ) -> tuple[pl.DataFrame, dict[str, int], list[str]]:
     """Add `intensity_gco2e_per_kwh`, `renewable_pct` (NULL when unknown) and
     `intensity_rule` per (region, hour) using the year-mapping rule of reports.accounts.yearmap.
-    Returns the frame, the count of distinct region-hours per rule, and source sentences."""
+    Returns the frame, the count of distinct region-hours per rule, and source sentences.
+    `grid_file` holds the hours of `grid_file_region` (the settings' region): other regions get
+    their reference file, else the default (grid.intensity_for_region)."""
     mapped_parts, sources = [], []
     counts = dict.fromkeys(RULES, 0)
     for region in sorted(gpu_hours["region"].unique().to_list()):
         hours = gpu_hours.filter(pl.col("region") == region)["hour_at"].unique().sort()
-        source, sentence = intensity_for_region(region, grid_file, data_dir, basis)
+        source, sentence = intensity_for_region(region, grid_file, data_dir, basis, grid_file_region=grid_file_region)
         mapped = map_to_target_hours(
             source, hours, ["intensity_gco2e_per_kwh", "renewable_pct"],
             {"intensity_gco2e_per_kwh": default_gco2e_per_kwh, "renewable_pct": None},

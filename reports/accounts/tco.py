@@ -212,7 +212,7 @@ def tco_day(con, day: dt.date, settings: TcoSettings, data_dir: Path | None, *,
     """Account one day's cost: read the warehouse, compute, replace the day in rpt_tco_daily."""
     prepared = prepare_day(con, day, settings, job_max_days)  # models.job_max_days, as the efficiency step
     inputs, jobs, ctx, notes = prepared.inputs, prepared.jobs, prepared.gpu_hours, prepared.notes
-    ctx, _, grid_sources = attach_intensity(ctx, settings.grid_file, data_dir, "direct", 0.0)
+    ctx, _, grid_sources = attach_intensity(ctx, settings.grid_file, data_dir, "direct", 0.0, settings.region)
     unknown_share = ctx.filter(pl.col("renewable_pct").is_null()).height
     if unknown_share:
         notes.append(f"{unknown_share} GPU-hours without a renewable share: no green premium applied to them")
@@ -242,7 +242,8 @@ def tco_day(con, day: dt.date, settings: TcoSettings, data_dir: Path | None, *,
         by_gpu = empty_by_gpu(BY_GPU_AMOUNTS)
     written = replace_report_day(con, "rpt_tco_daily", day, rows, together={"rpt_tco_by_gpu_daily": by_gpu})
     site_hours, _ = attach_pue(day_site_hours(ctx, day), inputs.pue, settings.default_pue)
-    site_hours, _, _ = attach_intensity(site_hours, settings.grid_file, data_dir, "direct", 0.0)  # the renewable share
+    site_hours, _, _ = attach_intensity(site_hours, settings.grid_file, data_dir, "direct", 0.0,
+                                        settings.region)  # the renewable share
     replace_report_day(con, "rpt_context_price_hourly", day,
                        price_context(site_hours, prices, ", ".join(k for k, n in sorted(price_counts.items()) if n), ctx,
                                      settings.green_premium_below_renewable_pct))

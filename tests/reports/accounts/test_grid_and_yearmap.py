@@ -87,6 +87,23 @@ def test_region_without_file_says_so():
     assert frame.height == 0 and "flat default" in sentence
 
 
+def test_the_settings_grid_file_is_its_regions_alone(tmp_path, shared_data):
+    """A single-region file was relabelled for whatever region was asked: a GPU the inventory
+    places in DE was charged the FR file's intensity and labelled 'exact'."""
+    mine = tmp_path / "fr.csv"
+    mine.write_text("at,region,gco2e_per_kwh\n2026-01-01T00:00Z,my-grid,50\n")
+    fr, _ = intensity_for_region("FR", str(mine), shared_data, grid_file_region="FR")
+    assert fr["intensity_gco2e_per_kwh"].to_list() == [50.0]
+    de, sentence = intensity_for_region("DE", str(mine), shared_data, grid_file_region="FR")
+    assert de.height == 0 and "flat default" in sentence
+    # another region the file does not hold gets its own reference file
+    caiso, sentence = intensity_for_region("CAISO_NORTH", str(mine), shared_data, grid_file_region="FR")
+    assert caiso.height > 0 and "CAISO_NORTH" in sentence and set(caiso["region"]) == {"CAISO_NORTH"}
+    # given with --region (no settings' region), the file is that region's
+    given, _ = intensity_for_region("DE", str(mine), shared_data)
+    assert given["intensity_gco2e_per_kwh"].to_list() == [50.0]
+
+
 def test_year_mapping_takes_the_same_weekday_and_hour_near_the_date_of_the_nearest_year():
     src = pl.DataFrame({"hour_at": pl.concat([hours(dt.datetime(2022, 2, 20, tzinfo=UTC), 24 * 14),
                                               hours(dt.datetime(2023, 2, 20, tzinfo=UTC), 24 * 14)])})

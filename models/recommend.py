@@ -117,8 +117,10 @@ def device_limits_w(gpu_model: str, max_seen_limit_w: float | None) -> tuple[flo
         return (*DEVICE_LIMITS_W[gpu_model], None)
     # An imported log may not name its GPU: say so rather than print Python's None.
     name = repr(gpu_model) if gpu_model else "(not reported)"
-    if max_seen_limit_w is None:
-        raise ValueError(f"GPU model {name} has no known limits and no power_limit_w readings")
+    if max_seen_limit_w is None or not max_seen_limit_w > 0:
+        # a 0 W limit reads as "no limit known" in the warehouse: as the default it made a 0 W
+        # setting, which the signed config refuses, and no GPU of the fleet got its config that day
+        raise ValueError(f"GPU model {name} has no known limits and no positive power_limit_w readings")
     return (max_seen_limit_w, UNKNOWN_MIN_RATIO * max_seen_limit_w, max_seen_limit_w,
             f"limits of GPU model {name} unknown: default = highest limit seen (this day or in earlier days' "
             f"recommendations), min = {UNKNOWN_MIN_RATIO:.0%} of it")

@@ -229,6 +229,17 @@ def test_a_gpu_model_nobody_named_is_called_not_reported_not_none():
     assert device_limits_w("NVIDIA A800", 400.0)[3].startswith("limits of GPU model 'NVIDIA A800' unknown")
 
 
+@pytest.mark.parametrize("seen_w", [0.0, -1.0])
+def test_a_limit_read_as_zero_is_no_limit_known_not_a_zero_watt_default(seen_w):
+    """The warehouse keeps power_limit_w <= 0 as "no limit known"; taken as the default of a model
+    not in the table, it made a 0 W setting, the signed config refused it, and the day's export
+    failed for every GPU of the fleet."""
+    from joulehouse.models.recommend import device_limits_w
+
+    with pytest.raises(ValueError, match="no known limits and no positive power_limit_w readings"):
+        device_limits_w("NVIDIA L40S", seen_w)
+
+
 @pytest.mark.slow
 def test_the_servers_own_draw_over_a_longer_run_counts_against_a_cap():
     """Energy-to-solution at the server: a cap that saves GPU power but lengthens the run also keeps

@@ -3,8 +3,12 @@ else the GPUs' board energy (pure, frame in, frame out).
 
 Policy, per host-hour:
 - 'node_ipmi' when fct_node_energy_hourly has energy_kwh for the host-hour, its coverage_ratio is
-  at least `min_node_coverage_ratio`, and it is not below the sum of the host's GPU energies (a
-  server cannot draw less than its own GPUs: then the meters disagree and the BMC is not used).
+  at least `min_node_coverage_ratio`, it is not below the sum of the host's GPU energies (a
+  server cannot draw less than its own GPUs: then the meters disagree and the BMC is not used),
+  and either every GPU row of the host-hour has its board energy or none has: with some measured
+  and some not, no share says what the unmeasured ones drew (split by board energy, they took 0
+  of the server's energy and a measured GPU's job was charged their draw), so the host-hour stays
+  on the GPU basis and the unmeasured ones count as unmetered.
   The node kWh is taken over the whole hour: its energy over the covered part / coverage_ratio
   (the BMC's average power x 1 h; at most 1/min_node_coverage_ratio of what it measured), so a BMC
   that missed the hour's last minutes does not charge less than the hour drew.
@@ -31,13 +35,14 @@ def apply_it_energy_basis(
     """gpu_hours (hour_at, host, energy_kwh [kWh board], ...) and node_hours (hour_at, host,
     energy_kwh [kWh], coverage_ratio) -> gpu_hours with energy_kwh [kWh IT], gpu_energy_kwh
     [kWh board] and it_energy_basis. Also returns host-hour counts: node_ipmi, gpu_only_no_node
-    (no BMC energy), gpu_only_low_coverage, gpu_only_node_below_gpus."""
+    (no BMC energy), gpu_only_low_coverage, gpu_only_node_below_gpus, gpu_only_gpu_unmeasured."""
     if not 0.0 <= min_node_coverage_ratio <= 1.0:
         raise ValueError(f"min_node_coverage_ratio={min_node_coverage_ratio}: expected a ratio in [0, 1]")
     board = gpu_hours.with_columns(pl.col("energy_kwh").alias("gpu_energy_kwh"))
     host_hours = board.group_by(["hour_at", "host"]).agg(
         pl.col("gpu_energy_kwh").sum().alias("_gpu_sum_kwh"),
         pl.len().alias("_n_gpu_rows"),
+        pl.col("gpu_energy_kwh").null_count().alias("_n_unmeasured"),
     )
     coverage = pl.col("coverage_ratio").cast(pl.Float64)
     node = node_hours.select(
@@ -50,9 +55,12 @@ def apply_it_energy_basis(
         .when(pl.col("_node_coverage").fill_null(0.0) < min_node_coverage_ratio).then(pl.lit("gpu_only_low_coverage"))
         # 1e-9 kWh of slack: equal meters are not a disagreement.
         .when(pl.col("_node_kwh") < pl.col("_gpu_sum_kwh") - 1e-9).then(pl.lit("gpu_only_node_below_gpus"))
+        .when((pl.col("_n_unmeasured") > 0) & (pl.col("_n_unmeasured") < pl.col("_n_gpu_rows")))
+        .then(pl.lit("gpu_only_gpu_unmeasured"))
         .otherwise(pl.lit(NODE_BASIS)).alias("_decision")
     )
-    counts = {k: 0 for k in (NODE_BASIS, "gpu_only_no_node", "gpu_only_low_coverage", "gpu_only_node_below_gpus")}
+    counts = {k: 0 for k in (NODE_BASIS, "gpu_only_no_node", "gpu_only_low_coverage", "gpu_only_node_below_gpus",
+                             "gpu_only_gpu_unmeasured")}
     for decision, n in decided.group_by("_decision").len().iter_rows():
         counts[decision] = int(n)
     use_node = pl.col("_decision") == NODE_BASIS
@@ -79,7 +87,8 @@ def basis_note(counts: dict[str, int], min_node_coverage_ratio: float) -> str:
     if gpu_only:
         why = {"gpu_only_no_node": "no BMC energy",
                "gpu_only_low_coverage": f"BMC coverage below {min_node_coverage_ratio}",
-               "gpu_only_node_below_gpus": "BMC energy below its GPUs' energy"}
+               "gpu_only_node_below_gpus": "BMC energy below its GPUs' energy",
+               "gpu_only_gpu_unmeasured": "a GPU of the server without board energy"}
         text += "; GPU board energy only (gpu_only: CPUs, fans and PSU losses not counted) for " + ", ".join(
             f"{n} ({why[k]})" for k, n in sorted(gpu_only.items()))
     return text

@@ -29,11 +29,12 @@ def node_frame(rows):
 
 
 def test_node_energy_is_split_by_gpu_share_and_each_fallback_says_why():
-    h1, h2, h3 = H0 + dt.timedelta(hours=1), H0 + dt.timedelta(hours=2), H0 + dt.timedelta(hours=3)
+    h1, h2, h3, h4 = (H0 + dt.timedelta(hours=k) for k in (1, 2, 3, 4))
     gpus = gpu_frame([(H0, "n1", "a", 0.3), (H0, "n1", "b", 0.1), (h1, "n1", "a", 0.3), (h1, "n1", "b", 0.1),
-                      (h2, "n1", "a", 0.3), (h2, "n1", "b", 0.1), (h3, "n1", "a", 0.0), (h3, "n1", "b", None),
-                      (H0, "n2", "c", 0.2)])
-    node = node_frame([(H0, "n1", 0.8, 1.0), (h1, "n1", 0.8, 0.5), (h2, "n1", 0.3, 1.0), (h3, "n1", 0.2, 1.0)])
+                      (h2, "n1", "a", 0.3), (h2, "n1", "b", 0.1), (h3, "n1", "a", None), (h3, "n1", "b", None),
+                      (h4, "n1", "a", 1.0), (h4, "n1", "b", None), (H0, "n2", "c", 0.2)])
+    node = node_frame([(H0, "n1", 0.8, 1.0), (h1, "n1", 0.8, 0.5), (h2, "n1", 0.3, 1.0), (h3, "n1", 0.2, 1.0),
+                       (h4, "n1", 3.0, 1.0)])
     out, counts = apply_it_energy_basis(gpus, node, 0.9)
     got = {(r["hour_at"], r["gpu_uuid"]): (r["energy_kwh"], r["gpu_energy_kwh"], r["it_energy_basis"])
            for r in out.iter_rows(named=True)}
@@ -41,8 +42,13 @@ def test_node_energy_is_split_by_gpu_share_and_each_fallback_says_why():
     assert got[(h1, "a")] == (0.3, 0.3, "gpu_only")  # BMC covered only half the hour
     assert got[(h2, "a")] == (0.3, 0.3, "gpu_only")  # BMC reads less than its own GPUs
     assert got[(h3, "a")][0] == pytest.approx(0.1) and got[(h3, "b")][0] == pytest.approx(0.1)  # no GPU share: equal
+    # one GPU measured, one not: no share says what b drew. Split by board energy, a's job was
+    # charged all 3 kWh and b's hour read as a measured 0 kWh; now a keeps its board energy and b
+    # stays unmetered (NULL)
+    assert got[(h4, "a")] == (1.0, 1.0, "gpu_only") and got[(h4, "b")] == (None, None, "gpu_only")
     assert got[(H0, "c")] == (0.2, 0.2, "gpu_only")  # host without a BMC
-    assert counts == {"node_ipmi": 2, "gpu_only_no_node": 1, "gpu_only_low_coverage": 1, "gpu_only_node_below_gpus": 1}
+    assert counts == {"node_ipmi": 2, "gpu_only_no_node": 1, "gpu_only_low_coverage": 1, "gpu_only_node_below_gpus": 1,
+                      "gpu_only_gpu_unmeasured": 1}
     with pytest.raises(ValueError, match="min_node_coverage_ratio"):
         apply_it_energy_basis(gpus, node, 1.5)
 

@@ -197,14 +197,21 @@ def _spread_weights(jobs: pl.DataFrame, weight_col: str) -> pl.DataFrame:
         .otherwise(1.0 / pl.len().over("day")).alias("_w"))
 
 
+# Amounts that are a part of gpu_hours (the unread GPU-hours): they stay where gpu_hours stays.
+PARTS_OF_GPU_HOURS = ("unmetered_gpu_hours",)
+
+
 def spread_unallocated(grouped: pl.DataFrame, additive_cols: list[str], weight_col: str = "energy_kwh") -> pl.DataFrame:
     """idle_policy "proportional": move each day's unallocated amounts onto that day's jobs in
-    proportion to `weight_col`. gpu_hours stays where it was (idle time is reported, not hidden)."""
+    proportion to `weight_col`. gpu_hours stays where it was (idle time is reported, not hidden),
+    and so does its part PARTS_OF_GPU_HOURS."""
     is_idle = pl.col("job_id") == UNALLOCATED
     jobs = grouped.filter(~is_idle)
     idle = grouped.filter(is_idle)
     if jobs.height == 0 or idle.height == 0:
         return grouped
+    # a part of gpu_hours stays with them: moved, a job held 1 GPU-hour of which 24 were unread
+    additive_cols = [c for c in additive_cols if c not in PARTS_OF_GPU_HOURS]
     idle_totals = idle.group_by("day").agg([sum_known(c).alias(f"_idle_{c}") for c in additive_cols])
     spread = (
         _spread_weights(jobs, weight_col).join(idle_totals, on="day", how="left")

@@ -96,3 +96,17 @@ def test_a_gpu_hour_measured_without_one_of_its_jobs_goes_by_time_not_zero_for_t
     assert out.group_by("hour_at").agg(pl.col("energy_kwh").sum()).sort("hour_at")["energy_kwh"].to_list() \
         == pytest.approx([3.0, 2.0])
     assert out.filter(pl.col("job_id") == UNALLOCATED)["energy_kwh"].sum() == pytest.approx(0.0, abs=1e-12)
+
+
+def test_the_proportional_policy_moves_amounts_but_not_the_unread_part_of_the_gpu_hours():
+    """gpu_hours stays on the idle line; its part unmetered_gpu_hours moved onto the jobs, so a job
+    that held 1 metered GPU-hour reported 24 unread ones."""
+    day = dt.date(2026, 3, 2)
+    keys = dict(day=[day, day], team=["t", UNALLOCATED], user=["u", UNALLOCATED], job_id=["j1", UNALLOCATED],
+                stage=["training", "idle"])
+    grouped = pl.DataFrame({**keys, "gpu_hours": [1.0, 47.0], "energy_kwh": [0.5, 11.5],
+                            "unmetered_gpu_hours": [0.0, 24.0]})
+    spread = {r["job_id"]: r for r in spread_unallocated(grouped, ["energy_kwh", "unmetered_gpu_hours"]).iter_rows(named=True)}
+    assert spread["j1"]["energy_kwh"] == pytest.approx(12.0) and spread[UNALLOCATED]["energy_kwh"] == 0.0
+    assert (spread["j1"]["gpu_hours"], spread["j1"]["unmetered_gpu_hours"]) == (1.0, 0.0)
+    assert (spread[UNALLOCATED]["gpu_hours"], spread[UNALLOCATED]["unmetered_gpu_hours"]) == (47.0, 24.0)

@@ -180,3 +180,41 @@ def test_the_unit_of_work_is_one_every_job_reports():
            "requests_total": 5e4, "n_jobs_without_samples": 1, "n_jobs_without_requests": 1}
     assert _unit([day])[0] == "active_hour"
     assert _unit([day | {"n_jobs_without_samples": 0}])[0] == "sample"
+
+
+@pytest.mark.parametrize("inference_reports", ["requests", "samples"])
+def test_controls_that_ran_other_work_give_no_saving_whatever_the_unit(inference_reports):
+    """The treated GPU (training) goes 400 -> 300 W with its energy unchanged: no saving. Its only
+    controls serve inference, whose energy rises 25%. When the jobs shared no work counter the
+    unit fell back to the active hour and the job-mix refusal was skipped: a 20% saving."""
+    import datetime as dt
+
+    import duckdb
+
+    days = [dt.date(2026, 3, 1) + dt.timedelta(days=i) for i in range(6)]
+    con = duckdb.connect()
+    con.execute("SET TimeZone = 'UTC'")
+    con.execute("CREATE TABLE stg_gpu_samples (sampled_at TIMESTAMPTZ, host VARCHAR, gpu_uuid VARCHAR, gpu_model VARCHAR, "
+                "source VARCHAR, day DATE, power_w FLOAT, power_limit_w FLOAT, util_gpu_pct FLOAT, util_mem_pct FLOAT, "
+                "sm_active_ratio FLOAT, dram_active_ratio FLOAT)")
+    con.execute("CREATE TABLE fct_gpu_energy_hourly (gpu_uuid VARCHAR, day DATE, hour_at TIMESTAMPTZ, energy_kwh DOUBLE)")
+    con.execute("CREATE TABLE fct_job_efficiency (day DATE, job_id VARCHAR, gpu_uuid VARCHAR, stage VARCHAR, "
+                "workload_class VARCHAR, energy_kwh DOUBLE, busy_hours DOUBLE, flops_total DOUBLE, samples_total DOUBLE, "
+                "requests_total DOUBLE, power_limit_changed BOOLEAN)")
+    for i, day in enumerate(days):
+        start = dt.datetime.combine(day, dt.time(), dt.timezone.utc)
+        for gpu, work_class, stage in (("T", "throughput", "training"), ("C1", "latency-sensitive", "inference"),
+                                       ("C2", "latency-sensitive", "inference")):
+            limit_w = 300.0 if gpu == "T" and i >= 3 else 400.0
+            kwh = 6.0 if gpu == "T" else (4.0 if i < 3 else 5.0) * (1.0 if gpu == "C1" else 1.1)
+            con.executemany("INSERT INTO stg_gpu_samples VALUES (?, 'h', ?, 'NVIDIA A100-SXM4-80GB', 'nvml', ?, 250, ?, "
+                            "80, 40, NULL, NULL)",
+                            [[start + dt.timedelta(minutes=m), gpu, day, limit_w] for m in range(0, 24 * 60, 10)])
+            con.execute("INSERT INTO fct_gpu_energy_hourly VALUES (?, ?, ?, ?)", [gpu, day, start, kwh])
+            samples = 1e6 if stage == "training" or inference_reports == "samples" else None
+            con.execute("INSERT INTO fct_job_efficiency VALUES (?, ?, ?, ?, ?, ?, 24, NULL, ?, ?, false)",
+                        [day, f"{gpu}-{day}", gpu, stage, work_class, kwh, samples,
+                         None if stage == "training" else 1e6])
+    measure_outcomes(con, days[-1])
+    rows = con.execute("SELECT realised_saving_pct, note FROM fct_recommendation_outcome").fetchall()
+    assert rows and all(saving is None and "realised saving not reported" in note for saving, note in rows)

@@ -98,6 +98,8 @@ JOBS_RELATIONS = ("stg_jobs", "jobs", "raw_jobs")
 DAYS_PER_MONTH = 365.25 / 12
 # A binding cap wins over a clock lock when it saves at least this share of the lock's saving.
 CAP_PREFERENCE = 0.5
+# Readings of the day below which a GPU's profile (busy hours, activity) says nothing: no setting.
+MIN_PROFILE_READINGS = 30
 
 
 def slowdown_bound_pct(workload_class: str, settings: RecommendSettings) -> float:
@@ -166,6 +168,11 @@ def recommend_gpu(row: dict, workload_class: str, fit: dict | None, settings: Re
     if workload_class == "latency-sensitive":
         return out | {"power_limit_w": default_w, "expected_saving_pct": 0.0, "expected_energy_saving_kwh_per_day": 0.0,
                       "expected_slowdown_pct": 0.0, "reason": "latency-sensitive: keep clocks (default limit)"}
+    n_readings = row.get("n_samples")
+    if n_readings is not None and n_readings < MIN_PROFILE_READINGS:
+        # two readings 10 s apart made a 225 W cap with 17% saving, and one a GPU "idle all day"
+        return out | {"reason": f"{n_readings} reading(s) of the day, fewer than the {MIN_PROFILE_READINGS} a profile "
+                                "needs to say how it runs: not recommended"}
     # No activity reading is no evidence of idleness: such a GPU gets no setting, and says why.
     measure = "sm_active_ratio" if fit["feature_set"] == "dcgm" else "util_gpu_ratio"
     if row["busy_hours"] is None:

@@ -329,7 +329,8 @@ def test_dearer_energy_or_carbon_moves_the_caps_down(change):
     assert _caps(con) == cheap
 
 
-def _one_gpu(workload_class: str, *, price: float, demand: float, carbon_price: float = 0.0, overhead_w: float = 300.0):
+def _one_gpu(workload_class: str, *, price: float, demand: float, carbon_price: float = 0.0, overhead_w: float = 300.0,
+             **row_values):
     """One compute-bound A100 busy 20 h, scored by hand-made coefficients; the server's overhead
     (W per GPU, over the longer run) puts its least energy above the background bound's edge."""
     from joulehouse.models.coefficients import PowerCoefficients
@@ -339,7 +340,7 @@ def _one_gpu(workload_class: str, *, price: float, demand: float, carbon_price: 
                              pcie_w_per_gbps=0.0, f_max_mhz=1410)
     row = {"host": "n1", "gpu_uuid": "GPU-1", "gpu_model": A100, "max_power_limit_w": 400.0, "busy_hours": 20.0,
            "sm_active_ratio": 0.95, "dram_ratio": 0.3, "pcie_gbps": 0.0, "temp_c": 60.0, "activity_deciles": None,
-           "p95_power_w": 380.0}
+           "p95_power_w": 380.0, **row_values}
     fit = coef.as_row() | {"passed_gate": True, "feature_set": "dcgm", "gate_reason": None}
     return recommend_gpu(row, workload_class, fit, RecommendSettings(holdout_share=0.0), price_usd_per_kwh=price,
                          carbon_gco2e_per_kwh=400.0, carbon_price_usd_per_tco2e=carbon_price, pue=1.3,
@@ -395,3 +396,13 @@ def test_a_busy_gpu_without_the_fits_activity_measure_is_not_called_idle():
     row = next(r for r in _rows(con) if r["gpu_uuid"] == uuid)
     assert row["power_limit_w"] is None and row["expected_saving_pct"] is None
     assert "without the sm_active readings" in row["reason"] and "idle" not in row["reason"]
+
+
+@pytest.mark.parametrize("n_readings", [1, 2, 29])
+def test_a_gpu_with_a_handful_of_readings_gets_no_setting(n_readings):
+    """Two readings 10 s apart at 90% activity made a 225 W cap (17% saving, exported as a
+    change); one made the GPU 'idle all day'."""
+    row = _one_gpu("background", price=0.1, demand=0.0, n_samples=n_readings)
+    assert row["power_limit_w"] is None and row["locked_sm_clock_max_mhz"] is None
+    assert row["reason"].startswith(f"{n_readings} reading(s) of the day, fewer than the 30")
+    assert _one_gpu("background", price=0.1, demand=0.0, n_samples=30)["power_limit_w"] is not None

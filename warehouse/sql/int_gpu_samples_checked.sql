@@ -12,6 +12,9 @@
 --     one sort of the build: the hourly energy pairs readings with these, the fit reads stg's
 --     interval_s from them, so neither sorts the day again.
 --   reason [text] why the row is quarantined (NULL: clean). Rules, first match wins:
+--     key_missing: sampled_at, gpu_uuid or source NULL (a file another tool wrote): the reading
+--       belongs to no stream and no hour; kept clean, one such row made an hour_at NULL GPU-hour
+--       and the blocking gate then stopped the whole day;
 --     duplicate_key: a second row with the same (gpu_uuid, sampled_at, source); of the copies a
 --       valid one is kept, then one with both power and counter (a copy without the counter would
 --       leave the counter's interval a hole), then the lowest power, so a reading is never lost to
@@ -85,6 +88,7 @@ ruled AS (
     SELECT
         * EXCLUDE (power_finite, limit_finite),
         CASE
+            WHEN sampled_at IS NULL OR gpu_uuid IS NULL OR source IS NULL THEN 'key_missing'
             WHEN sampled_at > $now::TIMESTAMPTZ + to_seconds($max_clock_skew_s) THEN 'future_timestamp'
             WHEN NOT power_finite THEN 'power_not_finite'
             WHEN NOT limit_finite THEN 'limit_not_finite'

@@ -44,9 +44,16 @@ per_gpu AS (
 ),
 streams AS (
     -- the GPU's streams (a few per GPU, so a small hash table), counted: cheaper than the string
-    -- min() and max() of every reading's host and source (0.66-0.72 -> 0.55-0.63 s, 64-GPU day)
-    SELECT gpu_uuid, count(*) = 1 AS is_single
-    FROM (SELECT DISTINCT gpu_uuid, host, source FROM int_gpu_samples_checked WHERE reason IS NULL)
+    -- min() and max() of every reading's host and source (0.66-0.72 -> 0.55-0.63 s, 64-GPU day);
+    -- in the same scan, its first reading with power or counter in the build's window
+    SELECT gpu_uuid, count(*) = 1 AS is_single, min(first_energy_at) AS first_energy_at
+    FROM (
+        SELECT gpu_uuid, host, source,
+               min(sampled_at) FILTER (WHERE power_w IS NOT NULL OR energy_mj_total IS NOT NULL) AS first_energy_at
+        FROM int_gpu_samples_checked
+        WHERE reason IS NULL
+        GROUP BY gpu_uuid, host, source
+    )
     GROUP BY gpu_uuid
 ),
 single_stream_steps AS (
@@ -69,11 +76,9 @@ instants AS (
 first_readings AS (
     -- GPUs whose first reading with power or counter is on the day itself, none in the margin
     -- before it: the reading before lies outside the window (an outage across midnight)
-    SELECT gpu_uuid, min(sampled_at) AS first_at
-    FROM int_gpu_samples_checked
-    WHERE reason IS NULL AND (power_w IS NOT NULL OR energy_mj_total IS NOT NULL)
-    GROUP BY gpu_uuid
-    HAVING min(sampled_at) >= $day::TIMESTAMPTZ
+    SELECT gpu_uuid, first_energy_at AS first_at
+    FROM streams
+    WHERE first_energy_at >= $day::TIMESTAMPTZ
 ),
 earlier_readings AS (
     -- their last such reading before the day, from the earlier days' rows of this table (one per

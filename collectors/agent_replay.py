@@ -17,7 +17,6 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
-import tempfile
 from pathlib import Path
 
 from joulehouse.collectors import lakefs
@@ -82,20 +81,7 @@ class ReplayGuard:
                               "accepted_at": format_utc(accepted_at)}
         lakefs.makedirs_durably(self.path.parent)
         _check_private_folder(self.path.parent)
-        # a fresh random name, created exclusively: a fixed temporary name is a link another user
-        # could plant, and the agent (root) would write through it
-        fd, tmp = tempfile.mkstemp(prefix=f".{self.path.name}.", suffix=".tmp", dir=self.path.parent)
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as fh:
-                json.dump({"sites": sites}, fh, indent=2, sort_keys=True)
-                fh.flush()
-                os.fsync(fh.fileno())
-            os.replace(tmp, self.path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
-        lakefs.fsync_dir(self.path.parent)
-
+        lakefs.write_file_atomically(self.path, json.dumps({"sites": sites}, indent=2, sort_keys=True).encode(), 0o600)
 
 def _check_private_folder(folder: Path) -> None:
     """Refuse a state folder another user can write: whoever can remove or replace the record

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import posixpath
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -71,6 +72,25 @@ def makedirs_durably(folder: str | Path) -> None:
         except FileExistsError:
             pass  # another writer made it: its entry is that writer's to make durable, and harmless to repeat
         fsync_dir(new.parent)
+
+
+def write_file_atomically(path: str | Path, data: bytes, mode: int) -> None:
+    """`path` holds the whole of `data` (with `mode`) or what it held before, after a power cut too:
+    a fresh file created exclusively beside it (mkstemp: never a fixed name another user could
+    plant as a link for root to write through), fsynced, renamed over it, the folder fsynced."""
+    path = Path(path)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            os.fchmod(fh.fileno(), mode)
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    fsync_dir(path.parent)
 
 
 def fsync_dir(folder: str | Path) -> None:

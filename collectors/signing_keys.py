@@ -4,13 +4,12 @@ the private key read by the export, the public key by every agent (collectors/co
 from __future__ import annotations
 
 import hashlib
-import os
-import tempfile
 from pathlib import Path
 
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
+from joulehouse.collectors import lakefs
 from joulehouse.collectors.input_file import read_bytes_at_most
 
 # An ed25519 PEM key is about 120 bytes: a larger file is not one, refused unread (/dev/zero never ends).
@@ -40,18 +39,9 @@ def generate_keypair(directory: str | Path, *, overwrite: bool = False) -> tuple
     public_pem = key.public_key().public_bytes(
         serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
     )
-    # A fresh file (mkstemp: 0600, created exclusively) renamed over the old key: opened in place,
-    # an old key's wider mode (chmod 644 by hand) was kept and the new secret was world-readable
-    fd, tmp = tempfile.mkstemp(prefix=f".{PRIVATE_KEY_NAME}.", dir=folder)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(private_pem)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, private_path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    # A fresh 0600 file renamed over the old key: opened in place, an old key's wider mode (chmod
+    # 644 by hand) was kept and the new secret was world-readable
+    lakefs.write_file_atomically(private_path, private_pem, 0o600)
     public_path.write_bytes(public_pem)
     return private_path, public_path
 

@@ -166,26 +166,11 @@ def _unlink_quietly(name: str, dir_fd: int) -> None:
         pass
 
 
-def _replace_durably(tmp: Path, path: Path) -> None:
-    """Rename a fully written, fsynced `tmp` onto `path`, then fsync the folder so the new name
-    survives a power cut."""
-    os.replace(tmp, path)
-    lakefs.fsync_dir(path.parent)
-
-
 def write_bytes_atomic(path: Path, data: bytes) -> None:
-    """Write `data` to `path` so that a reader sees the old file or the whole new one."""
+    """Write `data` to `path` so that a reader sees the old file or the whole new one (mode 0644:
+    exports are served to the nodes)."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex[:8]}.tmp")
-    try:
-        with open(tmp, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        _replace_durably(tmp, path)
-    except OSError:
-        tmp.unlink(missing_ok=True)
-        raise
+    lakefs.write_file_atomically(path, data, 0o644)
 
 
 def write_parquet_object(table: pa.Table, url: str) -> WrittenFile:

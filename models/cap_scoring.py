@@ -94,6 +94,16 @@ def score_matrix(bins: Bins, power_w: np.ndarray, time_ratio: np.ndarray, binds:
                        binds=bool(b), peak_power_w=float(p)) for e, t, h, b, p in zip(energy, mean_time, heavy_time, any_binds, peak)]
 
 
+def relative_to(setting: MixSetting, base: MixSetting) -> MixSetting:
+    """`setting` as a change from `base`, the run without it: power and peak as they are, the
+    slowdowns (whole mix and heavier half) as its run time over base's. Both are weighted sums over
+    the same bins, so the ratio is the stretch of the same work."""
+    def stretch_pct(pct: float, base_pct: float) -> float:
+        return 100.0 * ((1 + pct / 100) / (1 + base_pct / 100) - 1)
+    return replace(setting, slowdown_pct=stretch_pct(setting.slowdown_pct, base.slowdown_pct),
+                   heavy_slowdown_pct=stretch_pct(setting.heavy_slowdown_pct, base.heavy_slowdown_pct))
+
+
 def score(bins: Bins, power_and_time: Callable[[WorkloadProfile], tuple[float, float, bool]]) -> MixSetting:
     """One setting, given as a function of a bin returning (power W, time ratio, cap binds)."""
     points = [power_and_time(b) for b, _ in bins]
@@ -177,10 +187,15 @@ def score_limits(coef: PowerCoefficients, bins: Bins, limits_w: np.ndarray) -> l
     return score_matrix(bins, mix.power_w(clock), time, clock < base)
 
 
-def score_clocks(coef: PowerCoefficients, bins: Bins, clock_ratios: np.ndarray) -> list[MixSetting]:
+def score_clocks(coef: PowerCoefficients, bins: Bins, clock_ratios: np.ndarray,
+                 limit_w: float | None = None) -> list[MixSetting]:
     """Each locked SM clock ceiling (ratio of f_max) scored on the mix; a bin an application already
-    locked lower stays as it was."""
+    locked lower stays as it was. With `limit_w` (the power limit in force beside the lock, W), a bin
+    whose power at the locked clock exceeds it runs at the clock under that limit, as the device does;
+    slowdowns stay relative to the unlimited run (ratio 1, no limit)."""
     mix = _MixArrays(coef, bins)
     clock = np.minimum(np.asarray(clock_ratios, dtype=float)[:, None], mix.clock)
+    if limit_w is not None:
+        clock = np.minimum(clock, mix.clock_under_limit(np.array([float(limit_w)])))
     time = mix.time_ratio(clock) / mix.time_ratio(np.broadcast_to(mix.clock, clock.shape))
     return score_matrix(bins, mix.power_w(clock), time, np.zeros(clock.shape, dtype=bool))

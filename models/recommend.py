@@ -51,7 +51,9 @@ cheapest clock within the slowdown bound as the maximum). Skipped, with the reas
 in do_not_touch (by UUID or host), GPU models without a fit or whose fit failed its gate.
 
 expected_saving_pct is the saving in energy per unit of work (energy-to-solution) on the busy
-hours, expected_slowdown_pct the run-time increase of the mean busy profile.
+hours, expected_slowdown_pct the run-time increase of the mean busy profile, both from the run the
+GPU makes without a setting: at its default limit, which already binds where the model's unlimited
+power is higher (a lock, too, runs under that limit). Slowdown bounds are judged from that run.
 """
 
 from __future__ import annotations
@@ -70,7 +72,7 @@ from joulehouse.models.activity import create_activity_view
 from joulehouse.models.caps import MIN_CLOCK_RATIO, WorkloadProfile
 from joulehouse.models.power import coefficients_of, load_fit
 from joulehouse.warehouse.sqlio import quoted_relation, relation_exists, replace_day_rows
-from joulehouse.models.cap_scoring import MixSetting, activity_bins, score_clocks, score_limits
+from joulehouse.models.cap_scoring import MixSetting, activity_bins, relative_to, score_clocks, score_limits
 from joulehouse.models.sql import load_sql
 
 # NVML power limits (default, min, max W) by model, from real `nvidia-smi -q` output.
@@ -200,13 +202,19 @@ def recommend_gpu(row: dict, workload_class: str, fit: dict | None, settings: Re
                 + time_weight * settings.value_of_time_usd_per_gpu_hour * busy_hours * m.slowdown_pct / 100
                 + demand_usd_per_kw_day * pue * m.peak_power_w / 1000)
 
-    # Every candidate at once (models.cap_scoring: the caps model over settings x bins arrays).
+    # Every candidate at once (models.cap_scoring: the caps model over settings x bins arrays), each
+    # counted from the run without a setting: the default limit in force, which binds already where
+    # the unlimited run would draw more. Counted from the unlimited run, an A100 drawing ~540 W
+    # unlimited under its 400 W default was promised 13.7% for a cap that saves ~3%.
+    limit_in_force_w = min(default_w, max_w)
     clock_ratios = np.linspace(1.0, MIN_CLOCK_RATIO, 29)
-    uncapped, *clocks = score_clocks(coef, bins, np.concatenate([[1.0], clock_ratios]))
-    uncapped_w = uncapped.power_w
+    unlimited_default, *clocks = score_clocks(coef, bins, np.concatenate([[1.0], clock_ratios]), limit_w=limit_in_force_w)
+    default_run = relative_to(unlimited_default, unlimited_default)
+    default_run_w = default_run.power_w
+    clocks = [relative_to(c, unlimited_default) for c in clocks]
     floor_w = max(min_w, settings.min_limit_share_of_default * default_w)
-    candidates = np.arange(min(default_w, max_w), floor_w - 1e-9, -settings.limit_step_w)
-    caps = list(zip(map(float, candidates), score_limits(coef, bins, candidates)))
+    candidates = np.arange(limit_in_force_w, floor_w - 1e-9, -settings.limit_step_w)
+    caps = [(float(w), relative_to(m, unlimited_default)) for w, m in zip(candidates, score_limits(coef, bins, candidates))]
     caps = [c for c in caps if c[1].heavy_slowdown_pct <= bound + 1e-9] or caps[:1]  # the default always qualifies
     cap_w, best_cap = min(caps, key=lambda c: (cost_usd(c[1]), -c[0]))
     clocks = [(float(s), c) for s, c in zip(clock_ratios, clocks) if c.heavy_slowdown_pct <= bound + 1e-9]
@@ -217,21 +225,21 @@ def recommend_gpu(row: dict, workload_class: str, fit: dict | None, settings: Re
     head = f"{workload_class} ({profile.bottleneck}, busy {busy_hours:.1f} h)"
 
     def saving(power_w: float, slowdown_pct: float) -> dict:
-        ratio = 1 - power_w * (1 + slowdown_pct / 100) / uncapped_w
+        ratio = 1 - power_w * (1 + slowdown_pct / 100) / default_run_w
         return {"expected_slowdown_pct": slowdown_pct, "expected_saving_pct": 100 * ratio,
-                "expected_energy_saving_kwh_per_day": busy_hours * uncapped_w * ratio / 1000}
+                "expected_energy_saving_kwh_per_day": busy_hours * default_run_w * ratio / 1000}
 
-    cap_cost, clock_cost, uncapped_cost = cost_usd(best_cap), cost_usd(best_clock), cost_usd(uncapped)
+    cap_cost, clock_cost, default_cost = cost_usd(best_cap), cost_usd(best_clock), cost_usd(default_run)
     # A cap follows the load (it only bites when power is high) and is what power management
     # prescribes; a locked clock slows every phase alike. Prefer a binding cap that saves at least
     # CAP_PREFERENCE of what the clock lock saves.
-    gain_cap, gain_clock = uncapped_cost - cap_cost, uncapped_cost - clock_cost
+    gain_cap, gain_clock = default_cost - cap_cost, default_cost - clock_cost
     if best_cap.binds and gain_cap > 0 and gain_cap >= CAP_PREFERENCE * gain_clock:
         return out | {"power_limit_w": cap_w, **saving(best_cap.power_w, best_cap.slowdown_pct),
                       "reason": f"{head}: cheapest limit within {bound:g}% slowdown{reason_note}"}
-    if s_best < 1.0 and coef.f_max_mhz is not None and clock_cost < uncapped_cost:
+    if s_best < 1.0 and coef.f_max_mhz is not None and clock_cost < default_cost:
         peak_w = row["p95_power_w"] if "p95_power_w" in row or p95_power_w is None else p95_power_w()
-        measured_peak = float(peak_w or uncapped_w)
+        measured_peak = float(peak_w or default_run_w)
         if measured_peak <= floor_w + settings.limit_step_w:
             why = f"draws {measured_peak:.0f} W at p95, never reaching a cap it allows ({floor_w:.0f} W lowest): a cap does nothing"
         else:
@@ -243,7 +251,7 @@ def recommend_gpu(row: dict, workload_class: str, fit: dict | None, settings: Re
     why_not = ("the time it costs at {:g} USD/GPU-hour outweighs the energy it saves".format(
         settings.value_of_time_usd_per_gpu_hour) if time_weight * settings.value_of_time_usd_per_gpu_hour > 0
         else "none lowers the energy per unit of work")
-    return out | {"power_limit_w": default_w, **saving(uncapped_w, 0.0),
+    return out | {"power_limit_w": default_w, **saving(default_run_w, 0.0),
                   "reason": f"{head}: no cap or clock within {bound:g}% slowdown pays ({why_not}){reason_note}"}
 
 

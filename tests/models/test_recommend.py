@@ -406,3 +406,36 @@ def test_a_gpu_with_a_handful_of_readings_gets_no_setting(n_readings):
     assert row["power_limit_w"] is None and row["locked_sm_clock_max_mhz"] is None
     assert row["reason"].startswith(f"{n_readings} reading(s) of the day, fewer than the 30")
     assert _one_gpu("background", price=0.1, demand=0.0, n_samples=30)["power_limit_w"] is not None
+
+
+def test_savings_and_slowdowns_are_counted_from_the_default_limit_when_it_binds_already():
+    """A GPU whose model draws ~550 W unlimited runs at its 400 W default already: what a cap
+    saves and costs is the change from that run, not from an unlimited run that never happens
+    (counted from there, a cap was promised 13.7% where ~3% was real). Checked against the scalar
+    caps model (models.caps), one limit at a time."""
+    from joulehouse.models.caps import outcome_under_limit
+    from joulehouse.models.coefficients import PowerCoefficients
+    from joulehouse.models.recommend import gpu_profile, recommend_gpu
+
+    coef = PowerCoefficients(static_w=80, temp_w_per_c=0.0, dyn_w=480, dyn_freq_exponent=3.0, mem_w=40,
+                             pcie_w_per_gbps=0.0, f_max_mhz=1410)
+    row = {"host": "n1", "gpu_uuid": "GPU-1", "gpu_model": A100, "max_power_limit_w": 400.0, "busy_hours": 20.0,
+           "sm_active_ratio": 0.95, "dram_ratio": 0.3, "pcie_gbps": 0.0, "temp_c": 60.0, "activity_deciles": None,
+           "p95_power_w": 400.0}
+    fit = coef.as_row() | {"passed_gate": True, "feature_set": "dcgm", "gate_reason": None}
+    profile = gpu_profile(row, "dcgm")
+    at_default = outcome_under_limit(coef, profile, 400.0)
+    assert at_default.cap_binds and outcome_under_limit(coef, profile, 1e9).power_w > 540  # the default binds
+    for workload_class, bound_pct in (("background", 25.0), ("throughput", 10.0)):
+        out = recommend_gpu(row, workload_class, fit, RecommendSettings(holdout_share=0.0), price_usd_per_kwh=0.1,
+                            carbon_gco2e_per_kwh=400.0, carbon_price_usd_per_tco2e=0.0, pue=1.3, host_overhead_w=0.0)
+        assert out["power_limit_w"] < 400.0, out
+        capped = outcome_under_limit(coef, profile, out["power_limit_w"])
+        stretch = (1 + capped.slowdown_pct / 100) / (1 + at_default.slowdown_pct / 100)
+        assert out["expected_slowdown_pct"] == pytest.approx(100 * (stretch - 1), abs=1e-6)
+        assert out["expected_slowdown_pct"] <= bound_pct + 1e-9
+        saving = 1 - capped.energy_ratio / at_default.energy_ratio
+        assert out["expected_saving_pct"] == pytest.approx(100 * saving, abs=1e-6)
+        assert out["expected_energy_saving_kwh_per_day"] == pytest.approx(20.0 * at_default.power_w * saving / 1000, rel=1e-9)
+        # counted from the unlimited run, the claim would have been several points higher
+        assert 100 * (1 - capped.energy_ratio) > out["expected_saving_pct"] + 2

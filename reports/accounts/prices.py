@@ -64,8 +64,11 @@ def load_pjm_lmp_csv(path: Path, node: str) -> pl.DataFrame:
 class UrdbTariff:
     """A time-of-use energy tariff: 12x24 period matrices and the $/kWh of each period.
 
-    `rates_usd_per_kwh[p]` is the first tier's rate plus its adjustment (riders); tiered
-    volumes are not modelled (a data centre sits in the top tier all month, see `tier`)."""
+    `rates_usd_per_kwh[p]` is the chosen volume tier's rate plus its adjustment (riders): by default
+    the last tier of each period, the one a data centre's monthly volume reaches within its first
+    hours (URDB tier bounds are hundreds to thousands of kWh a month); `[tco] tariff_tier` picks
+    another. Volumes are not tracked through the month. `tier_note` says which tier was charged
+    where the tariff has several ("" where it has one)."""
 
     name: str
     utility: str
@@ -73,6 +76,7 @@ class UrdbTariff:
     weekend_periods: tuple[tuple[int, ...], ...]
     rates_usd_per_kwh: tuple[float, ...]
     fixed_charge_usd_per_month: float
+    tier_note: str = ""
 
     def period_at(self, local: dt.datetime) -> int:
         """The period index of a local wall-clock time (Mon-Fri weekday, Sat/Sun weekend;
@@ -92,17 +96,24 @@ def _matrix(item: dict, key: str, path: Path) -> tuple[tuple[int, ...], ...]:
     return tuple(tuple(int(v) for v in r) for r in rows)
 
 
-def parse_urdb_item(item: dict, path: Path = Path("<urdb>"), tier: int = 0) -> UrdbTariff:
-    """One URDB rate record (the JSON the OpenEI API returns under `items`)."""
+def parse_urdb_item(item: dict, path: Path = Path("<urdb>"), tier: int = -1) -> UrdbTariff:
+    """One URDB rate record (the JSON the OpenEI API returns under `items`); `tier` the volume tier
+    charged in every period (0 the first; a period with fewer tiers charges its last), -1 the last."""
     structure = item.get("energyratestructure")
     if not isinstance(structure, list) or not structure:
         raise PriceFileError(f"{path}: energyratestructure missing or empty")
     rates = []
     for p, tiers in enumerate(structure):
-        chosen = tiers[min(tier, len(tiers) - 1)]
+        if not isinstance(tiers, list) or not tiers or not all(isinstance(t, dict) for t in tiers):
+            raise PriceFileError(f"{path}: period {p} must be a list of tiers, each with a rate")
+        chosen = tiers[-1 if tier < 0 else min(tier, len(tiers) - 1)]
         if "rate" not in chosen:
             raise PriceFileError(f"{path}: period {p} has no rate")
         rates.append(float(chosen["rate"]) + float(chosen.get("adj", 0.0)))
+    most_tiers = max(len(tiers) for tiers in structure)
+    tier_note = "" if most_tiers == 1 else (
+        f"volume tier {most_tiers if tier < 0 else min(tier + 1, most_tiers)} of {most_tiers}"
+        + (" (the last, a data centre's monthly volume)" if tier < 0 else ""))
     weekday = _matrix(item, "energyweekdayschedule", path)
     weekend = _matrix(item, "energyweekendschedule", path)
     used = {v for m in (weekday, weekend) for row in m for v in row}
@@ -111,12 +122,13 @@ def parse_urdb_item(item: dict, path: Path = Path("<urdb>"), tier: int = 0) -> U
     return UrdbTariff(
         name=str(item.get("name", "")), utility=str(item.get("utility", "")),
         weekday_periods=weekday, weekend_periods=weekend, rates_usd_per_kwh=tuple(rates),
-        fixed_charge_usd_per_month=float(item.get("fixedchargefirstmeter", 0.0) or 0.0),
+        fixed_charge_usd_per_month=float(item.get("fixedchargefirstmeter", 0.0) or 0.0), tier_note=tier_note,
     )
 
 
-def load_urdb_tariff(path: Path) -> UrdbTariff:
-    """An OpenEI URDB JSON file: `{"items": [record, ...]}` (first record) or one bare record."""
+def load_urdb_tariff(path: Path, tier: int = -1) -> UrdbTariff:
+    """An OpenEI URDB JSON file: `{"items": [record, ...]}` (first record) or one bare record;
+    `tier` as parse_urdb_item's."""
     path = Path(path)
     try:
         data = json.loads(read_bytes_at_most(path, "tariff file", MAX_TARIFF_BYTES, PriceFileError))
@@ -125,7 +137,7 @@ def load_urdb_tariff(path: Path) -> UrdbTariff:
     items = data.get("items") if isinstance(data, dict) and "items" in data else [data]
     if not items:
         raise PriceFileError(f"{path}: no rate records under items")
-    return parse_urdb_item(items[0], path)
+    return parse_urdb_item(items[0], path, tier)
 
 
 def tariff_prices(tariff: UrdbTariff, hours: pl.Series, timezone: str) -> pl.DataFrame:

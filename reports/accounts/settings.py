@@ -177,6 +177,9 @@ class TcoSettings(AccountSettings):
     price_file: str = Field("", description="Hourly market prices (PJM LMP CSV); empty: the tariff, else the flat price.")
     price_node: str = Field("PJM-RTO", description="The pricing node of the price file.")
     tariff_file: str = Field("", description="A time-of-use tariff (OpenEI URDB JSON); empty: none.")
+    tariff_tier: int = Field(
+        -1, ge=-1, le=99, description="The tariff's volume tier charged (0 the first); -1: each period's last, where "
+                                      "a data centre's monthly volume lies.")
     flat_price_usd_per_mwh: PricePerMwh = Field(80.0, description="Price of every hour without a price file or tariff, USD/MWh.")
     demand_charge_usd_per_kw_month: DemandCharge = Field(15.0, description="Rate x the month's highest site demand, USD/kW-month.")
     green_premium_ratio: Uplift = Field(

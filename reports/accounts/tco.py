@@ -78,9 +78,10 @@ def hourly_prices(hours: pl.Series, settings: TcoSettings, data_dir: Path | None
     """price_usd_per_kwh per UTC hour: the tariff if set, else the market price file (year-mapped),
     else the flat price. Returns the frame, rule counts and a sentence naming the source."""
     if settings.tariff_file:
-        tariff = load_urdb_tariff(Path(settings.tariff_file))
+        tariff = load_urdb_tariff(Path(settings.tariff_file), settings.tariff_tier)
         frame = tariff_prices(tariff, hours, settings.tariff_timezone).select("hour_at", "price_usd_per_kwh")
-        return frame, {"tariff": frame.height}, f"time-of-use tariff {tariff.name!r} ({tariff.utility}), {settings.tariff_timezone}"
+        tier = f", {tariff.tier_note}" if tariff.tier_note else ""
+        return frame, {"tariff": frame.height}, f"time-of-use tariff {tariff.name!r} ({tariff.utility}), {settings.tariff_timezone}{tier}"
     path = Path(settings.price_file) if settings.price_file else (
         Path(data_dir) / DEFAULT_PRICE_FILE if data_dir is not None else None)
     if path is None:

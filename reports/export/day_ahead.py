@@ -72,7 +72,7 @@ def next_day_prices(day: dt.date, now: dt.datetime, settings: TcoSettings | None
     if settings is None:
         return NextDayPrices(None, "no price settings given to the advice")
     if settings.tariff_file:
-        tariff = load_urdb_tariff(Path(settings.tariff_file))
+        tariff = load_urdb_tariff(Path(settings.tariff_file), settings.tariff_tier)
         frame = tariff_prices(tariff, _hours(target), settings.tariff_timezone).select(
             "hour_at", (pl.col("price_usd_per_kwh") * KWH_PER_MWH).alias("price_usd_per_mwh"))
         return NextDayPrices(frame, f"time-of-use tariff {tariff.name!r} for {target.isoformat()} (published ahead)")

@@ -84,6 +84,27 @@ def test_weekend_and_weekday_use_their_own_matrix_and_month_row():
     assert tariff.rate_at(dt.datetime(2026, 7, 6, 12)) == 0.40  # July row differs
 
 
+def test_a_tiered_tariff_charges_its_last_tier_unless_told_and_says_which():
+    """A data centre's month runs far past a tier's few thousand kWh: by default each period's last
+    tier is charged (the first was, whatever the volume); `tier` picks another, a period with fewer
+    tiers charges its last, and the tariff says which tier it charged."""
+    item = _two_schedule_item()
+    item["energyratestructure"][2] = [{"rate": 0.20, "max": 1000, "unit": "kWh"}, {"rate": 0.15, "max": 50000},
+                                      {"rate": 0.12, "adj": 0.005}]
+    monday_noon = dt.datetime(2026, 3, 9, 12)
+    by_default = parse_urdb_item(item)
+    assert by_default.rate_at(monday_noon) == pytest.approx(0.125)
+    assert by_default.rate_at(dt.datetime(2026, 3, 9, 3)) == pytest.approx(0.09)  # one tier: that tier
+    assert by_default.tier_note.startswith("volume tier 3 of 3")
+    first = parse_urdb_item(item, tier=0)
+    assert first.rate_at(monday_noon) == 0.20 and first.tier_note == "volume tier 1 of 3"
+    assert parse_urdb_item(item, tier=7).rate_at(monday_noon) == pytest.approx(0.125)
+    assert parse_urdb_item(_two_schedule_item()).tier_note == ""
+    item["energyratestructure"][1] = {"rate": 0.08}  # a period that is not a list of tiers
+    with pytest.raises(PriceFileError, match="period 1 must be a list of tiers"):
+        parse_urdb_item(item)
+
+
 def test_bad_tariff_structure_is_refused():
     item = _two_schedule_item()
     item["energyweekdayschedule"] = item["energyweekdayschedule"][:11]

@@ -6,6 +6,11 @@ body hash of the newest config it accepted, in one small JSON file (`[agent] sta
 refuses any config of that site generated before it, or generated at the same second with another
 body. The same config again is accepted (the apply is then 'unchanged').
 
+A node given its site (`[agent] site`) also refuses a config made for another site
+(WrongSite): one key signing several sites' configs, or a node pointed at the wrong location,
+would otherwise set this node's GPUs from another site's recommendations and return every GPU
+that config does not list to its default.
+
 The record is written before the config is applied (a temporary file, fsynced, renamed over the
 old one, the folder fsynced): a crash between the two cannot leave a newer config applied and an
 older one still acceptable. A state file that cannot be read is a refusal, not a reset: removing it
@@ -27,15 +32,21 @@ class ReplayedConfig(ConfigError):
     """The config is older than the newest one this agent accepted for its site."""
 
 
+class WrongSite(ConfigError):
+    """The config was made for another site than the one this node belongs to."""
+
+
 class ReplayStateError(ConfigError):
     """The agent's replay state file cannot be read or is not what the agent wrote."""
 
 
 class ReplayGuard:
-    """The newest config accepted per site, kept in the JSON file `path`."""
+    """The newest config accepted per site, kept in the JSON file `path`; `site`: the node's own
+    site, whose configs alone it accepts ("": any site the key signs)."""
 
-    def __init__(self, path: str | Path) -> None:
+    def __init__(self, path: str | Path, site: str = "") -> None:
         self.path = Path(path)
+        self.site = site
 
     def _sites(self) -> dict[str, dict]:
         try:
@@ -62,7 +73,11 @@ class ReplayGuard:
         return None if last is None else (_parse_utc(last["generated_at"]), last["config_sha256"])
 
     def check(self, config: RecommendedConfig) -> None:
-        """Raise ReplayedConfig when `config` is older than the newest accepted for its site."""
+        """Raise WrongSite when `config` is for another site than the node's, ReplayedConfig when it
+        is older than the newest accepted for its site."""
+        if self.site and config.site != self.site:
+            raise WrongSite(f"config is for site {config.site!r}; this node belongs to site {self.site!r} "
+                            "([agent] site): refused")
         last = self.last_accepted(config.site)
         if last is None:
             return

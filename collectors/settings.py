@@ -150,6 +150,9 @@ class AgentSettings:
     public_key_path: Text = Field("var/keys/joulehouse-ed25519.pub.pem",
                                   description="The site's ed25519 public key: configs not signed with its pair are refused.")
     config_url: str = Field("", description="Where the agent fetches the signed config (a file path or URL).")
+    site: str = Field("", max_length=200,
+                      description="The site this node belongs to: a config made for another site is refused. "
+                                  "Empty: any site whose configs the public key signs.")
     poll_interval_s: AgentPollInterval = Field(300.0, description="How often `agent run` fetches it, s.")
     # Per site, the generated_at of the last config applied: an older one is refused as a replay.
     state_path: Text = Field("var/state/agent-applied.json",

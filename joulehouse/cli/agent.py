@@ -116,7 +116,8 @@ def _echo_notes(*notes: str | None) -> None:
 
 
 def _replay_guard(state: Path | None, lake: Path | None, settings_file: Path | None = None):
-    """Where the agent keeps the newest config accepted per site: --state, else [agent] state_path
+    """The node's guard (collectors.agent_replay), for [agent] site where set. Where the agent keeps
+    the newest config accepted per site: --state, else [agent] state_path
     when set (file or JOULEHOUSE_AGENT__STATE_PATH), else the service's for the node's own lake
     (/var/lib/joulehouse-agent/), else beside the lake given (<lake>/../state/), else the relative
     default of [agent] state_path (_state_note names it). A folder another user can write is refused
@@ -124,17 +125,17 @@ def _replay_guard(state: Path | None, lake: Path | None, settings_file: Path | N
     from joulehouse.collectors.agent_replay import ReplayGuard
     from joulehouse.collectors.settings import AgentSettings, SettingsError, load_node_settings
 
+    try:
+        agent = load_node_settings(settings_file).agent
+    except SettingsError as exc:
+        fail(str(exc), 2)
     if state is None:
-        try:
-            configured = load_node_settings(settings_file).agent.state_path
-        except SettingsError as exc:
-            fail(str(exc), 2)
         default = AgentSettings().state_path
         name = Path(default).name
-        state = (Path(configured) if lake is None or configured != default
+        state = (Path(agent.state_path) if lake is None or agent.state_path != default
                  else agent_state_dir() / name if lake == NODE_DATA / "lake"
                  else lake.parent / "state" / name)
-    return ReplayGuard(state)
+    return ReplayGuard(state, site=agent.site)
 
 
 def _nvml_for_dry_run():

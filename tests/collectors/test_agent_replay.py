@@ -18,7 +18,7 @@ import pytest
 
 from joulehouse.collectors.agent import apply_config
 from joulehouse.collectors.agent_loop import AgentState, ConfigTooLarge, fetch_config, poll_once
-from joulehouse.collectors.agent_replay import ReplayedConfig, ReplayGuard, ReplayStateError
+from joulehouse.collectors.agent_replay import ReplayedConfig, ReplayGuard, ReplayStateError, WrongSite
 from joulehouse.collectors.config_contract import (
     MAX_CONFIG_BYTES, MalformedConfig, dump_config, load_config_document, sign_config,
 )
@@ -103,6 +103,31 @@ def test_sites_are_guarded_apart_and_a_dry_run_records_nothing(nvml_stub, keys, 
     newer = NOW - dt.timedelta(minutes=1)
     assert apply_config(config(keys[0], 200, newer), now=NOW, dry_run=True, **kw).count("dry-run") == 1
     assert guard.last_accepted("site-a")[0] == TODAY.replace(microsecond=0), "a dry run is not an acceptance"
+
+
+def test_a_node_given_its_site_refuses_another_sites_config_and_audits_it(nvml_stub, keys, lake, tmp_path):
+    """One key signing two sites' configs: a node of site-a served site-b's config (same host name,
+    a wrong location) would take its settings and roll back every GPU it does not list. With
+    [agent] site the node refuses it, audited, and its own setting stays."""
+    nvml_stub.write([GpuState.a100(0)])
+    guard = ReplayGuard(tmp_path / "state" / "agent-applied.json", site="site-a")
+    kw = dict(public_key=keys[1], host=HOST, nvml=pynvml, lake=lake, replay_guard=guard)
+    assert apply_config(config(keys[0], 300, TODAY, site="site-a"), now=NOW, **kw).ok
+    later = NOW - dt.timedelta(minutes=1)
+    with pytest.raises(WrongSite, match=r"config is for site 'site-b'; this node belongs to site 'site-a'"):
+        apply_config(config(keys[0], 250, later, site="site-b"), now=NOW, **kw)
+    assert limit_w(nvml_stub) == 300.0
+    assert guard.last_accepted("site-b") is None  # nothing of it recorded
+    audit = ds.dataset(lake / "agent_audit", format="parquet", partitioning="hive").to_table().to_pylist()
+    assert [r["action"] for r in audit if "WrongSite" in (r["reason"] or "")] == ["refuse"]
+    # the poll loop refuses it the same way, and keeps the config in force
+    state = AgentState(in_force_sha256="x", in_force_gpus=frozenset({uuid(0)}), defaults_ensured=True,
+                       in_force_until=NOW + dt.timedelta(days=1))
+    served = tmp_path / "served.json"
+    served.write_bytes(config(keys[0], 200, later, site="site-b"))
+    message = poll_once(state, str(served), public_key=keys[1], host=HOST, nvml=pynvml, lake=lake, now=NOW,
+                        replay_guard=guard)
+    assert "WrongSite" in message and limit_w(nvml_stub) == 300.0, message
 
 
 @pytest.mark.parametrize("content", [b"{not json", b'{"sites": {"site-a": {"generated_at": "yesterday"}}}',

@@ -13,11 +13,15 @@
 --   job's windows times the time it stands for, over the same for the whole hour (a reading
 --   without power at the hour's avg_power_w; by count of the counted readings where the hour has
 --   no energy). Counted: those of the (host, source) streams
---   fct_gpu_energy_hourly took the hour from: where sources read the GPU at the same time, the
---   winner's alone; where they followed one another, all of them, as it added them up. Its
+--   fct_gpu_energy_hourly took the hour's minutes from: where sources read the GPU at the same
+--   time, the winner's alone; where they followed one another, or the minutes came from several
+--   sources (one filled the other's gap), all of them. Its
 --   n_samples tells which: the clean readings of all the GPU's streams in the hour, of every host
 --   of its source, or of its (host, source) alone; the sets are nested, so the largest of that
---   count is the one (no match, or no energy row: all). Before, every source's readings counted,
+--   count is the one. No match (the minutes came from several streams: one filled another's gap,
+--   or they overlapped at a switch), or no energy row: per minute, the readings of the stream
+--   that read it most densely (as the energy's rate rule; every stream's readings counted a minute
+--   both read twice: a 10-minute NVML gap filled by DCGM gave its job 10% for 19%). Before, every source's readings counted,
 --   one vote each: NVML all hour and DCGM its second half split two halves at equal power
 --   1/3 : 2/3; NVML at 1 Hz, then DCGM every 10 s, 91% : 9%.
 -- Time a reading stands for: its interval_s (to its stream's next energy reading) where the
@@ -62,6 +66,7 @@ held_pieces AS (
 ),
 samples AS (
     SELECT host, source, gpu_uuid, sampled_at, date_trunc('hour', sampled_at) AS hour_at,
+           epoch_us(sampled_at) // 60000000 AS minute_index,
            CAST(power_w AS DOUBLE) AS power_w, CAST(power_limit_w AS DOUBLE) AS power_limit_w,
            -- the time the reading stands for: up to its stream's next energy reading, where the
            -- energy bridged that (else a gap, or the stream's end: none)
@@ -74,6 +79,14 @@ samples AS (
 stream_counts AS (
     SELECT gpu_uuid, hour_at, host, source, count(*) AS n FROM samples GROUP BY ALL
 ),
+minute_streams AS (
+    -- per GPU-minute, its streams by how densely they read it: where the hour's minutes came
+    -- from several streams, the densest one's readings stand for the minute
+    SELECT gpu_uuid, minute_index, host, source,
+           row_number() OVER (PARTITION BY gpu_uuid, minute_index ORDER BY count(*) DESC, source, host) AS density_rank
+    FROM samples
+    GROUP BY gpu_uuid, minute_index, host, source
+),
 hour_taken AS (
     -- what fct_gpu_energy_hourly added up for the GPU-hour (its n_samples): all its streams, every
     -- host of its source, or its (host, source) alone; nested, so the set of that count is it
@@ -84,7 +97,7 @@ hour_taken AS (
                WHEN sum(c.n) FILTER (WHERE c.source = e.source) = any_value(e.n_samples) THEN 'source'
                WHEN sum(c.n) FILTER (WHERE c.source = e.source AND c.host = e.host) = any_value(e.n_samples)
                     THEN 'stream'
-               ELSE 'all'  -- no energy row for the hour, or not these readings': every reading
+               ELSE 'mixed'  -- minutes from several streams, or no energy row: per minute, its densest stream
            END AS taken
     FROM stream_counts AS c
     LEFT JOIN fct_gpu_energy_hourly AS e
@@ -97,9 +110,18 @@ weighed AS (
            -- hour's average power: counted as 0 W, a job that held the GPU while only the counter
            -- was read got none of the energy the counter measured, and the next job all of it
            coalesce(s.power_w, t.avg_power_w) AS power_w,
-           t.taken = 'all' OR (s.source = t.source AND (t.taken = 'source' OR s.host = t.host)) AS counted
+           CASE t.taken
+               WHEN 'all' THEN true
+               WHEN 'mixed' THEN d.density_rank = 1
+               WHEN 'source' THEN s.source = t.source
+               ELSE s.source = t.source AND s.host = t.host
+           END AS counted
     FROM samples AS s
     JOIN hour_taken AS t USING (gpu_uuid, hour_at)
+    JOIN minute_streams AS d
+        -- a reading with no host (a file another tool wrote) still finds its stream
+        ON d.gpu_uuid = s.gpu_uuid AND d.minute_index = s.minute_index AND d.host IS NOT DISTINCT FROM s.host
+           AND d.source = s.source
 ),
 hour_weights AS (
     SELECT gpu_uuid, hour_at,

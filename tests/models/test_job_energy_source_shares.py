@@ -134,3 +134,26 @@ def test_readings_with_a_counter_but_no_power_still_give_their_job_its_energy(tm
     assert gpu_kwh == pytest.approx(POWER_W / 1000, rel=1e-9)
     assert _shares(rows) == pytest.approx({"a": 0.5, "b": 0.5}, abs=1e-3)
     assert sum(r[1] for r in rows.values()) == pytest.approx(gpu_kwh, rel=1e-9)
+
+
+def test_a_source_stopping_on_a_minute_boundary_does_not_tip_the_shares(tmp_path):
+    """DCGM every 10 s until exactly 00:30:00 beside NVML all hour: DCGM's last reading, alone in
+    a minute NVML measured, was added to the hour's count, which then matched no stream, and every
+    reading of both counted: 2/3 : 1/3 at equal power."""
+    readings = ([_reading(s, "nvml") for s in range(0, 3601)] + [_reading(s, "dcgm") for s in range(0, 1801, 10)])
+    rows, (gpu_kwh, source, n_sources) = _hour_zero(tmp_path, readings, HALVES)
+    assert (source, n_sources) == ("nvml", 2)
+    assert _shares(rows) == pytest.approx({"a": 0.5, "b": 0.5}, abs=1e-3)
+
+
+def test_minutes_taken_from_two_sources_weigh_the_readings_each_minute_was_taken_from(tmp_path):
+    """NVML (100 W, 1 Hz) misses ten minutes that DCGM (120 W, every 5 s) fills: the hour is NVML's
+    50 minutes and DCGM's 10, and each job's share is what its minutes contributed (a 120 kJ, b
+    72 kJ, c 180 kJ of 372 kJ). Every reading counting gave b 10% for its 19%."""
+    readings = ([_reading(s, "nvml", power_w=100.0, counter=False) for s in range(0, 3601) if not 1200 < s < 1800]
+                + [_reading(s, "dcgm", power_w=120.0, counter=False) for s in range(0, 3601, 5)])
+    jobs = [_job("a", 0, 1200), _job("b", 1200, 1800), _job("c", 1800, 3600)]
+    rows, (gpu_kwh, _, n_sources) = _hour_zero(tmp_path, readings, jobs)
+    assert n_sources == 2 and gpu_kwh * 3.6e6 == pytest.approx(372_000.0)
+    assert _shares(rows) == pytest.approx({"a": 120 / 372, "b": 72 / 372, "c": 180 / 372}, abs=1e-6)
+    assert sum(r[1] for r in rows.values()) == pytest.approx(gpu_kwh, rel=1e-9)

@@ -165,7 +165,9 @@ def test_a_gpu_that_changes_host_within_the_hour_keeps_both_halves(lake, warehou
     r = hourly(con)[0]
     assert r["energy_j"] == pytest.approx(100.0 * 3599)  # the step from 1800 to 1801 s crosses hosts: not bridged
     assert r["coverage_ratio"] == pytest.approx(3599 / 3600)
-    assert r["n_samples"] == 3600 and r["n_sources"] == 1  # the reading at 3600 s opens hour 1
+    # the reading at 3600 s opens hour 1; node-01's last (1800 s) measured nothing in the minute
+    # node-01.example.net measured from 1801 s: a lone reading beside a measured minute is not taken
+    assert r["n_samples"] == 3599 and r["n_sources"] == 1
     # under the host that covered more of the hour (1800 s against 1799 s)
     assert con.execute("SELECT host FROM fct_gpu_energy_hourly WHERE hour(hour_at) = 0").fetchall() == [("node-01",)]
     covered = con.execute("SELECT covered_s, energy_kwh * 3.6e6 FROM fct_gpu_coverage_daily").fetchall()
@@ -190,17 +192,35 @@ def test_a_collector_changed_within_the_hour_keeps_both_halves(lake, warehouse):
     r = hourly(warehouse())[0]
     assert r["energy_j"] == pytest.approx(300.0 * 3599)  # 1800 -> 1801 s crosses sources: not bridged
     assert r["coverage_ratio"] == pytest.approx(3599 / 3600)
-    assert (r["n_sources"], r["n_samples"]) == (2, 3601 - 1)  # the reading at 3600 s opens hour 1
+    # the reading at 3600 s opens hour 1; NVML's last (1800 s), alone in DCGM's minute, is not taken
+    assert (r["n_sources"], r["n_samples"]) == (2, 3601 - 2)
     assert r["source"] == "nvml" and r["energy_source"] == "counter"  # 1800 s of counter against 1799 s
 
 
-def test_two_sources_reading_at_once_over_a_switch_are_not_summed(lake, warehouse):
-    """Both collectors running for a minute during the switch: the sources overlap, so they compete
-    (never a sum of two readings of the same time)."""
+def test_two_sources_reading_at_once_over_a_switch_keep_the_hour_without_summing_the_overlap(lake, warehouse):
+    """Both collectors running for a minute during the switch (NVML until 00:31, DCGM from 00:30):
+    where they overlap one is taken, never a sum of two readings of the same time, and the rest
+    of each counts. One source per hour kept 558 kJ of the 1,080 kJ."""
     write(lake, gpu_rows(range(0, 1861), 300.0, source="nvml"))
     write(lake, gpu_rows(range(1800, 3601), 300.0, source="dcgm"))
     r = hourly(warehouse())[0]
-    assert r["energy_j"] <= 300.0 * 3600 * (1 + 1e-12) and r["n_sources"] == 2
+    assert r["energy_j"] == pytest.approx(300.0 * 3600) and r["coverage_ratio"] == pytest.approx(1.0)
+    # the overlap minute, read as well by both, goes to the source the hour ranks first (1,860 s
+    # against 1,800 s), and the hour is under the source whose minutes covered more
+    assert r["n_sources"] == 2 and (r["source"], r["n_samples"]) == ("nvml", 1860 + 1740)
+
+
+def test_a_gap_in_the_better_source_is_filled_by_the_other_minute_by_minute(lake, warehouse):
+    """NVML (a reading a second) misses ten minutes of an hour that DCGM (every 5 s, reading 20%
+    high here) covers whole: each minute is taken from the better source that covered it, NVML's
+    100 W for 50 minutes and DCGM's 120 W for the ten only it read. By the hour, DCGM's full
+    coverage took all of it (432 kJ), and NVML's readings of 50 minutes counted for nothing."""
+    write(lake, gpu_rows([t for t in range(0, 3601) if not 1200 < t < 1800], 100.0, source="nvml"))
+    write(lake, gpu_rows(range(0, 3601, 5), 120.0, source="dcgm"))
+    r = hourly(warehouse())[0]
+    assert r["energy_j"] == pytest.approx(100.0 * 3000 + 120.0 * 600)
+    assert r["coverage_ratio"] == pytest.approx(1.0) and r["n_sources"] == 2
+    assert (r["source"], r["energy_source"]) == ("nvml", "power_integral")
 
 
 def test_future_timestamps_beyond_skew_are_quarantined(lake, warehouse):

@@ -24,9 +24,11 @@ from joulehouse.warehouse.lake_contract import narrowed
 # The CTEs allowed a copy: small by construction. duplicate_keys: only keys seen twice; streams:
 # one row per GPU; repeat_streams: one row per stream whose counter repeats; repeat_intervals: the
 # narrow intervals of those streams only, copied rather than sorted twice; readings (node and PUE
-# energy): BMC and meter readings, 1-60 s apart per server.
+# energy): BMC and meter readings, 1-60 s apart per server; stream_summary, minute_winners and
+# hour_streams: one row per stream-minute, GPU-minute and stream-hour (the per-minute source choice).
 SMALL_CTES = {"int_gpu_samples_checked": {"duplicate_keys"}, "fct_gpu_coverage_daily": {"streams"},
-              "fct_gpu_energy_hourly": {"repeat_streams", "repeat_intervals"},
+              "fct_gpu_energy_hourly": {"repeat_streams", "repeat_intervals", "stream_summary", "minute_winners",
+                                        "hour_streams"},
               "fct_node_energy_hourly": {"readings"}, "fct_pue_hourly": {"readings"}}
 
 

@@ -1,15 +1,21 @@
 -- fct_gpu_energy_hourly: energy of each GPU in each UTC hour of the day.
 -- kind: day
 -- grain: one row per (hour_at, gpu_uuid); when several sources (nvml, dcgm) saw the GPU at the
---   same time, the hour is taken from one of them, never summed (the `winner` step of this SQL:
---   the source that covered more of the hour, then counter over power integral, then the higher
---   sampling rate). A GPU read under two host names or by two sources one after the other in an
---   hour (renamed, moved, its collector changed) is one reading where the streams follow one
---   another in time: added up, under the host and source that covered more of the hour
+--   same time, each minute is taken from one of them, never summed (the `minute_winners` step of
+--   this SQL: the source that covered more of the minute, then counter over power integral, then
+--   the higher sampling rate), and the hour is the sum of its minutes. A GPU read under two host
+--   names or by two sources one after the other (renamed, moved, its collector changed) keeps
+--   every minute of both: a minute both touch is added up where the streams follow one another in
+--   it, and taken from one where they overlap. Limits of the minute: where two spans only partly
+--   overlap in it, the part only the other stream read is not covered (coverage_ratio says so; at
+--   most a minute per switch); a counter interval longer than a minute that loses some of its
+--   minutes spreads its energy evenly over those it keeps, off by its power's deviation from the
+--   interval's mean there (a counter scraped every 10 minutes beside a 1 Hz power reading: +4.6%
+--   in the worst case tried, where one source per hour lost 63% of the energy)
 -- columns:
 --   hour_at [TIMESTAMPTZ, UTC] start of the hour
 --   day [DATE] UTC day of hour_at
---   host [text] server the GPU sits in (of two in the hour, the one that covered more of it)
+--   host [text] server the GPU sits in (of two in the hour, the one whose minutes covered more of it)
 --   gpu_uuid [text] GPU
 --   gpu_model [text] NVML name, e.g. "NVIDIA H100 80GB HBM3"
 --   energy_kwh [kWh] energy measured over the covered part of the hour (NULL when none covered);
@@ -17,9 +23,10 @@
 --   avg_power_w [W] energy over covered time
 --   coverage_ratio [0..1] share of the hour covered by bridged intervals between valid readings
 --   energy_source [text] 'counter' when most covered time came from the energy counter, else 'power_integral'
---   source [text] collector source the hour was taken from (nvml, dcgm, ...; of two that read it one
---     after the other, the one that covered more)
---   n_samples [count] clean readings of that source in the hour (of both, when two are added up)
+--   source [text] collector source the hour was taken from (nvml, dcgm, ...; of two whose minutes
+--     it holds, the one that covered more of it)
+--   n_samples [count] clean readings of the streams each minute was taken from (one source's
+--     readings in the hour where it won every minute)
 --   n_sources [count] sources that saw the GPU in the hour
 -- Method, per source stream (host, gpu_uuid, source), between consecutive clean readings t0 < t1:
 --   counter: both readings have energy_mj_total, t1 - t0 <= max_counter_gap_s and the counter
@@ -154,8 +161,8 @@ classified AS (
 bridged AS (
     SELECT
         *,
-        t0_us // 3600000000 AS first_hour,
-        (t1_us - 1) // 3600000000 AS last_hour,
+        t0_us // 60000000 AS first_minute,
+        (t1_us - 1) // 60000000 AS last_minute,
         CASE method
             WHEN 'counter' THEN (c1_mj - c0_mj) / 1e3
             WHEN 'reset_value' THEN c1_mj / 1e3
@@ -163,28 +170,28 @@ bridged AS (
     FROM classified
     WHERE method IS NOT NULL
 ),
-hour_spans AS (
-    -- one row per hour an interval touches. Every interval through one unnest, rather than the
-    -- single-hour ones apart: two branches made `bridged` two readers, so the checked rows were
-    -- scanned twice (energy 1.21-1.23 -> 1.00-1.04 s for a 64-GPU day, SCALING.md)
-    SELECT * EXCLUDE (hour_index), hour_index
+minute_spans AS (
+    -- one row per minute an interval touches (a reading a second crosses a minute once in 60).
+    -- Every interval through one unnest, rather than the single-minute ones apart: two branches
+    -- made `bridged` two readers, so the checked rows were scanned twice (SCALING.md)
+    SELECT * EXCLUDE (minute_index), minute_index
     FROM (
-        SELECT *, unnest(range(first_hour, last_hour + 1)) AS hour_index
+        SELECT *, unnest(range(first_minute, last_minute + 1)) AS minute_index
         FROM bridged
     )
 ),
 pieces AS (
     SELECT
         *,
-        greatest(t0_us, hour_index * 3600000000) AS a_us,
-        least(t1_us, (hour_index + 1) * 3600000000) AS b_us
-    FROM hour_spans
-    WHERE hour_index >= epoch($day::TIMESTAMPTZ)::BIGINT // 3600
-      AND hour_index < epoch(($day::DATE + 1)::TIMESTAMPTZ)::BIGINT // 3600
+        greatest(t0_us, minute_index * 60000000) AS a_us,
+        least(t1_us, (minute_index + 1) * 60000000) AS b_us
+    FROM minute_spans
+    WHERE minute_index >= epoch($day::TIMESTAMPTZ)::BIGINT // 60
+      AND minute_index < epoch(($day::DATE + 1)::TIMESTAMPTZ)::BIGINT // 60
 ),
 piece_energy AS (
     SELECT
-        host, gpu_uuid, source, hour_index, method, a_us, b_us,
+        host, gpu_uuid, source, minute_index, method, a_us, b_us,
         b_us - a_us AS covered_us,
         CASE
             WHEN method = 'power' THEN
@@ -194,9 +201,9 @@ piece_energy AS (
         END AS energy_j
     FROM pieces
 ),
-stream_hours AS (
+stream_minutes AS (
     SELECT
-        host, gpu_uuid, source, hour_index,
+        host, gpu_uuid, source, minute_index,
         -- exact sums (micro-joules as DECIMAL, whole microseconds), so an hour's energy does not
         -- depend on the order threads add its pieces: a re-run gives the same bits. 38 digits, so
         -- no reading, however wrong its power limit, can overflow the cast and stop the build
@@ -206,14 +213,14 @@ stream_hours AS (
         min(a_us) AS span_start_us,
         max(b_us) AS span_end_us
     FROM piece_energy
-    GROUP BY host, gpu_uuid, source, hour_index
+    GROUP BY host, gpu_uuid, source, minute_index
 ),
 stream_samples AS (
     SELECT
         host, gpu_uuid, source,
         -- whole microseconds: epoch() is a DOUBLE and ::BIGINT rounds, which put a reading at
         -- 23:59:59.7 in the next day's first hour (a 25th GPU-hour, charged twice downstream)
-        epoch_us(sampled_at) // 3600000000 AS hour_index,
+        epoch_us(sampled_at) // 60000000 AS minute_index,
         count(*) AS n_samples,
         -- the source's rate is that of its energy readings: a source writing a row a second that
         -- carries only temperatures beat one measuring power, and the hour lost its energy
@@ -228,12 +235,14 @@ models AS (
     WHERE reason IS NULL
     GROUP BY gpu_uuid
 ),
-stream_summary AS (
+stream_summary AS MATERIALIZED (
+    -- one row per stream-minute (~1,500 per GPU-day, not one per reading), read twice: the
+    -- minutes' ranking and the hour's count of sources
     SELECT
         coalesce(h.host, s.host) AS host,
         coalesce(h.gpu_uuid, s.gpu_uuid) AS gpu_uuid,
         coalesce(h.source, s.source) AS source,
-        coalesce(h.hour_index, s.hour_index) AS hour_index,
+        coalesce(h.minute_index, s.minute_index) AS minute_index,
         h.energy_j_decimal,
         coalesce(h.covered_us, 0) AS covered_us,
         coalesce(h.counter_us, 0) AS counter_us,
@@ -241,34 +250,46 @@ stream_summary AS (
         h.span_end_us,
         coalesce(s.n_samples, 0) AS n_samples,
         coalesce(s.n_energy_samples, 0) AS n_energy_samples
-    FROM stream_hours AS h
-    FULL OUTER JOIN stream_samples AS s USING (host, gpu_uuid, source, hour_index)
+    FROM stream_minutes AS h
+    FULL OUTER JOIN stream_samples AS s USING (host, gpu_uuid, source, minute_index)
 ),
--- One GPU under two host names in one hour (a node renamed, a collector restarted under its
--- FQDN) is two streams of one source. Where their spans in the hour follow one another, they
--- are one reading of the GPU and are added up, under the host that covered more of the hour;
--- where they overlap (two collectors claiming the GPU at once), they compete as sources do below.
+-- Each minute is taken apart, and the hour is the sum of its minutes: over a collector switch
+-- (NVML until 00:31, DCGM from 00:30) each source's minutes count, where one source per hour kept
+-- 558 kJ of a 1,080 kJ hour. One GPU under two host names in one minute (a node renamed, a
+-- collector restarted under its FQDN) is two streams of one source. Where their spans in the
+-- minute follow one another, they are one reading of the GPU and are added up, under the host
+-- that covered more of it; where they overlap (two collectors claiming the GPU at once), they
+-- compete as sources do below.
 host_spans AS (
     SELECT
         *,
-        lag(span_end_us) OVER (PARTITION BY gpu_uuid, source, hour_index
+        lag(span_end_us) OVER (PARTITION BY gpu_uuid, source, minute_index
                                ORDER BY span_start_us NULLS LAST, host) AS previous_end_us,
-        row_number() OVER (PARTITION BY gpu_uuid, source, hour_index
+        row_number() OVER (PARTITION BY gpu_uuid, source, minute_index
                            ORDER BY covered_us DESC, n_energy_samples DESC, host) AS host_rank
     FROM stream_summary
 ),
 host_handover AS (
     SELECT
         *,
-        -- a stream with no energy in the hour (a lone reading) has no span and overlaps nothing
+        -- a stream with no energy in the minute (a lone reading) has no span and overlaps nothing
         bool_and(span_start_us IS NULL OR previous_end_us IS NULL OR span_start_us >= previous_end_us)
-            OVER (PARTITION BY gpu_uuid, source, hour_index) AS hosts_follow_on
+            OVER (PARTITION BY gpu_uuid, source, minute_index) AS hosts_follow_on,
+        bool_or(span_start_us IS NOT NULL) OVER (PARTITION BY gpu_uuid, source, minute_index) AS any_span
     FROM host_spans
 ),
-source_hours AS (
+host_groups AS (
+    -- the streams added up: all of them where they follow one another, except a lone reading
+    -- beside a stream that measured the minute (it adds no energy, and its count made the
+    -- minute's n_samples match none of the sets the jobs' shares read: a source ending on a
+    -- minute boundary split two halves 2/3 : 1/3); it competes on its own, and loses
+    SELECT *, hosts_follow_on AND (span_start_us IS NOT NULL OR NOT any_span) AS joins
+    FROM host_handover
+),
+source_minutes AS (
     SELECT
-        max(CASE WHEN host_rank = 1 OR NOT hosts_follow_on THEN host END) AS host,
-        gpu_uuid, source, hour_index,
+        max(CASE WHEN host_rank = 1 OR NOT joins THEN host END) AS host,
+        gpu_uuid, source, minute_index,
         sum(energy_j_decimal) AS energy_j_decimal,
         sum(covered_us) AS covered_us,
         sum(counter_us) AS counter_us,
@@ -276,67 +297,120 @@ source_hours AS (
         sum(n_energy_samples)::BIGINT AS n_energy_samples,
         min(span_start_us) AS span_start_us,
         max(span_end_us) AS span_end_us
-    FROM host_handover
-    GROUP BY gpu_uuid, source, hour_index, CASE WHEN hosts_follow_on THEN NULL ELSE host END
+    FROM host_groups
+    GROUP BY gpu_uuid, source, minute_index, CASE WHEN joins THEN NULL ELSE host END
 ),
--- The same for sources: a node whose collector changed within the hour (NVML until 10:30, DCGM
--- from then on) read the GPU once, through two sources one after the other. Their spans follow
--- one another, so they are added up, under the source that covered more; the one that won
--- before held half the hour. Where they overlap (both read the GPU), they compete below.
+-- The same for sources: where one source's span in the minute ends before the other's begins
+-- (NVML until 10:30:20, DCGM from then on), they are added up, under the source that covered
+-- more; where they overlap (both read the GPU), they compete below.
 source_spans AS (
     SELECT
         *,
-        lag(span_end_us) OVER (PARTITION BY gpu_uuid, hour_index
+        lag(span_end_us) OVER (PARTITION BY gpu_uuid, minute_index
                                ORDER BY span_start_us NULLS LAST, source, host) AS previous_end_us,
-        row_number() OVER (PARTITION BY gpu_uuid, hour_index
-                           ORDER BY covered_us DESC, n_energy_samples DESC, source, host) AS cover_rank,
-        count(*) OVER (PARTITION BY gpu_uuid, hour_index) AS n_sources
-    FROM source_hours
+        row_number() OVER (PARTITION BY gpu_uuid, minute_index
+                           ORDER BY covered_us DESC, n_energy_samples DESC, source, host) AS cover_rank
+    FROM source_minutes
 ),
 source_handover AS (
     SELECT
         *,
         bool_and(span_start_us IS NULL OR previous_end_us IS NULL OR span_start_us >= previous_end_us)
-            OVER (PARTITION BY gpu_uuid, hour_index) AS sources_follow_on
+            OVER (PARTITION BY gpu_uuid, minute_index) AS sources_follow_on,
+        bool_or(span_start_us IS NOT NULL) OVER (PARTITION BY gpu_uuid, minute_index) AS any_span
     FROM source_spans
 ),
-gpu_source_hours AS (
+source_groups AS (
+    SELECT *, sources_follow_on AND (span_start_us IS NOT NULL OR NOT any_span) AS joins
+    FROM source_handover
+),
+gpu_source_minutes AS (
     SELECT
-        max(CASE WHEN cover_rank = 1 OR NOT sources_follow_on THEN host END) AS host,
+        max(CASE WHEN cover_rank = 1 OR NOT joins THEN host END) AS host,
         gpu_uuid,
-        max(CASE WHEN cover_rank = 1 OR NOT sources_follow_on THEN source END) AS source,
-        hour_index,
+        max(CASE WHEN cover_rank = 1 OR NOT joins THEN source END) AS source,
+        minute_index,
+        sum(energy_j_decimal) AS energy_j_decimal,
+        sum(covered_us) AS covered_us,
+        sum(counter_us) AS counter_us,
+        sum(n_samples)::BIGINT AS n_samples,
+        sum(n_energy_samples)::BIGINT AS n_energy_samples
+    FROM source_groups
+    GROUP BY gpu_uuid, minute_index,
+             CASE WHEN joins THEN NULL ELSE source END,
+             CASE WHEN joins THEN NULL ELSE host END
+),
+-- Each source's hour, ranked as the hour alone would rank it (the criteria below, over the
+-- hour): a minute both sources read equally well goes to the hour's first, so equal sources do
+-- not take turns minute by minute by their names. And the hour's count of sources.
+hour_streams AS MATERIALIZED (
+    SELECT
+        gpu_uuid, source, hour_index,
+        row_number() OVER (
+            PARTITION BY gpu_uuid, hour_index
+            ORDER BY covered_us >= 0.95 * 3600000000 DESC, counter_us * 2 > covered_us DESC,
+                     n_energy_samples DESC, covered_us DESC, source
+        ) AS hour_rank,
+        count(*) OVER (PARTITION BY gpu_uuid, hour_index) AS n_sources
+    FROM (
+        SELECT gpu_uuid, source, minute_index // 60 AS hour_index, sum(covered_us) AS covered_us,
+               sum(counter_us) AS counter_us, sum(n_energy_samples) AS n_energy_samples
+        FROM stream_summary
+        GROUP BY ALL
+    )
+),
+-- One source per GPU-minute where sources overlap, never a sum of two readings of the same time:
+-- a source that covered >= 95% of the minute beats one that did not; then the energy counter
+-- beats the power integral (the counter integrates on the device, the power reading samples a
+-- fraction of the time); then the higher sampling rate (readings with power or counter: rows that
+-- carry neither measure nothing); then more coverage; then the source the hour ranks first, then
+-- the source name, so re-runs pick the same one.
+minute_winners AS MATERIALIZED (
+    -- one row per GPU-minute, read twice: the hour's sums and its labels
+    SELECT * EXCLUDE (source_rank, hour_rank)
+    FROM (
+        SELECT
+            m.*,
+            m.minute_index // 60 AS hour_index,
+            r.hour_rank,
+            row_number() OVER (
+                PARTITION BY m.gpu_uuid, m.minute_index
+                ORDER BY m.covered_us >= 0.95 * 60000000 DESC, m.counter_us * 2 > m.covered_us DESC,
+                         m.n_energy_samples DESC, m.covered_us DESC, r.hour_rank, m.source, m.host
+            ) AS source_rank
+        FROM gpu_source_minutes AS m
+        JOIN hour_streams AS r
+            ON r.gpu_uuid = m.gpu_uuid AND r.source = m.source AND r.hour_index = m.minute_index // 60
+    )
+    WHERE source_rank = 1
+),
+-- The hour: the sum of its minutes, under the (host, source) whose minutes covered most of it
+hour_labels AS (
+    SELECT
+        gpu_uuid, hour_index, host, source,
+        row_number() OVER (PARTITION BY gpu_uuid, hour_index
+                           ORDER BY covered_us DESC, n_energy_samples DESC, source, host) AS label_rank
+    FROM (
+        SELECT gpu_uuid, hour_index, host, source, sum(covered_us) AS covered_us,
+               sum(n_energy_samples) AS n_energy_samples
+        FROM minute_winners
+        GROUP BY ALL
+    )
+),
+gpu_hours AS (
+    SELECT
+        gpu_uuid, hour_index,
         sum(energy_j_decimal)::DOUBLE AS energy_j,
         sum(covered_us) / 1e6 AS covered_s,
         sum(counter_us) / 1e6 AS counter_s,
-        sum(n_samples)::BIGINT AS n_samples,
-        sum(n_energy_samples)::BIGINT AS n_energy_samples,
-        max(n_sources) AS n_sources
-    FROM source_handover
-    GROUP BY gpu_uuid, hour_index,
-             CASE WHEN sources_follow_on THEN NULL ELSE source END,
-             CASE WHEN sources_follow_on THEN NULL ELSE host END
-),
--- One source per GPU-hour where sources overlap, never a sum of two readings of the same time:
--- a source that covered >= 95% of the hour beats one that did not; then the energy counter beats
--- the power integral (the counter integrates on the device, the power reading samples a fraction
--- of the time); then the higher sampling rate (readings with power or counter: rows that carry
--- neither measure nothing); then more coverage; then the source name, so
--- re-runs pick the same one.
-winner AS (
-    SELECT
-        *,
-        row_number() OVER (
-            PARTITION BY gpu_uuid, hour_index
-            ORDER BY covered_s >= 0.95 * 3600 DESC, counter_s * 2 > covered_s DESC,
-                     n_energy_samples DESC, covered_s DESC, source, host
-        ) AS source_rank
-    FROM gpu_source_hours
+        sum(n_samples)::BIGINT AS n_samples
+    FROM minute_winners
+    GROUP BY gpu_uuid, hour_index
 )
 SELECT
     to_timestamp(w.hour_index * 3600) AS hour_at,
     $day::DATE AS day,
-    w.host,
+    l.host,
     w.gpu_uuid,
     m.gpu_model,
     CASE WHEN w.covered_s > 0 THEN w.energy_j / 3.6e6 END AS energy_kwh,
@@ -347,9 +421,10 @@ SELECT
         WHEN w.counter_s * 2 > w.covered_s THEN 'counter'
         ELSE 'power_integral'
     END AS energy_source,
-    w.source,
+    l.source,
     w.n_samples,
-    w.n_sources
-FROM winner AS w
-LEFT JOIN models AS m USING (gpu_uuid)
-WHERE w.source_rank = 1
+    n.n_sources
+FROM gpu_hours AS w
+JOIN hour_labels AS l ON l.gpu_uuid = w.gpu_uuid AND l.hour_index = w.hour_index AND l.label_rank = 1
+JOIN hour_streams AS n ON n.gpu_uuid = w.gpu_uuid AND n.hour_index = w.hour_index AND n.hour_rank = 1
+LEFT JOIN models AS m ON m.gpu_uuid = w.gpu_uuid

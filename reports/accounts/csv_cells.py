@@ -10,7 +10,10 @@ import polars as pl
 
 
 def number(column: str) -> pl.Expr:
-    return pl.col(column).cast(pl.Float64, strict=False)
+    """A finite float; "nan", "inf" and the like parse to NULL, so `parsed` names the cell: one NaN
+    hour would make a whole day's carbon or cost NaN, with no error anywhere."""
+    value = pl.col(column).cast(pl.Float64, strict=False)
+    return pl.when(value.is_finite()).then(value)
 
 
 def utc_time(column: str, fmt: str | None = None) -> pl.Expr:

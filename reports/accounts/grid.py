@@ -23,6 +23,7 @@ import polars as pl
 
 from joulehouse.collectors.input_file import regular_file
 from joulehouse.reports.accounts.csv_cells import number, parsed, utc_time
+from joulehouse.reports.accounts.settings import MAX_GCO2E_PER_KWH
 
 # 1 lb = 453.59237 g, 1 MWh = 1000 kWh.
 GCO2E_PER_KWH_PER_LB_PER_MWH = 0.45359237
@@ -41,11 +42,12 @@ class GridFileError(ValueError):
 
 def _to_hourly(frame: pl.DataFrame) -> pl.DataFrame:
     """Average readings (at, region, intensity, renewable_pct) into UTC hours."""
-    bad = frame.filter(pl.col("intensity_gco2e_per_kwh").is_null() | (pl.col("intensity_gco2e_per_kwh") < 0))
+    intensity = pl.col("intensity_gco2e_per_kwh")
+    bad = frame.filter(intensity.is_null() | (intensity < 0) | (intensity > MAX_GCO2E_PER_KWH))
     if bad.height:
         raise GridFileError(
-            f"{bad.height} intensity values are missing or negative (first at {bad['at'][0]}); "
-            "expected gCO2e/kWh >= 0"
+            f"{bad.height} intensity values are missing, negative or above {MAX_GCO2E_PER_KWH:,} "
+            f"(first at {bad['at'][0]}); expected gCO2e/kWh from 0 to {MAX_GCO2E_PER_KWH:,}"
         )
     return (
         frame.with_columns(pl.col("at").dt.convert_time_zone("UTC").dt.truncate("1h").alias("hour_at"))

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from zoneinfo import ZoneInfo
@@ -18,6 +19,7 @@ import polars as pl
 
 from joulehouse.collectors.input_file import read_bytes_at_most, regular_file
 from joulehouse.reports.accounts.csv_cells import number, parsed, utc_time
+from joulehouse.reports.accounts.settings import MAX_PRICE_USD_PER_MWH
 
 DEFAULT_PRICE_FILE = "prices/pjm_rto_da_hourly_lmp_2025.csv"
 KWH_PER_MWH = 1000.0
@@ -48,12 +50,17 @@ def load_pjm_lmp_csv(path: Path, node: str) -> pl.DataFrame:
     if node not in nodes:
         raise PriceFileError(f"{path}: pricing node {node!r} not in the file; it has {nodes}")
     # parsed before the node's rows are kept, so an error names the file's own line
+    frame = parsed(path, raw, {
+        "hour_at": ("datetime_beginning_utc", utc_time("datetime_beginning_utc", "%m/%d/%Y %I:%M:%S %p")),
+        "node": (None, pl.col("pnode_name")),
+        "price_usd_per_mwh": (price_col, number(price_col)),
+    }, PriceFileError)
+    wild = (frame["price_usd_per_mwh"].abs() > MAX_PRICE_USD_PER_MWH).arg_true()
+    if len(wild):
+        raise PriceFileError(f"{path} line {int(wild[0]) + 2}: {price_col} = {raw[price_col][int(wild[0])]!r} "
+                             f"is beyond +/-{MAX_PRICE_USD_PER_MWH:,} USD/MWh")
     return (
-        parsed(path, raw, {
-            "hour_at": ("datetime_beginning_utc", utc_time("datetime_beginning_utc", "%m/%d/%Y %I:%M:%S %p")),
-            "node": (None, pl.col("pnode_name")),
-            "price_usd_per_mwh": (price_col, number(price_col)),
-        }, PriceFileError)
+        frame
         .filter(pl.col("node") == node)
         .unique("hour_at", keep="first")
         .sort("hour_at")
@@ -96,6 +103,19 @@ def _matrix(item: dict, key: str, path: Path) -> tuple[tuple[int, ...], ...]:
     return tuple(tuple(int(v) for v in r) for r in rows)
 
 
+def _rate(tier: dict, period: int, path: Path) -> float:
+    """A tier's $/kWh plus its adjustment; Python's json reads NaN, Infinity and 1e999, and one such
+    rate would make every hour of its period cost NaN or infinity."""
+    adj = tier.get("adj")
+    parts = (tier.get("rate"), 0.0 if adj is None else adj)  # URDB leaves adj out (or null) where none
+    most = MAX_PRICE_USD_PER_MWH / KWH_PER_MWH
+    if not all(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) for v in parts) \
+            or not abs(parts[0] + parts[1]) <= most:
+        raise PriceFileError(f"{path}: period {period}: rate {parts[0]!r} and adj {parts[1]!r} must be finite "
+                             f"numbers, their sum within +/-{most:g} $/kWh")
+    return float(parts[0]) + float(parts[1])
+
+
 def parse_urdb_item(item: dict, path: Path = Path("<urdb>"), tier: int = -1) -> UrdbTariff:
     """One URDB rate record (the JSON the OpenEI API returns under `items`); `tier` the volume tier
     charged in every period (0 the first; a period with fewer tiers charges its last), -1 the last."""
@@ -109,7 +129,7 @@ def parse_urdb_item(item: dict, path: Path = Path("<urdb>"), tier: int = -1) -> 
         chosen = tiers[-1 if tier < 0 else min(tier, len(tiers) - 1)]
         if "rate" not in chosen:
             raise PriceFileError(f"{path}: period {p} has no rate")
-        rates.append(float(chosen["rate"]) + float(chosen.get("adj", 0.0)))
+        rates.append(_rate(chosen, p, path))
     most_tiers = max(len(tiers) for tiers in structure)
     tier_note = "" if most_tiers == 1 else (
         f"volume tier {most_tiers if tier < 0 else min(tier + 1, most_tiers)} of {most_tiers}"

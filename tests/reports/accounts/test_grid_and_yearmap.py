@@ -61,6 +61,9 @@ def test_users_own_format_and_its_errors(tmp_path):
     bad.write_text("at,region,gco2e_per_kwh\n2026-01-01T00:00Z,XX,-5\n")
     with pytest.raises(GridFileError, match="negative"):
         load_intensity_file(bad)
+    bad.write_text("at,region,gco2e_per_kwh\n2026-01-01T00:00Z,XX,1e300\n")
+    with pytest.raises(GridFileError, match="above 5,000"):
+        load_intensity_file(bad)
     with pytest.raises(GridFileError, match="does not exist"):
         load_intensity_file(tmp_path / "none.csv")
 
@@ -72,7 +75,12 @@ def test_users_own_format_and_its_errors(tmp_path):
      "line 3: timestamp = 'yesterday' is not a time (UTC)"),
     ("Datetime (UTC),Zone Id,Carbon Intensity gCO2eq/kWh (direct),Renewable Percentage\n"
      "01/01/2022 00:00,FR,50,80\n01/01/2022 01:00,FR,45,eighty\n", "line 3: Renewable Percentage = 'eighty' is not a number"),
-], ids=["own format", "watttime", "electricity maps"])
+    # polars parses these as floats: one NaN hour made the day's carbon NaN, with no error
+    ("at,region,gco2e_per_kwh\n2026-01-01T00:00Z,XX,100\n2026-01-01T01:00Z,XX,NaN\n",
+     "line 3: gco2e_per_kwh = 'NaN' is not a number"),
+    ("location,timestamp,duration,value\nCAISO,2026-01-01T00:00:00Z,300,800\nCAISO,2026-01-01T00:05:00Z,300,-inf\n",
+     "line 3: value = '-inf' is not a number"),
+], ids=["own format", "watttime", "electricity maps", "own format NaN", "watttime infinity"])
 def test_a_cell_that_is_not_a_number_or_time_is_named_with_its_file_and_line(tmp_path, text, said):
     """polars' cast error named neither the file nor the line, and only the own format's was a GridFileError."""
     path = tmp_path / "grid.csv"

@@ -114,3 +114,28 @@ def test_bad_tariff_structure_is_refused():
     item["energyratestructure"] = item["energyratestructure"][:2]
     with pytest.raises(PriceFileError, match="period 3"):
         parse_urdb_item(item)
+
+
+@pytest.mark.parametrize("cell, said", [("NaN", "'NaN' is not a number"), ("inf", "'inf' is not a number"),
+                                        ("1e300", "'1e300' is beyond +/-100,000 USD/MWh")])
+def test_a_price_that_is_not_finite_or_beyond_any_market_is_refused_with_its_line(tmp_path, cell, said):
+    """polars parses "NaN" and "inf" as floats: one such hour made the whole day's cost NaN, unsaid."""
+    path = tmp_path / "lmp.csv"
+    path.write_text("datetime_beginning_utc,pnode_name,total_lmp_da\n"
+                    f"1/1/2025 5:00:00 AM,PJM-RTO,31.2\n1/1/2025 6:00:00 AM,PJM-RTO,{cell}\n")
+    with pytest.raises(PriceFileError) as caught:
+        load_pjm_lmp_csv(path, "PJM-RTO")
+    assert str(caught.value) == f"{path} line 3: total_lmp_da = {said}"
+
+
+@pytest.mark.parametrize("rate", [float("nan"), float("inf"), 1e300, "0.1", None])
+def test_a_tariff_rate_that_is_not_a_finite_price_is_refused(tmp_path, rate):
+    """Python's json reads NaN, Infinity and 1e999: every hour of that period cost NaN or infinity."""
+    item = _two_schedule_item()
+    item["energyratestructure"][2] = [{"rate": rate}]
+    path = tmp_path / "tariff.json"
+    path.write_text(json.dumps({"items": [item]}))
+    with pytest.raises(PriceFileError, match="period 2: rate .* must be finite numbers"):
+        load_urdb_tariff(path)
+    item["energyratestructure"][2] = [{"rate": 0.1, "adj": None}]  # URDB's "no adjustment"
+    assert parse_urdb_item(item).rates_usd_per_kwh[2] == 0.1

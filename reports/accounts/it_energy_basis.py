@@ -8,7 +8,9 @@ Policy, per host-hour:
   and either every GPU row of the host-hour has its board energy or none has: with some measured
   and some not, no share says what the unmeasured ones drew (split by board energy, they took 0
   of the server's energy and a measured GPU's job was charged their draw), so the host-hour stays
-  on the GPU basis and the unmeasured ones count as unmetered.
+  on the GPU basis and the unmeasured ones count as unmetered. A GPU of the fleet with no row at
+  all in the host-hour (`unread`: its readings lost) is unmeasured the same way: split among the
+  GPUs that were read, its draw was charged to their jobs.
   The node kWh is taken over the whole hour: its energy over the covered part / coverage_ratio
   (the BMC's average power x 1 h; at most 1/min_node_coverage_ratio of what it measured), so a BMC
   that missed the hour's last minutes does not charge less than the hour drew.
@@ -31,11 +33,13 @@ GPU_BASIS = "gpu_only"
 
 def apply_it_energy_basis(
     gpu_hours: pl.DataFrame, node_hours: pl.DataFrame, min_node_coverage_ratio: float,
+    unread: pl.DataFrame | None = None,
 ) -> tuple[pl.DataFrame, dict[str, int]]:
     """gpu_hours (hour_at, host, energy_kwh [kWh board], ...) and node_hours (hour_at, host,
     energy_kwh [kWh], coverage_ratio) -> gpu_hours with energy_kwh [kWh IT], gpu_energy_kwh
-    [kWh board] and it_energy_basis. Also returns host-hour counts: node_ipmi, gpu_only_no_node
-    (no BMC energy), gpu_only_low_coverage, gpu_only_node_below_gpus, gpu_only_gpu_unmeasured."""
+    [kWh board] and it_energy_basis; `unread` (hour_at, host): one row per GPU of the fleet
+    without a row that hour. Also returns host-hour counts: node_ipmi, gpu_only_no_node (no BMC
+    energy), gpu_only_low_coverage, gpu_only_node_below_gpus, gpu_only_gpu_unmeasured."""
     if not 0.0 <= min_node_coverage_ratio <= 1.0:
         raise ValueError(f"min_node_coverage_ratio={min_node_coverage_ratio}: expected a ratio in [0, 1]")
     board = gpu_hours.with_columns(pl.col("energy_kwh").alias("gpu_energy_kwh"))
@@ -44,6 +48,13 @@ def apply_it_energy_basis(
         pl.len().alias("_n_gpu_rows"),
         pl.col("gpu_energy_kwh").null_count().alias("_n_unmeasured"),
     )
+    if unread is not None and unread.height:
+        absent = unread.group_by(["hour_at", "host"]).agg(pl.len().alias("_n_absent"))
+        host_hours = host_hours.join(absent, on=["hour_at", "host"], how="left").with_columns(
+            # an absent GPU is unmeasured and has no row to carry a share: never all-or-none
+            pl.col("_n_absent").fill_null(0).alias("_n_absent"))
+    else:
+        host_hours = host_hours.with_columns(pl.lit(0, pl.UInt32).alias("_n_absent"))
     coverage = pl.col("coverage_ratio").cast(pl.Float64)
     node = node_hours.select(
         "hour_at", "host",
@@ -55,7 +66,8 @@ def apply_it_energy_basis(
         .when(pl.col("_node_coverage").fill_null(0.0) < min_node_coverage_ratio).then(pl.lit("gpu_only_low_coverage"))
         # 1e-9 kWh of slack: equal meters are not a disagreement.
         .when(pl.col("_node_kwh") < pl.col("_gpu_sum_kwh") - 1e-9).then(pl.lit("gpu_only_node_below_gpus"))
-        .when((pl.col("_n_unmeasured") > 0) & (pl.col("_n_unmeasured") < pl.col("_n_gpu_rows")))
+        .when(((pl.col("_n_unmeasured") > 0) & (pl.col("_n_unmeasured") < pl.col("_n_gpu_rows")))
+              | (pl.col("_n_absent") > 0))
         .then(pl.lit("gpu_only_gpu_unmeasured"))
         .otherwise(pl.lit(NODE_BASIS)).alias("_decision")
     )

@@ -95,10 +95,6 @@ def read_day_inputs(con, day: dt.date, fallback_region: str, min_node_coverage_r
         node_hours = pl.DataFrame(schema={"hour_at": HOUR, "host": pl.String, "energy_kwh": pl.Float64,
                                           "coverage_ratio": pl.Float64})
         notes.append("fct_node_energy_hourly absent: IT energy is GPU board energy only (gpu_only)")
-    gpu_hours, basis_counts = apply_it_energy_basis(gpu_hours, node_hours, min_node_coverage_ratio)
-    if gpu_hours.height and node_hours.height:
-        notes.append(basis_note(basis_counts, min_node_coverage_ratio))
-
     if relation_exists(con, "fct_pue_hourly"):
         pue = _to_utc(con.sql(load_sql("acct_pue_hours"), params={"day_start": start, "day_end": end}).pl(), ["hour_at"])
     else:
@@ -121,6 +117,12 @@ def read_day_inputs(con, day: dt.date, fallback_region: str, min_node_coverage_r
         fleet = pl.DataFrame(schema=FLEET_COLUMNS)
         notes.append("dim_gpu absent: settings defaults used for site, region, embodied carbon and capital")
     unmetered = unmetered_fleet_hours(gpu_hours, fleet, day)
+    # after the fleet's unread GPU-hours are known: a server's BMC energy is never split among only
+    # the GPUs that were read
+    gpu_hours, basis_counts = apply_it_energy_basis(gpu_hours, node_hours, min_node_coverage_ratio,
+                                                    unread=unmetered.select("hour_at", "host"))
+    if gpu_hours.height and node_hours.height:
+        notes.append(basis_note(basis_counts, min_node_coverage_ratio))
     # Without an inventory site, a warehouse with exactly one PUE site is that site.
     sites = pue["site"].unique().to_list()
     default_site = sites[0] if len(sites) == 1 else "unknown"

@@ -53,6 +53,38 @@ def test_node_energy_is_split_by_gpu_share_and_each_fallback_says_why():
         apply_it_energy_basis(gpus, node, 1.5)
 
 
+def test_a_gpu_of_the_fleet_with_no_row_keeps_its_host_hour_on_the_gpu_basis():
+    """Split among the GPUs that were read, an absent GPU's draw went to their jobs (5 kWh of BMC
+    charged to a GPU that drew 2)."""
+    gpus = gpu_frame([(H0, "n1", "a", 2.0), (H0 + dt.timedelta(hours=1), "n1", "a", 2.0)])
+    node = node_frame([(H0, "n1", 5.0, 1.0), (H0 + dt.timedelta(hours=1), "n1", 5.0, 1.0)])
+    unread = pl.DataFrame({"hour_at": [H0], "host": ["n1"]}, schema={"hour_at": pl.Datetime("us", "UTC"), "host": pl.String})
+    out, counts = apply_it_energy_basis(gpus, node, 0.9, unread=unread)
+    assert out.sort("hour_at").select("energy_kwh", "it_energy_basis").rows() == [(2.0, "gpu_only"), (5.0, "node_ipmi")]
+    assert counts["gpu_only_gpu_unmeasured"] == 1 and counts["node_ipmi"] == 1
+
+
+def test_the_accounts_charge_no_bmc_energy_where_a_gpu_of_the_server_lost_its_hour(shared_data):
+    def train_1_kwh(lose_h100_hour_2: bool) -> tuple[float, str]:
+        con = build_world()
+        add_node_energy(con)
+        if lose_h100_hour_2:
+            con.execute("DELETE FROM fct_gpu_energy_hourly WHERE gpu_uuid = 'GPU-h100' AND hour(hour_at) = 2")
+        carbon_day(con, DAY, CarbonSettings(), shared_data)
+        return con.execute("SELECT energy_kwh, it_energy_basis FROM rpt_carbon_daily WHERE job_id = 'train-1'").fetchone()
+
+    con = build_world()
+    add_node_energy(con)
+    (node_kwh,) = con.execute("SELECT energy_kwh FROM fct_node_energy_hourly WHERE hour(hour_at) = 2").fetchone()
+    a100_kwh, gpus_kwh = con.execute("SELECT sum(energy_kwh) FILTER (WHERE gpu_uuid = 'GPU-a100'), sum(energy_kwh) "
+                                     "FROM fct_gpu_energy_hourly WHERE hour(hour_at) = 2").fetchone()
+    (whole, whole_basis), (lost, lost_basis) = train_1_kwh(False), train_1_kwh(True)
+    # train-1 held the A100 alone in hour 2: with the H100's hour lost, it is charged the A100's
+    # board energy there, not the BMC's whole 1.11 kWh (both GPUs' draw) given to the one GPU read
+    assert (whole_basis, lost_basis) == ("node_ipmi", "mixed")
+    assert whole - lost == pytest.approx(node_kwh * a100_kwh / gpus_kwh - a100_kwh, rel=1e-9)
+
+
 def test_a_bmc_that_covered_most_of_the_hour_charges_the_whole_hour():
     """1.0 kW all hour, the BMC read 54 of its 60 minutes (0.9 kWh at coverage 0.9): the hour drew
     1.0 kWh, not the 0.9 measured; 8 GPUs of 0.1 kWh each share it by their energy."""

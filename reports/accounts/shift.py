@@ -5,6 +5,9 @@ Rule, per site and day, for one hourly value v(h) per IT kWh (PUE x grid intensi
 PUE x price in USD):
 - A job's energy is moved unchanged in amount: its GPU-hours g are placed in new hours and each
   placed GPU-hour carries the job's mean IT energy per GPU-hour (energy_kwh / g).
+- Only measured GPU-hours move: an hour whose energy was not measured (NULL) stays where it ran
+  and counts in neither total (read as 0 kWh, it made a job that could not move save a quarter);
+  a job with no measured hour has NULL totals.
 - Candidate hours are the day's hours with a known v(h); with `window_hours` > 0 only those
   within that many hours of the job's own first and last hour.
 - Capacity of an hour is the site's idle GPU-hours in it (what no job held), plus the job's own
@@ -79,14 +82,19 @@ def plan_shifts(usage: pl.DataFrame, idle: pl.DataFrame, values: pl.DataFrame, w
         for h, g in idle.filter(pl.col("site") == site).select("_h", "idle_gpu_hours").iter_rows():
             capacity[h] = capacity.get(h, 0.0) + max(float(g or 0.0), 0.0)
         per_job = (usage.filter(pl.col("site") == site)
-                   .group_by("job_id", "team", "_h").agg(pl.col("gpu_hours").sum(), pl.col("energy_kwh").sum()))
+                   .group_by("job_id", "team", "_h").agg(
+                       pl.col("gpu_hours").sum(),
+                       pl.col("gpu_hours").filter(pl.col("energy_kwh").is_not_null()).sum().alias("_measured_gpu_hours"),
+                       # NULL where none of the hour's GPUs was measured (polars' sum of NULLs is 0)
+                       pl.when(pl.col("energy_kwh").is_not_null().any()).then(pl.col("energy_kwh").sum())))
         order = (per_job.group_by("job_id", "team").agg(pl.col("energy_kwh").sum().alias("_e"))
                  .sort(["_e", "job_id"], descending=[True, False]))
         for job_id, team, _ in order.iter_rows():
             mine = per_job.filter((pl.col("job_id") == job_id) & pl.col("team").eq_missing(team))
-            own = {h: float(g) for h, g in mine.select("_h", "gpu_hours").iter_rows()}
-            energy = {h: float(e or 0.0) for h, e in mine.select("_h", "energy_kwh").iter_rows()}
-            placed, as_run, planned = _plan_job(own, energy, capacity, value, window_hours)
+            held = {h: float(g) for h, g in mine.select("_h", "gpu_hours").iter_rows()}
+            energy = {h: float(e) for h, e in mine.select("_h", "energy_kwh").iter_rows() if e is not None}
+            own = {h: float(g) for h, g in mine.select("_h", "_measured_gpu_hours").iter_rows() if g}
+            placed, as_run, planned = _plan_job(own, energy, capacity, value, window_hours) if own else (own, None, None)
             if planned is None or planned >= as_run:
                 placed, planned = dict(own), as_run
             else:
@@ -94,10 +102,13 @@ def plan_shifts(usage: pl.DataFrame, idle: pl.DataFrame, values: pl.DataFrame, w
                     capacity[h] = capacity.get(h, 0.0) + g
                 for h, g in placed.items():
                     capacity[h] = capacity.get(h, 0.0) - g
+            for h, g in held.items():  # the unmeasured GPU-hours stay where they ran
+                if g - own.get(h, 0.0) > 1e-12:
+                    placed[h] = placed.get(h, 0.0) + g - own.get(h, 0.0)
             best = max(placed, key=lambda h: (placed[h], -(value.get(h) or 0.0), -h)) if placed else None
-            moved = sum(max(g - own.get(h, 0.0), 0.0) for h, g in placed.items())
-            rows.append((site, team, job_id, sum(energy.values()), sum(own.values()), as_run, planned,
-                         None if as_run is None else as_run - planned, moved, best))
+            moved = sum(max(g - held.get(h, 0.0), 0.0) for h, g in placed.items())
+            rows.append((site, team, job_id, sum(energy.values()) if energy else None, sum(held.values()), as_run,
+                         planned, None if as_run is None else as_run - planned, moved, best))
     out = pl.DataFrame(rows, schema={**PLAN_SCHEMA, "best_hour_at": pl.Int64}, orient="row")
     return out.with_columns(pl.from_epoch("best_hour_at", time_unit="us").dt.replace_time_zone("UTC").alias("best_hour_at"))
 

@@ -57,6 +57,22 @@ def test_capacity_of_an_hour_is_its_idle_gpu_hours():
     assert stuck["saving"] == 0.0 and stuck["moved_gpu_hours"] == 0.0 and stuck["best_hour_at"] == H[0]
 
 
+def test_unmeasured_gpu_hours_stay_where_they_ran_and_price_nothing():
+    """Read as 0 kWh, an unmeasured hour halved the job's energy per GPU-hour: a job with no room to
+    move 'saved' a quarter (1,000 -> 750 g)."""
+    stuck = plan_shifts(usage([("j", 1, 1.0, 10.0), ("j", 2, 1.0, None)]), idle({1: 0.0}),
+                        values({h: 50.0 if h == 2 else 100.0 for h in range(24)})).row(0, named=True)
+    assert (stuck["energy_kwh"], stuck["as_run"], stuck["planned"], stuck["saving"], stuck["moved_gpu_hours"]) == (
+        10.0, 1000.0, 1000.0, 0.0, 0.0)
+    # with room in hour 0 (300 g) and hour 2 (50 g): the measured GPU-hour moves at its own 10 kWh;
+    # the unmeasured one (on another GPU in hour 1) stays and is priced nowhere
+    moved = plan_shifts(usage([("j", 1, 1.0, 10.0), ("j", 1, 1.0, None)]), idle({2: 1.0}),
+                        values({0: 300.0, 1: 100.0, 2: 50.0})).row(0, named=True)
+    assert (moved["as_run"], moved["planned"], moved["moved_gpu_hours"], moved["gpu_hours"]) == (1000.0, 500.0, 1.0, 2.0)
+    nothing = plan_shifts(usage([("j", 1, 1.0, None)]), idle({2: 1.0}), values(INTENSITY)).row(0, named=True)
+    assert (nothing["energy_kwh"], nothing["as_run"], nothing["saving"], nothing["moved_gpu_hours"]) == (None, None, None, 0.0)
+
+
 def test_window_limits_how_far_a_job_may_move():
     far = {0: 300.0, 1: 250.0, 5: 10.0}
     anywhere = plan_shifts(usage([("j", 0, 1.0, 1.0)]), idle({1: 1.0, 5: 1.0}), values(far)).row(0, named=True)

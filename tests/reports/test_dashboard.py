@@ -124,3 +124,18 @@ def test_a_day_without_a_market_figure_leaves_its_periods_market_carbon_a_gap_no
     assert list(nlp.y) == [pytest.approx(0.4 * 12), None]
     plain = html.unescape(render_dashboard(world, tmp_path / "dashboard.html").read_text())
     assert "1 day(s) without a market-based figure" in plain and "show no market-based carbon" in plain
+
+
+def test_a_job_without_measured_energy_misses_no_market_figure(world, tmp_path):
+    """A job on a GPU that was not read has NULL energy and NULL carbon: it has no market figure to
+    miss (as in rpt_carbon_monthly), yet it hid the dashboard's market-based total for its period."""
+    day = dt.date(2026, 6, 10)
+    world.execute("""INSERT INTO rpt_carbon_daily BY NAME
+                     SELECT * REPLACE ('unread-job' AS job_id, NULL::DOUBLE AS energy_kwh, NULL::DOUBLE AS location_gco2e,
+                                       NULL::DOUBLE AS market_gco2e)
+                     FROM rpt_carbon_daily WHERE day = ? AND team = 'nlp' LIMIT 1""", [day])
+    assert world.execute(SQL.text("dashboard_market_missing_days")).fetchone() == (0,)
+    june = by(world, "month")[(dt.date(2026, 6, 1), "team", "nlp")]
+    assert june[1] is not None and june[6] == 0
+    plain = html.unescape(render_dashboard(world, tmp_path / "dashboard.html").read_text())
+    assert "without a market-based figure" not in plain

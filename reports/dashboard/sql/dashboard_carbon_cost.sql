@@ -15,14 +15,15 @@
 --   fct_job_efficiency, fct_gpu_energy_hourly, dim_gpu (stand-ins when absent).
 -- market_gco2e is NULL for a period that holds a day without a market-based figure (the accounts
 -- leave such a day's NULL): a sum over the other days would read as the period's whole market-based
--- carbon, the missing day counted as 0; market_missing_days says how many such days the period holds.
+-- carbon, the missing day counted as 0; market_missing_days says how many such days the period holds
+-- (a row without measured energy misses nothing).
 -- Columns: period_start [DATE], dimension [text] 'team' | 'gpu_model' | 'site', value [text],
 --   location_gco2e, market_gco2e, embodied_gco2e [gCO2e], total_cost_usd [USD],
 --   it_energy_kwh [kWh] IT energy as rpt_carbon_daily counts it (the servers' BMC energy split by
 --   GPU share where usable, else GPU board energy), days [count], market_missing_days [count].
 WITH carbon AS (
     SELECT day, job_id, any_value(team) AS team, sum(location_gco2e) AS location_gco2e,
-           sum(market_gco2e) AS market_gco2e, bool_or(market_gco2e IS NULL) AS market_missing,
+           sum(market_gco2e) AS market_gco2e, bool_or(market_gco2e IS NULL AND energy_kwh IS NOT NULL) AS market_missing,
            sum(embodied_gco2e) AS embodied_gco2e, sum(energy_kwh) AS energy_kwh
     FROM rpt_carbon_daily GROUP BY day, job_id
 ),
@@ -80,7 +81,7 @@ amounts AS (
     FROM approx WHERE day NOT IN (SELECT day FROM exact_cost_days)
     UNION ALL
     SELECT day, job_id, coalesce(gpu_model, 'unknown model'), coalesce(site, 'not in inventory'),
-           location_gco2e, market_gco2e, market_gco2e IS NULL, embodied_gco2e, energy_kwh, 0.0
+           location_gco2e, market_gco2e, market_gco2e IS NULL AND energy_kwh IS NOT NULL, embodied_gco2e, energy_kwh, 0.0
     FROM rpt_carbon_by_gpu_daily
     UNION ALL
     SELECT day, job_id, coalesce(gpu_model, 'unknown model'), coalesce(site, 'not in inventory'),

@@ -122,7 +122,7 @@ def export_config(
     # The scheduler's run and a backfill may export at once: one check-and-replace at a time.
     with open(out_dir / ".export.lock", "a+b") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        newest_day = _day_of(latest)
+        newest_day = _day_of(latest, key)
         if newest_day is not None and newest_day > day.isoformat():
             # A backfill or re-run of an older day: the newer day's config stays the one agents
             # poll (replacing it would hand them an expired file, and they would roll back).
@@ -167,10 +167,10 @@ def _our_export(path: Path, key) -> tuple[dict[str, Any], dt.datetime] | None:
         return None  # none, or not ours
 
 
-def _day_of(path: Path) -> str | None:
-    """body.day of an export file (ISO date), None when there is none or it does not parse."""
-    try:
-        day = json.loads(path.read_bytes())["body"]["day"]
-    except (OSError, ValueError, KeyError, TypeError):
-        return None
+def _day_of(path: Path, key) -> str | None:
+    """body.day of our export at `path` (ISO date), None when there is none, it does not parse or
+    `key` did not sign it: a planted file claiming day 9999-12-31 would otherwise keep every later
+    export from the file agents poll, and the fleet would roll back when its config expired."""
+    found = _our_export(path, key)
+    day = None if found is None else found[0]["body"].get("day")
     return day if isinstance(day, str) else None

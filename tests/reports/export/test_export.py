@@ -173,6 +173,15 @@ def test_an_earlier_export_that_is_not_ours_sets_no_time(con, tmp_path, keys):
     assert again["body"]["generated_at"] == "2026-01-03T01:30:12Z"
 
 
+def test_a_planted_later_day_at_the_polled_path_does_not_pin_it(con, tmp_path, keys):
+    """An unsigned file claiming day 9999-12-31 where agents poll kept every later export out of it
+    (only the dated files were written): the fleet would roll back once its config expired."""
+    path = export(con, tmp_path, keys)
+    path.write_text(json.dumps({"body": {"day": "9999-12-31"}}))
+    again = export(con, tmp_path, keys)
+    assert again == path and json.loads(path.read_bytes())["body"]["day"] == "2026-01-02"
+
+
 def test_the_report_counts_the_settings_the_signed_file_carries(con, tmp_path, keys):
     """The 2026-06-12 demo report said "Settings to apply (19 of 32 GPUs)" and "13 GPUs get no
     setting in the export", while recommended-config.json (and `agent verify`) held 32: the GPUs

@@ -63,20 +63,28 @@ class RunShape:
         return self.it_energy_kwh * self.pue
 
 
-def run_hours(start: dt.datetime, hours: float) -> pl.Series:
-    """The UTC hour starts a run of `hours` wall-clock hours from `start` touches."""
-    start = start.astimezone(dt.timezone.utc).replace(minute=0, second=0, microsecond=0)
-    n = max(1, int(-(-hours // 1)))
-    return pl.Series("hour_at", [start + dt.timedelta(hours=i) for i in range(n)]).cast(pl.Datetime("us", "UTC"))
+def run_hour_overlaps(start: dt.datetime, hours: float) -> pl.DataFrame:
+    """(hour_at, overlap_h): each UTC hour a run of `hours` from `start` touches, with the hours of
+    it the run spends there (a run from 10:30 for 1 h: half of 10:00, half of 11:00)."""
+    start = start.astimezone(dt.timezone.utc)
+    end = start + dt.timedelta(hours=hours)
+    first = start.replace(minute=0, second=0, microsecond=0)
+    hour_at = pl.datetime_range(first, end, "1h", time_zone="UTC", eager=True, closed="left").dt.cast_time_unit("us")
+    return pl.DataFrame({"hour_at": hour_at}).with_columns(
+        ((pl.min_horizontal(pl.col("hour_at") + pl.duration(hours=1), pl.lit(end))
+          - pl.max_horizontal(pl.col("hour_at"), pl.lit(start))).dt.total_microseconds() / 3.6e9).alias("overlap_h"))
 
 
 def hourly_mean(source: pl.DataFrame, value_col: str, start: dt.datetime, hours: float,
                 default: float) -> tuple[float, dict[str, int]]:
-    """Mean of an hourly series over a run (all hours weigh the same: constant load), with the
-    year-mapping rule counts (reports.accounts.yearmap)."""
-    mapped = map_to_target_hours(source.select("hour_at", value_col), run_hours(start, hours), [value_col],
+    """Mean of an hourly series over a run at constant load, each hour weighed by the part of it
+    the run spends there, with the year-mapping rule counts (reports.accounts.yearmap)."""
+    overlaps = run_hour_overlaps(start, hours)
+    mapped = map_to_target_hours(source.select("hour_at", value_col), overlaps["hour_at"], [value_col],
                                  {value_col: default})
-    return float(mapped[value_col].mean()), rule_counts(mapped)
+    weighed = mapped.join(overlaps, on="hour_at", how="left")
+    mean = (weighed[value_col] * weighed["overlap_h"]).sum() / weighed["overlap_h"].sum()
+    return float(mean), rule_counts(mapped)
 
 
 def estimate_carbon(run: RunShape, grid_gco2e_per_kwh: float, embodied_kgco2e_per_gpu: float,
@@ -109,15 +117,9 @@ def estimate_carbon(run: RunShape, grid_gco2e_per_kwh: float, embodied_kgco2e_pe
 def run_meter_hours(start: dt.datetime, hours: float, kw: float) -> pl.DataFrame:
     """(day, site, hour_at, facility_energy_kwh) of a constant `kw` at the meter from `start` for
     `hours`: each UTC hour it touches, with the energy of the part of the hour it runs."""
-    start = start.astimezone(dt.timezone.utc)
-    end = start + dt.timedelta(hours=hours)
-    first = start.replace(minute=0, second=0, microsecond=0)
-    hour_at = pl.datetime_range(first, end, "1h", time_zone="UTC", eager=True, closed="left").dt.cast_time_unit("us")
-    overlap_h = ((pl.min_horizontal(pl.col("hour_at") + pl.duration(hours=1), pl.lit(end))
-                  - pl.max_horizontal(pl.col("hour_at"), pl.lit(start))).dt.total_microseconds() / 3.6e9)
-    return pl.DataFrame({"hour_at": hour_at}).select(
+    return run_hour_overlaps(start, hours).select(
         pl.col("hour_at").dt.date().alias("day"), pl.lit("run").alias("site"), "hour_at",
-        (overlap_h * kw).alias("facility_energy_kwh"))
+        (pl.col("overlap_h") * kw).alias("facility_energy_kwh"))
 
 
 def demand_charge_of_run(run: RunShape, demand_charge_usd_per_kw_month: float, start: dt.datetime | None) -> float:

@@ -8,9 +8,10 @@ from __future__ import annotations
 import datetime as dt
 
 import duckdb
+import polars as pl
 import pytest
 
-from joulehouse.reports.accounts.estimate import RunShape, estimate_cost
+from joulehouse.reports.accounts.estimate import RunShape, estimate_cost, hourly_mean
 from joulehouse.reports.accounts.tco import tco_day
 from joulehouse.settings import TcoSettings
 
@@ -64,3 +65,18 @@ def test_a_part_hour_is_an_hourly_average_as_the_accounts_take_it():
 def test_without_a_start_a_month_long_run_is_one_bill():
     assert estimated(None, 730.0) == pytest.approx(RATE * 5.0)
     assert estimated(None, 24.0) == pytest.approx(RATE * 5.0)
+
+
+@pytest.mark.parametrize("start, hours, expected", [
+    (dt.datetime(2025, 5, 1, 10, 30, tzinfo=UTC), 1.0, (0.5 * 100 + 0.5 * 500) / 1.0),  # half of 10:00, half of 11:00
+    (dt.datetime(2025, 5, 1, 10, 0, tzinfo=UTC), 1.5, (1.0 * 100 + 0.5 * 500) / 1.5),
+    (dt.datetime(2025, 5, 1, 9, 45, tzinfo=UTC), 2.5, (0.25 * 100 + 1.0 * 100 + 1.0 * 500 + 0.25 * 100) / 2.5),
+])
+def test_a_runs_grid_or_price_weighs_each_hour_by_the_time_the_run_spends_there(start, hours, expected):
+    """The mean took every touched hour at full weight from the start's hour: a run from 10:30 for an
+    hour read 100 g/kWh (hour 10 alone) where it spent half its time at 500."""
+    series = pl.DataFrame({"hour_at": [dt.datetime(2025, 5, 1, h, tzinfo=UTC) for h in range(24)],
+                           "intensity_gco2e_per_kwh": [500.0 if h == 11 else 100.0 for h in range(24)]},
+                          schema_overrides={"hour_at": pl.Datetime("us", "UTC")})
+    mean, counts = hourly_mean(series, "intensity_gco2e_per_kwh", start, hours, 0.0)
+    assert mean == pytest.approx(expected, rel=1e-12) and counts["exact"] == int(-(-(start.minute / 60 + hours) // 1))

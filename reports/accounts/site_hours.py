@@ -2,7 +2,8 @@
 and hour (pure, frame in, frame out; carbon_day and tco_day write them).
 
 Every UTC hour of the day gets a row per (site, region) seen in the day's GPU-hours, metered or
-not: the curves are drawn over the whole day. Fleet energies are NULL in hours with no GPU-hour
+not: the curves are drawn over the whole day. A site has two regions where a GPU outside the
+inventory takes `[carbon] region`; each row then carries its own region's GPUs' load. Fleet energies are NULL in hours with no GPU-hour
 whose energy was measured (a missing reading is NULL, never 0).
 """
 
@@ -27,11 +28,12 @@ def day_site_hours(gpu_hours: pl.DataFrame, day: dt.date) -> pl.DataFrame:
 
 
 def fleet_load(gpu_hours: pl.DataFrame) -> pl.DataFrame:
-    """Per (site, hour_at): fleet_it_energy_kwh, fleet_gpu_energy_kwh, fleet_facility_energy_kwh
+    """Per (site, region, hour_at), the grain of the context rows it joins (by site alone, a site
+    whose GPUs are in two regions had each region's row carry both loads): fleet_it_energy_kwh, fleet_gpu_energy_kwh, fleet_facility_energy_kwh
     (kWh; gpu_hours needs energy_kwh [IT], gpu_energy_kwh [board] and pue): the sum of the GPU-hours
     whose energy was measured, NULL in a site-hour where none was (reports.accounts.attribution.sum_known)."""
     return gpu_hours.with_columns((pl.col("energy_kwh") * pl.col("pue")).alias("_facility_kwh")).group_by(
-        "site", "hour_at").agg(
+        "site", "region", "hour_at").agg(
         sum_known("energy_kwh").alias("fleet_it_energy_kwh"),
         sum_known("gpu_energy_kwh").alias("fleet_gpu_energy_kwh"),
         sum_known("_facility_kwh").alias("fleet_facility_energy_kwh"),
@@ -41,7 +43,7 @@ def fleet_load(gpu_hours: pl.DataFrame) -> pl.DataFrame:
 def grid_context(site_hours: pl.DataFrame, gpu_hours: pl.DataFrame) -> pl.DataFrame:
     """rpt_context_grid_hourly rows. site_hours: day_site_hours with pue, intensity_gco2e_per_kwh,
     renewable_pct, intensity_rule attached; gpu_hours: the day's GPU-hours with pue."""
-    return site_hours.join(fleet_load(gpu_hours), on=["site", "hour_at"], how="left").select(
+    return site_hours.join(fleet_load(gpu_hours), on=["site", "region", "hour_at"], how="left").select(
         "hour_at", "day", "site", "region", "intensity_gco2e_per_kwh", "renewable_pct", "intensity_rule", "pue",
         "fleet_it_energy_kwh", "fleet_gpu_energy_kwh", "fleet_facility_energy_kwh",
     ).sort("site", "hour_at")
@@ -57,7 +59,7 @@ def price_context(site_hours: pl.DataFrame, prices: pl.DataFrame, price_rule: st
                else pl.lit(None, pl.Boolean))
     return (
         site_hours.join(prices, on="hour_at", how="left")
-        .join(fleet_load(gpu_hours), on=["site", "hour_at"], how="left")
+        .join(fleet_load(gpu_hours), on=["site", "region", "hour_at"], how="left")
         .select("hour_at", "day", "site", "region", (pl.col("price_usd_per_kwh") * 1000.0).alias("price_usd_per_mwh"),
                 pl.lit(price_rule).alias("price_rule"), "fleet_it_energy_kwh", "fleet_facility_energy_kwh",
                 applies.alias("green_premium_applies"))

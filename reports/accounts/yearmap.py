@@ -112,7 +112,9 @@ def map_to_target_hours(
         filled = (
             missing.with_columns(pl.col("hour_at").dt.hour().alias("k_hour"))
             .join(profile, on="k_hour", how="left")
-            .with_columns([pl.col(c).fill_null(defaults.get(c)) for c in value_cols])
+            # a None default keeps the hour NULL (polars refuses fill_null(None): a grid file
+            # without renewable shares stopped the day whenever an hour fell back to this profile)
+            .with_columns([pl.col(c).fill_null(defaults[c]) for c in value_cols if defaults.get(c) is not None])
             .with_columns(pl.lit(None, dtype=UTC_HOUR).alias("source_hour_at"),
                           pl.lit("hour_of_day_mean").alias("value_rule"))
             .select(["hour_at", *value_cols, "source_hour_at", "value_rule"])

@@ -1,7 +1,8 @@
 -- rpt_context_hourly: grid intensity, price and the fleet's load per site and UTC hour, the
 -- hourly context the report draws against the load.
 -- kind: view
--- grain: one row per (hour_at, site)
+-- grain: one row per (hour_at, site, region): a site has two regions where a GPU outside the
+--   inventory takes [carbon] region; each row carries its own region's GPUs' load
 -- The grid half comes from carbon_day (rpt_context_grid_hourly), the price half from tco_day
 -- (rpt_context_price_hourly); a day accounted by only one of them has NULLs in the other's columns.
 -- columns:
@@ -43,6 +44,7 @@ joined AS (
         price.price_rule,
         price.green_premium_applies
     FROM grid
-    FULL OUTER JOIN price ON grid.hour_at = price.hour_at AND grid.site = price.site
+    FULL OUTER JOIN price
+        ON grid.hour_at = price.hour_at AND grid.site = price.site AND grid.region IS NOT DISTINCT FROM price.region
 )
 SELECT * FROM joined

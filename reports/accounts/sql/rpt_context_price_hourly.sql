@@ -1,7 +1,8 @@
 -- rpt_context_price_hourly: the electricity price and the fleet's load per site and UTC hour of
 -- each accounted day (every hour of the day, metered or not); the price half of rpt_context_hourly.
 -- kind: day
--- grain: one row per (hour_at, site)
+-- grain: one row per (hour_at, site, region): a site has two regions where a GPU outside the
+--   inventory takes [carbon] region; each row carries its own region's GPUs' load
 -- Written by reports.accounts.tco.tco_day.
 -- columns:
 --   hour_at [TIMESTAMPTZ, UTC] start of the hour

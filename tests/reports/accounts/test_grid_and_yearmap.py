@@ -185,3 +185,12 @@ def test_uncovered_days_fall_back_to_hour_of_day_mean_and_empty_to_default():
     assert rule_counts(june)["hour_of_day_mean"] == 24
     empty = map_to_target_hours(src.clear(), hours(dt.datetime(2026, 6, 1, tzinfo=UTC), 2), ["v"], {"v": 7.0})
     assert empty["v"].to_list() == [7.0, 7.0] and rule_counts(empty)["default"] == 2
+
+
+def test_an_hour_outside_the_sources_weeks_keeps_a_column_without_default_null():
+    """A WattTime file has no renewable share (default None): polars refused fill_null(None), so an
+    hour that fell back to the hour-of-day profile stopped the whole carbon day."""
+    src = pl.DataFrame({"hour_at": hours(dt.datetime(2023, 11, 1, tzinfo=UTC), 24 * 7)}).with_columns(
+        v=pl.col("hour_at").dt.hour().cast(pl.Float64), share=pl.lit(None, pl.Float64))
+    mapped = map_to_target_hours(src, [dt.datetime(2026, 3, 2, 5, tzinfo=UTC)], ["v", "share"], {"v": 0.0, "share": None})
+    assert mapped.select("v", "share", "value_rule").row(0) == (5.0, None, "hour_of_day_mean")

@@ -41,6 +41,21 @@ def test_context_has_every_hour_of_the_day_and_the_load_adds_up(shared_data):
     assert len(context(con)) == 24
 
 
+def test_a_site_in_two_regions_has_a_row_per_region_with_its_own_load(shared_data):
+    """A GPU outside the inventory takes [carbon] region: joined by site alone, each region's row
+    carried both regions' load, and the view's join by site doubled it again (4x the fleet)."""
+    con = build_world()
+    con.execute("DELETE FROM dim_gpu WHERE gpu_uuid = 'GPU-h100'")  # not yet in the inventory
+    carbon = carbon_day(con, DAY, CarbonSettings(region="CAISO_NORTH"), shared_data)
+    tco_day(con, DAY, TcoSettings(), shared_data)
+    rows = con.execute("SELECT region, count(*), sum(fleet_it_energy_kwh) FROM rpt_context_hourly WHERE day = ? "
+                       "GROUP BY region ORDER BY region", [DAY]).fetchall()
+    by_gpu = dict(con.execute("SELECT gpu_uuid, sum(energy_kwh) FROM fct_gpu_energy_hourly GROUP BY 1").fetchall())
+    assert [(r, n) for r, n, _ in rows] == [("CAISO_NORTH", 24), ("FR", 24)]
+    assert rows[0][2] == pytest.approx(by_gpu["GPU-h100"]) and rows[1][2] == pytest.approx(by_gpu["GPU-a100"])
+    assert sum(r[2] for r in rows) == pytest.approx(carbon.energy_kwh)
+
+
 def test_hours_without_metering_have_null_load_not_zero(shared_data):
     con = build_world()
     con.execute("DELETE FROM fct_gpu_energy_hourly WHERE hour(hour_at) >= 12")

@@ -17,6 +17,7 @@ import pyarrow as pa
 
 from joulehouse.collectors.schema import GPU_SAMPLES
 from joulehouse.collectors.sources.dcgm_values import convert_value, drop_unreported_memory_temps
+from joulehouse.collectors.writer import check_host_name
 
 log = logging.getLogger(__name__)
 
@@ -71,6 +72,15 @@ class SeriesKey:
     gpu_model: str | None
 
 
+def host_name_problem(host: str) -> str | None:
+    """Why `host` cannot name a lake partition folder, or None when it can."""
+    try:
+        check_host_name(host)
+    except ValueError as exc:
+        return str(exc)
+    return None
+
+
 def series_key(labels: dict[str, str]) -> SeriesKey | str:
     """Map dcgm-exporter labels onto the lake keys, or return why the series cannot be keyed."""
     host = labels.get("Hostname") or labels.get("hostname")
@@ -83,6 +93,10 @@ def series_key(labels: dict[str, str]) -> SeriesKey | str:
         return "MIG instance series (GPU_I_ID label) are not per-GPU readings"
     if not host or not uuid or gpu is None:
         return "needs Hostname/hostname (or instance), UUID and gpu labels"
+    # Checked here, not at write time: a host that cannot name a partition folder (an IPv6
+    # instance such as '[fd00::7]') would otherwise fail the whole range, every sync.
+    if (bad_host := host_name_problem(host)) is not None:
+        return bad_host
     try:
         index = int(gpu)
     except ValueError:

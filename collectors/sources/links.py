@@ -30,7 +30,7 @@ import pyarrow as pa
 from joulehouse.collectors.schema import LINK_SAMPLES
 from joulehouse.collectors.settings import CollectorSettings
 from joulehouse.collectors.sources.dcgm import DcgmSource
-from joulehouse.collectors.sources.dcgm_series import series_key
+from joulehouse.collectors.sources.dcgm_series import host_name_problem, series_key
 from joulehouse.collectors.sources.dcgm_values import convert_value
 
 
@@ -96,6 +96,8 @@ def _row_key(labels: dict[str, str]) -> tuple[tuple[str, str, str], dict[str, An
     host, device, port = _node_host(labels), labels.get("device"), labels.get("port")
     if not host or not device or not port:
         return "needs device and port labels and a host (Hostname/hostname/nodename or instance)"
+    if (bad_host := host_name_problem(host)) is not None:
+        return bad_host
     return (host, "infiniband", f"{device}/{port}"), {"gpu_index": None, "gpu_model": None}, column
 
 

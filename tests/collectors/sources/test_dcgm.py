@@ -293,3 +293,24 @@ def test_a_node_clock_ahead_of_prometheus_does_not_skip_what_it_has_not_scraped_
     src.sync(now_s=1_700_000_000 + 3600)
     times = stored_times(tmp_path / "lake")
     assert times == [float(t) for t in range(1_700_000_000 - 100, 1_700_000_000 + 3601, 10)]
+
+
+class IPv6Prometheus(FakePrometheus):
+    """FakePrometheus plus a second GPU whose only host is an IPv6 `instance` ('[fd00::7]:9400'):
+    '[fd00::7]' cannot name a partition folder."""
+
+    def samples(self, start: float, end: float) -> list[dict]:
+        good = super().samples(start, end)
+        labels = {"__name__": "DCGM_FI_DEV_POWER_USAGE", "gpu": "0", "UUID": "GPU-v6", "instance": "[fd00::7]:9400"}
+        return good + [{"metric": labels, "values": good[0]["values"]}]
+
+
+def test_a_series_whose_host_cannot_name_a_folder_is_set_aside_and_the_other_hosts_are_written(tmp_path):
+    # It once raised inside write_range: the range stayed pending and every sync failed on it.
+    src = fake_source(tmp_path, IPv6Prometheus())
+    assert src.sync(now_s=1_700_000_000)
+    assert src.state.load()["pending"] is None
+    table = ds.dataset(tmp_path / "lake" / "gpu_samples", format="parquet", partitioning="hive").to_table()
+    assert set(table.column("gpu_uuid").to_pylist()) == {"GPU-abc"}
+    assert table.num_rows == len(range(1_700_000_000 - 100, 1_700_000_001, 10))
+    assert src.rejected_series and all("'[fd00::7]' cannot name a partition folder" in r for r in src.rejected_series)

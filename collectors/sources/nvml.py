@@ -98,6 +98,13 @@ _COLUMNS = [
     "power_limit_w", "pcie_tx_bytes_per_s", "pcie_rx_bytes_per_s", "pstate", "clock_event_reasons", "source",
 ]
 ROW_SCHEMA = pa.schema([_SCHEMA_FIELDS[c] for c in _COLUMNS] + _EXTRA_FIELDS)
+# Integer readings -> the (lowest, highest) value their column holds. NVML answers unsigned
+# (the energy counter and the event-reasons mask are u64): a garbage value past the column's
+# range made pyarrow refuse the whole poll's table, every GPU's row lost.
+_READING_RANGES = {
+    f.name: (-(2 ** (f.type.bit_width - 1)), 2 ** (f.type.bit_width - 1) - 1)
+    for f in ROW_SCHEMA if f.name in _COLUMNS and pa.types.is_signed_integer(f.type) and f.name != "gpu_index"
+}
 
 
 def _import_pynvml() -> ModuleType:
@@ -301,6 +308,7 @@ class NvmlSource:
         if processes and not gpu.lost:
             self._processes.extend({"sampled_at": sampled_at_us, "gpu_index": gpu.index, "gpu_uuid": gpu.uuid,
                                     "pid": p.pid, "used_gpu_memory_bytes": p.usedGpuMemory} for p in processes)
+        self._null_out_of_range(gpu, row)
         if gpu.lost:  # readings taken before the GPU was found lost are not trusted either
             row = dict.fromkeys(row)
         errors = [gpu.lost] if gpu.lost else gpu.errors
@@ -311,6 +319,15 @@ class NvmlSource:
             error="; ".join(errors) if errors else None,
         )
         return row
+
+    def _null_out_of_range(self, gpu: _Gpu, row: dict[str, Any]) -> None:
+        """NULL each reading its lake column cannot hold, said in the row's `error`."""
+        for column, (lowest, highest) in _READING_RANGES.items():
+            value = row.get(column)
+            if value is not None and not lowest <= value <= highest:
+                gpu.errors.append(f"{column}: NVML gave {value}, outside what its "
+                                  f"{ROW_SCHEMA.field(column).type} column holds ({lowest}..{highest})")
+                row[column] = None
 
     def _memory_temp_c(self, gpu: _Gpu) -> float | None:
         values = self._reading(gpu, "nvmlDeviceGetFieldValues", [NVML_FI_DEV_MEMORY_TEMP])

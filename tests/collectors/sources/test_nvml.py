@@ -98,6 +98,18 @@ def test_other_errors_null_the_reading_and_say_which_call(nvml_stub, source):
     assert rows[0]["energy_mj_total"] is not None
 
 
+def test_an_unsigned_reading_past_its_column_is_null_and_said_and_the_rest_kept(nvml_stub, source):
+    # NVML's energy counter and clock event reasons are u64: one garbage value >= 2**63 made
+    # pyarrow refuse the poll's table (OverflowError), every GPU's row lost.
+    nvml_stub.set(1, energy_mj_total=2**64 - 1, clock_event_reasons=2**63)
+    rows = rows_by_index(source.read())
+    assert rows[0]["error"] is None and rows[0]["energy_mj_total"] is not None
+    assert rows[1]["energy_mj_total"] is None and rows[1]["clock_event_reasons"] is None
+    assert rows[1]["power_w"] == rows[0]["power_w"] is not None
+    assert "energy_mj_total: NVML gave 18446744073709551615" in rows[1]["error"]
+    assert f"clock_event_reasons: NVML gave {2**63}" in rows[1]["error"]
+
+
 def test_a_failed_discovery_is_said_in_the_row_and_tried_again(nvml_stub):
     """nvmlDeviceGetName and the limit constraints answer UNKNOWN at start-up: the rows say so
     and carry no model, and once NVML answers, the model and limits are found (not NULL for good)."""

@@ -205,7 +205,7 @@ def read_nvidia_smi_csv(path: str | Path, *, host: str, gpu_model: str | None = 
         id_columns = _id_columns(path, names, index_column)
         columns: dict[str, list] = {n: [] for n in GPU_SAMPLES.names}
         rejected: list[RejectedRow] = []
-        seen: set[tuple[datetime, int]] = set()
+        seen: set[tuple[datetime, int, str]] = set()
         naive = 0
         clock, headers_again = LogClock(zone), 0
         for values in rows:
@@ -236,9 +236,11 @@ def read_nvidia_smi_csv(path: str | Path, *, host: str, gpu_model: str | None = 
             except ValueError as exc:
                 rejected.append(RejectedRow(line_no, str(exc), text))
                 continue
-            key = (sample["sampled_at"], sample["gpu_index"])
+            # The uuid too: a log with a uuid column but no index one reads every GPU as index 0.
+            key = (sample["sampled_at"], sample["gpu_index"], row.get("uuid", "").strip())
             if key in seen:
-                rejected.append(RejectedRow(line_no, f"duplicate: GPU {key[1]} already has a row at {key[0].isoformat()}", text))
+                gpu = f"GPU {key[1]} {key[2]}".strip()
+                rejected.append(RejectedRow(line_no, f"duplicate: {gpu} already has a row at {key[0].isoformat()}", text))
                 continue
             seen.add(key)
             naive += _naive(row["timestamp"])

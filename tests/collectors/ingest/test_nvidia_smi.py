@@ -109,6 +109,24 @@ def test_bad_values_are_rejected_with_line_and_reason(tmp_path):
         3: "power.draw", 5: "timestamp", 6: "field count", 7: "duplicate", 8: "power.draw"}
 
 
+def test_a_log_with_uuid_but_no_index_keeps_each_gpus_row_at_the_same_time(tmp_path):
+    # Every GPU reads as index 0 here: keyed on (time, index) alone, the second GPU's rows were
+    # rejected as duplicates of the first's.
+    log = tmp_path / "smi.csv"
+    log.write_text(
+        "timestamp, uuid, power.draw [W]\n"
+        "2026/01/05 10:00:00.000, GPU-aaaa, 300.00 W\n"
+        "2026/01/05 10:00:00.000, GPU-bbbb, 280.00 W\n"
+        "2026/01/05 10:00:00.000, GPU-bbbb, 281.00 W\n"  # a true duplicate: same GPU, same time
+        "2026/01/05 10:00:01.000, GPU-aaaa, 301.00 W\n"
+    )
+    res = read_nvidia_smi_csv(log, host="node-01", now=datetime(2026, 1, 6, tzinfo=timezone.utc))
+    assert res.table.select(["gpu_uuid", "power_w"]).to_pylist() == [
+        {"gpu_uuid": "GPU-aaaa", "power_w": 300.0}, {"gpu_uuid": "GPU-bbbb", "power_w": 280.0},
+        {"gpu_uuid": "GPU-aaaa", "power_w": 301.0}]
+    assert [(r.line, r.reason.split(" already")[0]) for r in res.rejected] == [(4, "duplicate: GPU 0 GPU-bbbb")]
+
+
 def test_unreadable_file_names_the_problem(tmp_path):
     log = tmp_path / "no_time.csv"
     log.write_text("index, power.draw [W]\n0, 10 W\n")

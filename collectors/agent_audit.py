@@ -5,6 +5,7 @@ audit is the only record of the range it set)."""
 from __future__ import annotations
 
 import datetime as dt
+import logging
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -13,7 +14,12 @@ import pyarrow as pa
 
 from joulehouse.collectors.schema import AGENT_AUDIT
 
+log = logging.getLogger(__name__)
+
 OK_ACTIONS = frozenset({"apply", "unchanged", "dry-run", "rollback"})
+# The lake's partition keys, read as the strings they are: inferred, `host=4021` became int32 and
+# clashed with the files' string host column (ArrowTypeError at every apply on that host).
+AUDIT_PARTITIONING = pa.schema([("date", pa.string()), ("host", pa.string())])
 
 
 @dataclass(frozen=True)
@@ -96,10 +102,9 @@ def audit(lake: str | Path | None, result: ApplyResult, now: dt.datetime) -> Non
         raise AuditNotWritten(result, exc) from exc
 
 
-def audited_locks(lake: str | Path | None, host: str) -> dict[str, tuple[int, int] | None] | None:
-    """{gpu_uuid: (min, max) MHz} of the SM clock lock the agent's audit says it last left on each
-    GPU of `host` (None: unlocked by a rollback or never locked by an apply; a GPU not in the audit
-    was never locked); None without a readable audit: every requested lock then counts as a change."""
+def read_host_audit(lake: str | Path | None, host: str, columns: list[str]) -> pa.Table | None:
+    """`columns` of `host`'s agent_audit rows; None without a readable audit (none yet, or one
+    that cannot be read: a damaged or foreign file is said in the log, the agent goes on)."""
     if lake is None:
         return None
     import pyarrow.dataset as ds  # only when auditing, like the writer
@@ -109,9 +114,25 @@ def audited_locks(lake: str | Path | None, host: str) -> dict[str, tuple[int, in
     root = lakefs.join(lake, "agent_audit")
     try:
         fs = lakefs.filesystem(lake) if lakefs.is_url(lake) else None
-        table = ds.dataset(str(root), filesystem=fs, format="parquet", partitioning="hive").to_table(
-            columns=["audited_at", "gpu_uuid", "action", "reason"], filter=ds.field("host") == host)
-    except (FileNotFoundError, OSError, pa.ArrowInvalid):
+        partitioning = ds.partitioning(AUDIT_PARTITIONING, flavor="hive")
+        return ds.dataset(str(root), filesystem=fs, format="parquet", partitioning=partitioning).to_table(
+            columns=columns, filter=ds.field("host") == host)
+    except FileNotFoundError:
+        return None
+    # pyarrow's ArrowException covers a damaged file (ArrowInvalid) and one whose columns clash
+    # with the others' (ArrowTypeError, not an ArrowInvalid); OSError a lake that cannot be read.
+    except (OSError, pa.ArrowException) as exc:
+        log.warning("agent_audit under %s cannot be read (%s: %s); going on as if it held nothing for %s",
+                    root, type(exc).__name__, exc, host)
+        return None
+
+
+def audited_locks(lake: str | Path | None, host: str) -> dict[str, tuple[int, int] | None] | None:
+    """{gpu_uuid: (min, max) MHz} of the SM clock lock the agent's audit says it last left on each
+    GPU of `host` (None: unlocked by a rollback or never locked by an apply; a GPU not in the audit
+    was never locked); None without a readable audit: every requested lock then counts as a change."""
+    table = read_host_audit(lake, host, ["audited_at", "gpu_uuid", "action", "reason"])
+    if table is None:
         return None
     locks: dict[str, tuple[int, int] | None] = {}
     for row in sorted(table.to_pylist(), key=lambda r: r["audited_at"]):

@@ -21,7 +21,7 @@ import socket
 from pathlib import Path
 from typing import Any, Iterable
 
-from joulehouse.collectors.agent_audit import ApplyResult, GpuOutcome, audit
+from joulehouse.collectors.agent_audit import ApplyResult, GpuOutcome, audit, read_host_audit
 from joulehouse.collectors.agent_nvml import gpus_by_uuid, nvml_error_text, unlock_clocks, watts_from_mw, with_nvml
 
 
@@ -125,17 +125,7 @@ def _named_missing(handles: dict[str, Any], unreadable: list[str], expected: Ite
 
 def _audited_gpus(lake: str | Path | None, host: str) -> set[str]:
     """The GPUs of `host` its agent_audit names (empty without a readable audit)."""
-    if lake is None:
-        return set()
-    import pyarrow as pa
-    import pyarrow.dataset as ds  # only when auditing, like the writer
-
-    from joulehouse.collectors import lakefs
-
-    try:
-        fs = lakefs.filesystem(lake) if lakefs.is_url(lake) else None
-        table = ds.dataset(str(lakefs.join(lake, "agent_audit")), filesystem=fs, format="parquet",
-                           partitioning="hive").to_table(columns=["gpu_uuid"], filter=ds.field("host") == host)
-    except (FileNotFoundError, OSError, pa.ArrowInvalid):
+    table = read_host_audit(lake, host, ["gpu_uuid"])
+    if table is None:
         return set()
     return {u for u in table.column("gpu_uuid").to_pylist() if u}

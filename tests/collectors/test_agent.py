@@ -5,11 +5,14 @@ from __future__ import annotations
 import datetime as dt
 import re
 
+import pyarrow as pa
 import pyarrow.dataset as ds
+import pyarrow.parquet as pq
 import pynvml
 import pytest
 
 from joulehouse.collectors.agent import apply_config, rollback
+from joulehouse.collectors.agent_audit import audited_locks
 from joulehouse.collectors.agent_loop import AgentState, poll_once, run_agent
 from joulehouse.collectors.config_contract import (
     BadSignature, ExpiredConfig, HostNotInConfig, MalformedConfig, dump_config, sign_config,
@@ -199,6 +202,27 @@ def test_a_clock_only_change_is_audited_as_an_apply_with_its_range(nvml_stub, ke
     assert [o.action for o in moved.outcomes] == ["apply"] and "was 420-1200 MHz" in moved.outcomes[0].reason
     assert nvml_stub.read()["gpu0.locked_sm_clock_max_mhz"] == "1100"
     assert [r["action"] for r in sorted(audit_rows(lake), key=lambda r: r["audited_at"])] == ["apply", "unchanged", "apply"]
+
+
+def test_a_host_named_by_digits_alone_reads_its_audit_back(nvml_stub, keys, lake):
+    # Inferred from the folder, host=4021 read as int32 and clashed with the files' string host
+    # column: every apply after the first raised ArrowTypeError before touching a GPU.
+    nvml_stub.write(fleet(1))
+    doc = signed(keys[0], {uuid(0): entry(300, clocks=(900, 1200))}, host="4021")
+    first = apply_config(doc, public_key=keys[1], host="4021", nvml=pynvml, lake=lake, now=NOW)
+    again = apply_config(doc, public_key=keys[1], host="4021", nvml=pynvml, lake=lake, now=NOW + dt.timedelta(minutes=5))
+    assert [o.action for o in first.outcomes + again.outcomes] == ["apply", "unchanged"]
+
+
+def test_an_audit_file_that_clashes_with_the_others_is_reported_not_raised(lake, caplog):
+    # A foreign file whose host column is an integer: pyarrow raises ArrowTypeError, which is
+    # not an ArrowInvalid; it once escaped the agent's audit reader.
+    folder = lake / "agent_audit" / "date=2026-01-03" / f"host={HOST}"
+    folder.mkdir(parents=True)
+    pq.write_table(pa.table({"audited_at": [NOW], "host": [4021], "gpu_uuid": [uuid(0)], "action": ["apply"],
+                             "reason": ["SM clocks locked to 900-1200 MHz"]}), folder / "part-foreign.parquet")
+    assert audited_locks(lake, HOST) is None
+    assert "agent_audit" in caplog.text and "ArrowTypeError" in caplog.text
 
 
 def test_a_clock_lock_the_driver_refuses_puts_the_limit_back(nvml_stub, keys, lake):

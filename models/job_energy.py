@@ -33,7 +33,8 @@ import duckdb
 from joulehouse.models.activity import create_activity_view
 from joulehouse.models.gpu_catalogue import CatalogueError
 from joulehouse.models.other_gpu_energy import predict_energy_on, refine_with_pairs
-from joulehouse.models.power import JOBS_RELATIONS, load_fit
+from joulehouse.models.day_jobs import JOBS_RELATIONS, jobs_relation
+from joulehouse.models.power import load_fit
 from joulehouse.warehouse.sqlio import quoted_relation, records, relation_exists, replace_day_rows
 from joulehouse.models.sql import load_sql
 
@@ -62,10 +63,10 @@ class JobEnergyPrediction:
 
 
 def _prepare(con: duckdb.DuckDBPyConnection, day: dt.date, to_models: Sequence[str]) -> None:
-    jobs_relation = next((name for name in JOBS_RELATIONS if relation_exists(con, name)), None)
-    if jobs_relation is None:
+    jobs = jobs_relation(con)
+    if jobs is None:
         raise ValueError(f"no jobs relation (one of {JOBS_RELATIONS}) in the warehouse: job energy needs jobs")
-    con.execute(f"CREATE OR REPLACE TEMP VIEW job_energy_input_jobs AS SELECT * FROM {quoted_relation(jobs_relation)}")
+    con.execute(f"CREATE OR REPLACE TEMP VIEW job_energy_input_jobs AS SELECT * FROM {quoted_relation(jobs)}")
     con.execute("CREATE OR REPLACE TEMP TABLE job_energy_targets (gpu_model VARCHAR, static_w DOUBLE, "
                 "temp_w_per_c DOUBLE, dyn_w DOUBLE, dyn_freq_exponent DOUBLE, activity_exponent DOUBLE, "
                 "mem_w DOUBLE, pcie_w_per_gbps DOUBLE, power_limit_w DOUBLE)")

@@ -38,9 +38,9 @@ from joulehouse.models.power_store import (  # noqa: F401
     PowerFit, coefficients_of, drift_pct, gate, load_fit, previous_fit, store_fits, write_coefficients_table)
 from joulehouse.models.settings import ModelSettings
 from joulehouse.models.sql import SQL
-from joulehouse.warehouse.sqlio import alias_view, relation_exists
+from joulehouse.models.day_jobs import jobs_relation
+from joulehouse.warehouse.sqlio import alias_view
 
-JOBS_RELATIONS = ("stg_jobs", "jobs", "raw_jobs")  # first one present is used for job energy
 
 
 def fit_day(con: duckdb.DuckDBPyConnection, day: dt.date, settings: ModelSettings, *,
@@ -75,9 +75,9 @@ def fit_day(con: duckdb.DuckDBPyConnection, day: dt.date, settings: ModelSetting
     write_coefficients_table(con, coefficients)
     metrics = {r["gpu_model"]: r for r in SQL.records(con, "power_holdout_metrics")}
     job_errors: dict[str, dict] = {}
-    jobs_relation = next((name for name in JOBS_RELATIONS if relation_exists(con, name)), None)
-    if jobs_relation is not None:
-        alias_view(con, "power_input_jobs", jobs_relation)
+    jobs = jobs_relation(con)
+    if jobs is not None:
+        alias_view(con, "power_input_jobs", jobs)
         job_errors = {r["gpu_model"]: r for r in SQL.records(con, "power_job_energy_error")}
 
     fitted_at = dt.datetime.now(dt.timezone.utc)

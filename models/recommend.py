@@ -71,6 +71,7 @@ from joulehouse.models.settings import RecommendSettings
 from joulehouse.models.activity import create_activity_view
 from joulehouse.models.caps import MIN_CLOCK_RATIO, WorkloadProfile
 from joulehouse.models.power import coefficients_of, load_fit
+from joulehouse.models.day_jobs import jobs_relation
 from joulehouse.warehouse.sqlio import quoted_relation, relation_exists, replace_day_rows
 from joulehouse.models.cap_scoring import MixSetting, activity_bins, relative_to, score_clocks, score_limits
 from joulehouse.models.sql import load_sql
@@ -95,7 +96,6 @@ CLASSES = ("latency-sensitive", "throughput", "background")
 # Share of the value of GPU time charged for a slowdown, per class: background work has no
 # deadline, so within its slowdown bound its time is free and the cheapest energy wins.
 VALUE_OF_TIME_WEIGHT = {"latency-sensitive": 1.0, "throughput": 1.0, "background": 0.0}
-JOBS_RELATIONS = ("stg_jobs", "jobs", "raw_jobs")
 # A demand charge is billed per kW of the month's peak: a day's share of it.
 DAYS_PER_MONTH = 365.25 / 12
 # A binding cap wins over a clock lock when it saves at least this share of the lock's saving.
@@ -322,7 +322,7 @@ def gpu_day_profiles(con: duckdb.DuckDBPyConnection, day: dt.date,
 def gpu_workload_classes(con: duckdb.DuckDBPyConnection, day: dt.date) -> tuple[dict[str, str], list[list[str]]]:
     """Per GPU, the class of the jobs it ran longest on `day`, and the GPUs of each multi-GPU job;
     ({}, []) without a jobs relation."""
-    jobs = next((name for name in JOBS_RELATIONS if relation_exists(con, name)), None)
+    jobs = jobs_relation(con)
     if jobs is None:
         return {}, []
     con.execute(f"CREATE OR REPLACE TEMP VIEW reco_input_jobs AS SELECT * FROM {quoted_relation(jobs)}")

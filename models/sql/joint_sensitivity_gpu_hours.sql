@@ -26,13 +26,20 @@ host_ports AS (
     WHERE day = $day AND link_kind = 'infiniband'
     GROUP BY ALL
 ),
+holdings AS (
+    -- a (job_id, gpu_uuid, started_at) repeated in the jobs counts once, its latest end (eff_holdings.sql)
+    SELECT DISTINCT ON (job_id, gpu_uuid, started_at) gpu_uuid, workload_class, started_at, ended_at
+    FROM raw_jobs
+    WHERE date BETWEEN CAST($day AS DATE) - 7 AND CAST($day AS DATE)
+    ORDER BY job_id, gpu_uuid, started_at, ended_at DESC
+),
 job_hours AS (
     SELECT j.gpu_uuid, h.hour_at, j.workload_class,
            sum(epoch(least(j.ended_at, h.hour_at + INTERVAL 1 HOUR)) - epoch(greatest(j.started_at, h.hour_at))) AS held_s
-    FROM raw_jobs AS j
+    FROM holdings AS j
     JOIN (SELECT DISTINCT hour_at FROM fct_gpu_energy_hourly WHERE day = $day) AS h
       ON j.started_at < h.hour_at + INTERVAL 1 HOUR AND j.ended_at > h.hour_at
-    WHERE j.date BETWEEN CAST($day AS DATE) - 7 AND CAST($day AS DATE) AND j.workload_class IS NOT NULL
+    WHERE j.workload_class IS NOT NULL
     GROUP BY ALL
 ),
 job_class AS (

@@ -115,3 +115,33 @@ def test_gpu_parts_without_two_solvable_resamples_fall_back_to_the_ols_errors():
     assert method == "ols-fe" and n_gpus == 5
     assert np.all(np.isfinite(se[:2])) and draws.shape[1] == 2
     assert point[0] < 0 < point[1]  # more energy, less idle time and more bandwidth
+
+
+def test_a_job_row_shipped_twice_counts_once_in_the_hours_class(tmp_path):
+    """35 min of a latency-sensitive job and a 25 min background row shipped twice: counted twice
+    (50 min) the background class held the hour."""
+    import datetime as dt
+
+    import pyarrow as pa
+
+    from joulehouse.collectors.writer import write_dataset
+    from joulehouse.models.joint_sensitivity import read_gpu_hours
+    from joulehouse.settings import WarehouseSettings
+    from joulehouse.warehouse.build import build_day
+    from joulehouse.warehouse.db import connect
+
+    day, start = dt.date(2026, 1, 2), dt.datetime(2026, 1, 2, tzinfo=dt.timezone.utc)
+    lake = tmp_path / "lake"
+    write_dataset(lake, "gpu_samples", pa.Table.from_pylist([dict(
+        sampled_at=start + dt.timedelta(seconds=s), host="node-01", gpu_index=0, gpu_uuid="GPU-0",
+        gpu_model="NVIDIA H100 80GB HBM3", power_w=300.0, energy_mj_total=s * 300_000, power_limit_w=700.0,
+        util_gpu_pct=80.0, pcie_tx_bytes_per_s=5e9, pcie_rx_bytes_per_s=1e9, source="nvml") for s in range(0, 3601, 10)]))
+    job = lambda job_id, a, b, cls: dict(job_id=job_id, host="node-01", gpu_uuid="GPU-0", workload_class=cls,  # noqa: E731
+                                         started_at=start + dt.timedelta(minutes=a), ended_at=start + dt.timedelta(minutes=b),
+                                         team="t", user="u", stage="training")
+    background = job("bg", 35, 60, "background")
+    write_dataset(lake, "jobs", pa.Table.from_pylist([job("serve", 0, 35, "latency-sensitive"), background, background]))
+    con = connect(tmp_path / "w.duckdb", lake)
+    build_day(con, day, WarehouseSettings(), now=start + dt.timedelta(days=8))
+    link_bandwidth_day(con, day)
+    assert [r["workload_class"] for r in read_gpu_hours(con, day) if r["hour_at"] == start] == ["latency-sensitive"]

@@ -67,6 +67,24 @@ def test_background_work_gets_a_saving_when_time_is_free():
         assert capped or row["locked_sm_clock_max_mhz"] is not None
 
 
+def test_a_job_row_shipped_twice_counts_once_in_its_gpus_class():
+    """Counted twice, a duplicated 3 h background row (6 h) outweighed the GPU's 5 h latency-sensitive
+    service, and the service was capped under the background class's 25% slowdown bound."""
+    from joulehouse.models.recommend import gpu_workload_classes
+
+    con = duckdb.connect()
+    con.execute("CREATE TABLE stg_jobs (job_id VARCHAR, host VARCHAR, gpu_uuid VARCHAR, started_at TIMESTAMPTZ, "
+                "ended_at TIMESTAMPTZ, workload_class VARCHAR)")
+    at = lambda h: dt.datetime(2026, 3, 2, tzinfo=dt.timezone.utc) + dt.timedelta(hours=h)  # noqa: E731
+    rows = [("serve", at(0), at(5), "latency-sensitive"), ("bg", at(5), at(8), "background"),
+            ("bg", at(5), at(8), "background"), ("bg", at(5), at(7), "background")]  # twice, and an earlier copy
+    con.executemany("INSERT INTO stg_jobs VALUES (?, 'node-01', 'GPU-0', ?, ?, ?)", rows)
+    classes, _ = gpu_workload_classes(con, DAY)
+    assert classes == {"GPU-0": "latency-sensitive"}
+    con.execute("UPDATE stg_jobs SET ended_at = ? WHERE job_id = 'bg' AND ended_at = ?", [at(11), at(8)])  # extended
+    assert gpu_workload_classes(con, DAY)[0] == {"GPU-0": "background"}  # 6 h of its latest end now
+
+
 def test_without_jobs_busy_gpus_are_throughput():
     con = _warehouse()
     recommend_day(con, DAY, RecommendSettings())

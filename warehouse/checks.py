@@ -27,6 +27,7 @@ from dataclasses import dataclass
 
 import duckdb
 
+from joulehouse.warehouse.lake_contract import reading_own_day
 from joulehouse.warehouse.settings import WarehouseSettings
 from joulehouse.warehouse.gate import STG_SUMMARY, WARNING, CheckResult, CheckSummary, store_check_results
 from joulehouse.warehouse.sqlio import SqlFiles, used_parameters
@@ -131,7 +132,8 @@ def _describe(check: Check) -> str:
 def _frame(con: duckdb.DuckDBPyConnection, name: str, day: dt.date):
     """The pandas frame of warehouse/checks_sql/<name>.sql for `day` (only the parameters it uses bound)."""
     sql = CHECKS_SQL.text(name)
-    frame = con.execute(sql, {"day": day} if "day" in used_parameters(sql) else {}).df()
+    with reading_own_day(con, day):  # the summary counts the day's files in the lake
+        frame = con.execute(sql, {"day": day} if "day" in used_parameters(sql) else {}).df()
     # in one order, so the examples a warning names (GX's first unexpected rows) are the same ones
     # in every build of the same lake (the scan's order is not)
     return frame.sort_values(list(frame.columns), ignore_index=True, na_position="last") if len(frame.columns) else frame

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 
 import duckdb
 
+from joulehouse.warehouse.lake_contract import reading_own_day
 from joulehouse.warehouse.settings import WarehouseSettings
 from joulehouse.warehouse.sqlio import SqlFiles, records, replace_day_rows, used_parameters
 
@@ -150,7 +151,8 @@ def _counted(con: duckdb.DuckDBPyConnection, name: str, params: dict) -> dict | 
     files = CHECKS_SQL if name == STG_SUMMARY else GATE_SQL
     sql = files.text(name)
     try:
-        rows = records(con.execute(sql, {p: params[p] for p in used_parameters(sql)}))
+        with reading_own_day(con, params["day"]):  # the summary counts the day's files in the lake
+            rows = records(con.execute(sql, {p: params[p] for p in used_parameters(sql)}))
     except duckdb.CatalogException:
         return None
     return rows[0]

@@ -19,6 +19,7 @@ created against the stand-ins (`stand_in_files`): creating a view binds it.
 from __future__ import annotations
 
 import datetime as dt
+import tempfile
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
@@ -197,3 +198,18 @@ def narrowed(con: duckdb.DuckDBPyConnection, files: Mapping[str, list[str]]) -> 
     finally:
         for dataset in files:
             con.execute(f"SET VARIABLE {files_variable(dataset)} = NULL")
+
+
+@contextmanager
+def reading_own_day(con: duckdb.DuckDBPyConnection, day: dt.date, dataset: str = "gpu_samples") -> Iterator[None]:
+    """Within the block, raw_<dataset> reads only `day`'s own date= partition (an empty stand-in
+    where it has no file): a check of the day opens no other day's files. Over the whole lake, one
+    stray file in an old day (no host= folder, a date=latest folder) failed every later day's gate."""
+    files = day_files(con, dataset, [day])
+    if files:
+        with narrowed(con, {dataset: files}):
+            yield
+        return
+    with tempfile.TemporaryDirectory(prefix="jh-stand-in-") as folder:
+        with narrowed(con, {dataset: [stand_in_files(Path(folder))[dataset]]}):
+            yield

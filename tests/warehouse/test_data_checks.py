@@ -181,3 +181,23 @@ def test_the_inventory_warning_counts_the_gpus_of_the_day_only(lake, warehouse):
     summary = run_checks(con, DAY + dt.timedelta(days=1), WarehouseSettings())
     unlisted = next(r for r in summary.failed_warnings if r.suite == "dim_gpu")
     assert unlisted.observed_value == "1 GPUs of 1 are not in the inventory (e.g. GPU-today)"
+
+
+@pytest.mark.parametrize("stray", ["gpu_samples/date=2025-06-01/old.parquet",  # no host= folder
+                                   "gpu_samples/date=latest/host=node-01/old.parquet"])  # no date
+def test_a_stray_file_in_another_days_folder_does_not_stop_this_days_checks(lake, warehouse, stray):
+    """The readings' summary counted the lake's rows through the view over every file: one stray file
+    anywhere (a Hive partition mismatch, a date that does not parse) failed every later day's gate."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    write(lake, gpu_rows(range(0, 3601, 10), 100.0))
+    path = lake / stray
+    path.parent.mkdir(parents=True)
+    pq.write_table(pa.Table.from_pylist(gpu_rows(range(0, 100, 10), 100.0)), path)
+    con = warehouse()
+    gate = run_gate(con, DAY, WarehouseSettings())
+    assert not gate.failed_blocking
+    lake_rows = next(r for r in gate.results if "raw_rows" in r.expectation)
+    assert lake_rows.success and "361" in lake_rows.observed_value
+    assert not run_checks(con, DAY, WarehouseSettings()).failed_blocking

@@ -153,10 +153,26 @@ def _say_why_empty(con, sql: str, params: dict[str, str]) -> None:
 
 
 def _json_value(value):
-    """A non-finite float as the string JSON parsers accept ("NaN", "Infinity", "-Infinity", as
-    protobuf's JSON mapping writes them): a bare NaN is not JSON, and null would say missing."""
+    """A value JSON can hold, through lists, structs and maps: a non-finite float as the string
+    JSON parsers accept ("NaN", "Infinity", "-Infinity", as protobuf's JSON mapping writes them; a
+    bare NaN is not JSON, and null would say missing), a map's non-text key (a date, as a
+    `histogram()` gives) as its text; json.dumps' `default` only reached values, so such a result
+    stopped the output half-written with a traceback."""
     if isinstance(value, float) and not math.isfinite(value):
         return "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
+    if isinstance(value, (list, tuple)):
+        return [_json_value(v) for v in value]
+    if isinstance(value, dict):
+        return {(k if isinstance(k, (str, int, bool)) or k is None else
+                 _json_value(k) if isinstance(k, float) else str(k)): _json_value(v) for k, v in value.items()}
+    return value
+
+
+def _csv_value(value):
+    """A list, struct or map as its JSON text (Python's repr, `{datetime.date(2026, 1, 2): 24}`, is
+    no format a reader of CSV parses); anything else as csv writes it."""
+    if isinstance(value, (list, tuple, dict)):
+        return json.dumps(_json_value(value), default=str, allow_nan=False)
     return value
 
 
@@ -200,7 +216,7 @@ def _print(result, fmt: OutputFormat) -> int:
         shown = _visible if out.isatty() else (lambda v: v)
         writer.writerow([shown(c) for c in result.columns])
         for batch in result.batches:
-            writer.writerows([[shown(v) for v in row] for row in batch] if out.isatty() else batch)
+            writer.writerows([[shown(_csv_value(v)) for v in row] for row in batch])
             n += len(batch)
     elif fmt is OutputFormat.json:
         keys = unique_keys(result.columns)

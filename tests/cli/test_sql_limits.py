@@ -152,6 +152,22 @@ def test_csv_has_unix_line_ends_and_json_is_strict(warehouse):
         {"a": 1, "nan": "NaN", "inf": "Infinity", "minus": "-Infinity", "missing": None}]
 
 
+def test_nested_values_are_json_in_both_formats(warehouse):
+    """A map keyed by dates (histogram) stopped --format json half-written with a traceback, a NaN in
+    a list too, and csv printed Python's repr ({datetime.date(2026, 1, 2): 24})."""
+    import json
+
+    query = ("SELECT map([DATE '2026-01-02'], [24]) AS days, ['NaN'::DOUBLE, 1.5] AS l, "
+             "{'t': TIMESTAMPTZ '2026-01-02 00:00:00+00', 'x': 'inf'::DOUBLE} AS s")
+    result = CliRunner().invoke(app, ["sql", query, "--db", str(warehouse), "--format", "json"])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.output) == [
+        {"days": {"2026-01-02": 24}, "l": ["NaN", 1.5], "s": {"t": "2026-01-02 00:00:00+00:00", "x": "Infinity"}}]
+    csv_out = CliRunner().invoke(app, ["sql", query, "--db", str(warehouse), "--format", "csv"]).output
+    assert csv_out.splitlines()[1] == ('"{""2026-01-02"": 24}","[""NaN"", 1.5]",'
+                                       '"{""t"": ""2026-01-02 00:00:00+00:00"", ""x"": ""Infinity""}"')
+
+
 def test_json_keeps_every_column_when_two_share_a_name(warehouse):
     """`SELECT 1 AS a, 2 AS a` printed {"a": 2}: a join's two `host` columns lost one silently."""
     import json

@@ -307,7 +307,7 @@ def earlier_coverage_view(con: duckdb.DuckDBPyConnection) -> None:
     a gap that began before the day's margin; empty before the first build (the table the SQL
     would read does not exist yet). Tables from before the column hold last_sampled_at instead."""
     if relation_exists(con, "fct_gpu_coverage_daily", temporary=False):
-        ensure_columns(con, "fct_gpu_coverage_daily", {"last_energy_reading_at": "TIMESTAMPTZ"})
+        ensure_columns(con, "fct_gpu_coverage_daily", {"last_energy_reading_at": "TIMESTAMPTZ", "gpu_index": "SMALLINT"})
         body = ("SELECT gpu_uuid, day, coalesce(last_energy_reading_at, last_sampled_at) AS last_reading_at "
                 "FROM fct_gpu_coverage_daily")
     else:

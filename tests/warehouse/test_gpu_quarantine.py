@@ -86,6 +86,23 @@ def test_gpu_missing_from_inventory_is_kept_and_flagged(lake, tmp_path, warehous
     assert dim == {"GPU-known": (True, "r1", DAY), "GPU-stranger": (False, None, DAY), "GPU-spare": (True, "r2", None)}
 
 
+def test_a_gpu_outside_the_inventory_keeps_the_index_of_the_last_day_it_was_read(lake, warehouse):
+    """From the day just built only, the GPU's index went NULL on a day it was not read, and a
+    backfill of an older day put that day's index back beside the latest host."""
+    one_day = dt.timedelta(days=1)
+    first = [dict(r, gpu_index=3) for r in gpu_rows(range(0, 61), 100.0, uuid="GPU-moved", host="node-01")]
+    moved = [dict(r, gpu_index=5, sampled_at=r["sampled_at"] + one_day)
+             for r in gpu_rows(range(0, 61), 100.0, uuid="GPU-moved", host="node-02")]
+    other = [dict(r, sampled_at=r["sampled_at"] + 2 * one_day) for r in gpu_rows(range(0, 61), 100.0, uuid="GPU-0")]
+    write(lake, first + moved + other)
+    now = dt.datetime.combine(DAY + 3 * one_day, dt.time(), dt.timezone.utc)
+    # the first day, the day it moved, a day it was not read, then a backfill of the first day
+    for day, expected in ((DAY, ("node-01", 3)), (DAY + one_day, ("node-02", 5)), (DAY + 2 * one_day, ("node-02", 5)),
+                          (DAY, ("node-02", 5))):
+        con = warehouse(day=day, now=now)
+        assert con.execute("SELECT host, gpu_index FROM dim_gpu WHERE gpu_uuid = 'GPU-moved'").fetchone() == expected, day
+
+
 def test_an_inventory_may_say_when_a_gpu_left_the_fleet(lake, tmp_path, warehouse):
     """retired_on is optional: a file with it types it into dim_gpu (the accounts stop charging the
     GPU from that day), a file without it builds as before with NULL."""

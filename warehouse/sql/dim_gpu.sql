@@ -21,24 +21,19 @@ WITH seen AS (
     SELECT
         gpu_uuid,
         arg_max(host, day) AS host,
+        -- the latest day's, as the host: from the day just built only, a GPU not read that day lost
+        -- its index, and a backfill of an old day put the old one back
+        arg_max(gpu_index, day) FILTER (WHERE gpu_index IS NOT NULL) AS gpu_index,
         arg_max(gpu_model, day) AS gpu_model,
         min(day) AS first_seen_day,
         max(day) AS last_seen_day
     FROM fct_gpu_coverage_daily
     GROUP BY gpu_uuid
-),
-seen_index AS (
-    -- the day's readings, clean or quarantined (int_gpu_samples_checked holds one host batch only)
-    SELECT gpu_uuid, min(gpu_index) AS gpu_index
-    FROM (SELECT gpu_uuid, gpu_index FROM stg_gpu_samples WHERE day = $day::DATE
-          UNION ALL
-          SELECT gpu_uuid, gpu_index FROM quarantine_gpu_samples WHERE day = $day::DATE)
-    GROUP BY gpu_uuid
 )
 SELECT
     coalesce(i.gpu_uuid, s.gpu_uuid) AS gpu_uuid,
     coalesce(i.host, s.host) AS host,
-    coalesce(i.gpu_index, x.gpu_index) AS gpu_index,
+    coalesce(i.gpu_index, s.gpu_index) AS gpu_index,
     coalesce(i.gpu_model, s.gpu_model) AS gpu_model,
     i.rack,
     i.site,
@@ -53,4 +48,3 @@ SELECT
     s.last_seen_day
 FROM int_inventory AS i
 FULL OUTER JOIN seen AS s USING (gpu_uuid)
-LEFT JOIN seen_index AS x USING (gpu_uuid)

@@ -5,6 +5,7 @@
 --   day [DATE] UTC day
 --   host [text] server
 --   gpu_uuid [text] GPU
+--   gpu_index [int] index on the host (the lowest the day's readings gave); dim_gpu takes the latest day's
 --   gpu_model [text] NVML name
 --   in_inventory [bool] the GPU is in the site inventory
 --   n_samples [count] clean readings (all sources)
@@ -31,6 +32,7 @@ per_gpu AS (
     SELECT
         gpu_uuid,
         max(host) AS host,
+        min(gpu_index) AS gpu_index,
         max(gpu_model) AS gpu_model,
         bool_or(in_inventory) AS in_inventory,
         count(*) FILTER (WHERE reason IS NULL) AS n_samples,
@@ -121,6 +123,7 @@ SELECT
     $day::DATE AS day,
     p.host,
     p.gpu_uuid,
+    p.gpu_index,
     p.gpu_model,
     p.in_inventory,
     p.n_samples,

@@ -28,7 +28,7 @@ BUILD_SQL = SqlFiles("joulehouse.warehouse", "build_sql")
 def lake_hosts(con: duckdb.DuckDBPyConnection, day: dt.date) -> list[str]:
     """Hosts with gpu_samples files for `day` or its neighbouring days (from the listing only)."""
     dates = [day - dt.timedelta(days=1), day, day + dt.timedelta(days=1)]
-    return [h for (h,) in BUILD_SQL.execute(con, "lake_hosts", {"dates": dates}).fetchall() if h]
+    return [h for (h,) in BUILD_SQL.execute(con, "lake_hosts", {"dates": dates}).fetchall() if h is not None]
 
 
 def group_hosts(host_gpus: list[tuple[str, str]], hosts: list[str], hosts_per_batch: int,

@@ -12,7 +12,8 @@
 --     one sort of the build: the hourly energy pairs readings with these, the fit reads stg's
 --     interval_s from them, so neither sorts the day again.
 --   reason [text] why the row is quarantined (NULL: clean). Rules, first match wins:
---     key_missing: sampled_at, gpu_uuid or source NULL (a file another tool wrote): the reading
+--     key_missing: sampled_at, gpu_uuid or source NULL, or host NULL or empty (a file another tool
+--       wrote; an empty host= folder or Hive's NULL one, which name the rows' host): the reading
 --       belongs to no stream and no hour; kept clean, one such row made an hour_at NULL GPU-hour
 --       and the blocking gate then stopped the whole day;
 --     duplicate_key: a second row with the same (gpu_uuid, sampled_at, source); of the copies a
@@ -39,13 +40,13 @@ WITH window_rows AS NOT MATERIALIZED (
     -- reader decodes only its columns (3.6 -> 2.2 s per batch of 3.1 M readings, SCALING.md)
     SELECT r.* EXCLUDE (date), r.date AS day
     FROM raw_gpu_samples AS r
-    WHERE r.date = $day::DATE AND list_contains($hosts::VARCHAR[], r.host)
+    WHERE r.date = $day::DATE AND list_contains($hosts::VARCHAR[], coalesce(r.host, ''))
     UNION ALL
     SELECT r.* EXCLUDE (date), r.date AS day
     FROM raw_gpu_samples AS r
     -- the typed partition column first: DuckDB opens only the neighbouring days' files
     WHERE (r.date = $day::DATE - 1 OR r.date = $day::DATE + 1)
-      AND list_contains($hosts::VARCHAR[], r.host)
+      AND list_contains($hosts::VARCHAR[], coalesce(r.host, ''))
       AND r.sampled_at BETWEEN $day::TIMESTAMPTZ - to_seconds($margin_s)
                            AND ($day::DATE + 1)::TIMESTAMPTZ + to_seconds($margin_s)
 ),
@@ -88,7 +89,7 @@ ruled AS (
     SELECT
         * EXCLUDE (power_finite, limit_finite),
         CASE
-            WHEN sampled_at IS NULL OR gpu_uuid IS NULL OR source IS NULL THEN 'key_missing'
+            WHEN sampled_at IS NULL OR gpu_uuid IS NULL OR source IS NULL OR coalesce(host, '') = '' THEN 'key_missing'
             WHEN sampled_at > $now::TIMESTAMPTZ + to_seconds($max_clock_skew_s) THEN 'future_timestamp'
             WHEN NOT power_finite THEN 'power_not_finite'
             WHEN NOT limit_finite THEN 'limit_not_finite'

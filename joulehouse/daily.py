@@ -115,10 +115,12 @@ def inspect_and_compact_lake_partition(day: str, config: str | None, host: str) 
     if settings.warehouse.compact_lake and not lakefs.is_url(settings.lake.path):
         try:
             result["compacted"] = [r.as_dict() for r in compact_host_day(settings.lake.path, the_day, host)]
-        except CompactionError as exc:
-            # Compaction saves bytes and time; the day's numbers do not depend on it, so the run goes on.
+        except (CompactionError, ValueError) as exc:
+            # Compaction saves bytes and time; the day's numbers do not depend on it, so the run goes
+            # on (ValueError: a host folder another writer named, such as host=fd00%3A%3A7, that
+            # our writer would not name a partition)
             logging.getLogger(__name__).warning("lake compaction of %s on %s skipped: %s", host, the_day, exc)
-            result["compacted"] = [r.as_dict() for r in exc.reports]
+            result["compacted"] = [r.as_dict() for r in getattr(exc, "reports", [])]
             result["compaction_error"] = str(exc)
     return result
 

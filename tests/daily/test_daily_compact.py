@@ -105,3 +105,21 @@ def test_a_lake_path_that_is_a_file_or_missing_is_said_so(tmp_path):
         gpu_hosts_or_raise(afile, DAY)
     with pytest.raises(NoReadingsForDay, match=r"\(\[lake\] path\) does not exist"):
         gpu_hosts_or_raise(tmp_path / "nowhere", DAY)
+
+
+def test_a_host_folder_our_writer_would_not_name_is_inspected_and_left_uncompacted(tmp_path):
+    """Spark writes host=fd00%3A%3A7 for an IPv6 host: compaction refused the name with a ValueError
+    the task did not catch, and the whole day stopped although its numbers do not depend on it."""
+    import pyarrow.parquet as pq
+
+    folder, config = _site(tmp_path)
+    odd = folder.parent / "host=fd00%3A%3A7"
+    odd.mkdir()
+    for k in range(2):
+        pq.write_table(pa.Table.from_pylist([dict(sampled_at=START + dt.timedelta(seconds=k), host="fd00::7", gpu_index=0,
+                                                  gpu_uuid="GPU-2", power_w=250.0, source="nvml")]), odd / f"part-{k}.parquet")
+    assert "fd00%3A%3A7" in daily.list_lake_hosts(DAY.isoformat(), config)
+    summary = daily.inspect_and_compact_lake_partition(DAY.isoformat(), config, "fd00%3A%3A7")
+    assert summary["gpu_samples"]["rows"] == 2 and summary["compacted"] == []
+    assert "cannot name a partition folder" in summary["compaction_error"]
+    assert len(list(odd.glob("*.parquet"))) == 2

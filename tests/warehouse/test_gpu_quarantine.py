@@ -205,3 +205,27 @@ def test_a_sentinel_clock_is_quarantined_and_never_becomes_the_highest_clock(lak
     assert quarantined == [(10, "clock_out_of_range"), (20, "clock_out_of_range"), (30, "clock_out_of_range"),
                            (40, "clock_out_of_range")]
     assert con.execute("SELECT max(sm_clock_mhz), max(mem_clock_mhz) FROM stg_gpu_samples").fetchone() == (1980, 2619)
+
+
+def test_readings_filed_under_another_day_are_quarantined_and_the_day_builds(lake, warehouse):
+    """Another tool's file for the day that starts before midnight, and one filed under the wrong
+    day: kept as the folder's day, they made GPU-hours outside the day (the gate stopped the whole
+    day without naming the file) or NULL-energy hours, and their own day never saw them."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    folder = lake / "gpu_samples" / f"date={DAY}" / "host=node-01"
+    folder.mkdir(parents=True)
+    pq.write_table(pa.Table.from_pylist(gpu_rows(range(-30, 3600, 10), 100.0)), folder / "tool.parquet")
+    four_days_on = [dict(r, sampled_at=r["sampled_at"] + dt.timedelta(days=3)) for r in gpu_rows(range(0, 600, 10), 50.0,
+                                                                                                 uuid="GPU-1")]
+    pq.write_table(pa.Table.from_pylist(four_days_on), folder / "misfiled.parquet")
+    con = warehouse()
+    reasons = con.execute("SELECT gpu_uuid, reason, count(*) FROM quarantine_gpu_samples GROUP BY ALL ORDER BY 1").fetchall()
+    assert reasons == [("GPU-0", "outside_partition_day", 3), ("GPU-1", "outside_partition_day", 60)]
+    hours = con.execute("SELECT gpu_uuid, hour_at, energy_kwh FROM fct_gpu_energy_hourly").fetchall()
+    assert [(u, h.hour) for u, h, _ in hours] == [("GPU-0", 0)] and hours[0][2] == pytest.approx(100.0 * 3590 / 3.6e6)
+    from joulehouse.settings import WarehouseSettings
+    from joulehouse.warehouse.gate import run_gate
+
+    assert not run_gate(con, DAY, WarehouseSettings()).failed_blocking

@@ -21,6 +21,10 @@
 --       leave the counter's interval a hole), then the lowest power, so a reading is never lost to
 --       its invalid or emptier copy;
 --     future_timestamp: sampled_at later than build time + max_clock_skew_s;
+--     outside_partition_day: sampled_at not on the UTC day of its date= folder (another tool's
+--       file that starts before midnight, or one filed under the wrong day): kept, it made GPU-hours
+--       outside the day, which stopped the day at the gate without naming the file, or NULL-energy
+--       hours; our writer files every reading under its own day;
 --     power_not_finite; limit_not_finite: power_limit_w NaN or infinite (every bound below and the
 --       energy's plausible maximum compare with it, and NaN passes them all); power_negative;
 --     counter_negative;
@@ -91,6 +95,7 @@ ruled AS (
         CASE
             WHEN sampled_at IS NULL OR gpu_uuid IS NULL OR source IS NULL OR coalesce(host, '') = '' THEN 'key_missing'
             WHEN sampled_at > $now::TIMESTAMPTZ + to_seconds($max_clock_skew_s) THEN 'future_timestamp'
+            WHEN sampled_at < day::TIMESTAMPTZ OR sampled_at >= (day + 1)::TIMESTAMPTZ THEN 'outside_partition_day'
             WHEN NOT power_finite THEN 'power_not_finite'
             WHEN NOT limit_finite THEN 'limit_not_finite'
             WHEN power_w < 0 THEN 'power_negative'

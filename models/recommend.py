@@ -74,17 +74,24 @@ from joulehouse.models.power import coefficients_of, load_fit
 from joulehouse.models.day_jobs import jobs_relation
 from joulehouse.warehouse.sqlio import quoted_relation, relation_exists, replace_day_rows
 from joulehouse.models.cap_scoring import MixSetting, activity_bins, relative_to, score_clocks, score_limits
+from joulehouse.models import gpu_catalogue
 from joulehouse.models.sql import load_sql
 
-# NVML power limits (default, min, max W) by model, from real `nvidia-smi -q` output.
-DEVICE_LIMITS_W = {
-    "NVIDIA A100-SXM4-80GB": (400.0, 100.0, 400.0),
-    "NVIDIA A100-SXM4-40GB": (400.0, 100.0, 400.0),
-    "NVIDIA A100 80GB PCIe": (300.0, 150.0, 300.0),
-    "NVIDIA H100 80GB HBM3": (700.0, 200.0, 700.0),
-    "NVIDIA H200": (700.0, 200.0, 700.0),
-    "NVIDIA L20": (350.0, 150.0, 350.0),
-}
+
+
+def catalogue_limits_w(gpu_model: str | None) -> tuple[float, float, float] | None:
+    """NVML power limits (default, min, max W) of a model the catalogue (models/gpu_catalogue.csv,
+    its NVML names matched as gpu_catalogue.find matches them) gives a minimum for; None otherwise.
+    A second table here named six models; the catalogue's L4 minimum (40 W) went unread and caps
+    fell to the guessed 36 W, which the agent's device check refuses."""
+    spec = gpu_catalogue.find(gpu_model)
+    if spec is None or spec.min_limit_w is None:
+        return None
+    return spec.tdp_w, spec.min_limit_w, spec.max_limit_w or spec.tdp_w
+
+
+DEVICE_LIMITS_W = {s.gpu_model: catalogue_limits_w(s.gpu_model) for s in gpu_catalogue.catalogue()
+                   if catalogue_limits_w(s.gpu_model) is not None}
 # Unknown model: the highest limit seen is the default, half of it the minimum (NVML minimums are
 # 25-50% of the default on the models above); the reason says so.
 UNKNOWN_MIN_RATIO = 0.5
@@ -116,9 +123,18 @@ def _records(cursor) -> list[dict]:
 
 
 def device_limits_w(gpu_model: str, max_seen_limit_w: float | None) -> tuple[float, float, float, str | None]:
-    """(default, min, max) W for the model, and a note when they were estimated."""
-    if gpu_model in DEVICE_LIMITS_W:
-        return (*DEVICE_LIMITS_W[gpu_model], None)
+    """(default, min, max) W for the model, and a note when they were estimated. A known model
+    whose readings show a limit above its catalogue default (an A100-SXM4-80GB on a 500 W HGX board
+    has the 400 W board's NVML name) takes that limit as its default: at 400 W its "keep the
+    default" was a cap slowing it 6.7%, and its savings were counted from the wrong run."""
+    known = catalogue_limits_w(gpu_model)
+    if known is not None:
+        default_w, min_w, max_w = known
+        if max_seen_limit_w is not None and max_seen_limit_w > default_w:
+            return (max_seen_limit_w, min_w, max(max_w, max_seen_limit_w),
+                    f"GPU model {gpu_model}: its readings show a {max_seen_limit_w:.0f} W limit, above the "
+                    f"catalogue's {default_w:.0f} W default (a board built for more): default {max_seen_limit_w:.0f} W")
+        return (*known, None)
     # An imported log may not name its GPU: say so rather than print Python's None.
     name = repr(gpu_model) if gpu_model else "(not reported)"
     if max_seen_limit_w is None or not max_seen_limit_w > 0:
@@ -376,7 +392,10 @@ def recommend_day(con: duckdb.DuckDBPyConnection, day: dt.date, settings: Recomm
     overhead = ({h: w for h, w, _ in con.execute(load_sql("recommend_host_overhead"),
                                                  {"day": day, "min_coverage": HOST_OVERHEAD_MIN_COVERAGE}).fetchall()}
                 if relation_exists(con, "fct_node_reconciliation_hourly") else {})
-    profiles = [p if p["gpu_model"] in DEVICE_LIMITS_W or earlier.get(p["gpu_model"]) is None
+    # an unknown model keeps the default an earlier day found (after a cap, its readings show only
+    # the cap); a known one reads its own GPU's readings only, since boards of one NVML name may
+    # differ (a model-wide 500 W would exceed a 400 W board's maximum)
+    profiles = [p if catalogue_limits_w(p["gpu_model"]) is not None or earlier.get(p["gpu_model"]) is None
                 else p | {"max_power_limit_w": max(w for w in (p["max_power_limit_w"], earlier[p["gpu_model"]])
                                                    if w is not None)}
                 for p in profiles]

@@ -255,7 +255,19 @@ def test_a_limit_read_as_zero_is_no_limit_known_not_a_zero_watt_default(seen_w):
     from joulehouse.models.recommend import device_limits_w
 
     with pytest.raises(ValueError, match="no known limits and no positive power_limit_w readings"):
-        device_limits_w("NVIDIA L40S", seen_w)
+        device_limits_w("NVIDIA A800-SXM4-80GB", seen_w)  # not in the catalogue
+
+
+def test_device_limits_come_from_the_catalogue_and_a_board_built_for_more_keeps_its_own():
+    """The L4's 40 W minimum (the catalogue's) went unread: caps fell to a guessed 36 W that the
+    agent refuses. An A100-SXM4-80GB on a 500 W HGX board has the 400 W board's NVML name: at 400 W
+    its "keep the default" was a cap, and its savings were counted from the wrong run."""
+    from joulehouse.models.recommend import device_limits_w
+
+    assert device_limits_w("NVIDIA L4", 72.0) == (72.0, 40.0, 72.0, None)
+    assert device_limits_w("NVIDIA A100-SXM4-80GB", 300.0) == (400.0, 100.0, 400.0, None)  # capped: the table's
+    default_w, min_w, max_w, note = device_limits_w("NVIDIA A100-SXM4-80GB", 500.0)
+    assert (default_w, min_w, max_w) == (500.0, 100.0, 500.0) and "500 W limit, above the catalogue's 400 W" in note
 
 
 @pytest.mark.slow

@@ -16,8 +16,8 @@ controls ran other kinds of work (stage, workload class) than the treated GPUs: 
 unit of different work is the job mix, not the setting (+-100 points on the simulator).
 
 Energy per unit of work: jobs' energy (fct_job_efficiency) per FLOP where every job reports
-FLOPs, else per sample or request, else whole-day GPU energy per active hour (the slowdown is
-then unknown). Predicted figures are fct_recommendation's for the limit applied, rebased on the
+FLOPs, else per sample or request, else the busy hours' GPU energy per active hour (the slowdown is
+then unknown; the whole day's energy, idle hours included, made a day of less work read as a loss). Predicted figures are fct_recommendation's for the limit applied, rebased on the
 limit before the change where that was not the default (models.outcome_matched.predicted_saving).
 """
 
@@ -53,7 +53,7 @@ def _unit(rows: list[dict]) -> tuple[str, str, str, str | None]:
     for unit, energy, work, missing in UNITS:
         if with_jobs and all(r[missing] == 0 and (r[work] or 0) > 0 for r in with_jobs):
             return unit, energy, work, "job_hours"
-    return "active_hour", "energy_kwh", "active_hours", None
+    return "active_hour", "active_energy_kwh", "active_hours", None
 
 
 def _audited(con: duckdb.DuckDBPyConnection, first: dt.date, day: dt.date,

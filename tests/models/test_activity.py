@@ -12,6 +12,7 @@ import pytest
 
 from joulehouse.models.activity import create_activity_view
 from joulehouse.models.sql import load_sql
+from joulehouse.warehouse.sqlio import records
 
 DAY = dt.date(2026, 3, 2)
 START = dt.datetime(2026, 3, 2, tzinfo=dt.timezone.utc)
@@ -146,3 +147,24 @@ def test_samples_without_an_activity_reading_are_not_idle_hours():
     (active_hours,), = con.execute(f"SELECT active_hours FROM ({load_sql('outcome_gpu_day')})",
                                    {"first_day": DAY, "day": DAY}).fetchall()
     assert active_hours == pytest.approx(span_h)
+
+
+@pytest.mark.parametrize("busy_hours", [20, 10])
+def test_the_savings_fallback_prices_the_busy_hours_alone(busy_hours):
+    """The GPU-day fallback divided the whole day's energy (idle hours included) by the busy hours:
+    250 W busy and 60 W idle read 262 Wh per active hour when busy 20 h and 334 when busy 10 h, so
+    a cap that never bound, on a day of less work, read as a 27% loss."""
+    from joulehouse.models.outcome import EMPTY_JOBS, _unit
+
+    rows = [r | {"power_w": 250.0 if t < busy_hours * 3600 else 60.0, "util_gpu_pct": 80.0 if t < busy_hours * 3600 else 0.0}
+            for r in _stream("GPU-a", "nvml", 60, util_pct=80.0, sm_active=None, seconds=86400)
+            for t in [(r["sampled_at"] - START).total_seconds()]]
+    con = _con(rows)
+    con.execute(EMPTY_JOBS)
+    day_kwh = (busy_hours * 250.0 + (24 - busy_hours) * 60.0) / 1000
+    con.execute("CREATE TABLE fct_gpu_energy_hourly (gpu_uuid VARCHAR, day DATE, energy_kwh DOUBLE)")
+    con.execute("INSERT INTO fct_gpu_energy_hourly VALUES ('GPU-a', ?, ?)", [DAY, day_kwh])
+    (day,) = records(con.execute(load_sql("outcome_gpu_day"), {"first_day": DAY, "day": DAY}))
+    _, energy, work, _ = _unit([day])
+    assert day["energy_kwh"] == pytest.approx(day_kwh)
+    assert day[energy] / day[work] == pytest.approx(0.250, rel=1e-9)  # kWh per busy hour, whatever the load

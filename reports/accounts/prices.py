@@ -75,7 +75,9 @@ class UrdbTariff:
     the last tier of each period, the one a data centre's monthly volume reaches within its first
     hours (URDB tier bounds are hundreds to thousands of kWh a month); `[tco] tariff_tier` picks
     another. Volumes are not tracked through the month. `tier_note` says which tier was charged
-    where the tariff has several ("" where it has one)."""
+    where the tariff has several ("" where it has one). `fixed_charge_usd_per_month` (URDB's
+    fixedchargefirstmeter, a few dollars per meter) is kept for reference and not charged: it is no
+    energy cost and the accounts know no meters to count it by."""
 
     name: str
     utility: str

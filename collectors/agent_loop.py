@@ -33,7 +33,7 @@ from joulehouse.collectors.agent_fetch import (  # noqa: F401 - the CLI and test
     ConfigFetchError, ConfigTooLarge, fetch_config,
 )
 from joulehouse.collectors.agent_replay import ReplayedConfig, ReplayGuard
-from joulehouse.collectors.config_contract import ConfigError, ExpiredConfig, NotYetValid
+from joulehouse.collectors.config_contract import ConfigError, ExpiredConfig, NotYetValid, format_utc
 
 
 @dataclass(frozen=True)
@@ -120,15 +120,25 @@ def _poll(
         state.seen_sha256 = digest
         try:
             result: ApplyResult = state.counted(apply_config(
-                data, public_key=public_key, host=host, nvml=nvml, lake=lake, now=now, replay_guard=replay_guard))
+                data, public_key=public_key, host=host, nvml=nvml, lake=lake, now=now, replay_guard=replay_guard,
+                host_may_be_absent=True))
         except NotYetValid as exc:
             state.refused(exc)
             state.seen_sha256 = None  # check the same bytes again next poll: it becomes valid
             message = f"new config not valid yet ({exc}); keeping current settings, checking again next poll"
+        except ReplayedConfig as exc:
+            state.refused(exc)
+            message = f"new config refused ({type(exc).__name__}: {exc}); keeping current settings"
+            if state.in_force_sha256 is None and exc.newest_valid_until is not None:
+                # a restart: the guard's record names the newest config applied here and when it
+                # ends. Without it nothing was in force, so its caps outlived its window for good.
+                state.in_force_sha256, state.in_force_until = exc.newest_sha256, exc.newest_valid_until
+                message += f"; the newest config applied here ({exc.newest_sha256[:12]}) is in force until " \
+                           f"{format_utc(exc.newest_valid_until)}"
         except ConfigError as exc:
             state.refused(exc)
             message = f"new config refused ({type(exc).__name__}: {exc}); keeping current settings"
-            if state.in_force_sha256 is None and not isinstance(exc, ReplayedConfig):
+            if state.in_force_sha256 is None:
                 # nothing known in force (as after a restart): what the GPUs hold has no valid config
                 # behind it, whether the one published expired or was tampered with or unreadable.
                 # Not for a replay: the guard's record says a newer config was applied here.

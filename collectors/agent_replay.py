@@ -29,7 +29,15 @@ from joulehouse.collectors.config_contract import ConfigError, RecommendedConfig
 
 
 class ReplayedConfig(ConfigError):
-    """The config is older than the newest one this agent accepted for its site."""
+    """The config is older than the newest one this agent accepted for its site; `newest_sha256`
+    and `newest_valid_until` (None in a record from before it was kept) say which one that is, so
+    an agent that restarted knows the config in force and when it ends."""
+
+    def __init__(self, message: str, newest_sha256: str | None = None,
+                 newest_valid_until: dt.datetime | None = None) -> None:
+        super().__init__(message)
+        self.newest_sha256 = newest_sha256
+        self.newest_valid_until = newest_valid_until
 
 
 class WrongSite(ConfigError):
@@ -60,6 +68,8 @@ class ReplayGuard:
             sites = dict(json.loads(text)["sites"])
             for last in sites.values():
                 _parse_utc(last["generated_at"])
+                if last.get("valid_until") is not None:
+                    _parse_utc(last["valid_until"])
                 if not isinstance(last["config_sha256"], str):
                     raise TypeError(f"config_sha256 {last['config_sha256']!r} is not text")
         except (ValueError, KeyError, TypeError, AttributeError) as exc:
@@ -84,16 +94,18 @@ class ReplayGuard:
         generated_at, sha256 = last
         if config.generated_at < generated_at or (config.generated_at == generated_at
                                                   and config.config_sha256 != sha256):
+            until = self._sites()[config.site].get("valid_until")
             raise ReplayedConfig(
                 f"config for site {config.site!r} generated at {format_utc(config.generated_at)} is not newer than "
                 f"the one this agent already accepted (generated at {format_utc(generated_at)}, sha256 {sha256[:12]}); "
-                f"a replayed config is refused (state: {self.path})")
+                f"a replayed config is refused (state: {self.path})",
+                newest_sha256=sha256, newest_valid_until=None if until is None else _parse_utc(until))
 
     def record(self, config: RecommendedConfig, accepted_at: dt.datetime) -> None:
         """Make `config` the newest accepted for its site, durably (see the module docstring)."""
         sites = self._sites()
         sites[config.site] = {"generated_at": format_utc(config.generated_at), "config_sha256": config.config_sha256,
-                              "accepted_at": format_utc(accepted_at)}
+                              "valid_until": format_utc(config.valid_until), "accepted_at": format_utc(accepted_at)}
         lakefs.makedirs_durably(self.path.parent)
         _check_private_folder(self.path.parent)
         lakefs.write_file_atomically(self.path, json.dumps({"sites": sites}, indent=2, sort_keys=True).encode(), 0o600)

@@ -82,6 +82,23 @@ def test_the_guard_survives_a_restart_of_the_agent(nvml_stub, keys, lake, tmp_pa
     assert limit_w(nvml_stub) == 300.0
 
 
+def test_after_a_restart_the_newest_config_still_expires_though_an_older_one_is_served(nvml_stub, keys, lake, tmp_path):
+    """Refused as a replay with nothing known in force, the older config left the newer one's caps
+    on for good: its window ended and no rollback came. The guard's record now says when it ends."""
+    nvml_stub.write([GpuState.a100(0)])
+    location = tmp_path / "recommended-config.json"
+    state_path = tmp_path / "state" / "agent-applied.json"
+    kw = dict(public_key=keys[1], host=HOST, nvml=pynvml, lake=lake)
+    location.write_bytes(config(keys[0], 300, TODAY))  # valid until NOW + 2 days
+    assert poll_once(AgentState(), str(location), now=NOW, replay_guard=ReplayGuard(state_path), **kw).startswith("applied")
+    restarted, guard = AgentState(), ReplayGuard(state_path)
+    location.write_bytes(config(keys[0], 250, YESTERDAY))  # a stale cache serves yesterday's
+    message = poll_once(restarted, str(location), now=NOW + dt.timedelta(hours=1), replay_guard=guard, **kw)
+    assert "is in force until 2026-01-05T06:00:00Z" in message and limit_w(nvml_stub) == 300.0
+    message = poll_once(restarted, str(location), now=NOW + dt.timedelta(days=2), replay_guard=guard, **kw)
+    assert message.startswith("expired: ") and limit_w(nvml_stub) == 400.0
+
+
 def test_a_second_config_generated_the_same_second_is_refused(nvml_stub, keys, lake, tmp_path):
     nvml_stub.write([GpuState.a100(0)])
     guard = ReplayGuard(tmp_path / "agent-applied.json")

@@ -212,7 +212,7 @@ def _sha_or_none(doc: Mapping[str, Any]) -> str | None:
 def apply_config(
     doc_or_path: str | Path | bytes | Mapping[str, Any], *, public_key: Any, host: str | None = None,
     nvml: Any = None, dry_run: bool = False, lake: str | Path | None = None, now: dt.datetime | None = None,
-    replay_guard: ReplayGuard | None = None, audited_at: dt.datetime | None = None,
+    replay_guard: ReplayGuard | None = None, audited_at: dt.datetime | None = None, host_may_be_absent: bool = False,
 ) -> ApplyResult:
     """Verify the config for `host` (default: this machine's name) and apply its settings.
 
@@ -223,7 +223,9 @@ def apply_config(
     verifies and, given `nvml`, checks every setting against its device as an apply would (reads
     only: an apply's refusals are refusals here too); without `nvml` it touches no device.
     `audited_at`: when the audit says this happened, if not `now` (a dry run judged at another
-    time, `agent apply --dry-run --at`: its rows then say the time it was judged at)."""
+    time, `agent apply --dry-run --at`: its rows then say the time it was judged at).
+    `host_may_be_absent`: a config without entries for the host applies no setting instead of
+    being refused (config_contract.verify_config)."""
     host = host or socket.gethostname()
     now = now or _utc_now()
     judged = "" if audited_at is None else f" (judged at {format_utc(now)})"
@@ -231,7 +233,7 @@ def apply_config(
     doc: Mapping[str, Any] = {}
     try:
         doc = _document(doc_or_path)  # inside: a body that is not JSON is a refusal, audited too
-        config = verify_config(doc, public_key, now, host=host)
+        config = verify_config(doc, public_key, now, host=host, host_may_be_absent=host_may_be_absent)
         if replay_guard is not None:
             replay_guard.check(config)
     except ConfigError as exc:
@@ -291,7 +293,14 @@ def _apply_all(nvml: Any, config: RecommendedConfig, locks: Mapping[str, Any] | 
     outcomes = []
     for s in config.settings:
         handle = handles.get(s.gpu_uuid)
-        if handle is None:
+        problem = implausible_setting(s)
+        if problem is not None:
+            # before any device call: 1e306 W signed raised OverflowError at its mW conversion,
+            # after the GPUs before it were set and before any audit row was written
+            outcomes.append(GpuOutcome(s.gpu_uuid, "refuse", f"{problem}; " + ("an apply would refuse it" if dry_run
+                                                                              else "not applied"),
+                                       power_limit_w_requested=s.power_limit_w))
+        elif handle is None:
             lost = f" (unreadable: {'; '.join(unreadable)})" if unreadable else ""
             outcomes.append(GpuOutcome(s.gpu_uuid, "refuse", f"no GPU with UUID {s.gpu_uuid} on this host{lost}; "
                                        "not applied", power_limit_w_requested=s.power_limit_w))

@@ -5,7 +5,10 @@ error text, mW to W. NVML is injected (`nvml=pynvml`, a stand-in library, or a f
 
 from __future__ import annotations
 
+import logging
 from typing import Any, Callable
+
+log = logging.getLogger(__name__)
 
 
 def watts_from_mw(mw: int | None) -> float | None:
@@ -56,6 +59,20 @@ def with_nvml(nvml: Any, work: Callable[[Any], Any]) -> Any:
         import pynvml as nvml  # noqa: PLW0127 - the production default, imported only when used
     nvml.nvmlInit()
     try:
-        return work(nvml)
-    finally:
+        result = work(nvml)
+    except BaseException:
+        _shut_down(nvml)
+        raise
+    # after the work: a shutdown error raised from `finally` replaced a successful apply's result,
+    # and every GPU whose limit had been set was audited 'not applied'
+    _shut_down(nvml)
+    return result
+
+
+def _shut_down(nvml: Any) -> None:
+    try:
         nvml.nvmlShutdown()
+    except Exception as exc:  # noqa: BLE001 - the work's own outcome (or error) is what counts
+        if not is_nvml_error(exc):
+            raise
+        log.warning("nvmlShutdown failed (%s); the work it closed stands", exc)

@@ -203,11 +203,15 @@ def load_config_document(source: str | bytes | Path | Mapping[str, Any]) -> dict
 # ---- verification -----------------------------------------------------------------------------
 
 def verify_config(
-    doc: Mapping[str, Any], public_key: Ed25519PublicKey, now: datetime, host: str | None = None
+    doc: Mapping[str, Any], public_key: Ed25519PublicKey, now: datetime, host: str | None = None, *,
+    host_may_be_absent: bool = False,
 ) -> RecommendedConfig:
     """Accept a signed document only if it is signed by `public_key`, of a supported schema
     version, well formed, valid at `now` (UTC) and, when `host` is given, has entries for it
-    (the returned settings are then only that host's). Raises a ConfigError subclass otherwise."""
+    (the returned settings are then only that host's). Raises a ConfigError subclass otherwise.
+    `host_may_be_absent`: a config without entries for `host` is valid with no settings (the node
+    agent's loop: a newer config that left out every GPU of the host, their model held back by the
+    fit's gate, means they go back to their defaults, not that yesterday's caps stay on)."""
     config = verify_signature(doc, public_key)
     now_utc = _aware(now, "now")
     if now_utc < config.valid_from:
@@ -216,7 +220,7 @@ def verify_config(
         raise ExpiredConfig(f"config expired at {format_utc(config.valid_until)}; it is now {format_utc(now_utc)}")
     if host is not None:
         mine = config.for_host(host)
-        if not mine:
+        if not mine and not host_may_be_absent:
             hosts = sorted({s.host for s in config.settings})
             raise HostNotInConfig(f"config has no entries for host {host!r}; it covers {hosts}")
         config = _replace_settings(config, mine)

@@ -177,7 +177,8 @@ def test_a_dry_run_exits_non_zero_where_the_apply_would_refuse_a_gpu(app, keys, 
 
     nvml_stub.write([GpuState.a100(0)])
     config = tmp_path / "c.json"
-    config.write_bytes(_signed_for_a100(keys[0], 5000, dt.datetime.now(dt.timezone.utc) - dt.timedelta(hours=1)))
+    # 500 W: one an A100 board of another kind could take, so the device's own limits refuse it
+    config.write_bytes(_signed_for_a100(keys[0], 500, dt.datetime.now(dt.timezone.utc) - dt.timedelta(hours=1)))
     lake = tmp_path / "lake"
     result = runner.invoke(app, ["agent", "apply", str(config), "--public-key", str(keys[1]), "--dry-run",
                                  "--host", "node-01", "--lake", str(lake)])
@@ -189,7 +190,7 @@ def test_a_dry_run_exits_non_zero_where_the_apply_would_refuse_a_gpu(app, keys, 
                              "--host", "node-01", "--lake", str(lake)])
     assert ok.exit_code == 0 and "dry run: node-01: 1 dry-run" in ok.output, ok.output
     reasons = sorted(r["reason"] for r in ds.dataset(lake / "agent_audit", partitioning="hive").to_table().to_pylist())
-    assert reasons == ["requested 5000.0 W is outside the device's limits 100.0-400.0 W; an apply would refuse it",
+    assert reasons == ["requested 500.0 W is outside the device's limits 100.0-400.0 W; an apply would refuse it",
                        "would set 300.0 W (NVIDIA A100-SXM4-80GB, throughput); the device is at 400.0 W"]
     assert not (tmp_path / "state").exists(), "a dry run records no config as accepted"
 

@@ -212,3 +212,46 @@ def test_an_unidentified_gpu_a_restarted_agent_could_not_reset_is_tried_again(ke
     assert limit_w(nvml, 1) == DEFAULT_W and not state.rollbacks_owed
     assert [(r["gpu_uuid"], r["action"]) for r in rows_at(lake, hour(1))] == [("GPU-sim-0000", "unchanged"),
                                                                                 ("GPU-sim-0001", "rollback")]
+
+
+def test_a_newer_config_that_leaves_this_host_out_returns_its_gpus_to_their_defaults(keys, lake, tmp_path):
+    """Every GPU of the host left out (their model held back by the fit's gate): refused as
+    HostNotInConfig, yesterday's caps stayed on for up to two days, though the report tells users
+    their GPUs go back to their defaults."""
+    nvml, location = driver(2), tmp_path / "recommended-config.json"
+    state = AgentState()
+    location.write_bytes(dump_config(signed(keys[0], {f"GPU-sim-000{i}": entry(CAP_W) for i in range(2)})))
+    poll(state, location, keys, nvml, lake, 0)
+    body = signed(keys[0], {})["body"] | {"hosts": {"node-02": {"GPU-other": entry(CAP_W)}},
+                                          "generated_at": "2026-01-04T06:00:00Z"}
+    location.write_bytes(dump_config(sign_config(body, keys[0])))
+    message = poll(state, location, keys, nvml, lake, 24)
+    assert "no GPUs in the config for this host" in message and "2 GPUs the new config no longer sets" in message
+    assert [limit_w(nvml, i) for i in range(2)] == [DEFAULT_W, DEFAULT_W]
+    assert [a for _, a, _ in gpu_rows(lake, "GPU-sim-0001")] == ["apply", "rollback"]
+
+
+def test_a_signed_limit_no_gpu_takes_is_refused_before_any_device_is_set_and_audited(keys, lake):
+    """1e306 W passed the signature and raised OverflowError at its mW conversion, after the GPU
+    before it was set and before any audit row was written."""
+    nvml = driver(3)
+    doc = signed(keys[0], {"GPU-sim-0000": entry(CAP_W), "GPU-sim-0001": entry(1e306), "GPU-sim-0002": entry(CAP_W)})
+    result = apply_config(doc, public_key=keys[1], host=HOST, nvml=nvml, lake=lake, now=NOW)
+    assert [o.action for o in result.outcomes] == ["apply", "refuse", "apply"]
+    assert "outside what any GPU takes" in result.outcomes[1].reason
+    assert [limit_w(nvml, i) for i in range(3)] == [CAP_W, DEFAULT_W, CAP_W] and len(rows_at(lake, NOW)) == 3
+
+
+def test_a_shutdown_error_after_a_good_apply_leaves_the_apply_as_it_was(keys, lake):
+    """nvmlShutdown's error, raised from `finally`, replaced the result: both GPUs were set and
+    audited 'refuse: NVML unavailable; not applied'."""
+    class ShutdownFails(SimulatedNvml):
+        def nvmlShutdown(self):
+            super().nvmlShutdown()
+            raise pynvml.NVMLError(pynvml.NVML_ERROR_UNKNOWN)
+
+    nvml = ShutdownFails([SimDevice(i, f"GPU-sim-{i:04d}", SPEC, int(DEFAULT_W * 1000)) for i in range(2)])
+    doc = signed(keys[0], {"GPU-sim-0000": entry(CAP_W), "GPU-sim-0001": entry(CAP_W - 20)})
+    result = apply_config(doc, public_key=keys[1], host=HOST, nvml=nvml, lake=lake, now=NOW)
+    assert result.nvml_unavailable is None and [o.action for o in result.outcomes] == ["apply", "apply"]
+    assert [r["action"] for r in rows_at(lake, NOW)] == ["apply", "apply"]

@@ -107,10 +107,14 @@ def shift_block(data: ReportData, figs: FigureWriter, s: Section) -> None:
         return
     shift = data.shift
     carbon_g, cost = total(shift, "carbon_saving_gco2e"), total(shift, "cost_saving_usd")
+    # a plan the accounts did not make (carbon or cost not run) is not computed, never a saving of 0
+    plans = {"carbon": fmt_kg(carbon_g), "energy cost": fmt_usd(cost)}
+    saved = " and ".join(f"{text} of {what}" for what, text in plans.items() if text != "-")
+    unknown = " and ".join(what for what, text in plans.items() if text == "-")
     s.note(f"{shift.height} deferrable jobs, {fmt_kwh(total(shift, 'energy_kwh'))} IT. Moved, same energy, to "
            f"the day's hours with the lowest PUE x grid intensity (or PUE x price), each hour taking at most the "
-           f"fleet's idle GPU-hours in it: {fmt_kg(carbon_g or 0)} and "
-           f"{fmt_usd(cost)} of energy would have been saved (two separate plans).")
+           f"fleet's idle GPU-hours in it: " + (f"{saved} would have been saved (two separate plans)" if saved else "")
+           + (f"{'; ' if saved else ''}{unknown} not computed (its account was not run)" if unknown else "") + ".")
     s.add(figs.div(figures.shift_saving_by_team(shift)))
     cols = [c for c in ("team", "job_id", "energy_kwh", "carbon_saving_gco2e", "best_carbon_hour_at", "cost_saving_usd",
                         "best_cost_hour_at") if c in shift.columns]

@@ -96,9 +96,10 @@ def shift_action(data: ReportData) -> list[Action]:
     carbon_g, cost = total(data.shift, "carbon_saving_gco2e"), total(data.shift, "cost_saving_usd")
     if data.shift is None or not ((carbon_g or 0) > 0 or (cost or 0) > 0):
         return []
+    carbon = f"{fmt_kg(carbon_g)} (or {fmt_usd(cost)} in the cheapest hours)" if carbon_g is not None else \
+        f"{fmt_usd(cost)} in the cheapest hours (carbon not computed)"
     return [Action(f"Run the {data.shift.height} deferrable jobs in the day's cleanest hours: saves about "
-                   f"{fmt_kg(carbon_g or 0)} (or {fmt_usd(cost)} in the cheapest hours) "
-                   f"per day like this one; same energy.", 0.0)]
+                   f"{carbon} per day like this one; same energy.", 0.0)]
 
 
 def actions(data: ReportData) -> list[Action]:

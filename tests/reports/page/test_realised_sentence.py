@@ -58,3 +58,28 @@ def test_settings_that_were_lost_are_not_called_recommendations_taken():
     sentence = realised_sentence(data)
     assert sentence.endswith("1 of them was a setting the agent applied and that went back without it, "
                              "not a recommendation taken."), sentence
+
+
+def test_a_shifting_saving_the_carbon_account_did_not_compute_is_not_a_saving_of_zero():
+    """rpt_shift_opportunity_daily leaves the carbon columns NULL where only the cost account ran:
+    the page said '0.0 kgCO2e ... would have been saved', the summary 'saves about 0.0 kgCO2e'."""
+    import datetime as dt
+    import html
+    import re
+
+    from joulehouse.reports.page.blocks import FigureWriter, Section
+    from joulehouse.reports.page.render import shift_block
+    from joulehouse.reports.page.section_summary import shift_action
+
+    shift = pl.DataFrame({"site": ["s"], "team": ["t"], "job_id": ["j1"], "energy_kwh": [12.0],
+                          "carbon_saving_gco2e": pl.Series([None], dtype=pl.Float64), "cost_saving_usd": [3.5],
+                          "best_carbon_hour_at": pl.Series([None], dtype=pl.Datetime("us", "UTC")),
+                          "best_cost_hour_at": [dt.datetime(2026, 6, 10, 3, tzinfo=dt.timezone.utc)]})
+    data = SimpleNamespace(shift=shift, shift_why="")
+    section = Section("shift", "shift")
+    shift_block(data, FigureWriter(), section)
+    note = html.unescape(re.sub("<[^>]+>", "", str(section.blocks[1])))
+    assert "3.50 USD of energy cost would have been saved" in note and "carbon not computed" in note
+    assert "kgCO2e" not in note
+    (action,) = shift_action(data)
+    assert "3.50 USD in the cheapest hours (carbon not computed)" in action.text and "kgCO2e" not in action.text

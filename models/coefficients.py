@@ -123,6 +123,10 @@ def solve_normal_equations(xtx: np.ndarray, xty: np.ndarray, yty: float, n: int)
     return LinearSolution(beta=beta, sse_w2=max(sse, 0.0), n=n, used=tuple(used))
 
 
+# Training SSE that moves less than this share along the alpha grid says nothing of alpha.
+ALPHA_FLAT_RELATIVE = 1e-9
+
+
 @dataclass(frozen=True)
 class DynamicShape:
     """The dynamic term's shape: alpha of the clock ratio (None: no clocks), gamma of activity, hold s."""
@@ -135,21 +139,23 @@ class DynamicShape:
 def best_shape(rows: Sequence[Mapping[str, float]], *, has_clock: bool) -> tuple[DynamicShape, LinearSolution]:
     """Solve each grid point's statistics; return (the shape with least training SSE, its solution).
 
-    Without clock readings every alpha gives the same features, and alpha is reported as None.
+    Without clock readings every alpha gives the same features, and alpha is reported as None; so
+    it is where the clock varied only where nothing ran (busy rows at f_max, idle ones at the idle
+    clock: 0 x r^alpha = 0 and 1^alpha = 1), which every alpha fits equally. The first of the
+    tie was stored as a measured alpha of 1.0, a cap's slowdown came out about 4x too large
+    (true alpha 4.4), and the clock sweeps that would have given alpha were never read.
     """
     if not rows:
         raise FitError("no sufficient-statistics rows (no training samples)")
-    best: tuple[Mapping[str, float], LinearSolution] | None = None
-    for row in rows:
-        solution = solve_normal_equations(*normal_equations(row))
-        if best is None or solution.sse_w2 < best[1].sse_w2:
-            best = (row, solution)
-    assert best is not None
-    row = best[0]
-    shape = DynamicShape(alpha=float(row["alpha"]) if has_clock else None,
+    solved = [(row, solve_normal_equations(*normal_equations(row))) for row in rows]
+    row, best = min(solved, key=lambda pair: pair[1].sse_w2)  # the first of a tie, as before
+    shape_of = lambda r: (r.get("activity_exponent"), r.get("activity_hold_s"))  # noqa: E731
+    along_alpha = [s.sse_w2 for r, s in solved if shape_of(r) == shape_of(row)]
+    identified = has_clock and max(along_alpha) - min(along_alpha) > ALPHA_FLAT_RELATIVE * max(min(along_alpha), 1.0)
+    shape = DynamicShape(alpha=float(row["alpha"]) if identified else None,
                          activity_exponent=float(row.get("activity_exponent") or 1.0),
                          activity_hold_s=float(row.get("activity_hold_s") or 0.0))
-    return shape, best[1]
+    return shape, best
 
 
 def best_exponent(rows: Sequence[Mapping[str, float]], *, has_clock: bool) -> tuple[float | None, LinearSolution]:

@@ -181,6 +181,13 @@ def recommend_gpu(row: dict, workload_class: str, fit: dict | None, settings: Re
     coef = coefficients_of(fit) if fit else None
     if coef is None:
         return out | {"reason": f"no power model for {row['gpu_model']}: not recommended"}
+    if coef.dyn_freq_exponent is None:
+        # the caps model then takes power as proportional to the clock (alpha 1): a cap's slowdown
+        # is overstated (about 4x where alpha is 4.4), so fewer caps pass their bound; said, not hidden
+        alpha_note = (f"how {row['gpu_model']}'s power follows its clock was not measured (no clock varied "
+                      "under load, no clock sweep of the model configured): taken as proportional, which "
+                      "overstates a cap's slowdown")
+        note = alpha_note if note is None else f"{note}; {alpha_note}"
     if not fit["passed_gate"]:
         return out | {"reason": f"power model of {row['gpu_model']} failed its gate ({fit['gate_reason']}): not recommended"}
     if workload_class == "latency-sensitive":

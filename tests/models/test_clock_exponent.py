@@ -52,3 +52,41 @@ def test_only_the_named_models_take_a_sweep_and_a_bad_entry_is_named():
     assert sweep_exponent_for("NVIDIA A100-SXM4-80GB", ("A100|/no/such/file.csv",), grid) is None
     with pytest.raises(ValueError, match=r"expected 'GPU-model pattern\|path"):
         parse_sweep_file_entry("A100 /a/file.csv")
+
+
+def test_a_clock_that_varied_only_where_nothing_ran_measures_no_alpha_and_the_sweep_gives_it():
+    """Busy readings all at f_max, idle ones at the idle clock: every alpha fits the same (0 x r^a = 0,
+    1^a = 1). The first of the tie was stored as a measured alpha of 1.0 ('fleet'), a cap's
+    slowdown came out ~4x too large, and the configured sweeps were never read."""
+    import datetime as dt
+    import sys
+
+    import duckdb
+    import pyarrow as pa
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    from power_synthetic import TruePower, load_samples, synthetic_samples
+
+    from joulehouse.models.power import fit_day
+    from joulehouse.settings import ModelSettings
+
+    truth = TruePower(alpha=4.4)
+    table = synthetic_samples(truth=truth, capped_limit_w=None, seed=1, noise_ratio=0.01)
+    activity = table.column("sm_active_ratio").to_numpy().astype(float)
+    temp_c = table.column("temp_c").to_numpy().astype(float)
+    pcie_gbps = (table.column("pcie_tx_bytes_per_s").to_numpy() + table.column("pcie_rx_bytes_per_s").to_numpy()) / 1e9
+    clock = np.where(activity > 0, 1410, 210).astype(np.int32)
+    power = (truth.static_w + truth.temp_w_per_c * (temp_c - 25) + truth.dyn_w * activity
+             + truth.mem_w * table.column("dram_active_ratio").to_numpy().astype(float) + truth.pcie_w_per_gbps * pcie_gbps)
+    table = table.set_column(table.schema.get_field_index("sm_clock_mhz"), "sm_clock_mhz", pa.array(clock, pa.int32()))
+    table = table.set_column(table.schema.get_field_index("power_w"), "power_w", pa.array(power.astype(np.float32)))
+    sweeps = tuple(f"A100|{f}" for f in sorted(SWEEPS.glob("perseus_*_a100sxm_*.csv")))
+    found = {}
+    for settings in (ModelSettings(), ModelSettings(clock_sweep_files=sweeps)):
+        con = duckdb.connect()
+        load_samples(con, table)
+        coefficients = fit_day(con, dt.date(2026, 3, 2), settings)[0].coefficients
+        found[bool(settings.clock_sweep_files)] = (coefficients.dyn_freq_exponent, coefficients.dyn_freq_exponent_source)
+    assert found[False] == (None, None)
+    alpha, source = found[True]
+    assert source.startswith("sweep:") and alpha > 4.0

@@ -19,6 +19,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
+import re
 import tomllib
 from contextvars import ContextVar
 from pathlib import Path
@@ -307,8 +308,9 @@ def toml_value(value: Any) -> str:
         return repr(value)
     if isinstance(value, tuple):
         return "[" + ", ".join(toml_value(v) for v in value) + "]"
-    escaped = str(value).replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
-    return f'"{escaped}"'
+    escaped = str(value).replace("\\", "\\\\").replace('"', '\\"')
+    # every control character but tab as \uXXXX: raw, the file no TOML reader takes back (\x01 in a site)
+    return '"' + re.sub(r"[\x00-\x08\x0a-\x1f\x7f]", lambda m: f"\\u{ord(m.group()):04x}", escaped) + '"'
 
 
 def settings_to_toml(settings: SettingsRoot) -> str:
@@ -320,6 +322,15 @@ def settings_to_toml(settings: SettingsRoot) -> str:
         lines += [f"{f.name} = {toml_value(getattr(values, f.name))}" for f in dataclasses.fields(values)]
         lines.append("")
     return "\n".join(lines)
+
+
+def write_settings_file(path: str | Path, settings: SettingsRoot) -> Path:
+    """`settings` as TOML at `path`, readable by its owner alone (0600): it may hold the IPMI
+    password, which `joulehouse run` wrote into a world-readable file beside the warehouse."""
+    from joulehouse.collectors.lakefs import write_file_atomically
+
+    write_file_atomically(path, settings_to_toml(settings).encode(), 0o600)
+    return Path(path)
 
 
 def replace_fields(values: Any, **changes: Any) -> Any:
@@ -341,5 +352,5 @@ def replace_section(settings: SettingsRoot, **sections: Any) -> SettingsRoot:
 __all__ = [
     "AgentSettings", "CollectorSettings", "LakeSettings", "NodeSettings", "SettingsError", "SettingsRoot",
     "load_node_settings", "replace_fields", "replace_section", "section", "setting_source", "settings_to_toml",
-    "toml_value",
+    "toml_value", "write_settings_file",
 ]

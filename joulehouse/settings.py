@@ -19,7 +19,8 @@ from pydantic import Field, model_validator
 
 from joulehouse.collectors.lakefs import is_url
 from joulehouse.collectors.settings import (AgentSettings, CollectorSettings, LakeSettings, NodeSettings, SettingsError,
-                                            SettingsRoot, replace_section, setting_source, settings_to_toml, toml_value)
+                                            SettingsRoot, replace_section, setting_source, settings_to_toml, toml_value,
+                                            write_settings_file)
 from joulehouse.models.settings import (OUTCOME_READING_DAYS, ModelSettings, PlacementSettings, RecommendSettings,
                                         SensitivitySettings)
 from joulehouse.reports.accounts.settings import CarbonSettings, TcoSettings
@@ -111,4 +112,5 @@ __all__ = [
     "AgentSettings", "CarbonSettings", "CollectorSettings", "ExportSettings", "LakeSettings", "ModelSettings",
     "NodeSettings", "OUTCOME_READING_DAYS", "PlacementSettings", "RecommendSettings", "SensitivitySettings", "Settings", "SettingsError", "TcoSettings",
     "WarehouseSettings", "input_file_problems", "load_settings", "replace_section", "settings_to_toml", "toml_value",
+    "write_settings_file",
 ]

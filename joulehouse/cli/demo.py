@@ -64,11 +64,10 @@ def register(app: typer.Typer) -> None:
         home = airflow_home or Path(settings.warehouse.db_path).resolve().parent / "airflow"
         cfg = config
         if cfg is None:
-            from joulehouse.settings import settings_to_toml
+            from joulehouse.settings import write_settings_file
 
-            cfg = home / "joulehouse.toml"
             home.mkdir(parents=True, exist_ok=True)
-            cfg.write_text(settings_to_toml(settings))
+            cfg = write_settings_file(home / "joulehouse.toml", settings)
         with console.status(f"joulehouse_daily {day} through Airflow: starting") as status:
             def on_task(task: str, done: int, total: int) -> None:
                 status.update(f"joulehouse_daily {day} through Airflow: task {done + 1}/{total} {task}")

@@ -38,7 +38,7 @@ from joulehouse.settings import (
     TcoSettings,
     WarehouseSettings,
     AgentSettings,
-    settings_to_toml,
+    write_settings_file,
 )
 
 # nvidia-smi logs in ../shared/data/telemetry: the host and model each is imported as, and the
@@ -104,8 +104,7 @@ def _demo_in(out: Path, day_list: list[dt.date], *, gpus: int, seed: int, shared
     started = time.monotonic()
     days = len(day_list)
     settings = demo_settings(out, shared_data)
-    config = out / "joulehouse.toml"
-    config.write_text(settings_to_toml(settings))
+    config = write_settings_file(out / "joulehouse.toml", settings)
     lake = Path(settings.lake.path)
     if not settings.carbon.grid_file:
         console.print(f"[yellow]no grid intensity file under {escape(str(shared_data / 'grid'))}: carbon uses the flat "

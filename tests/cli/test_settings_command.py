@@ -84,3 +84,19 @@ def test_list_settings_keep_their_item_type(tmp_path):
         assert "activity_hold_grid_s[1]" in str(exc)
     else:
         raise AssertionError("a word in a list of seconds must be refused")
+
+
+def test_a_settings_file_the_cli_writes_is_private_and_reads_back_with_control_characters(tmp_path):
+    """`joulehouse run` without --config wrote every setting, the IPMI password too, into a file
+    anyone could read (0644); and a control character in a value was written raw, which no TOML
+    reader takes back."""
+    import dataclasses
+
+    from joulehouse.settings import CollectorSettings, AgentSettings, replace_section, write_settings_file
+
+    settings = replace_section(Settings(), collector=dataclasses.replace(CollectorSettings(), ipmi_password="s3cret"),
+                               agent=dataclasses.replace(AgentSettings(), site="a\x01b\nc\td"))
+    path = write_settings_file(tmp_path / "joulehouse.toml", settings)
+    assert path.stat().st_mode & 0o777 == 0o600
+    loaded = load_settings(path, env={})
+    assert loaded.agent.site == "a\x01b\nc\td" and loaded.collector.ipmi_password == "s3cret"

@@ -237,16 +237,17 @@ def read_nvidia_smi_csv(path: str | Path, *, host: str, gpu_model: str | None = 
                 rejected.append(RejectedRow(line_no, str(exc), text))
                 continue
             # The uuid too: a log with a uuid column but no index one reads every GPU as index 0.
-            key = (sample["sampled_at"], sample["gpu_index"], row.get("uuid", "").strip())
+            uuid = _text(row.get("uuid"))
+            key = (sample["sampled_at"], sample["gpu_index"], uuid)
             if key in seen:
                 gpu = f"GPU {key[1]} {key[2]}".strip()
                 rejected.append(RejectedRow(line_no, f"duplicate: {gpu} already has a row at {key[0].isoformat()}", text))
                 continue
             seen.add(key)
             naive += _naive(row["timestamp"])
-            model = row.get("name", "").strip() or gpu_model
+            model = _text(row.get("name")) or gpu_model
             sample.update(host=host, gpu_model=model, source=SOURCE,
-                          gpu_uuid=row.get("uuid", "").strip() or synthetic_gpu_uuid(host, sample["gpu_index"]))
+                          gpu_uuid=uuid or synthetic_gpu_uuid(host, sample["gpu_index"]))
             for name in columns:
                 columns[name].append(sample.get(name))
     if naive:
@@ -321,6 +322,13 @@ def _naive(raw: str) -> bool:
     """A timestamp written without a UTC offset (nvidia-smi's own 'YYYY/MM/DD HH:MM:SS.fff' never has one)."""
     text = raw.strip()
     return not (text.endswith("Z") or re.search(r"[+-]\d\d:?\d\d$", text))
+
+
+def _text(value: str | None) -> str:
+    """An identity cell, '' where nvidia-smi wrote none ('[N/A]': stored as text, every GPU of the
+    log became GPU '[N/A]' of model '[N/A]', --gpu-model unheard)."""
+    text = (value or "").strip()
+    return "" if text.lower() in _NULLS else text
 
 
 def _parse_row(row: dict[str, str], id_columns: list[str], index_column: str | None, clock: LogClock) -> dict:

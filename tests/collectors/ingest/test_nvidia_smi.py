@@ -127,6 +127,21 @@ def test_a_log_with_uuid_but_no_index_keeps_each_gpus_row_at_the_same_time(tmp_p
     assert [(r.line, r.reason.split(" already")[0]) for r in res.rejected] == [(4, "duplicate: GPU 0 GPU-bbbb")]
 
 
+def test_a_uuid_or_name_nvidia_smi_could_not_read_is_none_not_the_text_n_a(tmp_path):
+    """'[N/A]' in the identity columns was stored as text: both GPUs became GPU '[N/A]' of model
+    '[N/A]' (--gpu-model unheard), one stream in the warehouse, every second reading a duplicate."""
+    log = tmp_path / "smi.csv"
+    log.write_text(
+        "timestamp, index, uuid, name, power.draw [W]\n"
+        "2026/01/05 10:00:00.000, 0, [N/A], [N/A], 300.00 W\n"
+        "2026/01/05 10:00:00.000, 1, [N/A], [Not Supported], 280.00 W\n"
+    )
+    res = read_nvidia_smi_csv(log, host="node-01", gpu_model="NVIDIA L4", now=datetime(2026, 1, 6, tzinfo=timezone.utc))
+    rows = res.table.select(["gpu_index", "gpu_uuid", "gpu_model"]).to_pylist()
+    assert [r["gpu_model"] for r in rows] == ["NVIDIA L4", "NVIDIA L4"] and not res.rejected
+    assert len({r["gpu_uuid"] for r in rows}) == 2 and not any("N/A" in r["gpu_uuid"] for r in rows)
+
+
 def test_unreadable_file_names_the_problem(tmp_path):
     log = tmp_path / "no_time.csv"
     log.write_text("index, power.draw [W]\n0, 10 W\n")

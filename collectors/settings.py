@@ -66,6 +66,9 @@ Seconds = Positive  # a duration or interval: more than 0 s and finite
 # 1e308 lost the BMC's row of every poll, the collector exiting 0).
 Timeout = Annotated[float, Field(gt=0, le=3600, allow_inf_nan=False)]
 Backoff = Annotated[float, Field(ge=0, le=3600, allow_inf_nan=False)]
+# A Prometheus range step: whole seconds (the DCGM source refused 0.5 at start-up, after the
+# settings had taken it, and its unit restarted every 5 s), at most an hour.
+WholeSeconds = Annotated[float, Field(ge=1, le=3600, multiple_of=1, allow_inf_nan=False)]
 Retries = Annotated[int, Field(ge=0, le=100)]
 # The least time a collector loop waits between reads or flushes: NVML refreshes a GPU's power
 # reading every 20 ms or so, and `collect --interval 0.0001ms` (taken before) re-read it in a
@@ -117,7 +120,7 @@ class CollectorSettings:
     ipmi_timeout_s: Timeout = Field(5.0, description="One ipmitool call's timeout, s.")
     ipmi_retries: Retries = 2
     prometheus_url: Text = Field("http://127.0.0.1:9090", description="The Prometheus that scrapes dcgm-exporter.")
-    prometheus_step_s: Seconds = Field(30.0, description="Step of the DCGM range queries, s.")
+    prometheus_step_s: WholeSeconds = Field(30.0, description="Step of the DCGM range queries, s.")
     ipmi_backoff_s: Backoff = Field(
         0.5, description="Pause between IPMI retries (doubles each time), s; the BMC is slow, not the network.")
     prometheus_timeout_s: Timeout = Field(
@@ -138,6 +141,16 @@ class CollectorSettings:
                          "slowly: read it on its own interval (s), in its own thread, into node_samples.")
     dcgm_sync_interval_s: PollInterval = Field(
         60.0, description="How often the DCGM source writes the ranges Prometheus has settled, s (it is its own spool).")
+
+    @model_validator(mode="after")
+    def _first_range_not_empty(self) -> CollectorSettings:
+        # the first range runs from now - lookback to now - settle: shorter than a step, it was
+        # empty at every poll, forever (no watermark is ever written), and DCGM recorded nothing
+        if self.dcgm_initial_lookback_s < self.dcgm_settle_s + self.prometheus_step_s:
+            raise ValueError(f"dcgm_initial_lookback_s = {self.dcgm_initial_lookback_s:g} must be at least "
+                             f"dcgm_settle_s + prometheus_step_s = {self.dcgm_settle_s + self.prometheus_step_s:g}: "
+                             "the first DCGM range would be empty at every poll")
+        return self
     process_map_interval_s: PollInterval = Field(
         10.0, description="How often the NVML source's compute processes are mapped to their Slurm job or Kubernetes\n"
                           "pod (from /proc/<pid>/cgroup) into gpu_processes, s.")

@@ -14,6 +14,10 @@ from pydantic import AfterValidator, Field, model_validator
 
 from joulehouse.collectors.settings import Count, Finite, NonNegative, NonNegativeInt, Positive, Seconds, Text, section
 
+# One ad hoc query's wall time: at most a day; past about 1e9 s the timer thread raised
+# OverflowError and no limit held.
+QueryTimeout = Annotated[float, Field(gt=0, le=86400, allow_inf_nan=False)]
+
 _MEMORY = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(KB|MB|GB|TB|KiB|MiB|GiB|TiB)\s*$|^\s*(\d+(?:\.\d+)?)\s*%\s*$", re.IGNORECASE)
 _UNIT_BYTES = {"kb": 1e3, "mb": 1e6, "gb": 1e9, "tb": 1e12, "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40}
 MIN_MEMORY_BYTES = 64e6  # below this DuckDB cannot hold one vector per column of a build
@@ -110,7 +114,7 @@ class WarehouseSettings:
     query_spill_limit: DiskSize = Field(
         "4GB", description="Disk one `joulehouse sql` query may spill to (a large sort or join), in a private temporary\n"
                            "folder deleted after it; past it the query stops instead of filling the disk.")
-    query_timeout_s: Seconds = Field(
+    query_timeout_s: QueryTimeout = Field(
         300.0, description="Wall time one `joulehouse sql` query may run, fetching included, before it is interrupted, s.")
 
     @model_validator(mode="after")

@@ -36,7 +36,8 @@ def field_range(info: FieldInfo) -> str | None:
     if typing.get_origin(info.annotation) is typing.Literal:
         return "one of: " + ", ".join(str(v) for v in typing.get_args(info.annotation))
     bounds = [f"{sign} {getattr(m, attr)}" for kind, attr, sign in _BOUNDS for m in info.metadata if isinstance(m, kind)]
-    return "range: " + " and ".join(bounds) if bounds else None
+    steps = [f"a multiple of {m.multiple_of:g}" for m in info.metadata if isinstance(m, annotated_types.MultipleOf)]
+    return "range: " + " and ".join(bounds + steps) if bounds else None
 
 
 def field_notes(cls: type) -> dict[str, list[str]]:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner
 
 from joulehouse.settings import Settings, load_settings
@@ -100,3 +101,19 @@ def test_a_settings_file_the_cli_writes_is_private_and_reads_back_with_control_c
     assert path.stat().st_mode & 0o777 == 0o600
     loaded = load_settings(path, env={})
     assert loaded.agent.site == "a\x01b\nc\td" and loaded.collector.ipmi_password == "s3cret"
+
+
+
+@pytest.mark.parametrize("env, said", [
+    # the first DCGM range (now - lookback .. now - settle) was empty at every poll: nothing recorded, exit 0
+    ({"JOULEHOUSE_COLLECTOR__DCGM_INITIAL_LOOKBACK_S": "30"}, "dcgm_initial_lookback_s = 30 must be at least"),
+    # taken here, refused by the DCGM source at start-up: its unit restarted every 5 s
+    ({"JOULEHOUSE_COLLECTOR__PROMETHEUS_STEP_S": "0.5"}, "prometheus_step_s = '0.5'"),
+    # the timer thread raised OverflowError, and no limit held
+    ({"JOULEHOUSE_WAREHOUSE__QUERY_TIMEOUT_S": "1e10"}, "query_timeout_s = '1e10'"),
+])
+def test_settings_a_component_cannot_run_with_are_refused_when_read(env, said):
+    from joulehouse.settings import SettingsError
+
+    with pytest.raises(SettingsError, match=said.replace("(", r"\(")):
+        load_settings(None, env=env)

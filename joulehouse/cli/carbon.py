@@ -59,6 +59,9 @@ def estimate(
     lifetime_years = within("--lifetime-years", lifetime_years, Lifetime)
 
     started = parse_start(start) if start is not None else None  # a bad date before any file is opened
+    if region is None and (start is not None or grid_file is not None):
+        # they choose the hours of a region's grid: alone, they were dropped without a word
+        fail("--start and --grid-file read a region's hourly grid: give --region too")
     if grid_gco2e_per_kwh is not None and region is not None:
         fail("give either --grid-gco2e-per-kwh or --region/--start, not both")
     if grid_gco2e_per_kwh is not None:

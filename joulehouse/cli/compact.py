@@ -40,7 +40,7 @@ def compact_command(
         unknown = sorted(set(host or []) - set(present))
         if unknown:
             fail(f"no partition of {day} for hosts {unknown} in {lake}")
-        hosts = host or present
+        hosts = list(dict.fromkeys(host)) if host else present  # `--host h1 --host h1` compacted and counted h1 twice
         if not hosts:
             typer.echo(f"{day}: no partition of this day in {lake}; nothing to compact")
             return

@@ -28,12 +28,20 @@ def parse_duration(value: str, option: str) -> float:
         fail(str(exc))
 
 
+# The days a reading can have: from the Unix epoch to a year before the calendar ends (a day,
+# its neighbours and the runs the commands make from it; 9999-12-31 raised OverflowError mid-run).
+DAY_RANGE = (dt.date(1970, 1, 1), dt.date(9998, 12, 31))
+
+
 def parse_day(value: str, option: str) -> dt.date:
-    """A UTC day given as YYYY-MM-DD, or fail naming the option."""
+    """A UTC day given as YYYY-MM-DD within DAY_RANGE, or fail naming the option."""
     try:
-        return dt.date.fromisoformat(value)
+        day = dt.date.fromisoformat(value)
     except ValueError:
         fail(f"{option} {value!r} is not a date (YYYY-MM-DD)")
+    if not DAY_RANGE[0] <= day <= DAY_RANGE[1]:
+        fail(f"{option} {value}: expected a day from {DAY_RANGE[0]} to {DAY_RANGE[1]}")
+    return day
 
 
 def node_lake(value: str, option: str = "--lake") -> Path:

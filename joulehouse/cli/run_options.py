@@ -37,7 +37,7 @@ GpuHours = Annotated[Optional[float], typer.Option(
     help=f"Total GPU-hours (instead of --gpus x --hours; at most {MAX_GPU_HOURS:.4g}: {MAX_GPUS:,} GPUs over {HORIZON}).")]
 AvgPowerW = Annotated[Optional[float], typer.Option(
     help=f"Average power per GPU, W (at most {MAX_AVG_POWER_W:,}; default: the TDP of --gpu-model).")]
-Pue = Annotated[Optional[float], typer.Option(help=f"Power usage effectiveness of the facility, facility / IT power (1 to {MAX_PUE}; default: \\[carbon] default_pue).")]
+Pue = Annotated[Optional[float], typer.Option(help=f"Power usage effectiveness of the facility, facility / IT power (1 to {MAX_PUE}; default: the command's section's default_pue, \\[carbon] or \\[tco]).")]
 Start = Annotated[Optional[str], typer.Option(help="Run start (ISO-8601, UTC if no offset), for hourly data.")]
 DataDir = Annotated[Optional[Path], typer.Option(
     help="Reference data folder (grid/, prices/); default: the settings' files, else ../shared/data beside the checkout.")]
@@ -108,7 +108,13 @@ def parse_start(start: str) -> dt.datetime:
         value = dt.datetime.fromisoformat(start)
     except ValueError:
         fail(f"--start {start!r}: expected an ISO-8601 time such as 2026-03-02T00:00Z")
-    return value if value.tzinfo else value.replace(tzinfo=dt.timezone.utc)
+    value = value if value.tzinfo else value.replace(tzinfo=dt.timezone.utc)
+    try:  # a run as long as the longest taken, and the week either side the year mapping reads
+        value + dt.timedelta(days=MAX_DAYS + 8), value - dt.timedelta(days=8)
+    except OverflowError:
+        fail(f"--start {start!r}: a run from then ends outside the calendar (years 1 to 9999); "
+             "expected a time such as 2026-03-02T00:00Z")
+    return value
 
 
 GpuModel = Annotated[Optional[str], typer.Option(

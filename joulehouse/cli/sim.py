@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import datetime as dt
 from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
 
-from joulehouse.cli.options import fail, output_folder, parse_day, parse_duration
+from joulehouse.cli.options import DAY_RANGE, fail, output_folder, parse_day, parse_duration
 
 MAX_GPUS = 100_000  # a fleet of hundreds of megawatts; the fleet is built in memory before a row is written
 MAX_DAYS = 3660  # ten years
@@ -47,6 +48,8 @@ def register(app: typer.Typer) -> None:
 
         console = Console()
         first_day = parse_day(start, "--start")
+        if first_day + dt.timedelta(days=days - 1) > DAY_RANGE[1]:  # the last day failed after the first was written
+            fail(f"--start {start} --days {days}: the last day would be after {DAY_RANGE[1]}")
         # Before the progress bar: a bad option is one error line, nothing drawn. (--interval-s N: the
         # old spelling, still read.)
         given = f"--interval-s {interval_s:g}" if interval_s is not None else f"--interval {interval}"

@@ -63,6 +63,9 @@ def estimate(
     started = parse_start(start) if start is not None else None  # a bad date before any file is opened
     if price_usd_per_mwh is not None and (price_file is not None or start is not None):
         fail("give either --price-usd-per-mwh or --start (with an optional --price-file), not both")
+    if start is None and (price_file is not None or price_node is not None):
+        # they price the run's own hours: without --start they were dropped without a word
+        fail("--price-file and --price-node price the run's hours: give --start too")
     if price_usd_per_mwh is not None:
         price, source = price_usd_per_mwh, f"flat {price_usd_per_mwh:g} USD/MWh"
     elif start is not None:

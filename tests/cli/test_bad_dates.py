@@ -24,6 +24,21 @@ def test_a_bad_day_is_one_line_naming_the_option(tmp_path, args, option, value):
 
 
 @pytest.mark.parametrize("args, message", [
+    # OverflowError and a traceback, in simulate's case after the first day was written
+    (["run", "--date", "9999-12-31"], "error: --date 9999-12-31: expected a day from 1970-01-01 to 9998-12-31"),
+    (["simulate", "--lake", "LAKE", "--start", "0001-01-01"],
+     "error: --start 0001-01-01: expected a day from 1970-01-01 to 9998-12-31"),
+    (["simulate", "--lake", "LAKE", "--start", "9998-12-31", "--days", "2"],
+     "error: --start 9998-12-31 --days 2: the last day would be after 9998-12-31"),
+])
+def test_a_day_outside_the_calendar_a_reading_can_have_is_refused_before_any_work(tmp_path, args, message):
+    args = [str(tmp_path / "lake") if a == "LAKE" else a for a in args]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 2 and result.output.strip() == message
+    assert not (tmp_path / "lake").exists()
+
+
+@pytest.mark.parametrize("args, message", [
     (["simulate", "--lake", "LAKE", "--interval-s", "0"],
      "error: --interval-s 0: expected 250 ms to 60 s, dividing 86400 s evenly (a host's day is simulated in memory: below 250 ms it takes more than 2 GB)"),
     (["simulate", "--lake", "LAKE", "--interval-s", "7"],

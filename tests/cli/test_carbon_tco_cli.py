@@ -84,6 +84,12 @@ def test_region_and_start_use_the_hourly_file(app, shared_data):
     (["--gpu-hours", "10", "--avg-power-w", "300", "--pue", "0.9", "--grid-gco2e-per-kwh", "1"], "pue"),
     (["--gpu-hours", "10", "--avg-power-w", "300", "--region", "FR"], "--start"),
     (["--gpus", "2", "--hours", "3", "--gpu-hours", "7", "--avg-power-w", "300", "--grid-gco2e-per-kwh", "1"], "disagrees"),
+    # without --region these were dropped without a word, the flat default used
+    (["--gpus", "8", "--hours", "10", "--avg-power-w", "500", "--start", "2022-03-01"], "give --region too"),
+    (["--gpus", "8", "--hours", "10", "--avg-power-w", "500", "--grid-file", "/nonexistent"], "give --region too"),
+    # OverflowError and a traceback
+    (["--gpus", "8", "--hours", "10", "--avg-power-w", "500", "--region", "FR", "--start", "9999-12-20"],
+     "ends outside the calendar"),
 ])
 def test_carbon_bad_input_exits_2_with_one_line(app, args, message):
     result = CliRunner().invoke(app, ["carbon", "estimate", *args])
@@ -230,6 +236,12 @@ def test_a_settings_file_past_a_bound_is_refused_naming_the_setting(app, tmp_pat
                                       "--config", str(config)])
     assert result.exit_code == 2, result.output
     assert key in result.stderr and "--pue" not in result.stderr
+
+
+@pytest.mark.parametrize("args", [["--price-file", "/nonexistent"], ["--price-node", "NOPE"]])
+def test_price_options_without_a_start_are_refused_not_dropped(app, args):
+    result = CliRunner().invoke(app, ["tco", "estimate", "--gpus", "8", "--hours", "10", "--avg-power-w", "500", *args])
+    assert result.exit_code == 2 and "give --start too" in result.stderr and result.stderr.count("\n") == 1
 
 
 def test_tco_bad_input_exits_2(app, tmp_path):

@@ -47,6 +47,15 @@ def test_one_host_only(tmp_path):
     assert len(list((lake / "gpu_samples" / f"date={DAY}" / "host=node-02").glob("*.parquet"))) == 1
 
 
+def test_a_host_named_twice_is_compacted_and_counted_once(tmp_path):
+    lake = tmp_path / "lake"
+    _roll(lake, "node-01", 2)
+    result = CliRunner().invoke(app, ["compact", "--lake", str(lake), "--date", DAY.isoformat(),
+                                      "--host", "node-01", "--host", "node-01"])
+    assert result.exit_code == 0, result.output
+    assert "1 host" in result.output and "2 hosts" not in result.output
+
+
 def test_object_store_lake_bad_date_open_day_and_unknown_host_are_refused(tmp_path):
     runner = CliRunner()
     lake = tmp_path / "lake"

@@ -71,8 +71,15 @@ def consolidation(gpus: list[dict], minutes: list[dict], *, max_mean_activity: f
         stamps = sorted({t for g in light for t in activity[g["gpu_uuid"]]})
         total = np.array([sum(activity[g["gpu_uuid"]].get(t, 0.0) for g in light) for t in stamps])
         needed = max(1, math.ceil(float(np.quantile(total, 0.99)) / target_activity - 1e-9))
-        keep = sorted(light, key=lambda g: -g["mean_activity_ratio"])[:needed]
-        for g in sorted(light, key=lambda g: g["mean_activity_ratio"])[: len(light) - needed]:
+        if needed >= len(light):
+            # all of them at once (a multi-GPU job): nothing can be freed. The slice below went
+            # negative and parked all but the last GPUs, with the risk judged for GPUs there are not
+            continue
+        # one order for both lists: two sorts split ties apart, and a parked GPU was named as the
+        # one the work moves to
+        ranked = sorted(light, key=lambda g: (-g["mean_activity_ratio"], g["gpu_uuid"]))
+        keep = ranked[:needed]
+        for g in reversed(ranked[needed:]):
             if g["idle_power_w"] is None:
                 continue
             risk, saturated = latency_risk(total, needed, target_activity)
@@ -128,6 +135,10 @@ def recommend_placement(con: duckdb.DuckDBPyConnection, day: dt.date, *, parking
     minutes = records(con.execute(load_sql("placement_activity_minutely"), {"day": day}))
     rows = [r | {"kind": "consolidation"} for r in consolidation(gpus, minutes, parking=parking)]
     if relation_exists(con, "fct_thermal_gpu"):
+        # among the GPUs that keep their work: work placed on a GPU consolidation frees is work it
+        # will not run, and its saving was counted beside the parking's
+        freed = {r["gpu_uuid"] for r in rows}
+        gpus = [g for g in gpus if g["gpu_uuid"] not in freed]
         theta = dict(con.execute("SELECT gpu_uuid, theta_c_per_w FROM fct_thermal_gpu WHERE day = ?", [day]).fetchall())
         fits = {m: load_fit(con, m, day) for m in {g["gpu_model"] for g in gpus}}
         k = {m: f["temp_w_per_c"] for m, f in fits.items() if f and f.get("temp_w_per_c") and f["temp_w_per_c"] > 0}

@@ -64,6 +64,40 @@ def test_light_gpus_whose_work_overlaps_too_much_are_left_alone():
     assert len(_extra(con, "consolidation")) == 2
 
 
+def test_work_that_needs_more_gpus_than_the_host_has_frees_none():
+    """An 8-GPU job at full activity for an hour: the work needs 10 GPUs at 80%. The free list's
+    slice went negative and parked six of the eight, at 'low' risk."""
+    con = duckdb.connect()
+    _samples(con, {f"GPU-{i}": (lambda m: 1.0 if m < 60 else 0.0, 400.0, 60.0) for i in range(8)})
+    recommend_placement(con, DAY)
+    assert _extra(con, "consolidation") == {}
+
+
+def test_idle_gpus_tied_at_zero_name_a_gpu_that_stays_on_as_where_the_work_goes():
+    """Two sorts split the tie: GPU-0 was both parked and named as the GPU the work moves to."""
+    con = duckdb.connect()
+    _samples(con, {f"GPU-{i}": (lambda m: 0.0, 60.0, 60.0) for i in range(4)})
+    recommend_placement(con, DAY)
+    freed = _extra(con, "consolidation")
+    assert len(freed) == 3
+    (kept,) = {f"GPU-{i}" for i in range(4)} - set(freed)
+    assert all(f"to {kept} and park it" in detail for _, detail in freed.values())
+
+
+def test_thermal_placement_leaves_out_the_gpus_consolidation_frees():
+    """Work given to a GPU the plan parks is work it will not run; its saving was added to the
+    parking's (3.02 kWh/day on a host whose three GPUs could save 2.88)."""
+    con = duckdb.connect()
+    _samples(con, {"GPU-a": (lambda m: 0.5 if m < 144 else 0.0, 400.0, 60.0),
+                   "GPU-b": (lambda m: 0.5 if 200 <= m < 488 else 0.0, 400.0, 60.0),
+                   "GPU-c": (lambda m: 0.5 if 600 <= m < 1176 else 0.0, 400.0, 60.0)})
+    con.execute("CREATE TABLE fct_thermal_gpu (day DATE, gpu_uuid VARCHAR, theta_c_per_w DOUBLE)")
+    con.execute("INSERT INTO fct_thermal_gpu VALUES (?, 'GPU-a', 0.05), (?, 'GPU-b', 0.10), (?, 'GPU-c', 0.15)", [DAY] * 3)
+    recommend_placement(con, DAY)
+    assert set(_extra(con, "consolidation")) == {"GPU-a", "GPU-b"}
+    assert _extra(con, "thermal_placement") == {}  # one GPU keeps the work: nothing to place
+
+
 def test_the_hottest_work_goes_to_the_best_cooled_gpu():
     con = duckdb.connect()
     _samples(con, {"GPU-hot-slot": (lambda m: 0.9, 380.0, 55.0), "GPU-cool-slot": (lambda m: 0.3 if m < 720 else 0.0, 150.0, 55.0)})

@@ -23,13 +23,14 @@ import datetime as dt
 
 import duckdb
 
-from joulehouse.warehouse.sqlio import create_temp_table, relation_exists, replace_day, transaction
+from joulehouse.warehouse.sqlio import create_temp_table, ensure_columns, relation_exists, replace_day, transaction
 from joulehouse.models.day_jobs import JOB_MAX_DAYS, stage_day_jobs
 from joulehouse.models.sql import load_sql
 from joulehouse.warehouse.settings import WarehouseSettings
 
 # in this order: the jobs' hourly energy, their day (its sum), the day per setting
 TABLES = ("fct_job_energy_hourly", "fct_job_efficiency", "fct_efficiency_setting_daily")
+LATER_COLUMNS = {"fct_job_energy_hourly": {"measured_s": "DOUBLE"}, "fct_job_efficiency": {"measured_hours": "DOUBLE"}}
 
 
 def build_efficiency(con: duckdb.DuckDBPyConnection, day: dt.date, *,
@@ -49,5 +50,8 @@ def build_efficiency(con: duckdb.DuckDBPyConnection, day: dt.date, *,
     params = {table: {"day": day} for table in TABLES}
     params["fct_job_energy_hourly"] |= {"max_gap_s": float(warehouse.max_gap_s),
                                         "max_counter_gap_s": float(warehouse.max_counter_gap_s)}
+    for table, columns in LATER_COLUMNS.items():  # tables stored before a column was added
+        if relation_exists(con, table, temporary=False):
+            ensure_columns(con, table, columns)
     with transaction(con):
         return {table: replace_day(con, table, day, load_sql(table), params[table]) for table in TABLES}

@@ -35,7 +35,7 @@ from joulehouse.models.limit_change import LOOKBACK_DAYS, MAX_AFTER_DAYS, Change
 from joulehouse.models.outcome_matched import (log_ratio, matched_differences, matched_rows, pooled_row, records,
                                     saving_interval, split_by_side, treated_gpu_row)
 from joulehouse.models.sql import load_sql
-from joulehouse.warehouse.sqlio import relation_exists, replace_day_rows
+from joulehouse.warehouse.sqlio import columns_of, relation_exists, replace_day_rows
 
 # A unit of work counts only where every job of every GPU-day reports it: a training job's samples
 # and an inference job's requests summed as one count would charge the inference energy to samples.
@@ -227,7 +227,10 @@ def measure_outcomes(con: duckdb.DuckDBPyConnection, day: dt.date, *, lookback_d
     energy per unit of work, models.efficiency.build_efficiency for those days."""
     first = day - dt.timedelta(days=max_after_days + lookback_days)
     if relation_exists(con, "fct_job_efficiency"):
-        con.execute("CREATE OR REPLACE TEMP VIEW outcome_input_jobs AS SELECT * FROM fct_job_efficiency")
+        # a table from before measured_hours (or made by hand) counts every job whole
+        body = (load_sql("outcome_input_jobs") if "measured_hours" in columns_of(con, "fct_job_efficiency")
+                else "SELECT * FROM fct_job_efficiency")
+        con.execute(f"CREATE OR REPLACE TEMP VIEW outcome_input_jobs AS {body}")
     else:
         con.execute(EMPTY_JOBS)
     panel: dict[str, list[dict]] = defaultdict(list)

@@ -37,7 +37,10 @@
 --   tokens_total [count, pro-rated: fractional] tokens processed on the day (NULL: not reported)
 --   samples_total [count, pro-rated: fractional] samples processed on the day (NULL: not reported)
 --   flops_total [FLOP] floating-point operations on the day (NULL: not reported)
---   avg_power_w [W] energy_kwh over busy_hours
+--   measured_hours [h] the part of busy_hours the energy was measured over (less where readings were
+--     missing; NULL: no energy)
+--   avg_power_w [W] energy_kwh over measured_hours; the ratios below likewise set the energy against
+--     the work of the measured part (the work x measured_hours / busy_hours)
 --   requests_per_kwh [requests/kWh] EPOE
 --   j_per_token [J/token] energy per token
 --   j_per_sample [J/sample] energy per sample
@@ -64,6 +67,7 @@ WITH jobs AS (
 ),
 job_energy AS (
     SELECT job_id, gpu_uuid, sum(n_samples) AS n_samples, sum(energy_kwh) AS energy_kwh,
+           sum(measured_s) / 3600.0 AS measured_hours,
            mode(power_limit_w) AS power_limit_w,
            bool_or(power_limit_changed) OR count(DISTINCT power_limit_w) > 1 AS power_limit_changed
     FROM fct_job_energy_hourly
@@ -78,16 +82,20 @@ rows AS (
         $day::DATE AS day, j.job_id, j.host, j.gpu_uuid, m.gpu_model, j.stage, j.workload_class, j.team,
         j.started_at, j.ended_at, j.busy_hours, j.day_share_ratio,
         je.power_limit_w, je.power_limit_changed, coalesce(je.n_samples, 0) AS n_samples, je.energy_kwh,
-        j.requests_total, j.tokens_total, j.samples_total, j.flops_total
+        j.requests_total, j.tokens_total, j.samples_total, j.flops_total,
+        -- a reading's interval may reach past the window's end by up to one reading period: at most the time held
+        CASE WHEN je.energy_kwh IS NOT NULL THEN least(coalesce(je.measured_hours, 0.0), j.busy_hours) END AS measured_hours
     FROM jobs AS j
     LEFT JOIN job_energy AS je USING (job_id, gpu_uuid)
     LEFT JOIN models AS m USING (gpu_uuid)
 )
 SELECT
-    *,
-    energy_kwh * 1000.0 / nullif(busy_hours, 0) AS avg_power_w,
-    requests_total / nullif(energy_kwh, 0) AS requests_per_kwh,
-    energy_kwh * 3.6e6 / nullif(tokens_total, 0) AS j_per_token,
-    energy_kwh * 3.6e6 / nullif(samples_total, 0) AS j_per_sample,
-    flops_total / nullif(energy_kwh * 3.6e6, 0) AS flops_per_w
-FROM rows
+    * EXCLUDE (measured_ratio),
+    -- over the measured part of the holding: the energy stops where readings were missing, the
+    -- time and the work do not (a collector down half of a job made it look twice as efficient)
+    energy_kwh * 1000.0 / nullif(measured_hours, 0) AS avg_power_w,
+    requests_total * measured_ratio / nullif(energy_kwh, 0) AS requests_per_kwh,
+    energy_kwh * 3.6e6 / nullif(tokens_total * measured_ratio, 0) AS j_per_token,
+    energy_kwh * 3.6e6 / nullif(samples_total * measured_ratio, 0) AS j_per_sample,
+    flops_total * measured_ratio / nullif(energy_kwh * 3.6e6, 0) AS flops_per_w
+FROM (SELECT *, measured_hours / nullif(busy_hours, 0) AS measured_ratio FROM rows)

@@ -43,6 +43,9 @@
 --   energy_kwh [kWh] energy_share_ratio x the GPU-hour's energy_kwh (NULL: no hourly energy)
 --   power_limit_w [W] power limit in force (most frequent reading)
 --   power_limit_changed [bool] the limit changed within the job's part of the hour
+--   measured_s [s] the time of the job's part of the hour its energy stands for: the counted readings'
+--     time inside its windows (less than the time it held the GPU where readings were missing;
+--     NULL: no hourly energy)
 WITH bounds AS (
     SELECT gpu_uuid, a_at AS t_at FROM eff_holdings
     UNION
@@ -132,6 +135,7 @@ hour_weights AS (
 piece_hour_weights AS (
     SELECT p.gpu_uuid, p.p0_at, s.hour_at, any_value(p.n_holders) AS n_holders,
            sum(s.power_w * s.weight_s) FILTER (WHERE s.counted) AS power_sum_ws,
+           sum(s.weight_s) FILTER (WHERE s.counted) AS measured_s,
            count(*) FILTER (WHERE s.counted) AS n_counted,
            count(*) AS n,
            mode(s.power_limit_w) AS power_limit_w,
@@ -143,6 +147,7 @@ piece_hour_weights AS (
 job_hour_weights AS (
     SELECT ph.job_id, ph.gpu_uuid, w.hour_at,
            sum(w.power_sum_ws / w.n_holders) AS power_sum_ws,
+           sum(w.measured_s) AS measured_s,  -- a job sharing the GPU held all of it: not split
            sum(w.n_counted / w.n_holders) AS n_share,
            sum(w.n) AS n,
            arg_max(w.power_limit_w, w.n) AS power_limit_w,
@@ -152,7 +157,7 @@ job_hour_weights AS (
     GROUP BY ALL
 ),
 shares AS (
-    SELECT jh.job_id, jh.gpu_uuid, jh.hour_at, jh.n, jh.power_limit_w, jh.power_limit_changed,
+    SELECT jh.job_id, jh.gpu_uuid, jh.hour_at, jh.n, jh.power_limit_w, jh.power_limit_changed, jh.measured_s,
            CASE WHEN hw.power_sum_ws > 0 THEN coalesce(jh.power_sum_ws, 0) / hw.power_sum_ws
                 WHEN hw.n > 0 THEN jh.n_share / hw.n
                 ELSE 0.0 END AS energy_share_ratio
@@ -168,7 +173,8 @@ SELECT
     s.energy_share_ratio,
     e.energy_kwh * s.energy_share_ratio AS energy_kwh,
     s.power_limit_w,
-    s.power_limit_changed
+    s.power_limit_changed,
+    CASE WHEN e.energy_kwh IS NOT NULL THEN coalesce(s.measured_s, 0.0) END AS measured_s  -- NULL: no energy
 FROM shares AS s
 LEFT JOIN fct_gpu_energy_hourly AS e
     ON e.gpu_uuid = s.gpu_uuid AND e.hour_at = s.hour_at AND e.day = $day::DATE

@@ -45,9 +45,9 @@ def _job(job_id: str, start_min: float, end_min: float, **extra) -> dict:
                 workload_class="throughput", **extra)
 
 
-def _efficiency(root, jobs: list[dict]) -> dict[str, dict]:
+def _efficiency(root, jobs: list[dict], readings: pa.Table | None = None) -> dict[str, dict]:
     lake = root / "lake"
-    write_dataset(lake, "gpu_samples", _readings())
+    write_dataset(lake, "gpu_samples", _readings() if readings is None else readings)
     write_dataset(lake, "jobs", pa.Table.from_pylist(jobs))
     con = connect(root / "w.duckdb", lake)
     try:
@@ -117,3 +117,23 @@ def test_the_jobs_of_a_gpu_never_draw_more_than_it_did(tmp_path_factory, spans):
     drawn_kwh = POWER_W * len(held_s) * 10 / 3.6e6
     assert sum(r["energy_kwh"] for r in rows.values()) == pytest.approx(drawn_kwh, rel=2e-3, abs=1e-6)
     assert sum(r["energy_kwh"] for r in rows.values()) <= _kwh(HOURS * 60) * (1 + 1e-9)
+
+
+def test_a_collector_outage_during_a_job_does_not_make_it_look_more_efficient(tmp_path):
+    """Readings missing 00:30-01:30 of a 2 h job at a steady 300 W: the energy stops where the
+    readings do (0.3 kWh) while the time and the work did not, so it read 150 W, 150 J/sample and
+    twice the FLOPs per joule; per setting too, and as a saving in the outcome's energy per unit."""
+    readings = _readings().to_pylist()
+    kept = pa.Table.from_pylist([r for r in readings if not _at(30) < r["sampled_at"] < _at(90)])
+    job = _efficiency(tmp_path, [_job("J", 0, 120, samples_total=7200, flops_total=7.2e15)], kept)["J"]
+    assert job["energy_kwh"] == pytest.approx(_kwh(60)) and job["busy_hours"] == pytest.approx(2.0)
+    assert job["measured_hours"] == pytest.approx(1.0, abs=10 / 3600)  # one reading period either way
+    assert job["avg_power_w"] == pytest.approx(POWER_W, rel=0.01)
+    assert job["j_per_sample"] == pytest.approx(POWER_W * 7200 / 7200, rel=0.01)  # 300 W x 7200 s / 7200 samples
+    assert job["flops_per_w"] == pytest.approx(7.2e15 / (POWER_W * 7200), rel=0.01)
+    con = connect(tmp_path / "w.duckdb", tmp_path / "lake")
+    try:
+        (per_setting,) = con.execute("SELECT avg_power_w, j_per_sample FROM fct_efficiency_setting_daily").fetchall()
+    finally:
+        con.close()
+    assert per_setting == (pytest.approx(POWER_W, rel=0.01), pytest.approx(POWER_W, rel=0.01))

@@ -86,3 +86,31 @@ def test_a_driver_reload_inside_a_repeating_stream_loses_at_most_one_collection(
     assert r["energy_source"] == "counter"
     read_s = 3600 - 0.3  # the first reading is at 00:00:00.3
     assert 300.0 * (read_s - 30) * (1 - 1e-9) <= r["energy_j"] <= 300.0 * read_s * (1 + 1e-9)
+
+
+def _held_with_gaps(power_w: float, missing: callable) -> list[dict]:
+    """Scrapes every 10 s of a counter collected every 30 s, from 01:00 for an hour; `missing(t)`:
+    the scrape lacks the counter series (power only)."""
+    times = range(3600, 7201, 10)
+    counter = lambda t: None if missing(t) else 10**12 + round((t - t % 30) * power_w * 1000)  # noqa: E731
+    return gpu_rows(times, power_w, counter_mj=counter, limit_w=LIMIT_W, source="dcgm")
+
+
+@pytest.mark.parametrize("missing", [
+    lambda t: t == 3640,  # once, inside a run: the run spanned the power-counted interval too (+8%)
+    lambda t: t % 30 == 10,  # every collection: X, NULL, X, Y hid the repeats and each move counted 30 s (+67%)
+], ids=["once", "every collection"])
+def test_a_scrape_without_the_counter_inside_its_repeats_counts_no_time_twice(lake, warehouse, missing):
+    write(lake, _held_with_gaps(300.0, missing))
+    r = hourly(warehouse())[1]
+    assert r["coverage_ratio"] <= 1.0 and r["energy_j"] == pytest.approx(300.0 * 3600, rel=1e-9)
+
+
+def test_a_counter_stuck_longer_than_a_counter_interval_is_not_counted_again_when_it_moves(lake, warehouse):
+    """Stuck 1,000 s at an idle 20 W (longer than max_counter_gap_s): its repeats were integrated
+    from power and the catch-up counted from the counter too (46 kJ for 26 kJ)."""
+    def counter(t):
+        stuck = 3700 <= t <= 4700
+        return 10**12 + round((100 if stuck else t - 3600) * 20.0 * 1000)
+    write(lake, gpu_rows(range(3600, 4901, 10), 20.0, counter_mj=counter, limit_w=LIMIT_W, source="dcgm"))
+    assert hourly(warehouse())[1]["energy_j"] == pytest.approx(20.0 * 1300, rel=1e-9)

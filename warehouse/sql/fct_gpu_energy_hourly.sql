@@ -45,14 +45,23 @@
 --   counter then moves, one counter interval from the run's first reading (`repeat_*` below).
 --   Taken alone, each repeat was a counter interval of 0 J, and the move after it, all the
 --   run's energy in one scrape's time, failed the plausible maximum: a GPU at 600 W read as 0.
---   A run that cannot be one counter interval keeps its intervals, the repeats by power alone.
+--   A run that cannot be one counter interval (too long, implausible, or broken by a reading
+--   without the counter) keeps its intervals by power alone, the move that ends it too: its rise
+--   holds the run's energy, which the repeats counted already. Limits: a counter that steps back a
+--   little and rises again (two series of one GPU mixed) is read as a reset, so the interval after
+--   the dip counts the dip again; a run crossing midnight near max_counter_gap_s long may be merged
+--   by one day's build and not the other's, which sees it only from its margin on.
 --   Such a stream's counter is as old as its last collection, up to one collection period before
 --   the reading: its plausible maximum allows that period more (the stream's time over its runs),
 --   or a scrape that just missed a collection, then caught two, threw both away (-6% at 600 W).
 WITH repeat_streams AS (
+    -- streams whose counter repeats, and those where a reading without the counter is followed by
+    -- one with it: that one may repeat the value before the gap (X, NULL, X, Y), and its interval
+    -- to Y then holds energy the power-integrated intervals before it counted (1.8 MJ for 1.08)
     SELECT DISTINCT host, gpu_uuid, source
     FROM int_gpu_samples_checked
-    WHERE next_sampled_at IS NOT NULL AND next_energy_mj_total = energy_mj_total
+    WHERE next_sampled_at IS NOT NULL
+      AND (next_energy_mj_total = energy_mj_total OR (energy_mj_total IS NULL AND next_energy_mj_total IS NOT NULL))
 ),
 intervals AS NOT MATERIALIZED (
     -- each energy reading with the next one of its stream (paired in int_gpu_samples_checked).
@@ -103,7 +112,11 @@ repeat_runs AS (
             max(c0_mj) AS c0_mj,
             max(CASE WHEN NOT coalesce(unchanged, false) THEN c1_mj END) AS c1_mj,
             max(limit_w) AS limit_w,
-            count(*) AS n_intervals
+            count(*) AS n_intervals,
+            -- whole only where its intervals follow one another: a reading without the counter
+            -- in between (X, NULL, X, Y) leaves the NULL -> X interval outside the run, counted
+            -- from power, and the run spanning it counted it again (39 kJ for 36 kJ)
+            sum(t1_us - t0_us) AS run_us
         FROM repeat_intervals
         GROUP BY ALL
     )
@@ -112,7 +125,7 @@ repeat_runs AS (
 repeat_verdicts AS (
     SELECT
         *,
-        n_intervals > 1 AND c1_mj >= c0_mj AND (t1_us - t0_us) / 1e6 <= $max_counter_gap_s
+        n_intervals > 1 AND run_us = t1_us - t0_us AND c1_mj >= c0_mj AND (t1_us - t0_us) / 1e6 <= $max_counter_gap_s
             AND (c1_mj - c0_mj) / 1e3 <= (CASE WHEN limit_w > 0 THEN $max_power_over_limit_ratio * limit_w
                                                ELSE $max_power_abs_w END) * (t1_us - t0_us + slack_us) / 1e6
             AS merged
@@ -123,15 +136,17 @@ candidates AS (
     FROM intervals ANTI JOIN repeat_streams USING (host, gpu_uuid, source)
     UNION ALL
     -- a run that is one counter interval, once (at its first interval); the intervals of the
-    -- others as they are, except that a repeat is no counter reading: power only
+    -- others as they are, except that a repeat is no counter reading: power only, and so is the
+    -- move that ends a run of repeats (the counter's rise there holds the whole run's energy,
+    -- which its repeats counted from power already: 46 kJ for 26 kJ over a stuck counter)
     SELECT
         i.host, i.gpu_uuid, i.source,
         CASE WHEN v.merged THEN v.t0_us ELSE i.t0_us END AS t0_us,
         CASE WHEN v.merged THEN v.t1_us ELSE i.t1_us END AS t1_us,
         CASE WHEN v.merged THEN NULL ELSE i.p0_w END AS p0_w,
         CASE WHEN v.merged THEN NULL ELSE i.p1_w END AS p1_w,
-        CASE WHEN v.merged THEN v.c0_mj WHEN i.unchanged THEN NULL ELSE i.c0_mj END AS c0_mj,
-        CASE WHEN v.merged THEN v.c1_mj WHEN i.unchanged THEN NULL ELSE i.c1_mj END AS c1_mj,
+        CASE WHEN v.merged THEN v.c0_mj WHEN i.unchanged OR v.n_intervals > 1 THEN NULL ELSE i.c0_mj END AS c0_mj,
+        CASE WHEN v.merged THEN v.c1_mj WHEN i.unchanged OR v.n_intervals > 1 THEN NULL ELSE i.c1_mj END AS c1_mj,
         i.limit_w, v.slack_us
     FROM repeat_intervals AS i
     JOIN repeat_verdicts AS v USING (host, gpu_uuid, source, run_index)

@@ -274,6 +274,9 @@ def choose_setting(sweep: Sweep, objective: str = "energy", eta: float = 0.5,
         raise SweepError(f"eta {eta} is outside [0, 1]")
     if max_slowdown_pct is not None and not (math.isfinite(max_slowdown_pct) and max_slowdown_pct >= 0):
         raise SweepError(f"max_slowdown_pct {max_slowdown_pct} is not a finite percentage >= 0")
+    if max_power_w is not None and not (math.isfinite(max_power_w) and max_power_w > 0):
+        # a negative max_power made time a reward in the cost: the slowest setting won
+        raise SweepError(f"max_power_w {max_power_w} is not a finite power > 0 W")
     limits = sweep.power_limit_w[~np.isnan(sweep.power_limit_w)]
     if objective == "cost" and max_power_w is None and not limits.size:
         raise SweepError(f"sweep {sweep.label!r} varies {sweep.setting} only: the cost objective needs max_power_w")

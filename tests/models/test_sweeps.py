@@ -161,6 +161,13 @@ def test_cli_bad_input_exits_non_zero_with_a_message(tmp_path):
     assert result.exit_code == 2
 
 
+@pytest.mark.parametrize("value", ["-1", "0", "nan"])
+def test_a_max_power_that_is_no_power_is_refused(shared_data, value):
+    """Negative, the cost made time a reward and the slowest setting won, exit 0."""
+    result = _run(str(shared_data / A40_RESNET), "--objective", "cost", "--max-power-w", value)
+    assert result.exit_code == 2 and f"max_power_w {float(value)} is not a finite power > 0 W" in result.output
+
+
 GRID_HEADER = "workload,sm_clock_mhz,power_limit_w,time_s,energy_j,avg_power_w\n"
 
 

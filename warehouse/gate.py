@@ -16,6 +16,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 from collections.abc import Callable
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 
 import duckdb
@@ -151,7 +152,8 @@ def _counted(con: duckdb.DuckDBPyConnection, name: str, params: dict) -> dict | 
     files = CHECKS_SQL if name == STG_SUMMARY else GATE_SQL
     sql = files.text(name)
     try:
-        with reading_own_day(con, params["day"]):  # the summary counts the day's files in the lake
+        # the readings' summary counts the day's files in the lake; the other frames read no file
+        with reading_own_day(con, params["day"]) if name == STG_SUMMARY else nullcontext():
             rows = records(con.execute(sql, {p: params[p] for p in used_parameters(sql)}))
     except duckdb.CatalogException:
         return None

@@ -88,13 +88,13 @@ class ReplayGuard:
         if self.site and config.site != self.site:
             raise WrongSite(f"config is for site {config.site!r}; this node belongs to site {self.site!r} "
                             "([agent] site): refused")
-        last = self.last_accepted(config.site)
+        last = self._sites().get(config.site)
         if last is None:
             return
-        generated_at, sha256 = last
+        generated_at, sha256 = _parse_utc(last["generated_at"]), last["config_sha256"]
         if config.generated_at < generated_at or (config.generated_at == generated_at
                                                   and config.config_sha256 != sha256):
-            until = self._sites()[config.site].get("valid_until")
+            until = last.get("valid_until")
             raise ReplayedConfig(
                 f"config for site {config.site!r} generated at {format_utc(config.generated_at)} is not newer than "
                 f"the one this agent already accepted (generated at {format_utc(generated_at)}, sha256 {sha256[:12]}); "

@@ -61,6 +61,7 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import math
+from functools import cache
 from typing import Callable
 
 import duckdb
@@ -78,7 +79,7 @@ from joulehouse.models import gpu_catalogue
 from joulehouse.models.sql import load_sql
 
 
-
+@cache  # asked once per GPU of the day; the catalogue's pattern match is the same every time
 def catalogue_limits_w(gpu_model: str | None) -> tuple[float, float, float] | None:
     """NVML power limits (default, min, max W) of a model the catalogue (models/gpu_catalogue.csv,
     its NVML names matched as gpu_catalogue.find matches them) gives a minimum for; None otherwise.
@@ -90,8 +91,8 @@ def catalogue_limits_w(gpu_model: str | None) -> tuple[float, float, float] | No
     return spec.tdp_w, spec.min_limit_w, spec.max_limit_w or spec.tdp_w
 
 
-DEVICE_LIMITS_W = {s.gpu_model: catalogue_limits_w(s.gpu_model) for s in gpu_catalogue.catalogue()
-                   if catalogue_limits_w(s.gpu_model) is not None}
+DEVICE_LIMITS_W = {s.gpu_model: limits for s in gpu_catalogue.catalogue()
+                   if (limits := catalogue_limits_w(s.gpu_model)) is not None}
 # Unknown model: the highest limit seen is the default, half of it the minimum (NVML minimums are
 # 25-50% of the default on the models above); the reason says so.
 UNKNOWN_MIN_RATIO = 0.5

@@ -7,6 +7,7 @@ stream of the same GPU."""
 
 from __future__ import annotations
 
+import datetime as dt
 import math
 import random
 
@@ -114,3 +115,44 @@ def test_a_counter_stuck_longer_than_a_counter_interval_is_not_counted_again_whe
         return 10**12 + round((100 if stuck else t - 3600) * 20.0 * 1000)
     write(lake, gpu_rows(range(3600, 4901, 10), 20.0, counter_mj=counter, limit_w=LIMIT_W, source="dcgm"))
     assert hourly(warehouse())[1]["energy_j"] == pytest.approx(20.0 * 1300, rel=1e-9)
+
+
+def _mixed_series(power_w: float | None, stale_every: int, stale_s: float = 1.5) -> list[dict]:
+    """One GPU's counter read at 1 Hz from two series labelled alike (two exporters of one node
+    behind one job label): every `stale_every`-th reading comes from the series that lags
+    `stale_s` behind, so the counter steps back a little and then rises past where it was."""
+    def counter(t):
+        lag_s = stale_s if round(t) % stale_every == 1 else 0.0  # the hour's first and last readings are on time
+        return 10**12 + round((t - lag_s) * 300.0 * 1000)
+    return gpu_rows(range(3600, 7201), power_w, counter_mj=counter, limit_w=LIMIT_W, source="dcgm")
+
+
+@pytest.mark.parametrize("stale_every", [2, 3, 60])
+def test_a_counter_that_steps_back_and_rises_again_counts_its_dip_once(lake, warehouse, stale_every):
+    """Each step back was read as a reset and the rise after it counted the dip again (+33% when
+    every third reading lagged 1.5 s). A reading below what its stream already counted holds no new
+    measurement: its intervals are counted from power, the rest from the counter."""
+    write(lake, _mixed_series(300.0, stale_every))
+    r = hourly(warehouse())[1]
+    assert r["coverage_ratio"] == pytest.approx(1.0)
+    assert r["energy_j"] == pytest.approx(300.0 * 3600, rel=1e-9)
+
+
+def test_a_counter_only_stream_that_steps_back_never_counts_the_dip_twice(lake, warehouse):
+    """Without power, the intervals around a step back are gaps: less is covered, and what is
+    covered is at the true rate, never above it."""
+    write(lake, _mixed_series(None, 3))
+    r = hourly(warehouse())[1]
+    assert 0.2 < r["coverage_ratio"] < 1.0
+    assert r["energy_j"] / (r["coverage_ratio"] * 3600) == pytest.approx(300.0, rel=1e-6)
+
+
+def test_a_driver_reload_among_steps_back_still_starts_the_counter_again(lake, warehouse):
+    """A fall to a value the time since the last reading can hold is a reload, not a step back:
+    the readings after it are measured from the new start, not held below the old maximum."""
+    rows = _mixed_series(300.0, 3)
+    for row in rows:
+        if row["sampled_at"] >= rows[0]["sampled_at"] + dt.timedelta(seconds=1800):
+            row["energy_mj_total"] -= 10**12 + round(5400 * 300.0 * 1000) - 200_000
+    write(lake, rows)
+    assert hourly(warehouse())[1]["energy_j"] == pytest.approx(300.0 * 3600, rel=1e-3)

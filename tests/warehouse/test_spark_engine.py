@@ -50,6 +50,7 @@ def engines(tmp_path_factory):
         nvml = nvml.set_column(i, nvml.schema.field(i), pa.nulls(nvml.num_rows, nvml.schema.field(i).type))
     i = nvml.schema.get_field_index("source")
     nvml = nvml.set_column(i, nvml.schema.field(i), pa.array(["nvml-extra"] * nvml.num_rows, nvml.schema.field(i).type))
+    table = _stepped_back(table)
     write_dataset(root / "lake", "gpu_samples", pa.concat_tables([table, nvml, _broken_readings(table)]))
     warehouse, models = WarehouseSettings(inventory_path=str(summary.inventory_path)), ModelSettings(history_days=3)
     con = connect(root / "w.duckdb", root / "lake")
@@ -65,6 +66,21 @@ def engines(tmp_path_factory):
         spark.stop()
     yield con, models, result, checked
     con.close()
+
+
+def _stepped_back(table: pa.Table) -> pa.Table:
+    """One GPU's counter steps back 1 J below the reading before it on every third reading from
+    13:00 (two series of it mixed), and the engines must drop those readings alike."""
+    frame = pl.from_arrow(table).with_row_index("row")
+    gpu = frame["gpu_uuid"][0]
+    stream = frame.filter((pl.col("gpu_uuid") == gpu) & (pl.col("sampled_at").dt.hour() == 13)
+                          & pl.col("energy_mj_total").is_not_null()).sort("sampled_at")
+    assert stream.height > 30, "the simulated day has no counter to step back"
+    dipped = {row: previous - 1000 for k, (row, previous) in
+              enumerate(zip(stream["row"][1:], stream["energy_mj_total"][:-1])) if k % 3 == 0}
+    counter = [dipped.get(i, c) for i, c in enumerate(table.column("energy_mj_total").to_pylist())]
+    i = table.schema.get_field_index("energy_mj_total")
+    return table.set_column(i, table.schema.field(i), pa.array(counter, table.schema.field(i).type))
 
 
 def _broken_readings(table: pa.Table) -> pa.Table:

@@ -47,21 +47,85 @@
 --   run's energy in one scrape's time, failed the plausible maximum: a GPU at 600 W read as 0.
 --   A run that cannot be one counter interval (too long, implausible, or broken by a reading
 --   without the counter) keeps its intervals by power alone, the move that ends it too: its rise
---   holds the run's energy, which the repeats counted already. Limits: a counter that steps back a
---   little and rises again (two series of one GPU mixed) is read as a reset, so the interval after
---   the dip counts the dip again; a run crossing midnight near max_counter_gap_s long may be merged
---   by one day's build and not the other's, which sees it only from its margin on.
+--   holds the run's energy, which the repeats counted already.
+-- A counter that steps back by more than its stream's time could hold as energy since a reload
+--   (two series of one GPU mixed, one lagging) is no reset: a reading below the most its stream
+--   counted since the last reload holds no new measurement, and its intervals are counted from
+--   power (`counter_dips` below). Read as a reset, the rise after the dip counted the dip again
+--   (+50% where every third reading of a 1 Hz stream lagged 1.5 s). Limit: a run crossing
+--   midnight near max_counter_gap_s long may be merged by one day's build and not the other's,
+--   which sees it only from its margin on.
 --   Such a stream's counter is as old as its last collection, up to one collection period before
 --   the reading: its plausible maximum allows that period more (the stream's time over its runs),
 --   or a scrape that just missed a collection, then caught two, threw both away (-6% at 600 W).
-WITH repeat_streams AS (
-    -- streams whose counter repeats, and those where a reading without the counter is followed by
-    -- one with it: that one may repeat the value before the gap (X, NULL, X, Y), and its interval
-    -- to Y then holds energy the power-integrated intervals before it counted (1.8 MJ for 1.08)
-    SELECT DISTINCT host, gpu_uuid, source
+WITH stream_flags AS (
+    -- streams whose counter repeats; those where a reading without the counter is followed by one
+    -- with it: that one may repeat the value before the gap (X, NULL, X, Y), and its interval to Y
+    -- then holds energy the power-integrated intervals before it counted (1.8 MJ for 1.08); and
+    -- those whose counter steps back further than a reload could explain (steps_back)
+    SELECT
+        host, gpu_uuid, source,
+        bool_or(next_energy_mj_total = energy_mj_total
+                OR (energy_mj_total IS NULL AND next_energy_mj_total IS NOT NULL)) AS repeats,
+        bool_or(next_energy_mj_total < energy_mj_total
+                AND next_energy_mj_total / 1e3 > (CASE WHEN greatest(power_limit_w, next_power_limit_w) > 0
+                                                       THEN $max_power_over_limit_ratio * greatest(power_limit_w, next_power_limit_w)
+                                                       ELSE $max_power_abs_w END)
+                                                  * (epoch_us(next_sampled_at) - epoch_us(sampled_at)) / 1e6) AS steps_back
     FROM int_gpu_samples_checked
     WHERE next_sampled_at IS NOT NULL
-      AND (next_energy_mj_total = energy_mj_total OR (energy_mj_total IS NULL AND next_energy_mj_total IS NOT NULL))
+      AND (next_energy_mj_total <= energy_mj_total OR (energy_mj_total IS NULL AND next_energy_mj_total IS NOT NULL))
+    GROUP BY host, gpu_uuid, source
+),
+repeat_streams AS (
+    -- a reload alone (the counter falls to what the interval could hold) needs no run: only a
+    -- repeat, a value after a gap, or a step back sends a stream through the runs below
+    SELECT host, gpu_uuid, source
+    FROM stream_flags
+    WHERE repeats OR steps_back
+),
+counter_dips AS (
+    -- the readings of a stream that steps back whose counter is below the most it counted since
+    -- the last reload (a fall the time since the previous counter reading could hold as energy
+    -- since a reload). A window over these few streams' counter readings only
+    SELECT host, gpu_uuid, source, t_us
+    FROM (
+        SELECT
+            *,
+            c_mj < max(c_mj) OVER (PARTITION BY host, gpu_uuid, source, reloads ORDER BY t_us
+                                   ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS dips
+        FROM (
+            SELECT
+                *,
+                sum(reloaded::INTEGER) OVER (PARTITION BY host, gpu_uuid, source ORDER BY t_us
+                                             ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS reloads
+            FROM (
+                SELECT
+                    *,
+                    coalesce(c_mj < previous_c_mj
+                             AND c_mj / 1e3 <= (CASE WHEN greatest(limit_w, previous_limit_w) > 0
+                                                     THEN $max_power_over_limit_ratio * greatest(limit_w, previous_limit_w)
+                                                     ELSE $max_power_abs_w END) * (t_us - previous_t_us) / 1e6,
+                             false) AS reloaded
+                FROM (
+                    SELECT
+                        c.host, c.gpu_uuid, c.source,
+                        epoch_us(c.sampled_at) AS t_us,
+                        c.energy_mj_total AS c_mj,
+                        c.power_limit_w AS limit_w,
+                        lag(c.energy_mj_total) OVER counter_readings AS previous_c_mj,
+                        lag(epoch_us(c.sampled_at)) OVER counter_readings AS previous_t_us,
+                        lag(c.power_limit_w) OVER counter_readings AS previous_limit_w
+                    FROM int_gpu_samples_checked AS c
+                    SEMI JOIN stream_flags AS f
+                        ON f.steps_back AND f.host = c.host AND f.gpu_uuid = c.gpu_uuid AND f.source = c.source
+                    WHERE c.reason IS NULL AND c.energy_mj_total IS NOT NULL
+                    WINDOW counter_readings AS (PARTITION BY c.host, c.gpu_uuid, c.source ORDER BY c.sampled_at)
+                )
+            )
+        )
+    )
+    WHERE dips
 ),
 intervals AS NOT MATERIALIZED (
     -- each energy reading with the next one of its stream (paired in int_gpu_samples_checked).
@@ -95,7 +159,20 @@ repeat_intervals AS MATERIALIZED (
         *,
         c1_mj = c0_mj AS unchanged,
         coalesce(c0_mj, -1) AS run_index
-    FROM intervals SEMI JOIN repeat_streams USING (host, gpu_uuid, source)
+    FROM (
+        -- a reading that dipped carries no counter here: its intervals are counted from power
+        SELECT
+            i.host, i.gpu_uuid, i.source, i.t0_us, i.t1_us, i.p0_w, i.p1_w,
+            CASE WHEN d0.t_us IS NULL THEN i.c0_mj END AS c0_mj,
+            CASE WHEN d1.t_us IS NULL THEN i.c1_mj END AS c1_mj,
+            i.limit_w
+        FROM intervals AS i
+        SEMI JOIN repeat_streams AS r USING (host, gpu_uuid, source)
+        LEFT JOIN counter_dips AS d0
+            ON d0.host = i.host AND d0.gpu_uuid = i.gpu_uuid AND d0.source = i.source AND d0.t_us = i.t0_us
+        LEFT JOIN counter_dips AS d1
+            ON d1.host = i.host AND d1.gpu_uuid = i.gpu_uuid AND d1.source = i.source AND d1.t_us = i.t1_us
+    )
     WHERE t0_us IS NOT NULL AND t1_us > t0_us
 ),
 repeat_runs AS (

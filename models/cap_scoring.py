@@ -131,7 +131,9 @@ class _MixArrays:
         temp_c = np.array([b.temp_c for b, _ in bins])
         self.static_w = coef.predict_power_w(temp_c=temp_c, activity_ratio=0.0)
         self.dyn_w = coef.dyn_w * np.power(activity, coef.activity_exponent)
-        self.thinning_w = coef.mem_w * memory + coef.pcie_w_per_gbps * pcie_gbps
+        # DRAM and PCIe power as measured at the bin's own clock, times the stretch from f_max to
+        # there: divided by the stretch at s it thins from the measured clock, as models.caps does.
+        self.thinning_w = (coef.mem_w * memory + coef.pcie_w_per_gbps * pcie_gbps) * self.time_ratio(self.clock)
 
     def time_ratio(self, clock_ratio: np.ndarray) -> np.ndarray:
         """models.caps.time_ratio: run time at clock ratio s over run time at f_max (roofline)."""
@@ -139,7 +141,8 @@ class _MixArrays:
         return np.where(self.idle, 1.0, slowest / self.busiest)
 
     def power_w(self, clock_ratio: np.ndarray) -> np.ndarray:
-        """models.caps.power_at_clock_w: model power W; DRAM and PCIe thin out as the run stretches."""
+        """models.caps.power_at_clock_w: model power W; DRAM and PCIe thin out as the run stretches
+        from the bin's own clock."""
         return self.static_w + self.dyn_w * np.power(clock_ratio, self.alpha) + self.thinning_w / self.time_ratio(clock_ratio)
 
     def power_slope_w(self, clock_ratio: np.ndarray) -> np.ndarray:

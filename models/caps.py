@@ -7,7 +7,10 @@ solved for s in [s_min, 1]. The slowdown follows the job's bottleneck, a rooflin
 is set by the busiest resource, SM work stretches by 1/s while DRAM and PCIe work do not, so
     time ratio = max(sm/s, dram, pcie_util) / max(sm, dram, pcie_util).
 A compute-bound job slows as 1/s; a memory- or communication-bound one not until SM time catches
-up. Energy per unit of work = P(s) x time ratio.
+up. Energy per unit of work = P(s) x time ratio. A profile's DRAM and PCIe activity were measured
+at its own clock c (f_max, or an application's lock): the same traffic spread over the run as it
+stretches from there, mem(s) = mem x T(c) / T(s), so P(c) is the fitted model's power of what was
+measured, and DRAM and PCIe energy per unit of work is the same at every clock.
 """
 
 from __future__ import annotations
@@ -69,8 +72,12 @@ def time_ratio(profile: WorkloadProfile, clock_ratio: float) -> float:
 
 
 def power_at_clock_w(coef: PowerCoefficients, profile: WorkloadProfile, clock_ratio: float) -> float:
-    """Model power (W) at clock ratio s; DRAM and PCIe activity thin out as the run stretches."""
-    stretch = time_ratio(profile, clock_ratio)
+    """Model power (W) at clock ratio s; DRAM and PCIe activity thin out as the run stretches from
+    the clock they were measured at (the profile's)."""
+    # Stretched from the measured clock, not from f_max: thinned from f_max, a compute-bound job
+    # locked at 0.6 of f_max kept only 0.6 of its measured DRAM and PCIe power at its own clock
+    # (an A100 at activity 0.9, DRAM 0.5, 10 GB/s: 159.6 W for the 177.6 W its readings give).
+    stretch = time_ratio(profile, clock_ratio) / time_ratio(profile, profile.clock_ratio)
     return float(coef.predict_power_w(temp_c=profile.temp_c, activity_ratio=profile.activity_ratio,
                                       clock_ratio=clock_ratio, memory_ratio=profile.memory_ratio / stretch,
                                       pcie_gbps=profile.pcie_gbps / stretch))

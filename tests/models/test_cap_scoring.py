@@ -1,11 +1,13 @@
 """The recommender's fast paths agree with the slow ones they replaced: the tenths of busy activity
 from a histogram (recommend_gpu_profile.sql) against the exact tenths from sorting the samples
 (recommend_exact_tenths.sql), and the settings x bins scoring (models.cap_scoring) against
-models.caps one bin and one setting at a time."""
+models.caps one bin and one setting at a time; both give a profile the power of its readings at the
+clock they were read at."""
 
 from __future__ import annotations
 
 import datetime as dt
+from dataclasses import replace
 from pathlib import Path
 
 import duckdb
@@ -153,3 +155,43 @@ def test_clocks_scored_at_once_equal_models_caps_one_at_a_time(coef, mix, clocks
         assert got.power_w == pytest.approx(want.power_w, rel=1e-9)
         assert got.slowdown_pct == pytest.approx(want.slowdown_pct, abs=1e-9)
         assert got.heavy_slowdown_pct == pytest.approx(want.heavy_slowdown_pct, abs=1e-9)
+
+
+profiles = st.builds(WorkloadProfile, activity_ratio=st.floats(1e-3, 1.0), memory_ratio=st.floats(0, 1),
+                     pcie_gbps=st.floats(0, 80), temp_c=st.floats(30, 85), clock_ratio=st.floats(0.2, 1.0))
+
+
+def _measured_power_w(coef: PowerCoefficients, b: WorkloadProfile) -> float:
+    """The fitted model's power of the profile's readings, at the clock they were read at."""
+    return float(coef.predict_power_w(temp_c=b.temp_c, activity_ratio=b.activity_ratio, clock_ratio=b.clock_ratio,
+                                      memory_ratio=b.memory_ratio, pcie_gbps=b.pcie_gbps))
+
+
+@hsettings(max_examples=examples(60), deadline=None)
+@given(coef=coefficients, b=profiles, s=st.floats(MIN_CLOCK_RATIO, 1.0))
+def test_both_paths_give_the_measured_power_at_the_measured_clock_and_agree_elsewhere(coef, b, s):
+    """At the profile's own clock both paths give the power its readings were fitted to (DRAM and
+    PCIe were read there); at any clock at or below it (where a lock or a cap puts it) they agree
+    to 1e-12. Thinned from f_max instead, a locked profile lost DRAM and PCIe power at its own clock."""
+    measured_w = _measured_power_w(coef, b)
+    assert power_at_clock_w(coef, b, b.clock_ratio) == pytest.approx(measured_w, rel=1e-12)
+    at_own_clock = score_clocks(coef, [(b, 1.0)], np.array([1.0]))[0]
+    assert at_own_clock.power_w == pytest.approx(measured_w, rel=1e-12) and at_own_clock.slowdown_pct == 0.0
+    clock = min(s, b.clock_ratio)
+    fast_w = score_clocks(coef, [(b, 1.0)], np.array([s]))[0].power_w
+    assert fast_w == pytest.approx(power_at_clock_w(coef, b, clock), rel=1e-12)
+
+
+@hsettings(max_examples=examples(60), deadline=None)
+@given(coef=coefficients, b=profiles, s=st.floats(MIN_CLOCK_RATIO, 1.0))
+def test_dram_and_pcie_energy_per_unit_of_work_is_what_was_measured_at_every_clock(coef, b, s):
+    """The model's assumption (DRAM and PCIe work do not stretch with the SM clock): their power times
+    the run time, relative to the measured run, is their measured power at every clock, in both paths."""
+    no_traffic = replace(coef, mem_w=0.0, pcie_w_per_gbps=0.0)
+    measured_w = coef.mem_w * b.memory_ratio + coef.pcie_w_per_gbps * b.pcie_gbps
+    stretch = time_ratio(b, s) / time_ratio(b, b.clock_ratio)
+    traffic_w = power_at_clock_w(coef, b, s) - power_at_clock_w(no_traffic, b, s)
+    assert traffic_w * stretch == pytest.approx(measured_w, rel=1e-12, abs=1e-9)
+    fast, fast_without = (score_clocks(c, [(b, 1.0)], np.array([s]))[0] for c in (coef, no_traffic))
+    fast_traffic_w = fast.power_w - fast_without.power_w
+    assert fast_traffic_w * (1 + fast.slowdown_pct / 100) == pytest.approx(measured_w, rel=1e-12, abs=1e-9)

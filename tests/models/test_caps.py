@@ -7,7 +7,8 @@ import pytest
 from hypothesis import given, strategies as st
 
 from joulehouse.models.cap_calibration import fit_cap_shape, predicted_curve, predicted_energy_optimal_limit_w
-from joulehouse.models.caps import WorkloadProfile, best_limit_w, clock_under_limit, energy_vs_limit, outcome_under_limit
+from joulehouse.models.caps import (WorkloadProfile, best_limit_w, clock_under_limit, energy_vs_limit, outcome_under_limit,
+                                    power_at_clock_w)
 from joulehouse.models.coefficients import PowerCoefficients
 from joulehouse.models.sweeps import load_sweep, load_sweeps
 
@@ -21,6 +22,17 @@ DECODE = WorkloadProfile(activity_ratio=0.2, memory_ratio=0.6, temp_c=45)
 def test_uncapped_when_the_workload_stays_below_the_limit():
     outcome = outcome_under_limit(A100, DECODE, 300.0)
     assert not outcome.cap_binds and outcome.slowdown_pct == 0.0 and outcome.energy_ratio == pytest.approx(1.0)
+
+
+def test_a_locked_job_draws_its_measured_power_at_its_own_clock_and_a_cap_below_it_binds():
+    """DRAM and PCIe activity were read at the locked clock: there the model gives the fitted
+    power of those readings, 60 + 0.6 x 40 + 250 x 0.9 x 0.6^3 + 60 x 0.5 + 1.5 x 10 = 177.6 W
+    (thinned from f_max it gave 159.6 W, and a 170 W cap looked as if it did nothing)."""
+    locked = WorkloadProfile(activity_ratio=0.9, memory_ratio=0.5, pcie_gbps=10.0, temp_c=65, clock_ratio=0.6)
+    assert power_at_clock_w(A100, locked, 0.6) == pytest.approx(177.6, rel=1e-12)
+    assert outcome_under_limit(A100, locked, 1e9).power_w == pytest.approx(177.6, rel=1e-12)
+    capped = outcome_under_limit(A100, locked, 170.0)
+    assert capped.cap_binds and capped.power_w == pytest.approx(170.0, abs=1e-6) and capped.slowdown_pct > 0
 
 
 def test_clock_under_limit_fits_the_limit():

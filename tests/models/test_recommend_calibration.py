@@ -23,7 +23,7 @@ SEED = 3
 # Stated tolerances (percentage points of energy per unit of work): each GPU model's mean
 # predicted saving over its throughput GPUs given a setting, and each such GPU alone. Measured with
 # the simulator's dynamic power at the sweeps' f^4.4-4.85 (it was f^3, and 3.5 points per GPU):
-# pooled -1.4 (A100), -1.4 (H100), -0.4 (H200); per GPU -4.6..+0.5, the prediction on the low side.
+# pooled -1.5 (A100), -1.5 (H100), -0.5 (H200); per GPU -4.8..+0.4, the prediction on the low side.
 POOLED_TOLERANCE_PCT = 2.0
 GPU_TOLERANCE_PCT = 5.0
 

@@ -11,7 +11,8 @@ dataclass that refuses unknown keys), the range types (`Seconds`, `Ratio`, `PUE`
 environment overrides (pydantic-settings' TOML and environment sources), and checks every value
 when it is read: a bad one is a SettingsError naming the setting, the value and where it came
 from. Nothing is read at import time; a root built in code (`Settings(lake=...)`) reads neither
-file nor environment.
+file nor environment. A number setting refuses a boolean (pydantic would take TOML's `true` as 1),
+and a relative path in a location setting of the file is the file's folder's (`RelativeToFile`).
 """
 
 from __future__ import annotations
@@ -21,8 +22,10 @@ import math
 import os
 import re
 import tomllib
+import typing
 from contextvars import ContextVar
 from pathlib import Path
+from types import UnionType
 from typing import Annotated, Any, ClassVar, Mapping, Self
 
 import pydantic
@@ -31,7 +34,8 @@ from pydantic_settings import (BaseSettings, EnvSettingsSource, NoDecode, Pydant
                                TomlConfigSettingsSource)
 
 from joulehouse.collectors.input_file import read_bytes_at_most, regular_file
-from joulehouse.collectors.settings_env import ENV_DELIMITER, ENV_PREFIX, unknown_variables
+from joulehouse.collectors.settings_env import (ENV_DELIMITER, ENV_PREFIX, describe_errors, setting_source,
+                                                unknown_variables)
 # A settings file is a page of text; anything larger is a mistake (or an attack), refused unread.
 MAX_FILE_BYTES = 1 << 20
 
@@ -43,8 +47,74 @@ class SettingsError(ValueError):
 
 def section(cls: type) -> type:
     """A settings section: a frozen pydantic dataclass whose fields are checked on construction
-    (`dataclasses.replace` checks again) and which refuses keys it does not declare."""
+    (`dataclasses.replace` checks again) and which refuses keys it does not declare. Its numbers
+    refuse booleans: pydantic's lax mode took TOML's `interval_s = true` as 1 s. Done here once for
+    every section's int and float fields (strict types would refuse the environment's text "5")."""
+    hints = typing.get_type_hints(cls, include_extras=True)  # text under `from __future__ import annotations`
+    cls.__annotations__ = {name: _refusing_booleans(hints[name]) for name in cls.__annotations__}
     return pydantic.dataclasses.dataclass(frozen=True, config=ConfigDict(extra="forbid"))(cls)
+
+
+def _not_a_boolean(value: Any) -> Any:
+    if isinstance(value, bool):
+        raise ValueError(f"input should be a number, not the boolean {str(value).lower()}")
+    return value
+
+
+def _refusing_booleans(hint: Any) -> Any:
+    """`hint` with each int and float in it (under Annotated, in a tuple or a union) refusing a bool."""
+    if hint is int or hint is float:
+        return Annotated[hint, BeforeValidator(_not_a_boolean)]
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin is Annotated:
+        inner = _refusing_booleans(args[0])
+        return hint if inner is args[0] else Annotated[(inner, *hint.__metadata__)]
+    if origin not in (tuple, typing.Union, UnionType):
+        return hint
+    new = tuple(a if a is Ellipsis else _refusing_booleans(a) for a in args)
+    if all(n is a for n, a in zip(new, args)):
+        return hint
+    return tuple[new] if origin is tuple else typing.Union[new]
+
+
+class RelativeToFile:
+    """Marks a setting naming a local file or folder (or a URL, left as it is): a relative path
+    read from a settings file is the file's folder's (`--config /etc/joulehouse/site.toml` with
+    [lake] path = "lake" is /etc/joulehouse/lake, wherever the command runs); from the environment,
+    a flag or code, the working directory's, as in a shell. With a `separator`, the setting is a
+    list of entries "KEY<separator>PATH" (or "PATH")."""
+
+    def __init__(self, separator: str = "") -> None:
+        self.separator = separator
+
+    def resolve(self, value: Any, folder: Path) -> Any:
+        """`value` with each relative path in it made `folder`'s; anything else as it is (the field's
+        own check says what is wrong with it)."""
+        if not self.separator:
+            return self._entry(value, folder)
+        try:
+            entries = _listed(value)  # a TOML list, or text as the environment gives it
+        except ValueError:
+            return value
+        return [self._entry(v, folder) for v in entries] if isinstance(entries, (list, tuple)) else value
+
+    def _entry(self, value: Any, folder: Path) -> Any:
+        if not isinstance(value, str):
+            return value
+        key, sep, path = value.partition(self.separator) if self.separator else ("", "", value)
+        key, path = (key, path.strip()) if sep else ("", value.strip())
+        if not path or "://" in path or os.path.isabs(path):
+            return value  # "" is none; a URL or an absolute path is meant as written
+        return f"{key}{sep}{folder / path}"
+
+
+Location = Annotated[str, Field(min_length=1), RelativeToFile()]
+LocationOrNone = Annotated[str, RelativeToFile()]  # "" for none
+
+
+def _relative_to_file(field: Any) -> RelativeToFile | None:
+    """The RelativeToFile marker of a section's field (its FieldInfo), if it names a file or folder."""
+    return next((m for m in field.metadata if isinstance(m, RelativeToFile)), None)
 
 
 def _listed(value: Any) -> Any:
@@ -100,7 +170,7 @@ NonNegativeList = Annotated[tuple[NonNegative, ...], NoDecode, BeforeValidator(_
 class LakeSettings:
     """Where the Parquet lake lives (a folder, or an fsspec URL such as s3://bucket/lake)."""
 
-    path: Text = "var/lake"
+    path: Location = "var/lake"
 
 
 @section
@@ -108,7 +178,7 @@ class CollectorSettings:
     """Node collector: sampling, spooling and Parquet rolling."""
 
     interval_s: PollInterval = Field(1.0, description="GPU sampling interval (NVML), s.")
-    spool_dir: str = Field("", description="Local folder of the spool: readings not yet rolled into the lake (empty: beside\n"
+    spool_dir: LocationOrNone = Field("", description="Local folder of the spool: readings not yet rolled into the lake (empty: beside\n"
                                          "the lake, <lake>/../spool; `collect --spool-dir` comes first).")
     spool_flush_interval_s: PollInterval = Field(2.0, description="How often the spool is flushed to disk, s.")
     roll_interval_s: RollInterval = Field(300.0, description="A Parquet file is rolled into the lake at least this often, s.")
@@ -127,7 +197,7 @@ class CollectorSettings:
         10.0, description="Prometheus: one query's HTTP timeout, s; bounded retries with doubling backoff.")
     prometheus_retries: Retries = 3
     prometheus_backoff_s: Backoff = 1.0
-    dcgm_state_path: Text = Field(
+    dcgm_state_path: Location = Field(
         "var/state/dcgm-watermark.json",
         description="DCGM watermark (JSON): where the last range written ends, so a restart resumes there.")
     dcgm_selector: str = Field(
@@ -154,25 +224,25 @@ class CollectorSettings:
     process_map_interval_s: PollInterval = Field(
         10.0, description="How often the NVML source's compute processes are mapped to their Slurm job or Kubernetes\n"
                           "pod (from /proc/<pid>/cgroup) into gpu_processes, s.")
-    proc_root: Text = Field("/proc", description="The host's /proc, where the process map reads each pid's cgroup.")
+    proc_root: Location = Field("/proc", description="The host's /proc, where the process map reads each pid's cgroup.")
 
 
 @section
 class AgentSettings:
     """The node agent that applies recommended configs."""
 
-    public_key_path: Text = Field("var/keys/joulehouse-ed25519.pub.pem",
-                                  description="The site's ed25519 public key: configs not signed with its pair are refused.")
-    config_url: str = Field("", description="Where the agent fetches the signed config (a file path or URL).")
+    public_key_path: Location = Field("var/keys/joulehouse-ed25519.pub.pem",
+                                      description="The site's ed25519 public key: configs not signed with its pair are refused.")
+    config_url: LocationOrNone = Field("", description="Where the agent fetches the signed config (a file path or URL).")
     site: str = Field("", max_length=200,
                       description="The site this node belongs to: a config made for another site is refused. "
                                   "Empty: any site whose configs the public key signs.")
     poll_interval_s: AgentPollInterval = Field(300.0, description="How often `agent run` fetches it, s.")
     # Per site, the generated_at of the last config applied: an older one is refused as a replay.
-    state_path: Text = Field("var/state/agent-applied.json",
-                             description="Where the agent keeps, per site, the generated_at of the last config it "
-                                         "applied (JSON, written atomically); an older config is refused as a replay. "
-                                         "On a node: <lake>/../state/ beside the DCGM watermark.")
+    state_path: Location = Field("var/state/agent-applied.json",
+                                 description="Where the agent keeps, per site, the generated_at of the last config it "
+                                             "applied (JSON, written atomically); an older config is refused as a replay. "
+                                             "On a node: <lake>/../state/ beside the DCGM watermark.")
 
 
 # The file and environment a SettingsRoot.load() is reading; None while a root is built in code.
@@ -180,10 +250,24 @@ _READING: ContextVar[tuple[Path | None, Mapping[str, str]] | None] = ContextVar(
 
 
 class _TomlFile(TomlConfigSettingsSource):
-    """pydantic-settings' TOML source, refusing a file that is too large or not UTF-8 in one line."""
+    """pydantic-settings' TOML source, refusing a file that is too large or not UTF-8 in one line,
+    with each relative path of a location setting made the file's folder's (RelativeToFile)."""
+
+    def __init__(self, settings_cls: type[BaseSettings], toml_file: Path) -> None:
+        self._root = settings_cls  # read by _read_file, which the parent's __init__ calls
+        super().__init__(settings_cls, toml_file)
 
     def _read_file(self, file_path: Path) -> dict[str, Any]:
-        path = Path(file_path)
+        # the folder as the system finds it (`..` after a symlink), the file itself not followed
+        data, folder = self._parsed(Path(file_path)), Path(file_path).absolute().parent.resolve()
+        for name, info in self._root.model_fields.items():
+            values = data.get(name)
+            for key, field in getattr(info.annotation, "__pydantic_fields__", {}).items():
+                if isinstance(values, dict) and key in values and (marker := _relative_to_file(field)) is not None:
+                    values[key] = marker.resolve(values[key], folder)
+        return data
+
+    def _parsed(self, path: Path) -> dict[str, Any]:
         data = read_bytes_at_most(path, "settings file", MAX_FILE_BYTES, SettingsError)
         try:
             text = data.decode("utf-8")
@@ -258,36 +342,6 @@ class SettingsRoot(BaseSettings):
             raise SettingsError(problem)
 
 
-def setting_source(loc: tuple, environ: Mapping[str, str], path: str | Path | None) -> str:
-    """Which source gave the setting at `loc`: the environment variable, else the file."""
-    if len(loc) >= 2:
-        wanted = (ENV_PREFIX + ENV_DELIMITER.join(str(p) for p in loc[:2])).upper()
-        for key in environ:
-            if key.upper() == wanted:
-                return f" (from {key})"
-    return f" (in {path})" if path is not None else ""
-
-
-def describe_errors(exc: ValidationError, environ: Mapping[str, str] | None = None, path: str | Path | None = None) -> str:
-    """pydantic's errors as one line, each naming the setting ([section].field), the value and its source."""
-    environ = environ or {}
-    out = []
-    for err in exc.errors():
-        loc, msg = tuple(err["loc"]), err["msg"].removeprefix("Value error, ")
-        if err["type"] in ("extra_forbidden", "unexpected_keyword_argument"):
-            what = f"unknown settings section [{loc[0]}]" if len(loc) == 1 else f"[{loc[0]}]: unknown key {loc[-1]!r}"
-            out.append(what + setting_source(loc, environ, path))
-            continue
-        if not loc:
-            out.append(msg)
-            continue
-        name = f"[{loc[0]}]" + (f".{loc[1]}" if len(loc) > 1 else "") + "".join(f"[{p}]" for p in loc[2:])
-        value = err.get("input")
-        shown = "" if isinstance(value, Mapping) or value is None else f" = {value!r}"
-        out.append(f"{name}{shown}{setting_source(loc, environ, path)}: {msg[:1].lower()}{msg[1:]}")
-    return "; ".join(out)
-
-
 class NodeSettings(SettingsRoot):
     """What a node reads: the lake, the collector and the agent; the analytics' sections of the same
     file are theirs to check."""
@@ -327,12 +381,18 @@ def toml_value(value: Any) -> str:
 
 
 def settings_to_toml(settings: SettingsRoot) -> str:
-    """Write settings back as TOML text (what the demo saves beside its outputs)."""
+    """Write settings back as TOML text (what the demo saves beside its outputs). Relative paths
+    are written absolute: here they are the working directory's, and read back from the file
+    they would be its folder's (`joulehouse run` writes the file under its Airflow home)."""
     lines: list[str] = []
     for name in type(settings).model_fields:
         values = getattr(settings, name)
         lines.append(f"[{name}]")
-        lines += [f"{f.name} = {toml_value(getattr(values, f.name))}" for f in dataclasses.fields(values)]
+        for key, field in type(values).__pydantic_fields__.items():
+            value = getattr(values, key)
+            if (marker := _relative_to_file(field)) is not None:
+                value = marker.resolve(value, Path.cwd())
+            lines.append(f"{key} = {toml_value(tuple(value) if isinstance(value, list) else value)}")
         lines.append("")
     return "\n".join(lines)
 
@@ -352,9 +412,9 @@ def replace_fields(values: Any, **changes: Any) -> Any:
     try:
         return dataclasses.replace(values, **changes)
     except ValidationError as exc:
-        raise SettingsError("; ".join(
-            f"{exc.title}.{'.'.join(map(str, e['loc']))} = {e.get('input')!r}: {e['msg'][:1].lower()}{e['msg'][1:]}"
-            for e in exc.errors())) from None
+        messages = ((e, e["msg"].removeprefix("Value error, ")) for e in exc.errors())
+        raise SettingsError("; ".join(f"{exc.title}.{'.'.join(map(str, e['loc']))} = {e.get('input')!r}: "
+                                      f"{msg[:1].lower()}{msg[1:]}" for e, msg in messages)) from None
 
 
 def replace_section(settings: SettingsRoot, **sections: Any) -> SettingsRoot:

@@ -4,13 +4,18 @@ pydantic-settings reads JOULEHOUSE_<SECTION>__<FIELD> and silently ignores every
 JOULEHOUSE_COLLECTOR_INTERVAL_S=5 (one underscore) left the collector on its default interval
 with nobody told. A load therefore refuses every JOULEHOUSE_* variable that names no setting,
 except the few the project reads itself outside the settings (NOT_SETTINGS), suggesting the
-spelling meant when the name is a near miss.
+spelling meant when the name is a near miss. A value refused is said in one line naming the
+setting and where it came from: the variable, else the file (`describe_errors`).
 """
 
 from __future__ import annotations
 
 import difflib
-from typing import Iterable, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Iterable, Mapping
+
+if TYPE_CHECKING:
+    from pydantic import ValidationError
 
 ENV_PREFIX = "JOULEHOUSE_"
 ENV_DELIMITER = "__"
@@ -81,3 +86,33 @@ def _meant(name: str, settings: set[str], own_sections: set[str], known_sections
     names = {candidate[len(ENV_PREFIX):]: candidate for candidate in settings | set(NOT_SETTINGS)}
     close = difflib.get_close_matches(rest, sorted(names), n=1, cutoff=CLOSE_ENOUGH)
     return names[close[0]] if close else None
+
+
+def setting_source(loc: tuple, environ: Mapping[str, str], path: str | Path | None) -> str:
+    """Which source gave the setting at `loc`: the environment variable, else the file."""
+    if len(loc) >= 2:
+        wanted = (ENV_PREFIX + ENV_DELIMITER.join(str(p) for p in loc[:2])).upper()
+        for key in environ:
+            if key.upper() == wanted:
+                return f" (from {key})"
+    return f" (in {path})" if path is not None else ""
+
+
+def describe_errors(exc: ValidationError, environ: Mapping[str, str] | None = None, path: str | Path | None = None) -> str:
+    """pydantic's errors as one line, each naming the setting ([section].field), the value and its source."""
+    environ = environ or {}
+    out = []
+    for err in exc.errors():
+        loc, msg = tuple(err["loc"]), err["msg"].removeprefix("Value error, ")
+        if err["type"] in ("extra_forbidden", "unexpected_keyword_argument"):
+            what = f"unknown settings section [{loc[0]}]" if len(loc) == 1 else f"[{loc[0]}]: unknown key {loc[-1]!r}"
+            out.append(what + setting_source(loc, environ, path))
+            continue
+        if not loc:
+            out.append(msg)
+            continue
+        name = f"[{loc[0]}]" + (f".{loc[1]}" if len(loc) > 1 else "") + "".join(f"[{p}]" for p in loc[2:])
+        value = err.get("input")
+        shown = "" if isinstance(value, Mapping) or value is None else f" = {value!r}"
+        out.append(f"{name}{shown}{setting_source(loc, environ, path)}: {msg[:1].lower()}{msg[1:]}")
+    return "; ".join(out)

@@ -10,8 +10,8 @@ from typing import Annotated, Literal
 
 from pydantic import Field
 
-from joulehouse.collectors.settings import (Count, Finite, Names, NonNegative, NonNegativeInt, NonNegativeList, Positive, Seconds,
-                                            section)
+from joulehouse.collectors.settings import (Count, Finite, Names, NonNegative, NonNegativeInt, NonNegativeList, Positive,
+                                            RelativeToFile, Seconds, section)
 from joulehouse.models.limit_change import LOOKBACK_DAYS, MAX_AFTER_DAYS
 
 # Days of readings the recommendation outcome re-reads (models.outcome: a change's days after and
@@ -46,7 +46,7 @@ class ModelSettings:
     alpha_step: Positive = 0.25
     alpha_count: Count = Field(
         19, description="... up to 5.5: the measured A100 clock sweeps give 4.4-4.85 (models/clock_exponent.py), above f^3.")
-    clock_sweep_files: Names = Field(
+    clock_sweep_files: Annotated[Names, RelativeToFile(separator="|")] = Field(
         (), description="Measured SM-clock sweeps (Perseus stage profiles, or a clock x limit grid) per GPU model, as\n"
                         "\"PATTERN|PATH\" (PATTERN a word of the NVML name, e.g. A100): a model whose readings do not vary the\n"
                         "clock takes its exponent alpha from them (fct_power_model.dyn_freq_exponent_source names the file).")

@@ -104,3 +104,50 @@ def test_a_bad_setting_stops_the_daily_run_before_it_writes_anything(tmp_path):
     with pytest.raises(SettingsError, match=r"\[export\].validity_hours = -1"):
         daily.build_warehouse(dt.date(2026, 6, 11).isoformat(), str(config))
     assert not db.exists()
+
+
+def _number_fields():
+    """(section, key, TOML text with a boolean for it) of every number setting of every section."""
+    defaults = Settings()
+    for name in Settings.model_fields:
+        values = getattr(defaults, name)
+        for key in type(values).__pydantic_fields__:
+            default = getattr(values, key)
+            if isinstance(default, (int, float)) and not isinstance(default, bool):
+                yield name, key, f"[{name}]\n{key} = true\n"
+            elif isinstance(default, tuple) and default and all(isinstance(v, float) for v in default):
+                yield name, key, f"[{name}]\n{key} = [true, 1.5]\n"
+
+
+@pytest.mark.parametrize(("section", "key", "text"), list(_number_fields()),
+                         ids=[f"{s}.{k}" for s, k, _ in _number_fields()])
+def test_a_boolean_for_a_number_in_the_file_is_refused_naming_the_key(tmp_path, section, key, text):
+    """pydantic's lax mode took `interval_s = true` as 1 s and `threads = false` as 0."""
+    path = tmp_path / "site.toml"
+    path.write_text(text)
+    with pytest.raises(SettingsError) as caught:
+        load_settings(path, env={})
+    message = str(caught.value)
+    assert message.startswith(f"[{section}].{key}") and f"(in {path}): input should be a number, not the boolean true" \
+        in message and "\n" not in message
+
+
+def test_the_same_key_as_a_number_or_as_text_from_the_environment_is_taken(tmp_path):
+    path = tmp_path / "site.toml"
+    path.write_text("[collector]\ninterval_s = 2\n[tco]\ntariff_tier = 1\n[models]\nactivity_hold_grid_s = [0, 1.5]\n"
+                    "[warehouse]\ncompact_lake = false\n")  # a boolean setting still takes a boolean
+    settings = load_settings(path, env={})
+    assert (settings.collector.interval_s, settings.tco.tariff_tier, settings.models.activity_hold_grid_s,
+            settings.warehouse.compact_lake) == (2.0, 1, (0.0, 1.5), False)
+    settings = load_settings(path, env={"JOULEHOUSE_COLLECTOR__INTERVAL_S": "5", "JOULEHOUSE_TCO__TARIFF_TIER": "3",
+                                        "JOULEHOUSE_MODELS__ACTIVITY_HOLD_GRID_S": "0,2"})
+    assert (settings.collector.interval_s, settings.tco.tariff_tier, settings.models.activity_hold_grid_s) == (5.0, 3, (0.0, 2.0))
+    with pytest.raises(SettingsError, match=r"^\[collector\].interval_s = 'true' \(from JOULEHOUSE_COLLECTOR__INTERVAL_S\)"):
+        load_settings(path, env={"JOULEHOUSE_COLLECTOR__INTERVAL_S": "true"})
+
+
+def test_a_boolean_for_a_number_is_refused_in_code_too():
+    from joulehouse.collectors.settings import CollectorSettings, replace_fields
+
+    with pytest.raises(SettingsError, match=r"^CollectorSettings.roll_max_rows = True: input should be a number"):
+        replace_fields(CollectorSettings(), roll_max_rows=True)

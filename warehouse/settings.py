@@ -12,7 +12,8 @@ from typing import Annotated, Literal
 
 from pydantic import AfterValidator, Field, model_validator
 
-from joulehouse.collectors.settings import Count, Finite, NonNegative, NonNegativeInt, Positive, Seconds, Text, section
+from joulehouse.collectors.settings import (Count, Finite, Location, LocationOrNone, NonNegative, NonNegativeInt, Positive,
+                                            Seconds, Text, section)
 
 # One ad hoc query's wall time: at most a day; past about 1e9 s the timer thread raised
 # OverflowError and no limit held.
@@ -54,8 +55,8 @@ Threads = Annotated[int, Field(ge=1, le=1024)]
 class WarehouseSettings:
     """DuckDB warehouse over the lake and the data-quality rules."""
 
-    db_path: Text = Field("var/warehouse.duckdb", description="The DuckDB file; the reports go beside it (reports/).")
-    inventory_path: str = Field("", description="Site inventory CSV (host, gpu_uuid, region, ...); empty: none.")
+    db_path: Location = Field("var/warehouse.duckdb", description="The DuckDB file; the reports go beside it (reports/).")
+    inventory_path: LocationOrNone = Field("", description="Site inventory CSV (host, gpu_uuid, region, ...); empty: none.")
     max_gap_s: Seconds = Field(10.0, description="A gap between two readings longer than this is not bridged by the power integral, s.")
     max_power_over_limit_ratio: Positive = Field(
         1.5, description="Readings above this multiple of the power limit are physically implausible.")

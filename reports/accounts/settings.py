@@ -18,7 +18,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field, field_validator
 
-from joulehouse.collectors.settings import PUE, Count, Names, NonNegativeInt, Percent, Positive, Ratio, section
+from joulehouse.collectors.settings import PUE, Count, LocationOrNone, Names, NonNegativeInt, Percent, Positive, Ratio, section
 
 # Upper bounds of what a site can mean: past them a value is a typo (or hostile), and multiplied by a
 # large fleet's energy it would leave the float range, so that a figure read `Infinity` or NaN
@@ -116,7 +116,7 @@ class AccountSettings:
     region: str = Field(
         "FR", description="Grid region of GPUs the inventory does not place (dim_gpu.region wins where it has one); its\n"
                           "Electricity Maps file gives the hourly intensity (carbon) and renewable share (the green premium).")
-    grid_file: str = Field("", description="Hourly grid file of the region (Electricity Maps, WattTime or your own CSV); empty: none.")
+    grid_file: LocationOrNone = Field("", description="Hourly grid file of the region (Electricity Maps, WattTime or your own CSV); empty: none.")
     default_pue: PUE = Field(1.3, description="PUE of the hours no facility meter covers (facility / IT power, at least 1).")
     gpus_per_server: Count = 8
     lifetime_years: LifetimeYears = Field(5.0, description="Years the hardware is amortised over (embodied carbon; capital).")
@@ -174,9 +174,9 @@ class CarbonSettings(AccountSettings):
 class TcoSettings(AccountSettings):
     """Total cost of ownership: prices, tariffs, demand charges, capital."""
 
-    price_file: str = Field("", description="Hourly market prices (PJM LMP CSV); empty: the tariff, else the flat price.")
+    price_file: LocationOrNone = Field("", description="Hourly market prices (PJM LMP CSV); empty: the tariff, else the flat price.")
     price_node: str = Field("PJM-RTO", description="The pricing node of the price file.")
-    tariff_file: str = Field("", description="A time-of-use tariff (OpenEI URDB JSON); empty: none.")
+    tariff_file: LocationOrNone = Field("", description="A time-of-use tariff (OpenEI URDB JSON); empty: none.")
     tariff_tier: int = Field(
         -1, ge=-1, le=99, description="The tariff's volume tier charged (0 the first); -1: each period's last, where "
                                       "a data centre's monthly volume lies.")

@@ -9,20 +9,20 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from joulehouse.collectors.settings import Positive, Text, section
+from joulehouse.collectors.settings import Location, LocationOrNone, Positive, Text, section
 
 
 @section
 class ExportSettings:
     """The signed recommended-config file."""
 
-    out_dir: Text = Field("var/export", description="Where the signed files are written.")
-    private_key_path: Text = Field("var/keys/joulehouse-ed25519.pem", description="The site's ed25519 signing key.")
+    out_dir: Location = Field("var/export", description="Where the signed files are written.")
+    private_key_path: Location = Field("var/keys/joulehouse-ed25519.pem", description="The site's ed25519 signing key.")
     validity_hours: Positive = Field(48.0, le=8784, description="How long a config stays valid after the day it comes from, h\n"
                                                                 "(at most a year: an agent takes a valid config until it expires).")
     site: Text = Field("site-a", description="The site named in the signed body, so an agent can tell one site's file from another's.")
-    metrics_textfile: str = Field(
+    metrics_textfile: LocationOrNone = Field(
         "", description="The day's headline as Prometheus metrics (a *.prom file for node_exporter's textfile collector);\n"
                         "'' puts it beside the export folder: <out_dir>/../metrics/joulehouse_daily.prom.")
-    publish_url: str = Field(
+    publish_url: LocationOrNone = Field(
         "", description="Where node agents fetch the config (a folder or fsspec URL); empty: the export folder is served as is.")

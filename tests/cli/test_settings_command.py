@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from joulehouse.settings import Settings, load_settings
+from joulehouse.settings import Settings, load_settings, settings_to_toml
 from joulehouse.cli.main import app
 
 REPO = Path(__file__).resolve().parents[2]
@@ -22,11 +22,15 @@ def _no_overrides(monkeypatch):
 
 def test_the_printed_file_loads_back_to_the_same_settings_with_each_key_explained(tmp_path, monkeypatch):
     _no_overrides(monkeypatch)
+    # The defaults' relative paths are the working directory's, the file's its folder's: the same
+    # places when the file is written where the command runs (settings_to_toml writes them absolute).
+    monkeypatch.chdir(tmp_path)
     result = CliRunner().invoke(app, ["settings"])
     assert result.exit_code == 0, result.output
     path = tmp_path / "joulehouse.toml"
     path.write_text(result.output)
-    assert load_settings(path, env={}) == Settings()
+    assert settings_to_toml(load_settings(path, env={})) == settings_to_toml(Settings())
+    assert load_settings(path, env={}).lake.path == str(tmp_path / "var" / "lake")
     lines = result.output.splitlines()
     at = lines.index("readings_retention_days = 35")
     assert lines[at - 1].startswith("# ") and "0 keeps every day" in " ".join(lines[at - 5:at])

@@ -3,6 +3,7 @@ written ("pending"), so that a restart resumes exactly there (collectors/sources
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 from datetime import datetime, timezone
@@ -26,27 +27,38 @@ class WatermarkState:
             data = json.loads(self.path.read_text())
         except FileNotFoundError:
             return {"state_version": STATE_VERSION, "watermark_at": None, "pending": None}
-        except json.JSONDecodeError as exc:
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
             raise SourceError(f"dcgm state file {self.path} is not valid JSON ({exc}); "
                               "fix or remove it (removing it re-reads the initial lookback)") from None
+        except OSError as exc:  # a folder, no permission, a failing disk: one line, not a traceback every poll
+            raise SourceError(f"dcgm state file {self.path} cannot be read: {exc.strerror or exc}") from None
+        if not isinstance(data, dict):
+            raise SourceError(f"dcgm state file {self.path} holds a JSON {type(data).__name__}, not the state's object; "
+                              "fix or remove it (removing it re-reads the initial lookback)")
         if data.get("state_version") != STATE_VERSION:
             raise SourceError(f"dcgm state file {self.path} has state_version "
                               f"{data.get('state_version')!r}; expected {STATE_VERSION}")
         return data
 
     def save(self, data: dict[str, Any]) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
         tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
-        with open(tmp, "w") as fh:
-            json.dump(data, fh, indent=1, sort_keys=True)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, self.path)
-        dir_fd = os.open(self.path.parent, os.O_RDONLY)
         try:
-            os.fsync(dir_fd)
-        finally:
-            os.close(dir_fd)
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            with open(tmp, "w") as fh:
+                json.dump(data, fh, indent=1, sort_keys=True)
+                fh.flush()
+                os.fsync(fh.fileno())
+            os.replace(tmp, self.path)
+            dir_fd = os.open(self.path.parent, os.O_RDONLY)
+            try:
+                os.fsync(dir_fd)
+            finally:
+                os.close(dir_fd)
+        except OSError as exc:
+            # a read-only or full disk: the range is kept pending and redone, and the poll says why in one line
+            with contextlib.suppress(OSError):
+                tmp.unlink(missing_ok=True)
+            raise SourceError(f"dcgm state file {self.path} cannot be written: {exc.strerror or exc}") from None
 
 
 def iso_utc(ts: float) -> str:

@@ -62,6 +62,8 @@ def run_command(argv: Sequence[str], timeout_s: float, env: Mapping[str, str]) -
         return CommandResult(returncode=-1, stdout=out, stderr=f"no answer within {timeout_s} s", timed_out=True)
     except FileNotFoundError:
         return CommandResult(returncode=127, stdout="", stderr=f"{argv[0]} is not installed")
+    except OSError as exc:  # not executable, a folder, too many open files: a failed poll, said in one line
+        return CommandResult(returncode=126, stdout="", stderr=f"{argv[0]} cannot run: {exc.strerror or exc}")
     return CommandResult(done.returncode, done.stdout, done.stderr)
 
 

@@ -314,3 +314,29 @@ def test_a_series_whose_host_cannot_name_a_folder_is_set_aside_and_the_other_hos
     assert set(table.column("gpu_uuid").to_pylist()) == {"GPU-abc"}
     assert table.num_rows == len(range(1_700_000_000 - 100, 1_700_000_001, 10))
     assert src.rejected_series and all("'[fd00::7]' cannot name a partition folder" in r for r in src.rejected_series)
+
+
+@pytest.mark.parametrize("state", ["folder", "list", "latin-1"])
+def test_a_watermark_file_that_cannot_be_read_stops_the_sync_in_one_line(tmp_path, state):
+    """A folder where the file should be, a JSON list, bytes that are not UTF-8: a SourceError
+    naming the file (one line in the collector's log), not an OSError's traceback every poll."""
+    from joulehouse.collectors.sources.base import SourceError
+    from joulehouse.collectors.sources.dcgm_state import WatermarkState
+
+    path = tmp_path / "state.json"
+    if state == "folder":
+        path.mkdir()
+    else:
+        path.write_bytes(b"[1, 2]" if state == "list" else b'{"state_version": "\xe9"}')
+    with pytest.raises(SourceError, match="state.json"):
+        WatermarkState(path).load()
+
+
+def test_a_watermark_that_cannot_be_written_is_a_source_error_and_leaves_no_temp_file(tmp_path):
+    from joulehouse.collectors.sources.base import SourceError
+    from joulehouse.collectors.sources.dcgm_state import WatermarkState
+
+    (tmp_path / "state.json").mkdir()  # os.replace cannot put a file over a folder
+    with pytest.raises(SourceError, match="cannot be written"):
+        WatermarkState(tmp_path / "state.json").save({"state_version": 1})
+    assert [p.name for p in tmp_path.iterdir()] == ["state.json"]

@@ -146,3 +146,13 @@ esac
     failed = IpmiSource("node-01", ipmitool=str(fake), runner=lambda argv, t, env: run_command(argv, t, {"SDR_RC": "1"}))
     row = failed.read().to_pylist()[0]
     assert row["power_w"] == 285.0 and row["error"] == "sdr elist failed: sensor \\xb0 slow"
+
+
+def test_an_ipmitool_that_cannot_run_is_a_failed_poll_with_a_reason_not_an_exception(tmp_path):
+    """A stand-in ipmitool without its execute bit (a package half installed, a noexec mount): the
+    poll keeps its row with the reason and no power, instead of a traceback every poll."""
+    fake = tmp_path / "ipmitool"
+    fake.write_text("#!/bin/sh\necho never\n")
+    fake.chmod(0o644)
+    row = IpmiSource("node-01", ipmitool=str(fake)).read().to_pylist()[0]
+    assert row["power_w"] is None and "cannot run" in row["error"] and str(fake) in row["error"]

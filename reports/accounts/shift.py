@@ -1,7 +1,8 @@
 """Time-shifting: what moving the deferrable jobs to the cleanest (or cheapest) hours of their
 day would have saved (pure, frame in, frame out).
 
-Rule, per site and day, for one hourly value v(h) per IT kWh (PUE x grid intensity in gCO2e, or
+Rule, per site and day (per site and grid region where a site spans two: a job moves only onto its
+region's GPUs, valued by its hours), for one hourly value v(h) per IT kWh (PUE x grid intensity in gCO2e, or
 PUE x price in USD):
 - A job's energy is moved unchanged in amount: its GPU-hours g are placed in new hours and each
   placed GPU-hour carries the job's mean IT energy per GPU-hour (energy_kwh / g).
@@ -139,8 +140,37 @@ def shift_rows(gpu_hours: pl.DataFrame, jobs: pl.DataFrame, values: pl.DataFrame
         return plan_shifts(*_empty_shift_inputs(), values.head(0)).with_columns(pl.lit(day, dtype=pl.Date).alias("day"))
     attributed = attribute_gpu_hours(gpu_hours.select("hour_at", "day", "gpu_uuid", "energy_kwh"), jobs, ["energy_kwh"],
                                      energy_shares)
+    by_region = "region" in gpu_hours.columns and "region" in values.columns
+    if by_region:  # a site in two grid regions: each region's GPUs are a pool of their own, valued by its hours
+        gpu_hours, values = (frame.with_columns(_pool_key()) for frame in (gpu_hours, values))
     usage, idle = shift_inputs(attributed, gpu_hours.select("gpu_uuid", "site"), deferrable, UNALLOCATED)
-    return plan_shifts(usage, idle, values, window_hours).with_columns(pl.lit(day, dtype=pl.Date).alias("day"))
+    plans = plan_shifts(usage, idle, values, window_hours)
+    return (_jobs_over_pools(plans) if by_region else plans).with_columns(pl.lit(day, dtype=pl.Date).alias("day"))
+
+
+_POOL_SEPARATOR = "\x1f"  # a control character: in no site or region name
+
+
+def _pool_key() -> pl.Expr:
+    """The planning pool (site, region) as one `site` key for plan_shifts."""
+    return pl.concat_str(pl.col("site").fill_null("unknown"), pl.lit(_POOL_SEPARATOR),
+                         pl.col("region").fill_null("")).alias("site")
+
+
+def _jobs_over_pools(plans: pl.DataFrame) -> pl.DataFrame:
+    """plan_shifts' rows per (pool, job) -> per (site, job): amounts added up, a total NULL when one
+    region's part could not be valued (as a job with an unvalued hour in one pool), the best hour
+    that of the part with the most GPU-hours."""
+    def all_known(column: str) -> pl.Expr:
+        return pl.when(pl.col(column).is_not_null().all()).then(pl.col(column).sum())
+
+    return (plans.with_columns(pl.col("site").str.split(_POOL_SEPARATOR).list.first())
+            .sort("gpu_hours", descending=True, maintain_order=True)
+            .group_by("site", "team", "job_id", maintain_order=True)
+            .agg(pl.when(pl.col("energy_kwh").is_not_null().any()).then(pl.col("energy_kwh").sum()).alias("energy_kwh"),
+                 pl.col("gpu_hours").sum(), all_known("as_run"), all_known("planned"), all_known("saving"),
+                 pl.col("moved_gpu_hours").sum(), pl.col("best_hour_at").first())
+            .select(list(PLAN_SCHEMA)))
 
 
 def _empty_shift_inputs() -> tuple[pl.DataFrame, pl.DataFrame]:
@@ -154,7 +184,8 @@ def carbon_shift_rows(gpu_hours: pl.DataFrame, jobs: pl.DataFrame, grid: pl.Data
                       energy_shares: pl.DataFrame | None = None) -> pl.DataFrame:
     """rpt_shift_carbon_daily rows: plan against PUE x intensity (gCO2e per IT kWh) of `grid`
     (rpt_context_grid_hourly rows)."""
-    values = grid.select("site", "hour_at", (pl.col("pue") * pl.col("intensity_gco2e_per_kwh")).alias("value_per_kwh"))
+    values = grid.select("site", *(["region"] if "region" in grid.columns else []), "hour_at",
+                         (pl.col("pue") * pl.col("intensity_gco2e_per_kwh")).alias("value_per_kwh"))
     return shift_rows(gpu_hours, jobs, values, window_hours, energy_shares).select(
         "day", "site", "team", "job_id", "energy_kwh", "gpu_hours", pl.col("as_run").alias("carbon_gco2e"),
         pl.col("planned").alias("shifted_carbon_gco2e"), pl.col("saving").alias("carbon_saving_gco2e"),

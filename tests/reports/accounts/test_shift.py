@@ -122,3 +122,31 @@ def test_carbon_and_cost_days_write_the_shift_opportunity_of_deferrable_jobs(sha
     con.execute("UPDATE dim_gpu SET region = 'NOWHERE'")
     con.execute("DELETE FROM fct_pue_hourly")
     assert carbon_day(con, DAY, flat, shared_data).shift_saving_gco2e == pytest.approx(0.0, abs=1e-9)
+
+
+def test_a_site_in_two_regions_values_each_gpus_hours_by_its_own_regions_grid():
+    """GPU a sits in region A (300 then 100 g/kWh), GPU b, outside the inventory, takes the
+    fallback region B (50 then 500). One job on a at 00:00, b idle at 01:00: the job is priced at
+    A's 300 (150 g as run, not B's 25), and may not move onto b, whose hour 01:00 is B's; with a
+    idle at 01:00 it moves there (50 g). Before, the dict of one site's hours kept one region's."""
+    from joulehouse.reports.accounts.shift import carbon_shift_rows
+
+    day = H[0].date()
+    grid = pl.DataFrame([("s", "A", H[0], 300.0), ("s", "A", H[1], 100.0), ("s", "B", H[0], 50.0), ("s", "B", H[1], 500.0)],
+                        orient="row", schema={"site": pl.String, "region": pl.String, "hour_at": HOUR,
+                                              "intensity_gco2e_per_kwh": pl.Float64}).with_columns(pue=pl.lit(1.0))
+    job = pl.DataFrame([("j", "n1", "GPU-a", H[0], H[1], "u", "t", None, None)], orient="row", schema={
+        "job_id": pl.String, "host": pl.String, "gpu_uuid": pl.String, "started_at": HOUR, "ended_at": HOUR,
+        "user": pl.String, "team": pl.String, "stage": pl.String, "flops_total": pl.Float64}).with_columns(deferrable=True)
+
+    def plan(a_idle_at_one: bool) -> dict:
+        rows = [(H[0], day, "GPU-a", "s", "A", 0.5), (H[1], day, "GPU-b", "s", "B", 0.1)]
+        rows += [(H[1], day, "GPU-a", "s", "A", 0.1)] if a_idle_at_one else [(H[0], day, "GPU-b", "s", "B", 0.1)]
+        gpu_hours = pl.DataFrame(rows, orient="row", schema={"hour_at": HOUR, "day": pl.Date, "gpu_uuid": pl.String,
+                                                            "site": pl.String, "region": pl.String, "energy_kwh": pl.Float64})
+        return carbon_shift_rows(gpu_hours, job, grid, 0).row(0, named=True)
+
+    stuck = plan(a_idle_at_one=False)
+    assert (stuck["site"], stuck["carbon_gco2e"], stuck["carbon_saving_gco2e"]) == ("s", pytest.approx(150.0), 0.0)
+    moved = plan(a_idle_at_one=True)
+    assert moved["shifted_carbon_gco2e"] == pytest.approx(50.0) and moved["best_carbon_hour_at"] == H[1]

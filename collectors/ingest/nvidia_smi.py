@@ -18,8 +18,21 @@ What real logs look like, and what is done about it:
 - no index, gpu or uuid column, and rows in regular bursts a few ms apart (one row per GPU per
   sweep: several GPUs interleaved): the GPUs cannot be told apart, so the log is refused, naming
   the burst size and period, rather than integrated as one GPU (collectors/ingest/interleaved.py).
+  The bursts are looked for in the first INTERLEAVED_PROBE_ROWS such rows: they repeat every sweep.
 - no `uuid` column: a stable synthetic UUID "synthetic-<uuid5(host, index)>" is derived, and
   the notes say so.
+- no index or gpu column, but a `uuid` column naming a second GPU: the log is refused, naming the
+  file and the missing column. gpu_index is a required, non-null column of gpu_samples
+  (collectors/schema.py, REQUIRED_COLUMNS), and nothing in such a log gives it: nvidia-smi's index
+  is the GPU's place in the host's enumeration (which `-i` and the boot change), not something a
+  UUID or the rows' order tells. Every GPU was stored as GPU 0, so the lake held several GPUs at
+  index 0 and a Slurm job's GPU 1 was placed on none of them (collectors/ingest/lake_gpus.py). A
+  log of one UUID is one GPU: GPU 0, as any log without an index column.
+- a second row of a GPU (index and uuid, `[N/A]` being none) at an instant is rejected as a
+  duplicate. Logs are in time order, so the check keeps only the readings of the last
+  DUPLICATE_WINDOW_S before the log's latest one: memory bounded by the window, not the log. A row
+  further back (logs concatenated out of order) is kept unchecked and the notes count it; the
+  warehouse build quarantines a second reading of a GPU at one instant (duplicate_key).
 - bytes: a UTF-8 byte-order mark opening the file (spreadsheets write one) is skipped and noted; a
   row holding a byte that is not UTF-8, or a byte-order mark (logs concatenated), is rejected with
   that reason, never the whole file. A path that is not a regular file, or a line longer than
@@ -31,16 +44,23 @@ What real logs look like, and what is done about it:
 
 Rejected rows are never dropped silently: `ingest_nvidia_smi` writes them, with their line
 number and reason, to `<lake>/_quarantine/nvidia_smi/<file>-<log id>.jsonl` (lake_import).
+
+`ingest_nvidia_smi` streams: it parses CHUNK_ROWS rows at a time and lands each chunk before it
+reads on (collectors/ingest/lake_stream.py), so a month-long log imports in the memory of a chunk
+and of the duplicate window, and is refused part-way without a trace in the lake.
+`read_nvidia_smi_csv` returns the whole log as one table, for logs that fit in memory.
 """
 
 from __future__ import annotations
 
 import csv
+import heapq
 import itertools
-import re
+import sys
 import uuid
+from collections.abc import Callable, Hashable, Iterator
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
@@ -49,37 +69,27 @@ import pyarrow as pa
 from joulehouse.collectors.ingest.interleaved import interleaved_gpus
 from joulehouse.collectors.ingest.local_time import LogClock, check_plausible
 from joulehouse.collectors.input_file import text_lines
-from joulehouse.collectors.ingest.lake_import import RejectedRow, land_log, record_landing
+from joulehouse.collectors.ingest.lake_import import RejectedRow, record_landing
+from joulehouse.collectors.ingest.lake_stream import LandedImport, LogLanding
+from joulehouse.collectors.ingest.nvidia_smi_values import (BOM, NUMERIC, encoding_problem, field_name, identity_text,
+                                                            is_naive, parse_row, printable)
 from joulehouse.collectors.schema import GPU_SAMPLES, conform
 from joulehouse.collectors.writer import WrittenFile
 
 SOURCE = "nvidia-smi"
 _SYNTHETIC_NS = uuid.UUID("6f1c2a8e-4b7d-5e0f-9a3c-1d2e3f405162")
-_NULLS = {"", "[n/a]", "n/a", "[not supported]", "not supported", "[unknown error]", "[gpu is lost]"}
-
-# nvidia-smi field -> (gpu_samples column, unit nvidia-smi writes, scale to the column's unit)
-_NUMERIC = {
-    "power.draw": ("power_w", "W", 1.0),
-    "power.draw.instant": ("power_w", "W", 1.0),
-    "enforced.power.limit": ("power_limit_w", "W", 1.0),
-    "power.limit": ("power_limit_w", "W", 1.0),
-    "temperature.gpu": ("temp_c", "", 1.0),
-    "temperature.memory": ("mem_temp_c", "", 1.0),
-    "clocks.current.sm": ("sm_clock_mhz", "MHz", 1.0),
-    "clocks.sm": ("sm_clock_mhz", "MHz", 1.0),
-    "clocks.current.memory": ("mem_clock_mhz", "MHz", 1.0),
-    "clocks.mem": ("mem_clock_mhz", "MHz", 1.0),
-    "utilization.gpu": ("util_gpu_pct", "%", 1.0),
-    "utilization.memory": ("util_mem_pct", "%", 1.0),
-    "memory.used": ("mem_used_mib", "MiB", 1.0),
-}
-_INTEGER_COLUMNS = {"sm_clock_mhz", "mem_clock_mhz", "mem_used_mib"}
-_FLOAT32_MAX = 3.4028234663852886e38
-_BOM = "\ufeff"
+_EPOCH, _US = datetime(1970, 1, 1, tzinfo=timezone.utc), timedelta(microseconds=1)
 # A log's lines are a few hundred characters, its header a few thousand with every --query-gpu
 # field: a longer line is not such a log, and is refused there rather than read whole.
 MAX_LINE_CHARS = 65_536
-_VALUE = re.compile(r"^\s*(-?\d+(?:\.\d+)?)\s*([A-Za-z%]*)\s*$")
+# Rows parsed before they are landed: a parsed row is ~1 KB of Python values, so ~50 MB a chunk.
+CHUNK_ROWS = 50_000
+# How far back a duplicate is looked for: a reading misread into the first pass of a repeated
+# hour lands an hour behind. ~0.2 KB a reading held: 12 MB for 8 GPUs at 1 Hz.
+DUPLICATE_WINDOW_S = 7200
+# The rows whose timestamps tell interleaved GPUs (interleaved.py): bursts repeat every sweep, so
+# the first 100,000 rows show them as well as the whole log (the Llama-2 log has 42,962).
+INTERLEAVED_PROBE_ROWS = 100_000
 
 
 class NvidiaSmiError(ValueError):
@@ -122,27 +132,9 @@ def synthetic_gpu_uuid(host: str, gpu_index: int) -> str:
     return f"synthetic-{uuid.uuid5(_SYNTHETIC_NS, f'{host}/{gpu_index}')}"
 
 
-def _field_name(header: str) -> tuple[str, str]:
-    """' power.draw [W]' -> ('power.draw', 'W')."""
-    name, _, rest = header.strip().partition("[")
-    return name.strip().lower(), rest.rstrip("]").strip()
-
-
-def _number(raw: str, unit: str, scale: float) -> float | None:
-    text = raw.strip()
-    if text.lower() in _NULLS:
-        return None
-    m = _VALUE.match(text)
-    if not m:
-        raise ValueError(f"{raw.strip()!r} is not a number")
-    if m.group(2) and m.group(2) != unit:
-        raise ValueError(f"{raw.strip()!r} is not in {unit or 'a plain number'}")
-    return float(m.group(1)) * scale
-
-
 def _header_names(header: list[str], path: Path, line_no: int = 1) -> list[str]:
     """The field names of a header line, whose units must be the ones the fields are stored in."""
-    fields = [_field_name(h) for h in header]
+    fields = [field_name(h) for h in header]
     names = [n for n, _ in fields]
     if any(not c.isprintable() or "\udc80" <= c <= "\udcff" for h in header for c in h):
         raise NvidiaSmiError(f"{path} is not a text CSV: its first line holds bytes that are not UTF-8 text; "
@@ -156,9 +148,9 @@ def _header_names(header: list[str], path: Path, line_no: int = 1) -> list[str]:
         twice = sorted({n for n in names if names.count(n) > 1})
         raise NvidiaSmiError(f"{path}: line {line_no}: the header names {twice} twice")
     for name, unit in fields:
-        if name in _NUMERIC and unit and unit != _NUMERIC[name][1]:
+        if name in NUMERIC and unit and unit != NUMERIC[name][1]:
             raise NvidiaSmiError(f"{path}: line {line_no}: column {name!r} is in [{unit}], "
-                                 f"expected [{_NUMERIC[name][1]}]")
+                                 f"expected [{NUMERIC[name][1]}]")
     return names
 
 
@@ -168,21 +160,27 @@ def _id_columns(path: Path, names: list[str], index_column: str | None) -> list[
     return [c for c in ("index", "gpu") if c in names]
 
 
-def _gpu_index(raw: str) -> int:
-    value = int(raw.strip())
-    if not 0 <= value < 1024:
-        raise ValueError(f"GPU index {value} is outside 0..1023")
-    return value
-
-
 def read_nvidia_smi_csv(path: str | Path, *, host: str, gpu_model: str | None = None,
                         assume_tz: str = "UTC", index_column: str | None = None,
                         now: datetime | None = None) -> IngestResult:
-    """Parse one nvidia-smi CSV log. `host` names the machine it came from; `gpu_model` is used
-    when the log has no `name` column; `assume_tz` is the zone of timestamps written without an
-    offset; `index_column` ("index" or "gpu") names the column to trust when both disagree; `now`
-    (UTC, default the clock) bounds the timestamps accepted (local_time.check_plausible)."""
-    path = Path(path)
+    """Parse one nvidia-smi CSV log into one table (for a log that fits in memory; `ingest_nvidia_smi`
+    streams). `host` names the machine it came from; `gpu_model` is used when the log has no `name`
+    column; `assume_tz` is the zone of timestamps written without an offset; `index_column` ("index"
+    or "gpu") names the column to trust when both disagree; `now` (UTC, default the clock) bounds
+    the timestamps accepted (local_time.check_plausible)."""
+    path, rejected, notes = Path(path), [], []
+    chunks = list(_read_chunks(path, host=host, gpu_model=gpu_model, assume_tz=assume_tz, index_column=index_column,
+                               now=now, chunk_rows=CHUNK_ROWS, reject=rejected.append, notes=notes))
+    table = pa.concat_tables(chunks) if chunks else _samples_table({n: [] for n in GPU_SAMPLES.names})
+    return IngestResult(path=path, table=table, rejected=rejected, notes=notes)
+
+
+def _read_chunks(path: Path, *, host: str, gpu_model: str | None, assume_tz: str, index_column: str | None,
+                 now: datetime | None, chunk_rows: int, reject: Callable[[RejectedRow], None],
+                 notes: list[str]) -> Iterator[pa.Table]:
+    """The log's good rows, `chunk_rows` at a time (gpu_samples tables, in the log's order); each
+    rejected row goes to `reject` as it is read, and `notes` fills as `_notes` and the end say.
+    NvidiaSmiError, at any point, refuses the whole log."""
     now = now or datetime.now(timezone.utc)
     try:
         zone = ZoneInfo(assume_tz)
@@ -191,7 +189,7 @@ def read_nvidia_smi_csv(path: str | Path, *, host: str, gpu_model: str | None = 
     # Bytes that are not UTF-8 come through as lone surrogates: their row is rejected below.
     with text_lines(path, "nvidia-smi log", MAX_LINE_CHARS, NvidiaSmiError, errors="surrogateescape") as lines:
         first = next(lines, "")
-        has_bom, first = first.startswith(_BOM), first.removeprefix(_BOM)
+        has_bom, first = first.startswith(BOM), first.removeprefix(BOM)
         reader = csv.reader(itertools.chain([first] if first else [], lines))
         rows = _csv_rows(reader, path)
         try:
@@ -199,25 +197,25 @@ def read_nvidia_smi_csv(path: str | Path, *, host: str, gpu_model: str | None = 
         except StopIteration:
             raise NvidiaSmiError(f"{path} is empty; expected an nvidia-smi CSV header line") from None
         names = _header_names(header, path)
-        notes = _notes(path, names, host, gpu_model, assume_tz, index_column)
+        notes += _notes(path, names, host, gpu_model, assume_tz, index_column)
         if has_bom:
             notes.append("the file opens with a UTF-8 byte-order mark: skipped")
         id_columns = _id_columns(path, names, index_column)
         columns: dict[str, list] = {n: [] for n in GPU_SAMPLES.names}
-        rejected: list[RejectedRow] = []
-        seen: set[tuple[datetime, int, str]] = set()
-        naive = 0
-        clock, headers_again = LogClock(zone), 0
+        recent = _RecentReadings(DUPLICATE_WINDOW_S)
+        probe: list[float] | None = []  # timestamps of rows no column gives a GPU; None once checked
+        lone_uuid = ""  # the one GPU a log with a uuid but no index column may hold
+        naive, clock, headers_again = 0, LogClock(zone), 0
         for values in rows:
             line_no = reader.line_num  # the file's line where this row ends (the header is line 1)
             if not values or all(not v.strip() for v in values):
                 continue
-            text = _printable(",".join(values))
-            bad_bytes = _encoding_problem(values)
+            text = printable(",".join(values))
+            bad_bytes = encoding_problem(values)
             if bad_bytes:
-                rejected.append(RejectedRow(line_no, bad_bytes, text))
+                reject(RejectedRow(line_no, bad_bytes, text))
                 continue
-            if "timestamp" in (_field_name(v)[0] for v in values):
+            if "timestamp" in (field_name(v)[0] for v in values):
                 # Logs concatenated, or nvidia-smi restarted with other --query-gpu fields: the rows
                 # below follow this header; read by the first one, a value lands in another's column.
                 again = _header_names(values, path, line_no)
@@ -227,29 +225,47 @@ def read_nvidia_smi_csv(path: str | Path, *, host: str, gpu_model: str | None = 
                     names, id_columns = again, _id_columns(path, again, index_column)
                 continue
             if len(values) != len(names):
-                rejected.append(RejectedRow(line_no, f"field count: {len(values)} fields, header has {len(names)}", text))
+                reject(RejectedRow(line_no, f"field count: {len(values)} fields, header has {len(names)}", text))
                 continue
             row = dict(zip(names, values))
             try:
-                sample = _parse_row(row, id_columns, index_column, clock)
+                sample = parse_row(row, id_columns, index_column, clock)
                 check_plausible(sample["sampled_at"], "timestamp", now)
             except ValueError as exc:
-                rejected.append(RejectedRow(line_no, str(exc), text))
+                reject(RejectedRow(line_no, str(exc), text))
                 continue
-            # The uuid too: a log with a uuid column but no index one reads every GPU as index 0.
-            uuid = _text(row.get("uuid"))
-            key = (sample["sampled_at"], sample["gpu_index"], uuid)
-            if key in seen:
-                gpu = f"GPU {key[1]} {key[2]}".strip()
-                rejected.append(RejectedRow(line_no, f"duplicate: {gpu} already has a row at {key[0].isoformat()}", text))
+            # The uuid too: across a reboot an index may name another GPU (nvidia-smi: "can change at
+            # each boot"), and then the two are two streams, not one GPU's duplicates.
+            uuid = sys.intern(identity_text(row.get("uuid")))
+            if not id_columns and uuid:
+                lone_uuid = lone_uuid or uuid
+                if uuid != lone_uuid:
+                    raise NvidiaSmiError(
+                        f"{path}: line {line_no}: GPU {uuid} after GPU {lone_uuid}, and no index column: gpu_index is "
+                        "required in gpu_samples and no UUID says a GPU's index on its host, so the log is not imported "
+                        "(every GPU would be stored as GPU 0); log with --query-gpu=timestamp,index,uuid,...")
+            at = sample["sampled_at"]
+            if not recent.add((sample["gpu_index"], uuid), at):
+                gpu = f"GPU {sample['gpu_index']} {uuid}".strip()
+                reject(RejectedRow(line_no, f"duplicate: {gpu} already has a row at {at.isoformat()}", text))
                 continue
-            seen.add(key)
-            naive += _naive(row["timestamp"])
-            model = _text(row.get("name")) or gpu_model
+            if probe is not None and not id_columns and "uuid" not in names:
+                probe.append(at.timestamp())
+                if len(probe) >= INTERLEAVED_PROBE_ROWS:
+                    probe = _refuse_interleaved(path, probe)
+            naive += is_naive(row["timestamp"])
+            model = identity_text(row.get("name")) or gpu_model
             sample.update(host=host, gpu_model=model, source=SOURCE,
                           gpu_uuid=uuid or synthetic_gpu_uuid(host, sample["gpu_index"]))
             for name in columns:
                 columns[name].append(sample.get(name))
+            if len(columns["sampled_at"]) >= chunk_rows:
+                yield _samples_table(columns)
+                columns = {n: [] for n in GPU_SAMPLES.names}
+    if probe:
+        _refuse_interleaved(path, probe)
+    if columns["sampled_at"]:
+        yield _samples_table(columns)
     if naive:
         notes.append(f"{naive} timestamps without a UTC offset read as {assume_tz}")
     if headers_again:
@@ -257,17 +273,56 @@ def read_nvidia_smi_csv(path: str | Path, *, host: str, gpu_model: str | None = 
     if clock.ambiguous:
         notes.append(f"{clock.ambiguous} timestamps in an hour {assume_tz} repeats when its clocks go back: "
                      f"{clock.second_pass} read as taken after they went back (by the log's order)")
-    if not id_columns and "uuid" not in names:
-        mixed = interleaved_gpus([t.timestamp() for t in columns["sampled_at"]])
-        if mixed is not None:
-            gpus, period_s = mixed
-            raise NvidiaSmiError(
-                f"{path}: the rows come in bursts of {gpus} a few ms apart every {period_s:.3f} s, the readings of about "
-                f"{gpus} GPUs interleaved, and no index, gpu or uuid column says which row is which GPU: they cannot be "
-                f"told apart, so the log is not imported (as one GPU its energy would be about {gpus}x one GPU's, its "
-                "power jumping between GPUs); log with --query-gpu=timestamp,index,uuid,...")
-    table = conform("gpu_samples", pa.Table.from_pydict(columns, schema=GPU_SAMPLES))
-    return IngestResult(path=path, table=table, rejected=rejected, notes=notes)
+    if recent.unchecked:
+        notes.append(f"{recent.unchecked} rows more than {DUPLICATE_WINDOW_S / 3600:g} h before the log's latest reading "
+                     "(logs concatenated out of order?): not checked for duplicates here; the warehouse build "
+                     "quarantines a second reading of a GPU at one instant (duplicate_key)")
+
+
+def _samples_table(columns: dict[str, list]) -> pa.Table:
+    return conform("gpu_samples", pa.Table.from_pydict(columns, schema=GPU_SAMPLES))
+
+
+def _refuse_interleaved(path: Path, times_s: list[float]) -> None:
+    """NvidiaSmiError when the timestamps of rows no column gives a GPU come in bursts of several."""
+    mixed = interleaved_gpus(times_s)
+    if mixed is not None:
+        gpus, period_s = mixed
+        raise NvidiaSmiError(
+            f"{path}: the rows come in bursts of {gpus} a few ms apart every {period_s:.3f} s, the readings of about "
+            f"{gpus} GPUs interleaved, and no index, gpu or uuid column says which row is which GPU: they cannot be "
+            f"told apart, so the log is not imported (as one GPU its energy would be about {gpus}x one GPU's, its "
+            "power jumping between GPUs); log with --query-gpu=timestamp,index,uuid,...")
+
+
+class _RecentReadings:
+    """The (GPU, instant) keys of a log's readings of the last `window_s` before its latest one:
+    a duplicate is a key seen again. Older keys are forgotten (module docstring), so memory is
+    bounded by the window; `unchecked` counts the rows that came too far back to check."""
+
+    def __init__(self, window_s: float) -> None:
+        self._window_us = round(window_s * 1e6)
+        self._keys: set[tuple[int, Hashable]] = set()
+        self._by_time: list[tuple[int, Hashable]] = []  # a heap of the same keys, oldest first
+        self._latest_us: int | None = None
+        self.unchecked = 0
+
+    def add(self, gpu: Hashable, at: datetime) -> bool:
+        """False when `gpu` already has a reading at `at` (UTC); else True, and the reading is kept."""
+        at_us = (at - _EPOCH) // _US
+        key = (at_us, gpu)
+        if key in self._keys:
+            return False
+        if self._latest_us is not None and at_us < self._latest_us - self._window_us:
+            self.unchecked += 1
+            return True
+        self._keys.add(key)
+        heapq.heappush(self._by_time, key)
+        if self._latest_us is None or at_us > self._latest_us:
+            self._latest_us = at_us
+            while self._by_time[0][0] < at_us - self._window_us:
+                self._keys.discard(heapq.heappop(self._by_time))
+        return True
 
 
 def _csv_rows(reader, path: Path):
@@ -290,100 +345,9 @@ def _csv_rows(reader, path: Path):
                              "expected an `nvidia-smi --query-gpu=... --format=csv` log") from None
 
 
-def _encoding_problem(values: list[str]) -> str | None:
-    """Why a row's text cannot be trusted as UTF-8 (a byte that is not UTF-8, read as a lone
-    surrogate; a byte-order mark inside the file), or None."""
-    for column, value in enumerate(values, start=1):
-        bad = next((c for c in value if "\udc80" <= c <= "\udcff"), None)
-        if bad is not None:
-            return f"encoding: byte 0x{ord(bad) - 0xdc00:02x} in field {column} is not UTF-8"
-        if _BOM in value:
-            return f"encoding: a UTF-8 byte-order mark in field {column} (logs concatenated?)"
-    return None
-
-
-def _printable(text: str) -> str:
-    """The row's text with bytes that are not UTF-8 written as \\xNN (JSON holds no lone surrogates)."""
-    return text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
-
-
-def _fits(name: str, column: str, value: float | int, raw: str) -> None:
-    """ValueError naming the field when the gpu_samples `column` cannot hold `value` (read from `raw`)."""
-    kind = GPU_SAMPLES.field(column).type
-    if pa.types.is_integer(kind):
-        bits = kind.bit_width - 1
-        if not -(1 << bits) <= value < (1 << bits):
-            raise ValueError(f"{name}: {raw.strip()!r} is too large for {column} ({kind})")
-    elif abs(value) > _FLOAT32_MAX:
-        raise ValueError(f"{name}: {raw.strip()!r} is too large for {column} (float32)")
-
-
-def _naive(raw: str) -> bool:
-    """A timestamp written without a UTC offset (nvidia-smi's own 'YYYY/MM/DD HH:MM:SS.fff' never has one)."""
-    text = raw.strip()
-    return not (text.endswith("Z") or re.search(r"[+-]\d\d:?\d\d$", text))
-
-
-def _text(value: str | None) -> str:
-    """An identity cell, '' where nvidia-smi wrote none ('[N/A]': stored as text, every GPU of the
-    log became GPU '[N/A]' of model '[N/A]', --gpu-model unheard)."""
-    text = (value or "").strip()
-    return "" if text.lower() in _NULLS else text
-
-
-def _parse_row(row: dict[str, str], id_columns: list[str], index_column: str | None, clock: LogClock) -> dict:
-    try:
-        ids = {c: _gpu_index(row[c]) for c in id_columns}
-    except ValueError as exc:
-        raise ValueError(f"gpu index: {exc}") from None
-    if index_column is not None:
-        gpu_index = ids[index_column]
-    elif len(set(ids.values())) > 1:
-        raise ValueError(f"gpu identity: columns gpu={ids['gpu']} and index={ids['index']} disagree; "
-                         "name the column to trust (--index-column gpu|index)")
-    else:
-        gpu_index = next(iter(ids.values()), 0)
-    try:
-        # The GPU first: a repeated hour's two passes are told apart by the GPU's previous reading.
-        sampled_at = clock.utc(row["timestamp"], (gpu_index, row.get("uuid", "").strip()))
-    except ValueError as exc:
-        raise ValueError(f"timestamp: {exc}") from None
-    sample: dict = {"sampled_at": sampled_at, "gpu_index": gpu_index}
-    for name, raw in row.items():
-        if name in _NUMERIC:
-            column, unit, scale = _NUMERIC[name]
-            try:
-                value = _number(raw, unit, scale)
-            except ValueError as exc:
-                raise ValueError(f"{name}: {exc}") from None
-            if value is not None and value < 0:
-                raise ValueError(f"{name}: negative reading {raw.strip()!r}")
-            if value is not None and column in _INTEGER_COLUMNS:
-                value = round(value)
-            if value is not None:
-                _fits(name, column, value, raw)
-            if sample.get(column) is None:
-                sample[column] = value
-        elif name == "pstate":
-            text = raw.strip()
-            if text.lower() not in _NULLS:
-                if not re.fullmatch(r"P\d{1,2}", text):
-                    raise ValueError(f"pstate: {text!r} is not P0..P15")
-                sample["pstate"] = int(text[1:])
-        elif name in ("clocks_event_reasons.active", "clocks_throttle_reasons.active"):
-            text = raw.strip()
-            if text.lower() not in _NULLS:
-                try:
-                    sample["clock_event_reasons"] = int(text, 16)
-                except ValueError:
-                    raise ValueError(f"{name}: {text!r} is not a hex bitmask") from None
-                _fits(name, "clock_event_reasons", sample["clock_event_reasons"], raw)
-    return sample
-
-
 def _notes(path: Path, names: list[str], host: str, gpu_model: str | None, assume_tz: str,
            index_column: str | None) -> list[str]:
-    known = set(_NUMERIC) | {"timestamp", "index", "gpu", "name", "uuid", "pstate",
+    known = set(NUMERIC) | {"timestamp", "index", "gpu", "name", "uuid", "pstate",
                              "clocks_event_reasons.active", "clocks_throttle_reasons.active"}
     notes = []
     if "uuid" not in names:
@@ -407,12 +371,18 @@ def _notes(path: Path, names: list[str], host: str, gpu_model: str | None, assum
 
 def ingest_nvidia_smi(path: str | Path, *, lake: str | Path, host: str, gpu_model: str | None = None,
                       assume_tz: str = "UTC", index_column: str | None = None,
-                      now: datetime | None = None) -> IngestResult:
-    """Read the log and land it in the lake (collectors.ingest.lake_import): its good rows in
-    `<lake>/gpu_samples`, one file per UTC day, its rejected rows in `<lake>/_quarantine/nvidia_smi/`.
-    The log is known by its host and full path: importing it again replaces the rows it gave
-    before (also where a compaction merged them), and no other log's rows are touched."""
-    result = read_nvidia_smi_csv(path, host=host, gpu_model=gpu_model, assume_tz=assume_tz,
-                                 index_column=index_column, now=now)
-    record_landing(result, land_log(lake, result.table, result.rejected, source=SOURCE, host=host, path=result.path))
+                      now: datetime | None = None, chunk_rows: int | None = None) -> LandedImport:
+    """Read the log and land it in the lake a chunk of `chunk_rows` rows (default CHUNK_ROWS) at a
+    time (collectors.ingest.lake_stream): its good rows in `<lake>/gpu_samples`, one file per UTC
+    day, its rejected rows in `<lake>/_quarantine/nvidia_smi/`. The log is known by its host and
+    full path: importing it again replaces the rows it gave before (also where a compaction merged
+    them), and no other log's rows are touched. A log refused part-way leaves the lake as it was."""
+    path, notes = Path(path), []
+    with LogLanding(lake, source=SOURCE, host=host, path=path) as landing:
+        for chunk in _read_chunks(path, host=host, gpu_model=gpu_model, assume_tz=assume_tz,
+                                  index_column=index_column, now=now, chunk_rows=chunk_rows or CHUNK_ROWS,
+                                  reject=landing.reject, notes=notes):
+            landing.add(chunk)
+        result = LandedImport(path, landing, notes)
+        record_landing(result, landing.finish())
     return result

@@ -109,22 +109,43 @@ def test_bad_values_are_rejected_with_line_and_reason(tmp_path):
         3: "power.draw", 5: "timestamp", 6: "field count", 7: "duplicate", 8: "power.draw"}
 
 
-def test_a_log_with_uuid_but_no_index_keeps_each_gpus_row_at_the_same_time(tmp_path):
-    # Every GPU reads as index 0 here: keyed on (time, index) alone, the second GPU's rows were
-    # rejected as duplicates of the first's.
+def test_a_log_with_uuid_but_no_index_column_is_refused_not_stored_as_gpu_0(tmp_path, lake):
+    """Every GPU of such a log was stored as gpu_index 0: gpu_index is required (never NULL) in
+    gpu_samples and no UUID says a GPU's index on its host, so the log is refused, in one line
+    naming the file and the missing column, and nothing lands."""
     log = tmp_path / "smi.csv"
     log.write_text(
         "timestamp, uuid, power.draw [W]\n"
         "2026/01/05 10:00:00.000, GPU-aaaa, 300.00 W\n"
         "2026/01/05 10:00:00.000, GPU-bbbb, 280.00 W\n"
-        "2026/01/05 10:00:00.000, GPU-bbbb, 281.00 W\n"  # a true duplicate: same GPU, same time
         "2026/01/05 10:00:01.000, GPU-aaaa, 301.00 W\n"
     )
+    with pytest.raises(NvidiaSmiError, match=r"smi.csv: line 3: GPU GPU-bbbb after GPU GPU-aaaa, and no index column"):
+        read_nvidia_smi_csv(log, host="node-01", now=datetime(2026, 1, 6, tzinfo=timezone.utc))
+    app = typer.Typer()
+    register(app)
+    out = CliRunner().invoke(app, ["ingest", "nvidia-smi", str(log), "--lake", str(lake), "--host", "node-01"])
+    assert out.exit_code == 2 and len(out.output.strip().splitlines()) == 1
+    assert str(log) in out.output and "no index column" in out.output and "gpu_index is required" in out.output
+    assert not list(lake.rglob("*.parquet")) and not list(lake.rglob("*.json*"))
+
+
+def test_a_log_with_one_uuid_and_no_index_is_that_gpu_and_its_duplicates_are_its_own(tmp_path):
+    """One UUID is one GPU: GPU 0, as any log without an index column, under its real UUID."""
+    log = tmp_path / "smi.csv"
+    log.write_text(
+        "timestamp, uuid, power.draw [W]\n"
+        "2026/01/05 10:00:00.000, GPU-aaaa, 300.00 W\n"
+        "2026/01/05 10:00:00.000, GPU-aaaa, 301.00 W\n"  # a true duplicate: same GPU, same time
+        "2026/01/05 10:00:01.000, [N/A], 302.00 W\n"  # no UUID read: not a second GPU
+        "2026/01/05 10:00:02.000, GPU-aaaa, 303.00 W\n"
+    )
     res = read_nvidia_smi_csv(log, host="node-01", now=datetime(2026, 1, 6, tzinfo=timezone.utc))
-    assert res.table.select(["gpu_uuid", "power_w"]).to_pylist() == [
-        {"gpu_uuid": "GPU-aaaa", "power_w": 300.0}, {"gpu_uuid": "GPU-bbbb", "power_w": 280.0},
-        {"gpu_uuid": "GPU-aaaa", "power_w": 301.0}]
-    assert [(r.line, r.reason.split(" already")[0]) for r in res.rejected] == [(4, "duplicate: GPU 0 GPU-bbbb")]
+    assert res.table.select(["gpu_index", "gpu_uuid", "power_w"]).to_pylist() == [
+        {"gpu_index": 0, "gpu_uuid": "GPU-aaaa", "power_w": 300.0},
+        {"gpu_index": 0, "gpu_uuid": synthetic_gpu_uuid("node-01", 0), "power_w": 302.0},
+        {"gpu_index": 0, "gpu_uuid": "GPU-aaaa", "power_w": 303.0}]
+    assert [(r.line, r.reason.split(" already")[0]) for r in res.rejected] == [(3, "duplicate: GPU 0 GPU-aaaa")]
 
 
 def test_a_uuid_or_name_nvidia_smi_could_not_read_is_none_not_the_text_n_a(tmp_path):

@@ -121,9 +121,9 @@ class _MixArrays:
         pcie_gbps = np.array([b.pcie_gbps for b, _ in bins])
         pcie_ratio = np.minimum(pcie_gbps / PCIE_LINK_GBPS, 1.0)
         self.clock = np.array([b.clock_ratio for b, _ in bins])
-        self.activity = activity
+        self.sm_work = activity * self.clock  # models.caps.sm_work_at_f_max
         self.memory_or_pcie = np.maximum(memory, pcie_ratio)
-        busiest = np.maximum(activity, self.memory_or_pcie)
+        busiest = np.maximum(self.sm_work, self.memory_or_pcie)
         self.idle = busiest <= 0  # time_ratio is 1 where nothing is busy
         self.busiest = np.where(self.idle, 1.0, busiest)
         self.alpha = 1.0 if coef.dyn_freq_exponent is None else coef.dyn_freq_exponent
@@ -137,7 +137,7 @@ class _MixArrays:
 
     def time_ratio(self, clock_ratio: np.ndarray) -> np.ndarray:
         """models.caps.time_ratio: run time at clock ratio s over run time at f_max (roofline)."""
-        slowest = np.maximum(self.activity / clock_ratio, self.memory_or_pcie)
+        slowest = np.maximum(self.sm_work / clock_ratio, self.memory_or_pcie)
         return np.where(self.idle, 1.0, slowest / self.busiest)
 
     def power_w(self, clock_ratio: np.ndarray) -> np.ndarray:
@@ -149,8 +149,8 @@ class _MixArrays:
         """d power_w / d clock ratio (W per unit of f_max): the dynamic term, plus the DRAM/PCIe term
         while SM time sets the run time (it thins out as 1/stretch, and stretch goes as 1/s)."""
         slope = self.dyn_w * self.alpha * np.power(clock_ratio, self.alpha - 1.0)
-        sm_bound = ~self.idle & (self.activity / clock_ratio > self.memory_or_pcie)
-        return slope + np.where(sm_bound, self.thinning_w * self.busiest / np.where(self.activity > 0, self.activity, 1.0), 0.0)
+        sm_bound = ~self.idle & (self.sm_work / clock_ratio > self.memory_or_pcie)
+        return slope + np.where(sm_bound, self.thinning_w * self.busiest / np.where(self.sm_work > 0, self.sm_work, 1.0), 0.0)
 
     def clock_under_limit(self, limits_w: np.ndarray) -> np.ndarray:
         """models.caps.clock_under_limit for each limit (rows) and bin (columns): 1 where the power
@@ -158,7 +158,7 @@ class _MixArrays:
         Power rises with the clock, so Newton steps from f_max converge; a step that would leave
         the bracket known to hold the root bisects it instead (at the kink where DRAM or PCIe
         take over the run time the slope jumps)."""
-        shape = (len(limits_w), len(self.activity))
+        shape = (len(limits_w), len(self.sm_work))
         limit = np.broadcast_to(np.asarray(limits_w, dtype=float)[:, None], shape)
         fits_at_f_max = self.power_w(np.ones(shape)) <= limit
         at_floor = self.power_w(np.full(shape, MIN_CLOCK_RATIO)) >= limit

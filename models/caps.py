@@ -5,7 +5,8 @@ its SM clock until the fitted model's power fits the limit:
     P(s) = static + aT*(T-25) + dyn*act*s^alpha + mem*dram + pcie*GBps,  s = f/f_max,
 solved for s in [s_min, 1]. The slowdown follows the job's bottleneck, a roofline view: runtime
 is set by the busiest resource, SM work stretches by 1/s while DRAM and PCIe work do not, so
-    time ratio = max(sm/s, dram, pcie_util) / max(sm, dram, pcie_util).
+    time ratio = max(sm/s, dram, pcie_util) / max(sm, dram, pcie_util),
+with sm the SM busy share the work would have at f_max (a profile read at clock c: activity x c).
 A compute-bound job slows as 1/s; a memory- or communication-bound one not until SM time catches
 up. Energy per unit of work = P(s) x time ratio. A profile's DRAM and PCIe activity were measured
 at its own clock c (f_max, or an application's lock): the same traffic spread over the run as it
@@ -63,12 +64,20 @@ class CapOutcome:
     cap_binds: bool
 
 
+def sm_work_at_f_max(profile: WorkloadProfile) -> float:
+    """The SM busy time the profile's work would take at f_max, as a share of its run at its own
+    clock c: activity x c. Read as if measured at f_max, a memory-bound job locked at 0.7 (SM 0.6,
+    DRAM 0.75) counted as compute-bound, and 0.7 -> 0.5 read as 40% slower for the roofline's 12%."""
+    return profile.activity_ratio * profile.clock_ratio
+
+
 def time_ratio(profile: WorkloadProfile, clock_ratio: float) -> float:
     """Runtime at clock ratio s over runtime at f_max (>= 1), from the roofline bottleneck."""
-    busiest = max(profile.activity_ratio, profile.memory_ratio, profile.pcie_ratio)
+    sm = sm_work_at_f_max(profile)
+    busiest = max(sm, profile.memory_ratio, profile.pcie_ratio)
     if busiest <= 0:
         return 1.0
-    return max(profile.activity_ratio / clock_ratio, profile.memory_ratio, profile.pcie_ratio) / busiest
+    return max(sm / clock_ratio, profile.memory_ratio, profile.pcie_ratio) / busiest
 
 
 def power_at_clock_w(coef: PowerCoefficients, profile: WorkloadProfile, clock_ratio: float) -> float:

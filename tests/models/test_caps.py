@@ -8,7 +8,7 @@ from hypothesis import given, strategies as st
 
 from joulehouse.models.cap_calibration import fit_cap_shape, predicted_curve, predicted_energy_optimal_limit_w
 from joulehouse.models.caps import (WorkloadProfile, best_limit_w, clock_under_limit, energy_vs_limit, outcome_under_limit,
-                                    power_at_clock_w)
+                                    power_at_clock_w, time_ratio)
 from joulehouse.models.coefficients import PowerCoefficients
 from joulehouse.models.sweeps import load_sweep, load_sweeps
 
@@ -33,6 +33,19 @@ def test_a_locked_job_draws_its_measured_power_at_its_own_clock_and_a_cap_below_
     assert outcome_under_limit(A100, locked, 1e9).power_w == pytest.approx(177.6, rel=1e-12)
     capped = outcome_under_limit(A100, locked, 170.0)
     assert capped.cap_binds and capped.power_w == pytest.approx(170.0, abs=1e-6) and capped.slowdown_pct > 0
+
+
+def test_a_locked_job_slows_as_its_readings_bottleneck_says():
+    """Read at 0.7 of f_max, SM 0.6 busy and DRAM 0.75: memory sets the run. At 0.5 the SM work
+    of 0.6 x 0.7 / 0.5 = 0.84 of the run at 0.7 takes over: 12% slower, not the 40% of SM work
+    read as if measured at f_max. A compute-bound lock still slows as 1/s: 0.7 -> 0.5 is 40%."""
+    memory_locked = WorkloadProfile(activity_ratio=0.6, memory_ratio=0.75, temp_c=65, clock_ratio=0.7)
+    assert time_ratio(memory_locked, 0.5) / time_ratio(memory_locked, 0.7) == pytest.approx(1.12, rel=1e-12)
+    assert time_ratio(memory_locked, 0.6) == time_ratio(memory_locked, 0.7)  # DRAM still sets the run
+    compute_locked = WorkloadProfile(activity_ratio=0.95, memory_ratio=0.3, temp_c=65, clock_ratio=0.7)
+    assert time_ratio(compute_locked, 0.5) / time_ratio(compute_locked, 0.7) == pytest.approx(1.4, rel=1e-12)
+    capped = outcome_under_limit(A100, memory_locked, power_at_clock_w(A100, memory_locked, 0.5))
+    assert capped.clock_ratio == pytest.approx(0.5, abs=1e-9) and capped.slowdown_pct == pytest.approx(12.0, abs=1e-6)
 
 
 def test_clock_under_limit_fits_the_limit():

@@ -60,11 +60,29 @@ def load_pjm_lmp_csv(path: Path, node: str) -> pl.DataFrame:
         raise PriceFileError(f"{path} line {int(wild[0]) + 2}: {price_col} = {raw[price_col][int(wild[0])]!r} "
                              f"is beyond +/-{MAX_PRICE_USD_PER_MWH:,} USD/MWh")
     return (
-        frame
-        .filter(pl.col("node") == node)
+        frame.with_columns(_superseded_rank(raw).alias("_superseded"))
+        # an empty price cell is an hour the file does not price: absent, so the year mapping fills
+        # it as it fills a missing row (kept, it was bridged by a line across any gap, or NULL and
+        # left out of the day's cost, both labelled exact)
+        .filter((pl.col("node") == node) & pl.col("price_usd_per_mwh").is_not_null())
+        # of an hour's versions, the current one (row_is_current, then the highest version_nbr):
+        # the first row was the superseded price where an export kept the corrections
+        .sort("_superseded", maintain_order=True)
         .unique("hour_at", keep="first")
+        .drop("_superseded")
         .sort("hour_at")
     )
+
+
+def _superseded_rank(raw: pl.DataFrame) -> pl.Series:
+    """Per row of a PJM file (every cell text), a sort key that puts an hour's current version first
+    (row_is_current true, then the highest version_nbr); all 0 without those columns."""
+    text = lambda name: raw[name].str.strip_chars().str.to_lowercase()  # noqa: E731
+    old = (text("row_is_current") != "true").fill_null(False).cast(pl.Int64) if "row_is_current" in raw.columns \
+        else pl.zeros(raw.height, pl.Int64, eager=True)
+    version = text("version_nbr").cast(pl.Int64, strict=False).fill_null(0).clip(0, 10**9) if "version_nbr" in raw.columns \
+        else pl.zeros(raw.height, pl.Int64, eager=True)
+    return old * 10**10 - version
 
 
 @dataclass(frozen=True)

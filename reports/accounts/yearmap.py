@@ -52,7 +52,10 @@ def complete_hourly(source: pl.DataFrame, value_cols: list[str]) -> pl.DataFrame
     # Each run of missing hours is one gap; only the short ones are bridged.
     gap_id = (pl.col("interpolated") != pl.col("interpolated").shift(1)).fill_null(True).cum_sum()
     full = full.filter(~pl.col("interpolated") | (pl.len().over(gap_id) <= MAX_INTERPOLATED_GAP_H))
-    return full.with_columns([pl.col(c).cast(pl.Float64).interpolate_by("hour_at") for c in value_cols])
+    # only the absent hours are filled: a NULL the file wrote (a grid file's unknown renewable share)
+    # stays NULL, where it was bridged across any gap and labelled exact
+    return full.with_columns([pl.when(pl.col("interpolated")).then(pl.col(c).cast(pl.Float64).interpolate_by("hour_at"))
+                              .otherwise(pl.col(c).cast(pl.Float64)).alias(c) for c in value_cols])
 
 
 def map_to_target_hours(

@@ -160,6 +160,17 @@ def test_leap_day_maps_to_the_nearest_same_weekday_and_gaps_are_interpolated():
     assert rule_counts(mapped) == {"exact": 0, "year_mapped": 2, "interpolated": 1, "hour_of_day_mean": 0, "default": 0}
 
 
+def test_a_null_the_file_wrote_stays_null_and_only_absent_hours_are_bridged():
+    """A renewable share the file left empty for ten hours is unknown, not a line from 07:00 to
+    18:00 labelled exact; an hour the file does not have at all is still bridged and flagged."""
+    src = pl.DataFrame({"hour_at": hours(dt.datetime(2025, 3, 3, tzinfo=UTC), 24)}).with_columns(
+        v=pl.when(pl.col("hour_at").dt.hour().is_between(8, 17)).then(None).otherwise(pl.col("hour_at").dt.hour() * 1.0))
+    src = src.filter(pl.col("hour_at").dt.hour() != 3)
+    mapped = map_to_target_hours(src, hours(dt.datetime(2025, 3, 3, tzinfo=UTC), 24), ["v"], {"v": None})
+    assert mapped["v"].to_list() == [float(h) if not 8 <= h <= 17 else None for h in range(24)]
+    assert mapped.filter(pl.col("value_rule") == "interpolated")["hour_at"].dt.hour().to_list() == [3]
+
+
 def test_a_long_gap_between_source_years_is_not_a_straight_line():
     """Files of 2023 and 2025 and a fleet in 2024: each 2024 hour takes the same weekday and hour
     of a source year (2023, the earlier of two equally near), keeping its day's shape, instead of

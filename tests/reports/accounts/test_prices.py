@@ -53,6 +53,29 @@ def test_a_price_that_is_not_a_number_is_named_with_its_line(tmp_path):
     assert str(caught.value) == f"{path} line 3: total_lmp_da = 'n/a' is not a number"
 
 
+def test_an_empty_price_cell_is_an_hour_the_file_does_not_price(tmp_path):
+    """Kept as a NULL row, ten empty hours were bridged by a straight line (labelled exact), and
+    empty last hours were NULL and left out of the day's cost; absent, the year mapping fills them."""
+    path = tmp_path / "lmp.csv"
+    path.write_text("datetime_beginning_utc,pnode_name,total_lmp_da\n"
+                    "1/1/2025 5:00:00 AM,PJM-RTO,31.2\n1/1/2025 6:00:00 AM,PJM-RTO,\n1/1/2025 7:00:00 AM,PJM-RTO,30.1\n")
+    frame = load_pjm_lmp_csv(path, "PJM-RTO")
+    assert frame["hour_at"].dt.hour().to_list() == [5, 7] and frame["price_usd_per_mwh"].null_count() == 0
+
+
+def test_of_an_hours_versions_the_current_one_is_the_price(tmp_path):
+    """An export that keeps PJM's corrections: version 1 (no longer current) at 50, version 2 at 70;
+    the first row had won. Without row_is_current, the highest version_nbr is the current one."""
+    path = tmp_path / "lmp.csv"
+    path.write_text("datetime_beginning_utc,pnode_name,total_lmp_da,row_is_current,version_nbr\n"
+                    "1/1/2025 5:00:00 AM,PJM-RTO,50,False,1\n1/1/2025 5:00:00 AM,PJM-RTO,70,True,2\n"
+                    "1/1/2025 6:00:00 AM,PJM-RTO,40,True,1\n")
+    assert load_pjm_lmp_csv(path, "PJM-RTO")["price_usd_per_mwh"].to_list() == [70.0, 40.0]
+    path.write_text("datetime_beginning_utc,pnode_name,total_lmp_da,version_nbr\n"
+                    "1/1/2025 5:00:00 AM,PJM-RTO,50,1\n1/1/2025 5:00:00 AM,PJM-RTO,70,3\n1/1/2025 5:00:00 AM,PJM-RTO,60,2\n")
+    assert load_pjm_lmp_csv(path, "PJM-RTO")["price_usd_per_mwh"].to_list() == [70.0]
+
+
 def test_virginia_tou_matrix_lookup_in_local_time(shared_data):
     tariff = load_urdb_tariff(shared_data / "prices/openei_urdb_tou_rate_virginia.json")
     raw = json.loads((shared_data / "prices/openei_urdb_tou_rate_virginia.json").read_text())["items"][0]

@@ -82,7 +82,7 @@ def day_peaks(site_hours: pl.DataFrame, month_peak_before_kw: dict[str, float], 
 
 def allocate(gpu_hours: pl.DataFrame, peaks: pl.DataFrame) -> pl.DataFrame:
     """gpu_hours with demand_charge_usd: each site-day's charge on its peak hour's GPU-hours, pro
-    rata by facility_energy_kwh (0 elsewhere; NULL on the peak hour where the charge is unknown).
+    rata by facility_energy_kwh (0 elsewhere; NULL on every hour of a site-day whose charge is unknown).
 
     Where the peak hour's GPU-hours have no measured energy, or it sums to 0 (the facility meter
     set the peak while the GPUs' readings were too sparse to give their energy), the charge is
@@ -98,7 +98,9 @@ def allocate(gpu_hours: pl.DataFrame, peaks: pl.DataFrame) -> pl.DataFrame:
              .otherwise(1.0 / pl.len().over(hour)))
     return (gpu_hours.join(peaks.select("day", "site", "peak_hour_at", pl.col("demand_charge_usd").alias("_site_usd")),
                            on=["day", "site"], how="left")
-            .with_columns(pl.when(pl.col("hour_at") == pl.col("peak_hour_at")).then(pl.col("_site_usd") * share)
+            # a site-day whose charge is unknown (no hour's demand known) charges NULL, not 0
+            .with_columns(pl.when(pl.col("_site_usd").is_null()).then(None)
+                          .when(pl.col("hour_at") == pl.col("peak_hour_at")).then(pl.col("_site_usd") * share)
                           .otherwise(0.0).alias("demand_charge_usd"))
             .drop("peak_hour_at", "_site_usd"))
 

@@ -116,6 +116,17 @@ def test_a_demand_charge_whose_peak_hour_has_no_measured_energy_is_allocated_in_
     assert row(con, "rpt_tco_daily", "peak-1", "demand_charge_usd")[0] == pytest.approx(recorded / 4)
 
 
+def test_a_day_whose_demand_is_unknown_charges_no_demand_not_zero():
+    """No GPU-hour measured and no facility meter: the peak table records the charge as NULL, and
+    so must the accounts (0.0 was written, a day that cost nothing at the meter)."""
+    con = build_world()
+    con.execute("DELETE FROM fct_pue_hourly")
+    unmeasure(con, "true")
+    tco_day(con, DAY, TcoSettings(demand_charge_usd_per_kw_month=RATE), None)
+    assert con.execute("SELECT demand_charge_usd FROM rpt_demand_peak_daily").fetchall() == [(None,)]
+    assert con.execute("SELECT count(*), count(demand_charge_usd) FROM rpt_tco_daily").fetchone()[1] == 0
+
+
 def peak_hour(energies: list[float | None]) -> pl.DataFrame:
     return pl.DataFrame({"day": [DAY] * len(energies), "site": ["s"] * len(energies),
                          "hour_at": [T0] * len(energies), "facility_energy_kwh": energies},

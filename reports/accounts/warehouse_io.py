@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 import polars as pl
 
+from joulehouse.collectors.settings import MAX_PUE
 from joulehouse.models.day_jobs import JOB_MAX_DAYS, JOBS_RELATIONS, stage_day_jobs
 from joulehouse.reports.accounts.attribution import JOB_COLUMNS, empty_jobs
 from joulehouse.reports.accounts.fleet_hours import FLEET_COLUMNS, unmetered_fleet_hours
@@ -96,7 +97,8 @@ def read_day_inputs(con, day: dt.date, fallback_region: str, min_node_coverage_r
                                           "coverage_ratio": pl.Float64})
         notes.append("fct_node_energy_hourly absent: IT energy is GPU board energy only (gpu_only)")
     if relation_exists(con, "fct_pue_hourly"):
-        pue = _to_utc(con.sql(load_sql("acct_pue_hours"), params={"day_start": start, "day_end": end}).pl(), ["hour_at"])
+        pue = _to_utc(con.sql(load_sql("acct_pue_hours"), params={"day_start": start, "day_end": end,
+                                                                  "max_pue": MAX_PUE}).pl(), ["hour_at"])
     else:
         pue = pl.DataFrame(schema={"hour_at": HOUR, "site": pl.String, "pue": pl.Float64,
                                    "facility_kw": pl.Float64, "coverage_ratio": pl.Float64})

@@ -105,6 +105,8 @@ class RelativeToFile:
         key, path = (key, path.strip()) if sep else ("", value.strip())
         if not path or "://" in path or os.path.isabs(path):
             return value  # "" is none; a URL or an absolute path is meant as written
+        if path.startswith("~"):  # the user's home, as a shell reads it (it was <folder>/~/lake)
+            return f"{key}{sep}{os.path.expanduser(path)}"
         return f"{key}{sep}{folder / path}"
 
 
@@ -386,15 +388,21 @@ def settings_to_toml(settings: SettingsRoot) -> str:
     they would be its folder's (`joulehouse run` writes the file under its Airflow home)."""
     lines: list[str] = []
     for name in type(settings).model_fields:
-        values = getattr(settings, name)
         lines.append(f"[{name}]")
-        for key, field in type(values).__pydantic_fields__.items():
-            value = getattr(values, key)
-            if (marker := _relative_to_file(field)) is not None:
-                value = marker.resolve(value, Path.cwd())
+        for key, value in absolute_locations(getattr(settings, name), Path.cwd()).items():
             lines.append(f"{key} = {toml_value(tuple(value) if isinstance(value, list) else value)}")
         lines.append("")
     return "\n".join(lines)
+
+
+def absolute_locations(values: Any, folder: Path) -> dict[str, Any]:
+    """A section's values by key, each relative path of a location setting made `folder`'s: what
+    a file must say to mean the paths these settings were read with (RelativeToFile)."""
+    out = {}
+    for key, field in type(values).__pydantic_fields__.items():
+        value = getattr(values, key)
+        out[key] = marker.resolve(value, folder) if (marker := _relative_to_file(field)) is not None else value
+    return out
 
 
 def write_settings_file(path: str | Path, settings: SettingsRoot) -> Path:

@@ -3,6 +3,8 @@ environment or code they stay the working directory's (collectors.settings.Relat
 
 from __future__ import annotations
 
+import os
+
 import pytest
 from typer.testing import CliRunner
 
@@ -120,3 +122,29 @@ def test_run_looks_for_the_lake_beside_its_settings_file(site):
     result = CliRunner().invoke(app, ["run", "--date", "2026-06-11", "--config", "../etc/site.toml"], env={})
     assert result.exit_code == 2
     assert f"the lake {site.parent / 'lake'} ([lake] path)" in " ".join(result.output.split())
+
+
+def test_a_home_path_in_the_file_is_the_users_home_not_a_folder_named_tilde(tmp_path, monkeypatch):
+    (tmp_path / "etc").mkdir()
+    (tmp_path / "etc" / "site.toml").write_text('[warehouse]\ndb_path = "~/wh.duckdb"\n')
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    assert load_settings(tmp_path / "etc" / "site.toml", env={}).warehouse.db_path == str(tmp_path / "home" / "wh.duckdb")
+
+
+def test_the_printout_of_a_file_means_the_same_paths_once_saved_elsewhere(tmp_path, monkeypatch):
+    """`joulehouse settings --config F > saved.toml`: its defaults (dcgm_state_path, the agent's
+    state) were printed relative, and read back from saved.toml they named the saved file's folder."""
+    for folder in ("etc", "elsewhere", "saved"):
+        (tmp_path / folder).mkdir()
+    (tmp_path / "etc" / "site.toml").write_text('[lake]\npath = "lake"\n')
+    monkeypatch.chdir(tmp_path / "elsewhere")
+    printed = CliRunner().invoke(app, ["settings", "--config", str(tmp_path / "etc" / "site.toml")], env={})
+    assert printed.exit_code == 0, printed.output
+    (tmp_path / "saved" / "saved.toml").write_text(printed.output)
+    first, again = (load_settings(tmp_path / f, env={}) for f in ("etc/site.toml", "saved/saved.toml"))
+    assert again.lake.path == first.lake.path == str(tmp_path / "etc" / "lake")
+    # the defaults are the working directory's when run, and the saved file says so
+    assert again.collector.dcgm_state_path == os.path.abspath(first.collector.dcgm_state_path) == \
+        str(tmp_path / "elsewhere" / "var" / "state" / "dcgm-watermark.json")
+    assert (again.warehouse.db_path, again.export.private_key_path) == (
+        os.path.abspath(first.warehouse.db_path), os.path.abspath(first.export.private_key_path))

@@ -14,18 +14,20 @@ from __future__ import annotations
 import dataclasses
 import inspect
 import typing
+from pathlib import Path
 from typing import Optional
 
 import annotated_types
 import typer
 from pydantic.fields import FieldInfo
 
-from joulehouse.collectors.settings import SettingsError, SettingsRoot, toml_value
+from joulehouse.collectors.settings import SettingsError, SettingsRoot, absolute_locations, toml_value
 
 HEADER = """\
 # joulehouse settings: every field, with its default and what it means.
 # Written by `joulehouse settings`; edit what your site needs and drop the rest.
 # Any field can also be set from the environment: JOULEHOUSE_<SECTION>__<FIELD>=value.
+# A relative path in a settings file is the file's folder's; from the environment, the working directory's.
 """
 _BOUNDS = ((annotated_types.Gt, "gt", ">"), (annotated_types.Ge, "ge", ">="), (annotated_types.Lt, "lt", "<"),
            (annotated_types.Le, "le", "<="))
@@ -51,16 +53,19 @@ def field_notes(cls: type) -> dict[str, list[str]]:
     return notes
 
 
-def commented_toml(settings: SettingsRoot) -> str:
-    """`settings` as TOML, each section under its class's docstring and each key under its notes."""
+def commented_toml(settings: SettingsRoot, paths_from: Path | None = None) -> str:
+    """`settings` as TOML, each section under its class's docstring and each key under its notes;
+    with `paths_from`, every relative path made that folder's (what the printout must say to mean,
+    once saved as a file elsewhere, the paths these settings were read with)."""
     lines = [HEADER]
     for name in type(settings).model_fields:
         values = getattr(settings, name)
         doc = (inspect.getdoc(type(values)) or "").splitlines()
         lines += [f"# {doc[0]}" if doc else "", f"[{name}]"]
         notes = field_notes(type(values))
+        shown = absolute_locations(values, paths_from) if paths_from is not None else {}
         for f in dataclasses.fields(values):
-            value = getattr(values, f.name)
+            value = shown.get(f.name, getattr(values, f.name))
             lines += [f"# {c}" for c in notes.get(f.name, [])]
             lines.append(f"{f.name} = {toml_value('********' if f.name.endswith('password') and value else value)}")
         lines.append("")
@@ -85,7 +90,8 @@ def settings_command(
     if (missing := input_file_problems(settings, config)) is not None:
         typer.echo(f"error: {missing}", err=True)  # the check `joulehouse run` makes before its work
         raise typer.Exit(2)
-    typer.echo(commented_toml(settings), nl=False)
+    # with a file, its defaults and environment paths are the working directory's: printed absolute
+    typer.echo(commented_toml(settings, Path.cwd() if config else None), nl=False)
 
 
 def register(app: typer.Typer) -> None:

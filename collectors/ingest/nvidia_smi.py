@@ -205,6 +205,7 @@ def _read_chunks(path: Path, *, host: str, gpu_model: str | None, assume_tz: str
         recent = _RecentReadings(DUPLICATE_WINDOW_S)
         probe: list[float] | None = []  # timestamps of rows no column gives a GPU; None once checked
         lone_uuid = ""  # the one GPU a log with a uuid but no index column may hold
+        index_of_uuid: dict[str, int] = {}  # from rows with an index: what a later header without one gives
         naive, clock, headers_again = 0, LogClock(zone), 0
         for values in rows:
             line_no = reader.line_num  # the file's line where this row ends (the header is line 1)
@@ -237,11 +238,16 @@ def _read_chunks(path: Path, *, host: str, gpu_model: str | None, assume_tz: str
             # The uuid too: across a reboot an index may name another GPU (nvidia-smi: "can change at
             # each boot"), and then the two are two streams, not one GPU's duplicates.
             uuid = sys.intern(identity_text(row.get("uuid")))
-            if not id_columns and uuid:
+            if id_columns and uuid:
+                index_of_uuid.setdefault(uuid, sample["gpu_index"])
+            elif uuid and uuid in index_of_uuid:  # a header without the index, after rows that gave it
+                sample["gpu_index"] = index_of_uuid[uuid]
+            elif uuid:
                 lone_uuid = lone_uuid or uuid
-                if uuid != lone_uuid:
+                if uuid != lone_uuid or index_of_uuid:
+                    other = lone_uuid if uuid != lone_uuid else next(iter(index_of_uuid))
                     raise NvidiaSmiError(
-                        f"{path}: line {line_no}: GPU {uuid} after GPU {lone_uuid}, and no index column: gpu_index is "
+                        f"{path}: line {line_no}: GPU {uuid} after GPU {other}, and no index column: gpu_index is "
                         "required in gpu_samples and no UUID says a GPU's index on its host, so the log is not imported "
                         "(every GPU would be stored as GPU 0); log with --query-gpu=timestamp,index,uuid,...")
             at = sample["sampled_at"]

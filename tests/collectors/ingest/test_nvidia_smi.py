@@ -130,6 +130,24 @@ def test_a_log_with_uuid_but_no_index_column_is_refused_not_stored_as_gpu_0(tmp_
     assert not list(lake.rglob("*.parquet")) and not list(lake.rglob("*.json*"))
 
 
+def test_a_header_that_drops_the_index_keeps_each_known_gpu_at_its_index_and_refuses_an_unknown_one(tmp_path):
+    """nvidia-smi restarted with fewer fields: GPU-bbbb, index 3 above, was stored as GPU 0 below the
+    new header, so GPU 0 had two UUIDs. It keeps index 3; a GPU the log never indexed is refused."""
+    log = tmp_path / "smi.csv"
+    head = ("timestamp, index, uuid, power.draw [W]\n"
+            "2026/01/05 10:00:00.000, 3, GPU-bbbb, 280.00 W\n"
+            "2026/01/05 10:00:00.000, 0, GPU-aaaa, 300.00 W\n"
+            "timestamp, uuid, power.draw [W]\n"
+            "2026/01/05 10:00:01.000, GPU-bbbb, 281.00 W\n")
+    log.write_text(head)
+    res = read_nvidia_smi_csv(log, host="node-01", now=datetime(2026, 1, 6, tzinfo=timezone.utc))
+    assert sorted((r["gpu_uuid"], r["gpu_index"]) for r in res.table.select(["gpu_uuid", "gpu_index"]).to_pylist()) == [
+        ("GPU-aaaa", 0), ("GPU-bbbb", 3), ("GPU-bbbb", 3)]
+    log.write_text(head + "2026/01/05 10:00:01.000, GPU-cccc, 250.00 W\n")
+    with pytest.raises(NvidiaSmiError, match=r"line 6: GPU GPU-cccc after GPU GPU-bbbb, and no index column"):
+        read_nvidia_smi_csv(log, host="node-01", now=datetime(2026, 1, 6, tzinfo=timezone.utc))
+
+
 def test_a_log_with_one_uuid_and_no_index_is_that_gpu_and_its_duplicates_are_its_own(tmp_path):
     """One UUID is one GPU: GPU 0, as any log without an index column, under its real UUID."""
     log = tmp_path / "smi.csv"

@@ -11,7 +11,9 @@
 --   residual_kwh [kWh] node_energy_kwh - gpu_energy_kwh (negative: the meters disagree)
 --   residual_share [ratio] residual_kwh / node_energy_kwh
 --   node_coverage_ratio [0..1] coverage of the BMC readings
---   gpu_coverage_ratio [0..1] lowest coverage among the host's GPUs
+--   gpu_coverage_ratio [0..1] lowest coverage among the host's GPUs: every GPU seen on the host
+--     that day, a GPU with no row in the hour counting 0 (one GPU unread from 00:30 left the hour
+--     looking fully covered, its draw in the residual)
 --   n_gpus [count] GPUs with energy in the hour
 -- Compare only hours where both coverage ratios are near 1: energies cover the measured part only.
 WITH node AS (
@@ -19,15 +21,29 @@ WITH node AS (
     FROM fct_node_energy_hourly
     WHERE day = $day::DATE
 ),
-gpus AS (
-    SELECT
-        hour_at, host,
-        sum(energy_kwh ORDER BY gpu_uuid) AS gpu_energy_kwh,  -- a fixed order: the same sum on a re-run
-        min(coverage_ratio) AS gpu_coverage_ratio,
-        count(energy_kwh) AS n_gpus
+gpu_hours AS (
+    SELECT hour_at, host, gpu_uuid, energy_kwh, coverage_ratio
     FROM fct_gpu_energy_hourly
     WHERE day = $day::DATE
-    GROUP BY ALL
+),
+host_gpus AS (
+    SELECT DISTINCT host, gpu_uuid FROM gpu_hours
+),
+host_hours AS (
+    SELECT hour_at, host FROM gpu_hours
+    UNION
+    SELECT hour_at, host FROM node
+),
+gpus AS (
+    SELECT
+        h.hour_at, h.host,
+        sum(g.energy_kwh ORDER BY k.gpu_uuid) AS gpu_energy_kwh,  -- a fixed order: the same sum on a re-run
+        min(coalesce(g.coverage_ratio, 0)) AS gpu_coverage_ratio,
+        count(g.energy_kwh) AS n_gpus
+    FROM host_hours AS h
+    JOIN host_gpus AS k USING (host)
+    LEFT JOIN gpu_hours AS g ON g.hour_at = h.hour_at AND g.host = k.host AND g.gpu_uuid = k.gpu_uuid
+    GROUP BY h.hour_at, h.host
 ),
 joined AS (
     SELECT * FROM node FULL OUTER JOIN gpus USING (hour_at, host)

@@ -5,7 +5,9 @@
 --   hour_at [TIMESTAMPTZ, UTC] start of the hour
 --   day [DATE] UTC day of hour_at
 --   site [text] site name
---   pue [ratio >= 1] facility_energy_kwh / it_energy_kwh over the same covered intervals
+--   pue [ratio] facility_energy_kwh / it_energy_kwh over the same covered intervals; not clamped: below 1
+--     (a feed the facility meter does not see) or absurd (an IT meter in kW) is kept as measured, and
+--     the accounts take default_pue for such an hour (reports/accounts/sql/acct_pue_hours.sql)
 --   it_energy_kwh [kWh] trapezoid of it_power_w over the covered part of the hour
 --   facility_energy_kwh [kWh] trapezoid of facility_power_w over the covered part of the hour
 --   coverage_ratio [0..1] share of the hour covered by intervals <= max_meter_gap_s with both readings
@@ -21,7 +23,8 @@ WITH readings AS (
                          AND ($day::DATE + 1)::TIMESTAMPTZ + to_seconds($margin_s)
       AND facility_power_w >= 0 AND it_power_w >= 0
       AND isfinite(facility_power_w) AND isfinite(it_power_w)
-    QUALIFY row_number() OVER (PARTITION BY site, sampled_at ORDER BY source) = 1
+    -- of copies at one instant, the lowest source name, then the lowest powers: the same pick on a rebuild
+    QUALIFY row_number() OVER (PARTITION BY site, sampled_at ORDER BY source, facility_power_w, it_power_w) = 1
 ),
 intervals AS (
     SELECT

@@ -9,13 +9,16 @@
 --   host [text] the server (node_samples) or the site (facility_samples)
 --   sampled_at [TIMESTAMPTZ, UTC] when it was read
 --   source [text] what read it
---   power_w [W] the server's power (node_samples) or the facility meter's (facility_samples)
+--   power_w [W] the server's power (node_samples: DCMI power_w, else sdr_power_w, as
+--     fct_node_energy_hourly reads it) or the facility meter's (facility_samples)
 --   it_power_w [W] the site's IT meter (facility_samples; NULL for node_samples)
 --   reason [text] the first rule broken: power_not_finite (NaN or infinite), power_negative, or
---     duplicate_key (another good reading of the same meter at the same instant has the lower
---     source name, and fct_node_energy_hourly / fct_pue_hourly take that one)
+--     duplicate_key (another good reading of the same meter at the same instant comes first, and
+--     fct_node_energy_hourly / fct_pue_hourly take that one: for a server, of one source, the
+--     lowest power (each source of a server is a stream of its own); for a site, the lowest source
+--     name, then the lowest powers)
 WITH readings AS (
-    SELECT 'node_samples' AS dataset, host, sampled_at, source, power_w::DOUBLE AS power_w,
+    SELECT 'node_samples' AS dataset, host, sampled_at, source, coalesce(power_w, sdr_power_w)::DOUBLE AS power_w,
            NULL::DOUBLE AS it_power_w
     FROM raw_node_samples
     WHERE date = $day::DATE
@@ -41,7 +44,11 @@ usable AS (
     FROM valued
 ),
 ranked AS (
-    SELECT *, row_number() OVER (PARTITION BY dataset, host, sampled_at, is_usable ORDER BY source) AS key_rank
+    SELECT
+        *,
+        row_number() OVER (PARTITION BY dataset, host, sampled_at, is_usable,
+                                        CASE WHEN dataset = 'node_samples' THEN coalesce(source, '') END
+                           ORDER BY source, power_w, it_power_w) AS key_rank
     FROM usable
 )
 SELECT

@@ -139,12 +139,30 @@ def test_a_counter_that_steps_back_and_rises_again_counts_its_dip_once(lake, war
 
 
 def test_a_counter_only_stream_that_steps_back_never_counts_the_dip_twice(lake, warehouse):
-    """Without power, the intervals around a step back are gaps: less is covered, and what is
-    covered is at the true rate, never above it."""
+    """Without power too: the reading before a dip to the first one past it is one counter
+    interval, so the whole hour is covered at the true rate (525 W was read for 300)."""
     write(lake, _mixed_series(None, 3))
     r = hourly(warehouse())[1]
-    assert 0.2 < r["coverage_ratio"] < 1.0
-    assert r["energy_j"] / (r["coverage_ratio"] * 3600) == pytest.approx(300.0, rel=1e-6)
+    assert r["coverage_ratio"] == pytest.approx(1.0) and r["energy_source"] == "counter"
+    assert r["energy_j"] == pytest.approx(300.0 * 3600, rel=1e-9)
+
+
+@pytest.mark.parametrize("with_power", [True, False], ids=["with power", "counter only"])
+@pytest.mark.parametrize(("at_s", "jump_mj"), [(3700, 10**9), (5400, -5 * 10**10)], ids=["one high reading",
+                                                                                         "set back for good"])
+def test_a_counter_that_does_not_come_back_soon_keeps_the_counter_for_the_rest_of_the_hour(lake, warehouse, with_power,
+                                                                                            at_s, jump_mj):
+    """One reading 1 MJ above the rest, or a counter set back 50 MJ for good: held below the most
+    counted, every later reading lost its counter (counter only: 79.5 kJ of 1.08 MJ). Neither is a
+    dip; the hour loses at most the intervals around the jump."""
+    def counter(t):
+        jump = (t == at_s) if jump_mj > 0 else (t >= at_s)
+        return 10**12 + round(t * 300.0 * 1000) + (jump_mj if jump else 0)
+    write(lake, gpu_rows(range(3600, 7201), 300.0 if with_power else None, counter_mj=counter, limit_w=LIMIT_W,
+                         source="dcgm"))
+    r = hourly(warehouse())[1]
+    assert r["energy_source"] == "counter" and r["coverage_ratio"] >= 1 - 2 / 3600
+    assert r["energy_j"] / (r["coverage_ratio"] * 3600) == pytest.approx(300.0, rel=1e-9)
 
 
 def test_a_driver_reload_among_steps_back_still_starts_the_counter_again(lake, warehouse):
@@ -156,3 +174,14 @@ def test_a_driver_reload_among_steps_back_still_starts_the_counter_again(lake, w
             row["energy_mj_total"] -= 10**12 + round(5400 * 300.0 * 1000) - 200_000
     write(lake, rows)
     assert hourly(warehouse())[1]["energy_j"] == pytest.approx(300.0 * 3600, rel=1e-3)
+
+
+def test_a_counter_stepping_back_across_midnight_adds_up_over_the_two_days_builds(lake, warehouse):
+    """The mixed series from 23:00 to 01:00, each day built on its own (each sees the other's
+    readings only in its margin): the two hours around midnight hold the two hours' energy, once."""
+    def counter(t):
+        return 10**12 + round((t - (1.5 if round(t) % 3 == 1 else 0.0)) * 300.0 * 1000)
+    write(lake, gpu_rows(range(-3600, 3601), 300.0, counter_mj=counter, limit_w=LIMIT_W, source="dcgm"))
+    before = hourly(warehouse(day=DAY - dt.timedelta(days=1)), day=DAY - dt.timedelta(days=1))[23]
+    after = hourly(warehouse())[0]
+    assert before["energy_j"] + after["energy_j"] == pytest.approx(300.0 * 7200, rel=1e-9)

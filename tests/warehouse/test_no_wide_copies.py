@@ -25,11 +25,14 @@ from joulehouse.warehouse.lake_contract import narrowed
 # one row per GPU; repeat_streams: one row per stream whose counter repeats; repeat_intervals: the
 # narrow intervals of those streams only, copied rather than sorted twice; readings (node and PUE
 # energy): BMC and meter readings, 1-60 s apart per server; stream_summary, minute_winners and
-# hour_streams: one row per stream-minute, GPU-minute and stream-hour (the per-minute source choice).
+# hour_streams: one row per stream-minute, GPU-minute and stream-hour (the per-minute source choice);
+# stream_flags: one row per stream that repeats or steps back; counter_dips: the dipped readings
+# only; gpu_hours and node (the reconciliation): one row per GPU-hour and server-hour.
 SMALL_CTES = {"int_gpu_samples_checked": {"duplicate_keys"}, "fct_gpu_coverage_daily": {"streams"},
-              "fct_gpu_energy_hourly": {"repeat_streams", "repeat_intervals", "stream_summary", "minute_winners",
-                                        "hour_streams"},
-              "fct_node_energy_hourly": {"readings"}, "fct_pue_hourly": {"readings"}}
+              "fct_gpu_energy_hourly": {"stream_flags", "repeat_streams", "counter_dips", "repeat_intervals",
+                                        "stream_summary", "minute_winners", "hour_streams"},
+              "fct_node_energy_hourly": {"readings"}, "fct_pue_hourly": {"readings"},
+              "fct_node_reconciliation_hourly": {"gpu_hours", "node"}}
 
 
 def _materialised_ctes(con, settings: WarehouseSettings) -> dict[str, set[str]]:

@@ -49,10 +49,14 @@
 --   without the counter) keeps its intervals by power alone, the move that ends it too: its rise
 --   holds the run's energy, which the repeats counted already.
 -- A counter that steps back by more than its stream's time could hold as energy since a reload
---   (two series of one GPU mixed, one lagging) is no reset: a reading below the most its stream
---   counted since the last reload holds no new measurement, and its intervals are counted from
---   power (`counter_dips` below). Read as a reset, the rise after the dip counted the dip again
---   (+50% where every third reading of a 1 Hz stream lagged 1.5 s). Limit: a run crossing
+--   (two series of one GPU mixed, one lagging) and is back above where it was within 8 readings
+--   is no reset: the dipped readings hold no new measurement and are read as repeats of the most
+--   the stream had counted (`counter_dips` below), so the run from before the dip to the first
+--   reading past it is one counter interval. Read as a reset, the rise after the dip counted the
+--   dip again (+50% where every third reading of a 1 Hz stream lagged 1.5 s). A fall that does not
+--   come back so soon (a counter set back for good, or one reading far above the rest) is read as
+--   before; held below such a maximum, one high reading had taken the counter off the rest of
+--   the day. Limit: a run crossing
 --   midnight near max_counter_gap_s long may be merged by one day's build and not the other's,
 --   which sees it only from its margin on.
 --   Such a stream's counter is as old as its last collection, up to one collection period before
@@ -85,15 +89,20 @@ repeat_streams AS (
     WHERE repeats OR steps_back
 ),
 counter_dips AS (
-    -- the readings of a stream that steps back whose counter is below the most it counted since
-    -- the last reload (a fall the time since the previous counter reading could hold as energy
-    -- since a reload). A window over these few streams' counter readings only
-    SELECT host, gpu_uuid, source, t_us
+    -- the readings of a stream that steps back that lie below the most of its 8 counter readings
+    -- before (since the last reload: a fall the time since the previous counter reading could hold
+    -- as energy since a reload) while one of its 8 next is back at or above it; each with that
+    -- most (held_mj). A window over these few streams' counter readings only
+    SELECT host, gpu_uuid, source, t_us, most_mj AS held_mj
     FROM (
         SELECT
             *,
-            c_mj < max(c_mj) OVER (PARTITION BY host, gpu_uuid, source, reloads ORDER BY t_us
-                                   ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS dips
+            -- the most of the 8 readings before: a maximum kept longer, a counter catching up with
+            -- an old outlier read as a dip of its last readings before it
+            max(c_mj) OVER (PARTITION BY host, gpu_uuid, source, reloads ORDER BY t_us
+                            ROWS BETWEEN 8 PRECEDING AND 1 PRECEDING) AS most_mj,
+            max(c_mj) OVER (PARTITION BY host, gpu_uuid, source, reloads ORDER BY t_us
+                            ROWS BETWEEN 1 FOLLOWING AND 8 FOLLOWING) AS soon_mj
         FROM (
             SELECT
                 *,
@@ -125,7 +134,7 @@ counter_dips AS (
             )
         )
     )
-    WHERE dips
+    WHERE c_mj < most_mj AND soon_mj >= most_mj
 ),
 intervals AS NOT MATERIALIZED (
     -- each energy reading with the next one of its stream (paired in int_gpu_samples_checked).
@@ -160,11 +169,12 @@ repeat_intervals AS MATERIALIZED (
         c1_mj = c0_mj AS unchanged,
         coalesce(c0_mj, -1) AS run_index
     FROM (
-        -- a reading that dipped carries no counter here: its intervals are counted from power
+        -- a reading that dipped repeats the most its stream had counted: a run of repeats, closed by
+        -- the first reading past the dip
         SELECT
             i.host, i.gpu_uuid, i.source, i.t0_us, i.t1_us, i.p0_w, i.p1_w,
-            CASE WHEN d0.t_us IS NULL THEN i.c0_mj END AS c0_mj,
-            CASE WHEN d1.t_us IS NULL THEN i.c1_mj END AS c1_mj,
+            coalesce(d0.held_mj, i.c0_mj) AS c0_mj,
+            coalesce(d1.held_mj, i.c1_mj) AS c1_mj,
             i.limit_w
         FROM intervals AS i
         SEMI JOIN repeat_streams AS r USING (host, gpu_uuid, source)

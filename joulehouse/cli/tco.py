@@ -3,7 +3,10 @@
 A table on a terminal, JSON when piped (or `--format json|csv`): energy_kwh (at the meter),
 energy_cost_usd, demand_charge_usd, capital_usd, operations_usd, total_cost_usd,
 cost_per_gpu_hour_usd, method. `--gpu-model NAME --gpus N --days D` is enough: power from the GPU
-catalogue, price, PUE, capital and lifetime from the settings. Exit code 2 on bad input.
+catalogue, price, PUE, capital and lifetime from the settings. The price, as the daily accounts
+take it: a flag (--price-usd-per-mwh, or --price-file with --start), else the site's [tco] tariff
+over the run's hours (from --start), else with --start the hourly price file, else the flat price.
+Exit code 2 on bad input.
 """
 
 from __future__ import annotations
@@ -68,6 +71,9 @@ def estimate(
         fail("--price-file and --price-node price the run's hours: give --start too")
     if price_usd_per_mwh is not None:
         price, source = price_usd_per_mwh, f"flat {price_usd_per_mwh:g} USD/MWh"
+    elif price_file is None and tco.tariff_file:
+        # the site's tariff first, as the daily accounts price: it was never consulted here
+        price, source = _tariff_mean(tco, run.hours, started, fail)
     elif start is not None:
         if run.hours is None:
             fail("--start needs --hours or --days (the run's wall-clock time)")
@@ -103,3 +109,23 @@ def estimate(
 def register(app: typer.Typer) -> None:
     """Add `tco` (with `estimate`) to the main app."""
     app.add_typer(tco_app, name="tco")
+
+
+def _tariff_mean(tco, hours: float | None, started, fail) -> tuple[float, str]:
+    """The [tco] tariff's price (USD/MWh) over the run's hours, each weighed by the part of it the
+    run spends there; from NOMINAL_START without --start (a tariff's price depends on the hour)."""
+    from joulehouse.reports.accounts.estimate import NOMINAL_START, run_hour_overlaps
+    from joulehouse.reports.accounts.prices import PriceFileError, load_urdb_tariff, tariff_prices
+
+    if hours is None:
+        fail(f"[tco] tariff_file prices each hour of the run: give --hours or --days (and --start), "
+             f"or --price-usd-per-mwh")
+    try:
+        tariff = load_urdb_tariff(Path(tco.tariff_file), tco.tariff_tier)
+    except PriceFileError as exc:
+        fail(str(exc))
+    overlaps = run_hour_overlaps(started or NOMINAL_START, hours)
+    priced = tariff_prices(tariff, overlaps["hour_at"], tco.tariff_timezone).join(overlaps, on="hour_at")
+    mean = float((priced["price_usd_per_kwh"] * priced["overlap_h"]).sum() / priced["overlap_h"].sum()) * 1000.0
+    placed = "" if started else f", placed from {NOMINAL_START:%Y-%m-%d} (give --start)"
+    return mean, f"hourly mean {mean:.2f} USD/MWh of the [tco] tariff {Path(tco.tariff_file).name}{placed}"

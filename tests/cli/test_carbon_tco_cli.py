@@ -160,6 +160,32 @@ def test_tco_estimate_with_hourly_prices(app, shared_data):
     assert out["energy_cost_usd"] == pytest.approx(out["energy_kwh"] * out["price_usd_per_mwh"] / 1000)
 
 
+def test_tco_estimate_prices_by_the_sites_tariff_as_the_accounts_do(app, shared_data, tmp_path):
+    """[tco] tariff_file set: the daily accounts price each hour by it, and the estimate of the same
+    hours must too (it read the flat 80 USD/MWh, or the PJM file with --start: 13.98 and 9.98 USD
+    for the 24.25 the tariff gives 8 H100s over a day). Each hour weighs what the run spends in it."""
+    import datetime as dt
+
+    from joulehouse.reports.accounts.estimate import run_hour_overlaps
+    from joulehouse.reports.accounts.prices import load_urdb_tariff, tariff_prices
+
+    tariff_path = shared_data / "prices/openei_urdb_tou_rate_virginia.json"
+    config = tmp_path / "site.toml"
+    config.write_text(f'[tco]\ntariff_file = "{tariff_path}"\n')
+    out = run(app, "tco", "estimate", "--gpus", "8", "--hours", "24", "--avg-power-w", "500",
+              "--start", "2026-03-02T10:30Z", "--config", str(config))
+    overlaps = run_hour_overlaps(dt.datetime(2026, 3, 2, 10, 30, tzinfo=dt.timezone.utc), 24)
+    priced = tariff_prices(load_urdb_tariff(tariff_path), overlaps["hour_at"], "America/New_York").join(overlaps, on="hour_at")
+    expected_usd_per_kwh = (priced["price_usd_per_kwh"] * priced["overlap_h"]).sum() / 24
+    assert priced.height == 25 and priced["price_usd_per_kwh"].n_unique() > 1  # the run spans its periods
+    # the document rounds its figures (4 decimals of USD/MWh)
+    assert out["price_usd_per_mwh"] == pytest.approx(expected_usd_per_kwh * 1000, abs=1e-4)
+    assert out["energy_cost_usd"] == pytest.approx(out["energy_kwh"] * expected_usd_per_kwh, rel=1e-5)
+    flag = run(app, "tco", "estimate", "--gpus", "8", "--hours", "24", "--avg-power-w", "500",
+               "--price-usd-per-mwh", "80", "--config", str(config))
+    assert flag["price_usd_per_mwh"] == 80.0  # a flag still comes first
+
+
 @pytest.mark.parametrize("command, option, value, says", [
     ("tco", "--price-usd-per-mwh", "1e300", "expected at most 100,000"),
     ("tco", "--demand-charge-usd-per-kw-month", "1e300", "expected at most 10,000"),

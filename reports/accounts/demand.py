@@ -21,6 +21,12 @@ GPU-hours' energy at the meter (IT x PUE) summed (NULL where none of it was meas
 hour's demand is unknown, never 0, and a day whose every hour is unknown has no peak and no
 charge, NULL). Demand is taken on hourly averages; utilities
 bill 15- or 30-minute intervals, whose peaks are higher, so the charge is a lower bound.
+
+Limit: the demand month is the UTC calendar month of the day built. A utility bills its local
+month, so a peak in a month's first UTC hours that are still the month before where the site is
+(00:00-05:00 UTC on the 1st in New York) raises the wrong month: in a review's case 19.50 + 195
+USD were charged for a bill of 195 + 195. Taking the tariff's local months would split a UTC day
+between two months, which the day's one row per site in rpt_demand_peak_daily cannot hold.
 """
 
 from __future__ import annotations

@@ -261,6 +261,11 @@ def _build_in_transaction(con: duckdb.DuckDBPyConnection, day: dt.date, settings
     t0 = time.perf_counter()
     pruned, pruned_through = prune_readings(con, day, settings.readings_retention_days)
     seconds["prune_readings"] = time.perf_counter() - t0
+    if relation_exists(con, "fct_check_results", temporary=False):
+        # the day's check results judged an earlier build: kept, a rebuilt day that then failed the
+        # gate still showed the old warnings as passed beside the new blocking rows, and the
+        # headline counted them; the gate and the checks write this build's
+        con.execute("DELETE FROM fct_check_results WHERE day = ?", [day])
     return raw, pruned, pruned_through, _day_counts(con, day)
 
 

@@ -74,7 +74,15 @@ def _at_least_one_row(row: dict, rule: "GateRule") -> bool:
 
 
 def _nothing_lost(row: dict, rule: "GateRule") -> bool:
-    return row["raw_rows"] == row["clean_plus_quarantined_rows"]
+    return row["raw_rows"] == row["clean_plus_quarantined_rows"] and not row["stray_files"]
+
+
+def _stray_note(row: dict) -> str:
+    """What the nothing-lost rule says of files no build reads (date=D/x.parquet)."""
+    if not row["stray_files"]:
+        return ""
+    return (f"; {row['stray_files']:,} Parquet file(s) under the day's date= folder are not in a host= folder "
+            f"and were not read (e.g. {row['stray_file_example']}): move them into date=D/host=H/")
 
 
 @dataclass(frozen=True)
@@ -112,7 +120,7 @@ def _rules() -> list[GateRule]:
         # Every raw reading of the day is either clean or quarantined with a reason: none lost.
         GateRule(stg, "expect_column_pair_values_to_be_equal(raw_rows,clean_plus_quarantined_rows)", STG_SUMMARY,
                  None, "n_rows", "{raw_rows:,} raw rows in the lake's date= partition; {total:,} clean + "
-                 "{quarantined_rows:,} quarantined = {clean_plus_quarantined_rows:,}", _nothing_lost),
+                 "{quarantined_rows:,} quarantined = {clean_plus_quarantined_rows:,}{stray_note}", _nothing_lost),
         GateRule("quarantine_gpu_samples", "expect_column_values_to_be_in_set(reason)", "quarantine_gpu_samples_gate",
                  "unknown_reason_rows", "n_rows", of_rows + " have a reason outside the known rules{examples}",
                  examples="unknown_reason_examples"),
@@ -178,6 +186,7 @@ def evaluate_gate(con: duckdb.DuckDBPyConnection, day: dt.date, settings: Wareho
         unexpected = None if rule.unexpected is None else int(row[rule.unexpected])
         total = int(row[rule.total])
         values = {**row, **params, "unexpected": unexpected, "total": total,
+                  "stray_note": _stray_note(row) if "stray_files" in row else "",
                   "examples": _examples(row.get(rule.examples) if rule.examples else None)}
         results.append(_result(rule, bool(rule.passes(row, rule)), rule.says.format(**values), unexpected, total))
     return results

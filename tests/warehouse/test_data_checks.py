@@ -201,3 +201,60 @@ def test_a_stray_file_in_another_days_folder_does_not_stop_this_days_checks(lake
     lake_rows = next(r for r in gate.results if "raw_rows" in r.expectation)
     assert lake_rows.success and "361" in lake_rows.observed_value
     assert not run_checks(con, DAY, WarehouseSettings()).failed_blocking
+
+
+@pytest.mark.parametrize("stray", ["nohost.parquet", "host=node-09/late/x.parquet"])
+def test_a_file_in_this_days_folder_that_no_build_reads_stops_the_day_naming_it(lake, warehouse, stray):
+    """60 readings of GPU-9 in date=D/nohost.parquet were in neither the clean rows nor the
+    quarantine, and the nothing-lost rule passed: it counted the lake through the build's own
+    listing (date=D/*/*.parquet). The gate now lists the day's whole folder and names the file."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    write(lake, gpu_rows(range(0, 3601, 10), 100.0))
+    path = lake / "gpu_samples" / f"date={DAY}" / stray
+    path.parent.mkdir(parents=True, exist_ok=True)
+    pq.write_table(pa.Table.from_pylist(gpu_rows(range(0, 600, 10), 100.0, uuid="GPU-9", host="node-09")), path)
+    con = warehouse()
+    with pytest.raises(BlockingCheckFailed, match="not in a host= folder and were not read"):
+        run_gate(con, DAY, WarehouseSettings())
+    said = _failed(con)[("stg_gpu_samples",
+                         "expect_column_pair_values_to_be_equal(raw_rows,clean_plus_quarantined_rows)")]
+    assert said.startswith("361 raw rows") and str(path) in said
+
+
+def test_a_rebuilt_day_that_fails_the_gate_keeps_none_of_the_earlier_builds_warnings(lake, warehouse):
+    """The day passed and its warnings were stored; rebuilt with readings that then fail the gate,
+    its old warnings ("0 rows quarantined", passed) stayed beside the new blocking rows, and the
+    headline counted them. The gate replaces the day's rows; the warnings come back once it passes."""
+    write(lake, gpu_rows(range(0, 3601, 10), 100.0))
+    con = warehouse()
+    run_checks(con, DAY, WarehouseSettings())
+    assert con.execute("SELECT count(*) FROM fct_check_results WHERE severity = 'warning'").fetchone()[0] > 0
+    con = warehouse()
+    readings_as_table(con)
+    con.execute("DELETE FROM stg_gpu_samples WHERE sampled_at < ?", [MIDNIGHT + dt.timedelta(seconds=100)])
+    with pytest.raises(BlockingCheckFailed):
+        run_gate(con, DAY, WarehouseSettings())
+    assert con.execute("SELECT DISTINCT severity FROM fct_check_results WHERE day = ?", [DAY]).fetchall() == [("blocking",)]
+
+
+def test_an_inventory_gpu_that_sent_nothing_all_day_is_a_coverage_warning(lake, tmp_path, warehouse):
+    """GPU-1 is listed and never read (dead, unplugged, its collector down): every check passed and
+    no result named it. It is a GPU at coverage 0; a retired one, or one bought later, is not."""
+    write(lake, gpu_rows(range(0, 86400, 10), 100.0))
+    inventory = tmp_path / "inventory.csv"
+    inventory.write_text(
+        "gpu_uuid,host,gpu_index,gpu_model,rack,site,region,purchased_on,purchase_price_usd,embodied_kgco2e,lifetime_years,"
+        "retired_on\n"
+        "GPU-0,node-01,0,NVIDIA H100 80GB HBM3,r1,site-a,FR,2024-03-01,30000,150,5,\n"
+        "GPU-1,node-01,1,NVIDIA H100 80GB HBM3,r1,site-a,FR,2024-03-01,30000,150,5,\n"
+        "GPU-old,node-01,2,NVIDIA H100 80GB HBM3,r1,site-a,FR,2024-03-01,30000,150,5,2025-12-01\n"
+        "GPU-new,node-01,3,NVIDIA H100 80GB HBM3,r1,site-a,FR,2026-06-01,30000,150,5,\n")
+    settings = WarehouseSettings(inventory_path=str(inventory))
+    con = warehouse(settings=settings)
+    warned = {r.expectation: r.observed_value for r in run_checks(con, DAY, settings).failed_warnings
+              if r.suite == "fct_gpu_coverage_daily"}
+    assert warned["expect_column_values_to_be_between(coverage_ratio >= 0.9)"] == \
+        "1 GPUs of 2 have coverage_ratio < 0.9 (e.g. GPU-1)"
+    assert warned["expect_column_values_to_be_between(staleness_s <= 3600)"] == "1 GPUs of 2 have staleness_s > 3600 (e.g. GPU-1)"

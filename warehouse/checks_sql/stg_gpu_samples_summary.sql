@@ -19,6 +19,10 @@
 --   raw_rows [count] rows of the day's date= partition in the lake (raw_gpu_samples)
 --   quarantined_rows [count] rows of the day in quarantine_gpu_samples
 --   clean_plus_quarantined_rows [count] n_rows + quarantined_rows (must equal raw_rows)
+--   stray_files [count] Parquet files under the day's date= folder that are not one folder below
+--     it (date=D/x.parquet, date=D/host=X/sub/x.parquet): no build reads them, so raw_rows cannot
+--     count them either, and their readings were lost without a word (must be 0)
+--   stray_file_example [text] the first of them by name (NULL when none)
 -- Duplicates without a second pass over every key: per (gpu_uuid, source), one bit per second of
 -- the day is set; when a group has as many rows as set bits, its sampled_at are all distinct
 -- seconds, so its keys are unique. Only groups where that fails (two readings in one second, a
@@ -77,6 +81,13 @@ lake AS (
 ),
 quarantine AS (
     SELECT count(*) AS quarantined_rows FROM quarantine_gpu_samples WHERE day = $day::DATE
+),
+stray AS (
+    -- a listing, no file opened: every Parquet file under the day's folder, less the shape the build
+    -- reads; a session without a lake (readings handed in as a table) lists a path that cannot exist
+    SELECT count(*) AS stray_files, min(file) AS stray_file_example
+    FROM glob(coalesce(getvariable('jh_lake'), '/dev/null/no-lake') || '/gpu_samples/date=' || strftime($day::DATE, '%Y-%m-%d') || '/**/*.parquet')
+    WHERE NOT regexp_matches(file, '/date=[^/]+/[^/]+/[^/]+[.]parquet$')
 )
 SELECT
     t.n_rows,
@@ -92,5 +103,7 @@ SELECT
     t.not_in_inventory_rows,
     l.raw_rows,
     q.quarantined_rows,
-    t.n_rows + q.quarantined_rows AS clean_plus_quarantined_rows
-FROM totals AS t, lake AS l, quarantine AS q
+    t.n_rows + q.quarantined_rows AS clean_plus_quarantined_rows,
+    s.stray_files,
+    s.stray_file_example
+FROM totals AS t, lake AS l, quarantine AS q, stray AS s

@@ -18,6 +18,7 @@ the DuckDB file holds only the list of the current files (`stg_gpu_samples_files
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import os
 import tempfile
@@ -90,7 +91,7 @@ class ReadingsWriter:
         n_rows = _copy(self.con, body, bound, target)
         ensure_registry(self.con)
         if not append:
-            BUILD_SQL.execute(self.con, "readings_forget_day", {"day": day})
+            superseded([p for (p,) in BUILD_SQL.execute(self.con, "readings_forget_day", {"day": day}).fetchall()])
         BUILD_SQL.execute(self.con, "readings_register", {"day": day, "path": str(target), "n_rows": n_rows})
         refresh_view(self.con)
         return n_rows
@@ -141,14 +142,26 @@ def prune(con: duckdb.DuckDBPyConnection, day: dt.date, cutoff: dt.date) -> int:
     """Forget the readings of days <= `cutoff` but `day`; returns how many. In the caller's transaction."""
     if not relation_exists(con, REGISTRY, temporary=False):
         return 0
-    (n_rows,) = BUILD_SQL.execute(con, "readings_prune", {"cutoff": cutoff, "day": day}).fetchone()
+    forgotten = BUILD_SQL.execute(con, "readings_prune", {"cutoff": cutoff, "day": day}).fetchall()
+    superseded([path for path, _ in forgotten])
     refresh_view(con)
-    return int(n_rows)
+    return int(sum(n_rows for _, n_rows in forgotten))
+
+
+def superseded(paths: list[str]) -> None:
+    """Start the keep window of files just taken off the list: their modification time is now.
+    Aged by when they were written, a day rebuilt (or pruned) more than keep_s after its build was
+    deleted at the very next build, under a reader that still read it (a backfill's second day).
+    Should the build then roll back, they are listed again and the sweep leaves them alone."""
+    for path in paths:
+        with contextlib.suppress(FileNotFoundError):
+            os.utime(path)
 
 
 def sweep(con: duckdb.DuckDBPyConnection, keep_s: float) -> int:
     """Delete the readings files no longer listed and older than `keep_s` (superseded by a
-    rebuild, past the retention, or left by a failed build); returns how many were deleted.
+    rebuild or past the retention, counted from then: `superseded`; or left by a failed build,
+    counted from its write); returns how many were deleted.
     Run before a build opens its transaction, so the list is the published one."""
     folder = readings_folder(con)
     if not folder.is_dir() or not relation_exists(con, REGISTRY, temporary=False):

@@ -79,6 +79,31 @@ def test_files_let_go_are_kept_for_the_time_the_settings_say(tmp_path, lake):
     con.close()
 
 
+def test_the_keep_window_starts_when_a_file_is_let_go_not_when_it_was_written(tmp_path, lake):
+    """A day built two hours ago, rebuilt, then the next day built at once (a backfill): its old
+    files were deleted by that next build, aged by their write time, under a reader still reading
+    them. They are kept for keep_s from the rebuild; so are the files retention lets go."""
+    write(lake, gpu_rows(range(0, 60), 100.0))
+    con = connect(tmp_path / "warehouse.duckdb", lake)
+    hour = WarehouseSettings(readings_superseded_keep_s=3600)
+    build_day(con, DAY, hour, now=NOW)
+    first = _listed(con)
+    written_long_ago = time.time() - 7200
+    for path in first:
+        os.utime(path, (written_long_ago, written_long_ago))
+    build_day(con, DAY, hour, now=NOW)
+    build_day(con, DAY + dt.timedelta(days=1), hour, now=NOW)
+    assert set(first) <= set(_on_disk(tmp_path))
+    retained = WarehouseSettings(readings_superseded_keep_s=3600, readings_retention_days=1)
+    second = _listed(con)
+    for path in second:
+        os.utime(path, (written_long_ago, written_long_ago))
+    build_day(con, DAY + dt.timedelta(days=5), retained, now=NOW + dt.timedelta(days=5))  # prunes DAY and DAY + 1
+    build_day(con, DAY + dt.timedelta(days=6), retained, now=NOW + dt.timedelta(days=6))
+    assert set(second) <= set(_on_disk(tmp_path)) and not set(second) & set(_listed(con))
+    con.close()
+
+
 def test_a_failed_build_keeps_the_day_a_reader_saw_and_leaves_no_file(tmp_path, lake, monkeypatch):
     write(lake, gpu_rows(range(0, 600), 100.0))
     con = connect(tmp_path / "warehouse.duckdb", lake)

@@ -1,8 +1,5 @@
 -- readings_prune: forget the readings of the days up to $cutoff (never $day, the one being built),
--- under warehouse.readings_retention_days; returns the readings forgotten.
+-- under warehouse.readings_retention_days.
 -- parameters: $cutoff [DATE], $day [DATE]
--- columns: n_rows [count]
-WITH pruned AS (
-    DELETE FROM stg_gpu_samples_files WHERE day <= $cutoff::DATE AND day <> $day::DATE RETURNING n_rows
-)
-SELECT coalesce(sum(n_rows), 0)::BIGINT AS n_rows FROM pruned
+-- columns: path [text] each file no longer listed, n_rows [count] the readings it holds
+DELETE FROM stg_gpu_samples_files WHERE day <= $cutoff::DATE AND day <> $day::DATE RETURNING path, n_rows

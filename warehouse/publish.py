@@ -103,9 +103,14 @@ def published_connection(db_path: str | Path, lake: str | Path | None, *,
         _remove_dead_writers_copies(db_path)
         copy = writer_folder(db_path) / f"{db_path.stem}-{os.getpid()}-{uuid.uuid4().hex[:8]}{db_path.suffix}"
         try:
+            leftover_wal = Path(f"{db_path}.wal")
             if db_path.exists():
-                _checkpoint_leftover_wal(db_path)
                 copy_file(db_path, copy)
+                if leftover_wal.exists():
+                    # committed work of a writer that opened the file in place and died: replayed
+                    # into the copy when it opens, never by opening the published file writable
+                    # (a reader holding it read-only made that open, and the run, fail)
+                    copy_file(leftover_wal, Path(f"{copy}.wal"))
             con = connect(copy, lake, **connect_options)
             publish = False
             try:
@@ -118,6 +123,8 @@ def published_connection(db_path: str | Path, lake: str | Path | None, *,
                 con.close()
                 if publish:
                     _publish(copy, db_path)
+                    # the WAL belonged to the file just replaced: left, it would replay onto the new one
+                    leftover_wal.unlink(missing_ok=True)
         finally:
             for leftover in (copy, Path(f"{copy}.wal")):
                 leftover.unlink(missing_ok=True)
@@ -154,13 +161,6 @@ def copy_file(source: Path, target: Path) -> None:
             left = -1
     if left != 0:
         shutil.copyfile(source, target)
-
-
-def _checkpoint_leftover_wal(db_path: Path) -> None:
-    """A WAL beside the published file (left by a writer that opened the file in place and
-    crashed) holds committed work the copy would lose: fold it into the file first."""
-    if Path(f"{db_path}.wal").exists():
-        connect(db_path, None).close()
 
 
 def _publish(copy: Path, db_path: Path) -> None:

@@ -128,3 +128,32 @@ def test_the_copy_of_a_killed_writer_is_removed_by_the_next_one(tmp_path):
     _insert(db, 2)
     assert [p.name for p in writer_folder(db).iterdir()] == ["lock"]
     assert _rows(db) == [1, 2]
+
+
+def test_a_wal_left_by_a_writer_in_place_is_kept_and_a_reader_holding_the_file_does_not_stop_the_run(tmp_path):
+    """Someone opened the file read-write and died, leaving warehouse.duckdb.wal; an analyst then
+    holds the file read-only in another process. The next step opened the published file writable
+    to fold the WAL in, and failed on the analyst's lock. Its committed row is kept, and the run goes on."""
+    import subprocess
+    import sys
+
+    db = _published_table(tmp_path)
+    died = subprocess.run([sys.executable, "-c", (
+        "import duckdb, os\n"
+        f"con = duckdb.connect({str(db)!r})\n"
+        "con.execute('INSERT INTO t VALUES (7)')\n"
+        "os._exit(0)\n")], capture_output=True, text=True)
+    assert died.returncode == 0, died.stderr
+    assert (tmp_path / "warehouse.duckdb.wal").exists()
+    reader = subprocess.Popen([sys.executable, "-c", (
+        "import duckdb, sys, time\n"
+        f"con = duckdb.connect({str(db)!r}, read_only=True)\n"
+        "print(con.execute('SELECT count(*) FROM t').fetchone()[0], flush=True)\n"
+        "sys.stdin.readline()\n")], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert reader.stdout.readline().strip() == "2"  # the reader replays the WAL too
+        _insert(db, 3)
+    finally:
+        reader.communicate("\n", timeout=30)
+    assert _rows(db) == [1, 3, 7]
+    assert not (tmp_path / "warehouse.duckdb.wal").exists()

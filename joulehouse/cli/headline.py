@@ -23,7 +23,6 @@ HEADLINE_SQL = {
                       "FROM fct_check_results WHERE day = ?"),
     "checks_warned": ("SELECT count(*) FILTER (WHERE NOT success AND severity <> 'blocking') "
                       "FROM fct_check_results WHERE day = ?"),
-    "gpus_to_cap": "SELECT count(*) FILTER (WHERE power_limit_w < default_limit_w) FROM fct_recommendation WHERE day = ?",
 }
 OUTCOME_SQL = ("SELECT gpu_model, power_limit_w_before, power_limit_w_after, n_treated_gpus, predicted_saving_pct, "
                "realised_saving_pct, saving_ci_low_pct, saving_ci_high_pct FROM fct_recommendation_outcome "
@@ -47,10 +46,29 @@ def day_headline(db_path: str, lake: str, day: dt.date) -> tuple[dict, list[tupl
         for name, sql in HEADLINE_SQL.items():
             relation = sql.split("FROM ")[1].split()[0]
             numbers[name] = con.execute(sql, [day]).fetchone()[0] if relation_exists(con, relation) else None
+        numbers["gpus_to_cap"] = _gpus_to_cap(con, day) if relation_exists(con, "fct_recommendation") else None
         outcomes = con.execute(OUTCOME_SQL, [day]).fetchall() if relation_exists(con, "fct_recommendation_outcome") else []
     finally:
         con.close()
     return numbers, outcomes
+
+
+def _gpus_to_cap(con, day: dt.date) -> int:
+    """The GPUs the day's signed export gives a lower power limit, by the export's own rule
+    (reports.export.selection): counted from fct_recommendation alone, the GPUs of a model whose
+    power model failed its gate were printed as capped (12 where the export and the page said 8)."""
+    import polars as pl
+
+    from joulehouse.reports.export.selection import CHANGE, export_verdicts, held_back_models
+    from joulehouse.reports.page.relations import usable
+    from joulehouse.reports.warehouse_tables import read_day
+
+    recs, _ = usable(*read_day(con, "fct_recommendation", day), "fct_recommendation", day)
+    if recs is None or not {"power_limit_w", "default_limit_w"} <= set(recs.columns):
+        return 0
+    models, models_why = usable(*read_day(con, "fct_power_model", day), "fct_power_model", day)
+    verdicts = export_verdicts(recs, held_back_models(recs, models, models_why, day))
+    return verdicts.filter((pl.col("export") == CHANGE) & (pl.col("power_limit_w") < pl.col("default_limit_w"))).height
 
 
 def _or_not_computed(value, text: str) -> str:
@@ -62,21 +80,25 @@ def headline_table(day: dt.date, numbers: dict, title: str) -> Table:
     table.add_column(f"{day}")
     table.add_column("value", justify="right")
     energy, cost, energy_cost = numbers["energy_kwh"], numbers["cost_usd"], numbers["energy_cost_usd"]
+    # the page's formats (reports.page.blocks), so the terminal and the page say the same: a fixed
+    # one decimal printed 1.1 Wh as "0.0 kWh" and 3.5e-5 USD as "0.00 USD"
+    from joulehouse.reports.page.blocks import fmt_kg, fmt_kwh, fmt_usd
+
     table.add_row(f"GPU energy ({plural(numbers['gpus'] or 0, 'GPU')}, board)",
-                  _or_not_computed(energy, f"{energy or 0:,.1f} kWh"))
+                  _or_not_computed(energy, fmt_kwh(energy)))
     # the daily report's and the dashboard's label for the same total (reports.page.section_summary)
     carbon, embodied = numbers["carbon_kgco2e"], numbers.get("embodied_kgco2e")
     table.add_row("carbon, location-based (operational + embodied)",
-                  _or_not_computed(carbon, f"{carbon or 0:,.1f} kgCO2e"))
+                  _or_not_computed(carbon, fmt_kg(carbon * 1000 if carbon is not None else None)))
     if carbon is not None and embodied is not None:
-        table.add_row("  of which embodied (manufacturing)", f"{embodied:,.1f} kgCO2e")
-    table.add_row("cost (energy, demand, capital, operations)", _or_not_computed(cost, f"{cost or 0:,.0f} USD"))
-    table.add_row("  of which energy", _or_not_computed(energy_cost, f"{energy_cost or 0:,.2f} USD"))
+        table.add_row("  of which embodied (manufacturing)", fmt_kg(embodied * 1000))
+    table.add_row("cost (energy, demand, capital, operations)", _or_not_computed(cost, fmt_usd(cost)))
+    table.add_row("  of which energy", _or_not_computed(energy_cost, fmt_usd(energy_cost)))
     table.add_row("data checks failed (blocking)",
                   _or_not_computed(numbers["checks_failed"], f"{numbers['checks_failed'] or 0}"))
     table.add_row("data checks warned (the run goes on)",
                   _or_not_computed(numbers["checks_warned"], f"{numbers['checks_warned'] or 0}"))
-    table.add_row("GPUs recommended a lower power limit", _or_not_computed(numbers["gpus_to_cap"], f"{numbers['gpus_to_cap'] or 0}"))
+    table.add_row("GPUs recommended a lower power limit", _or_not_computed(numbers.get("gpus_to_cap"), f"{numbers.get('gpus_to_cap') or 0}"))
     return table
 
 

@@ -32,7 +32,7 @@ HEADLINE = {
                               ("fct_gpu_coverage_daily",)),
     "joulehouse_daily_it_energy_kwh": ("IT energy accounted (BMC where usable, else GPU), kWh.", "headline_carbon",
                                        "it_energy_kwh", ("rpt_carbon_daily",)),
-    "joulehouse_daily_facility_energy_kwh": ("Energy at the meter (IT x PUE), kWh.", "headline_carbon",
+    "joulehouse_daily_facility_energy_kwh": ("Facility energy, IT x PUE (measured, else the default), kWh.", "headline_carbon",
                                              "facility_energy_kwh", ("rpt_carbon_daily",)),
     "joulehouse_daily_carbon_gco2e": ("Carbon, location-based (operational + embodied), gCO2e.", "headline_carbon",
                                       "total_gco2e", ("rpt_carbon_daily",)),

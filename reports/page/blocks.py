@@ -85,28 +85,20 @@ def column_label(name: str) -> str:
     return name.replace("_", " ")
 
 
-def _fmt_upper_units(value: float | None, large: tuple[float, float, str],
-                     middle: tuple[float, float, str]) -> str | None:
-    """The ladder energy and carbon share: '-' when unknown; from large's threshold, value / its
-    divisor in its unit with 2 decimals; from middle's threshold (or at zero), likewise with 1
-    decimal; None below, for the caller's smallest unit. Each step is (threshold, divisor, unit)."""
-    if value is None or math.isnan(value):
-        return "-"
-    large_from, large_per, large_unit = large
-    if abs(value) >= large_from:
-        return f"{value / large_per:,.2f} {large_unit}"
-    middle_from, middle_per, middle_unit = middle
-    if value == 0 or abs(value) >= middle_from:
-        return f"{value / middle_per:,.1f} {middle_unit}"
-    return None
+def _unknown(value: float | None) -> bool:
+    return value is None or math.isnan(value)
 
 
 def fmt_kwh(kwh: float | None) -> str:
-    """Energy for people: '251.4 kWh', '1.1 Wh', '2.35 MWh'; '-' when unknown."""
-    text = _fmt_upper_units(kwh, (1000, 1000, "MWh"), (1, 1, "kWh"))  # kwh / 1 is kwh to the bit
-    if text is not None:
-        return text
+    """Energy for people: '251.4 kWh', '1.1 Wh', '2.35 MWh'; '-' when unknown. Each step is taken
+    by the value as it would be printed: 999.96 kWh is '1.00 MWh', never '1,000.0 kWh'."""
+    if _unknown(kwh):
+        return "-"
+    if abs(round(kwh, 1)) >= 1000:
+        return f"{kwh / 1000:,.2f} MWh"
     wh = kwh * 1000
+    if kwh == 0 or abs(round(wh, 1)) >= 1000:
+        return f"{kwh:,.1f} kWh"
     return f"{wh:,.1f} Wh" if abs(wh) >= 1 else f"{wh:.2g} Wh"
 
 
@@ -120,8 +112,17 @@ def fmt_usd(usd: float | None) -> str:
 
 
 def fmt_kg(grams: float | None) -> str:
-    """A carbon mass given in gCO2e, for people: '28.6 kgCO2e', '1.2 tCO2e', '0.4 gCO2e'."""
-    return _fmt_upper_units(grams, (1e6, 1e6, "tCO2e"), (100, 1000, "kgCO2e")) or f"{grams:.2g} gCO2e"
+    """A carbon mass given in gCO2e, for people: '28.6 kgCO2e', '1.20 tCO2e', '99.5 gCO2e',
+    '0.4 gCO2e'; '-' when unknown. As fmt_kwh, each step by the value as printed (99.96 g is
+    '0.1 kgCO2e': the two significant digits below 100 g printed it '1e+02 gCO2e')."""
+    if _unknown(grams):
+        return "-"
+    kg = grams / 1000
+    if abs(round(kg, 1)) >= 1000:
+        return f"{grams / 1e6:,.2f} tCO2e"
+    if grams == 0 or abs(round(grams, 1)) >= 100:
+        return f"{kg:,.1f} kgCO2e"
+    return f"{grams:,.1f} gCO2e" if abs(grams) >= 1 else f"{grams:.2g} gCO2e"
 
 
 @dataclass

@@ -10,6 +10,8 @@ import plotly.graph_objects as go
 import polars as pl
 from plotly.subplots import make_subplots
 
+from joulehouse.reports.accounts.attribution import sum_known
+
 LAYOUT = dict(
     template="plotly_white", height=380, margin=dict(l=70, r=30, t=60, b=60),
     legend=dict(orientation="h", yanchor="bottom", y=1.02, x=0), font=dict(size=12),
@@ -28,9 +30,13 @@ def _figure(title: str, x_title: str, y_title: str | None, **layout) -> go.Figur
 
 def fleet_power_by_model(hourly: pl.DataFrame) -> go.Figure:
     """Stacked hourly fleet GPU power (kW) per GPU model. Columns: hour_at, gpu_model, avg_power_w."""
-    per = (hourly.group_by("hour_at", "gpu_model").agg((pl.col("avg_power_w").sum() / 1000).alias("power_kw"))
+    # NULL where none of the model's GPUs was measured in the hour (polars' sum of NULLs was 0 kW)
+    per = (hourly.group_by("hour_at", "gpu_model").agg((sum_known("avg_power_w") / 1000).alias("power_kw"))
            .sort("gpu_model", "hour_at"))
-    fig = _figure("Fleet GPU power by GPU model (hourly average)", "hour (UTC)", "power (kW)")
+    unknown = per["power_kw"].null_count()
+    # a stacked area draws a missing point at 0 (plotly's stackgaps): the title says how many
+    said = f"; {unknown} model-hours without measured power, drawn at 0" if unknown else ""
+    fig = _figure(f"Fleet GPU power by GPU model (hourly average{said})", "hour (UTC)", "power (kW)")
     for model in per["gpu_model"].unique(maintain_order=True):
         part = per.filter(pl.col("gpu_model") == model)
         fig.add_trace(go.Scatter(x=part["hour_at"].to_list(), y=part["power_kw"].to_list(), name=model,
@@ -40,7 +46,7 @@ def fleet_power_by_model(hourly: pl.DataFrame) -> go.Figure:
 
 def energy_by_host(hourly: pl.DataFrame) -> go.Figure:
     """Energy per host (kWh), stacked by GPU model. Columns: host, gpu_model, energy_kwh."""
-    per = hourly.group_by("host", "gpu_model").agg(pl.col("energy_kwh").sum()).sort("gpu_model", "host")
+    per = hourly.group_by("host", "gpu_model").agg(sum_known("energy_kwh")).sort("gpu_model", "host")  # no bar: unknown
     fig = _figure("GPU energy by host", "host", "energy (kWh)", barmode="stack")
     for model in per["gpu_model"].unique(maintain_order=True):
         part = per.filter(pl.col("gpu_model") == model)
@@ -50,10 +56,14 @@ def energy_by_host(hourly: pl.DataFrame) -> go.Figure:
 
 def energy_by_gpu(hourly: pl.DataFrame) -> go.Figure:
     """Energy per GPU (kWh), the largest MAX_GPU_BARS. Columns: host, gpu_uuid, gpu_model, energy_kwh."""
-    per = (hourly.group_by("host", "gpu_uuid", "gpu_model").agg(pl.col("energy_kwh").sum())
+    every = hourly.group_by("host", "gpu_uuid", "gpu_model").agg(sum_known("energy_kwh"))
+    # a GPU never measured that day has no bar (it had one of 0 kWh); the title counts it
+    per = (every.drop_nulls("energy_kwh")
            .with_columns((pl.col("host") + " " + pl.col("gpu_uuid").str.slice(0, 12)).alias("label"))
            .sort(["energy_kwh", "label"], descending=[True, False]).head(MAX_GPU_BARS))
-    shown = "" if per.height < MAX_GPU_BARS else f" (top {MAX_GPU_BARS})"
+    unmeasured = every["energy_kwh"].null_count()
+    shown = ("" if per.height < MAX_GPU_BARS else f" (top {MAX_GPU_BARS})") + (
+        f" ({unmeasured} GPUs without measured energy not drawn)" if unmeasured else "")
     fig = _figure(f"GPU energy per GPU{shown}", "GPU (host, UUID prefix)", "energy (kWh)", barmode="overlay")
     for model in sorted(per["gpu_model"].unique().to_list()):
         part = per.filter(pl.col("gpu_model") == model)
@@ -119,7 +129,7 @@ def thermal_ranking(thermal: pl.DataFrame, value_col: str, unit: str) -> go.Figu
 def by_team_and_stage(rows: pl.DataFrame, value_col: str, scale: float, title: str, y_title: str) -> go.Figure:
     """Stacked bars per team, one colour per stage, of `value_col` x `scale`.
     Columns: team, stage, value_col."""
-    per = (rows.group_by("team", "stage").agg((pl.col(value_col).sum() * scale).alias("value"))
+    per = (rows.group_by("team", "stage").agg((sum_known(value_col) * scale).alias("value"))  # unknown: no bar
            .sort("stage", "team"))
     fig = _figure(title, "team", y_title, barmode="stack")
     for stage in per["stage"].unique(maintain_order=True):

@@ -12,6 +12,7 @@ from typing import Any
 
 import polars as pl
 
+from joulehouse.reports.accounts.attribution import sum_known
 from joulehouse.reports.export.selection import export_verdicts, held_back_models, settings_to_apply
 from joulehouse.reports.warehouse_tables import count_day_by, read_day
 
@@ -119,9 +120,10 @@ class ReportData:
     def fleet_load(self) -> tuple[pl.DataFrame, str]:
         """(hour_at, power_kw) and its label: the IT load from the context where known, else GPU power."""
         if has(self.context, "hour_at", "fleet_it_energy_kwh"):
-            return (self.context.group_by("hour_at").agg(pl.col("fleet_it_energy_kwh").sum().alias("power_kw"))
+            # NULL, not 0 kW, in an hour nothing was measured in (context fleet energies are NULL there)
+            return (self.context.group_by("hour_at").agg(sum_known("fleet_it_energy_kwh").alias("power_kw"))
                     .sort("hour_at"), "fleet IT power")
-        return (self.energy.group_by("hour_at").agg((pl.col("avg_power_w").sum() / 1000).alias("power_kw"))
+        return (self.energy.group_by("hour_at").agg((sum_known("avg_power_w") / 1000).alias("power_kw"))
                 .sort("hour_at"), "fleet GPU power")
 
     def hourly_context(self) -> pl.DataFrame:

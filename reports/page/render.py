@@ -52,10 +52,15 @@ def energy_section(data: ReportData, figs: FigureWriter) -> Section:
         s.add(figs.div(figures.energy_by_host(data.energy)))
         s.add(figs.div(figures.energy_by_gpu(data.energy)))
     if data.energy is not None and "energy_source" in data.energy.columns:
-        by_source = data.energy.group_by("energy_source").agg(pl.col("energy_kwh").sum()).sort("energy_source")
+        by_source = (data.energy.drop_nulls("energy_source").group_by("energy_source")
+                     .agg(pl.col("energy_kwh").sum()).sort("energy_source"))
         methods = {"counter": "from the GPUs' energy counters", "power_integral": "integrated from power readings"}
-        s.note("Energy by method: " + "; ".join(f"{fmt_kwh(r['energy_kwh'])} {methods.get(r['energy_source'], r['energy_source'])}"
-                                                 for r in by_source.iter_rows(named=True)) + ".")
+        # a GPU-hour with readings but nothing covered has no method (it read "0.0 kWh None")
+        unmeasured = data.energy["energy_source"].null_count()
+        s.note("Energy by method: " + "; ".join(
+            [f"{fmt_kwh(r['energy_kwh'])} {methods.get(r['energy_source'], r['energy_source'])}"
+             for r in by_source.iter_rows(named=True)]
+            + ([f"{unmeasured:,} GPU-hours without measured energy"] if unmeasured else [])) + ".")
     rec = data.reconciliation
     if rec is None or not has(rec, "node_energy_kwh"):
         s.missing(f"no IPMI data ({data.reconciliation_why or 'no BMC readings for the day'}): server energy vs GPU energy not drawn")

@@ -125,7 +125,10 @@ def _energy_card(data: ReportData) -> Markup:
     if it_kwh is not None:
         parts.append(("IT (servers)", fmt_kwh(it_kwh)))
     if meter_kwh is not None:
-        parts.append(("at the site meter", fmt_kwh(meter_kwh)))
+        # IT x PUE, the site meter's only through a measured PUE: "at the site meter" was printed
+        # for a fleet with no facility meter, beside the page's own "no PUE" note
+        measured = data.pue is not None and data.pue.height > 0
+        parts.append((f"facility (IT x {'measured' if measured else 'default'} PUE)", fmt_kwh(meter_kwh)))
     return card("fleet GPU energy", fmt_kwh(energy), "", parts)
 
 
@@ -176,8 +179,8 @@ def _cost_card(data: ReportData) -> Markup:
     parts = [(name, fmt_usd(amount)) for name, col in COST_PARTS
              if (amount := total(data.tco, col)) is not None and (amount != 0 or col == "energy_cost_usd")]
     low, high = total(data.tco, "total_cost_low_usd"), total(data.tco, "total_cost_high_usd")
-    energy = total(data.tco, "energy_cost_usd") or 0.0
-    share = f"energy is {energy / cost:.0%} of it; " if cost > 0 else ""
+    energy = total(data.tco, "energy_cost_usd")  # None when unknown: no share ("0% of it" said it was free)
+    share = f"energy is {energy / cost:.0%} of it; " if cost > 0 and energy is not None else ""
     rng = f"range {fmt_usd(low)} to {fmt_usd(high)}" if low is not None and high is not None else ""
     premium_hours = (data.context["green_premium_applies"].fill_null(False).sum()
                      if data.context is not None and "green_premium_applies" in data.context.columns else None)

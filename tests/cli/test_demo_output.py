@@ -92,3 +92,37 @@ def test_the_headline_counts_a_failed_warning_apart_from_a_blocking_failure(tmp_
     text = console.export_text()
     assert "data checks failed (blocking)" in text and "data checks warned (the run goes on)" in text
     assert "GPU energy" in text and "not computed" in text
+
+
+def test_the_headline_counts_the_gpus_the_export_caps_and_prints_small_amounts_as_the_page_does(tmp_path):
+    """A model whose power model failed its gate has its settings held back by the export: the
+    headline printed all 3 recommended GPUs as capped where the export and the page said 1. And a
+    fixed one decimal printed 1.1 Wh as "0.0 kWh" and 3.5e-5 USD as "0.00 USD"."""
+    import datetime as dt
+
+    import duckdb
+    from rich.console import Console
+
+    from joulehouse.cli.headline import day_headline, headline_table
+
+    day = dt.date(2026, 6, 11)
+    db = tmp_path / "w.duckdb"
+    con = duckdb.connect(str(db))
+    con.execute("CREATE TABLE fct_recommendation (day DATE, gpu_uuid VARCHAR, gpu_model VARCHAR, power_limit_w DOUBLE, "
+                "default_limit_w DOUBLE)")
+    con.executemany("INSERT INTO fct_recommendation VALUES (?, ?, ?, ?, 700)",
+                    [(day, "GPU-a", "A100", 300.0), (day, "GPU-h1", "H100", 500.0), (day, "GPU-h2", "H100", 500.0)])
+    con.execute("CREATE TABLE fct_power_model (day DATE, gpu_model VARCHAR, passed_gate BOOLEAN, gate_reason VARCHAR)")
+    con.execute("INSERT INTO fct_power_model VALUES (?, 'A100', true, NULL), (?, 'H100', false, 'MAPE 13% > 10%')",
+                [day, day])
+    con.execute("CREATE TABLE fct_gpu_energy_hourly AS SELECT ?::DATE AS day, 'GPU-a' AS gpu_uuid, 0.0011 AS energy_kwh",
+                [day])
+    con.execute("CREATE TABLE rpt_tco_daily AS SELECT ?::DATE AS day, 0.5 AS total_cost_usd, 3.5e-5 AS energy_cost_usd",
+                [day])
+    con.close()
+    numbers, _ = day_headline(str(db), str(tmp_path / "lake"), day)
+    assert numbers["gpus_to_cap"] == 1
+    console = Console(width=120, record=True)
+    console.print(headline_table(day, numbers, "t"))
+    text = console.export_text()
+    assert "1.1 Wh" in text and "under 0.01 USD" in text and "0.50 USD" in text

@@ -335,6 +335,9 @@ def test_people_read_energy_money_and_carbon_without_float_noise():
     assert fmt_kwh(0.0011) == "1.1 Wh" and fmt_kwh(251.43) == "251.4 kWh" and fmt_kwh(2350.0) == "2.35 MWh"
     assert fmt_kwh(0.00004) == "0.04 Wh"
     assert fmt_kg(28_600.0) == "28.6 kgCO2e" and fmt_kg(0.4) == "0.4 gCO2e" and fmt_kg(1.2e6) == "1.20 tCO2e"
+    # each step by the value as printed: these read '1e+02 gCO2e', '1,000.0 kgCO2e', '1,000.0 Wh', '1,000.0 kWh'
+    assert (fmt_kg(99.96), fmt_kg(99.5), fmt_kg(999_960.0)) == ("0.1 kgCO2e", "99.5 gCO2e", "1.00 tCO2e")
+    assert (fmt_kwh(0.99996), fmt_kwh(999.96), fmt_kwh(0.0)) == ("1.0 kWh", "1.00 MWh", "0.0 kWh")
 
 
 def test_the_few_hours_power_sentence_says_the_models_gpus_together_and_each():
@@ -376,3 +379,30 @@ def test_an_outcome_pooled_over_one_gpu_says_so_in_words():
                              host=["n1", "n1"], gpu_uuid=["GPU-1", "GPU-2"]))
     assert rows.select(outcome_label(rows)).to_series().to_list() == [
         "H200: 700→600 W (the one GPU)", "H200: 700→600 W (all 4 GPUs)"]  # not "(all 1 GPUs)"
+
+
+def test_unknown_energy_and_cost_are_drawn_and_said_as_unknown_not_zero(tmp_path):
+    """One GPU never measured, an H200 host unmeasured at 05:00, the energy cost unknown: the page
+    drew a 0 kWh bar for the GPU and the H200 power at 0 kW, read "0.0 kWh None" in its energy by
+    method and "energy is 0% of it" on the cost card."""
+    from report_fixtures import gpus
+
+    from joulehouse.reports.page import figures
+
+    con = duckdb.connect(str(tmp_path / "w.duckdb"))
+    build_day(con)
+    build_context_and_shift(con)
+    build_analysis(con)
+    never = gpus()[0][1]
+    con.execute("UPDATE fct_gpu_energy_hourly SET energy_kwh = NULL, avg_power_w = NULL, coverage_ratio = 0, "
+                "energy_source = NULL WHERE gpu_uuid = ? OR (host = 'node-03' AND hour(hour_at) = 5)", [never])
+    con.execute("ALTER TABLE rpt_tco_daily ADD COLUMN energy_cost_usd DOUBLE")
+    energy = con.sql("SELECT * FROM fct_gpu_energy_hourly").pl()
+    bars = figures.energy_by_gpu(energy)
+    assert not any(never[:12] in x for trace in bars.data for x in trace.x)
+    assert "1 GPUs without measured energy not drawn" in bars.layout.title.text
+    power = next(t for t in figures.fleet_power_by_model(energy).data if t.name == "NVIDIA H200")
+    assert power.y[5] is None and power.y[4] > 0
+    text = html.unescape(re.sub(r"<[^>]+>", " ", render_report(con, DAY, tmp_path / "r.html").read_text()))
+    assert "energy is 0%" not in text and "kWh None" not in text
+    assert re.search(r"\d+ GPU-hours without measured energy", text)

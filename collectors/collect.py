@@ -282,6 +282,9 @@ class Collector:
         lake cannot be written, SourceStartError when a required source fails its first read
         (after flushing what the others gave). The stats say what could not be kept at stop."""
         _check_writable(self.spool_dir, "spool folder")
+        if not self.spool_dir.is_dir():  # a full disk at the very first start: nowhere to spool, nothing to hold
+            raise StorageError(f"spool folder {self.spool_dir} cannot be created (no space left on its disk?): "
+                               "the collector cannot start")
         with spool_lock(self.spool_dir):
             _check_writable(self.lake, "lake")
             return self._run_locked(stop, max_polls)

@@ -40,6 +40,7 @@ SEGMENT_SUFFIX = ".arrows"
 
 
 LOCK_NAME = "collector.lock"  # in the spool folder; no segment glob matches it
+MERGE_POLLS = 256  # polls held (a full disk) merged into one table: Spool.append
 
 
 class SpoolInUseError(RuntimeError):
@@ -48,25 +49,38 @@ class SpoolInUseError(RuntimeError):
 
 @contextmanager
 def spool_lock(spool_dir: Path) -> Iterator[None]:
-    """Hold `spool_dir` for this process alone while the block runs: an exclusive flock on its
-    LOCK_NAME file, which the kernel releases when the process ends, however it ends (kill -9
-    leaves no stale lock). The holder's pid, host and start time are written into the file for the
-    message a second collector gets (SpoolInUseError)."""
+    """Hold `spool_dir` for this process alone while the block runs: an exclusive flock on the
+    folder itself, which the kernel releases when the process ends, however it ends (kill -9
+    leaves no stale lock). The holder's pid, host and start time are noted in its LOCK_NAME file
+    for the message a second collector gets (SpoolInUseError), where the disk has room for it: the
+    lock was the note file's, and on a full disk, where that file could not be made, the
+    collector crashed with ENOSPC (every 5 s under systemd) instead of holding its rows in memory."""
     lakefs.makedirs_durably(spool_dir)
-    with open(Path(spool_dir) / LOCK_NAME, "a+", encoding="utf-8") as fh:
+    fd = os.open(spool_dir, os.O_RDONLY | os.O_DIRECTORY)
+    try:
         try:
-            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            fh.seek(0)
-            holder = fh.read().strip() or "a process that did not say which"
-            raise SpoolInUseError(f"spool folder {spool_dir} is in use by another collector ({holder}); "
+            raise SpoolInUseError(f"spool folder {spool_dir} is in use by another collector ({_holder(spool_dir)}); "
                                   "run one collector per spool folder (--spool-dir)") from None
-        fh.seek(0)
-        fh.truncate()
         started = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-        fh.write(f"pid {os.getpid()} on {socket.gethostname()}, since {started}\n")
-        fh.flush()
+        try:
+            with open(Path(spool_dir) / LOCK_NAME, "w", encoding="utf-8") as note:
+                note.write(f"pid {os.getpid()} on {socket.gethostname()}, since {started}\n")
+        except OSError as exc:  # only a second collector's message reads it
+            log.warning("spool folder %s: cannot note this collector in %s (%s)", spool_dir, LOCK_NAME,
+                        exc.strerror or exc)
         yield
+    finally:
+        os.close(fd)
+
+
+def _holder(spool_dir: Path) -> str:
+    """Who holds the spool folder, from its note."""
+    try:
+        return (Path(spool_dir) / LOCK_NAME).read_text(encoding="utf-8", errors="replace").strip() or "unnoted"
+    except OSError:
+        return "unnoted: its disk was full when it started"
 
 
 class DiskFullError(OSError):
@@ -148,8 +162,13 @@ class Spool:
     roll_interval_s: float = 300.0
     roll_max_rows: int = 500_000
     max_buffer_rows: int = 2_000_000
+    # The unit's MemoryMax is 256M: rows held while the disk is full must fit well inside it. At
+    # ~200 B a row once merged, 64 MiB holds about 12 h of 8 GPUs at 1 Hz.
+    max_buffer_bytes: int = 64 << 20
     clock: object = time.monotonic
     _buffer: list[pa.Table] = field(default_factory=list)
+    _merged: int = 0  # the buffer's first tables that are merged runs of polls (append)
+    _held_bytes: int = 0  # the buffer's bytes, kept as it changes (nbytes of every table each poll cost 10x the poll)
     _segment: _Segment | None = None
     dropped_rows: int = 0
     # Closed segments the lake could not take yet (disk full, a read or write error); retried by roll_pending().
@@ -157,16 +176,28 @@ class Spool:
     roll_failures: int = 0
 
     def append(self, table: pa.Table) -> None:
-        """Hold rows until the next flush (memory is bounded by max_buffer_rows: past it the
-        oldest rows are dropped and counted, and the log says so)."""
+        """Hold rows until the next flush (memory is bounded by max_buffer_rows and
+        max_buffer_bytes: past either the oldest rows are dropped and counted, and the log says so).
+        Every MERGE_POLLS polls held are merged into one table: one small table a poll cost ~2.7 KB
+        a row, so a full disk reached the unit's 256M within hours, far below the row bound, and
+        the kernel's kill lost every row held, unsaid."""
         if table.num_rows:
             self._buffer.append(conform(self.dataset, table))
-        held = sum(t.num_rows for t in self._buffer)
-        while held > self.max_buffer_rows and len(self._buffer) > 1:
+            self._held_bytes += self._buffer[-1].nbytes
+        if len(self._buffer) - self._merged >= MERGE_POLLS:
+            polls = self._buffer[self._merged:]
+            merged = pa.concat_tables(polls, promote_options="permissive").combine_chunks()
+            self._held_bytes += merged.nbytes - sum(t.nbytes for t in polls)
+            self._buffer[self._merged:] = [merged]
+            self._merged += 1
+        held = self.buffered_rows
+        while (held > self.max_buffer_rows or self._held_bytes > self.max_buffer_bytes) and len(self._buffer) > 1:
             lost = self._buffer.pop(0)
-            held -= lost.num_rows
+            self._merged = max(self._merged - 1, 0)
+            held, self._held_bytes = held - lost.num_rows, self._held_bytes - lost.nbytes
             self.dropped_rows += lost.num_rows
-            log.error("spool %s: buffer over %d rows, dropped %d oldest rows", self.dataset, self.max_buffer_rows, lost.num_rows)
+            log.error("spool %s: buffer over %d rows or %d bytes, dropped %d oldest rows", self.dataset,
+                      self.max_buffer_rows, self.max_buffer_bytes, lost.num_rows)
 
     @property
     def buffered_rows(self) -> int:
@@ -195,7 +226,7 @@ class Spool:
             if getattr(exc, "errno", None) == errno.ENOSPC or "No space" in str(exc):
                 raise DiskFullError(errno.ENOSPC, f"spool {self.spool_dir} is full; holding {table.num_rows} rows in memory") from exc
             raise
-        self._buffer = []
+        self._buffer, self._merged, self._held_bytes = [], 0, 0
         seg.rows += table.num_rows
         return table.num_rows
 

@@ -37,6 +37,8 @@ def plural(n: int, word: str) -> str:
 def day_headline(db_path: str, lake: str, day: dt.date) -> tuple[dict, list[tuple]]:
     """({quantity: value or None}, outcome rows) of `day` from the warehouse, read-only; a
     relation the day's run did not build gives None."""
+    import duckdb
+
     from joulehouse.warehouse.db import connect
     from joulehouse.warehouse.sqlio import relation_exists
 
@@ -45,7 +47,10 @@ def day_headline(db_path: str, lake: str, day: dt.date) -> tuple[dict, list[tupl
         numbers = {}
         for name, sql in HEADLINE_SQL.items():
             relation = sql.split("FROM ")[1].split()[0]
-            numbers[name] = con.execute(sql, [day]).fetchone()[0] if relation_exists(con, relation) else None
+            try:
+                numbers[name] = con.execute(sql, [day]).fetchone()[0] if relation_exists(con, relation) else None
+            except duckdb.BinderException:  # a relation an older version wrote, without the column: not computed
+                numbers[name] = None
         numbers["gpus_to_cap"] = _gpus_to_cap(con, day) if relation_exists(con, "fct_recommendation") else None
         outcomes = con.execute(OUTCOME_SQL, [day]).fetchall() if relation_exists(con, "fct_recommendation_outcome") else []
     finally:

@@ -126,3 +126,18 @@ def test_the_headline_counts_the_gpus_the_export_caps_and_prints_small_amounts_a
     console.print(headline_table(day, numbers, "t"))
     text = console.export_text()
     assert "1.1 Wh" in text and "under 0.01 USD" in text and "0.50 USD" in text
+
+
+def test_a_relation_an_older_version_wrote_without_a_column_is_not_computed_not_a_crash(tmp_path):
+    import datetime as dt
+
+    import duckdb
+
+    from joulehouse.cli.headline import day_headline
+
+    day = dt.date(2026, 6, 11)
+    con = duckdb.connect(str(tmp_path / "w.duckdb"))
+    con.execute("CREATE TABLE rpt_carbon_daily AS SELECT ?::DATE AS day, 1000.0 AS total_gco2e", [day])
+    con.close()
+    numbers, _ = day_headline(str(tmp_path / "w.duckdb"), str(tmp_path / "lake"), day)
+    assert numbers["carbon_kgco2e"] == 1.0 and numbers["embodied_kgco2e"] is None

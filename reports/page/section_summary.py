@@ -161,7 +161,9 @@ def _carbon_cards(data: ReportData) -> list[Markup]:
     embodied = total(data.carbon, "embodied_gco2e")
     low, high = total(data.carbon, "total_low_gco2e"), total(data.carbon, "total_high_gco2e")
     if location is None:
-        return carbon_total_cards(None, None, None, data.carbon_why, data.carbon_why)
+        # rows, every one NULL: carbon_why is "" then, and the cards said "-" with no reason
+        why = data.carbon_why or "no job's carbon could be computed (its energy or the grid's intensity unknown)"
+        return carbon_total_cards(None, None, None, why, why)
     rng = f"range {fmt_kg(low)} to {fmt_kg(high)}" if low is not None and high is not None else ""
     rng = (unread_sentence(data.carbon, "embodied carbon") + rng).strip("; ")
     # What the market-based figure rests on (the region's residual mix, contracts), or why there is none.

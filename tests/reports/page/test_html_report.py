@@ -384,7 +384,8 @@ def test_an_outcome_pooled_over_one_gpu_says_so_in_words():
 def test_unknown_energy_and_cost_are_drawn_and_said_as_unknown_not_zero(tmp_path):
     """One GPU never measured, an H200 host unmeasured at 05:00, the energy cost unknown: the page
     drew a 0 kWh bar for the GPU and the H200 power at 0 kW, read "0.0 kWh None" in its energy by
-    method and "energy is 0% of it" on the cost card."""
+    method and "energy is 0% of it" on the cost card; carbon unknown for every job showed "-" with
+    no reason."""
     from report_fixtures import gpus
 
     from joulehouse.reports.page import figures
@@ -403,6 +404,8 @@ def test_unknown_energy_and_cost_are_drawn_and_said_as_unknown_not_zero(tmp_path
     assert "1 GPUs without measured energy not drawn" in bars.layout.title.text
     power = next(t for t in figures.fleet_power_by_model(energy).data if t.name == "NVIDIA H200")
     assert power.y[5] is None and power.y[4] > 0
+    con.execute("UPDATE rpt_carbon_daily SET total_gco2e = NULL")  # every job's carbon unknown: the cards say why
     text = html.unescape(re.sub(r"<[^>]+>", " ", render_report(con, DAY, tmp_path / "r.html").read_text()))
     assert "energy is 0%" not in text and "kWh None" not in text
+    assert "no job's carbon could be computed" in text
     assert re.search(r"\d+ GPU-hours without measured energy", text)

@@ -78,22 +78,17 @@ def _encodings(schema: pa.Schema) -> tuple[list[str], dict[str, str]]:
     return dictionary, encoding
 
 
+def parquet_options(schema: pa.Schema) -> dict:
+    """The lake's Parquet settings for a file of `schema`: pq.write_table and pq.ParquetWriter
+    (an import landing a log chunk by chunk) take them alike, so every lake file is written one way."""
+    dictionary, encoding = _encodings(schema)
+    return dict(compression="zstd", compression_level=3, version="2.6", data_page_version="2.0",
+                use_dictionary=dictionary, column_encoding=encoding, data_page_size=PAGE_BYTES,
+                max_rows_per_page=ROW_GROUP_ROWS, write_statistics=True)
+
+
 def _write_parquet(table: pa.Table, fh) -> None:
-    dictionary, encoding = _encodings(table.schema)
-    pq.write_table(
-        table,
-        fh,
-        compression="zstd",
-        compression_level=3,
-        version="2.6",
-        data_page_version="2.0",
-        use_dictionary=dictionary,
-        column_encoding=encoding,
-        row_group_size=ROW_GROUP_ROWS,
-        data_page_size=PAGE_BYTES,
-        max_rows_per_page=ROW_GROUP_ROWS,
-        write_statistics=True,
-    )
+    pq.write_table(table, fh, row_group_size=ROW_GROUP_ROWS, **parquet_options(table.schema))
 
 
 def write_parquet_atomic(table: pa.Table, path: Path) -> WrittenFile:

@@ -43,7 +43,7 @@ from joulehouse.collectors.ingest.lake_import import (LOG_ID_COLUMN, LandedLog, 
                                                       _ledger_fields, _ledger_partitions, _read_json, _remove,
                                                       _remove_note, _safe, _split_partitions, _take_out,
                                                       _withdraw, _withdrawal_note, _write_json, log_id)
-from joulehouse.collectors.writer import (PAGE_BYTES, ROW_GROUP_ROWS, LakeWriteError, WrittenFile, _encodings,
+from joulehouse.collectors.writer import (ROW_GROUP_ROWS, LakeWriteError, WrittenFile, parquet_options,
                                           _open_partition_folder, check_host_name,
                                           partition_dir)
 
@@ -272,12 +272,8 @@ def _read_lake_file(path: Path | str) -> pa.Table:
 
 
 def _parquet_writer(fh: IO[bytes], schema: pa.Schema) -> pq.ParquetWriter:
-    """A writer of one lake file with the settings of collectors/writer.py's `_write_parquet`
-    (tests/collectors/ingest/test_nvidia_smi_stream.py compares the two files' metadata)."""
-    dictionary, encoding = _encodings(schema)
-    return pq.ParquetWriter(fh, schema, compression="zstd", compression_level=3, version="2.6",
-                            data_page_version="2.0", use_dictionary=dictionary, column_encoding=encoding,
-                            data_page_size=PAGE_BYTES, max_rows_per_page=ROW_GROUP_ROWS, write_statistics=True)
+    """A writer of one lake file with the lake writer's settings (collectors/writer.py)."""
+    return pq.ParquetWriter(fh, schema, **parquet_options(schema))
 
 
 def _synced(fh: IO[bytes]) -> Path:

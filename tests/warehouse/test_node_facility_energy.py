@@ -119,3 +119,40 @@ def test_a_gpu_unread_for_an_hour_leaves_the_hours_reconciliation_uncovered(lake
     rows = con.execute("SELECT hour(hour_at), gpu_coverage_ratio, n_gpus FROM fct_node_reconciliation_hourly "
                        "ORDER BY 1").fetchall()
     assert rows == [(0, pytest.approx(0.5), 2), (1, 0.0, 1), (2, 0.0, 1), (3, 0.0, 0)]  # 03:00: one reading each
+
+
+def test_a_server_whose_meter_source_changes_inside_an_hour_keeps_the_whole_hour(lake, warehouse):
+    """IPMI until 00:30, Redfish after: one source per hour kept half the hour (0.5 kWh)."""
+    write(lake, gpu_rows(range(0, 61), 100.0))
+    write(lake, _node(range(0, 1801, 5), 1000.0) + _node(range(1805, 3601, 5), 1000.0, source="redfish"),
+          "node_samples")
+    con = warehouse()
+    energy, coverage = con.execute("SELECT energy_kwh, coverage_ratio FROM fct_node_energy_hourly "
+                                   "WHERE hour(hour_at) = 0").fetchone()
+    assert coverage == pytest.approx(1 - 5 / 3600) and energy == pytest.approx(1.0 * coverage)
+
+
+def test_a_missed_dcmi_reading_is_not_filled_with_the_sdr_sensors_value(lake, warehouse):
+    """DCMI at 1000 W, NULL every 4th poll while the SDR sensor (800 W) is still read: filled row
+    by row, the hour blended two meters (0.95 kWh). The SDR readings are a stream of their own."""
+    write(lake, gpu_rows(range(0, 61), 100.0))
+    rows = [dict(sampled_at=at(t), host="node-01", power_w=None if k % 4 == 3 else 1000.0, sdr_power_w=800.0,
+                 source="ipmi") for k, t in enumerate(range(0, 3601, 5))]
+    write(lake, rows, "node_samples")
+    con = warehouse()
+    assert con.execute("SELECT energy_kwh FROM fct_node_energy_hourly WHERE hour(hour_at) = 0").fetchone()[0] == \
+        pytest.approx(1.0)
+
+
+def test_a_gpu_moved_to_another_host_is_not_unread_on_either(lake, warehouse):
+    """GPU-1 on node-01 until 01:00, on node-02 after, every GPU read all the while: counting
+    every GPU seen on a host that day, both hosts read 0 coverage in the other's hours."""
+    write(lake, gpu_rows(range(0, 7201, 5), 100.0, uuid="GPU-0")
+          + gpu_rows(range(0, 3600, 5), 300.0, uuid="GPU-1")
+          + gpu_rows(range(3600, 7201, 5), 300.0, uuid="GPU-1", host="node-02")
+          + gpu_rows(range(0, 7201, 5), 200.0, uuid="GPU-2", host="node-02"))
+    con = warehouse()
+    rows = con.execute("SELECT host, hour(hour_at), gpu_coverage_ratio FROM fct_node_reconciliation_hourly "
+                       "WHERE hour(hour_at) < 2 ORDER BY ALL").fetchall()
+    whole = pytest.approx(1.0, abs=5 / 3600)  # the 5 s of the move belong to neither host's stream
+    assert rows == [("node-01", 0, whole), ("node-01", 1, whole), ("node-02", 0, whole), ("node-02", 1, whole)]

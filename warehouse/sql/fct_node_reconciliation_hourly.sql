@@ -12,8 +12,9 @@
 --   residual_share [ratio] residual_kwh / node_energy_kwh
 --   node_coverage_ratio [0..1] coverage of the BMC readings
 --   gpu_coverage_ratio [0..1] lowest coverage among the host's GPUs: every GPU seen on the host
---     that day, a GPU with no row in the hour counting 0 (one GPU unread from 00:30 left the hour
---     looking fully covered, its draw in the residual)
+--     that day, a GPU with no row in the hour anywhere counting 0 (one GPU unread from 00:30 left
+--     the hour looking fully covered, its draw in the residual); a GPU read on another host in
+--     the hour (moved) is not this host's then
 --   n_gpus [count] GPUs with energy in the hour
 -- Compare only hours where both coverage ratios are near 1: energies cover the measured part only.
 WITH node AS (
@@ -34,6 +35,9 @@ host_hours AS (
     UNION
     SELECT hour_at, host FROM node
 ),
+read_somewhere AS (
+    SELECT DISTINCT hour_at, gpu_uuid FROM gpu_hours
+),
 gpus AS (
     SELECT
         h.hour_at, h.host,
@@ -43,6 +47,9 @@ gpus AS (
     FROM host_hours AS h
     JOIN host_gpus AS k USING (host)
     LEFT JOIN gpu_hours AS g ON g.hour_at = h.hour_at AND g.host = k.host AND g.gpu_uuid = k.gpu_uuid
+    -- unread here but read on another host that hour: moved, not missing
+    WHERE g.gpu_uuid IS NOT NULL
+       OR NOT EXISTS (SELECT 1 FROM read_somewhere AS r WHERE r.hour_at = h.hour_at AND r.gpu_uuid = k.gpu_uuid)
     GROUP BY h.hour_at, h.host
 ),
 joined AS (

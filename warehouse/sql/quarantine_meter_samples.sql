@@ -14,16 +14,19 @@
 --   it_power_w [W] the site's IT meter (facility_samples; NULL for node_samples)
 --   reason [text] the first rule broken: power_not_finite (NaN or infinite), power_negative, or
 --     duplicate_key (another good reading of the same meter at the same instant comes first, and
---     fct_node_energy_hourly / fct_pue_hourly take that one: for a server, of one source, the
---     lowest power (each source of a server is a stream of its own); for a site, the lowest source
---     name, then the lowest powers)
+--     fct_node_energy_hourly / fct_pue_hourly take that one: for a server, of one stream, the
+--     lowest power (each source of a server is a stream of its own, its SDR sensor's readings
+--     another); for a site, the lowest source name, then the lowest powers)
 WITH readings AS (
     SELECT 'node_samples' AS dataset, host, sampled_at, source, coalesce(power_w, sdr_power_w)::DOUBLE AS power_w,
-           NULL::DOUBLE AS it_power_w
+           NULL::DOUBLE AS it_power_w,
+           -- the stream fct_node_energy_hourly reads it in: the SDR sensor's readings are their own
+           CASE WHEN power_w IS NULL AND sdr_power_w IS NOT NULL THEN coalesce(source, '') || '/sdr'
+                ELSE coalesce(source, '') END AS stream
     FROM raw_node_samples
     WHERE date = $day::DATE
     UNION ALL
-    SELECT 'facility_samples', site, sampled_at, source, facility_power_w::DOUBLE, it_power_w::DOUBLE
+    SELECT 'facility_samples', site, sampled_at, source, facility_power_w::DOUBLE, it_power_w::DOUBLE, NULL
     FROM raw_facility_samples
     WHERE date = $day::DATE
 ),
@@ -46,8 +49,7 @@ usable AS (
 ranked AS (
     SELECT
         *,
-        row_number() OVER (PARTITION BY dataset, host, sampled_at, is_usable,
-                                        CASE WHEN dataset = 'node_samples' THEN coalesce(source, '') END
+        row_number() OVER (PARTITION BY dataset, host, sampled_at, is_usable, stream
                            ORDER BY source, power_w, it_power_w) AS key_rank
     FROM usable
 )

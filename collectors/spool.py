@@ -15,6 +15,7 @@ own lake.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import errno
 import fcntl
@@ -57,12 +58,13 @@ def spool_lock(spool_dir: Path) -> Iterator[None]:
     collector crashed with ENOSPC (every 5 s under systemd) instead of holding its rows in memory."""
     lakefs.makedirs_durably(spool_dir)
     fd = os.open(spool_dir, os.O_RDONLY | os.O_DIRECTORY)
+    held = [fd]
     try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            raise SpoolInUseError(f"spool folder {spool_dir} is in use by another collector ({_holder(spool_dir)}); "
-                                  "run one collector per spool folder (--spool-dir)") from None
+        _lock(held, spool_dir, fd)
+        # A collector of the release before locks the note file, not the folder: it is locked too
+        # (opened read-only, which needs no space), before the note is written and once it is
+        # there, or two collectors would write one spool at an upgrade.
+        note_fd = _lock_note(held, spool_dir)
         started = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
         try:
             with open(Path(spool_dir) / LOCK_NAME, "w", encoding="utf-8") as note:
@@ -70,9 +72,31 @@ def spool_lock(spool_dir: Path) -> Iterator[None]:
         except OSError as exc:  # only a second collector's message reads it
             log.warning("spool folder %s: cannot note this collector in %s (%s)", spool_dir, LOCK_NAME,
                         exc.strerror or exc)
+        if note_fd is None:
+            _lock_note(held, spool_dir)
         yield
     finally:
-        os.close(fd)
+        for held_fd in held:
+            os.close(held_fd)
+
+
+def _lock(held: list[int], spool_dir: Path, fd: int) -> None:
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        raise SpoolInUseError(f"spool folder {spool_dir} is in use by another collector ({_holder(spool_dir)}); "
+                              "run one collector per spool folder (--spool-dir)") from None
+
+
+def _lock_note(held: list[int], spool_dir: Path) -> int | None:
+    """Lock the folder's note file where it exists (its fd, kept in `held` until the spool is let go)."""
+    try:
+        note_fd = os.open(Path(spool_dir) / LOCK_NAME, os.O_RDONLY | os.O_NOFOLLOW)
+    except FileNotFoundError:
+        return None
+    held.append(note_fd)
+    _lock(held, spool_dir, note_fd)
+    return note_fd
 
 
 def _holder(spool_dir: Path) -> str:

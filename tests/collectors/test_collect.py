@@ -227,6 +227,32 @@ def test_a_full_disk_at_start_still_takes_the_spool_and_a_second_collector_is_re
     assert not (spool_dir / spool_module.LOCK_NAME).exists()
 
 
+def test_a_collector_of_the_release_before_holding_the_note_file_keeps_the_spool(tmp_path):
+    """The release before locked collector.lock, this one the folder: at an upgrade (the service
+    still running, a manual collect beside it) both took the spool. Each lock now stops the other."""
+    spool_dir = tmp_path / "spool"
+    spool_dir.mkdir()
+    (spool_dir / spool_module.LOCK_NAME).write_text("pid 1 on node-01, since 2026-12-01T00:00:00Z\n")
+    old = subprocess.Popen([sys.executable, "-c", (
+        "import fcntl, sys\n"
+        f"fh = open({str(spool_dir / spool_module.LOCK_NAME)!r}, 'a+')\n"
+        "fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)\n"
+        "print('held', flush=True)\n"
+        "sys.stdin.readline()\n")], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert old.stdout.readline().strip() == "held"
+        with pytest.raises(spool_module.SpoolInUseError, match="pid 1 on node-01"):
+            with spool_module.spool_lock(spool_dir):
+                pass
+    finally:
+        old.communicate("\n", timeout=30)
+    with spool_module.spool_lock(spool_dir):  # once it is gone, and the other way round
+        import fcntl
+
+        with open(spool_dir / spool_module.LOCK_NAME, "a+") as fh, pytest.raises(BlockingIOError):
+            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+
+
 def test_parse_duration():
     assert parse_duration_s("1s") == 1.0 and parse_duration_s("250ms") == 0.25 and parse_duration_s("2m") == 120
     with pytest.raises(ValueError, match="'soon'"):

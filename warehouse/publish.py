@@ -123,8 +123,6 @@ def published_connection(db_path: str | Path, lake: str | Path | None, *,
                 con.close()
                 if publish:
                     _publish(copy, db_path)
-                    # the WAL belonged to the file just replaced: left, it would replay onto the new one
-                    leftover_wal.unlink(missing_ok=True)
         finally:
             for leftover in (copy, Path(f"{copy}.wal")):
                 leftover.unlink(missing_ok=True)
@@ -168,6 +166,12 @@ def _publish(copy: Path, db_path: Path) -> None:
         raise WarehouseError(f"warehouse copy {copy} kept its WAL after closing; not published over {db_path}")
     with open(copy, "rb") as written:
         os.fsync(written.fileno())
+    # A WAL beside the published file (a writer that opened it in place and died) was replayed into
+    # the copy; it is removed before the rename, not after: left beside the new file by a crash
+    # between the two, DuckDB refused to open the warehouse ("WAL checkpoint iteration does not
+    # match") until someone deleted it. A crash between these two lines loses that writer's
+    # uncheckpointed rows instead, which only a read-write open of the published file can make.
+    Path(f"{db_path}.wal").unlink(missing_ok=True)
     os.replace(copy, db_path)
     directory = os.open(db_path.parent, os.O_RDONLY)
     try:

@@ -157,3 +157,32 @@ def test_a_wal_left_by_a_writer_in_place_is_kept_and_a_reader_holding_the_file_d
         reader.communicate("\n", timeout=30)
     assert _rows(db) == [1, 3, 7]
     assert not (tmp_path / "warehouse.duckdb.wal").exists()
+
+
+def test_a_run_dying_right_after_its_publish_leaves_a_warehouse_that_opens(tmp_path, monkeypatch):
+    """The leftover WAL was removed after the rename: a writer dying between the two left it beside
+    the new file, and every open then failed ('WAL checkpoint iteration does not match')."""
+    import subprocess
+    import sys
+
+    from joulehouse.warehouse import publish
+
+    db = _published_table(tmp_path)
+    subprocess.run([sys.executable, "-c", (
+        "import duckdb, os\n"
+        f"con = duckdb.connect({str(db)!r})\n"
+        "con.execute('INSERT INTO t VALUES (7)')\n"
+        "os._exit(0)\n")], check=True)
+    real_replace = publish.os.replace
+
+    def replace_then_die(src, dst):
+        real_replace(src, dst)
+        raise KeyboardInterrupt  # killed right after the rename
+
+    monkeypatch.setattr(publish.os, "replace", replace_then_die)
+    with pytest.raises(KeyboardInterrupt):
+        _insert(db, 3)
+    monkeypatch.setattr(publish.os, "replace", real_replace)
+    assert _rows(db) == [1, 3, 7]
+    _insert(db, 4)
+    assert _rows(db) == [1, 3, 4, 7]

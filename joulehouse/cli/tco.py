@@ -73,6 +73,9 @@ def estimate(
         price, source = price_usd_per_mwh, f"flat {price_usd_per_mwh:g} USD/MWh"
     elif price_file is None and tco.tariff_file:
         # the site's tariff first, as the daily accounts price: it was never consulted here
+        if price_node is not None or data_dir is not None:  # options that would price nothing, said
+            fail("--price-node and --data-dir choose a market price file; the site's [tco] tariff_file prices this "
+                 "run: give --price-file (with --start) to price by a market file instead")
         price, source = _tariff_mean(tco, run.hours, started, fail)
     elif start is not None:
         if run.hours is None:

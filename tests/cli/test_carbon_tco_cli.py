@@ -184,6 +184,9 @@ def test_tco_estimate_prices_by_the_sites_tariff_as_the_accounts_do(app, shared_
     flag = run(app, "tco", "estimate", "--gpus", "8", "--hours", "24", "--avg-power-w", "500",
                "--price-usd-per-mwh", "80", "--config", str(config))
     assert flag["price_usd_per_mwh"] == 80.0  # a flag still comes first
+    ignored = CliRunner().invoke(app, ["tco", "estimate", "--gpus", "8", "--hours", "24", "--avg-power-w", "500",
+                                       "--start", "2026-03-02T10:30Z", "--price-node", "DOM", "--config", str(config)])
+    assert ignored.exit_code == 2 and "tariff_file prices this run" in ignored.output
 
 
 @pytest.mark.parametrize("command, option, value, says", [

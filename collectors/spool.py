@@ -60,7 +60,7 @@ def spool_lock(spool_dir: Path) -> Iterator[None]:
     fd = os.open(spool_dir, os.O_RDONLY | os.O_DIRECTORY)
     held = [fd]
     try:
-        _lock(held, spool_dir, fd)
+        _lock(spool_dir, fd)
         # A collector of the release before locks the note file, not the folder: it is locked too
         # (opened read-only, which needs no space), before the note is written and once it is
         # there, or two collectors would write one spool at an upgrade.
@@ -80,7 +80,8 @@ def spool_lock(spool_dir: Path) -> Iterator[None]:
             os.close(held_fd)
 
 
-def _lock(held: list[int], spool_dir: Path, fd: int) -> None:
+def _lock(spool_dir: Path, fd: int) -> None:
+    """Take `fd`'s exclusive flock, or say who holds the spool (SpoolInUseError)."""
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
@@ -95,7 +96,7 @@ def _lock_note(held: list[int], spool_dir: Path) -> int | None:
     except FileNotFoundError:
         return None
     held.append(note_fd)
-    _lock(held, spool_dir, note_fd)
+    _lock(spool_dir, note_fd)
     return note_fd
 
 

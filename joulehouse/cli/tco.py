@@ -117,18 +117,18 @@ def register(app: typer.Typer) -> None:
 def _tariff_mean(tco, hours: float | None, started, fail) -> tuple[float, str]:
     """The [tco] tariff's price (USD/MWh) over the run's hours, each weighed by the part of it the
     run spends there; from NOMINAL_START without --start (a tariff's price depends on the hour)."""
-    from joulehouse.reports.accounts.estimate import NOMINAL_START, run_hour_overlaps
+    from joulehouse.reports.accounts.estimate import NOMINAL_START, overlap_mean, run_hour_overlaps
     from joulehouse.reports.accounts.prices import PriceFileError, load_urdb_tariff, tariff_prices
 
     if hours is None:
-        fail(f"[tco] tariff_file prices each hour of the run: give --hours or --days (and --start), "
-             f"or --price-usd-per-mwh")
+        fail("[tco] tariff_file prices each hour of the run: give --hours or --days (and --start), "
+             "or --price-usd-per-mwh")
     try:
         tariff = load_urdb_tariff(Path(tco.tariff_file), tco.tariff_tier)
     except PriceFileError as exc:
         fail(str(exc))
     overlaps = run_hour_overlaps(started or NOMINAL_START, hours)
-    priced = tariff_prices(tariff, overlaps["hour_at"], tco.tariff_timezone).join(overlaps, on="hour_at")
-    mean = float((priced["price_usd_per_kwh"] * priced["overlap_h"]).sum() / priced["overlap_h"].sum()) * 1000.0
+    mean = overlap_mean(tariff_prices(tariff, overlaps["hour_at"], tco.tariff_timezone), "price_usd_per_kwh",
+                        overlaps) * 1000.0
     placed = "" if started else f", placed from {NOMINAL_START:%Y-%m-%d} (give --start)"
     return mean, f"hourly mean {mean:.2f} USD/MWh of the [tco] tariff {Path(tco.tariff_file).name}{placed}"

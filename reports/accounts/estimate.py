@@ -82,9 +82,14 @@ def hourly_mean(source: pl.DataFrame, value_col: str, start: dt.datetime, hours:
     overlaps = run_hour_overlaps(start, hours)
     mapped = map_to_target_hours(source.select("hour_at", value_col), overlaps["hour_at"], [value_col],
                                  {value_col: default})
-    weighed = mapped.join(overlaps, on="hour_at", how="left")
-    mean = (weighed[value_col] * weighed["overlap_h"]).sum() / weighed["overlap_h"].sum()
-    return float(mean), rule_counts(mapped)
+    return overlap_mean(mapped, value_col, overlaps), rule_counts(mapped)
+
+
+def overlap_mean(hourly: pl.DataFrame, value_col: str, overlaps: pl.DataFrame) -> float:
+    """Mean of `value_col` of `hourly` (hour_at, value_col) over a run, each hour weighed by the
+    part of it the run spends there (`overlaps`: run_hour_overlaps)."""
+    weighed = hourly.join(overlaps, on="hour_at", how="left")
+    return float((weighed[value_col] * weighed["overlap_h"]).sum() / weighed["overlap_h"].sum())
 
 
 def estimate_carbon(run: RunShape, grid_gco2e_per_kwh: float, embodied_kgco2e_per_gpu: float,

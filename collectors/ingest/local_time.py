@@ -15,6 +15,7 @@ when its clocks go back, and names no instant at all in the hour skipped when th
 
 from __future__ import annotations
 
+import re
 from collections.abc import Hashable
 from datetime import datetime, timedelta, timezone
 from zoneinfo import ZoneInfo
@@ -25,6 +26,12 @@ from zoneinfo import ZoneInfo
 EARLIEST_READING_AT = datetime(2010, 1, 1, tzinfo=timezone.utc)
 LATEST_AHEAD = timedelta(days=1)
 _TIMESTAMP_FORMATS = ("%Y/%m/%d %H:%M:%S.%f", "%Y/%m/%d %H:%M:%S")
+# nvidia-smi's own format read without strptime, which took a quarter of an import's time; what
+# this does not match, or names no date, goes through the formats above as before
+_NVIDIA_SMI_TIME = re.compile(r"(\d{4})/(\d{1,2})/(\d{1,2}) (\d{1,2}):(\d{1,2}):(\d{1,2})(?:\.(\d{1,6}))?")
+# A log's minutes whose offsets LogClock remembers; past this many it starts again. A log runs in
+# time order, so its recent minutes are all it asks for again, and memory stays flat with its length
+_OFFSET_MINUTES = 64
 
 
 class SkippedLocalTime(ValueError):
@@ -34,6 +41,14 @@ class SkippedLocalTime(ValueError):
 def wall_time(raw: str) -> datetime:
     """A log's time as written: nvidia-smi's own format or ISO 8601; naive when it has no offset."""
     text = raw.strip()
+    fast = _NVIDIA_SMI_TIME.fullmatch(text)
+    if fast:
+        year, month, day, hour, minute, second, fraction = fast.groups()
+        try:
+            return datetime(int(year), int(month), int(day), int(hour), int(minute), int(second),
+                            int(fraction.ljust(6, "0")) if fraction else 0)
+        except ValueError:
+            pass
     for fmt in _TIMESTAMP_FORMATS:
         try:
             return datetime.strptime(text, fmt)
@@ -93,13 +108,33 @@ class LogClock:
         self.ambiguous = 0
         self.second_pass = 0
         self._last: dict[Hashable, datetime] = {}
+        # wall minute -> its two passes' UTC offsets (None: skipped). Zones change their offset on
+        # a whole minute (every change in tzdata since 2010, the earliest reading kept), so one
+        # minute's offsets serve all its readings: the zone's arithmetic was a fifth of an import
+        self._offsets: dict[datetime, tuple[timedelta, timedelta] | None] = {}
+
+    def _passes(self, wall: datetime) -> tuple[datetime, datetime]:
+        minute = wall.replace(second=0, microsecond=0)
+        if minute not in self._offsets:
+            if len(self._offsets) >= _OFFSET_MINUTES:
+                self._offsets.clear()
+            try:
+                first, second = _passes(minute, self.zone)
+            except SkippedLocalTime:
+                self._offsets[minute] = None
+            else:
+                self._offsets[minute] = (minute - first.replace(tzinfo=None), minute - second.replace(tzinfo=None))
+        offsets = self._offsets[minute]
+        if offsets is None:
+            return _passes(wall, self.zone)  # raises, naming the reading's own time
+        return (wall - offsets[0]).replace(tzinfo=timezone.utc), (wall - offsets[1]).replace(tzinfo=timezone.utc)
 
     def utc(self, raw: str, stream: Hashable) -> datetime:
         wall = wall_time(raw)
         if wall.tzinfo is not None:
             instant = wall.astimezone(timezone.utc)
         else:
-            first, second = _passes(wall, self.zone)
+            first, second = self._passes(wall)
             instant = first
             if first != second:
                 self.ambiguous += 1

@@ -211,12 +211,12 @@ def _read_chunks(path: Path, *, host: str, gpu_model: str | None, assume_tz: str
             line_no = reader.line_num  # the file's line where this row ends (the header is line 1)
             if not values or all(not v.strip() for v in values):
                 continue
-            text = printable(",".join(values))
+            line = ",".join(values)  # the row as read, for its reject record (printable() only then)
             bad_bytes = encoding_problem(values)
             if bad_bytes:
-                reject(RejectedRow(line_no, bad_bytes, text))
+                reject(RejectedRow(line_no, bad_bytes, printable(line)))
                 continue
-            if "timestamp" in (field_name(v)[0] for v in values):
+            if "timestamp" in line.lower() and "timestamp" in (field_name(v)[0] for v in values):
                 # Logs concatenated, or nvidia-smi restarted with other --query-gpu fields: the rows
                 # below follow this header; read by the first one, a value lands in another's column.
                 again = _header_names(values, path, line_no)
@@ -226,14 +226,14 @@ def _read_chunks(path: Path, *, host: str, gpu_model: str | None, assume_tz: str
                     names, id_columns = again, _id_columns(path, again, index_column)
                 continue
             if len(values) != len(names):
-                reject(RejectedRow(line_no, f"field count: {len(values)} fields, header has {len(names)}", text))
+                reject(RejectedRow(line_no, f"field count: {len(values)} fields, header has {len(names)}", printable(line)))
                 continue
             row = dict(zip(names, values))
             try:
                 sample = parse_row(row, id_columns, index_column, clock)
                 check_plausible(sample["sampled_at"], "timestamp", now)
             except ValueError as exc:
-                reject(RejectedRow(line_no, str(exc), text))
+                reject(RejectedRow(line_no, str(exc), printable(line)))
                 continue
             # The uuid too: across a reboot an index may name another GPU (nvidia-smi: "can change at
             # each boot"), and then the two are two streams, not one GPU's duplicates.
@@ -253,7 +253,7 @@ def _read_chunks(path: Path, *, host: str, gpu_model: str | None, assume_tz: str
             at = sample["sampled_at"]
             if not recent.add((sample["gpu_index"], uuid), at):
                 gpu = f"GPU {sample['gpu_index']} {uuid}".strip()
-                reject(RejectedRow(line_no, f"duplicate: {gpu} already has a row at {at.isoformat()}", text))
+                reject(RejectedRow(line_no, f"duplicate: {gpu} already has a row at {at.isoformat()}", printable(line)))
                 continue
             if probe is not None and not id_columns and "uuid" not in names:
                 probe.append(at.timestamp())

@@ -9,6 +9,7 @@ names the column to trust.
 
 from __future__ import annotations
 
+import functools
 import re
 
 import pyarrow as pa
@@ -38,6 +39,8 @@ _INTEGER_COLUMNS = {"sm_clock_mhz", "mem_clock_mhz", "mem_used_mib"}
 _FLOAT32_MAX = 3.4028234663852886e38
 BOM = "\ufeff"
 _VALUE = re.compile(r"^\s*(-?\d+(?:\.\d+)?)\s*([A-Za-z%]*)\s*$")
+# What makes a row's text untrustworthy: a byte that is not UTF-8 (read as a lone surrogate), a BOM
+_NOT_UTF8 = re.compile("[\udc80-\udcff\ufeff]")
 
 
 def field_name(header: str) -> tuple[str, str]:
@@ -68,6 +71,8 @@ def _gpu_index(raw: str) -> int:
 def encoding_problem(values: list[str]) -> str | None:
     """Why a row's text cannot be trusted as UTF-8 (a byte that is not UTF-8, read as a lone
     surrogate; a byte-order mark inside the file), or None."""
+    if not any(_NOT_UTF8.search(value) for value in values):
+        return None
     for column, value in enumerate(values, start=1):
         bad = next((c for c in value if "\udc80" <= c <= "\udcff"), None)
         if bad is not None:
@@ -84,13 +89,19 @@ def printable(text: str) -> str:
 
 def _fits(name: str, column: str, value: float | int, raw: str) -> None:
     """ValueError naming the field when the gpu_samples `column` cannot hold `value` (read from `raw`)."""
+    low, high, kind = _range(column)
+    if not low <= value <= high:
+        raise ValueError(f"{name}: {raw.strip()!r} is too large for {column} ({kind})")
+
+
+@functools.cache
+def _range(column: str) -> tuple[float, float, str]:
+    """(lowest, highest, type name) a gpu_samples column holds; a float column is float32."""
     kind = GPU_SAMPLES.field(column).type
     if pa.types.is_integer(kind):
         bits = kind.bit_width - 1
-        if not -(1 << bits) <= value < (1 << bits):
-            raise ValueError(f"{name}: {raw.strip()!r} is too large for {column} ({kind})")
-    elif abs(value) > _FLOAT32_MAX:
-        raise ValueError(f"{name}: {raw.strip()!r} is too large for {column} (float32)")
+        return -(1 << bits), (1 << bits) - 1, str(kind)
+    return -_FLOAT32_MAX, _FLOAT32_MAX, "float32"
 
 
 def is_naive(raw: str) -> bool:

@@ -9,8 +9,9 @@ from zoneinfo import ZoneInfo
 
 import pyarrow as pa
 import pytest
+from hypothesis import given, strategies as st
 
-from joulehouse.collectors.ingest.local_time import LogClock, local_timestamp
+from joulehouse.collectors.ingest.local_time import LogClock, local_timestamp, wall_time
 from joulehouse.collectors.ingest.nvidia_smi import NvidiaSmiError, read_nvidia_smi_csv
 from joulehouse.collectors.ingest.slurm import read_sacct
 from joulehouse.collectors.writer import write_dataset
@@ -136,3 +137,58 @@ def test_slurm_times_in_the_repeated_hour_are_read_as_its_first_pass_and_said_so
     [row] = result.table.to_pylist()
     assert row["ended_at"] == datetime(2026, 11, 1, 5, 30, tzinfo=UTC)
     assert any(n.startswith("1 Start/End times fall in an hour America/New_York repeats") for n in result.notes)
+
+
+def _strptime_wall_time(text: str) -> datetime | None:
+    """What wall_time gave before its fast path: the two strptime formats, then ISO 8601."""
+    for fmt in ("%Y/%m/%d %H:%M:%S.%f", "%Y/%m/%d %H:%M:%S"):
+        try:
+            return datetime.strptime(text.strip(), fmt)
+        except ValueError:
+            pass
+    try:
+        return datetime.fromisoformat(text.strip())
+    except ValueError:
+        return None
+
+
+@given(st.integers(0, 10_000), st.integers(0, 14), st.integers(0, 33), st.integers(0, 25), st.integers(0, 61),
+       st.integers(0, 61), st.sampled_from(["", ".5", ".05", ".123", ".123456", ".1234567", "."]),
+       st.sampled_from(["", " ", "  "]))
+def test_nvidia_smi_times_read_without_strptime_read_as_strptime_reads_them(year, month, day, hour, minute, second,
+                                                                            fraction, pad):
+    """The fast path gives strptime's instant for every text strptime reads (single-digit fields,
+    1..6 fraction digits right-padded), and refuses what strptime refuses (month 13, 24:00, :60)."""
+    text = f"{pad}{year:04d}/{month}/{day:02d} {hour}:{minute:02d}:{second:02d}{fraction}{pad}"
+    expected = _strptime_wall_time(text)
+    if expected is None:
+        with pytest.raises(ValueError, match="neither"):
+            wall_time(text)
+    else:
+        assert wall_time(text) == expected
+
+
+@pytest.mark.parametrize("zone", ["America/New_York", "Australia/Lord_Howe", "Europe/Dublin", "Asia/Kolkata"])
+def test_log_clock_remembering_a_minute_s_offsets_reads_every_time_as_the_zone_does(zone):
+    """Every 7 s across a year's both changes (Lord Howe moves by 30 minutes; Dublin's winter time is
+    its 'negative' DST): the clock's remembered offsets give the zone's own first pass, and refuse
+    exactly the skipped times, naming each."""
+    tz, clock = ZoneInfo(zone), LogClock(ZoneInfo(zone))
+    hours = [datetime(2026, 1, 1, tzinfo=UTC) + timedelta(hours=h) for h in range(365 * 24)]
+    changes = [at for before, at in zip(hours, hours[1:]) if before.astimezone(tz).utcoffset() != at.astimezone(tz).utcoffset()]
+    assert len(changes) == (0 if zone == "Asia/Kolkata" else 2)
+    walls = sorted({(start + timedelta(seconds=7 * k)).astimezone(tz).replace(tzinfo=None)
+                    for start in changes or hours[:1] for k in range(-1600, 1600)})
+    walls += [wall + timedelta(minutes=30) for wall in walls]  # wall times in the hour skipped, too
+    skipped = read = 0
+    for wall in walls:
+        first = wall.replace(tzinfo=tz, fold=0).astimezone(UTC)
+        text = f"{wall:%Y/%m/%d %H:%M:%S}"
+        if first.astimezone(tz).replace(tzinfo=None) != wall:
+            skipped += 1
+            with pytest.raises(ValueError, match=f"{wall:%H:%M:%S} never happened in {zone}"):
+                clock.utc(text, ("gpu", wall))  # a stream of its own: the first pass is the answer
+        else:
+            read += 1
+            assert clock.utc(text, ("gpu", wall)) == first
+    assert read > 3_000 and (skipped > 0) == (zone != "Asia/Kolkata")

@@ -8,6 +8,8 @@ the agent accepts a file only through `verify_config`. A signed document is
 and the body is
 
     schema_version   int (1)
+    kind             "joulehouse-recommended-config" (optional: a body without it is a config; any
+                     other kind, such as the placement advice signed with the same key, is refused)
     generated_at, valid_from, valid_until   UTC ISO-8601, "YYYY-MM-DDTHH:MM:SSZ"
     site             str
     day              str, YYYY-MM-DD (optional: the pipeline day the settings come from)
@@ -50,6 +52,10 @@ from joulehouse.collectors.signing_keys import (  # noqa: F401
 SCHEMA_VERSION = 1
 SUPPORTED_SCHEMA_VERSIONS = frozenset({1})
 SIGNATURE_ALG = "ed25519"
+# What the body says it is. The placement advice is signed with the same key and carries its own
+# kind: read as a config, an advice that listed no hosts rolled every GPU back, and its
+# generated_at made the day's real config a replay.
+CONFIG_KIND = "joulehouse-recommended-config"
 CONFIG_NAME = "recommended-config.json"  # the file agents poll (the newest day's)
 WORKLOAD_CLASSES = frozenset({"latency-sensitive", "throughput", "background"})
 # The largest document an agent reads; a larger one is refused before it is read whole. A GPU
@@ -336,6 +342,10 @@ def _parse_body(body: Mapping[str, Any], key: str = "") -> RecommendedConfig:
         raise UnsupportedSchemaVersion(
             f"config schema_version {version} is not supported; this agent reads {sorted(SUPPORTED_SCHEMA_VERSIONS)}"
         )
+    kind = body.get("kind", CONFIG_KIND)
+    if kind != CONFIG_KIND:
+        raise MalformedConfig(f"body.kind is {kind!r}, not {CONFIG_KIND!r}: another document signed with the same "
+                              "key is not a recommended config")
     generated_at, valid_from, valid_until = (_parse_time(body, n) for n in ("generated_at", "valid_from", "valid_until"))
     if valid_until <= valid_from:
         raise MalformedConfig(f"body.valid_until {body['valid_until']} is not after valid_from {body['valid_from']}")

@@ -24,7 +24,7 @@ from typing import Any
 import polars as pl
 
 from joulehouse.collectors.config_contract import (
-    CONFIG_NAME, SCHEMA_VERSION, ConfigError, canonical_body, dump_config, format_utc, load_config_document,
+    CONFIG_KIND, CONFIG_NAME, SCHEMA_VERSION, ConfigError, canonical_body, dump_config, format_utc, load_config_document,
     load_private_key, sign_config, verify_signature,
 )
 from joulehouse.reports.export.settings import ExportSettings
@@ -82,6 +82,7 @@ def build_body(
     valid_from = now.astimezone(dt.timezone.utc).replace(microsecond=0)
     return {
         "schema_version": SCHEMA_VERSION,
+        "kind": CONFIG_KIND,
         "generated_at": format_utc(valid_from),
         "valid_from": format_utc(valid_from),
         "valid_until": format_utc(valid_from + dt.timedelta(hours=validity_hours)),

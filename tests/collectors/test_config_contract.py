@@ -13,7 +13,7 @@ from hypothesis import given, settings, strategies as st
 from joulehouse.collectors.config_contract import (
     BadSignature, ExpiredConfig, HostNotInConfig, MalformedConfig, NotYetValid, UnsignedConfig,
     UnsupportedSchemaVersion, canonical_body, dump_config, generate_keypair, load_private_key,
-    sign_config, verify_config,
+    sign_config, sign_document, verify_config,
 )
 
 T0 = dt.datetime(2026, 1, 3, 6, 0, tzinfo=dt.timezone.utc)
@@ -111,6 +111,18 @@ def test_an_unknown_schema_version_is_refused_even_when_signed(keys):
                                        "value": base64.b64encode(private.sign(canonical_body(body))).decode()}}
     with pytest.raises(UnsupportedSchemaVersion, match="schema_version 2"):
         verify_config(doc, public, T0)
+
+
+def test_another_document_signed_with_the_same_key_is_no_config(keys):
+    """The placement advice is signed with the export's key and holds a `hosts` too. Read as a
+    config, one that listed no hosts rolled every GPU back and made the day's config a replay."""
+    private, public = keys
+    advice = make_body(kind="joulehouse-placement-advice", hosts={})
+    with pytest.raises(MalformedConfig, match="body.kind is 'joulehouse-placement-advice'"):
+        verify_config(sign_document(advice, private), public, T0)
+    # the config's own kind, and a config from before the field, are configs
+    for body in (make_body(kind="joulehouse-recommended-config"), make_body()):
+        assert len(verify_config(sign_config(body, private), public, T0).settings) == 3
 
 
 def test_a_host_gets_only_its_own_entries_and_another_host_is_refused(keys):

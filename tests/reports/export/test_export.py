@@ -88,6 +88,7 @@ def test_rerunning_a_day_gives_byte_identical_files(con, tmp_path, keys):
 
 def test_exported_file_is_refused_when_tampered_expired_or_for_another_host(con, tmp_path, keys):
     doc = json.loads(export(con, tmp_path, keys).read_bytes())
+    assert doc["body"]["kind"] == "joulehouse-recommended-config"  # told apart from the advice signed alike
     with pytest.raises(ExpiredConfig):
         verify_config(doc, keys[1], NOW + dt.timedelta(hours=48))
     with pytest.raises(HostNotInConfig):

@@ -12,7 +12,8 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from joulehouse.collectors.config_contract import canonical_body, generate_keypair, load_public_key
+from joulehouse.collectors.config_contract import (MalformedConfig, canonical_body, generate_keypair, load_public_key,
+                                                   verify_config)
 from joulehouse.reports.accounts.prices import load_urdb_tariff
 from joulehouse.reports.export.day_ahead import clearing_time, next_day_prices
 from joulehouse.reports.export.placement_advice import export_placement_advice
@@ -100,6 +101,14 @@ def test_advice_is_signed_like_the_config_and_holds_preference_parking_and_hours
         15.0, 0.45, 0.75)
     assert "persistence" in site["forecast_basis"]
     assert (tmp_path / "export" / "placement-advice-2026-06-11.json").read_bytes() == path.read_bytes()
+
+
+def test_the_agent_refuses_the_advice_served_in_place_of_its_config(con, tmp_path, keys):
+    """Same key, same envelope: an advice at the agent's config URL (a publishing slip) is refused
+    by its kind, not taken as a config that sets nothing and rolls every GPU back."""
+    doc = json.loads(advice(con, tmp_path, keys).read_bytes())
+    with pytest.raises(MalformedConfig, match="joulehouse-placement-advice"):
+        verify_config(doc, load_public_key(keys[1]), NOW, host="node-01", host_may_be_absent=True)
 
 
 def run_example(path: Path, public_key: Path, fmt: str) -> subprocess.CompletedProcess:

@@ -184,8 +184,10 @@ def _apply_one(nvml: Any, handle: Any, s: GpuSetting, previous_lock: Any = UNKNO
         if before_mw == requested_mw:
             return GpuOutcome(s.gpu_uuid, "apply", f"{released[2:]}; limit already at {s.power_limit_w:.1f} W",
                               power_limit_w_after=watts_from_mw(after_mw), **common)
+    elif unlock:
+        released = ", SM clocks reset to their default (a lock left before is not known)"
     if before_mw == requested_mw:
-        return GpuOutcome(s.gpu_uuid, "unchanged", f"already at {s.power_limit_w:.1f} W{clocks}",
+        return GpuOutcome(s.gpu_uuid, "unchanged", f"already at {s.power_limit_w:.1f} W{clocks}{released}",
                           power_limit_w_after=watts_from_mw(after_mw), **common)
     return GpuOutcome(s.gpu_uuid, "apply", f"set {s.power_limit_w:.1f} W{clocks}{released}",
                       power_limit_w_after=watts_from_mw(after_mw), **common)
@@ -213,6 +215,7 @@ def apply_config(
     doc_or_path: str | Path | bytes | Mapping[str, Any], *, public_key: Any, host: str | None = None,
     nvml: Any = None, dry_run: bool = False, lake: str | Path | None = None, now: dt.datetime | None = None,
     replay_guard: ReplayGuard | None = None, audited_at: dt.datetime | None = None, host_may_be_absent: bool = False,
+    trust_audited_locks: bool = True,
 ) -> ApplyResult:
     """Verify the config for `host` (default: this machine's name) and apply its settings.
 
@@ -225,7 +228,10 @@ def apply_config(
     `audited_at`: when the audit says this happened, if not `now` (a dry run judged at another
     time, `agent apply --dry-run --at`: its rows then say the time it was judged at).
     `host_may_be_absent`: a config without entries for the host applies no setting instead of
-    being refused (config_contract.verify_config)."""
+    being refused (config_contract.verify_config). `trust_audited_locks`: False reads every GPU's
+    clock lock as unknown, so a setting without a lock resets the clocks (the agent loop's first
+    apply since it started: one killed between locking a GPU and its audit row left a lock no row
+    names, and a later config without a lock kept it on for good)."""
     host = host or socket.gethostname()
     now = now or _utc_now()
     judged = "" if audited_at is None else f" (judged at {format_utc(now)})"
@@ -252,7 +258,7 @@ def apply_config(
     else:
         if replay_guard is not None and not dry_run:
             replay_guard.record(config, now)  # before the devices: see collectors.agent_replay
-        locks = None if dry_run else audited_locks(lake, host)
+        locks = None if dry_run or not trust_audited_locks else audited_locks(lake, host)
         try:
             result.outcomes = with_nvml(nvml, lambda n: _apply_all(n, config, locks, dry_run=dry_run))
         except Exception as exc:  # NVML itself unusable (driver not loaded, init failed): nothing was set

@@ -121,7 +121,7 @@ def _poll(
         try:
             result: ApplyResult = state.counted(apply_config(
                 data, public_key=public_key, host=host, nvml=nvml, lake=lake, now=now, replay_guard=replay_guard,
-                host_may_be_absent=True))
+                host_may_be_absent=True, trust_audited_locks=state.defaults_ensured))
         except NotYetValid as exc:
             state.refused(exc)
             state.seen_sha256 = None  # check the same bytes again next poll: it becomes valid

@@ -255,3 +255,27 @@ def test_a_shutdown_error_after_a_good_apply_leaves_the_apply_as_it_was(keys, la
     result = apply_config(doc, public_key=keys[1], host=HOST, nvml=nvml, lake=lake, now=NOW)
     assert result.nvml_unavailable is None and [o.action for o in result.outcomes] == ["apply", "apply"]
     assert [r["action"] for r in rows_at(lake, NOW)] == ["apply", "apply"]
+
+
+def test_a_lock_an_agent_killed_before_its_audit_left_is_reset_by_the_first_apply_after_a_restart(keys, lake, tmp_path):
+    """An agent killed between locking a GPU's clocks and writing its audit row: the audit says the
+    GPU was never locked. The restarted agent's first config sets no lock, so the lock, trusted to
+    the audit, stayed on for good and the next day's measurement read the GPU as untreated."""
+    nvml, location = driver(1), tmp_path / "recommended-config.json"
+    apply_config(signed(keys[0], {"GPU-sim-0000": entry(CAP_W)}), public_key=keys[1], host=HOST, nvml=nvml,
+                 lake=lake, now=NOW)  # audited: CAP_W, no lock
+    nvml.nvmlInit()
+    nvml.nvmlDeviceSetGpuLockedClocks(nvml.nvmlDeviceGetHandleByIndex(0), *LOCK_MHZ)  # the killed agent's, unaudited
+    nvml.nvmlShutdown()
+    location.write_bytes(dump_config(signed(keys[0], {"GPU-sim-0000": entry(CAP_W)})))
+    message = poll(AgentState(), location, keys, nvml, lake, 1)
+    assert nvml.locked_clocks() == {} and limit_w(nvml, 0) == CAP_W, message
+    [row] = rows_at(lake, hour(1))
+    assert (row["action"], row["reason"]) == (
+        "unchanged", f"already at {CAP_W:.1f} W, SM clocks reset to their default (a lock left before is not known)")
+    # the same process trusts its own audit afterwards: a second poll of a new document sets nothing
+    state = AgentState(defaults_ensured=True)
+    location.write_bytes(dump_config(signed(keys[0], {"GPU-sim-0000": entry(CAP_W)}, hours=47)))
+    assert "1 unchanged" in poll(state, location, keys, nvml, lake, 2)
+    [row] = rows_at(lake, hour(2))
+    assert row["reason"] == f"already at {CAP_W:.1f} W"

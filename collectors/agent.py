@@ -18,6 +18,7 @@ library, or a fake module. NVML units are mW and MHz; this module's API speaks W
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import socket
 from dataclasses import replace
@@ -221,8 +222,9 @@ def apply_config(
 
     A config the contract refuses raises its ConfigError (after auditing one 'refuse' row with
     no GPU); so does one older than the newest `replay_guard` accepted for its site (ReplayedConfig),
-    which records the config before it is applied. Otherwise returns one outcome per GPU of the
-    host's entries; GPUs the config names but the driver does not have are refused. `dry_run`
+    which records the config before it is applied, holding the guard (ReplayGuard.held) from its
+    check to its audit, so two agents of one node apply one after the other. Otherwise returns one
+    outcome per GPU of the host's entries; GPUs the config names but the driver does not have are refused. `dry_run`
     verifies and, given `nvml`, checks every setting against its device as an apply would (reads
     only: an apply's refusals are refusals here too); without `nvml` it touches no device.
     `audited_at`: when the audit says this happened, if not `now` (a dry run judged at another
@@ -232,6 +234,17 @@ def apply_config(
     clock lock as unknown, so a setting without a lock resets the clocks (the agent loop's first
     apply since it started: one killed between locking a GPU and its audit row left a lock no row
     names, and a later config without a lock kept it on for good)."""
+    with replay_guard.held() if replay_guard is not None and not dry_run else contextlib.nullcontext():
+        return _apply_config(doc_or_path, public_key=public_key, host=host, nvml=nvml, dry_run=dry_run, lake=lake,
+                             now=now, replay_guard=replay_guard, audited_at=audited_at,
+                             host_may_be_absent=host_may_be_absent, trust_audited_locks=trust_audited_locks)
+
+
+def _apply_config(
+    doc_or_path: str | Path | bytes | Mapping[str, Any], *, public_key: Any, host: str | None, nvml: Any,
+    dry_run: bool, lake: str | Path | None, now: dt.datetime | None, replay_guard: ReplayGuard | None,
+    audited_at: dt.datetime | None, host_may_be_absent: bool, trust_audited_locks: bool,
+) -> ApplyResult:
     host = host or socket.gethostname()
     now = now or _utc_now()
     judged = "" if audited_at is None else f" (judged at {format_utc(now)})"

@@ -4,7 +4,7 @@ The location is a file path or an http(s)/file/fsspec URL (collectors.agent_fetc
 - a new document (its bytes changed) is verified and applied; a refused one (tampered,
   expired, unsigned...) is audited and the settings in force stay until their own window ends;
 - a location that no longer serves a config (file gone, HTTP 404) revokes the one in force:
-  the GPUs go back to their defaults;
+  the GPUs go back to their defaults, and the replay guard refuses that config from then on;
 - a config in force whose valid_until has passed is rolled back once;
 - a rollback that did not go through (an NVML error on a reset, a GPU that could not be read) is
   owed: each later poll tries it again, audited each time, until the GPU is back at its default or
@@ -112,6 +112,10 @@ def _poll(
                 state, host, nvml, lake, now, f"no config published at {location}")
         result = _roll_back(state, host, nvml, lake, now, f"config revoked: {location} no longer serves one",
                             config_sha256=state.in_force_sha256)
+        if replay_guard is not None:
+            # the same bytes served again (a stale mirror or cache) are refused, not applied again
+            with replay_guard.held():
+                replay_guard.withdraw(state.in_force_sha256, now)
         _nothing_in_force(state)
         return "revoked: " + result.summary() + _owed_note(state)
     digest = hashlib.sha256(data).hexdigest()

@@ -15,13 +15,25 @@ The record is written before the config is applied (a temporary file, fsynced, r
 old one, the folder fsynced): a crash between the two cannot leave a newer config applied and an
 older one still acceptable. A state file that cannot be read is a refusal, not a reset: removing it
 by hand is what re-opens the door to older configs.
+
+Two agents of one node (the service's poll and an operator's `agent apply`) share the record: each
+holds `held()` (an flock on `<state>.lock`) from its check to its audit, and a record never moves
+back to an older config. Checked apart, both passed, and the older one, applied second, stayed in
+force with the record moved back to it.
+
+A config withdrawn from its location (the agent rolled it back) is marked so in the record, and
+the same config is refused from then on (WithdrawnConfig): a stale mirror or cache serving the
+withdrawn bytes again had put its settings back. A newer config replaces the mark.
 """
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
+import fcntl
 import json
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 from joulehouse.collectors import lakefs
@@ -42,6 +54,10 @@ class ReplayedConfig(ConfigError):
 
 class WrongSite(ConfigError):
     """The config was made for another site than the one this node belongs to."""
+
+
+class WithdrawnConfig(ConfigError):
+    """The config is the one this agent rolled back when its location stopped serving it."""
 
 
 class ReplayStateError(ConfigError):
@@ -68,8 +84,9 @@ class ReplayGuard:
             sites = dict(json.loads(text)["sites"])
             for last in sites.values():
                 _parse_utc(last["generated_at"])
-                if last.get("valid_until") is not None:
-                    _parse_utc(last["valid_until"])
+                for optional in ("valid_until", "withdrawn_at"):
+                    if last.get(optional) is not None:
+                        _parse_utc(last[optional])
                 if not isinstance(last["config_sha256"], str):
                     raise TypeError(f"config_sha256 {last['config_sha256']!r} is not text")
         except (ValueError, KeyError, TypeError, AttributeError) as exc:
@@ -92,6 +109,11 @@ class ReplayGuard:
         if last is None:
             return
         generated_at, sha256 = _parse_utc(last["generated_at"]), last["config_sha256"]
+        if config.config_sha256 == sha256 and last.get("withdrawn_at") is not None:
+            raise WithdrawnConfig(
+                f"config for site {config.site!r} generated at {format_utc(config.generated_at)} (sha256 {sha256[:12]}) "
+                f"was withdrawn at {last['withdrawn_at']}: its location stopped serving it and its settings were rolled "
+                f"back, so it is not applied again (state: {self.path})")
         if config.generated_at < generated_at or (config.generated_at == generated_at
                                                   and config.config_sha256 != sha256):
             until = last.get("valid_until")
@@ -102,10 +124,42 @@ class ReplayGuard:
                 newest_sha256=sha256, newest_valid_until=None if until is None else _parse_utc(until))
 
     def record(self, config: RecommendedConfig, accepted_at: dt.datetime) -> None:
-        """Make `config` the newest accepted for its site, durably (see the module docstring)."""
+        """Make `config` the newest accepted for its site, durably (see the module docstring);
+        ReplayedConfig, and the record unchanged, when a newer one is already recorded."""
+        self.check(config)  # again: never back to an older config, whoever checked before
         sites = self._sites()
         sites[config.site] = {"generated_at": format_utc(config.generated_at), "config_sha256": config.config_sha256,
                               "valid_until": format_utc(config.valid_until), "accepted_at": format_utc(accepted_at)}
+        self._write(sites)
+
+    def withdraw(self, config_sha256: str, at: dt.datetime) -> bool:
+        """Mark the recorded config with this body hash withdrawn at `at` (check() then refuses it),
+        durably; False when no site's newest config has that hash."""
+        sites = self._sites()
+        marked = [last for last in sites.values() if last["config_sha256"] == config_sha256]
+        for last in marked:
+            last["withdrawn_at"] = format_utc(at)
+        if marked:
+            self._write(sites)
+        return bool(marked)
+
+    @contextlib.contextmanager
+    def held(self) -> Iterator[None]:
+        """This agent alone reads and changes the record, and applies, while the block runs (an
+        exclusive flock on `<state>.lock`; another agent of the node waits for it)."""
+        lakefs.makedirs_durably(self.path.parent)
+        _check_private_folder(self.path.parent)
+        try:
+            fd = os.open(self.path.with_name(self.path.name + ".lock"), os.O_RDWR | os.O_CREAT, 0o600)
+        except OSError as exc:
+            raise ReplayStateError(f"agent state lock beside {self.path} cannot be opened ({exc})") from None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            yield
+        finally:
+            os.close(fd)  # closing releases the lock
+
+    def _write(self, sites: dict[str, dict]) -> None:
         lakefs.makedirs_durably(self.path.parent)
         _check_private_folder(self.path.parent)
         lakefs.write_file_atomically(self.path, json.dumps({"sites": sites}, indent=2, sort_keys=True).encode(), 0o600)

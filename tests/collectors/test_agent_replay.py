@@ -67,6 +67,72 @@ def test_an_older_config_after_a_newer_one_is_refused_and_audited(nvml_stub, key
     assert again.count("unchanged") == 1, "the same config again is no replay"
 
 
+def test_a_withdrawn_config_served_again_is_refused_even_after_a_restart(nvml_stub, keys, lake, tmp_path):
+    """The operator withdrew a bad config (the agent rolled it back); a stale mirror serving the
+    same signed bytes again had put its cap back five minutes later."""
+    nvml_stub.write([GpuState.a100(0)])
+    location, state_file = tmp_path / "recommended-config.json", tmp_path / "state" / "agent-applied.json"
+    bad = config(keys[0], 150, TODAY)
+    poll = lambda state, minutes: poll_once(state, str(location), public_key=keys[1], host=HOST, nvml=pynvml,  # noqa: E731
+                                            lake=lake, now=NOW + dt.timedelta(minutes=minutes),
+                                            replay_guard=ReplayGuard(state_file))
+    state = AgentState()
+    location.write_bytes(bad)
+    assert poll(state, 0).startswith("applied") and limit_w(nvml_stub) == 150.0
+    location.unlink()
+    assert poll(state, 5).startswith("revoked") and limit_w(nvml_stub) == 400.0
+    location.write_bytes(bad)
+    assert "WithdrawnConfig" in poll(state, 10) and limit_w(nvml_stub) == 400.0
+    assert "WithdrawnConfig" in poll(AgentState(), 15) and limit_w(nvml_stub) == 400.0  # a restarted agent too
+    location.write_bytes(config(keys[0], 300, TODAY + dt.timedelta(minutes=20)))  # the corrected config
+    assert poll(state, 20).startswith("applied") and limit_w(nvml_stub) == 300.0
+
+
+def test_two_agents_of_a_node_apply_one_after_the_other_and_the_older_config_loses(nvml_stub, keys, lake, tmp_path,
+                                                                                    monkeypatch):
+    """The service's poll and an operator's `agent apply` at once: both checked before either
+    recorded, the older one applied second and stayed in force, the record moved back to it."""
+    nvml_stub.write([GpuState.a100(0)])
+    state_file = tmp_path / "state" / "agent-applied.json"
+    checking, real_check = threading.Event(), ReplayGuard.check
+
+    def slow_check(self, config):  # the newer config's agent is between its check and its record
+        real_check(self, config)
+        if config.generated_at == TODAY:
+            checking.set()
+            threading.Event().wait(0.3)
+
+    monkeypatch.setattr(ReplayGuard, "check", slow_check)
+    outcomes = {}
+
+    def agent(name, data):
+        try:
+            outcomes[name] = apply_config(data, public_key=keys[1], host=HOST, nvml=pynvml, lake=lake, now=NOW,
+                                          replay_guard=ReplayGuard(state_file)).summary()
+        except ReplayedConfig as exc:
+            outcomes[name] = type(exc).__name__
+
+    newer = threading.Thread(target=agent, args=("newer", config(keys[0], 300, TODAY)))
+    newer.start()
+    checking.wait(5)
+    agent("older", config(keys[0], 250, YESTERDAY))
+    newer.join()
+    assert outcomes == {"newer": "node-01: 1 apply", "older": "ReplayedConfig"}
+    assert limit_w(nvml_stub) == 300.0
+    assert ReplayGuard(state_file).last_accepted("site-a")[0] == TODAY.replace(microsecond=0)
+
+
+def test_the_record_never_moves_back_to_an_older_config(keys, tmp_path):
+    from joulehouse.collectors.config_contract import verify_signature
+    guard = ReplayGuard(tmp_path / "state" / "agent-applied.json")
+    newer, older = (verify_signature(load_config_document(config(keys[0], w, t)), keys[1])
+                    for w, t in ((300, TODAY), (250, YESTERDAY)))
+    guard.record(newer, NOW)
+    with pytest.raises(ReplayedConfig):
+        guard.record(older, NOW)
+    assert guard.last_accepted("site-a") == (TODAY, newer.config_sha256)
+
+
 def test_the_guard_survives_a_restart_of_the_agent(nvml_stub, keys, lake, tmp_path):
     """A new process (a new guard on the same file, a fresh loop state) still refuses yesterday's."""
     nvml_stub.write([GpuState.a100(0)])

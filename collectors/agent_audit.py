@@ -16,7 +16,7 @@ from joulehouse.collectors.schema import AGENT_AUDIT
 
 log = logging.getLogger(__name__)
 
-OK_ACTIONS = frozenset({"apply", "unchanged", "dry-run", "rollback"})
+OK_ACTIONS = frozenset({"apply", "unchanged", "dry-run", "rollback", "gone"})
 # The lake's partition keys, read as the strings they are: inferred, `host=4021` became int32 and
 # clashed with the files' string host column (ArrowTypeError at every apply on that host).
 AUDIT_PARTITIONING = pa.schema([("date", pa.string()), ("host", pa.string())])
@@ -27,7 +27,7 @@ class GpuOutcome:
     """What happened to one GPU. Power in W (None where it could not be read)."""
 
     gpu_uuid: str | None
-    action: str  # apply | refuse | rollback | dry-run | verify-failed | unchanged
+    action: str  # apply | refuse | rollback | dry-run | verify-failed | unchanged | gone
     reason: str
     power_limit_w_before: float | None = None
     power_limit_w_requested: float | None = None
@@ -59,7 +59,7 @@ class ApplyResult:
         return sum(o.action == action for o in self.outcomes)
 
     def summary(self) -> str:
-        counts = {a: self.count(a) for a in ("apply", "unchanged", "dry-run", "rollback", "refuse", "verify-failed")}
+        counts = {a: self.count(a) for a in ("apply", "unchanged", "dry-run", "rollback", "refuse", "verify-failed", "gone")}
         parts = [f"{n} {a}" for a, n in counts.items() if n]
         return f"{self.host}: " + (", ".join(parts) if parts else "no GPUs in the config for this host")
 

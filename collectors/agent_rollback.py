@@ -7,7 +7,11 @@ was done to the device and what failed, with NVML's reason:
 - 'rollback': back at the default limit, clocks unlocked ('unchanged' where the limit already was);
 - 'verify-failed': the limit was set to the default (its before/after W in the row) but the GPU
   did not end at its defaults: the clock unlock failed, or the limit reads back otherwise or not at all;
-- 'refuse': the limit was not changed: its reset failed, or the GPU could not be read.
+- 'refuse': the limit was not changed: its reset failed, or the GPU could not be read;
+- 'gone': a GPU named (a setting in force, a rollback owed) is not on the host while every GPU
+  there reads: removed or replaced. Nothing holds its setting (a board back on the bus after a
+  reset starts at its default), so nothing is owed; owed, it was tried and audited 'refuse' at
+  every poll for good.
 A GPU that cannot be read (lost, off the bus) still gets a row: by UUID where the caller names it
 (`gpu_uuids`, or `expected`: the GPUs known to hold a setting), else one per unreadable GPU index
 (gpu_uuid NULL). Every outcome outside OK_ACTIONS is a rollback still owed: the agent loop tries
@@ -95,7 +99,9 @@ def rollback(
         outcomes = [
             _rollback_one(n, u, handles[u], reason) if u in handles
             else GpuOutcome(u, "refuse", f"rollback failed: no readable GPU with UUID {u} on this host{lost}; "
-                            f"its limit was not reset ({reason})")
+                            f"its limit was not reset ({reason})") if unreadable
+            else GpuOutcome(u, "gone", f"no GPU with UUID {u} on this host, and every GPU here reads: removed or "
+                            f"replaced, nothing to reset ({reason})")
             for u in wanted
         ]
         # An unreadable GPU no missing UUID accounts for still gets its row, by index: a rollback

@@ -279,3 +279,24 @@ def test_a_lock_an_agent_killed_before_its_audit_left_is_reset_by_the_first_appl
     assert "1 unchanged" in poll(state, location, keys, nvml, lake, 2)
     [row] = rows_at(lake, hour(2))
     assert row["reason"] == f"already at {CAP_W:.1f} W"
+
+
+def test_a_gpu_replaced_while_its_cap_was_in_force_is_gone_once_not_owed_for_ever(keys, lake, tmp_path):
+    """The board was swapped (a new UUID; every GPU reads): its rollback at expiry was owed for good,
+    a 'refuse' row and 'rollback not done' at every poll (288 a day at 5-minute polls)."""
+    nvml, location = driver(1), tmp_path / "recommended-config.json"
+    location.write_bytes(dump_config(signed(keys[0], {"GPU-sim-0000": entry(CAP_W)}, hours=2)))
+    state = AgentState()
+    poll(state, location, keys, nvml, lake, 0)
+    nvml.devices[0] = SimDevice(0, "GPU-sim-new0", SPEC, int(DEFAULT_W * 1000))
+    assert "1 gone" in poll(state, location, keys, nvml, lake, 3)
+    assert not state.rollbacks_owed and poll(state, location, keys, nvml, lake, 4) == "config unchanged"
+    # the new board is reset too (an expiry returns every GPU), and the old one is gone
+    [row] = [r for r in rows_at(lake, hour(3)) if r["gpu_uuid"] == "GPU-sim-0000"]
+    assert row["action"] == "gone" and "removed or replaced" in row["reason"]
+    # one that cannot be read is no proof it is gone: still a refusal, still owed
+    location.write_bytes(dump_config(signed(keys[0], {"GPU-sim-new0": entry(CAP_W)}, hours=30)))
+    poll(state := AgentState(), location, keys, nvml, lake, 5)
+    nvml.errors[(0, "nvmlDeviceGetUUID")] = pynvml.NVML_ERROR_GPU_IS_LOST
+    location.unlink()
+    assert "not done" in poll(state, location, keys, nvml, lake, 6) and "GPU-sim-new0" in state.rollbacks_owed

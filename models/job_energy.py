@@ -149,6 +149,9 @@ def job_energy_day(con: duckdb.DuckDBPyConnection, day: dt.date, pairs: Sequence
         r, own = by_key.get((source, models[target])), by_key.get((target, models[target]))
         if r is None or own is None or not r["duration_s"]:
             continue
+        if r["predicted_energy_kwh"] is None:
+            log.warning("job %s on %s: no sample read its activity; no prediction on %s", source, day, models[target])
+            continue
         n_gpus, time_s = int(r["n_gpus"]), float(r["duration_s"])
         power_b = r["predicted_energy_kwh"] * 3.6e6 / (time_s * n_gpus)  # B's model on A's profile, W per GPU
         bottleneck = ("compute-bound" if (r["mean_activity_ratio"] or 0) >= (r["mean_memory_ratio"] or 0)

@@ -10,11 +10,17 @@
 -- Per sample of the job: activity and memory (the stream's activity_ratio and memory_ratio), PCIe GB/s, clock ratio (sm_clock / highest SM clock the source model
 --   showed that day; 1 where not read) and chip temperature are taken as the job's profile; the
 --   target's power is min(model power at the same activity, clock ratio and temperature, its limit).
---   Steady state: the decay after work stops (activity_hold_s) is not applied.
+--   Steady state: the decay after work stops (activity_hold_s) is not applied. A sample whose
+--   activity or DRAM activity was not read is no profile (its power on the target is unknown, not
+--   idle): the samples that have one stand for the run's whole time, and a run with none predicts
+--   NULL. Read as 0, a job whose DCGM activity was missing every other minute predicted 40% low on
+--   its own model.
 -- Columns: job_id, from_gpu_model, to_gpu_model, n_gpus, duration_s (s, source run),
 --   source_energy_kwh (kWh, measured: power x interval), predicted_energy_kwh (kWh on the target,
---   predicted power x interval x $time_scale), mean_activity_ratio and mean_memory_ratio (0..1, the
---   source run's, time-weighted: its bottleneck).
+--   predicted power x interval over the profiled samples, scaled to the whole run, x $time_scale;
+--   NULL when no sample has a profile), mean_activity_ratio and mean_memory_ratio (0..1, the
+--   source run's over its profiled samples, time-weighted: its bottleneck), profiled_ratio (0..1,
+--   the share of the run's time with a profile).
 WITH chosen AS (
     SELECT job_id, gpu_uuid, started_at, ended_at
     FROM job_energy_input_jobs
@@ -33,8 +39,8 @@ job_samples AS (
     SELECT
         c.job_id, s.gpu_uuid, s.gpu_model, s.interval_s,
         CAST(s.power_w AS DOUBLE) AS power_w,
-        coalesce(s.activity_ratio, 0.0) AS activity_ratio,
-        coalesce(s.memory_ratio, 0.0) AS memory_ratio,
+        s.activity_ratio,
+        s.memory_ratio,
         coalesce((s.pcie_tx_bytes_per_s + coalesce(s.pcie_rx_bytes_per_s, 0)) / 1e9, 0.0) AS pcie_gbps,
         coalesce(s.sm_clock_mhz / nullif(s.f_max_mhz, 0), 1.0) AS clock_ratio,
         coalesce(CAST(s.temp_c AS DOUBLE), 25.0) - 25.0 AS temp_delta_c
@@ -45,6 +51,7 @@ predicted AS (
     SELECT
         j.job_id, j.gpu_uuid, j.gpu_model AS from_gpu_model, t.gpu_model AS to_gpu_model, j.interval_s, j.power_w,
         j.activity_ratio, j.memory_ratio,
+        CASE WHEN j.activity_ratio IS NOT NULL AND j.memory_ratio IS NOT NULL THEN j.interval_s END AS profiled_s,
         least(
             t.static_w + coalesce(t.temp_w_per_c, 0.0) * j.temp_delta_c
                 + t.dyn_w * pow(j.activity_ratio, coalesce(t.activity_exponent, 1.0))
@@ -60,9 +67,11 @@ SELECT
     count(DISTINCT gpu_uuid) AS n_gpus,
     sum(interval_s) / count(DISTINCT gpu_uuid) AS duration_s,
     sum(power_w * interval_s) / 3.6e6 AS source_energy_kwh,
-    sum(predicted_power_w * interval_s) * $time_scale / 3.6e6 AS predicted_energy_kwh,
-    sum(activity_ratio * interval_s) / nullif(sum(interval_s), 0) AS mean_activity_ratio,
-    sum(memory_ratio * interval_s) / nullif(sum(interval_s), 0) AS mean_memory_ratio
+    sum(predicted_power_w * profiled_s) * sum(interval_s) / nullif(sum(profiled_s), 0)
+        * $time_scale / 3.6e6 AS predicted_energy_kwh,
+    sum(activity_ratio * profiled_s) / nullif(sum(profiled_s), 0) AS mean_activity_ratio,
+    sum(memory_ratio * profiled_s) / nullif(sum(profiled_s), 0) AS mean_memory_ratio,
+    coalesce(sum(profiled_s), 0) / nullif(sum(interval_s), 0) AS profiled_ratio
 FROM predicted
 GROUP BY job_id, from_gpu_model, to_gpu_model
 ORDER BY job_id, to_gpu_model

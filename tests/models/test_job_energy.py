@@ -70,6 +70,28 @@ def test_a_job_predicted_on_its_own_model_gives_back_its_energy(fitted):
     assert row["duration_s"] == pytest.approx(7200, rel=0.01)
 
 
+def test_samples_whose_activity_was_not_read_are_no_profile_not_idle(fitted):
+    """DCGM's SM and DRAM activity missing every other minute (a profiler holding the fields),
+    power still read: read as activity 0, the job predicted 40% low on its own model (0.38 kWh of
+    0.63). The samples that were read stand for the run; with none read there is no prediction."""
+    con, day, run = fitted.con, fitted.day, fitted.summary.cross_model_runs[0]
+    try:
+        con.execute("CREATE TEMP TABLE stg_gpu_samples AS SELECT * REPLACE ("
+                    "CASE WHEN minute(sampled_at) % 2 = 0 THEN NULL ELSE sm_active_ratio END AS sm_active_ratio, "
+                    "CASE WHEN minute(sampled_at) % 2 = 0 THEN NULL ELSE dram_active_ratio END AS dram_active_ratio, "
+                    "CASE WHEN minute(sampled_at) % 2 = 0 THEN NULL ELSE util_gpu_pct END AS util_gpu_pct) "
+                    "FROM main.stg_gpu_samples")
+        (row,) = predict_job_energy(con, day, [run.job_id], [run.gpu_model])
+        assert row["predicted_energy_kwh"] == pytest.approx(row["source_energy_kwh"], rel=0.05)
+        assert row["profiled_ratio"] == pytest.approx(0.5, abs=0.05)
+        con.execute("UPDATE temp.stg_gpu_samples SET sm_active_ratio = NULL, util_gpu_pct = NULL")
+        (row,) = predict_job_energy(con, day, [run.job_id], [run.gpu_model])
+        assert (row["predicted_energy_kwh"], row["mean_activity_ratio"], row["profiled_ratio"]) == (None, None, 0.0)
+        assert row["source_energy_kwh"] > 0  # what was measured is still said
+    finally:
+        con.execute("DROP TABLE IF EXISTS temp.stg_gpu_samples")
+
+
 def test_time_scale_scales_energy_and_bad_input_is_named(fitted):
     con, day, run = fitted.con, fitted.day, fitted.summary.cross_model_runs[0]
     (one,) = predict_job_energy(con, day, [run.job_id], ["NVIDIA H100 80GB HBM3"])

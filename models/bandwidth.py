@@ -17,6 +17,7 @@ import datetime as dt
 import duckdb
 
 from joulehouse.models.activity import create_activity_view
+from joulehouse.models.caps import PCIE_LINK_GBPS
 from joulehouse.models.gpu_catalogue import GpuSpec, find
 from joulehouse.models.sql import load_sql
 from joulehouse.warehouse.sqlio import relation_exists, replace_day
@@ -40,6 +41,14 @@ def pcie_capacity_bytes_per_s(spec: GpuSpec | None) -> float | None:
         return None
     per_lane = PCIE_LANE_BYTES_PER_S.get(int(spec.pcie_generation))
     return per_lane * spec.pcie_lanes if per_lane else None
+
+
+def pcie_link_gbps(gpu_model: str | None) -> float:
+    """A GPU model's PCIe link in GB/s, both directions (tx + rx, as the readings' pcie_gbps adds
+    them); models.caps' Gen4 x16 for a model the catalogue does not know. One link for every model
+    read an H100 moving 60 GB/s as a saturated Gen4 link, and a cap as free (14% slower, in truth)."""
+    capacity = pcie_capacity_bytes_per_s(find(gpu_model)) if gpu_model else None
+    return 2 * capacity / GB if capacity else PCIE_LINK_GBPS
 
 
 def create_capacity_table(con: duckdb.DuckDBPyConnection, gpu_models: list[str]) -> str:

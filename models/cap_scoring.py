@@ -19,7 +19,7 @@ from typing import Callable
 
 import numpy as np
 
-from joulehouse.models.caps import MIN_CLOCK_RATIO, PCIE_LINK_GBPS, WorkloadProfile
+from joulehouse.models.caps import MIN_CLOCK_RATIO, WorkloadProfile
 from joulehouse.models.coefficients import PowerCoefficients
 
 # The clock under a limit: Newton steps until they move the clock by less than this (a ratio of
@@ -119,7 +119,7 @@ class _MixArrays:
         activity = np.array([b.activity_ratio for b, _ in bins])
         memory = np.array([b.memory_ratio for b, _ in bins])
         pcie_gbps = np.array([b.pcie_gbps for b, _ in bins])
-        pcie_ratio = np.minimum(pcie_gbps / PCIE_LINK_GBPS, 1.0)
+        pcie_ratio = np.minimum(pcie_gbps / np.array([b.pcie_link_gbps for b, _ in bins]), 1.0)
         self.clock = np.array([b.clock_ratio for b, _ in bins])
         self.sm_work = activity * self.clock  # models.caps.sm_work_at_f_max
         self.memory_or_pcie = np.maximum(memory, pcie_ratio)

@@ -22,7 +22,8 @@ import numpy as np
 
 from joulehouse.models.coefficients import PowerCoefficients
 
-# Full-duplex PCIe Gen4 x16 is ~64 GB/s (tx + rx); used to turn GB/s into a utilisation ratio.
+# Full-duplex PCIe Gen4 x16 is ~64 GB/s (tx + rx): the link of a GPU model the catalogue does not
+# know. A known model's is its own (models.bandwidth.pcie_link_gbps: an H100's Gen5 x16 is 126 GB/s).
 PCIE_LINK_GBPS = 64.0
 # Lowest SM clock as a share of f_max that caps drive GPUs to (A100: 210/1410 MHz is the floor;
 # under power capping drivers rarely go below ~30%).
@@ -32,17 +33,19 @@ MIN_CLOCK_RATIO = 0.3
 @dataclass(frozen=True)
 class WorkloadProfile:
     """What a job does at the clock it runs at without a cap: activity ratios 0..1, PCIe GB/s, chip
-    temperature C, and that clock as a share of f_max (1, or below where an application locked it)."""
+    temperature C, that clock as a share of f_max (1, or below where an application locked it), and
+    the GPU's PCIe link GB/s (tx + rx), against which its traffic is a utilisation."""
 
     activity_ratio: float
     memory_ratio: float = 0.0
     pcie_gbps: float = 0.0
     temp_c: float = 60.0
     clock_ratio: float = 1.0
+    pcie_link_gbps: float = PCIE_LINK_GBPS
 
     @property
     def pcie_ratio(self) -> float:
-        return min(self.pcie_gbps / PCIE_LINK_GBPS, 1.0)
+        return min(self.pcie_gbps / self.pcie_link_gbps, 1.0)
 
     @property
     def bottleneck(self) -> str:

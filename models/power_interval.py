@@ -35,6 +35,7 @@ import duckdb
 import numpy as np
 
 from joulehouse.models.activity import create_activity_view
+from joulehouse.models.bandwidth import create_capacity_table, pcie_link_gbps
 from joulehouse.models.cap_scoring import activity_bins, score_limits
 from joulehouse.models.caps import PCIE_LINK_GBPS, WorkloadProfile, energy_vs_limit
 from joulehouse.models.coefficients import PowerCoefficients
@@ -107,6 +108,7 @@ def power_interval_day(con: duckdb.DuckDBPyConnection, day: dt.date, settings: R
     gpus = gpu_day_profiles(con, day)  # the recommender's view of each GPU (it makes the activity view too)
     classes = gpu_workload_classes(con, day)[0]
     create_activity_view(con, day)
+    create_capacity_table(con, sorted({g["gpu_model"] for g in gpus if g["gpu_model"] is not None}))
     profiles = records(con.execute(load_sql("power_interval_profiles"), {"day": day, "pcie_link_gbps": PCIE_LINK_GBPS}))
     intervals: list[PowerInterval] = []
     curve_rows: list[dict] = []
@@ -140,7 +142,8 @@ def power_interval_day(con: duckdb.DuckDBPyConnection, day: dt.date, settings: R
                 intervals.append(mix)
         for p in rows:
             profile = WorkloadProfile(activity_ratio=float(p["activity_ratio"]), memory_ratio=float(p["memory_ratio"]),
-                                      pcie_gbps=float(p["pcie_gbps"]), temp_c=float(p["temp_c"] or 60.0))
+                                      pcie_gbps=float(p["pcie_gbps"]), temp_c=float(p["temp_c"] or 60.0),
+                                      pcie_link_gbps=pcie_link_gbps(model))
             curve = energy_vs_limit(coef, profile, limits)
             at_default = curve[-1]
             base_time = 1.0 + at_default.slowdown_pct / 100.0
@@ -151,7 +154,8 @@ def power_interval_day(con: duckdb.DuckDBPyConnection, day: dt.date, settings: R
             heavy = WorkloadProfile(
                 activity_ratio=float(p["heavy_activity_ratio"] or p["activity_ratio"]),
                 memory_ratio=float(p["heavy_memory_ratio"] or p["memory_ratio"]),
-                pcie_gbps=float(p["heavy_pcie_gbps"] or p["pcie_gbps"]), temp_c=float(p["heavy_temp_c"] or profile.temp_c))
+                pcie_gbps=float(p["heavy_pcie_gbps"] or p["pcie_gbps"]), temp_c=float(p["heavy_temp_c"] or profile.temp_c),
+                pcie_link_gbps=profile.pcie_link_gbps)
             heavy_curve = energy_vs_limit(coef, heavy, limits)
             heavy_times = (np.array([1.0 + o.slowdown_pct / 100.0 for o in heavy_curve])
                            / (1.0 + heavy_curve[-1].slowdown_pct / 100.0))

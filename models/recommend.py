@@ -71,6 +71,7 @@ import pyarrow as pa
 from joulehouse.models.settings import RecommendSettings
 from joulehouse.models.activity import create_activity_view
 from joulehouse.models.caps import MIN_CLOCK_RATIO, WorkloadProfile
+from joulehouse.models.bandwidth import pcie_link_gbps
 from joulehouse.models.power import coefficients_of, load_fit
 from joulehouse.models.day_jobs import jobs_relation
 from joulehouse.warehouse.sqlio import quoted_relation, relation_exists, replace_day_rows
@@ -153,7 +154,8 @@ def gpu_profile(row: dict, feature_set: str) -> WorkloadProfile:
     else:
         activity, memory = row["util_gpu_ratio"], row["util_mem_ratio"]
     return WorkloadProfile(activity_ratio=float(activity or 0.0), memory_ratio=float(memory or 0.0),
-                           pcie_gbps=float(row["pcie_gbps"] or 0.0), temp_c=float(row["temp_c"] or 60.0))
+                           pcie_gbps=float(row["pcie_gbps"] or 0.0), temp_c=float(row["temp_c"] or 60.0),
+                           pcie_link_gbps=pcie_link_gbps(row.get("gpu_model")))
 
 
 def recommend_gpu(row: dict, workload_class: str, fit: dict | None, settings: RecommendSettings, *,

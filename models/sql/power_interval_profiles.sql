@@ -1,7 +1,9 @@
 -- power_interval_profiles: the typical busy operating point of each GPU model per workload bottleneck, one day.
 -- Grain: gpu_model x bottleneck ('compute-bound' | 'memory-bound' | 'communication-bound': the busiest
---   of SM activity, DRAM activity and PCIe traffic / $pcie_link_gbps in each busy sample).
--- Input: gpu_activity_samples (one activity stream per GPU) rows of $day with activity above 5% (busy).
+--   of SM activity, DRAM activity and PCIe traffic / the model's PCIe link in each busy sample).
+-- Input: gpu_activity_samples (one activity stream per GPU) rows of $day with activity above 5% (busy);
+--   link_capacity_by_model (models/bandwidth.py: pcie_capacity_bytes_per_s, one direction, of the
+--   models the catalogue knows), $pcie_link_gbps (GB/s, tx + rx) for the others.
 -- Columns: gpu_model, bottleneck, n_samples, busy_share (0..1 of the model's busy samples),
 --   activity_ratio, memory_ratio (0..1 means; DCGM ratios where the stream reads them, else util / 100),
 --   pcie_gbps (GB/s mean, tx + rx), temp_c (C mean), max_power_limit_w (W); heavy_activity_ratio,
@@ -9,20 +11,22 @@
 --   samples (activity at or above the group's median), where models.recommend applies the slowdown bound.
 WITH busy AS (
     SELECT
-        gpu_model,
-        activity_ratio,
-        coalesce(memory_ratio, 0.0) AS memory_ratio,
-        coalesce((pcie_tx_bytes_per_s + coalesce(pcie_rx_bytes_per_s, 0)) / 1e9, 0.0) AS pcie_gbps,
-        temp_c, power_limit_w
-    FROM gpu_activity_samples
-    WHERE day = $day AND power_w IS NOT NULL AND activity_ratio > 0.05
+        s.gpu_model,
+        s.activity_ratio,
+        coalesce(s.memory_ratio, 0.0) AS memory_ratio,
+        coalesce((s.pcie_tx_bytes_per_s + coalesce(s.pcie_rx_bytes_per_s, 0)) / 1e9, 0.0) AS pcie_gbps,
+        coalesce(2 * l.pcie_capacity_bytes_per_s / 1e9, $pcie_link_gbps) AS pcie_link_gbps,
+        s.temp_c, s.power_limit_w
+    FROM gpu_activity_samples AS s
+    LEFT JOIN link_capacity_by_model AS l ON l.gpu_model = s.gpu_model
+    WHERE s.day = $day AND s.power_w IS NOT NULL AND s.activity_ratio > 0.05
 ),
 classified AS (
     SELECT
         *,
-        CASE WHEN activity_ratio >= memory_ratio AND activity_ratio >= least(pcie_gbps / $pcie_link_gbps, 1.0)
+        CASE WHEN activity_ratio >= memory_ratio AND activity_ratio >= least(pcie_gbps / pcie_link_gbps, 1.0)
                  THEN 'compute-bound'
-             WHEN memory_ratio >= least(pcie_gbps / $pcie_link_gbps, 1.0) THEN 'memory-bound'
+             WHEN memory_ratio >= least(pcie_gbps / pcie_link_gbps, 1.0) THEN 'memory-bound'
              ELSE 'communication-bound' END AS bottleneck
     FROM busy
 ),

@@ -48,6 +48,30 @@ def test_a_locked_job_slows_as_its_readings_bottleneck_says():
     assert capped.clock_ratio == pytest.approx(0.5, abs=1e-9) and capped.slowdown_pct == pytest.approx(12.0, abs=1e-6)
 
 
+def test_pcie_traffic_is_judged_against_the_gpus_own_link():
+    """An H100 (PCIe Gen5 x16: 126 GB/s both ways) moving 60 GB/s was read against one Gen4 link for
+    every model: communication-bound at 94%, so a 400 W cap looked free (0% slower; 14% in truth,
+    over the throughput bound) and saved 35% where it saves 25%. A V100's Gen3 link is half a Gen4's;
+    a model the catalogue does not know keeps Gen4 x16."""
+    from joulehouse.models.bandwidth import pcie_link_gbps
+    from joulehouse.models.cap_scoring import score_limits
+    from joulehouse.models.recommend import gpu_profile
+    h100 = PowerCoefficients(static_w=69.56, temp_w_per_c=1.1156, dyn_w=516.56, dyn_freq_exponent=5.0, mem_w=108.15,
+                             pcie_w_per_gbps=0.7625, f_max_mhz=1980.0)
+    assert pcie_link_gbps("NVIDIA H100 80GB HBM3") == pytest.approx(126.0, rel=1e-3)
+    assert pcie_link_gbps("Tesla V100-SXM2-32GB") == pytest.approx(31.5, rel=1e-2)
+    assert pcie_link_gbps("NVIDIA B999 made up") == pcie_link_gbps(None) == 64.0
+    row = {"gpu_model": "NVIDIA H100 80GB HBM3", "sm_active_ratio": 0.8, "dram_ratio": 0.3, "pcie_gbps": 60.0,
+           "temp_c": 70.0}
+    profile = gpu_profile(row, "dcgm")
+    assert profile.bottleneck == "compute-bound" and profile.pcie_ratio == pytest.approx(60 / 126.0, rel=1e-3)
+    capped = outcome_under_limit(h100, profile, 400.0)
+    assert capped.slowdown_pct == pytest.approx(14.3, abs=0.1) and capped.energy_ratio == pytest.approx(0.748, abs=1e-3)
+    # the mix scorer reads each bin's link too: the same setting scored on the one bin agrees
+    [mixed] = score_limits(h100, [(profile, 1.0)], np.array([400.0]))
+    assert mixed.slowdown_pct == pytest.approx(capped.slowdown_pct, rel=1e-9)
+
+
 def test_clock_under_limit_fits_the_limit():
     s = clock_under_limit(A100, COMPUTE, 250.0)
     assert 0.3 < s < 1.0

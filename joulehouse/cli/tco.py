@@ -103,7 +103,7 @@ def estimate(
                                given(gpu_capex_usd, tco.gpu_capex_usd), given(server_capex_usd, tco.server_capex_usd),
                                given(gpus_per_server, tco.gpus_per_server), given(lifetime_years, tco.lifetime_years),
                                given(operations_ratio, tco.operations_ratio_of_capex_per_year), source,
-                               start=started)
+                               start=started, timezone=tco.tariff_timezone)
     except ValueError as exc:
         fail(str(exc))
     return result

@@ -10,35 +10,38 @@ in the month. A day's account carries the part of that bill the day added:
                             energy was measured (the charge is still owed: `allocate`)
 
 so the days of a month, accounted in date order, add up to exactly rate x the month's peak, and
-the day that set or raised the peak pays for it. The earlier days' peaks are read from
-rpt_demand_peak_daily (one row per day and site, written here). A day accounted again after later
-days of its month were accounted leaves their charges computed against the old peak; `tco_day`
-says so and names them (re-run them, in order, to restate).
+the day that set or raised the peak pays for it. The month is the utility's: the local calendar
+month of the tariff's time zone (`[tco] tariff_timezone`) that each hour starts in, so the UTC day
+that holds a month's turn where the site is has one row for each of its two months. The earlier
+days' peaks are read from rpt_demand_peak_daily (one row per day, site and billing month, written
+here). A day accounted again after later days of its month were accounted leaves their charges
+computed against the old peak; `tco_day` says so and names them (re-run them, in order, to
+restate).
 
 Site demand per hour: the facility meter's average power over the part of the hour it covered
 (fct_pue_hourly) when it covered at least `min_meter_coverage_ratio` of the hour, else the
 GPU-hours' energy at the meter (IT x PUE) summed (NULL where none of it was measured: such an
 hour's demand is unknown, never 0, and a day whose every hour is unknown has no peak and no
-charge, NULL). Demand is taken on hourly averages; utilities
-bill 15- or 30-minute intervals, whose peaks are higher, so the charge is a lower bound.
+charge, NULL). Demand is taken on hourly averages; utilities bill 15- or 30-minute intervals,
+whose peaks are higher, so the charge is a lower bound.
 
-Limit: the demand month is the UTC calendar month of the day built. A utility bills its local
-month, so a peak in a month's first UTC hours that are still the month before where the site is
-(00:00-05:00 UTC on the 1st in New York) raises the wrong month: in a review's case 19.50 + 195
-USD were charged for a bill of 195 + 195. Taking the tariff's local months would split a UTC day
-between two months, which the day's one row per site in rpt_demand_peak_daily cannot hold.
+Taken by the UTC month, a peak in a month's first UTC hours that were still the month before where
+the site is (00:00-04:00 UTC on the 1st in New York) raised the wrong month: in a review's case
+19.50 + 195 USD were charged for a bill of 195 + 195. Rows written before the billing month was
+kept (billing_month NULL) are read as their UTC day's month.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+from zoneinfo import ZoneInfo
 
 import duckdb
 import polars as pl
 
 from joulehouse.reports.accounts.attribution import sum_known
 from joulehouse.reports.accounts.warehouse_io import replace_report_day
-from joulehouse.warehouse.sqlio import relation_exists
+from joulehouse.warehouse.sqlio import ensure_columns, relation_exists
 
 PEAK_TABLE = "rpt_demand_peak_daily"
 # No facility meter: site demand is the GPU-hours' energy at the meter (IT x PUE).
@@ -46,49 +49,66 @@ NO_METER = pl.DataFrame(schema={"site": pl.String, "hour_at": pl.Datetime("us", 
                                  "coverage_ratio": pl.Float64})
 
 
-def site_hour_kw(gpu_hours: pl.DataFrame, meter: pl.DataFrame, min_meter_coverage_ratio: float) -> pl.DataFrame:
-    """(day, site, hour_at, site_kw, peak_basis) for every site-hour with GPU-hours: the meter's kW
-    where it covered enough of the hour, else the GPU-hours' facility_energy_kwh summed."""
+def billing_month(hour_at: pl.Expr, timezone: str) -> pl.Expr:
+    """The first day of the local calendar month (in `timezone`, the tariff's) the hour starts in."""
+    return hour_at.dt.convert_time_zone(timezone).dt.date().dt.truncate("1mo")
+
+
+def day_billing_months(day: dt.date, timezone: str) -> list[dt.date]:
+    """The billing months the UTC day's hours fall in: one, or two on the day of a month's turn."""
+    zone = ZoneInfo(timezone)
+    start = dt.datetime.combine(day, dt.time(), dt.timezone.utc)
+    return sorted({(start + dt.timedelta(hours=h)).astimezone(zone).date().replace(day=1) for h in (0, 23)})
+
+
+def site_hour_kw(gpu_hours: pl.DataFrame, meter: pl.DataFrame, min_meter_coverage_ratio: float,
+                 timezone: str = "UTC") -> pl.DataFrame:
+    """(day, site, hour_at, billing_month, site_kw, peak_basis) for every site-hour with GPU-hours:
+    the meter's kW where it covered enough of the hour, else the GPU-hours' facility_energy_kwh
+    summed; billing_month the hour's local month in `timezone`."""
     gpu = gpu_hours.group_by(["day", "site", "hour_at"]).agg(sum_known("facility_energy_kwh").alias("_gpu_kw"))
     usable = meter.filter(pl.col("facility_kw").is_not_null() & (pl.col("coverage_ratio") >= min_meter_coverage_ratio))
     joined = gpu.join(usable.select("site", "hour_at", "facility_kw").unique(["site", "hour_at"]),
                       on=["site", "hour_at"], how="left")
     return joined.select(
-        "day", "site", "hour_at",
+        "day", "site", "hour_at", billing_month(pl.col("hour_at"), timezone).alias("billing_month"),
         pl.coalesce("facility_kw", "_gpu_kw").alias("site_kw"),
         pl.when(pl.col("facility_kw").is_not_null()).then(pl.lit("facility_meter"))
         .otherwise(pl.lit("gpu_it_x_pue")).alias("peak_basis"),
     )
 
 
-def day_peaks(site_hours: pl.DataFrame, month_peak_before_kw: dict[str, float], rate_usd_per_kw_month: float) -> pl.DataFrame:
-    """One row per (day, site): the peak hour (the earliest of equal ones), its kW and basis, the
-    month's peak before the day, the kW the day adds to it and what that costs. Over several days
-    (a planned run: reports.accounts.estimate) the days are charged in date order, each against its
-    month's earlier days, a new month from zero; `month_peak_before_kw` {site: kW} is the peak of
-    the first day's month before that day (the warehouse's earlier days: month_peak_before)."""
-    peaks = (site_hours.sort(["day", "site", "site_kw", "hour_at"], descending=[False, False, True, False],
+def day_peaks(site_hours: pl.DataFrame, month_peak_before_kw: dict[tuple[str, dt.date], float],
+              rate_usd_per_kw_month: float) -> pl.DataFrame:
+    """One row per (day, site, billing_month): the peak hour (the earliest of equal ones), its kW
+    and basis, the billing month's peak before the day, the kW the day adds to it and what that
+    costs. Over several days (a planned run: reports.accounts.estimate) the days are charged in
+    date order, each against its billing month's earlier days, a new month from zero;
+    `month_peak_before_kw` {(site, billing month): kW} is the peak of the months before the first
+    day (the warehouse's earlier days: month_peak_before)."""
+    keys = ["day", "site", "billing_month"]
+    peaks = (site_hours.sort([*keys, "site_kw", "hour_at"], descending=[False, False, False, True, False],
                              nulls_last=True)
-             .group_by(["day", "site"], maintain_order=True).first()
-             .rename({"hour_at": "peak_hour_at", "site_kw": "peak_kw"}).sort("day", "site"))
-    before = pl.DataFrame({"site": list(month_peak_before_kw), "_given_kw": list(month_peak_before_kw.values())},
-                          schema={"site": pl.String, "_given_kw": pl.Float64})
-    month = pl.col("day").dt.truncate("1mo")
-    first_month = peaks["day"].min().replace(day=1) if peaks.height else None
-    return (peaks.join(before, on="site", how="left")
-            .with_columns(pl.max_horizontal(
-                pl.col("peak_kw").cum_max().shift(1).over(["site", month]),
-                pl.when(month == first_month).then(pl.col("_given_kw"))).alias("month_peak_before_kw"))
+             .group_by(keys, maintain_order=True).first()
+             .rename({"hour_at": "peak_hour_at", "site_kw": "peak_kw"}).sort(keys))
+    before = pl.DataFrame({"site": [site for site, _ in month_peak_before_kw],
+                           "billing_month": [month for _, month in month_peak_before_kw],
+                           "_given_kw": list(month_peak_before_kw.values())},
+                          schema={"site": pl.String, "billing_month": pl.Date, "_given_kw": pl.Float64})
+    return (peaks.join(before, on=["site", "billing_month"], how="left")
+            .with_columns(pl.max_horizontal(pl.col("peak_kw").cum_max().shift(1).over(["site", "billing_month"]),
+                                            pl.col("_given_kw")).alias("month_peak_before_kw"))
             .with_columns((pl.col("peak_kw") - pl.col("month_peak_before_kw").fill_null(0.0)).clip(lower_bound=0.0)
                           .alias("charged_kw"))
             .with_columns((pl.col("charged_kw") * rate_usd_per_kw_month).alias("demand_charge_usd"))
-            .select("day", "site", "peak_hour_at", "peak_kw", "peak_basis", "month_peak_before_kw", "charged_kw",
-                    "demand_charge_usd"))
+            .select("day", "site", "billing_month", "peak_hour_at", "peak_kw", "peak_basis", "month_peak_before_kw",
+                    "charged_kw", "demand_charge_usd"))
 
 
-def allocate(gpu_hours: pl.DataFrame, peaks: pl.DataFrame) -> pl.DataFrame:
-    """gpu_hours with demand_charge_usd: each site-day's charge on its peak hour's GPU-hours, pro
-    rata by facility_energy_kwh (0 elsewhere; NULL on every hour of a site-day whose charge is unknown).
+def allocate(gpu_hours: pl.DataFrame, peaks: pl.DataFrame, timezone: str = "UTC") -> pl.DataFrame:
+    """gpu_hours with demand_charge_usd: each site-day's charge (per billing month, in `timezone`)
+    on its peak hour's GPU-hours, pro rata by facility_energy_kwh (0 elsewhere; NULL on every hour
+    of a site-day's billing month whose charge is unknown).
 
     Where the peak hour's GPU-hours have no measured energy, or it sums to 0 (the facility meter
     set the peak while the GPUs' readings were too sparse to give their energy), the charge is
@@ -102,46 +122,65 @@ def allocate(gpu_hours: pl.DataFrame, peaks: pl.DataFrame) -> pl.DataFrame:
     hour_kwh = energy.sum().over(hour)
     share = (pl.when(hour_kwh > 0).then(energy.fill_null(0.0) / hour_kwh)
              .otherwise(1.0 / pl.len().over(hour)))
-    return (gpu_hours.join(peaks.select("day", "site", "peak_hour_at", pl.col("demand_charge_usd").alias("_site_usd")),
-                           on=["day", "site"], how="left")
+    return (gpu_hours.with_columns(billing_month(pl.col("hour_at"), timezone).alias("_billing_month"))
+            .join(peaks.select("day", "site", pl.col("billing_month").alias("_billing_month"), "peak_hour_at",
+                               pl.col("demand_charge_usd").alias("_site_usd")),
+                  on=["day", "site", "_billing_month"], how="left")
             # a site-day whose charge is unknown (no hour's demand known) charges NULL, not 0
             .with_columns(pl.when(pl.col("_site_usd").is_null()).then(None)
                           .when(pl.col("hour_at") == pl.col("peak_hour_at")).then(pl.col("_site_usd") * share)
                           .otherwise(0.0).alias("demand_charge_usd"))
-            .drop("peak_hour_at", "_site_usd"))
+            .drop("peak_hour_at", "_site_usd", "_billing_month"))
 
 
 def allocated_demand_charge(gpu_hours: pl.DataFrame, meter: pl.DataFrame, min_meter_coverage_ratio: float,
-                            month_peak_before_kw: dict[str, float],
-                            rate_usd_per_kw_month: float) -> tuple[pl.DataFrame, pl.DataFrame]:
+                            month_peak_before_kw: dict[tuple[str, dt.date], float],
+                            rate_usd_per_kw_month: float, timezone: str = "UTC") -> tuple[pl.DataFrame, pl.DataFrame]:
     """The demand charge from hourly energy at the meter to the GPU-hours that pay it: (gpu_hours
     with demand_charge_usd, the day_peaks rows). gpu_hours: day, site, hour_at, facility_energy_kwh.
     The one rule the daily accounts (reports.accounts.tco) and the planning estimate
     (reports.accounts.estimate) both charge by, so that an estimate of a run costs what the
-    accounts would charge for the same hourly power."""
-    peaks = day_peaks(site_hour_kw(gpu_hours, meter, min_meter_coverage_ratio), month_peak_before_kw,
+    accounts would charge for the same hourly power. `timezone`: the tariff's (its billing months)."""
+    peaks = day_peaks(site_hour_kw(gpu_hours, meter, min_meter_coverage_ratio, timezone), month_peak_before_kw,
                       rate_usd_per_kw_month)
-    return allocate(gpu_hours, peaks), peaks
+    return allocate(gpu_hours, peaks, timezone), peaks
 
 
-def month_peak_before(con: duckdb.DuckDBPyConnection, day: dt.date) -> dict[str, float]:
-    """{site: the highest peak kW of the days of `day`'s month before it} from rpt_demand_peak_daily."""
-    if not relation_exists(con, PEAK_TABLE):
+def month_peak_before(con: duckdb.DuckDBPyConnection, day: dt.date, timezone: str = "UTC",
+                      ) -> dict[tuple[str, dt.date], float]:
+    """{(site, billing month): the highest peak kW of the days before `day` in each billing month
+    of `day`} from rpt_demand_peak_daily."""
+    if not _ensure_billing_month(con):
         return {}
-    rows = con.execute(f"SELECT site, max(peak_kw) FROM {PEAK_TABLE} WHERE day >= ? AND day < ? GROUP BY site",
-                       [day.replace(day=1), day]).fetchall()
-    return {site: float(kw) for site, kw in rows if kw is not None}
+    rows = con.execute(f"SELECT site, {_BILLING_MONTH}, max(peak_kw) FROM {PEAK_TABLE} WHERE day < ? "
+                       f"AND {_BILLING_MONTH} IN (SELECT unnest(?::DATE[])) GROUP BY ALL",
+                       [day, day_billing_months(day, timezone)]).fetchall()
+    return {(site, month): float(kw) for site, month, kw in rows if kw is not None}
 
 
-def later_days_accounted(con: duckdb.DuckDBPyConnection, day: dt.date) -> list[dt.date]:
-    """Days of `day`'s month after it that already have demand rows (their charges assumed this day's old peak)."""
-    if not relation_exists(con, PEAK_TABLE):
+def later_days_accounted(con: duckdb.DuckDBPyConnection, day: dt.date, timezone: str = "UTC") -> list[dt.date]:
+    """Days after `day` in its billing months that already have demand rows (their charges assumed
+    this day's old peak)."""
+    if not _ensure_billing_month(con):
         return []
-    month_end = (day.replace(day=28) + dt.timedelta(days=4)).replace(day=1)
-    rows = con.execute(f"SELECT DISTINCT day FROM {PEAK_TABLE} WHERE day > ? AND day < ? ORDER BY day",
-                       [day, month_end]).fetchall()
+    rows = con.execute(f"SELECT DISTINCT day FROM {PEAK_TABLE} WHERE day > ? "
+                       f"AND {_BILLING_MONTH} IN (SELECT unnest(?::DATE[])) ORDER BY day",
+                       [day, day_billing_months(day, timezone)]).fetchall()
     return [r[0] for r in rows]
 
 
+# A row's billing month; rows from before the column was kept are their UTC day's month.
+_BILLING_MONTH = "coalesce(billing_month, date_trunc('month', day))::DATE"
+
+
+def _ensure_billing_month(con: duckdb.DuckDBPyConnection) -> bool:
+    """Whether rpt_demand_peak_daily exists; a table from before billing_month gets the column."""
+    if not relation_exists(con, PEAK_TABLE):
+        return False
+    ensure_columns(con, PEAK_TABLE, {"billing_month": "DATE"})
+    return True
+
+
 def store_peaks(con: duckdb.DuckDBPyConnection, day: dt.date, peaks: pl.DataFrame) -> int:
+    _ensure_billing_month(con)  # an older table kept every column but the billing month
     return replace_report_day(con, PEAK_TABLE, day, peaks)

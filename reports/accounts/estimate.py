@@ -11,7 +11,7 @@ Cost = energy at the meter x price + demand charge + capital and operations amor
 GPU-hour / utilization. The demand charge is the daily accounts' own (reports.accounts.demand,
 allocated_demand_charge): the run's hourly kW at the meter (GPUs x power x PUE, the share of each
 hour it runs), each day charged what it adds to its month's peak, so a run costs rate x its peak
-once in every calendar month it touches, as the utility bills it and the accounts would charge it
+once in every calendar month it touches (the tariff's local months), as the utility bills it and the accounts would charge it
 for the same hourly power (a time pro rata, hours / 730, undercharged every run shorter than a
 month). Without a start the run is placed from NOMINAL_START.
 """
@@ -127,23 +127,26 @@ def run_meter_hours(start: dt.datetime, hours: float, kw: float) -> pl.DataFrame
         (pl.col("overlap_h") * kw).alias("facility_energy_kwh"))
 
 
-def demand_charge_of_run(run: RunShape, demand_charge_usd_per_kw_month: float, start: dt.datetime | None) -> float:
-    """USD: the run's demand charge by the accounts' rule (module docstring), the run alone at its site."""
+def demand_charge_of_run(run: RunShape, demand_charge_usd_per_kw_month: float, start: dt.datetime | None,
+                         timezone: str = "UTC") -> float:
+    """USD: the run's demand charge by the accounts' rule (module docstring), the run alone at its
+    site; `timezone`: the tariff's, whose local months are billed."""
     gpus = run.gpus or 1
     hours = run.hours if run.hours is not None else run.gpu_hours / gpus
     meter = run_meter_hours(start or NOMINAL_START, hours, gpus * run.avg_power_w / 1000.0 * run.pue)
-    charged, _ = allocated_demand_charge(meter, NO_METER, 1.0, {}, demand_charge_usd_per_kw_month)
+    charged, _ = allocated_demand_charge(meter, NO_METER, 1.0, {}, demand_charge_usd_per_kw_month, timezone)
     return float(charged["demand_charge_usd"].sum())
 
 
 def estimate_cost(run: RunShape, price_usd_per_mwh: float, demand_charge_usd_per_kw_month: float,
                   gpu_capex_usd: float, server_capex_usd: float, gpus_per_server: int, lifetime_years: float,
                   operations_ratio_of_capex_per_year: float, price_source: str,
-                  start: dt.datetime | None = None) -> dict:
+                  start: dt.datetime | None = None, timezone: str = "UTC") -> dict:
     """USD of a run by component; returns a JSON-ready dict with the inputs and the method.
-    `start`: when the run starts (the calendar months its demand charge falls in); None: NOMINAL_START."""
+    `start`: when the run starts (the calendar months its demand charge falls in, in `timezone`,
+    the tariff's); None: NOMINAL_START."""
     energy_usd = run.energy_kwh * price_usd_per_mwh / 1000.0
-    demand_usd = demand_charge_of_run(run, demand_charge_usd_per_kw_month, start)
+    demand_usd = demand_charge_of_run(run, demand_charge_usd_per_kw_month, start, timezone)
     capital_per_h = capital_usd_per_gpu_hour(gpu_capex_usd, server_capex_usd, gpus_per_server, lifetime_years)
     capex_per_gpu = gpu_capex_usd + server_capex_usd / gpus_per_server
     capital_usd = run.gpu_hours * capital_per_h / run.utilization

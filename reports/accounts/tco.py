@@ -122,9 +122,10 @@ def cost_per_gpu_hour(gpu_hours: pl.DataFrame, settings: TcoSettings, peaks: pl.
          .mean().over("day")).alias("static_energy_cost_usd"),
     )
     if peaks is None:
-        base, _ = allocated_demand_charge(base, NO_METER, 1.0, {}, settings.demand_charge_usd_per_kw_month)
+        base, _ = allocated_demand_charge(base, NO_METER, 1.0, {}, settings.demand_charge_usd_per_kw_month,
+                                          settings.tariff_timezone)
     else:
-        base = allocate(base, peaks)
+        base = allocate(base, peaks, settings.tariff_timezone)
     density = density_surcharge_ratio(settings.rack_kw, settings)
     energy_cost, demand = pl.col("energy_cost_usd"), pl.col("demand_charge_usd")
     metered = with_calendar_costs(base, settings).with_columns(
@@ -222,10 +223,12 @@ def tco_day(con, day: dt.date, settings: TcoSettings, data_dir: Path | None, *,
     hours = pl.concat([day_hours, ctx["hour_at"].cast(pl.Datetime("us", "UTC"))]).unique().sort()
     prices, price_counts, price_source = hourly_prices(hours, settings, data_dir)
     ctx = ctx.join(prices, on="hour_at", how="left")
-    site_kw = site_hour_kw(with_facility_energy(ctx), inputs.pue, settings.node_energy_min_coverage_ratio)
-    peaks = day_peaks(site_kw, month_peak_before(con, day), settings.demand_charge_usd_per_kw_month)
+    site_kw = site_hour_kw(with_facility_energy(ctx), inputs.pue, settings.node_energy_min_coverage_ratio,
+                           settings.tariff_timezone)
+    peaks = day_peaks(site_kw, month_peak_before(con, day, settings.tariff_timezone),
+                      settings.demand_charge_usd_per_kw_month)
     store_peaks(con, day, peaks)
-    later = later_days_accounted(con, day)
+    later = later_days_accounted(con, day, settings.tariff_timezone)
     if later:
         notes.append(f"{len(later)} later day(s) of this month were accounted before this one ({later[0]} to "
                      f"{later[-1]}): their demand charges assumed this day's earlier peak; re-run them in order "

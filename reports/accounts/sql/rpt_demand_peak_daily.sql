@@ -1,22 +1,26 @@
 -- rpt_demand_peak_daily: each site's demand peak of the day and the part of the month's demand
 -- charge the day added (reports/accounts/demand.py).
 -- kind: day
--- grain: one row per (day, site)
+-- grain: one row per (day, site, billing_month): one billing month a day, two on the UTC day that
+--   holds a month's turn in the tariff's time zone
 -- Written by reports.accounts.tco.tco_day; a day's rows are replaced as a whole when it is re-run.
 -- Summed over a month's days (accounted in date order), demand_charge_usd is rate x the month's peak.
 -- columns:
 --   day [DATE] UTC day
 --   site [text] site
+--   billing_month [DATE] first day of the utility's local month ([tco] tariff_timezone) the row's
+--     hours fall in (NULL in rows written before it was kept: their UTC day's month)
 --   peak_hour_at [TIMESTAMPTZ, UTC] the hour of the day's highest demand (the earliest of equal ones)
 --   peak_kw [kW] the site's average power in that hour
 --   peak_basis [text] 'facility_meter' (fct_pue_hourly, the meter covered enough of the hour) or
 --     'gpu_it_x_pue' (the GPU-hours' IT energy x PUE)
---   month_peak_before_kw [kW] the highest peak_kw of the month's earlier days (NULL: none accounted)
+--   month_peak_before_kw [kW] the highest peak_kw of the billing month's earlier days (NULL: none accounted)
 --   charged_kw [kW] max(0, peak_kw - month_peak_before_kw): what the day adds to the month's peak
 --   demand_charge_usd [USD] charged_kw x demand_charge_usd_per_kw_month
 CREATE TABLE IF NOT EXISTS rpt_demand_peak_daily (
     day DATE NOT NULL,
     site VARCHAR NOT NULL,
+    billing_month DATE,
     peak_hour_at TIMESTAMPTZ NOT NULL,
     peak_kw DOUBLE,
     peak_basis VARCHAR,

@@ -61,7 +61,30 @@ def test_a_new_month_starts_from_zero_and_a_rerun_replaces_its_day():
     assert demand(con, april) == pytest.approx(RATE * 0.5 * (0.35 + 0.56) * 1.25), "March's peak is not April's"
     again = tco_day(con, DAY, settings, None)
     assert demand(con, DAY) == pytest.approx(RATE * again.peak_site_kw)
-    assert con.execute("SELECT count(*) FROM rpt_demand_peak_daily").fetchone()[0] == 2
+    # 1 April 00:00-04:00 UTC is still March in New York (the tariff's zone): that UTC day holds two
+    # billing months, and its March hours add nothing to March's higher peak
+    assert con.execute("SELECT day, billing_month, charged_kw FROM rpt_demand_peak_daily ORDER BY ALL").fetchall() == [
+        (DAY, dt.date(2026, 3, 1), pytest.approx(again.peak_site_kw)), (april, dt.date(2026, 3, 1), 0.0),
+        (april, april, pytest.approx(0.5 * (0.35 + 0.56) * 1.25))]
+
+
+def test_a_peak_in_the_first_utc_hours_of_a_month_raises_the_month_it_is_where_the_site_is():
+    """New York: 02:00 UTC on 1 April is 22:00 on 31 March. By the UTC month, a peak there raised
+    April's bill, and a higher one later in April was charged only what it added to it (a review's
+    19.50 + 195 USD for a bill of 195 + 195)."""
+    from joulehouse.reports.accounts.demand import allocated_demand_charge, NO_METER
+    import polars as pl
+    hours = [dt.datetime(2026, 3, 31, 12, tzinfo=dt.timezone.utc), dt.datetime(2026, 4, 1, 2, tzinfo=dt.timezone.utc),
+             dt.datetime(2026, 4, 1, 12, tzinfo=dt.timezone.utc)]
+    gpu_hours = pl.DataFrame({"day": [h.date() for h in hours], "site": ["s"] * 3, "hour_at": hours,
+                              "facility_energy_kwh": [10.0, 13.0, 13.0]},
+                             schema_overrides={"hour_at": pl.Datetime("us", "UTC")})
+    charged, peaks = allocated_demand_charge(gpu_hours, NO_METER, 1.0, {}, RATE, "America/New_York")
+    assert peaks.select("billing_month", "charged_kw").rows() == [
+        (dt.date(2026, 3, 1), 10.0), (dt.date(2026, 3, 1), 3.0), (dt.date(2026, 4, 1), 13.0)]
+    assert charged["demand_charge_usd"].to_list() == [RATE * 10.0, RATE * 3.0, RATE * 13.0]
+    by_utc, _ = allocated_demand_charge(gpu_hours, NO_METER, 1.0, {}, RATE)  # a tariff in UTC bills UTC months
+    assert by_utc["demand_charge_usd"].to_list() == [RATE * 10.0, RATE * 13.0, 0.0]
 
 
 def test_accounting_a_day_after_later_days_of_its_month_says_so():
@@ -89,3 +112,21 @@ def test_the_facility_meter_sets_the_peak_where_it_covered_the_hour():
     assert row == (at(9), "facility_meter")
     payers = con.execute("SELECT sum(demand_charge_usd) FROM rpt_tco_daily WHERE job_id = 'unallocated'").fetchone()[0]
     assert payers == pytest.approx(RATE * 3.0), "no job ran at 09:00: the idle line pays"
+
+
+def test_rows_written_before_the_billing_month_was_kept_count_in_their_utc_month():
+    """A warehouse whose rpt_demand_peak_daily predates the column: its rows are read as their UTC
+    day's month, and the table takes the column instead of the next day's account failing."""
+    con = build_world()
+    later = DAY + dt.timedelta(days=1)
+    add_day(con, later, 1.0)
+    con.execute("CREATE TABLE rpt_demand_peak_daily (day DATE NOT NULL, site VARCHAR NOT NULL, peak_hour_at TIMESTAMPTZ "
+                "NOT NULL, peak_kw DOUBLE, peak_basis VARCHAR, month_peak_before_kw DOUBLE, charged_kw DOUBLE, "
+                "demand_charge_usd DOUBLE)")
+    site = con.execute("SELECT DISTINCT site FROM fct_pue_hourly").fetchone()[0]
+    con.execute("INSERT INTO rpt_demand_peak_daily VALUES (?, ?, ?, 100.0, 'facility_meter', NULL, 100.0, 1500.0)",
+                [DAY, site, at(5)])
+    tco_day(con, later, TcoSettings(demand_charge_usd_per_kw_month=RATE), None)
+    assert demand(con, later) == 0.0, "the old row's 100 kW is March's peak"
+    assert con.execute("SELECT billing_month FROM rpt_demand_peak_daily WHERE day = ?", [later]).fetchone()[0] == (
+        dt.date(2026, 3, 1))

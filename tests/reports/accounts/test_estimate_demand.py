@@ -35,9 +35,24 @@ def metered_run(start: dt.datetime, hours: int) -> duckdb.DuckDBPyConnection:
     return con
 
 
-def estimated(start: dt.datetime | None, hours: float) -> float:
+def estimated(start: dt.datetime | None, hours: float, timezone: str = "UTC") -> float:
     run = RunShape(gpu_hours=GPUS * hours, avg_power_w=POWER_W, pue=PUE, gpus=GPUS, hours=hours)
-    return estimate_cost(run, 80.0, RATE, 30000.0, 60000.0, 8, 5.0, 0.1, "flat", start=start)["demand_charge_usd"]
+    return estimate_cost(run, 80.0, RATE, 30000.0, 60000.0, 8, 5.0, 0.1, "flat", start=start,
+                         timezone=timezone)["demand_charge_usd"]
+
+
+def test_the_months_billed_are_the_tariffs_local_ones_in_the_estimate_and_the_accounts():
+    """22:00-02:00 UTC across 31 March is 18:00-22:00 on 31 March in New York: one March bill there,
+    where UTC months charged the peak twice (March and April)."""
+    start = dt.datetime(2026, 3, 31, 22, tzinfo=UTC)
+    con = metered_run(start, 4)
+    settings = TcoSettings(demand_charge_usd_per_kw_month=RATE, tariff_timezone="America/New_York")
+    for day in (start.date(), start.date() + dt.timedelta(days=1)):
+        tco_day(con, day, settings, None)
+    one_bill = RATE * GPUS * POWER_W / 1000 * PUE
+    assert con.execute("SELECT sum(demand_charge_usd) FROM rpt_tco_daily").fetchone()[0] == pytest.approx(one_bill)
+    assert estimated(start, 4.0, "America/New_York") == pytest.approx(one_bill)
+    assert estimated(start, 4.0) == pytest.approx(2 * one_bill)  # a tariff in UTC bills UTC months
 
 
 @pytest.mark.parametrize("start, days", [

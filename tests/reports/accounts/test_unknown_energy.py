@@ -140,7 +140,8 @@ def peak_hour(energies: list[float | None]) -> pl.DataFrame:
     ([1.0, 3.0], [25.0, 75.0]),          # pro rata by energy, as before
 ])
 def test_allocate_puts_the_whole_charge_on_the_peak_hour(energies, expected):
-    peaks = pl.DataFrame({"day": [DAY], "site": ["s"], "peak_hour_at": [T0], "demand_charge_usd": [100.0]},
+    peaks = pl.DataFrame({"day": [DAY], "site": ["s"], "billing_month": [DAY.replace(day=1)], "peak_hour_at": [T0],
+                          "demand_charge_usd": [100.0]},
                          schema_overrides={"peak_hour_at": pl.Datetime("us", "UTC")})
     out = allocate(peak_hour(energies), peaks)
     assert out["demand_charge_usd"].to_list() == pytest.approx(expected)

@@ -110,6 +110,12 @@ def parse_dcmi_power(text: str) -> float | None:
 
 
 _TOTAL_POWER = re.compile(r"pwr\s*consumption|total\s*power|sys(tem)?\s*power|node\s*power|power\s*meter|input\s*power", re.I)
+# One power supply's input ("PS1 Input Power", "PSU2 Input Power"): the server draws their sum. Taken
+# as the server's total, the first supply's alone was half the power of a server with two.
+_SUPPLY_INPUT = re.compile(r"^\s*(ps|psu|pws|power\s*supply)\s*_?\d+\b.*\b(input|in)\b.*\bpower\b", re.I)
+# A DCMI refusal that holds only for now ("Command not supported in present state (d5)"): asked again
+# next poll. Any other refusal ("Invalid command (c1)") means the BMC has no DCMI.
+_DCMI_FOR_NOW = re.compile(r"present state|\(d5\)", re.I)
 _INLET = re.compile(r"inlet|intake|ambient|front\s*panel\s*temp", re.I)
 _EXHAUST = re.compile(r"exhaust|outlet", re.I)
 
@@ -119,8 +125,16 @@ def pick_readings(sensors: Sequence[SensorReading]) -> dict[str, float | None]:
     named 'Inlet' that reads in Watts is not a temperature)."""
     readable = [s for s in sensors if s.value is not None]
     watts = [s for s in readable if s.unit.startswith("watt")]
-    total = [s for s in watts if _TOTAL_POWER.search(s.name)]
-    sdr_power = total[0].value if total else (watts[0].value if len(watts) == 1 else None)
+    supplies = [s for s in sensors if _SUPPLY_INPUT.search(s.name)]
+    total = [s for s in watts if _TOTAL_POWER.search(s.name) and s not in supplies]
+    if total:
+        sdr_power = total[0].value
+    elif supplies:
+        # the supplies' inputs summed; one not read leaves the server's total unknown (NULL), not lower
+        read = [s for s in supplies if s.value is not None and s.unit.startswith("watt")]
+        sdr_power = sum(s.value for s in read) if len(read) == len(supplies) else None
+    else:
+        sdr_power = watts[0].value if len(watts) == 1 else None
     temps = [s for s in readable if s.unit.startswith("degrees c")]
     inlet = next((s.value for s in temps if _INLET.search(s.name)), None)
     exhaust = next((s.value for s in temps if _EXHAUST.search(s.name)), None)
@@ -217,7 +231,7 @@ class IpmiSource:
         result = self._call("dcmi", "power", "reading")
         if result.returncode != 0:
             text = result.stdout + result.stderr
-            if re.search(r"invalid command|not supported|unrecognized", text, re.I):
+            if not _DCMI_FOR_NOW.search(text) and re.search(r"invalid command|not supported|unrecognized", text, re.I):
                 log.info("ipmi: BMC %s:%d does not answer DCMI power reading; power_w stays NULL",
                          self.bmc_host, self.port)
                 self.dcmi_supported = False

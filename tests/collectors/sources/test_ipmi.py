@@ -50,6 +50,25 @@ def test_sdr_units_and_unreadable_sensors():
                         "fan_rpm_avg": 5700.0}  # unreadable Fan2 is left out of the mean, not 0
 
 
+SDR_SUPPLIES = """\
+System Fan 1     | 30h | ok  | 29.1 | 9403 RPM
+PS1 Input Power  | 64h | ok  | 10.1 | 280 Watts
+PS1 Curr Out %   | 65h | ok  | 10.1 | 34 percent
+PS2 Input Power  | 66h | ok  | 10.2 | 275 Watts
+Front Panel Temp | 21h | ok  | 12.1 | 23 degrees C
+"""
+
+
+def test_a_server_without_a_total_sensor_draws_the_sum_of_its_supplies_inputs():
+    """An Intel board's SDR names each supply's input and no total: the first supply's alone was
+    taken as the server's power (280 of 555 W), and with it the node energy the accounts charge."""
+    assert pick_readings(parse_sdr_elist(SDR_SUPPLIES))["sdr_power_w"] == 555.0
+    one_unread = SDR_SUPPLIES.replace("275 Watts", "No Reading")
+    assert pick_readings(parse_sdr_elist(one_unread))["sdr_power_w"] is None, "unknown, not one supply's"
+    with_total = SDR_SUPPLIES + "Pwr Consumption  | 77h | ok  |  7.1 | 560 Watts\n"
+    assert pick_readings(parse_sdr_elist(with_total))["sdr_power_w"] == 560.0, "the BMC's own total first"
+
+
 def test_dcmi_reading_and_deactivated_measurement():
     assert parse_dcmi_power(DCMI_OK) == 1150.0
     assert parse_dcmi_power(DCMI_OK.replace("activated", "deactivated")) is None
@@ -81,6 +100,19 @@ def test_a_bmc_without_dcmi_is_not_asked_again_and_power_stays_null():
     assert source.dcmi_supported is False
     assert [" ".join(c[0][-3:]) for c in runner.calls].count("dcmi power reading") == 1
     assert second["fan_rpm_avg"] == 8050.0
+
+
+def test_a_dcmi_refusal_for_the_present_state_is_asked_again_next_poll():
+    """Completion code D5 (not in the present state: the supplies' PMBus readings coming up after a
+    BMC reset) had turned DCMI off until the collector restarted: power_w NULL for good."""
+    runner = Replay({
+        "dcmi power reading": [CommandResult(1, "", "DCMI request failed because: Command not supported in present "
+                                                    "state (d5)\n"), CommandResult(0, DCMI_OK, "")],
+        "sdr elist": [CommandResult(0, SDR_SIM, "")],
+    })
+    source = IpmiSource("node-02", runner=runner)
+    assert [source.read().to_pylist()[0]["power_w"] for _ in range(3)] == [None, 1150.0, 1150.0]
+    assert source.dcmi_supported is True
 
 
 def test_timeouts_are_retried_within_the_bound_then_marked_and_the_password_stays_off_argv():

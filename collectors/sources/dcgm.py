@@ -30,7 +30,7 @@ from __future__ import annotations
 import logging
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -105,6 +105,7 @@ class DcgmSource:
         step_s: float = 30.0,
         state_path: str | Path = "var/state/dcgm-watermark.json",
         selector: str = "",
+        selector_candidates: Sequence[str] = (),
         timeout_s: float = 10.0,
         retries: int = 3,
         backoff_s: float = 1.0,
@@ -125,8 +126,11 @@ class DcgmSource:
         self.state = WatermarkState(state_path)
         # Raw samples exist for a plain selector only: a subclass that sets `query` to an expression
         # (links.py: rate(), label_replace) has none and is evaluated at the steps with query_range.
-        self.selector_query = fields_query(selector)
-        self.query = self.selector_query
+        # `selector_candidates`: matchers tried in turn until one finds series (the node default:
+        # dcgm-exporter names the host `Hostname`, `hostname` or only `instance`, by deployment);
+        # `selector` stands until then
+        self._selector_candidates = tuple(selector_candidates)
+        self._use_selector(selector or next(iter(self._selector_candidates), ""))
         self.timeout_s = timeout_s
         self.retries = retries
         self.backoff_s = backoff_s
@@ -169,6 +173,31 @@ class DcgmSource:
             self._client = PrometheusConnect(url=self.url, retry=Retry(total=0, raise_on_status=False),
                                              timeout=self.timeout_s)
         return self._client
+
+    def _use_selector(self, selector: str) -> None:
+        """Read the series `selector` matches (a subclass whose query is an expression rebuilds it)."""
+        self.selector_query = fields_query(selector)
+        self.query = self.selector_query
+
+    def _resolve_selector(self) -> None:
+        """Take the first candidate selector that finds series in the lookback (once found, for
+        good). Selecting `Hostname` alone, a deployment labelling `hostname` read nothing, while
+        the watermark moved past its samples."""
+        for candidate in self._selector_candidates:
+            # one count per field (a range function over several names drops __name__, and their
+            # series then clash), the first found
+            matchers = candidate.strip().strip("{}")
+            probe = " or ".join(f"count(count_over_time({field}{{{matchers}}}[{int(self.initial_lookback_s)}s]))"
+                                for field in (*FIELDS, *FIELD_ALIASES))
+            if self._with_retries(f"the series of {candidate}",
+                                  lambda: self._prometheus().custom_query(probe, timeout=self.timeout_s)):
+                self._use_selector(candidate)
+                self._selector_candidates = ()
+                log.info("%s: reading the series labelled %s", self.source_tag, candidate)
+                return
+        if self._selector_candidates:
+            log.warning("%s: no series at %s labelled %s: nothing to read for this host yet", self.source_tag,
+                        self.url, " or ".join(self._selector_candidates))
 
     @property
     def reads_raw_samples(self) -> bool:
@@ -271,6 +300,7 @@ class DcgmSource:
             log.warning("dcgm: this node's clock is %.0f s ahead of Prometheus at %s; syncing up to "
                         "Prometheus' own time", now_s - server_s, self.url)
             now_s = server_s
+        self._resolve_selector()
         state = self.state.load()
         written: list[WrittenFile] = []
         while True:

@@ -57,6 +57,15 @@ COLUMNS = [column for column, _ in FIELDS.values()]
 WIDE_COLUMNS = frozenset({"energy_mj_total", "pcie_tx_bytes_per_s", "pcie_rx_bytes_per_s"})
 
 
+# Fields of the whole device, the same in each MIG instance's series; the others (activity, memory
+# used, utilisation) are each instance's own, and a GPU's sum of them is not what the column means.
+DEVICE_FIELDS = frozenset({
+    "DCGM_FI_DEV_POWER_USAGE", "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", "DCGM_FI_DEV_SM_CLOCK", "DCGM_FI_DEV_MEM_CLOCK",
+    "DCGM_FI_DEV_GPU_TEMP", "DCGM_FI_DEV_MEMORY_TEMP", "DCGM_FI_DEV_POWER_MGMT_LIMIT",
+    "DCGM_FI_DEV_CLOCKS_EVENT_REASONS"})
+MIG_LABELS = frozenset({"GPU_I_ID", "GPU_I_PROFILE"})
+
+
 def fields_query(selector: str = "") -> str:
     """One PromQL selector for every field: `{__name__=~"A|B|...", <selector matchers>}`."""
     matchers = f'__name__=~"{"|".join([*FIELDS, *FIELD_ALIASES])}"'
@@ -118,6 +127,11 @@ def pivot_range_result(result: Iterable[dict[str, Any]]) -> tuple[pa.Table, list
             rejected.append(f"{name or '<no __name__>'} {labels}: not a field this source reads")
             continue
         key = series_key(labels)
+        if labels.get("GPU_I_ID") and name in DEVICE_FIELDS:
+            # with MIG on, dcgm-exporter gives every field once per instance, and the device's own
+            # fields (power, energy, clocks, temperatures) are the same in each: read once per GPU,
+            # or a MIG GPU's energy left the lake whole
+            key = series_key({k: v for k, v in labels.items() if k not in MIG_LABELS})
         if isinstance(key, str):
             rejected.append(f"{name} {labels}: {key}")
             continue

@@ -151,10 +151,14 @@ class PrometheusLinkSource(DcgmSource):
 
     def __init__(self, lake: str | Path, *, node_selector: str = "",
                  rate_window_s: int = DEFAULT_RATE_WINDOW_S, **kwargs: Any):
+        self._node_selector, self._rate_window_s = node_selector, rate_window_s
         super().__init__(lake, **kwargs)
         if rate_window_s < 2 * self.step_s:
             raise ValueError(f"rate_window_s={rate_window_s!r}: expected at least two steps ({2 * self.step_s} s)")
-        self.query = links_queries(kwargs.get("selector", ""), node_selector, rate_window_s, self.step_s)
+
+    def _use_selector(self, selector: str) -> None:
+        super()._use_selector(selector)
+        self.query = links_queries(selector, self._node_selector, self._rate_window_s, self.step_s)
 
     @classmethod
     def from_settings(cls, lake: str | Path, settings: CollectorSettings, **overrides: Any) -> PrometheusLinkSource:

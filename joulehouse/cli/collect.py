@@ -155,7 +155,7 @@ def _build_sources(names, host, lake, settings, sim_gpus, defaults):
             if settings.dcgm_state_path == defaults.dcgm_state_path:
                 overrides["state_path"] = lake.parent / "state" / "dcgm-watermark.json"
             if not settings.dcgm_selector:
-                overrides["selector"] = f'Hostname="{host}"'
+                overrides["selector_candidates"] = _host_selectors(host)
             dcgm = DcgmSource.from_settings(lake, settings, **overrides)
             log.info("dcgm: reading %s at %s every %.0f s", dcgm.query, dcgm.url, settings.dcgm_sync_interval_s)
             sources.append(Scheduled(dcgm, interval_s=settings.dcgm_sync_interval_s, background=True))
@@ -169,12 +169,20 @@ def _build_sources(names, host, lake, settings, sim_gpus, defaults):
                 overrides["state_path"] = lake.parent / "state" / STATE_FILE_NAME
             if not settings.dcgm_selector:
                 # this host's series only: dcgm-exporter labels them, node_exporter's instance names it
-                overrides["selector"] = f'Hostname="{host}"'
+                overrides["selector_candidates"] = _host_selectors(host)
                 overrides["node_selector"] = f'instance=~"{re.escape(host)}(:[0-9]+)?"'
             links = PrometheusLinkSource.from_settings(lake, settings, **overrides)
             log.info("links: reading %s at %s every %.0f s", links.query, links.url, settings.dcgm_sync_interval_s)
             sources.append(Scheduled(links, interval_s=settings.dcgm_sync_interval_s, background=True))
     return sources
+
+
+def _host_selectors(host: str) -> tuple[str, ...]:
+    """This host's dcgm-exporter series, by the label its deployment names the host with (the
+    source takes the first that finds series: collectors.sources.dcgm)."""
+    import re
+
+    return (f'Hostname="{host}"', f'hostname="{host}"', f'instance=~"{re.escape(host)}(:[0-9]+)?"')
 
 
 def register(app: typer.Typer) -> None:

@@ -73,11 +73,25 @@ def test_framebuffer_used_lands_as_mem_used_mib_unconverted():
 def test_series_that_cannot_be_keyed_are_set_aside_with_a_reason():
     _, rejected = pivot_range_result([
         series("DCGM_FI_DEV_POWER_USAGE", [(100, "1")], UUID=""),
-        series("DCGM_FI_DEV_POWER_USAGE", [(100, "1")], GPU_I_ID="3"),
+        series("DCGM_FI_PROF_SM_ACTIVE", [(100, "0.5")], GPU_I_ID="3"),  # one MIG instance's own activity
         series("DCGM_FI_DEV_POWER_USAGE", [(100, "watts")]),
     ])
     assert len(rejected) == 3
     assert "UUID" in rejected[0] and "MIG" in rejected[1] and "not a number" in rejected[2]
+
+
+def test_a_mig_gpus_device_readings_are_read_once_from_its_instances_series():
+    """With MIG on, dcgm-exporter gives every field once per instance (GPU_I_ID), the device's power
+    and energy counter included, the same in each: all were set aside, and the GPU's whole energy
+    left the lake. Per-instance fields (activity) stay aside: a GPU's value is not theirs."""
+    mig = [series(name, [(100, value)], GPU_I_ID=i, GPU_I_PROFILE=p)
+           for i, p in (("1", "3g.40gb"), ("2", "4g.40gb"))
+           for name, value in (("DCGM_FI_DEV_POWER_USAGE", "310.0"), ("DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", "987654321"),
+                               ("DCGM_FI_PROF_SM_ACTIVE", "0.25"))]
+    table, rejected = pivot_range_result(mig)
+    assert table.select(["gpu_uuid", "power_w", "energy_mj_total", "sm_active_ratio"]).to_pylist() == [
+        {"gpu_uuid": "GPU-abc", "power_w": 310.0, "energy_mj_total": 987654321, "sm_active_ratio": None}]
+    assert len(rejected) == 2 and all("DCGM_FI_PROF_SM_ACTIVE" in r and "MIG" in r for r in rejected)
 
 
 def test_dcgm_no_value_sentinels_are_null_and_the_rest_of_the_reading_is_kept():

@@ -252,3 +252,30 @@ def test_no_rows_while_prometheus_was_not_scraping_and_each_row_at_its_scrape_ti
     for uuid, times in scraped.items():
         lake = sorted(round(r["sampled_at"].timestamp(), 3) for r in rows if r["gpu_uuid"] == uuid)
         assert lake == [round(t, 3) for t in times], f"{uuid}: the lake's rows are not the scrapes"
+
+
+def test_the_node_collector_finds_its_series_whichever_label_names_the_host(tmp_path):
+    """dcgm-exporter names the host `Hostname`, `hostname` or only `instance`, by deployment. The
+    node's default selected `Hostname` alone: a `hostname` deployment gave no row, said nothing,
+    and the watermark moved past its samples for good."""
+    from joulehouse.cli.collect import _build_sources
+    from joulehouse.collectors.settings import CollectorSettings
+
+    def lower_case_hostname() -> str:
+        return "".join(f'DCGM_FI_DEV_POWER_USAGE{{gpu="{i}",UUID="GPU-low-{i}",modelName="NVIDIA H100 80GB HBM3",'
+                       f'hostname="node-07"}} {100 + i}\n' for i in range(2))
+
+    exporter = TextEndpoint(lower_case_hostname)
+    server = PrometheusServer(tmp_path / "prometheus", exporter.port)
+    try:
+        wait_for(lambda: server.series_count("count(DCGM_FI_DEV_POWER_USAGE)") == 2, 30, "the first scrape")
+        settings = CollectorSettings(prometheus_url=server.url, prometheus_step_s=1, dcgm_settle_s=0)
+        [entry] = _build_sources(["dcgm"], "node-07", tmp_path / "lake", settings, 0, CollectorSettings())
+        time.sleep(2)
+        entry.source.sync()
+        rows = lake_rows(tmp_path / "lake")
+        assert {r["gpu_uuid"] for r in rows} == {"GPU-low-0", "GPU-low-1"} and all(r["host"] == "node-07" for r in rows)
+        assert 'hostname="node-07"' in entry.source.query
+    finally:
+        server.stop()
+        exporter.stop()

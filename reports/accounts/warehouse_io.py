@@ -110,12 +110,13 @@ def read_day_inputs(con, day: dt.date, fallback_region: str, min_node_coverage_r
         raw_dim = con.sql(load_sql("acct_dim_gpu")).pl()
         dim = raw_dim.select(["gpu_uuid"] + [
             (pl.col(c).cast(t) if c in raw_dim.columns else pl.lit(None, dtype=t)).alias(c) for c, t in inventory_cols.items()
-        ]).unique("gpu_uuid")
+        ] + [(pl.col("gpu_model").cast(pl.String) if "gpu_model" in raw_dim.columns else pl.lit(None, dtype=pl.String))
+             .alias("inventory_gpu_model")]).unique("gpu_uuid")
         # A dim_gpu without in_inventory (an older warehouse, a hand-made one) is all inventory.
         fleet = raw_dim.select([(pl.col(c).cast(t) if c in raw_dim.columns else pl.lit(None, dtype=t)).alias(c)
                                 for c, t in FLEET_COLUMNS.items()]).unique("gpu_uuid")
     else:
-        dim = pl.DataFrame(schema={"gpu_uuid": pl.String, **inventory_cols})
+        dim = pl.DataFrame(schema={"gpu_uuid": pl.String, **inventory_cols, "inventory_gpu_model": pl.String})
         fleet = pl.DataFrame(schema=FLEET_COLUMNS)
         notes.append("dim_gpu absent: settings defaults used for site, region, embodied carbon and capital")
     unmetered = unmetered_fleet_hours(gpu_hours, fleet, day)
@@ -130,11 +131,16 @@ def read_day_inputs(con, day: dt.date, fallback_region: str, min_node_coverage_r
     default_site = sites[0] if len(sites) == 1 else "unknown"
 
     def with_inventory(hours: pl.DataFrame) -> pl.DataFrame:
-        # inventory_site: the inventory's own site (NULL outside it), before any default fills `site`
-        return hours.join(dim, on="gpu_uuid", how="left").with_columns(pl.col("site").alias("inventory_site")).with_columns(
+        # inventory_site: the inventory's own site (NULL outside it), before any default fills `site`;
+        # the model the readings name, else the inventory's (one GPU's unread hours took the inventory's
+        # and its read ones none: two embodied rates in one day, its carbon filed under no model)
+        hours = hours.join(dim, on="gpu_uuid", how="left").with_columns(pl.col("site").alias("inventory_site"))
+        model = (pl.coalesce("gpu_model", "inventory_gpu_model") if "gpu_model" in hours.columns
+                 else pl.col("inventory_gpu_model"))
+        return hours.with_columns(
             pl.col("site").fill_null(default_site), pl.col("region").fill_null(fallback_region),
-            pl.col("rack").fill_null(pl.col("host")),
-        )
+            pl.col("rack").fill_null(pl.col("host")), model.alias("gpu_model"),
+        ).drop("inventory_gpu_model")
 
     gpu_hours, unmetered = with_inventory(gpu_hours), with_inventory(unmetered)
     if unmetered.height:

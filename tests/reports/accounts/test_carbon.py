@@ -132,6 +132,21 @@ def test_embodied_uses_inventory_then_model_defaults(world, shared_data):
     assert default_gpu_embodied_kgco2e("Unknown GPU", 123.0) == 123.0
 
 
+def test_a_gpu_whose_readings_name_no_model_takes_the_inventorys_for_every_hour(world, shared_data):
+    """Readings without a model (an imported log) of an H200 the inventory names: its read hours
+    took the fallback embodied rate and its unread ones the H200's (two rates in one day), and its
+    carbon was filed under no model."""
+    world.execute("UPDATE dim_gpu SET gpu_model = 'NVIDIA H200' WHERE gpu_uuid = 'GPU-h100'")
+    world.execute("UPDATE fct_gpu_energy_hourly SET gpu_model = NULL WHERE gpu_uuid = 'GPU-h100'")
+    world.execute("DELETE FROM fct_gpu_energy_hourly WHERE gpu_uuid = 'GPU-h100' AND hour(hour_at) >= 12")
+    summary = carbon_day(world, DAY, CarbonSettings(), shared_data)
+    a100 = embodied_gco2e_per_gpu_hour(143, 2750, 8, 4)
+    h200 = embodied_gco2e_per_gpu_hour(default_gpu_embodied_kgco2e("NVIDIA H200", 999.0), 2750, 8, 5)
+    assert summary.embodied_gco2e == pytest.approx(24 * (a100 + h200))
+    models = world.execute("SELECT DISTINCT gpu_model FROM rpt_carbon_by_gpu_daily WHERE day = ?", [DAY]).fetchall()
+    assert None not in {m for (m,) in models} and ("NVIDIA H200",) in models
+
+
 def test_range_brackets_central_and_widens_with_uncertainty(world, shared_data):
     narrow = carbon_day(world, DAY, CarbonSettings(), shared_data)
     assert narrow.total_low_gco2e < narrow.total_gco2e < narrow.total_high_gco2e

@@ -72,13 +72,19 @@ def estimate(
         try:
             # the flag, else the site's [carbon] grid_file, else the region's reference file under --data-dir
             given = grid_file or (carbon.grid_file if data_dir is None else "")
+            # the site's file is its [carbon] region's: another --region gets its reference file, not
+            # the site's hours relabelled (France's 63 g/kWh had been CAISO's)
             series, sentence = intensity_for_region(region, str(given or ""), data_dir or DEFAULT_DATA_DIR,
-                                                    setting="--grid-file" if grid_file else "[carbon] grid_file")
+                                                    setting="--grid-file" if grid_file else "[carbon] grid_file",
+                                                    grid_file_region=None if grid_file else carbon.region)
         except GridFileError as exc:
             fail(f"{exc} (give --grid-file, --data-dir, or [carbon] grid_file in --config)")
         if series.height == 0:
             fail(f"no hourly intensity for region {region!r}: give --grid-file or --grid-gco2e-per-kwh")
-        intensity, counts = hourly_mean(series, "intensity_gco2e_per_kwh", started, run.hours, 0.0)
+        try:
+            intensity, counts = hourly_mean(series, "intensity_gco2e_per_kwh", started, run.hours, None)
+        except ValueError as exc:
+            fail(f"{exc}: {sentence}")
         source = f"hourly mean {intensity:.2f} gCO2e/kWh from {sentence}, year-mapped"
         extra["intensity_rule_counts"] = counts
     else:

@@ -88,7 +88,10 @@ def estimate(
             lmp = load_pjm_lmp_csv(path, node)
         except PriceFileError as exc:
             fail(f"{exc} (give --price-file, --data-dir, or [tco] price_file in --config)")
-        price, counts = hourly_mean(lmp, "price_usd_per_mwh", started, run.hours, 0.0)
+        try:
+            price, counts = hourly_mean(lmp, "price_usd_per_mwh", started, run.hours, None)  # never a free hour
+        except ValueError as exc:
+            fail(f"{exc}: {path.name} node {node}")
         source = f"hourly mean {price:.2f} USD/MWh of {path.name} node {node}, year-mapped"
         extra["price_rule_counts"] = counts
     else:
@@ -116,8 +119,8 @@ def register(app: typer.Typer) -> None:
 
 def _tariff_mean(tco, hours: float | None, started, fail) -> tuple[float, str]:
     """The [tco] tariff's price (USD/MWh) over the run's hours, each weighed by the part of it the
-    run spends there; from NOMINAL_START without --start (a tariff's price depends on the hour)."""
-    from joulehouse.reports.accounts.estimate import NOMINAL_START, overlap_mean, run_hour_overlaps
+    run spends there; from nominal_start without --start (a tariff's price depends on the hour)."""
+    from joulehouse.reports.accounts.estimate import nominal_start, overlap_mean, run_hour_overlaps
     from joulehouse.reports.accounts.prices import PriceFileError, load_urdb_tariff, tariff_prices
 
     if hours is None:
@@ -127,8 +130,9 @@ def _tariff_mean(tco, hours: float | None, started, fail) -> tuple[float, str]:
         tariff = load_urdb_tariff(Path(tco.tariff_file), tco.tariff_tier)
     except PriceFileError as exc:
         fail(str(exc))
-    overlaps = run_hour_overlaps(started or NOMINAL_START, hours)
+    placed_at = started or nominal_start(tco.tariff_timezone)
+    overlaps = run_hour_overlaps(placed_at, hours)
     mean = overlap_mean(tariff_prices(tariff, overlaps["hour_at"], tco.tariff_timezone), "price_usd_per_kwh",
                         overlaps) * 1000.0
-    placed = "" if started else f", placed from {NOMINAL_START:%Y-%m-%d} (give --start)"
+    placed = "" if started else f", placed from {placed_at:%Y-%m-%d %H:%M} UTC (give --start)"
     return mean, f"hourly mean {mean:.2f} USD/MWh of the [tco] tariff {Path(tco.tariff_file).name}{placed}"

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import datetime as dt
 from dataclasses import asdict, dataclass
+from zoneinfo import ZoneInfo
 
 import polars as pl
 
@@ -27,10 +28,17 @@ from joulehouse.reports.accounts.demand import NO_METER, allocated_demand_charge
 from joulehouse.reports.accounts.embodied import HOURS_PER_YEAR, capital_usd_per_gpu_hour, embodied_gco2e_per_gpu_hour
 from joulehouse.reports.accounts.yearmap import map_to_target_hours, rule_counts
 
-# A run without a start begins at a month's first hour (00:00 UTC on 1 January): a run of up to 31
-# days then falls in one monthly demand bill, the fewest it can (a lower bound), as a sliding
-# pro rata would pretend of any run; a longer one in the months it would from 1 January.
+# A run without a start begins at a month's first hour (00:00 on 1 January where the tariff bills,
+# nominal_start): a run of up to 31 days then falls in one monthly demand bill, the fewest it can (a
+# lower bound), as a sliding pro rata would pretend of any run; a longer one in the months it would
+# from 1 January.
 NOMINAL_START = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)
+
+
+def nominal_start(timezone: str = "UTC") -> dt.datetime:
+    """NOMINAL_START's wall time in the tariff's zone, as UTC: 1 January's first local hour (from
+    00:00 UTC, a New York run's first five hours were December's, a second demand bill)."""
+    return NOMINAL_START.replace(tzinfo=ZoneInfo(timezone)).astimezone(dt.timezone.utc)
 
 
 @dataclass(frozen=True)
@@ -76,12 +84,19 @@ def run_hour_overlaps(start: dt.datetime, hours: float) -> pl.DataFrame:
 
 
 def hourly_mean(source: pl.DataFrame, value_col: str, start: dt.datetime, hours: float,
-                default: float) -> tuple[float, dict[str, int]]:
+                default: float | None) -> tuple[float, dict[str, int]]:
     """Mean of an hourly series over a run at constant load, each hour weighed by the part of it
-    the run spends there, with the year-mapping rule counts (reports.accounts.yearmap)."""
+    the run spends there, with the year-mapping rule counts (reports.accounts.yearmap). An hour
+    the series cannot give (an hour of the day it never holds) takes `default`; None: ValueError
+    naming how many, since a mean over unknown hours is unknown (0 had read a night-time run as
+    0 gCO2e)."""
     overlaps = run_hour_overlaps(start, hours)
     mapped = map_to_target_hours(source.select("hour_at", value_col), overlaps["hour_at"], [value_col],
                                  {value_col: default})
+    unknown = mapped[value_col].null_count()
+    if unknown:
+        raise ValueError(f"{unknown} of the run's {mapped.height} hours have no {value_col} in the file: it never "
+                         "holds those hours of the day (give a file that covers them, or a flat value)")
     return overlap_mean(mapped, value_col, overlaps), rule_counts(mapped)
 
 
@@ -133,7 +148,7 @@ def demand_charge_of_run(run: RunShape, demand_charge_usd_per_kw_month: float, s
     site; `timezone`: the tariff's, whose local months are billed."""
     gpus = run.gpus or 1
     hours = run.hours if run.hours is not None else run.gpu_hours / gpus
-    meter = run_meter_hours(start or NOMINAL_START, hours, gpus * run.avg_power_w / 1000.0 * run.pue)
+    meter = run_meter_hours(start or nominal_start(timezone), hours, gpus * run.avg_power_w / 1000.0 * run.pue)
     charged, _ = allocated_demand_charge(meter, NO_METER, 1.0, {}, demand_charge_usd_per_kw_month, timezone)
     return float(charged["demand_charge_usd"].sum())
 
@@ -144,7 +159,7 @@ def estimate_cost(run: RunShape, price_usd_per_mwh: float, demand_charge_usd_per
                   start: dt.datetime | None = None, timezone: str = "UTC") -> dict:
     """USD of a run by component; returns a JSON-ready dict with the inputs and the method.
     `start`: when the run starts (the calendar months its demand charge falls in, in `timezone`,
-    the tariff's); None: NOMINAL_START."""
+    the tariff's); None: nominal_start(timezone)."""
     energy_usd = run.energy_kwh * price_usd_per_mwh / 1000.0
     demand_usd = demand_charge_of_run(run, demand_charge_usd_per_kw_month, start, timezone)
     capital_per_h = capital_usd_per_gpu_hour(gpu_capex_usd, server_capex_usd, gpus_per_server, lifetime_years)
@@ -165,7 +180,7 @@ def estimate_cost(run: RunShape, price_usd_per_mwh: float, demand_charge_usd_per
         "method": (
             f"energy at the meter x price ({price_source}); demand charge as the daily accounts charge it: the run's "
             "peak kW (GPUs x avg power x PUE) once in every calendar month it touches (from "
-            f"{(start or NOMINAL_START).isoformat()}); capital straight-line over the lifetime and "
+            f"{(start or nominal_start(timezone)).isoformat()}); capital straight-line over the lifetime and "
             "operations as a yearly share of capital, per GPU-hour / utilization"
         ),
         "inputs": asdict(run),

@@ -164,7 +164,9 @@ def intensity_for_region(
             regular_file(path, "grid intensity file", GridFileError)
         except GridFileError as exc:
             raise GridFileError(f"{exc} ({setting})") from None
-        frame = load_intensity_file(path, region, basis)
+        # a file naming no region (WattTime's) is the settings' region's: named for the region asked,
+        # a French GPU was charged California's hours (6x its own) as if they were France's
+        frame = load_intensity_file(path, grid_file_region or region, basis)
         if frame.filter(pl.col("region") == region).height == 0 and frame["region"].n_unique() == 1:
             if grid_file_region is not None and region != grid_file_region:
                 # France's hours charged to a GPU placed in Germany, labelled 'exact': the file is

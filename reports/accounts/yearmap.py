@@ -115,11 +115,14 @@ def map_to_target_hours(
         filled = (
             missing.with_columns(pl.col("hour_at").dt.hour().alias("k_hour"))
             .join(profile, on="k_hour", how="left")
+            # an hour of the day the source never holds has no profile: the default, and said so
+            # (it was counted 'hour_of_day_mean', and the CLI's default of 0 went by unseen)
+            .with_columns(pl.when(pl.all_horizontal([pl.col(c).is_null() for c in value_cols]))
+                          .then(pl.lit("default")).otherwise(pl.lit("hour_of_day_mean")).alias("value_rule"))
             # a None default keeps the hour NULL (polars refuses fill_null(None): a grid file
             # without renewable shares stopped the day whenever an hour fell back to this profile)
             .with_columns([pl.col(c).fill_null(defaults[c]) for c in value_cols if defaults.get(c) is not None])
-            .with_columns(pl.lit(None, dtype=UTC_HOUR).alias("source_hour_at"),
-                          pl.lit("hour_of_day_mean").alias("value_rule"))
+            .with_columns(pl.lit(None, dtype=UTC_HOUR).alias("source_hour_at"))
             .select(["hour_at", *value_cols, "source_hour_at", "value_rule"])
         )
         matched = pl.concat([matched, filled], how="vertical_relaxed")

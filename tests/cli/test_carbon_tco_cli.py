@@ -75,6 +75,25 @@ def test_region_and_start_use_the_hourly_file(app, shared_data):
     assert out["operational_tco2e"] == pytest.approx(out["energy_kwh"] * out["grid_gco2e_per_kwh"] / 1e6)
 
 
+def test_the_sites_grid_file_is_its_own_regions_and_an_unknown_hour_is_no_zero(app, shared_data, tmp_path):
+    """The site's [carbon] grid_file (France's) was relabelled for any --region: CAISO_NORTH read
+    63 g/kWh for its own 423. And a file that never holds the run's hours of the day gave 0 g/kWh."""
+    fr = shared_data / "grid" / "electricitymaps_FR_2022_hourly.csv"
+    (tmp_path / "fr.toml").write_text(f'[carbon]\nregion = "FR"\ngrid_file = "{fr}"\n')
+    caiso = run(app, "carbon", "estimate", "--gpus", "8", "--days", "1", "--avg-power-w", "500", "--region",
+                "CAISO_NORTH", "--start", "2023-11-10T00:00Z", "--config", str(tmp_path / "fr.toml"))
+    assert caiso["grid_gco2e_per_kwh"] > 300 and "watttime_moer_CAISO_NORTH" in caiso["method"]
+    own = run(app, "carbon", "estimate", "--gpus", "8", "--days", "1", "--avg-power-w", "500", "--region", "FR",
+              "--start", "2023-11-10T00:00Z", "--config", str(tmp_path / "fr.toml"))
+    assert own["grid_gco2e_per_kwh"] < 100
+    (tmp_path / "day.csv").write_text("at,region,gco2e_per_kwh\n" + "".join(
+        f"2026-01-15T{h:02d}:00Z,XX,300\n" for h in range(8, 20)))
+    night = CliRunner().invoke(app, ["carbon", "estimate", "--gpus", "1", "--hours", "4", "--avg-power-w", "500",
+                                     "--region", "XX", "--grid-file", str(tmp_path / "day.csv"),
+                                     "--start", "2026-01-15T22:00:00Z"])
+    assert night.exit_code == 2 and "4 of the run's 4 hours have no intensity" in night.output
+
+
 @pytest.mark.parametrize("args, message", [
     (["--avg-power-w", "300", "--grid-gco2e-per-kwh", "100"], "--gpus N and --hours H"),
     (["--gpu-hours", "10"], "--avg-power-w W, or --gpu-model NAME"),

@@ -112,6 +112,16 @@ def test_the_settings_grid_file_is_its_regions_alone(tmp_path, shared_data):
     assert given["intensity_gco2e_per_kwh"].to_list() == [50.0]
 
 
+def test_a_file_naming_no_region_is_the_settings_regions_not_the_region_asked(shared_data):
+    """A WattTime file carries no region: its rows were named for the region asked, so the settings'
+    CAISO_NORTH file charged a GPU placed in France California's 371-446 g/kWh (6x France's)."""
+    watttime = shared_data / "grid" / "watttime_moer_CAISO_NORTH_5min_2023-11.csv"
+    fr, sentence = intensity_for_region("FR", str(watttime), shared_data, grid_file_region="CAISO_NORTH")
+    assert "electricitymaps_FR" in sentence and set(fr["region"]) == {"FR"}
+    caiso, _ = intensity_for_region("CAISO_NORTH", str(watttime), shared_data, grid_file_region="CAISO_NORTH")
+    assert fr["intensity_gco2e_per_kwh"].mean() < 100 < 300 < caiso["intensity_gco2e_per_kwh"].mean()
+
+
 def test_year_mapping_takes_the_same_weekday_and_hour_near_the_date_of_the_nearest_year():
     src = pl.DataFrame({"hour_at": pl.concat([hours(dt.datetime(2022, 2, 20, tzinfo=UTC), 24 * 14),
                                               hours(dt.datetime(2023, 2, 20, tzinfo=UTC), 24 * 14)])})
@@ -196,6 +206,19 @@ def test_uncovered_days_fall_back_to_hour_of_day_mean_and_empty_to_default():
     assert rule_counts(june)["hour_of_day_mean"] == 24
     empty = map_to_target_hours(src.clear(), hours(dt.datetime(2026, 6, 1, tzinfo=UTC), 2), ["v"], {"v": 7.0})
     assert empty["v"].to_list() == [7.0, 7.0] and rule_counts(empty)["default"] == 2
+
+
+def test_an_hour_of_the_day_the_source_never_holds_is_the_default_and_counted_so():
+    """A file of daytime hours only: its night hours took the default under the label
+    'hour_of_day_mean', and the CLI's default of 0 read a night-time run as 0 gCO2e."""
+    from joulehouse.reports.accounts.estimate import hourly_mean
+    day = pl.DataFrame({"hour_at": hours(dt.datetime(2023, 11, 1, 8, tzinfo=UTC), 12), "v": [300.0] * 12})
+    mapped = map_to_target_hours(day, hours(dt.datetime(2026, 1, 15, tzinfo=UTC), 24), ["v"], {"v": 400.0})
+    assert rule_counts(mapped)["hour_of_day_mean"] == 12 and rule_counts(mapped)["default"] == 12
+    assert mapped.filter(pl.col("value_rule") == "default")["v"].to_list() == [400.0] * 12
+    with pytest.raises(ValueError, match="4 of the run's 4 hours have no v"):
+        hourly_mean(day, "v", dt.datetime(2026, 1, 15, 22, tzinfo=UTC), 4.0, None)
+    assert hourly_mean(day, "v", dt.datetime(2026, 1, 15, 9, tzinfo=UTC), 4.0, None)[0] == 300.0
 
 
 def test_an_hour_outside_the_sources_weeks_keeps_a_column_without_default_null():

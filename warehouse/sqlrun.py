@@ -148,19 +148,30 @@ def _explained(con: duckdb.DuckDBPyConnection, text: str) -> None:
             at += 1
             if depth == 0:
                 break
-    inner = con.extract_statements(text[tokens[at][0]:]) if at < len(tokens) else []
+    try:
+        inner = con.extract_statements(_after(text, tokens[at][0])) if at < len(tokens) else []
+    except duckdb.Error as exc:
+        raise QueryError(f"query does not parse: {_first_line(exc)}") from None
     if len(inner) != 1 or inner[0].type != duckdb.StatementType.SELECT:
         raise ReadOnlyQueryError("EXPLAIN " + (_refusal(inner[0].query, inner[0].type) if len(inner) == 1
                                                else "takes one query: EXPLAIN [ANALYZE] SELECT ..."))
 
 
 def _tokens(text: str) -> list[tuple[int, str]]:
-    """(position, upper-cased text) of each token of `text` outside comments, as DuckDB's tokenizer
-    splits it."""
+    """(position in UTF-8 bytes, upper-cased text) of each token of `text` outside comments, as
+    DuckDB's tokenizer splits it. Its positions count bytes: taken as characters, a comment of
+    accented letters before ANALYZE moved the statement checked past the one run (an EXPLAIN
+    ANALYZE COPY read as a SELECT, and the file written)."""
+    raw = text.encode("utf-8")
     found = duckdb.tokenize(text)
-    ends = [pos for pos, _ in found[1:]] + [len(text)]
-    return [(pos, text[pos:end].strip().upper()) for (pos, kind), end in zip(found, ends)
+    ends = [pos for pos, _ in found[1:]] + [len(raw)]
+    return [(pos, raw[pos:end].decode("utf-8", "replace").strip().upper()) for (pos, kind), end in zip(found, ends)
             if kind != duckdb.token_type.comment]
+
+
+def _after(text: str, byte_position: int) -> str:
+    """`text` from the token at `byte_position` (a _tokens position) on."""
+    return text.encode("utf-8")[byte_position:].decode("utf-8")
 
 
 def _refusal(text: str, kind: duckdb.StatementType) -> str:

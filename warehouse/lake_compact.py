@@ -48,7 +48,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from joulehouse.collectors import lakefs
-from joulehouse.collectors.schema import DATASETS, SORT_KEYS
+from joulehouse.collectors.schema import DATASETS, REQUIRED_ONE_OF, SORT_KEYS
 from joulehouse.collectors.writer import lake_file_name, partition_dir, write_bytes_atomic, write_parquet_atomic
 from joulehouse.warehouse.lake_partitions import day_hosts, host_datasets
 
@@ -175,12 +175,21 @@ def _read_as_stored(path: Path, dataset: str) -> tuple[pa.Table | None, str | No
     except (OSError, ValueError, pa.ArrowException) as exc:
         return None, f"does not open ({exc})"
     fields = {f.name: f for f in DATASETS[dataset]}
-    for column in table.schema:
-        if column.name in fields and column.type != fields[column.name].type:
+    for index, column in enumerate(table.schema):
+        if column.name in fields and pa.types.is_null(column.type):
+            # another tool's column of nothing but NULLs (pandas' None): the dataset's type holds it as is
+            kind = fields[column.name].type
+            table = table.set_column(index, pa.field(column.name, kind), table.column(index).cast(kind))
+        elif column.name in fields and column.type != fields[column.name].type:
             return None, f"column {column.name!r} is {column.type}, {dataset} stores {fields[column.name].type}"
     missing = [f.name for f in DATASETS[dataset] if not f.nullable and f.name not in table.column_names]
     if missing:
         return None, f"required columns {missing} are missing"
+    for group in REQUIRED_ONE_OF.get(dataset, ()):
+        if not set(group) & set(table.column_names):
+            # merged, its rows were readings without power or counter, and the build's contract
+            # check, which names such a file, never saw it (the DAG compacts before it builds)
+            return None, f"none of the required columns {' or '.join(group)} is there"
     return table, None
 
 

@@ -181,6 +181,24 @@ def test_values_are_kept_as_stored_and_a_file_of_another_schema_stays(lake):
     assert ratios == [pytest.approx(0.123456789, abs=1e-8)] * 2 and merged.schema == _schema_of(None)
 
 
+def test_a_file_without_power_or_counter_stays_out_and_a_column_of_nulls_merges(lake):
+    """Another tool's files: one with neither power_w nor energy_mj_total was merged (its readings
+    became power-less rows, and the build's contract check, which names such a file, never saw it,
+    as the DAG compacts first); one whose gpu_model pandas wrote as None (pyarrow's null type)."""
+    _rolled_day(lake, hours=1)
+    folder = _folder(lake)
+    rows = [{k: v for k, v in r.items() if k not in ("power_w", "energy_mj_total")} for r in gpu_rows([3601.0], 80.0)]
+    without = pa.schema([f for f in _schema_of([]) if f.name not in ("power_w", "energy_mj_total")])
+    pq.write_table(pa.Table.from_pylist(rows, schema=without), folder / "part-other-tool.parquet")
+    nulls = pa.Table.from_pylist(gpu_rows([3602.0, 3603.0], 80.0), schema=_schema_without("gpu_model"))
+    pq.write_table(nulls.append_column("gpu_model", pa.nulls(2)), folder / "part-pandas.parquet")
+    report = compact_partition(lake, DAY, "node-01", "gpu_samples")
+    assert [r.split(":")[0] for r in report.left_unreadable] == ["part-other-tool.parquet"]
+    assert "none of the required columns power_w or energy_mj_total" in report.left_unreadable[0]
+    merged = pq.read_table(next(p for p in folder.glob("*.parquet") if "other-tool" not in p.name))
+    assert merged.schema.field("gpu_model").type == pa.string() and merged.num_rows == 3600 * 2 + 1 + 2  # the hour of two GPUs, its bad row, the two
+
+
 def test_a_collectors_own_columns_are_merged_and_kept(lake):
     """NVML's files carry power_limit_min_w, running_pids and error beyond the dataset's columns
     (the writer keeps them): they are compacted like any other, their own columns kept."""

@@ -67,6 +67,16 @@ def test_files_of_one_day_may_differ_in_optional_and_extra_columns(tmp_path, lak
     assert "vendor_note" not in [r[0] for r in con.execute("DESCRIBE stg_gpu_samples").fetchall()]
 
 
+def test_an_optional_column_of_nothing_but_nulls_builds(tmp_path, lake):
+    """pandas writes a column of None as pyarrow's null type (INT32 in the file): read as 'a number',
+    a text column such as gpu_model stopped every build of the day, naming the wrong kind."""
+    _put(lake, "gpu_samples", "node-x", _gpu_minimal(61, "GPU-N", power_w=pa.array([150.0] * 61, pa.float64()),
+                                                      gpu_model=pa.nulls(61), temp_c=pa.nulls(61)))
+    con, built = _build(tmp_path, lake)
+    assert built.clean_gpu_rows == 61
+    assert con.execute("SELECT count(gpu_model), count(temp_c) FROM stg_gpu_samples").fetchone() == (0, 0)
+
+
 @pytest.mark.parametrize("dropped", [*REQUIRED_COLUMNS["gpu_samples"], "power_w or energy_mj_total"])
 def test_a_gpu_file_without_a_required_column_fails_the_day_naming_file_and_column(tmp_path, lake, dropped):
     columns = _gpu_minimal(5, "GPU-P", power_w=[100.0] * 5)

@@ -55,6 +55,8 @@ def compact_command(
                 except CompactionError as exc:  # the other hosts still get compacted
                     reports += exc.reports
                     errors.append(str(exc))
+                except ValueError as exc:  # a host= folder that names no host ('fd00%3A%3A7'), as daily.py says
+                    errors.append(f"host={name} of {day} is not compacted: {exc}")
                 progress.advance(task)
     except CompactionError as exc:
         fail(str(exc))

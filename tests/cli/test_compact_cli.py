@@ -92,3 +92,19 @@ def test_a_host_that_cannot_be_compacted_does_not_stop_the_others(tmp_path):
     assert result.exit_code == 2 and "another compaction" in result.output and "host=node-01" in result.output
     assert len(list(busy.glob("*.parquet"))) == 3
     assert len(list((lake / "gpu_samples" / f"date={DAY}" / "host=node-02").glob("*.parquet"))) == 1
+
+
+def test_a_host_folder_that_names_no_host_is_one_error_and_the_hosts_after_it_are_compacted(tmp_path):
+    """An escaped IPv6 folder (host=fd00%3A%3A7, from another tool) raised a traceback, exit 1,
+    and every host after it stayed as it was."""
+    import shutil
+
+    lake = tmp_path / "lake"
+    for host in ("a1", "zz9"):
+        _roll(lake, host, 2)
+    day = lake / "gpu_samples" / f"date={DAY}"
+    shutil.copytree(day / "host=a1", day / "host=fd00%3A%3A7")
+    result = CliRunner().invoke(app, ["compact", "--lake", str(lake), "--date", DAY.isoformat()])
+    assert result.exit_code == 2 and "host=fd00%3A%3A7 of 2026-04-01 is not compacted" in result.output
+    assert "Traceback" not in result.output
+    assert [len(list((day / f"host={h}").glob("*.parquet"))) for h in ("a1", "zz9", "fd00%3A%3A7")] == [1, 1, 2]

@@ -209,13 +209,17 @@ def _stamp(path: Path) -> list[int]:
 def _remove_replaced(folder: Path, replaces: list[dict], new: str) -> list[str]:
     """Remove the replaced files that are still the ones read, each first written to the ledger
     (lakefs.COMPACTED_LEDGER_NAME) with its size and sha256; returns the names kept because they changed
-    since (ship re-sent a file): their new rows must not go."""
+    since (ship re-sent a file with other bytes): their new rows must not go. A file written again
+    with the very bytes that were merged (a resumed ship re-copying what it had copied before its
+    manifest line) goes too: kept, its rows stood twice in the lake, and the next compaction merged
+    both copies for good."""
     kept, going = [], []
     for entry in replaces:
         path = folder / entry["name"]
         if not path.exists():
             continue
-        if _stamp(path) != entry["stamp"]:
+        if _stamp(path) != entry["stamp"] and (entry.get("sha256") is None
+                                               or hashlib.sha256(path.read_bytes()).hexdigest() != entry["sha256"]):
             kept.append(entry["name"])
             continue
         going.append(path)

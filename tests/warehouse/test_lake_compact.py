@@ -136,6 +136,27 @@ def test_a_file_replaced_while_being_compacted_is_kept(lake, monkeypatch):
     assert any(r["gpu_uuid"] == "GPU-RESENT" for r in _sorted_rows(folder))
 
 
+def test_a_file_copied_again_with_the_bytes_merged_goes_with_the_rest(lake, monkeypatch):
+    """A resumed ship re-copies, onto the same name, a file it had copied before its manifest line:
+    the same bytes, a new inode. Kept as 'changed', its rows stood twice in the lake for good."""
+    _rolled_day(lake, hours=1)
+    folder = _folder(lake)
+    rows_before = len(_sorted_rows(folder))
+    copied = sorted(folder.glob("part-*.parquet"))[5]
+    real = lake_compact._remove_replaced
+
+    def resumed_ship_first(folder_, replaces, new):
+        data = copied.read_bytes()
+        copied.unlink()
+        copied.write_bytes(data)  # what ship's atomic copy leaves: the same bytes, another file
+        return real(folder_, replaces, new)
+
+    monkeypatch.setattr(lake_compact, "_remove_replaced", resumed_ship_first)
+    report = compact_partition(lake, DAY, "node-01", "gpu_samples")
+    assert not copied.exists() and report.left_unreadable == [] and report.files_after == 1
+    assert len(_sorted_rows(folder)) == rows_before
+
+
 def test_rows_land_or_the_originals_stay(lake, monkeypatch):
     _rolled_day(lake, hours=1)
     folder = _folder(lake)

@@ -73,7 +73,7 @@ def register(app: typer.Typer) -> None:
         bound, bound_from = max_slowdown_pct, "--max-slowdown-pct"
         if bound is None and objective == "energy":
             try:
-                recommend = load_settings(config).recommend
+                recommend = load_settings(settings_file(config)).recommend
             except SettingsError as exc:
                 fail(str(exc))
             bound = slowdown_bound_pct(workload_class, recommend)

@@ -11,7 +11,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from joulehouse.cli import SHARED_DATA
-from joulehouse.cli.options import output_folder, parse_day
+from joulehouse.cli.options import output_folder, parse_day, settings_file
 
 console = Console()
 
@@ -39,6 +39,7 @@ def register(app: typer.Typer) -> None:
         from joulehouse.cli.dagrun import DagRunFailed, run_day
 
         day = parse_day(date, "--date")
+        config = settings_file(config)
         if airflow_home is not None:
             output_folder(airflow_home, "--airflow-home", "the Airflow home folder")
         try:
@@ -85,8 +86,19 @@ def register(app: typer.Typer) -> None:
 
         console.print(f"joulehouse_daily {day}: success, {plural(len(result.get('ran', [])), 'task')} ran "
                       f"(Airflow home {escape(str(home))})")
-        from joulehouse.daily import report_path
+        from joulehouse.daily import publish_recommended_config, report_path
 
+        if settings.export.publish_url:
+            # what joulehouse_publish does under a scheduler on the daily run's export: a run without
+            # one (cron, by hand) had left the agents' location without the day's config, saying success
+            from joulehouse.reports.export.publish import PublishError
+
+            try:
+                published = publish_recommended_config(str(cfg))["published"]
+            except (PublishError, OSError) as exc:  # the day is built; the publish alone failed: say so, exit 1
+                _stop(f"{day} is built, but publishing its recommended config to [export] publish_url failed: "
+                      f"{type(exc).__name__}: {exc}", 1)
+            console.print(f"published the recommended config to {escape(str(published))}")
         print_day(console, settings.warehouse.db_path, settings.lake.path, day, report_path(settings, day),
                   title="the day's headline")
 

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import os
 from pathlib import Path
 from typing import NoReturn
 
@@ -15,6 +16,16 @@ def fail(message: str, code: int = 2, label: str = "error") -> NoReturn:
     with `code`."""
     typer.echo(f"{label}: {' '.join(message.split())}", err=True)
     raise typer.Exit(code)
+
+
+def settings_file(config: str | Path | None) -> Path | None:
+    """--config, else the file JOULEHOUSE_CONFIG names (what the daily DAG reads, and the README has
+    the analytics host export), else None: the built-in defaults. Without it, `joulehouse run` wrote
+    the defaults for the DAG and `joulehouse settings` showed values the DAG does not use."""
+    if config is not None:
+        return Path(config)
+    named = os.environ.get("JOULEHOUSE_CONFIG", "").strip()
+    return Path(named) if named else None
 
 
 def parse_duration(value: str, option: str) -> float:

@@ -130,7 +130,7 @@ def account_settings(config: Optional[Path]):
     from joulehouse.settings import SettingsError, load_settings
 
     try:
-        return load_settings(config)
+        return load_settings(settings_file(config))
     except SettingsError as exc:
         fail(str(exc))
 

@@ -21,6 +21,7 @@ import annotated_types
 import typer
 from pydantic.fields import FieldInfo
 
+from joulehouse.cli.options import settings_file
 from joulehouse.collectors.settings import SettingsError, SettingsRoot, absolute_locations, toml_value
 
 HEADER = """\
@@ -83,6 +84,7 @@ def settings_command(
     from joulehouse.settings import input_file_problems, load_settings
 
     try:
+        config = settings_file(config)
         settings = load_settings(config)
     except SettingsError as exc:
         typer.echo(f"error: {exc}", err=True)

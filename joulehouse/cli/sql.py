@@ -16,6 +16,8 @@ from typing import Optional
 
 import typer
 
+from joulehouse.cli.options import settings_file
+
 
 RELATIONS_MD = Path(str(resources.files("joulehouse.warehouse") / "RELATIONS.md"))
 REGENERATE_RELATIONS = "joulehouse sql --describe --markdown > warehouse/RELATIONS.md"
@@ -316,7 +318,7 @@ def register(app: typer.Typer) -> None:
             if db is None:
                 raise QueryError("--db FILE is required to run a query")
             params = _parse_params(param)
-            settings = load_settings(config).warehouse
+            settings = load_settings(settings_file(config)).warehouse
             with _signals_stop_the_query() as stopped:
                 con = open_read_only(db, settings)
                 try:

@@ -121,3 +121,17 @@ def test_settings_a_component_cannot_run_with_are_refused_when_read(env, said):
 
     with pytest.raises(SettingsError, match=said.replace("(", r"\(")):
         load_settings(None, env=env)
+
+
+def test_joulehouse_config_is_the_settings_file_when_no_config_is_given(tmp_path, monkeypatch):
+    """The DAG reads JOULEHOUSE_CONFIG, and the README has the analytics host export it; `settings`
+    (and `run`, `sql`, the estimates) ignored it and showed the built-in defaults."""
+    _no_overrides(monkeypatch)
+    site = tmp_path / "site.toml"
+    site.write_text('[lake]\npath = "/srv/lake"\n')
+    monkeypatch.setenv("JOULEHOUSE_CONFIG", str(site))
+    shown = CliRunner().invoke(app, ["settings"])
+    assert shown.exit_code == 0 and 'path = "/srv/lake"' in shown.output
+    other = tmp_path / "other.toml"
+    other.write_text('[lake]\npath = "/srv/other"\n')
+    assert 'path = "/srv/other"' in CliRunner().invoke(app, ["settings", "--config", str(other)]).output  # --config first

@@ -107,7 +107,7 @@ def _differences(a: dict, b: dict) -> dict:
     return out
 
 
-def test_two_days_through_airflow_and_a_rerun_of_the_first_is_identical(site):
+def test_two_days_through_airflow_and_a_rerun_of_the_first_is_identical(site, monkeypatch):
     runner = CliRunner()
     result = runner.invoke(app, ["run", "--date", DAY.isoformat(), "--config", str(site / "joulehouse.toml")])
     assert result.exit_code == 0, result.output
@@ -153,8 +153,14 @@ def test_two_days_through_airflow_and_a_rerun_of_the_first_is_identical(site):
     assert headline["joulehouse_daily_blocking_checks_failed"] == 0 and headline["joulehouse_daily_gpus"] == 16
 
     export_bytes = export.read_bytes()
+    # [export] publish_url set: `run` publishes as joulehouse_publish would under a scheduler (it
+    # said success and the agents' location stayed empty)
+    monkeypatch.setenv("JOULEHOUSE_EXPORT__PUBLISH_URL", str(site / "published"))
     result = runner.invoke(app, ["run", "--date", NEXT_DAY.isoformat(), "--config", str(site / "joulehouse.toml")])
     assert result.exit_code == 0, result.output
+    assert "published the recommended config" in result.output
+    assert (site / "published" / "recommended-config.json").read_bytes() == export.read_bytes()
+    monkeypatch.delenv("JOULEHOUSE_EXPORT__PUBLISH_URL")
     second = _warehouse_snapshot(db, NEXT_DAY)
     every_second = _every_day_table(db, NEXT_DAY)
     assert len(second["energy"]) == 16 * 24 and second != first

@@ -4,6 +4,10 @@
   read from two columns of each partition's files (their footers and one column chunk each).
 - `job_gpus(host, days, job_id)`: the GPUs the collector's process map (`gpu_processes`) saw a
   process of that Slurm job on, those days.
+- `placed_gpus(host, day, job_id, started_at)`: the GPUs (and the rule of each) an earlier import
+  placed that holding on, from the lake's `jobs` rows: a job in two overlapping exports (a daily
+  `sacct -S <day>` of a job across midnight) keeps its GPUs, where each export's own order had put
+  it on other GPUs and both copies were counted.
 
 Both are cached per partition: a sacct export of a thousand jobs on one node reads its partition
 once.
@@ -66,6 +70,17 @@ class LakeGpus:
             mine = pc.and_(pc.equal(table.column("job_id"), job_id), pc.equal(table.column("scheduler"), "slurm"))
             uuids |= set(table.filter(pc.fill_null(mine, False)).column("gpu_uuid").to_pylist())
         return uuids
+
+
+    def placed_gpus(self, host: str, day: str, job_id: str, started_at) -> dict[str, str]:
+        """{gpu_uuid: gpu_assignment} of the lake's `jobs` rows of this holding on `host` (`day`: its
+        start's UTC day, the partition it is filed under); empty when none."""
+        table = self._partition("jobs", day, host, ["job_id", "started_at", "gpu_uuid", "gpu_assignment"])
+        if not table.num_rows:
+            return {}
+        mine = pc.fill_null(pc.equal(table.column("job_id"), job_id), False)
+        return {row["gpu_uuid"]: row["gpu_assignment"] for row in table.filter(mine).to_pylist()
+                if row["started_at"] == started_at and row["gpu_uuid"] is not None}
 
 
 def _read_columns(path: Path | str, columns: list[str]) -> pa.Table:

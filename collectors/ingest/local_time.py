@@ -92,6 +92,12 @@ def local_timestamp(raw: str, assume_tz: ZoneInfo) -> datetime:
     return _passes(wall, assume_tz)[0]
 
 
+def second_pass(at: datetime, zone: ZoneInfo) -> datetime:
+    """The later of the two UTC instants the wall time `zone` shows at `at` names (`at` itself
+    outside a repeated hour)."""
+    return _passes(at.astimezone(zone).replace(tzinfo=None), zone)[1]
+
+
 def in_repeated_hour(at: datetime, zone: ZoneInfo) -> bool:
     """Whether the wall time `zone` shows at the instant `at` is one it shows twice."""
     first, second = _passes(at.astimezone(zone).replace(tzinfo=None), zone)

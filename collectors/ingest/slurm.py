@@ -17,25 +17,32 @@ Which GPUs a job held (the extra column `gpu_assignment` says, per row, how it w
 - `whole-node`: a job with at least as many GPUs per node as its node has (the node's GPUs are
   those its gpu_samples show on the job's days) holds all of them.
 - `process-map`: a job holding part of a node holds the GPUs on which the collector's process map
-  (`gpu_processes`) saw its processes. The map knows a job by the id in its cgroup, which for an
-  array task (JobID `123_4`) is its JobIDRaw: add JobIDRaw to --format and it is used.
+  (`gpu_processes`) saw its processes, as many as it was given there (a GPU it held without a
+  process on it is taken by the next rule). The map knows a job by the id in its cgroup, which for
+  an array task (JobID `123_4`) is its JobIDRaw: add JobIDRaw to --format and it is used.
 - `lowest-free-index`: part of a node and no process map: the lowest-indexed GPUs of the node
   not held by a job imported before it (jobs taken in start order) at that time, which is how
-  Slurm's cons_tres selection hands out GPUs on a node. It keeps each job's GPU-hours exact
+  Slurm's cons_tres selection hands out GPUs on a node. A holding the lake's jobs already place
+  (an earlier, overlapping export: a daily `sacct -S <day>` of a job across midnight) keeps the
+  GPUs it was given there, so its two copies are one. It keeps each job's GPU-hours exact
   (N GPUs for its duration), so per-account GPU-hours and energy are right on whole-node and
   exclusive-GPU fleets even where the GPU chosen may not be the one the job had.
-The GPU count per node is the job's gres/gpu divided evenly over its nodes (rounded up).
+The GPU count per node is the job's gres/gpu spread over its nodes, the first nodes taking one more
+where it does not divide, and what a node cannot hold going to the others: always gres/gpu in all
+(3 on two nodes is 2 + 1; 12 on an 8-GPU and a 4-GPU node is 8 + 4). Only a job asking more than
+all its nodes hold is given them whole (the notes say so).
 
 Rejected lines (quarantined with their line number and reason, lake_import): wrong field count
 (a '|' inside a JobName is put back together first, since JobName is the only free-text field),
-unreadable times, an End before the Start, a host list or TRES Slurm would not print, a repeated
-JobID, a node with no GPUs in the lake's gpu_samples on the job's days (import or collect GPU
-data first), times before 2010 or more than a day ahead.
+unreadable times, an End before the Start, a host list or TRES Slurm would not print, a JobID
+repeated with the same Start (a requeued job, `sacct -D`, or a reused id, is one holding per
+Start), a node with no GPUs in the lake's gpu_samples on the job's days (import or collect GPU
+data first), times before 2010 or more than a day ahead. An End that reads before its Start in the
+hour a zone repeats is read as that hour's second pass, the only one after the Start.
 """
 
 from __future__ import annotations
 
-import math
 import re
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
@@ -48,7 +55,8 @@ from joulehouse.collectors.ingest.hostlist import HostListError, expand_hostlist
 from joulehouse.collectors.ingest.lake_gpus import LakeGpus
 from joulehouse.collectors.ingest.lake_import import RejectedRow, land_log, record_landing
 from joulehouse.collectors.input_file import text_lines
-from joulehouse.collectors.ingest.local_time import SkippedLocalTime, check_plausible, in_repeated_hour, local_timestamp
+from joulehouse.collectors.ingest.local_time import (SkippedLocalTime, check_plausible, in_repeated_hour, local_timestamp,
+                                                     second_pass)
 from joulehouse.collectors.ingest.nvidia_smi import IngestResult
 from joulehouse.collectors.schema import JOBS, conform
 
@@ -105,7 +113,7 @@ def read_sacct(path: str | Path, *, lake: str | Path, assume_tz: str = "UTC",
     rejected: list[RejectedRow] = []
     skipped: dict[str, int] = {}
     jobs: list[_Job] = []
-    first_line: dict[str, int] = {}
+    first_line: dict[tuple[str, datetime], int] = {}
     with text_lines(path, "sacct export", MAX_LINE_CHARS, SlurmError, errors="surrogateescape") as lines:
         header = next(lines, "").lstrip("\ufeff").rstrip("\r\n").split("|")
         missing = [f for f in FIELDS if f not in header]
@@ -126,11 +134,14 @@ def read_sacct(path: str | Path, *, lake: str | Path, assume_tz: str = "UTC",
             except (ValueError, HostListError) as exc:
                 rejected.append(RejectedRow(number, str(exc), line[:2000]))
                 continue
-            if job.job_id in first_line:
-                rejected.append(RejectedRow(number, f"duplicate JobID: {job.job_id} first at line "
-                                                    f"{first_line[job.job_id]}", line[:2000]))
+            # a requeued job (sacct -D) or a reused id: one holding per Start; rejected as a duplicate,
+            # the requeue's first, short run stood and the real run was lost
+            if (job.job_id, job.started_at) in first_line:
+                rejected.append(RejectedRow(number, f"duplicate JobID: {job.job_id} starting at "
+                                                    f"{job.started_at.isoformat()} first at line "
+                                                    f"{first_line[job.job_id, job.started_at]}", line[:2000]))
                 continue
-            first_line[job.job_id] = number
+            first_line[job.job_id, job.started_at] = number
             jobs.append(job)
     oversized: list[str] = []
     table, placement_rejects = _place(jobs, LakeGpus(lake), oversized)
@@ -138,13 +149,14 @@ def read_sacct(path: str | Path, *, lake: str | Path, assume_tz: str = "UTC",
     notes = [f"times without a zone read as {assume_tz}"]
     if oversized:
         # gres/gpu=64 on an 8-GPU node: a typo or a mis-exported TRES, kept as the whole node
-        notes.append(f"{len(oversized)} job-node(s) asked for more GPUs than the node has, each given the whole node "
+        notes.append(f"{len(oversized)} job(s) asked for more GPUs than their nodes have, each given its nodes whole "
                      f"({'; '.join(oversized[:3])}{'; ...' if len(oversized) > 3 else ''})")
     repeated = sum(in_repeated_hour(t, zone) for j in jobs for t in (j.started_at, j.ended_at))
     if repeated:
         # sacct writes no offset, and a job's order says nothing about which pass it meant.
         notes.append(f"{repeated} Start/End times fall in an hour {assume_tz} repeats when its clocks go back: "
-                     "written without an offset, they were read as its first pass (export with TZ=UTC to be exact)")
+                     "written without an offset, they were read as its first pass, an End its first pass put before "
+                     "the Start as its second (export with TZ=UTC to be exact)")
     running = sum(1 for j in jobs if j.state.upper().startswith("RUNNING"))
     if running:
         notes.append(f"{running} jobs still running: ended_at is the import time ({now.isoformat(timespec='seconds')})")
@@ -183,6 +195,10 @@ def _parse_line(line: str, header: list[str], number: int, zone: ZoneInfo, now: 
         ended_at, state = now, state or "RUNNING"
     else:
         ended_at = _time("End", end_text, zone, now)
+        if ended_at <= started_at and in_repeated_hour(ended_at, zone):
+            # 02:30 CEST to 02:10 CET: read as the first pass the End fell before the Start, and an
+            # 8-GPU job was quarantined; the second pass is the only reading after the Start
+            ended_at = second_pass(ended_at, zone)
     if ended_at <= started_at:
         raise ValueError(f"End: {ended_at.isoformat()} is not after Start {started_at.isoformat()}")
     return _Job(number, line, job_id, row["JobName"], row["User"].strip() or None, row["Account"].strip() or None,
@@ -217,20 +233,26 @@ def _place(jobs: list[_Job], lake: LakeGpus, oversized: list[str] | None = None)
     held: dict[str, list[tuple[datetime, set[str]]]] = {}
     for job in sorted(jobs, key=lambda j: (j.started_at, j.line)):
         days = _days(job)
-        per_node = math.ceil(job.gpus / len(job.hosts))
         placed: list[tuple[str, str, str]] = []
         try:
-            for host in job.hosts:
-                node_gpus = lake.gpus_of(host, days)
+            nodes = {host: lake.gpus_of(host, days) for host in job.hosts}
+            for host, node_gpus in nodes.items():
                 if not node_gpus:
                     raise ValueError(f"node {host}: no GPUs in the lake's gpu_samples on {days[0]}"
                                      f"{'..' + days[-1] if len(days) > 1 else ''} (collect or import its GPU data first)")
-                placed += _node_gpus(job, host, node_gpus, per_node, days, lake, held)
-                if oversized is not None and per_node > len(node_gpus):
-                    oversized.append(f"job {job.job_id}: {per_node} GPUs per node on {host}, which has {len(node_gpus)}")
+            counts = _per_node(job.gpus, [len(node_gpus) for node_gpus in nodes.values()])
+            if oversized is not None and job.gpus > sum(len(g) for g in nodes.values()):
+                oversized.append(f"job {job.job_id}: {job.gpus} GPUs on {', '.join(nodes)}, which have "
+                                 f"{sum(len(g) for g in nodes.values())}")
+            for (host, node_gpus), count in zip(nodes.items(), counts):
+                placed += _node_gpus(job, host, node_gpus, count, days, lake, held)
         except ValueError as exc:
             rejected.append(RejectedRow(job.line, str(exc), job.text[:2000]))
             continue
+        # held only once the job is placed: a job rejected at its second node had kept GPUs of its
+        # first marked busy, and the jobs after it were put on the wrong GPUs
+        for host in job.hosts:
+            held.setdefault(host, []).append((job.ended_at, {uuid for h, uuid, _ in placed if h == host}))
         n = len(placed)
         for name, value in (("job_id", job.job_id), ("started_at", job.started_at), ("ended_at", job.ended_at),
                             ("user", job.user), ("team", job.account), ("job_name", job.name),
@@ -245,20 +267,40 @@ def _place(jobs: list[_Job], lake: LakeGpus, oversized: list[str] | None = None)
     return conform("jobs", pa.Table.from_pydict(rows, schema=ROW_SCHEMA)), rejected
 
 
-def _node_gpus(job: _Job, host: str, node_gpus: list[tuple[int, str]], per_node: int, days: list[str],
+def _per_node(gpus: int, capacities: list[int]) -> list[int]:
+    """The job's `gpus` over its nodes of `capacities`: evenly, the first nodes one more where it
+    does not divide, what a node cannot hold to the nodes with room; every node whole where the
+    job asks more than they hold."""
+    if gpus >= sum(capacities):
+        return list(capacities)
+    base, extra = divmod(gpus, len(capacities))
+    counts = [min(base + (i < extra), cap) for i, cap in enumerate(capacities)]
+    for i, cap in enumerate(capacities):
+        more = min(cap - counts[i], gpus - sum(counts))
+        counts[i] += more
+    return counts
+
+
+def _node_gpus(job: _Job, host: str, node_gpus: list[tuple[int, str]], count: int, days: list[str],
                lake: LakeGpus, held: dict[str, list[tuple[datetime, set[str]]]]) -> list[tuple[str, str, str]]:
-    if per_node >= len(node_gpus):
-        chosen, rule = [uuid for _, uuid in node_gpus], "whole-node"
-    elif seen := lake.job_gpus(host, days, job.cgroup_id):
-        chosen, rule = [uuid for _, uuid in node_gpus if uuid in seen], "process-map"
-    else:
-        # Jobs come in start order: a holding that ended before this start never matters again.
-        held[host] = [(ended_at, uuids) for ended_at, uuids in held.get(host, []) if ended_at > job.started_at]
-        busy = set().union(*(uuids for _, uuids in held[host]))
-        free = [uuid for _, uuid in node_gpus if uuid not in busy]
-        chosen, rule = (free + [uuid for _, uuid in node_gpus if uuid in busy])[:per_node], "lowest-free-index"
-    held.setdefault(host, []).append((job.ended_at, set(chosen)))
-    return [(host, uuid, rule) for uuid in chosen]
+    """The `count` GPUs the job held on `host`, each with the rule that chose it (module docstring)."""
+    if count >= len(node_gpus):
+        return [(host, uuid, "whole-node") for _, uuid in node_gpus]
+    before = lake.placed_gpus(host, job.started_at.date().isoformat(), job.job_id, job.started_at)
+    if len(before) == count and set(before) <= {uuid for _, uuid in node_gpus}:
+        # an earlier import placed this holding (an overlapping export): the same GPUs, or the two
+        # copies sat on different GPUs and both were counted
+        return [(host, uuid, before[uuid] or "lowest-free-index") for _, uuid in node_gpus if uuid in before]
+    # Jobs come in start order: a holding that ended before this start never matters again.
+    held[host] = [(ended_at, uuids) for ended_at, uuids in held.get(host, []) if ended_at > job.started_at]
+    busy = set().union(*(uuids for _, uuids in held[host]))
+    seen = lake.job_gpus(host, days, job.cgroup_id) or set()
+    mapped = [uuid for _, uuid in node_gpus if uuid in seen][:count]
+    # the map says which GPUs, the allocation how many: a GPU held without a process on it had
+    # halved the job's GPU-hours
+    free = [uuid for _, uuid in node_gpus if uuid not in busy and uuid not in mapped]
+    rest = (free + [uuid for _, uuid in node_gpus if uuid in busy and uuid not in mapped])[:count - len(mapped)]
+    return [(host, uuid, "process-map") for uuid in mapped] + [(host, uuid, "lowest-free-index") for uuid in rest]
 
 
 def ingest_slurm(path: str | Path, *, lake: str | Path, assume_tz: str = "UTC",

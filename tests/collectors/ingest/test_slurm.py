@@ -113,9 +113,81 @@ def test_a_job_asking_more_gpus_than_its_node_has_gets_the_node_and_a_note(tmp_p
     result, _ = read_sacct(path, lake=lake, now=NOW)
     jobs = by_job(result.table)
     assert len(jobs["8009"]) == 8 and {r["gpu_assignment"] for r in jobs["8009"]} == {"whole-node"}
-    [note] = [n for n in result.notes if "more GPUs than the node has" in n]
-    assert note == ("1 job-node(s) asked for more GPUs than the node has, each given the whole node "
-                    "(job 8009: 64 GPUs per node on node-02, which has 8)")
+    [note] = [n for n in result.notes if "more GPUs than their nodes have" in n]
+    assert note == ("1 job(s) asked for more GPUs than their nodes have, each given its nodes whole "
+                    "(job 8009: 64 GPUs on node-02, which have 8)")
+
+
+def test_a_jobs_gpus_over_its_nodes_add_up_to_what_it_was_allocated(tmp_path):
+    """Split evenly and rounded up: 3 GPUs on two nodes were 4, and 12 on an 8-GPU and a 4-GPU node
+    were 10 (6 + 4), with a note that the small node was asked for more than it has."""
+    lake = tmp_path / "lake"
+    write_gpu_lake(lake, {"big01": 8, "small01": 4, "n01": 8, "n02": 8})
+    path = export(
+        tmp_path,
+        "201|a|alice|vision|gpu|COMPLETED|2026-11-30T01:00:00|2026-11-30T02:00:00|big01,small01|gres/gpu=12",
+        "202|b|bob|nlp|gpu|COMPLETED|2026-11-30T01:00:00|2026-11-30T02:00:00|n[01-02]|gres/gpu=3",
+    )
+    result, _ = read_sacct(path, lake=lake, now=NOW)
+    jobs = by_job(result.table)
+    per_host = {job: sorted((h, sum(r["host"] == h for r in rows)) for h in {r["host"] for r in rows})
+                for job, rows in jobs.items()}
+    assert per_host == {"201": [("big01", 8), ("small01", 4)], "202": [("n01", 2), ("n02", 1)]}
+    assert not [n for n in result.notes if "more GPUs" in n]
+
+
+def test_a_requeued_jobs_runs_are_each_a_holding_and_only_a_repeated_start_is_a_duplicate(tmp_path):
+    """sacct -D prints a requeued job once per run: the real run was quarantined as a duplicate
+    JobID, 12 of its 14 GPU-hours lost."""
+    lake = tmp_path / "lake"
+    write_gpu_lake(lake, {"n01": 8})
+    path = export(
+        tmp_path,
+        "300|t|alice|vision|gpu|REQUEUED|2026-11-30T01:00:00|2026-11-30T02:00:00|n01|gres/gpu=2",
+        "300|t|alice|vision|gpu|COMPLETED|2026-11-30T03:00:00|2026-11-30T09:00:00|n01|gres/gpu=2",
+        "300|t|alice|vision|gpu|COMPLETED|2026-11-30T03:00:00|2026-11-30T09:00:00|n01|gres/gpu=2",
+    )
+    result, _ = read_sacct(path, lake=lake, now=NOW)
+    runs = sorted({(r["started_at"].hour, r["ended_at"].hour) for r in by_job(result.table)["300"]})
+    assert runs == [(1, 2), (3, 9)] and len(by_job(result.table)["300"]) == 4
+    assert [(r.line, r.reason.split(" starting")[0]) for r in result.rejected] == [(4, "duplicate JobID: 300")]
+
+
+def test_an_end_only_the_repeated_hours_second_pass_puts_after_its_start_is_read_so(tmp_path):
+    """Berlin, 25 October 2026: Start 02:30 CEST, End 02:10 CET, 40 minutes later. Both read as the
+    first pass, End came before Start and the job was quarantined."""
+    lake = tmp_path / "lake"
+    write_gpu_lake(lake, {"n01": 8}, day=datetime(2026, 10, 25, tzinfo=timezone.utc))
+    path = export(tmp_path, "400|t|alice|vision|gpu|COMPLETED|2026-10-25T02:30:00|2026-10-25T02:10:00|n01|gres/gpu=8")
+    result, _ = read_sacct(path, lake=lake, assume_tz="Europe/Berlin", now=NOW)
+    [row, *_] = by_job(result.table)["400"]
+    assert (row["started_at"], row["ended_at"]) == (datetime(2026, 10, 25, 0, 30, tzinfo=timezone.utc),
+                                                    datetime(2026, 10, 25, 1, 10, tzinfo=timezone.utc))
+    assert result.rejected == []
+
+
+def test_a_rejected_job_holds_no_gpu_and_an_overlapping_export_keeps_a_jobs_gpus(tmp_path):
+    """A job rejected at its second node had kept its first node's GPUs busy: the next job went to
+    GPU 4. And a job across midnight in two daily exports was placed on GPU 1 by the first (another
+    job held GPU 0) and on GPU 0 by the second: both copies were counted (6.5 h for 4)."""
+    lake = tmp_path / "lake"
+    write_gpu_lake(lake, {"n01": 8})
+    first = export(
+        tmp_path,
+        "600|x|alice|vision|gpu|COMPLETED|2026-11-30T01:00:00|2026-11-30T03:00:00|n01,nX|gres/gpu=8",
+        "602|y|bob|nlp|gpu|COMPLETED|2026-11-30T02:00:00|2026-11-30T04:00:00|n01|gres/gpu=1",
+        "700|p|ana|vision|gpu|COMPLETED|2026-11-30T08:00:00|2026-11-30T23:00:00|n01|gres/gpu=1",
+        "701|q|ben|nlp|gpu|RUNNING|2026-11-30T20:00:00|Unknown|n01|gres/gpu=1",
+    )
+    ingest_slurm(first, lake=lake, now=NOW.replace(hour=23))
+    result, _ = read_sacct(first, lake=lake, now=NOW.replace(hour=23))
+    jobs = by_job(result.table)
+    assert [r["gpu_uuid"] for r in jobs["602"]] == [gpu_uuid("n01", 0)] and "600" not in jobs
+    assert [r["gpu_uuid"] for r in jobs["701"]] == [gpu_uuid("n01", 1)]
+    second = tmp_path / "second.txt"
+    second.write_text(HEADER + "\n701|q|ben|nlp|gpu|COMPLETED|2026-11-30T20:00:00|2026-12-01T04:00:00|n01|gres/gpu=1\n")
+    again, _ = read_sacct(second, lake=lake, now=NOW.replace(hour=23))
+    assert [r["gpu_uuid"] for r in by_job(again.table)["701"]] == [gpu_uuid("n01", 1)], "the GPU it was given"
 
 
 def test_the_process_map_decides_a_partial_nodes_gpus(tmp_path):
@@ -136,6 +208,13 @@ def test_the_process_map_decides_a_partial_nodes_gpus(tmp_path):
     rows = read_sacct(array, lake=lake, now=NOW)[0].table.to_pylist()
     assert [(r["job_id"], r["gpu_uuid"], r["gpu_assignment"]) for r in rows] == [
         ("100_2", gpu_uuid("node-03", 5), "process-map"), ("100_2", gpu_uuid("node-03", 6), "process-map")]
+    # Three allocated, a process seen on two: the third is held too (the map had halved such a job)
+    three = tmp_path / "three.txt"
+    three.write_text(HEADER + "\n102|eval|bob|nlp|gpu|COMPLETED|2026-11-30T02:00:00|2026-11-30T03:00:00|node-03|gres/gpu=3\n")
+    rows = read_sacct(three, lake=lake, now=NOW)[0].table.to_pylist()
+    assert [(r["gpu_uuid"], r["gpu_assignment"]) for r in rows] == [
+        (gpu_uuid("node-03", 5), "process-map"), (gpu_uuid("node-03", 6), "process-map"),
+        (gpu_uuid("node-03", 0), "lowest-free-index")]
 
 
 def test_times_without_a_zone_are_read_in_the_zone_given(tmp_path):

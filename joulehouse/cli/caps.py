@@ -7,7 +7,7 @@ from typing import Optional
 
 import typer
 
-from joulehouse.cli.options import fail
+from joulehouse.cli.options import fail, settings_file
 from joulehouse.cli.output import FORMAT_HELP, OutputFormat, emit
 
 

@@ -15,7 +15,8 @@ import typer
 
 from joulehouse.cli.estimate_command import estimate_command
 from joulehouse.cli.options import fail
-from joulehouse.cli.run_options import DEFAULT_DATA_DIR, DataDir, GpusPerServer, LifetimeYears, Start, parse_start, within
+from joulehouse.cli.run_options import (DEFAULT_DATA_DIR, DataDir, GpusPerServer, LifetimeYears, Start, parse_start,
+                                        run_hourly_mean, within)
 
 carbon_app = typer.Typer(no_args_is_help=True, help="Carbon accounting (GHG Protocol scope 2 + embodied).")
 
@@ -48,7 +49,7 @@ def estimate(
     Example: joulehouse carbon estimate --gpu-model H100-SXM --gpus 8 --days 30
     """
     from joulehouse.reports.accounts.embodied import default_gpu_embodied_kgco2e
-    from joulehouse.reports.accounts.estimate import estimate_carbon, hourly_mean
+    from joulehouse.reports.accounts.estimate import estimate_carbon
     from joulehouse.reports.accounts.grid import GridFileError, intensity_for_region
     from joulehouse.reports.accounts.settings import EmbodiedKg, GramsPerKwh, parse_model_overrides
     from joulehouse.reports.accounts.settings import LifetimeYears as Lifetime
@@ -81,10 +82,7 @@ def estimate(
             fail(f"{exc} (give --grid-file, --data-dir, or [carbon] grid_file in --config)")
         if series.height == 0:
             fail(f"no hourly intensity for region {region!r}: give --grid-file or --grid-gco2e-per-kwh")
-        try:
-            intensity, counts = hourly_mean(series, "intensity_gco2e_per_kwh", started, run.hours, None)
-        except ValueError as exc:
-            fail(f"{exc}: {sentence}")
+        intensity, counts = run_hourly_mean(series, "intensity_gco2e_per_kwh", started, run.hours, sentence)
         source = f"hourly mean {intensity:.2f} gCO2e/kWh from {sentence}, year-mapped"
         extra["intensity_rule_counts"] = counts
     else:

@@ -12,7 +12,7 @@ from typing import Annotated, Optional
 import typer
 
 from joulehouse.cli import SHARED_DATA
-from joulehouse.cli.options import fail
+from joulehouse.cli.options import fail, settings_file
 from joulehouse.collectors.settings import MAX_PUE
 
 DEFAULT_DATA_DIR = SHARED_DATA
@@ -133,6 +133,18 @@ def account_settings(config: Optional[Path]):
         return load_settings(settings_file(config))
     except SettingsError as exc:
         fail(str(exc))
+
+
+def run_hourly_mean(series, column: str, started, hours: float, source: str) -> tuple[float, dict[str, int]]:
+    """The run's mean of an hourly series (reports.accounts.estimate.hourly_mean) and its rule
+    counts, or fail naming `source` where the series cannot give some of the run's hours: an
+    unknown hour is never a 0 (a night run had read 0 gCO2e, a free hour)."""
+    from joulehouse.reports.accounts.estimate import hourly_mean
+
+    try:
+        return hourly_mean(series, column, started, hours, None)
+    except ValueError as exc:
+        fail(f"{exc}: {source}")
 
 
 def catalogue_model(gpu_model: Optional[str]):

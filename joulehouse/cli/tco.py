@@ -18,7 +18,8 @@ import typer
 
 from joulehouse.cli.estimate_command import estimate_command
 from joulehouse.cli.options import fail
-from joulehouse.cli.run_options import DEFAULT_DATA_DIR, DataDir, GpusPerServer, LifetimeYears, Start, parse_start, within
+from joulehouse.cli.run_options import (DEFAULT_DATA_DIR, DataDir, GpusPerServer, LifetimeYears, Start, parse_start,
+                                        run_hourly_mean, within)
 
 tco_app = typer.Typer(no_args_is_help=True, help="Total cost of ownership.")
 
@@ -50,7 +51,7 @@ def estimate(
 
     Example: joulehouse tco estimate --gpu-model H100-SXM --gpus 8 --days 30
     """
-    from joulehouse.reports.accounts.estimate import estimate_cost, hourly_mean
+    from joulehouse.reports.accounts.estimate import estimate_cost
     from joulehouse.reports.accounts.prices import DEFAULT_PRICE_FILE, PriceFileError, load_pjm_lmp_csv
     from joulehouse.reports.accounts.settings import CapexUsd, DemandCharge, LifetimeYears as Lifetime, PricePerMwh, Uplift
 
@@ -88,10 +89,7 @@ def estimate(
             lmp = load_pjm_lmp_csv(path, node)
         except PriceFileError as exc:
             fail(f"{exc} (give --price-file, --data-dir, or [tco] price_file in --config)")
-        try:
-            price, counts = hourly_mean(lmp, "price_usd_per_mwh", started, run.hours, None)  # never a free hour
-        except ValueError as exc:
-            fail(f"{exc}: {path.name} node {node}")
+        price, counts = run_hourly_mean(lmp, "price_usd_per_mwh", started, run.hours, f"{path.name} node {node}")
         source = f"hourly mean {price:.2f} USD/MWh of {path.name} node {node}, year-mapped"
         extra["price_rule_counts"] = counts
     else:

@@ -7,7 +7,12 @@
 Matched jobs (preferred; models.outcome_matched): in every multi-GPU job that ran on a treated
 GPU and at least one control (a GPU of the same model whose limit did not change; never one whose
 SM clocks the agent locked), a difference in differences of log(energy per unit of work) between
-the treated GPU and the job's controls, before and after, with Welch's t interval over the jobs.
+the treated GPU and the job's controls, before and after, with Welch's t interval over the jobs
+(the slowdown only over jobs whose GPUs do not run in step: models.outcome_matched).
+
+A lower limit the GPU never drew up to before the change (the 99th percentile of each day's power)
+saves nothing, and its row says so with no estimate: measured, a lighter job mix after it read as
+a 40% saving.
 
 GPU days (fallback, when no job spans treated and control GPUs before and after): r_g =
 log(energy per unit after / before) per GPU, delta = r_treated - mean(r_controls), with a
@@ -112,6 +117,26 @@ def _note_lost_settings(rows: list[dict], applied: set, by_agent: set) -> None:
             prefix(r, f"{LOST_SETTING_NOTE} (undone outside it): not a recommendation taken")
 
 
+def _note_rollbacks(rows: list[dict], rolled_back: set) -> None:
+    """A GPU's change to a limit the agent's rollback set (its config expired or was withdrawn) is
+    the agent's too, but no recommendation taken: said, where it read as a new '300 -> 400 W'
+    setting not corroborated by the agent (in place)."""
+    note = ("the agent rolled {} back to its default (its config expired or was withdrawn): not a recommendation "
+            "taken")
+    back: dict[tuple, list[bool]] = defaultdict(list)
+    for r in rows:
+        if r["scope"] == "gpu":
+            rolled = (r["gpu_uuid"], round(r["power_limit_w_after"], 1)) in rolled_back
+            back[_setting(r)].append(rolled)
+            if rolled:
+                r["evidence"] = "agent_audit+samples"
+                r["note"] = note.format("this GPU") + (f"; {r['note']}" if r.get("note") else "")
+    for r in rows:
+        if r["scope"] == "model_setting" and all(back.get(_setting(r), [False])):
+            r["evidence"] = "agent_audit+samples"
+            r["note"] = note.format("every GPU here") + (f"; {r['note']}" if r.get("note") else "")
+
+
 def _clock_locked(con: duckdb.DuckDBPyConnection, first: dt.date, day: dt.date) -> set[str]:
     """GPUs the agent locked SM clocks on between `first` and `day`: a lock does not show in
     power_limit_w, so such a GPU is no control (its limit looks unchanged, its work is not)."""
@@ -135,9 +160,39 @@ def _work_kinds(con, gpus: list[str], days: set) -> dict[str, frozenset]:
     return {g: frozenset(k) for g, k in kinds.items()}
 
 
+def _never_bound(rows: list[dict], c: Change) -> str | None:
+    """Why a lower limit cannot have saved anything on this GPU (None: it may have): before the
+    change the GPU never drew up to it (the 99th percentile of each day's power). Measured
+    anyway, a lighter job mix after the change read as a 40% saving for a cap that never bit."""
+    if c.limit_after_w >= c.limit_before_w:
+        return None  # a raise: what it cost is measured as it is
+    before = [r["p99_power_w"] for r in rows if r["day"] in set(c.before_days) and r.get("p99_power_w") is not None]
+    if not before or max(before) >= c.limit_after_w:
+        return None
+    return (f"the new limit never bound: before it the GPU drew at most {max(before):.0f} W (99th percentile of a "
+            f"day), under {c.limit_after_w:g} W: a change in energy per unit is the work's, not the setting's; "
+            "not estimated")
+
+
 def _rows_for_group(con, day: dt.date, group: list[Change], panel: dict[str, list[dict]], controls: list[str],
                     audited: set) -> list[dict]:
-    """Per-GPU and pooled outcome rows of the changes of one model made effective on one day."""
+    """Per-GPU and pooled outcome rows of the changes of one model made effective on one day; a
+    change whose limit never bound (_never_bound) gets its row without an estimate."""
+    unbound = {c.gpu_uuid: why for c in group if (why := _never_bound(panel[c.gpu_uuid], c))}
+    rows = []
+    for c in group:
+        if c.gpu_uuid in unbound:
+            base = {"method": "gpu_day", "day": day, "gpu_model": c.gpu_model, "effective_day": c.effective_day,
+                    "power_limit_w_before": c.limit_before_w, "power_limit_w_after": c.limit_after_w,
+                    "n_control_gpus": len(controls)}
+            rows.append(treated_gpu_row(con, c, base, audited)[0] | {"note": unbound[c.gpu_uuid]})
+    bound = [c for c in group if c.gpu_uuid not in unbound]
+    return rows + (_estimated_rows(con, day, bound, panel, controls, audited) if bound else [])
+
+
+def _estimated_rows(con, day: dt.date, group: list[Change], panel: dict[str, list[dict]], controls: list[str],
+                    audited: set) -> list[dict]:
+    """_rows_for_group's estimates: matched jobs where they span treated and control GPUs, else GPU days."""
     first = group[0]
     before, after = set(), set()
     for c in group:
@@ -155,7 +210,7 @@ def _rows_for_group(con, day: dt.date, group: list[Change], panel: dict[str, lis
         matched_e, matched_s, n_matched = matched_differences(con, group, controls, before, after, work)
         if all(split_by_side(matched_e, None)):
             return matched_rows(con, group, audited, base | {"method": "matched_jobs", "n_control_gpus": n_matched},
-                                 matched_e, matched_s, panel, (energy, work, hours))
+                                matched_e, matched_s, panel, (energy, work, hours))
     r_map = {u: x[0] for u, x in (per_gpu | ctrl).items() if x}
     s_map = {u: x[1] for u, x in (per_gpu | ctrl).items() if x and x[1] is not None}
     method = "gpu_day"
@@ -253,6 +308,7 @@ def measure_outcomes(con: duckdb.DuckDBPyConnection, day: dt.date, *, lookback_d
                     and all(r["n_power_limits"] == 1 for r in rs if r["day"] >= min(window))]
         rows += _rows_for_group(con, day, group, panel, controls, audited)
     _note_lost_settings(rows, audited, _set_by_agent(con, first, day))
+    _note_rollbacks(rows, _audited(con, first, day, actions=("rollback",)))
     con.execute(load_sql("fct_recommendation_outcome"))
     replace_day_rows(con, day, {"fct_recommendation_outcome": [
         {k: float(v) if isinstance(v, np.floating) else v for k, v in r.items()} for r in rows]})

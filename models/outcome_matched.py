@@ -8,8 +8,14 @@ SM clocks the agent locked, per raw_agent_audit, are never controls), the treate
 mean(d before) removes the GPU's own offset and what changed for everyone. Saving =
 1 - exp(delta), in %. 95% interval: Welch's t over the jobs before and after (per GPU its own
 jobs; pooled, each job's mean d over its treated GPUs, the point being the mean of the GPUs'
-own deltas). The realised slowdown is the same estimate on log(work per busy hour). One
-control per job is enough, which recommend.hold_out_controls keeps in every job group.
+own deltas). The realised slowdown is the same estimate on log(work per busy hour), over the
+jobs whose GPUs do not run in step: where after the change a treated GPU did exactly the work of
+its controls in the job (a synchronous job, or one whose work is split evenly over its GPUs), the
+job's pace is theirs together and such a GPU and its controls slowed alike (a job 10% slower read
+as 0%). With only such jobs the slowdown is unknown (NULL),
+and the row says that the saving is then an upper bound: the controls wait on the capped GPU and
+draw more per unit of work. One control per job is enough, which recommend.hold_out_controls keeps
+in every job group.
 
 Shared with the GPU-day fallback (models.outcome): energy per unit of work before and after from
 GPU-day rows (log_ratio), the 95% interval of a saving (saving_interval) and the saving that
@@ -118,6 +124,23 @@ def _matched_differences(jobs: list[dict], sides: dict[str, tuple[set, set]], co
     return dict(out)
 
 
+# A treated GPU whose work after the change is its controls' to the last digits runs in step with
+# them (or its job's work was split evenly over its GPUs): either way the job's pace is not its own.
+# Only so exact a match: a looser one (1%) also dropped the jobs a cap did not slow, and the
+# slowdown of the rest read high (7.0% for the simulator's 4.1%).
+IN_STEP_LOG_WORK = 1e-9
+
+
+class Speeds(dict):
+    """The matched speed differences (as _matched_differences gives them), and whether some jobs ran
+    their GPUs in step after the change and were left out of them (matched_rows notes it)."""
+
+    in_step = False
+
+IN_STEP_NOTE = ("after the change its jobs ran their GPUs in step (the same work each): the slowdown is the job's "
+                "and is not measured within it, and the saving is an upper bound (the controls wait on the capped GPU)")
+
+
 def _did(before: list[float], after: list[float]) -> tuple[float, float | None, float | None]:
     """(mean(after) - mean(before), Welch standard error, Welch-Satterthwaite df) over jobs."""
     delta = float(np.mean(after) - np.mean(before))
@@ -143,6 +166,12 @@ def matched_differences(con, group: list[Change], controls: list[str], before: s
                                   lambda r: r["energy_kwh"] / r[work] if (r[work] or 0) > 0 else None)
     speed = _matched_differences(jobs, sides, ctrl,
                                  lambda r: r[work] / r["busy_hours"] if (r[work] or 0) > 0 and r["busy_hours"] else None)
+    # after the change, a treated GPU doing its controls' work runs in step with them: no pace of its own
+    in_step = {(key, g) for key, d in _matched_differences(jobs, sides, ctrl, lambda r: r[work] or None).items()
+               if key[2] == "after" for g, v in d.items() if abs(v) < IN_STEP_LOG_WORK}
+    speed = Speeds({key: kept for key, d in speed.items()
+                    if (kept := {g: v for g, v in d.items() if (key, g) not in in_step})})
+    speed.in_step = bool(in_step)
     used = {r["gpu_uuid"] for r in jobs if r["gpu_uuid"] in ctrl
             and any((r["job_id"], r["day"], side) in energy for side in ("before", "after"))}
     return energy, speed, len(used)
@@ -213,6 +242,10 @@ def matched_rows(con, group: list[Change], audited: set, base: dict, energy: dic
         out.append(pooled_row(base, out, ok, predicted, len(ok))
             | {k: v for k, v in _estimate(b, a, *split_by_side(speed, None), None, None, columns, per_gpu).items()
                if not k.startswith("energy_j")})
+    if getattr(speed, "in_step", False):
+        for r in out:
+            if r.get("realised_saving_pct") is not None and r.get("realised_slowdown_pct") is None:
+                r["note"] = IN_STEP_NOTE + (f"; {r['note']}" if r.get("note") else "")
     return out
 
 

@@ -12,6 +12,8 @@
 --     stream a day, read at its own steady rate) x active_hours. The savings' fallback divides it by
 --     active_hours; with the whole day's energy (idle hours included) a day with fewer busy hours
 --     read as a rise per active hour (-27% for a cap that never bound, busy 20 h -> 10 h)
+--   p99_power_w [W] the 99th percentile of the day's power readings: a lower limit that stays above it
+--     before the change never binds, and saves nothing
 --   job_energy_kwh [kWh], job_hours [h] energy and time in jobs (runs whose limit did not change)
 --   flops_total [FLOP], samples_total, requests_total [count] work done in those jobs
 --   n_jobs [count]; n_jobs_without_flops, n_jobs_without_samples, n_jobs_without_requests [count]
@@ -24,7 +26,8 @@ WITH samples AS (
            -- a third of a busy hour unread gave 0.67 active hours, and its energy per active hour 1.5x)
            avg(CASE WHEN activity_ratio > 0.05 THEN 1.0 WHEN activity_ratio IS NOT NULL THEN 0.0 END)
                * (epoch(max(sampled_at)) - epoch(min(sampled_at))) / 3600.0 AS active_hours,
-           avg(CAST(power_w AS DOUBLE)) FILTER (WHERE activity_ratio > 0.05) AS busy_power_w
+           avg(CAST(power_w AS DOUBLE)) FILTER (WHERE activity_ratio > 0.05) AS busy_power_w,
+           quantile_cont(CAST(power_w AS DOUBLE), 0.99) AS p99_power_w
     FROM gpu_activity_samples
     WHERE day BETWEEN $first_day::DATE AND $day::DATE
     GROUP BY gpu_uuid, day
@@ -48,7 +51,8 @@ jobs AS (
       AND energy_kwh IS NOT NULL AND NOT coalesce(power_limit_changed, false)
     GROUP BY ALL
 )
-SELECT s.gpu_uuid, s.host, s.gpu_model, s.day, s.power_limit_w, s.n_power_limits, e.energy_kwh, s.active_hours,
+SELECT s.gpu_uuid, s.host, s.gpu_model, s.day, s.power_limit_w, s.n_power_limits, s.p99_power_w, e.energy_kwh,
+       s.active_hours,
        s.busy_power_w * s.active_hours / 1000.0 AS active_energy_kwh,
        j.job_energy_kwh, j.job_hours, j.flops_total, j.samples_total, j.requests_total,
        coalesce(j.n_jobs, 0) AS n_jobs, j.n_jobs_without_flops, j.n_jobs_without_samples, j.n_jobs_without_requests

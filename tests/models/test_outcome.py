@@ -207,7 +207,8 @@ def test_controls_that_ran_other_work_give_no_saving_whatever_the_unit(inference
                                        ("C2", "latency-sensitive", "inference")):
             limit_w = 300.0 if gpu == "T" and i >= 3 else 400.0
             kwh = 6.0 if gpu == "T" else (4.0 if i < 3 else 5.0) * (1.0 if gpu == "C1" else 1.1)
-            con.executemany("INSERT INTO stg_gpu_samples VALUES (?, 'h', ?, 'NVIDIA A100-SXM4-80GB', 'nvml', ?, 250, ?, "
+            # 350 W: the new 300 W limit binds (a limit never drawn up to is not estimated at all)
+            con.executemany("INSERT INTO stg_gpu_samples VALUES (?, 'h', ?, 'NVIDIA A100-SXM4-80GB', 'nvml', ?, 350, ?, "
                             "80, 40, NULL, NULL)",
                             [[start + dt.timedelta(minutes=m), gpu, day, limit_w] for m in range(0, 24 * 60, 10)])
             con.execute("INSERT INTO fct_gpu_energy_hourly VALUES (?, ?, ?, ?)", [gpu, day, start, kwh])

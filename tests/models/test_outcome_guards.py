@@ -7,7 +7,6 @@ from __future__ import annotations
 import datetime as dt
 
 import pyarrow as pa
-import pytest
 
 from joulehouse.collectors.writer import write_dataset
 from joulehouse.models.efficiency import build_efficiency

@@ -224,9 +224,10 @@ def apply_config(
     no GPU); so does one older than the newest `replay_guard` accepted for its site (ReplayedConfig),
     which records the config before it is applied, holding the guard (ReplayGuard.held) from its
     check to its audit, so two agents of one node apply one after the other. Otherwise returns one
-    outcome per GPU of the host's entries; GPUs the config names but the driver does not have are refused. `dry_run`
-    verifies and, given `nvml`, checks every setting against its device as an apply would (reads
-    only: an apply's refusals are refusals here too); without `nvml` it touches no device.
+    outcome per GPU of the host's entries; GPUs the config names but the driver does not have are
+    refused. `dry_run` verifies and, given `nvml`, checks every setting against its device as an
+    apply would (reads only: an apply's refusals are refusals here too); without `nvml` it touches
+    no device.
     `audited_at`: when the audit says this happened, if not `now` (a dry run judged at another
     time, `agent apply --dry-run --at`: its rows then say the time it was judged at).
     `host_may_be_absent`: a config without entries for the host applies no setting instead of

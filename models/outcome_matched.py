@@ -12,10 +12,9 @@ own deltas). The realised slowdown is the same estimate on log(work per busy hou
 jobs whose GPUs do not run in step: where after the change a treated GPU did exactly the work of
 its controls in the job (a synchronous job, or one whose work is split evenly over its GPUs), the
 job's pace is theirs together and such a GPU and its controls slowed alike (a job 10% slower read
-as 0%). With only such jobs the slowdown is unknown (NULL),
-and the row says that the saving is then an upper bound: the controls wait on the capped GPU and
-draw more per unit of work. One control per job is enough, which recommend.hold_out_controls keeps
-in every job group.
+as 0%). With only such jobs the slowdown is unknown (NULL), and the row says that the saving is then
+an upper bound: the controls wait on the capped GPU and draw more per unit of work. One control per
+job is enough, which recommend.hold_out_controls keeps in every job group.
 
 Shared with the GPU-day fallback (models.outcome): energy per unit of work before and after from
 GPU-day rows (log_ratio), the 95% interval of a saving (saving_interval) and the saving that
@@ -242,7 +241,7 @@ def matched_rows(con, group: list[Change], audited: set, base: dict, energy: dic
         out.append(pooled_row(base, out, ok, predicted, len(ok))
             | {k: v for k, v in _estimate(b, a, *split_by_side(speed, None), None, None, columns, per_gpu).items()
                if not k.startswith("energy_j")})
-    if getattr(speed, "in_step", False):
+    if isinstance(speed, Speeds) and speed.in_step:
         for r in out:
             if r.get("realised_saving_pct") is not None and r.get("realised_slowdown_pct") is None:
                 r["note"] = IN_STEP_NOTE + (f"; {r['note']}" if r.get("note") else "")

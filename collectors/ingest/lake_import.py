@@ -47,7 +47,7 @@ import pyarrow.parquet as pq
 
 from joulehouse.collectors import lakefs
 from joulehouse.collectors.schema import PARTITION_HOST_COLUMN, SORT_KEYS, TIME_COLUMN
-from joulehouse.collectors.writer import WrittenFile, partition_dir, write_lake_file, write_parquet_atomic
+from joulehouse.collectors.writer import WrittenFile, partition_dir, write_parquet_atomic
 
 LOG_ID_COLUMN = "import_log_id"
 # warehouse/lake_compact.py takes the same lock for a partition (its LOCK_NAME).
@@ -80,9 +80,9 @@ class LandedLog:
 
 
 def record_landing(result: Any, landed: LandedLog) -> None:
-    """Copy what `land_log` did onto an import's result, noting a replaced earlier import: a
-    re-import (another --assume-tz, a grown log) replaces the rows it gave before, it never adds,
-    and a user who only read "wrote ... rows" would think it had."""
+    """Copy what the landing (lake_stream) did onto an import's result, noting a replaced earlier
+    import: a re-import (another --assume-tz, a grown log) replaces the rows it gave before, it
+    never adds, and a user who only read "wrote ... rows" would think it had."""
     result.written, result.rewritten, result.quarantine_path = landed.written, landed.rewritten, landed.quarantine_path
     if landed.replaced_partitions:
         result.notes.append(f"this log was imported before: its earlier rows ({landed.replaced_partitions} day "
@@ -95,66 +95,24 @@ def log_id(source: str, host: str, path: str | Path) -> str:
     return hashlib.sha256(f"{source}\0{host}\0{resolved}".encode()).hexdigest()[:16]
 
 
-def land_log(lake: str | Path, table: pa.Table, rejected: list[RejectedRow], *, source: str, host: str,
-             path: str | Path, dataset: str = "gpu_samples") -> LandedLog:
-    """Write an imported log's `dataset` rows `table` and its `rejected` lines into `lake`,
-    replacing what an earlier import of the same log wrote (module docstring). `host` is the log's
-    origin (its identity); rows land under host=`host`, or, for a log covering many hosts (a
-    scheduler's accounting: `jobs`), under each row's own host column."""
-    lake = lakefs.lake_root(lake)
-    identity = log_id(source, host, path)
-    name = f"part-{source}-{_safe(Path(path).stem)}-{identity}.parquet"
-    folder = source.replace("-", "_")  # _quarantine/nvidia_smi/, _imports/nvidia_smi/
-    ledger = lakefs.join(lake, "_imports", folder, f"{identity}.json")
-    old = _ledger_partitions(_read_json(ledger), host)
-    table = table.append_column(LOG_ID_COLUMN, pa.array([identity] * table.num_rows, pa.string()))
-    parts = _split_partitions(table, dataset, host)
-    # every partition named before anything is written: a host that cannot name a folder
-    # ('../../etc') is refused with nothing left behind, not even the ledger
-    targets = {key: _in_partition(lake, dataset, *key, name) for key in sorted(parts)}
-    record = {"source": source, "host": host, "path": str(Path(path).expanduser().resolve()), "dataset": dataset}
-    _write_json(ledger, {**record, **_ledger_fields(old | set(parts), host)})
-    written = []
-    for key, target in targets.items():
-        written.append(write_lake_file(parts[key], target))
-        # after the write: a crash before it keeps the note, and ship withdraws nothing while
-        # the file is in the lake
-        _remove_note(_withdrawal_note(lake, target))
-    rewritten = []
-    for day, part_host in sorted(old | set(parts)):
-        if (day, part_host) not in parts:
-            _withdraw(lake, _in_partition(lake, dataset, day, part_host, name), identity)
-        if isinstance(lake, Path):
-            rewritten += _take_out(Path(partition_dir(lake, dataset, day, part_host)), identity, keep=name)
-    _write_json(ledger, {**record, **_ledger_fields(set(parts), host)})
-    quarantine = lakefs.join(lake, "_quarantine", folder, f"{_safe(Path(path).stem)}-{identity}.jsonl")
-    lines = "".join(json.dumps({"source_file": str(path), "host": host, "line": r.line, "reason": r.reason,
-                                "text": r.text}) + "\n" for r in rejected)
-    if rejected:
-        _write_bytes(quarantine, lines.encode())
-    else:
-        _remove(quarantine)  # an earlier import's rejects no longer apply
-    return LandedLog(identity, written, rewritten, quarantine if rejected else None, len(old))
-
-
-def _ledger_partitions(ledger: dict[str, Any], host: str) -> set[tuple[str, str]]:
+def ledger_partitions(ledger: dict[str, Any], host: str) -> set[tuple[str, str]]:
     """The (day, host) partitions a ledger lists: `days` of the log's own host, and `partitions`
     of a log whose rows land under many hosts."""
     found = {(day, host) for day in ledger.get("days", [])}
     return found | {(day, part_host) for day, part_host in ledger.get("partitions", [])}
 
 
-def _ledger_fields(partitions: set[tuple[str, str]], host: str) -> dict[str, Any]:
+def ledger_fields(partitions: set[tuple[str, str]], host: str) -> dict[str, Any]:
     if all(part_host == host for _, part_host in partitions):
         return {"days": sorted(day for day, _ in partitions)}
     return {"partitions": sorted([day, part_host] for day, part_host in partitions)}
 
 
-def _safe(stem: str) -> str:
+def safe_stem(stem: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]", "_", stem)
 
 
-def _split_partitions(table: pa.Table, dataset: str, host: str) -> dict[tuple[str, str], pa.Table]:
+def split_partitions(table: pa.Table, dataset: str, host: str) -> dict[tuple[str, str], pa.Table]:
     if not table.num_rows:
         return {}
     days = pc.strftime(table.column(TIME_COLUMN[dataset]), format="%Y-%m-%d")
@@ -165,12 +123,12 @@ def _split_partitions(table: pa.Table, dataset: str, host: str) -> dict[tuple[st
             .sort_by(SORT_KEYS[dataset]) for day, part_host in keys}
 
 
-def _in_partition(lake: Path | str, dataset: str, day: str, host: str, name: str) -> Path | str:
+def in_partition(lake: Path | str, dataset: str, day: str, host: str, name: str) -> Path | str:
     folder = partition_dir(lake, dataset, day, host)
     return folder / name if isinstance(folder, Path) else f"{folder}/{name}"
 
 
-def _withdrawal_note(lake: Path | str, target: Path | str) -> Path | None:
+def withdrawal_note(lake: Path | str, target: Path | str) -> Path | None:
     """Where the note that `target` was withdrawn lives; None on an object-store lake (only a
     node's local lake is shipped)."""
     if not isinstance(lake, Path) or not isinstance(target, Path):
@@ -178,27 +136,27 @@ def _withdrawal_note(lake: Path | str, target: Path | str) -> Path | None:
     return lake / WITHDRAWN_DIR / f"{target.relative_to(lake).as_posix()}.json"
 
 
-def _remove_note(note: Path | None) -> None:
+def remove_withdrawal_note(note: Path | None) -> None:
     if note is not None and note.exists():
         note.unlink()
         lakefs.fsync_dir(note.parent)
 
 
-def _withdraw(lake: Path | str, target: Path | str, identity: str) -> None:
+def withdraw_file(lake: Path | str, target: Path | str, identity: str) -> None:
     """Remove the log's file `target`, noting it first (module docstring): a crash between the
     two leaves the note beside the file, which ship ignores while the file is there; the other
     order could lose the note, and the central lake would keep the rows for good."""
-    note = _withdrawal_note(lake, target)
+    note = withdrawal_note(lake, target)
     if note is None or not isinstance(target, Path):
-        _remove(target)
+        remove_file(target)
         return
     if target.exists():
-        _write_json(note, {"path": target.relative_to(lake).as_posix(), "log_id": identity})
+        write_json(note, {"path": target.relative_to(lake).as_posix(), "log_id": identity})
         target.unlink()
         lakefs.fsync_dir(target.parent)
 
 
-def _take_out(folder: Path, identity: str, *, keep: str) -> list[Path]:
+def take_out(folder: Path, identity: str, *, keep: str) -> list[Path]:
     """Rewrite, without the rows of log `identity`, every file of `folder` but `keep` that holds
     some (a compacted file); returns the files rewritten."""
     if not folder.is_dir() or not any(_holds(path, identity) for path in folder.glob("*.parquet") if path.name != keep):
@@ -208,7 +166,7 @@ def _take_out(folder: Path, identity: str, *, keep: str) -> list[Path]:
 
 
 def take_out_rows(folder: Path, identity: str, *, keep: str) -> list[Path]:
-    """`_take_out`'s work, for a caller already holding the partition's lock (ship, which must
+    """`take_out`'s work, for a caller already holding the partition's lock (ship, which must
     hold it across its own copy too)."""
     rewritten = []
     for path in sorted(folder.glob("*.parquet")) if folder.is_dir() else []:
@@ -246,7 +204,7 @@ def partition_lock(folder: Path) -> Iterator[None]:
             fcntl.flock(fh, fcntl.LOCK_UN)
 
 
-def _read_json(target: Path | str) -> dict[str, Any]:
+def read_json(target: Path | str) -> dict[str, Any]:
     try:
         if isinstance(target, Path):
             return json.loads(target.read_text(encoding="utf-8"))
@@ -255,7 +213,7 @@ def _read_json(target: Path | str) -> dict[str, Any]:
         return {}
 
 
-def _write_json(target: Path | str, value: dict[str, Any]) -> None:
+def write_json(target: Path | str, value: dict[str, Any]) -> None:
     _write_bytes(target, json.dumps(value, indent=2, sort_keys=True).encode())
 
 
@@ -274,7 +232,7 @@ def _write_bytes(target: Path | str, data: bytes) -> None:
     lakefs.fsync_dir(target.parent)
 
 
-def _remove(target: Path | str) -> None:
+def remove_file(target: Path | str) -> None:
     if isinstance(target, Path):
         target.unlink(missing_ok=True)
         return

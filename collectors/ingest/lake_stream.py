@@ -1,15 +1,15 @@
 """Landing an imported log in the lake chunk by chunk: an import holds a chunk of rows, not the log.
 
-`land_log` (lake_import) takes a log's rows whole; a month of `nvidia-smi -l 1` of 8 GPUs is ~20 M
-rows, ~20 GB as parsed Python values. `LogLanding` takes them in chunks and ends where `land_log`
-ends, with the same files, ledger, quarantine and replacement of an earlier import (lake_import's
-module docstring):
+A month of `nvidia-smi -l 1` of 8 GPUs is ~20 M rows, ~20 GB as parsed Python values. `LogLanding`
+takes them in chunks, with the files, ledger, quarantine and replacement of an earlier import that
+lake_import's module docstring describes (`land_log`: a log's rows given whole, the Slurm import's
+one chunk):
 - each chunk's rows of a (day, host) partition are appended to a staged file of that partition,
   one row group per chunk, sorted by GPU then time, written with the lake writer's settings
   (collectors/writer.py); the rejected rows are appended to a staged quarantine file. Staged
   files live in `<lake>/.import-staging/<log id>-<random>/` (a hidden folder: no reader's glob and
   not ship lists it), or in a local temporary folder for an object-store lake;
-- `finish` then does what `land_log` does: lists the old and the new days in the ledger, moves
+- `finish` then lists the old and the new days in the ledger, moves
   each staged file into its partition under the log's one name (a rename in the lake's
   filesystem, atomic; one PUT to an object store), withdraws the days the log no longer covers,
   takes the log's rows out of compacted files, lists the new days and puts the quarantine in
@@ -39,10 +39,10 @@ import pyarrow.parquet as pq
 
 from joulehouse.collectors import lakefs
 from joulehouse.collectors.schema import DATASETS, conform
-from joulehouse.collectors.ingest.lake_import import (LOG_ID_COLUMN, LandedLog, RejectedRow, _in_partition,
-                                                      _ledger_fields, _ledger_partitions, _read_json, _remove,
-                                                      _remove_note, _safe, _split_partitions, _take_out,
-                                                      _withdraw, _withdrawal_note, _write_json, log_id)
+from joulehouse.collectors.ingest.lake_import import (LOG_ID_COLUMN, LandedLog, RejectedRow, in_partition,
+                                                      ledger_fields, ledger_partitions, log_id, read_json, remove_file,
+                                                      remove_withdrawal_note, safe_stem, split_partitions, take_out,
+                                                      withdraw_file, withdrawal_note, write_json)
 from joulehouse.collectors.writer import (ROW_GROUP_ROWS, LakeWriteError, WrittenFile, parquet_options,
                                           _open_partition_folder, check_host_name,
                                           partition_dir)
@@ -65,10 +65,10 @@ class LogLanding:
 
     def __init__(self, lake: str | Path, *, source: str, host: str, path: str | Path,
                  dataset: str = "gpu_samples") -> None:
-        check_host_name(host)  # refused before anything is made, as land_log refuses it
+        check_host_name(host)  # refused before anything is made
         self.lake, self.source, self.host, self.path, self.dataset = lakefs.lake_root(lake), source, host, path, dataset
         self.identity = log_id(source, host, path)
-        self.name = f"part-{source}-{_safe(Path(path).stem)}-{self.identity}.parquet"
+        self.name = f"part-{source}-{safe_stem(Path(path).stem)}-{self.identity}.parquet"
         self._staging: Path | None = None
         self._segments: dict[_Key, list[Path]] = {}
         self._rows: dict[_Key, int] = {}
@@ -89,13 +89,13 @@ class LogLanding:
         if not table.num_rows:
             return
         table = table.append_column(LOG_ID_COLUMN, pa.array([self.identity] * table.num_rows, pa.string()))
-        for key, part in _split_partitions(table, self.dataset, self.host).items():
+        for key, part in split_partitions(table, self.dataset, self.host).items():
             self._writer(key, part.schema).write_table(part, row_group_size=ROW_GROUP_ROWS)
             self._rows[key] = self._rows.get(key, 0) + part.num_rows
         self.good_rows += table.num_rows
 
     def reject(self, row: RejectedRow) -> None:
-        """Stage one rejected line of the log for the quarantine file (as land_log writes it)."""
+        """Stage one rejected line of the log for the quarantine file."""
         if self._quarantine is None:
             self._quarantine = open(self._staged("quarantine.jsonl.tmp"), "wb")
         self._quarantine.write((json.dumps({"source_file": str(self.path), "host": self.host, "line": row.line,
@@ -112,30 +112,32 @@ class LogLanding:
             self._close(key)
         lake, folder = self.lake, self.source.replace("-", "_")
         ledger = lakefs.join(lake, "_imports", folder, f"{self.identity}.json")
-        old = _ledger_partitions(_read_json(ledger), self.host)
+        old = ledger_partitions(read_json(ledger), self.host)
         new = set(self._segments)
-        targets = {key: _in_partition(lake, self.dataset, *key, self.name) for key in sorted(new)}
+        targets = {key: in_partition(lake, self.dataset, *key, self.name) for key in sorted(new)}
         record = {"source": self.source, "host": self.host, "path": str(Path(self.path).expanduser().resolve()),
                   "dataset": self.dataset}
-        _write_json(ledger, {**record, **_ledger_fields(old | new, self.host)})
+        write_json(ledger, {**record, **ledger_fields(old | new, self.host)})
         written = []
         for key, target in targets.items():
             written.append(self._place(key, target))
-            _remove_note(_withdrawal_note(lake, target))  # after the file is in place, as land_log
+            # after the file is in place: a crash before it keeps the note, and ship withdraws nothing
+            # while the file is in the lake
+            remove_withdrawal_note(withdrawal_note(lake, target))
         rewritten = []
         for day, part_host in sorted(old | new):
             if (day, part_host) not in new:
-                _withdraw(lake, _in_partition(lake, self.dataset, day, part_host, self.name), self.identity)
+                withdraw_file(lake, in_partition(lake, self.dataset, day, part_host, self.name), self.identity)
             if isinstance(lake, Path):
-                rewritten += _take_out(Path(partition_dir(lake, self.dataset, day, part_host)), self.identity,
+                rewritten += take_out(Path(partition_dir(lake, self.dataset, day, part_host)), self.identity,
                                        keep=self.name)
-        _write_json(ledger, {**record, **_ledger_fields(new, self.host)})
-        quarantine = lakefs.join(lake, "_quarantine", folder, f"{_safe(Path(self.path).stem)}-{self.identity}.jsonl")
+        write_json(ledger, {**record, **ledger_fields(new, self.host)})
+        quarantine = lakefs.join(lake, "_quarantine", folder, f"{safe_stem(Path(self.path).stem)}-{self.identity}.jsonl")
         if self._quarantine is not None:
             self._put(_synced(self._quarantine), quarantine, partition=False)
             self._quarantine = None
         else:
-            _remove(quarantine)  # an earlier import's rejects no longer apply
+            remove_file(quarantine)  # an earlier import's rejects no longer apply
         self.abort()  # the staging folder, now empty of anything that matters
         return LandedLog(self.identity, written, rewritten, quarantine if self.rejected_rows else None, len(old))
 
@@ -231,6 +233,19 @@ class LogLanding:
         finally:
             if folder_fd is not None:
                 os.close(folder_fd)
+
+
+def land_log(lake: str | Path, table: pa.Table, rejected: list[RejectedRow], *, source: str, host: str,
+             path: str | Path, dataset: str = "gpu_samples") -> LandedLog:
+    """Write an imported log's `dataset` rows `table` and its `rejected` lines into `lake` in one
+    chunk, replacing what an earlier import of the same log wrote (lake_import's module
+    docstring). `host` is the log's origin (its identity); rows land under host=`host`, or, for a
+    log covering many hosts (a scheduler's accounting: `jobs`), under each row's own host column."""
+    with LogLanding(lake, source=source, host=host, path=path, dataset=dataset) as landing:
+        landing.add(table)
+        for row in rejected:
+            landing.reject(row)
+        return landing.finish()
 
 
 class LandedImport:

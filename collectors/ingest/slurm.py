@@ -53,7 +53,8 @@ import pyarrow as pa
 
 from joulehouse.collectors.ingest.hostlist import HostListError, expand_hostlist, gpus_in_tres
 from joulehouse.collectors.ingest.lake_gpus import LakeGpus
-from joulehouse.collectors.ingest.lake_import import RejectedRow, land_log, record_landing
+from joulehouse.collectors.ingest.lake_import import RejectedRow, record_landing
+from joulehouse.collectors.ingest.lake_stream import land_log
 from joulehouse.collectors.input_file import text_lines
 from joulehouse.collectors.ingest.local_time import (SkippedLocalTime, check_plausible, in_repeated_hour, local_timestamp,
                                                      second_pass)

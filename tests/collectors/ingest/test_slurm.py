@@ -44,6 +44,14 @@ def by_job(table: pa.Table) -> dict[str, list[dict]]:
     return found
 
 
+def placed(tmp_path, gpus_by_host: dict[str, int], *lines: str, day: datetime = DAY, **read: object):
+    """A lake of `gpus_by_host` on `day`, an export of `lines` read against it: (result, jobs by id)."""
+    lake = tmp_path / "lake"
+    write_gpu_lake(lake, gpus_by_host, day=day)
+    result, _ = read_sacct(export(tmp_path, *lines), lake=lake, now=NOW, **read)
+    return result, by_job(result.table)
+
+
 @pytest.mark.parametrize("text, hosts", [
     ("node-[01-04,07]", ["node-01", "node-02", "node-03", "node-04", "node-07"]),
     ("gpu7", ["gpu7"]),
@@ -103,15 +111,10 @@ def test_whole_nodes_partial_nodes_running_and_skipped_jobs(tmp_path):
 
 def test_a_job_asking_more_gpus_than_its_node_has_gets_the_node_and_a_note(tmp_path):
     """gres/gpu=64 on an 8-GPU node was stored as the whole node with no word of it."""
-    lake = tmp_path / "lake"
-    write_gpu_lake(lake, {"node-01": 8, "node-02": 8})
-    path = export(
-        tmp_path,
+    result, jobs = placed(
+        tmp_path, {"node-01": 8, "node-02": 8},
         "8009|big|alice|vision|gpu|COMPLETED|2026-11-30T01:00:00|2026-11-30T02:00:00|node-02|cpu=8,gres/gpu=64,node=1",
-        "8010|fits|bob|nlp|gpu|COMPLETED|2026-11-30T01:00:00|2026-11-30T02:00:00|node-01|cpu=8,gres/gpu=8,node=1",
-    )
-    result, _ = read_sacct(path, lake=lake, now=NOW)
-    jobs = by_job(result.table)
+        "8010|fits|bob|nlp|gpu|COMPLETED|2026-11-30T01:00:00|2026-11-30T02:00:00|node-01|cpu=8,gres/gpu=8,node=1")
     assert len(jobs["8009"]) == 8 and {r["gpu_assignment"] for r in jobs["8009"]} == {"whole-node"}
     [note] = [n for n in result.notes if "more GPUs than their nodes have" in n]
     assert note == ("1 job(s) asked for more GPUs than their nodes have, each given its nodes whole "
@@ -121,15 +124,10 @@ def test_a_job_asking_more_gpus_than_its_node_has_gets_the_node_and_a_note(tmp_p
 def test_a_jobs_gpus_over_its_nodes_add_up_to_what_it_was_allocated(tmp_path):
     """Split evenly and rounded up: 3 GPUs on two nodes were 4, and 12 on an 8-GPU and a 4-GPU node
     were 10 (6 + 4), with a note that the small node was asked for more than it has."""
-    lake = tmp_path / "lake"
-    write_gpu_lake(lake, {"big01": 8, "small01": 4, "n01": 8, "n02": 8})
-    path = export(
-        tmp_path,
+    result, jobs = placed(
+        tmp_path, {"big01": 8, "small01": 4, "n01": 8, "n02": 8},
         "201|a|alice|vision|gpu|COMPLETED|2026-11-30T01:00:00|2026-11-30T02:00:00|big01,small01|gres/gpu=12",
-        "202|b|bob|nlp|gpu|COMPLETED|2026-11-30T01:00:00|2026-11-30T02:00:00|n[01-02]|gres/gpu=3",
-    )
-    result, _ = read_sacct(path, lake=lake, now=NOW)
-    jobs = by_job(result.table)
+        "202|b|bob|nlp|gpu|COMPLETED|2026-11-30T01:00:00|2026-11-30T02:00:00|n[01-02]|gres/gpu=3")
     per_host = {job: sorted((h, sum(r["host"] == h for r in rows)) for h in {r["host"] for r in rows})
                 for job, rows in jobs.items()}
     assert per_host == {"201": [("big01", 8), ("small01", 4)], "202": [("n01", 2), ("n02", 1)]}
@@ -139,28 +137,23 @@ def test_a_jobs_gpus_over_its_nodes_add_up_to_what_it_was_allocated(tmp_path):
 def test_a_requeued_jobs_runs_are_each_a_holding_and_only_a_repeated_start_is_a_duplicate(tmp_path):
     """sacct -D prints a requeued job once per run: the real run was quarantined as a duplicate
     JobID, 12 of its 14 GPU-hours lost."""
-    lake = tmp_path / "lake"
-    write_gpu_lake(lake, {"n01": 8})
-    path = export(
-        tmp_path,
+    result, jobs = placed(
+        tmp_path, {"n01": 8},
         "300|t|alice|vision|gpu|REQUEUED|2026-11-30T01:00:00|2026-11-30T02:00:00|n01|gres/gpu=2",
         "300|t|alice|vision|gpu|COMPLETED|2026-11-30T03:00:00|2026-11-30T09:00:00|n01|gres/gpu=2",
-        "300|t|alice|vision|gpu|COMPLETED|2026-11-30T03:00:00|2026-11-30T09:00:00|n01|gres/gpu=2",
-    )
-    result, _ = read_sacct(path, lake=lake, now=NOW)
-    runs = sorted({(r["started_at"].hour, r["ended_at"].hour) for r in by_job(result.table)["300"]})
-    assert runs == [(1, 2), (3, 9)] and len(by_job(result.table)["300"]) == 4
+        "300|t|alice|vision|gpu|COMPLETED|2026-11-30T03:00:00|2026-11-30T09:00:00|n01|gres/gpu=2")
+    runs = sorted({(r["started_at"].hour, r["ended_at"].hour) for r in jobs["300"]})
+    assert runs == [(1, 2), (3, 9)] and len(jobs["300"]) == 4
     assert [(r.line, r.reason.split(" starting")[0]) for r in result.rejected] == [(4, "duplicate JobID: 300")]
 
 
 def test_an_end_only_the_repeated_hours_second_pass_puts_after_its_start_is_read_so(tmp_path):
     """Berlin, 25 October 2026: Start 02:30 CEST, End 02:10 CET, 40 minutes later. Both read as the
     first pass, End came before Start and the job was quarantined."""
-    lake = tmp_path / "lake"
-    write_gpu_lake(lake, {"n01": 8}, day=datetime(2026, 10, 25, tzinfo=timezone.utc))
-    path = export(tmp_path, "400|t|alice|vision|gpu|COMPLETED|2026-10-25T02:30:00|2026-10-25T02:10:00|n01|gres/gpu=8")
-    result, _ = read_sacct(path, lake=lake, assume_tz="Europe/Berlin", now=NOW)
-    [row, *_] = by_job(result.table)["400"]
+    result, jobs = placed(tmp_path, {"n01": 8},
+                          "400|t|alice|vision|gpu|COMPLETED|2026-10-25T02:30:00|2026-10-25T02:10:00|n01|gres/gpu=8",
+                          day=datetime(2026, 10, 25, tzinfo=timezone.utc), assume_tz="Europe/Berlin")
+    [row, *_] = jobs["400"]
     assert (row["started_at"], row["ended_at"]) == (datetime(2026, 10, 25, 0, 30, tzinfo=timezone.utc),
                                                     datetime(2026, 10, 25, 1, 10, tzinfo=timezone.utc))
     assert result.rejected == []

@@ -1,9 +1,11 @@
 """Thermal resistance theta (C/W) and time constant tau (s) per GPU, ranked within its model.
 
-T_chip relaxes towards T_inlet + theta*P with time constant tau. Sampled every dt, that is an
-AR(1) regression y_t = b0 + b1*y_prev + b2*P_t (models/sql/thermal_suffstats.sql sums it in SQL),
-so theta = b2/(1 - b1) and tau = -dt/ln(b1) come from one 3x3 solve per GPU, without needing
-steady state. Inlet air: the host's node_samples.inlet_temp_c when present (y = T - T_inlet);
+T_chip relaxes towards T_inlet + theta*P with time constant tau. Sampled every dt, that is the
+regression y_t = b0 + b1*y_prev + b2*P_t + b3*P_prev (models/sql/thermal_suffstats.sql sums it in
+SQL: the power over the step, bracketed by its two ends), so theta = (b2 + b3)/(1 - b1) and
+tau = -dt/ln(b1) come from one 4x4 solve per GPU, without needing steady state. A GPU with fewer
+than MIN_STEPS steps gets none: 14 steps of whole-degree readings gave theta 0.057 to 0.107 for
+0.100, ranked best-cooled or flagged an outlier. Inlet air: the host's node_samples.inlet_temp_c when present (y = T - T_inlet);
 otherwise the inlet is taken as constant over the day and estimated per GPU as b0/(1 - b1)
 (inlet_source 'estimated': diurnal inlet swings then leak into theta, so compare such GPUs with
 each other on the same host rather than across sites). GPUs whose theta is more than
@@ -30,29 +32,30 @@ OUTLIER_PCT = 25.0
 # 0.3 W gave theta 6-10 C/W with an estimated inlet of -700 C (flagged an outlier, 60x its
 # model's median), 3 W gave 0.7, 12 W 0.21, 29 W 0.14. Loaded GPUs spread 90-220 W over a day.
 MIN_POWER_SD_W = 20.0
+# Steps (one sampling interval each) a GPU needs for a theta: half an hour at DCGM's 30 s.
+MIN_STEPS = 60
 
 
 def solve_thermal(row: dict) -> tuple[float, float, float] | None:
     """(theta C/W, tau s, inlet intercept C) from one GPU's sums; None if not identifiable (too
     few rows, power spread below MIN_POWER_SD_W, a singular or unphysical solution)."""
     n = row["n"]
-    if not n or n < 10:
+    if not n or n < MIN_STEPS:
         return None
     power_var_w2 = row["s_2_2"] / n - (row["s_0_2"] / n) ** 2
     if not power_var_w2 >= MIN_POWER_SD_W**2:
         return None  # the power hardly moved: theta is not identified (MIN_POWER_SD_W)
-    a = np.array([[n, row["s_0_1"], row["s_0_2"]],
-                  [row["s_0_1"], row["s_1_1"], row["s_1_2"]],
-                  [row["s_0_2"], row["s_1_2"], row["s_2_2"]]], dtype=float)
-    b = np.array([row["s_0_y"], row["s_1_y"], row["s_2_y"]], dtype=float)
+    s = lambda i, j: n if i == j == 0 else row[f"s_{min(i, j)}_{max(i, j)}"]  # noqa: E731
+    a = np.array([[s(i, j) for j in range(4)] for i in range(4)], dtype=float)
+    b = np.array([row["s_0_y"], row["s_1_y"], row["s_2_y"], row["s_3_y"]], dtype=float)
     try:
-        b0, b1, b2 = np.linalg.solve(a, b)
+        b0, b1, b2, b3 = np.linalg.solve(a, b)
     except np.linalg.LinAlgError:
         return None
-    if not 0.0 < b1 < 1.0 or b2 <= 0:
+    if not 0.0 < b1 < 1.0 or b2 + b3 <= 0:
         return None
     tau = -float(row["interval_s"]) / np.log(b1)
-    return float(b2 / (1 - b1)), float(tau), float(b0 / (1 - b1))
+    return float((b2 + b3) / (1 - b1)), float(tau), float(b0 / (1 - b1))
 
 
 def fit_thermal_day(con: duckdb.DuckDBPyConnection, day: dt.date, *, samples_relation: str = "stg_gpu_samples",

@@ -5,8 +5,10 @@ regression y_t = b0 + b1*y_prev + b2*P_t + b3*P_prev (models/sql/thermal_suffsta
 SQL: the power over the step, bracketed by its two ends), so theta = (b2 + b3)/(1 - b1) and
 tau = -dt/ln(b1) come from one 4x4 solve per GPU, without needing steady state. A GPU with fewer
 than MIN_STEPS steps gets none: 14 steps of whole-degree readings gave theta 0.057 to 0.107 for
-0.100, ranked best-cooled or flagged an outlier. Inlet air: the host's node_samples.inlet_temp_c when present (y = T - T_inlet);
-otherwise the inlet is taken as constant over the day and estimated per GPU as b0/(1 - b1)
+0.100, ranked best-cooled or flagged an outlier. A power that moves more than once between two
+readings (20 s steps read every 30 s) is not seen by them: theta then reads low (0.065 for 0.100).
+Inlet air: the host's node_samples.inlet_temp_c when present (y = T - T_inlet); otherwise the
+inlet is taken as constant over the day and estimated per GPU as b0/(1 - b1)
 (inlet_source 'estimated': diurnal inlet swings then leak into theta, so compare such GPUs with
 each other on the same host rather than across sites). GPUs whose theta is more than
 `outlier_pct` from their model's median are flagged (badly seated heatsink, blocked airflow).

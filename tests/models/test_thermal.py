@@ -132,7 +132,8 @@ def test_a_gpu_read_for_minutes_gets_no_theta():
     _hand_made(con, {"nvml": 10}, 0, hours=6.0)
     # 15 readings across a power step (at 05:55:01), in whole degrees as NVML gives them
     con.execute("UPDATE stg_gpu_samples SET gpu_uuid = 'GPU-late', temp_c = round(temp_c) "
-                "WHERE sampled_at BETWEEN ? AND ?", [dt.datetime.combine(DAY, t, dt.timezone.utc) for t in (dt.time(5, 54), dt.time(5, 56, 20))])
+                "WHERE sampled_at BETWEEN ? AND ?",
+                [dt.datetime.combine(DAY, t, dt.timezone.utc) for t in (dt.time(5, 54), dt.time(5, 56, 20))])
     fit_thermal_day(con, DAY)
     assert [g for (g,) in con.execute("SELECT gpu_uuid FROM fct_thermal_gpu").fetchall()] == ["GPU-0"]
 

@@ -10,6 +10,9 @@ import math
 # bursts, with bursts of one size (within one row) this often, holds several GPUs' rows per sweep.
 INTERLEAVED_GAP_RATIO = 10.0
 INTERLEAVED_SAME_BURST_SHARE = 0.8
+# The gap counted between two rows of one timestamp (s): nvidia-smi stamps to the millisecond, so
+# they were at most that far apart, as close as a sweep's rows with stamps of their own.
+SAME_INSTANT_S = 1e-3
 
 
 def interleaved_gpus(times_s: list[float]) -> tuple[int, float] | None:
@@ -17,7 +20,9 @@ def interleaved_gpus(times_s: list[float]) -> tuple[int, float] | None:
     writes one row per GPU a few ms apart in each sweep; None for one GPU's readings (regular or
     with gaps). The time gaps are split in two by Otsu's threshold on their logarithm."""
     times = sorted(times_s)
-    gaps = [b - a for a, b in zip(times, times[1:]) if b > a]
+    # rows of one instant are a burst's too (a sweep's rows within a millisecond share its stamp):
+    # left out, 8 GPUs read as one, stored as GPU 0 or quarantined as its duplicates
+    gaps = [max(b - a, SAME_INSTANT_S) for a, b in zip(times, times[1:])]
     if len(gaps) < 30:
         return None
     logs = sorted(math.log(g) for g in gaps)

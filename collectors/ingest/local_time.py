@@ -27,8 +27,11 @@ EARLIEST_READING_AT = datetime(2010, 1, 1, tzinfo=timezone.utc)
 LATEST_AHEAD = timedelta(days=1)
 _TIMESTAMP_FORMATS = ("%Y/%m/%d %H:%M:%S.%f", "%Y/%m/%d %H:%M:%S")
 # nvidia-smi's own format read without strptime, which took a quarter of an import's time; what
-# this does not match, or names no date, goes through the formats above as before
-_NVIDIA_SMI_TIME = re.compile(r"(\d{4})/(\d{1,2})/(\d{1,2}) (\d{1,2}):(\d{1,2}):(\d{1,2})(?:\.(\d{1,6}))?")
+# this does not match, or names no date, goes through the formats above as before. ASCII digits
+# only, as strptime reads them; a fraction of 7-9 digits (a log re-stamped in nanoseconds) is cut
+# to microseconds, as fromisoformat cuts an ISO time's, where strptime refused every row of it
+_NVIDIA_SMI_TIME = re.compile(r"([0-9]{4})/([0-9]{1,2})/([0-9]{1,2}) ([0-9]{1,2}):([0-9]{1,2}):([0-9]{1,2})"
+                              r"(?:\.([0-9]{1,9}))?")
 # A log's minutes whose offsets LogClock remembers; past this many it starts again. A log runs in
 # time order, so its recent minutes are all it asks for again, and memory stays flat with its length
 _OFFSET_MINUTES = 64
@@ -46,7 +49,7 @@ def wall_time(raw: str) -> datetime:
         year, month, day, hour, minute, second, fraction = fast.groups()
         try:
             return datetime(int(year), int(month), int(day), int(hour), int(minute), int(second),
-                            int(fraction.ljust(6, "0")) if fraction else 0)
+                            int(fraction[:6].ljust(6, "0")) if fraction else 0)
         except ValueError:
             pass
     for fmt in _TIMESTAMP_FORMATS:

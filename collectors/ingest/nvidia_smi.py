@@ -212,6 +212,13 @@ def _read_chunks(path: Path, *, host: str, gpu_model: str | None, assume_tz: str
             if not values or all(not v.strip() for v in values):
                 continue
             line = ",".join(values)  # the row as read, for its reject record (printable() only then)
+            if values[0].startswith(BOM) and "timestamp" in (field_name(v)[0] for v in
+                                                             [values[0].removeprefix(BOM), *values[1:]]):
+                # a second log's header, its byte-order mark where the logs were concatenated: refused
+                # as bad bytes, its rows were read by the first header's columns (power as temperature)
+                values = [values[0].removeprefix(BOM), *values[1:]]
+                line = ",".join(values)
+                notes.append(f"line {line_no}: a byte-order mark before a header (logs concatenated): skipped")
             bad_bytes = encoding_problem(values)
             if bad_bytes:
                 reject(RejectedRow(line_no, bad_bytes, printable(line)))
@@ -251,14 +258,16 @@ def _read_chunks(path: Path, *, host: str, gpu_model: str | None, assume_tz: str
                         "required in gpu_samples and no UUID says a GPU's index on its host, so the log is not imported "
                         "(every GPU would be stored as GPU 0); log with --query-gpu=timestamp,index,uuid,...")
             at = sample["sampled_at"]
+            if probe is not None and not id_columns and "uuid" not in names:
+                # before the duplicate check: a sweep's rows sharing one stamp are several GPUs, and
+                # taken for one GPU's duplicates first, the bursts were never seen
+                probe.append(at.timestamp())
+                if len(probe) >= INTERLEAVED_PROBE_ROWS:
+                    probe = _refuse_interleaved(path, probe)
             if not recent.add((sample["gpu_index"], uuid), at):
                 gpu = f"GPU {sample['gpu_index']} {uuid}".strip()
                 reject(RejectedRow(line_no, f"duplicate: {gpu} already has a row at {at.isoformat()}", printable(line)))
                 continue
-            if probe is not None and not id_columns and "uuid" not in names:
-                probe.append(at.timestamp())
-                if len(probe) >= INTERLEAVED_PROBE_ROWS:
-                    probe = _refuse_interleaved(path, probe)
             naive += is_naive(row["timestamp"])
             model = identity_text(row.get("name")) or gpu_model
             sample.update(host=host, gpu_model=model, source=SOURCE,

@@ -14,7 +14,7 @@ import re
 
 import pyarrow as pa
 
-from joulehouse.collectors.ingest.local_time import LogClock
+from joulehouse.collectors.ingest.local_time import LogClock, wall_time
 from joulehouse.collectors.schema import GPU_SAMPLES
 
 NULLS = {"", "[n/a]", "n/a", "[not supported]", "not supported", "[unknown error]", "[gpu is lost]"}
@@ -105,9 +105,13 @@ def _range(column: str) -> tuple[float, float, str]:
 
 
 def is_naive(raw: str) -> bool:
-    """A timestamp written without a UTC offset (nvidia-smi's own 'YYYY/MM/DD HH:MM:SS.fff' never has one)."""
-    text = raw.strip()
-    return not (text.endswith("Z") or re.search(r"[+-]\d\d:?\d\d$", text))
+    """A timestamp written without a UTC offset (nvidia-smi's own 'YYYY/MM/DD HH:MM:SS.fff' never
+    has one), as the parser reads it: an hour-only offset ('+05') counts, which a pattern of the
+    offset's text had missed, and the notes said such times were read in the zone assumed."""
+    try:
+        return wall_time(raw).tzinfo is None
+    except ValueError:
+        return False
 
 
 def identity_text(value: str | None) -> str:

@@ -77,15 +77,20 @@ def test_a_byte_that_is_not_utf8_rejects_its_row_only(tmp_path, lake):
     assert kept["text"] == "2026/01/02 00:00:01.000, 0, 10\\xff W" and kept["source_file"] == str(log)
 
 
-def test_a_byte_order_mark_opening_the_file_is_skipped_and_one_inside_rejects_its_row(tmp_path):
+def test_a_byte_order_mark_opening_a_log_is_skipped_and_one_inside_a_row_rejects_it(tmp_path):
+    """Two logs cat'ed: the second's header opens with its byte-order mark. Rejected as bad bytes,
+    its columns were never read, and where they came in another order the rows after it were
+    stored by the first header's (power as temperature)."""
     log = tmp_path / "smi.csv"
     log.write_bytes(b"\xef\xbb\xbf" + HEADER.encode() + b"2026/01/02 00:00:00.000, 0, 100 W\n"
-                    + b"\xef\xbb\xbf" + HEADER.encode() + b"2026/01/02 00:00:01.000, 0, 101 W\n")  # two logs, cat'ed
+                    + b"\xef\xbb\xbftimestamp, power.draw [W], index\n2026/01/02 00:00:01.000, 101 W, 0\n"
+                    + b"2026/01/02 00:00:02.000, 0\xef\xbb\xbf, 102 W\n")
     res = read_nvidia_smi_csv(log, host="h", now=NOW)
-    assert res.good_rows == 2
+    assert res.good_rows == 2 and res.table.column("power_w").to_pylist() == [100.0, 101.0]
     assert "the file opens with a UTF-8 byte-order mark: skipped" in res.notes
+    assert "line 3: a byte-order mark before a header (logs concatenated): skipped" in res.notes
     assert [(r.line, r.reason) for r in res.rejected] == [
-        (3, "encoding: a UTF-8 byte-order mark in field 1 (logs concatenated?)")]
+        (5, "encoding: a UTF-8 byte-order mark in field 2 (logs concatenated?)")]
 
 
 @pytest.mark.parametrize("header, value, reason", [

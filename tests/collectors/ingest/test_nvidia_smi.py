@@ -233,3 +233,11 @@ def test_one_gpus_logs_are_not_taken_for_interleaved_ones(telemetry, tmp_path):
         f"2026/06/11 10:00:{i // 2 + 0.003 * (i % 2):06.3f}, {60 if i % 2 else 300} W\n" for i in range(100)))
     with pytest.raises(NvidiaSmiError, match="bursts of 2"):
         read_nvidia_smi_csv(pairs, host="h", gpu_model="G")
+    # a sweep's rows within a millisecond share its stamp: taken for one GPU's duplicates first, 8
+    # GPUs were one, stored as GPU 0 (its power jumping 60-340 W) or quarantined
+    same = tmp_path / "same.csv"
+    same.write_text("timestamp, power.draw [W]\n" + "".join(
+        f"2026/06/11 10:{s // 60:02d}:{s % 60:02d}.{3 + (g > 5):03d}, {60 + 40 * g} W\n"
+        for s in range(300) for g in range(8)))
+    with pytest.raises(NvidiaSmiError, match="bursts of 8"):
+        read_nvidia_smi_csv(same, host="h", gpu_model="G")

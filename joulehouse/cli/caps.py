@@ -7,7 +7,7 @@ from typing import Optional
 
 import typer
 
-from joulehouse.cli.options import fail, settings_file
+from joulehouse.cli.options import config_origin, fail, settings_file
 from joulehouse.cli.output import FORMAT_HELP, OutputFormat, emit
 
 
@@ -75,7 +75,7 @@ def register(app: typer.Typer) -> None:
             try:
                 recommend = load_settings(settings_file(config)).recommend
             except SettingsError as exc:
-                fail(str(exc))
+                fail(f"{exc}{config_origin(config)}")
             bound = slowdown_bound_pct(workload_class, recommend)
             field = {"latency-sensitive": "latency"}.get(workload_class, workload_class)
             bound_from = f"{workload_class} class ([recommend] max_slowdown_{field}_pct)"

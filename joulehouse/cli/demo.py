@@ -11,7 +11,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from joulehouse.cli import SHARED_DATA
-from joulehouse.cli.options import output_folder, parse_day, settings_file
+from joulehouse.cli.options import config_origin, output_folder, parse_day, settings_file
 
 console = Console()
 
@@ -39,13 +39,14 @@ def register(app: typer.Typer) -> None:
         from joulehouse.cli.dagrun import DagRunFailed, run_day
 
         day = parse_day(date, "--date")
+        origin = config_origin(config)
         config = settings_file(config)
         if airflow_home is not None:
             output_folder(airflow_home, "--airflow-home", "the Airflow home folder")
         try:
             settings = load_settings(config)
         except SettingsError as exc:
-            _stop(str(exc), 2)
+            _stop(f"{exc}{origin}", 2)
         from joulehouse.warehouse.lake_partitions import lake_folder_problem
 
         lake = settings.lake.path

@@ -28,6 +28,14 @@ def settings_file(config: str | Path | None) -> Path | None:
     return Path(named) if named else None
 
 
+def config_origin(config: str | Path | None) -> str:
+    """What to add to a settings file's error when the file came from JOULEHOUSE_CONFIG, not
+    --config: the line named a file the user never typed, and not where it came from."""
+    if config is None and os.environ.get("JOULEHOUSE_CONFIG", "").strip():
+        return " (the file JOULEHOUSE_CONFIG names; --config overrides it)"
+    return ""
+
+
 def parse_duration(value: str, option: str) -> float:
     """A duration as every command spells it ('1s', '500ms', '5m', '1h'; a bare number is seconds)
     -> seconds, or fail naming the option."""

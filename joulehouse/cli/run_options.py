@@ -12,7 +12,7 @@ from typing import Annotated, Optional
 import typer
 
 from joulehouse.cli import SHARED_DATA
-from joulehouse.cli.options import fail, settings_file
+from joulehouse.cli.options import config_origin, fail, settings_file
 from joulehouse.collectors.settings import MAX_PUE
 
 DEFAULT_DATA_DIR = SHARED_DATA
@@ -132,7 +132,7 @@ def account_settings(config: Optional[Path]):
     try:
         return load_settings(settings_file(config))
     except SettingsError as exc:
-        fail(str(exc))
+        fail(f"{exc}{config_origin(config)}")
 
 
 def run_hourly_mean(series, column: str, started, hours: float, source: str) -> tuple[float, dict[str, int]]:

@@ -21,7 +21,7 @@ import annotated_types
 import typer
 from pydantic.fields import FieldInfo
 
-from joulehouse.cli.options import settings_file
+from joulehouse.cli.options import config_origin, settings_file
 from joulehouse.collectors.settings import SettingsError, SettingsRoot, absolute_locations, toml_value
 
 HEADER = """\
@@ -83,11 +83,12 @@ def settings_command(
     # Imported here: every other command starts without the analytics' settings modules.
     from joulehouse.settings import input_file_problems, load_settings
 
+    given = config
     try:
         config = settings_file(config)
         settings = load_settings(config)
     except SettingsError as exc:
-        typer.echo(f"error: {exc}", err=True)
+        typer.echo(f"error: {exc}{config_origin(given)}", err=True)
         raise typer.Exit(2) from None
     if (missing := input_file_problems(settings, config)) is not None:
         typer.echo(f"error: {missing}", err=True)  # the check `joulehouse run` makes before its work

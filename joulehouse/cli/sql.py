@@ -16,7 +16,7 @@ from typing import Optional
 
 import typer
 
-from joulehouse.cli.options import settings_file
+from joulehouse.cli.options import config_origin, settings_file
 
 
 RELATIONS_MD = Path(str(resources.files("joulehouse.warehouse") / "RELATIONS.md"))
@@ -331,7 +331,10 @@ def register(app: typer.Typer) -> None:
                     raise
                 finally:
                     con.close()
-        except (QueryError, WarehouseError, SettingsError) as exc:
+        except SettingsError as exc:
+            typer.echo(f"error: {exc}{config_origin(config)}", err=True)
+            raise typer.Exit(2) from None
+        except (QueryError, WarehouseError) as exc:
             typer.echo(f"error: {exc}", err=True)
             raise typer.Exit(2) from None
         except MemoryError:

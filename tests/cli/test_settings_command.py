@@ -135,3 +135,19 @@ def test_joulehouse_config_is_the_settings_file_when_no_config_is_given(tmp_path
     other = tmp_path / "other.toml"
     other.write_text('[lake]\npath = "/srv/other"\n')
     assert 'path = "/srv/other"' in CliRunner().invoke(app, ["settings", "--config", str(other)]).output  # --config first
+
+
+@pytest.mark.parametrize("command", [["settings"], ["sql", "--db", "w.duckdb", "SELECT 1"],
+                                     ["carbon", "estimate", "--hours", "1", "--gpu-model", "H100-SXM"]])
+def test_a_bad_file_from_joulehouse_config_is_said_to_come_from_it(tmp_path, monkeypatch, command):
+    """A user who never typed the file's name is told where it came from, and how to override it;
+    with --config the line stays as it was."""
+    _no_overrides(monkeypatch)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("JOULEHOUSE_CONFIG", str(tmp_path / "gone.toml"))
+    said = CliRunner().invoke(app, command)
+    assert said.exit_code == 2
+    assert "gone.toml does not exist (the file JOULEHOUSE_CONFIG names; --config overrides it)" in said.output
+    typed = CliRunner().invoke(app, [*command, "--config", str(tmp_path / "typed.toml")])
+    assert typed.exit_code == 2 and "typed.toml does not exist" in typed.output
+    assert "JOULEHOUSE_CONFIG" not in typed.output

@@ -57,6 +57,7 @@ print(json.dumps({{
   'runs': [(str(i.run_after), str(i.data_interval.start), str(i.data_interval.end)) for i in [first, second]],
   'errors': {{k: str(v) for k, v in bag.import_errors.items()}},
   'tasks': {{t.task_id: sorted(t.downstream_task_ids) for t in dag.tasks}},
+  'trigger_rules': {{t.task_id: str(getattr(t.trigger_rule, 'value', t.trigger_rule)) for t in dag.tasks}},
   'owners': sorted({{t.owner for t in dag.tasks}}),
   'retries': sorted({{t.retries for t in dag.tasks}}),
   'tags': sorted(dag.tags), 'timetable': type(dag.timetable).__name__, 'cron': timetable.summary,
@@ -93,5 +94,9 @@ print(json.dumps({{
         assert downstream in tasks[upstream], f"{upstream} must run before {downstream}"
     assert tasks["render_report"] == []
     # Great Expectations off the critical path: after the SQL gate, beside the models, before the report.
-    assert "validate_data" in tasks["check_data"] and tasks["validate_data"] == ["render_report"]
+    assert "validate_data" in tasks["check_data"] and tasks["validate_data"] == ["warnings_done"]
+    assert tasks["warnings_done"] == ["render_report"]
+    # ...and a failure of it (GX's import, a suite) still leaves the day its report
+    assert info["trigger_rules"]["warnings_done"] == "all_done"
+    assert info["trigger_rules"]["render_report"] == "all_success"  # but never without the export
     assert "validate_data" not in tasks["fit_power_models"] and "fit_power_models" not in tasks["validate_data"]

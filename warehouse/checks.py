@@ -28,6 +28,7 @@ from dataclasses import dataclass
 import duckdb
 
 from joulehouse.warehouse.lake_contract import reading_own_day
+from joulehouse.warehouse.readings import refuse_pruned_day
 from joulehouse.warehouse.settings import WarehouseSettings
 from joulehouse.warehouse.gate import STG_SUMMARY, WARNING, CheckResult, CheckSummary, store_check_results
 from joulehouse.warehouse.sqlio import SqlFiles, used_parameters
@@ -129,9 +130,26 @@ def _describe(check: Check) -> str:
     return f"{_snake(check.rule)}({target})" if target else _snake(check.rule)
 
 
-def _frame(con: duckdb.DuckDBPyConnection, name: str, day: dt.date):
-    """The pandas frame of warehouse/checks_sql/<name>.sql for `day` (only the parameters it uses bound)."""
-    sql = CHECKS_SQL.text(name)
+def _nan_beyond_bounds(sql: str, checks: list[Check]) -> str:
+    """`sql` with each NaN of a column a row check bounds set to the infinity beyond its bound
+    (-inf under a lower bound, else +inf). GX reads a pandas NaN as missing and skips it, and
+    pandas has NaN for NULL too: a NaN PUE or coverage, which no build should make, was stored as
+    a pass. NULL stays NULL (isnan(NULL) is NULL), a value the rules skip."""
+    beyond = {}
+    for check in checks:
+        column = check.gx_kwargs.get("column")
+        if check.counts is None and column and {"min_value", "max_value"} & check.gx_kwargs.keys():
+            beyond.setdefault(column, "'-inf'" if check.gx_kwargs.get("min_value") is not None else "'inf'")
+    if not beyond:
+        return sql
+    replaced = ", ".join(f'CASE WHEN isnan("{c}") THEN {v}::DOUBLE ELSE "{c}" END AS "{c}"' for c, v in beyond.items())
+    return f"SELECT * REPLACE ({replaced}) FROM ({sql})"
+
+
+def _frame(con: duckdb.DuckDBPyConnection, name: str, day: dt.date, checks: list[Check] = ()):
+    """The pandas frame of warehouse/checks_sql/<name>.sql for `day` (only the parameters it uses
+    bound), NaN in the columns `checks` bound put beyond the bound (_nan_beyond_bounds)."""
+    sql = _nan_beyond_bounds(CHECKS_SQL.text(name), list(checks))
     with reading_own_day(con, day):  # the summary counts the day's files in the lake
         frame = con.execute(sql, {"day": day} if "day" in used_parameters(sql) else {}).df()
     # in one order, so the examples a warning names (GX's first unexpected rows) are the same ones
@@ -208,7 +226,8 @@ def _result(check: Check, frame, outcome) -> CheckResult:
 
 def validate_day(con: duckdb.DuckDBPyConnection, day: dt.date, settings: WarehouseSettings) -> CheckSummary:
     """Validate `day`'s warning rules with Great Expectations; reads only (a read-only connection
-    does), stores nothing."""
+    does), stores nothing. Refuses a day whose readings are past retention (ReadingsPastRetention)."""
+    refuse_pruned_day(con, day, "the warning data checks")
     import great_expectations as gx
     import great_expectations.expectations as gxe
 
@@ -226,7 +245,7 @@ def validate_day(con: duckdb.DuckDBPyConnection, day: dt.date, settings: Warehou
         by_frame.setdefault(check.frame, []).append(i)
     outcomes: dict[int, CheckResult] = {}
     for name, indices in by_frame.items():
-        frame = _frame(con, name, day)
+        frame = _frame(con, name, day, [checks[i] for i in indices])
         batch = batches.get_batch(batch_parameters={"dataframe": frame})
         # One suite per frame: GX computes the frame's metrics once for all its expectations.
         suite = gx.ExpectationSuite(name=name)

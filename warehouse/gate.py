@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 import duckdb
 
 from joulehouse.warehouse.lake_contract import reading_own_day
+from joulehouse.warehouse.readings import refuse_pruned_day
 from joulehouse.warehouse.settings import WarehouseSettings
 from joulehouse.warehouse.sqlio import SqlFiles, records, replace_day_rows, used_parameters
 
@@ -132,8 +133,12 @@ def _rules() -> list[GateRule]:
         GateRule(energy, "expect_column_values_to_be_in_set(hour_in_day)", energy_gate, "hour_outside_day_rows",
                  "n_rows", of_rows + " have an hour_at outside the day{examples}", examples="hour_outside_day_examples"),
         GateRule(energy, "expect_column_values_to_be_between(energy_kwh)", energy_gate, "energy_out_of_range_rows",
-                 "n_rows", of_rows + " have energy_kwh outside [0, {max_energy_kwh}]{examples}",
+                 "n_rows", of_rows + " have energy_kwh outside [0, {max_power_over_limit_ratio:g} x the GPU's highest "
+                 "limit x 1 h; {max_energy_kwh:g} kWh where no limit was read]{examples}",
                  examples="energy_out_of_range_examples"),
+        GateRule(energy, "expect_column_values_to_not_be_null(energy_kwh)", energy_gate, "incomplete_rows",
+                 "n_rows", of_rows + " have a NULL key or coverage_ratio, or are covered with energy_kwh or "
+                 "energy_source NULL{examples}", examples="incomplete_examples"),
         GateRule(energy, "expect_column_values_to_be_between(coverage_ratio)", energy_gate, "coverage_out_of_range_rows",
                  "n_rows", of_rows + " have coverage_ratio outside [0, 1]{examples}",
                  examples="coverage_out_of_range_examples"),
@@ -141,7 +146,7 @@ def _rules() -> list[GateRule]:
                  "n_rows", of_rows + " have energy_source not in ['counter', 'power_integral']{examples}",
                  examples="unknown_source_examples"),
         GateRule("fct_pue_hourly", "expect_column_values_to_be_between(it_energy_kwh)", "fct_pue_hourly_gate",
-                 "it_energy_negative_rows", "n_rows", of_rows + " have it_energy_kwh < 0{examples}",
+                 "it_energy_negative_rows", "n_rows", of_rows + " have it_energy_kwh < 0 or not a number{examples}",
                  examples="it_energy_negative_examples"),
         GateRule("dim_gpu", "expect_column_values_to_be_unique(gpu_uuid)", "dim_gpu_gate", "duplicate_uuid_rows",
                  "n_rows", "{unexpected:,} GPUs of {total:,} share their gpu_uuid with another row{examples}",
@@ -172,6 +177,7 @@ def evaluate_gate(con: duckdb.DuckDBPyConnection, day: dt.date, settings: Wareho
     """Every blocking rule decided on `day`'s rows; a relation the warehouse lacks is no rule broken
     when it is optional (fct_pue_hourly without a facility meter) and fails when it is required."""
     params = {"day": day, "max_energy_kwh": settings.max_power_abs_w / 1000.0,
+              "max_power_over_limit_ratio": settings.max_power_over_limit_ratio,
               "known_reasons": list(QUARANTINE_REASONS)}
     frames: dict[str, dict | None] = {}
     results = []
@@ -202,7 +208,9 @@ def _result(rule: GateRule, success: bool, observed: str, unexpected: int | None
 def run_gate(con: duckdb.DuckDBPyConnection, day: dt.date, settings: WarehouseSettings) -> CheckSummary:
     """Decide `day`'s blocking rules, store them in fct_check_results (the day's previous blocking
     rows replaced) and raise BlockingCheckFailed, after storing, when one failed: its message names
-    each failed rule, its relation and the counts."""
+    each failed rule, its relation and the counts. A day whose readings are past retention is
+    refused before anything is stored (readings.ReadingsPastRetention)."""
+    refuse_pruned_day(con, day, "the blocking data checks")
     summary = CheckSummary(day=day, results=tuple(evaluate_gate(con, day, settings)))
     store_check_results(con, day, list(summary.results), BLOCKING)
     if summary.failed_blocking:

@@ -178,6 +178,20 @@ def sweep(con: duckdb.DuckDBPyConnection, keep_s: float) -> int:
     return deleted
 
 
+class ReadingsPastRetention(RuntimeError):
+    """A day's readings were taken out under warehouse.readings_retention_days: what reads them
+    (the data checks) cannot judge the day again without a rebuild."""
+
+
+def refuse_pruned_day(con: duckdb.DuckDBPyConnection, day: dt.date, what: str) -> None:
+    """Raise ReadingsPastRetention when `day`'s readings are past retention: checked again, the
+    day read as 0 readings, stopped, and its stored results were replaced by that false stop."""
+    reason = why_no_readings(con, day)
+    if reason is not None and "past retention" in reason:
+        raise ReadingsPastRetention(f"{what} of {day} not run: {reason}; rebuild the day to check it again "
+                                    "(its stored results are left as they were)")
+
+
 def why_no_readings(con: duckdb.DuckDBPyConnection, day: dt.date) -> str | None:
     """Why stg_gpu_samples holds no reading of `day`, when the warehouse can tell: the day was
     never built, or its readings are past retention; None otherwise (or without the build log). A

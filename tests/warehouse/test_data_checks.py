@@ -57,6 +57,13 @@ def test_clean_day_passes_blocking_checks_and_reports_warnings(lake, warehouse):
     # a GPU-hour stored under the wrong day: carbon and cost charge its embodied share and capital twice
     ("SET hour_at = hour_at + INTERVAL 1 DAY", "1 rows of 1 have an hour_at outside the day",
      "expect_column_values_to_be_in_set(hour_in_day)"),
+    # 1.2 kWh in an hour from a GPU limited to 700 W (at most 1.5 x 0.7 kWh): one bound of 3 kWh
+    # for every GPU had passed it
+    ("SET energy_kwh = 1.2", r"1 rows of 1 have energy_kwh outside \[0, 1.5 x the GPU's highest limit x 1 h.*"
+     r"GPU-0: 1.2 kWh of at most 1.05", "expect_column_values_to_be_between(energy_kwh)"),
+    # a covered hour whose energy went missing: NULL had broken no rule
+    ("SET energy_kwh = NULL", "1 rows of 1 have a NULL key or coverage_ratio, or are covered with energy_kwh",
+     "expect_column_values_to_not_be_null(energy_kwh)"),
 ])
 def test_failing_blocking_check_raises_after_storing_results(lake, warehouse, bug, message, expectation):
     write(lake, gpu_rows(range(0, 61), 100.0))
@@ -258,3 +265,71 @@ def test_an_inventory_gpu_that_sent_nothing_all_day_is_a_coverage_warning(lake, 
     assert warned["expect_column_values_to_be_between(coverage_ratio >= 0.9)"] == \
         "1 GPUs of 2 have coverage_ratio < 0.9 (e.g. GPU-1)"
     assert warned["expect_column_values_to_be_between(staleness_s <= 3600)"] == "1 GPUs of 2 have staleness_s > 3600 (e.g. GPU-1)"
+
+
+def test_a_gpu_without_a_limit_is_bound_by_the_absolute_bound(lake, warehouse):
+    write(lake, gpu_rows(range(0, 61), 100.0, limit_w=None))
+    con = warehouse()
+    con.execute("UPDATE fct_gpu_energy_hourly SET energy_kwh = 2.9")  # under 3 kWh (max_power_abs_w 3000 W)
+    assert not run_gate(con, DAY, WarehouseSettings()).failed_blocking
+    con.execute("UPDATE fct_gpu_energy_hourly SET energy_kwh = 3.1")
+    with pytest.raises(BlockingCheckFailed, match="GPU-0: 3.1 kWh of at most 3"):
+        run_gate(con, DAY, WarehouseSettings())
+
+
+@pytest.mark.slow
+def test_nan_it_energy_and_a_quarantined_row_without_reason_stop_the_day(lake, warehouse):
+    """NaN < 0 is false, and list_contains of NULL is NULL: both had passed the gate."""
+    write(lake, gpu_rows(range(0, 600), 100.0) + gpu_rows([600.5], -5.0))
+    con = warehouse()
+    con.execute("INSERT INTO fct_pue_hourly (hour_at, day, site, pue, it_energy_kwh, facility_energy_kwh) "
+                "VALUES (?, ?, 'site-a', NULL, 'NaN'::DOUBLE, 1.0)", [MIDNIGHT, DAY])
+    con.execute("UPDATE quarantine_gpu_samples SET reason = NULL")
+    with pytest.raises(BlockingCheckFailed):
+        run_gate(con, DAY, WarehouseSettings())
+    failed = _failed(con)
+    assert failed[("fct_pue_hourly", "expect_column_values_to_be_between(it_energy_kwh)")] == (
+        "1 rows of 1 have it_energy_kwh < 0 or not a number (e.g. nan)")
+    assert failed[("quarantine_gpu_samples", "expect_column_values_to_be_in_set(reason)")] == (
+        "1 rows of 1 have a reason outside the known rules (e.g. NULL)")
+
+
+@pytest.mark.slow
+def test_a_nan_in_a_checked_column_is_a_failed_warning_and_null_is_skipped(lake, warehouse):
+    """Great Expectations reads a pandas NaN as missing: a NaN PUE and coverage were stored as passes."""
+    write(lake, gpu_rows(range(0, 3601), 100.0))
+    con = warehouse()
+    con.execute("INSERT INTO fct_pue_hourly (hour_at, day, site, pue, it_energy_kwh, facility_energy_kwh) "
+                "VALUES (?, ?, 'site-a', 'NaN'::DOUBLE, 1.0, 1.0), (?, ?, 'site-a', NULL, 1.0, NULL)",
+                [MIDNIGHT, DAY, MIDNIGHT + dt.timedelta(hours=1), DAY])
+    con.execute("UPDATE fct_gpu_coverage_daily SET coverage_ratio = 'NaN'::DOUBLE, staleness_s = 'NaN'::DOUBLE")
+    run_checks(con, DAY, WarehouseSettings())
+    failed = _failed(con, "warning")
+    assert failed[("fct_pue_hourly", "expect_column_values_to_be_between(pue in [1, 3])")].startswith(
+        "1 rows of 2 have pue outside [1.0, 3.0]")  # the NULL PUE (no facility reading) is skipped
+    assert failed[("fct_gpu_coverage_daily", "expect_column_values_to_be_between(coverage_ratio >= 0.9)")] == (
+        "1 GPUs of 1 have coverage_ratio < 0.9 (e.g. GPU-0)")
+    assert failed[("fct_gpu_coverage_daily", "expect_column_values_to_be_between(staleness_s <= 3600)")] == (
+        "1 GPUs of 1 have staleness_s > 3600 (e.g. GPU-0)")
+
+
+@pytest.mark.slow
+def test_checking_again_a_day_past_readings_retention_is_refused_and_keeps_its_results(lake, warehouse):
+    """Its readings pruned, the day read as 0 readings and lost rows: the gate stopped a good day
+    and replaced its stored results with that false stop."""
+    from joulehouse.warehouse.readings import ReadingsPastRetention
+
+    keep_one = WarehouseSettings(readings_retention_days=1)
+    for k in range(3):
+        write(lake, gpu_rows(range(k * 86400, k * 86400 + 600), 100.0))
+    con = warehouse(DAY, keep_one)
+    run_gate(con, DAY, keep_one)
+    stored = con.execute("SELECT * FROM fct_check_results WHERE day = ? ORDER BY ALL", [DAY]).fetchall()
+    for k in (1, 2):
+        warehouse(DAY + dt.timedelta(days=k), keep_one)
+    with pytest.raises(ReadingsPastRetention, match="past retention.*rebuild the day to check it again"):
+        run_gate(con, DAY, keep_one)
+    with pytest.raises(ReadingsPastRetention):
+        run_checks(con, DAY, keep_one)
+    assert con.execute("SELECT * FROM fct_check_results WHERE day = ? ORDER BY ALL", [DAY]).fetchall() == stored
+    assert not run_gate(con, DAY + dt.timedelta(days=2), keep_one).failed_blocking  # a kept day is checked

@@ -50,10 +50,17 @@ def sensitivity_forest(rows: pl.DataFrame) -> go.Figure:
     return fig
 
 
+def whole_text(column: str, missing: str | None = "-") -> pl.Expr:
+    """A number column as whole-number text, `missing` where it is NULL, NaN or infinite: a strict
+    cast of one NaN or infinite watt value to an integer stopped the whole day's report."""
+    value = pl.col(column).cast(pl.Float64)
+    text = pl.when(value.is_finite()).then(value.round(0)).cast(pl.Int64, strict=False).cast(pl.String)
+    return text if missing is None else text.fill_null(missing)
+
+
 def outcome_label(rows: pl.DataFrame) -> pl.Expr:
     """'GPU model: 400->300 W (all 4 GPUs)' for pooled rows, 'host UUID-prefix: 400->300 W' per GPU."""
-    change = (pl.col("power_limit_w_before").round(0).cast(pl.Int64).cast(pl.String) + "→"
-              + pl.col("power_limit_w_after").round(0).cast(pl.Int64).cast(pl.String) + " W")
+    change = whole_text("power_limit_w_before") + "→" + whole_text("power_limit_w_after") + " W"
     per_gpu = pl.col("host").fill_null("") + " " + pl.col("gpu_uuid").fill_null("").str.slice(0, 12) + ": " + change
     gpus = pl.when(pl.col("n_treated_gpus") == 1).then(pl.lit("the one GPU")).otherwise(
         "all " + pl.col("n_treated_gpus").cast(pl.String) + " GPUs")
@@ -87,7 +94,7 @@ def efficiency_by_setting(rows: pl.DataFrame) -> go.Figure:
     has (EPOE, J/token, J/sample, FLOPs/W). Columns: gpu_model, power_limit_w, and the metrics."""
     metrics = [m for m in EFFICIENCY_METRICS if m[0] in rows.columns and rows[m[0]].null_count() < rows.height]
     rows = rows.with_columns((pl.col("gpu_model").str.replace("NVIDIA ", "") + " @ "
-                              + pl.col("power_limit_w").round(0).cast(pl.Int64).cast(pl.String) + " W").alias("label"))
+                              + whole_text("power_limit_w") + " W").alias("label"))
     n_cols = 2 if len(metrics) > 1 else 1
     n_rows = (len(metrics) + n_cols - 1) // n_cols
     fig = make_subplots(rows=n_rows, cols=n_cols, subplot_titles=[f"{t.split(' (')[0]}: {better}" for _, t, better in metrics],

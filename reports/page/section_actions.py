@@ -7,7 +7,7 @@ from __future__ import annotations
 import polars as pl
 
 from joulehouse.reports.export.selection import AT_DEFAULT
-from joulehouse.reports.page.figures_estimates import efficiency_by_setting, outcome_label, outcome_saving
+from joulehouse.reports.page.figures_estimates import efficiency_by_setting, outcome_label, outcome_saving, whole_text
 from joulehouse.reports.page.relations import ReportData, has, total
 from joulehouse.reports.page.blocks import FigureWriter, Section, details, fmt_number, table
 
@@ -21,7 +21,7 @@ REC_DIGITS = {"power_limit_w": 0, "default_limit_w": 0, "locked_sm_clock_min_mhz
 def setting_text(recs: pl.DataFrame) -> pl.Expr:
     """'cap at 300 W (default 700 W)' or 'lock SM clocks at 900-1584 MHz', one string per row."""
     def num(col: str) -> pl.Expr:
-        return pl.col(col).round(0).cast(pl.Int64).cast(pl.String) if col in recs.columns else pl.lit(None, pl.String)
+        return whole_text(col, missing=None) if col in recs.columns else pl.lit(None, pl.String)
 
     clock = pl.when(pl.col("locked_sm_clock_min_mhz").is_not_null() if "locked_sm_clock_min_mhz" in recs.columns else pl.lit(False)) \
         .then("lock SM clocks at " + num("locked_sm_clock_min_mhz") + "-" + num("locked_sm_clock_max_mhz") + " MHz") \

@@ -409,3 +409,15 @@ def test_unknown_energy_and_cost_are_drawn_and_said_as_unknown_not_zero(tmp_path
     assert "energy is 0%" not in text and "kWh None" not in text
     assert "no job's carbon could be computed" in text
     assert re.search(r"\d+ GPU-hours without measured energy", text)
+
+
+@pytest.mark.slow
+def test_a_nan_or_infinite_watt_value_is_shown_as_unknown_not_a_failed_report(full_day, tmp_path):
+    """A strict cast of one NaN or infinite limit to an integer stopped the whole day's page."""
+    build_analysis(full_day)
+    full_day.execute("UPDATE fct_recommendation_outcome SET power_limit_w_before = 'NaN'::DOUBLE")
+    full_day.execute("UPDATE fct_recommendation SET default_limit_w = 'inf'::DOUBLE "
+                     "WHERE gpu_uuid = (SELECT min(gpu_uuid) FROM fct_recommendation)")
+    text = html.unescape(render_report(full_day, DAY, tmp_path / "r.html").read_text())
+    model, before, after, *_ = OUTCOME_POOLED
+    assert f"{model}: -→{after:.0f} W" in text

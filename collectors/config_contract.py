@@ -236,6 +236,120 @@ def verify_config(
 def verify_signature(doc: Mapping[str, Any], public_key: Ed25519PublicKey) -> RecommendedConfig:
     """The signature and form half of verify_config, whatever the time: signed by `public_key`, a
     supported schema version, well formed. Raises a ConfigError subclass otherwise."""
+    body = verify_document(doc, public_key)
+    return _parse_body(body, key=str(doc["signature"]["key_id"]))
+
+
+def verify_document(doc: Mapping[str, Any], public_key: Ed25519PublicKey) -> Mapping[str, Any]:
+    """The body of a document sign_document made, once its signature is `public_key`'s (any
+    schema: the caller checks its own); raises UnsignedConfig or BadSignature otherwise."""
+    if not isinstance(doc, Mapping) or "body" not in doc:
+        raise UnsignedConfig("config has no signed body: expected {\"body\": ..., \"signature\": ...}")
+    sig = doc.get("signature")
+    if not sig:
+        raise UnsignedConfig("config is not signed: it has no \"signature\" block")
+    if not isinstance(sig, Mapping) or not all(k in sig for k in ("alg", "key_id", "value")):
+        raise UnsignedConfig("config signature block must have alg, key_id and value")
+    if sig["alg"] != SIGNATURE_ALG:
+        raise BadSignature(f"signature algorithm {sig['alg']!r} is not accepted; expected {SIGNATURE_ALG!r}")
+    expected_id = key_id(public_key)
+    if sig["key_id"] != expected_id:
+        raise BadSignature(f"config was signed by key {sig['key_id']!r}, but the trusted key is {expected_id!r}")
+    body = doc["body"]
+    if not isinstance(body, Mapping):
+        raise MalformedConfig("config body must be a JSON object")
+    try:
+        signature = base64.b64decode(str(sig["value"]), validate=True)
+    except ValueError:
+        raise BadSignature("signature value is not valid base64") from None
+    try:
+        public_key.verify(signature, canonical_body(body))
+    except InvalidSignature:
+        raise BadSignature("signature does not match the config body: the file was altered after signing") from None
+    return body
+
+
+def sign_config(body: Mapping[str, Any], private_key: Ed25519PrivateKey) -> dict[str, Any]:
+    """Check `body` against the schema, then return the signed document {"body", "signature"}."""
+    _parse_body(body)  # never sign what an agent would refuse as malformed
+    return sign_document(body, private_key)
+
+
+def sign_document(body: Mapping[str, Any], private_key: Ed25519PrivateKey) -> dict[str, Any]:
+    """{"body", "signature"} over the canonical body, as the config is signed, for another document
+    with its own schema (the placement advice): the caller checks that schema."""
+    signature = private_key.sign(canonical_body(body))
+    return {
+        "body": json.loads(canonical_body(body)),
+        "signature": {
+            "alg": SIGNATURE_ALG,
+            "key_id": key_id(private_key.public_key()),
+            "value": base64.b64encode(signature).decode("ascii"),
+        },
+    }
+
+
+def dump_config(doc: Mapping[str, Any]) -> bytes:
+    """The file's bytes: sorted keys, 2-space indent, UTF-8, final newline (deterministic)."""
+    return (json.dumps(doc, sort_keys=True, indent=2, ensure_ascii=False, allow_nan=False) + "\n").encode("utf-8")
+
+
+def load_config_document(source: str | bytes | Path | Mapping[str, Any]) -> dict[str, Any]:
+    """Parse a document from a path, JSON bytes/text or an already parsed mapping."""
+    if isinstance(source, Mapping):
+        return dict(source)
+    if isinstance(source, Path):
+        try:
+            with open(source, "rb") as fh:
+                source = fh.read(MAX_CONFIG_BYTES + 1)  # never more than the limit into memory
+        except FileNotFoundError:
+            raise MalformedConfig(f"config file {source} does not exist") from None
+    if len(source) > MAX_CONFIG_BYTES:
+        raise MalformedConfig(f"config is larger than {MAX_CONFIG_BYTES >> 20} MiB; refused unread")
+    if not source.strip():
+        raise MalformedConfig("config is empty (0 bytes, or only whitespace): an export that was never written, "
+                              "or one cut off while it was fetched")
+    try:
+        doc = json.loads(source)
+    except ValueError as exc:  # JSONDecodeError, UnicodeDecodeError, and a number of over 4,300 digits
+        raise MalformedConfig(f"config is not valid JSON: {str(exc)[:200]}") from None
+    except RecursionError:
+        raise MalformedConfig("config is not valid JSON: nested too deep") from None
+    if not isinstance(doc, dict):
+        raise MalformedConfig(f"config must be a JSON object, got {type(doc).__name__}")
+    return doc
+
+
+# ---- verification -----------------------------------------------------------------------------
+
+def verify_config(
+    doc: Mapping[str, Any], public_key: Ed25519PublicKey, now: datetime, host: str | None = None, *,
+    host_may_be_absent: bool = False,
+) -> RecommendedConfig:
+    """Accept a signed document only if it is signed by `public_key`, of a supported schema
+    version, well formed, valid at `now` (UTC) and, when `host` is given, has entries for it
+    (the returned settings are then only that host's). Raises a ConfigError subclass otherwise.
+    `host_may_be_absent`: a config without entries for `host` is valid with no settings (the node
+    agent's loop: a newer config that left out every GPU of the host, their model held back by the
+    fit's gate, means they go back to their defaults, not that yesterday's caps stay on)."""
+    config = verify_signature(doc, public_key)
+    now_utc = _aware(now, "now")
+    if now_utc < config.valid_from:
+        raise NotYetValid(f"config is valid from {format_utc(config.valid_from)}; it is now {format_utc(now_utc)}")
+    if now_utc >= config.valid_until:
+        raise ExpiredConfig(f"config expired at {format_utc(config.valid_until)}; it is now {format_utc(now_utc)}")
+    if host is not None:
+        mine = config.for_host(host)
+        if not mine and not host_may_be_absent:
+            hosts = sorted({s.host for s in config.settings})
+            raise HostNotInConfig(f"config has no entries for host {host!r}; it covers {hosts}")
+        config = _replace_settings(config, mine)
+    return config
+
+
+def verify_signature(doc: Mapping[str, Any], public_key: Ed25519PublicKey) -> RecommendedConfig:
+    """The signature and form half of verify_config, whatever the time: signed by `public_key`, a
+    supported schema version, well formed. Raises a ConfigError subclass otherwise."""
     if not isinstance(doc, Mapping) or "body" not in doc:
         raise UnsignedConfig("config has no signed body: expected {\"body\": ..., \"signature\": ...}")
     sig = doc.get("signature")
@@ -305,7 +419,9 @@ def _clock(entry: Mapping[str, Any], name: str, where: str) -> int | None:
     return value
 
 
-def _parse_gpu(host: str, uuid: str, entry: Any) -> GpuSetting:
+def parse_gpu_setting(host: str, uuid: str, entry: Any) -> GpuSetting:
+    """One GPU's entry of body.hosts as the agent reads it, or MalformedConfig naming the field
+    (the export checks each entry with it, so one bad row leaves out its GPU, not the file)."""
     where = f"body.hosts[{host!r}][{uuid!r}]"
     if not isinstance(entry, Mapping):
         raise MalformedConfig(f"{where} must be an object")
@@ -362,7 +478,7 @@ def _parse_body(body: Mapping[str, Any], key: str = "") -> RecommendedConfig:
     for host, gpus in sorted(hosts.items()):
         if not isinstance(gpus, Mapping):
             raise MalformedConfig(f"body.hosts[{host!r}] must be an object {{gpu_uuid: setting}}")
-        settings.extend(_parse_gpu(host, uuid, entry) for uuid, entry in sorted(gpus.items()))
+        settings.extend(parse_gpu_setting(host, uuid, entry) for uuid, entry in sorted(gpus.items()))
     excluded = body.get("excluded_gpu_models", [])
     if not isinstance(excluded, list) or not all(
         isinstance(e, Mapping) and isinstance(e.get("gpu_model"), str) and isinstance(e.get("reason"), str)

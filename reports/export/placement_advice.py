@@ -31,13 +31,16 @@ cleanest hours (rpt_shift_opportunity_daily).
 from __future__ import annotations
 
 import datetime as dt
+import fcntl
 import math
 from pathlib import Path
 from typing import Any
 
 import polars as pl
 
-from joulehouse.collectors.config_contract import dump_config, format_utc, load_private_key, sign_document
+from joulehouse.collectors.config_contract import (
+    ConfigError, dump_config, format_utc, load_config_document, load_private_key, sign_document, verify_document,
+)
 from joulehouse.collectors.writer import write_bytes_atomic
 from joulehouse.reports.accounts.settings import TcoSettings
 from joulehouse.reports.export.day_ahead import NextDayPrices, next_day_prices
@@ -167,15 +170,42 @@ def export_placement_advice(con, day: dt.date, settings: ExportSettings, *, wind
     """Sign and write the day's advice (dated file, and the one schedulers poll unless it holds a
     later day's); returns the path written last. `tco` and `data_dir` as the day's cost accounting
     had them, so the next day's day-ahead prices are read from the same price file."""
-    body = build_advice(con, day, site=settings.site, now=now, validity_hours=settings.validity_hours,
-                        window_hours=window_hours, tco=tco, data_dir=data_dir)
-    data = dump_config(sign_document(body, load_private_key(private_key_path or settings.private_key_path)))
+    body = _known_numbers(build_advice(con, day, site=settings.site, now=now, validity_hours=settings.validity_hours,
+                                       window_hours=window_hours, tco=tco, data_dir=data_dir))
+    key = load_private_key(private_key_path or settings.private_key_path)
+    data = dump_config(sign_document(body, key))
     out_dir = Path(settings.out_dir)
     dated = out_dir / f"placement-advice-{day.isoformat()}.json"
     write_bytes_atomic(dated, data)
     latest = out_dir / ADVICE_NAME
-    newer = sorted(p.name for p in out_dir.glob("placement-advice-*.json") if p.name > dated.name)
-    if newer:
-        return dated  # a backfilled day: the later day's advice stays the one schedulers read
-    write_bytes_atomic(latest, data)
+    with open(out_dir / ".export.lock", "a+b") as lock:  # the config's lock: one check-and-replace at a time
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        newest_day = _advice_day(latest, key)
+        if newest_day is not None and newest_day > day.isoformat():
+            return dated  # a backfilled day: the later day's advice stays the one schedulers read
+        write_bytes_atomic(latest, data)
     return latest
+
+
+def _advice_day(path: Path, key) -> str | None:
+    """body.day of our advice at `path`, None when there is none or `key` did not sign it. By
+    file names alone, any later-dated file (empty, unsigned) kept every new day's advice from the
+    file schedulers poll."""
+    try:
+        body = verify_document(load_config_document(path), key.public_key())
+    except (OSError, ConfigError):
+        return None
+    day = body.get("kind") == KIND and body.get("day")
+    return day if isinstance(day, str) else None
+
+
+def _known_numbers(value: Any) -> Any:
+    """`value` with every NaN or infinite number made None (unknown): JSON has neither, and one
+    NaN theta or saving made the whole day's advice fail to sign."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _known_numbers(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_known_numbers(v) for v in value]
+    return value

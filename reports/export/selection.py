@@ -23,6 +23,7 @@ The signed export (reports.export.signed_config) and the report's page
 from __future__ import annotations
 
 import datetime as dt
+import math
 from typing import Any, Mapping
 
 import polars as pl
@@ -66,14 +67,20 @@ def held_back_models(recs: pl.DataFrame | None, models: pl.DataFrame | None, mod
     return {model: why for model, why in whys.items() if why is not None}
 
 
+def _known(value: Any) -> float | None:
+    """A number, or None for NULL, NaN and infinity (no limit can be checked against those)."""
+    return None if value is None or not math.isfinite(float(value)) else float(value)
+
+
 def limit_verdict(row: Mapping[str, Any]) -> tuple[str | None, str | None]:
     """What the export does with one fct_recommendation row of a model that passed its gate:
     (CHANGE, None), (AT_DEFAULT, None), or (None, why it is left out). A column the row lacks
     (an older relation) counts as NULL."""
-    limit, default = row.get("power_limit_w"), row.get("default_limit_w")
+    limit, default = _known(row.get("power_limit_w")), _known(row.get("default_limit_w"))
     if limit is None:
         return None, "no power limit was recommended"
     if default is None:
+        # NaN too: both comparisons below are false for it, and a 900 W cap was signed unchecked
         return None, "the device default limit is unknown, so a cap cannot be checked against it"
     if float(limit) > float(default):
         return None, (f"recommended {float(limit):.1f} W is above the device default {float(default):.1f} W; "

@@ -18,14 +18,15 @@ from __future__ import annotations
 import datetime as dt
 import fcntl
 import json
+import math
 from pathlib import Path
 from typing import Any
 
 import polars as pl
 
 from joulehouse.collectors.config_contract import (
-    CONFIG_KIND, CONFIG_NAME, SCHEMA_VERSION, ConfigError, canonical_body, dump_config, format_utc, load_config_document,
-    load_private_key, sign_config, verify_signature,
+    CONFIG_KIND, CONFIG_NAME, SCHEMA_VERSION, ConfigError, MalformedConfig, canonical_body, dump_config, format_utc,
+    load_config_document, load_private_key, parse_gpu_setting, sign_config, verify_signature,
 )
 from joulehouse.reports.export.settings import ExportSettings
 from joulehouse.collectors.writer import write_bytes_atomic
@@ -43,13 +44,41 @@ class ExportError(RuntimeError):
     """The day has nothing that can be exported; the message says what is missing."""
 
 
+def _finite(value: Any) -> float | None:
+    """A number the file can hold: NaN and infinity are unknown (None), as JSON has neither."""
+    return None if value is None or not math.isfinite(float(value)) else float(value)
+
+
 def _round(value: Any, digits: int) -> float | None:
     """Fixed decimals keep the signed text short and the same on every run (see the contract)."""
-    return None if value is None else round(float(value), digits)
+    number = _finite(value)
+    return None if number is None else round(number, digits)
 
 
 def _clock(value: Any) -> int | None:
-    return None if value is None else int(round(float(value)))
+    number = _finite(value)
+    return None if number is None else int(round(number))
+
+
+def _setting(row: dict[str, Any]) -> tuple[dict[str, Any] | None, str | None]:
+    """One GPU's entry of body.hosts from its row, checked as the agent will read it
+    (config_contract.parse_gpu_setting): (entry, None), or (None, why it is left out). Signed
+    unchecked, one odd row (a 0 W limit, a lone clock, an unknown workload class) made the whole
+    file fail at signing, and the agents kept yesterday's config."""
+    entry = {
+        "gpu_model": row["gpu_model"],
+        "workload_class": row["workload_class"],
+        "power_limit_w": _round(row["power_limit_w"], 1),
+        "locked_sm_clock_min_mhz": _clock(row["locked_sm_clock_min_mhz"]),
+        "locked_sm_clock_max_mhz": _clock(row["locked_sm_clock_max_mhz"]),
+        "expected_saving_pct": _round(row["expected_saving_pct"], 2),
+        "expected_slowdown_pct": _round(row["expected_slowdown_pct"], 2),
+    }
+    try:
+        parse_gpu_setting(row["host"], row["gpu_uuid"], entry)
+    except MalformedConfig as exc:
+        return None, f"not a setting the agent can apply: {exc}"
+    return entry, None
 
 
 def build_body(
@@ -60,25 +89,25 @@ def build_body(
     hosts: dict[str, dict[str, Any]] = {}
     excluded_models: dict[str, str] = {}
     excluded_gpus: list[dict[str, str]] = []
-    for row in recommendations.sort(["host", "gpu_uuid"]).iter_rows(named=True):
+    for row in recommendations.sort(["host", "gpu_uuid"], nulls_last=True).iter_rows(named=True):
         model = row["gpu_model"]
+        if not row["host"] or not row["gpu_uuid"]:
+            # the file is keyed by host and GPU: a row without them names nothing to set
+            excluded_gpus.append({"host": row["host"] or "", "gpu_uuid": row["gpu_uuid"] or "",
+                                  "reason": "the recommendation names no host or GPU uuid"})
+            continue
         why = exclusion_reason(gate, model, day)
         if why is not None:
             excluded_models[model] = why
             continue
         kind, reason = limit_verdict(row)  # the rule the report counts by (reports.export.selection)
-        if kind is None:
+        entry = None
+        if kind is not None:
+            entry, reason = _setting(row)
+        if entry is None:
             excluded_gpus.append({"host": row["host"], "gpu_uuid": row["gpu_uuid"], "reason": reason})
             continue
-        hosts.setdefault(row["host"], {})[row["gpu_uuid"]] = {
-            "gpu_model": model,
-            "workload_class": row["workload_class"],
-            "power_limit_w": _round(row["power_limit_w"], 1),
-            "locked_sm_clock_min_mhz": _clock(row["locked_sm_clock_min_mhz"]),
-            "locked_sm_clock_max_mhz": _clock(row["locked_sm_clock_max_mhz"]),
-            "expected_saving_pct": _round(row["expected_saving_pct"], 2),
-            "expected_slowdown_pct": _round(row["expected_slowdown_pct"], 2),
-        }
+        hosts.setdefault(row["host"], {})[row["gpu_uuid"]] = entry
     valid_from = now.astimezone(dt.timezone.utc).replace(microsecond=0)
     return {
         "schema_version": SCHEMA_VERSION,

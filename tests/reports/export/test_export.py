@@ -219,3 +219,29 @@ def test_the_report_counts_the_settings_the_signed_file_carries(con, tmp_path, k
     assert said["changing"].group(1) == str(len(changing))
     assert said["at the default"].group(1) == str(len(at_default))
     assert said["left out"].group(1) == str(left_out)
+
+
+ODD_ROWS = {  # one odd row each; signed as they were, each made the whole file fail at signing
+    "a 0 W limit": ("GPU-o1", "throughput", 0.0, 400.0, None, None, "must be > 0 W"),
+    "a NaN limit": ("GPU-o2", "throughput", float("nan"), 400.0, None, None, "no power limit was recommended"),
+    "a NaN default": ("GPU-o3", "throughput", 900.0, float("nan"), None, None, "device default limit is unknown"),
+    "a lone clock": ("GPU-o4", "throughput", 300.0, 400.0, 900, None, "give both locked_sm_clock_min_mhz"),
+    "an unknown class": ("GPU-o5", "inference", 300.0, 400.0, None, None, "workload_class = 'inference'"),
+    "no host": ("GPU-o6", "throughput", 300.0, 400.0, None, None, "names no host or GPU uuid"),
+}
+
+
+def test_an_odd_recommendation_leaves_out_its_gpu_with_the_reason_not_the_whole_file(con, tmp_path, keys):
+    for name, (uuid, cls, limit, default, lo, hi, _) in ODD_ROWS.items():
+        con.execute("INSERT INTO fct_recommendation VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+                    (DAY, None if name == "no host" else "node-09", uuid, A100, cls, limit, default, lo, hi, 5.0, 1.0, name))
+    con.execute("INSERT INTO fct_recommendation VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",  # an unknown saving is no reason
+                (DAY, "node-09", "GPU-ok", A100, "throughput", 300.0, 400.0, None, None, float("nan"), float("inf"), "ok"))
+    doc = json.loads(export(con, tmp_path, keys).read_bytes())
+    config = verify_config(doc, keys[1], host="node-09", now=NOW)
+    assert [s.gpu_uuid for s in config.settings] == ["GPU-ok"]
+    assert (config.settings[0].expected_saving_pct, config.settings[0].expected_slowdown_pct) == (None, None)
+    reasons = {e["gpu_uuid"]: e["reason"] for e in doc["body"]["excluded_gpus"]}
+    for name, (uuid, *_, said) in ODD_ROWS.items():
+        assert said in reasons[uuid], name
+    assert "GPU-a1" in doc["body"]["hosts"]["node-01"]  # the good rows of the day are there

@@ -217,3 +217,28 @@ def test_a_saving_that_rounds_to_nothing_is_written_as_zero_not_minus_zero():
                               expected_saving_kwh_per_day=[-0.00004], latency_risk=[None]))
     text = json.dumps(_hosts(prefs, extra))
     assert '"expected_saving_kwh_per_day": 0.0' in text and "-0.0" not in text
+
+
+def test_a_later_dated_file_that_is_not_our_advice_does_not_pin_the_polled_file(con, tmp_path, keys):
+    """By file names alone, an empty placement-advice-2099-01-01.json kept every day's advice from
+    the file schedulers poll; only our signed advice of a later day holds it back."""
+    out = tmp_path / "export"
+    out.mkdir()
+    (out / "placement-advice-2099-01-01.json").write_bytes(b"")
+    path = advice(con, tmp_path, keys)
+    assert path == out / "placement-advice.json" and json.loads(path.read_bytes())["body"]["day"] == "2026-06-11"
+    # a backfill of an older day still leaves our signed advice of the later day where it is
+    settings = ExportSettings(out_dir=str(out), validity_hours=48.0)
+    backfill = export_placement_advice(con, DAY - dt.timedelta(days=1), settings, window_hours=3, now=NOW,
+                                       private_key_path=keys[0])
+    assert backfill == out / "placement-advice-2026-06-10.json"
+    assert json.loads(path.read_bytes())["body"]["day"] == "2026-06-11"
+
+
+def test_a_nan_figure_is_written_as_unknown_and_the_advice_still_signs(con, tmp_path, keys):
+    con.execute("UPDATE fct_thermal_gpu SET theta_c_per_w = 'NaN'::DOUBLE WHERE gpu_uuid = 'GPU-2'")
+    con.execute("UPDATE fct_recommendation_extra SET expected_saving_kwh_per_day = 'NaN'::DOUBLE")
+    body = json.loads(advice(con, tmp_path, keys).read_bytes())["body"]
+    gpus = {u: g for host in body["hosts"].values() for u, g in host["gpus"].items()}
+    assert gpus["GPU-2"]["theta_c_per_w"] is None and gpus["GPU-3"]["expected_saving_kwh_per_day"] is None
+    assert gpus["GPU-3"]["action"] == "park"

@@ -141,6 +141,11 @@ def savings_figure(rows: pl.DataFrame) -> go.Figure:
     return fig
 
 
+def _plus(operational: float | None, embodied: float | None) -> float | None:
+    """Operational carbon plus the embodied part where that is known (the cards then break it down)."""
+    return None if operational is None else operational + (embodied or 0.0)
+
+
 def render_dashboard(con: duckdb.DuckDBPyConnection, out_path: Path) -> Path:
     """Write the dashboard over every day the warehouse holds to `out_path` (atomically); its path.
     Raises ValueError when the warehouse has no carbon accounts at all."""
@@ -151,8 +156,11 @@ def render_dashboard(con: duckdb.DuckDBPyConnection, out_path: Path) -> Path:
     periods = {p: con.sql(SQL.text("dashboard_carbon_cost"), params={"period": p}).pl() for p in ("week", "month")}
     # fetchall, not fetchone: an unfinished result blocks the next query on this connection
     days = con.execute("SELECT min(day), max(day), count(DISTINCT day) FROM rpt_carbon_daily").fetchall()[0]
+    # a period without a figure (NULL) leaves the total unknown: polars' sum read it as 0 (a total
+    # cost of 0.00 USD with no cost accounts; embodied 0.0 kgCO2e where none was known)
     totals = periods["month"].filter(pl.col("dimension") == "team").select(
-        [pl.col(c).sum() for c, _, _ in METRICS]).to_dicts()[0]
+        [pl.when(pl.col(c).null_count() == 0).then(pl.col(c).sum()).alias(c) for c, _, _ in METRICS]).to_dicts()[0]
+    cost_days = con.execute(SQL.text("dashboard_cost_missing_days")).fetchall()[0][0]
     overview = Section("overview", "All days")
     # The same totals, labels and rounding as the daily report's cards: operational + embodied.
     embodied = totals["embodied_gco2e"]
@@ -160,9 +168,10 @@ def render_dashboard(con: duckdb.DuckDBPyConnection, out_path: Path) -> Path:
     market_sub = (f"{market_days} day(s) without a market-based figure (no residual mix or contract): not computed"
                   if market_days else "after energy contracts (PPA/REC), then the residual mix")
     overview.add(cards([
-        *carbon_total_cards(totals["location_gco2e"] + embodied, None if market_days else totals["market_gco2e"] + embodied,
-                            embodied, "", market_sub),
-        card("total cost", fmt_usd(totals["total_cost_usd"]), "every component (TCO)"),
+        *carbon_total_cards(_plus(totals["location_gco2e"], embodied),
+                            None if market_days else _plus(totals["market_gco2e"], embodied), embodied, "", market_sub),
+        card("total cost", fmt_usd(totals["total_cost_usd"]) if totals["total_cost_usd"] is not None else "-",
+             f"{cost_days} day(s) without cost accounts: not computed" if cost_days else "every component (TCO)"),
         card("days held", str(days[2]), f"{days[0]} to {days[1]}")]))
     overview.note("Carbon is operational (scope 2, both ways: location-based, the grid's hourly intensity where the "
                   "energy was drawn, and market-based, after contracts) plus embodied (manufacturing, amortised over "
@@ -172,6 +181,9 @@ def render_dashboard(con: duckdb.DuckDBPyConnection, out_path: Path) -> Path:
                   "and so are those of what no job held (team 'unallocated'). The tables' "
                   "it_energy_kwh is IT energy, as the carbon accounts count it: the servers' BMC energy split by "
                   "GPU share where usable, else the GPU boards' energy.")
+    if cost_days:
+        overview.note(f"The weeks and months holding the {cost_days} day(s) without cost accounts show no cost "
+                      "(cost_missing_days counts them): the other days' sum would read as the whole period's.")
     if market_days:
         overview.note(f"The weeks and months holding the {market_days} day(s) without a market-based figure show no "
                       "market-based carbon (a gap in the figures, empty in the tables, market_missing_days counts "

@@ -91,6 +91,9 @@ def test_a_warehouse_without_costs_or_jobs_still_draws_and_says_so(tmp_path):
     plain = html.unescape(render_dashboard(con, tmp_path / "d.html").read_text())
     assert "rpt_tco_daily is not in the warehouse" in plain
     assert "no setting has taken effect and been measured yet" in plain
+    # the total cost is unknown, not 0.00 USD, and so is every period's
+    assert ('<div class="k">total cost</div><div class="v">-</div>'
+            '<div class="s">40 day(s) without cost accounts: not computed</div>') in plain
 
 
 def test_no_carbon_accounts_is_one_clear_error(tmp_path):
@@ -139,3 +142,23 @@ def test_a_job_without_measured_energy_misses_no_market_figure(world, tmp_path):
     assert june[1] is not None and june[6] == 0
     plain = html.unescape(render_dashboard(world, tmp_path / "dashboard.html").read_text())
     assert "without a market-based figure" not in plain
+
+
+def test_days_without_cost_accounts_leave_the_total_and_their_periods_cost_unknown(world, tmp_path):
+    """10 of 40 days without rpt_tco_daily rows: the card read 990 USD where 1,320 is the whole,
+    and nothing said days were missing."""
+    world.execute("DELETE FROM rpt_tco_daily WHERE day >= ?", [dt.date(2026, 6, 19)])
+    month = by(world, "month")
+    may, june = dt.date(2026, 5, 1), dt.date(2026, 6, 1)
+    # (location, market, embodied, cost, energy, days, market_missing_days, cost_missing_days)
+    assert month[(june, "team", "nlp")][3] is None and month[(june, "team", "nlp")][7] == 10
+    assert month[(may, "team", "nlp")][3] == pytest.approx(10.0 * 12) and month[(may, "team", "nlp")][7] == 0
+    plain = html.unescape(render_dashboard(world, tmp_path / "d.html").read_text())
+    assert ('<div class="k">total cost</div><div class="v">-</div>'
+            '<div class="s">10 day(s) without cost accounts: not computed</div>') in plain
+
+
+def test_embodied_carbon_unknown_is_not_shown_as_zero(world, tmp_path):
+    world.execute("UPDATE rpt_carbon_daily SET embodied_gco2e = NULL")
+    plain = html.unescape(render_dashboard(world, tmp_path / "d.html").read_text())
+    assert "embodied (manufacturing)" not in plain.split("days held")[0]  # no 0.0 kgCO2e part on the cards

@@ -16,11 +16,14 @@
 -- market_gco2e is NULL for a period that holds a day without a market-based figure (the accounts
 -- leave such a day's NULL): a sum over the other days would read as the period's whole market-based
 -- carbon, the missing day counted as 0; market_missing_days says how many such days the period holds
--- (a row without measured energy misses nothing).
+-- (a row without measured energy misses nothing). Likewise total_cost_usd is NULL for a period
+-- holding a carbon-accounted day without cost accounts (rpt_tco_daily has no row of it; a 0 made
+-- 30 of 40 days' cost read as the whole), and cost_missing_days counts them.
 -- Columns: period_start [DATE], dimension [text] 'team' | 'gpu_model' | 'site', value [text],
 --   location_gco2e, market_gco2e, embodied_gco2e [gCO2e], total_cost_usd [USD],
 --   it_energy_kwh [kWh] IT energy as rpt_carbon_daily counts it (the servers' BMC energy split by
---   GPU share where usable, else GPU board energy), days [count], market_missing_days [count].
+--   GPU share where usable, else GPU board energy), days [count], market_missing_days [count],
+--   cost_missing_days [count].
 WITH carbon AS (
     SELECT day, job_id, any_value(team) AS team, sum(location_gco2e) AS location_gco2e,
            sum(market_gco2e) AS market_gco2e, bool_or(market_gco2e IS NULL AND energy_kwh IS NOT NULL) AS market_missing,
@@ -58,6 +61,7 @@ shares AS (
 ),
 exact_carbon_days AS (SELECT DISTINCT day FROM rpt_carbon_by_gpu_daily),
 exact_cost_days AS (SELECT DISTINCT day FROM rpt_tco_by_gpu_daily),
+costed_days AS (SELECT DISTINCT day FROM rpt_tco_daily),
 approx AS (
     -- days without the accounts' own split: by GPU board energy share (see the header)
     SELECT c.day, c.job_id,
@@ -65,7 +69,7 @@ approx AS (
            CASE WHEN s.job_id IS NULL THEN 'unallocated' ELSE coalesce(s.site, 'not in inventory') END AS site,
            coalesce(s.share, 1.0) AS share,
            c.location_gco2e, c.market_gco2e, c.market_missing, c.embodied_gco2e, c.energy_kwh AS it_energy_kwh,
-           coalesce(t.total_cost_usd, 0) AS total_cost_usd
+           t.total_cost_usd, c.day NOT IN (SELECT day FROM costed_days) AS cost_missing
     FROM carbon AS c
     LEFT JOIN cost AS t USING (day, job_id)
     LEFT JOIN shares AS s USING (day, job_id)
@@ -74,24 +78,26 @@ amounts AS (
     -- market_missing: a carbon row without its market-based figure (cost rows have none to miss)
     SELECT day, job_id, gpu_model, site, share * location_gco2e AS location_gco2e, share * market_gco2e AS market_gco2e,
            market_missing, share * embodied_gco2e AS embodied_gco2e, share * it_energy_kwh AS it_energy_kwh,
-           0.0 AS total_cost_usd
+           0.0 AS total_cost_usd, false AS cost_missing
     FROM approx WHERE day NOT IN (SELECT day FROM exact_carbon_days)
     UNION ALL
-    SELECT day, job_id, gpu_model, site, NULL, NULL, false, NULL, NULL, share * total_cost_usd
+    SELECT day, job_id, gpu_model, site, NULL, NULL, false, NULL, NULL, share * total_cost_usd, cost_missing
     FROM approx WHERE day NOT IN (SELECT day FROM exact_cost_days)
     UNION ALL
     SELECT day, job_id, coalesce(gpu_model, 'unknown model'), coalesce(site, 'not in inventory'),
-           location_gco2e, market_gco2e, market_gco2e IS NULL AND energy_kwh IS NOT NULL, embodied_gco2e, energy_kwh, 0.0
+           location_gco2e, market_gco2e, market_gco2e IS NULL AND energy_kwh IS NOT NULL, embodied_gco2e, energy_kwh, 0.0,
+           false
     FROM rpt_carbon_by_gpu_daily
     UNION ALL
     SELECT day, job_id, coalesce(gpu_model, 'unknown model'), coalesce(site, 'not in inventory'),
-           NULL, NULL, false, NULL, NULL, total_cost_usd
+           NULL, NULL, false, NULL, NULL, total_cost_usd, false
     FROM rpt_tco_by_gpu_daily
 ),
 split AS (
     -- the jobs of rpt_carbon_daily only, with their team (as the approximation's join keeps them)
     SELECT a.day, coalesce(c.team, 'not reported') AS team, a.gpu_model, a.site,
-           a.location_gco2e, a.market_gco2e, a.market_missing, a.embodied_gco2e, a.it_energy_kwh, a.total_cost_usd
+           a.location_gco2e, a.market_gco2e, a.market_missing, a.embodied_gco2e, a.it_energy_kwh, a.total_cost_usd,
+           a.cost_missing
     FROM amounts AS a JOIN carbon AS c USING (day, job_id)
 ),
 long AS (
@@ -105,9 +111,11 @@ SELECT
     CAST(date_trunc(CAST($period AS VARCHAR), day) AS DATE) AS period_start, dimension, value,
     sum(location_gco2e) AS location_gco2e,
     CASE WHEN NOT bool_or(market_missing) THEN sum(market_gco2e) END AS market_gco2e,
-    sum(embodied_gco2e) AS embodied_gco2e, sum(total_cost_usd) AS total_cost_usd,
+    sum(embodied_gco2e) AS embodied_gco2e,
+    CASE WHEN NOT bool_or(cost_missing) THEN sum(total_cost_usd) END AS total_cost_usd,
     sum(it_energy_kwh) AS it_energy_kwh, count(DISTINCT day) AS days,
-    count(DISTINCT day) FILTER (WHERE market_missing) AS market_missing_days
+    count(DISTINCT day) FILTER (WHERE market_missing) AS market_missing_days,
+    count(DISTINCT day) FILTER (WHERE cost_missing) AS cost_missing_days
 FROM long
 GROUP BY ALL
 ORDER BY dimension, period_start, value

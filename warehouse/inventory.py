@@ -20,10 +20,14 @@ INVENTORY_COLUMNS = (
 # Columns an inventory may lack: int_inventory.sql reads them NULL there.
 OPTIONAL_INVENTORY_COLUMNS = ("retired_on",)
 # What int_inventory.sql casts each typed column to; an empty value is NULL.
+# A price or a footprint is a finite number, 0 or more; a lifetime one above 0: a lifetime of 0
+# made the day's capital NaN, -4 made it 0 and NaN left it NULL while the day's total counted it 0.
 TYPED_COLUMNS = {"gpu_index": "whole number", "purchased_on": "day (YYYY-MM-DD)", "retired_on": "day (YYYY-MM-DD)",
-                 "purchase_price_usd": "number", "embodied_kgco2e": "number", "lifetime_years": "number"}
+                 "purchase_price_usd": "finite number, 0 or more", "embodied_kgco2e": "finite number, 0 or more",
+                 "lifetime_years": "finite number above 0"}
 # each kind's parameter of build_sql/inventory_bad_value.sql
-_KINDS = {"day (YYYY-MM-DD)": "dates", "number": "numbers", "whole number": "whole_numbers"}
+_KINDS = {"day (YYYY-MM-DD)": "dates", "finite number, 0 or more": "amounts", "finite number above 0": "lifetimes",
+          "whole number": "whole_numbers"}
 
 
 class InventoryError(RuntimeError):

@@ -125,7 +125,11 @@ def test_an_inventory_may_say_when_a_gpu_left_the_fleet(lake, tmp_path, warehous
 
 @pytest.mark.parametrize(("column", "value", "kind"), [
     ("retired_on", "yesterday", "day"), ("purchased_on", "2024-13-01", "day"),
-    ("purchase_price_usd", "30k", "number"), ("gpu_index", "two", "whole number")])
+    ("purchase_price_usd", "30k", "finite number, 0 or more"), ("gpu_index", "two", "whole number"),
+    # a lifetime of 0 made the day's capital NaN, -4 made it 0, NaN left it NULL and the total counted 0
+    ("lifetime_years", "0", "finite number above 0"), ("lifetime_years", "-4", "finite number above 0"),
+    ("lifetime_years", "nan", "finite number above 0"), ("purchase_price_usd", "-1", "finite number, 0 or more"),
+    ("embodied_kgco2e", "inf", "finite number, 0 or more")])
 def test_a_wrong_inventory_value_names_the_file_line_and_column(lake, tmp_path, warehouse, column, value, kind):
     """Before, DuckDB's cast failed the day naming the value and the SQL, not the file or its line.
     What DuckDB's casts accept still builds (2024-3-1, 1e3)."""

@@ -40,7 +40,12 @@ def load_pjm_lmp_csv(path: Path, node: str) -> pl.DataFrame:
     """PJM hourly LMP export (Data Miner 2), day-ahead (`total_lmp_da`) or real-time
     (`total_lmp_rt`), for one pricing node. Returns hour_at (UTC), node, price_usd_per_mwh."""
     path = regular_file(path, "price file", PriceFileError)
-    raw = pl.read_csv(path, infer_schema=False)
+    try:
+        raw = pl.read_csv(path, infer_schema=False)
+    except (pl.exceptions.PolarsError, UnicodeDecodeError) as exc:
+        # a ragged row, an open quote, an empty or non-UTF-8 file: a traceback naming no file before
+        raise PriceFileError(f"price file {path} is not a CSV file that can be read: "
+                             f"{' '.join(str(exc).split())[:200]}") from None
     price_col = next((c for c in ("total_lmp_da", "total_lmp_rt") if c in raw.columns), None)
     if price_col is None or "datetime_beginning_utc" not in raw.columns or "pnode_name" not in raw.columns:
         raise PriceFileError(
@@ -59,19 +64,40 @@ def load_pjm_lmp_csv(path: Path, node: str) -> pl.DataFrame:
     if len(wild):
         raise PriceFileError(f"{path} line {int(wild[0]) + 2}: {price_col} = {raw[price_col][int(wild[0])]!r} "
                              f"is beyond +/-{MAX_PRICE_USD_PER_MWH:,} USD/MWh")
-    return (
-        frame.with_columns(_superseded_rank(raw).alias("_superseded"))
+    node_rows = (
+        frame.with_columns(_superseded_rank(raw).alias("_superseded"), (pl.int_range(pl.len()) + 2).alias("_line"))
         # an empty price cell is an hour the file does not price: absent, so the year mapping fills
         # it as it fills a missing row (kept, it was bridged by a line across any gap, or NULL and
         # left out of the day's cost, both labelled exact)
         .filter((pl.col("node") == node) & pl.col("price_usd_per_mwh").is_not_null())
+    )
+    _one_price_per_hour(path, node_rows, raw["datetime_beginning_utc"])
+    return (
+        node_rows
         # of an hour's versions, the current one (row_is_current, then the highest version_nbr):
         # the first row was the superseded price where an export kept the corrections
         .sort("_superseded", maintain_order=True)
         .unique("hour_at", keep="first")
-        .drop("_superseded")
+        .drop("_superseded", "_line")
         .sort("hour_at")
     )
+
+
+def _one_price_per_hour(path: Path, rows: pl.DataFrame, times: pl.Series) -> None:
+    """PriceFileError naming the line where an hourly file is not one: a time off the hour (a
+    15-minute file kept its :00 prices only, every hour charged at them), or two current rows of
+    one hour with different prices (the first was charged, unsaid)."""
+    off = rows.filter(pl.col("hour_at") != pl.col("hour_at").dt.truncate("1h"))
+    if off.height:
+        line = int(off["_line"][0])
+        raise PriceFileError(f"{path} line {line}: datetime_beginning_utc {times[line - 2]!r} is not on the hour: "
+                             "an hourly price file holds one price per hour")
+    current = rows.filter(pl.col("_superseded") == pl.col("_superseded").min().over("hour_at"))
+    clash = current.filter(pl.col("price_usd_per_mwh").n_unique().over("hour_at") > 1).sort("_line")
+    if clash.height:
+        lines = clash.filter(pl.col("hour_at") == clash["hour_at"][0])["_line"].to_list()
+        raise PriceFileError(f"{path} lines {', '.join(map(str, lines))}: the hour {clash['hour_at'][0]:%Y-%m-%d %H:%M} "
+                             "UTC has different prices and nothing (row_is_current, version_nbr) says which is current")
 
 
 def _superseded_rank(raw: pl.DataFrame) -> pl.Series:
@@ -120,7 +146,10 @@ def _matrix(item: dict, key: str, path: Path) -> tuple[tuple[int, ...], ...]:
     rows = item.get(key)
     if not isinstance(rows, list) or len(rows) != 12 or any(not isinstance(r, list) or len(r) != 24 for r in rows):
         raise PriceFileError(f"{path}: {key} must be a 12x24 matrix (month rows, hour columns)")
-    return tuple(tuple(int(v) for v in r) for r in rows)
+    if not all(isinstance(v, int) and not isinstance(v, bool) for r in rows for v in r):
+        # int() read "peak" as a traceback and truncated 1.7 to period 1
+        raise PriceFileError(f"{path}: {key} must hold whole period numbers")
+    return tuple(tuple(r) for r in rows)
 
 
 def _rate(tier: dict, period: int, path: Path) -> float:
@@ -162,8 +191,15 @@ def parse_urdb_item(item: dict, path: Path = Path("<urdb>"), tier: int = -1) -> 
     return UrdbTariff(
         name=str(item.get("name", "")), utility=str(item.get("utility", "")),
         weekday_periods=weekday, weekend_periods=weekend, rates_usd_per_kwh=tuple(rates),
-        fixed_charge_usd_per_month=float(item.get("fixedchargefirstmeter", 0.0) or 0.0), tier_note=tier_note,
+        fixed_charge_usd_per_month=_fixed_charge(item, path), tier_note=tier_note,
     )
+
+
+def _fixed_charge(item: dict, path: Path) -> float:
+    value = item.get("fixedchargefirstmeter") or 0.0
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise PriceFileError(f"{path}: fixedchargefirstmeter must be a finite number, got {value!r}")
+    return float(value)
 
 
 def load_urdb_tariff(path: Path, tier: int = -1) -> UrdbTariff:
@@ -175,8 +211,10 @@ def load_urdb_tariff(path: Path, tier: int = -1) -> UrdbTariff:
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise PriceFileError(f"tariff file {path} is not JSON: {exc}") from None
     items = data.get("items") if isinstance(data, dict) and "items" in data else [data]
-    if not items:
-        raise PriceFileError(f"{path}: no rate records under items")
+    if not isinstance(items, list) or not items:
+        raise PriceFileError(f"{path}: no rate records under items (expected a list of records)")
+    if not isinstance(items[0], dict):
+        raise PriceFileError(f"{path}: a rate record must be a JSON object, got {type(items[0]).__name__}")
     return parse_urdb_item(items[0], path, tier)
 
 

@@ -162,3 +162,63 @@ def test_a_tariff_rate_that_is_not_a_finite_price_is_refused(tmp_path, rate):
         load_urdb_tariff(path)
     item["energyratestructure"][2] = [{"rate": 0.1, "adj": None}]  # URDB's "no adjustment"
     assert parse_urdb_item(item).rates_usd_per_kwh[2] == 0.1
+
+
+HEADER = "datetime_beginning_utc,pnode_name,total_lmp_da\n"
+
+
+@pytest.mark.parametrize("body, said", [
+    (HEADER + "1/1/2025 5:00:00 AM,PJM-RTO,31.2,extra\n", "is not a CSV file that can be read"),  # a ragged row
+    (HEADER + '"1/1/2025 5:00:00 AM,PJM-RTO,31.2\n', "is not a CSV file that can be read"),  # an open quote
+    ("", "is not a CSV file that can be read"),
+    (HEADER.encode() + "1/1/2025 5:00:00 AM,PJM-RT\xd6,31.2\n".encode("latin-1"), "is not a CSV file that can be read"),
+])
+def test_a_file_that_is_no_csv_is_one_error_naming_it(tmp_path, body, said):
+    """Each was a polars traceback naming no file (exit 1 from `tco estimate`)."""
+    path = tmp_path / "lmp.csv"
+    path.write_bytes(body if isinstance(body, bytes) else body.encode())
+    with pytest.raises(PriceFileError, match=f"^price file {path} {said}"):
+        load_pjm_lmp_csv(path, "PJM-RTO")
+
+
+def test_two_current_prices_of_one_hour_are_refused_with_their_lines(tmp_path):
+    """The first was charged and nothing said so (20 for an hour also listed at 500 USD/MWh)."""
+    path = tmp_path / "lmp.csv"
+    path.write_text(HEADER + "1/1/2025 5:00:00 AM,PJM-RTO,20\n1/1/2025 6:00:00 AM,PJM-RTO,30\n"
+                    "1/1/2025 5:00:00 AM,OTHER,99\n1/1/2025 5:00:00 AM,PJM-RTO,500\n")
+    with pytest.raises(PriceFileError, match=rf"^{path} lines 2, 5: the hour 2025-01-01 05:00 UTC has different prices"):
+        load_pjm_lmp_csv(path, "PJM-RTO")
+    same = tmp_path / "same.csv"  # the same price twice is the same hour, kept once
+    same.write_text(HEADER + "1/1/2025 5:00:00 AM,PJM-RTO,20\n1/1/2025 5:00:00 AM,PJM-RTO,20\n")
+    assert load_pjm_lmp_csv(same, "PJM-RTO")["price_usd_per_mwh"].to_list() == [20.0]
+
+
+def test_a_quarter_hourly_file_is_refused_not_read_at_its_full_hours(tmp_path):
+    """Re-gridded to hours, its :00 prices stood for every hour (10 where the mean was 77.5)."""
+    path = tmp_path / "lmp.csv"
+    path.write_text(HEADER + "1/1/2025 5:00:00 AM,PJM-RTO,10\n1/1/2025 5:15:00 AM,PJM-RTO,100\n")
+    with pytest.raises(PriceFileError, match=rf"^{path} line 3: datetime_beginning_utc '1/1/2025 5:15:00 AM' is not on the hour"):
+        load_pjm_lmp_csv(path, "PJM-RTO")
+
+
+@pytest.mark.parametrize("change, said", [
+    (lambda item: item["energyweekdayschedule"][0].__setitem__(3, "peak"), "energyweekdayschedule must hold whole period"),
+    (lambda item: item["energyweekendschedule"][0].__setitem__(3, 1.7), "energyweekendschedule must hold whole period"),
+    (lambda item: item.__setitem__("fixedchargefirstmeter", "ten"), "fixedchargefirstmeter must be a finite number"),
+])
+def test_a_tariff_of_the_wrong_types_is_refused_naming_the_key(tmp_path, change, said):
+    item = _two_schedule_item()
+    change(item)
+    path = tmp_path / "tariff.json"
+    path.write_text(json.dumps({"items": [item]}))
+    with pytest.raises(PriceFileError, match=said):
+        load_urdb_tariff(path)
+
+
+@pytest.mark.parametrize("document, said", [({"items": {"a": 1}}, "no rate records under items"),
+                                            ([[1, 2]], "a rate record must be a JSON object")])
+def test_a_tariff_file_of_another_shape_is_refused(tmp_path, document, said):
+    path = tmp_path / "tariff.json"
+    path.write_text(json.dumps(document))
+    with pytest.raises(PriceFileError, match=said):
+        load_urdb_tariff(path)

@@ -68,6 +68,28 @@ def test_a_new_month_starts_from_zero_and_a_rerun_replaces_its_day():
         (april, april, pytest.approx(0.5 * (0.35 + 0.56) * 1.25))]
 
 
+def test_the_monthly_view_bills_the_demand_charge_in_the_tariffs_month():
+    """1 April 00:00-04:00 UTC is March in New York: what those hours add to March's peak is March's
+    charge. By the UTC month, rpt_tco_monthly showed it all under April and nothing for March."""
+    con = build_world()
+    april = dt.date(2026, 4, 1)
+    add_day(con, april, 2.0)  # twice the load: its March hours raise March's peak
+    settings = TcoSettings(demand_charge_usd_per_kw_month=RATE)
+    for day in (DAY, april):
+        tco_day(con, day, settings, None)
+    billed = dict(con.execute("SELECT billing_month, sum(demand_charge_usd) FROM rpt_demand_peak_daily "
+                              "GROUP BY ALL").fetchall())
+    assert billed[dt.date(2026, 3, 1)] > demand(con, DAY)  # the turn's March hours add to March
+    monthly = con.execute("SELECT month_start, sum(demand_charge_usd), sum(total_cost_usd), sum(gpu_hours), "
+                          "sum(jobs_n) FROM rpt_tco_monthly GROUP BY ALL ORDER BY ALL").fetchall()
+    assert {m: d for m, d, *_ in monthly} == pytest.approx(billed)
+    daily = con.execute("SELECT date_trunc('month', day)::DATE, sum(total_cost_usd), sum(gpu_hours), "
+                        "count(DISTINCT job_id) FROM rpt_tco_daily GROUP BY ALL ORDER BY ALL").fetchall()
+    # nothing but the demand charge moves: hours and jobs stay in their UTC month, the totals add up
+    assert [(m, h, n) for m, _, _, h, n in monthly] == [(m, pytest.approx(h), n) for m, _, h, n in daily]
+    assert sum(t for _, _, t, _, _ in monthly) == pytest.approx(sum(t for _, t, _, _ in daily))
+
+
 def test_a_peak_in_the_first_utc_hours_of_a_month_raises_the_month_it_is_where_the_site_is():
     """New York: 02:00 UTC on 1 April is 22:00 on 31 March. By the UTC month, a peak there raised
     April's bill, and a higher one later in April was charged only what it added to it (a review's

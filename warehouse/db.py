@@ -21,6 +21,7 @@ from pathlib import Path
 import duckdb
 
 from joulehouse.collectors import lakefs
+from joulehouse.warehouse.sqlio import quoted_relation, string_literal
 
 META_TABLE = "jh_meta"
 
@@ -59,7 +60,7 @@ def connect(
     if db_path.is_dir():
         raise WarehouseError(f"warehouse file {db_path} is a folder; expected a DuckDB file ([warehouse] db_path, --db)")
     try:
-        con = duckdb.connect(str(db_path), read_only=read_only)
+        con = _open_read_only(db_path) if read_only else duckdb.connect(str(db_path))
     except duckdb.CatalogException as exc:
         if "in-memory" not in str(exc):
             raise WarehouseError(f"cannot open warehouse file {db_path}: {exc}") from None
@@ -94,6 +95,29 @@ def connect(
         if lakefs.is_url(lake_text):
             register_lake_filesystem(con, lake_text)
         con.execute("SET VARIABLE jh_lake = ?", [lake_text])
+    return con
+
+
+# Names an attached database cannot take: DuckDB's own catalogs.
+_RESERVED_CATALOGS = {"memory", "system", "temp", "main"}
+
+
+def _open_read_only(db_path: Path) -> duckdb.DuckDBPyConnection:
+    """A private in-memory session with the file attached read-only under its usual name (its
+    stem) and in use. duckdb.connect(path, read_only=True) hands back the database this process
+    already holds open for that path: a notebook holding the warehouse kept every later read-only
+    step of the same process (validate_data, the report, the export) on the replaced file, and the
+    checks validated the old day. ATTACH opens the file as it is now."""
+    con = duckdb.connect(":memory:")
+    stem = db_path.stem
+    plain = stem.isidentifier() and stem.isascii() and stem.lower() not in _RESERVED_CATALOGS
+    name = quoted_relation(stem if plain else "warehouse")
+    try:
+        con.execute(f"ATTACH {string_literal(str(db_path))} AS {name} (READ_ONLY)")
+        con.execute(f"USE {name}")
+    except BaseException:
+        con.close()
+        raise
     return con
 
 

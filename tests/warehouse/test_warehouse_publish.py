@@ -75,6 +75,29 @@ def test_the_readmes_notebook_pattern_sees_the_new_day_only_after_closing(tmp_pa
         con.close()
 
 
+def test_our_read_only_open_reads_the_published_file_while_the_process_holds_the_old_one(tmp_path):
+    """A notebook holding the warehouse, then running the DAG's steps in the same kernel: DuckDB
+    handed every read-only step the database it already held, the replaced file, and the warning
+    checks validated the old day."""
+    from joulehouse.warehouse.db import connect
+
+    db = _published_table(tmp_path)
+    held = duckdb.connect(str(db), read_only=True)
+    try:
+        with published_connection(db, None) as writer:
+            writer.execute("INSERT INTO t VALUES (2)")
+        ours = connect(db, None, read_only=True)
+        try:
+            assert ours.execute("SELECT count(*) FROM t").fetchone()[0] == 2
+            assert ours.execute("SELECT path FROM duckdb_databases() WHERE database_name = current_database()"
+                                ).fetchone()[0] == str(db)
+        finally:
+            ours.close()
+        assert held.execute("SELECT count(*) FROM t").fetchone()[0] == 1  # the holder keeps its answer
+    finally:
+        held.close()
+
+
 def test_writers_queue_on_the_lock_and_neither_loses_its_rows(tmp_path):
     db = _published_table(tmp_path, "CREATE TABLE t (n INTEGER)")
     inside, release = threading.Event(), threading.Event()

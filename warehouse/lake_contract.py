@@ -158,8 +158,8 @@ def _stored_kind(physical: str | None, converted: str | None, logical: str | Non
         return NOTHING_BUT_NULL
     if physical is None:
         return "a nested value (list or struct)"
-    if converted == "DECIMAL" or logical.startswith("DecimalType"):
-        return "a number"
+    if converted == "DECIMAL" or logical.startswith(("DecimalType", "Float16Type")):
+        return "a number"  # a float16 is a 2-byte FIXED_LEN_BYTE_ARRAY that DuckDB reads as FLOAT
     if physical in ("BYTE_ARRAY", "FIXED_LEN_BYTE_ARRAY"):
         return "text" if converted in ("UTF8", "ENUM", "JSON") or logical.startswith(("StringType", "EnumType")) else "bytes"
     if physical == "INT96" or converted.startswith("TIMESTAMP") or logical.startswith("TimestampType"):

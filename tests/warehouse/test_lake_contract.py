@@ -122,6 +122,16 @@ def test_numbers_of_another_width_and_a_struct_with_a_documented_name_inside_sti
     assert _build(tmp_path, lake)[1].clean_gpu_rows == 5
 
 
+def test_a_half_precision_power_is_a_number(tmp_path, lake):
+    """float16 is stored as 2-byte fixed-length bytes: refused as 'bytes', though DuckDB reads it as FLOAT."""
+    import numpy as np
+
+    _put(lake, "gpu_samples", "node-x", _gpu_minimal(61, "GPU-H", power_w=pa.array(np.full(61, 100.0, np.float16))))
+    con, summary = _build(tmp_path, lake)
+    assert summary.clean_gpu_rows == 61
+    assert con.execute("SELECT sum(energy_kwh) * 3.6e6 FROM fct_gpu_energy_hourly").fetchone()[0] == pytest.approx(6000.0)
+
+
 @pytest.mark.parametrize("stored", [pa.timestamp("ns"), pa.timestamp("ns", tz="UTC"), pa.timestamp("ms", tz="UTC"),
                                     pa.timestamp("us")], ids=str)
 def test_timestamps_in_another_unit_or_without_a_zone_build_beside_the_writers_own(tmp_path, lake, stored):

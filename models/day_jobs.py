@@ -18,11 +18,13 @@ unallocated line) rather than measured away by one and charged a share of nothin
 from __future__ import annotations
 
 import datetime as dt
+from contextlib import nullcontext
 
 import duckdb
 
 from joulehouse.models.settings import JOB_MAX_DAYS
 from joulehouse.models.sql import SQL
+from joulehouse.warehouse.lake_contract import reading_partitions
 from joulehouse.warehouse.sqlio import alias_view, columns_of, relation_exists
 
 # The first of these that exists holds the jobs (the warehouse's raw_jobs reads the lake; the
@@ -47,8 +49,25 @@ def stage_day_jobs(con: duckdb.DuckDBPyConnection, table: str, day: dt.date,
     """(Re)create the temp table `table`: the jobs relation's rows whose interval overlaps `day`
     (a row without an end too: the reader decides what it holds) among those started at most
     `job_max_days` before it, with every column of the jobs contract (NULL where the relation
-    lacks one; models/sql/day_jobs.sql). Returns the relation read, or None (then no rows)."""
+    lacks one; models/sql/day_jobs.sql). Returns the relation read, or None (then no rows). The
+    lake's partitions read are checked against its contract first (LakeContractError names the
+    file and the column): the build checked only the day and its neighbours."""
     source = jobs_relation(con)
+    with reading_job_partitions(con, source, first_partition(day, job_max_days), day):
+        _stage(con, table, source, day, job_max_days)
+    return source
+
+
+def reading_job_partitions(con: duckdb.DuckDBPyConnection, source: str | None, first: dt.date, day: dt.date):
+    """Within the block, the lake's raw_jobs reads the partitions `first` (dt.date.min: every one)
+    to `day` only, checked against the contract (warehouse.lake_contract.reading_partitions); a
+    table of jobs is read as it is."""
+    if source != "raw_jobs":
+        return nullcontext()
+    return reading_partitions(con, "jobs", None if first == dt.date.min else first, day)
+
+
+def _stage(con: duckdb.DuckDBPyConnection, table: str, source: str | None, day: dt.date, job_max_days: int) -> None:
     SQL.temp_view(con, "day_jobs_columns", "day_jobs_columns")
     if source is None:
         alias_view(con, "day_jobs_source", "day_jobs_columns")
@@ -60,4 +79,3 @@ def stage_day_jobs(con: duckdb.DuckDBPyConnection, table: str, day: dt.date,
     start = dt.datetime(day.year, day.month, day.day, tzinfo=dt.timezone.utc)
     SQL.temp_table(con, table, "day_jobs", {"first_date": first_partition(day, job_max_days), "day": day,
                                             "day_start": start, "day_end": start + dt.timedelta(days=1)})
-    return source

@@ -42,6 +42,7 @@ from joulehouse.models.sensitivity_fit import (
 )
 from joulehouse.models.settings import SensitivitySettings
 from joulehouse.models.sql import load_sql
+from joulehouse.warehouse.lake_contract import reading_partitions
 from joulehouse.warehouse.sqlio import relation_exists, replace_day_rows
 
 TYPICAL_PARTS = {"training-dense": (0.18, -0.62, 0.41), "inference serving": (0.12, -0.33, 0.57)}
@@ -79,10 +80,12 @@ class Estimate:
 
 
 def read_gpu_hours(con: duckdb.DuckDBPyConnection, day: dt.date) -> list[dict]:
-    """The day's rows of joint_sensitivity_gpu_hours.sql (the inputs of S), as dicts."""
-    cursor = con.execute(load_sql("joint_sensitivity_gpu_hours"), {"day": day, "min_coverage_ratio": MIN_COVERAGE_RATIO})
-    names = [d[0] for d in cursor.description]
-    return [dict(zip(names, r)) for r in cursor.fetchall()]
+    """The day's rows of joint_sensitivity_gpu_hours.sql (the inputs of S), as dicts; the week of
+    jobs partitions it reads checked against the lake contract first."""
+    with reading_partitions(con, "jobs", day - dt.timedelta(days=7), day):
+        cursor = con.execute(load_sql("joint_sensitivity_gpu_hours"), {"day": day, "min_coverage_ratio": MIN_COVERAGE_RATIO})
+        names = [d[0] for d in cursor.description]
+        return [dict(zip(names, r)) for r in cursor.fetchall()]
 
 
 def _semi_slopes(rows: Sequence[dict]) -> np.ndarray | None:

@@ -40,6 +40,7 @@ from joulehouse.models.limit_change import LOOKBACK_DAYS, MAX_AFTER_DAYS, Change
 from joulehouse.models.outcome_matched import (log_ratio, matched_differences, matched_rows, pooled_row, records,
                                     saving_interval, split_by_side, treated_gpu_row)
 from joulehouse.models.sql import load_sql
+from joulehouse.warehouse.lake_contract import reading_partitions
 from joulehouse.warehouse.sqlio import columns_of, relation_exists, replace_day_rows
 
 # A unit of work counts only where every job of every GPU-day reports it: a training job's samples
@@ -281,6 +282,13 @@ def measure_outcomes(con: duckdb.DuckDBPyConnection, day: dt.date, *, lookback_d
     Needs the warehouse days from `day - max_after_days - lookback_days` to `day` and, for
     energy per unit of work, models.efficiency.build_efficiency for those days."""
     first = day - dt.timedelta(days=max_after_days + lookback_days)
+    # weeks of the agent's audit, past the days the build checked: those partitions only, checked
+    with reading_partitions(con, "agent_audit", first, day):
+        return _measure(con, day, first, lookback_days, max_after_days)
+
+
+def _measure(con: duckdb.DuckDBPyConnection, day: dt.date, first: dt.date, lookback_days: int,
+             max_after_days: int) -> int:
     if relation_exists(con, "fct_job_efficiency"):
         # a table from before measured_hours (or made by hand) counts every job whole
         body = (load_sql("outcome_input_jobs") if "measured_hours" in columns_of(con, "fct_job_efficiency")

@@ -38,7 +38,7 @@ from joulehouse.models.power_store import (  # noqa: F401
     PowerFit, coefficients_of, drift_pct, gate, load_fit, previous_fit, store_fits, write_coefficients_table)
 from joulehouse.models.settings import ModelSettings
 from joulehouse.models.sql import SQL
-from joulehouse.models.day_jobs import jobs_relation
+from joulehouse.models.day_jobs import first_partition, jobs_relation, reading_job_partitions
 from joulehouse.warehouse.sqlio import alias_view
 
 
@@ -76,8 +76,14 @@ def fit_day(con: duckdb.DuckDBPyConnection, day: dt.date, settings: ModelSetting
     metrics = {r["gpu_model"]: r for r in SQL.records(con, "power_holdout_metrics")}
     job_errors: dict[str, dict] = {}
     jobs = jobs_relation(con)
-    if jobs is not None:
+    if jobs == "raw_jobs":  # the lake's: only the partitions the held-out time can reach, checked
+        first = con.execute("SELECT min(sampled_at)::DATE FROM power_holdout_predictions").fetchone()[0] or day
+        first = first_partition(first, settings.job_max_days)
+        with reading_job_partitions(con, jobs, first, day):
+            SQL.temp_table(con, "power_input_jobs", "power_input_jobs", {"first_date": first, "day": day})
+    elif jobs is not None:
         alias_view(con, "power_input_jobs", jobs)
+    if jobs is not None:
         job_errors = {r["gpu_model"]: r for r in SQL.records(con, "power_job_energy_error")}
 
     fitted_at = dt.datetime.now(dt.timezone.utc)

@@ -213,10 +213,31 @@ def reading_own_day(con: duckdb.DuckDBPyConnection, day: dt.date, dataset: str =
     where it has no file): a check of the day opens no other day's files. Over the whole lake, one
     stray file in an old day (no host= folder, a date=latest folder) failed every later day's gate.
     A session without a lake (raw_<dataset> a table someone made) is left as it is."""
+    with reading_partitions(con, dataset, day, day, check=False):
+        yield
+
+
+@contextmanager
+def reading_partitions(con: duckdb.DuckDBPyConnection, dataset: str, first: dt.date | None, last: dt.date,
+                       *, check: bool = True) -> Iterator[None]:
+    """Within the block, raw_<dataset> reads only the date= partitions `first`..`last` (every one
+    when `first` is None; an empty stand-in where they hold no file), each file checked against
+    the contract first (check_required) unless `check` is False: for a step that reads raw_<dataset>
+    beyond the days the build checked (the jobs of the last job_max_days, the agent's audit of the
+    last weeks). Unchecked over the whole lake, a jobs file without ended_at anywhere in its history
+    failed the view's binding naming no file, one in the window built and its job vanished from the
+    facts, and one with started_at as text stopped the power fit on a cast. A session without a
+    lake (raw_<dataset> a table someone made) is left as it is."""
     if con.execute("SELECT getvariable('jh_lake')").fetchone()[0] is None:
         yield
         return
-    files = day_files(con, dataset, [day])
+    contract_view(dataset)  # a known dataset: its name goes into a path
+    if first is None:
+        files = [f for (f,) in BUILD_SQL.execute(con, "dataset_files", {"dataset": dataset}).fetchall()]
+    else:
+        files = day_files(con, dataset, [first + dt.timedelta(days=k) for k in range((last - first).days + 1)])
+    if check:
+        check_required(con, dataset, files)
     if files:
         with narrowed(con, {dataset: files}):
             yield

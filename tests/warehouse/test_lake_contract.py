@@ -198,3 +198,45 @@ def test_a_reading_without_its_time_gpu_or_source_is_quarantined_and_the_day_sti
     # the interval the missing row sat in is bridged by its neighbours (2 s <= max_gap_s)
     assert con.execute("SELECT energy_kwh * 3.6e6 FROM fct_gpu_energy_hourly").fetchone()[0] == pytest.approx(200.0 * 60)
     assert all(r.success for r in evaluate_gate(con, DAY, WarehouseSettings()) if r.severity == "blocking")
+
+
+def _jobs_file(lake: Path, started: dt.datetime, **drop_or_replace) -> Path:
+    folder = lake / "jobs" / f"date={started.date().isoformat()}" / "host=node-x"
+    folder.mkdir(parents=True, exist_ok=True)
+    columns = {"job_id": ["long"], "gpu_uuid": ["GPU-J"], "started_at": pa.array([started], TS),
+               "ended_at": pa.array([MIDNIGHT + dt.timedelta(hours=12)], TS)}
+    for name, value in drop_or_replace.items():
+        columns.pop(name) if value is None else columns.__setitem__(name, value)
+    pq.write_table(pa.table(columns), folder / "scheduler.parquet")
+    return folder / "scheduler.parquet"
+
+
+@pytest.mark.parametrize("change, said", [({"ended_at": None}, "lacks the required column ended_at of jobs"),
+                                          ({"started_at": ["2026-01-01 noon"]}, "column started_at of jobs is stored as text")])
+def test_a_bad_jobs_file_days_before_the_build_stops_the_step_that_reads_it_naming_it(tmp_path, lake, change, said):
+    """The build checks the day and its neighbours; the efficiency step reads job_max_days of jobs
+    partitions. A jobs file 3 days back without ended_at built, and its job vanished from the facts;
+    one with started_at as text stopped the power fit on a cast naming no file."""
+    from joulehouse.models.day_jobs import stage_day_jobs
+    from joulehouse.warehouse.lake_contract import LakeContractError
+
+    _put(lake, "gpu_samples", "node-x", _gpu_minimal(61, "GPU-J", power_w=pa.array([100.0] * 61)))
+    path = _jobs_file(lake, MIDNIGHT - dt.timedelta(days=3), **change)
+    con, _ = _build(tmp_path, lake)
+    with pytest.raises(LakeContractError, match=f"^lake file {path}: {said}" if "stored" in said else f"^lake file {path} {said}"):
+        stage_day_jobs(con, "day_jobs_test", DAY)
+    stage_day_jobs(con, "day_jobs_test", DAY, job_max_days=2)  # outside the partitions read: not its business
+    assert con.execute("SELECT count(*) FROM day_jobs_test").fetchone()[0] == 0
+
+
+def test_the_power_fit_reads_no_jobs_partition_its_held_out_time_cannot_reach(tmp_path, lake):
+    """power_job_energy_error read raw_jobs over the whole lake: a bad file of 17 months before
+    stopped every later day's fit, and every jobs file of the history was opened each day."""
+    from joulehouse.models.power import fit_day
+    from joulehouse.models.settings import ModelSettings
+
+    _put(lake, "gpu_samples", "node-x", _gpu_minimal(3600, "GPU-J", power_w=pa.array([100.0 + i % 50 for i in range(3600)])))
+    _jobs_file(lake, MIDNIGHT - dt.timedelta(days=500), started_at=["long ago"])
+    con, _ = _build(tmp_path, lake)
+    fit_day(con, DAY, ModelSettings())  # no error
+    assert con.execute("SELECT count(*) FROM power_input_jobs").fetchone()[0] == 0

@@ -100,7 +100,11 @@ def _held_with_gaps(power_w: float, missing: callable) -> list[dict]:
 @pytest.mark.parametrize("missing", [
     lambda t: t == 3640,  # once, inside a run: the run spanned the power-counted interval too (+8%)
     lambda t: t % 30 == 10,  # every collection: X, NULL, X, Y hid the repeats and each move counted 30 s (+67%)
-], ids=["once", "every collection"])
+    # the scrape right after a collection: the next run's first value was collected 10 s before
+    # it was read, and the power-counted stretch before it was counted again from the counter
+    lambda t: t == 3630,
+    lambda t: t % 300 == 30,  # once every 5 minutes (+0.3%)
+], ids=["once", "every collection", "after a collection", "after every tenth collection"])
 def test_a_scrape_without_the_counter_inside_its_repeats_counts_no_time_twice(lake, warehouse, missing):
     write(lake, _held_with_gaps(300.0, missing))
     r = hourly(warehouse())[1]

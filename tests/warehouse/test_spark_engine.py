@@ -52,6 +52,7 @@ def engines(tmp_path_factory):
     nvml = nvml.set_column(i, nvml.schema.field(i), pa.array(["nvml-extra"] * nvml.num_rows, nvml.schema.field(i).type))
     table = _stepped_back(table)
     write_dataset(root / "lake", "gpu_samples", pa.concat_tables([table, nvml, _broken_readings(table)]))
+    write_dataset(root / "lake", "gpu_samples", _held_counter())
     warehouse, models = WarehouseSettings(inventory_path=str(summary.inventory_path)), ModelSettings(history_days=3)
     con = connect(root / "w.duckdb", root / "lake")
     build_day(con, DAY, warehouse, now=NOW)
@@ -83,6 +84,20 @@ def _stepped_back(table: pa.Table) -> pa.Table:
     return table.set_column(i, table.schema.field(i), pa.array(counter, table.schema.field(i).type))
 
 
+HELD_GPU = "GPU-held"
+
+
+def _held_counter() -> pa.Table:
+    """A GPU read by Prometheus every 10 s from 01:00 for an hour at 300 W, its counter collected
+    every 30 s (repeats), one scrape in ten after a collection without the counter: the repeat runs
+    and the run after a gap run on both engines."""
+    from warehouse_lakes import gpu_rows
+
+    counter = lambda t: None if t % 300 == 30 else 10**12 + round((t - t % 30) * 300.0 * 1000)  # noqa: E731
+    return pa.Table.from_pylist(gpu_rows(range(3600, 7201, 10), 300.0, counter_mj=counter, uuid=HELD_GPU,
+                                         host="node-held", source="dcgm", limit_w=700.0))
+
+
 def _broken_readings(table: pa.Table) -> pa.Table:
     """One reading of one GPU at noon, copied to break each quarantine rule once (a second
     reading of the same key, NaN, negative, mW as W, too hot, a ratio over 1)."""
@@ -105,13 +120,15 @@ def test_hourly_gpu_energy_is_the_same_on_both_engines(engines):
                       "n_samples FROM fct_gpu_energy_hourly WHERE day = ? ORDER BY gpu_uuid, hour_at", [DAY])
     duck = pl.DataFrame(cur.fetchall(), schema=[d[0] for d in cur.description], orient="row")
     spark = result.gpu_energy_hourly.sort("gpu_uuid", "hour_at")
-    assert duck.height == spark.height == 16 * 24
+    held = duck.filter(pl.col("gpu_uuid") == HELD_GPU)
+    assert held.height == 2 and held["energy_kwh"][0] * 3.6e6 == pytest.approx(300.0 * 3600, rel=1e-9)
+    assert duck.height == spark.height == 16 * 24 + 2
     for column in ("hour_at", "gpu_uuid", "gpu_model", "energy_source", "source", "n_samples"):
         assert spark[column].to_list() == duck[column].to_list(), column
     for column in ("energy_kwh", "coverage_ratio"):
         for s, d in zip(spark[column].to_list(), duck[column].to_list()):
-            assert s == pytest.approx(d, rel=1e-9, abs=0.0), column
-    assert spark["energy_kwh"].min() > 0
+            assert (s is None and d is None) or s == pytest.approx(d, rel=1e-9, abs=0.0), column
+    assert spark["energy_kwh"].min() > 0  # the held GPU's last reading starts an hour it does not cover: NULL
 
 
 def test_power_model_sums_are_the_same_on_both_engines(engines):
@@ -132,7 +149,7 @@ def test_daily_rollup_adds_up_to_the_hourly_energy(engines):
     duck = dict(con.execute("SELECT host || '/' || gpu_model, sum(energy_kwh) FROM fct_gpu_energy_hourly "
                             "WHERE day = ? GROUP BY ALL", [DAY]).fetchall())
     daily = result.gpu_energy_daily
-    assert daily["n_gpus"].sum() == 16
+    assert daily["n_gpus"].sum() == 16 + 1  # and the held GPU
     for row in daily.iter_rows(named=True):
         assert row["energy_kwh"] == pytest.approx(duck[f"{row['host']}/{row['gpu_model']}"], rel=1e-9)
         assert 0 < row["avg_power_w"] < 700

@@ -210,13 +210,23 @@ repeat_runs AS (
     WINDOW stream AS (PARTITION BY host, gpu_uuid, source)
 ),
 repeat_verdicts AS (
+    -- after_gap: the run starts at the reading after one without the counter. Its first counter
+    -- value was collected up to a period before that reading, while the intervals before it, which
+    -- lost the move that would have closed their run, were counted from power up to the reading:
+    -- counted from its counter too, the run counted that stretch again (+1.8% with 5% of scrapes
+    -- lacking the counter). Such a run is counted from power; the next run starts where its value
+    -- was first read, as every run does.
     SELECT
-        *,
-        n_intervals > 1 AND run_us = t1_us - t0_us AND c1_mj >= c0_mj AND (t1_us - t0_us) / 1e6 <= $max_counter_gap_s
-            AND (c1_mj - c0_mj) / 1e3 <= (CASE WHEN limit_w > 0 THEN $max_power_over_limit_ratio * limit_w
-                                               ELSE $max_power_abs_w END) * (t1_us - t0_us + slack_us) / 1e6
+        r.*,
+        g.t1_us IS NOT NULL AS after_gap,
+        r.n_intervals > 1 AND g.t1_us IS NULL AND r.run_us = r.t1_us - r.t0_us AND r.c1_mj >= r.c0_mj
+            AND (r.t1_us - r.t0_us) / 1e6 <= $max_counter_gap_s
+            AND (r.c1_mj - r.c0_mj) / 1e3 <= (CASE WHEN r.limit_w > 0 THEN $max_power_over_limit_ratio * r.limit_w
+                                                   ELSE $max_power_abs_w END) * (r.t1_us - r.t0_us + r.slack_us) / 1e6
             AS merged
-    FROM repeat_runs
+    FROM repeat_runs AS r
+    LEFT JOIN (SELECT DISTINCT host, gpu_uuid, source, t1_us FROM repeat_intervals WHERE run_index = -1) AS g
+        ON g.host = r.host AND g.gpu_uuid = r.gpu_uuid AND g.source = r.source AND g.t1_us = r.t0_us
 ),
 candidates AS (
     SELECT host, gpu_uuid, source, t0_us, t1_us, p0_w, p1_w, c0_mj, c1_mj, limit_w, 0 AS slack_us
@@ -232,8 +242,10 @@ candidates AS (
         CASE WHEN v.merged THEN v.t1_us ELSE i.t1_us END AS t1_us,
         CASE WHEN v.merged THEN NULL ELSE i.p0_w END AS p0_w,
         CASE WHEN v.merged THEN NULL ELSE i.p1_w END AS p1_w,
-        CASE WHEN v.merged THEN v.c0_mj WHEN i.unchanged OR v.n_intervals > 1 THEN NULL ELSE i.c0_mj END AS c0_mj,
-        CASE WHEN v.merged THEN v.c1_mj WHEN i.unchanged OR v.n_intervals > 1 THEN NULL ELSE i.c1_mj END AS c1_mj,
+        CASE WHEN v.merged THEN v.c0_mj WHEN i.unchanged OR v.n_intervals > 1 OR v.after_gap THEN NULL
+             ELSE i.c0_mj END AS c0_mj,
+        CASE WHEN v.merged THEN v.c1_mj WHEN i.unchanged OR v.n_intervals > 1 OR v.after_gap THEN NULL
+             ELSE i.c1_mj END AS c1_mj,
         i.limit_w, v.slack_us
     FROM repeat_intervals AS i
     JOIN repeat_verdicts AS v USING (host, gpu_uuid, source, run_index)

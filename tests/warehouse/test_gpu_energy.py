@@ -155,6 +155,21 @@ def test_a_source_covering_the_hour_beats_a_counter_that_did_not(lake, warehouse
     assert r["source"] == "dcgm" and r["coverage_ratio"] == pytest.approx(1.0)
 
 
+def test_a_faster_source_with_holes_does_not_beat_one_that_covered_every_second(lake, warehouse):
+    """Both counters, no power: NVML at 1 Hz reads power instead of the counter every 60th reading
+    (2 s a minute unbridged), DCGM at 10 s covers every minute. The faster source won every minute
+    (95% and more covered) and 3.3% of the hour's measured energy was dropped."""
+    counter = lambda t: 10**12 + round(t * 300.0 * 1000)  # noqa: E731
+    rows = gpu_rows(range(0, 3601), None, counter_mj=counter, source="nvml")
+    for r in rows[30::60]:
+        r["power_w"], r["energy_mj_total"] = 300.0, None
+    write(lake, rows)
+    write(lake, gpu_rows(range(0, 3601, 10), None, counter_mj=counter, source="dcgm"))
+    r = hourly(warehouse())[0]
+    assert (r["source"], r["energy_source"]) == ("dcgm", "counter")
+    assert r["energy_j"] == pytest.approx(300.0 * 3600, rel=1e-9) and r["coverage_ratio"] == pytest.approx(1.0)
+
+
 def test_a_gpu_that_changes_host_within_the_hour_keeps_both_halves(lake, warehouse):
     """An audit: a GPU read under one host name for the first half hour and another for the second
     (a node renamed, a collector restarted under its FQDN) lost one half: the two host streams

@@ -463,7 +463,7 @@ hour_streams AS MATERIALIZED (
         row_number() OVER (
             PARTITION BY gpu_uuid, hour_index
             ORDER BY covered_us >= 0.95 * 3600000000 DESC, counter_us * 2 > covered_us DESC,
-                     n_energy_samples DESC, covered_us DESC, source
+                     round(covered_us / 1e6) DESC, n_energy_samples DESC, covered_us DESC, source
         ) AS hour_rank,
         count(*) OVER (PARTITION BY gpu_uuid, hour_index) AS n_sources
     FROM (
@@ -476,9 +476,11 @@ hour_streams AS MATERIALIZED (
 -- One source per GPU-minute where sources overlap, never a sum of two readings of the same time:
 -- a source that covered >= 95% of the minute beats one that did not; then the energy counter
 -- beats the power integral (the counter integrates on the device, the power reading samples a
--- fraction of the time); then the higher sampling rate (readings with power or counter: rows that
--- carry neither measure nothing); then more coverage; then the source the hour ranks first, then
--- the source name, so re-runs pick the same one.
+-- fraction of the time); then more coverage, to the whole second (a second the minute leaves
+-- unread is energy lost, never extrapolated: a 1 Hz counter stream with 2 s unbridged beat a 10 s
+-- one that covered the whole minute, -3.3% of the hour); then the higher sampling rate (readings
+-- with power or counter: rows that carry neither measure nothing); then more coverage; then the
+-- source the hour ranks first, then the source name, so re-runs pick the same one.
 minute_winners AS MATERIALIZED (
     -- one row per GPU-minute, read twice: the hour's sums and its labels
     SELECT * EXCLUDE (source_rank, hour_rank)
@@ -490,7 +492,8 @@ minute_winners AS MATERIALIZED (
             row_number() OVER (
                 PARTITION BY m.gpu_uuid, m.minute_index
                 ORDER BY m.covered_us >= 0.95 * 60000000 DESC, m.counter_us * 2 > m.covered_us DESC,
-                         m.n_energy_samples DESC, m.covered_us DESC, r.hour_rank, m.source, m.host
+                         round(m.covered_us / 1e6) DESC, m.n_energy_samples DESC, m.covered_us DESC, r.hour_rank,
+                         m.source, m.host
             ) AS source_rank
         FROM gpu_source_minutes AS m
         JOIN hour_streams AS r

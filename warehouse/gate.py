@@ -103,6 +103,10 @@ class GateRule:
     examples: str | None = None
 
 
+def _few_quarantined(row: dict, rule: "GateRule") -> bool:
+    return row["raw_rows"] == 0 or row["quarantined_rows"] <= row["max_quarantined_share"] * row["raw_rows"]
+
+
 def _rules() -> list[GateRule]:
     of_rows = "{unexpected:,} rows of {total:,}"
     stg, energy = "stg_gpu_samples", "fct_gpu_energy_hourly"
@@ -122,6 +126,10 @@ def _rules() -> list[GateRule]:
         GateRule(stg, "expect_column_pair_values_to_be_equal(raw_rows,clean_plus_quarantined_rows)", STG_SUMMARY,
                  None, "n_rows", "{raw_rows:,} raw rows in the lake's date= partition; {total:,} clean + "
                  "{quarantined_rows:,} quarantined = {clean_plus_quarantined_rows:,}{stray_note}", _nothing_lost),
+        # a day whose readings were mostly quarantined: its facts stand on what is left
+        GateRule("quarantine_gpu_samples", "expect_column_values_to_be_null(reason)", STG_SUMMARY, "quarantined_rows",
+                 "raw_rows", "{unexpected:,} of {total:,} readings quarantined; at most {max_quarantined_share:.0%} "
+                 "allowed ([warehouse] max_quarantined_share)", _few_quarantined),
         GateRule("quarantine_gpu_samples", "expect_column_values_to_be_in_set(reason)", "quarantine_gpu_samples_gate",
                  "unknown_reason_rows", "n_rows", of_rows + " have a reason outside the known rules{examples}",
                  examples="unknown_reason_examples"),
@@ -178,6 +186,7 @@ def evaluate_gate(con: duckdb.DuckDBPyConnection, day: dt.date, settings: Wareho
     when it is optional (fct_pue_hourly without a facility meter) and fails when it is required."""
     params = {"day": day, "max_energy_kwh": settings.max_power_abs_w / 1000.0,
               "max_power_over_limit_ratio": settings.max_power_over_limit_ratio,
+              "max_quarantined_share": settings.max_quarantined_share,
               "known_reasons": list(QUARANTINE_REASONS)}
     frames: dict[str, dict | None] = {}
     results = []
@@ -194,7 +203,8 @@ def evaluate_gate(con: duckdb.DuckDBPyConnection, day: dt.date, settings: Wareho
         values = {**row, **params, "unexpected": unexpected, "total": total,
                   "stray_note": _stray_note(row) if "stray_files" in row else "",
                   "examples": _examples(row.get(rule.examples) if rule.examples else None)}
-        results.append(_result(rule, bool(rule.passes(row, rule)), rule.says.format(**values), unexpected, total))
+        results.append(_result(rule, bool(rule.passes({**row, **params}, rule)), rule.says.format(**values),
+                               unexpected, total))
     return results
 
 

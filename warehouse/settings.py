@@ -12,7 +12,7 @@ from typing import Annotated, Literal
 
 from pydantic import AfterValidator, Field, model_validator
 
-from joulehouse.collectors.settings import (Count, Finite, Location, LocationOrNone, NonNegative, NonNegativeInt, Positive,
+from joulehouse.collectors.settings import (Count, Finite, Location, LocationOrNone, NonNegative, NonNegativeInt, Positive, Ratio,
                                             Seconds, Text, section)
 
 # One ad hoc query's wall time: at most a day; past about 1e9 s the timer thread raised
@@ -74,6 +74,9 @@ class WarehouseSettings:
         900.0, description="Energy-counter intervals up to this long are bridged (s): the counter measured the gap's\n"
                            "energy exactly; longer ones are not (a reboot can hide in them and restart the count).")
     max_power_abs_w: Positive = Field(3000.0, description="Power above this is implausible for any one GPU when its power limit is unknown, W.")
+    max_quarantined_share: Ratio = Field(
+        0.5, description="The data checks stop a day that quarantined more than this share of its readings (0..1): its\n"
+                         "facts would stand on what little is left (99% quarantined had passed, with warnings only).")
     max_meter_gap_s: Seconds = Field(
         120.0, description="BMC (IPMI) and facility meters are read every 5 s to 1 min: gaps up to this are bridged, s.")
     threads: Threads = Field(2, description="DuckDB threads of the daily build and of `joulehouse sql` (1-1024).")

@@ -333,3 +333,15 @@ def test_checking_again_a_day_past_readings_retention_is_refused_and_keeps_its_r
         run_checks(con, DAY, keep_one)
     assert con.execute("SELECT * FROM fct_check_results WHERE day = ? ORDER BY ALL", [DAY]).fetchall() == stored
     assert not run_gate(con, DAY + dt.timedelta(days=2), keep_one).failed_blocking  # a kept day is checked
+
+
+@pytest.mark.slow
+def test_a_day_that_quarantined_most_of_its_readings_stops(lake, warehouse):
+    """36 clean readings and 3,564 negative ones passed the gate with warnings only: the hour's
+    energy stood on 1% of it."""
+    write(lake, gpu_rows(range(0, 36), 100.0) + gpu_rows(range(36, 3600), -5.0))
+    con = warehouse()
+    with pytest.raises(BlockingCheckFailed, match="3,564 of 3,600 readings quarantined; at most 50% allowed"):
+        run_gate(con, DAY, WarehouseSettings())
+    assert ("quarantine_gpu_samples", "expect_column_values_to_be_null(reason)") in _failed(con)
+    assert not run_gate(con, DAY, WarehouseSettings(max_quarantined_share=1.0)).failed_blocking

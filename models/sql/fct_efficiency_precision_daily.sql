@@ -18,9 +18,9 @@
 --   batch_size [count] batch size (NULL: not reported)
 --   work_unit [text] 'token' | 'request' | 'sample'
 --   n_jobs [count] job-GPU rows
---   busy_hours [h] the jobs' run time on the day
+--   busy_hours [h] the jobs' run time on the day over which their energy was measured
 --   energy_kwh [kWh] their GPU energy
---   work_units [count, pro-rated: fractional] units of work done
+--   work_units [count, pro-rated: fractional] units of work done in that time
 --   j_per_unit [J/unit] energy per unit of work
 --   j_per_unit_se [J/unit] standard error of j_per_unit across the group's jobs (ratio estimator
 --     over jobs, a multi-GPU job's GPUs summed as one: they move together; NULL with one job)
@@ -32,16 +32,31 @@
 --   saving_low_kwh_per_day [kWh/day] the saving the jobs' spread still supports (see above; NULL
 --     where this row or the best batch has a single job, 0 at the best batch)
 WITH jobs AS (
-    SELECT DISTINCT job_id, gpu_uuid, "precision", batch_size FROM eff_input_jobs
+    -- one (precision, batch) per job and GPU on the day: a job whose runs of the day differed
+    -- (requeued at another batch) is 'not reported' and NULL, counted once; one row per setting
+    -- carried the whole job's energy and work each (0.5 kWh held for 0.25)
+    SELECT job_id, gpu_uuid,
+           CASE WHEN count(DISTINCT coalesce("precision", '')) = 1 THEN any_value("precision") END AS "precision",
+           CASE WHEN count(DISTINCT coalesce(batch_size, -1)) = 1 THEN any_value(batch_size) END AS batch_size
+    FROM eff_input_jobs
+    WHERE ended_at > $day::DATE::TIMESTAMPTZ AND started_at < ($day::DATE + 1)::TIMESTAMPTZ
+    GROUP BY job_id, gpu_uuid
+),
+measured AS (
+    -- the work of the part of the run the energy was measured over, and that time (as
+    -- fct_efficiency_setting_daily): a collector down a third of a job made it a third more efficient
+    SELECT * REPLACE (requests_total * measured_ratio AS requests_total, tokens_total * measured_ratio AS tokens_total,
+                      samples_total * measured_ratio AS samples_total, measured_hours AS busy_hours)
+    FROM (SELECT *, measured_hours / nullif(busy_hours, 0) AS measured_ratio FROM fct_job_efficiency WHERE day = $day)
 ),
 rows AS (
     SELECT e.job_id, e.gpu_model, coalesce(j."precision", 'not reported') AS "precision", j.batch_size,
            u.work_unit, u.work_units, e.energy_kwh, e.busy_hours
-    FROM fct_job_efficiency AS e
+    FROM measured AS e
     LEFT JOIN jobs AS j USING (job_id, gpu_uuid)
     CROSS JOIN LATERAL (VALUES ('token', e.tokens_total), ('request', e.requests_total), ('sample', e.samples_total))
         AS u(work_unit, work_units)
-    WHERE e.day = $day AND u.work_units > 0 AND e.energy_kwh > 0 AND e.busy_hours > 0 AND e.gpu_model IS NOT NULL
+    WHERE u.work_units > 0 AND e.energy_kwh > 0 AND e.busy_hours > 0 AND e.gpu_model IS NOT NULL
 ),
 per_job AS (
     SELECT gpu_model, "precision", batch_size, work_unit, job_id, count(*) AS n_rows, sum(busy_hours) AS busy_hours,

@@ -11,7 +11,7 @@
 --   day [DATE] UTC day
 --   gpu_model [text] NVML name, or 'fleet'
 --   n_jobs [count] job-GPU rows with FLOPs
---   flops_total [FLOP] FLOPs the jobs reported
+--   flops_total [FLOP] FLOPs the jobs reported, of the part of their runs their energy was measured over
 --   fp16_equivalent_flops_total [FLOP] the same converted to FP16-equivalent
 --   precision_reported_ratio [0..1] share of those FLOPs whose precision the job stated (the rest counted as FP16)
 --   energy_kwh [kWh] the jobs' GPU energy
@@ -23,15 +23,24 @@
 --   gain_vs_first_day_pct [%] change since first_day
 --   goal_flops_per_w [FLOP/J] first_day_flops_per_w x (1 + $goal_gain_pct / 100)
 WITH jobs AS (
-    SELECT DISTINCT job_id, gpu_uuid, "precision" FROM eff_input_jobs
+    -- one precision per job and GPU on the day (a requeue at another precision: not reported, once;
+    -- a row per precision counted the job's FLOPs and energy twice)
+    SELECT job_id, gpu_uuid,
+           CASE WHEN count(DISTINCT coalesce("precision", '')) = 1 THEN any_value("precision") END AS "precision"
+    FROM eff_input_jobs
+    WHERE ended_at > $day::DATE::TIMESTAMPTZ AND started_at < ($day::DATE + 1)::TIMESTAMPTZ
+    GROUP BY job_id, gpu_uuid
 ),
 rows AS (
-    SELECT e.job_id, e.gpu_uuid, e.gpu_model, e.started_at, e.ended_at, e.flops_total, e.energy_kwh,
-           e.flops_total * coalesce(f.fp16_factor, 1.0) AS fp16_flops, j."precision" IS NOT NULL AS reported
-    FROM fct_job_efficiency AS e
+    -- the FLOPs of the part of the run the energy was measured over (as fct_job_efficiency's ratios)
+    SELECT e.job_id, e.gpu_uuid, e.gpu_model, e.started_at, e.ended_at, e.flops_total * e.measured_ratio AS flops_total,
+           e.energy_kwh, e.flops_total * e.measured_ratio * coalesce(f.fp16_factor, 1.0) AS fp16_flops,
+           j."precision" IS NOT NULL AS reported
+    FROM (SELECT *, measured_hours / nullif(busy_hours, 0) AS measured_ratio FROM fct_job_efficiency
+          WHERE day = $day) AS e
     LEFT JOIN jobs AS j USING (job_id, gpu_uuid)
     LEFT JOIN flops_fp16_factor AS f ON f.gpu_model = e.gpu_model AND f."precision" = j."precision"
-    WHERE e.day = $day AND e.flops_total > 0 AND e.energy_kwh > 0 AND e.gpu_model IS NOT NULL
+    WHERE e.flops_total * e.measured_ratio > 0 AND e.energy_kwh > 0 AND e.gpu_model IS NOT NULL
 ),
 temps AS (
     SELECT r.gpu_model, avg(s.temp_c) AS avg_temp_c

@@ -27,7 +27,7 @@
 --   team [text] team that ran the job
 --   started_at [TIMESTAMPTZ, UTC] start of the job's whole run on this GPU
 --   ended_at [TIMESTAMPTZ, UTC] end of the job's whole run on this GPU
---   busy_hours [h] the job's run time within the day
+--   busy_hours [h] the job's run time within the day (overlapping runs of it counted once)
 --   day_share_ratio [0..1] busy_hours as a share of its whole run
 --   power_limit_w [W] power limit in force (most frequent reading)
 --   power_limit_changed [bool] the limit changed during the run
@@ -45,7 +45,17 @@
 --   j_per_token [J/token] energy per token
 --   j_per_sample [J/sample] energy per sample
 --   flops_per_w [FLOP/J = (FLOP/s)/W] FLOPs per watt
-WITH jobs AS (
+WITH holdings AS (
+    -- each holding's time not already held by an earlier one of the same job and GPU: requeued runs
+    -- that overlap held the GPU once (summed, 1.17 h for an hour held, and J/token 180 for 154)
+    SELECT
+        *,
+        greatest(epoch(b_at) - epoch(greatest(a_at, coalesce(max(b_at) OVER held_before, a_at))), 0) AS new_s
+    FROM eff_holdings
+    WINDOW held_before AS (PARTITION BY job_id, gpu_uuid ORDER BY a_at, b_at
+                           ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING)
+),
+jobs AS (
     -- one row per (job, GPU): its holdings of the GPU in the day together
     SELECT
         job_id, gpu_uuid,
@@ -55,14 +65,14 @@ WITH jobs AS (
         arg_max(team, started_at) AS team,
         min(started_at) AS started_at,
         max(ended_at) AS ended_at,
-        sum(epoch(b_at) - epoch(a_at)) / 3600.0 AS busy_hours,
+        sum(new_s) / 3600.0 AS busy_hours,
         sum(epoch(b_at) - epoch(a_at)) / sum(epoch(ended_at) - epoch(started_at)) AS day_share_ratio,
         -- a holding's counters cover its whole run: the day's part of each
         sum(requests_total * (epoch(b_at) - epoch(a_at)) / (epoch(ended_at) - epoch(started_at))) AS requests_total,
         sum(tokens_total * (epoch(b_at) - epoch(a_at)) / (epoch(ended_at) - epoch(started_at))) AS tokens_total,
         sum(samples_total * (epoch(b_at) - epoch(a_at)) / (epoch(ended_at) - epoch(started_at))) AS samples_total,
         sum(flops_total * (epoch(b_at) - epoch(a_at)) / (epoch(ended_at) - epoch(started_at))) AS flops_total
-    FROM eff_holdings
+    FROM holdings
     GROUP BY job_id, gpu_uuid
 ),
 job_energy AS (

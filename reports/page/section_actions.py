@@ -164,7 +164,13 @@ def efficiency_by_model_and_limit(jobs: pl.DataFrame) -> pl.DataFrame:
         return pl.col("energy_kwh").filter(pl.col(col).is_not_null()).sum() if col in jobs.columns else pl.lit(None)
 
     def work(col: str) -> pl.Expr:
-        return pl.col(col).sum() if col in jobs.columns else pl.lit(None, dtype=pl.Float64)
+        """The work of the part of the runs their energy was measured over (as fct_job_efficiency's
+        own ratios): the whole run's work made a job a collector missed look more efficient."""
+        if col not in jobs.columns:
+            return pl.lit(None, dtype=pl.Float64)
+        if {"measured_hours", "busy_hours"} <= set(jobs.columns):
+            return (pl.col(col) * pl.col("measured_hours") / pl.col("busy_hours")).sum()
+        return pl.col(col).sum()
 
     return (jobs.group_by("gpu_model", "power_limit_w")
             .agg(pl.col("job_id").n_unique().alias("n_jobs"), pl.col("gpu_uuid").n_unique().alias("n_gpus"),

@@ -233,3 +233,30 @@ def test_readings_filed_under_another_day_are_quarantined_and_the_day_builds(lak
     from joulehouse.warehouse.gate import run_gate
 
     assert not run_gate(con, DAY, WarehouseSettings()).failed_blocking
+
+
+def test_of_copies_alike_but_for_one_column_the_same_is_kept_whatever_the_files_order(tmp_path):
+    """A late file repeated 300 readings, the same power and counter but temp_c +10 C: which copy
+    stayed clean changed from run to run and with compaction (the day's theta with it)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from joulehouse.settings import WarehouseSettings
+    from joulehouse.warehouse.build import build_day
+    from joulehouse.warehouse.db import connect
+    from warehouse_lakes import NOW
+
+    original = gpu_rows(range(0, 300), 200.0, counter_mj=lambda t: 10**9 + t * 200_000, temp_c=60.0)
+    hotter = [{**r, "temp_c": 70.0} for r in original]
+    kept = []
+    for first, second in ((original, hotter), (hotter, original)):
+        root = tmp_path / f"run{len(kept)}"
+        folder = root / "lake" / "gpu_samples" / f"date={DAY}" / "host=node-01"
+        folder.mkdir(parents=True)
+        for name, rows in (("a.parquet", first), ("b.parquet", second)):
+            pq.write_table(pa.Table.from_pylist(rows), folder / name, row_group_size=7)
+        con = connect(root / "w.duckdb", root / "lake")
+        build_day(con, DAY, WarehouseSettings(), now=NOW)
+        kept.append(con.execute("SELECT DISTINCT temp_c FROM stg_gpu_samples").fetchall())
+        con.close()
+    assert kept == [[(60.0,)], [(60.0,)]]  # the lower of the copies' temperatures, in both orders

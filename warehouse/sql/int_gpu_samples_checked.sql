@@ -19,7 +19,8 @@
 --     duplicate_key: a second row with the same (gpu_uuid, sampled_at, source); of the copies a
 --       valid one is kept, then one with both power and counter (a copy without the counter would
 --       leave the counter's interval a hole), then the lowest power, so a reading is never lost to
---       its invalid or emptier copy;
+--       its invalid or emptier copy; then the lowest of each other documented column, so re-runs keep
+--       the same copy whatever order the files are read in;
 --     future_timestamp: sampled_at later than build time + max_clock_skew_s;
 --     outside_partition_day: sampled_at not on the UTC day of its date= folder (another tool's
 --       file that starts before midnight, or one filed under the wrong day): kept, it made GPU-hours
@@ -133,9 +134,18 @@ checked AS (
             r.*,
             row_number() OVER (
                 PARTITION BY gpu_uuid, sampled_at, source
+                -- then every other documented column: a total order, so that the copy kept is the
+                -- same whatever order the files are read in (two copies alike but for temp_c kept
+                -- one or the other from run to run, and compacted or not: theta 0.1024 / 0.1067)
                 ORDER BY rule_reason IS NULL DESC,
                          (power_w IS NOT NULL)::INTEGER + (energy_mj_total IS NOT NULL)::INTEGER DESC,
-                         power_w NULLS LAST, energy_mj_total NULLS LAST, host, gpu_index
+                         power_w NULLS LAST, energy_mj_total NULLS LAST, host NULLS LAST, gpu_index NULLS LAST,
+                         power_limit_w NULLS LAST, temp_c NULLS LAST, mem_temp_c NULLS LAST, sm_clock_mhz NULLS LAST,
+                         mem_clock_mhz NULLS LAST, util_gpu_pct NULLS LAST, util_mem_pct NULLS LAST,
+                         sm_active_ratio NULLS LAST, sm_occupancy_ratio NULLS LAST, tensor_active_ratio NULLS LAST,
+                         dram_active_ratio NULLS LAST, pcie_tx_bytes_per_s NULLS LAST, pcie_rx_bytes_per_s NULLS LAST,
+                         mem_used_mib NULLS LAST, pstate NULLS LAST, clock_event_reasons NULLS LAST,
+                         gpu_model NULLS LAST, day NULLS LAST
             ) AS duplicate_rank
         FROM ruled AS r
         SEMI JOIN duplicate_keys AS k USING (gpu_uuid, sampled_at, source)

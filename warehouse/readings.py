@@ -91,7 +91,8 @@ class ReadingsWriter:
         n_rows = _copy(self.con, body, bound, target)
         ensure_registry(self.con)
         if not append:
-            superseded([p for (p,) in BUILD_SQL.execute(self.con, "readings_forget_day", {"day": day}).fetchall()])
+            superseded([self.folder / Path(p).parent.name / Path(p).name
+                        for (p,) in BUILD_SQL.execute(self.con, "readings_forget_day", {"day": day}).fetchall()])
         BUILD_SQL.execute(self.con, "readings_register", {"day": day, "path": str(target), "n_rows": n_rows})
         refresh_view(self.con)
         return n_rows
@@ -127,10 +128,19 @@ def _move_table_to_files(con: duckdb.DuckDBPyConnection) -> None:
     con.execute(f"DROP TABLE {VIEW}")
 
 
+def listed_files(con: duckdb.DuckDBPyConnection) -> list[str]:
+    """The listed files, where they are now: in the connection's readings folder, by their day
+    folder and name. The list holds the paths they were written at, and a warehouse moved or
+    restored elsewhere (its folder beside it) read the old place, or nothing, and its next build's
+    sweep deleted every readings file of the new place as unlisted."""
+    folder = readings_folder(con)
+    return [str(folder / Path(p).parent.name / Path(p).name) for (p,) in BUILD_SQL.execute(con, "readings_files").fetchall()]
+
+
 def refresh_view(con: duckdb.DuckDBPyConnection) -> None:
     """stg_gpu_samples over exactly the listed files (union by name: a day written by an older
     version with fewer columns reads NULL in the new ones)."""
-    files = [p for (p,) in BUILD_SQL.execute(con, "readings_files").fetchall()]
+    files = listed_files(con)
     if not files:
         return  # nothing built yet: the first build's first batch lists a file
     listed = ", ".join(string_literal(p) for p in files)
@@ -143,12 +153,13 @@ def prune(con: duckdb.DuckDBPyConnection, day: dt.date, cutoff: dt.date) -> int:
     if not relation_exists(con, REGISTRY, temporary=False):
         return 0
     forgotten = BUILD_SQL.execute(con, "readings_prune", {"cutoff": cutoff, "day": day}).fetchall()
-    superseded([path for path, _ in forgotten])
+    folder = readings_folder(con)
+    superseded([folder / Path(path).parent.name / Path(path).name for path, _ in forgotten])
     refresh_view(con)
     return int(sum(n_rows for _, n_rows in forgotten))
 
 
-def superseded(paths: list[str]) -> None:
+def superseded(paths: list[str | Path]) -> None:
     """Start the keep window of files just taken off the list: their modification time is now.
     Aged by when they were written, a day rebuilt (or pruned) more than keep_s after its build was
     deleted at the very next build, under a reader that still read it (a backfill's second day).
@@ -166,7 +177,8 @@ def sweep(con: duckdb.DuckDBPyConnection, keep_s: float) -> int:
     folder = readings_folder(con)
     if not folder.is_dir() or not relation_exists(con, REGISTRY, temporary=False):
         return 0
-    listed = {p for (p,) in BUILD_SQL.execute(con, "readings_files").fetchall()}
+    refresh_view(con)  # a warehouse moved since its last build reads its files where they are now
+    listed = set(listed_files(con))
     deadline, deleted = time.time() - keep_s, 0
     for path in folder.glob("day=*/*.parquet"):
         if str(path) not in listed and path.stat().st_mtime <= deadline:

@@ -184,3 +184,28 @@ def test_keys_keep_their_dictionaries_and_a_measured_ratio_is_stored_without_one
     assert "RLE_DICTIONARY" not in encodings["sm_active_ratio"], encodings["sm_active_ratio"]
     assert con.execute("SELECT count(*), count(DISTINCT sm_active_ratio) FROM stg_gpu_samples").fetchone() == (20000, 2000)
     con.close()
+
+
+def test_a_warehouse_moved_to_another_folder_reads_and_keeps_its_readings(tmp_path):
+    """The list holds the paths the files were written at: a site copied elsewhere (cp -a, its
+    files older than the keep window) and the old place removed, its next build deleted every
+    readings file of the new place as unlisted, then failed on the old paths."""
+    import shutil
+
+    old, new = tmp_path / "old", tmp_path / "new"
+    write(old / "lake", gpu_rows(range(0, 600), 100.0) + gpu_rows(range(86400, 87000), 100.0))
+    con = connect(old / "warehouse.duckdb", old / "lake")
+    build_day(con, DAY, SETTINGS, now=NOW)
+    con.close()
+    shutil.copytree(old, new)
+    shutil.rmtree(old)
+    long_ago = time.time() - 7200
+    for path in (new / "warehouse").rglob("*.parquet"):
+        os.utime(path, (long_ago, long_ago))
+    con = connect(new / "warehouse.duckdb", new / "lake")
+    build_day(con, DAY + dt.timedelta(days=1), SETTINGS, now=NOW)
+    assert con.execute("SELECT day, count(*) FROM stg_gpu_samples GROUP BY day ORDER BY day").fetchall() == [
+        (DAY, 600), (DAY + dt.timedelta(days=1), 600)]
+    con.close()
+    assert {p.parent.name for p in (new / "warehouse" / "readings").rglob("*.parquet")} == {
+        f"day={DAY}", f"day={DAY + dt.timedelta(days=1)}"}  # the first day's file is still there

@@ -80,8 +80,16 @@ def _data_dir(path: str) -> Path | None:
 
 
 def _summary(obj: object) -> dict:
+    """A step's result as the task's return value: its scalar fields, and its lists of notes and
+    days (as text); the notes had been dropped, and a backfill's were said nowhere."""
     if dataclasses.is_dataclass(obj):
-        return {k: v for k, v in dataclasses.asdict(obj).items() if isinstance(v, (int, float, str, bool, type(None)))}
+        kept = {}
+        for k, v in dataclasses.asdict(obj).items():
+            if isinstance(v, (int, float, str, bool, type(None))):
+                kept[k] = v
+            elif isinstance(v, (list, tuple)) and all(isinstance(x, (str, dt.date)) for x in v):
+                kept[k] = [x.isoformat() if isinstance(x, dt.date) else x for x in v]
+        return kept
     return {"result": obj if isinstance(obj, (int, float, str, bool, type(None))) else str(obj)}
 
 
@@ -159,6 +167,12 @@ def build_warehouse(day: str, config: str | None) -> dict:
     computed = _spark_computed(the_day, settings, now) if engine == "spark" else None
     with _warehouse(settings) as con:
         summary = build_day(con, the_day, settings.warehouse, now=now, computed=computed)
+    if summary.later_days_built:
+        later = summary.later_days_built
+        logging.getLogger(__name__).warning(
+            "%s was built after %d later day(s) (%s to %s): their power models, recommendations, exports, demand "
+            "charges and first-day baselines did not see it; re-run those days in date order to restate them",
+            the_day, len(later), later[0], later[-1])
     return {**_summary(summary), "engine": engine, "spark_relations": sorted(computed or {})}
 
 
@@ -256,6 +270,9 @@ def account_carbon_and_cost(day: str, config: str | None) -> dict:
         carbon = carbon_day(con, the_day, settings.carbon, _data_dir(settings.carbon.grid_file), job_max_days=max_days)
         cost = tco_day(con, the_day, settings.tco, _data_dir(settings.tco.price_file), job_max_days=max_days)
         per_tflops_hour = compute_cost_day(con, the_day)
+    for account, result in (("carbon", carbon), ("cost", cost)):
+        for note in getattr(result, "notes", None) or ():
+            logging.getLogger(__name__).warning("%s accounts of %s: %s", account, the_day, note)
     return {"carbon": _summary(carbon), "cost": _summary(cost), "compute_cost_rows": per_tflops_hour}
 
 

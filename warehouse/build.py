@@ -55,6 +55,8 @@ class BuildSummary:
     # Readings deleted under warehouse.readings_retention_days: rows, and the newest day they came from.
     pruned_gpu_rows: int = 0
     pruned_through: dt.date | None = None
+    # Days after this one built before it (a backfill): what later steps made of them did not see it.
+    later_days_built: tuple[dt.date, ...] = ()
 
     @property
     def total_seconds(self) -> float:
@@ -236,10 +238,11 @@ def build_day(
                 writer.discard()  # the files of a build that did not commit are listed nowhere
                 raise
     clean, quarantined = counts["stg_gpu_samples"], counts["quarantine_gpu_samples"]
+    later = tuple(d for (d,) in BUILD_SQL.execute(con, "later_days_built", {"day": day}).fetchall())
     return BuildSummary(
         day=day, raw_gpu_rows=raw, clean_gpu_rows=clean, quarantined_gpu_rows=quarantined,
         rows=counts, seconds=seconds, missing_datasets=missing, inventory_found=inventory_found,
-        pruned_gpu_rows=pruned, pruned_through=pruned_through,
+        pruned_gpu_rows=pruned, pruned_through=pruned_through, later_days_built=later,
     )
 
 

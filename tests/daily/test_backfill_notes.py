@@ -1,0 +1,48 @@
+"""A day built after later days (a backfill, or days run out of order) says so: the later days'
+models, recommendations, exports and demand charges did not see it. Before, the accounts' note
+about the month's demand charge was computed and dropped, and nothing said the rest."""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+
+import pyarrow as pa
+
+from joulehouse import daily
+from joulehouse.collectors.writer import write_dataset
+from joulehouse.settings import LakeSettings, Settings, TcoSettings, WarehouseSettings, settings_to_toml
+
+DAY = dt.date(2026, 4, 1)
+START = dt.datetime(2026, 4, 1, tzinfo=dt.timezone.utc)
+
+
+def _site(tmp_path) -> str:
+    rows = [dict(sampled_at=START + dt.timedelta(days=d, seconds=s), host="node-01", gpu_index=0, gpu_uuid="GPU-1",
+                 gpu_model="NVIDIA H100 80GB HBM3", power_w=250.0 + s % 7 + 50 * d, power_limit_w=700.0, source="nvml")
+            for d in range(3) for s in range(0, 7200, 10)]
+    write_dataset(tmp_path / "lake", "gpu_samples", pa.Table.from_pylist(rows))
+    config = tmp_path / "joulehouse.toml"
+    config.write_text(settings_to_toml(Settings(
+        lake=LakeSettings(path=str(tmp_path / "lake")),
+        warehouse=WarehouseSettings(db_path=str(tmp_path / "warehouse.duckdb"), compact_lake=False),
+        tco=TcoSettings(demand_charge_usd_per_kw_month=10.0))))
+    return str(config)
+
+
+def test_a_day_built_after_later_days_says_which_and_its_accounts_notes_are_kept(tmp_path, caplog):
+    config = _site(tmp_path)
+    later = [DAY + dt.timedelta(days=2), DAY + dt.timedelta(days=1)]
+    for day in later:
+        assert daily.build_warehouse(day.isoformat(), config)["later_days_built"] == [
+            d.isoformat() for d in sorted(later) if d > day]
+        daily.account_carbon_and_cost(day.isoformat(), config)
+    with caplog.at_level(logging.WARNING, logger="joulehouse.daily"):
+        built = daily.build_warehouse(DAY.isoformat(), config)
+        accounted = daily.account_carbon_and_cost(DAY.isoformat(), config)
+    assert built["later_days_built"] == ["2026-04-02", "2026-04-03"]
+    said = [r.getMessage() for r in caplog.records]
+    assert any("2026-04-01 was built after 2 later day(s) (2026-04-02 to 2026-04-03)" in m
+               and "re-run those days in date order" in m for m in said), said
+    month_note = [n for n in accounted["cost"]["notes"] if "later day(s) of this month were accounted" in n]
+    assert month_note and any(month_note[0] in m for m in said)

@@ -267,7 +267,11 @@ def _ingest_traces(lake: Path, shared_data: Path, console: Console) -> dict[dt.d
             continue
         result = ingest_nvidia_smi(path, lake=lake, host=host, gpu_model=model, index_column=index_column)
         reasons = "; ".join(f"{n} x {reason}" for reason, n in sorted(result.reasons().items()))
-        console.print(escape(f"imported {name}: {plural(result.good_rows, 'row')} landed, {result.bad_rows:,} quarantined"
+        # the column trusted is said: imported by hand without --index-column, this log's `gpu` and
+        # `index` disagree and its rows are refused
+        trusted = f" (GPU index from its `{index_column}` column: --index-column {index_column})" if index_column else ""
+        console.print(escape(f"imported {name}{trusted}: {plural(result.good_rows, 'row')} landed, "
+                             f"{result.bad_rows:,} quarantined"
                              + (f" ({reasons}) -> {result.quarantine_path}" if result.bad_rows else "")))
         for day in pc.unique(pc.cast(result.table.column("sampled_at"), pa.date32())).to_pylist():
             landed.setdefault(day, []).append(name)

@@ -285,7 +285,7 @@ def register(app: typer.Typer) -> None:
     def sql_command(
         query: Optional[str] = typer.Argument(
             None, help="SQL to run ('-': read it from standard input), or with --describe a relation name."),
-        db: Optional[Path] = typer.Option(None, "--db", help="Warehouse DuckDB file."),
+        db: Optional[Path] = typer.Option(None, "--db", help="Warehouse DuckDB file (default: the settings' [warehouse] db_path)."),
         output: OutputFormat = typer.Option(OutputFormat.table, "--format",
                                             help="Output format: table (its first 10,000 rows), csv or json (every row)."),
         param: list[str] = typer.Option([], "--param", help="Bound parameter name=value ($name in the SQL)."),
@@ -293,7 +293,8 @@ def register(app: typer.Typer) -> None:
         markdown: bool = typer.Option(False, "--markdown", help="With --describe: every public relation as Markdown."),
         saved: Optional[str] = typer.Option(None, "--saved", help="Run a saved query by name (warehouse/queries)."),
         config: Optional[Path] = typer.Option(
-            None, "--config", help="Settings file (TOML): a query's memory, spill and time limits (\\[warehouse] query_*)."),
+            None, "--config", help="Settings file (TOML): the warehouse (\\[warehouse] db_path, unless --db) and a query's "
+                                   "memory, spill and time limits (\\[warehouse] query_*)."),
     ) -> None:
         """Query the warehouse read-only: `joulehouse sql "SELECT ..." --db FILE`.
 
@@ -315,10 +316,13 @@ def register(app: typer.Typer) -> None:
             if not sql or not sql.strip():
                 raise QueryError("standard input held no query; pipe one in, or give a QUERY, --saved NAME or --describe"
                                  if query == "-" else "give a QUERY, --saved NAME or --describe")
-            if db is None:
-                raise QueryError("--db FILE is required to run a query")
+            named = settings_file(config)
+            if db is None and named is None:
+                raise QueryError("give --db FILE, or --config (or JOULEHOUSE_CONFIG) naming the site's settings: "
+                                 "their [warehouse] db_path is the warehouse")
             params = _parse_params(param)
-            settings = load_settings(settings_file(config)).warehouse
+            settings = load_settings(named).warehouse
+            db = db if db is not None else Path(settings.db_path)  # the warehouse the site's DAG builds
             with _signals_stop_the_query() as stopped:
                 con = open_read_only(db, settings)
                 try:

@@ -175,3 +175,24 @@ def test_json_keeps_every_column_when_two_share_a_name(warehouse):
     query = "SELECT 1 AS a, 2 AS a, 3 AS a_2, 4 AS a"
     out = CliRunner().invoke(app, ["sql", query, "--db", str(warehouse), "--format", "json"]).output
     assert json.loads(out) == [{"a": 1, "a_2": 2, "a_2_2": 3, "a_3": 4}]
+
+
+def test_without_db_the_settings_warehouse_is_queried(warehouse, tmp_path, monkeypatch):
+    """The README's commands take --config or JOULEHOUSE_CONFIG for the site; `sql` said
+    '--db FILE is required' though the settings name the warehouse."""
+    from typer.testing import CliRunner
+
+    from joulehouse.cli.main import app
+
+    site = tmp_path / "site.toml"
+    site.write_text(f'[warehouse]\ndb_path = "{warehouse}"\n')
+    monkeypatch.delenv("JOULEHOUSE_CONFIG", raising=False)
+    by_option = CliRunner().invoke(app, ["sql", "SELECT count(*) FROM stg_gpu_samples", "--config", str(site),
+                                         "--format", "csv"])
+    assert by_option.exit_code == 0 and by_option.output.splitlines()[-1] == "60"
+    monkeypatch.setenv("JOULEHOUSE_CONFIG", str(site))
+    by_variable = CliRunner().invoke(app, ["sql", "SELECT count(*) FROM stg_gpu_samples", "--format", "csv"])
+    assert by_variable.exit_code == 0 and by_variable.output.splitlines()[-1] == "60"
+    monkeypatch.delenv("JOULEHOUSE_CONFIG")
+    neither = CliRunner().invoke(app, ["sql", "SELECT 1"])
+    assert neither.exit_code == 2 and "give --db FILE, or --config (or JOULEHOUSE_CONFIG)" in neither.output

@@ -217,7 +217,7 @@ def apply_command(
     import datetime as dt
 
     from joulehouse.collectors.agent import apply_config
-    from joulehouse.collectors.config_contract import ConfigError
+    from joulehouse.collectors.config_contract import ConfigError, ExpiredConfig, NotYetValid
 
     when = _parse_at(at)
     if when is not None and not dry_run:
@@ -235,6 +235,10 @@ def apply_command(
         result = apply_config(data, public_key=key, host=host or socket.gethostname(), nvml=nvml,
                               dry_run=dry_run, lake=audit_lake, replay_guard=guard, now=when,
                               audited_at=None if when is None else dt.datetime.now(dt.timezone.utc))
+    except (ExpiredConfig, NotYetValid) as exc:
+        # outside its window now: an old export (the demo's, days later) is still checked with --at
+        fail(f"{exc}; to check it at another time, give --at (a UTC time inside its validity window) with --dry-run",
+             2, label="refused")
     except ConfigError as exc:
         fail(f"{type(exc).__name__}: {exc}", 2, label="refused")
     except OSError as exc:

@@ -28,6 +28,7 @@ import base64
 import binascii
 import datetime as dt
 import json
+import os
 import re
 import sys
 
@@ -167,7 +168,12 @@ def main(argv: list[str] | None = None) -> int:
     except AdviceRefused as exc:
         print(f"placement advice: {exc}", file=sys.stderr)
         return 1
-    print("\n".join(lines))
+    try:
+        print("\n".join(lines), flush=True)
+    except BrokenPipeError:
+        # a reader that stopped early (| head): the rest is not wanted; no traceback, and the
+        # interpreter's own flush at exit must not raise again
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
     return 0
 
 

@@ -130,6 +130,17 @@ def test_the_example_turns_it_into_slurm_weights_and_kubernetes_labels(con, tmp_
         "joulehouse.io/cheapest-hours=02.03.04 joulehouse.io/cleanest-hours=12.13.14")
 
 
+def test_the_example_piped_into_a_reader_that_stops_early_ends_without_a_traceback(con, tmp_path, keys):
+    """`... | head -1` ended in BrokenPipeError's traceback: here the reader is gone before it writes."""
+    path = advice(con, tmp_path, keys)
+    proc = subprocess.Popen([sys.executable, str(EXAMPLE), str(path), "--public-key", str(keys[1]), "--format",
+                             "kubernetes", "--at", NOW.strftime("%Y-%m-%dT%H:%M:%SZ")],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc.stdout.close()
+    stderr = proc.stderr.read().decode()
+    assert proc.wait() == 0 and "Traceback" not in stderr, stderr
+
+
 def test_the_example_refuses_a_tampered_file(con, tmp_path, keys):
     path = advice(con, tmp_path, keys)
     doc = json.loads(path.read_bytes())

@@ -23,6 +23,7 @@ def compact_command(
     host: Optional[list[str]] = typer.Option(None, "--host", help="Only these hosts (repeatable; default all)."),
 ) -> None:
     """Compact a day's lake partitions: one file per dataset and host, every row kept."""
+    from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
     from joulehouse.collectors import lakefs
@@ -45,8 +46,10 @@ def compact_command(
             typer.echo(f"{day}: no partition of this day in {lake}; nothing to compact")
             return
         reports = []
+        # on stderr, and only at a terminal: piped, the transient bar left a blank first line
+        console = Console(stderr=True)
         with Progress(TextColumn("compact {task.description}"), BarColumn(), MofNCompleteColumn(),
-                      transient=True) as progress:
+                      transient=True, console=console, disable=not console.is_terminal) as progress:
             task = progress.add_task(day.isoformat(), total=len(hosts))
             errors = []
             for name in hosts:

@@ -96,4 +96,4 @@ def _write_ship_metrics(textfile: Optional[Path], shipper, report, *, failed: bo
 
 def register(app: typer.Typer) -> None:
     """Add `ship` to the joulehouse app."""
-    app.command("ship", epilog="Example: joulehouse ship --lake /var/lib/joulehouse/lake --to s3://energy-lake/lake")(ship_command)
+    app.command("ship", epilog="Example: joulehouse ship --lake /var/lib/joulehouse/lake --to s3://fleet/lake")(ship_command)

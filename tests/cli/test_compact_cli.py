@@ -32,6 +32,7 @@ def test_compact_a_day_of_two_hosts(tmp_path):
     result = CliRunner().invoke(app, ["compact", "--lake", str(lake), "--date", DAY.isoformat()])
     assert result.exit_code == 0, result.output
     assert "2 hosts, 8 files -> 2" in result.output and "2,400 rows kept" in result.output
+    assert result.output.splitlines()[0].startswith("2026-"), "piped, the bar left a blank first line"
     for host in ("node-01", "node-02"):
         assert len(list((lake / "gpu_samples" / f"date={DAY}" / f"host={host}").glob("*.parquet"))) == 1
     assert ds.dataset(lake / "gpu_samples", partitioning="hive").to_table().num_rows == before

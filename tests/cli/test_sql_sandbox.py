@@ -9,6 +9,9 @@ as root; whoever writes into the lake fakes the readings the next build takes in
 from __future__ import annotations
 
 import datetime as dt
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import duckdb
@@ -180,8 +183,10 @@ def test_describe_show_summarize_explain_run(site, query):
 
 
 def test_the_warehouses_own_folder_is_readable_and_its_parent_is_not(site):
+    from joulehouse.collectors.schema import DATASETS
+
     assert sandbox_paths(site / "warehouse.duckdb", str(site / "lake")) == (
-        [f"{site}/lake/", f"{site}/warehouse/"], [f"{site}/warehouse.duckdb"])
+        [*(f"{site}/lake/{dataset}/" for dataset in DATASETS), f"{site}/warehouse/"], [f"{site}/warehouse.duckdb"])
     ok = sql(site, f"SELECT facts_kept FROM read_parquet('{site}/warehouse/facts.parquet')")
     assert ok.exit_code == 0 and ok.output.splitlines()[1] == "7", ok.output
     _refused(sql(site, f"SELECT * FROM glob('{site}/warehouse/../keys/*')"))
@@ -266,3 +271,56 @@ def test_an_object_store_lake_is_read_and_nothing_else_in_the_store(tmp_path):
             assert "PRIVATE KEY" not in result.output
         _refused(sql(tmp_path, "COPY (SELECT 1) TO 's3://sandbox-lake/lake/x.csv'"), "COPY statements are refused")
         assert not store.exists("sandbox-lake/lake/x.csv")
+
+
+def test_a_warehouse_file_naming_the_root_as_its_lake_opens_no_other_file(site, tmp_path):
+    """The sandbox took the lake from the file's jh_meta: a crafted file naming '/' read the site's
+    private key. Only the lake's dataset folders are open now, wherever the lake is said to be."""
+    import duckdb
+
+    evil = tmp_path / "evil.duckdb"
+    con = duckdb.connect(str(evil))
+    con.execute("CREATE TABLE jh_meta (lake_path VARCHAR, updated_at TIMESTAMPTZ)")
+    con.execute("INSERT INTO jh_meta VALUES ('/', now())")
+    con.close()
+    result = CliRunner().invoke(app, ["sql", f"SELECT content FROM read_text('{site}/keys/joulehouse-ed25519.pem')",
+                                      "--db", str(evil), "--format", "csv"])
+    _refused(result, "reads outside the warehouse")
+    assert _key_text(site) not in result.output
+    _refused(sql(site, f"SELECT * FROM glob('{site}/lake/*')"), "reads outside the warehouse")  # the lake's root too
+
+
+def test_a_value_python_cannot_hold_is_an_error_line_not_a_traceback(site):
+    """fetchmany raised OverflowError (an INTERVAL of 2**31 days), outside duckdb.Error."""
+    result = sql(site, "SELECT to_days(2147483647) AS i")  # csv streams: its header came out first
+    assert result.exit_code == 2 and "Traceback" not in result.output
+    assert "error: a value of the result cannot be shown" in result.output
+
+
+@pytest.mark.parametrize("query, said", [
+    ("UPDATE EXTENSIONS", "UPDATE statements are refused"),  # ValueError: 29 is not a valid StatementType
+    ("EXPLAIN UPDATE EXTENSIONS", "EXPLAIN UPDATE statements are refused"),
+    ("WITH " + ",".join(f"a{i} AS (SELECT 1)" for i in range(10_000)) + " SELECT 1",
+     "tokens; joulehouse sql parses at most 50,000"),  # 53,000 CTEs parsed 86 s, past every limit
+])
+def test_what_python_or_the_parser_cannot_take_is_one_line(site, query, said):
+    _refused(sql(site, query), said)
+
+
+def test_a_result_that_cannot_be_written_is_one_line(site, tmp_path):
+    full = subprocess.run([sys.executable, "-m", "joulehouse", "sql", "SELECT * FROM range(200000)", "--format", "json",
+                           "--db", str(site / "warehouse.duckdb")], stdout=open("/dev/full", "w"),
+                          stderr=subprocess.PIPE, text=True, timeout=120)
+    assert full.returncode == 2 and full.stderr.strip() == "error: cannot write the result: No space left on device"
+
+
+def test_a_wide_table_stops_at_the_query_time(site, tmp_path):
+    """The timer interrupts DuckDB, and a batch of 2,048 rows x 500 columns was drawn for 277 s
+    past a 5 s limit. The table is drawn a few thousand cells at a time, the time checked between."""
+    config = tmp_path / "short.toml"
+    config.write_text("[warehouse]\nquery_timeout_s = 1.0\n")
+    wide = "SELECT " + ", ".join(f"range AS c{i}" for i in range(500)) + " FROM range(2048)"
+    started = time.monotonic()
+    result = CliRunner().invoke(app, ["sql", wide, "--db", str(site / "warehouse.duckdb"), "--config", str(config)])
+    assert result.exit_code == 2 and "query_timeout_s = 1 s" in result.output
+    assert time.monotonic() - started < 30

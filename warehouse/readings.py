@@ -137,6 +137,20 @@ def listed_files(con: duckdb.DuckDBPyConnection) -> list[str]:
     return [str(folder / Path(p).parent.name / Path(p).name) for (p,) in BUILD_SQL.execute(con, "readings_files").fetchall()]
 
 
+def follow_moved_files(con: duckdb.DuckDBPyConnection) -> None:
+    """On a read-only session of a warehouse moved since its last build (its view still names the
+    old place), a temporary stg_gpu_samples over the files where they are now, in front of it:
+    queries of the moved copy failed with 'No files found' until a build ran there."""
+    if not relation_exists(con, REGISTRY, temporary=False):
+        return
+    folder = str(readings_folder(con)) + "/"
+    written = [p for (p,) in BUILD_SQL.execute(con, "readings_files").fetchall()]
+    if written and not all(p.startswith(folder) for p in written):
+        listed = ", ".join(string_literal(p) for p in listed_files(con))
+        con.execute(f"CREATE OR REPLACE TEMP VIEW {VIEW} AS SELECT * FROM read_parquet([{listed}], "
+                    "union_by_name = true, hive_partitioning = false)")
+
+
 def refresh_view(con: duckdb.DuckDBPyConnection) -> None:
     """stg_gpu_samples over exactly the listed files (union by name: a day written by an older
     version with fewer columns reads NULL in the new ones)."""

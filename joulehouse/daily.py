@@ -58,6 +58,7 @@ def _warehouse(settings: Settings, read_only: bool = False,
     hold the file open never make a step fail and never see a half-written one."""
     from joulehouse.warehouse.db import connect
     from joulehouse.warehouse.publish import published_connection
+    from joulehouse.warehouse.readings import follow_moved_files
 
     # [warehouse] threads and memory_limit hold for every step (they were the bench's alone, and
     # the DAG's steps ran at DuckDB's defaults: every core, 80% of the machine's memory)
@@ -69,6 +70,7 @@ def _warehouse(settings: Settings, read_only: bool = False,
         return
     con = connect(settings.warehouse.db_path, settings.lake.path, read_only=True, **limits)
     try:
+        follow_moved_files(con)  # a warehouse moved since its last build reads its files where they are
         yield con
     finally:
         con.close()

@@ -82,9 +82,6 @@ def connect(
         con.execute("SET memory_limit = ?", [memory_limit])
     lake_text = _lake_text(lake)
     if read_only:
-        from joulehouse.warehouse.readings import follow_moved_files  # it reads the file list this module opens
-
-        follow_moved_files(con)
         if lake_text is None:
             lake_text = _stored_lake(con)
     else:

@@ -37,6 +37,7 @@ import duckdb
 
 from joulehouse.warehouse.catalog import LAYER_TITLES, public_by_layer, relation, saved_queries
 from joulehouse.warehouse.db import connect
+from joulehouse.warehouse.readings import follow_moved_files
 from joulehouse.warehouse.settings import WarehouseSettings
 
 BATCH_ROWS = 2048
@@ -92,6 +93,7 @@ def open_read_only(db_path: str | Path, settings: WarehouseSettings | None = Non
     of `settings` (default: the defaults); raw_* views read the lake path stored at the last build."""
     settings = settings or WarehouseSettings()
     con = connect(db_path, None, read_only=True, threads=settings.threads, memory_limit=settings.query_memory_limit)
+    follow_moved_files(con)
     spill = tempfile.mkdtemp(prefix="jh-sql-spill-")
     weakref.finalize(con, shutil.rmtree, spill, ignore_errors=True)
     try:

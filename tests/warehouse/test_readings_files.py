@@ -202,8 +202,10 @@ def test_a_warehouse_moved_to_another_folder_reads_and_keeps_its_readings(tmp_pa
     long_ago = time.time() - 7200
     for path in (new / "warehouse").rglob("*.parquet"):
         os.utime(path, (long_ago, long_ago))
-    reader = connect(new / "warehouse.duckdb", None, read_only=True)  # before any build at the new place
-    assert reader.execute("SELECT count(*) FROM stg_gpu_samples").fetchall() == [(600,)]
+    from joulehouse.warehouse.sqlrun import open_read_only, run_query
+
+    reader = open_read_only(new / "warehouse.duckdb")  # `joulehouse sql`, before any build at the new place
+    assert [r for b in run_query(reader, "SELECT count(*) FROM stg_gpu_samples").batches for r in b] == [(600,)]
     reader.close()
     con = connect(new / "warehouse.duckdb", new / "lake")
     build_day(con, DAY + dt.timedelta(days=1), SETTINGS, now=NOW)

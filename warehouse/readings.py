@@ -91,7 +91,7 @@ class ReadingsWriter:
         n_rows = _copy(self.con, body, bound, target)
         ensure_registry(self.con)
         if not append:
-            superseded([self.folder / Path(p).parent.name / Path(p).name
+            superseded([_where_now(self.folder, p)
                         for (p,) in BUILD_SQL.execute(self.con, "readings_forget_day", {"day": day}).fetchall()])
         BUILD_SQL.execute(self.con, "readings_register", {"day": day, "path": str(target), "n_rows": n_rows})
         refresh_view(self.con)
@@ -128,13 +128,18 @@ def _move_table_to_files(con: duckdb.DuckDBPyConnection) -> None:
     con.execute(f"DROP TABLE {VIEW}")
 
 
+def _where_now(folder: Path, written: str) -> Path:
+    """A listed file where it is now: in `folder`, by its day folder and name. The list holds the
+    paths the files were written at, and a warehouse moved or restored elsewhere (its folder beside
+    it) read the old place, or nothing, and its next build's sweep deleted every readings file of
+    the new place as unlisted."""
+    return folder / Path(written).parent.name / Path(written).name
+
+
 def listed_files(con: duckdb.DuckDBPyConnection) -> list[str]:
-    """The listed files, where they are now: in the connection's readings folder, by their day
-    folder and name. The list holds the paths they were written at, and a warehouse moved or
-    restored elsewhere (its folder beside it) read the old place, or nothing, and its next build's
-    sweep deleted every readings file of the new place as unlisted."""
+    """The listed files, where they are now (_where_now)."""
     folder = readings_folder(con)
-    return [str(folder / Path(p).parent.name / Path(p).name) for (p,) in BUILD_SQL.execute(con, "readings_files").fetchall()]
+    return [str(_where_now(folder, p)) for (p,) in BUILD_SQL.execute(con, "readings_files").fetchall()]
 
 
 def follow_moved_files(con: duckdb.DuckDBPyConnection) -> None:
@@ -168,7 +173,7 @@ def prune(con: duckdb.DuckDBPyConnection, day: dt.date, cutoff: dt.date) -> int:
         return 0
     forgotten = BUILD_SQL.execute(con, "readings_prune", {"cutoff": cutoff, "day": day}).fetchall()
     folder = readings_folder(con)
-    superseded([folder / Path(path).parent.name / Path(path).name for path, _ in forgotten])
+    superseded([_where_now(folder, path) for path, _ in forgotten])
     refresh_view(con)
     return int(sum(n_rows for _, n_rows in forgotten))
 

@@ -67,8 +67,9 @@ def held_back_models(recs: pl.DataFrame | None, models: pl.DataFrame | None, mod
     return {model: why for model, why in whys.items() if why is not None}
 
 
-def _known(value: Any) -> float | None:
-    """A number, or None for NULL, NaN and infinity (no limit can be checked against those)."""
+def known_number(value: Any) -> float | None:
+    """A number, or None for NULL, NaN and infinity (no limit can be checked against those, and
+    JSON holds neither)."""
     return None if value is None or not math.isfinite(float(value)) else float(value)
 
 
@@ -76,7 +77,7 @@ def limit_verdict(row: Mapping[str, Any]) -> tuple[str | None, str | None]:
     """What the export does with one fct_recommendation row of a model that passed its gate:
     (CHANGE, None), (AT_DEFAULT, None), or (None, why it is left out). A column the row lacks
     (an older relation) counts as NULL."""
-    limit, default = _known(row.get("power_limit_w")), _known(row.get("default_limit_w"))
+    limit, default = known_number(row.get("power_limit_w")), known_number(row.get("default_limit_w"))
     if limit is None:
         return None, "no power limit was recommended"
     if default is None:

@@ -18,7 +18,6 @@ from __future__ import annotations
 import datetime as dt
 import fcntl
 import json
-import math
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +29,7 @@ from joulehouse.collectors.config_contract import (
 )
 from joulehouse.reports.export.settings import ExportSettings
 from joulehouse.collectors.writer import write_bytes_atomic
-from joulehouse.reports.export.selection import exclusion_reason, gate_by_model, limit_verdict
+from joulehouse.reports.export.selection import exclusion_reason, gate_by_model, known_number, limit_verdict
 from joulehouse.reports.warehouse_tables import read_day
 
 RECOMMENDATION_COLUMNS = (
@@ -44,19 +43,14 @@ class ExportError(RuntimeError):
     """The day has nothing that can be exported; the message says what is missing."""
 
 
-def _finite(value: Any) -> float | None:
-    """A number the file can hold: NaN and infinity are unknown (None), as JSON has neither."""
-    return None if value is None or not math.isfinite(float(value)) else float(value)
-
-
 def _round(value: Any, digits: int) -> float | None:
     """Fixed decimals keep the signed text short and the same on every run (see the contract)."""
-    number = _finite(value)
+    number = known_number(value)
     return None if number is None else round(number, digits)
 
 
 def _clock(value: Any) -> int | None:
-    number = _finite(value)
+    number = known_number(value)
     return None if number is None else int(round(number))
 
 

@@ -206,11 +206,13 @@ def apply_command(
 ) -> None:
     """Verify a signed config and apply this host's power limits (and locked clocks).
 
-    --dry-run checks what an apply checks, against the devices where NVML answers (without NVML: only that
-    no GPU could take a value, e.g. 1e9 W), and sets nothing: it exits as the apply would (1 a GPU
-    refused, 2 the config refused). On a node (/var/lib/joulehouse) it checks and audits into the
-    agent service's files, from whatever folder it is run. A real apply is always audited: where
-    there is no lake to audit into (no --lake off a node), it is refused before any GPU is touched.
+    --dry-run checks what an apply checks, against the devices where NVML
+    answers (without NVML: only that no GPU could take a value, e.g. 1e9 W), and
+    sets nothing: it exits as the apply would (1 a GPU refused, 2 the config
+    refused). On a node (/var/lib/joulehouse) it checks and audits into the
+    agent service's files, from whatever folder it is run. A real apply is
+    always audited: where there is no lake to audit into (no --lake off a node),
+    it is refused before any GPU is touched.
 
     Example: joulehouse agent apply var/demo/export/recommended-config.json --public-key var/demo/keys/joulehouse-ed25519.pub.pem --dry-run
     """
@@ -259,9 +261,9 @@ def verify_command(
 ) -> None:
     """Check a config's signature and form, what it holds, and whether an agent would take it.
 
-    It is judged now, or at --at. Exit 0: an agent would take it; 1: signed by the key and well formed, but
-    outside its validity window; 2: refused (tampered, unsigned, another key, malformed). Touches
-    no device.
+    It is judged now, or at --at. Exit 0: an agent would take it; 1: signed by
+    the key and well formed, but outside its validity window; 2: refused
+    (tampered, unsigned, another key, malformed). Touches no device.
 
     Example: joulehouse agent verify var/demo/export/recommended-config.json --public-key var/demo/keys/joulehouse-ed25519.pub.pem
     """

@@ -23,6 +23,7 @@ import datetime as dt
 import json
 import math
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import duckdb
@@ -146,7 +147,7 @@ def _nan_beyond_bounds(sql: str, checks: list[Check]) -> str:
     return f"SELECT * REPLACE ({replaced}) FROM ({sql})"
 
 
-def _frame(con: duckdb.DuckDBPyConnection, name: str, day: dt.date, checks: list[Check] = ()):
+def _frame(con: duckdb.DuckDBPyConnection, name: str, day: dt.date, checks: Sequence[Check] = ()):
     """The pandas frame of warehouse/checks_sql/<name>.sql for `day` (only the parameters it uses
     bound), NaN in the columns `checks` bound put beyond the bound (_nan_beyond_bounds)."""
     sql = _nan_beyond_bounds(CHECKS_SQL.text(name), list(checks))

@@ -28,7 +28,7 @@
 --   n_util_gpu [count] of them with util_gpu_pct
 --   n_util_mem [count] of them with util_mem_pct
 --   n_temp [count] of them with temp_c
---   n_pcie [count] of them with pcie_tx_bytes_per_s
+--   n_pcie [count] of them with both PCIe directions (tx and rx: one without the other is no reading)
 --   first_sampled_at [TIMESTAMPTZ, UTC] earliest sample in the group
 --   last_sampled_at [TIMESTAMPTZ, UTC] latest sample in the group
 --   n_power_limited [count] samples at the power cap (left out of the fit)
@@ -72,7 +72,7 @@ day_choice AS (
         count(temp_c) / count(*) >= 0.5 AS has_temp,
         CASE WHEN count(sm_active_ratio) / count(*) >= 0.5 THEN count(dram_active_ratio)
              ELSE count(util_mem_pct) END / count(*) >= 0.5 AS has_memory,
-        count(pcie_tx_bytes_per_s) / count(*) >= 0.5 AS has_pcie
+        count(pcie_tx_bytes_per_s + pcie_rx_bytes_per_s) / count(*) >= 0.5 AS has_pcie
     FROM day_rows
     GROUP BY day, gpu_model
 ),
@@ -81,7 +81,7 @@ features AS (
         w.day, w.gpu_model, w.sm_clock_mhz, c.feature_set, c.has_activity, c.has_temp, c.has_memory, c.has_pcie,
         to_timestamp(floor(epoch(w.sampled_at) / 3600) * 3600) AS hour_at,
         w.sampled_at, w.sm_active_ratio, w.dram_active_ratio, w.util_gpu_pct, w.util_mem_pct, w.temp_c,
-        w.pcie_tx_bytes_per_s,
+        w.pcie_tx_bytes_per_s + w.pcie_rx_bytes_per_s AS pcie_bytes_per_s,
         CAST(w.power_w AS DOUBLE) AS y,
         CASE WHEN c.has_temp THEN w.temp_c - 25.0 ELSE 0.0 END AS x1,
         CASE WHEN NOT c.has_activity THEN 0.0
@@ -90,7 +90,7 @@ features AS (
         CASE WHEN NOT c.has_memory THEN 0.0
              WHEN c.feature_set = 'dcgm' THEN CAST(w.dram_active_ratio AS DOUBLE)
              ELSE w.util_mem_pct / 100.0 END AS x3,
-        CASE WHEN c.has_pcie THEN (w.pcie_tx_bytes_per_s + coalesce(w.pcie_rx_bytes_per_s, 0)) / 1e9
+        CASE WHEN c.has_pcie THEN (w.pcie_tx_bytes_per_s + w.pcie_rx_bytes_per_s) / 1e9
              ELSE 0.0 END AS x4,
         (coalesce(w.clock_event_reasons, 0) & 4) <> 0
             OR (w.power_limit_w IS NOT NULL AND w.power_w >= 0.99 * w.power_limit_w) AS is_power_limited
@@ -107,7 +107,7 @@ usable AS (
 masked AS (
     SELECT
         day, hour_at, gpu_model, sm_clock_mhz, feature_set, has_activity, has_temp, has_memory, has_pcie,
-        sampled_at, sm_active_ratio, dram_active_ratio, util_gpu_pct, util_mem_pct, temp_c, pcie_tx_bytes_per_s,
+        sampled_at, sm_active_ratio, dram_active_ratio, util_gpu_pct, util_mem_pct, temp_c, pcie_bytes_per_s,
         is_power_limited, is_usable,
         CASE WHEN is_usable THEN x1 END AS x1, CASE WHEN is_usable THEN xa END AS xa,
         CASE WHEN is_usable THEN x3 END AS x3, CASE WHEN is_usable THEN x4 END AS x4,
@@ -122,7 +122,7 @@ SELECT
     bool_and(has_memory) AS has_memory, bool_and(has_pcie) AS has_pcie,
     count(*) AS n_rows, count(sm_active_ratio) AS n_sm_active, count(dram_active_ratio) AS n_dram_active,
     count(util_gpu_pct) AS n_util_gpu, count(util_mem_pct) AS n_util_mem, count(temp_c) AS n_temp,
-    count(pcie_tx_bytes_per_s) AS n_pcie,
+    count(pcie_bytes_per_s) AS n_pcie,
     min(sampled_at) AS first_sampled_at, max(sampled_at) AS last_sampled_at,
     count(*) FILTER (WHERE is_power_limited) AS n_power_limited,
     count(*) FILTER (WHERE NOT is_power_limited AND NOT is_usable) AS n_incomplete,

@@ -10,6 +10,8 @@
 -- Per sample of the job: activity and memory (the stream's activity_ratio and memory_ratio), PCIe GB/s, clock ratio (sm_clock / highest SM clock the source model
 --   showed that day; 1 where not read) and chip temperature are taken as the job's profile; the
 --   target's power is min(model power at the same activity, clock ratio and temperature, its limit).
+--   A sample without a reading of a term the target's model uses (its temperature, or PCIe in both
+--   directions) has no profile either: taken as 25 C or 0 GB/s, it had predicted the term away.
 --   Steady state: the decay after work stops (activity_hold_s) is not applied. A sample whose
 --   activity or DRAM activity was not read is no profile (its power on the target is unknown, not
 --   idle): the samples that have one stand for the run's whole time, and a run with none predicts
@@ -41,9 +43,9 @@ job_samples AS (
         CAST(s.power_w AS DOUBLE) AS power_w,
         s.activity_ratio,
         s.memory_ratio,
-        coalesce((s.pcie_tx_bytes_per_s + coalesce(s.pcie_rx_bytes_per_s, 0)) / 1e9, 0.0) AS pcie_gbps,
+        (s.pcie_tx_bytes_per_s + s.pcie_rx_bytes_per_s) / 1e9 AS pcie_gbps,  -- NULL unless both directions read
         coalesce(s.sm_clock_mhz / nullif(s.f_max_mhz, 0), 1.0) AS clock_ratio,
-        coalesce(CAST(s.temp_c AS DOUBLE), 25.0) - 25.0 AS temp_delta_c
+        CAST(s.temp_c AS DOUBLE) - 25.0 AS temp_delta_c
     FROM day_samples AS s
     JOIN chosen AS c ON s.gpu_uuid = c.gpu_uuid AND s.sampled_at >= c.started_at AND s.sampled_at < c.ended_at
 ),
@@ -51,12 +53,17 @@ predicted AS (
     SELECT
         j.job_id, j.gpu_uuid, j.gpu_model AS from_gpu_model, t.gpu_model AS to_gpu_model, j.interval_s, j.power_w,
         j.activity_ratio, j.memory_ratio,
-        CASE WHEN j.activity_ratio IS NOT NULL AND j.memory_ratio IS NOT NULL THEN j.interval_s END AS profiled_s,
+        CASE WHEN j.activity_ratio IS NOT NULL AND j.memory_ratio IS NOT NULL
+                  AND (j.temp_delta_c IS NOT NULL OR coalesce(t.temp_w_per_c, 0.0) = 0.0)
+                  AND (j.pcie_gbps IS NOT NULL OR coalesce(t.pcie_w_per_gbps, 0.0) = 0.0)
+             THEN j.interval_s END AS profiled_s,
         least(
-            t.static_w + coalesce(t.temp_w_per_c, 0.0) * j.temp_delta_c
+            t.static_w
+                + CASE WHEN coalesce(t.temp_w_per_c, 0.0) = 0.0 THEN 0.0 ELSE t.temp_w_per_c * j.temp_delta_c END
                 + t.dyn_w * pow(j.activity_ratio, coalesce(t.activity_exponent, 1.0))
                     * pow(j.clock_ratio, coalesce(t.dyn_freq_exponent, 1.0))
-                + t.mem_w * j.memory_ratio + t.pcie_w_per_gbps * j.pcie_gbps,
+                + t.mem_w * j.memory_ratio
+                + CASE WHEN coalesce(t.pcie_w_per_gbps, 0.0) = 0.0 THEN 0.0 ELSE t.pcie_w_per_gbps * j.pcie_gbps END,
             coalesce(t.power_limit_w, 1e9)
         ) AS predicted_power_w
     FROM job_samples AS j

@@ -27,7 +27,7 @@ availability AS (
         count(util_mem_pct) / count(*) AS util_mem_share,
         count(temp_c) / count(*) AS temp_share,
         count(sm_clock_mhz) / count(*) AS clock_share,
-        count(pcie_tx_bytes_per_s) / count(*) AS pcie_share,
+        count(pcie_tx_bytes_per_s + pcie_rx_bytes_per_s) / count(*) AS pcie_share,
         max(sm_clock_mhz) AS f_max_mhz,
         min(sm_clock_mhz) AS f_min_mhz,
         min(epoch(sampled_at)) AS first_epoch_s,

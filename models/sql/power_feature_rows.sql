@@ -27,7 +27,7 @@ SELECT
     CASE WHEN NOT c.has_memory THEN 0.0
          WHEN c.feature_set = 'dcgm' THEN CAST(w.dram_active_ratio AS DOUBLE)
          ELSE w.util_mem_pct / 100.0 END AS memory_ratio,
-    CASE WHEN c.has_pcie THEN (w.pcie_tx_bytes_per_s + coalesce(w.pcie_rx_bytes_per_s, 0)) / 1e9
+    CASE WHEN c.has_pcie THEN (w.pcie_tx_bytes_per_s + w.pcie_rx_bytes_per_s) / 1e9
          ELSE 0.0 END AS pcie_gbps,
     CAST(c.f_max_mhz AS DOUBLE) AS f_max_mhz,
     (coalesce(w.clock_event_reasons, 0) & 4) <> 0

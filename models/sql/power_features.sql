@@ -19,7 +19,8 @@
 --   activity_ratio (0..1: sm_active_ratio for dcgm, util_gpu_pct/100 for nvml; 0 where absent)
 --   clock_ratio (0..1: sm_clock_mhz / f_max_mhz; 1 where the model has no clock readings)
 --   memory_ratio (0..1: dram_active_ratio for dcgm, util_mem_pct/100 for nvml; 0 where absent)
---   pcie_gbps (GB/s, tx + rx; 0 where absent)
+--   pcie_gbps (GB/s, tx + rx; 0 where the model has no PCIe readings; NULL where one direction is
+--     missing: the row is incomplete, not a reading of 0)
 --   f_max_mhz (MHz, highest SM clock seen for the model in the window)
 --   interval_s (s, time this sample stands for: the input's gap to its stream's next reading, capped;
 --     no sort here: stg_gpu_samples carries it from the build, models.power adds it to other inputs)

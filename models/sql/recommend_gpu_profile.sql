@@ -31,8 +31,8 @@ per_gpu_and_busy AS (
         sum(util_gpu_pct) AS util_gpu_pct_sum, count(util_gpu_pct) AS util_gpu_n,
         sum(dram_active_ratio) AS dram_sum, count(dram_active_ratio) AS dram_n,
         sum(util_mem_pct) AS util_mem_pct_sum, count(util_mem_pct) AS util_mem_n,
-        sum((pcie_tx_bytes_per_s + coalesce(pcie_rx_bytes_per_s, 0)) / 1e9) AS pcie_gb_per_s_sum,
-        count(pcie_tx_bytes_per_s) AS pcie_n,
+        sum((pcie_tx_bytes_per_s + pcie_rx_bytes_per_s) / 1e9) AS pcie_gb_per_s_sum,
+        count(pcie_tx_bytes_per_s + pcie_rx_bytes_per_s) AS pcie_n,  -- tx without rx is no reading, not rx = 0
         sum(temp_c) AS temp_c_sum, count(temp_c) AS temp_n,
         sum(power_w) AS power_w_sum, count(power_w) AS power_n,
         max(power_limit_w) AS max_power_limit_w

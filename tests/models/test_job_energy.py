@@ -92,6 +92,31 @@ def test_samples_whose_activity_was_not_read_are_no_profile_not_idle(fitted):
         con.execute("DROP TABLE IF EXISTS temp.stg_gpu_samples")
 
 
+def _predict_with_even_minutes_missing(con, day, run, columns: tuple[str, ...]) -> dict:
+    nulled = ", ".join(f"CASE WHEN minute(sampled_at) % 2 = 0 THEN NULL ELSE {c} END AS {c}" for c in columns)
+    try:
+        con.execute(f"CREATE TEMP TABLE stg_gpu_samples AS SELECT * REPLACE ({nulled}) FROM main.stg_gpu_samples")
+        (row,) = predict_job_energy(con, day, [run.job_id], [run.gpu_model])
+        return row
+    finally:
+        con.execute("DROP TABLE IF EXISTS temp.stg_gpu_samples")
+
+
+def test_samples_without_a_term_the_model_uses_are_no_profile_not_25_c(fitted):
+    """Temperature and PCIe rx missing every other minute, activity still read: taken as 25 C and
+    rx = 0, those samples predicted the temperature term and half the PCIe term away (0.612 kWh
+    profiled on every sample). They now have no profile, as a sample without activity has none:
+    the prediction is the one made from the other minutes (0.621 kWh)."""
+    con, day, run = fitted.con, fitted.day, fitted.summary.cross_model_runs[0]
+    temp_w_per_c = con.execute("SELECT temp_w_per_c FROM fct_power_model WHERE gpu_model = ? AND day = ?",
+                               [run.gpu_model, day]).fetchone()[0]
+    assert temp_w_per_c > 0  # the model uses temperature, so the test can tell
+    no_temp = _predict_with_even_minutes_missing(con, day, run, ("temp_c", "pcie_rx_bytes_per_s"))
+    no_activity = _predict_with_even_minutes_missing(con, day, run, ("sm_active_ratio", "dram_active_ratio"))
+    assert no_temp["profiled_ratio"] == pytest.approx(0.5, abs=0.05)
+    assert no_temp["predicted_energy_kwh"] == pytest.approx(no_activity["predicted_energy_kwh"], rel=1e-9)
+
+
 def test_time_scale_scales_energy_and_bad_input_is_named(fitted):
     con, day, run = fitted.con, fitted.day, fitted.summary.cross_model_runs[0]
     (one,) = predict_job_energy(con, day, [run.job_id], ["NVIDIA H100 80GB HBM3"])

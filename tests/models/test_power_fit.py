@@ -307,3 +307,22 @@ def test_static_share_needs_a_measured_static_power():
 
     assert coef(1e-6).static_pct_per_10c is None
     assert coef(60.0).static_pct_per_10c == pytest.approx(100 * 10 * 9.94 / 60.0)
+
+
+def test_a_sample_that_read_pcie_one_way_only_is_left_out_not_read_as_zero_the_other_way(con):
+    """NVML reads PCIe tx and rx in two calls that fail apart. A sample with tx and no rx is no
+    PCIe reading: taken as rx = 0, the busiest third of the samples showed half their traffic, and
+    the fit put the missing watts elsewhere."""
+    truth = TruePower()
+    table = synthetic_samples(truth=truth, capped_limit_w=None, seed=5)
+    tx = table.column("pcie_tx_bytes_per_s")
+    busy_third = pc.greater(tx, pc.quantile(tx, 0.67)[0])
+    rx = pc.if_else(busy_third, pa.scalar(None, pa.int64()), table.column("pcie_rx_bytes_per_s"))
+    one_way = table.set_column(table.schema.get_field_index("pcie_rx_bytes_per_s"), "pcie_rx_bytes_per_s", rx)
+    load_samples(con, one_way)
+    fit = _fit(con)[A100]
+    n_one_way = pc.sum(busy_third).as_py()
+    assert fit.n_incomplete_excluded >= 0.6 * n_one_way  # the training share of them, left out
+    assert fit.coefficients.pcie_w_per_gbps == pytest.approx(truth.pcie_w_per_gbps, rel=0.25)
+    assert fit.coefficients.mem_w == pytest.approx(truth.mem_w, rel=0.10)
+    assert fit.mape_pct < 5.0

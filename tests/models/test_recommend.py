@@ -493,3 +493,23 @@ def test_savings_and_slowdowns_are_counted_from_the_default_limit_when_it_binds_
         assert out["expected_energy_saving_kwh_per_day"] == pytest.approx(20.0 * at_default.power_w * saving / 1000, rel=1e-9)
         # counted from the unlimited run, the claim would have been several points higher
         assert 100 * (1 - capped.energy_ratio) > out["expected_saving_pct"] + 2
+
+
+def test_a_gpus_pcie_mean_counts_only_samples_that_read_both_directions():
+    """rx missing on the busiest third (NVML's two PCIe reads fail apart): those samples are no
+    PCIe reading, as if neither direction had been read. Taken as rx = 0 they halved the traffic
+    of the busiest samples in the GPU's mean."""
+    from joulehouse.models.recommend import gpu_day_profiles
+
+    def profiles(nulled: str) -> dict[str, float]:
+        con = duckdb.connect()
+        load_samples(con, synthetic_samples(seed=21, n_gpus=3, capped_limit_w=None))
+        busiest = "pcie_tx_bytes_per_s > (SELECT quantile_cont(pcie_tx_bytes_per_s, 0.67) FROM stg_gpu_samples)"
+        con.execute(f"UPDATE stg_gpu_samples SET {nulled} WHERE {busiest}")
+        return {p["gpu_uuid"]: p["pcie_gbps"] for p in gpu_day_profiles(con, DAY)}
+
+    rx_missing = profiles("pcie_rx_bytes_per_s = NULL")
+    both_missing = profiles("pcie_rx_bytes_per_s = NULL, pcie_tx_bytes_per_s = NULL")
+    assert rx_missing.keys() == both_missing.keys() and len(rx_missing) == 3
+    for uuid, gbps in both_missing.items():
+        assert rx_missing[uuid] == pytest.approx(gbps, rel=1e-12)

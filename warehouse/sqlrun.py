@@ -14,7 +14,9 @@ sandbox (`open_read_only`), enforced by DuckDB itself, not by reading the text:
 - resources: a query may use `query_memory_limit` of memory and `query_spill_limit` of disk (in a
   private temporary folder, deleted with the connection) and run `query_timeout_s`, fetching
   included ([warehouse] settings): a careless cross join stops with one line instead of taking
-  the memory, disk or hours of the host the daily run shares.
+  the memory, disk or hours of the host the daily run shares. DuckDB's binder and optimizer never
+  check for the interrupt; `joulehouse sql` ends its own process where they run past the limit
+  (joulehouse/cli/query_process.py).
 
 Results are fetched in batches (`fetchmany`), never all at once, so a query over the whole lake
 prints without holding its result in memory. Parameters are bound (`$day` in the SQL, given as
@@ -318,8 +320,7 @@ class _Limits:
             raise QueryError(self.timeout_message())
 
     def timeout_message(self) -> str:
-        return (f"the query ran past [warehouse] query_timeout_s = {self.timeout_s:g} s and was stopped; "
-                "narrow it (a day, a host) or raise the setting")
+        return timeout_message(self.timeout_s)
 
     def explain(self, exc: duckdb.Error) -> str | None:
         if isinstance(exc, duckdb.InterruptException) and self.timed_out.is_set():
@@ -329,6 +330,12 @@ class _Limits:
                      else "query_memory_limit = " + self.memory)
             return f"the query needs more than [warehouse] {which} and was stopped; narrow it or raise the setting"
         return None
+
+
+def timeout_message(timeout_s: float) -> str:
+    """The one line of a query stopped at its time limit."""
+    return (f"the query ran past [warehouse] query_timeout_s = {timeout_s:g} s and was stopped; "
+            "narrow it (a day, a host) or raise the setting")
 
 
 def _outside_sandbox(con: duckdb.DuckDBPyConnection, exc: duckdb.Error) -> str:

@@ -7,8 +7,6 @@ import json
 import math
 import re
 import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
 from enum import Enum
 from importlib import resources
 from pathlib import Path
@@ -61,79 +59,6 @@ def _parse_params(values: list[str]) -> dict[str, str]:
             raise QueryError(f"--param {name} given twice (names are case-insensitive, as ${name} in the SQL)")
         params[name] = value
     return params
-
-
-
-
-DATA_HEADROOM_BYTES = 512 * 2**20
-
-
-def _data_bytes() -> int | None:
-    """This process's data (VmData: private writable memory, committed or not), None off Linux."""
-    try:
-        with open("/proc/self/status", encoding="ascii") as status:
-            line = next(line for line in status if line.startswith("VmData:"))
-    except (OSError, StopIteration):
-        return None
-    return int(line.split()[1]) * 1024
-
-
-@contextmanager
-def _data_capped(memory_limit: str) -> Iterator[None]:
-    """The query's process may hold at most twice `memory_limit` of data more than it holds now,
-    plus DATA_HEADROOM_BYTES: DuckDB's memory_limit counts its buffers, not every allocation, and
-    `SELECT repeat('x', 3000000000)` took 6 GB of the host under a 1 GB limit. Past the cap an
-    allocation fails, which DuckDB reports as out of memory. The old limit is restored after."""
-    import resource
-
-    from joulehouse.warehouse.settings import size_bytes
-
-    held = _data_bytes()
-    if held is None:
-        yield
-        return
-    old_soft, hard = resource.getrlimit(resource.RLIMIT_DATA)
-    cap = held + int(2 * size_bytes(memory_limit)) + DATA_HEADROOM_BYTES
-    for limit in (old_soft, hard):
-        if limit != resource.RLIM_INFINITY:
-            cap = min(cap, limit)
-    resource.setrlimit(resource.RLIMIT_DATA, (cap, hard))
-    try:
-        yield
-    finally:
-        resource.setrlimit(resource.RLIMIT_DATA, (old_soft, hard))
-
-
-class _Stopped:
-    """Whether Ctrl-C or SIGTERM arrived while the query ran."""
-
-    by_signal = False
-
-
-@contextmanager
-def _signals_stop_the_query() -> Iterator[_Stopped]:
-    """Ctrl-C and SIGTERM stop the query (DuckDB polls Python's signals), so the connection closes
-    and its private spill folder is deleted: a plain kill left one behind each time. DuckDB reports
-    a signal handler's exception as RuntimeError('Query interrupted'), so the caller reads
-    `by_signal` to tell that from a query's own error."""
-    import signal
-
-    stopped = _Stopped()
-
-    def interrupt(signum, frame):
-        stopped.by_signal = True
-        raise KeyboardInterrupt
-
-    try:
-        previous = {sig: signal.signal(sig, interrupt) for sig in (signal.SIGINT, signal.SIGTERM)}
-    except ValueError:  # not the main thread (an embedding runner): leave the signals alone
-        yield stopped
-        return
-    try:
-        yield stopped
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
 
 
 def _say_why_empty(con, sql: str, params: dict[str, str]) -> None:
@@ -320,7 +245,9 @@ def register(app: typer.Typer) -> None:
         """
         from joulehouse.settings import SettingsError, load_settings
         from joulehouse.warehouse.db import WarehouseError
-        from joulehouse.warehouse.sqlrun import QueryError, describe as describe_text, open_read_only, run_query, saved_query_sql
+        from joulehouse.cli.query_process import data_capped, hard_deadline, signals_stop_the_query
+        from joulehouse.warehouse.sqlrun import (QueryError, describe as describe_text, open_read_only, run_query,
+                                                 saved_query_sql, timeout_message)
 
         try:
             if markdown and not (describe and query is None):
@@ -341,10 +268,12 @@ def register(app: typer.Typer) -> None:
             params = _parse_params(param)
             settings = load_settings(named).warehouse
             db = db if db is not None else Path(settings.db_path)  # the warehouse the site's DAG builds
-            with _signals_stop_the_query() as stopped:
+            with signals_stop_the_query() as stopped:
                 con = open_read_only(db, settings)
                 try:
-                    with _data_capped(settings.query_memory_limit):
+                    (spill,) = con.execute("SELECT current_setting('temp_directory')").fetchone()
+                    with data_capped(settings.query_memory_limit), \
+                            hard_deadline(settings.query_timeout_s, timeout_message(settings.query_timeout_s), spill):
                         if _print(run_query(con, sql, params), output) == 0:
                             _say_why_empty(con, sql, params)
                 except RuntimeError:

@@ -196,3 +196,54 @@ def test_without_db_the_settings_warehouse_is_queried(warehouse, tmp_path, monke
     monkeypatch.delenv("JOULEHOUSE_CONFIG")
     neither = CliRunner().invoke(app, ["sql", "SELECT 1"])
     assert neither.exit_code == 2 and "give --db FILE, or --config (or JOULEHOUSE_CONFIG)" in neither.output
+
+
+def _chained_ctes(n: int) -> str:
+    """n CTEs, each reading the one before twice: DuckDB binds and plans 2^n branches before it
+    runs one, and neither step polls for an interrupt."""
+    ctes = ["t0 AS NOT MATERIALIZED (SELECT 1 AS x)"] + [
+        f"t{i} AS NOT MATERIALIZED (SELECT * FROM t{i - 1} UNION ALL SELECT * FROM t{i - 1})" for i in range(1, n)]
+    return "WITH " + ", ".join(ctes) + f" SELECT count(*) FROM t{n - 1}"
+
+
+def test_a_query_the_interrupt_cannot_reach_still_ends_at_its_time(warehouse, tmp_path):
+    """23 chained CTEs ran 17.6 s under a 1 s limit and took 2.6 GB before the memory cap ended
+    them: the timer's interrupt never reached DuckDB's binder and optimizer. The command now ends
+    itself HARD_STOP_GRACE_S after the limit, with the same one line and no spill folder left."""
+    import os
+    import subprocess
+    import sys
+
+    from joulehouse.cli.query_process import HARD_STOP_GRACE_S
+
+    config = tmp_path / "joulehouse.toml"
+    config.write_text("[warehouse]\nquery_timeout_s = 1.0\n")
+    env = {**os.environ, "TMPDIR": str(tmp_path)}
+    started = time.monotonic()
+    done = subprocess.run([sys.executable, "-m", "joulehouse", "sql", "-", "--db", str(warehouse), "--config",
+                           str(config)], input=_chained_ctes(23), env=env, capture_output=True, text=True, timeout=120)
+    elapsed = time.monotonic() - started
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.strip() == ("error: the query ran past [warehouse] query_timeout_s = 1 s and was stopped; "
+                                   "narrow it (a day, a host) or raise the setting")
+    assert elapsed < 1.0 + HARD_STOP_GRACE_S + 8.0  # the process's start and imports: about 1 s here
+    assert not list(tmp_path.glob("jh-sql-spill-*"))
+
+
+def test_the_hard_deadline_ends_only_a_block_still_running(tmp_path):
+    import subprocess
+    import sys
+
+    spill = tmp_path / "spill"
+    spill.mkdir()
+    script = ("import sys, time\nfrom joulehouse.cli.query_process import hard_deadline\n"
+              "with hard_deadline(0.2, 'too long', sys.argv[1], grace_s=0.1):\n"
+              "    time.sleep(float(sys.argv[2]))\nprint('finished')\n")
+    quick = subprocess.run([sys.executable, "-c", script, str(spill), "0.01"], capture_output=True, text=True,
+                           timeout=60)
+    assert (quick.returncode, quick.stdout, quick.stderr) == (0, "finished\n", "")
+    assert spill.exists()
+    stuck = subprocess.run([sys.executable, "-c", script, str(spill), "60"], capture_output=True, text=True,
+                           timeout=60)
+    assert (stuck.returncode, stuck.stdout, stuck.stderr) == (2, "", "error: too long\n")
+    assert not spill.exists()

@@ -74,9 +74,14 @@ def empty_by_gpu(amount_columns) -> pl.DataFrame:
     return empty_account(amount_columns).with_columns(pl.lit(None, pl.String).alias(c) for c in ("gpu_model", "site"))
 
 
-def account_total(rows: pl.DataFrame, column: str) -> float:
-    """A column of an account summed over the day's rows, 0.0 for an empty account."""
-    return float(rows[column].sum()) if rows.height else 0.0
+def account_total(rows: pl.DataFrame, column: str) -> float | None:
+    """A column of an account summed over the day's rows: 0.0 for an empty account (nothing to
+    account), None where every row's value is unknown (polars sums nulls to 0, so a day of
+    unmeasured GPU-hours had said 0 kWh and an energy cost of $0)."""
+    if not rows.height:
+        return 0.0
+    values = rows[column]
+    return None if values.null_count() == rows.height else float(values.sum())
 
 
 def split_valid_jobs(jobs: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:

@@ -191,17 +191,17 @@ class CarbonSummary:
     day: dt.date
     rows_written: int
     gpu_hours: float
-    energy_kwh: float
-    facility_energy_kwh: float
-    location_gco2e: float
+    energy_kwh: float | None  # None: no GPU-hour's value known
+    facility_energy_kwh: float | None  # None: no GPU-hour's value known
+    location_gco2e: float | None  # None: no GPU-hour's value known
     market_gco2e: float | None
-    embodied_gco2e: float
+    embodied_gco2e: float | None  # None: no GPU-hour's value known
     unmetered_gpu_hours: float
     total_gco2e: float
     total_low_gco2e: float
     total_high_gco2e: float
-    gpu_energy_kwh: float
-    node_ipmi_energy_kwh: float
+    gpu_energy_kwh: float | None  # None: no GPU-hour's value known
+    node_ipmi_energy_kwh: float | None  # None: no GPU-hour's value known
     shift_saving_gco2e: float
     unallocated_energy_kwh: float
     intensity_rule_counts: dict[str, int]
@@ -239,7 +239,7 @@ def carbon_day(con, day: dt.date, settings: CarbonSettings, data_dir: Path | Non
     shift = carbon_shift_rows(ctx, jobs, grid, settings.shift_window_hours, prepared.energy_shares)
     replace_report_day(con, "rpt_shift_carbon_daily", day, shift)
 
-    def total(col: str) -> float:
+    def total(col: str) -> float | None:
         return account_total(rows, col)
 
     method = (

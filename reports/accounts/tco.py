@@ -191,15 +191,15 @@ class TcoSummary:
     rows_written: int
     gpu_hours: float
     unmetered_gpu_hours: float
-    energy_kwh: float
-    facility_energy_kwh: float
-    components_usd: dict[str, float]
+    energy_kwh: float | None  # None: no GPU-hour's value known
+    facility_energy_kwh: float | None  # None: no GPU-hour's value known
+    components_usd: dict[str, float | None]  # None: no GPU-hour's amount known
     total_cost_usd: float
     total_cost_low_usd: float
     total_cost_high_usd: float
     cost_per_gpu_hour_usd: float | None
-    dynamic_energy_cost_usd: float
-    static_energy_cost_usd: float
+    dynamic_energy_cost_usd: float | None  # None: no GPU-hour's value known
+    static_energy_cost_usd: float | None  # None: no GPU-hour's value known
     peak_site_kw: float | None
     shift_saving_usd: float
     unallocated_cost_usd: float
@@ -255,7 +255,7 @@ def tco_day(con, day: dt.date, settings: TcoSettings, data_dir: Path | None, *,
                             prepared.energy_shares)
     replace_report_day(con, "rpt_shift_cost_daily", day, shift)
 
-    def total(col: str) -> float:
+    def total(col: str) -> float | None:
         return account_total(rows, col)
 
     gpu_h = total("gpu_hours")

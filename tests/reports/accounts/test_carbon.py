@@ -199,7 +199,8 @@ def test_a_day_without_metered_gpu_hours_is_accounted_as_empty(world, shared_dat
     full = carbon_day(world, DAY, CarbonSettings(), shared_data)
     empty_day = DAY + dt.timedelta(days=5)
     summary = carbon_day(world, empty_day, CarbonSettings(), shared_data)
-    assert summary.energy_kwh == 0.0 and summary.location_gco2e == 0.0
+    # nothing was measured: the energy and its carbon are unknown, not 0 (every reading quarantined)
+    assert summary.energy_kwh is None and summary.location_gco2e is None
     assert summary.unmetered_gpu_hours == 48 and summary.total_gco2e == pytest.approx(summary.embodied_gco2e)
     assert summary.embodied_gco2e == pytest.approx(full.embodied_gco2e)
     assert any(f"no metered GPU-hours on {empty_day}" in note for note in summary.notes)

@@ -127,6 +127,22 @@ def test_a_day_whose_demand_is_unknown_charges_no_demand_not_zero():
     assert con.execute("SELECT count(*), count(demand_charge_usd) FROM rpt_tco_daily").fetchone()[1] == 0
 
 
+def test_a_day_with_no_measured_energy_sums_to_unknown_not_zero():
+    """The day's summaries (the DAG's XCom, the CLI) summed each column with polars, which adds
+    nulls as 0: a day none of whose GPU-hours was measured said 0 kWh, an energy cost of $0 and
+    0 gCO2e at the grid. Calendar-time amounts (capital, embodied) are still known."""
+    con = build_world()
+    con.execute("DELETE FROM fct_pue_hourly")
+    unmeasure(con, "true")
+    cost = tco_day(con, DAY, TcoSettings(demand_charge_usd_per_kw_month=RATE), None)
+    carbon = carbon_day(con, DAY, CarbonSettings(), None)
+    assert (cost.energy_kwh, cost.facility_energy_kwh, cost.dynamic_energy_cost_usd) == (None, None, None)
+    assert cost.components_usd["energy_cost_usd"] is None and cost.components_usd["demand_charge_usd"] is None
+    assert cost.components_usd["capital_usd"] > 0 and cost.gpu_hours > 0
+    assert (carbon.energy_kwh, carbon.location_gco2e, carbon.market_gco2e) == (None, None, None)
+    assert carbon.embodied_gco2e > 0 and carbon.total_gco2e == pytest.approx(carbon.embodied_gco2e)
+
+
 def peak_hour(energies: list[float | None]) -> pl.DataFrame:
     return pl.DataFrame({"day": [DAY] * len(energies), "site": ["s"] * len(energies),
                          "hour_at": [T0] * len(energies), "facility_energy_kwh": energies},

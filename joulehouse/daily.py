@@ -173,8 +173,8 @@ def build_warehouse(day: str, config: str | None) -> dict:
         later = summary.later_days_built
         logging.getLogger(__name__).warning(
             "%s was built after %d later day(s) (%s to %s): their power models, recommendations, exports, demand "
-            "charges and first-day baselines did not see it; re-run those days in date order to restate them",
-            the_day, len(later), later[0], later[-1])
+            "charges and first-day baselines did not see it; restate them in date order: "
+            "joulehouse run --date %s --through %s", the_day, len(later), later[0], later[-1], later[0], later[-1])
     return {**_summary(summary), "engine": engine, "spark_relations": sorted(computed or {})}
 
 

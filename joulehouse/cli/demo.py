@@ -22,10 +22,31 @@ def _stop(message: str, exit_code: int) -> NoReturn:
     raise typer.Exit(exit_code)
 
 
+# A range is days of Airflow runs (about a minute each): past a year it is no backfill a person means.
+MAX_RUN_DAYS = 366
+
+
+def _days(first, through) -> list:
+    """The days `joulehouse run` runs: --date alone, or --date to --through in order."""
+    import datetime as dt
+
+    if through is None:
+        return [first]
+    if through < first:
+        _stop(f"--through {through} is before --date {first}", 2)
+    n = (through - first).days + 1
+    if n > MAX_RUN_DAYS:
+        _stop(f"--date {first} --through {through}: {n} days; at most {MAX_RUN_DAYS} at a time", 2)
+    return [first + dt.timedelta(days=i) for i in range(n)]
+
+
 def register(app: typer.Typer) -> None:
     @app.command()
     def run(
         date: Annotated[str, typer.Option("--date", help="The UTC day to process, YYYY-MM-DD.")],
+        through: Annotated[Optional[str], typer.Option(
+            "--through", help="Run every day from --date to this one, in date order (a backfill, or restating "
+                              "the days built after an earlier day was rebuilt).")] = None,
         config: Annotated[Optional[Path], typer.Option("--config", help="Settings TOML file.")] = None,
         airflow_home: Annotated[Optional[Path], typer.Option(help="Airflow home (SQLite metadata DB); default: beside the warehouse.")] = None,
     ) -> None:
@@ -36,9 +57,10 @@ def register(app: typer.Typer) -> None:
         Example: joulehouse run --date 2026-06-11 --config var/demo/joulehouse.toml
         """
         from joulehouse.settings import SettingsError, input_file_problems, load_settings
-        from joulehouse.cli.dagrun import DagRunFailed, run_day
+        from joulehouse.cli.dagrun import DagRunFailed, run_days
 
-        day = parse_day(date, "--date")
+        days = _days(parse_day(date, "--date"), parse_day(through, "--through") if through else None)
+        day = days[-1]
         origin = config_origin(config)
         config = settings_file(config)
         if airflow_home is not None:
@@ -60,7 +82,8 @@ def register(app: typer.Typer) -> None:
         from joulehouse.warehouse.lake_partitions import NoReadingsForDay, gpu_hosts_or_raise
 
         try:
-            gpu_hosts_or_raise(lake, day)  # one listing; the DAG's first task said the same after ~25 s of start-up
+            for each in days:  # one listing a day; the DAG's first task said the same after ~25 s of start-up
+                gpu_hosts_or_raise(lake, each)
         except NoReadingsForDay as exc:
             _stop(str(exc), 2)
         home = airflow_home or Path(settings.warehouse.db_path).resolve().parent / "airflow"
@@ -70,23 +93,30 @@ def register(app: typer.Typer) -> None:
 
             home.mkdir(parents=True, exist_ok=True)
             cfg = write_settings_file(home / "joulehouse.toml", settings)
+        from joulehouse.cli.headline import plural, print_day
+
+        running = [days[0]]
         with console.status(f"joulehouse_daily {day} through Airflow: starting") as status:
             def on_task(task: str, done: int, total: int) -> None:
-                status.update(f"joulehouse_daily {day} through Airflow: task {done + 1}/{total} {task}")
+                status.update(f"joulehouse_daily {running[-1]} through Airflow: task {done + 1}/{total} {task}")
+
+            def on_day(each, result: dict | None) -> None:
+                if result is None:
+                    running.append(each)
 
             try:
-                result = run_day(day, cfg, home, on_task=on_task)
+                results = run_days(days, cfg, home, on_task=on_task, on_day=on_day)
             except DagRunFailed as exc:
                 _stop(str(exc), 1)
             except KeyboardInterrupt:
                 # Said, not silent: the warehouse keeps what the steps before the stop published.
-                _stop(f"interrupted: {day} is not complete (its reports and export may be an earlier run's; "
-                      f"fct_warehouse_build_daily.completed_at stays NULL): run `joulehouse run --date {day}` again",
-                      130)
-        from joulehouse.cli.headline import plural, print_day
-
-        console.print(f"joulehouse_daily {day}: success, {plural(len(result.get('ran', [])), 'task')} ran "
-                      f"(Airflow home {escape(str(home))})")
+                rest = f" --through {days[-1]}" if running[-1] != days[-1] else ""
+                _stop(f"interrupted: {running[-1]} is not complete (its reports and export may be an earlier run's; "
+                      f"fct_warehouse_build_daily.completed_at stays NULL): run `joulehouse run --date {running[-1]}"
+                      f"{rest}` again", 130)
+        for each, result in zip(days, results):
+            console.print(f"joulehouse_daily {each}: success, {plural(len(result.get('ran', [])), 'task')} ran "
+                          f"(Airflow home {escape(str(home))})")
         from joulehouse.daily import publish_recommended_config, report_path
 
         if settings.export.publish_url:

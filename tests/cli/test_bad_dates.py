@@ -11,6 +11,7 @@ from joulehouse.cli.main import app
 
 @pytest.mark.parametrize("args, option, value", [
     (["run", "--date", "2026-13-01"], "--date", "2026-13-01"),
+    (["run", "--date", "2026-06-10", "--through", "June 12"], "--through", "June 12"),
     (["demo", "--start", "yesterday"], "--start", "yesterday"),
     (["simulate", "--lake", "LAKE", "--start", "yesterday"], "--start", "yesterday"),
     (["compact", "--lake", "LAKE", "--date", "2026-06-31"], "--date", "2026-06-31"),
@@ -30,6 +31,9 @@ def test_a_bad_day_is_one_line_naming_the_option(tmp_path, args, option, value):
      "error: --start 0001-01-01: expected a day from 1970-01-01 to 9998-12-31"),
     (["simulate", "--lake", "LAKE", "--start", "9998-12-31", "--days", "2"],
      "error: --start 9998-12-31 --days 2: the last day would be after 9998-12-31"),
+    (["run", "--date", "2026-06-10", "--through", "2026-06-09"], "error: --through 2026-06-09 is before --date 2026-06-10"),
+    (["run", "--date", "2026-01-01", "--through", "2027-01-02"],
+     "error: --date 2026-01-01 --through 2027-01-02: 367 days; at most 366 at a time"),
 ])
 def test_a_day_outside_the_calendar_a_reading_can_have_is_refused_before_any_work(tmp_path, args, message):
     args = [str(tmp_path / "lake") if a == "LAKE" else a for a in args]

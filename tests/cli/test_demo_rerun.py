@@ -74,7 +74,7 @@ def test_ctrl_c_says_what_it_left_in_one_line(tmp_path, monkeypatch, command):
     def interrupted(*args, **kwargs):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(dagrun, "run_day", interrupted)
+    monkeypatch.setattr(dagrun, "run_days", interrupted)
     monkeypatch.setattr(demo_run, "run_demo", interrupted)
     args = (["run", "--date", str(DAY), "--airflow-home", str(tmp_path / "airflow")] if command == "run"
             else ["demo", "--out", str(tmp_path / "demo")])

@@ -21,11 +21,11 @@ DAY = dt.date(2026, 6, 12)
 @pytest.fixture()
 def site(tmp_path, monkeypatch):
     """A site whose lake is there (so only the input file can stop the run) and whose Airflow
-    must never start: run_day records the call instead."""
+    must never start: run_days records the days instead."""
     monkeypatch.setenv("COLUMNS", "400")  # rich wraps the one line at the terminal's width
     (tmp_path / "lake" / "gpu_samples" / f"date={DAY}" / "host=node-01").mkdir(parents=True)  # the day has readings
     started = []
-    monkeypatch.setattr(dagrun, "run_day", lambda *a, **k: started.append(a) or {"ran": []})
+    monkeypatch.setattr(dagrun, "run_days", lambda days, *a, **k: started.append(list(days)) or [{"ran": []}] * len(days))
     return tmp_path, started
 
 
@@ -126,3 +126,20 @@ def test_a_missing_grid_file_names_the_option_that_gave_it(tmp_path, monkeypatch
                                       "--region", "FR", "--start", "2026-06-01T00:00:00Z", "--grid-file", str(missing)])
     assert result.exit_code != 0
     assert f"grid intensity file {missing} does not exist (--grid-file)" in result.output
+
+
+def test_a_range_runs_every_day_in_order_and_a_day_without_readings_stops_it_before_airflow(site):
+    """`--through` restates the days built after an earlier one was rebuilt (the build's warning
+    gives the command): every day of the range must have readings, checked before Airflow starts."""
+    tmp_path, started = site
+    config = _config(tmp_path)
+    after = DAY + dt.timedelta(days=2)
+    args = ["run", "--date", str(DAY), "--through", str(after), "--config", str(config)]
+    line = _one_line(CliRunner().invoke(app, args))
+    assert line.startswith(f"error: no GPU readings for {DAY + dt.timedelta(days=1)} in the lake") and started == []
+    for day in (DAY + dt.timedelta(days=1), after):
+        (tmp_path / "lake" / "gpu_samples" / f"date={day}" / "host=node-01").mkdir(parents=True)
+    result = CliRunner().invoke(app, args)  # (Airflow stood in for: no warehouse to show a headline of after)
+    assert started == [[DAY, DAY + dt.timedelta(days=1), after]]
+    assert [line.split(":")[0] for line in result.output.splitlines() if "success" in line] == [
+        f"joulehouse_daily {d}" for d in started[0]]

@@ -43,6 +43,6 @@ def test_a_day_built_after_later_days_says_which_and_its_accounts_notes_are_kept
     assert built["later_days_built"] == ["2026-04-02", "2026-04-03"]
     said = [r.getMessage() for r in caplog.records]
     assert any("2026-04-01 was built after 2 later day(s) (2026-04-02 to 2026-04-03)" in m
-               and "re-run those days in date order" in m for m in said), said
+               and "joulehouse run --date 2026-04-02 --through 2026-04-03" in m for m in said), said
     month_note = [n for n in accounted["cost"]["notes"] if "later day(s) of this month were accounted" in n]
     assert month_note and any(month_note[0] in m for m in said)

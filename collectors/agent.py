@@ -25,7 +25,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, Mapping
 
-from joulehouse.collectors.agent_audit import OK_ACTIONS, ApplyResult, AuditNotWritten, GpuOutcome, audit, audited_locks
+from joulehouse.collectors.agent_audit import (OK_ACTIONS, UNKNOWN_LOCK, ApplyResult, AuditNotWritten, GpuOutcome, audit,
+                                               audited_locks)
 from joulehouse.collectors.agent_nvml import (
     gpus_by_uuid, is_nvml_error, nvml_error_text, unlock_clocks, watts_from_mw, with_nvml,
 )
@@ -35,7 +36,7 @@ from joulehouse.collectors.config_contract import (
     ConfigError, GpuSetting, RecommendedConfig, body_sha256, format_utc, load_config_document, verify_config,
 )
 
-UNKNOWN = object()
+UNKNOWN = UNKNOWN_LOCK  # no audit says which lock the GPU holds
 
 # Without NVML a dry run cannot ask the device for its limits, and the node may not read the GPU
 # catalogue (models/ is the analytics side). So it refuses what no GPU takes: the catalogue's GPUs
@@ -167,11 +168,11 @@ def _apply_one(nvml: Any, handle: Any, s: GpuSetting, previous_lock: Any = UNKNO
     try:
         after_mw = nvml.nvmlDeviceGetPowerManagementLimit(handle)
     except nvml.NVMLError as exc:
-        return GpuOutcome(s.gpu_uuid, "verify-failed", f"cannot read the limit back: {nvml_error_text(nvml, exc)}",
-                          **common)
+        return _undo(nvml, handle, s, before_mw, previous_lock, common,
+                     f"cannot read the limit back: {nvml_error_text(nvml, exc)}")
     if after_mw != requested_mw:
-        return GpuOutcome(s.gpu_uuid, "verify-failed", f"set {requested_mw} mW but the device reads back {after_mw} mW",
-                          power_limit_w_after=watts_from_mw(after_mw), **common)
+        return _undo(nvml, handle, s, before_mw, previous_lock, common,
+                     f"set {requested_mw} mW but the device reads back {after_mw} mW")
     wanted_lock = ((s.locked_sm_clock_min_mhz, s.locked_sm_clock_max_mhz)
                    if s.locked_sm_clock_max_mhz is not None else None)
     if before_mw == requested_mw and wanted_lock is not None and previous_lock != wanted_lock:
@@ -192,6 +193,30 @@ def _apply_one(nvml: Any, handle: Any, s: GpuSetting, previous_lock: Any = UNKNO
                           power_limit_w_after=watts_from_mw(after_mw), **common)
     return GpuOutcome(s.gpu_uuid, "apply", f"set {s.power_limit_w:.1f} W{clocks}{released}",
                       power_limit_w_after=watts_from_mw(after_mw), **common)
+
+
+def _undo(nvml: Any, handle: Any, s: GpuSetting, before_mw: int, previous_lock: Any, common: dict,
+          reason: str) -> GpuOutcome:
+    """A setting whose limit did not read back as set is undone, as one whose clock lock failed
+    is: the limit back to `before_mw` and the clocks as the audit left them (unlocked where it
+    says nothing). Left in place, a GPU audited 'verify-failed' stayed capped and locked, in force
+    for no config, so no later config released it. 'refuse' once undone; 'verify-failed' (the
+    device's state unknown, which the loop then rolls back) where the undo fails too."""
+    try:
+        nvml.nvmlDeviceSetPowerManagementLimit(handle, before_mw)
+        if isinstance(previous_lock, tuple) and s.locked_sm_clock_max_mhz is not None:
+            nvml.nvmlDeviceSetGpuLockedClocks(handle, *previous_lock)
+        elif s.locked_sm_clock_max_mhz is not None or previous_lock is not None:
+            unlock_clocks(nvml, handle)
+        restored_mw = nvml.nvmlDeviceGetPowerManagementLimit(handle)
+    except nvml.NVMLError as exc:
+        return GpuOutcome(s.gpu_uuid, "verify-failed", f"{reason}; undoing it failed ({nvml_error_text(nvml, exc)}): "
+                          "the GPU's limit and clocks are not known", **common)
+    if restored_mw != before_mw:
+        return GpuOutcome(s.gpu_uuid, "verify-failed", f"{reason}; undoing it left {restored_mw} mW, not the "
+                          f"{before_mw} mW before", power_limit_w_after=watts_from_mw(restored_mw), **common)
+    return GpuOutcome(s.gpu_uuid, "refuse", f"{reason}; undone: limit restored to {before_mw / 1000:.1f} W",
+                      power_limit_w_after=watts_from_mw(restored_mw), **common)
 
 
 def _document(doc_or_path: str | Path | bytes | Mapping[str, Any]) -> dict[str, Any]:

@@ -9,6 +9,7 @@ import logging
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 
@@ -127,15 +128,22 @@ def read_host_audit(lake: str | Path | None, host: str, columns: list[str]) -> p
         return None
 
 
-def audited_locks(lake: str | Path | None, host: str) -> dict[str, tuple[int, int] | None] | None:
+# A GPU's lock that no audit row settles: a 'verify-failed' apply may have left its lock on.
+UNKNOWN_LOCK = object()
+
+
+def audited_locks(lake: str | Path | None, host: str) -> dict[str, Any] | None:
     """{gpu_uuid: (min, max) MHz} of the SM clock lock the agent's audit says it last left on each
-    GPU of `host` (None: unlocked by a rollback or never locked by an apply; a GPU not in the audit
-    was never locked); None without a readable audit: every requested lock then counts as a change."""
+    GPU of `host` (None: unlocked by a rollback or never locked by an apply; UNKNOWN_LOCK: an
+    apply that failed and could not be undone; a GPU not in the audit was never locked); None
+    without a readable audit: every requested lock then counts as a change."""
     table = read_host_audit(lake, host, ["audited_at", "gpu_uuid", "action", "reason"])
     if table is None:
         return None
-    locks: dict[str, tuple[int, int] | None] = {}
+    locks: dict[str, Any] = {}
     for row in sorted(table.to_pylist(), key=lambda r: r["audited_at"]):
+        if row["gpu_uuid"] is not None and row["action"] == "verify-failed":
+            locks[row["gpu_uuid"]] = UNKNOWN_LOCK
         if row["gpu_uuid"] is None or row["action"] not in ("apply", "unchanged", "rollback"):
             continue
         found = LOCK_IN_REASON.search(row["reason"] or "") if row["action"] != "rollback" else None

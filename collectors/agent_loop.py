@@ -210,9 +210,12 @@ def _release_dropped(state: AgentState, result: ApplyResult, host: str, nvml: An
     """Roll back the GPUs the config in force set that `result`'s config does not set (not listed,
     or its setting refused: the older config is no longer in force), and make `result`'s applied
     GPUs the ones in force; returns a note for the log ('' when none)."""
-    in_force = frozenset(o.gpu_uuid for o in result.outcomes if o.gpu_uuid and o.action in ("apply", "unchanged"))
-    for uuid in in_force:  # the new config's setting replaces a rollback owed
+    set_now = frozenset(o.gpu_uuid for o in result.outcomes if o.gpu_uuid and o.action in ("apply", "unchanged"))
+    for uuid in set_now:  # the new config's setting replaces a rollback owed
         state.rollbacks_owed.pop(uuid, None)
+    # An apply that failed and could not be undone left the GPU as nobody knows: it counts as in
+    # force, so the config that no longer sets it (or its expiry) returns it to the default.
+    in_force = set_now | {o.gpu_uuid for o in result.outcomes if o.gpu_uuid and o.action == "verify-failed"}
     if not state.defaults_ensured:
         # The first config since the agent started: what it left before a restart is unknown, so
         # every GPU this config does not set goes back to its default ('unchanged' where it is).

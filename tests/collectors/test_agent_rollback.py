@@ -300,3 +300,53 @@ def test_a_gpu_replaced_while_its_cap_was_in_force_is_gone_once_not_owed_for_eve
     nvml.errors[(0, "nvmlDeviceGetUUID")] = pynvml.NVML_ERROR_GPU_IS_LOST
     location.unlink()
     assert "not done" in poll(state, location, keys, nvml, lake, 6) and "GPU-sim-new0" in state.rollbacks_owed
+
+
+def whole_watts(nvml, index=0, then_fail=False):
+    """The device keeps whole watts (250.5 W reads back as 250 W); `then_fail`: after that first
+    set the driver refuses every limit, so the agent cannot undo it either."""
+    real = nvml.nvmlDeviceSetPowerManagementLimit
+
+    def set_limit(handle, limit_mw):
+        if then_fail and nvml.devices[index].power_limit_mw != int(DEFAULT_W * 1000):
+            raise pynvml.NVMLError(pynvml.NVML_ERROR_UNKNOWN)
+        real(handle, limit_mw // 1000 * 1000 if handle.index == index else limit_mw)
+
+    nvml.nvmlDeviceSetPowerManagementLimit = set_limit
+
+
+def test_a_limit_that_does_not_read_back_as_set_is_undone_with_its_lock(keys, lake):
+    """'A setting is all or nothing': the limit read back otherwise (250 W for 250.5), the apply
+    was audited verify-failed, and the GPU stayed capped with its clocks locked, in force for no
+    config, so no later config released it."""
+    nvml = driver(1)
+    whole_watts(nvml)
+    result = apply_config(signed(keys[0], {"GPU-sim-0000": entry(CAP_W + 0.5, LOCK_MHZ)}), public_key=keys[1],
+                          host=HOST, nvml=nvml, lake=lake, now=NOW)
+    [outcome] = result.outcomes
+    assert outcome.action == "refuse"
+    assert outcome.reason == (f"set {int((CAP_W + 0.5) * 1000)} mW but the device reads back {int(CAP_W * 1000)} mW; "
+                              f"undone: limit restored to {DEFAULT_W:.1f} W")
+    assert limit_w(nvml, 0) == DEFAULT_W and nvml.locked_clocks() == {}
+
+
+def signed_at(private, gpus, hours_after_now):
+    doc = signed(private, gpus)["body"]
+    doc["generated_at"] = doc["valid_from"] = (NOW + dt.timedelta(hours=hours_after_now)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return sign_config(doc, private)
+
+
+def test_an_apply_that_cannot_be_undone_is_returned_to_the_default_by_the_next_config(keys, lake, tmp_path):
+    nvml, location = driver(2), tmp_path / "recommended-config.json"
+    location.write_bytes(dump_config(signed(keys[0], {"GPU-sim-0001": entry(CAP_W)})))
+    state = AgentState()
+    poll(state, location, keys, nvml, lake, 0)  # the agent's first config: GPU 0 at its default
+    whole_watts(nvml, then_fail=True)
+    location.write_bytes(dump_config(signed_at(keys[0], {"GPU-sim-0000": entry(CAP_W + 0.5, LOCK_MHZ),
+                                                         "GPU-sim-0001": entry(CAP_W)}, 1)))
+    assert "1 verify-failed" in poll(state, location, keys, nvml, lake, 1)
+    assert limit_w(nvml, 0) == CAP_W and nvml.locked_clocks() == {"GPU-sim-0000": LOCK_MHZ}  # left as set
+    del nvml.nvmlDeviceSetPowerManagementLimit  # the driver answers again
+    location.write_bytes(dump_config(signed_at(keys[0], {"GPU-sim-0001": entry(CAP_W)}, 2)))  # GPU 0 no longer set
+    poll(state, location, keys, nvml, lake, 2)
+    assert limit_w(nvml, 0) == DEFAULT_W and nvml.locked_clocks() == {}

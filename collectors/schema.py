@@ -239,6 +239,13 @@ class SchemaError(ValueError):
     """A batch does not fit its dataset's schema."""
 
 
+def signed_integer_bounds(schema: pa.Schema) -> dict[str, tuple[int, int]]:
+    """{column: (lowest, highest)} of each signed integer column of `schema`: what it can hold. A
+    reading past them made pyarrow refuse the whole table it was in."""
+    return {f.name: (-(2 ** (f.type.bit_width - 1)), 2 ** (f.type.bit_width - 1) - 1)
+            for f in schema if pa.types.is_signed_integer(f.type)}
+
+
 def round_to_step(column: pa.ChunkedArray | pa.Array, step: float) -> pa.ChunkedArray | pa.Array:
     """`column` (floating) rounded half-to-even to a multiple of the power-of-two `step`, same type."""
     wide = pc.cast(column, pa.float64())

@@ -15,7 +15,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from joulehouse.collectors.schema import GPU_SAMPLES
+from joulehouse.collectors.schema import GPU_SAMPLES, signed_integer_bounds
 from joulehouse.collectors.sources.dcgm_values import convert_value, drop_unreported_memory_temps
 from joulehouse.collectors.writer import check_host_name
 
@@ -55,6 +55,12 @@ FIELD_ALIASES: dict[str, str] = {
 COLUMNS = [column for column, _ in FIELDS.values()]
 # Columns whose honest values pass 2**31 (a cumulative mJ counter, bytes per second).
 WIDE_COLUMNS = frozenset({"energy_mj_total", "pcie_tx_bytes_per_s", "pcie_rx_bytes_per_s"})
+# what each integer column holds: a value past it is set aside, not the whole range refused
+_INTEGER_BOUNDS = signed_integer_bounds(GPU_SAMPLES)
+
+
+def _bounds(column: str) -> dict[str, tuple[int, int]]:
+    return {"bounds": _INTEGER_BOUNDS[column]} if column in _INTEGER_BOUNDS else {}
 
 
 # Fields of the whole device, the same in each MIG instance's series; the others (activity, memory
@@ -110,6 +116,8 @@ def series_key(labels: dict[str, str]) -> SeriesKey | str:
         index = int(gpu)
     except ValueError:
         return f"gpu label {gpu!r} is not a GPU index"
+    if not 0 <= index <= _INTEGER_BOUNDS["gpu_index"][1]:
+        return f"gpu label {gpu!r} is not a GPU index"
     return SeriesKey(host=host, gpu_index=index, gpu_uuid=uuid, gpu_model=labels.get("modelName"))
 
 
@@ -138,7 +146,7 @@ def pivot_range_result(result: Iterable[dict[str, Any]]) -> tuple[pa.Table, list
         column, kind = FIELDS[name]
         for ts, raw in series.get("values", []):
             try:
-                value = convert_value(raw, kind, wide=column in WIDE_COLUMNS)
+                value = convert_value(raw, kind, wide=column in WIDE_COLUMNS, **_bounds(column))
             except ValueError as exc:
                 rejected.append(f"{name} {labels} at {ts}: {exc}")
                 continue

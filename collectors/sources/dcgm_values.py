@@ -26,11 +26,13 @@ INT64_BOUND = 2**63
 UNREPORTED_MEMORY_TEMP_C = 0.0
 
 
-def convert_value(raw: Any, kind: type, *, wide: bool = False) -> float | int | None:
+def convert_value(raw: Any, kind: type, *, wide: bool = False,
+                  bounds: tuple[int, int] = (-INT64_BOUND, INT64_BOUND - 1)) -> float | int | None:
     """One sample value -> the lake's value: NaN/Inf and DCGM's no-value sentinels -> None
     (`wide`: a field whose honest values pass 2**31, where only the INT64/FP64 sentinels mean none).
     Raises ValueError, saying why, for text that is not a number or for an integer field's
-    value that no int64 holds."""
+    value outside `bounds`, what its column holds (an SM clock of 4294967295 in an int32 column
+    made pyarrow refuse the whole range, every sync, and no GPU's DCGM readings were written)."""
     try:
         value = float(raw)
     except (TypeError, ValueError):
@@ -38,8 +40,8 @@ def convert_value(raw: Any, kind: type, *, wide: bool = False) -> float | int | 
     if not math.isfinite(value) or value in (DCGM_WIDE_SENTINELS if wide else DCGM_NO_VALUE_SENTINELS):
         return None
     if kind is int:
-        if not -INT64_BOUND <= value < INT64_BOUND:
-            raise ValueError(f"value {raw!r} is outside the int64 range of its column")
+        if not bounds[0] <= value <= bounds[1]:
+            raise ValueError(f"value {raw!r} is outside what its integer column holds ({bounds[0]}..{bounds[1]})")
         return int(round(value))
     return value
 

@@ -126,9 +126,13 @@ def pick_readings(sensors: Sequence[SensorReading]) -> dict[str, float | None]:
     readable = [s for s in sensors if s.value is not None]
     watts = [s for s in readable if s.unit.startswith("watt")]
     supplies = [s for s in sensors if _SUPPLY_INPUT.search(s.name)]
-    total = [s for s in watts if _TOTAL_POWER.search(s.name) and s not in supplies]
-    if total:
-        sdr_power = total[0].value
+    # a total named but not read this poll leaves the server's power unknown: the one other Watts
+    # sensor is then a component (a CPU's 180 W stood for a 1,240 W server)
+    named_total = [s for s in sensors if _TOTAL_POWER.search(s.name) and s not in supplies
+                   and (s.value is None or s.unit.startswith("watt"))]
+    total = [s for s in named_total if s in watts]
+    if named_total:
+        sdr_power = total[0].value if total else None
     elif supplies:
         # the supplies' inputs summed; one not read leaves the server's total unknown (NULL), not lower
         read = [s for s in supplies if s.value is not None and s.unit.startswith("watt")]

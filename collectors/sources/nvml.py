@@ -49,7 +49,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from joulehouse.collectors.schema import GPU_SAMPLES
+from joulehouse.collectors.schema import GPU_SAMPLES, signed_integer_bounds
 from joulehouse.collectors.sources.base import ERROR_COLUMN, SourceError
 
 log = logging.getLogger(__name__)
@@ -101,10 +101,8 @@ ROW_SCHEMA = pa.schema([_SCHEMA_FIELDS[c] for c in _COLUMNS] + _EXTRA_FIELDS)
 # Integer readings -> the (lowest, highest) value their column holds. NVML answers unsigned
 # (the energy counter and the event-reasons mask are u64): a garbage value past the column's
 # range made pyarrow refuse the whole poll's table, every GPU's row lost.
-_READING_RANGES = {
-    f.name: (-(2 ** (f.type.bit_width - 1)), 2 ** (f.type.bit_width - 1) - 1)
-    for f in ROW_SCHEMA if f.name in _COLUMNS and pa.types.is_signed_integer(f.type) and f.name != "gpu_index"
-}
+_READING_RANGES = {column: bounds for column, bounds in signed_integer_bounds(ROW_SCHEMA).items()
+                   if column in _COLUMNS and column != "gpu_index"}
 
 
 def _import_pynvml() -> ModuleType:

@@ -108,7 +108,27 @@ def test_dcgm_no_value_sentinels_are_null_and_the_rest_of_the_reading_is_kept():
     assert (row["power_w"], row["pcie_tx_bytes_per_s"], row["sm_clock_mhz"], row["power_limit_w"]) == (
         350.5, None, None, None)
     assert row["energy_mj_total"] is None
-    assert len(rejected) == 1 and "int64" in rejected[0] and "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION" in rejected[0]
+    assert len(rejected) == 1 and "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION" in rejected[0]
+    assert f"outside what its integer column holds (-{2**63}..{2**63 - 1})" in rejected[0]
+
+
+def test_a_value_its_narrow_column_cannot_hold_is_set_aside_and_the_range_is_written():
+    """An SM clock of 4294967295 (an unsigned -1) in the int32 column, or a GPU index of 70000 in
+    the int16 one, made pyarrow refuse the whole range: the sync left it pending and failed on it
+    every time after, and no GPU's DCGM readings were written again."""
+    table, rejected = pivot_range_result([
+        series("DCGM_FI_DEV_POWER_USAGE", [(100, "350.5"), (101, "351.5")]),
+        series("DCGM_FI_DEV_SM_CLOCK", [(100, "1980"), (101, "4294967295")]),
+        series("DCGM_FI_DEV_FB_USED", [(100, "1e12")]),
+        series("DCGM_FI_DEV_POWER_USAGE", [(100, "90.0")], gpu="70000", UUID="GPU-far"),
+    ])
+    rows = {r["sampled_at"].timestamp(): r for r in table.to_pylist()}
+    assert [(t, r["power_w"], r["sm_clock_mhz"], r["mem_used_mib"]) for t, r in sorted(rows.items())] == [
+        (100.0, 350.5, 1980, None), (101.0, 351.5, None, None)]
+    assert len(rejected) == 3
+    assert "DCGM_FI_DEV_SM_CLOCK" in rejected[0] and "(-2147483648..2147483647)" in rejected[0]
+    assert "DCGM_FI_DEV_FB_USED" in rejected[1]
+    assert "gpu label '70000' is not a GPU index" in rejected[2]
 
 
 def test_a_zero_memory_temperature_beside_a_warm_gpu_is_not_a_reading():

@@ -69,6 +69,15 @@ def test_a_server_without_a_total_sensor_draws_the_sum_of_its_supplies_inputs():
     assert pick_readings(parse_sdr_elist(with_total))["sdr_power_w"] == 560.0, "the BMC's own total first"
 
 
+def test_a_total_sensor_not_read_this_poll_leaves_the_server_unknown_not_a_component():
+    """With the total unreadable, the one other Watts sensor (a CPU's 180 W) was taken as the
+    server's 1,240 W, and the warehouse used it wherever DCMI is absent."""
+    sdr = SDR_VENDOR.replace("252 Watts", "1240 Watts") + "CPU Power        | 78h | ok  |  7.1 | 180 Watts\n"
+    assert pick_readings(parse_sdr_elist(sdr))["sdr_power_w"] == 1240.0
+    unread = sdr.replace("| ok  |  7.1 | 1240 Watts", "| ns  |  7.1 | No Reading")
+    assert pick_readings(parse_sdr_elist(unread))["sdr_power_w"] is None
+
+
 def test_dcmi_reading_and_deactivated_measurement():
     assert parse_dcmi_power(DCMI_OK) == 1150.0
     assert parse_dcmi_power(DCMI_OK.replace("activated", "deactivated")) is None

@@ -19,6 +19,7 @@ file runs over which relation and when:
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
 
 import duckdb
 
@@ -66,11 +67,18 @@ def _build_ids_view(con: duckdb.DuckDBPyConnection, samples_relation: str) -> No
         SQL.temp_view(con, "power_sums_build_ids", "power_sums_build_ids_none")
 
 
+def sums_rules() -> str:
+    """The SHA-256 of the SQL that sums a day: sums stored under other rules are summed again (a
+    fix to the sums, such as PCIe tx without rx no longer read as rx = 0, reached only the days
+    after it, the days before kept their old sums for the whole window)."""
+    return hashlib.sha256(SQL.text("fct_power_fit_sums_hourly").encode()).hexdigest()
+
+
 def _ensure_suffstats_table(con: duckdb.DuckDBPyConnection, samples_relation: str) -> None:
     _build_ids_view(con, samples_relation)
-    SQL.empty_table(con, SUMS_TABLE, "fct_power_fit_sums_hourly", {"days": [], "source": ""})
-    # Tables stored before builds were recorded: NULL ids, so each day is summed once more.
-    ensure_columns(con, SUMS_TABLE, {"samples_build_id": "UUID"})
+    SQL.empty_table(con, SUMS_TABLE, "fct_power_fit_sums_hourly", {"days": [], "source": "", "rules": ""})
+    # Tables stored before builds (or rules) were recorded: NULL, so each day is summed once more.
+    ensure_columns(con, SUMS_TABLE, {"samples_build_id": "UUID", "rules_sha256": "VARCHAR"})
 
 
 def update_suffstats(con: duckdb.DuckDBPyConnection, day: dt.date, settings: ModelSettings,
@@ -87,14 +95,17 @@ def update_suffstats(con: duckdb.DuckDBPyConnection, day: dt.date, settings: Mod
     builds = {r["day"]: r for r in SQL.records(con, "power_sums_builds", window)}
     # A day whose readings retention deleted keeps the sums stored from them (a backfill's window)
     pruned = {d for d, r in builds.items() if r["readings_pruned"]}
-    stored = {r["day"]: (r["n_rows"], r["samples_build_id"])
+    rules = sums_rules()
+    stored = {r["day"]: (r["n_rows"], r["samples_build_id"], r["rules_sha256"])
               for r in SQL.records(con, "power_sums_stored", {**window, "source": samples_relation})}
     build_of = {d: r["build_id"] for d, r in builds.items()}
     days = sorted(({d for d in counts.keys() | stored.keys()
-                    if (counts.get(d, 0), build_of.get(d)) != stored.get(d, (0, None))} | {day}) - pruned)
+                    if (counts.get(d, 0), build_of.get(d), rules) != stored.get(d, (0, None, rules))} | {day})
+                  - pruned)
     with transaction(con):
         SQL.execute(con, "power_sums_delete", {"source": samples_relation, "days": days})
-        SQL.insert_into(con, SUMS_TABLE, "fct_power_fit_sums_hourly", {"days": days, "source": samples_relation})
+        SQL.insert_into(con, SUMS_TABLE, "fct_power_fit_sums_hourly",
+                        {"days": days, "source": samples_relation, "rules": rules})
     return days
 
 

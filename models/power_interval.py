@@ -98,10 +98,10 @@ def interval_on_curve(limits_w: np.ndarray, energy: np.ndarray, times: np.ndarra
     return CurveInterval(best=int(best), low_w=float(near.min()), high_w=float(near.max()))
 
 
-def _group_pcie_gbps(*means: float | None) -> float:
-    """The first known PCIe mean of a profile group. A group none of whose samples read both PCIe
-    directions is drawn without the PCIe term: its model's fit had no PCIe readings either
-    (power_feature_choice: has_pcie needs half the samples), so the term's coefficient is 0."""
+def _group_mean(*means: float | None) -> float:
+    """The first known memory or PCIe mean of a profile group. A group none of whose samples read
+    the term is drawn without it: its model's fit had no such readings either (power_feature_choice:
+    has_memory and has_pcie need half the samples), so the term's coefficient is 0."""
     return next((float(m) for m in means if m is not None), 0.0)
 
 
@@ -148,8 +148,9 @@ def power_interval_day(con: duckdb.DuckDBPyConnection, day: dt.date, settings: R
             if mix is not None:
                 intervals.append(mix)
         for p in rows:
-            profile = WorkloadProfile(activity_ratio=float(p["activity_ratio"]), memory_ratio=float(p["memory_ratio"]),
-                                      pcie_gbps=_group_pcie_gbps(p["pcie_gbps"]), temp_c=float(p["temp_c"] or 60.0),
+            profile = WorkloadProfile(activity_ratio=float(p["activity_ratio"]),
+                                      memory_ratio=_group_mean(p["memory_ratio"]),
+                                      pcie_gbps=_group_mean(p["pcie_gbps"]), temp_c=float(p["temp_c"] or 60.0),
                                       pcie_link_gbps=pcie_link_gbps(model))
             curve = energy_vs_limit(coef, profile, limits)
             at_default = curve[-1]
@@ -160,8 +161,8 @@ def power_interval_day(con: duckdb.DuckDBPyConnection, day: dt.date, settings: R
             # cap bites in the heavy phases, and the jobs it slows most must stay within it too.
             heavy = WorkloadProfile(
                 activity_ratio=float(p["heavy_activity_ratio"] or p["activity_ratio"]),
-                memory_ratio=float(p["heavy_memory_ratio"] or p["memory_ratio"]),
-                pcie_gbps=_group_pcie_gbps(p["heavy_pcie_gbps"], p["pcie_gbps"]), temp_c=float(p["heavy_temp_c"] or profile.temp_c),
+                memory_ratio=_group_mean(p["heavy_memory_ratio"], p["memory_ratio"]),
+                pcie_gbps=_group_mean(p["heavy_pcie_gbps"], p["pcie_gbps"]), temp_c=float(p["heavy_temp_c"] or profile.temp_c),
                 pcie_link_gbps=profile.pcie_link_gbps)
             heavy_curve = energy_vs_limit(coef, heavy, limits)
             heavy_times = (np.array([1.0 + o.slowdown_pct / 100.0 for o in heavy_curve])

@@ -7,12 +7,15 @@
 -- where that choice equals its window's (else it re-reads that day's samples). Sums cover rows not
 -- power limited and with every feature but the clock present (the clock is the group key, so the
 -- fit scales them by (sm_clock_mhz / f_max_mhz)^alpha for any window's f_max and any alpha).
--- Written by models.power.fit_day (delete-then-insert per day). Parameters: $days DATE[], $source VARCHAR;
+-- Written by models.power.fit_day (delete-then-insert per day). Parameters: $days DATE[], $source VARCHAR,
+-- $rules VARCHAR (the SHA-256 of this file's text: sums stored under other rules are summed again);
 -- power_sums_build_ids (temp view: day, build_id) names the warehouse build of each day's rows.
 -- columns:
 --   source_relation [text] the samples relation the statistics were computed from
 --   samples_build_id [UUID] fct_warehouse_build_daily.build_id of the rows summed: a day rebuilt since
 --     is summed again, even with as many rows (NULL: a relation the warehouse build does not record)
+--   rules_sha256 [text] SHA-256 of the SQL that computed the row: a day summed under other rules (an
+--     older release's) is summed again while its samples are kept (NULL: stored before this column)
 --   day [DATE] UTC day
 --   hour_at [TIMESTAMPTZ, UTC] start of the hour
 --   gpu_model [text] NVML name
@@ -101,7 +104,8 @@ usable AS (
     -- features of rows the fit may use, NULL elsewhere (sums skip NULLs)
     SELECT
         *,
-        NOT is_power_limited AND x1 IS NOT NULL AND xa IS NOT NULL AND x3 IS NOT NULL AND x4 IS NOT NULL AS is_usable
+        -- the sum is NULL, NaN or infinite where any term is: a NaN had wrecked the whole fit
+        NOT is_power_limited AND coalesce(isfinite(x1 + xa + x3 + x4 + y), false) AS is_usable
     FROM features
 ),
 masked AS (
@@ -117,6 +121,7 @@ masked AS (
 SELECT
     CAST($source AS VARCHAR) AS source_relation,
     (SELECT any_value(b.build_id) FROM power_sums_build_ids AS b WHERE b.day = masked.day) AS samples_build_id,
+    CAST($rules AS VARCHAR) AS rules_sha256,
     day, hour_at, gpu_model, CAST(sm_clock_mhz AS DOUBLE) AS sm_clock_mhz,
     any_value(feature_set) AS feature_set, bool_and(has_activity) AS has_activity, bool_and(has_temp) AS has_temp,
     bool_and(has_memory) AS has_memory, bool_and(has_pcie) AS has_pcie,

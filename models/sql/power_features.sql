@@ -56,6 +56,7 @@ SELECT
     is_power_limited, is_holdout, is_stored,
     coalesce(prior_busy_ratio, 0.0) AS prior_busy_activity_ratio,
     epoch(sampled_at) - epoch(prior_busy_at) AS since_busy_s,
-    temp_delta_c IS NOT NULL AND activity_ratio IS NOT NULL AND clock_ratio IS NOT NULL
-        AND memory_ratio IS NOT NULL AND pcie_gbps IS NOT NULL AS is_complete
+    -- NULL, NaN or infinite where any term is (a NaN temperature had zeroed three coefficients)
+    coalesce(isfinite(temp_delta_c + activity_ratio + clock_ratio + memory_ratio + pcie_gbps + power_w), false)
+        AS is_complete
 FROM with_prior_busy

@@ -5,7 +5,8 @@
 --   link_capacity_by_model (models/bandwidth.py: pcie_capacity_bytes_per_s, one direction, of the
 --   models the catalogue knows), $pcie_link_gbps (GB/s, tx + rx) for the others.
 -- Columns: gpu_model, bottleneck, n_samples, busy_share (0..1 of the model's busy samples),
---   activity_ratio, memory_ratio (0..1 means; DCGM ratios where the stream reads them, else util / 100),
+--   activity_ratio, memory_ratio (0..1 means; DCGM ratios where the stream reads them, else util / 100;
+--   memory over the samples that read it, NULL where none did),
 --   pcie_gbps (GB/s mean, tx + rx, over the samples that read both; NULL where none did), temp_c
 --   (C mean), max_power_limit_w (W); heavy_activity_ratio, heavy_memory_ratio, heavy_pcie_gbps, heavy_temp_c: the same means over the heavier half of the
 --   samples (activity at or above the group's median), where models.recommend applies the slowdown bound.
@@ -13,9 +14,9 @@ WITH busy AS (
     SELECT
         s.gpu_model,
         s.activity_ratio,
-        coalesce(s.memory_ratio, 0.0) AS memory_ratio,
-        -- NULL where either direction was not read (tx without rx is no reading, not rx = 0): the
-        -- means skip it, and the bottleneck is the busiest of what was read
+        -- NULL where not read (PCIe: either direction missing; tx without rx is no reading, not
+        -- rx = 0): the means skip it, and the bottleneck is the busiest of what was read
+        s.memory_ratio,
         (s.pcie_tx_bytes_per_s + s.pcie_rx_bytes_per_s) / 1e9 AS pcie_gbps,
         coalesce(2 * l.pcie_capacity_bytes_per_s / 1e9, $pcie_link_gbps) AS pcie_link_gbps,
         s.temp_c, s.power_limit_w
@@ -26,11 +27,13 @@ WITH busy AS (
 classified AS (
     SELECT
         *,
-        CASE WHEN activity_ratio >= memory_ratio AND activity_ratio >= coalesce(link_ratio, 0.0)
+        CASE WHEN activity_ratio >= coalesce(memory_ratio, 0.0) AND activity_ratio >= coalesce(link_ratio, 0.0)
                  THEN 'compute-bound'
              WHEN memory_ratio >= coalesce(link_ratio, 0.0) THEN 'memory-bound'
              ELSE 'communication-bound' END AS bottleneck
-    FROM (SELECT *, least(pcie_gbps / pcie_link_gbps, 1.0) AS link_ratio FROM busy)
+    -- least() skips a NULL: an unread PCIe would read as a full link
+    FROM (SELECT *, CASE WHEN pcie_gbps IS NOT NULL THEN least(pcie_gbps / pcie_link_gbps, 1.0) END AS link_ratio
+          FROM busy)
 ),
 ranked AS (
     SELECT *, activity_ratio >= quantile_cont(activity_ratio, 0.5) OVER (PARTITION BY gpu_model, bottleneck) AS is_heavy

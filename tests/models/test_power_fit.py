@@ -326,3 +326,22 @@ def test_a_sample_that_read_pcie_one_way_only_is_left_out_not_read_as_zero_the_o
     assert fit.coefficients.pcie_w_per_gbps == pytest.approx(truth.pcie_w_per_gbps, rel=0.25)
     assert fit.coefficients.mem_w == pytest.approx(truth.mem_w, rel=0.10)
     assert fit.mape_pct < 5.0
+
+
+@pytest.mark.parametrize("value", ["'NaN'", "'Infinity'"])
+def test_a_feature_that_is_not_a_number_leaves_its_sample_out_as_a_missing_one_does(value):
+    """Three NaN temperatures in 5,760 samples (a relation the warehouse did not check) zeroed the
+    temperature, memory and PCIe coefficients and failed the gate: the sums test only IS NOT NULL,
+    and NaN passed. Such a sample is now incomplete, as a NULL one is."""
+    fits = {}
+    for written in (value, "NULL"):
+        con = duckdb.connect()
+        load_samples(con, synthetic_samples(capped_limit_w=None, seed=9))
+        con.execute(f"UPDATE stg_gpu_samples SET temp_c = {written}::FLOAT WHERE hash(sampled_at, gpu_uuid) % 700 = 0")
+        fits[written] = _fit(con)[A100]
+        con.close()
+    odd, missing = fits[value], fits["NULL"]
+    assert odd.n_incomplete_excluded == missing.n_incomplete_excluded > 0
+    assert odd.coefficients.temp_w_per_c == pytest.approx(missing.coefficients.temp_w_per_c, rel=1e-9)
+    assert odd.coefficients.pcie_w_per_gbps == pytest.approx(missing.coefficients.pcie_w_per_gbps, rel=1e-9)
+    assert odd.passed_gate and odd.coefficients.temp_w_per_c > 0

@@ -89,6 +89,24 @@ def test_day_by_day_fit_from_stored_sums_equals_the_fit_from_samples():
     assert all(f.passed_gate and f.mape_pct < 5.0 for f in fits)
 
 
+def test_sums_stored_under_other_rules_are_summed_again():
+    """A fix to the sums' SQL (PCIe tx without rx no longer read as rx = 0) reached only the days
+    after it: the days stored before kept their old sums for the whole window, and the fit went on
+    training on them. Sums stored under other rules, or before the rules were recorded, are summed
+    again while the day's samples are there."""
+    con = duckdb.connect()
+    _load_days(con, fit=True)
+    last = (FIRST + dt.timedelta(days=DAYS - 1)).date()
+    # stand-ins for an older release's sums: other rules, and none recorded; both visibly wrong
+    con.execute("UPDATE fct_power_fit_sums_hourly SET rules_sha256 = 'older', sy = sy * 2 WHERE day = ?",
+                [FIRST.date()])
+    con.execute("UPDATE fct_power_fit_sums_hourly SET rules_sha256 = NULL, sy = sy * 2 WHERE day = ?",
+                [FIRST.date() + dt.timedelta(days=1)])
+    assert update_suffstats(con, last, SETTINGS) == [FIRST.date(), FIRST.date() + dt.timedelta(days=1), last]
+    _assert_same(fit_day(con, last, SETTINGS), _reference(con, last, SETTINGS))
+    assert update_suffstats(con, last, SETTINGS) == [last], "summed once, then kept"
+
+
 @pytest.mark.slow
 def test_a_rebuilt_day_is_summed_again():
     con = duckdb.connect()

@@ -96,3 +96,29 @@ def test_a_what_if_bound_replaces_the_class_bounds(fitted):
         assert i.max_slowdown_pct == 2.0 and i.heavy_slowdown_at_best_pct <= 2.0 + 1e-9
         assert i.best_limit_w >= loose[key].best_limit_w
         assert 0.0 <= i.perf_per_watt_gain_pct <= loose[key].perf_per_watt_gain_pct + 1e-9
+
+
+def test_a_busy_samples_unread_memory_or_pcie_is_left_out_of_its_groups_means():
+    """The operating points the curves are drawn at: a sample whose DRAM activity (or one PCIe
+    direction) was not read counted as 0, so half the samples unread halved the group's memory
+    mean (0.4 for 0.8) and the PCIe one; they now skip what was not read, as the fit does."""
+    import datetime as dt
+
+    import duckdb
+
+    from joulehouse.models.sql import load_sql
+
+    day = dt.date(2026, 3, 2)
+    con = duckdb.connect()
+    con.execute("CREATE TABLE link_capacity_by_model (gpu_model VARCHAR, pcie_capacity_bytes_per_s DOUBLE)")
+    con.execute("""CREATE TABLE gpu_activity_samples AS SELECT
+        'NVIDIA A100-SXM4-80GB' AS gpu_model, DATE '2026-03-02' AS day, 300.0 AS power_w, 0.9 AS activity_ratio,
+        CASE WHEN i % 2 = 0 THEN 0.8 END AS memory_ratio,
+        2e9::BIGINT AS pcie_tx_bytes_per_s, CASE WHEN i % 2 = 0 THEN 2e9::BIGINT END AS pcie_rx_bytes_per_s,
+        60.0 AS temp_c, 400.0 AS power_limit_w FROM range(100) t(i)""")
+    (row,) = con.execute(load_sql("power_interval_profiles"), {"day": day, "pcie_link_gbps": 64.0}).fetchall()
+    names = [d[0] for d in con.description]
+    got = dict(zip(names, row))
+    assert got["bottleneck"] == "compute-bound" and got["n_samples"] == 100
+    assert got["memory_ratio"] == pytest.approx(0.8) and got["heavy_memory_ratio"] == pytest.approx(0.8)
+    assert got["pcie_gbps"] == pytest.approx(4.0)

@@ -11,7 +11,8 @@ runs in another. The stated rule, applied to every target hour and counted in `v
    week (weekends and Mondays differ from midweek): the same date in another year falls on
    another weekday, and so mapped a Saturday's prices onto a Monday. Where no source year has that
    week (the turn of a year: 31 December moved back 52 weeks is 1 January of the same year; a
-   source that stops short), the week before or after it in the nearest year that has one.
+   source that stops short), the week before it in the nearest year that has one, else the week
+   after (always in that order, so one gap is filled from one week).
    The date moves by up to 3 days (10 with the week either side): fixed-date holidays move too.
 3. `interpolated`: the source hour chosen by 1 or 2 was itself missing inside the source's span,
    in a gap of at most MAX_INTERPOLATED_GAP_H hours; it is filled by linear interpolation in time
@@ -97,8 +98,10 @@ def map_to_target_hours(
     )
     matched = (
         candidates.join(full.rename({"hour_at": "source_hour_at"}), on="source_hour_at", how="inner")
-        # the right week of any year before the week either side of the nearest one
-        .sort(["hour_at", "off_week", "dist", "src_year"])
+        # the right week of any year before the week either side of the nearest one, and of those
+        # two always the week before: a tie left to the join's order filled one gap from both
+        # weeks, hour by hour (250 g/kWh, then 110 for two hours, then 250 again)
+        .sort(["hour_at", "off_week", "dist", "src_year", "extra_weeks"], descending=[False] * 4 + [True])
         .group_by("hour_at", maintain_order=True).first()
         .with_columns(
             pl.when(pl.col("interpolated")).then(pl.lit("interpolated"))

@@ -227,6 +227,22 @@ def test_a_long_gap_between_source_years_is_not_a_straight_line():
     assert {s.year for s in mapped["source_hour_at"]} == {2023}
 
 
+def test_a_gap_of_the_same_year_is_filled_from_one_week_the_week_before():
+    """Eight hours missing on 2 March: the week before (23 February) and the week after (9 March)
+    tied, and the join's order picked one per hour, two hours at 110 g/kWh among 250s."""
+    hours = pl.datetime_range(dt.datetime(2026, 2, 23, tzinfo=UTC), dt.datetime(2026, 3, 9, 23, tzinfo=UTC), "1h",
+                              eager=True, time_zone="UTC", time_unit="us")
+    week = (hours - dt.datetime(2026, 2, 23, tzinfo=UTC)).dt.total_days() // 7
+    src = pl.DataFrame({"hour_at": hours, "v": (100.0 + 50 * week).cast(pl.Float64)})
+    day = [dt.datetime(2026, 3, 2, h, tzinfo=UTC) for h in range(24)]
+    gap = day[8:16]
+    mapped = map_to_target_hours(src.filter(~pl.col("hour_at").is_in(gap)), day, ["v"], {"v": 0.0})
+    filled = mapped.filter(pl.col("hour_at").is_in(gap))
+    assert filled["v"].to_list() == [100.0] * 8  # the week of 23 February
+    assert set(filled["value_rule"]) == {"year_mapped"}
+    assert filled["source_hour_at"].to_list() == [h - dt.timedelta(weeks=1) for h in gap]
+
+
 def test_uncovered_days_fall_back_to_hour_of_day_mean_and_empty_to_default():
     src = pl.DataFrame({"hour_at": hours(dt.datetime(2023, 11, 1, tzinfo=UTC), 48),
                         "v": [float(i % 24) for i in range(48)]})

@@ -11,10 +11,12 @@ DEMO_ARGS ?=
 
 .PHONY: demo test test-fast bench system-packages venv clean
 
+# PYTHONWARNINGS: setuptools warns at every editable install of a package-dir layout that a folder
+# named like the package may shadow it; ours is the package (joulehouse/), so the warning says nothing.
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -c constraints.txt -e '.[test]'
+	PYTHONWARNINGS='ignore:Editable installation' $(PY) -m pip install --quiet -c constraints.txt -e '.[test]'
 	rm -f $(VENV)/.installed-*; touch $(STAMP)
 
 venv: $(STAMP)

@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 from scipy.optimize import nnls
 
-from joulehouse.models.coefficients import PowerCoefficients
+from joulehouse.models.coefficients import ALPHA_FLAT_RELATIVE, PowerCoefficients
 from joulehouse.models.settings import ModelSettings
 from joulehouse.models.sweeps import Sweep, SweepError, load_sweeps
 
@@ -53,23 +53,33 @@ def fit_sweep_exponent(sweep: Sweep, alphas: np.ndarray, source: str | None = No
     if "sm_clock_mhz" not in sweep.varied:
         raise SweepError(f"sweep {sweep.label!r} varies {sweep.setting}, not the SM clock: no clock exponent")
     clocks = sweep.sm_clock_mhz
-    keep = ~np.isnan(clocks)
+    keep = ~np.isnan(clocks) & _at_the_highest_limit(sweep.power_limit_w)
     if keep.sum() < 3:
         raise SweepError(f"sweep {sweep.label!r}: {int(keep.sum())} locked clocks; need at least 3 for an exponent")
     f, power = clocks[keep], sweep.average_power_w[keep]
     ratio = f / f.max()
-    best: tuple[float, float, np.ndarray] | None = None
+    fits = []
     for alpha in np.asarray(alphas, float):
         design = np.column_stack([np.ones_like(ratio), ratio**alpha])
         beta, _ = nnls(design, power)
-        sse = float(((design @ beta - power) ** 2).sum())
-        if best is None or sse < best[0]:
-            best = (sse, float(alpha), beta)
-    assert best is not None
-    sse, alpha, beta = best
+        fits.append((float(((design @ beta - power) ** 2).sum()), float(alpha), beta))
+    sse, alpha, beta = min(fits, key=lambda fit: fit[0])  # the first of a tie
+    sses = [fit[0] for fit in fits]
+    if beta[1] <= 0 or (len(sses) > 1 and max(sses) - min(sses) <= ALPHA_FLAT_RELATIVE * max(min(sses), 1.0)):
+        # every alpha fits alike (the power does not follow the clock: a memory-bound workload);
+        # the grid's first alpha was stored as measured
+        raise SweepError(f"sweep {sweep.label!r}: its power does not follow the SM clock; no exponent to read")
     return SweepExponent(source=source or sweep.label, alpha=alpha, unclocked_power_w=float(beta[0]),
                          dyn_w=float(beta[1]), rmse_w=float(np.sqrt(sse / len(power))), n_clocks=int(len(power)),
                          f_min_mhz=float(f.min()), f_max_mhz=float(f.max()))
+
+
+def _at_the_highest_limit(limits_w: np.ndarray) -> np.ndarray:
+    """The points of a clock sweep at its highest power limit (or the default, NaN): P(f) holds
+    where no cap binds. A clock x limit grid's capped rows fitted with the rest gave 1.3 for 3."""
+    if np.isnan(limits_w).any():
+        return np.isnan(limits_w)
+    return limits_w == limits_w.max()
 
 
 def parse_sweep_file_entry(entry: str) -> tuple[str, Path]:
@@ -98,7 +108,12 @@ def sweep_exponent_for(gpu_model: str, entries: tuple[str, ...], alphas: np.ndar
             sweeps = load_sweeps(path)
         except SweepError:
             continue  # a configured file that is gone: the model keeps no sweep exponent
-        fits += [fit_sweep_exponent(s, alphas, source=path.name) for s in sweeps.values() if "sm_clock_mhz" in s.varied]
+        for sweep in sweeps.values():
+            if "sm_clock_mhz" in sweep.varied:
+                try:
+                    fits.append(fit_sweep_exponent(sweep, alphas, source=path.name))
+                except SweepError:
+                    continue  # a workload whose power does not follow the clock says nothing of alpha
     if not fits:
         return None
     fits.sort(key=lambda e: e.alpha)

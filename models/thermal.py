@@ -68,9 +68,9 @@ def fit_thermal_day(con: duckdb.DuckDBPyConnection, day: dt.date, *, samples_rel
         raise ValueError(f"samples relation {samples_relation!r} does not exist in the warehouse")
     con.execute(f"CREATE OR REPLACE TEMP VIEW thermal_input_samples AS SELECT * FROM {quoted}")
     node = next((name for name in NODE_RELATIONS if relation_exists(con, name)), None)
-    if node is not None:
+    if node is not None:  # the lake as written: pandas' NaN for a missing inlet, one of which lost the host
         con.execute("CREATE OR REPLACE TEMP VIEW thermal_input_inlet AS SELECT host, sampled_at, "
-                    f"CAST(inlet_temp_c AS DOUBLE) AS inlet_temp_c FROM {quoted_relation(node)} WHERE inlet_temp_c IS NOT NULL")
+                    f"CAST(inlet_temp_c AS DOUBLE) AS inlet_temp_c FROM {quoted_relation(node)} WHERE isfinite(inlet_temp_c)")
     else:
         con.execute("CREATE OR REPLACE TEMP TABLE thermal_input_inlet (host VARCHAR, sampled_at TIMESTAMPTZ, inlet_temp_c DOUBLE)")
     stats = records(con.execute(load_sql("thermal_suffstats"), {"day": day, "max_gap_s": max_gap_s,

@@ -31,8 +31,11 @@ inlet_at AS (
     ASOF LEFT JOIN thermal_input_inlet AS i ON t.host = i.host AND t.at >= i.sampled_at
 ),
 joined AS (
-    SELECT g.host, g.gpu_uuid, g.gpu_model, g.source, g.sampled_at, CAST(g.temp_c AS DOUBLE) AS temp_c,
-           CAST(g.power_w AS DOUBLE) AS power_w,
+    -- a NaN or infinite reading is none (a relation the build did not check): in the sums it made
+    -- the GPU's NaN and dropped it unsaid
+    SELECT g.host, g.gpu_uuid, g.gpu_model, g.source, g.sampled_at,
+           CASE WHEN isfinite(g.temp_c) THEN CAST(g.temp_c AS DOUBLE) END AS temp_c,
+           CASE WHEN isfinite(g.power_w) THEN CAST(g.power_w AS DOUBLE) END AS power_w,
            CASE WHEN epoch(g.sampled_at) - epoch(i.sampled_at) <= $max_inlet_age_s THEN i.inlet_temp_c END AS inlet_temp_c
     FROM thermal_input_samples AS g
     LEFT JOIN inlet_at AS i ON g.host = i.host AND g.sampled_at = i.at

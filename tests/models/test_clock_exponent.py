@@ -24,6 +24,28 @@ def test_a_hand_made_clock_sweep_gives_back_its_exponent_and_power_split():
     assert found.dyn_w == pytest.approx(280.0, rel=1e-6)
 
 
+def test_a_clock_by_limit_grid_reads_alpha_from_its_uncapped_points():
+    """Each clock measured at the default limit and under a 250 W cap: the capped points fitted
+    with the others gave alpha 1.30 for a true 3.0."""
+    clocks = np.arange(900.0, 1411.0, 30.0)
+    free = 100.0 + 300.0 * (clocks / 1410.0) ** 3.0
+    sweep = Sweep("grid", np.concatenate([clocks, clocks]), np.concatenate([np.full_like(clocks, 400.0),
+                                                                              np.full_like(clocks, 250.0)]),
+                  np.ones(2 * len(clocks)), np.concatenate([free, np.minimum(free, 250.0)]))
+    assert sweep.varied == ("sm_clock_mhz", "power_limit_w")
+    found = fit_sweep_exponent(sweep, FINE)
+    assert found.alpha == pytest.approx(3.0, abs=1e-9) and found.n_clocks == len(clocks)
+
+
+def test_a_sweep_whose_power_does_not_follow_the_clock_gives_no_exponent():
+    """A memory-bound workload at a flat 300 W: every alpha fitted alike and the grid's first,
+    1.0, was stored as measured (the tie the fleet's own fit already refuses)."""
+    clocks = np.arange(900.0, 1411.0, 30.0)
+    flat = Sweep.of_clocks("flat", clocks, np.ones_like(clocks), np.full_like(clocks, 300.0))
+    with pytest.raises(SweepError, match="does not follow the SM clock"):
+        fit_sweep_exponent(flat, FINE)
+
+
 def test_a_power_limit_sweep_has_no_clock_exponent():
     sweep = load_sweep(SWEEPS / "zeus_testprofile_A40+resnet50+gpu0.csv")
     with pytest.raises(SweepError, match="not the SM clock"):

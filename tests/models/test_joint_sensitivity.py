@@ -145,3 +145,47 @@ def test_a_job_row_shipped_twice_counts_once_in_the_hours_class(tmp_path):
     build_day(con, day, WarehouseSettings(), now=start + dt.timedelta(days=8))
     link_bandwidth_day(con, day)
     assert [r["workload_class"] for r in read_gpu_hours(con, day) if r["hour_at"] == start] == ["latency-sensitive"]
+
+
+def _site_hours(missing_temp_hours=()):
+    """24 site-hours where PUE = 1.05 + 0.008 x outdoor C, and IT load does not matter (the true
+    d PUE / d ln load is 0) but peaks with the afternoon's heat, as at a real site."""
+    import datetime as dt
+
+    import duckdb
+    import numpy as np
+
+    day = dt.date(2026, 7, 14)
+    start = dt.datetime.combine(day, dt.time(), dt.timezone.utc)
+    rng = np.random.default_rng(0)
+    h = np.arange(24)
+    temp = 20 + 8 * np.sin((h - 9) / 24 * 2 * np.pi) + rng.normal(0, 0.5, 24)
+    load_kw = 400 + 150 * np.sin((h - 9) / 24 * 2 * np.pi) + rng.normal(0, 20, 24)
+    pue = 1.05 + 0.008 * temp + rng.normal(0, 0.002, 24)
+    con = duckdb.connect()
+    con.execute("CREATE TABLE fct_pue_hourly (day DATE, site VARCHAR, hour_at TIMESTAMPTZ, pue DOUBLE, "
+                "it_energy_kwh DOUBLE, coverage_ratio DOUBLE)")
+    con.executemany("INSERT INTO fct_pue_hourly VALUES (?, 's', ?, ?, ?, 1.0)",
+                    [(day, start + dt.timedelta(hours=int(i)), float(pue[i]), float(load_kw[i])) for i in h])
+    con.execute("CREATE TABLE raw_facility_samples (site VARCHAR, sampled_at TIMESTAMPTZ, date DATE, "
+                "outdoor_temp_c DOUBLE)")
+    con.executemany("INSERT INTO raw_facility_samples VALUES ('s', ?, ?, ?)",
+                    [(start + dt.timedelta(hours=int(i), minutes=m), day, float(temp[i]))
+                     for i in h if i not in missing_temp_hours for m in (0, 30)])
+    return con, day, [start + dt.timedelta(hours=int(i)) for i in h]
+
+
+def test_the_pue_part_holds_outdoor_temperature_fixed_even_with_an_hour_unread():
+    """One hour without an outdoor reading (or a window of 4 hours) dropped the temperature from
+    the regression, and its swing went into the slope: 0.147 +- 0.013 for a true 0."""
+    from joulehouse.models.joint_sensitivity import site_pue_parts
+
+    con, day, hours = _site_hours()
+    every = site_pue_parts(con, day)["s"]
+    con, day, hours = _site_hours(missing_temp_hours=(3,))
+    one_unread = site_pue_parts(con, day)["s"]
+    for part in (every, one_unread):
+        assert abs(part.value) < 1.96 * part.std_error + 0.005, part  # the truth, 0, inside the interval
+    assert one_unread.n_obs == 23
+    assert "s" not in site_pue_parts(con, day, hours[8:12]), "4 hours cannot hold the temperature fixed"
+    assert abs(site_pue_parts(con, day, hours[8:13])["s"].value) < 0.05

@@ -173,3 +173,21 @@ def test_an_idle_gpu_gets_no_theta():
     assert "GPU-0" not in got
     assert all(theta == pytest.approx(0.10, rel=0.3) for theta in got.values())
     assert con.execute("SELECT count(*) FROM fct_thermal_gpu WHERE is_outlier").fetchone()[0] == 0
+
+
+def test_a_nan_reading_is_none_not_the_end_of_the_hosts_thermal_rows():
+    """One NaN inlet reading (pandas writes a missing float so, and raw_node_samples is the lake as
+    written) made every sum of the host NaN: its GPUs got no theta, unsaid. A NaN temperature or
+    power of a relation the build did not check did the same to its GPU."""
+    fits = {}
+    for written in ("'NaN'", "NULL"):
+        con = duckdb.connect()
+        con.execute("SET TimeZone = 'UTC'")
+        _hand_made(con, {"dcgm": 30}, 0, hours=6.0)
+        con.execute(f"UPDATE stg_node_samples SET inlet_temp_c = {written}::FLOAT WHERE epoch(sampled_at) % 3600 = 0")
+        con.execute(f"UPDATE stg_gpu_samples SET temp_c = {written}::FLOAT, power_w = {written}::FLOAT "
+                    "WHERE epoch(sampled_at) % 7200 = 30")
+        assert fit_thermal_day(con, DAY) == 1
+        fits[written] = con.execute("SELECT theta_c_per_w, tau_s, n_samples FROM fct_thermal_gpu").fetchone()
+    assert fits["'NaN'"] == pytest.approx(fits["NULL"], rel=1e-12)
+    assert fits["'NaN'"][0] == pytest.approx(0.10, rel=0.03)

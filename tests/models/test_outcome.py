@@ -160,15 +160,34 @@ def test_the_pooled_interval_belongs_to_the_pooled_point():
 
 def test_a_matched_job_counts_for_a_treated_gpu_only_on_that_gpus_own_days():
     """GPU b's before-window is day 2 only (it ran at another limit on day 1): the job of day 1
-    is a 'before' job for GPU a, and not for b, though the group's days include day 1."""
+    is a 'before' job for GPU a, and not for b, though the group's days include day 1. b shared
+    no job with the control before its change, so it has none after either: no footing to set it on."""
     from joulehouse.models.outcome_matched import _matched_differences, _mean_known
 
     jobs = [{"job_id": "j", "day": d, "gpu_uuid": g, "energy_kwh": e}
             for d, g, e in [(1, "a", 2.0), (1, "b", 4.0), (1, "c", 1.0), (3, "a", 1.0), (3, "b", 1.0), (3, "c", 1.0)]]
     diffs = _matched_differences(jobs, {"a": ({1, 2}, {3}), "b": ({2}, {3})}, {"c"}, lambda r: r["energy_kwh"])
-    assert diffs[("j", 1, "before")] == pytest.approx({"a": math.log(2.0)})
-    assert diffs[("j", 3, "after")] == pytest.approx({"a": 0.0, "b": 0.0})
+    # a against c: 2x before, 1x after; c's offset from a (read before) is taken out of both
+    assert diffs[("j", 1, "before")] == pytest.approx({"a": 0.0})
+    assert diffs[("j", 3, "after")] == pytest.approx({"a": -math.log(2.0)})
     assert _mean_known([1.0, None, 3.0]) == 2.0 and _mean_known([None]) is None
+
+
+def test_a_job_that_moved_to_another_control_keeps_the_controls_offsets_out():
+    """Before the change the job ran on T with C1 (and once with C2, a board drawing 400 W for the
+    work C1 does at 350 W); after it, with C2 alone. Set against its job's controls as they came,
+    T read 25% saved for 14.3%; each control's offset from T is now read before and taken out."""
+    from joulehouse.models.outcome_matched import _matched_differences
+
+    jobs = [{"job_id": j, "day": d, "gpu_uuid": g, "energy_kwh": e}
+            for j, d, g, e in [("j1", 1, "T", 350.0), ("j1", 1, "C1", 350.0), ("j1", 1, "C2", 400.0),
+                               ("j2", 2, "T", 350.0), ("j2", 2, "C1", 350.0),
+                               ("j3", 3, "T", 300.0), ("j3", 3, "C2", 400.0)]]
+    diffs = _matched_differences(jobs, {"T": ({1, 2}, {3})}, {"C1", "C2"}, lambda r: r["energy_kwh"])
+    before = [d["T"] for (_, _, side), d in diffs.items() if side == "before"]
+    after = [d["T"] for (_, _, side), d in diffs.items() if side == "after"]
+    saving = 1 - math.exp(sum(after) / len(after) - sum(before) / len(before))
+    assert saving == pytest.approx(1 - 300 / 350, rel=1e-12)
 
 
 def test_the_unit_of_work_is_one_every_job_reports():

@@ -108,10 +108,15 @@ def register(app: typer.Typer) -> None:
 def _interval(sweep, bound: float | None) -> dict:
     """The best power interval of a power-limit sweep (models.cap_calibration.sweep_interval): the
     measured limits at their readings, the fitted cap model between them, on a 5 W grid. Null for a
-    clock sweep or one of fewer than three limits (too few to fit the model's shape)."""
+    clock sweep, one of fewer than three limits (too few to fit the model's shape), or one with a
+    point at the default limit (no watts to place it at on the curve: the fit had stopped on it
+    with a traceback)."""
+    import numpy as np
+
     from joulehouse.models.cap_calibration import sweep_interval
 
-    if sweep.setting != "power_limit_w" or len(set(sweep.values.tolist())) < 3:
+    if (sweep.setting != "power_limit_w" or np.isnan(sweep.values).any()
+            or len(set(sweep.values.tolist())) < 3):
         return {"interval_best_w": None, "interval_low_w": None, "interval_high_w": None}
     limits, _, _, choice = sweep_interval(sweep, bound)
     return {"interval_best_w": float(limits[choice.best]), "interval_low_w": choice.low_w,

@@ -35,6 +35,18 @@ def _measured_optimum_w(sweep: Sweep, bound_pct: float) -> float:
     return choose_setting(sweep, "energy", max_slowdown_pct=bound_pct).power_limit_w
 
 
+def test_the_fastest_limit_qualifies_not_the_highest():
+    """A sweep fastest at 200 W whose 260 W runs 5.9% slower: the highest limit always qualified,
+    and a 2% bound's interval was 260 W."""
+    limits = np.array([150.0, 200.0, 225.0, 260.0])
+    times = np.array([1.05, 1.0, 1.002, 1.059])
+    energy = np.array([0.95, 1.06, 1.04, 1.0])
+    choice = interval_on_curve(limits, energy, times, max_slowdown_pct=2.0)
+    assert limits[choice.best] == 225.0 and choice.high_w <= 225.0
+    none_within = interval_on_curve(limits, energy, times, max_slowdown_pct=0.0)
+    assert limits[none_within.best] == 200.0
+
+
 def test_the_rule_keeps_within_the_bound_and_above_the_floor():
     limits = np.array([100.0, 150.0, 200.0, 250.0, 300.0])
     energy = np.array([0.70, 0.75, 0.80, 0.90, 1.0])

@@ -44,10 +44,34 @@ def test_repeated_windows_per_limit_are_averaged(tmp_path):
     path = tmp_path / "profile.csv"
     path.write_text("start_time,window_name,elapsed_time,gpu0_energy\n"
                     "0,__GlobalPowerLimitOptimizer_200,10,2000\n1,__GlobalPowerLimitOptimizer_200,12,2200\n"
-                    "2,__GlobalPowerLimitOptimizer_100,20,1900\n3,user_window,5,50\n")
+                    "2,__GlobalPowerLimitOptimizer_100,20,1900\n3,user_window,5,50\n"
+                    "4,epoch_200,30,9000\n5,warmup_3,1,20\n")  # a user's windows, ending in digits
     sweep = load_sweep(path)
     assert list(sweep.values) == [100, 200]
     assert sweep.time_s[1] == 11 and sweep.energy_j[1] == 2100
+
+
+def test_a_stage_profile_whose_clocks_time_other_stages_is_refused(tmp_path, shared_data):
+    """One backward row of one clock missing: that clock summed less work and won (1200 MHz read
+    26% saved and 1.6% slower, against 18% and 9.9% for the full file's choice)."""
+    rows = (shared_data / "sweeps" / "perseus_sosp24_stage_profile_gpt3-175b_a100sxm_bf16.csv").read_text().splitlines()
+    dropped = next(i for i, line in enumerate(rows) if line.startswith("7,backward,1200,"))
+    path = tmp_path / "profile.csv"
+    path.write_text("\n".join(rows[:dropped] + rows[dropped + 1:]) + "\n")
+    with pytest.raises(SweepError, match="1 clock.s. lack rows the others have .first 1200 MHz, 1 row.s. missing"):
+        load_sweep(path)
+
+
+def test_a_grid_with_a_point_at_the_default_limit_gives_its_choice_and_no_interval(tmp_path):
+    """An empty power_limit_w is the default: the interval's model fit stopped on it with a
+    traceback (scipy: residuals are not finite)."""
+    path = tmp_path / "grid.csv"
+    path.write_text("workload,sm_clock_mhz,power_limit_w,time_s,energy_j\nw,,,10.0,3000\nw,,250,10.2,2800\n"
+                    "w,,200,10.9,2500\nw,,150,12.5,2400\n")
+    result = _run(str(path), "--max-slowdown-pct", "10", "--format", "json")
+    assert result.exit_code == 0, result.output
+    [row] = json.loads(result.output)
+    assert row["power_limit_w"] == 200.0 and row["interval_best_w"] is None
 
 
 def test_summary_files_hold_one_sweep_per_workload(shared_data):

@@ -13,6 +13,9 @@ INTERLEAVED_SAME_BURST_SHARE = 0.8
 # The gap counted between two rows of one timestamp (s): nvidia-smi stamps to the millisecond, so
 # they were at most that far apart, as close as a sweep's rows with stamps of their own.
 SAME_INSTANT_S = 1e-3
+# Fewest gaps the bursts are looked for in: 8 GPUs x 3 sweeps (23 gaps) were stored as one GPU at
+# 30; the gap ratio and the bursts' one size still decide
+MIN_GAPS = 10
 
 
 def interleaved_gpus(times_s: list[float]) -> tuple[int, float] | None:
@@ -23,7 +26,7 @@ def interleaved_gpus(times_s: list[float]) -> tuple[int, float] | None:
     # rows of one instant are a burst's too (a sweep's rows within a millisecond share its stamp):
     # left out, 8 GPUs read as one, stored as GPU 0 or quarantined as its duplicates
     gaps = [max(b - a, SAME_INSTANT_S) for a, b in zip(times, times[1:])]
-    if len(gaps) < 30:
+    if len(gaps) < MIN_GAPS:
         return None
     logs = sorted(math.log(g) for g in gaps)
     n, total = len(logs), sum(logs)

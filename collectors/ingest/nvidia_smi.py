@@ -4,7 +4,9 @@ What real logs look like, and what is done about it:
 - headers carry units in brackets and leading spaces (" power.draw [W]"): the field name is the
   part before the bracket; the bracketed unit must be the one the field is stored in.
 - values carry units as text ("20.13 W", "195 MHz", "0 MiB", "0 %", "P8"); "[N/A]", "N/A" and
-  "[Not Supported]" are NULL, never 0. A value whose unit is not the field's unit is rejected.
+  "[Not Supported]" are NULL, never 0. A value whose unit is not the field's unit is rejected, and
+  so is one written without its unit where the log's rows write it (or with it where they do not)
+  and a last line without a line end: a line cut short ('300.00 W' cut to '3').
 - timestamps come as "2026/06/11 15:24:31.269" (nvidia-smi's own, local time without a zone: read
   in `assume_tz`, UTC by default, and said so in the notes) or ISO 8601 with an offset
   ("2025-09-08T17:26:50+08:00", converted exactly). Stored in UTC. Across a daylight-saving change
@@ -54,11 +56,11 @@ and of the duplicate window, and is refused part-way without a trace in the lake
 from __future__ import annotations
 
 import csv
-import heapq
 import itertools
+import re
 import sys
 import uuid
-from collections.abc import Callable, Hashable, Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -66,6 +68,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import pyarrow as pa
 
+from joulehouse.collectors.ingest.log_lines import LineEnds, RecentReadings
 from joulehouse.collectors.ingest.interleaved import interleaved_gpus
 from joulehouse.collectors.ingest.local_time import LogClock, check_plausible
 from joulehouse.collectors.input_file import text_lines
@@ -78,7 +81,6 @@ from joulehouse.collectors.writer import WrittenFile
 
 SOURCE = "nvidia-smi"
 _SYNTHETIC_NS = uuid.UUID("6f1c2a8e-4b7d-5e0f-9a3c-1d2e3f405162")
-_EPOCH, _US = datetime(1970, 1, 1, tzinfo=timezone.utc), timedelta(microseconds=1)
 # A log's lines are a few hundred characters, its header a few thousand with every --query-gpu
 # field: a longer line is not such a log, and is refused there rather than read whole.
 MAX_LINE_CHARS = 65_536
@@ -187,7 +189,8 @@ def _read_chunks(path: Path, *, host: str, gpu_model: str | None, assume_tz: str
     except (ValueError, ZoneInfoNotFoundError):
         raise NvidiaSmiError(f"assume_tz {assume_tz!r} is not an IANA time zone such as 'UTC' or 'Asia/Shanghai'") from None
     # Bytes that are not UTF-8 come through as lone surrogates: their row is rejected below.
-    with text_lines(path, "nvidia-smi log", MAX_LINE_CHARS, NvidiaSmiError, errors="surrogateescape") as lines:
+    with text_lines(path, "nvidia-smi log", MAX_LINE_CHARS, NvidiaSmiError, errors="surrogateescape") as read:
+        lines = LineEnds(read)
         first = next(lines, "")
         has_bom, first = first.startswith(BOM), first.removeprefix(BOM)
         reader = csv.reader(itertools.chain([first] if first else [], lines))
@@ -202,16 +205,20 @@ def _read_chunks(path: Path, *, host: str, gpu_model: str | None, assume_tz: str
             notes.append("the file opens with a UTF-8 byte-order mark: skipped")
         id_columns = _id_columns(path, names, index_column)
         columns: dict[str, list] = {n: [] for n in GPU_SAMPLES.names}
-        recent = _RecentReadings(DUPLICATE_WINDOW_S)
+        recent = RecentReadings(DUPLICATE_WINDOW_S)
         probe: list[float] | None = []  # timestamps of rows no column gives a GPU; None once checked
         lone_uuid = ""  # the one GPU a log with a uuid but no index column may hold
         index_of_uuid: dict[str, int] = {}  # from rows with an index: what a later header without one gives
         naive, clock, headers_again = 0, LogClock(zone), 0
+        units: dict[str, bool] = {}  # per field: the log writes its unit after the value (parse_row)
         for values in rows:
             line_no = reader.line_num  # the file's line where this row ends (the header is line 1)
             if not values or all(not v.strip() for v in values):
                 continue
             line = ",".join(values)  # the row as read, for its reject record (printable() only then)
+            if lines.cut:  # the file's last line, no line end after it: being written, or cut short
+                reject(RejectedRow(line_no, "cut short: the log's last line has no line end", printable(line)))
+                continue
             if values[0].startswith(BOM) and "timestamp" in (field_name(v)[0] for v in
                                                              [values[0].removeprefix(BOM), *values[1:]]):
                 # a second log's header, its byte-order mark where the logs were concatenated: refused
@@ -223,11 +230,17 @@ def _read_chunks(path: Path, *, host: str, gpu_model: str | None, assume_tz: str
             if bad_bytes:
                 reject(RejectedRow(line_no, bad_bytes, printable(line)))
                 continue
+            if (glued := _glued_header(values, path, line_no)) is not None:
+                # nvidia-smi restarted on the same file mid-line: the cut row, then its new header
+                reject(RejectedRow(line_no, "cut short: a header follows on the same line (nvidia-smi restarted)",
+                                   printable(line)))
+                values, line = glued, ",".join(glued)
             if "timestamp" in line.lower() and "timestamp" in (field_name(v)[0] for v in values):
                 # Logs concatenated, or nvidia-smi restarted with other --query-gpu fields: the rows
                 # below follow this header; read by the first one, a value lands in another's column.
                 again = _header_names(values, path, line_no)
                 headers_again += 1
+                units = {}  # a restart may write them otherwise (csv or csv,nounits)
                 if again != names:
                     notes.append(f"line {line_no}: a new header; the rows after it are read by its columns")
                     names, id_columns = again, _id_columns(path, again, index_column)
@@ -237,7 +250,7 @@ def _read_chunks(path: Path, *, host: str, gpu_model: str | None, assume_tz: str
                 continue
             row = dict(zip(names, values))
             try:
-                sample = parse_row(row, id_columns, index_column, clock)
+                sample = parse_row(row, id_columns, index_column, clock, units)
                 check_plausible(sample["sampled_at"], "timestamp", now)
             except ValueError as exc:
                 reject(RejectedRow(line_no, str(exc), printable(line)))
@@ -258,7 +271,7 @@ def _read_chunks(path: Path, *, host: str, gpu_model: str | None, assume_tz: str
                         "required in gpu_samples and no UUID says a GPU's index on its host, so the log is not imported "
                         "(every GPU would be stored as GPU 0); log with --query-gpu=timestamp,index,uuid,...")
             at = sample["sampled_at"]
-            if probe is not None and not id_columns and "uuid" not in names:
+            if probe is not None and not id_columns and not uuid:  # a uuid column of [N/A] tells no GPU apart
                 # before the duplicate check: a sweep's rows sharing one stamp are several GPUs, and
                 # taken for one GPU's duplicates first, the bursts were never seen
                 probe.append(at.timestamp())
@@ -294,6 +307,25 @@ def _read_chunks(path: Path, *, host: str, gpu_model: str | None, assume_tz: str
                      "quarantines a second reading of a GPU at one instant (duplicate_key)")
 
 
+_QUERY_NAME = re.compile(r"[a-z_]+(\.[a-z_]+)*")
+
+
+def _glued_header(values: list[str], path: Path, line_no: int) -> list[str] | None:
+    """The header a row holds after a cut field ('..., 30timestamp, index, power.draw [W]'), or None."""
+    for i, value in enumerate(values):
+        name = value.strip().lower()
+        if name.endswith("timestamp") and name != "timestamp" and i + 1 < len(values):
+            tail = ["timestamp", *values[i + 1:]]
+            if not all(_QUERY_NAME.fullmatch(field_name(v)[0]) for v in tail):
+                return None  # a value, not nvidia-smi's lower-case dotted query names
+            try:
+                _header_names(tail, path, line_no)
+            except NvidiaSmiError:
+                return None
+            return tail
+    return None
+
+
 def _samples_table(columns: dict[str, list]) -> pa.Table:
     return conform("gpu_samples", pa.Table.from_pydict(columns, schema=GPU_SAMPLES))
 
@@ -308,36 +340,6 @@ def _refuse_interleaved(path: Path, times_s: list[float]) -> None:
             f"{gpus} GPUs interleaved, and no index, gpu or uuid column says which row is which GPU: they cannot be "
             f"told apart, so the log is not imported (as one GPU its energy would be about {gpus}x one GPU's, its "
             "power jumping between GPUs); log with --query-gpu=timestamp,index,uuid,...")
-
-
-class _RecentReadings:
-    """The (GPU, instant) keys of a log's readings of the last `window_s` before its latest one:
-    a duplicate is a key seen again. Older keys are forgotten (module docstring), so memory is
-    bounded by the window; `unchecked` counts the rows that came too far back to check."""
-
-    def __init__(self, window_s: float) -> None:
-        self._window_us = round(window_s * 1e6)
-        self._keys: set[tuple[int, Hashable]] = set()
-        self._by_time: list[tuple[int, Hashable]] = []  # a heap of the same keys, oldest first
-        self._latest_us: int | None = None
-        self.unchecked = 0
-
-    def add(self, gpu: Hashable, at: datetime) -> bool:
-        """False when `gpu` already has a reading at `at` (UTC); else True, and the reading is kept."""
-        at_us = (at - _EPOCH) // _US
-        key = (at_us, gpu)
-        if key in self._keys:
-            return False
-        if self._latest_us is not None and at_us < self._latest_us - self._window_us:
-            self.unchecked += 1
-            return True
-        self._keys.add(key)
-        heapq.heappush(self._by_time, key)
-        if self._latest_us is None or at_us > self._latest_us:
-            self._latest_us = at_us
-            while self._by_time[0][0] < at_us - self._window_us:
-                self._keys.discard(heapq.heappop(self._by_time))
-        return True
 
 
 def _csv_rows(reader, path: Path):

@@ -121,9 +121,13 @@ def identity_text(value: str | None) -> str:
     return "" if text.lower() in NULLS else text
 
 
-def parse_row(row: dict[str, str], id_columns: list[str], index_column: str | None, clock: LogClock) -> dict:
+def parse_row(row: dict[str, str], id_columns: list[str], index_column: str | None, clock: LogClock,
+              units: dict[str, bool] | None = None) -> dict:
     """The gpu_samples values of one row (field name -> cell), its GPU's index from `id_columns`
-    (0 when the log has none); ValueError, the reject reason, when the row cannot be stored."""
+    (0 when the log has none); ValueError, the reject reason, when the row cannot be stored.
+    `units`: per field, whether the log's rows so far write the unit after the value (nvidia-smi's
+    `csv` does, `csv,nounits` does not), filled by the first value: a value written otherwise is a
+    line cut short ('300.00 W' cut to '3'), rejected rather than stored as 3 W."""
     try:
         ids = {c: _gpu_index(row[c]) for c in id_columns}
     except ValueError as exc:
@@ -150,6 +154,11 @@ def parse_row(row: dict[str, str], id_columns: list[str], index_column: str | No
                 raise ValueError(f"{name}: {exc}") from None
             if value is not None and value < 0:
                 raise ValueError(f"{name}: negative reading {raw.strip()!r}")
+            if value is not None and units is not None and unit:
+                written = bool(_VALUE.match(raw.strip()).group(2))
+                if units.setdefault(name, written) != written:
+                    raise ValueError(f"{name}: {raw.strip()!r} is written {'with' if written else 'without'} its unit, "
+                                     f"the log's other rows {'without' if written else 'with'} (a line cut short?)")
             if value is not None and column in _INTEGER_COLUMNS:
                 value = round(value)
             if value is not None:

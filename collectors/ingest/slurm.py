@@ -10,8 +10,8 @@ Times: sacct prints local time without a zone (`2026-11-30T08:00:00`): read in `
 (UTC by default; the notes say which), stored in UTC. An End of `Unknown`, `None` or empty is a
 job still running: its `ended_at` is the import time and its `state` says RUNNING, so importing
 the export again later (the same file, grown) replaces the row with the real end. A job that
-never started (Start `Unknown`/`None`, NodeList `None assigned`) or holds no GPU (no `gres/gpu`
-in AllocTRES) held no GPU time: it is counted, not stored.
+never started (Start `Unknown`/`None`, NodeList `None assigned`), holds no GPU (no `gres/gpu`
+in AllocTRES) or ended as it started held no GPU time: it is counted, not stored.
 
 Which GPUs a job held (the extra column `gpu_assignment` says, per row, how it was decided):
 - `whole-node`: a job with at least as many GPUs per node as its node has (the node's GPUs are
@@ -200,8 +200,10 @@ def _parse_line(line: str, header: list[str], number: int, zone: ZoneInfo, now: 
             # 02:30 CEST to 02:10 CET: read as the first pass the End fell before the Start, and an
             # 8-GPU job was quarantined; the second pass is the only reading after the Start
             ended_at = second_pass(ended_at, zone)
-    if ended_at <= started_at:
-        raise ValueError(f"End: {ended_at.isoformat()} is not after Start {started_at.isoformat()}")
+    if ended_at == started_at:
+        raise _Skip("ended as it started (no GPU time)")  # an instant OUT_OF_MEMORY: counted, not a bad line
+    if ended_at < started_at:
+        raise ValueError(f"End: {ended_at.isoformat()} is before Start {started_at.isoformat()}")
     return _Job(number, line, job_id, row["JobName"], row["User"].strip() or None, row["Account"].strip() or None,
                 row["Partition"].strip() or None, state, started_at, ended_at,
                 expand_hostlist(row["NodeList"]), gpus, (row.get("JobIDRaw") or "").strip() or job_id)

@@ -241,3 +241,61 @@ def test_one_gpus_logs_are_not_taken_for_interleaved_ones(telemetry, tmp_path):
         for s in range(300) for g in range(8)))
     with pytest.raises(NvidiaSmiError, match="bursts of 8"):
         read_nvidia_smi_csv(same, host="h", gpu_model="G")
+
+
+NOW = datetime(2026, 3, 2, tzinfo=timezone.utc)
+
+
+def test_a_restart_whose_header_lands_on_a_cut_line_is_read_by_its_new_columns(tmp_path):
+    """nvidia-smi killed mid-line, then restarted on the file with its columns in another order
+    (and nounits): the new header followed the cut row on one line, was rejected with it as a bad
+    field count, and the rows below were read by the old header: 41 W and 310 C."""
+    log = tmp_path / "smi.csv"
+    log.write_text("timestamp, index, power.draw [W], temperature.gpu\n"
+                   "2026/03/01 10:00:00.000, 0, 300.00, 40\n"
+                   "2026/03/01 10:00:01.000, 0, 30timestamp, index, temperature.gpu, power.draw [W]\n"
+                   "2026/03/01 10:05:00.000, 0, 41, 310.00\n"
+                   "2026/03/01 10:05:01.000, 0, 42, 320.00\n")
+    res = read_nvidia_smi_csv(log, host="h", gpu_model="G", now=NOW)
+    assert [(r["power_w"], r["temp_c"]) for r in res.table.select(["power_w", "temp_c"]).to_pylist()] == [
+        (300.0, 40.0), (310.0, 41.0), (320.0, 42.0)]
+    [cut] = res.rejected
+    assert cut.line == 3 and cut.reason.startswith("cut short: a header follows on the same line")
+
+
+def test_a_line_cut_short_is_rejected_not_read_as_a_smaller_number(tmp_path):
+    """'300.00 W' cut to '3' at the end of a log being written: stored as 3 W. A value written
+    without its unit in a log that writes units (or the other way round), and a last line without
+    a line end, are rejected with the reason."""
+    log = tmp_path / "smi.csv"
+    head = ("timestamp, index, utilization.gpu [%], power.draw [W]\n"
+            "2026/03/01 10:00:00.000, 0, 50 %, 300.00 W\n2026/03/01 10:00:01.000, 0, 50 %, 300.00 W\n")
+    log.write_text(head + "2026/03/01 10:00:02.000, 0, 50 %, 3")
+    res = read_nvidia_smi_csv(log, host="h", gpu_model="G", now=NOW)
+    assert res.table.num_rows == 2 and [r.reason for r in res.rejected] == [
+        "cut short: the log's last line has no line end"]
+    log.write_text(head + "2026/03/01 10:00:02.000, 0, 50 %, 3\n2026/03/01 10:00:03.000, 0, 50 %, 301.00 W\n")
+    res = read_nvidia_smi_csv(log, host="h", gpu_model="G", now=NOW)
+    assert res.table.column("power_w").to_pylist() == [300.0, 300.0, 301.0]
+    assert [r.reason for r in res.rejected] == [
+        "power.draw: '3' is written without its unit, the log's other rows with (a line cut short?)"]
+    nounits = tmp_path / "nounits.csv"
+    nounits.write_text("timestamp, index, power.draw [W]\n2026/03/01 10:00:00.000, 0, 300.00\n"
+                       "2026/03/01 10:00:01.000, 0, 301.00\n")
+    assert read_nvidia_smi_csv(nounits, host="h", gpu_model="G", now=NOW).table.num_rows == 2
+
+
+def test_interleaved_gpus_are_refused_with_a_uuid_column_of_na_and_in_a_short_log(tmp_path):
+    """4 GPUs a sweep under a uuid column that is all [N/A] (it tells no GPU apart), and 8 GPUs x
+    3 sweeps: both were stored as GPU 0, their power jumping between GPUs."""
+    na = tmp_path / "na.csv"
+    na.write_text("timestamp, uuid, power.draw [W]\n" + "".join(
+        f"2026/03/01 10:{s // 60:02d}:{s % 60:02d}.{5 * g:03d}, [N/A], {100 * (g + 1)}.00 W\n"
+        for s in range(100) for g in range(4)))
+    with pytest.raises(NvidiaSmiError, match="bursts of 4"):
+        read_nvidia_smi_csv(na, host="h", gpu_model="G", now=NOW)
+    short = tmp_path / "short.csv"
+    short.write_text("timestamp, power.draw [W]\n" + "".join(
+        f"2026/03/01 10:00:{s:02d}.{3 * g:03d}, {60 + 40 * g}.00 W\n" for s in range(3) for g in range(8)))
+    with pytest.raises(NvidiaSmiError, match="bursts of 8"):
+        read_nvidia_smi_csv(short, host="h", gpu_model="G", now=NOW)

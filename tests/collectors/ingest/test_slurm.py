@@ -235,11 +235,14 @@ def test_bad_lines_are_quarantined_with_their_reason_and_the_rest_imported(tmp_p
         "6|a|b|c|u|a|p|COMPLETED|2026-11-30T04:00:00|2026-11-30T05:00:00|node-01|gres/gpu=1",
         "7|future|u|a|p|COMPLETED|2027-06-01T01:00:00|2027-06-01T02:00:00|node-01|gres/gpu=1",
         "8.batch|step|u|a|p|COMPLETED|2026-11-30T01:00:00|2026-11-30T02:00:00|node-01|gres/gpu=1",
+        # ended as it started (an instant OUT_OF_MEMORY): no GPU time, counted, not a bad line
+        "9|oom|u|a|p|OUT_OF_MEMORY|2026-11-30T01:00:00|2026-11-30T01:00:00|node-01|gres/gpu=1",
     )
-    result = ingest_slurm(path, lake=lake, now=NOW)[0]
+    result, skipped = ingest_slurm(path, lake=lake, now=NOW)
     reasons = {r.line: r.reason for r in result.rejected}
     assert sorted(reasons) == [3, 4, 5, 6, 7, 9, 10]
-    assert "Start" in reasons[3] and "not after Start" in reasons[4] and "field count" in reasons[5]
+    assert skipped == {"ended as it started (no GPU time)": 1}
+    assert "Start" in reasons[3] and "is before Start" in reasons[4] and "field count" in reasons[5]
     assert "node-09" in reasons[6] and "no GPUs" in reasons[6] and "first at line 2" in reasons[7]
     assert "day after" in reasons[9] and "-X" in reasons[10]
     jobs = by_job(result.table)

@@ -204,7 +204,7 @@ def _undo(nvml: Any, handle: Any, s: GpuSetting, before_mw: int, previous_lock: 
     device's state unknown, which the loop then rolls back) where the undo fails too."""
     try:
         nvml.nvmlDeviceSetPowerManagementLimit(handle, before_mw)
-        if isinstance(previous_lock, tuple) and s.locked_sm_clock_max_mhz is not None:
+        if isinstance(previous_lock, tuple):  # the lock the audit says was held, released or replaced above
             nvml.nvmlDeviceSetGpuLockedClocks(handle, *previous_lock)
         elif s.locked_sm_clock_max_mhz is not None or previous_lock is not None:
             unlock_clocks(nvml, handle)

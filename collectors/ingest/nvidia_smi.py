@@ -314,7 +314,12 @@ def _glued_header(values: list[str], path: Path, line_no: int) -> list[str] | No
     """The header a row holds after a cut field ('..., 30timestamp, index, power.draw [W]'), or None."""
     for i, value in enumerate(values):
         name = value.strip().lower()
-        if name.endswith("timestamp") and name != "timestamp" and i + 1 < len(values):
+        cut_in_value = name.endswith("timestamp") and name != "timestamp"
+        # or cut where a field ended ('..., 250.00 W,timestamp, index'), unless what comes before
+        # is a header's names too ('index, timestamp, ...' is a header of its own)
+        cut_at_field = name == "timestamp" and i > 0 and not all(_QUERY_NAME.fullmatch(field_name(v)[0])
+                                                                  for v in values[:i])
+        if (cut_in_value or cut_at_field) and i + 1 < len(values):
             tail = ["timestamp", *values[i + 1:]]
             if not all(_QUERY_NAME.fullmatch(field_name(v)[0]) for v in tail):
                 return None  # a value, not nvidia-smi's lower-case dotted query names

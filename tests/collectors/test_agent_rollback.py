@@ -330,6 +330,19 @@ def test_a_limit_that_does_not_read_back_as_set_is_undone_with_its_lock(keys, la
     assert limit_w(nvml, 0) == DEFAULT_W and nvml.locked_clocks() == {}
 
 
+def test_an_undone_setting_puts_back_the_lock_the_audit_says_was_held(keys, lake):
+    """A setting without a lock released the one held, then its limit did not read back: undone,
+    the GPU was left unlocked while the audit still said locked."""
+    nvml = driver(1)
+    apply_config(signed(keys[0], {"GPU-sim-0000": entry(CAP_W, LOCK_MHZ)}), public_key=keys[1], host=HOST,
+                 nvml=nvml, lake=lake, now=NOW)
+    whole_watts(nvml)
+    result = apply_config(signed_at(keys[0], {"GPU-sim-0000": entry(CAP_W - 19.5)}, 1), public_key=keys[1],
+                          host=HOST, nvml=nvml, lake=lake, now=NOW + dt.timedelta(hours=1))
+    assert [o.action for o in result.outcomes] == ["refuse"] and "undone" in result.outcomes[0].reason
+    assert limit_w(nvml, 0) == CAP_W and nvml.locked_clocks() == {"GPU-sim-0000": LOCK_MHZ}
+
+
 def signed_at(private, gpus, hours_after_now):
     doc = signed(private, gpus)["body"]
     doc["generated_at"] = doc["valid_from"] = (NOW + dt.timedelta(hours=hours_after_now)).strftime("%Y-%m-%dT%H:%M:%SZ")

@@ -173,6 +173,28 @@ def test_a_matched_job_counts_for_a_treated_gpu_only_on_that_gpus_own_days():
     assert _mean_known([1.0, None, 3.0]) == 2.0 and _mean_known([None]) is None
 
 
+def test_jobs_whose_gpus_do_the_same_work_after_are_in_step_whatever_they_did_before():
+    """The in-step test read the work through the controls' offsets (d76abf3): a job whose GPUs
+    did exactly the same work after the change read 10% apart, and its slowdown was measured."""
+    import duckdb
+
+    from joulehouse.models.limit_change import Change
+    from joulehouse.models.outcome_matched import matched_differences
+
+    con = duckdb.connect()
+    con.execute("CREATE TABLE outcome_input_jobs (job_id VARCHAR, day INTEGER, gpu_uuid VARCHAR, energy_kwh DOUBLE, "
+                "busy_hours DOUBLE, flops_total DOUBLE, samples_total DOUBLE, requests_total DOUBLE, "
+                "power_limit_changed BOOLEAN)")
+    rows = [("j1", 1, "T", 1.0, 10.0, 1.0), ("j1", 1, "C", 1.0, 10.0, 1.0),  # before: even, then uneven
+            ("j2", 2, "T", 1.0, 10.0, 1.2), ("j2", 2, "C", 1.0, 10.0, 1.0),
+            ("j3", 3, "T", 0.9, 11.0, 1.0), ("j3", 3, "C", 0.9, 11.0, 1.0)]  # after: in step
+    con.executemany("INSERT INTO outcome_input_jobs VALUES (?, ?, ?, ?, ?, ?, NULL, NULL, false)", rows)
+    change = Change(gpu_uuid="T", host="h", gpu_model="M", effective_day=3, limit_before_w=400.0,
+                    limit_after_w=300.0, before_days=(1, 2), after_days=(3,))
+    _, speed, _ = matched_differences(con, [change], ["C"], {1, 2}, {3}, "flops_total")
+    assert speed.in_step and not [k for k in speed if k[2] == "after"]
+
+
 def test_a_job_that_moved_to_another_control_keeps_the_controls_offsets_out():
     """Before the change the job ran on T with C1 (and once with C2, a board drawing 400 W for the
     work C1 does at 350 W); after it, with C2 alone. Set against its job's controls as they came,

@@ -261,6 +261,14 @@ def test_a_restart_whose_header_lands_on_a_cut_line_is_read_by_its_new_columns(t
         (300.0, 40.0), (310.0, 41.0), (320.0, 42.0)]
     [cut] = res.rejected
     assert cut.line == 3 and cut.reason.startswith("cut short: a header follows on the same line")
+    # cut where a field ended: the line read as a 6-column header, every row after it refused
+    log.write_text(log.read_text().replace("0, 30timestamp", "0, 300.00,timestamp"))
+    res = read_nvidia_smi_csv(log, host="h", gpu_model="G", now=NOW)
+    assert res.table.num_rows == 3 and [r.line for r in res.rejected] == [3]
+    # a header whose timestamp is not its first column is a header, not a cut row
+    other = tmp_path / "other.csv"
+    other.write_text("index, timestamp, power.draw [W]\n0, 2026/03/01 10:00:00.000, 300.00 W\n")
+    assert read_nvidia_smi_csv(other, host="h", gpu_model="G", now=NOW).table.num_rows == 1
 
 
 def test_a_line_cut_short_is_rejected_not_read_as_a_smaller_number(tmp_path):

@@ -110,9 +110,12 @@ def compact_partition(lake: str | Path, day: dt.date, host: str, dataset: str) -
     folder = Path(partition_dir(_local(lake), dataset, day.isoformat(), host))
     if not folder.is_dir():
         return CompactionReport(dataset, day.isoformat(), host, 0, 0, 0, 0, 0)
-    with _partition_lock(folder):
-        finished = finish_interrupted(folder)
-        return _compact_locked(folder, day, host, dataset, finished)
+    try:
+        with _partition_lock(folder):
+            finished = finish_interrupted(folder)
+            return _compact_locked(folder, day, host, dataset, finished)
+    except OSError as exc:  # a full or read-only lake: one line naming the partition, the others go on
+        raise CompactionError(f"{folder}: {exc.strerror or exc}; nothing of this partition was removed") from None
 
 
 def _compact_locked(folder: Path, day: dt.date, host: str, dataset: str, finished: int) -> CompactionReport:
@@ -125,12 +128,17 @@ def _compact_locked(folder: Path, day: dt.date, host: str, dataset: str, finishe
     tables, readable, left = [], [], []
     for path in files:
         stamp = _stamp(path)  # before reading: a file replaced after this is not removed
-        table, problem = _read_as_stored(path, dataset)
+        data = path.read_bytes()  # one read: the rows merged and the hash recorded are of the same bytes
+        table, problem = _read_as_stored(pa.BufferReader(data), dataset)
         if problem:
             left.append(f"{path.name}: {problem}")
+        elif _stamp(path) != stamp:
+            # ship replaced it while it was read: which bytes were read is not known, so it stays
+            # (hashed after the read, the new file matched its own hash and was removed, its rows lost)
+            left.append(f"{path.name}: replaced while it was read; compacted next time")
         else:
             tables.append(table)
-            readable.append((path, stamp, hashlib.sha256(path.read_bytes()).hexdigest()))
+            readable.append((path, stamp, hashlib.sha256(data).hexdigest()))
     rows = sum(t.num_rows for t in tables)
     if len(readable) < 2:
         return CompactionReport(dataset, day.isoformat(), host, len(files), len(files), rows,
@@ -165,7 +173,7 @@ def _compact_locked(folder: Path, day: dt.date, host: str, dataset: str, finishe
                             rows, bytes_before, bytes_before - replaced_bytes + written.bytes, left, finished)
 
 
-def _read_as_stored(path: Path, dataset: str) -> tuple[pa.Table | None, str | None]:
+def _read_as_stored(path: Path | pa.BufferReader, dataset: str) -> tuple[pa.Table | None, str | None]:
     """The file's rows exactly as stored, or why it stays out of the merge: it does not open, or its
     columns are not the dataset's (a type differs, a required one is missing). Columns outside the
     schema are the source's own (NVML's power_limit_*_w, running_pids, error): the writer keeps

@@ -136,6 +136,43 @@ def test_a_file_replaced_while_being_compacted_is_kept(lake, monkeypatch):
     assert any(r["gpu_uuid"] == "GPU-RESENT" for r in _sorted_rows(folder))
 
 
+def test_a_file_replaced_while_it_is_read_stays_with_its_new_rows(lake, monkeypatch):
+    """Ship's rename landed while compaction read the file: the hash was taken after the read, of
+    the new bytes, so the new file matched 'its' hash and was removed; its rows were lost."""
+    _rolled_day(lake, hours=1)
+    folder = _folder(lake)
+    resent = sorted(folder.glob("part-*.parquet"))[5]
+    read_bytes, done = type(resent).read_bytes, []
+
+    def replaced_after_read(path):
+        data = read_bytes(path)
+        if path.name == resent.name and not done:  # the concurrent ship's rename, just after the read
+            done.append(write_parquet_atomic(pa.Table.from_pylist(gpu_rows([7000.0], 99.0, uuid="GPU-RESENT")), resent))
+        return data
+
+    monkeypatch.setattr(type(resent), "read_bytes", replaced_after_read)
+    report = compact_partition(lake, DAY, "node-01", "gpu_samples")
+    monkeypatch.undo()
+    assert done and resent.exists() and "replaced while it was read" in " ".join(report.left_unreadable)
+    assert any(r["gpu_uuid"] == "GPU-RESENT" for r in _sorted_rows(folder))
+
+
+def test_a_lake_that_cannot_be_written_is_one_error_naming_the_partition(lake, monkeypatch):
+    """A full disk (or a read-only lake) raised a bare OSError with a traceback, and stopped the
+    partitions after it."""
+    _rolled_day(lake, hours=1)
+    before = sorted(p.name for p in _folder(lake).glob("*.parquet"))
+
+    def full(*_args, **_kwargs):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(lake_compact, "write_bytes_atomic", full)
+    with pytest.raises(CompactionError, match="No space left on device; nothing of this partition was removed") as err:
+        compact_host_day(lake, DAY, "node-01")
+    assert "gpu_samples" in str(err.value) and "node_samples" in str(err.value)  # each partition tried
+    assert sorted(p.name for p in _folder(lake).glob("*.parquet")) == before
+
+
 def test_a_file_copied_again_with_the_bytes_merged_goes_with_the_rest(lake, monkeypatch):
     """A resumed ship re-copies, onto the same name, a file it had copied before its manifest line:
     the same bytes, a new inode. Kept as 'changed', its rows stood twice in the lake for good."""

@@ -339,9 +339,28 @@ def _run_one(dag, day: str, config: str) -> dict:
     not_run = sorted(t for t, s in states.items() if s not in ("failed", "success"))
     state = str(getattr(run.state, "value", run.state))
     ran = sorted(t for t, s in states.items() if s in ("success", "failed"))
-    result = {"state": state, "failed_tasks": failed, "not_run": not_run, "ran": ran, "day": day}
+    result = {"state": state, "failed_tasks": failed, "not_run": not_run, "ran": ran, "day": day,
+              "warnings": _warnings(run, day)}
     print(RESULT_LINE + json.dumps(result), flush=True)
     return result
+
+
+def _warnings(run, day: str) -> list[str]:
+    """The day's warnings (joulehouse.daily.day_warnings) from the tasks' returned summaries: this
+    child's logging is off (Airflow's own warnings would fill the run's log)."""
+    from airflow.models.xcom import XComModel
+    from airflow.utils.session import create_session
+
+    from joulehouse.daily import day_warnings
+
+    try:
+        with create_session() as session:
+            rows = session.scalars(XComModel.get_many(run_id=run.run_id, dag_ids=DAG_ID, key="return_value",
+                                                      task_ids=["build_warehouse"])).all()
+            summaries = {row.task_id: XComModel.deserialize_value(row) for row in rows}
+    except Exception as exc:  # the day ran: a summary that cannot be read is said, not a failed run
+        return [f"the day's task summaries could not be read for its warnings ({type(exc).__name__}: {exc})"]
+    return day_warnings(day, {t: v for t, v in summaries.items() if isinstance(v, dict)})
 
 
 if __name__ == "__main__":

@@ -117,6 +117,8 @@ def register(app: typer.Typer) -> None:
         for each, result in zip(days, results):
             console.print(f"joulehouse_daily {each}: success, {plural(len(result.get('ran', [])), 'task')} ran "
                           f"(Airflow home {escape(str(home))})")
+            for warning in result.get("warnings") or ():
+                console.print("[yellow]warning:[/yellow]", escape(warning))
         from joulehouse.daily import publish_recommended_config, report_path
 
         if settings.export.publish_url:

@@ -194,3 +194,32 @@ def test_an_airflow_home_that_cannot_be_made_is_one_line(tmp_path):
     blocker.write_text("not a folder")
     with pytest.raises(DagRunFailed, match=rf"cannot make the run's Airflow home {blocker / 'airflow'} .*: Not a directory"):
         run_day(dt.date(2026, 6, 10), tmp_path / "joulehouse.toml", blocker / "airflow")
+
+
+@pytest.mark.slow
+@pytest.mark.integration
+def test_a_day_run_after_later_days_says_which_and_how_to_restate_them(tmp_path, shared_data):
+    """The build warned of the later days through logging, which the Airflow child turns off: a
+    rebuild of an earlier day printed success and nothing else. The warning now comes back with the
+    day's result, and `joulehouse run` prints it."""
+    from joulehouse.cli.dagrun import DagSession
+    from joulehouse.cli.demo_run import demo_settings
+    from joulehouse.collectors.config_contract import generate_keypair
+    from joulehouse.collectors.settings import settings_to_toml
+    from joulehouse.collectors.sim import simulate_fleet
+
+    first, later = dt.date(2026, 6, 10), dt.date(2026, 6, 11)
+    settings = demo_settings(tmp_path, shared_data)
+    config = tmp_path / "joulehouse.toml"
+    config.write_text(settings_to_toml(settings))
+    simulate_fleet(Path(settings.lake.path), gpus=8, days=2, start=first, seed=3, interval_s=60.0)
+    generate_keypair(tmp_path / "keys")
+    with DagSession([first, later], config, tmp_path / "airflow") as session:
+        in_order = session.run([later])
+        assert in_order[0]["warnings"] == []
+        [rebuilt] = session.run([first])
+    assert rebuilt["state"] == "success"
+    assert rebuilt["warnings"] == [
+        "2026-06-10 was built after 1 later day(s) (2026-06-11 to 2026-06-11): their power models, recommendations, "
+        "exports, demand charges and first-day baselines did not see it; restate them in date order: "
+        "joulehouse run --date 2026-06-11 --through 2026-06-11"]

@@ -145,7 +145,7 @@ def test_a_day_the_warehouse_rebuilt_with_as_many_rows_is_summed_again(tmp_path)
     assert update_suffstats(con, first + dt.timedelta(days=1), window) == [first, first + dt.timedelta(days=1)]
     after = con.execute("SELECT sum(sy), sum(n_rows) FROM fct_power_fit_sums_hourly WHERE day = ?", [first]).fetchone()
     fresh = con.execute(f"SELECT sum(sy), sum(n_rows) FROM ({load_sql('fct_power_fit_sums_hourly')})",
-                        {"days": [first], "source": "stg_gpu_samples"}).fetchone()
+                        {"days": [first], "source": "stg_gpu_samples", "rules": ""}).fetchone()
     # Less than 1.1x: readings pushed to the cap leave the fit's sums.
     assert after[1] == before[1] and after[0] != pytest.approx(before[0], rel=1e-3)
     assert after[0] == pytest.approx(fresh[0], rel=1e-12) and after[1] == fresh[1]

@@ -169,9 +169,10 @@ class Shipper:
                     log.warning("ship: %s changed since it was shipped (sha256 %s -> %s); shipping it again "
                                 "over its old copy", rel, previous.sha256[:12], digest[:12])
                     report.reshipped_changed += 1
-                # a file shipped before (changed, or written again after a withdrawal) may have
-                # its earlier rows merged into another file by the destination's compaction
-                entry = self.ship_file(path, rel) if previous is None else self._replace(path, rel)
+                # a file shipped before (changed, written again after a withdrawal, or sent under a
+                # manifest line a crash cut) may have its earlier rows merged into another file by
+                # the destination's compaction; a file without an import's log id is copied plainly
+                entry = self._replace(path, rel)
                 self.manifest.append(entry)
                 report.shipped.append(entry)
                 if after_file is not None:

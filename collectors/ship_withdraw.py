@@ -56,15 +56,18 @@ class Withdrawal:
 
 
 def pending_withdrawals(lake: Path, shipped: dict[str, Any]) -> list[Withdrawal]:
-    """The files noted as withdrawn that the destination still has (`shipped`: the manifest's
-    latest entry per path) and the lake does not: a note beside its file again is a re-import
-    that wrote it again or one a crash stopped before removing it, and the file is what counts."""
+    """The files noted as withdrawn that the destination may still have (`shipped`: the
+    manifest's latest entry per path; not yet recorded withdrawn) and the lake does not: a note
+    beside its file again is a re-import that wrote it again or one a crash stopped before
+    removing it, and the file is what counts. A path the manifest has no line for is withdrawn
+    too: a crash may have cut its line after the copy (and the destination's compaction merged
+    it since), and removing what is not there is done once, then recorded."""
     notes = lake / WITHDRAWN_DIR
     found = []
     for note in sorted(notes.rglob("*.parquet.json")) if notes.is_dir() else []:
         rel = note.relative_to(notes).as_posix().removesuffix(".json")
         entry = shipped.get(rel)
-        if entry is None or entry.withdrawn or (lake / rel).exists():
+        if (entry is not None and entry.withdrawn) or (lake / rel).exists():
             continue
         try:
             log_id = json.loads(note.read_text(encoding="utf-8"))["log_id"]

@@ -6,6 +6,7 @@ lake kept the old day's file beside the new one, counting that energy twice)."""
 from __future__ import annotations
 
 import json
+import re
 from collections import Counter
 from pathlib import Path
 
@@ -282,3 +283,45 @@ def test_an_object_store_destination_loses_the_withdrawn_file_too(tmp_path, lake
     report = Shipper(lake, url, manifest, rename=False).run()
     assert report.withdrawn == 1
     assert {p[len(root) + 1:] for p in fs.find(root)} == {p.relative_to(lake).as_posix() for p in finished_files(lake)}
+
+
+def _forget_day(manifest: Path, day: str) -> None:
+    """The manifest loses its lines for `day`'s files (a crash cut the last line; a node rebuilt
+    with its lake but not its state folder): ship must not take that for "never sent"."""
+    lines = manifest.read_text().splitlines(keepends=True)
+    manifest.write_text("".join(line for line in lines if day not in json.loads(line)["path"]))
+
+
+def test_a_reimport_after_compaction_of_a_file_the_manifest_lost_is_not_doubled(tmp_path, lakes):
+    lake, central, manifest = lakes
+    mine = _shipped_and_compacted(tmp_path, lakes)
+    _forget_day(manifest, UTC_DAY)
+    _log(mine, gpu=0, watts=300.0)
+    _ingest(mine, lake)
+    _ship(lake, central, manifest)
+    assert _readings(central) == _readings(lake), "the compacted file's old rows of the log must go"
+    assert {watts for (_, _, watts) in _readings(central)} == {300.0, 50.0}
+
+
+@pytest.mark.parametrize("compacted", [False, True], ids=["plain", "compacted-central"])
+def test_a_move_of_a_file_the_manifest_lost_is_withdrawn_at_the_central_lake(tmp_path, lakes, compacted):
+    lake, central, manifest = lakes
+    mine = _shipped_and_compacted(tmp_path, lakes) if compacted else _log(tmp_path / "a" / "gpu.csv", 0, 100.0)
+    if not compacted:
+        _ingest(mine, lake)
+        _ship(lake, central, manifest)
+    _forget_day(manifest, UTC_DAY)
+    _ingest(mine, lake, tz="Europe/Berlin")
+    out = _ship(lake, central, manifest)
+    assert _readings(central) == _readings(lake) and "1 withdrawn" in out
+    assert not re.search(r"\d+ withdrawn", _ship(lake, central, manifest)), "a withdrawal is done once, then recorded"
+
+
+def test_a_file_withdrawn_before_it_was_ever_shipped_is_recorded_once(tmp_path, lakes):
+    lake, central, manifest = lakes
+    log = _log(tmp_path / "logs" / "gpu.csv", gpu=0, watts=100.0)
+    _ingest(log, lake)
+    _ingest(log, lake, tz="Europe/Berlin")  # moved before the first ship
+    _ship(lake, central, manifest)
+    assert _readings(central) == _readings(lake) and sum(_readings(central).values()) == 12
+    assert not re.search(r"\d+ withdrawn", _ship(lake, central, manifest))

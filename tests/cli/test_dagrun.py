@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime as dt
 import time
 from pathlib import Path
+from typing import Any
 
 import duckdb
 import pytest
@@ -61,17 +62,9 @@ def test_the_same_day_run_twice_at_once_the_second_says_so_in_one_line(tmp_path,
 
     from typer.testing import CliRunner
 
-    from joulehouse.cli.demo_run import demo_settings
     from joulehouse.cli.main import app
-    from joulehouse.collectors.config_contract import generate_keypair
-    from joulehouse.collectors.settings import settings_to_toml
-    from joulehouse.collectors.sim import simulate_fleet
 
-    settings = demo_settings(tmp_path, shared_data)
-    config = tmp_path / "joulehouse.toml"
-    config.write_text(settings_to_toml(settings))
-    simulate_fleet(Path(settings.lake.path), gpus=8, days=1, start=dt.date(2026, 6, 10), seed=3, interval_s=60.0)
-    generate_keypair(tmp_path / "keys")
+    config, settings = _demo_config(tmp_path, shared_data, dt.date(2026, 6, 10), days=1)
     first = subprocess.Popen([sys.executable, "-m", "joulehouse", "run", "--date", "2026-06-10", "--config", str(config)],
                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     lock = tmp_path / "airflow" / "joulehouse-run.lock"
@@ -101,17 +94,9 @@ def test_one_session_runs_batches_of_days_and_stops_at_the_first_that_fails(tmp_
     simulation work between them); a failing day is named as `run_day` names it, and the session
     then ends: the child is gone, the home is free, the log holds every day it ran."""
     from joulehouse.cli.dagrun import DagSession, one_run_at_a_time
-    from joulehouse.cli.demo_run import demo_settings
-    from joulehouse.collectors.config_contract import generate_keypair
-    from joulehouse.collectors.settings import settings_to_toml
-    from joulehouse.collectors.sim import simulate_fleet
 
     day, empty_day = dt.date(2026, 6, 10), dt.date(2026, 6, 12)
-    settings = demo_settings(tmp_path, shared_data)
-    config = tmp_path / "joulehouse.toml"
-    config.write_text(settings_to_toml(settings))
-    simulate_fleet(Path(settings.lake.path), gpus=8, days=1, start=day, seed=3, interval_s=60.0)
-    generate_keypair(tmp_path / "keys")
+    config, settings = _demo_config(tmp_path, shared_data, day, days=1)
     home = tmp_path / "airflow"
     heard: list[tuple[dt.date, str | None]] = []
     with DagSession([day, empty_day], config, home) as session:
@@ -203,17 +188,9 @@ def test_a_day_run_after_later_days_says_which_and_how_to_restate_them(tmp_path,
     rebuild of an earlier day printed success and nothing else. The warning now comes back with the
     day's result, and `joulehouse run` prints it."""
     from joulehouse.cli.dagrun import DagSession
-    from joulehouse.cli.demo_run import demo_settings
-    from joulehouse.collectors.config_contract import generate_keypair
-    from joulehouse.collectors.settings import settings_to_toml
-    from joulehouse.collectors.sim import simulate_fleet
 
     first, later = dt.date(2026, 6, 10), dt.date(2026, 6, 11)
-    settings = demo_settings(tmp_path, shared_data)
-    config = tmp_path / "joulehouse.toml"
-    config.write_text(settings_to_toml(settings))
-    simulate_fleet(Path(settings.lake.path), gpus=8, days=2, start=first, seed=3, interval_s=60.0)
-    generate_keypair(tmp_path / "keys")
+    config, _ = _demo_config(tmp_path, shared_data, first, days=2)
     with DagSession([first, later], config, tmp_path / "airflow") as session:
         in_order = session.run([later])
         assert in_order[0]["warnings"] == []
@@ -223,3 +200,19 @@ def test_a_day_run_after_later_days_says_which_and_how_to_restate_them(tmp_path,
         "2026-06-10 was built after 1 later day(s) (2026-06-11 to 2026-06-11): their power models, recommendations, "
         "exports, demand charges and first-day baselines did not see it; restate them in date order: "
         "joulehouse run --date 2026-06-11 --through 2026-06-11"]
+
+
+def _demo_config(tmp_path: Path, shared_data, first: dt.date, *, days: int) -> tuple[Path, Any]:
+    """The demo's settings written to a config file, over `days` simulated days of 8 GPUs from
+    `first`, with a signing key: what `joulehouse run` needs; returns the file and the settings."""
+    from joulehouse.cli.demo_run import demo_settings
+    from joulehouse.collectors.config_contract import generate_keypair
+    from joulehouse.collectors.settings import settings_to_toml
+    from joulehouse.collectors.sim import simulate_fleet
+
+    settings = demo_settings(tmp_path, shared_data)
+    config = tmp_path / "joulehouse.toml"
+    config.write_text(settings_to_toml(settings))
+    simulate_fleet(Path(settings.lake.path), gpus=8, days=days, start=first, seed=3, interval_s=60.0)
+    generate_keypair(tmp_path / "keys")
+    return config, settings

@@ -76,6 +76,7 @@ def estimate(
             # the site's file is its [carbon] region's: another --region gets its reference file, not
             # the site's hours relabelled (France's 63 g/kWh had been CAISO's)
             series, sentence = intensity_for_region(region, str(given or ""), data_dir or DEFAULT_DATA_DIR,
+                                                    basis=carbon.grid_intensity_basis,
                                                     setting="--grid-file" if grid_file else "[carbon] grid_file",
                                                     grid_file_region=None if grid_file else carbon.region)
         except GridFileError as exc:

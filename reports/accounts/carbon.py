@@ -144,6 +144,8 @@ def with_range(rows: pl.DataFrame, settings: CarbonSettings) -> pl.DataFrame:
     """Add total_gco2e, total_market_gco2e and the low/high range of total_gco2e."""
     u_op = math.hypot(settings.grid_uncertainty_pct, settings.pue_uncertainty_pct) / 100.0
     u_emb = settings.embodied_uncertainty_pct / 100.0
+    # two uncertainties of up to 100% each add to more than 100% (hypot): emissions stay >= 0
+    low_op, low_emb = max(0.0, 1 - u_op), max(0.0, 1 - u_emb)
 
     def plus(operational: pl.Expr, embodied: pl.Expr) -> pl.Expr:
         # the known parts: a row whose energy was never measured (operational NULL) still carries its
@@ -155,7 +157,7 @@ def with_range(rows: pl.DataFrame, settings: CarbonSettings) -> pl.DataFrame:
     return rows.with_columns(
         plus(location, embodied).alias("total_gco2e"),
         plus(market, embodied).alias("total_market_gco2e"),
-        plus(location * (1 - u_op), embodied * (1 - u_emb)).alias("total_low_gco2e"),
+        plus(location * low_op, embodied * low_emb).alias("total_low_gco2e"),
         plus(location * (1 + u_op), embodied * (1 + u_emb)).alias("total_high_gco2e"),
     )
 

@@ -143,10 +143,15 @@ def run_meter_hours(start: dt.datetime, hours: float, kw: float) -> pl.DataFrame
 
 
 def demand_charge_of_run(run: RunShape, demand_charge_usd_per_kw_month: float, start: dt.datetime | None,
-                         timezone: str = "UTC") -> float:
+                         timezone: str = "UTC") -> float | None:
     """USD: the run's demand charge by the accounts' rule (module docstring), the run alone at its
-    site; `timezone`: the tariff's, whose local months are billed."""
-    gpus = run.gpus or 1
+    site; `timezone`: the tariff's, whose local months are billed. None where only GPU-hours are
+    known: the peak is GPUs x power, and 192 GPU-hours may be 8 GPUs for a day or 1 for 8 days."""
+    if demand_charge_usd_per_kw_month == 0:
+        return 0.0
+    if run.gpus is None and run.hours is None:
+        return None
+    gpus = run.gpus if run.gpus is not None else run.gpu_hours / run.hours
     hours = run.hours if run.hours is not None else run.gpu_hours / gpus
     meter = run_meter_hours(start or nominal_start(timezone), hours, gpus * run.avg_power_w / 1000.0 * run.pue)
     charged, _ = allocated_demand_charge(meter, NO_METER, 1.0, {}, demand_charge_usd_per_kw_month, timezone)
@@ -166,7 +171,8 @@ def estimate_cost(run: RunShape, price_usd_per_mwh: float, demand_charge_usd_per
     capex_per_gpu = gpu_capex_usd + server_capex_usd / gpus_per_server
     capital_usd = run.gpu_hours * capital_per_h / run.utilization
     operations_usd = run.gpu_hours * capex_per_gpu * operations_ratio_of_capex_per_year / HOURS_PER_YEAR / run.utilization
-    total = energy_usd + demand_usd + capital_usd + operations_usd
+    # the peak unknown: the total is unknown too (a part left out is not a zero)
+    total = None if demand_usd is None else energy_usd + demand_usd + capital_usd + operations_usd
     return {
         "gpu_hours": run.gpu_hours,
         "energy_kwh": run.energy_kwh,
@@ -176,8 +182,10 @@ def estimate_cost(run: RunShape, price_usd_per_mwh: float, demand_charge_usd_per
         "capital_usd": capital_usd,
         "operations_usd": operations_usd,
         "total_cost_usd": total,
-        "cost_per_gpu_hour_usd": total / run.gpu_hours,
+        "cost_per_gpu_hour_usd": None if total is None else total / run.gpu_hours,
         "method": (
+            ("demand charge and total unknown: the run's peak kW needs --gpus or --hours beside --gpu-hours; "
+             if demand_usd is None else "") +
             f"energy at the meter x price ({price_source}); demand charge as the daily accounts charge it: the run's "
             "peak kW (GPUs x avg power x PUE) once in every calendar month it touches (from "
             f"{(start or nominal_start(timezone)).isoformat()}); capital straight-line over the lifetime and "

@@ -85,7 +85,10 @@ def _to_hourly(frame: pl.DataFrame) -> pl.DataFrame:
         spread.group_by(["hour_at", "region"])
         .agg(
             ((intensity * pl.col("weight_us")).sum() / pl.col("weight_us").sum()).alias("intensity_gco2e_per_kwh"),
-            ((pl.col("renewable_pct") * renewable_weight).sum() / renewable_weight.sum()).alias("renewable_pct"),
+            # no reading of the hour gives a share (WattTime, a user's file): NULL, not 0/0 = NaN
+            pl.when(renewable_weight.sum() > 0)
+            .then((pl.col("renewable_pct") * renewable_weight).sum() / renewable_weight.sum())
+            .alias("renewable_pct"),
             pl.len().alias("samples_n"),
         )
         .with_columns(pl.col("hour_at").cast(pl.Datetime("us", "UTC")), pl.col("samples_n").cast(pl.Int64))

@@ -99,6 +99,8 @@ def parse_contracts(entries: tuple[str, ...]) -> list[Contract]:
         try:
             if len(parts) != 4 or len(parts[1]) not in (7, 10):
                 raise ValueError
+            # a period that is no date ("2026/03", "2026-02-30") matched no day and was dropped unsaid
+            dt.date.fromisoformat(parts[1] if len(parts[1]) == 10 else f"{parts[1]}-01")
             days = 31 if len(parts[1]) == 7 else 1  # a month's volume may hold 31 days of the daily bound
             out.append(Contract(parts[0], parts[1], _bounded(parts[2], days * MAX_CONTRACT_KWH_PER_DAY),
                                 _bounded(parts[3], MAX_GCO2E_PER_KWH)))
@@ -191,7 +193,9 @@ class TcoSettings(AccountSettings):
     gpu_capex_usd: CapexUsd = Field(30000.0, description="Purchase price of a GPU, USD ...")
     server_capex_usd: CapexUsd = Field(60000.0, description="... and of its server (shared by gpus_per_server), USD.")
     operations_ratio_of_capex_per_year: Uplift = Field(0.1, description="Operations per year, as a share of capital.")
-    tariff_timezone: str = Field("America/New_York", description="Time-of-use tariffs are written in the utility's local wall-clock time.")
+    tariff_timezone: str = Field(
+        "America/New_York", description="Time-of-use tariffs are written in the utility's local wall-clock time; the\n"
+                                        "demand charge's billing months are this zone's too, tariff or not: set it to the site's.")
     price_uncertainty_pct: Percent = Field(
         20.0, description="Relative uncertainty of the hourly price (+/-, %) for the cost range: an assumption (a\n"
                           "day-ahead price against the real-time one it stands for), not a measurement.")

@@ -75,6 +75,18 @@ def test_region_and_start_use_the_hourly_file(app, shared_data):
     assert out["operational_tco2e"] == pytest.approx(out["energy_kwh"] * out["grid_gco2e_per_kwh"] / 1e6)
 
 
+def test_region_reads_the_basis_the_settings_name(app, shared_data, tmp_path):
+    """A site on life-cycle intensities got the direct column from `--region` while its own accounts
+    read the life-cycle one: France 75 against 104 g/kWh (review, helper-84)."""
+    args = ["carbon", "estimate", "--gpus", "8", "--hours", "24", "--avg-power-w", "500", "--pue", "1.2",
+            "--region", "FR", "--start", "2026-03-02T00:00Z", "--data-dir", str(shared_data)]
+    lca = tmp_path / "lca.toml"
+    lca.write_text('[carbon]\ngrid_intensity_basis = "lca"\n')
+    direct, life_cycle = run(app, *args), run(app, *args, "--config", str(lca))
+    assert "basis lca" in life_cycle["method"] and "basis direct" in direct["method"]
+    assert life_cycle["grid_gco2e_per_kwh"] > 1.2 * direct["grid_gco2e_per_kwh"]
+
+
 def test_the_sites_grid_file_is_its_own_regions_and_an_unknown_hour_is_no_zero(app, shared_data, tmp_path):
     """The site's [carbon] grid_file (France's) was relabelled for any --region: CAISO_NORTH read
     63 g/kWh for its own 423. And a file that never holds the run's hours of the day gave 0 g/kWh."""
@@ -261,6 +273,10 @@ def test_a_utilization_outside_one_percent_to_one_is_refused(app, command, value
     ("embodied_kgco2e_by_gpu_model", "NVIDIA H100 80GB HBM3=-5", "embodied override"),
     ("market_contracts", "site-a|2026-03|1e300|0", "market contract"),
     ("market_contracts", "site-a|2026-03-02|10|1e300", "market contract"),
+    # no date: accepted before, the contract then matched no day and the market figure lost it unsaid
+    ("market_contracts", "site-a|2026/03|1000|0", "market contract"),
+    ("market_contracts", "site-a|2026-02-30|1000|0", "market contract"),
+    ("market_contracts", "site-a|03-2026|1000|0", "market contract"),
 ])
 def test_a_carbon_setting_entry_past_its_bound_is_refused_when_the_settings_are_read(app, tmp_path, key, entry, says):
     """`embodied_kgco2e_by_gpu_model = ["...=1e308"]` made the estimate's embodied_tco2e Infinity, exit 0."""

@@ -155,6 +155,14 @@ def test_range_brackets_central_and_widens_with_uncertainty(world, shared_data):
     assert wide.total_gco2e == pytest.approx(narrow.total_gco2e)
 
 
+def test_the_range_never_goes_below_zero_at_the_largest_uncertainties_allowed(world, shared_data):
+    """Grid and PUE at 100% each combine to 141% (hypot): the low end read -283 gCO2e (review, helper-84)."""
+    widest = carbon_day(world, DAY, CarbonSettings(grid_uncertainty_pct=100.0, pue_uncertainty_pct=100.0,
+                                                   embodied_uncertainty_pct=100.0), shared_data)
+    assert widest.total_low_gco2e == 0.0 < widest.total_gco2e
+    assert world.execute("SELECT count(*) FROM rpt_carbon_daily WHERE total_low_gco2e < 0").fetchone()[0] == 0
+
+
 def test_proportional_policy_moves_idle_carbon_onto_jobs_without_losing_any(world, shared_data):
     unalloc = carbon_day(world, DAY, CarbonSettings(), shared_data)
     spread = carbon_day(world, DAY, CarbonSettings(idle_policy="proportional"), shared_data)

@@ -95,3 +95,22 @@ def test_a_runs_grid_or_price_weighs_each_hour_by_the_time_the_run_spends_there(
                           schema_overrides={"hour_at": pl.Datetime("us", "UTC")})
     mean, counts = hourly_mean(series, "intensity_gco2e_per_kwh", start, hours, 0.0)
     assert mean == pytest.approx(expected, rel=1e-12) and counts["exact"] == int(-(-(start.minute / 60 + hours) // 1))
+
+
+def test_gpu_hours_alone_leave_the_demand_charge_and_total_unknown_not_one_gpus_peak():
+    """192 GPU-hours may be 8 GPUs for a day or 1 for 8 days: the peak was taken as one GPU's, so
+    the charge came out 8x low with nothing said (review, helper-84). With the wall-clock hours the
+    GPU count follows; with neither, the charge and the total are NULL and the method says why."""
+    start = dt.datetime(2026, 3, 2, tzinfo=UTC)
+    known = estimated(start, 24.0)
+    with_hours = RunShape(gpu_hours=GPUS * 24.0, avg_power_w=POWER_W, pue=PUE, hours=24.0)
+    assert estimate_cost(with_hours, 80.0, RATE, 30000.0, 60000.0, 8, 5.0, 0.1, "flat",
+                         start=start)["demand_charge_usd"] == pytest.approx(known)
+    alone = estimate_cost(RunShape(gpu_hours=GPUS * 24.0, avg_power_w=POWER_W, pue=PUE), 80.0, RATE, 30000.0,
+                          60000.0, 8, 5.0, 0.1, "flat", start=start)
+    assert alone["demand_charge_usd"] is None and alone["total_cost_usd"] is None
+    assert alone["cost_per_gpu_hour_usd"] is None and "needs --gpus or --hours" in alone["method"]
+    assert alone["energy_cost_usd"] == pytest.approx(GPUS * 24 * POWER_W / 1000 * PUE * 80 / 1000)
+    no_rate = estimate_cost(RunShape(gpu_hours=GPUS * 24.0, avg_power_w=POWER_W, pue=PUE), 80.0, 0.0, 30000.0,
+                            60000.0, 8, 5.0, 0.1, "flat", start=start)
+    assert no_rate["demand_charge_usd"] == 0.0 and no_rate["total_cost_usd"] is not None

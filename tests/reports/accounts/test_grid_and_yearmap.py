@@ -44,6 +44,8 @@ def test_watttime_five_minute_moer_is_converted_and_averaged_hourly(shared_data)
     assert hourly["samples_n"][0] == 12
     assert hourly["intensity_gco2e_per_kwh"][0] == pytest.approx(first_hour_lbs * 0.45359237)
     assert hourly["hour_at"].is_sorted() and hourly["hour_at"].n_unique() == hourly.height
+    # WattTime gives no renewable share: unknown (NULL), not 0/0 = NaN, which read as "no premium"
+    assert hourly["renewable_pct"].null_count() == hourly.height
 
 
 def test_miso_half_hourly_file_loads_with_its_location(shared_data):

@@ -104,7 +104,9 @@ def _poll(
     except ConfigFetchError as exc:
         state.poll_failures += 1
         # the config in force still expires: a config server down past valid_until kept its caps on
-        return _expire_if_due(state, host, nvml, lake, now, f"fetch failed, keeping current settings: {exc}")
+        message = f"fetch failed, keeping current settings: {exc}" + _recorded_in_force(
+            state, replay_guard, host, nvml, lake, now, f"the config location cannot be read: {exc}")
+        return _expire_if_due(state, host, nvml, lake, now, message)
     if data is None:
         state.seen_sha256 = None
         if state.in_force_sha256 is None:
@@ -129,7 +131,8 @@ def _poll(
         except NotYetValid as exc:
             state.refused(exc)
             state.seen_sha256 = None  # check the same bytes again next poll: it becomes valid
-            message = f"new config not valid yet ({exc}); keeping current settings, checking again next poll"
+            message = f"new config not valid yet ({exc}); keeping current settings, checking again next poll" + \
+                _recorded_in_force(state, replay_guard, host, nvml, lake, now, f"the config published is not valid yet: {exc}")
         except ReplayedConfig as exc:
             state.refused(exc)
             message = f"new config refused ({type(exc).__name__}: {exc}); keeping current settings"
@@ -156,6 +159,8 @@ def _poll(
             message = f"apply failed ({type(exc).__name__}: {exc}); retrying next poll"
         except Exception:
             state.seen_sha256 = None  # not seen through: the next poll tries the same document again
+            # a document that fails in a way no check foresaw must not keep an expired cap on
+            _expire_if_due(state, host, nvml, lake, now, "")
             raise
         else:
             if result.nvml_unavailable:
@@ -186,6 +191,24 @@ def _expire_if_due(state: AgentState, host: str, nvml: Any, lake: str | Path | N
         _nothing_in_force(state)
         return "expired: " + result.summary() + _owed_note(state)
     return message
+
+
+def _recorded_in_force(state: AgentState, replay_guard: ReplayGuard | None, host: str, nvml: Any,
+                       lake: str | Path | None, now: dt.datetime, reason: str) -> str:
+    """With nothing known in force (after a restart) and no config to apply this poll: the replay
+    guard's record names the newest config applied here, which is in force until its valid_until
+    (and then expires); without one, every GPU goes back to its default. A restart must not let a
+    cap outlive its config while the location is unreadable or serves one not yet valid."""
+    if state.in_force_sha256 is not None:
+        return ""
+    try:
+        newest = None if replay_guard is None else replay_guard.newest_in_force()
+    except ConfigError as exc:  # the record is unreadable: nothing known in force
+        newest, reason = None, f"{reason}; {exc}"
+    if newest is None or newest[1] <= now:  # ended: defaults once per process, not a rollback a poll
+        return _ensure_defaults(state, host, nvml, lake, now, reason)
+    state.in_force_sha256, state.in_force_until = newest
+    return f"; the newest config applied here ({newest[0][:12]}) is in force until {format_utc(newest[1])}"
 
 
 def _ensure_defaults(state: AgentState, host: str, nvml: Any, lake: str | Path | None, now: dt.datetime,

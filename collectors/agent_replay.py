@@ -99,6 +99,18 @@ class ReplayGuard:
         last = self._sites().get(site)
         return None if last is None else (_parse_utc(last["generated_at"]), last["config_sha256"])
 
+    def newest_in_force(self) -> tuple[str, dt.datetime] | None:
+        """(config_sha256, valid_until) of the newest config applied here and not withdrawn (of the
+        node's site; of any site where none is set), or None: what a restarted agent must still
+        expire when no poll tells it what is in force."""
+        sites = self._sites()
+        records = [sites[self.site]] if self.site in sites else ([] if self.site else list(sites.values()))
+        live = [r for r in records if r.get("withdrawn_at") is None and r.get("valid_until") is not None]
+        if not live:
+            return None
+        newest = max(live, key=lambda r: _parse_utc(r["generated_at"]))
+        return newest["config_sha256"], _parse_utc(newest["valid_until"])
+
     def check(self, config: RecommendedConfig) -> None:
         """Raise WrongSite when `config` is for another site than the node's, ReplayedConfig when it
         is older than the newest accepted for its site."""

@@ -143,11 +143,17 @@ def canonical_body(body: Mapping[str, Any]) -> bytes:
     """The exact bytes that are signed (see the module docstring)."""
     try:
         text = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+        # inside the try: a lone surrogate ("\ud800") loads as JSON and cannot be encoded
+        return text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise MalformedConfig(f"body holds text UTF-8 cannot represent (a lone surrogate?): {exc}") from None
     except ValueError as exc:
         raise MalformedConfig(f"body cannot be canonicalised (NaN or infinity?): {exc}") from None
     except TypeError as exc:
         raise MalformedConfig(f"body holds a value JSON cannot represent: {exc}") from None
-    return text.encode("utf-8")
+    except RecursionError:
+        # nested as deep as json.loads allows: json.dumps needs a few frames more
+        raise MalformedConfig("body is nested too deeply to canonicalise") from None
 
 
 def body_sha256(body: Mapping[str, Any]) -> str:

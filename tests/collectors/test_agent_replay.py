@@ -20,7 +20,7 @@ from joulehouse.collectors.agent import apply_config
 from joulehouse.collectors.agent_loop import AgentState, ConfigTooLarge, fetch_config, poll_once
 from joulehouse.collectors.agent_replay import ReplayedConfig, ReplayGuard, ReplayStateError, WrongSite
 from joulehouse.collectors.config_contract import (
-    MAX_CONFIG_BYTES, MalformedConfig, dump_config, load_config_document, sign_config,
+    MAX_CONFIG_BYTES, MalformedConfig, canonical_body, dump_config, load_config_document, sign_config,
 )
 from nvml_stub.fixture import GpuState
 
@@ -32,11 +32,12 @@ def uuid(i):
     return GpuState.a100(i).uuid
 
 
-def config(private, watts, generated_at, site="site-a"):
-    """A config valid for two days around NOW, generated at `generated_at`."""
+def config(private, watts, generated_at, site="site-a", valid_from=None):
+    """A config valid for two days around NOW (from `valid_from` where given), generated at `generated_at`."""
     fmt = lambda t: t.strftime("%Y-%m-%dT%H:%M:%SZ")  # noqa: E731
-    body = {"schema_version": 1, "generated_at": fmt(generated_at), "valid_from": fmt(NOW - dt.timedelta(days=2)),
-            "valid_until": fmt(NOW + dt.timedelta(days=2)), "site": site, "day": "2026-01-02",
+    valid_from = valid_from or NOW - dt.timedelta(days=2)
+    body = {"schema_version": 1, "generated_at": fmt(generated_at), "valid_from": fmt(valid_from),
+            "valid_until": fmt(max(valid_from, NOW) + dt.timedelta(days=2)), "site": site, "day": "2026-01-02",
             "hosts": {HOST: {uuid(0): {"gpu_model": "NVIDIA A100-SXM4-80GB", "workload_class": "throughput",
                                        "power_limit_w": float(watts), "expected_saving_pct": 10.0,
                                        "expected_slowdown_pct": 5.0}}},
@@ -163,6 +164,61 @@ def test_after_a_restart_the_newest_config_still_expires_though_an_older_one_is_
     assert "is in force until 2026-01-05T06:00:00Z" in message and limit_w(nvml_stub) == 300.0
     message = poll_once(restarted, str(location), now=NOW + dt.timedelta(days=2), replay_guard=guard, **kw)
     assert message.startswith("expired: ") and limit_w(nvml_stub) == 400.0
+
+
+@pytest.mark.parametrize("served", ["not-yet-valid", "unreadable"])
+def test_after_a_restart_an_expired_configs_caps_go_though_nothing_can_be_applied(nvml_stub, keys, lake, tmp_path,
+                                                                                  served):
+    """Restarted after its config ended, with the location serving one not valid yet (or not
+    readable): the expired caps stayed on, as nothing was known in force (review, helper-85). The
+    guard's record says when the newest config applied here ends; past that, the defaults, once."""
+    nvml_stub.write([GpuState.a100(0)])
+    location = tmp_path / "recommended-config.json"
+    state_path = tmp_path / "state" / "agent-applied.json"
+    kw = dict(public_key=keys[1], host=HOST, nvml=pynvml, lake=lake)
+    location.write_bytes(config(keys[0], 300, TODAY))  # valid until NOW + 2 days
+    assert poll_once(AgentState(), str(location), now=NOW, replay_guard=ReplayGuard(state_path), **kw).startswith("applied")
+    if served == "not-yet-valid":
+        location.write_bytes(config(keys[0], 250, NOW + dt.timedelta(days=2), valid_from=NOW + dt.timedelta(days=3)))
+    else:
+        location.unlink()
+        location.mkdir()  # a folder: the fetch fails, as for a server that is down
+    restarted, guard = AgentState(), ReplayGuard(state_path)
+    message = poll_once(restarted, str(location), now=NOW + dt.timedelta(days=1), replay_guard=guard, **kw)
+    assert "is in force until 2026-01-05T06:00:00Z" in message and limit_w(nvml_stub) == 300.0
+    poll_once(restarted, str(location), now=NOW + dt.timedelta(days=2, hours=1), replay_guard=guard, **kw)
+    assert limit_w(nvml_stub) == 400.0
+    again = AgentState()  # restarted once more, after the end
+    poll_once(again, str(location), now=NOW + dt.timedelta(days=2, hours=2), replay_guard=guard, **kw)
+    poll_once(again, str(location), now=NOW + dt.timedelta(days=2, hours=3), replay_guard=guard, **kw)
+    rows = ds.dataset(lake / "agent_audit", format="parquet", partitioning="hive").to_table().to_pylist()
+    assert [r["action"] for r in rows].count("rollback") + [r["action"] for r in rows].count("unchanged") <= 3, \
+        "a rollback each poll would fill the audit"
+
+
+def test_a_body_too_deep_to_write_is_malformed_not_a_crash():
+    """json.loads accepts a depth that json.dumps, a few frames deeper, cannot write."""
+    deep: dict = {}
+    for _ in range(100_000):
+        deep = {"a": deep}
+    with pytest.raises(MalformedConfig, match="nested too deeply"):
+        canonical_body(deep)
+
+
+def test_a_file_no_check_foresaw_is_refused_and_the_config_in_force_still_expires(nvml_stub, keys, lake, tmp_path):
+    """A lone surrogate loads as JSON and cannot be encoded: it escaped the refusal, so every poll
+    failed before the expiry and the caps stayed on past their config (review, helper-85)."""
+    nvml_stub.write([GpuState.a100(0)])
+    location = tmp_path / "recommended-config.json"
+    state, guard = AgentState(), ReplayGuard(tmp_path / "state" / "agent-applied.json")
+    kw = dict(public_key=keys[1], host=HOST, nvml=pynvml, lake=lake, replay_guard=guard)
+    location.write_bytes(config(keys[0], 300, TODAY))
+    assert poll_once(state, str(location), now=NOW, **kw).startswith("applied")
+    location.write_bytes(b'{"body": {"site": "\\ud800"}, "signature": {"alg": "ed25519", "value": "AA=="}}')
+    message = poll_once(state, str(location), now=NOW + dt.timedelta(hours=1), **kw)
+    assert message.startswith("new config refused (") and limit_w(nvml_stub) == 300.0
+    assert poll_once(state, str(location), now=NOW + dt.timedelta(days=2), **kw).startswith("expired: ")
+    assert limit_w(nvml_stub) == 400.0
 
 
 def test_a_second_config_generated_the_same_second_is_refused(nvml_stub, keys, lake, tmp_path):

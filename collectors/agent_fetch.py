@@ -7,7 +7,11 @@ over MAX_CONFIG_BYTES (16 MiB) is refused before it is read whole.
 
 from __future__ import annotations
 
+import http.client
 import os
+import socket
+import stat
+import threading
 import time
 import urllib.error
 import urllib.parse
@@ -43,7 +47,13 @@ def fetch_config(location: str, timeout_s: float = 10.0, max_bytes: int = MAX_CO
         if os.path.lexists(location):  # a FIFO would block the open, a device never end: refused first
             regular_file(location, "config file", ConfigFetchError)
         try:
-            with open(location, "rb") as fh:
+            # non-blocking, then checked on what was opened: a FIFO swapped in after the check above
+            # would otherwise block the open for good
+            with open(os.open(location, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY), "rb") as fh:
+                if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
+                    raise ConfigFetchError(f"config file {location} is not a regular file (replaced while "
+                                           "it was opened); refused unread")
+                os.set_blocking(fh.fileno(), True)
                 _check_size(location, os.fstat(fh.fileno()).st_size, max_bytes)
                 return _read_at_most(location, fh.read, max_bytes)
         except FileNotFoundError:
@@ -54,19 +64,78 @@ def fetch_config(location: str, timeout_s: float = 10.0, max_bytes: int = MAX_CO
             raise ConfigFetchError(f"cannot read config file {location}: {exc}") from None
     if location.split("://", 1)[0].lower() not in ("http", "https"):
         return _fetch_fsspec(location, max_bytes)
+    deadline = _Deadline(timeout_s)
     try:
-        with urllib.request.urlopen(location, timeout=timeout_s) as response:  # noqa: S310 - scheme is the operator's
+        with deadline, deadline.opener.open(location, timeout=timeout_s) as response:
             declared = response.headers.get("Content-Length", "") if response.headers else ""
             _check_size(location, int(declared) if declared.isdigit() else None, max_bytes)
-            return _read_at_most(location, _read_before(location, response, time.monotonic() + timeout_s), max_bytes)
+            data = _read_at_most(location, _read_before(location, response, time.monotonic() + timeout_s), max_bytes)
+        if deadline.fired:  # headers cut short read as complete ones: what came is not the document
+            raise ConfigFetchError(deadline.late(location))
+        return data
     except urllib.error.HTTPError as exc:
-        if exc.code in (404, 410):
+        if exc.code in (404, 410) and not deadline.fired:
             return None
-        raise ConfigFetchError(f"config URL {location} answered HTTP {exc.code}") from None
+        raise ConfigFetchError(deadline.late(location) if deadline.fired else
+                               f"config URL {location} answered HTTP {exc.code}") from None
     except ConfigFetchError:
         raise
-    except (urllib.error.URLError, OSError) as exc:
+    except (urllib.error.URLError, OSError, http.client.HTTPException) as exc:
+        if deadline.fired:
+            raise ConfigFetchError(deadline.late(location)) from None
         raise ConfigFetchError(f"cannot fetch config URL {location}: {exc}") from None
+
+
+class _Deadline:
+    """One deadline for the whole request: connect, status line, headers and body. The socket's
+    timeout bounds each wait only, so a server dripping a header byte every half second held the
+    fetch (and the agent loop, and the expiry of the config in force) for good. At the deadline
+    the request's sockets are shut down, which ends whatever read waits on them."""
+
+    def __init__(self, timeout_s: float) -> None:
+        self.timeout_s, self.fired = timeout_s, False
+        self._connections: list[http.client.HTTPConnection] = []
+        self._timer: threading.Timer | None = None
+        captured = self._connections
+
+        def capturing(cls):
+            def make(host, **kwargs):
+                captured.append(cls(host, **kwargs))
+                return captured[-1]
+            return make
+
+        class Http(urllib.request.HTTPHandler):
+            def http_open(self, req):
+                return self.do_open(capturing(http.client.HTTPConnection), req)
+
+        class Https(urllib.request.HTTPSHandler):
+            def https_open(self, req):
+                return self.do_open(capturing(http.client.HTTPSConnection), req, context=self._context)
+
+        self.opener = urllib.request.build_opener(Http, Https)
+
+    def __enter__(self) -> "_Deadline":
+        self._timer = threading.Timer(self.timeout_s, self._shut)
+        self._timer.daemon = True
+        self._timer.start()
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+
+    def late(self, location: str) -> str:
+        return (f"config URL {location} did not answer in time: nothing whole after the fetch's {self.timeout_s:g} s "
+                "timeout; the server or a proxy is sending too slowly")
+
+    def _shut(self) -> None:
+        self.fired = True
+        for connection in self._connections:
+            try:
+                if connection.sock is not None:
+                    connection.sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass  # already closed: nothing waits on it
 
 
 def _read_before(location: str, response, deadline: float) -> Callable[[int], bytes]:

@@ -4,6 +4,8 @@ the private key read by the export, the public key by every agent (collectors/co
 from __future__ import annotations
 
 import hashlib
+import os
+import stat
 from pathlib import Path
 
 from cryptography.hazmat.primitives import serialization
@@ -46,10 +48,29 @@ def generate_keypair(directory: str | Path, *, overwrite: bool = False) -> tuple
     return private_path, public_path
 
 
+def _refuse_open_to_others(path: str | Path, what: str, *, secret: bool) -> None:
+    """Refuse a key other users could change (or, for the secret one, read). The public key is the
+    agent's trust anchor: whoever can replace it (the file, or a name in its folder) signs configs
+    the agent applies as root. A folder with the sticky bit (/tmp) lets no one replace another's file."""
+    path = Path(path)
+    file_mask = 0o026 if secret else 0o022  # the secret: no other may read it either; 0640 for a group is fine
+    checks = [(path, file_mask, "file")] + ([] if secret else [(path.parent, 0o022, "folder")])
+    for target, mask, kind in checks:
+        st = target.stat()
+        if kind == "folder" and st.st_mode & stat.S_ISVTX:
+            continue
+        if st.st_uid not in (0, os.geteuid()) or st.st_mode & mask:
+            raise ValueError(
+                f"{what} {path}: its {kind} {target} (owner uid {st.st_uid}, mode {st.st_mode & 0o777:o}) can be "
+                f"{'read or written' if secret and kind == 'file' else 'written'} by another user; refused "
+                f"(chmod {'600' if secret else 'go-w'} {target}, owned by this user or root)")
+
+
 def load_private_key(path: str | Path) -> Ed25519PrivateKey:
-    """Read an unencrypted PEM ed25519 private key."""
+    """Read an unencrypted PEM ed25519 private key (no other user may read or write it)."""
     if not Path(path).exists():
         raise FileNotFoundError(f"private key {path} does not exist (create one with `joulehouse keys generate`)")
+    _refuse_open_to_others(path, "private key", secret=True)
     data = read_bytes_at_most(path, "private key", MAX_KEY_BYTES)
     try:
         key = serialization.load_pem_private_key(data, password=None)
@@ -61,8 +82,9 @@ def load_private_key(path: str | Path) -> Ed25519PrivateKey:
 
 
 def load_public_key(path: str | Path) -> Ed25519PublicKey:
-    """Read a PEM ed25519 public key."""
+    """Read a PEM ed25519 public key (neither it nor its folder writable by another user)."""
     data = read_bytes_at_most(path, "public key", MAX_KEY_BYTES)
+    _refuse_open_to_others(path, "public key", secret=False)
     try:
         key = serialization.load_pem_public_key(data)
     except ValueError as exc:

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import fsspec
 
+from joulehouse.collectors import lakefs
 from joulehouse.collectors.config_contract import CONFIG_NAME
 
 
@@ -27,7 +28,11 @@ def publish_config(export_dir: str | Path, publish_url: str) -> str:
     final = f"{root.rstrip('/')}/{CONFIG_NAME}"
     try:
         protocols = fs.protocol if isinstance(fs.protocol, tuple) else (fs.protocol,)
-        if {"file", "local", "memory"} & set(protocols):
+        if {"file", "local"} & set(protocols):
+            # a fresh name made exclusively (mkstemp), never a fixed `<final>.tmp`: another user of
+            # a shared web root could plant that as a link, and the DAG's user would write through it
+            lakefs.write_file_atomically(final, data, 0o644)
+        elif "memory" in protocols:
             tmp = f"{final}.tmp"
             fs.pipe_file(tmp, data)
             fs.mv(tmp, final)

@@ -84,3 +84,68 @@ def test_a_server_sending_a_byte_at_a_time_is_given_up_at_the_timeout():
     finally:
         stop.set()
         server.shutdown()
+
+
+def test_a_server_dripping_its_headers_is_given_up_at_the_timeout():
+    """The deadline bounded the body only: the status line and headers were read with a timeout per
+    wait, so a header byte every 0.2 s held the fetch, the agent loop and the expiry of the config
+    in force as long as the server liked (review, helper-85)."""
+    import socket
+    import threading
+    import time
+
+    stop = threading.Event()
+    listener = socket.create_server(("127.0.0.1", 0))
+
+    def drip():
+        peer, _ = listener.accept()
+        with peer:
+            peer.recv(65536)
+            peer.sendall(b"HTTP/1.1 200 OK\r\nX")
+            while not stop.is_set():
+                try:
+                    peer.sendall(b"x")
+                except OSError:
+                    return
+                time.sleep(0.2)
+
+    threading.Thread(target=drip, daemon=True).start()
+    outcome: list = []
+
+    def fetch():
+        try:
+            outcome.append(fetch_config(f"http://127.0.0.1:{listener.getsockname()[1]}/c.json", timeout_s=0.5))
+        except ConfigFetchError as exc:
+            outcome.append(exc)
+
+    try:
+        started = time.monotonic()
+        worker = threading.Thread(target=fetch, daemon=True)
+        worker.start()
+        worker.join(timeout=30)  # a bound for the test only
+        assert not worker.is_alive() and time.monotonic() - started < 10
+        assert isinstance(outcome[0], ConfigFetchError) and "did not answer in time" in str(outcome[0])
+    finally:
+        stop.set()
+        listener.close()
+
+
+def test_a_fifo_put_in_place_after_the_check_does_not_block_the_fetch(tmp_path, monkeypatch):
+    """The path was checked, then opened again by name: a FIFO swapped in between blocked the open
+    for good (review, helper-85). What was opened is checked."""
+    import os
+
+    from joulehouse.collectors import agent_fetch
+
+    path = tmp_path / "recommended-config.json"
+    path.write_bytes(b"{}")
+    real_check = agent_fetch.regular_file
+
+    def check_then_swap(*args, **kwargs):
+        real_check(*args, **kwargs)
+        path.unlink()
+        os.mkfifo(path)
+
+    monkeypatch.setattr(agent_fetch, "regular_file", check_then_swap)
+    with pytest.raises(ConfigFetchError, match="not a regular file"):
+        fetch_config(str(path))

@@ -179,3 +179,26 @@ def test_a_new_key_written_over_an_old_one_is_private_whatever_the_old_ones_mode
     private, _ = generate_keypair(tmp_path, overwrite=True)
     assert stat.S_IMODE(private.stat().st_mode) == 0o600
     assert load_private_key(private) is not None
+
+
+@pytest.mark.parametrize("opened, mode", [("public key", 0o666), ("public key's folder", 0o777),
+                                          ("private key", 0o644), ("private key", 0o660)])
+def test_a_key_another_user_could_replace_or_read_is_refused(tmp_path, opened, mode):
+    """The public key is the agent's trust anchor: a mode 666 key, or one in a folder anyone can
+    write, let any local user swap in their own key and sign what root applies; a 644 private key
+    let any user sign (review, helper-85)."""
+    import os
+
+    from joulehouse.collectors.config_contract import load_public_key
+
+    folder = tmp_path / "keys"
+    private, public = generate_keypair(folder)
+    load_public_key(public), load_private_key(private)  # as written: accepted
+    target = {"public key": public, "public key's folder": folder, "private key": private}[opened]
+    os.chmod(target, mode)
+    load = load_private_key if opened == "private key" else load_public_key
+    with pytest.raises(ValueError, match=r"can be (read or )?written by another user; refused"):
+        load(private if opened == "private key" else public)
+    os.chmod(folder, 0o1777)  # sticky, as /tmp: no one else can replace the key in it
+    if opened == "public key's folder":
+        assert load_public_key(public) is not None

@@ -149,15 +149,22 @@ def test_the_guard_survives_a_restart_of_the_agent(nvml_stub, keys, lake, tmp_pa
     assert limit_w(nvml_stub) == 300.0
 
 
-def test_after_a_restart_the_newest_config_still_expires_though_an_older_one_is_served(nvml_stub, keys, lake, tmp_path):
-    """Refused as a replay with nothing known in force, the older config left the newer one's caps
-    on for good: its window ended and no rollback came. The guard's record now says when it ends."""
+def _applied_at_now(nvml_stub, keys, lake, tmp_path):
+    """One A100 capped to 300 W at NOW by a config valid until NOW + 2 days, through a replay guard
+    whose state the caller's restarted agents read: (config location, guard state file, poll kwargs)."""
     nvml_stub.write([GpuState.a100(0)])
     location = tmp_path / "recommended-config.json"
     state_path = tmp_path / "state" / "agent-applied.json"
     kw = dict(public_key=keys[1], host=HOST, nvml=pynvml, lake=lake)
-    location.write_bytes(config(keys[0], 300, TODAY))  # valid until NOW + 2 days
+    location.write_bytes(config(keys[0], 300, TODAY))
     assert poll_once(AgentState(), str(location), now=NOW, replay_guard=ReplayGuard(state_path), **kw).startswith("applied")
+    return location, state_path, kw
+
+
+def test_after_a_restart_the_newest_config_still_expires_though_an_older_one_is_served(nvml_stub, keys, lake, tmp_path):
+    """Refused as a replay with nothing known in force, the older config left the newer one's caps
+    on for good: its window ended and no rollback came. The guard's record now says when it ends."""
+    location, state_path, kw = _applied_at_now(nvml_stub, keys, lake, tmp_path)
     restarted, guard = AgentState(), ReplayGuard(state_path)
     location.write_bytes(config(keys[0], 250, YESTERDAY))  # a stale cache serves yesterday's
     message = poll_once(restarted, str(location), now=NOW + dt.timedelta(hours=1), replay_guard=guard, **kw)
@@ -172,12 +179,7 @@ def test_after_a_restart_an_expired_configs_caps_go_though_nothing_can_be_applie
     """Restarted after its config ended, with the location serving one not valid yet (or not
     readable): the expired caps stayed on, as nothing was known in force (review, helper-85). The
     guard's record says when the newest config applied here ends; past that, the defaults, once."""
-    nvml_stub.write([GpuState.a100(0)])
-    location = tmp_path / "recommended-config.json"
-    state_path = tmp_path / "state" / "agent-applied.json"
-    kw = dict(public_key=keys[1], host=HOST, nvml=pynvml, lake=lake)
-    location.write_bytes(config(keys[0], 300, TODAY))  # valid until NOW + 2 days
-    assert poll_once(AgentState(), str(location), now=NOW, replay_guard=ReplayGuard(state_path), **kw).startswith("applied")
+    location, state_path, kw = _applied_at_now(nvml_stub, keys, lake, tmp_path)
     if served == "not-yet-valid":
         location.write_bytes(config(keys[0], 250, NOW + dt.timedelta(days=2), valid_from=NOW + dt.timedelta(days=3)))
     else:

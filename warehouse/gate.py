@@ -28,7 +28,8 @@ from joulehouse.warehouse.sqlio import SqlFiles, records, replace_day_rows, used
 
 BLOCKING, WARNING = "blocking", "warning"
 QUARANTINE_REASONS = (
-    "duplicate_key", "key_missing", "future_timestamp", "outside_partition_day", "power_not_finite", "limit_not_finite", "power_negative", "counter_negative",
+    "duplicate_key", "key_missing", "future_timestamp", "outside_partition_day", "power_not_finite", "limit_not_finite", "counter_not_finite",
+    "power_negative", "counter_negative",
     "power_unit_mw", "power_over_limit", "power_over_bound", "temp_out_of_range",
     "ratio_out_of_range", "util_out_of_range", "clock_out_of_range",
 )

@@ -25,6 +25,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import duckdb
+import pyarrow as pa
 import pyarrow.parquet as pq
 
 from joulehouse.collectors.schema import DATASETS, PARTITION_HOST_COLUMN, REQUIRED_COLUMNS, REQUIRED_ONE_OF
@@ -115,6 +116,8 @@ def check_required(con: duckdb.DuckDBPyConnection, dataset: str, files: list[str
     for path, *element in BUILD_SQL.execute(con, "file_columns", {"files": files}).fetchall():
         elements.setdefault(path, []).append(tuple(element))
     stored = {path: _top_level_kinds(rows) for path, rows in elements.items()}
+    narrow = {path: _top_level_narrow_floats(rows) for path, rows in elements.items()}
+    counters = {f.name for f in DATASETS[dataset] if f.name.endswith("_total") and pa.types.is_integer(f.type)}
     documented = {f.name: _documented_kind(DUCK_TYPES[str(f.type)]) for f in DATASETS[dataset]}
     for path in files:
         columns = stored.get(path, {})
@@ -127,6 +130,12 @@ def check_required(con: duckdb.DuckDBPyConnection, dataset: str, files: list[str
             if name in documented and kind not in (documented[name], NOTHING_BUT_NULL):
                 raise LakeContractError(f"lake file {path}: column {name} of {dataset} is stored as {kind}, "
                                         f"expected {documented[name]}")
+        for name in sorted(counters & narrow.get(path, set())):
+            # one such file made DuckDB read the counter of every file of the day as a 32-bit float
+            # (union_by_name widens BIGINT and FLOAT to FLOAT): 2e13 mJ counters off by 0.2%
+            raise LakeContractError(f"lake file {path}: counter {name} of {dataset} is stored as a 16- or 32-bit "
+                                    "float, which cannot hold a counter's value to the unit; expected an integer "
+                                    "or a 64-bit float")
 
 
 # A column another tool wrote with no value at all (pyarrow's null type, as pandas writes a column of
@@ -134,21 +143,33 @@ def check_required(con: duckdb.DuckDBPyConnection, dataset: str, files: list[str
 NOTHING_BUT_NULL = "nothing but NULL"
 
 
-def _top_level_kinds(elements: list[tuple]) -> dict[str, str]:
-    """{column: what it holds} of a file's top-level columns, from its schema elements (name,
-    type, num_children, converted, logical) in footer order: the root first, then depth first,
-    so a nested struct's own `host` is never taken for the file's."""
-    kinds: dict[str, str] = {}
+def _top_level(elements: list[tuple]) -> Iterator[tuple]:
+    """A file's top-level columns' schema elements (name, type, num_children, converted, logical),
+    from all of them in footer order: the root first, then depth first, so a nested struct's own
+    `host` is never taken for the file's."""
     pending = [elements[0][2]] if elements else []  # children still to come, per open group; the root's first
-    for name, physical, children, converted, logical in elements[1:]:
+    for element in elements[1:]:
         if len(pending) == 1:  # a child of the root: a column
-            kinds.setdefault(name, _stored_kind(physical, converted, logical))
+            yield element
         pending[-1] -= 1
-        if children:
-            pending.append(children)
+        if element[2]:
+            pending.append(element[2])
         while len(pending) > 1 and pending[-1] == 0:
             pending.pop()
+
+
+def _top_level_kinds(elements: list[tuple]) -> dict[str, str]:
+    """{column: what it holds} of a file's top-level columns (_stored_kind's words)."""
+    kinds: dict[str, str] = {}
+    for name, physical, _, converted, logical in _top_level(elements):
+        kinds.setdefault(name, _stored_kind(physical, converted, logical))
     return kinds
+
+
+def _top_level_narrow_floats(elements: list[tuple]) -> set[str]:
+    """The file's top-level columns stored as 16- or 32-bit floats."""
+    return {name for name, physical, _, _, logical in _top_level(elements)
+            if physical == "FLOAT" or (logical or "").startswith("Float16Type")}
 
 
 def _stored_kind(physical: str | None, converted: str | None, logical: str | None) -> str:

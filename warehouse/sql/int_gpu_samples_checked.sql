@@ -27,8 +27,9 @@
 --       outside the day, which stopped the day at the gate without naming the file, or NULL-energy
 --       hours; our writer files every reading under its own day;
 --     power_not_finite; limit_not_finite: power_limit_w NaN or infinite (every bound below and the
---       energy's plausible maximum compare with it, and NaN passes them all); power_negative;
---     counter_negative;
+--       energy's plausible maximum compare with it, and NaN passes them all); counter_not_finite:
+--       energy_mj_total NaN or infinite (a float counter, as pandas writes one with gaps: kept, it
+--       cut the counter's intervals on both sides); power_negative; counter_negative;
 --     power_unit_mw: power_w > 100x the power limit (or 10x the absolute bound): mW stored as W;
 --     power_over_limit: power_w > max_power_over_limit_ratio x power_limit_w;
 --     power_over_bound: no limit known and power_w > max_power_abs_w;
@@ -86,19 +87,21 @@ finite AS (
         *,
         -- computed apart: inside the CASE below, DuckDB 2.0.1 let a NaN row fall through to a later rule
         coalesce(isfinite(power_w), true) AS power_finite,
-        coalesce(isfinite(power_limit_w), true) AS limit_finite
+        coalesce(isfinite(power_limit_w), true) AS limit_finite,
+        coalesce(isfinite(CAST(energy_mj_total AS DOUBLE)), true) AS counter_finite
     FROM window_rows
 ),
 ruled AS (
     -- every rule but duplicate_key, first: a duplicate is ranked by it, so a valid copy is kept
     SELECT
-        * EXCLUDE (power_finite, limit_finite),
+        * EXCLUDE (power_finite, limit_finite, counter_finite),
         CASE
             WHEN sampled_at IS NULL OR gpu_uuid IS NULL OR source IS NULL OR coalesce(host, '') = '' THEN 'key_missing'
             WHEN sampled_at > $now::TIMESTAMPTZ + to_seconds($max_clock_skew_s) THEN 'future_timestamp'
             WHEN sampled_at < day::TIMESTAMPTZ OR sampled_at >= (day + 1)::TIMESTAMPTZ THEN 'outside_partition_day'
             WHEN NOT power_finite THEN 'power_not_finite'
             WHEN NOT limit_finite THEN 'limit_not_finite'
+            WHEN NOT counter_finite THEN 'counter_not_finite'
             WHEN power_w < 0 THEN 'power_negative'
             WHEN energy_mj_total < 0 THEN 'counter_negative'
             WHEN power_limit_w > 0 AND power_w > 100 * power_limit_w THEN 'power_unit_mw'

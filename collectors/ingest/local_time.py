@@ -90,9 +90,17 @@ def _passes(wall: datetime, zone: ZoneInfo) -> tuple[datetime, datetime]:
 def local_timestamp(raw: str, assume_tz: ZoneInfo) -> datetime:
     """A log's time in UTC; without an offset, in `assume_tz` (a repeated hour: its first pass)."""
     wall = wall_time(raw)
-    if wall.tzinfo is not None:
-        return wall.astimezone(timezone.utc)
-    return _passes(wall, assume_tz)[0]
+    try:
+        if wall.tzinfo is not None:
+            return wall.astimezone(timezone.utc)
+        return _passes(wall, assume_tz)[0]
+    except OverflowError:
+        raise ValueError(_beyond_dates(raw)) from None
+
+
+def _beyond_dates(raw: str) -> str:
+    # 9999-12-31T23:00-05:00 is in year 10000 in UTC: a row's reject reason, not the import's end
+    return f"timestamp {raw.strip()!r} is in UTC beyond the dates a clock can show (years 1-9999)"
 
 
 def second_pass(at: datetime, zone: ZoneInfo) -> datetime:
@@ -139,6 +147,12 @@ class LogClock:
         return (wall - offsets[0]).replace(tzinfo=timezone.utc), (wall - offsets[1]).replace(tzinfo=timezone.utc)
 
     def utc(self, raw: str, stream: Hashable) -> datetime:
+        try:
+            return self._utc(raw, stream)
+        except OverflowError:
+            raise ValueError(_beyond_dates(raw)) from None
+
+    def _utc(self, raw: str, stream: Hashable) -> datetime:
         wall = wall_time(raw)
         if wall.tzinfo is not None:
             instant = wall.astimezone(timezone.utc)

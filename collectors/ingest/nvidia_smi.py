@@ -252,12 +252,13 @@ def _read_chunks(path: Path, *, host: str, gpu_model: str | None, assume_tz: str
             try:
                 sample = parse_row(row, id_columns, index_column, clock, units)
                 check_plausible(sample["sampled_at"], "timestamp", now)
+                # The uuid too: across a reboot an index may name another GPU (nvidia-smi: "can change
+                # at each boot"), and then the two are two streams, not one GPU's duplicates.
+                uuid = sys.intern(identity_text(row.get("uuid")))
+                model = identity_text(row.get("name")) or gpu_model
             except ValueError as exc:
                 reject(RejectedRow(line_no, str(exc), printable(line)))
                 continue
-            # The uuid too: across a reboot an index may name another GPU (nvidia-smi: "can change at
-            # each boot"), and then the two are two streams, not one GPU's duplicates.
-            uuid = sys.intern(identity_text(row.get("uuid")))
             if id_columns and uuid:
                 index_of_uuid.setdefault(uuid, sample["gpu_index"])
             elif uuid and uuid in index_of_uuid:  # a header without the index, after rows that gave it
@@ -282,7 +283,6 @@ def _read_chunks(path: Path, *, host: str, gpu_model: str | None, assume_tz: str
                 reject(RejectedRow(line_no, f"duplicate: {gpu} already has a row at {at.isoformat()}", printable(line)))
                 continue
             naive += is_naive(row["timestamp"])
-            model = identity_text(row.get("name")) or gpu_model
             sample.update(host=host, gpu_model=model, source=SOURCE,
                           gpu_uuid=uuid or synthetic_gpu_uuid(host, sample["gpu_index"]))
             for name in columns:

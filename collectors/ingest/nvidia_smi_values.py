@@ -10,6 +10,7 @@ names the column to trust.
 from __future__ import annotations
 
 import functools
+import math
 import re
 
 import pyarrow as pa
@@ -38,7 +39,8 @@ NUMERIC = {
 _INTEGER_COLUMNS = {"sm_clock_mhz", "mem_clock_mhz", "mem_used_mib"}
 _FLOAT32_MAX = 3.4028234663852886e38
 BOM = "\ufeff"
-_VALUE = re.compile(r"^\s*(-?\d+(?:\.\d+)?)\s*([A-Za-z%]*)\s*$")
+# ASCII: Python's \d matches any script's digits, and nvidia-smi writes only ASCII ones
+_VALUE = re.compile(r"^\s*(-?\d+(?:\.\d+)?)\s*([A-Za-z%]*)\s*$", re.ASCII)
 # What makes a row's text untrustworthy: a byte that is not UTF-8 (read as a lone surrogate), a BOM
 _NOT_UTF8 = re.compile("[\udc80-\udcff\ufeff]")
 
@@ -58,11 +60,17 @@ def _number(raw: str, unit: str, scale: float) -> float | None:
         raise ValueError(f"{raw.strip()!r} is not a number")
     if m.group(2) and m.group(2) != unit:
         raise ValueError(f"{raw.strip()!r} is not in {unit or 'a plain number'}")
-    return float(m.group(1)) * scale
+    value = float(m.group(1)) * scale
+    if not math.isfinite(value):  # 309 nines: infinity, which no column holds and round() cannot take
+        raise ValueError(f"{raw.strip()!r} is too large for any reading")
+    return value
 
 
 def _gpu_index(raw: str) -> int:
-    value = int(raw.strip())
+    text = raw.strip()
+    if not text.isascii() or not text.isdigit():  # int() takes '٣' and ' 3_0'
+        raise ValueError(f"GPU index {text!r} is not a whole number")
+    value = int(text)
     if not 0 <= value < 1024:
         raise ValueError(f"GPU index {value} is outside 0..1023")
     return value
@@ -118,6 +126,9 @@ def identity_text(value: str | None) -> str:
     """An identity cell, '' where nvidia-smi wrote none ('[N/A]': stored as text, every GPU of the
     log became GPU '[N/A]' of model '[N/A]', --gpu-model unheard)."""
     text = (value or "").strip()
+    if any(ord(c) < 32 or ord(c) == 127 for c in text):
+        # 'GPU-a\x00b' made a phantom GPU and 'H100\x1b[2J' a model that clears terminals
+        raise ValueError(f"identity {text!r} holds control characters; nvidia-smi writes none")
     return "" if text.lower() in NULLS else text
 
 

@@ -123,6 +123,10 @@ def read_sacct(path: str | Path, *, lake: str | Path, assume_tz: str = "UTC",
         if missing:
             raise SlurmError(f"{path}: header lacks {', '.join(missing)}; export with "
                              f"sacct -a -X -P --format={','.join(FIELDS)}")
+        twice = sorted({f for f in header if header.count(f) > 1})
+        if twice:  # a row's dict keeps the last copy: End named twice gave a job 22 GPU-hours for 1
+            raise SlurmError(f"{path}: the header names {twice} twice; which column is the job's is not "
+                             f"known (export with sacct -a -X -P --format={','.join(FIELDS)})")
         for number, line in enumerate(lines, start=2):  # one line at a time: an export may be large
             line = line.rstrip("\r\n")
             if not line.strip():

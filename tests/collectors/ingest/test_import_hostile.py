@@ -183,3 +183,35 @@ def test_a_quote_never_closed_refuses_the_log_instead_of_swallowing_the_rest(tmp
     log = _log(tmp_path / "gpu.csv", *good[:3], '2026/01/02 01:00:00.000, 0,"100 W', *good[3:])
     with pytest.raises(NvidiaSmiError, match=r"line 5 opens a quote that is closed only at line 1202"):
         read_nvidia_smi_csv(log, host="h1", now=NOW)
+
+
+@pytest.mark.parametrize("header, row, assume_tz, reason", [
+    (HEADER, "9999-12-31T23:00:00-05:00, 0, 100 W", "UTC", "beyond the dates a clock can show"),
+    (HEADER, "0001-01-01T00:00:00+05:00, 0, 100 W", "UTC", "beyond the dates a clock can show"),
+    (HEADER, "9999/12/31 23:00:00.000, 0, 100 W", "America/New_York", "beyond the dates a clock can show"),
+    ("timestamp, index, memory.used [MiB]\n", "2026/01/02 00:00:00.000, 0, " + "9" * 309 + " MiB", "UTC",
+     "is too large for any reading"),
+])
+def test_a_row_beyond_any_date_or_number_rejects_that_row_not_the_import(tmp_path, header, row, assume_tz, reason):
+    """A year-9999 time with a negative offset is in year 10000 in UTC, and 309 nines are infinity:
+    OverflowError, not the ValueError a row's reject is, ended the whole import in a traceback
+    (review, helper-87)."""
+    log = _log(tmp_path / "smi.csv", row, "2026/01/02 00:00:01.000, 0, [N/A]", header=header)
+    res = read_nvidia_smi_csv(log, host="h", now=NOW, assume_tz=assume_tz)
+    assert res.good_rows == 1 and len(res.rejected) == 1 and reason in res.rejected[0].reason
+
+
+@pytest.mark.parametrize("header, row", [
+    ("timestamp, index, uuid, power.draw [W]\n", "2026/01/02 00:00:00.000, 0, GPU-a\x00b, 100 W"),
+    ("timestamp, index, name, power.draw [W]\n", "2026/01/02 00:00:00.000, 0, H100\x1b[2J, 100 W"),
+    (HEADER, "2026/01/02 00:00:00.000, \u0663, 100 W"),   # an Arabic-Indic 3
+    (HEADER, "2026/01/02 00:00:00.000, 0, \uff11\uff10\uff10 W"),  # full-width 100
+])
+def test_identities_with_control_characters_and_digits_of_other_scripts_are_rejected(tmp_path, header, row):
+    """nvidia-smi writes ASCII digits and printable names: a uuid holding NUL made a phantom GPU, and
+    int() and \\d took other scripts' digits as readings (review, helper-87)."""
+    log = _log(tmp_path / "smi.csv", row, "2026/01/02 00:00:01.000, 0, " + ("GPU-a, 100 W" if "uuid" in header
+                                                                             else "H100, 100 W" if "name" in header
+                                                                             else "100 W"), header=header)
+    res = read_nvidia_smi_csv(log, host="h", now=NOW)
+    assert res.good_rows == 1 and [r.line for r in res.rejected] == [2]

@@ -301,3 +301,23 @@ def test_cli_imports_and_says_how_gpus_were_placed(tmp_path):
     assert "8 GPUs placed by whole-node" in out.output and "1 GPUs placed by lowest-free-index" in out.output
     missing = CliRunner().invoke(app, ["ingest", "slurm", str(tmp_path / "none.txt"), "--lake", str(lake)])
     assert missing.exit_code == 2 and "does not exist" in missing.output
+
+
+def test_a_header_naming_a_field_twice_is_refused(tmp_path):
+    """A row's dict kept the last copy: End named twice (02:00, then 23:00) gave the job 22 GPU-hours
+    for 1, with nothing said (review, helper-87)."""
+    path = tmp_path / "sacct.txt"
+    path.write_text(f"{HEADER}|End\n8|h|u|t|p|COMPLETED|2026-11-30T01:00:00|2026-11-30T02:00:00|node-01|gres/gpu=1|"
+                    "2026-11-30T23:00:00\n", encoding="utf-8")
+    with pytest.raises(SlurmError, match=r"the header names \['End'\] twice"):
+        read_sacct(path, lake=tmp_path / "lake", now=NOW)
+
+
+def test_an_end_beyond_any_date_rejects_its_row_not_the_export(tmp_path):
+    """9999-12-31T23:00 in New York is in year 10000 in UTC: an OverflowError ended the import."""
+    result, jobs = placed(tmp_path, {"node-01": 1},
+                          "7|a|u|t|p|COMPLETED|2026-11-30T01:00:00|9999-12-31T23:00:00|node-01|gres/gpu=1",
+                          "8|b|u|t|p|COMPLETED|2026-11-30T01:00:00|2026-11-30T02:00:00|node-01|gres/gpu=1",
+                          assume_tz="America/New_York")
+    assert list(jobs) == ["8"] and [r.line for r in result.rejected] == [2]
+    assert result.rejected[0].reason.startswith("End: ")

@@ -280,6 +280,8 @@ class _TomlFile(TomlConfigSettingsSource):
             return tomllib.loads(text)
         except tomllib.TOMLDecodeError as exc:
             raise SettingsError(f"settings file {path} is not valid TOML: {exc}") from None
+        except RecursionError:  # a=[[[[... thousands deep: tomllib recurses per level
+            raise SettingsError(f"settings file {path} is nested too deeply to be a settings file") from None
 
 
 class _Environment(EnvSettingsSource):

@@ -187,14 +187,15 @@ def write_parquet_object(table: pa.Table, url: str) -> WrittenFile:
 # A host name as DNS, Slurm and Kubernetes spell one (plus '_'): it names a folder of the lake and
 # reaches the scheduler lines of infra/placement, so '/', '..', '=', spaces, quotes or shell
 # characters never get into either.
-_HOST_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,252}")
+# At most 250: the folder is "host=<name>", and a file system's name holds 255 bytes.
+_HOST_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,249}")
 
 
 def check_host_name(host: str) -> str:
     """`host` if it can name a lake partition; else ValueError naming it."""
     if not isinstance(host, str) or not _HOST_NAME.fullmatch(host):
         raise ValueError(f"host {host!r} cannot name a partition folder: expected a host name (letters, digits, "
-                         "'.', '-', '_', starting with a letter or digit, at most 253 characters)")
+                         "'.', '-', '_', starting with a letter or digit, at most 250 characters)")
     return host
 
 

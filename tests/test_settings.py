@@ -72,7 +72,10 @@ def test_the_environment_overrides_the_file_and_both_are_typed(tmp_path):
     (b"[carbon]\nregoin = 'FR'\n", "[carbon]: unknown key 'regoin'"),
     (b"[carbonn]\n", "unknown settings section [carbonn]"),
     (b"# " + b"x" * (1 << 20) + b"\n", "expected at most 1 MiB"),
-], ids=["latin-1", "broken", "unknown-key", "unknown-section", "huge"])
+    (b"a = " + b"[" * 5000 + b"]" * 5000 + b"\n", "nested too deeply"),  # a RecursionError traceback (helper-87)
+    (b'[warehouse]\nquery_memory_limit = "99999999999999999TB"\n', "more than any machine holds"),
+    (b'[warehouse]\nmemory_limit = "5000000TB"\n', "more than any machine holds"),
+], ids=["latin-1", "broken", "unknown-key", "unknown-section", "huge", "deep", "huge-query-memory", "huge-memory"])
 def test_an_unreadable_file_is_one_line_naming_it(tmp_path, content, expected):
     path = tmp_path / "site.toml"
     path.write_bytes(content)

@@ -22,6 +22,9 @@ QueryTimeout = Annotated[float, Field(gt=0, le=86400, allow_inf_nan=False)]
 _MEMORY = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(KB|MB|GB|TB|KiB|MiB|GiB|TiB)\s*$|^\s*(\d+(?:\.\d+)?)\s*%\s*$", re.IGNORECASE)
 _UNIT_BYTES = {"kb": 1e3, "mb": 1e6, "gb": 1e9, "tb": 1e12, "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40}
 MIN_MEMORY_BYTES = 64e6  # below this DuckDB cannot hold one vector per column of a build
+# above this DuckDB refuses the SET ("value is too large") and setrlimit overflows a C long: a
+# traceback at the first query or build, where the settings said nothing
+MAX_SIZE_BYTES = 1e15
 
 
 def _size(text: str, minimum_bytes: float, what: str) -> str:
@@ -35,6 +38,8 @@ def _size(text: str, minimum_bytes: float, what: str) -> str:
             raise ValueError(f"{text!r}: a share of the machine's {what} is 1% to 100%")
     elif float(found.group(1)) * _UNIT_BYTES[found.group(2).lower()] < minimum_bytes:
         raise ValueError(f"{text!r} is too little for DuckDB to work in: at least {minimum_bytes / 1e6:g}MB")
+    elif float(found.group(1)) * _UNIT_BYTES[found.group(2).lower()] > MAX_SIZE_BYTES:
+        raise ValueError(f"{text!r} is more than any machine holds: at most {MAX_SIZE_BYTES / 1e12:g}TB")
     return text.strip()
 
 

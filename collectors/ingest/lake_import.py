@@ -108,8 +108,11 @@ def ledger_fields(partitions: set[tuple[str, str]], host: str) -> dict[str, Any]
     return {"partitions": sorted([day, part_host] for day, part_host in partitions)}
 
 
-def safe_stem(stem: str) -> str:
-    return re.sub(r"[^A-Za-z0-9_.-]", "_", stem)
+def safe_stem(stem: str, max_chars: int = 100) -> str:
+    """A log's file stem as part of a lake file name: '_' for what a name should not hold, cut to
+    `max_chars` (the name adds the source and the log's id, and a file system holds 255 bytes:
+    a 230-character log name failed its import with 'File name too long')."""
+    return re.sub(r"[^A-Za-z0-9_.-]", "_", stem)[:max_chars]
 
 
 def split_partitions(table: pa.Table, dataset: str, host: str) -> dict[tuple[str, str], pa.Table]:

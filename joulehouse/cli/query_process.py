@@ -55,14 +55,14 @@ def data_capped(memory_limit: str) -> Iterator[None]:
 
 
 class Stopped:
-    """Whether Ctrl-C or SIGTERM arrived while the query ran."""
+    """Whether Ctrl-C, SIGTERM or SIGHUP arrived while the query ran."""
 
     by_signal = False
 
 
 @contextmanager
 def signals_stop_the_query() -> Iterator[Stopped]:
-    """Ctrl-C and SIGTERM stop the query (DuckDB polls Python's signals), so the connection closes
+    """Ctrl-C, SIGTERM and SIGHUP stop the query (DuckDB polls Python's signals), so the connection closes
     and its private spill folder is deleted: a plain kill left one behind each time. DuckDB reports
     a signal handler's exception as RuntimeError('Query interrupted'), so the caller reads
     `by_signal` to tell that from a query's own error."""
@@ -75,7 +75,8 @@ def signals_stop_the_query() -> Iterator[Stopped]:
         raise KeyboardInterrupt
 
     try:
-        previous = {sig: signal.signal(sig, interrupt) for sig in (signal.SIGINT, signal.SIGTERM)}
+        # SIGHUP too: a closed terminal or a dropped ssh session left up to 4 GB of spill in /tmp
+        previous = {sig: signal.signal(sig, interrupt) for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
     except ValueError:  # not the main thread (an embedding runner): leave the signals alone
         yield stopped
         return

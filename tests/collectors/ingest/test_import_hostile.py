@@ -215,3 +215,13 @@ def test_identities_with_control_characters_and_digits_of_other_scripts_are_reje
                                                                              else "100 W"), header=header)
     res = read_nvidia_smi_csv(log, host="h", now=NOW)
     assert res.good_rows == 1 and [r.line for r in res.rejected] == [2]
+
+
+def test_the_longest_names_accepted_still_name_files(tmp_path, lake):
+    """A 253-character host passed the check, and "host=" made its folder 258 bytes; a log named
+    with 230 characters made a lake file name past 255: 'File name too long' (review, helper-87)."""
+    log = _log(tmp_path / ("g" * 230 + ".csv"), "2026/01/02 00:00:00.000, 0, 100 W")
+    assert ingest_nvidia_smi(log, lake=lake, host="h" * 250, now=NOW).good_rows == 1
+    assert len(lake_rows(lake)) == 1
+    with pytest.raises(ValueError, match="at most 250 characters"):
+        ingest_nvidia_smi(log, lake=lake, host="h" * 251, now=NOW)

@@ -75,7 +75,7 @@ from joulehouse.collectors.input_file import text_lines
 from joulehouse.collectors.ingest.lake_import import RejectedRow, record_landing
 from joulehouse.collectors.ingest.lake_stream import LandedImport, LogLanding
 from joulehouse.collectors.ingest.nvidia_smi_values import (BOM, NUMERIC, encoding_problem, field_name, identity_text,
-                                                            is_naive, parse_row, printable)
+                                                            is_naive, parse_row, printable, read_fields)
 from joulehouse.collectors.schema import GPU_SAMPLES, conform
 from joulehouse.collectors.writer import WrittenFile
 
@@ -385,7 +385,7 @@ def _notes(path: Path, names: list[str], host: str, gpu_model: str | None, assum
         other = {"index": "gpu", "gpu": "index"}[index_column]
         if other in names:
             notes.append(f"GPU index taken from column {index_column!r}; column {other!r} ignored")
-    ignored = [n for n in names if n not in known]
+    ignored = [n for n in names if n not in known or (n in NUMERIC and n not in read_fields(tuple(names)))]
     if ignored:
         notes.append(f"columns not stored: {', '.join(ignored)}")
     return notes

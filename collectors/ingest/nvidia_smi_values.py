@@ -37,6 +37,19 @@ NUMERIC = {
     "memory.used": ("mem_used_mib", "MiB", 1.0),
 }
 _INTEGER_COLUMNS = {"sm_clock_mhz", "mem_clock_mhz", "mem_used_mib"}
+
+
+@functools.lru_cache(maxsize=64)
+def read_fields(names: tuple[str, ...]) -> frozenset[str]:
+    """The fields of a header whose values are stored: of two for one column, the first in NUMERIC
+    (power.draw, the average, over power.draw.instant) for the whole log. Row by row, the first
+    not empty was taken, so [N/A] averages were filled with instant readings: two quantities mixed
+    in one column, unsaid."""
+    chosen: dict[str, str] = {}
+    for name in NUMERIC:
+        if name in names:
+            chosen.setdefault(NUMERIC[name][0], name)
+    return frozenset(chosen.values())
 _FLOAT32_MAX = 3.4028234663852886e38
 BOM = "\ufeff"
 # ASCII: Python's \d matches any script's digits, and nvidia-smi writes only ASCII ones
@@ -156,7 +169,10 @@ def parse_row(row: dict[str, str], id_columns: list[str], index_column: str | No
     except ValueError as exc:
         raise ValueError(f"timestamp: {exc}") from None
     sample: dict = {"sampled_at": sampled_at, "gpu_index": gpu_index}
+    stored = read_fields(tuple(row))
     for name, raw in row.items():
+        if name in NUMERIC and name not in stored:
+            continue
         if name in NUMERIC:
             column, unit, scale = NUMERIC[name]
             try:

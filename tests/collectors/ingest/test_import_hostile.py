@@ -225,3 +225,13 @@ def test_the_longest_names_accepted_still_name_files(tmp_path, lake):
     assert len(lake_rows(lake)) == 1
     with pytest.raises(ValueError, match="at most 250 characters"):
         ingest_nvidia_smi(log, lake=lake, host="h" * 251, now=NOW)
+
+
+def test_of_two_power_columns_the_average_is_the_logs_power_for_every_row(tmp_path):
+    """power.draw and power.draw.instant: row by row the first not empty was stored, so an [N/A]
+    average took the instant reading, two quantities in one column (review, helper-87)."""
+    log = _log(tmp_path / "smi.csv", "2026/01/02 00:00:00.000, 0, 100 W, 5 W", "2026/01/02 00:00:01.000, 0, [N/A], 7 W",
+               header="timestamp, index, power.draw [W], power.draw.instant [W]\n")
+    res = read_nvidia_smi_csv(log, host="h", now=NOW)
+    assert res.table.column("power_w").to_pylist() == [100.0, None]
+    assert any("columns not stored: power.draw.instant" in note for note in res.notes)

@@ -85,6 +85,25 @@ def test_a_job_row_shipped_twice_counts_once_in_its_gpus_class():
     assert gpu_workload_classes(con, DAY)[0] == {"GPU-0": "background"}  # 6 h of its latest end now
 
 
+@pytest.mark.parametrize("first", ["latency-sensitive", "background"])
+def test_equal_hours_in_two_classes_give_the_stricter_whatever_the_row_order(first):
+    """12 h serving and 12 h background: arg_max left the tie to the order rows arrived in, and half
+    of such GPUs were capped under background's 25% slowdown (review, helper-89)."""
+    from joulehouse.models.recommend import gpu_workload_classes
+
+    con = duckdb.connect()
+    con.execute("CREATE TABLE stg_jobs (job_id VARCHAR, host VARCHAR, gpu_uuid VARCHAR, started_at TIMESTAMPTZ, "
+                "ended_at TIMESTAMPTZ, workload_class VARCHAR)")
+    at = lambda h: dt.datetime(2026, 3, 2, tzinfo=dt.timezone.utc) + dt.timedelta(hours=h)  # noqa: E731
+    second = "background" if first == "latency-sensitive" else "latency-sensitive"
+    for g in range(8):
+        a, b = (first, second) if g % 2 else (second, first)
+        con.executemany("INSERT INTO stg_jobs VALUES (?, 'node-01', ?, ?, ?, ?)",
+                        [(f"x{g}", f"GPU-{g}", at(0), at(12), a), (f"y{g}", f"GPU-{g}", at(12), at(24), b)])
+    classes, _ = gpu_workload_classes(con, DAY)
+    assert set(classes.values()) == {"latency-sensitive"} and len(classes) == 8
+
+
 def test_without_jobs_busy_gpus_are_throughput():
     con = _warehouse()
     recommend_day(con, DAY, RecommendSettings())
@@ -292,6 +311,18 @@ def test_device_limits_come_from_the_catalogue_and_a_board_built_for_more_keeps_
     assert device_limits_w("NVIDIA A100-SXM4-80GB", 300.0) == (400.0, 100.0, 400.0, None)  # capped: the table's
     default_w, min_w, max_w, note = device_limits_w("NVIDIA A100-SXM4-80GB", 500.0)
     assert (default_w, min_w, max_w) == (500.0, 100.0, 500.0) and "500 W limit, above the catalogue's 400 W" in note
+
+
+@pytest.mark.parametrize("name, default_w", [("NVIDIA H200 NVL", 600.0), ("NVIDIA H800 PCIe", 350.0),
+                                             ("NVIDIA H800 NVL", 400.0), ("NVIDIA H800", 700.0), ("NVIDIA H200", 700.0)])
+def test_boards_named_like_a_larger_part_take_their_own_limits(name, default_w):
+    """'NVIDIA H200 NVL' matched the 700 W H200 and the H800 PCIe and NVL the 700 W SXM row: caps
+    started above the board's own limit, keep-the-default rows said 700 W for a 350 W board, and
+    savings were counted from a limit it never runs at (review, helper-89)."""
+    from joulehouse.models.recommend import device_limits_w
+
+    got_default, _, max_w, _ = device_limits_w(name, default_w)
+    assert (got_default, max_w) == (default_w, default_w)
 
 
 @pytest.mark.slow

@@ -37,6 +37,7 @@ from pathlib import Path
 import pyarrow as pa
 
 from joulehouse.collectors import lakefs
+from joulehouse.collectors.lake_locks import source_locks
 from joulehouse.collectors.settings import CollectorSettings
 from joulehouse.collectors.sources.base import Source, SourceError, read_failure
 from joulehouse.collectors.spool import SEGMENT_SUFFIX, DiskFullError, Spool, recover, spool_lock
@@ -278,7 +279,8 @@ class Collector:
     def run(self, stop: threading.Event, *, max_polls: int | None = None) -> CollectStats:
         """Take the spool folder (spool_lock), recover, start the background sources, poll every
         interval_s until `stop` is set (or max_polls), then flush and roll all. Raises
-        SpoolInUseError when another collector holds the spool, StorageError when the spool or the
+        SpoolInUseError when another collector holds the spool (SourceInUseError when another
+        writes one of its sources into the lake), StorageError when the spool or the
         lake cannot be written, SourceStartError when a required source fails its first read
         (after flushing what the others gave). The stats say what could not be kept at stop."""
         _check_writable(self.spool_dir, "spool folder")
@@ -287,7 +289,8 @@ class Collector:
                                "the collector cannot start")
         with spool_lock(self.spool_dir):
             _check_writable(self.lake, "lake")
-            return self._run_locked(stop, max_polls)
+            with source_locks(self.lake, (s.label for s in self.scheduled)):
+                return self._run_locked(stop, max_polls)
 
     def _run_locked(self, stop: threading.Event, max_polls: int | None) -> CollectStats:
         self.recover()

@@ -34,7 +34,8 @@ import pyarrow.compute as pc
 
 from joulehouse.collectors import lakefs
 from joulehouse.collectors.schema import PARTITION_HOST_COLUMN, SORT_KEYS, TIME_COLUMN, conform
-from joulehouse.collectors.writer import LakeWriteError, WrittenFile, partition_dir, write_parquet_atomic
+from joulehouse.collectors.writer import (LakeWriteError, WrittenFile, partition_dir, remove_orphan_temporaries,
+                                         write_parquet_atomic)
 
 log = logging.getLogger(__name__)
 SEGMENT_SUFFIX = ".arrows"
@@ -375,8 +376,12 @@ def _roll_or_reject(path: Path, lake: Path, dataset: str, table: pa.Table) -> li
         return roll_to_lake(lake, dataset, table, seg_id)
     except ValueError as exc:  # pa.ArrowInvalid is one too; a LakeWriteError (an OSError) goes on up
         rejected = path.with_suffix(".rejected")
+        try:  # first, and at most a warning: on a full disk it failed after the rename, and crashed the start
+            rejected.with_name(rejected.name + ".reason").write_text(f"{exc}\n", encoding="utf-8")
+        except OSError as unwritten:
+            log.warning("spool segment %s: cannot write why it is set aside (%s); the reason is: %s",
+                        path.name, unwritten.strerror or unwritten, exc)
         path.rename(rejected)
-        rejected.with_name(rejected.name + ".reason").write_text(f"{exc}\n", encoding="utf-8")
         log.error("spool segment %s cannot go into the lake (%s); set aside as %s", path.name, exc, rejected.name)
         return []
 
@@ -384,7 +389,9 @@ def _roll_or_reject(path: Path, lake: Path, dataset: str, table: pa.Table) -> li
 def recover(spool_dir: Path, lake: Path, left: dict[str, list[Path]] | None = None) -> list[WrittenFile]:
     """Roll every segment a previous process left in `spool_dir` into the lake. A segment that
     cannot be read or written now (an I/O error, a full or unwritable lake) stays in place, is
-    logged, and is added to `left[dataset]` for the caller to retry; the others are still rolled."""
+    logged, and is added to `left[dataset]` for the caller to retry; the others are still rolled.
+    First, the temporary files writers killed mid-write left in the lake are removed."""
+    remove_orphan_temporaries(lake)
     written = []
     for path in sorted(Path(spool_dir).glob(f"*{SEGMENT_SUFFIX}")):
         dataset = path.name.split("-", 1)[0]

@@ -20,10 +20,12 @@ from __future__ import annotations
 
 import datetime as dt
 import errno
+import logging
 import os
 import posixpath
 import re
 import tempfile
+import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -45,6 +47,8 @@ ROW_GROUP_ROWS = 1_048_576
 PAGE_BYTES = 8 * 1_048_576  # an int64 column of a full row group
 US_PER_DAY = 86_400_000_000
 EPOCH = dt.date(1970, 1, 1)
+
+log = logging.getLogger(__name__)
 
 
 class LakeWriteError(OSError):
@@ -270,3 +274,27 @@ def replace_partition(lake: str | Path, dataset: str, date: str, host: str, tabl
         else:
             lakefs.filesystem(f).rm_file(f)
     return written
+
+
+# A lake file's temporary name older than this is a killed writer's: its rows are still in the
+# spool segment it came from (or the import that wrote it is redone), and a live write renames its
+# file within seconds. An ingest or compaction may run beside the collector: theirs are young.
+ORPHAN_TMP_AGE_S = 3600
+
+
+def remove_orphan_temporaries(lake: Path, now_s: float | None = None) -> list[Path]:
+    """Remove the lake's hidden `.*.parquet.tmp` files older than ORPHAN_TMP_AGE_S: a SIGKILL between
+    a lake file's write and its rename left one per kill, never removed (an OOM-killed collector
+    rolling 500k-row segments filled the disk it shares with the spool)."""
+    now_s = time.time() if now_s is None else now_s
+    removed = []
+    for tmp in Path(lake).glob(f"*/date=*/host=*/.*{TMP_SUFFIX}"):
+        try:
+            if now_s - tmp.lstat().st_mtime > ORPHAN_TMP_AGE_S:
+                tmp.unlink()
+                removed.append(tmp)
+        except OSError:
+            continue  # gone meanwhile, or not ours to remove: the next start looks again
+    if removed:
+        log.info("lake %s: removed %d temporary file(s) writers killed mid-write left", lake, len(removed))
+    return removed

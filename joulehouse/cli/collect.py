@@ -52,6 +52,7 @@ def collect_command(
     import threading
 
     from joulehouse.collectors.collect import Collector, SourceStartError, StorageError, parse_duration_s
+    from joulehouse.collectors.lake_locks import SourceInUseError
     from joulehouse.collectors.settings import CollectorSettings, SettingsError, load_node_settings, replace_fields
     from joulehouse.collectors.spool import SpoolInUseError
     from joulehouse.collectors.writer import check_host_name
@@ -95,7 +96,7 @@ def collect_command(
     exposure = expose_metrics(CollectorStatsMetrics(collector), metrics_port, metrics_address, metrics_textfile)
     try:
         stats = collector.run(stop, max_polls=max_polls)
-    except (SpoolInUseError, StorageError) as exc:
+    except (SpoolInUseError, SourceInUseError, StorageError) as exc:
         fail(str(exc), 2)
     except SourceStartError as exc:
         fail(str(exc), 3)

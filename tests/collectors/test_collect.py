@@ -372,6 +372,31 @@ def test_a_segment_whose_host_cannot_name_a_folder_is_set_aside_and_the_spool_go
     assert len(lake_rows(lake)) == 4
 
 
+def test_a_segment_set_aside_on_a_full_disk_does_not_stop_the_start(tmp_path, lake, monkeypatch, caplog):
+    """The reason was written after the rename, and on a full disk its ENOSPC crashed the start
+    (the collector is meant to hold rows in memory there) and left an empty reason (review,
+    helper-88): now it is written first, and a failure to is a warning carrying the reason."""
+    import errno
+    from pathlib import Path as P
+
+    spool_dir = tmp_path / "spool"
+    bad = Spool(spool_dir, lake, "gpu_samples")
+    bad.append(SimSource("a/b", gpus=1).read())
+    bad.flush()
+    [bad_segment] = list(spool_dir.glob("*.arrows"))
+    real_write_text = P.write_text
+
+    def full_for_reasons(self, *args, **kwargs):
+        if self.name.endswith(".reason"):
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real_write_text(self, *args, **kwargs)
+
+    monkeypatch.setattr(P, "write_text", full_for_reasons)
+    recover(spool_dir, lake)
+    assert bad_segment.with_suffix(".rejected").exists() and not bad_segment.exists()
+    assert "cannot write why it is set aside" in caplog.text and "cannot name a partition folder" in caplog.text
+
+
 @pytest.mark.parametrize("host", ["a/b", "..", "n;rm -rf x", "node 01", "host=x", "", "-n", "x" * 254])
 def test_collect_refuses_a_host_that_cannot_name_a_lake_folder_before_spooling(tmp_path, host):
     app = typer.Typer()
@@ -440,3 +465,20 @@ def test_a_roll_whose_close_fails_keeps_every_row_and_rolls_them_at_the_next_try
     rows = lake_rows(lake)
     assert len(rows) == 4 and len({(r["sampled_at"], r["gpu_uuid"]) for r in rows}) == 4
     assert not list((tmp_path / "spool").glob("*.arrows")), "nothing left for a restart to replay"
+
+
+def test_a_killed_writers_temporary_lake_file_is_removed_at_the_next_start_a_live_ones_is_not(tmp_path, lake):
+    """A SIGKILL between a lake file's write and its rename left a hidden .parquet.tmp per kill that
+    nothing removed (review, helper-88). Its rows are still in the spool; a fresh one may be an
+    ingest or a compaction at work beside the collector, and stays."""
+    import os
+    import time
+
+    folder = lake / "gpu_samples" / "date=2026-01-01" / "host=node-01"
+    folder.mkdir(parents=True)
+    old, young = folder / ".part-a-1234abcd.parquet.tmp", folder / ".part-b-5678abcd.parquet.tmp"
+    for path in (old, young):
+        path.write_bytes(b"PAR1")
+    os.utime(old, (time.time() - 7200, time.time() - 7200))
+    recover(tmp_path / "spool", lake)
+    assert not old.exists() and young.exists()

@@ -80,6 +80,33 @@ def test_a_second_collector_on_the_same_spool_refuses_and_the_first_keeps_every_
     assert not (tmp_path / "b" / "lake").exists() or not lake_rows(tmp_path / "b" / "lake")
 
 
+@pytest.mark.slow  # runs the collector agent as a process (about a second)
+def test_a_second_collector_of_the_same_source_into_the_same_lake_is_refused(tmp_path):
+    """With a spool folder of its own, a second collector passed the spool's lock and wrote every
+    reading twice, at other instants (40 rows per GPU for 20, review helper-88). Another source
+    into the same lake is other streams, and runs."""
+    lake = tmp_path / "lake"
+    a = subprocess.Popen(
+        [sys.executable, "-m", "joulehouse", "collect", "--source", "sim", "--sim-gpus", "2", "--host", "node-a",
+         "--lake", str(lake), "--spool-dir", str(tmp_path / "spool-a"), "--interval", "50ms",
+         "--flush-interval", "100ms", "--roll-interval", "1s"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=dict(os.environ, PYTHONPATH=str(REPO)))
+    try:
+        _wait_for(lambda: list((tmp_path / "spool-a").glob("*.arrows")))
+        b = cli("--source", "sim", "--sim-gpus", "2", "--host", "node-a", "--lake", str(lake),
+                "--spool-dir", str(tmp_path / "spool-b"), "--max-polls", "5")
+        assert b.exit_code == 2 and "another collector writes source 'sim' into the lake" in b.output, b.output
+    finally:
+        a.send_signal(signal.SIGTERM)
+        out, err = a.communicate(timeout=60)
+    assert a.returncode == 0, err
+    polled_rows = int(re.search(r"stopped: \d+ polls, (\d+) rows", out)[1])
+    assert len(lake_rows(lake)) == polled_rows
+    again = cli("--source", "sim", "--sim-gpus", "2", "--host", "node-a", "--lake", str(lake),
+                "--spool-dir", str(tmp_path / "spool-b"), "--max-polls", "2")
+    assert again.exit_code == 0, again.output  # the first one gone, its lock went with it
+
+
 def test_the_spool_lock_is_released_when_its_holder_stops(tmp_path):
     with spool_lock(tmp_path / "spool"):
         with pytest.raises(SpoolInUseError, match=f"pid {os.getpid()}"):

@@ -176,6 +176,7 @@ class FigureWriter:
     def div(self, fig) -> Markup:
         self.count += 1
         for trace in fig.data:
+            _plain_text_in(trace)
             colour = self.colours.get(getattr(trace, "name", None))
             if colour is None:
                 continue
@@ -187,6 +188,21 @@ class FigureWriter:
         body = fig.to_html(full_html=False, include_plotlyjs=False, div_id=f"fig-{self.count:02d}",
                            config={"displaylogo": False, "responsive": True})
         return _macro("figure")(Markup(body))  # plotly's own div and script: trusted, not data
+
+
+# plotly.js reads a small HTML in text (<a href>, <span style>, <b>, <br>): a host named with a link
+# drew a working link to anywhere inside a figure. Its entity for '<' it shows as the character.
+_DATA_TEXT_KEYS = ("name", "x", "y", "text", "hovertext", "labels", "legendgroup")
+
+
+def _plain_text_in(trace) -> None:
+    """Make the data strings of `trace` (names, categories, labels) plain text to plotly.js."""
+    for key in _DATA_TEXT_KEYS:
+        value = getattr(trace, key, None) if key in trace else None
+        if isinstance(value, str):
+            trace[key] = value.replace("<", "&lt;")
+        elif isinstance(value, (tuple, list)) and any(isinstance(v, str) and "<" in v for v in value):
+            trace[key] = [v.replace("<", "&lt;") if isinstance(v, str) else v for v in value]
 
 
 def card(label: str, value: str, sub: str = "", parts: list[tuple[str, str]] | None = None) -> Markup:

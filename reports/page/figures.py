@@ -158,8 +158,9 @@ def context_against_load(load: pl.DataFrame, context: pl.DataFrame, value_col: s
 def shift_saving_by_team(shift: pl.DataFrame) -> go.Figure:
     """Per team, what time-shifting its deferrable jobs would have saved: carbon (kgCO2e, left
     axis) and energy cost (USD, right axis). Columns: team, carbon_saving_gco2e, cost_saving_usd."""
-    per = shift.group_by("team").agg((pl.col("carbon_saving_gco2e").sum() / 1000).alias("kg"),
-                                     pl.col("cost_saving_usd").sum().alias("usd")).sort("team")
+    # a plan not made (NULL) draws no bar, never a saving of 0
+    per = shift.group_by("team").agg((sum_known("carbon_saving_gco2e") / 1000).alias("kg"),
+                                     sum_known("cost_saving_usd").alias("usd")).sort("team")
     fig = make_subplots(specs=[[{"secondary_y": True}]])
     fig.add_trace(go.Bar(x=per["team"].to_list(), y=per["kg"].to_list(), name="carbon saving", offsetgroup="carbon",
                          marker_color="#31a354"), secondary_y=False)

@@ -62,10 +62,18 @@ def total(frame: pl.DataFrame | None, col: str) -> float | None:
     return float(frame[col].sum()) if has(frame, col) else None
 
 
+# Unicode direction controls: a GPU model named with U+202E turned the rest of its sentence around,
+# numbers too ("saves about 3.0 kWh" read "0.3"). Nothing the lake names needs them.
+BIDI_CONTROLS = "[\u200e\u200f\u202a-\u202e\u2066-\u2069]"
+
+
 def to_utc(frame: pl.DataFrame) -> pl.DataFrame:
-    """Zoned timestamp columns shown in UTC whatever the session time zone was."""
+    """Zoned timestamp columns shown in UTC whatever the session time zone was, and text without
+    direction controls."""
     return frame.with_columns([pl.col(c).dt.convert_time_zone("UTC") for c, t in frame.schema.items()
-                               if isinstance(t, pl.Datetime) and t.time_zone])
+                               if isinstance(t, pl.Datetime) and t.time_zone]
+                              + [pl.col(c).str.replace_all(BIDI_CONTROLS, "") for c, t in frame.schema.items()
+                                 if t == pl.String])
 
 
 class ReportData:

@@ -28,6 +28,7 @@ import polars as pl
 from plotly.offline import get_plotlyjs
 from markupsafe import Markup
 
+from joulehouse.reports.accounts.attribution import sum_known
 from joulehouse.reports.page import figures
 from joulehouse.reports.page.relations import ReportData, has, total
 from joulehouse.reports.page.blocks import (FigureWriter, Section, fmt_kg, fmt_kwh, fmt_number, fmt_usd, page,
@@ -65,7 +66,16 @@ def energy_section(data: ReportData, figs: FigureWriter) -> Section:
     if rec is None or not has(rec, "node_energy_kwh"):
         s.missing(f"no IPMI data ({data.reconciliation_why or 'no BMC readings for the day'}): server energy vs GPU energy not drawn")
     else:
-        per = rec.group_by("host").agg(pl.col("node_energy_kwh").sum(), pl.col("gpu_energy_kwh").sum()).sort("host")
+        # the GPUs over the hours the BMC was read, not every hour: a server read for 12 h of 24 drew
+        # less than its GPUs did all day; a host the BMC never answered for has no bar, not 0 kWh
+        read = pl.col("node_energy_kwh").is_not_null()
+        per = (rec.group_by("host")
+               .agg(sum_known("node_energy_kwh"), pl.col("gpu_energy_kwh").filter(read).sum().alias("gpu_energy_kwh"),
+                    read.any().alias("read"))
+               .filter(pl.col("read")).sort("host"))
+        unread = sorted(set(rec["host"].to_list()) - set(per["host"].to_list()))
+        if unread:
+            s.note(f"No BMC readings for {', '.join(unread)}: not drawn below.")
         fig = figures.energy_by_host(pl.concat([
             per.select("host", pl.lit("server (BMC)").alias("gpu_model"), pl.col("node_energy_kwh").alias("energy_kwh")),
             per.select("host", pl.lit("GPUs").alias("gpu_model"), pl.col("gpu_energy_kwh").alias("energy_kwh")),
@@ -116,10 +126,15 @@ def shift_block(data: ReportData, figs: FigureWriter, s: Section) -> None:
     plans = {"carbon": fmt_kg(carbon_g), "energy cost": fmt_usd(cost)}
     saved = " and ".join(f"{text} of {what}" for what, text in plans.items() if text != "-")
     unknown = " and ".join(what for what, text in plans.items() if text == "-")
+    # some jobs' plans missing: the sums are of the others, and the sentence says so
+    partial = [f"{n} job{'s' if n != 1 else ''}' {what} plan not computed" for what, column in
+               (("carbon", "carbon_saving_gco2e"), ("energy cost", "cost_saving_usd"))
+               if column in shift.columns and 0 < (n := shift[column].null_count()) < shift.height]
     s.note(f"{shift.height} deferrable jobs, {fmt_kwh(total(shift, 'energy_kwh'))} IT. Moved, same energy, to "
            f"the day's hours with the lowest PUE x grid intensity (or PUE x price), each hour taking at most the "
            f"fleet's idle GPU-hours in it: " + (f"{saved} would have been saved (two separate plans)" if saved else "")
-           + (f"{'; ' if saved else ''}{unknown} not computed (its account was not run)" if unknown else "") + ".")
+           + (f"{'; ' if saved else ''}{unknown} not computed (its account was not run)" if unknown else "")
+           + (f" ({'; '.join(partial)}: the sums are of the rest)" if partial else "") + ".")
     s.add(figs.div(figures.shift_saving_by_team(shift)))
     cols = [c for c in ("team", "job_id", "energy_kwh", "carbon_saving_gco2e", "best_carbon_hour_at", "cost_saving_usd",
                         "best_cost_hour_at") if c in shift.columns]
@@ -132,8 +147,9 @@ def shift_block(data: ReportData, figs: FigureWriter, s: Section) -> None:
 def fleet_power_sentence(energy: pl.DataFrame) -> str:
     """What a power curve over too few hours would have shown, said in words."""
     hours = sorted(energy["hour_at"].unique().to_list())
-    per_model = (energy.group_by("gpu_model").agg((pl.col("avg_power_w").sum() / len(hours)).alias("w"),
-                                                  pl.col("gpu_uuid").n_unique().alias("gpus"))
+    # over each GPU's measured hours: an unmeasured hour (avg_power_w NULL) is no hour at 0 W
+    per_gpu = energy.group_by("gpu_model", "gpu_uuid").agg(pl.col("avg_power_w").mean().alias("w"))
+    per_model = (per_gpu.drop_nulls("w").group_by("gpu_model").agg(pl.col("w").sum(), pl.len().alias("gpus"))
                  .sort("w", descending=True))
     when = ", ".join(h.strftime("%H:00") for h in hours)
     # the model's GPUs together, and each: "587 W" alone read as one GPU's draw (it was 8 idle GPUs')

@@ -421,3 +421,72 @@ def test_a_nan_or_infinite_watt_value_is_shown_as_unknown_not_a_failed_report(fu
     text = html.unescape(render_report(full_day, DAY, tmp_path / "r.html").read_text())
     model, before, after, *_ = OUTCOME_POOLED
     assert f"{model}: -→{after:.0f} W" in text
+
+
+def _traces(text: str, title: str) -> list[dict]:
+    """The traces of the figure whose title is `title`."""
+    import json
+
+    start = text.rindex("Plotly.newPlot", 0, text.index(f'"text":"{title}'))
+    data, _ = json.JSONDecoder().raw_decode(text, text.index("[", start))
+    return data
+
+
+def _analysed_day() -> duckdb.DuckDBPyConnection:
+    con = duckdb.connect()
+    build_day(con)
+    build_analysis(con)
+    build_context_and_shift(con)
+    return con
+
+
+def test_the_bmc_figure_sets_a_server_against_its_gpus_over_the_same_hours(tmp_path):
+    """The GPUs were summed over every hour and the server over the hours the BMC was read: a server
+    read 12 h of 24 drew 48 kWh against its GPUs' 72; a host the BMC never answered for drew 0
+    kWh (review, helper-90)."""
+    con = _analysed_day()
+    con.execute("UPDATE fct_node_reconciliation_hourly SET node_energy_kwh = NULL WHERE host = 'node-01' "
+                "AND hour(hour_at) >= 12")
+    start = dt.datetime.combine(DAY, dt.time(), tzinfo=dt.timezone.utc)
+    con.executemany("INSERT INTO fct_node_reconciliation_hourly (hour_at, day, host, gpu_energy_kwh) VALUES (?,?,?,?)",
+                    [(start + dt.timedelta(hours=h), DAY, "node-03", 3.0) for h in range(24)])
+    want = dict(con.execute("SELECT host, sum(gpu_energy_kwh) FROM fct_node_reconciliation_hourly "
+                            "WHERE node_energy_kwh IS NOT NULL GROUP BY host").fetchall())
+    page = render_report(con, DAY, tmp_path / "r.html").read_text()
+    bars = {t["name"]: dict(zip(t["x"], t["y"])) for t in _traces(page, "Server (BMC) energy vs its GPUs")}
+    assert bars["GPUs"] == pytest.approx(want) and "node-03" not in bars["server (BMC)"]
+    assert "No BMC readings for node-03" in page
+
+
+def test_a_shifting_plan_not_made_is_no_saving_of_zero(tmp_path):
+    con = _analysed_day()
+    con.execute("UPDATE rpt_shift_opportunity_daily SET carbon_saving_gco2e = NULL WHERE team = 'search'")
+    page = render_report(con, DAY, tmp_path / "r.html").read_text()
+    [carbon, _] = _traces(page, "What shifting deferrable jobs to the best hours would have saved")
+    assert dict(zip(carbon["x"], carbon["y"]))["search"] is None
+    assert "carbon plan not computed: the sums are of the rest" in html.unescape(page)
+
+
+def test_the_fleet_power_sentence_leaves_out_unmeasured_hours_not_counts_them_as_zero(tmp_path):
+    con = duckdb.connect()
+    con.execute("CREATE TABLE fct_gpu_energy_hourly (hour_at TIMESTAMPTZ, day DATE, host VARCHAR, gpu_uuid VARCHAR, "
+                "gpu_model VARCHAR, energy_kwh DOUBLE, avg_power_w DOUBLE, coverage_ratio DOUBLE, energy_source VARCHAR)")
+    start = dt.datetime.combine(DAY, dt.time(), tzinfo=dt.timezone.utc)
+    con.executemany("INSERT INTO fct_gpu_energy_hourly VALUES (?,?,'node-01','GPU-1','NVIDIA H200',?,?,?,?)",
+                    [(start, DAY, None, None, 0.0, None), (start + dt.timedelta(hours=1), DAY, 0.0004, 0.4, 1.0, "counter")])
+    page = html.unescape(render_report(con, DAY, tmp_path / "r.html").read_text())
+    assert "NVIDIA H200 0 W (1 GPU)" not in page and re.search(r"NVIDIA H200 0\.4\d* W|NVIDIA H200 0 W", page)
+
+
+def test_names_from_the_lake_cannot_turn_a_sentence_around_or_draw_links_in_a_figure(tmp_path):
+    """A model named with U+202E read '3.0 kWh' as '0.3'; a host named with <a href> drew a working
+    link inside a figure, which plotly.js reads as HTML (review, helper-90)."""
+    con = _analysed_day()
+    con.execute("UPDATE fct_gpu_energy_hourly SET gpu_model = gpu_model || ' \u202e' WHERE gpu_model LIKE '%H100%'")
+    con.execute("UPDATE fct_node_reconciliation_hourly SET host = "
+                "'n<a href=\"https://evil.example\">x</a>' WHERE host = 'node-01'")
+    page = render_report(con, DAY, tmp_path / "r.html").read_text()
+    assert "\u202e" not in page
+    bars = _traces(page, "Server (BMC) energy vs its GPUs")
+    hosts = [x for t in bars for x in t["x"]]
+    assert 'n&lt;a href="https://evil.example">x&lt;/a>' in hosts and not any("<a" in h for h in hosts)

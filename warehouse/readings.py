@@ -28,6 +28,7 @@ from pathlib import Path
 
 import duckdb
 
+from joulehouse.collectors import lakefs
 from joulehouse.warehouse.host_batches import BUILD_SQL
 from joulehouse.warehouse.publish import home_folder
 from joulehouse.warehouse.sqlio import relation_exists, string_literal
@@ -72,6 +73,19 @@ def _copy(con: duckdb.DuckDBPyConnection, query: str, params: dict, target: Path
     return int(n_rows)
 
 
+def _durable(target: Path) -> None:
+    """The file written, and its name in a day folder perhaps new, on disk before the publish that
+    lists it: after a power cut the published warehouse could list a file that was lost or empty,
+    and every stg_gpu_samples query failed (DuckDB's COPY does not fsync)."""
+    fd = os.open(target, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    lakefs.fsync_dir(target.parent)
+    lakefs.fsync_dir(target.parent.parent)
+
+
 class ReadingsWriter:
     """The files one build writes; `discard()` deletes them when the build fails."""
 
@@ -89,6 +103,7 @@ class ReadingsWriter:
         target.parent.mkdir(parents=True, exist_ok=True)
         self.written.append(target)
         n_rows = _copy(self.con, body, bound, target)
+        _durable(target)
         ensure_registry(self.con)
         if not append:
             superseded([_where_now(self.folder, p)

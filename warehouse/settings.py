@@ -111,9 +111,11 @@ class WarehouseSettings:
                         "adds about 1 MB a day of readings files, so without it they grow with history; it must cover\n"
                         "the days the models re-read (joulehouse.settings checks it against them).")
     readings_superseded_keep_s: NonNegative = Field(
-        3600.0, description="Readings files no longer listed (a day rebuilt, or past the retention) are deleted by a\n"
-                            "build this long after they were written, s: a reader holding an older snapshot of the\n"
-                            "warehouse open keeps reading them meanwhile (warehouse/readings.py).")
+        172800.0, description="Readings files no longer listed (a day rebuilt, or past the retention) are deleted by a\n"
+                              "build this long after they were taken off the list, s: a reader holding an older snapshot\n"
+                              "of the warehouse open keeps reading them meanwhile (warehouse/readings.py). Two days: a\n"
+                              "notebook left open over two nightly runs (an hour lost every readings query after the\n"
+                              "second, the retention's oldest day gone under it).")
 
     query_memory_limit: MemorySize = Field(
         "1GB", description="Memory one `joulehouse sql` query may use (DuckDB's notation); past it the query stops with\n"

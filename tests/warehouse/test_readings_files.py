@@ -11,6 +11,7 @@ from __future__ import annotations
 import datetime as dt
 import os
 import time
+from pathlib import Path
 
 import duckdb
 import pytest
@@ -214,3 +215,62 @@ def test_a_warehouse_moved_to_another_folder_reads_and_keeps_its_readings(tmp_pa
     con.close()
     assert {p.parent.name for p in (new / "warehouse" / "readings").rglob("*.parquet")} == {
         f"day={DAY}", f"day={DAY + dt.timedelta(days=1)}"}  # the first day's file is still there
+
+
+def test_a_session_held_over_two_nightly_runs_still_reads_its_readings(tmp_path, lake):
+    """A notebook opened read-only and left over two nightly runs: the first let the oldest day's
+    files go past the retention, the second (a day later) deleted them under the notebook, and every
+    stg_gpu_samples query failed, days nobody touched too, with the default keep of an hour
+    (review, helper-91). The default keeps them two days."""
+    from joulehouse.warehouse.publish import published_connection
+
+    write(lake, [r for k in range(4) for r in gpu_rows(range(86400 * k, 86400 * k + 60), 100.0)])
+    settings = WarehouseSettings(readings_retention_days=2)
+    db = tmp_path / "warehouse.duckdb"
+
+    def nightly(day):
+        with published_connection(db, lake) as con:
+            build_day(con, day, settings, now=NOW)
+
+    nightly(DAY)
+    nightly(DAY + dt.timedelta(days=1))
+    notebook = duckdb.connect(str(db), read_only=True)
+    try:
+        nightly(DAY + dt.timedelta(days=2))  # night 1: DAY's readings past the retention, let go
+        for path in (tmp_path / "warehouse" / "readings").rglob("*.parquet"):
+            aged = path.stat().st_mtime - 86400  # a day passes
+            os.utime(path, (aged, aged))
+        nightly(DAY + dt.timedelta(days=3))  # night 2
+        day_two = DAY + dt.timedelta(days=1)
+        assert notebook.execute("SELECT count(*) FROM stg_gpu_samples WHERE day = ?", [day_two]).fetchone() == (60,)
+    finally:
+        notebook.close()
+
+
+def test_the_readings_files_are_on_disk_before_the_publish_that_lists_them(tmp_path, lake, monkeypatch):
+    """DuckDB's COPY does not fsync: after a power cut the published warehouse could list a file
+    that was lost or empty, and every stg_gpu_samples query failed (review, helper-91)."""
+    from joulehouse.warehouse import publish
+    from joulehouse.warehouse.publish import published_connection
+
+    write(lake, gpu_rows(range(0, 60), 100.0))
+    synced: set[str] = set()
+    real_fsync = os.fsync
+
+    def fsync(fd):
+        synced.add(os.readlink(f"/proc/self/fd/{fd}"))
+        return real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    listed_at_publish: list[str] = []
+    real_publish = publish._publish
+
+    def publish_and_note(*args, **kwargs):
+        listed_at_publish.extend(str(p) for p in (tmp_path / "warehouse" / "readings").rglob("*.parquet"))
+        return real_publish(*args, **kwargs)
+
+    monkeypatch.setattr(publish, "_publish", publish_and_note)
+    with published_connection(tmp_path / "warehouse.duckdb", lake) as con:
+        build_day(con, DAY, SETTINGS, now=NOW)
+    assert listed_at_publish and set(listed_at_publish) <= synced
+    assert {str(p.parent) for p in map(Path, listed_at_publish)} <= synced  # the day folder's entry too

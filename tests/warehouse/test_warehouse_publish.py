@@ -209,3 +209,23 @@ def test_a_run_dying_right_after_its_publish_leaves_a_warehouse_that_opens(tmp_p
     assert _rows(db) == [1, 3, 7]
     _insert(db, 4)
     assert _rows(db) == [1, 3, 4, 7]
+
+
+def test_two_files_named_alike_cannot_share_a_home_and_a_file_without_an_extension_is_refused(tmp_path):
+    """wh.duckdb and a copy wh.bak both kept their readings in wh/, and a build of the copy deleted
+    the other's readings as not its own; a file with no extension was its own home folder and could
+    never be published (review, helper-91)."""
+    import shutil
+
+    db = _published_table(tmp_path)
+    shutil.copy(db, tmp_path / "warehouse.bak")
+    with pytest.raises(WarehouseError, match=r"holds the readings of warehouse\.duckdb; two warehouse files named alike"):
+        with published_connection(tmp_path / "warehouse.bak", None):
+            pass
+    with published_connection(db, None) as con:  # its own still publishes
+        con.execute("INSERT INTO t VALUES (2)")
+    assert _rows(db) == [1, 2]
+    with pytest.raises(WarehouseError, match="give the file an extension"):
+        with published_connection(tmp_path / "bare", None):
+            pass
+    assert not (tmp_path / "bare").exists()

@@ -171,7 +171,7 @@ def _build_sources(names, host, lake, settings, sim_gpus, defaults):
             if not settings.dcgm_selector:
                 # this host's series only: dcgm-exporter labels them, node_exporter's instance names it
                 overrides["selector_candidates"] = _host_selectors(host)
-                overrides["node_selector"] = f'instance=~"{re.escape(host)}(:[0-9]+)?"'
+                overrides["node_selector"] = f'instance=~"{promql_regex_literal(host)}(:[0-9]+)?"'
             links = PrometheusLinkSource.from_settings(lake, settings, **overrides)
             log.info("links: reading %s at %s every %.0f s", links.query, links.url, settings.dcgm_sync_interval_s)
             sources.append(Scheduled(links, interval_s=settings.dcgm_sync_interval_s, background=True))
@@ -183,7 +183,17 @@ def _host_selectors(host: str) -> tuple[str, ...]:
     source takes the first that finds series: collectors.sources.dcgm)."""
     import re
 
-    return (f'Hostname="{host}"', f'hostname="{host}"', f'instance=~"{re.escape(host)}(:[0-9]+)?"')
+    return (f'Hostname="{host}"', f'hostname="{host}"', f'instance=~"{promql_regex_literal(host)}(:[0-9]+)?"')
+
+
+def promql_regex_literal(text: str) -> str:
+    """`text` matched literally in a PromQL regex, inside its "..." string. PromQL strings follow
+    Go's escapes, which refuse Python's re.escape of '-' ('unknown escape sequence'): Prometheus
+    answered 400 for every host named with '-' or '.', and no link or DCGM reading was ever
+    read. Only regex metacharacters are escaped, and each backslash doubled for the string."""
+    import re
+
+    return re.sub(r"([.^$*+?()\[\]{}|\\])", r"\\\\\1", text)
 
 
 def register(app: typer.Typer) -> None:

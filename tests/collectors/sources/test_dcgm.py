@@ -185,8 +185,9 @@ class FakePrometheus:
 
 
 def fake_source(tmp_path: Path, client: FakePrometheus, **kw) -> DcgmSource:
+    kw.setdefault("settle_s", 0)
     return DcgmSource(tmp_path / "lake", step_s=10, state_path=tmp_path / "state.json", client=client,
-                      settle_s=0, initial_lookback_s=100, sleep=lambda s: None, **kw)
+                      initial_lookback_s=100, sleep=lambda s: None, **kw)
 
 
 def stored_times(lake: Path) -> list[float]:
@@ -327,6 +328,18 @@ def test_a_node_clock_ahead_of_prometheus_does_not_skip_what_it_has_not_scraped_
     src.sync(now_s=1_700_000_000 + 3600)
     times = stored_times(tmp_path / "lake")
     assert times == [float(t) for t in range(1_700_000_000 - 100, 1_700_000_000 + 3601, 10)]
+
+
+def test_a_node_clock_a_little_ahead_skips_nothing_under_a_short_settle_time(tmp_path):
+    """Prometheus' time was used only past 30 s ahead: with a 10 s settle time a node 25 s ahead set
+    the watermark past 10 s Prometheus had not scraped yet (review, helper-92)."""
+    client = ClockedPrometheus(1_700_000_000)
+    src = fake_source(tmp_path, client, settle_s=10)
+    src.sync(now_s=1_700_000_000 + 25)
+    client.now += 600
+    src.sync(now_s=1_700_000_000 + 600 + 25)
+    times = stored_times(tmp_path / "lake")
+    assert times == [float(t) for t in range(int(times[0]), 1_700_000_000 + 600 - 10 + 1, 10)]
 
 
 class IPv6Prometheus(FakePrometheus):

@@ -279,3 +279,38 @@ def test_the_node_collector_finds_its_series_whichever_label_names_the_host(tmp_
     finally:
         server.stop()
         exporter.stop()
+
+
+def test_a_host_named_with_dots_and_dashes_found_by_its_instance_label_is_read(tmp_path):
+    """The instance fallback escaped the host with Python's re.escape ('gpu\\-node\\-01'), which
+    PromQL's Go-style strings refuse: every sync of a deployment labelling the host only by its
+    instance (and every links sync) failed with HTTP 400 (review, helper-92)."""
+    from joulehouse.cli.collect import _build_sources
+    from joulehouse.collectors.settings import CollectorSettings
+
+    def by_instance_only() -> str:
+        return "".join(f'DCGM_FI_DEV_POWER_USAGE{{gpu="{i}",UUID="GPU-i-{i}",modelName="NVIDIA H100 80GB HBM3"}} '
+                       f'{100 + i}\n' for i in range(2))
+
+    exporter = TextEndpoint(by_instance_only)
+    server = PrometheusServer(tmp_path / "prometheus", exporter.port)
+    try:
+        wait_for(lambda: server.series_count("count(DCGM_FI_DEV_POWER_USAGE)") == 2, 30, "the first scrape")
+        settings = CollectorSettings(prometheus_url=server.url, prometheus_step_s=1, dcgm_settle_s=0)
+        # the exporter's instance label is 127.0.0.1:<port>: a name with dots, found by the regex
+        [entry] = _build_sources(["dcgm"], "127.0.0.1", tmp_path / "lake", settings, 0, CollectorSettings())
+        time.sleep(2)
+        entry.source.sync()
+        rows = lake_rows(tmp_path / "lake")
+        assert {r["gpu_uuid"] for r in rows} == {"GPU-i-0", "GPU-i-1"}
+        assert 'instance=~"127\\\\.0\\\\.0\\\\.1(:[0-9]+)?"' in entry.source.query
+    finally:
+        server.stop()
+        exporter.stop()
+
+
+def test_the_host_is_matched_literally_in_a_promql_regex():
+    from joulehouse.cli.collect import promql_regex_literal
+
+    assert promql_regex_literal("gpu-node-01") == "gpu-node-01"
+    assert promql_regex_literal("n1.example.com") == "n1\\\\.example\\\\.com"

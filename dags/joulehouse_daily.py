@@ -55,6 +55,8 @@ def _say_what_failed(context) -> None:
     interval_start = context.get("data_interval_start")
     day = conf.get("day") or (interval_start.date().isoformat() if interval_start else context.get("ds"))
     task_id, attempt, error = getattr(ti, "task_id", "?"), getattr(ti, "try_number", "?"), context.get("exception")
+    if isinstance(error, AirflowFailException) and error.__cause__ is not None:
+        error = error.__cause__  # what failed (BlockingCheckFailed, NoReadingsForDay), not the no-retry wrapper
     map_index = getattr(ti, "map_index", None)
     if isinstance(map_index, int) and map_index >= 0:  # one instance per host: say which
         task_id = f"{task_id}[{map_index}]"
@@ -97,8 +99,14 @@ def joulehouse_daily():
     @task
     def list_lake_hosts() -> list[str]:
         from joulehouse import daily
+        from joulehouse.warehouse.lake_partitions import NoReadingsForDay
 
-        return daily.list_lake_hosts(*_day_and_config())
+        try:
+            return daily.list_lake_hosts(*_day_and_config())
+        except NoReadingsForDay as exc:
+            # No readings will not appear in a retry's minutes: each empty day of a catch-up took
+            # its two retries' backoff, 6 min a day, before the next (review, helper-93).
+            raise AirflowFailException(str(exc)) from exc
 
     @task
     def inspect_and_compact_lake_partition(host: str) -> dict:

@@ -136,6 +136,11 @@ def _rules() -> list[GateRule]:
                  examples="unknown_reason_examples"),
         GateRule(energy, "expect_table_row_count_to_be_between", energy_gate, None, "n_rows",
                  "{total:,} GPU-hours; at least 1 expected", _at_least_one_row),
+        # 24 GPU-hours of NULL energy passed the two rules above and below: the day's report and
+        # export stood on nothing measured (review, helper-93)
+        GateRule(energy, "expect_column_values_to_not_be_null(energy_kwh, mostly>0)", energy_gate, None,
+                 "measured_rows", "{total:,} GPU-hours with measured energy of {n_rows:,}; at least 1 expected",
+                 _at_least_one_row),
         GateRule(energy, "expect_compound_columns_to_be_unique(hour_at,gpu_uuid)", energy_gate, "duplicate_key_rows",
                  "n_rows", of_rows + " share their (hour_at, gpu_uuid) with another row{examples}",
                  examples="duplicate_key_examples"),

@@ -35,13 +35,22 @@ def _checks(data: ReportData, s: Section) -> None:
     severity = pl.col("severity").fill_null("unstated") if "severity" in checks.columns else pl.lit("unstated")
     by = (checks.with_columns(severity.alias("severity_")).group_by("severity_")
           .agg(pl.len().alias("n"), pl.col("failed").sum().alias("failed")).sort("severity_"))
-    s.note("Checks: " + "; ".join(f"{r['severity_']}: {r['n'] - r['failed']} of {r['n']} passed" for r in by.iter_rows(named=True))
+    ran = set(by["severity_"].to_list())
+    # the warnings run in their own task (Great Expectations): one that failed stored nothing, and
+    # the page said "Every check passed" over the blocking rules alone (review, helper-93)
+    not_run = [f"{severity}: did not run (no results stored for the day)" for severity in ("blocking", "warning")
+               if severity not in ran]
+    s.note("Checks: " + "; ".join([f"{r['severity_']}: {r['n'] - r['failed']} of {r['n']} passed"
+                                   for r in by.iter_rows(named=True)] + not_run)
            + ". A failed blocking check stops the day's pipeline; a failed warning is listed here.")
     cols = [c for c in ("suite", "expectation", "severity", "observed_value", "failed") if c in checks.columns]
     failed = checks.filter(pl.col("failed"))
     if failed.height:
         s.add(table(failed.select(cols).sort([c for c in ("severity", "suite", "expectation") if c in cols]), bad="failed",
                     source="fct_check_results"))
+    elif not_run:
+        s.note("", lead="Every check that ran passed; the " + " and the ".join(n.split(":")[0] for n in not_run)
+               + " checks did not run.")
     else:
         s.note("", lead="Every check passed.")
     s.add(details(f"All {checks.height} checks", table(checks.select(cols).sort([c for c in ("suite", "expectation") if c in cols]),

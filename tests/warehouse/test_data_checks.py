@@ -62,8 +62,13 @@ def test_clean_day_passes_blocking_checks_and_reports_warnings(lake, warehouse):
     ("SET energy_kwh = 1.2", r"1 rows of 1 have energy_kwh outside \[0, 1.5 x the GPU's highest limit x 1 h.*"
      r"GPU-0: 1.2 kWh of at most 1.05", "expect_column_values_to_be_between(energy_kwh)"),
     # a covered hour whose energy went missing: NULL had broken no rule
+    # (and the day then has no measured energy at all)
     ("SET energy_kwh = NULL", "1 rows of 1 have a NULL key or coverage_ratio, or are covered with energy_kwh",
-     "expect_column_values_to_not_be_null(energy_kwh)"),
+     ("expect_column_values_to_not_be_null(energy_kwh)", "expect_column_values_to_not_be_null(energy_kwh, mostly>0)")),
+    # 24 GPU-hours and not one measured (no power, no counter): every rule had passed (review, helper-93)
+    ("SET energy_kwh = NULL, coverage_ratio = 0, energy_source = NULL",
+     "0 GPU-hours with measured energy of 1; at least 1 expected",
+     "expect_column_values_to_not_be_null(energy_kwh, mostly>0)"),
 ])
 def test_failing_blocking_check_raises_after_storing_results(lake, warehouse, bug, message, expectation):
     write(lake, gpu_rows(range(0, 61), 100.0))
@@ -71,7 +76,9 @@ def test_failing_blocking_check_raises_after_storing_results(lake, warehouse, bu
     con.execute(f"UPDATE fct_gpu_energy_hourly {bug}")
     with pytest.raises(BlockingCheckFailed, match=message):
         run_gate(con, DAY, WarehouseSettings())
-    assert list(_failed(con)) == [("fct_gpu_energy_hourly", expectation)]
+    expected = [expectation] if isinstance(expectation, str) else list(expectation)
+    assert sorted(e for _, e in _failed(con)) == sorted(expected)
+    assert {suite for suite, _ in _failed(con)} == {"fct_gpu_energy_hourly"}
 
 
 @pytest.mark.slow

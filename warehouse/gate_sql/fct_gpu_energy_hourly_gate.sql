@@ -7,6 +7,8 @@
 --   stg_gpu_samples (the build's own bound on every reading and counter interval)
 -- columns:
 --   n_rows [count] GPU-hours of the day
+--   measured_rows [count] GPU-hours with energy_kwh measured (not NULL): a day of rows and no energy
+--     (no power and no counter anywhere, or readings too far apart to bridge) passed every rule
 --   duplicate_key_rows [count] rows whose (hour_at, gpu_uuid) another row has too (every copy)
 --   hour_outside_day_rows [count] rows whose hour_at does not start within the day
 --   energy_out_of_range_rows [count] rows with energy_kwh outside [0, the GPU's most in an hour]
@@ -36,6 +38,7 @@ day_rows AS (
 )
 SELECT
     count(*) AS n_rows,
+    count(energy_kwh) AS measured_rows,
     count(*) FILTER (WHERE key_rows > 1 AND (hour_at IS NOT NULL OR gpu_uuid IS NOT NULL)) AS duplicate_key_rows,
     list(gpu_uuid || ' at ' || hour_at::VARCHAR ORDER BY hour_at, gpu_uuid)
         FILTER (WHERE key_rows > 1 AND (hour_at IS NOT NULL OR gpu_uuid IS NOT NULL))[1:3] AS duplicate_key_examples,

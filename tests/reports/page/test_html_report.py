@@ -490,3 +490,12 @@ def test_names_from_the_lake_cannot_turn_a_sentence_around_or_draw_links_in_a_fi
     bars = _traces(page, "Server (BMC) energy vs its GPUs")
     hosts = [x for t in bars for x in t["x"]]
     assert 'n&lt;a href="https://evil.example">x&lt;/a>' in hosts and not any("<a" in h for h in hosts)
+
+
+def test_warning_checks_that_did_not_run_are_not_called_passed(full_day, tmp_path):
+    """Great Expectations failing in its own task stored no warning rows, and the page read
+    'blocking: 17 of 17 passed ... Every check passed' (review, helper-93)."""
+    full_day.execute("DELETE FROM fct_check_results WHERE severity = 'warning'")
+    page = html.unescape(render_report(full_day, DAY, tmp_path / "r.html").read_text())
+    assert "warning: did not run (no results stored for the day)" in page
+    assert "Every check passed" not in page

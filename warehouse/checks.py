@@ -82,10 +82,12 @@ def _checks(settings: WarehouseSettings) -> list[Check]:
     ones are warehouse.gate's)."""
     of_rows = "{unexpected:,} rows of {total:,}"
     return [
-        _on_stg_summary(WARNING, "ExpectColumnValuesToNotBeNull", {"column": "power_w", "mostly": 0.99},
-                        "ExpectColumnMaxToBeBetween", {"column": "power_w_null_share", "max_value": 0.01},
-                        of_rows + " ({share:.2%}) have power_w NULL; at most 1% allowed",
-                        counts=("power_w_null_rows", "n_rows")),
+        # power or the counter: the lake contract wants one of them (a counter-only lake warned daily)
+        _on_stg_summary(WARNING, "ExpectColumnValuesToNotBeNull", {"column": "power_w_or_energy_mj_total",
+                                                                   "mostly": 0.99},
+                        "ExpectColumnMaxToBeBetween", {"column": "no_energy_reading_share", "max_value": 0.01},
+                        of_rows + " ({share:.2%}) have neither power_w nor energy_mj_total; at most 1% allowed",
+                        counts=("no_energy_reading_rows", "n_rows")),
         _on_stg_summary(WARNING, "ExpectColumnValuesToBeInSet", {"column": "in_inventory", "value_set": [True]},
                         *_at_most_zero("not_in_inventory_rows"), of_rows + " come from GPUs not in the inventory",
                         counts=("not_in_inventory_rows", "n_rows")),

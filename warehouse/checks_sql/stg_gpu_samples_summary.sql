@@ -13,8 +13,9 @@
 --   power_w_rows [count] rows with a power_w reading
 --   power_w_negative_rows [count] rows with power_w < 0
 --   power_w_min [W] lowest power_w, to the mW (NULL when none)
---   power_w_null_rows [count] rows with power_w NULL
---   power_w_null_share [0..1] power_w_null_rows / n_rows (0 when there are no rows)
+--   no_energy_reading_rows [count] rows with neither power_w nor energy_mj_total (the lake contract
+--     wants one of them: a counter-only lake warned every day that all its power_w were NULL)
+--   no_energy_reading_share [0..1] no_energy_reading_rows / n_rows (0 when there are no rows)
 --   not_in_inventory_rows [count] rows with in_inventory = false
 --   raw_rows [count] rows of the day's date= partition in the lake (raw_gpu_samples)
 --   quarantined_rows [count] rows of the day in quarantine_gpu_samples
@@ -28,7 +29,7 @@
 -- seconds, so its keys are unique. Only groups where that fails (two readings in one second, a
 -- reading outside the day, a NULL time) get the exact GROUP BY over their full keys.
 WITH day_rows AS (
-    SELECT gpu_uuid, sampled_at, source, power_w, in_inventory
+    SELECT gpu_uuid, sampled_at, source, power_w, energy_mj_total, in_inventory
     FROM stg_gpu_samples
     WHERE day = $day::DATE
 ),
@@ -42,6 +43,7 @@ per_group AS (
             AS seconds_seen,
         count(*) FILTER (WHERE sampled_at IS NULL) AS sampled_at_null_rows,
         count(power_w) AS power_w_rows,
+        count(*) FILTER (WHERE power_w IS NULL AND energy_mj_total IS NULL) AS no_energy_reading_rows,
         count(*) FILTER (WHERE power_w < 0) AS power_w_negative_rows,
         min(power_w) AS power_w_min,
         count(*) FILTER (WHERE NOT in_inventory) AS not_in_inventory_rows
@@ -71,6 +73,7 @@ totals AS (
         coalesce(sum(n_rows) FILTER (WHERE gpu_uuid IS NULL), 0)::BIGINT AS gpu_uuid_null_rows,
         coalesce(sum(sampled_at_null_rows), 0)::BIGINT AS sampled_at_null_rows,
         coalesce(sum(power_w_rows), 0)::BIGINT AS power_w_rows,
+        coalesce(sum(no_energy_reading_rows), 0)::BIGINT AS no_energy_reading_rows,
         coalesce(sum(power_w_negative_rows), 0)::BIGINT AS power_w_negative_rows,
         min(power_w_min) AS power_w_min,
         coalesce(sum(not_in_inventory_rows), 0)::BIGINT AS not_in_inventory_rows
@@ -98,8 +101,8 @@ SELECT
     t.power_w_negative_rows,
     -- the lake stores power_w as FLOAT: as a DOUBLE, 48.046 W read 48.04600143432617 W in the report
     round(t.power_w_min::DOUBLE, 3) AS power_w_min,
-    t.n_rows - t.power_w_rows AS power_w_null_rows,
-    CASE WHEN t.n_rows > 0 THEN (t.n_rows - t.power_w_rows) / t.n_rows ELSE 0 END AS power_w_null_share,
+    t.no_energy_reading_rows,
+    CASE WHEN t.n_rows > 0 THEN t.no_energy_reading_rows / t.n_rows ELSE 0 END AS no_energy_reading_share,
     t.not_in_inventory_rows,
     l.raw_rows,
     q.quarantined_rows,

@@ -118,6 +118,19 @@ _SUPPLY_INPUT = re.compile(r"^\s*(ps|psu|pws|power\s*supply)\s*_?\d+\b.*\b(input
 _DCMI_FOR_NOW = re.compile(r"present state|\(d5\)", re.I)
 _INLET = re.compile(r"inlet|intake|ambient|front\s*panel\s*temp", re.I)
 _EXHAUST = re.compile(r"exhaust|outlet", re.I)
+# A part of the server named first ("GPU Total Power", "PSU1 Inlet Temp", "CPU1 VR Outlet Temp"): its
+# own reading, not the server's. Taken first in SDR order, a GPU board's 2,400 W stood for the
+# server's 4,100 W, and a supply's 41 C for the air coming in.
+_COMPONENT = re.compile(r"^\s*(cpu|gpu|psu?|pws|vr|dimm|mem|nic|hba|pch|p\d|ps\d|riser|m\.?2|nvme|ssd|hdd|bp)"
+                        r"(?![a-z])", re.I)
+
+
+def _the_one(sensors: list[SensorReading]) -> float | None:
+    """The value of the one sensor of the server among `sensors` (parts' sensors left out); None
+    when none is left or the others disagree (two candidates: which is the server's is unknown)."""
+    server = [s for s in sensors if not _COMPONENT.search(s.name)]
+    values = {s.value for s in server}
+    return server[0].value if len(values) == 1 else None
 
 
 def pick_readings(sensors: Sequence[SensorReading]) -> dict[str, float | None]:
@@ -132,7 +145,7 @@ def pick_readings(sensors: Sequence[SensorReading]) -> dict[str, float | None]:
                    and (s.value is None or s.unit.startswith("watt"))]
     total = [s for s in named_total if s in watts]
     if named_total:
-        sdr_power = total[0].value if total else None
+        sdr_power = _the_one(total) if total else None
     elif supplies:
         # the supplies' inputs summed; one not read leaves the server's total unknown (NULL), not lower
         read = [s for s in supplies if s.value is not None and s.unit.startswith("watt")]
@@ -140,8 +153,8 @@ def pick_readings(sensors: Sequence[SensorReading]) -> dict[str, float | None]:
     else:
         sdr_power = watts[0].value if len(watts) == 1 else None
     temps = [s for s in readable if s.unit.startswith("degrees c")]
-    inlet = next((s.value for s in temps if _INLET.search(s.name)), None)
-    exhaust = next((s.value for s in temps if _EXHAUST.search(s.name)), None)
+    inlet = _the_one([s for s in temps if _INLET.search(s.name)])
+    exhaust = _the_one([s for s in temps if _EXHAUST.search(s.name)])
     fans = [s.value for s in readable if s.unit.startswith("rpm")]
     return {
         "sdr_power_w": sdr_power,
@@ -269,6 +282,11 @@ class IpmiSource:
             log.error("ipmi: %s", exc)
             # Readings taken before the BMC went silent are still true readings: keep them.
             row[ERROR_COLUMN] = str(exc)
+        if row[ERROR_COLUMN] is None and all(row[k] is None for k in row if k != ERROR_COLUMN):
+            # answered, exit 0, and nothing a reading could be made of (a BMC answering garbage, a
+            # measurement deactivated and no sensor): a failed read, not a row of silent NULLs
+            row[ERROR_COLUMN] = ("the BMC answered, but no power, temperature or fan reading could be read from "
+                                 "ipmitool's output (DCMI power and SDR)")
         if sampled_at is None:
             sampled_at = self._clock()
         fields = [NODE_SAMPLES.field(n) for n in ("sampled_at", "host", "power_w", "sdr_power_w",

@@ -197,3 +197,34 @@ def test_an_ipmitool_that_cannot_run_is_a_failed_poll_with_a_reason_not_an_excep
     fake.chmod(0o644)
     row = IpmiSource("node-01", ipmitool=str(fake)).read().to_pylist()[0]
     assert row["power_w"] is None and "cannot run" in row["error"] and str(fake) in row["error"]
+
+
+def test_a_bmc_answering_nothing_readable_is_a_failed_read_not_a_row_of_silent_nulls():
+    """Exit status 0 and garbage: an all-NULL row with no error, which the collector counted as a
+    good read (review, helper-92)."""
+    from joulehouse.collectors.sources.base import read_failure
+
+    runner = Replay({"dcmi power reading": [CommandResult(0, "\x00\x13garbage\n", "")],
+                     "sdr elist": [CommandResult(0, "garbage | that | is | no | sensor\n", "")]})
+    table = IpmiSource("node-02", runner=runner).read()
+    assert "no power, temperature or fan reading could be read" in read_failure(table)
+
+
+SDR_PARTS_FIRST = """\
+GPU Total Power  | 70h | ok  | 10.1 | 2400 Watts
+Total Power      | 71h | ok  | 10.1 | 4100 Watts
+PSU1 Inlet Temp  | 20h | ok  | 10.1 | 41 degrees C
+Inlet Temp       | 21h | ok  | 12.1 | 24 degrees C
+CPU1 VR Outlet Temp | 22h | ok | 3.1 | 71 degrees C
+Exhaust Temp     | 23h | ok  | 7.1 | 38 degrees C
+"""
+
+
+def test_a_parts_sensor_named_like_the_servers_is_not_taken_for_it():
+    """The first name match won: a GPU board's 2,400 W stood for the server's 4,100 W, a supply's
+    41 C for the inlet air, a CPU regulator's 71 C for the exhaust (review, helper-92)."""
+    readings = pick_readings(parse_sdr_elist(SDR_PARTS_FIRST))
+    assert (readings["sdr_power_w"], readings["inlet_temp_c"], readings["exhaust_temp_c"]) == (4100.0, 24.0, 38.0)
+    two_servers = parse_sdr_elist("Total Power | 71h | ok | 10.1 | 4100 Watts\n"
+                                  "Sys Power   | 72h | ok | 10.1 | 3000 Watts\n")
+    assert pick_readings(two_servers)["sdr_power_w"] is None  # which is the server's is unknown: not a guess

@@ -130,6 +130,8 @@ class DcgmSource:
         # dcgm-exporter names the host `Hostname`, `hostname` or only `instance`, by deployment);
         # `selector` stands until then
         self._selector_candidates = tuple(selector_candidates)
+        self._every_candidate = self._selector_candidates
+        self._chosen: str | None = None
         self._use_selector(selector or next(iter(self._selector_candidates), ""))
         self.timeout_s = timeout_s
         self.retries = retries
@@ -179,7 +181,7 @@ class DcgmSource:
         self.selector_query = fields_query(selector)
         self.query = self.selector_query
 
-    def _resolve_selector(self) -> None:
+    def _resolve_selector(self, quiet: bool = False) -> None:
         """Take the first candidate selector that finds series in the lookback (once found, for
         good). Selecting `Hostname` alone, a deployment labelling `hostname` read nothing, while
         the watermark moved past its samples."""
@@ -192,12 +194,36 @@ class DcgmSource:
             if self._with_retries(f"the series of {candidate}",
                                   lambda: self._prometheus().custom_query(probe, timeout=self.timeout_s)):
                 self._use_selector(candidate)
+                self._chosen = candidate
                 self._selector_candidates = ()
                 log.info("%s: reading the series labelled %s", self.source_tag, candidate)
                 return
-        if self._selector_candidates:
+        if self._selector_candidates and not quiet:
             log.warning("%s: no series at %s labelled %s: nothing to read for this host yet", self.source_tag,
                         self.url, " or ".join(self._selector_candidates))
+
+    def _another_selector_has_series(self) -> bool:
+        """After a range the chosen selector found empty: whether another candidate finds series
+        now (then it is used). An exporter redeployed with `Hostname` where it said `hostname` was
+        read as empty for good, the watermark moving past every sample (review, helper-92)."""
+        if self._chosen is None or len(self._every_candidate) < 2:
+            return False
+        chosen = self._chosen
+        self._selector_candidates = tuple(c for c in self._every_candidate if c != chosen)
+        self._resolve_selector(quiet=True)  # an exporter down says so at every sync otherwise
+        if self._chosen == chosen:  # none found: keep reading what was chosen
+            self._selector_candidates = ()
+            return False
+        log.warning("%s: the series labelled %s came empty; now reading %s", self.source_tag, chosen, self._chosen)
+        return True
+
+    def _ended_early(self, table: pa.Table, end_s: float) -> bool:
+        """Whether the range's rows stop more than two steps before its end (or there are none):
+        the series read may have stopped under a relabelled exporter."""
+        if table.num_rows == 0:
+            return True
+        last = pc.max(table.column("sampled_at")).as_py()
+        return last is not None and last.timestamp() < end_s - 2 * self.step_s
 
     @property
     def reads_raw_samples(self) -> bool:
@@ -319,6 +345,8 @@ class DcgmSource:
                 state = {**state, "pending": {"start_at": _iso(start), "end_at": _iso(end)}}
                 self.state.save(state)
             table = self.read_range(start, end)
+            if self._ended_early(table, end) and self._another_selector_has_series():
+                table = _with_rows_of(table, self.read_range(start, end))
             # Rows at or before the watermark were written by the previous range.
             if state.get("watermark_at"):
                 floor = datetime.fromisoformat(state["watermark_at"])
@@ -341,6 +369,16 @@ class DcgmSource:
         if self._client is not None and hasattr(self._client, "close"):
             self._client.close()
         self._client = None
+
+
+def _with_rows_of(table: pa.Table, more: pa.Table) -> pa.Table:
+    """`table` and the rows of `more` (another selector's read of the same range) at a (GPU, time)
+    `table` does not hold: the old series up to a relabelling, the new one after it."""
+    if more.num_rows == 0:
+        return table
+    held = set(zip(table.column("gpu_uuid").to_pylist(), table.column("sampled_at").to_pylist()))
+    keep = [(u, t) not in held for u, t in zip(more.column("gpu_uuid").to_pylist(), more.column("sampled_at").to_pylist())]
+    return pa.concat_tables([table, more.filter(pa.array(keep))], promote_options="default")
 
 
 __all__ = ["DcgmSource", "FIELDS", "FIELD_ALIASES", "WatermarkState", "fields_query", "pivot_range_result", "write_range"]

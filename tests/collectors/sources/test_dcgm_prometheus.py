@@ -314,3 +314,36 @@ def test_the_host_is_matched_literally_in_a_promql_regex():
 
     assert promql_regex_literal("gpu-node-01") == "gpu-node-01"
     assert promql_regex_literal("n1.example.com") == "n1\\\\.example\\\\.com"
+
+
+def test_an_exporter_that_relabels_its_host_is_still_read(tmp_path):
+    """The selector found first was kept for good: an exporter redeployed with `Hostname` where it
+    said `hostname` was read as empty ever after, the watermark moving past every sample (review,
+    helper-92). A range whose series stop early has the other labels probed, and theirs added."""
+    from joulehouse.cli.collect import _host_selectors
+
+    label = {"name": "hostname"}
+
+    def exposition_now() -> str:
+        labels = f'gpu="0",UUID="GPU-rl",modelName="NVIDIA H100 80GB HBM3",{label["name"]}="node-09"'
+        return f"DCGM_FI_DEV_POWER_USAGE{{{labels}}} 250\n"
+
+    exporter = TextEndpoint(exposition_now)
+    server = PrometheusServer(tmp_path / "prometheus", exporter.port)
+    try:
+        wait_for(lambda: server.series_count("count(DCGM_FI_DEV_POWER_USAGE)") == 1, 30, "the first scrape")
+        src = DcgmSource(tmp_path / "lake", url=server.url, step_s=1, settle_s=2, initial_lookback_s=20,
+                         state_path=tmp_path / "state.json", selector_candidates=_host_selectors("node-09")[:2])
+        time.sleep(3)
+        src.sync()
+        label["name"] = "Hostname"
+        switched = time.time()
+        wait_for(lambda: server.series_count('count(DCGM_FI_DEV_POWER_USAGE{Hostname="node-09"})') == 1, 30,
+                 "a scrape under the new label")
+        time.sleep(6)
+        src.sync()
+        after = [r for r in lake_rows(tmp_path / "lake") if r["sampled_at"].timestamp() > switched + 1]
+        assert after and 'Hostname="node-09"' in src.query
+    finally:
+        server.stop()
+        exporter.stop()

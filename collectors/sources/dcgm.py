@@ -131,6 +131,7 @@ class DcgmSource:
         # `selector` stands until then
         self._selector_candidates = tuple(selector_candidates)
         self._every_candidate = self._selector_candidates
+        self._read_from_s: float | None = None  # the watermark of the range being read (raw samples)
         self._chosen: str | None = None
         self._use_selector(selector or next(iter(self._selector_candidates), ""))
         self.timeout_s = timeout_s
@@ -233,6 +234,10 @@ class DcgmSource:
         """The samples scraped in (start_s - step, end_s], at their own timestamps: a matrix like
         query_range's. The window opens one step before `start_s`, where the range before ended."""
         low_s = start_s - self.step_s
+        if self._read_from_s is not None:
+            # from the watermark itself: after a change of step_s (30 -> 60 s, watermark at 570 s),
+            # start - step was 600 s and the samples of (570, 600] were never read
+            low_s = min(low_s, self._read_from_s)
         window_s = int(math.ceil(end_s - low_s))
         result = self._with_retries(
             f"the samples query for {_iso(low_s)}..{_iso(end_s)}",
@@ -344,6 +349,7 @@ class DcgmSource:
                 start, end = span
                 state = {**state, "pending": {"start_at": _iso(start), "end_at": _iso(end)}}
                 self.state.save(state)
+            self._read_from_s = _epoch(state["watermark_at"]) if state.get("watermark_at") else None
             table = self.read_range(start, end)
             if self._ended_early(table, end) and self._another_selector_has_series():
                 table = _with_rows_of(table, self.read_range(start, end))

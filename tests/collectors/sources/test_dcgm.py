@@ -342,6 +342,18 @@ def test_a_node_clock_a_little_ahead_skips_nothing_under_a_short_settle_time(tmp
     assert times == [float(t) for t in range(int(times[0]), 1_700_000_000 + 600 - 10 + 1, 10)]
 
 
+def test_a_larger_step_after_a_restart_skips_no_sample(tmp_path):
+    """prometheus_step_s 10 -> 40 between runs, the watermark at a multiple of 10 but not of 40:
+    the next window opened at its first multiple of 40 less a step, and the samples between the
+    watermark and it were never read (review, helper-92)."""
+    client = FakePrometheus()
+    fake_source(tmp_path, client).sync(now_s=1_700_000_010)  # watermark at ...010, not a multiple of 40
+    DcgmSource(tmp_path / "lake", step_s=40, state_path=tmp_path / "state.json", client=client, settle_s=0,
+               initial_lookback_s=100, sleep=lambda s: None).sync(now_s=1_700_000_400)
+    times = stored_times(tmp_path / "lake")
+    assert times == [float(t) for t in range(int(times[0]), int(times[-1]) + 1, 10)] and times[-1] >= 1_700_000_360
+
+
 class IPv6Prometheus(FakePrometheus):
     """FakePrometheus plus a second GPU whose only host is an IPv6 `instance` ('[fd00::7]:9400'):
     '[fd00::7]' cannot name a partition folder."""

@@ -284,6 +284,23 @@ def test_an_inventory_gpu_that_sent_nothing_all_day_is_a_coverage_warning(lake, 
     assert warned["expect_column_values_to_be_between(staleness_s <= 3600)"] == "1 GPUs of 2 have staleness_s > 3600 (e.g. GPU-1)"
 
 
+def test_without_an_inventory_a_gpu_of_the_fleet_that_went_silent_is_a_coverage_warning(lake, warehouse):
+    """No inventory (the default): only GPU-0 of a fleet read the days before sends anything, and
+    every check passed (review, helper-93). A GPU read on 2 of the 7 days before is of the fleet; one
+    read a single day (an imported trace) is not."""
+    day_s = 86400
+    write(lake, gpu_rows(range(-2 * day_s, day_s, 10), 100.0)
+          + gpu_rows(range(-2 * day_s, 0, 10), 100.0, uuid="GPU-1")
+          + gpu_rows(range(-day_s, 0, 10), 100.0, uuid="GPU-trace"))
+    for back in (2, 1):
+        warehouse(day=DAY - dt.timedelta(days=back))
+    con = warehouse()
+    warned = {r.expectation: r.observed_value for r in run_checks(con, DAY, WarehouseSettings()).failed_warnings
+              if r.suite == "fct_gpu_coverage_daily"}
+    assert warned["expect_column_values_to_be_between(coverage_ratio >= 0.9)"] == \
+        "1 GPUs of 2 have coverage_ratio < 0.9 (e.g. GPU-1)"
+
+
 def test_a_gpu_without_a_limit_is_bound_by_the_absolute_bound(lake, warehouse):
     write(lake, gpu_rows(range(0, 61), 100.0, limit_w=None))
     con = warehouse()

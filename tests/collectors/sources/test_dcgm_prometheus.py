@@ -254,59 +254,48 @@ def test_no_rows_while_prometheus_was_not_scraping_and_each_row_at_its_scrape_ti
         assert lake == [round(t, 3) for t in times], f"{uuid}: the lake's rows are not the scrapes"
 
 
-def test_the_node_collector_finds_its_series_whichever_label_names_the_host(tmp_path):
-    """dcgm-exporter names the host `Hostname`, `hostname` or only `instance`, by deployment. The
-    node's default selected `Hostname` alone: a `hostname` deployment gave no row, said nothing,
-    and the watermark moved past its samples for good."""
+def _node_collector_reads(tmp_path: Path, labels: str, host: str) -> tuple[list[dict], str]:
+    """A real Prometheus scraping two GPUs' power with `labels` (besides gpu, UUID, modelName), and
+    the node collector of `host` as `joulehouse collect --source dcgm` builds it, synced once:
+    (the rows it wrote, its query)."""
     from joulehouse.cli.collect import _build_sources
     from joulehouse.collectors.settings import CollectorSettings
 
-    def lower_case_hostname() -> str:
-        return "".join(f'DCGM_FI_DEV_POWER_USAGE{{gpu="{i}",UUID="GPU-low-{i}",modelName="NVIDIA H100 80GB HBM3",'
-                       f'hostname="node-07"}} {100 + i}\n' for i in range(2))
+    def two_gpus() -> str:
+        return "".join(f'DCGM_FI_DEV_POWER_USAGE{{gpu="{i}",UUID="GPU-{i}",modelName="NVIDIA H100 80GB HBM3"{labels}}} '
+                       f"{100 + i}\n" for i in range(2))
 
-    exporter = TextEndpoint(lower_case_hostname)
+    exporter = TextEndpoint(two_gpus)
     server = PrometheusServer(tmp_path / "prometheus", exporter.port)
     try:
         wait_for(lambda: server.series_count("count(DCGM_FI_DEV_POWER_USAGE)") == 2, 30, "the first scrape")
         settings = CollectorSettings(prometheus_url=server.url, prometheus_step_s=1, dcgm_settle_s=0)
-        [entry] = _build_sources(["dcgm"], "node-07", tmp_path / "lake", settings, 0, CollectorSettings())
+        [entry] = _build_sources(["dcgm"], host, tmp_path / "lake", settings, 0, CollectorSettings())
         time.sleep(2)
         entry.source.sync()
-        rows = lake_rows(tmp_path / "lake")
-        assert {r["gpu_uuid"] for r in rows} == {"GPU-low-0", "GPU-low-1"} and all(r["host"] == "node-07" for r in rows)
-        assert 'hostname="node-07"' in entry.source.query
+        return lake_rows(tmp_path / "lake"), entry.source.query
     finally:
         server.stop()
         exporter.stop()
+
+
+def test_the_node_collector_finds_its_series_whichever_label_names_the_host(tmp_path):
+    """dcgm-exporter names the host `Hostname`, `hostname` or only `instance`, by deployment. The
+    node's default selected `Hostname` alone: a `hostname` deployment gave no row, said nothing,
+    and the watermark moved past its samples for good."""
+    rows, query = _node_collector_reads(tmp_path, ',hostname="node-07"', "node-07")
+    assert {r["gpu_uuid"] for r in rows} == {"GPU-0", "GPU-1"} and all(r["host"] == "node-07" for r in rows)
+    assert 'hostname="node-07"' in query
 
 
 def test_a_host_named_with_dots_and_dashes_found_by_its_instance_label_is_read(tmp_path):
     """The instance fallback escaped the host with Python's re.escape ('gpu\\-node\\-01'), which
     PromQL's Go-style strings refuse: every sync of a deployment labelling the host only by its
-    instance (and every links sync) failed with HTTP 400 (review, helper-92)."""
-    from joulehouse.cli.collect import _build_sources
-    from joulehouse.collectors.settings import CollectorSettings
-
-    def by_instance_only() -> str:
-        return "".join(f'DCGM_FI_DEV_POWER_USAGE{{gpu="{i}",UUID="GPU-i-{i}",modelName="NVIDIA H100 80GB HBM3"}} '
-                       f'{100 + i}\n' for i in range(2))
-
-    exporter = TextEndpoint(by_instance_only)
-    server = PrometheusServer(tmp_path / "prometheus", exporter.port)
-    try:
-        wait_for(lambda: server.series_count("count(DCGM_FI_DEV_POWER_USAGE)") == 2, 30, "the first scrape")
-        settings = CollectorSettings(prometheus_url=server.url, prometheus_step_s=1, dcgm_settle_s=0)
-        # the exporter's instance label is 127.0.0.1:<port>: a name with dots, found by the regex
-        [entry] = _build_sources(["dcgm"], "127.0.0.1", tmp_path / "lake", settings, 0, CollectorSettings())
-        time.sleep(2)
-        entry.source.sync()
-        rows = lake_rows(tmp_path / "lake")
-        assert {r["gpu_uuid"] for r in rows} == {"GPU-i-0", "GPU-i-1"}
-        assert 'instance=~"127\\\\.0\\\\.0\\\\.1(:[0-9]+)?"' in entry.source.query
-    finally:
-        server.stop()
-        exporter.stop()
+    instance (and every links sync) failed with HTTP 400 (review, helper-92). The exporter's
+    instance label here is 127.0.0.1:<port>: a name with dots, found by the regex."""
+    rows, query = _node_collector_reads(tmp_path, "", "127.0.0.1")
+    assert {r["gpu_uuid"] for r in rows} == {"GPU-0", "GPU-1"}
+    assert 'instance=~"127\\\\.0\\\\.0\\\\.1(:[0-9]+)?"' in query
 
 
 def test_the_host_is_matched_literally_in_a_promql_regex():

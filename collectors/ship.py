@@ -170,9 +170,12 @@ class Shipper:
                                 "over its old copy", rel, previous.sha256[:12], digest[:12])
                     report.reshipped_changed += 1
                 # a file shipped before (changed, written again after a withdrawal, or sent under a
-                # manifest line a crash cut) may have its earlier rows merged into another file by
-                # the destination's compaction; a file without an import's log id is copied plainly
-                entry = self._replace(path, rel)
+                # manifest line a crash cut, which the partition's ledger then names) may have its
+                # earlier rows merged into another file by the destination's compaction; a file
+                # without an import's log id is copied plainly either way
+                parent, name = rel.rsplit("/", 1) if "/" in rel else ("", rel)
+                merged_before = name in ledgers.get(parent, {})
+                entry = self._replace(path, rel) if previous is not None or merged_before else self.ship_file(path, rel)
                 self.manifest.append(entry)
                 report.shipped.append(entry)
                 if after_file is not None:

@@ -30,7 +30,10 @@ def generate_keypair(directory: str | Path, *, overwrite: bool = False) -> tuple
     """Write a new ed25519 key pair as PEM files in `directory` (private key mode 0600).
     Returns (private_path, public_path). Refuses to replace existing keys unless `overwrite`."""
     folder = Path(directory)
+    made = not folder.exists()
     folder.mkdir(parents=True, exist_ok=True)
+    if made:
+        folder.chmod(0o755)  # not the umask's 775: the public key's folder must not be group-writable
     private_path, public_path = folder / PRIVATE_KEY_NAME, folder / PUBLIC_KEY_NAME
     if not overwrite and (private_path.exists() or public_path.exists()):
         raise FileExistsError(f"{private_path} or {public_path} already exists; replace them with `joulehouse keys generate --overwrite`")
@@ -44,7 +47,9 @@ def generate_keypair(directory: str | Path, *, overwrite: bool = False) -> tuple
     # A fresh 0600 file renamed over the old key: opened in place, an old key's wider mode (chmod
     # 644 by hand) was kept and the new secret was world-readable
     lakefs.write_file_atomically(private_path, private_pem, 0o600)
-    public_path.write_bytes(public_pem)
+    # 0644 whatever the umask: under umask 002 it was 664 in a 775 folder, which load_public_key
+    # refuses (anyone in the group could swap the key the agent trusts)
+    lakefs.write_file_atomically(public_path, public_pem, 0o644)
     return private_path, public_path
 
 

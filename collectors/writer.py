@@ -280,6 +280,7 @@ def replace_partition(lake: str | Path, dataset: str, date: str, host: str, tabl
 # spool segment it came from (or the import that wrote it is redone), and a live write renames its
 # file within seconds. An ingest or compaction may run beside the collector: theirs are young.
 ORPHAN_TMP_AGE_S = 3600
+ORPHAN_TMP_DAYS = 7
 
 
 def remove_orphan_temporaries(lake: Path, now_s: float | None = None) -> list[Path]:
@@ -287,8 +288,14 @@ def remove_orphan_temporaries(lake: Path, now_s: float | None = None) -> list[Pa
     a lake file's write and its rename left one per kill, never removed (an OOM-killed collector
     rolling 500k-row segments filled the disk it shares with the spool)."""
     now_s = time.time() if now_s is None else now_s
-    removed = []
-    for tmp in Path(lake).glob(f"*/date=*/host=*/.*{TMP_SUFFIX}"):
+    removed: list[Path] = []
+    if not Path(lake).is_dir():  # a first start: no lake yet
+        return removed
+    # the newest days only: a writer writes the days it is collecting, and a start must not walk
+    # every partition of a year-old lake (ISO date folder names sort as the days do)
+    recent = [day for dataset in Path(lake).iterdir() if dataset.is_dir()
+              for day in sorted(dataset.glob("date=*"))[-ORPHAN_TMP_DAYS:]]
+    for tmp in (t for day in recent for t in day.glob(f"host=*/.*{TMP_SUFFIX}")):
         try:
             if now_s - tmp.lstat().st_mtime > ORPHAN_TMP_AGE_S:
                 tmp.unlink()

@@ -153,8 +153,9 @@ def pick_readings(sensors: Sequence[SensorReading]) -> dict[str, float | None]:
     else:
         sdr_power = watts[0].value if len(watts) == 1 else None
     temps = [s for s in readable if s.unit.startswith("degrees c")]
-    inlet = _the_one([s for s in temps if _INLET.search(s.name)])
-    exhaust = _the_one([s for s in temps if _EXHAUST.search(s.name)])
+    # several of the server's own (Inlet Temp 1, 2): the coolest air in, the hottest out
+    inlet = min((s.value for s in temps if _INLET.search(s.name) and not _COMPONENT.search(s.name)), default=None)
+    exhaust = max((s.value for s in temps if _EXHAUST.search(s.name) and not _COMPONENT.search(s.name)), default=None)
     fans = [s.value for s in readable if s.unit.startswith("rpm")]
     return {
         "sdr_power_w": sdr_power,

@@ -161,8 +161,6 @@ def _build_sources(names, host, lake, settings, sim_gpus, defaults):
             log.info("dcgm: reading %s at %s every %.0f s", dcgm.query, dcgm.url, settings.dcgm_sync_interval_s)
             sources.append(Scheduled(dcgm, interval_s=settings.dcgm_sync_interval_s, background=True))
         elif name == "links":
-            import re
-
             from joulehouse.collectors.sources.links import STATE_FILE_NAME, PrometheusLinkSource
 
             overrides = {}
@@ -181,8 +179,6 @@ def _build_sources(names, host, lake, settings, sim_gpus, defaults):
 def _host_selectors(host: str) -> tuple[str, ...]:
     """This host's dcgm-exporter series, by the label its deployment names the host with (the
     source takes the first that finds series: collectors.sources.dcgm)."""
-    import re
-
     return (f'Hostname="{host}"', f'hostname="{host}"', f'instance=~"{promql_regex_literal(host)}(:[0-9]+)?"')
 
 

@@ -202,3 +202,18 @@ def test_a_key_another_user_could_replace_or_read_is_refused(tmp_path, opened, m
     os.chmod(folder, 0o1777)  # sticky, as /tmp: no one else can replace the key in it
     if opened == "public key's folder":
         assert load_public_key(public) is not None
+
+
+def test_a_key_pair_made_under_a_group_writable_umask_is_accepted_by_its_own_loader(tmp_path):
+    """Under umask 002 (a desktop user's default) the public key came out 664 in a 775 folder, and the
+    project's own loader refused the pair it had just made (review, helper-94)."""
+    import os
+
+    from joulehouse.collectors.config_contract import load_public_key
+
+    old = os.umask(0o002)
+    try:
+        private, public = generate_keypair(tmp_path / "keys")
+    finally:
+        os.umask(old)
+    assert load_public_key(public) is not None and load_private_key(private) is not None

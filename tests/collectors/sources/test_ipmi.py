@@ -228,3 +228,12 @@ def test_a_parts_sensor_named_like_the_servers_is_not_taken_for_it():
     two_servers = parse_sdr_elist("Total Power | 71h | ok | 10.1 | 4100 Watts\n"
                                   "Sys Power   | 72h | ok | 10.1 | 3000 Watts\n")
     assert pick_readings(two_servers)["sdr_power_w"] is None  # which is the server's is unknown: not a guess
+
+
+def test_a_server_with_two_inlet_and_two_exhaust_sensors_keeps_its_temperatures():
+    """Two of the server's own, disagreeing by a degree, read as unknown: every row of an 8-GPU
+    server NULL (review, helper-94). The coolest air in and the hottest out."""
+    sensors = parse_sdr_elist("Inlet Temp 1 | 20h | ok | 10.1 | 24 degrees C\nInlet Temp 2 | 21h | ok | 10.1 | 25 degrees C\n"
+                              "Exhaust Temp 1 | 22h | ok | 7.1 | 38 degrees C\nExhaust Temp 2 | 23h | ok | 7.1 | 41 degrees C\n")
+    readings = pick_readings(sensors)
+    assert (readings["inlet_temp_c"], readings["exhaust_temp_c"]) == (24.0, 41.0)

@@ -82,8 +82,7 @@ def _durable(target: Path) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
-    lakefs.fsync_dir(target.parent)
-    lakefs.fsync_dir(target.parent.parent)
+    lakefs.fsync_dir(target.parent)  # the file's name; a new folder's own was synced when made
 
 
 class ReadingsWriter:
@@ -100,7 +99,7 @@ class ReadingsWriter:
         list it for `day` (replacing the day's files unless `append`) and point the view at the
         listed files. Returns the rows written. Runs in the caller's transaction."""
         target = self.folder / f"day={day.isoformat()}" / f"{self.token}-{len(self.written):03d}.parquet"
-        target.parent.mkdir(parents=True, exist_ok=True)
+        lakefs.makedirs_durably(target.parent)  # a new day folder's name on disk (fsynced parents)
         self.written.append(target)
         n_rows = _copy(self.con, body, bound, target)
         _durable(target)

@@ -203,7 +203,7 @@ def _read_chunks(path: Path, *, host: str, gpu_model: str | None, assume_tz: str
         notes += _notes(path, names, host, gpu_model, assume_tz, index_column)
         if has_bom:
             notes.append("the file opens with a UTF-8 byte-order mark: skipped")
-        id_columns = _id_columns(path, names, index_column)
+        id_columns, stored = _id_columns(path, names, index_column), read_fields(tuple(names))
         columns: dict[str, list] = {n: [] for n in GPU_SAMPLES.names}
         recent = RecentReadings(DUPLICATE_WINDOW_S)
         probe: list[float] | None = []  # timestamps of rows no column gives a GPU; None once checked
@@ -244,13 +244,14 @@ def _read_chunks(path: Path, *, host: str, gpu_model: str | None, assume_tz: str
                 if again != names:
                     notes.append(f"line {line_no}: a new header; the rows after it are read by its columns")
                     names, id_columns = again, _id_columns(path, again, index_column)
+                    stored = read_fields(tuple(names))
                 continue
             if len(values) != len(names):
                 reject(RejectedRow(line_no, f"field count: {len(values)} fields, header has {len(names)}", printable(line)))
                 continue
             row = dict(zip(names, values))
             try:
-                sample = parse_row(row, id_columns, index_column, clock, units)
+                sample = parse_row(row, id_columns, index_column, clock, units, stored)
                 check_plausible(sample["sampled_at"], "timestamp", now)
                 # The uuid too: across a reboot an index may name another GPU (nvidia-smi: "can change
                 # at each boot"), and then the two are two streams, not one GPU's duplicates.

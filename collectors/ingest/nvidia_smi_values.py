@@ -146,7 +146,7 @@ def identity_text(value: str | None) -> str:
 
 
 def parse_row(row: dict[str, str], id_columns: list[str], index_column: str | None, clock: LogClock,
-              units: dict[str, bool] | None = None) -> dict:
+              units: dict[str, bool] | None = None, stored: frozenset[str] | None = None) -> dict:
     """The gpu_samples values of one row (field name -> cell), its GPU's index from `id_columns`
     (0 when the log has none); ValueError, the reject reason, when the row cannot be stored.
     `units`: per field, whether the log's rows so far write the unit after the value (nvidia-smi's
@@ -169,7 +169,7 @@ def parse_row(row: dict[str, str], id_columns: list[str], index_column: str | No
     except ValueError as exc:
         raise ValueError(f"timestamp: {exc}") from None
     sample: dict = {"sampled_at": sampled_at, "gpu_index": gpu_index}
-    stored = read_fields(tuple(row))
+    stored = read_fields(tuple(row)) if stored is None else stored  # the caller's, once per header
     for name, raw in row.items():
         if name in NUMERIC and name not in stored:
             continue

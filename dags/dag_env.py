@@ -38,3 +38,13 @@ def start_date(default: dt.date) -> dt.datetime:
     except ValueError:
         raise ValueError(f"JOULEHOUSE_START_DATE={raw!r}: must be a day, YYYY-MM-DD (UTC)") from None
     return start.replace(tzinfo=dt.timezone.utc) if start.tzinfo is None else start.astimezone(dt.timezone.utc)
+
+
+def catchup() -> bool:
+    """Whether the scheduler builds every day from the start date on: only where
+    JOULEHOUSE_START_DATE names that day. Without it the start date is a fixed default long past,
+    and catchup from it made a fresh deployment walk every day since (each of them empty, each a
+    failed run) before it reached yesterday; without catchup the scheduler builds the latest day
+    only, and older days are a backfill someone asked for."""
+    raw = os.environ.get("JOULEHOUSE_START_DATE")
+    return raw is not None and raw.strip() != ""

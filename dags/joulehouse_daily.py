@@ -5,14 +5,15 @@ This file holds the schedule and the wiring only. Each task is a few lines that 
 `joulehouse.daily`, imported inside the task, so parsing this file imports nothing heavy. Every
 task reads and writes one day and can be re-run with the same result.
 
-- Schedule: daily at 01:00 UTC with catchup, on data intervals (CronDataIntervalTimetable): the
+- Schedule: daily at 01:00 UTC on data intervals (CronDataIntervalTimetable): the
   run whose interval starts at D 01:00 runs at D+1 01:00 and processes day D, an hour after the
   day is over so that its last collector files (rolled every 300 s, shipped every 15 min) are in
   the lake. ("@daily" is a trigger timetable in Airflow 3: its run at D 00:00 would have processed
   the day just begun.) A backfill rebuilds the days from --from-date up to the day before
   --to-date (a run's logical date is 01:00 of its day). `dag_run.conf["day"]` overrides the day
   (what `joulehouse run --date` passes); `dag_run.conf["config"]`, else JOULEHOUSE_CONFIG, names
-  the settings file.
+  the settings file. Catchup only where JOULEHOUSE_START_DATE names the first day to build
+  (dag_env.catchup): otherwise the scheduler starts from the latest day.
 - Data checks: `check_data` is the blocking gate, SQL only (warehouse.gate); `validate_data` runs
   Great Expectations' suites (the warning rules) beside the models, off the critical path, and the
   report waits for it (`warnings_done`, all_done): a GX failure is a failed task, and the report
@@ -89,7 +90,7 @@ def _day_and_config() -> tuple[str, str | None]:
     dag_id="joulehouse_daily",
     schedule=CronDataIntervalTimetable("0 1 * * *", timezone="UTC"),
     start_date=dag_env.start_date(default=dt.date(2026, 1, 1)),
-    catchup=True,
+    catchup=dag_env.catchup(),
     max_active_runs=1,
     default_args=DEFAULT_ARGS,
     tags=["joulehouse", "energy"],

@@ -39,3 +39,14 @@ def test_a_wrong_start_date_names_the_variable(monkeypatch):
     monkeypatch.setenv("JOULEHOUSE_START_DATE", "June 1st")
     with pytest.raises(ValueError, match=r"^JOULEHOUSE_START_DATE='June 1st': must be a day"):
         dag_env.start_date(default=dt.date(2026, 1, 1))
+
+
+def test_catchup_only_from_a_start_date_someone_named(monkeypatch):
+    # the default start date lies long past: catching up from it walked every day since (each
+    # empty, each a failed run) before a fresh deployment reached yesterday
+    monkeypatch.delenv("JOULEHOUSE_START_DATE", raising=False)
+    assert dag_env.catchup() is False
+    monkeypatch.setenv("JOULEHOUSE_START_DATE", "  ")
+    assert dag_env.catchup() is False
+    monkeypatch.setenv("JOULEHOUSE_START_DATE", "2026-06-01")
+    assert dag_env.catchup() is True

@@ -65,6 +65,7 @@ print(json.dumps({{
 """
     env = _airflow_env(tmp_path)
     env.pop("JOULEHOUSE_DAG_RETRIES")
+    env.pop("JOULEHOUSE_START_DATE", None)
     out = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True)
     assert out.returncode == 0, out.stderr[-2000:]
     import json
@@ -72,7 +73,8 @@ print(json.dumps({{
     info = json.loads(out.stdout.strip().splitlines()[-1])
     assert info["errors"] == {}
     assert info["owners"] == ["joulehouse"] and info["retries"] == [2] and "joulehouse" in info["tags"]
-    assert info["catchup"] is True and info["max_active_runs"] == 1
+    # no start date named: no catchup from the default's long-past day (dag_env.catchup)
+    assert info["catchup"] is False and info["max_active_runs"] == 1
     # Daily on data intervals: the run at D+1 01:00 processes day D (its interval's start), once
     # D is over and its last files shipped; "@daily" in Airflow 3 would run at D 00:00 for D.
     assert (info["timetable"], info["cron"]) == ("CronDataIntervalTimetable", "0 1 * * *")

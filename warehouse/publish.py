@@ -55,22 +55,29 @@ def home_folder(db_file: str | Path) -> Path:
 OWNER_NAME = ".owner"
 
 
-def _claim_home(db_path: Path) -> None:
-    """Refuse a warehouse file whose home folder is not its own: `wh.duckdb` and a copy `wh.bak`
-    share `wh/`, and a build of the copy deleted the readings of the other as not its own; a file
-    with no extension has itself for a home and could never be published. The first writer notes
-    its file's name in the folder."""
-    home = home_folder(db_path)
-    if home == db_path:
+def _refuse_without_extension(db_path: Path) -> None:
+    """A file with no extension has itself for a home and could never be published."""
+    if home_folder(db_path) == db_path:
         raise WarehouseError(f"warehouse {db_path}: give the file an extension (warehouse.duckdb): its readings and "
                              f"its writer's copies live in a folder named like it without one")
+
+
+def _claim_home(db_path: Path) -> None:
+    """Refuse a warehouse file whose home folder is not its own: `wh.duckdb` and a copy `wh.bak`
+    share `wh/`, and a build of the copy deleted the readings of the other as not its own. The
+    first writer notes its file's name in the folder. Called under the writer lock (which the two
+    files share, as it lives in the folder) and created exclusively: two first writers that both
+    found no note each wrote theirs, and the one that wrote first went on as the owner while the
+    note named the other."""
+    home = home_folder(db_path)
     owner = home / OWNER_NAME
+    home.mkdir(parents=True, exist_ok=True)
     try:
-        named = owner.read_text(encoding="utf-8").strip()
-    except FileNotFoundError:
-        home.mkdir(parents=True, exist_ok=True)
-        owner.write_text(db_path.name + "\n", encoding="utf-8")
+        with open(owner, "x", encoding="utf-8") as note:
+            note.write(db_path.name + "\n")
         return
+    except FileExistsError:
+        named = owner.read_text(encoding="utf-8").strip()
     if named != db_path.name:
         raise WarehouseError(f"warehouse {db_path}: the folder {home} beside it holds the readings of {named}; two "
                              "warehouse files named alike but for their extension cannot share it (rename one; or, if this file "
@@ -124,8 +131,9 @@ def published_connection(db_path: str | Path, lake: str | Path | None, *,
     """A writable connection to a copy of the warehouse at `db_path`, published over it by an
     atomic rename when the block ends without an error (or with one of `publish_on`)."""
     db_path = Path(db_path).expanduser().resolve()
-    _claim_home(db_path)
+    _refuse_without_extension(db_path)
     with writer_lock(db_path, wait_s):
+        _claim_home(db_path)
         _remove_dead_writers_copies(db_path)
         copy = writer_folder(db_path) / f"{db_path.stem}-{os.getpid()}-{uuid.uuid4().hex[:8]}{db_path.suffix}"
         try:

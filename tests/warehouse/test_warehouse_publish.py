@@ -229,3 +229,22 @@ def test_two_files_named_alike_cannot_share_a_home_and_a_file_without_an_extensi
         with published_connection(tmp_path / "bare", None):
             pass
     assert not (tmp_path / "bare").exists()
+
+
+def test_a_writer_that_never_got_the_lock_does_not_claim_the_folder(tmp_path):
+    """The folder's note was written before the writer lock was taken: a build of the copy
+    wh.bak that waited behind the real writer and gave up had already named itself the owner (of a
+    folder from before the note existed, or a fresh one), and every later build of the real file
+    was refused."""
+    from joulehouse.warehouse.publish import OWNER_NAME, home_folder, writer_lock
+
+    db = _published_table(tmp_path)
+    (home_folder(db) / OWNER_NAME).unlink()  # a warehouse from before the note
+    with writer_lock(db):  # the real file's build is running
+        with pytest.raises(WarehouseError, match="another writer holds"):
+            with published_connection(tmp_path / "warehouse.bak", None, wait_s=0.2):
+                pass
+    with published_connection(db, None) as con:
+        con.execute("INSERT INTO t VALUES (2)")
+    assert _rows(db) == [1, 2]
+    assert (home_folder(db) / OWNER_NAME).read_text(encoding="utf-8").strip() == db.name

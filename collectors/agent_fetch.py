@@ -10,7 +10,6 @@ from __future__ import annotations
 import http.client
 import os
 import socket
-import stat
 import threading
 import time
 import urllib.error
@@ -19,7 +18,7 @@ import urllib.request
 from typing import Callable
 
 from joulehouse.collectors.config_contract import MAX_CONFIG_BYTES
-from joulehouse.collectors.input_file import regular_file
+from joulehouse.collectors.input_file import open_regular, regular_file
 
 
 class ConfigFetchError(OSError):
@@ -47,13 +46,8 @@ def fetch_config(location: str, timeout_s: float = 10.0, max_bytes: int = MAX_CO
         if os.path.lexists(location):  # a FIFO would block the open, a device never end: refused first
             regular_file(location, "config file", ConfigFetchError)
         try:
-            # non-blocking, then checked on what was opened: a FIFO swapped in after the check above
-            # would otherwise block the open for good
-            with open(os.open(location, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY), "rb") as fh:
-                if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
-                    raise ConfigFetchError(f"config file {location} is not a regular file (replaced while "
-                                           "it was opened); refused unread")
-                os.set_blocking(fh.fileno(), True)
+            # checked again on what was opened: a FIFO swapped in after the check above
+            with open(open_regular(location, "config file", ConfigFetchError), "rb") as fh:
                 _check_size(location, os.fstat(fh.fileno()).st_size, max_bytes)
                 return _read_at_most(location, fh.read, max_bytes)
         except FileNotFoundError:

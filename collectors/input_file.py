@@ -2,7 +2,9 @@
 check every reader makes before it reads, and reads whose memory is bounded however hostile the file.
 
 A path that is not a regular file is refused before it is opened: /dev/zero or /dev/urandom never
-ends (a reader would fill the memory), and a FIFO blocks the open until someone writes to it.
+ends (a reader would fill the memory), and a FIFO blocks the open until someone writes to it. The
+open itself does not block and is checked again on what it opened (`open_regular`): a FIFO swapped
+in between the check and the open would otherwise hold the reader for good.
 A regular file is read line by line with a bound on each line, so a log of any length streams,
 while a file without newlines (a binary, a log cut into one line) is refused at the bound, in one
 line naming the file and the line, rather than read whole. Small documents (a key, a tariff) are
@@ -45,12 +47,33 @@ def regular_file(path: str | Path, what: str, error: type[Exception] = InputFile
     return path
 
 
+def open_regular(path: str | Path, what: str, error: type[Exception] = InputFileError) -> int:
+    """A blocking descriptor of `path` opened read-only, refused unread (`error`) unless what was
+    opened is a regular file. Opened without blocking: a FIFO put at the path after `regular_file`
+    looked would block a plain open until someone writes to it, and a terminal would become the
+    process's own."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY)
+    except FileNotFoundError:
+        raise
+    except OSError as exc:
+        raise error(f"cannot open {what} {path}: {exc.strerror or exc}") from None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise error(f"{what} {path} is not a regular file (replaced while it was opened); refused unread")
+        os.set_blocking(fd, True)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
 def read_bytes_at_most(path: str | Path, what: str, max_bytes: int, error: type[Exception] = InputFileError) -> bytes:
     """A small document's bytes (a key, a JSON tariff): a regular file of at most `max_bytes`,
     never more than that read even if the file grows meanwhile."""
     path = regular_file(path, what, error, max_bytes)
     try:
-        with open(path, "rb") as fh:
+        with open(open_regular(path, what, error), "rb") as fh:
             data = fh.read(max_bytes + 1)
     except OSError as exc:
         raise error(f"cannot read {what} {path}: {exc.strerror or exc}") from None
@@ -66,7 +89,7 @@ def text_lines(path: str | Path, what: str, max_line_chars: int, error: type[Exc
     them), each at most `max_line_chars`: a longer one raises `error` naming the file and the line."""
     path = regular_file(path, what, error)
     try:
-        fh = open(path, encoding=encoding, errors=errors, newline="")
+        fh = open(open_regular(path, what, error), encoding=encoding, errors=errors, newline="")
     except OSError as exc:
         raise error(f"cannot open {what} {path}: {exc.strerror or exc}") from None
     with fh:

@@ -27,7 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
-from joulehouse.collectors.input_file import regular_file
+from joulehouse.collectors.input_file import open_regular, regular_file
 
 OBJECTIVES = ("energy", "cost", "time")
 SETTINGS = ("sm_clock_mhz", "power_limit_w")
@@ -125,7 +125,7 @@ def _rows(path: Path) -> list[tuple[int, dict[str, str]]]:
     lines and a quoted field may span lines, so the number is the reader's, not a count."""
     rows = []
     try:
-        with path.open(newline="") as fh:
+        with open(open_regular(path, "sweep file", SweepError), newline="") as fh:
             reader = csv.DictReader(fh)
             for row in reader:
                 if None in row:  # DictReader files the fields past the header under the key None

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import polars as pl
 
-from joulehouse.collectors.input_file import regular_file
+from joulehouse.collectors.input_file import open_regular, regular_file
 from joulehouse.reports.accounts.csv_cells import number, parsed, utc_time
 from joulehouse.reports.accounts.settings import MAX_GCO2E_PER_KWH
 
@@ -97,7 +97,9 @@ def _to_hourly(frame: pl.DataFrame) -> pl.DataFrame:
 
 
 def _read_csv(path: Path) -> pl.DataFrame:
-    return pl.read_csv(regular_file(path, "grid intensity file", GridFileError), infer_schema=False)
+    path = regular_file(path, "grid intensity file", GridFileError)
+    with open(open_regular(path, "grid intensity file", GridFileError), "rb") as fh:
+        return pl.read_csv(fh, infer_schema=False)
 
 
 def load_electricitymaps_csv(path: Path, basis: str = "direct") -> pl.DataFrame:

@@ -17,7 +17,7 @@ from zoneinfo import ZoneInfo
 
 import polars as pl
 
-from joulehouse.collectors.input_file import read_bytes_at_most, regular_file
+from joulehouse.collectors.input_file import open_regular, read_bytes_at_most, regular_file
 from joulehouse.reports.accounts.csv_cells import number, parsed, utc_time
 from joulehouse.reports.accounts.settings import MAX_PRICE_USD_PER_MWH
 
@@ -41,7 +41,8 @@ def load_pjm_lmp_csv(path: Path, node: str) -> pl.DataFrame:
     (`total_lmp_rt`), for one pricing node. Returns hour_at (UTC), node, price_usd_per_mwh."""
     path = regular_file(path, "price file", PriceFileError)
     try:
-        raw = pl.read_csv(path, infer_schema=False)
+        with open(open_regular(path, "price file", PriceFileError), "rb") as fh:
+            raw = pl.read_csv(fh, infer_schema=False)
     except (pl.exceptions.PolarsError, UnicodeDecodeError) as exc:
         # a ragged row, an open quote, an empty or non-UTF-8 file: a traceback naming no file before
         raise PriceFileError(f"price file {path} is not a CSV file that can be read: "

@@ -47,3 +47,61 @@ def test_a_document_past_its_bound_is_refused(tmp_path):
         read_bytes_at_most(path, "key", 1024, OwnError)
     with pytest.raises(InputFileError, match="not a regular file"):
         read_bytes_at_most("/dev/zero", "key", 1024)
+
+
+def _fifo_after_the_check(monkeypatch, module, path):
+    """`module.regular_file` checks `path`, then a FIFO takes its place (a hostile user's swap)."""
+    import os
+
+    real_check = module.regular_file
+
+    def check_then_swap(*args, **kwargs):
+        checked = real_check(*args, **kwargs)
+        path.unlink()
+        os.mkfifo(path)
+        return checked
+
+    monkeypatch.setattr(module, "regular_file", check_then_swap)
+
+
+def _within(seconds, read):
+    """What `read()` raised, run in a thread; a read still blocked after `seconds` fails the test
+    (the thread stays blocked on the FIFO: a daemon, it does not hold pytest)."""
+    import threading
+
+    outcome = []
+
+    def run():
+        try:
+            read()
+            outcome.append(None)
+        except Exception as exc:  # noqa: BLE001 - handed to the test
+            outcome.append(exc)
+
+    worker = threading.Thread(target=run, daemon=True)
+    worker.start()
+    worker.join(seconds)
+    assert outcome, f"the read was still blocked after {seconds} s"
+    return outcome[0]
+
+
+@pytest.mark.parametrize("reader", ["document", "lines", "price file", "grid file", "sweep file"])
+def test_a_fifo_swapped_in_after_the_check_is_refused_not_waited_on(tmp_path, monkeypatch, reader):
+    """The readers checked the path, then opened it plainly: a FIFO put there in between held the
+    command on its open until someone wrote to it (for good, under a timer)."""
+    from joulehouse.collectors import input_file
+    from joulehouse.models import sweeps
+    from joulehouse.reports.accounts import grid, prices
+
+    path = tmp_path / "input.csv"
+    path.write_text("a,b\n1,2\n", encoding="utf-8")
+    module, read = {
+        "document": (input_file, lambda: read_bytes_at_most(path, "key", 1000)),
+        "lines": (input_file, lambda: list(text_lines(path, "log", 100).__enter__())),
+        "price file": (prices, lambda: prices.load_pjm_lmp_csv(path, "PJM-RTO")),
+        "grid file": (grid, lambda: grid._read_csv(path)),
+        "sweep file": (sweeps, lambda: sweeps.load_sweeps(path)),
+    }[reader]
+    _fifo_after_the_check(monkeypatch, module, path)
+    raised = _within(5, read)
+    assert raised is not None and "not a regular file (replaced while it was opened)" in str(raised)

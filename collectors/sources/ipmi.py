@@ -6,10 +6,21 @@ Per poll, two ipmitool calls over RMCP+ (`-I lanplus -C 3`):
   exhaust temperatures (C) and the mean of the readable fans (RPM) are picked by name and unit.
 
 Text output is parsed defensively: a sensor that says "no reading", "disabled", "na" or
-carries no number is NULL, never 0. A BMC without DCMI ("Invalid command") keeps
-`power_w` NULL and is not asked again. A call that times out or fails is retried a bounded
+carries no number is NULL, never 0. A call that times out or fails is retried a bounded
 number of times with doubling backoff; if the BMC still does not answer, the row is returned
 with NULL readings and the reason in the `error` column, so the GPU sources go on.
+
+DCMI is the server's power; the SDR is everything else, so a DCMI that fails never costs the
+SDR. Every row whose `power_w` is NULL says why in its own column `power_w_null_reason` (the
+kind before the colon): `dcmi deactivated` (the BMC says its power measurement is off: a state,
+not an error), `dcmi absent` (it answered "Invalid command": not asked again), `dcmi no answer`
+(timed out, or ipmitool got no response), `dcmi not asked` (backed off, below), `dcmi failed`
+(any other refusal, asked again next poll), `dcmi unreadable` (an answer without a reading).
+A BMC whose DCMI gives no answer `dcmi_silent_polls` polls in a row while its SDR answers, as
+many older BMCs do, is asked DCMI once every `dcmi_retry_interval_s` from then on (said once in
+the log), so each poll's time goes to the SDR and not to a request that will time out. The
+column is IPMI's own, beside `error`: the warehouse's raw views read the dataset's columns and
+leave it out, and a file without it (written before it existed) reads as before.
 
 The password reaches ipmitool through the IPMI_PASSWORD environment variable (`-E`), not the
 command line, where every local user could read it in the process list.
@@ -24,7 +35,7 @@ import subprocess
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 
 import pyarrow as pa
 
@@ -70,6 +81,12 @@ def run_command(argv: Sequence[str], timeout_s: float, env: Mapping[str, str]) -
 _NUMBER = re.compile(r"^\s*(-?\d+(?:\.\d+)?)\s*(.*?)\s*$")
 _DCMI_POWER = re.compile(r"Instantaneous power reading:\s*(-?\d+(?:\.\d+)?)\s*Watts", re.IGNORECASE)
 _DCMI_STATE = re.compile(r"Power reading state is:\s*(\w+)", re.IGNORECASE)
+# ipmitool's words when a DCMI request got no response inside a session it opened: the BMC is there
+# and its DCMI is silent (a BMC that is not there is "Unable to establish IPMI v2 / RMCP+ session").
+_DCMI_NO_RESPONSE = re.compile(r"unable to get dcmi information", re.IGNORECASE)
+# The extra column (IPMI's own, like `error`): why `power_w` is NULL on this row, NULL where it has a reading.
+POWER_NULL_REASON_COLUMN = "power_w_null_reason"
+DCMI_DEACTIVATED = "dcmi deactivated: the BMC reports its power measurement deactivated"
 
 
 @dataclass(frozen=True)
@@ -97,16 +114,22 @@ def parse_sdr_elist(text: str) -> list[SensorReading]:
     return sensors
 
 
-def parse_dcmi_power(text: str) -> float | None:
-    """The instantaneous power (W) from `ipmitool dcmi power reading`; None when absent or
-    when the BMC says its power measurement is deactivated (the number is then not a reading)."""
+def parse_dcmi_reading(text: str) -> tuple[float | None, str | None]:
+    """(instantaneous power W, None) from `ipmitool dcmi power reading`, or (None, why not): the
+    BMC says its power measurement is deactivated (the number is then not a reading), or the
+    text holds no reading."""
     match = _DCMI_POWER.search(text)
     if match is None:
-        return None
+        return None, "dcmi unreadable: ipmitool's answer held no instantaneous power reading"
     state = _DCMI_STATE.search(text)
     if state and state.group(1).lower() == "deactivated":
-        return None
-    return float(match.group(1))
+        return None, DCMI_DEACTIVATED
+    return float(match.group(1)), None
+
+
+def parse_dcmi_power(text: str) -> float | None:
+    """The instantaneous power (W) from `ipmitool dcmi power reading`; None when absent or deactivated."""
+    return parse_dcmi_reading(text)[0]
 
 
 _TOTAL_POWER = re.compile(r"pwr\s*consumption|total\s*power|sys(tem)?\s*power|node\s*power|power\s*meter|input\s*power", re.I)
@@ -169,6 +192,17 @@ class BmcUnreachable(RuntimeError):
     """ipmitool got no answer from the BMC within the bounded retries."""
 
 
+@dataclass(frozen=True)
+class DcmiOutcome:
+    """One poll's DCMI power: a reading (W), or None and why (`power_w_null_reason`). `unanswered`:
+    no answer came; `no_session`: not even a session (why, in words): whether the BMC is there is unknown."""
+
+    power_w: float | None
+    null_reason: str | None
+    unanswered: bool = False
+    no_session: str | None = None
+
+
 class IpmiSource:
     """node_samples for one server, read from its BMC with ipmitool (source tag 'ipmi')."""
 
@@ -189,9 +223,14 @@ class IpmiSource:
         runner: CommandRunner = run_command,
         clock: Callable[[], datetime] = lambda: datetime.now(timezone.utc),
         sleep: Callable[[float], None] = time.sleep,
+        dcmi_silent_polls: int = 3,
+        dcmi_retry_interval_s: float = 300.0,
     ):
         if retries < 0 or timeout_s <= 0:
             raise ValueError(f"retries={retries!r}, timeout_s={timeout_s!r}: expected retries >= 0 and timeout_s > 0")
+        if dcmi_silent_polls < 1 or not dcmi_retry_interval_s > 0:
+            raise ValueError(f"dcmi_silent_polls={dcmi_silent_polls!r}, dcmi_retry_interval_s={dcmi_retry_interval_s!r}: "
+                             "expected at least 1 poll and an interval above 0 s")
         self.host = host
         self.bmc_host = bmc_host
         self.port = port
@@ -205,6 +244,12 @@ class IpmiSource:
         self._clock = clock
         self._sleep = sleep
         self.dcmi_supported: bool | None = None
+        self.dcmi_silent_polls = dcmi_silent_polls
+        self.dcmi_retry_interval_s = dcmi_retry_interval_s
+        self._dcmi_absent_reason: str | None = None
+        self._dcmi_unanswered_polls = 0  # in a row, with the SDR answering
+        self._dcmi_retry_at: datetime | None = None  # set while DCMI is backed off
+        self._dcmi_deactivated = False
 
     @classmethod
     def from_settings(cls, host: str, settings: CollectorSettings, **overrides: object) -> IpmiSource:
@@ -221,10 +266,10 @@ class IpmiSource:
         return [self.ipmitool, "-I", "lanplus", "-H", self.bmc_host, "-p", str(self.port),
                 "-U", self.user, "-E", "-C", "3", "-N", str(session_timeout), "-R", "1", *command]
 
-    def _call(self, *command: str) -> CommandResult:
+    def _call(self, *command: str, retries: int | None = None) -> CommandResult:
         """Run one ipmitool command; retry what looks like an unreachable BMC (timeout, no
         session), not what the BMC answered (an unsupported command is an answer)."""
-        attempts = self.retries + 1
+        attempts = (self.retries if retries is None else retries) + 1
         for attempt in range(1, attempts + 1):
             result = self._run(self._argv(*command), self.timeout_s, self._env)
             unreachable = result.timed_out or (
@@ -243,25 +288,56 @@ class IpmiSource:
             self._sleep(delay)
         raise AssertionError("unreachable")
 
-    def _dcmi_power_w(self) -> float | None:
+    def _dcmi(self) -> DcmiOutcome:
         if self.dcmi_supported is False:
-            return None
-        result = self._call("dcmi", "power", "reading")
+            return DcmiOutcome(None, self._dcmi_absent_reason)
+        backed_off = self._dcmi_retry_at is not None
+        if backed_off and self._clock() < self._dcmi_retry_at:
+            return DcmiOutcome(None, f"dcmi not asked: no answer to {self.dcmi_silent_polls} polls in a row while "
+                                     f"the SDR answered; asked again every {self.dcmi_retry_interval_s:g} s")
+        try:
+            # backed off, one try: the retries were spent on the polls that led here
+            result = self._call("dcmi", "power", "reading", retries=0 if backed_off else None)
+        except BmcUnreachable as exc:
+            return DcmiOutcome(None, f"dcmi no answer: {exc}", unanswered=True, no_session=str(exc))
+        text = (result.stdout + result.stderr).strip()
+        if result.returncode != 0 and _DCMI_NO_RESPONSE.search(text):
+            return DcmiOutcome(None, f"dcmi no answer: ipmitool: {text}", unanswered=True)
+        if self._dcmi_retry_at is not None:
+            log.info("ipmi: BMC %s:%d answers DCMI power reading again", self.bmc_host, self.port)
+        self._dcmi_retry_at, self._dcmi_unanswered_polls = None, 0
         if result.returncode != 0:
-            text = result.stdout + result.stderr
             if not _DCMI_FOR_NOW.search(text) and re.search(r"invalid command|not supported|unrecognized", text, re.I):
                 log.info("ipmi: BMC %s:%d does not answer DCMI power reading; power_w stays NULL",
                          self.bmc_host, self.port)
                 self.dcmi_supported = False
-            else:
-                log.warning("ipmi: DCMI power reading failed on %s:%d: %s", self.bmc_host, self.port, text.strip())
-            return None
+                self._dcmi_absent_reason = f"dcmi absent: the BMC answered {text!r}; not asked again"
+                return DcmiOutcome(None, self._dcmi_absent_reason)
+            log.warning("ipmi: DCMI power reading failed on %s:%d: %s", self.bmc_host, self.port, text)
+            return DcmiOutcome(None, f"dcmi failed: {text}")
         self.dcmi_supported = True
-        return parse_dcmi_power(result.stdout)
+        power_w, reason = parse_dcmi_reading(result.stdout)
+        if (reason == DCMI_DEACTIVATED) != self._dcmi_deactivated:
+            self._dcmi_deactivated = not self._dcmi_deactivated
+            log.warning("ipmi: BMC %s:%d reports its DCMI power measurement %s", self.bmc_host, self.port,
+                        "deactivated; power_w stays NULL while it is" if self._dcmi_deactivated else "active again")
+        return DcmiOutcome(power_w, reason)
+
+    def _dcmi_unanswered_while_sdr_answered(self) -> None:
+        """Count a poll whose DCMI gave no answer though the BMC answered the SDR; back off at the limit."""
+        self._dcmi_unanswered_polls += 1
+        if self._dcmi_retry_at is None and self._dcmi_unanswered_polls < self.dcmi_silent_polls:
+            return
+        if self._dcmi_retry_at is None:
+            log.warning("ipmi: BMC %s:%d gave no answer to DCMI power reading %d polls in a row while its SDR answered; "
+                        "power_w stays NULL (the SDR is still read) and DCMI is asked again every %g s",
+                        self.bmc_host, self.port, self._dcmi_unanswered_polls, self.dcmi_retry_interval_s)
+        self._dcmi_retry_at = self._clock() + timedelta(seconds=self.dcmi_retry_interval_s)
 
     def read(self) -> pa.Table:
         """One node_samples row sampled now. A BMC that does not answer yields a row with NULL
-        readings and the reason in `error`; it never raises for that.
+        readings and the reason in `error`; it never raises for that. A NULL `power_w` says why
+        in `power_w_null_reason`; a DCMI that does not answer leaves the SDR readings as they are.
 
         The row is stamped when the BMC answered the power reading (or, without one, when the
         last call returned), not when the poll began: a busy BMC's timeouts, retries and backoff
@@ -269,37 +345,46 @@ class IpmiSource:
         sensors (temperatures, fans) are read just after it."""
         sampled_at = None
         row: dict[str, object] = {"power_w": None, "sdr_power_w": None, "inlet_temp_c": None,
-                                  "exhaust_temp_c": None, "fan_rpm_avg": None, ERROR_COLUMN: None}
+                                  "exhaust_temp_c": None, "fan_rpm_avg": None}
+        reasons: dict[str, str | None] = {ERROR_COLUMN: None, POWER_NULL_REASON_COLUMN: None}
         try:
-            row["power_w"] = self._dcmi_power_w()
+            dcmi = self._dcmi()
+            row["power_w"], reasons[POWER_NULL_REASON_COLUMN] = dcmi.power_w, dcmi.null_reason
             if row["power_w"] is not None:
                 sampled_at = self._clock()
-            sdr = self._call("sdr", "elist")
+            # After a DCMI call that opened no session the BMC has had this poll's retries: one try
+            # of the SDR tells a silent DCMI from a BMC that is down, at the cost of one timeout.
+            sdr = self._call("sdr", "elist", retries=0 if dcmi.no_session is not None else None)
+            if dcmi.unanswered:
+                self._dcmi_unanswered_while_sdr_answered()
             if sdr.returncode == 0:
                 row.update(pick_readings(parse_sdr_elist(sdr.stdout)))
             else:
-                row[ERROR_COLUMN] = f"sdr elist failed: {sdr.stderr.strip() or sdr.stdout.strip()}"
+                reasons[ERROR_COLUMN] = f"sdr elist failed: {sdr.stderr.strip() or sdr.stdout.strip()}"
         except BmcUnreachable as exc:
+            if dcmi.no_session is not None:
+                exc = BmcUnreachable(f"{dcmi.no_session}; nor to 'ipmitool sdr elist' (1 attempt)")
             log.error("ipmi: %s", exc)
             # Readings taken before the BMC went silent are still true readings: keep them.
-            row[ERROR_COLUMN] = str(exc)
-        if row[ERROR_COLUMN] is None and all(row[k] is None for k in row if k != ERROR_COLUMN):
+            reasons[ERROR_COLUMN] = str(exc)
+        if reasons[ERROR_COLUMN] is None and all(value is None for value in row.values()):
             # answered, exit 0, and nothing a reading could be made of (a BMC answering garbage, a
             # measurement deactivated and no sensor): a failed read, not a row of silent NULLs
-            row[ERROR_COLUMN] = ("the BMC answered, but no power, temperature or fan reading could be read from "
-                                 "ipmitool's output (DCMI power and SDR)")
+            reasons[ERROR_COLUMN] = ("the BMC answered, but no power, temperature or fan reading could be read from "
+                                     "ipmitool's output (DCMI power and SDR)")
         if sampled_at is None:
             sampled_at = self._clock()
         fields = [NODE_SAMPLES.field(n) for n in ("sampled_at", "host", "power_w", "sdr_power_w",
                                                    "inlet_temp_c", "exhaust_temp_c", "fan_rpm_avg")]
-        schema = pa.schema(fields + [NODE_SAMPLES.field("source"), pa.field(ERROR_COLUMN, pa.string())])
+        schema = pa.schema(fields + [NODE_SAMPLES.field("source"), pa.field(ERROR_COLUMN, pa.string()),
+                                     pa.field(POWER_NULL_REASON_COLUMN, pa.string())])
         data = {"sampled_at": [sampled_at], "host": [self.host], "source": [SOURCE_TAG]}
-        data.update({k: [v] for k, v in row.items()})
+        data.update({k: [v] for k, v in {**row, **reasons}.items()})
         return pa.Table.from_pydict({f.name: data[f.name] for f in schema}, schema=schema)
 
     def close(self) -> None:
         """Nothing is held between polls (each ipmitool call opens and closes its session)."""
 
 
-__all__ = ["BmcUnreachable", "CommandResult", "IpmiSource", "parse_dcmi_power", "parse_sdr_elist",
-           "pick_readings", "run_command"]
+__all__ = ["BmcUnreachable", "CommandResult", "DcmiOutcome", "IpmiSource", "POWER_NULL_REASON_COLUMN",
+           "parse_dcmi_power", "parse_dcmi_reading", "parse_sdr_elist", "pick_readings", "run_command"]

@@ -6,7 +6,8 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Mapping, Sequence
 
-from joulehouse.collectors.sources.ipmi import CommandResult, IpmiSource, parse_dcmi_power, parse_sdr_elist, pick_readings
+from joulehouse.collectors.sources.ipmi import (DCMI_DEACTIVATED, CommandResult, IpmiSource, parse_dcmi_power, parse_sdr_elist,
+                                               pick_readings)
 
 # Output shapes as ipmitool 1.8.19 prints them (the first from ipmi_sim, the second in the
 # shape of a vendor BMC with PSU sensors, unreadable and disabled sensors).
@@ -237,3 +238,95 @@ def test_a_server_with_two_inlet_and_two_exhaust_sensors_keeps_its_temperatures(
                               "Exhaust Temp 1 | 22h | ok | 7.1 | 38 degrees C\nExhaust Temp 2 | 23h | ok | 7.1 | 41 degrees C\n")
     readings = pick_readings(sensors)
     assert (readings["inlet_temp_c"], readings["exhaust_temp_c"]) == (24.0, 41.0)
+
+
+class FakeTime:
+    """A UTC clock that moves only when a call times out (its timeout), answers (0.25 s) or sleeps."""
+
+    def __init__(self, replay: Replay):
+        self.now = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)
+        self.replay = replay
+
+    def advance(self, seconds: float) -> None:
+        self.now += dt.timedelta(seconds=seconds)
+
+    def runner(self, argv, timeout_s, env):
+        result = self.replay(argv, timeout_s, env)
+        self.advance(timeout_s if result.timed_out else 0.25)
+        return result
+
+    def source(self, **kw) -> IpmiSource:
+        return IpmiSource("node-02", runner=self.runner, clock=lambda: self.now, sleep=self.advance, **kw)
+
+
+def _dcmi_calls(replay: Replay) -> int:
+    return [" ".join(argv[-3:]) for argv, _ in replay.calls].count("dcmi power reading")
+
+
+def test_a_bmc_whose_dcmi_never_answers_keeps_its_sdr_readings_and_is_asked_dcmi_only_every_so_often(caplog):
+    """Every DCMI power reading timed out: the poll spent its retries on it, then failed as a whole,
+    so inlet, exhaust, fans and the SDR power were lost with it, poll after poll (review)."""
+    timeout = CommandResult(-1, "", "no answer within 5 s", timed_out=True)
+    replay = Replay({"dcmi power reading": [timeout], "sdr elist": [CommandResult(0, SDR_SIM, "")]})
+    fake = FakeTime(replay)
+    source = fake.source(retries=1, dcmi_silent_polls=3, dcmi_retry_interval_s=300)
+    rows = [source.read().to_pylist()[0] for _ in range(5)]
+    for row in rows:
+        assert row["error"] is None and row["power_w"] is None
+        assert (row["sdr_power_w"], row["inlet_temp_c"], row["exhaust_temp_c"], row["fan_rpm_avg"]) == (
+            1200.0, 24.0, 38.0, 8050.0)
+    assert [r["power_w_null_reason"].split(":")[0] for r in rows] == ["dcmi no answer"] * 3 + ["dcmi not asked"] * 2
+    assert _dcmi_calls(replay) == 3 * 2, "two attempts on each of the first three polls, none after"
+    said = [r for r in caplog.records if "asked again every 300 s" in r.getMessage()]
+    assert len(said) == 1, "the back-off is said once in the log"
+
+    fake.advance(300)
+    assert source.read().to_pylist()[0]["power_w_null_reason"].startswith("dcmi no answer")
+    assert _dcmi_calls(replay) == 7, "backed off, DCMI is tried once"
+    assert source.read().to_pylist()[0]["power_w_null_reason"].startswith("dcmi not asked")
+
+    replay.answers["dcmi power reading"] = [CommandResult(0, DCMI_OK, "")]
+    fake.advance(300)
+    back = [source.read().to_pylist()[0] for _ in range(2)]
+    assert [(r["power_w"], r["power_w_null_reason"]) for r in back] == [(1150.0, None), (1150.0, None)]
+
+
+def test_ipmitools_own_no_response_to_dcmi_counts_as_no_answer():
+    """ipmitool gives up on a silent DCMI itself ("Unable to get DCMI information", exit 1) when its
+    session timeout is inside ours: a warning every poll and the ~2 s wait, for ever, before."""
+    replay = Replay({"dcmi power reading": [CommandResult(1, "", "\n    Unable to get DCMI information\n")],
+                     "sdr elist": [CommandResult(0, SDR_SIM, "")]})
+    source = FakeTime(replay).source(dcmi_silent_polls=2)
+    rows = [source.read().to_pylist()[0] for _ in range(3)]
+    assert [r["power_w_null_reason"].split(":")[0] for r in rows] == ["dcmi no answer", "dcmi no answer", "dcmi not asked"]
+    assert _dcmi_calls(replay) == 2 and all(r["sdr_power_w"] == 1200.0 for r in rows)
+
+
+def test_a_bmc_that_is_down_is_not_taken_for_a_silent_dcmi():
+    """Neither DCMI nor the SDR answers: the row fails with both named, and DCMI is not backed off
+    (the BMC, not its DCMI, was away)."""
+    timeout = CommandResult(-1, "", "no answer within 5 s", timed_out=True)
+    replay = Replay({"dcmi power reading": [timeout], "sdr elist": [timeout]})
+    source = FakeTime(replay).source(retries=1, dcmi_silent_polls=2)
+    rows = [source.read().to_pylist()[0] for _ in range(3)]
+    assert all("'ipmitool dcmi power reading' after 2 attempts" in r["error"] and "sdr elist" in r["error"] for r in rows)
+    assert all(r["power_w_null_reason"].startswith("dcmi no answer") for r in rows)
+    assert _dcmi_calls(replay) == 3 * 2 and len(replay.calls) == 3 * 3, "one SDR try after DCMI's two"
+
+
+def test_a_deactivated_power_measurement_is_said_in_each_row_and_once_in_the_log(caplog):
+    """'Power reading state is: deactivated' is a state of the BMC, not a failed read: power_w
+    stayed NULL with no word of why, like a reading that was never taken (review)."""
+    replay = Replay({"dcmi power reading": [CommandResult(0, DCMI_OK.replace("activated", "deactivated"), "")],
+                     "sdr elist": [CommandResult(0, SDR_SIM, "")]})
+    source = FakeTime(replay).source()
+    rows = [source.read().to_pylist()[0] for _ in range(3)]
+    assert all((r["power_w"], r["power_w_null_reason"], r["error"], r["sdr_power_w"])
+               == (None, DCMI_DEACTIVATED, None, 1200.0) for r in rows)
+    assert len([r for r in caplog.records if "deactivated" in r.getMessage()]) == 1
+    absent = Replay({"dcmi power reading": [CommandResult(1, "", "DCMI request failed because: Invalid command (c1)\n")],
+                     "sdr elist": [CommandResult(0, SDR_SIM, "")]})
+    source = FakeTime(absent).source()
+    reasons = [source.read().to_pylist()[0]["power_w_null_reason"] for _ in range(2)]
+    assert all(r.startswith("dcmi absent: the BMC answered 'DCMI request failed because: Invalid command (c1)'")
+               for r in reasons), "a BMC without DCMI is told from one whose measurement is off"

@@ -3,10 +3,12 @@
 The BMC is configured from infra/ipmi_sim/ (LAN config, emulator commands with full SDR
 records) and extended with infra/ipmi_sim/dcmi_power.c, built here with gcc, so that
 `ipmitool dcmi power reading` has something to read. Sensor values live in files the
-emulator polls every second; the test rewrites them while the source polls."""
+emulator polls every second; the test rewrites them while the source polls. The DCMI file
+also takes "silent" (no answer, as many older BMCs) and "<W> deactivated"."""
 
 from __future__ import annotations
 
+import datetime as dt
 import shutil
 import socket
 import string
@@ -20,8 +22,10 @@ import pyarrow as pa
 import pyarrow.dataset as ds
 import pytest
 
-from joulehouse.collectors.sources.ipmi import IpmiSource
+from joulehouse.collectors.sources.ipmi import DCMI_DEACTIVATED, IpmiSource
 from joulehouse.collectors.writer import write_dataset
+from joulehouse.warehouse.build import ensure_views
+from joulehouse.warehouse.db import connect
 
 pytestmark = [pytest.mark.integration]
 REPO = Path(__file__).resolve().parents[3]
@@ -48,7 +52,7 @@ class Bmc:
     state: Path
     process: subprocess.Popen
 
-    def set(self, **values: int) -> None:
+    def set(self, **values: int | str) -> None:
         for name, value in values.items():
             tmp = self.state / f".{name}.tmp"
             tmp.write_text(f"{value}\n")
@@ -146,4 +150,55 @@ def test_a_bmc_that_does_not_answer_is_marked_after_bounded_retries(tmp_path):
     assert row["host"] == "node-09" and "gave no answer" in row["error"] and "after 2 attempts" in row["error"]
     assert all(row[c] is None for c in ("power_w", "sdr_power_w", "inlet_temp_c", "exhaust_temp_c", "fan_rpm_avg"))
     assert sleeps == [0.25]
-    assert elapsed < 2 * 2 + 1, f"bounded retries took {elapsed:.1f} s"
+    # two DCMI attempts, then one of the SDR: a DCMI that gives no answer is not yet a BMC that gives none
+    assert "nor to 'ipmitool sdr elist'" in row["error"]
+    assert elapsed < 3 * 2 + 1, f"bounded retries took {elapsed:.1f} s"
+
+
+def test_a_bmc_whose_dcmi_never_answers_still_has_its_sdr_read_and_dcmi_is_backed_off(bmc):
+    """A BMC that drops every DCMI power reading: with a 1 s timeout, each poll spent 1 s on DCMI,
+    then failed as a whole (4.5 s with the default retries): no inlet, exhaust, fans or SDR power.
+    ipmitool's own give-up ("Unable to get DCMI information", timeout 2 s) counts the same."""
+    bmc.set(dcmi_w="silent")
+    try:
+        own_words = bmc.source(timeout_s=2, retries=0).read().to_pylist()[0]
+        source = bmc.source(timeout_s=1, retries=0, dcmi_silent_polls=2, dcmi_retry_interval_s=300)
+        rows, took_s = [], []
+        for _ in range(3):
+            started = time.monotonic()
+            rows.append(source.read().to_pylist()[0])
+            took_s.append(time.monotonic() - started)
+    finally:
+        bmc.set(dcmi_w=INITIAL["dcmi_w"])
+    for row in [own_words, *rows]:
+        assert row["error"] is None and row["power_w"] is None
+        assert row["sdr_power_w"] is not None and row["inlet_temp_c"] is not None and row["fan_rpm_avg"] is not None
+    assert own_words["power_w_null_reason"].startswith("dcmi no answer: ipmitool: Unable to get DCMI information")
+    assert [r["power_w_null_reason"].split(":")[0] for r in rows] == ["dcmi no answer", "dcmi no answer", "dcmi not asked"]
+    assert took_s[2] < 1.0, f"a backed-off DCMI still cost the poll {took_s[2]:.1f} s"
+
+
+def test_a_deactivated_power_measurement_is_said_in_its_row_and_lands_in_the_lake(bmc, tmp_path, lake):
+    """DCMI answering "Power reading state is: deactivated" left power_w NULL like a read that
+    failed: the row now says which. A file written before the column existed still reads."""
+    bmc.set(dcmi_w="1150 deactivated")
+    try:
+        table = bmc.source().read()
+    finally:
+        bmc.set(dcmi_w=INITIAL["dcmi_w"])
+    row = table.to_pylist()[0]
+    assert (row["power_w"], row["power_w_null_reason"], row["error"]) == (None, DCMI_DEACTIVATED, None)
+    assert row["sdr_power_w"] is not None and row["inlet_temp_c"] is not None
+    # a file as the IPMI source wrote them before the column existed: the dataset's columns and `error`
+    older = pa.Table.from_pylist([{"sampled_at": row["sampled_at"] - dt.timedelta(seconds=5), "host": "node-01",
+                                   "power_w": None, "sdr_power_w": 1200.0, "inlet_temp_c": 24.0,
+                                   "exhaust_temp_c": 38.0, "fan_rpm_avg": 8050.0, "source": "ipmi", "error": None}])
+    write_dataset(lake, "node_samples", table)
+    write_dataset(lake, "node_samples", older)
+    stored = pa.concat_tables([ds.dataset(p, format="parquet").to_table()
+                               for p in sorted((lake / "node_samples").rglob("*.parquet"))], promote_options="default")
+    reasons = stored.column("power_w_null_reason")
+    assert reasons.null_count == 1 and DCMI_DEACTIVATED in reasons.to_pylist()
+    con = connect(tmp_path / "w.duckdb", lake)
+    ensure_views(con)
+    assert con.execute("SELECT count(*), count(power_w), count(sdr_power_w) FROM raw_node_samples").fetchone() == (2, 0, 2)

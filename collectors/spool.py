@@ -15,7 +15,6 @@ own lake.
 
 from __future__ import annotations
 
-import contextlib
 import datetime as dt
 import errno
 import fcntl
@@ -30,12 +29,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from joulehouse.collectors import lakefs
-from joulehouse.collectors.schema import PARTITION_HOST_COLUMN, SORT_KEYS, TIME_COLUMN, conform
-from joulehouse.collectors.writer import (LakeWriteError, WrittenFile, partition_dir, remove_orphan_temporaries,
-                                         write_parquet_atomic)
+from joulehouse.collectors.schema import conform
+from joulehouse.collectors.spool_roll import roll_or_set_aside
+from joulehouse.collectors.writer import LakeWriteError, WrittenFile, remove_orphan_temporaries
 
 log = logging.getLogger(__name__)
 SEGMENT_SUFFIX = ".arrows"
@@ -145,26 +143,6 @@ def read_segment(path: Path) -> pa.Table | None:
     if not batches:
         return None
     return pa.Table.from_batches(batches, schema=schema)
-
-
-def roll_to_lake(lake: Path, dataset: str, table: pa.Table, segment_id: str) -> list[WrittenFile]:
-    """Write `table` as one file per (date, host) partition named after `segment_id`."""
-    table = conform(dataset, table)
-    ts = table.column(TIME_COLUMN[dataset])
-    dates = pc.strftime(ts, format="%Y-%m-%d")
-    hosts = table.column(PARTITION_HOST_COLUMN[dataset])
-    # every partition named before any is written: a host that cannot name one rejects the whole
-    # segment, with none of its rows already in the lake (a later roll would write them twice)
-    folders = {(date, host): partition_dir(lake, dataset, date, host)
-               for date in sorted(set(dates.to_pylist()))
-               for host in sorted(set(hosts.filter(pc.equal(dates, date)).to_pylist()))}
-    written = []
-    for (date, host), folder in folders.items():
-        part = table.filter(pc.and_(pc.equal(dates, date), pc.equal(hosts, host)))
-        part = part.sort_by(SORT_KEYS[dataset])
-        first = part.column(TIME_COLUMN[dataset])[0].value
-        written.append(write_parquet_atomic(part, folder / f"part-{first:016d}-{segment_id}.parquet"))
-    return written
 
 
 @dataclass
@@ -355,7 +333,7 @@ def roll_segment_file(path: Path, lake: Path, dataset: str) -> list[WrittenFile]
     written = []
     if table is not None and table.num_rows:
         try:
-            written = _roll_or_reject(path, lake, dataset, table)
+            written = roll_or_set_aside(path, lake, dataset, table, path.name[len(dataset) + 1:-len(SEGMENT_SUFFIX)])
         except LakeWriteError as exc:
             if exc.errno == errno.ENOSPC:
                 raise DiskFullError(errno.ENOSPC, f"lake {lake} is full; segment {path} kept for later") from exc
@@ -365,25 +343,6 @@ def roll_segment_file(path: Path, lake: Path, dataset: str) -> list[WrittenFile]
         return []
     path.unlink(missing_ok=True)
     return written
-
-
-def _roll_or_reject(path: Path, lake: Path, dataset: str, table: pa.Table) -> list[WrittenFile]:
-    """roll_to_lake, or, for rows no lake can take (a host that cannot name a folder, values the
-    schema refuses), the segment set aside as `.rejected` with its reason beside it: kept whole for
-    a person, and the spool goes on (left in place, every later start would die on it again)."""
-    seg_id = path.name[len(dataset) + 1:-len(SEGMENT_SUFFIX)]
-    try:
-        return roll_to_lake(lake, dataset, table, seg_id)
-    except ValueError as exc:  # pa.ArrowInvalid is one too; a LakeWriteError (an OSError) goes on up
-        rejected = path.with_suffix(".rejected")
-        try:  # first, and at most a warning: on a full disk it failed after the rename, and crashed the start
-            rejected.with_name(rejected.name + ".reason").write_text(f"{exc}\n", encoding="utf-8")
-        except OSError as unwritten:
-            log.warning("spool segment %s: cannot write why it is set aside (%s); the reason is: %s",
-                        path.name, unwritten.strerror or unwritten, exc)
-        path.rename(rejected)
-        log.error("spool segment %s cannot go into the lake (%s); set aside as %s", path.name, exc, rejected.name)
-        return []
 
 
 def recover(spool_dir: Path, lake: Path, left: dict[str, list[Path]] | None = None) -> list[WrittenFile]:

@@ -1,0 +1,127 @@
+"""A closed spool segment into the lake: its rows the lake takes, and the rows it refuses set aside.
+
+A segment's rows go into one lake file per (date, host) partition, named after the segment, so
+rolling the same segment twice rewrites the same files. Rows no lake can take (a host that cannot
+name a folder, a value the dataset's schema refuses, as an older collector's segment can hold)
+are set aside as `<segment>.rejected`, an Arrow stream of those rows alone, with
+`<segment>.rejected.reason` saying why, for a person: before, one such row set the whole segment
+aside and its good rows never reached the lake.
+
+The refused rows are found by halving: each half that fails is halved again, so one bad row of
+500,000 costs about 40 conversions of shrinking halves. A segment refused everywhere would cost
+two conversions a row; past MAX_CONVERSIONS the rows still undecided are set aside with the
+others (nothing is lost either way, they only wait for a person).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections import Counter
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from joulehouse.collectors.schema import PARTITION_HOST_COLUMN, SORT_KEYS, TIME_COLUMN, conform
+from joulehouse.collectors.writer import WrittenFile, partition_dir, write_parquet_atomic
+
+log = logging.getLogger(__name__)
+MAX_CONVERSIONS = 4096
+
+
+def roll_to_lake(lake: Path, dataset: str, table: pa.Table, segment_id: str) -> list[WrittenFile]:
+    """Write `table` as one file per (date, host) partition named after `segment_id`; ValueError
+    (nothing written) where a row cannot go into the lake."""
+    table, folders, dates, hosts = _partitioned(lake, dataset, table)
+    written = []
+    for (date, host), folder in folders.items():
+        part = table.filter(pc.and_(pc.equal(dates, date), pc.equal(hosts, host)))
+        part = part.sort_by(SORT_KEYS[dataset])
+        first = part.column(TIME_COLUMN[dataset])[0].value
+        written.append(write_parquet_atomic(part, folder / f"part-{first:016d}-{segment_id}.parquet"))
+    return written
+
+
+def _partitioned(lake: Path, dataset: str, table: pa.Table) -> tuple[pa.Table, dict, pa.ChunkedArray, pa.ChunkedArray]:
+    """`table` conformed, and every partition's folder named before any is written: a host that
+    cannot name one refuses the rows with none of them in the lake (a later roll would write them twice)."""
+    table = conform(dataset, table)
+    dates = pc.strftime(table.column(TIME_COLUMN[dataset]), format="%Y-%m-%d")
+    hosts = table.column(PARTITION_HOST_COLUMN[dataset])
+    folders = {(date, host): partition_dir(lake, dataset, date, host)
+               for date in sorted(set(dates.to_pylist()))
+               for host in sorted(set(hosts.filter(pc.equal(dates, date)).to_pylist()))}
+    return table, folders, dates, hosts
+
+
+def roll_or_set_aside(path: Path, lake: Path, dataset: str, table: pa.Table, segment_id: str) -> list[WrittenFile]:
+    """roll_to_lake; where some rows cannot go into the lake, the others go and those are set
+    aside beside the segment (module doc). A LakeWriteError (an OSError) goes on up: the segment
+    stays for a retry."""
+    try:
+        return roll_to_lake(lake, dataset, table, segment_id)
+    except ValueError:  # pa.ArrowInvalid is one too
+        pass
+    try:
+        _partitioned(lake, dataset, table.slice(0, 0))
+    except ValueError as every_row:  # a required column missing, a type none of whose values convert
+        _set_aside(path, table.schema, [(table, str(every_row))], whole=True)
+        return []
+    taken, refused = split_refused(table, lambda rows: _partitioned(lake, dataset, rows))
+    written = roll_to_lake(lake, dataset, taken, segment_id) if taken.num_rows else []
+    _set_aside(path, table.schema, refused, whole=not taken.num_rows)
+    return written
+
+
+def split_refused(table: pa.Table, check) -> tuple[pa.Table, list[tuple[pa.Table, str]]]:
+    """(rows `check` takes, [(rows it refuses, its ValueError's message)]), in the rows' order."""
+    taken: list[pa.Table] = []
+    refused: list[tuple[pa.Table, str]] = []
+    pending, conversions = [table], 0
+    while pending:
+        rows = pending.pop()
+        if conversions >= MAX_CONVERSIONS:
+            refused.append((rows, f"not checked row by row (more than {MAX_CONVERSIONS} conversions): set aside "
+                                  "with the refused ones"))
+            continue
+        conversions += 1
+        try:
+            check(rows)
+        except ValueError as exc:
+            if rows.num_rows == 1:
+                refused.append((rows, str(exc)))
+            else:
+                half = rows.num_rows // 2
+                pending += [rows.slice(half), rows.slice(0, half)]  # the first half is taken first
+            continue
+        taken.append(rows)
+    return pa.concat_tables(taken) if taken else table.slice(0, 0), refused
+
+
+def _set_aside(path: Path, schema: pa.Schema, refused: list[tuple[pa.Table, str]], whole: bool) -> None:
+    """The refused rows as `<path>.rejected` (written whole, then renamed: a half-written file is
+    never taken for the set-aside rows) with their reasons, counted, in `.reason` beside it;
+    `whole`: every row was refused, and the segment itself is set aside, its bytes as they were."""
+    rejected = path.with_suffix(".rejected")
+    reasons: Counter[str] = Counter()
+    for rows, reason in refused:
+        reasons[reason] += rows.num_rows
+    text = "".join(f"{n} row{'s' if n != 1 else ''}: {reason}\n" for reason, n in reasons.most_common())
+    try:  # first, and at most a warning: on a full disk it failed after the rename, and crashed the start
+        path.with_suffix(".rejected.reason").write_text(text, encoding="utf-8")
+    except OSError as unwritten:
+        log.warning("spool segment %s: cannot write why it is set aside (%s); the reasons are: %s",
+                    path.name, unwritten.strerror or unwritten, text.strip())
+    if whole:
+        os.replace(path, rejected)
+    else:
+        partial = rejected.with_name(rejected.name + ".tmp")
+        with pa.OSFile(str(partial), "wb") as sink, pa.ipc.new_stream(sink, schema) as writer:
+            for rows, _ in refused:
+                writer.write_table(rows.cast(schema))
+        os.replace(partial, rejected)
+        path.unlink()
+    log.error("spool segment %s: %d rows cannot go into the lake (%s); set aside as %s", path.name,
+              sum(reasons.values()), "; ".join(reasons), rejected.name)
+

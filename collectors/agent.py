@@ -7,8 +7,8 @@ reported, never clamped; so is a locked SM clock range above the device's max cl
 (nvmlDeviceGetMaxClockInfo) or below the lowest clock it lists (nvmlDeviceGetSupportedGraphicsClocks
 at its highest memory clock). Every set is read back. Applying the same config twice changes nothing
 (audited 'unchanged'; a lock-only change is an 'apply', the range in its reason, judged against the
-lock the agent's own audit last recorded, since NVML cannot read a lock back). GPUs are
-independent: when one set call fails (NO_PERMISSION on GPU 3 of 8) the others still get theirs,
+lock the agent's own record says it left, collectors.agent_locks, since NVML cannot read a lock
+back). GPUs are independent: when one set call fails (NO_PERMISSION on GPU 3 of 8) the others still get theirs,
 and every GPU gets its own outcome and audit row. `rollback` (collectors.agent_rollback, imported
 here) returns GPUs to the device default limit and unlocks clocks, for an expired or revoked config.
 
@@ -25,8 +25,10 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, Mapping
 
-from joulehouse.collectors.agent_audit import (OK_ACTIONS, UNKNOWN_LOCK, ApplyResult, AuditNotWritten, GpuOutcome, audit,
-                                               audited_locks)
+from joulehouse.collectors.agent_audit import OK_ACTIONS, ApplyResult, AuditNotWritten, GpuOutcome, audit
+from joulehouse.collectors.agent_locks import (
+    UNKNOWN_LOCK, ClockLockRecord, Lock, after_outcomes, before_locking, record_after,
+)
 from joulehouse.collectors.agent_nvml import (
     gpus_by_uuid, is_nvml_error, nvml_error_text, unlock_clocks, watts_from_mw, with_nvml,
 )
@@ -36,7 +38,7 @@ from joulehouse.collectors.config_contract import (
     ConfigError, GpuSetting, RecommendedConfig, body_sha256, format_utc, load_config_document, verify_config,
 )
 
-UNKNOWN = UNKNOWN_LOCK  # no audit says which lock the GPU holds
+UNKNOWN = UNKNOWN_LOCK  # the agent's record does not say which lock the GPU holds
 
 # Without NVML a dry run cannot ask the device for its limits, and the node may not read the GPU
 # catalogue (models/ is the analytics side). So it refuses what no GPU takes: the catalogue's GPUs
@@ -126,8 +128,9 @@ def _dry_run_one(nvml: Any, handle: Any, s: GpuSetting) -> GpuOutcome:
 
 
 def _apply_one(nvml: Any, handle: Any, s: GpuSetting, previous_lock: Any = UNKNOWN) -> GpuOutcome:
-    """Set one GPU's limit (and lock); `previous_lock` is the range audited last (None: unlocked,
-    UNKNOWN: no audit), so a lock-only change is audited 'apply' and a repeated one 'unchanged'."""
+    """Set one GPU's limit (and lock); `previous_lock` is the range the agent's record says it left
+    (None: unlocked, UNKNOWN: not known), so a lock-only change is audited 'apply' and a repeated
+    one 'unchanged'."""
     requested_mw = int(round(s.power_limit_w * 1000))
     refusal, before_mw = _device_check(nvml, handle, s)
     if refusal is not None:
@@ -135,7 +138,7 @@ def _apply_one(nvml: Any, handle: Any, s: GpuSetting, previous_lock: Any = UNKNO
     common = dict(power_limit_w_before=watts_from_mw(before_mw), power_limit_w_requested=s.power_limit_w)
     clocks = (f", SM clocks locked to {s.locked_sm_clock_min_mhz}-{s.locked_sm_clock_max_mhz} MHz"
               if s.locked_sm_clock_max_mhz is not None else "")
-    # A setting without a lock releases one the agent left (or may have left: no audit says).
+    # A setting without a lock releases one the agent left (or may have left: its record does not say).
     unlock = s.locked_sm_clock_max_mhz is None and previous_lock is not None
     limit_set = False
     try:
@@ -176,7 +179,7 @@ def _apply_one(nvml: Any, handle: Any, s: GpuSetting, previous_lock: Any = UNKNO
     wanted_lock = ((s.locked_sm_clock_min_mhz, s.locked_sm_clock_max_mhz)
                    if s.locked_sm_clock_max_mhz is not None else None)
     if before_mw == requested_mw and wanted_lock is not None and previous_lock != wanted_lock:
-        was = ("unknown: no audit of this GPU" if previous_lock is UNKNOWN
+        was = ("unknown: not in the agent's clock-lock record" if previous_lock is UNKNOWN
                else "unlocked" if previous_lock is None else f"{previous_lock[0]}-{previous_lock[1]} MHz")
         return GpuOutcome(s.gpu_uuid, "apply", f"{clocks[2:]} (was {was}); limit already at {s.power_limit_w:.1f} W",
                           power_limit_w_after=watts_from_mw(after_mw), **common)
@@ -198,13 +201,13 @@ def _apply_one(nvml: Any, handle: Any, s: GpuSetting, previous_lock: Any = UNKNO
 def _undo(nvml: Any, handle: Any, s: GpuSetting, before_mw: int, previous_lock: Any, common: dict,
           reason: str) -> GpuOutcome:
     """A setting whose limit did not read back as set is undone, as one whose clock lock failed
-    is: the limit back to `before_mw` and the clocks as the audit left them (unlocked where it
-    says nothing). Left in place, a GPU audited 'verify-failed' stayed capped and locked, in force
-    for no config, so no later config released it. 'refuse' once undone; 'verify-failed' (the
+    is: the limit back to `before_mw` and the clocks as the agent's record says it left them
+    (unlocked where it does not say). Left in place, a GPU audited 'verify-failed' stayed capped
+    and locked, in force for no config, so no later config released it. 'refuse' once undone; 'verify-failed' (the
     device's state unknown, which the loop then rolls back) where the undo fails too."""
     try:
         nvml.nvmlDeviceSetPowerManagementLimit(handle, before_mw)
-        if isinstance(previous_lock, tuple):  # the lock the audit says was held, released or replaced above
+        if isinstance(previous_lock, tuple):  # the lock the record says was held, released or replaced above
             nvml.nvmlDeviceSetGpuLockedClocks(handle, *previous_lock)
         elif s.locked_sm_clock_max_mhz is not None or previous_lock is not None:
             unlock_clocks(nvml, handle)
@@ -241,7 +244,7 @@ def apply_config(
     doc_or_path: str | Path | bytes | Mapping[str, Any], *, public_key: Any, host: str | None = None,
     nvml: Any = None, dry_run: bool = False, lake: str | Path | None = None, now: dt.datetime | None = None,
     replay_guard: ReplayGuard | None = None, audited_at: dt.datetime | None = None, host_may_be_absent: bool = False,
-    trust_audited_locks: bool = True,
+    trust_recorded_locks: bool = True,
 ) -> ApplyResult:
     """Verify the config for `host` (default: this machine's name) and apply its settings.
 
@@ -256,20 +259,22 @@ def apply_config(
     `audited_at`: when the audit says this happened, if not `now` (a dry run judged at another
     time, `agent apply --dry-run --at`: its rows then say the time it was judged at).
     `host_may_be_absent`: a config without entries for the host applies no setting instead of
-    being refused (config_contract.verify_config). `trust_audited_locks`: False reads every GPU's
-    clock lock as unknown, so a setting without a lock resets the clocks (the agent loop's first
-    apply since it started: one killed between locking a GPU and its audit row left a lock no row
-    names, and a later config without a lock kept it on for good)."""
+    being refused (config_contract.verify_config).
+    The clock locks the settings leave are kept beside the replay guard's state
+    (collectors.agent_locks), and each GPU's lock is judged from there; without a guard nothing is
+    kept and every lock is unknown, so a setting without a lock resets the clocks.
+    `trust_recorded_locks`: False reads every lock as unknown all the same (the agent loop's first
+    apply since it started: nothing it knew before a restart is taken on trust)."""
     with replay_guard.held() if replay_guard is not None and not dry_run else contextlib.nullcontext():
         return _apply_config(doc_or_path, public_key=public_key, host=host, nvml=nvml, dry_run=dry_run, lake=lake,
                              now=now, replay_guard=replay_guard, audited_at=audited_at,
-                             host_may_be_absent=host_may_be_absent, trust_audited_locks=trust_audited_locks)
+                             host_may_be_absent=host_may_be_absent, trust_recorded_locks=trust_recorded_locks)
 
 
 def _apply_config(
     doc_or_path: str | Path | bytes | Mapping[str, Any], *, public_key: Any, host: str | None, nvml: Any,
     dry_run: bool, lake: str | Path | None, now: dt.datetime | None, replay_guard: ReplayGuard | None,
-    audited_at: dt.datetime | None, host_may_be_absent: bool, trust_audited_locks: bool,
+    audited_at: dt.datetime | None, host_may_be_absent: bool, trust_recorded_locks: bool,
 ) -> ApplyResult:
     host = host or socket.gethostname()
     now = now or _utc_now()
@@ -297,20 +302,39 @@ def _apply_config(
     else:
         if replay_guard is not None and not dry_run:
             replay_guard.record(config, now)  # before the devices: see collectors.agent_replay
-        locks = None if dry_run or not trust_audited_locks else audited_locks(lake, host)
-        try:
-            result.outcomes = with_nvml(nvml, lambda n: _apply_all(n, config, locks, dry_run=dry_run))
-        except Exception as exc:  # NVML itself unusable (driver not loaded, init failed): nothing was set
-            if not is_nvml_error(exc):
-                raise
-            result.nvml_unavailable = f"{type(exc).__name__}: {exc}"
-            result.outcomes = [GpuOutcome(s.gpu_uuid, "refuse", f"NVML unavailable ({result.nvml_unavailable}); "
-                                          "not applied", power_limit_w_requested=s.power_limit_w)
-                               for s in config.settings]
+        record = None if dry_run or replay_guard is None else ClockLockRecord.beside(replay_guard.path)
+        with record.held() if record is not None else contextlib.nullcontext():
+            _set_devices(nvml, config, result, record, trust_recorded_locks)
     if judged:
         result.outcomes = [replace(o, reason=f"{o.reason or ''}{judged}".lstrip()) for o in result.outcomes]
     audit(lake, result, audited_at)
     return result
+
+
+def _set_devices(nvml: Any, config: RecommendedConfig, result: ApplyResult, record: ClockLockRecord | None,
+                 trust_recorded_locks: bool) -> None:
+    """`result`'s outcomes for `config` (a dry run's where `result` is one), and the clock locks
+    they leave in `record` (held by the caller): a GPU about to get another lock is dropped from it
+    first (collectors.agent_locks)."""
+    read = {} if record is None else record.read()
+    recorded = read or {}  # None: a file not trusted, every lock unknown
+    wanted: dict[str, Lock] = {s.gpu_uuid: None if s.locked_sm_clock_max_mhz is None
+                               else (s.locked_sm_clock_min_mhz, s.locked_sm_clock_max_mhz) for s in config.settings}
+    written = before_locking(recorded, wanted)
+    if record is not None and (read is None or written != recorded):
+        record.write(written)  # an OSError here: nothing was set
+    locks = recorded if trust_recorded_locks else {}
+    try:
+        result.outcomes = with_nvml(nvml, lambda n: _apply_all(n, config, locks, dry_run=result.dry_run))
+    except Exception as exc:  # NVML itself unusable (driver not loaded, init failed): nothing was set
+        if not is_nvml_error(exc):
+            raise
+        result.nvml_unavailable = f"{type(exc).__name__}: {exc}"
+        result.outcomes = [GpuOutcome(s.gpu_uuid, "refuse", f"NVML unavailable ({result.nvml_unavailable}); "
+                                      "not applied", power_limit_w_requested=s.power_limit_w)
+                           for s in config.settings]
+    if record is not None:
+        record_after(record, written, after_outcomes(recorded, result.outcomes, wanted))
 
 
 def _dry_run_without_device(s: GpuSetting) -> GpuOutcome:
@@ -329,10 +353,10 @@ def _describe(s: GpuSetting) -> str:
     return f"{format_watts(s.power_limit_w)} W{clocks} ({s.gpu_model}, {s.workload_class})"
 
 
-def _apply_all(nvml: Any, config: RecommendedConfig, locks: Mapping[str, Any] | None = None, *,
+def _apply_all(nvml: Any, config: RecommendedConfig, locks: Mapping[str, Lock], *,
                dry_run: bool = False) -> list[GpuOutcome]:
-    """Apply each setting (or, `dry_run`, say what applying it would do); `locks` as audited_locks
-    returns (None: no audit, every lock is new)."""
+    """Apply each setting (or, `dry_run`, say what applying it would do); `locks` as
+    ClockLockRecord.read returns (a GPU it does not name: its lock is unknown)."""
     unreadable: list[str] = []
     handles = gpus_by_uuid(nvml, unreadable)
     outcomes = []
@@ -352,5 +376,5 @@ def _apply_all(nvml: Any, config: RecommendedConfig, locks: Mapping[str, Any] | 
         elif dry_run:
             outcomes.append(_dry_run_one(nvml, handle, s))
         else:
-            outcomes.append(_apply_one(nvml, handle, s, UNKNOWN if locks is None else locks.get(s.gpu_uuid)))
+            outcomes.append(_apply_one(nvml, handle, s, locks.get(s.gpu_uuid, UNKNOWN)))
     return outcomes

@@ -1,15 +1,14 @@
-"""The agent's outcomes and their audit in the lake: what happened to each GPU, one agent_audit row per outcome, and, read back, the SM
-clock lock the agent last left on each GPU (NVML has no getter for locked clocks, so the agent's own
-audit is the only record of the range it set)."""
+"""The agent's outcomes and their audit in the lake: what happened to each GPU, one agent_audit row
+per outcome. The audit is the human record; the agent decides nothing from it that a forged row
+could turn against the devices (the clock locks it left are kept in its own state,
+collectors.agent_locks)."""
 
 from __future__ import annotations
 
 import datetime as dt
 import logging
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import pyarrow as pa
 
@@ -63,10 +62,6 @@ class ApplyResult:
         counts = {a: self.count(a) for a in ("apply", "unchanged", "dry-run", "rollback", "refuse", "verify-failed", "gone")}
         parts = [f"{n} {a}" for a, n in counts.items() if n]
         return f"{self.host}: " + (", ".join(parts) if parts else "no GPUs in the config for this host")
-
-
-# How the audit's reason names a lock ("SM clocks locked to 900-1200 MHz"; collectors.agent writes it).
-LOCK_IN_REASON = re.compile(r"SM clocks locked to (\d+)-(\d+) MHz")
 
 
 class AuditNotWritten(OSError):
@@ -126,26 +121,3 @@ def read_host_audit(lake: str | Path | None, host: str, columns: list[str]) -> p
         log.warning("agent_audit under %s cannot be read (%s: %s); going on as if it held nothing for %s",
                     root, type(exc).__name__, exc, host)
         return None
-
-
-# A GPU's lock that no audit row settles: a 'verify-failed' apply may have left its lock on.
-UNKNOWN_LOCK = object()
-
-
-def audited_locks(lake: str | Path | None, host: str) -> dict[str, Any] | None:
-    """{gpu_uuid: (min, max) MHz} of the SM clock lock the agent's audit says it last left on each
-    GPU of `host` (None: unlocked by a rollback or never locked by an apply; UNKNOWN_LOCK: an
-    apply that failed and could not be undone; a GPU not in the audit was never locked); None
-    without a readable audit: every requested lock then counts as a change."""
-    table = read_host_audit(lake, host, ["audited_at", "gpu_uuid", "action", "reason"])
-    if table is None:
-        return None
-    locks: dict[str, Any] = {}
-    for row in sorted(table.to_pylist(), key=lambda r: r["audited_at"]):
-        if row["gpu_uuid"] is not None and row["action"] == "verify-failed":
-            locks[row["gpu_uuid"]] = UNKNOWN_LOCK
-        if row["gpu_uuid"] is None or row["action"] not in ("apply", "unchanged", "rollback"):
-            continue
-        found = LOCK_IN_REASON.search(row["reason"] or "") if row["action"] != "rollback" else None
-        locks[row["gpu_uuid"]] = (int(found[1]), int(found[2])) if found else None
-    return locks

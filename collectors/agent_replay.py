@@ -160,7 +160,7 @@ class ReplayGuard:
         """This agent alone reads and changes the record, and applies, while the block runs (an
         exclusive flock on `<state>.lock`; another agent of the node waits for it)."""
         lakefs.makedirs_durably(self.path.parent)
-        _check_private_folder(self.path.parent)
+        check_private_folder(self.path.parent)
         try:
             fd = os.open(self.path.with_name(self.path.name + ".lock"), os.O_RDWR | os.O_CREAT, 0o600)
         except OSError as exc:
@@ -173,17 +173,18 @@ class ReplayGuard:
 
     def _write(self, sites: dict[str, dict]) -> None:
         lakefs.makedirs_durably(self.path.parent)
-        _check_private_folder(self.path.parent)
+        check_private_folder(self.path.parent)
         lakefs.write_file_atomically(self.path, json.dumps({"sites": sites}, indent=2, sort_keys=True).encode(), 0o600)
 
-def _check_private_folder(folder: Path) -> None:
+def check_private_folder(folder: Path) -> None:
     """Refuse a state folder another user can write: whoever can remove or replace the record
-    re-opens the door to every older config (the collector's user must not own the agent's state)."""
+    re-opens the door to every older config, and hides the clock locks the agent left
+    (collectors.agent_locks); the collector's user must not own the agent's state."""
     st = folder.stat()
     if st.st_uid not in (0, os.geteuid()) or st.st_mode & 0o022:
         raise ReplayStateError(
             f"agent state folder {folder} can be written by another user (owner uid {st.st_uid}, mode "
-            f"{st.st_mode & 0o777:o}): whoever can replace the replay record can replay old configs; keep it in a "
+            f"{st.st_mode & 0o777:o}): whoever can replace the agent's state can replay old configs; keep it in a "
             "folder only the agent's user writes (the agent service: --state /var/lib/joulehouse-agent/...)")
 
 def _parse_utc(text: str) -> dt.datetime:

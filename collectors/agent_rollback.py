@@ -16,16 +16,23 @@ A GPU that cannot be read (lost, off the bus) still gets a row: by UUID where th
 (`gpu_uuids`, or `expected`: the GPUs known to hold a setting), else one per unreadable GPU index
 (gpu_uuid NULL). Every outcome outside OK_ACTIONS is a rollback still owed: the agent loop tries
 it again at its next poll.
+
+Given the agent's clock-lock record (collectors.agent_locks), the rollback holds it while it works
+and records the GPUs it unlocked. A record it cannot hold is said in the log and left as it is:
+a rollback only unlocks, so the record it leaves errs on the safe side, and a rollback is never
+refused for it.
 """
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import socket
 from pathlib import Path
 from typing import Any, Iterable
 
 from joulehouse.collectors.agent_audit import ApplyResult, GpuOutcome, audit, read_host_audit
+from joulehouse.collectors.agent_locks import ClockLockRecord, after_outcomes, hold_if_possible, record_after
 from joulehouse.collectors.agent_nvml import gpus_by_uuid, nvml_error_text, unlock_clocks, watts_from_mw, with_nvml
 
 
@@ -79,12 +86,13 @@ def _rollback_one(nvml: Any, uuid: str, handle: Any, reason: str) -> GpuOutcome:
 def rollback(
     *, host: str | None = None, nvml: Any = None, lake: str | Path | None = None, now: dt.datetime | None = None,
     reason: str = "config expired or revoked", gpu_uuids: list[str] | None = None, config_sha256: str | None = None,
-    keep: frozenset[str] = frozenset(), expected: Iterable[str] = (),
+    keep: frozenset[str] = frozenset(), expected: Iterable[str] = (), clock_locks: ClockLockRecord | None = None,
 ) -> ApplyResult:
     """Return GPUs (all of this node's but those in `keep`, or `gpu_uuids`) to their default power
     limit and unlock their SM clocks; every GPU's outcome audited (see the module's docstring).
     `expected`: GPUs known to hold a setting (the config in force's, rollbacks owed), covered by a
-    rollback of all GPUs even where the driver cannot read them, so that each gets its failed row."""
+    rollback of all GPUs even where the driver cannot read them, so that each gets its failed row.
+    `clock_locks`: the agent's record of the locks it left, updated with what was unlocked."""
     host = host or socket.gethostname()
     now = now or dt.datetime.now(dt.timezone.utc)
 
@@ -111,7 +119,12 @@ def rollback(
                          for what in unreadable]
         return outcomes
 
-    result = ApplyResult(host, config_sha256, False, with_nvml(nvml, work))
+    with contextlib.ExitStack() as held:
+        record = hold_if_possible(clock_locks, held)
+        recorded = None if record is None else record.read()
+        result = ApplyResult(host, config_sha256, False, with_nvml(nvml, work))
+        if record is not None:
+            record_after(record, recorded, after_outcomes(recorded or {}, result.outcomes))
     audit(lake, result, now)
     return result
 

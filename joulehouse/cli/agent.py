@@ -300,21 +300,28 @@ def verify_command(
 def rollback_command(
     host: Optional[str] = typer.Option(None, "--host", help="Host name for the audit (default: this machine)"),
     lake: Optional[str] = typer.Option(None, "--lake", help=LAKE_HELP, callback=_lake_option),
+    state: Optional[Path] = typer.Option(None, "--state", help=STATE_HELP),
+    settings_file: Optional[Path] = typer.Option(None, "--config", help="joulehouse TOML settings (\\[agent] section)"),
 ) -> None:
     """Return every GPU of this node to its default power limit and unlock its clocks.
 
-    Audited into the agent service's lake (/var/lib/joulehouse/lake) on a node, or into --lake.
+    Audited into the agent service's lake (/var/lib/joulehouse/lake) on a node, or into --lake;
+    the clocks it unlocks are recorded in the agent's state, beside the replay state (the
+    service's, on a node), where the agent judges the clock locks it left from.
 
     Example: sudo joulehouse agent rollback
     """
     from joulehouse.collectors.agent import rollback
     from joulehouse.collectors.agent_audit import AuditNotWritten
+    from joulehouse.collectors.agent_locks import ClockLockRecord
 
-    audit_lake, audit_note = _audit_lake(lake, _node_lake(lake))
+    node_lake = _node_lake(lake)
+    audit_lake, audit_note = _audit_lake(lake, node_lake)
+    clock_locks = ClockLockRecord.beside(_replay_guard(state, node_lake, settings_file).path)
     nvml = _nvml_usable_or_exit("a rollback needs the GPUs' driver: run it on the node, as root")
     try:
         result = rollback(host=host or socket.gethostname(), nvml=nvml, lake=audit_lake,
-                          reason="rolled back by the operator")
+                          reason="rolled back by the operator", clock_locks=clock_locks)
     except AuditNotWritten as exc:  # what was done to the GPUs stands; only its audit is missing
         print_result(exc.result)
         fail(f"{exc.result.summary()}, but the audit could not be written into {audit_lake} ({exc}): "

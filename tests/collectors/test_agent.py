@@ -12,8 +12,9 @@ import pynvml
 import pytest
 
 from joulehouse.collectors.agent import apply_config, rollback
-from joulehouse.collectors.agent_audit import audited_locks
+from joulehouse.collectors.agent_audit import read_host_audit
 from joulehouse.collectors.agent_loop import AgentState, poll_once, run_agent
+from joulehouse.collectors.agent_replay import ReplayGuard
 from joulehouse.collectors.config_contract import (
     BadSignature, ExpiredConfig, HostNotInConfig, MalformedConfig, dump_config, sign_config,
 )
@@ -34,8 +35,10 @@ def entry(watts, model="NVIDIA A100-SXM4-80GB", clocks=None):
             "expected_saving_pct": 10.0, "expected_slowdown_pct": 5.0}
 
 
-def signed(private, gpus, host=HOST, hours=48):
-    body = {"schema_version": 1, "generated_at": "2026-01-03T06:00:00Z", "valid_from": "2026-01-03T06:00:00Z",
+def signed(private, gpus, host=HOST, hours=48, generated_minutes=0):
+    """Valid from NOW for `hours`; generated `generated_minutes` after NOW (a newer config, for the replay guard)."""
+    generated_at = (NOW + dt.timedelta(minutes=generated_minutes)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    body = {"schema_version": 1, "generated_at": generated_at, "valid_from": "2026-01-03T06:00:00Z",
             "valid_until": (NOW + dt.timedelta(hours=hours)).strftime("%Y-%m-%dT%H:%M:%SZ"),
             "site": "site-a", "day": "2026-01-02", "hosts": {host: gpus}, "excluded_gpu_models": []}
     return sign_config(body, private)
@@ -47,6 +50,11 @@ def uuid(i):
 
 def limit_mw(stub, i):
     return int(stub.read()[f"gpu{i}.power_limit_mw"])
+
+
+def agent_state(tmp_path):
+    """The agent's own state (its replay record, and the clock locks it left beside it)."""
+    return ReplayGuard(tmp_path / "agent-state" / "agent-applied.json")
 
 
 def audit_rows(lake):
@@ -67,12 +75,13 @@ def test_apply_sets_reads_back_and_audits_each_gpu(nvml_stub, keys, lake):
     assert rows[uuid(0)]["config_sha256"] == result.config_sha256
 
 
-def test_applying_the_same_config_twice_changes_nothing(nvml_stub, keys, lake):
+def test_applying_the_same_config_twice_changes_nothing(nvml_stub, keys, lake, tmp_path):
     nvml_stub.write(fleet(2))
     doc = signed(keys[0], {uuid(0): entry(300), uuid(1): entry(275)})
-    apply_config(doc, public_key=keys[1], host=HOST, nvml=pynvml, lake=lake, now=NOW)
+    guard = agent_state(tmp_path)
+    apply_config(doc, public_key=keys[1], host=HOST, nvml=pynvml, lake=lake, now=NOW, replay_guard=guard)
     lines_before = nvml_stub.state_path.read_text()
-    again = apply_config(doc, public_key=keys[1], host=HOST, nvml=pynvml, lake=lake, now=NOW)
+    again = apply_config(doc, public_key=keys[1], host=HOST, nvml=pynvml, lake=lake, now=NOW, replay_guard=guard)
     assert again.ok and again.count("unchanged") == 2
     assert nvml_stub.state_path.read_text() == lines_before  # no Set call reached the device
     assert sorted(r["action"] for r in audit_rows(lake)) == ["apply", "apply", "unchanged", "unchanged"]
@@ -185,33 +194,36 @@ def test_agent_loop_applies_on_change_and_rolls_back_on_expiry_and_revocation(nv
     assert actions.count("apply") == 2 and actions.count("rollback") == 2
 
 
-def test_a_clock_only_change_is_audited_as_an_apply_with_its_range(nvml_stub, keys, lake):
+def test_a_clock_only_change_is_audited_as_an_apply_with_its_range(nvml_stub, keys, lake, tmp_path):
     """The limit is already the default, only the SM clocks change: that is an 'apply' (the lock
     range in the reason), then 'unchanged' when the same config comes again, and 'apply' again
-    when the range changes; the audit is the agent's record, as NVML cannot read a lock back."""
+    when the range changes; judged from the agent's own record, as NVML cannot read a lock back."""
     nvml_stub.write(fleet(2))
-    first = apply_config(signed(keys[0], {uuid(0): entry(400, clocks=(420, 1200))}), public_key=keys[1], host=HOST,
-                         nvml=pynvml, lake=lake, now=NOW)
+    kw = dict(public_key=keys[1], host=HOST, nvml=pynvml, lake=lake, replay_guard=agent_state(tmp_path))
+    first = apply_config(signed(keys[0], {uuid(0): entry(400, clocks=(420, 1200))}), now=NOW, **kw)
     assert [o.action for o in first.outcomes] == ["apply"]
-    assert "SM clocks locked to 420-1200 MHz" in first.outcomes[0].reason and "(was unknown: no audit" in first.outcomes[0].reason
-    again = apply_config(signed(keys[0], {uuid(0): entry(400, clocks=(420, 1200))}), public_key=keys[1], host=HOST,
-                         nvml=pynvml, lake=lake, now=NOW + dt.timedelta(minutes=5))
+    assert ("SM clocks locked to 420-1200 MHz (was unknown: not in the agent's clock-lock record)"
+            in first.outcomes[0].reason)
+    again = apply_config(signed(keys[0], {uuid(0): entry(400, clocks=(420, 1200))}), now=NOW + dt.timedelta(minutes=5),
+                         **kw)
     assert [o.action for o in again.outcomes] == ["unchanged"]
-    moved = apply_config(signed(keys[0], {uuid(0): entry(400, clocks=(420, 1100))}), public_key=keys[1], host=HOST,
-                         nvml=pynvml, lake=lake, now=NOW + dt.timedelta(minutes=10))
+    moved = apply_config(signed(keys[0], {uuid(0): entry(400, clocks=(420, 1100))}, generated_minutes=10),
+                         now=NOW + dt.timedelta(minutes=10), **kw)
     assert [o.action for o in moved.outcomes] == ["apply"] and "was 420-1200 MHz" in moved.outcomes[0].reason
     assert nvml_stub.read()["gpu0.locked_sm_clock_max_mhz"] == "1100"
     assert [r["action"] for r in sorted(audit_rows(lake), key=lambda r: r["audited_at"])] == ["apply", "unchanged", "apply"]
 
 
-def test_a_host_named_by_digits_alone_reads_its_audit_back(nvml_stub, keys, lake):
+def test_a_host_named_by_digits_alone_reads_its_audit_back(nvml_stub, keys, lake, tmp_path):
     # Inferred from the folder, host=4021 read as int32 and clashed with the files' string host
     # column: every apply after the first raised ArrowTypeError before touching a GPU.
     nvml_stub.write(fleet(1))
     doc = signed(keys[0], {uuid(0): entry(300, clocks=(900, 1200))}, host="4021")
-    first = apply_config(doc, public_key=keys[1], host="4021", nvml=pynvml, lake=lake, now=NOW)
-    again = apply_config(doc, public_key=keys[1], host="4021", nvml=pynvml, lake=lake, now=NOW + dt.timedelta(minutes=5))
+    kw = dict(public_key=keys[1], host="4021", nvml=pynvml, lake=lake, replay_guard=agent_state(tmp_path))
+    first = apply_config(doc, now=NOW, **kw)
+    again = apply_config(doc, now=NOW + dt.timedelta(minutes=5), **kw)
     assert [o.action for o in first.outcomes + again.outcomes] == ["apply", "unchanged"]
+    assert read_host_audit(lake, "4021", ["action"]).column("action").to_pylist() == ["apply", "unchanged"]
 
 
 def test_an_audit_file_that_clashes_with_the_others_is_reported_not_raised(lake, caplog):
@@ -221,7 +233,7 @@ def test_an_audit_file_that_clashes_with_the_others_is_reported_not_raised(lake,
     folder.mkdir(parents=True)
     pq.write_table(pa.table({"audited_at": [NOW], "host": [4021], "gpu_uuid": [uuid(0)], "action": ["apply"],
                              "reason": ["SM clocks locked to 900-1200 MHz"]}), folder / "part-foreign.parquet")
-    assert audited_locks(lake, HOST) is None
+    assert read_host_audit(lake, HOST, ["gpu_uuid", "reason"]) is None
     assert "agent_audit" in caplog.text and "ArrowTypeError" in caplog.text
 
 
@@ -296,20 +308,20 @@ def test_the_supported_clock_lists_follow_nvml(nvml_stub):
         pynvml.nvmlShutdown()
 
 
-def test_a_setting_without_a_lock_releases_the_lock_the_last_one_left(nvml_stub, keys, lake):
+def test_a_setting_without_a_lock_releases_the_lock_the_last_one_left(nvml_stub, keys, lake, tmp_path):
     """Day 1: 300 W and 900-1200 MHz; day 2: 300 W, no lock. The clocks are unlocked and the audit
     says so (it used to say 'unchanged' and leave the lock on)."""
     nvml_stub.write(fleet(1))
-    apply_config(signed(keys[0], {uuid(0): entry(300, clocks=(900, 1200))}), public_key=keys[1], host=HOST,
-                 nvml=pynvml, lake=lake, now=NOW)
-    result = apply_config(signed(keys[0], {uuid(0): entry(300)}), public_key=keys[1], host=HOST, nvml=pynvml,
-                          lake=lake, now=NOW + dt.timedelta(hours=1))
+    kw = dict(public_key=keys[1], host=HOST, nvml=pynvml, lake=lake, replay_guard=agent_state(tmp_path))
+    apply_config(signed(keys[0], {uuid(0): entry(300, clocks=(900, 1200))}), now=NOW, **kw)
+    result = apply_config(signed(keys[0], {uuid(0): entry(300)}, generated_minutes=60), now=NOW + dt.timedelta(hours=1),
+                          **kw)
     [outcome] = result.outcomes
     assert outcome.action == "apply" and "SM clocks unlocked (were 900-1200 MHz)" in outcome.reason
     assert nvml_stub.read()["gpu0.locked_sm_clock_max_mhz"] == "0"
-    again = apply_config(signed(keys[0], {uuid(0): entry(300)}), public_key=keys[1], host=HOST, nvml=pynvml,
-                         lake=lake, now=NOW + dt.timedelta(hours=2))
-    assert again.outcomes[0].action == "unchanged", "the audit now records the GPU as unlocked"
+    again = apply_config(signed(keys[0], {uuid(0): entry(300)}, generated_minutes=60), now=NOW + dt.timedelta(hours=2),
+                         **kw)
+    assert again.outcomes[0].action == "unchanged", "the agent now records the GPU as unlocked"
 
 
 def test_the_loop_outlives_an_unusable_driver_and_a_clock_behind_the_exporter(nvml_stub, keys, lake, tmp_path):

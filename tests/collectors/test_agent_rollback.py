@@ -11,6 +11,7 @@ from prometheus_client import CollectorRegistry
 
 from joulehouse.collectors.agent import apply_config, rollback
 from joulehouse.collectors.agent_loop import AgentState, poll_once
+from joulehouse.collectors.agent_replay import ReplayGuard
 from joulehouse.collectors.config_contract import dump_config, sign_config
 from joulehouse.collectors.metrics import AgentStateMetrics
 from joulehouse.collectors.sim.constants import SPECS
@@ -100,9 +101,9 @@ def test_a_gpu_that_cannot_be_read_at_rollback_gets_its_failed_row(keys, lake):
     assert "GPU index 1: NVMLError_GpuIsLost" in unaudited.outcomes[1].reason
 
 
-def poll(state, location, keys, nvml, lake, hours):
+def poll(state, location, keys, nvml, lake, hours, guard=None):
     return poll_once(state, str(location), public_key=keys[1], host=HOST, nvml=nvml, lake=lake,
-                     now=NOW + dt.timedelta(hours=hours))
+                     now=NOW + dt.timedelta(hours=hours), replay_guard=guard)
 
 
 def gpu_rows(lake, uuid):
@@ -262,21 +263,22 @@ def test_a_lock_an_agent_killed_before_its_audit_left_is_reset_by_the_first_appl
     GPU was never locked. The restarted agent's first config sets no lock, so the lock, trusted to
     the audit, stayed on for good and the next day's measurement read the GPU as untreated."""
     nvml, location = driver(1), tmp_path / "recommended-config.json"
+    guard = ReplayGuard(tmp_path / "agent-state" / "agent-applied.json")
     apply_config(signed(keys[0], {"GPU-sim-0000": entry(CAP_W)}), public_key=keys[1], host=HOST, nvml=nvml,
-                 lake=lake, now=NOW)  # audited: CAP_W, no lock
+                 lake=lake, now=NOW, replay_guard=guard)  # recorded and audited: CAP_W, no lock
     nvml.nvmlInit()
     nvml.nvmlDeviceSetGpuLockedClocks(nvml.nvmlDeviceGetHandleByIndex(0), *LOCK_MHZ)  # the killed agent's, unaudited
     nvml.nvmlShutdown()
     location.write_bytes(dump_config(signed(keys[0], {"GPU-sim-0000": entry(CAP_W)})))
-    message = poll(AgentState(), location, keys, nvml, lake, 1)
+    message = poll(AgentState(), location, keys, nvml, lake, 1, guard)
     assert nvml.locked_clocks() == {} and limit_w(nvml, 0) == CAP_W, message
     [row] = rows_at(lake, hour(1))
     assert (row["action"], row["reason"]) == (
         "unchanged", f"already at {CAP_W:.1f} W, SM clocks reset to their default (a lock left before is not known)")
-    # the same process trusts its own audit afterwards: a second poll of a new document sets nothing
+    # the same process trusts its own record afterwards: a second poll of a new document sets nothing
     state = AgentState(defaults_ensured=True)
-    location.write_bytes(dump_config(signed(keys[0], {"GPU-sim-0000": entry(CAP_W)}, hours=47)))
-    assert "1 unchanged" in poll(state, location, keys, nvml, lake, 2)
+    location.write_bytes(dump_config(signed_at(keys[0], {"GPU-sim-0000": entry(CAP_W)}, 1)))
+    assert "1 unchanged" in poll(state, location, keys, nvml, lake, 2, guard)
     [row] = rows_at(lake, hour(2))
     assert row["reason"] == f"already at {CAP_W:.1f} W"
 
@@ -330,15 +332,16 @@ def test_a_limit_that_does_not_read_back_as_set_is_undone_with_its_lock(keys, la
     assert limit_w(nvml, 0) == DEFAULT_W and nvml.locked_clocks() == {}
 
 
-def test_an_undone_setting_puts_back_the_lock_the_audit_says_was_held(keys, lake):
+def test_an_undone_setting_puts_back_the_lock_the_record_says_was_held(keys, lake, tmp_path):
     """A setting without a lock released the one held, then its limit did not read back: undone,
-    the GPU was left unlocked while the audit still said locked."""
+    the GPU was left unlocked while the agent's record still said locked."""
     nvml = driver(1)
+    guard = ReplayGuard(tmp_path / "agent-state" / "agent-applied.json")
     apply_config(signed(keys[0], {"GPU-sim-0000": entry(CAP_W, LOCK_MHZ)}), public_key=keys[1], host=HOST,
-                 nvml=nvml, lake=lake, now=NOW)
+                 nvml=nvml, lake=lake, now=NOW, replay_guard=guard)
     whole_watts(nvml)
     result = apply_config(signed_at(keys[0], {"GPU-sim-0000": entry(CAP_W - 19.5)}, 1), public_key=keys[1],
-                          host=HOST, nvml=nvml, lake=lake, now=NOW + dt.timedelta(hours=1))
+                          host=HOST, nvml=nvml, lake=lake, now=NOW + dt.timedelta(hours=1), replay_guard=guard)
     assert [o.action for o in result.outcomes] == ["refuse"] and "undone" in result.outcomes[0].reason
     assert limit_w(nvml, 0) == CAP_W and nvml.locked_clocks() == {"GPU-sim-0000": LOCK_MHZ}
 

@@ -10,6 +10,7 @@ import pynvml
 import pytest
 
 from joulehouse.collectors.agent import apply_config, rollback
+from joulehouse.collectors.agent_replay import ReplayGuard
 from joulehouse.collectors.config_contract import sign_config
 from joulehouse.collectors.sim import simulate_fleet
 from joulehouse.collectors.sim.constants import SPECS
@@ -31,13 +32,14 @@ def _entry(model, watts, clocks=(None, None)):
             "expected_saving_pct": 10.0, "expected_slowdown_pct": 5.0}
 
 
-def test_the_agent_sets_limits_on_the_simulated_fleet_and_audits_them(keys, lake):
+def test_the_agent_sets_limits_on_the_simulated_fleet_and_audits_them(keys, lake, tmp_path):
     nvml = simulated_nvml_by_host(gpus=16)["node-02"]
     model = nvml.devices[0].spec.nvml_name
     uuids = [d.uuid for d in nvml.devices]
     doc = _config(keys[0], "node-02", {uuids[0]: _entry(model, 450), uuids[1]: _entry(model, 500, (1000, 1500)),
                                        uuids[2]: _entry(model, 150), "GPU-not-here": _entry(model, 450)})
-    result = apply_config(doc, public_key=keys[1], host="node-02", nvml=nvml, lake=lake, now=NOW)
+    guard = ReplayGuard(tmp_path / "agent-state" / "agent-applied.json")  # where the agent keeps the locks it left
+    result = apply_config(doc, public_key=keys[1], host="node-02", nvml=nvml, lake=lake, now=NOW, replay_guard=guard)
     by_uuid = {o.gpu_uuid: o for o in result.outcomes}
     assert by_uuid[uuids[0]].action == "apply" and by_uuid[uuids[0]].power_limit_w_after == 450.0
     assert by_uuid[uuids[1]].action == "apply" and nvml.locked_clocks() == {uuids[1]: (1000, 1500)}
@@ -49,7 +51,7 @@ def test_the_agent_sets_limits_on_the_simulated_fleet_and_audits_them(keys, lake
     rows = ds.dataset(lake / "agent_audit", format="parquet", partitioning="hive").to_table().to_pylist()
     assert sorted(r["action"] for r in rows) == ["apply", "apply", "refuse", "refuse"]
     assert {r["host"] for r in rows} == {"node-02"}
-    again = apply_config(doc, public_key=keys[1], host="node-02", nvml=nvml, lake=lake, now=NOW)
+    again = apply_config(doc, public_key=keys[1], host="node-02", nvml=nvml, lake=lake, now=NOW, replay_guard=guard)
     assert again.count("unchanged") == 2  # state survives nvmlShutdown/nvmlInit like a driver's
     back = rollback(host="node-02", nvml=nvml, now=NOW)
     assert back.count("rollback") == 2 and set(nvml.power_limits_w().values()) == {700.0}

@@ -204,7 +204,9 @@ def _recorded_in_force(state: AgentState, replay_guard: ReplayGuard | None, host
     """With nothing known in force (after a restart) and no config to apply this poll: the replay
     guard's record names the newest config applied here, which is in force until its valid_until
     (and then expires); without one, every GPU goes back to its default. A restart must not let a
-    cap outlive its config while the location is unreadable or serves one not yet valid."""
+    cap outlive its config while the location is unreadable or serves one not yet valid. Read at
+    each such poll, not once at the start: `agent apply` shares the record, and a config an operator
+    applies while the loop runs is learnt here, and expires."""
     if state.in_force_sha256 is not None:
         return ""
     try:

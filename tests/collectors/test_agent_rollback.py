@@ -366,3 +366,19 @@ def test_an_apply_that_cannot_be_undone_is_returned_to_the_default_by_the_next_c
     location.write_bytes(dump_config(signed_at(keys[0], {"GPU-sim-0001": entry(CAP_W)}, 2)))  # GPU 0 no longer set
     poll(state, location, keys, nvml, lake, 2)
     assert limit_w(nvml, 0) == DEFAULT_W and nvml.locked_clocks() == {}
+
+
+def test_a_config_an_operator_applied_while_the_loop_ran_expires_though_nothing_can_be_applied(keys, lake, tmp_path):
+    """Why the loop reads the replay record again whenever it knows nothing in force, instead of
+    once at its start: `agent apply` shares the record, so a config an operator applies while the
+    service runs is learnt there, and expires, while the location serves nothing the loop can apply."""
+    nvml, location = driver(1), tmp_path / "recommended-config.json"
+    guard, state = ReplayGuard(tmp_path / "agent-state" / "agent-applied.json"), AgentState()
+    assert poll(state, location, keys, nvml, lake, 0, guard).startswith("no config published")
+    apply_config(signed(keys[0], {"GPU-sim-0000": entry(CAP_W)}, hours=2), public_key=keys[1], host=HOST, nvml=nvml,
+                 lake=lake, now=hour(0.5), replay_guard=guard)  # the operator's one-off apply
+    location.write_bytes(dump_config(signed_at(keys[0], {"GPU-sim-0000": entry(CAP_W)}, 5)))  # valid from hour 5
+    assert "is in force until" in poll(state, location, keys, nvml, lake, 1, guard)
+    assert limit_w(nvml, 0) == CAP_W
+    assert poll(state, location, keys, nvml, lake, 3, guard).startswith("expired")
+    assert limit_w(nvml, 0) == DEFAULT_W

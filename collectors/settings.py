@@ -243,8 +243,9 @@ class AgentSettings:
     # Per site, the generated_at of the last config applied: an older one is refused as a replay.
     state_path: Location = Field("var/state/agent-applied.json",
                                  description="Where the agent keeps, per site, the generated_at of the last config it "
-                                             "applied (JSON, written atomically); an older config is refused as a replay. "
-                                             "On a node: <lake>/../state/ beside the DCGM watermark.")
+                                             "applied (JSON, written atomically); an older config is refused as a replay.\n"
+                                             "The SM clock locks it left are recorded beside it (<stem>.clock-locks.json).\n"
+                                             "On a node: a folder only root can write (/var/lib/joulehouse-agent), not the lake's.")
 
 
 # The file and environment a SettingsRoot.load() is reading; None while a root is built in code.

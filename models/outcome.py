@@ -144,7 +144,7 @@ def _clock_locked(con: duckdb.DuckDBPyConnection, first: dt.date, day: dt.date) 
     if not relation_exists(con, "raw_agent_audit"):
         return set()
     # 'verify-failed': a setting the agent could not undo, its lock perhaps left on (the agent's own
-    # audited_locks reads it as unknown); counted a control, it moved a saving by 3 points
+    # lock record reads it as unknown); counted a control, it moved a saving by 3 points
     rows = con.execute("SELECT DISTINCT gpu_uuid FROM raw_agent_audit WHERE ((action IN ('apply', 'unchanged') "
                        "AND reason LIKE '%SM clocks locked%') OR action = 'verify-failed') "
                        "AND date BETWEEN ? AND ? AND gpu_uuid IS NOT NULL", [first, day]).fetchall()

@@ -35,6 +35,7 @@ from joulehouse.warehouse.lake_contract import (LakeContractError, build_dates, 
                                                   day_files, ensure_contract_views, narrowed, stand_in_files)
 from joulehouse.warehouse.sqlio import ensure_columns, relation_exists, replace_day, transaction
 from joulehouse.warehouse.inventory import InventoryError, inventory_file
+from joulehouse.warehouse.lake_fingerprint import build_window, record_fingerprint
 
 class BuildError(RuntimeError):
     """Building a day failed; the message names the day, the relation and the cause."""
@@ -129,11 +130,12 @@ def ensure_views(con: duckdb.DuckDBPyConnection) -> tuple[str, ...]:
     return tuple(missing)
 
 
-def _day_files(con: duckdb.DuckDBPyConnection, day: dt.date, scratch: Path) -> dict[str, list[str]]:
+def _day_files(con: duckdb.DuckDBPyConnection, day: dt.date, scratch: Path) -> tuple[dict[str, list[str]], dict[str, list[str]]]:
     """Per dataset the files a build of `day` reads (its own and its neighbours' partitions),
-    each checked against the lake contract; an empty stand-in file where a dataset has none."""
+    each checked against the lake contract: (an empty stand-in file where a dataset has none,
+    the lake's files only)."""
     stand_ins = stand_in_files(scratch / "stand-ins")
-    files = {}
+    files, listed_files = {}, {}
     for dataset in DATASETS:
         listed = day_files(con, dataset, build_dates(day))
         try:
@@ -144,7 +146,8 @@ def _day_files(con: duckdb.DuckDBPyConnection, day: dt.date, scratch: Path) -> d
             raise BuildError(f"building int_gpu_samples_checked for {day} failed: a {dataset} file of the "
                              f"day cannot be read: {exc}") from None
         files[dataset] = listed or [stand_ins[dataset]]
-    return files
+        listed_files[dataset] = listed
+    return files, listed_files
 
 
 def _build_relation(con: duckdb.DuckDBPyConnection, rel: Relation, params: dict, computed: object = None,
@@ -212,8 +215,11 @@ def build_day(
             raise BuildError(f"cannot build {day}: {exc}") from None
         params = build_parameters(day, settings, now, inventory)
         t0 = time.perf_counter()
-        files = _day_files(con, day, Path(scratch))
+        files, listed = _day_files(con, day, Path(scratch))
         seconds["lake_contract"] = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        record_fingerprint(con, day, listed, build_window(day, params["margin_s"]))
+        seconds["lake_fingerprint"] = time.perf_counter() - t0
         with narrowed(con, files):
             t0 = time.perf_counter()
             own_day = f"/date={day.isoformat()}/"  # the neighbours' files give only their minutes near midnight
@@ -324,7 +330,8 @@ def earlier_coverage_view(con: duckdb.DuckDBPyConnection) -> None:
 
 
 # Columns of fct_warehouse_build_daily added after the first warehouses were built.
-BUILD_DAILY_LATER_COLUMNS = {"readings_pruned_at": "TIMESTAMPTZ", "completed_at": "TIMESTAMPTZ"}
+BUILD_DAILY_LATER_COLUMNS = {"readings_pruned_at": "TIMESTAMPTZ", "completed_at": "TIMESTAMPTZ",
+                             "n_raw_gpu_samples": "BIGINT"}
 
 # Per GPU, so built host batch by host batch (warehouse/host_batches.py); the rest reads them whole.
 BATCHED_RELATIONS = ("int_gpu_samples_checked", "stg_gpu_samples", "quarantine_gpu_samples",

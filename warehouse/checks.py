@@ -28,10 +28,10 @@ from dataclasses import dataclass
 
 import duckdb
 
-from joulehouse.warehouse.lake_contract import reading_own_day
 from joulehouse.warehouse.readings import refuse_pruned_day
 from joulehouse.warehouse.settings import WarehouseSettings
-from joulehouse.warehouse.gate import STG_SUMMARY, WARNING, CheckResult, CheckSummary, store_check_results
+from joulehouse.warehouse.gate import (STG_SUMMARY, WARNING, CheckResult, CheckSummary, counting_raw_rows,
+                                      store_check_results)
 from joulehouse.warehouse.sqlio import SqlFiles, used_parameters
 
 CHECKS_SQL = SqlFiles("joulehouse.warehouse", "checks_sql")
@@ -153,8 +153,9 @@ def _frame(con: duckdb.DuckDBPyConnection, name: str, day: dt.date, checks: Sequ
     """The pandas frame of warehouse/checks_sql/<name>.sql for `day` (only the parameters it uses
     bound), NaN in the columns `checks` bound put beyond the bound (_nan_beyond_bounds)."""
     sql = _nan_beyond_bounds(CHECKS_SQL.text(name), list(checks))
-    with reading_own_day(con, day):  # the summary counts the day's files in the lake
-        frame = con.execute(sql, {"day": day} if "day" in used_parameters(sql) else {}).df()
+    with counting_raw_rows(con, day) as counted:  # the summary counts the raw rows the build read
+        bound = {"day": day, **counted}
+        frame = con.execute(sql, {p: bound[p] for p in used_parameters(sql)}).df()
     # in one order, so the examples a warning names (GX's first unexpected rows) are the same ones
     # in every build of the same lake (the scan's order is not)
     return frame.sort_values(list(frame.columns), ignore_index=True, na_position="last") if len(frame.columns) else frame

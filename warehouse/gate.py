@@ -9,24 +9,36 @@ Great Expectations' import (about 3 s). GX validates the warning rules over the 
 a task of its own (warehouse.checks), off the critical path. Both write fct_check_results, each
 its own rows of the day (severity 'blocking' here, 'warning' there), with the expectation names
 and observed_value texts GX's rules would give, so the report reads one table whoever checked.
+
+The rules judge a day on the lake files its build read (fct_warehouse_build_daily,
+fct_warehouse_build_lake_files), not on the lake at gate time: a node that ships after the build
+had made the nothing-lost rule stop a good day. A file that came, went or changed since a build
+is no error of that day's facts but a reason to re-run it: the gate says so with severity
+'rebuild', for each built day whose build read the checked day's folder (the day before, the day,
+the day after), and never stops the run for it.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import json
-from collections.abc import Callable
-from contextlib import nullcontext
+import logging
+import tempfile
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import duckdb
 
-from joulehouse.warehouse.lake_contract import reading_own_day
+from joulehouse.warehouse.lake_contract import build_dates, narrowed, reading_own_day, stand_in_files
+from joulehouse.warehouse.lake_fingerprint import RELATION as LAKE_FILES, FolderChange, lake_changes
 from joulehouse.warehouse.readings import refuse_pruned_day
 from joulehouse.warehouse.settings import WarehouseSettings
-from joulehouse.warehouse.sqlio import SqlFiles, records, replace_day_rows, used_parameters
+from joulehouse.warehouse.sqlio import SqlFiles, columns_of, records, relation_exists, replace_day_rows, used_parameters
 
-BLOCKING, WARNING = "blocking", "warning"
+# 'rebuild': the lake changed since the day was built; its facts stand on what the build read
+BLOCKING, WARNING, REBUILD = "blocking", "warning", "rebuild"
 QUARANTINE_REASONS = (
     "duplicate_key", "key_missing", "future_timestamp", "outside_partition_day", "power_not_finite", "limit_not_finite", "counter_not_finite",
     "power_negative", "counter_negative",
@@ -57,6 +69,8 @@ class CheckResult:
 class CheckSummary:
     day: dt.date
     results: tuple[CheckResult, ...] = field(default=())
+    # (day built, its 'rebuild' result) of each built day whose build read this day's folder
+    rebuild: tuple[tuple[dt.date, CheckResult], ...] = field(default=())
 
     @property
     def failed_blocking(self) -> list[CheckResult]:
@@ -125,7 +139,7 @@ def _rules() -> list[GateRule]:
                  of_rows + " have power_w < 0 (lowest power_w: {power_w_min} W)"),
         # Every raw reading of the day is either clean or quarantined with a reason: none lost.
         GateRule(stg, "expect_column_pair_values_to_be_equal(raw_rows,clean_plus_quarantined_rows)", STG_SUMMARY,
-                 None, "n_rows", "{raw_rows:,} raw rows in the lake's date= partition; {total:,} clean + "
+                 None, "n_rows", "{raw_rows:,} raw rows {raw_rows_counted}; {total:,} clean + "
                  "{quarantined_rows:,} quarantined = {clean_plus_quarantined_rows:,}{stray_note}", _nothing_lost),
         # a day whose readings were mostly quarantined: its facts stand on what is left
         GateRule("quarantine_gpu_samples", "expect_column_values_to_be_null(reason)", STG_SUMMARY, "quarantined_rows",
@@ -179,12 +193,38 @@ def _counted(con: duckdb.DuckDBPyConnection, name: str, params: dict) -> dict | 
     files = CHECKS_SQL if name == STG_SUMMARY else GATE_SQL
     sql = files.text(name)
     try:
-        # the readings' summary counts the day's files in the lake; the other frames read no file
-        with reading_own_day(con, params["day"]) if name == STG_SUMMARY else nullcontext():
-            rows = records(con.execute(sql, {p: params[p] for p in used_parameters(sql)}))
+        # the readings' summary counts the raw rows the build read; the other frames read no file
+        with counting_raw_rows(con, params["day"]) if name == STG_SUMMARY else nullcontext({}) as counted:
+            bound = {**params, **counted}
+            rows = records(con.execute(sql, {p: bound[p] for p in used_parameters(sql)}))
     except duckdb.CatalogException:
         return None
     return rows[0]
+
+
+def built_raw_rows(con: duckdb.DuckDBPyConnection, day: dt.date) -> int | None:
+    """The raw GPU readings of `day`'s own date= folder in the files its build read; None when the
+    warehouse has no such record (never built, or built before the count was kept)."""
+    table = "fct_warehouse_build_daily"
+    if not relation_exists(con, table) or "n_raw_gpu_samples" not in columns_of(con, table):
+        return None
+    row = con.execute(f"SELECT n_raw_gpu_samples FROM {table} WHERE day = ?", [day]).fetchone()
+    return None if row is None or row[0] is None else int(row[0])
+
+
+@contextmanager
+def counting_raw_rows(con: duckdb.DuckDBPyConnection, day: dt.date) -> Iterator[dict]:
+    """Within the block, checks_sql/stg_gpu_samples_summary.sql counts the raw rows `day`'s build
+    read, bound by the parameters it yields: no lake file is opened (raw_gpu_samples reads an empty
+    stand-in). A day built before the count was kept counts its own date= folder in the lake now."""
+    built = built_raw_rows(con, day)
+    if built is None:
+        with reading_own_day(con, day):
+            yield {"built_raw_rows": None}
+        return
+    with tempfile.TemporaryDirectory(prefix="jh-stand-in-") as folder:
+        with narrowed(con, {"gpu_samples": [stand_in_files(Path(folder))["gpu_samples"]]}):
+            yield {"built_raw_rows": built}
 
 
 def evaluate_gate(con: duckdb.DuckDBPyConnection, day: dt.date, settings: WarehouseSettings) -> list[CheckResult]:
@@ -221,14 +261,52 @@ def _result(rule: GateRule, success: bool, observed: str, unexpected: int | None
                        observed_value=observed, details=json.dumps(details, default=str))
 
 
+def _files(n: int) -> str:
+    return f"{n:,} file" if n == 1 else f"{n:,} files"
+
+
+def _folder_change(day: dt.date, change: FolderChange) -> str:
+    built, now = change.built, change.now
+    across = "" if change.partition_date == day else "; its readings across midnight"
+    return (f"{change.dataset} date={change.partition_date}: {_files(built['n_files'])} when built, "
+            f"{_files(now['n_files'])} now ({built['size_bytes']:,} -> {now['size_bytes']:,} bytes{across})")
+
+
+def lake_files_result(con: duckdb.DuckDBPyConnection, day: dt.date) -> CheckResult | None:
+    """Whether the lake still holds the files `day`'s build read ('rebuild' severity); None when the
+    build recorded none (never built, built before the record was kept) or there is no lake."""
+    compared = lake_changes(con, day)
+    if compared is None:
+        return None
+    changes, built = compared
+    n_files, size_bytes = sum(r["n_files"] for r in built), sum(r["size_bytes"] for r in built)
+    if changes:
+        observed = ("; ".join(_folder_change(day, c) for c in changes)
+                    + f": the facts of {day} stand on the files as its build read them; a rebuild of {day} "
+                    f"(its daily run again: joulehouse run --date {day}) takes the change in")
+    else:
+        observed = f"the lake holds the files as the build of {day} read them ({_files(n_files)}, {size_bytes:,} bytes)"
+    details = {"element_count": len(built), "unexpected_count": len(changes), "files_read": n_files,
+               "validated": {"by": CHECKED_BY, "frame": LAKE_FILES, "column": "files_md5"}}
+    return CheckResult(suite=LAKE_FILES, expectation="expect_lake_files_to_be_those_the_build_read",
+                       severity=REBUILD, success=not changes, observed_value=observed,
+                       details=json.dumps(details, default=str))
+
+
 def run_gate(con: duckdb.DuckDBPyConnection, day: dt.date, settings: WarehouseSettings) -> CheckSummary:
     """Decide `day`'s blocking rules, store them in fct_check_results (the day's previous blocking
     rows replaced) and raise BlockingCheckFailed, after storing, when one failed: its message names
     each failed rule, its relation and the counts. A day whose readings are past retention is
-    refused before anything is stored (readings.ReadingsPastRetention)."""
+    refused before anything is stored (readings.ReadingsPastRetention). Also stores, never raising,
+    the 'rebuild' result of each built day whose build read `day`'s folder (lake_files_result)."""
     refuse_pruned_day(con, day, "the blocking data checks")
-    summary = CheckSummary(day=day, results=tuple(evaluate_gate(con, day, settings)))
+    rebuild = tuple((d, r) for d in build_dates(day) if (r := lake_files_result(con, d)) is not None)
+    summary = CheckSummary(day=day, results=tuple(evaluate_gate(con, day, settings)), rebuild=rebuild)
     store_check_results(con, day, list(summary.results), BLOCKING)
+    for built_day, result in rebuild:
+        store_check_results(con, built_day, [result], REBUILD)
+        if not result.success:
+            logging.getLogger(__name__).warning("%s: %s", built_day, result.observed_value)
     if summary.failed_blocking:
         failed = "; ".join(f"{r.suite}: {r.expectation}: {r.observed_value}" for r in summary.failed_blocking)
         raise BlockingCheckFailed(f"{day}: {len(summary.failed_blocking)} blocking data check(s) failed: {failed}")

@@ -42,9 +42,11 @@ def test_clean_day_passes_blocking_checks_and_reports_warnings(lake, warehouse):
     unlisted = next(r for r in summary.failed_warnings if r.suite == "dim_gpu")
     gpu = con.execute("SELECT gpu_uuid FROM dim_gpu").fetchone()[0]
     assert unlisted.observed_value == f"1 GPUs of 1 are not in the inventory (e.g. {gpu})"
-    checked = len(gate.results) + len(summary.results)
+    # and the gate's 'rebuild' row: the lake holds what the build read
+    assert [r.success for _, r in gate.rebuild] == [True]
+    checked = len(gate.results) + len(summary.results) + len(gate.rebuild)
     stored = con.execute("SELECT count(*), count(DISTINCT suite) FROM fct_check_results WHERE day = ?", [DAY]).fetchone()
-    assert stored == (checked, 7)
+    assert stored == (checked, 8)
     run_checks(con, DAY, WarehouseSettings())  # a re-run replaces its own rows, not appends, and keeps the gate's
     run_gate(con, DAY, WarehouseSettings())
     assert con.execute("SELECT count(*) FROM fct_check_results").fetchone()[0] == checked
@@ -117,7 +119,7 @@ def test_lost_readings_and_unknown_quarantine_reason_stop_the_day(lake, warehous
     run_checks(con, DAY, WarehouseSettings())
     failed = _failed(con)
     assert failed[("stg_gpu_samples", "expect_column_pair_values_to_be_equal(raw_rows,clean_plus_quarantined_rows)")] == (
-        "602 raw rows in the lake's date= partition; 590 clean + 2 quarantined = 592")
+        "602 raw rows read by the build from the lake's date= partition; 590 clean + 2 quarantined = 592")
     assert failed[("quarantine_gpu_samples", "expect_column_values_to_be_in_set(reason)")] == (
         "2 rows of 2 have a reason outside the known rules (e.g. gremlins)")
     # Quarantined rows are a warning by themselves, reported with the rest.
@@ -260,7 +262,9 @@ def test_a_rebuilt_day_that_fails_the_gate_keeps_none_of_the_earlier_builds_warn
     con.execute("DELETE FROM stg_gpu_samples WHERE sampled_at < ?", [MIDNIGHT + dt.timedelta(seconds=100)])
     with pytest.raises(BlockingCheckFailed):
         run_gate(con, DAY, WarehouseSettings())
-    assert con.execute("SELECT DISTINCT severity FROM fct_check_results WHERE day = ?", [DAY]).fetchall() == [("blocking",)]
+    # the gate's own rows only: its blocking rules and its 'rebuild' check of the lake
+    assert con.execute("SELECT DISTINCT severity FROM fct_check_results WHERE day = ? ORDER BY 1",
+                       [DAY]).fetchall() == [("blocking",), ("rebuild",)]
 
 
 def test_an_inventory_gpu_that_sent_nothing_all_day_is_a_coverage_warning(lake, tmp_path, warehouse):

@@ -2,7 +2,9 @@
 -- counted in DuckDB so that Great Expectations validates one small row instead of the relation.
 -- Not a warehouse relation (no `kind:`): read by warehouse.checks only.
 -- grain: one row for the day
--- parameters: $day [DATE] the day checked
+-- parameters: $day [DATE] the day checked; $built_raw_rows [count] the rows of the day's date= folder
+--   the build read (fct_warehouse_build_daily.n_raw_gpu_samples; warehouse.gate.counting_raw_rows),
+--   NULL for a day built before it was recorded: the lake's date= folder is then counted now
 -- columns:
 --   n_rows [count] clean rows of the day
 --   gpu_uuid_null_rows [count] rows with gpu_uuid NULL
@@ -17,7 +19,9 @@
 --     wants one of them: a counter-only lake warned every day that all its power_w were NULL)
 --   no_energy_reading_share [0..1] no_energy_reading_rows / n_rows (0 when there are no rows)
 --   not_in_inventory_rows [count] rows with in_inventory = false
---   raw_rows [count] rows of the day's date= partition in the lake (raw_gpu_samples)
+--   raw_rows [count] rows of the day's date= partition in the files the build read: a file shipped
+--     since is no reading lost (the gate's 'rebuild' check names it); NULL $built_raw_rows: the lake's now
+--   raw_rows_counted [text] where raw_rows were counted, in words (the build's files or the lake now)
 --   quarantined_rows [count] rows of the day in quarantine_gpu_samples
 --   clean_plus_quarantined_rows [count] n_rows + quarantined_rows (must equal raw_rows)
 --   stray_files [count] Parquet files under the day's date= folder that are not one folder below
@@ -80,7 +84,11 @@ totals AS (
     FROM per_group
 ),
 lake AS (
-    SELECT count(*) AS raw_rows FROM raw_gpu_samples WHERE date = $day::DATE
+    -- with $built_raw_rows, raw_gpu_samples reads an empty stand-in (no lake file is opened)
+    SELECT coalesce($built_raw_rows::BIGINT, count(*)) AS raw_rows,
+           CASE WHEN $built_raw_rows IS NULL THEN 'in the lake''s date= partition now'
+                ELSE 'read by the build from the lake''s date= partition' END AS raw_rows_counted
+    FROM raw_gpu_samples WHERE date = $day::DATE
 ),
 quarantine AS (
     SELECT count(*) AS quarantined_rows FROM quarantine_gpu_samples WHERE day = $day::DATE
@@ -105,6 +113,7 @@ SELECT
     CASE WHEN t.n_rows > 0 THEN t.no_energy_reading_rows / t.n_rows ELSE 0 END AS no_energy_reading_share,
     t.not_in_inventory_rows,
     l.raw_rows,
+    l.raw_rows_counted,
     q.quarantined_rows,
     t.n_rows + q.quarantined_rows AS clean_plus_quarantined_rows,
     s.stray_files,

@@ -6,7 +6,9 @@
 --   day [DATE] UTC day checked
 --   suite [text] expectation suite (one per relation)
 --   expectation [text] expectation type and its column, e.g. expect_column_values_to_be_between(power_w)
---   severity [text] 'blocking' (a failure stops the day's run) or 'warning' (reported, run goes on)
+--   severity [text] 'blocking' (a failure stops the day's run), 'warning' (reported, run goes on) or
+--     'rebuild' (the gate: the lake's files of the day changed since its build; its facts stand on
+--     what the build read, and a re-run of the day takes the change in)
 --   success [bool] the check passed
 --   observed_value [text] what failed, in words (e.g. '37 rows of 5,529,600 have power_w < 0')
 --   details [text] JSON: the expectation's arguments, element and unexpected counts, and `validated`

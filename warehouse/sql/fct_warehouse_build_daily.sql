@@ -9,6 +9,11 @@
 --   reference_at [TIMESTAMPTZ, UTC] the build's "now" for the future-timestamp rule
 --   n_clean_gpu_samples [count] rows of stg_gpu_samples for the day
 --   n_quarantined_gpu_samples [count] rows of quarantine_gpu_samples for the day
+--   n_raw_gpu_samples [count] rows of the day's own date= folder of gpu_samples in the files the build
+--     read (fct_warehouse_build_lake_files): the blocking gate's nothing-lost rule compares the
+--     clean and quarantined rows with this, not with the lake at gate time, where a file shipped
+--     since the build had failed a whole day (a later file is the 'rebuild' check's). NULL: built
+--     before it was recorded (the gate then counts the lake)
 --   readings_pruned_at [TIMESTAMPTZ, UTC] when the day's stg_gpu_samples rows were deleted by a later
 --     build (warehouse.readings_retention_days); NULL while they are kept. The day's other rows
 --     stay; a rebuild of the day reads its readings from the lake again
@@ -24,5 +29,7 @@ SELECT
     $now::TIMESTAMPTZ AS reference_at,
     (SELECT count(*) FROM stg_gpu_samples WHERE day = $day::DATE) AS n_clean_gpu_samples,
     (SELECT count(*) FROM quarantine_gpu_samples WHERE day = $day::DATE) AS n_quarantined_gpu_samples,
+    -- raw_gpu_samples reads the build's own list of files here (lake_contract.narrowed)
+    (SELECT count(*) FROM raw_gpu_samples WHERE date = $day::DATE) AS n_raw_gpu_samples,
     CAST(NULL AS TIMESTAMPTZ) AS readings_pruned_at,
     CAST(NULL AS TIMESTAMPTZ) AS completed_at

@@ -1,0 +1,117 @@
+"""A lake file that arrives after its day was built: the gate judges the day on what the build
+read, and a separate 'rebuild' result says which day's files changed since and that a re-run of
+that day takes them in."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from warehouse_lakes import DAY, gpu_rows, write
+
+from joulehouse.settings import WarehouseSettings
+from joulehouse.warehouse.gate import BlockingCheckFailed, run_gate
+
+LOST = "expect_column_pair_values_to_be_equal(raw_rows,clean_plus_quarantined_rows)"
+NEXT_DAY = DAY + dt.timedelta(days=1)
+
+
+def _rebuild_results(con) -> dict[dt.date, tuple[bool, str]]:
+    rows = con.execute("SELECT day, success, observed_value FROM fct_check_results WHERE severity = 'rebuild'").fetchall()
+    return {day: (success, said) for day, success, said in rows}
+
+
+def test_a_node_that_ships_between_build_and_gate_does_not_fail_a_good_day(lake, warehouse):
+    """node-02 shipped its day after the build listed the lake: the gate counted 1,200 raw rows
+    against the 600 the build had read, and stopped a day whose facts were whole for what it read."""
+    write(lake, gpu_rows(range(0, 600), 100.0))
+    con = warehouse()
+    write(lake, gpu_rows(range(0, 600), 100.0, uuid="GPU-late", host="node-02"))
+    gate = run_gate(con, DAY, WarehouseSettings())
+    assert not gate.failed_blocking
+    lost = next(r for r in gate.results if r.expectation == LOST)
+    assert lost.observed_value.startswith("600 raw rows")
+    ok, said = _rebuild_results(con)[DAY]
+    assert not ok
+    assert f"gpu_samples date={DAY}: 1 file when built, 2 files now" in said
+    assert f"joulehouse run --date {DAY}" in said
+
+
+def test_readings_the_build_read_and_lost_still_stop_the_day(lake, warehouse):
+    """Counted from the build's own record, a build that lost readings is still caught."""
+    from warehouse_lakes import MIDNIGHT, readings_as_table
+
+    write(lake, gpu_rows(range(0, 600), 100.0))
+    con = warehouse()
+    readings_as_table(con)
+    con.execute("DELETE FROM stg_gpu_samples WHERE sampled_at < ?", [MIDNIGHT + dt.timedelta(seconds=10)])
+    with pytest.raises(BlockingCheckFailed, match="600 raw rows read by the build"):
+        run_gate(con, DAY, WarehouseSettings())
+
+
+def test_an_unchanged_lake_is_a_passed_rebuild_check_and_a_rebuild_takes_late_files_in(lake, warehouse):
+    write(lake, gpu_rows(range(0, 600), 100.0))
+    con = warehouse()
+    run_gate(con, DAY, WarehouseSettings())
+    ok, said = _rebuild_results(con)[DAY]
+    assert ok and "as the build of" in said
+    write(lake, gpu_rows(range(600, 1200), 100.0))
+    run_gate(con, DAY, WarehouseSettings())
+    assert not _rebuild_results(con)[DAY][0]
+    con = warehouse()  # the daily run of the day again
+    run_gate(con, DAY, WarehouseSettings())
+    assert _rebuild_results(con)[DAY][0]
+    assert con.execute("SELECT count(*) FROM stg_gpu_samples").fetchone()[0] == 1200
+
+
+def test_the_next_days_folder_arriving_late_makes_the_day_before_stale(lake, warehouse):
+    """DAY was built before the next day's folder existed; node-01 then shipped 23:55..00:05: the
+    readings after midnight bridge DAY's last minutes. The gate of the next day says DAY changed."""
+    write(lake, gpu_rows(range(0, 86100, 10), 100.0))
+    warehouse(DAY)
+    write(lake, gpu_rows(range(86100, 86700, 10), 100.0))
+    con = warehouse(NEXT_DAY)
+    run_gate(con, NEXT_DAY, WarehouseSettings())
+    results = _rebuild_results(con)
+    assert results[NEXT_DAY][0]
+    ok, said = results[DAY]
+    assert not ok and f"gpu_samples date={DAY}: 1 file when built, 2 files now" in said
+    assert f"gpu_samples date={NEXT_DAY}: 0 files when built, 1 file now" in said
+    assert "across midnight" in said
+
+
+def test_the_next_days_files_of_later_hours_do_not_make_the_day_stale(lake, warehouse):
+    """The next day's folder grows all day; only its files that reach back into the day's margin
+    are part of what the day's build read. A file of 06:00 changes nothing of the day before."""
+    write(lake, gpu_rows(range(0, 86400 + 600, 10), 100.0))
+    con = warehouse(DAY)
+    write(lake, gpu_rows(range(86400 + 6 * 3600, 86400 + 7 * 3600, 10), 100.0))
+    con = warehouse(NEXT_DAY)
+    run_gate(con, NEXT_DAY, WarehouseSettings())
+    assert _rebuild_results(con)[DAY][0]
+
+
+def test_the_build_records_what_it_read(lake, warehouse):
+    write(lake, gpu_rows(range(-30, 600), 100.0))
+    con = warehouse()
+    rows = con.execute("SELECT dataset, partition_date, n_files, size_bytes, files_md5 FROM fct_warehouse_build_lake_files "
+                       "WHERE day = ? AND dataset = 'gpu_samples' ORDER BY partition_date", [DAY]).fetchall()
+    files = sorted((lake / "gpu_samples").glob("date=*/*/*.parquet"))
+    assert [(r[1], r[2], r[3]) for r in rows] == [
+        (DAY - dt.timedelta(days=1), 1, files[0].stat().st_size), (DAY, 1, files[1].stat().st_size), (NEXT_DAY, 0, 0)]
+    assert con.execute("SELECT n_raw_gpu_samples FROM fct_warehouse_build_daily").fetchone()[0] == 600
+
+
+def test_an_unreadable_late_file_is_a_changed_file_not_a_failed_gate(lake, warehouse):
+    write(lake, gpu_rows(range(0, 86400, 10), 100.0))
+    con = warehouse()
+    broken = lake / "gpu_samples" / f"date={NEXT_DAY}" / "host=node-01" / "part-0-broken.parquet"
+    broken.parent.mkdir(parents=True)
+    broken.write_bytes(b"PAR1 not a parquet file")
+    gate = run_gate(con, DAY, WarehouseSettings())
+    assert not gate.failed_blocking
+    ok, said = _rebuild_results(con)[DAY]
+    assert not ok and f"gpu_samples date={NEXT_DAY}: 0 files when built, 1 file now" in said

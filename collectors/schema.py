@@ -66,6 +66,9 @@ NODE_SAMPLES = pa.schema(
         pa.field("exhaust_temp_c", pa.float32()),
         pa.field("fan_rpm_avg", pa.float32()),
         pa.field("source", pa.string(), nullable=False),
+        # Why power_w is NULL ("dcmi deactivated: ...", "dcmi no answer: ..."; collectors/sources/ipmi.py);
+        # NULL where power_w has a reading.
+        pa.field("power_w_null_reason", pa.string()),
     ]
 )
 

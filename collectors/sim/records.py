@@ -141,6 +141,7 @@ def node_table(day: dt.date, host: str, node: NodeTrace, interval_s: float) -> p
         "exhaust_temp_c": pa.array(node.exhaust_temp_c.astype(np.float32)),
         "fan_rpm_avg": pa.array(node.fan_rpm_avg.astype(np.float32)),
         "source": pa.repeat(SOURCE, m),
+        "power_w_null_reason": pa.nulls(m, pa.string()),  # the simulated BMC always reads
     }, schema=NODE_SAMPLES)
 
 

@@ -377,7 +377,7 @@ class IpmiSource:
         fields = [NODE_SAMPLES.field(n) for n in ("sampled_at", "host", "power_w", "sdr_power_w",
                                                    "inlet_temp_c", "exhaust_temp_c", "fan_rpm_avg")]
         schema = pa.schema(fields + [NODE_SAMPLES.field("source"), pa.field(ERROR_COLUMN, pa.string()),
-                                     pa.field(POWER_NULL_REASON_COLUMN, pa.string())])
+                                     NODE_SAMPLES.field(POWER_NULL_REASON_COLUMN)])
         data = {"sampled_at": [sampled_at], "host": [self.host], "source": [SOURCE_TAG]}
         data.update({k: [v] for k, v in {**row, **reasons}.items()})
         return pa.Table.from_pydict({f.name: data[f.name] for f in schema}, schema=schema)

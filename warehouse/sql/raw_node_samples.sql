@@ -7,5 +7,5 @@
 --   date [DATE] the date= partition (UTC day of the row's time); filter on it so DuckDB reads only those files
 SELECT
     "sampled_at", "host", "power_w", "sdr_power_w", "inlet_temp_c", "exhaust_temp_c",
-    "fan_rpm_avg", "source", date
+    "fan_rpm_avg", "source", "power_w_null_reason", date
 FROM jh_lake_node_samples

@@ -202,3 +202,6 @@ def test_a_deactivated_power_measurement_is_said_in_its_row_and_lands_in_the_lak
     con = connect(tmp_path / "w.duckdb", lake)
     ensure_views(con)
     assert con.execute("SELECT count(*), count(power_w), count(sdr_power_w) FROM raw_node_samples").fetchone() == (2, 0, 2)
+    # the warehouse shows why: the reason where a row has one, NULL for the older file without it
+    assert con.execute("SELECT power_w_null_reason FROM raw_node_samples ORDER BY sampled_at").fetchall() == [
+        (None,), (DCMI_DEACTIVATED,)]

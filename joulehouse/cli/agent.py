@@ -1,4 +1,4 @@
-"""`joulehouse agent apply|verify|run|rollback` (the node agent) and `joulehouse keys generate`.
+"""`joulehouse agent apply|verify|run|rollback`: the node agent (and, registered with it, `joulehouse keys`).
 
 Exit codes: 0 every GPU as asked; 1 some GPU refused or failed to verify (the table says which; a
 dry run: would refuse), or (verify) a good file outside its validity window; 2 the config itself
@@ -19,7 +19,7 @@ import typer
 from joulehouse.cli.agent_audit import fail_apply_write, refuse_unaudited_apply
 from joulehouse.cli.agent_output import print_result
 from joulehouse.cli.options import (
-    METRICS_ADDRESS_HELP, METRICS_TEXTFILE_HELP, expose_metrics, fail, node_lake, output_folder, parse_duration,
+    METRICS_ADDRESS_HELP, METRICS_TEXTFILE_HELP, expose_metrics, fail, node_lake, parse_duration,
 )
 
 # Where the systemd units keep the node's data (the collector's unit owns it): the agent service
@@ -38,7 +38,6 @@ EXPORT_SCHEMES = ("http", "https", "file", "s3", "gs", "gcs", "az", "abfs", "abf
 AGENT_METRICS_PORT_HELP = "Serve Prometheus /metrics on this port (0: off), e.g. 9403 (the collector's is 9402)."
 
 agent_app = typer.Typer(no_args_is_help=True, help="Apply signed recommended configs to this node's GPUs.")
-keys_app = typer.Typer(no_args_is_help=True, help="Signing keys for the recommended-config file.")
 
 
 def _public_key(path: Path):
@@ -406,29 +405,9 @@ def run_command(
             exposure.stop()
 
 
-@keys_app.command("generate")
-def keys_generate_command(
-    out: Path = typer.Option(..., "--out", help="Folder for joulehouse-ed25519.pem and .pub.pem"),
-    overwrite: bool = typer.Option(False, "--overwrite", help="Replace an existing key pair"),
-) -> None:
-    """Create an ed25519 key pair: the private key signs exports, the public key goes to the nodes.
-
-    Example: joulehouse keys generate --out /etc/joulehouse/keys
-    """
-    from joulehouse.collectors.config_contract import generate_keypair
-
-    output_folder(out, "--out", "the folder for the key pair")
-    try:
-        private_path, public_path = generate_keypair(out, overwrite=overwrite)
-    except FileExistsError as exc:  # a key of the pair is already there
-        fail(str(exc), 2)
-    except OSError as exc:  # a folder that cannot be made or written (/proc/x, read-only, no permission)
-        fail(f"cannot write the key pair into {out}: {exc.strerror or exc}", 2)
-    typer.echo(f"private key (keep on the analytics host): {private_path}")
-    typer.echo(f"public key (copy to every node): {public_path}")
-
-
 def register(app: typer.Typer) -> None:
     """Add the `agent` and `keys` command groups to the joulehouse app."""
+    from joulehouse.cli.keys import keys_app
+
     app.add_typer(agent_app, name="agent")
     app.add_typer(keys_app, name="keys")

@@ -178,7 +178,7 @@ def build_warehouse(day: str, config: str | None) -> dict:
 def day_warnings(day: dt.date | str, summaries: dict[str, dict]) -> list[str]:
     """What a person must act on, from the day's task summaries ({task id: its returned dict}): the
     later days a rebuild did not reach (the accounts' own note of it, in their summary and log, is
-    the same act). Said by the task's log and, after a `joulehouse run`, on the terminal: its
+    the same act), and the built days whose lake files changed since (the gate's 'rebuild' rows). Said by the task's log and, after a `joulehouse run`, on the terminal: its
     Airflow child logs no warning, so a run of an earlier day had said nothing of them."""
     said = []
     later = (summaries.get("build_warehouse") or {}).get("later_days_built") or []
@@ -186,6 +186,10 @@ def day_warnings(day: dt.date | str, summaries: dict[str, dict]) -> list[str]:
         said.append(f"{day} was built after {len(later)} later day(s) ({later[0]} to {later[-1]}): their power "
                     "models, recommendations, exports, demand charges and first-day baselines did not see it; "
                     f"restate them in date order: joulehouse run --date {later[0]} --through {later[-1]}")
+    for stale in (summaries.get("check_data") or {}).get("days_to_rebuild") or []:
+        said.append(f"lake files of {stale} came, went or changed since it was built (fct_check_results, severity "
+                    f"'rebuild', says which): its facts stand for what its build read; to take them in: "
+                    f"joulehouse run --date {stale}")
     return said
 
 
@@ -198,7 +202,9 @@ def check_data(day: str, config: str | None) -> dict:
     # A blocking failure stores its results before it fails the day: they are published too.
     with _warehouse(settings, publish_on=(BlockingCheckFailed,)) as con:
         summary = run_gate(con, the_day, settings.warehouse)
-    return {"blocking": len(summary.results), "failed_blocking": len(summary.failed_blocking)}
+    result = {"blocking": len(summary.results), "failed_blocking": len(summary.failed_blocking),
+              "days_to_rebuild": sorted(d.isoformat() for d, r in summary.rebuild if not r.success)}
+    return result  # the gate's log names each changed folder; `joulehouse run` says the rebuild (day_warnings)
 
 
 def validate_data(day: str, config: str | None) -> dict:

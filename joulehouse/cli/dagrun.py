@@ -356,7 +356,7 @@ def _warnings(run, day: str) -> list[str]:
     try:
         with create_session() as session:
             rows = session.scalars(XComModel.get_many(run_id=run.run_id, dag_ids=DAG_ID, key="return_value",
-                                                      task_ids=["build_warehouse"])).all()
+                                                      task_ids=["build_warehouse", "check_data"])).all()
             summaries = {row.task_id: XComModel.deserialize_value(row) for row in rows}
     except Exception as exc:  # the day ran: a summary that cannot be read is said, not a failed run
         return [f"the day's task summaries could not be read for its warnings ({type(exc).__name__}: {exc})"]

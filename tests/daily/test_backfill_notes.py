@@ -46,3 +46,24 @@ def test_a_day_built_after_later_days_says_which_and_its_accounts_notes_are_kept
                and "joulehouse run --date 2026-04-02 --through 2026-04-03" in m for m in said), said
     month_note = [n for n in accounted["cost"]["notes"] if "later day(s) of this month were accounted" in n]
     assert month_note and any(month_note[0] in m for m in said)
+
+
+def test_a_lake_file_landing_after_its_day_was_built_is_said_with_the_rebuild_that_takes_it_in(tmp_path):
+    """The gate stores a 'rebuild' result for a built day whose lake files changed, but the day's
+    task returned counts only: `joulehouse run` of the next day printed success and nothing of it."""
+    config = _site(tmp_path)
+    daily.build_warehouse(DAY.isoformat(), config)
+    assert daily.check_data(DAY.isoformat(), config)["days_to_rebuild"] == []
+    late = [dict(sampled_at=START + dt.timedelta(seconds=s), host="node-02", gpu_index=0, gpu_uuid="GPU-2",
+                 gpu_model="NVIDIA H100 80GB HBM3", power_w=300.0, power_limit_w=700.0, source="nvml")
+            for s in range(0, 3600, 10)]
+    write_dataset(tmp_path / "lake", "gpu_samples", pa.Table.from_pylist(late))  # node-02 ships a day late
+    next_day = DAY + dt.timedelta(days=1)
+    daily.build_warehouse(next_day.isoformat(), config)
+    checked = daily.check_data(next_day.isoformat(), config)
+    assert checked["failed_blocking"] == 0 and checked["days_to_rebuild"] == ["2026-04-01"]
+    [said] = daily.day_warnings(next_day, {"check_data": checked})
+    assert said.startswith("lake files of 2026-04-01 came, went or changed since it was built")
+    assert said.endswith("joulehouse run --date 2026-04-01")
+    daily.build_warehouse(DAY.isoformat(), config)  # the rebuild takes node-02 in
+    assert daily.check_data(DAY.isoformat(), config)["days_to_rebuild"] == []

@@ -35,7 +35,8 @@ passed only where the site pays one (recommend_day's demand_charge_usd_per_kw_mo
 
 A cap bites only in a GPU's heavy phases, so each setting is scored on the day's mix of activity
 (the mean activity of each tenth of the busy samples, from a histogram: within 0.002 of sorting
-them), not on the mean: energy and slowdown of the mix, and the slowdown bound applied to the
+them; in the activity the model's fit reads, NVML utilisation or SM activity, whichever the day's
+stream has), not on the mean: energy and slowdown of the mix, and the slowdown bound applied to the
 heavier half of the busy time (the jobs a cap slows most must stay within it too). Samples whose
 SM clocks an application locked (clock event reason 0x2; ~30% of jobs on the simulator) are
 scored at their locked clock, where a cap above their power saves nothing: scoring them at f_max
@@ -111,6 +112,8 @@ DAYS_PER_MONTH = 365.25 / 12
 CAP_PREFERENCE = 0.5
 # Readings of the day below which a GPU's profile (busy hours, activity) says nothing: no setting.
 MIN_PROFILE_READINGS = 30
+# The activity a fit of each feature set reads (power_feature_choice.sql), as gpu_activity_samples names it.
+ACTIVITY_KIND_OF_FEATURE_SET = {"dcgm": "sm_active", "nvml": "util_gpu"}
 
 
 def slowdown_bound_pct(workload_class: str, settings: RecommendSettings) -> float:
@@ -149,6 +152,12 @@ def device_limits_w(gpu_model: str, max_seen_limit_w: float | None) -> tuple[flo
 
 
 def gpu_profile(row: dict, feature_set: str) -> WorkloadProfile:
+    """The GPU's busy means in the measures a fit of `feature_set` reads. Raises ValueError where the
+    row's tenths are of another activity measure: scored by that fit, they misstate the saving."""
+    kind = row.get("deciles_activity_kind")
+    if row.get("activity_deciles") and kind is not None and kind != ACTIVITY_KIND_OF_FEATURE_SET[feature_set]:
+        raise ValueError(f"GPU {row.get('gpu_uuid')}: its activity tenths are of {kind}, but the {row.get('gpu_model')} "
+                         f"power model ({feature_set}) reads {ACTIVITY_KIND_OF_FEATURE_SET[feature_set]}")
     if feature_set == "dcgm":
         activity, memory = row["sm_active_ratio"], row["dram_ratio"]
     else:
@@ -337,12 +346,23 @@ def gpu_energy_prices(con: duckdb.DuckDBPyConnection, day: dt.date) -> dict[str,
     return {r["gpu_uuid"]: r for r in _records(con.execute(load_sql("recommend_gpu_energy_prices"), {"day": day}))}
 
 
-def gpu_day_profiles(con: duckdb.DuckDBPyConnection, day: dt.date,
-                     samples_relation: str = "stg_gpu_samples") -> list[dict]:
-    """What each GPU did on `day` (models/sql/recommend_gpu_profile.sql: busy hours, activity tenths, means)."""
+def latest_fits(con: duckdb.DuckDBPyConnection, day: dt.date) -> dict[str, dict]:
+    """Each GPU model's latest fct_power_model row on or before `day` (models.power_store.load_fit); {} without any."""
+    if not relation_exists(con, "fct_power_model"):
+        return {}
+    return {m: load_fit(con, m, day) for (m,) in con.execute(load_sql("recommend_fitted_models"), {"day": day}).fetchall()}
+
+
+def gpu_day_profiles(con: duckdb.DuckDBPyConnection, day: dt.date, samples_relation: str = "stg_gpu_samples",
+                     fits: dict[str, dict | None] | None = None) -> list[dict]:
+    """What each GPU did on `day` (models/sql/recommend_gpu_profile.sql: busy hours, activity tenths, means),
+    its tenths in the activity measure of its model's fit in `fits` (default: latest_fits)."""
     activity = create_activity_view(con, day, samples_relation=samples_relation)
     con.execute(f"CREATE OR REPLACE TEMP VIEW reco_input_samples AS SELECT * FROM {activity}")
-    return _records(con.execute(load_sql("recommend_gpu_profile"), {"day": day}))
+    feature_sets = {m: f["feature_set"] for m, f in (latest_fits(con, day) if fits is None else fits).items() if f}
+    return _records(con.execute(load_sql("recommend_gpu_profile"), {"day": day} | {
+        f"{kind}_models": sorted(m for m, s in feature_sets.items() if s == feature_set)
+        for feature_set, kind in ACTIVITY_KIND_OF_FEATURE_SET.items()}))
 
 
 def gpu_workload_classes(con: duckdb.DuckDBPyConnection, day: dt.date) -> tuple[dict[str, str], list[list[str]]]:
@@ -394,9 +414,9 @@ def recommend_day(con: duckdb.DuckDBPyConnection, day: dt.date, settings: Recomm
                  "hourly context, defaults where it had none" if h else "defaults (no hourly context)")
         return (*(float(v if v is not None else fallback) for v, fallback in values), basis)
 
-    profiles = gpu_day_profiles(con, day, samples_relation)
+    fits = latest_fits(con, day)
+    profiles = gpu_day_profiles(con, day, samples_relation, fits)
     classes, job_groups = gpu_workload_classes(con, day)
-    fits = {m: load_fit(con, m, day) for m in {p["gpu_model"] for p in profiles}}
     earlier = ({m: w for m, w in con.execute(load_sql("recommend_earlier_defaults"), {"day": day}).fetchall()}
                if relation_exists(con, "fct_recommendation") else {})
     overhead = ({h: w for h, w, _ in con.execute(load_sql("recommend_host_overhead"),
@@ -424,7 +444,7 @@ def recommend_day(con: duckdb.DuckDBPyConnection, day: dt.date, settings: Recomm
         prices = {"price_usd_per_kwh": price, "grid_gco2e_per_kwh": intensity, "pue": gpu_pue,
                   "carbon_price_usd_per_tco2e": carbon_price_usd_per_tco2e, "energy_price_basis": basis,
                   "demand_charge_usd_per_kw_month": demand_charge_usd_per_kw_month}
-        rows.append({"day": day} | prices | recommend_gpu(p, workload_class, fits[p["gpu_model"]], settings,
+        rows.append({"day": day} | prices | recommend_gpu(p, workload_class, fits.get(p["gpu_model"]), settings,
                                                  price_usd_per_kwh=price, carbon_gco2e_per_kwh=intensity,
                                                  carbon_price_usd_per_tco2e=carbon_price_usd_per_tco2e, pue=gpu_pue,
                                                  p95_power_w=lambda p=p: p95_power_w(p["host"], p["gpu_uuid"]),

@@ -1,11 +1,19 @@
 -- recommend_gpu_profile: what each GPU did on one day, for choosing its power limit.
 -- Grain: gpu_uuid, rows of `reco_input_samples` (temp view over gpu_activity_samples: one activity
 --   stream per GPU and day) with day = $day.
+-- Parameters: $day DATE; $sm_active_models, $util_gpu_models VARCHAR[]: the GPU models whose power
+--   fit reads DCGM's SM activity (feature set 'dcgm') and NVML's utilisation ('nvml').
 -- Columns: host, gpu_uuid, gpu_model, n_samples, busy_ratio (0..1, share of the samples with an
 --   activity reading whose activity is above 5%; NULL: no reading), busy_hours (h: busy_ratio x the
 --   hours the day's samples cover),
---   activity_ratio, activity_deciles (0..1, list of the mean activity of each tenth of the busy
---   samples, lowest first), locked_share_deciles (0..1, per tenth: share of its samples whose SM
+--   activity_ratio (0..1, busy mean of the stream's activity_ratio, which also decides what is
+--   busy), activity_deciles (0..1, list of the mean activity of each tenth of the busy samples,
+--   lowest first, in the measure the GPU model's fit reads, whichever the stream's is: a GPU fitted
+--   on NVML's utilisation scored on tenths of SM activity, rescaled to the utilisation's mean, was
+--   promised 8.6% where its own tenths give 12.2%; NVML reads ~100% whenever a kernel runs, so no
+--   one scale maps the one onto the other), deciles_activity_kind ('sm_active' | 'util_gpu': that
+--   measure; the stream's activity_kind for a model without a fit; NULL without tenths),
+--   locked_share_deciles (0..1, per tenth: share of its samples whose SM
 --   clocks an application lock held, clock event reason bit 0x2), locked_clock_mhz_deciles (MHz, per
 --   tenth: mean SM clock of those locked samples; NULL when none), dram_ratio, util_mem_ratio (0..1, means over busy samples), pcie_gbps (GB/s, busy
 --   mean), temp_c (C, busy mean), busy_power_w (W, busy mean), max_power_limit_w (W). The 95th
@@ -15,7 +23,7 @@
 -- at its edges the share that falls inside it at the bin's mean (so a tenth's mean activity is
 -- within 0.002 of the exact one, and its locked share is exact but for the edge bins, whose locked
 -- samples are split pro rata). Tenths are sized as ntile(10) sizes them (the first n % 10 hold one
--- more); a GPU with fewer than 10 busy samples gets no tenths.
+-- more); a GPU with fewer than 10 busy samples that read the tenths' measure gets no tenths.
 WITH day_rows AS NOT MATERIALIZED (
     SELECT *, activity_ratio AS activity
     FROM reco_input_samples
@@ -60,14 +68,29 @@ per_gpu AS (
     FROM per_gpu_and_busy
     GROUP BY host, gpu_uuid
 ),
+fit_kinds AS (
+    SELECT unnest(CAST($sm_active_models AS VARCHAR[])) AS gpu_model, 'sm_active' AS kind
+    UNION ALL
+    SELECT unnest(CAST($util_gpu_models AS VARCHAR[])), 'util_gpu'
+),
+deciles_rows AS NOT MATERIALIZED (
+    -- The busy samples (busy by the stream's activity, as busy_ratio counts them), each with the
+    -- activity its model's fit reads (the stream's where the model has none) as deciles_activity.
+    SELECT d.gpu_uuid, d.clock_event_reasons, d.sm_clock_mhz, coalesce(f.kind, d.activity_kind) AS kind,
+           CASE coalesce(f.kind, d.activity_kind) WHEN 'sm_active' THEN CAST(d.sm_active_ratio AS DOUBLE)
+                                                  ELSE d.util_gpu_pct / 100.0 END AS deciles_activity
+    FROM day_rows AS d
+    LEFT JOIN fit_kinds AS f ON f.gpu_model = d.gpu_model
+    WHERE d.activity > 0.05
+),
 histogram AS (
     -- least(): unchecked input (NaN, ratios above 1) shares the top bin rather than overflow the index.
-    SELECT gpu_uuid, CAST(floor(least(activity, 1.0) * 500) AS BIGINT) AS bin,
-           count(*) AS n, sum(activity) AS activity_sum,
+    SELECT gpu_uuid, CAST(floor(least(deciles_activity, 1.0) * 500) AS BIGINT) AS bin,
+           any_value(kind) AS kind, count(*) AS n, sum(deciles_activity) AS activity_sum,
            -- CASE, not FILTER: DuckDB's filtered aggregates cost ~2x here.
            sum(CASE WHEN (clock_event_reasons & 2) <> 0 AND sm_clock_mhz IS NOT NULL THEN 1 ELSE 0 END) AS n_locked,
            sum(CASE WHEN (clock_event_reasons & 2) <> 0 THEN sm_clock_mhz END) AS locked_clock_mhz_sum
-    FROM day_rows WHERE activity > 0.05
+    FROM deciles_rows WHERE deciles_activity IS NOT NULL
     GROUP BY gpu_uuid, bin
 ),
 ranked AS (
@@ -84,21 +107,21 @@ tenth_edges AS (
 ),
 pieces AS (
     -- The part of each bin inside each tenth: k of its n samples, taken at the bin's means.
-    SELECT e.gpu_uuid, e.tenth, r.n, r.activity_sum, r.n_locked, r.locked_clock_mhz_sum,
+    SELECT e.gpu_uuid, e.tenth, r.kind, r.n, r.activity_sum, r.n_locked, r.locked_clock_mhz_sum,
            least(r.first_rank + r.n, e.end_rank) - greatest(r.first_rank, e.first_rank) AS k
     FROM tenth_edges AS e
     JOIN ranked AS r ON r.gpu_uuid = e.gpu_uuid
         AND r.first_rank < e.end_rank AND r.first_rank + r.n > e.first_rank
 ),
 per_tenth AS (
-    SELECT gpu_uuid, tenth,
+    SELECT gpu_uuid, tenth, any_value(kind) AS kind,
            sum(k * activity_sum / n) / sum(k) AS activity,
            sum(k * n_locked / n) / sum(k) AS locked_share,
            sum(k * locked_clock_mhz_sum / n) / nullif(sum(k * n_locked / n), 0) AS locked_clock_mhz
     FROM pieces GROUP BY gpu_uuid, tenth
 ),
 tenths AS (
-    SELECT gpu_uuid, list(activity ORDER BY tenth) AS activity_deciles,
+    SELECT gpu_uuid, list(activity ORDER BY tenth) AS activity_deciles, any_value(kind) AS deciles_activity_kind,
            list(locked_share ORDER BY tenth) AS locked_share_deciles,
            list(locked_clock_mhz ORDER BY tenth) AS locked_clock_mhz_deciles
     FROM per_tenth GROUP BY gpu_uuid HAVING count(*) = 10
@@ -106,7 +129,7 @@ tenths AS (
 SELECT
     g.host, g.gpu_uuid, g.gpu_model, g.n_samples, g.busy_ratio,
     g.busy_ratio * g.covered_hours AS busy_hours,
-    g.activity_ratio, t.activity_deciles, t.locked_share_deciles, t.locked_clock_mhz_deciles,
+    g.activity_ratio, t.activity_deciles, t.deciles_activity_kind, t.locked_share_deciles, t.locked_clock_mhz_deciles,
     g.sm_active_ratio, g.util_gpu_ratio, g.dram_ratio, g.util_mem_ratio, g.pcie_gbps, g.temp_c,
     g.busy_power_w, g.max_power_limit_w
 FROM per_gpu AS g

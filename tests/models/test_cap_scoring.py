@@ -18,11 +18,10 @@ import pytest
 from hypothesis import given, settings as hsettings, strategies as st
 from lanes import examples
 
-from joulehouse.models.activity import create_activity_view
 from joulehouse.models.caps import MIN_CLOCK_RATIO, WorkloadProfile, outcome_under_limit, power_at_clock_w, time_ratio
 from joulehouse.models.coefficients import PowerCoefficients
 from joulehouse.models.cap_scoring import score, score_clocks, score_limits
-from joulehouse.models.sql import load_sql
+from joulehouse.models.recommend import gpu_day_profiles
 
 EXACT_SQL = (Path(__file__).parent / "recommend_exact_tenths.sql").read_text()
 # Stated tolerances of the histogram tenths. Activity: the bin width (0.002), a bound: a tenth takes
@@ -42,11 +41,15 @@ def _tenths(con, day: dt.date, sql: str) -> dict[str, dict]:
     return {r["gpu_uuid"]: r for r in (dict(zip(names, row)) for row in cur.fetchall())}
 
 
+def _profiles(con, day: dt.date, samples_relation: str) -> dict[str, dict]:
+    """The recommender's profiles; no model has a fit here, so the tenths are of each stream's
+    activity, the measure the exact tenths sort."""
+    return {r["gpu_uuid"]: r for r in gpu_day_profiles(con, day, samples_relation, fits={})}
+
+
 def _compare(con, day: dt.date, samples_relation: str) -> dict[str, float]:
     """Largest deviation of the profile's tenths from the exact ones, per list; both list the same GPUs."""
-    activity = create_activity_view(con, day, samples_relation=samples_relation)
-    con.execute(f"CREATE OR REPLACE TEMP VIEW reco_input_samples AS SELECT * FROM {activity}")
-    approx = {u: r for u, r in _tenths(con, day, load_sql("recommend_gpu_profile")).items() if r["activity_deciles"]}
+    approx = {u: r for u, r in _profiles(con, day, samples_relation).items() if r["activity_deciles"]}
     exact = _tenths(con, day, EXACT_SQL)
     assert approx.keys() == exact.keys() and exact
     worst = {"activity_deciles": 0.0, "locked_share_deciles": 0.0, "locked_clock_mhz_deciles": 0.0}
@@ -105,13 +108,12 @@ def test_histogram_tenths_keep_every_sample_and_stay_within_a_bin_of_the_sort(va
     con.register("samples", rows)
     busy = [(v, lock) for v, lock in zip(values, locked) if v > 0.05]
     if len(busy) < 10:  # too few busy samples for tenths: neither gives any
-        con.execute(f"CREATE TEMP VIEW reco_input_samples AS SELECT * FROM {create_activity_view(con, start.date(), samples_relation='samples')}")
+        assert _profiles(con, start.date(), "samples")["GPU-x"]["activity_deciles"] is None
         assert not _tenths(con, start.date(), EXACT_SQL)
-        assert _tenths(con, start.date(), load_sql("recommend_gpu_profile"))["GPU-x"]["activity_deciles"] is None
         return
     worst = _compare(con, start.date(), "samples")
     assert worst["activity_deciles"] <= ACTIVITY_TOLERANCE
-    profile = _tenths(con, start.date(), load_sql("recommend_gpu_profile"))["GPU-x"]
+    profile = _profiles(con, start.date(), "samples")["GPU-x"]
     sizes = [len(busy) // 10 + (k < len(busy) % 10) for k in range(10)]
     assert np.dot(sizes, profile["activity_deciles"]) == pytest.approx(sum(v for v, _ in busy), rel=1e-9)
     assert np.dot(sizes, profile["locked_share_deciles"]) == pytest.approx(sum(lock for _, lock in busy), abs=1e-9)

@@ -40,8 +40,8 @@ from joulehouse.models.cap_scoring import activity_bins, score_limits
 from joulehouse.models.caps import PCIE_LINK_GBPS, WorkloadProfile, energy_vs_limit
 from joulehouse.models.coefficients import PowerCoefficients
 from joulehouse.models.power import coefficients_of, load_fit
-from joulehouse.models.recommend import (device_limits_w, gpu_day_profiles, gpu_profile, gpu_workload_classes,
-                                         slowdown_bound_pct, workload_class_of)
+from joulehouse.models.recommend import device_limits_w, gpu_profile, slowdown_bound_pct, workload_class_of
+from joulehouse.models.recommend_inputs import gpu_day_profiles, gpu_workload_classes
 from joulehouse.models.settings import RecommendSettings
 from joulehouse.models.sql import load_sql
 from joulehouse.warehouse.sqlio import records, replace_day_rows

@@ -60,8 +60,6 @@ power is higher (a lock, too, runs under that limit). Slowdown bounds are judged
 from __future__ import annotations
 
 import datetime as dt
-import hashlib
-import math
 from functools import cache
 from typing import Callable
 
@@ -70,15 +68,16 @@ import numpy as np
 import pyarrow as pa
 
 from joulehouse.models.settings import RecommendSettings
-from joulehouse.models.activity import create_activity_view
 from joulehouse.models.caps import MIN_CLOCK_RATIO, WorkloadProfile
 from joulehouse.models.bandwidth import pcie_link_gbps
-from joulehouse.models.power import coefficients_of, load_fit
-from joulehouse.models.day_jobs import jobs_relation
-from joulehouse.warehouse.sqlio import quoted_relation, relation_exists, replace_day_rows
+from joulehouse.models.power import coefficients_of
+from joulehouse.warehouse.sqlio import relation_exists, replace_day_rows
 from joulehouse.models.cap_scoring import MixSetting, activity_bins, relative_to, score_clocks, score_limits
 from joulehouse.models import gpu_catalogue
 from joulehouse.models.sql import load_sql
+from joulehouse.models.recommend_controls import hold_out_controls
+from joulehouse.models.recommend_inputs import (ACTIVITY_KIND_OF_FEATURE_SET, gpu_day_profiles, gpu_energy_prices,
+                                                gpu_workload_classes, latest_fits)
 
 
 @cache  # asked once per GPU of the day; the catalogue's pattern match is the same every time
@@ -113,18 +112,12 @@ CAP_PREFERENCE = 0.5
 # Readings of the day below which a GPU's profile (busy hours, activity) says nothing: no setting.
 MIN_PROFILE_READINGS = 30
 # The activity a fit of each feature set reads (power_feature_choice.sql), as gpu_activity_samples names it.
-ACTIVITY_KIND_OF_FEATURE_SET = {"dcgm": "sm_active", "nvml": "util_gpu"}
 
 
 def slowdown_bound_pct(workload_class: str, settings: RecommendSettings) -> float:
     return {"latency-sensitive": settings.max_slowdown_latency_pct,
             "throughput": settings.max_slowdown_throughput_pct,
             "background": settings.max_slowdown_background_pct}[workload_class]
-
-
-def _records(cursor) -> list[dict]:
-    names = [d[0] for d in cursor.description]
-    return [dict(zip(names, row)) for row in cursor.fetchall()]
 
 
 def device_limits_w(gpu_model: str, max_seen_limit_w: float | None) -> tuple[float, float, float, str | None]:
@@ -288,93 +281,6 @@ def recommend_gpu(row: dict, workload_class: str, fit: dict | None, settings: Re
         else "none lowers the energy per unit of work")
     return out | {"power_limit_w": default_w, **saving(default_run_w, 0.0),
                   "reason": f"{head}: no cap or clock within {bound:g}% slowdown pays ({why_not}){reason_note}"}
-
-
-def _stable_order(uuid: str) -> str:
-    return hashlib.sha256(uuid.encode()).hexdigest()
-
-
-def hold_out_controls(rows: list[dict], share: float, job_groups: list[list[str]] = ()) -> list[dict]:
-    """Leave `share` of each GPU model's changed GPUs (a stable choice: lowest sha256 of the UUID)
-    at the default as controls, at least one changed GPU kept; their rows say what they would get.
-
-    Then every multi-GPU job group of the day (`job_groups`: the GPUs that ran one job) with at
-    least two GPUs that would get a setting keeps one of them as a control too (the stable
-    choice again), unless it already holds one: the outcome compares GPUs that ran the same job,
-    so a treated GPU needs an untouched neighbour doing the same work."""
-    if not 0 <= share < 1:
-        raise ValueError(f"holdout_share={share}: expected 0 <= share < 1")
-    changed = [r for r in rows if r["default_limit_w"] is not None and r["power_limit_w"] is not None
-               and (r["power_limit_w"] < r["default_limit_w"] or r["locked_sm_clock_max_mhz"] is not None)]
-    held: set[str] = set()
-    for model in {r["gpu_model"] for r in changed}:
-        mine = sorted((r["gpu_uuid"] for r in changed if r["gpu_model"] == model), key=_stable_order)
-        held |= set(mine[:min(math.ceil(share * len(mine)), len(mine) - 1)])
-    if share > 0:
-        changed_ids = {r["gpu_uuid"] for r in changed}
-        for group in sorted(job_groups, key=lambda g: sorted(g)):
-            would_change = sorted((u for u in set(group) if u in changed_ids), key=_stable_order)
-            if len(would_change) >= 2 and not held & set(would_change):
-                held.add(would_change[0])
-    out = []
-    for r in rows:
-        if r["gpu_uuid"] not in held:
-            out.append(r)
-            continue
-        would = f"{r['power_limit_w']:.0f} W" + (f", SM clocks <= {r['locked_sm_clock_max_mhz']:.0f} MHz"
-                                                 if r["locked_sm_clock_max_mhz"] is not None else "")
-        out.append(r | {"power_limit_w": r["default_limit_w"], "locked_sm_clock_min_mhz": None,
-                        "locked_sm_clock_max_mhz": None, "expected_saving_pct": 0.0, "expected_slowdown_pct": 0.0,
-                        "expected_energy_saving_kwh_per_day": 0.0,
-                        "reason": f"held out as a control ({share:.0%} of the {r['gpu_model']} GPUs given a setting "
-                                  f"and one per multi-GPU job keep the default, so the saving can be measured against them); "
-                                  f"would set {would} "
-                                  f"for {r['expected_saving_pct']:.1f}% less energy per unit of work"})
-    return out
-
-
-def gpu_energy_prices(con: duckdb.DuckDBPyConnection, day: dt.date) -> dict[str, dict]:
-    """Per GPU, the day's price (USD/kWh), grid intensity (gCO2e/kWh) and PUE, each weighted by the
-    GPU's energy per hour, from rpt_context_hourly (the accounts' hourly context); {} without it."""
-    if not (relation_exists(con, "rpt_context_hourly") and relation_exists(con, "fct_gpu_energy_hourly")):
-        return {}
-    has_sites = relation_exists(con, "dim_gpu") and con.execute(
-        "SELECT count(*) FROM duckdb_columns() WHERE table_name = 'dim_gpu' AND column_name = 'site'").fetchone()[0]
-    con.execute("CREATE OR REPLACE TEMP VIEW reco_input_gpu_sites AS " + (
-        "SELECT gpu_uuid, site FROM dim_gpu WHERE site IS NOT NULL" if has_sites
-        else "SELECT CAST(NULL AS VARCHAR) AS gpu_uuid, CAST(NULL AS VARCHAR) AS site WHERE false"))
-    return {r["gpu_uuid"]: r for r in _records(con.execute(load_sql("recommend_gpu_energy_prices"), {"day": day}))}
-
-
-def latest_fits(con: duckdb.DuckDBPyConnection, day: dt.date) -> dict[str, dict]:
-    """Each GPU model's latest fct_power_model row on or before `day` (models.power_store.load_fit); {} without any."""
-    if not relation_exists(con, "fct_power_model"):
-        return {}
-    return {m: load_fit(con, m, day) for (m,) in con.execute(load_sql("recommend_fitted_models"), {"day": day}).fetchall()}
-
-
-def gpu_day_profiles(con: duckdb.DuckDBPyConnection, day: dt.date, samples_relation: str = "stg_gpu_samples",
-                     fits: dict[str, dict | None] | None = None) -> list[dict]:
-    """What each GPU did on `day` (models/sql/recommend_gpu_profile.sql: busy hours, activity tenths, means),
-    its tenths in the activity measure of its model's fit in `fits` (default: latest_fits)."""
-    activity = create_activity_view(con, day, samples_relation=samples_relation)
-    con.execute(f"CREATE OR REPLACE TEMP VIEW reco_input_samples AS SELECT * FROM {activity}")
-    feature_sets = {m: f["feature_set"] for m, f in (latest_fits(con, day) if fits is None else fits).items() if f}
-    return _records(con.execute(load_sql("recommend_gpu_profile"), {"day": day} | {
-        f"{kind}_models": sorted(m for m, s in feature_sets.items() if s == feature_set)
-        for feature_set, kind in ACTIVITY_KIND_OF_FEATURE_SET.items()}))
-
-
-def gpu_workload_classes(con: duckdb.DuckDBPyConnection, day: dt.date) -> tuple[dict[str, str], list[list[str]]]:
-    """Per GPU, the class of the jobs it ran longest on `day`, and the GPUs of each multi-GPU job;
-    ({}, []) without a jobs relation."""
-    jobs = jobs_relation(con)
-    if jobs is None:
-        return {}, []
-    con.execute(f"CREATE OR REPLACE TEMP VIEW reco_input_jobs AS SELECT * FROM {quoted_relation(jobs)}")
-    classes = {r["gpu_uuid"]: r["workload_class"]
-               for r in _records(con.execute(load_sql("recommend_gpu_workload_class"), {"day": day}))}
-    return classes, [list(r["gpu_uuids"]) for r in _records(con.execute(load_sql("recommend_job_groups"), {"day": day}))]
 
 
 def workload_class_of(profile: dict, classes: dict[str, str]) -> str:

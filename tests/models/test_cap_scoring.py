@@ -21,7 +21,7 @@ from lanes import examples
 from joulehouse.models.caps import MIN_CLOCK_RATIO, WorkloadProfile, outcome_under_limit, power_at_clock_w, time_ratio
 from joulehouse.models.coefficients import PowerCoefficients
 from joulehouse.models.cap_scoring import score, score_clocks, score_limits
-from joulehouse.models.recommend import gpu_day_profiles
+from joulehouse.models.recommend_inputs import gpu_day_profiles
 
 EXACT_SQL = (Path(__file__).parent / "recommend_exact_tenths.sql").read_text()
 # Stated tolerances of the histogram tenths. Activity: the bin width (0.002), a bound: a tenth takes

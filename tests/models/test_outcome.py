@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from joulehouse.models.outcome import measure_outcomes
-from joulehouse.models.recommend import hold_out_controls
+from joulehouse.models.recommend_controls import hold_out_controls
 from joulehouse.models.sql import load_sql
 from outcome_world import CAP_FROM, CAP_W, build_world, true_job_energy
 

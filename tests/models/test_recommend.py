@@ -70,7 +70,7 @@ def test_background_work_gets_a_saving_when_time_is_free():
 def test_a_job_row_shipped_twice_counts_once_in_its_gpus_class():
     """Counted twice, a duplicated 3 h background row (6 h) outweighed the GPU's 5 h latency-sensitive
     service, and the service was capped under the background class's 25% slowdown bound."""
-    from joulehouse.models.recommend import gpu_workload_classes
+    from joulehouse.models.recommend_inputs import gpu_workload_classes
 
     con = duckdb.connect()
     con.execute("CREATE TABLE stg_jobs (job_id VARCHAR, host VARCHAR, gpu_uuid VARCHAR, started_at TIMESTAMPTZ, "
@@ -89,7 +89,7 @@ def test_a_job_row_shipped_twice_counts_once_in_its_gpus_class():
 def test_equal_hours_in_two_classes_give_the_stricter_whatever_the_row_order(first):
     """12 h serving and 12 h background: arg_max left the tie to the order rows arrived in, and half
     of such GPUs were capped under background's 25% slowdown (review, helper-89)."""
-    from joulehouse.models.recommend import gpu_workload_classes
+    from joulehouse.models.recommend_inputs import gpu_workload_classes
 
     con = duckdb.connect()
     con.execute("CREATE TABLE stg_jobs (job_id VARCHAR, host VARCHAR, gpu_uuid VARCHAR, started_at TIMESTAMPTZ, "
@@ -181,7 +181,7 @@ def test_a_share_of_each_model_is_held_out_as_controls():
 
 
 def test_every_multi_gpu_job_with_two_changed_gpus_keeps_a_control():
-    from joulehouse.models.recommend import hold_out_controls
+    from joulehouse.models.recommend_controls import hold_out_controls
     rows = [{"gpu_uuid": f"g{i}", "gpu_model": A100, "default_limit_w": 400.0, "power_limit_w": 300.0,
              "locked_sm_clock_max_mhz": None, "expected_saving_pct": 5.0} for i in range(12)]
     groups = [[f"g{i}" for i in range(k, k + 4)] for k in (0, 4, 8)]
@@ -530,7 +530,7 @@ def test_a_gpus_pcie_mean_counts_only_samples_that_read_both_directions():
     """rx missing on the busiest third (NVML's two PCIe reads fail apart): those samples are no
     PCIe reading, as if neither direction had been read. Taken as rx = 0 they halved the traffic
     of the busiest samples in the GPU's mean."""
-    from joulehouse.models.recommend import gpu_day_profiles
+    from joulehouse.models.recommend_inputs import gpu_day_profiles
 
     def profiles(nulled: str) -> dict[str, float]:
         con = duckdb.connect()

@@ -19,7 +19,8 @@ import pytest
 from joulehouse.collectors.schema import conform
 from joulehouse.models.caps import WorkloadProfile, outcome_under_limit
 from joulehouse.models.coefficients import PowerCoefficients
-from joulehouse.models.recommend import gpu_day_profiles, gpu_profile, recommend_day
+from joulehouse.models.recommend import gpu_profile, recommend_day
+from joulehouse.models.recommend_inputs import gpu_day_profiles
 from joulehouse.models.sql import SQL
 from joulehouse.settings import RecommendSettings
 from joulehouse.warehouse.sqlio import records, replace_day_rows

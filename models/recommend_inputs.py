@@ -44,10 +44,16 @@ def gpu_day_profiles(con: duckdb.DuckDBPyConnection, day: dt.date, samples_relat
     its tenths in the activity measure of its model's fit in `fits` (default: latest_fits)."""
     activity = create_activity_view(con, day, samples_relation=samples_relation)
     con.execute(f"CREATE OR REPLACE TEMP VIEW reco_input_samples AS SELECT * FROM {activity}")
-    feature_sets = {m: f["feature_set"] for m, f in (latest_fits(con, day) if fits is None else fits).items() if f}
-    return records(con.execute(load_sql("recommend_gpu_profile"), {"day": day} | {
-        f"{kind}_models": sorted(m for m, s in feature_sets.items() if s == feature_set)
-        for feature_set, kind in ACTIVITY_KIND_OF_FEATURE_SET.items()}))
+    return records(con.execute(load_sql("recommend_gpu_profile"),
+                               {"day": day} | fit_activity_models(latest_fits(con, day) if fits is None else fits)))
+
+
+def fit_activity_models(fits: dict[str, dict | None]) -> dict[str, list[str]]:
+    """The SQL parameters $sm_active_models and $util_gpu_models: the GPU models whose fit in `fits`
+    reads each activity measure (a model without a fit is in neither)."""
+    feature_sets = {m: f["feature_set"] for m, f in fits.items() if f}
+    return {f"{kind}_models": sorted(m for m, s in feature_sets.items() if s == feature_set)
+            for feature_set, kind in ACTIVITY_KIND_OF_FEATURE_SET.items()}
 
 
 def gpu_workload_classes(con: duckdb.DuckDBPyConnection, day: dt.date) -> tuple[dict[str, str], list[list[str]]]:

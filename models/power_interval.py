@@ -2,11 +2,13 @@
 range of power limits within the class's slowdown bound.
 
 For each GPU model with a fit that passed its gate, and each bottleneck its busy samples showed
-that day (models/sql/power_interval_profiles.sql), the cap model (models.caps: the clock under a
-limit from the fitted power model, the slowdown from the bottleneck) predicts energy per unit of
-work and run time at every limit from the device minimum to its default, in `step_w` steps (the
-curve, fct_energy_vs_limit, which the report draws). The interval is chosen as models.recommend
-chooses a cap, so the two agree: among the limits the recommender may set (from the default down
+that day (models/sql/power_interval_profiles.sql: activity and memory activity in the measures the
+fit reads, SM and DRAM activity or NVML's utilisations, whichever the GPU's stream is; busy samples
+without the fit's activity are in no bottleneck's curve, and logged), the cap model (models.caps:
+the clock under a limit from the fitted power model, the slowdown from the bottleneck) predicts
+energy per unit of work and run time at every limit from the device minimum to its default, in
+`step_w` steps (the curve, fct_energy_vs_limit, which the report draws). The interval is chosen
+as models.recommend chooses a cap, so the two agree: among the limits the recommender may set (from the default down
 to `min_limit_share_of_default` of it) whose slowdown stays within the class's bound
 ([recommend].max_slowdown_*_pct; throughput and background, the classes that get caps; judged on
 the heavier half of the busy samples, as the recommender judges it), the one
@@ -39,9 +41,10 @@ from joulehouse.models.bandwidth import create_capacity_table, pcie_link_gbps
 from joulehouse.models.cap_scoring import activity_bins, score_limits
 from joulehouse.models.caps import PCIE_LINK_GBPS, WorkloadProfile, energy_vs_limit
 from joulehouse.models.coefficients import PowerCoefficients
-from joulehouse.models.power import coefficients_of, load_fit
+from joulehouse.models.power import coefficients_of
 from joulehouse.models.recommend import device_limits_w, gpu_profile, slowdown_bound_pct, workload_class_of
-from joulehouse.models.recommend_inputs import gpu_day_profiles, gpu_workload_classes
+from joulehouse.models.recommend_inputs import (ACTIVITY_KIND_OF_FEATURE_SET, fit_activity_models, gpu_day_profiles,
+                                               gpu_workload_classes, latest_fits)
 from joulehouse.models.settings import RecommendSettings
 from joulehouse.models.sql import load_sql
 from joulehouse.warehouse.sqlio import records, replace_day_rows
@@ -114,20 +117,28 @@ def power_interval_day(con: duckdb.DuckDBPyConnection, day: dt.date, settings: R
     The bound is each class's from `settings` (defaults: RecommendSettings()); `max_slowdown_pct`
     replaces it for every class (a what-if)."""
     settings = settings or RecommendSettings()
-    gpus = gpu_day_profiles(con, day)  # the recommender's view of each GPU (it makes the activity view too)
+    fits = latest_fits(con, day)
+    gpus = gpu_day_profiles(con, day, fits=fits)  # the recommender's view of each GPU (it makes the activity view too)
     classes = gpu_workload_classes(con, day)[0]
     create_activity_view(con, day)
     create_capacity_table(con, sorted({g["gpu_model"] for g in gpus if g["gpu_model"] is not None}))
-    profiles = records(con.execute(load_sql("power_interval_profiles"), {"day": day, "pcie_link_gbps": PCIE_LINK_GBPS}))
+    # In the measures each model's fit reads, as the recommender's tenths are: the stream's may be another.
+    profiles = records(con.execute(load_sql("power_interval_profiles"), {"day": day, "pcie_link_gbps": PCIE_LINK_GBPS}
+                                   | fit_activity_models(fits)))
     intervals: list[PowerInterval] = []
     curve_rows: list[dict] = []
     # A GPU whose log names no model has no device limits to sweep: it gets no curve.
     for model in sorted({p["gpu_model"] for p in profiles if p["gpu_model"] is not None}):
-        fit = load_fit(con, model, day)
+        fit = fits.get(model)
         coef = coefficients_of(fit) if fit else None
         if coef is None or not fit["passed_gate"]:
             continue  # no trustworthy model: no curve (the power-model table says why)
-        rows = [p for p in profiles if p["gpu_model"] == model and p["n_samples"] >= MIN_SAMPLES]
+        for unread in (p for p in profiles if p["gpu_model"] == model and p["bottleneck"] is None):
+            log.warning("%s on %s: %d busy samples (%.0f%%) lack the %s activity its power model (%s) reads: "
+                        "in no bottleneck's curve", model, day, unread["n_samples"], 100 * unread["busy_share"],
+                        ACTIVITY_KIND_OF_FEATURE_SET[fit["feature_set"]], fit["feature_set"])
+        rows = [p for p in profiles if p["gpu_model"] == model and p["bottleneck"] is not None
+                and p["n_samples"] >= MIN_SAMPLES]
         if not rows:
             continue
         dominant = max(rows, key=lambda p: p["n_samples"])["bottleneck"]

@@ -1,33 +1,54 @@
 -- power_interval_profiles: the typical busy operating point of each GPU model per workload bottleneck, one day.
 -- Grain: gpu_model x bottleneck ('compute-bound' | 'memory-bound' | 'communication-bound': the busiest
---   of SM activity, DRAM activity and PCIe traffic / the model's PCIe link in each busy sample).
--- Input: gpu_activity_samples (one activity stream per GPU) rows of $day with activity above 5% (busy);
+--   of activity, memory activity and PCIe traffic / the model's PCIe link in each busy sample, in the
+--   measures the model's power fit reads; NULL: the busy samples that lack that fit's activity).
+-- Input: gpu_activity_samples (one activity stream per GPU) rows of $day with activity above 5% (busy,
+--   by the stream's activity, as the recommender counts busy hours);
 --   link_capacity_by_model (models/bandwidth.py: pcie_capacity_bytes_per_s, one direction, of the
 --   models the catalogue knows), $pcie_link_gbps (GB/s, tx + rx) for the others.
--- Columns: gpu_model, bottleneck, n_samples, busy_share (0..1 of the model's busy samples),
---   activity_ratio, memory_ratio (0..1 means; DCGM ratios where the stream reads them, else util / 100;
+-- Parameters: $day DATE, $pcie_link_gbps DOUBLE; $sm_active_models, $util_gpu_models VARCHAR[]: the
+--   GPU models whose power fit reads DCGM's SM and DRAM activity (feature set 'dcgm') and NVML's
+--   utilisation and memory utilisation / 100 ('nvml'); a model in neither is read in its streams' measure.
+-- Why the fit's measure and not the stream's: the curves are the fit's predictions, and a GPU read
+--   by DCGM carries both. An A100 fitted on NVML utilisation whose DCGM samples were half SM 0.8 /
+--   DRAM 0.3, half SM 0.3 / DRAM 0.7 (NVML: 100% / 50% throughout) got a compute-bound row at 255 W
+--   (12.0%) and a memory-bound one at 400 W (no gain), where the fit's own readings make all of it
+--   compute-bound at 305 W (13.5%), the interval of its 'mix' row.
+-- Columns: gpu_model, bottleneck, n_samples, busy_share (0..1 of the model's busy samples, those of
+--   the NULL bottleneck included), activity_ratio, memory_ratio (0..1 means in the fit's measure;
 --   memory over the samples that read it, NULL where none did),
 --   pcie_gbps (GB/s mean, tx + rx, over the samples that read both; NULL where none did), temp_c
 --   (C mean), max_power_limit_w (W); heavy_activity_ratio, heavy_memory_ratio, heavy_pcie_gbps, heavy_temp_c: the same means over the heavier half of the
 --   samples (activity at or above the group's median), where models.recommend applies the slowdown bound.
-WITH busy AS (
+WITH fit_kinds AS (
+    SELECT unnest(CAST($sm_active_models AS VARCHAR[])) AS gpu_model, 'sm_active' AS kind
+    UNION ALL
+    SELECT unnest(CAST($util_gpu_models AS VARCHAR[])), 'util_gpu'
+),
+busy AS (
     SELECT
         s.gpu_model,
-        s.activity_ratio,
+        CASE coalesce(f.kind, s.activity_kind) WHEN 'sm_active' THEN CAST(s.sm_active_ratio AS DOUBLE)
+                                               ELSE s.util_gpu_pct / 100.0 END AS activity_ratio,
         -- NULL where not read (PCIe: either direction missing; tx without rx is no reading, not
         -- rx = 0): the means skip it, and the bottleneck is the busiest of what was read
-        s.memory_ratio,
+        CASE coalesce(f.kind, s.activity_kind) WHEN 'sm_active' THEN CAST(s.dram_active_ratio AS DOUBLE)
+                                               ELSE s.util_mem_pct / 100.0 END AS memory_ratio,
         (s.pcie_tx_bytes_per_s + s.pcie_rx_bytes_per_s) / 1e9 AS pcie_gbps,
         coalesce(2 * l.pcie_capacity_bytes_per_s / 1e9, $pcie_link_gbps) AS pcie_link_gbps,
         s.temp_c, s.power_limit_w
     FROM gpu_activity_samples AS s
+    LEFT JOIN fit_kinds AS f ON f.gpu_model = s.gpu_model
     LEFT JOIN link_capacity_by_model AS l ON l.gpu_model = s.gpu_model
     WHERE s.day = $day AND s.power_w IS NOT NULL AND s.activity_ratio > 0.05
 ),
 classified AS (
     SELECT
         *,
-        CASE WHEN activity_ratio >= coalesce(memory_ratio, 0.0) AND activity_ratio >= coalesce(link_ratio, 0.0)
+        -- A sample without the fit's activity (an NVML-only GPU of a model fitted on DCGM) has no
+        -- operating point the fit can score: counted apart, not read as idle or as memory-bound.
+        CASE WHEN activity_ratio IS NULL THEN NULL
+             WHEN activity_ratio >= coalesce(memory_ratio, 0.0) AND activity_ratio >= coalesce(link_ratio, 0.0)
                  THEN 'compute-bound'
              WHEN memory_ratio >= coalesce(link_ratio, 0.0) THEN 'memory-bound'
              ELSE 'communication-bound' END AS bottleneck

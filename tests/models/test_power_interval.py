@@ -112,11 +112,14 @@ def test_a_busy_samples_unread_memory_or_pcie_is_left_out_of_its_groups_means():
     con = duckdb.connect()
     con.execute("CREATE TABLE link_capacity_by_model (gpu_model VARCHAR, pcie_capacity_bytes_per_s DOUBLE)")
     con.execute("""CREATE TABLE gpu_activity_samples AS SELECT
-        'NVIDIA A100-SXM4-80GB' AS gpu_model, DATE '2026-03-02' AS day, 300.0 AS power_w, 0.9 AS activity_ratio,
-        CASE WHEN i % 2 = 0 THEN 0.8 END AS memory_ratio,
+        'NVIDIA A100-SXM4-80GB' AS gpu_model, DATE '2026-03-02' AS day, 300.0 AS power_w, 'sm_active' AS activity_kind,
+        0.9 AS activity_ratio, 0.9 AS sm_active_ratio, CASE WHEN i % 2 = 0 THEN 0.8 END AS memory_ratio,
+        CASE WHEN i % 2 = 0 THEN 0.8 END AS dram_active_ratio, NULL::FLOAT AS util_gpu_pct, NULL::FLOAT AS util_mem_pct,
         2e9::BIGINT AS pcie_tx_bytes_per_s, CASE WHEN i % 2 = 0 THEN 2e9::BIGINT END AS pcie_rx_bytes_per_s,
         60.0 AS temp_c, 400.0 AS power_limit_w FROM range(100) t(i)""")
-    (row,) = con.execute(load_sql("power_interval_profiles"), {"day": day, "pcie_link_gbps": 64.0}).fetchall()
+    (row,) = con.execute(load_sql("power_interval_profiles"), {"day": day, "pcie_link_gbps": 64.0,
+                                                               "sm_active_models": ["NVIDIA A100-SXM4-80GB"],
+                                                               "util_gpu_models": []}).fetchall()
     names = [d[0] for d in con.description]
     got = dict(zip(names, row))
     assert got["bottleneck"] == "compute-bound" and got["n_samples"] == 100

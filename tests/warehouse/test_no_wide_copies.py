@@ -40,7 +40,7 @@ def _materialised_ctes(con, settings: WarehouseSettings) -> dict[str, set[str]]:
         inventory, _ = build.inventory_file(settings.inventory_path, Path(scratch))
         params = {**build.build_parameters(DAY, settings, NOW, inventory),
                   "hosts": [h for (h,) in con.execute("SELECT DISTINCT host FROM stg_gpu_samples").fetchall()]}
-        with narrowed(con, build._day_files(con, DAY, Path(scratch))):
+        with narrowed(con, build._day_files(con, DAY, Path(scratch))[0]):
             found = {}
             for rel in relations():
                 if rel.kind == "view":

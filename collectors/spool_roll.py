@@ -7,27 +7,31 @@ are set aside as `<segment>.rejected`, an Arrow stream of those rows alone, with
 `<segment>.rejected.reason` saying why, for a person: before, one such row set the whole segment
 aside and its good rows never reached the lake.
 
-The refused rows are found by halving: each half that fails is halved again, so one bad row of
-500,000 costs about 40 conversions of shrinking halves. A segment refused everywhere would cost
-two conversions a row; past MAX_CONVERSIONS the rows still undecided are set aside with the
-others (nothing is lost either way, they only wait for a person).
+The refused rows are found by halving, breadth first: each part that fails is halved again, so
+one bad row of 500,000 costs about 40 conversions of shrinking parts, and a bad GPU of eight
+(every eighth row) about two per row. A segment refused everywhere for one cause (a required
+column missing) is seen on an empty slice first and costs one. Past MAX_CONVERSIONS (a few
+seconds) a part still refused is set aside whole: nothing is lost either way, such rows only
+wait for a person.
 """
 
 from __future__ import annotations
 
 import logging
 import os
-from collections import Counter
+from collections import Counter, deque
 from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.parquet as pq
 
-from joulehouse.collectors.schema import PARTITION_HOST_COLUMN, SORT_KEYS, TIME_COLUMN, conform
-from joulehouse.collectors.writer import WrittenFile, partition_dir, write_parquet_atomic
+from joulehouse.collectors import lakefs
+from joulehouse.collectors.schema import PARTITION_HOST_COLUMN, SORT_KEYS, TIME_COLUMN, SchemaError, conform
+from joulehouse.collectors.writer import LakeWriteError, WrittenFile, partition_dir, write_parquet_atomic
 
 log = logging.getLogger(__name__)
-MAX_CONVERSIONS = 4096
+MAX_CONVERSIONS = 65_536
 
 
 def roll_to_lake(lake: Path, dataset: str, table: pa.Table, segment_id: str) -> list[WrittenFile]:
@@ -57,14 +61,14 @@ def _partitioned(lake: Path, dataset: str, table: pa.Table) -> tuple[pa.Table, d
 
 def roll_or_set_aside(path: Path, lake: Path, dataset: str, table: pa.Table, segment_id: str) -> list[WrittenFile]:
     """roll_to_lake; where some rows cannot go into the lake, the others go and those are set
-    aside beside the segment (module doc). A LakeWriteError (an OSError) goes on up: the segment
-    stays for a retry."""
+    aside beside the segment (module doc). A LakeWriteError (an OSError) goes on up, the set-aside's
+    own write failing included: the segment stays for a retry, which writes the same lake files."""
     try:
         return roll_to_lake(lake, dataset, table, segment_id)
-    except ValueError:  # pa.ArrowInvalid is one too
+    except (ValueError, pa.ArrowNotImplementedError):  # pa.ArrowInvalid is a ValueError too
         pass
     try:
-        _partitioned(lake, dataset, table.slice(0, 0))
+        _storable(lake, dataset, table.slice(0, 0))
     except ValueError as every_row:  # a required column missing, a type none of whose values convert
         _set_aside(path, table.schema, [(table, str(every_row))], whole=True)
         return []
@@ -74,35 +78,51 @@ def roll_or_set_aside(path: Path, lake: Path, dataset: str, table: pa.Table, seg
     return written
 
 
+def _storable(lake: Path, dataset: str, table: pa.Table) -> None:
+    """_partitioned, and the columns' types ones Parquet can hold: an extra column of a type it
+    cannot (an interval) failed the write of every lake file, at every start."""
+    table = _partitioned(lake, dataset, table)[0]
+    try:
+        pq.ParquetWriter(pa.BufferOutputStream(), table.schema).close()
+    except pa.ArrowNotImplementedError as exc:
+        raise SchemaError(f"{dataset}: a column Parquet cannot store: {exc}") from None
+
+
 def split_refused(table: pa.Table, check) -> tuple[pa.Table, list[tuple[pa.Table, str]]]:
-    """(rows `check` takes, [(rows it refuses, its ValueError's message)]), in the rows' order."""
+    """(rows `check` takes, [(rows it refuses, its ValueError's message)] in the rows' order).
+
+    Halved breadth first: every part of one size is tried before any is halved again, so the
+    good parts are taken whatever the pattern of the bad rows. Past MAX_CONVERSIONS a part still
+    refused is not halved further but set aside whole (said in its reason)."""
     taken: list[pa.Table] = []
-    refused: list[tuple[pa.Table, str]] = []
-    pending, conversions = [table], 0
+    refused: list[tuple[int, pa.Table, str]] = []
+    pending, conversions = deque([(0, table)]), 0
     while pending:
-        rows = pending.pop()
-        if conversions >= MAX_CONVERSIONS:
-            refused.append((rows, f"not checked row by row (more than {MAX_CONVERSIONS} conversions): set aside "
-                                  "with the refused ones"))
-            continue
+        offset, rows = pending.popleft()
         conversions += 1
         try:
             check(rows)
         except ValueError as exc:
             if rows.num_rows == 1:
-                refused.append((rows, str(exc)))
+                refused.append((offset, rows, str(exc)))
+            elif conversions >= MAX_CONVERSIONS:
+                refused.append((offset, rows, f"not checked row by row (more than {MAX_CONVERSIONS} conversions; "
+                                              f"some row refused: {exc})"))
             else:
                 half = rows.num_rows // 2
-                pending += [rows.slice(half), rows.slice(0, half)]  # the first half is taken first
+                pending += [(offset, rows.slice(0, half)), (offset + half, rows.slice(half))]
             continue
         taken.append(rows)
-    return pa.concat_tables(taken) if taken else table.slice(0, 0), refused
+    refused.sort(key=lambda part: part[0])
+    return (pa.concat_tables(taken) if taken else table.slice(0, 0)), [(rows, why) for _, rows, why in refused]
 
 
 def _set_aside(path: Path, schema: pa.Schema, refused: list[tuple[pa.Table, str]], whole: bool) -> None:
-    """The refused rows as `<path>.rejected` (written whole, then renamed: a half-written file is
-    never taken for the set-aside rows) with their reasons, counted, in `.reason` beside it;
-    `whole`: every row was refused, and the segment itself is set aside, its bytes as they were."""
+    """The refused rows as `<path>.rejected`, durable before the segment goes (written whole,
+    fsynced and renamed, with its folder: the unlink of the segment could otherwise outlive them
+    in a power cut), with their reasons, counted, in `.reason` beside it; `whole`: every row was
+    refused, and the segment itself is set aside, its bytes as they were. A write that fails
+    raises LakeWriteError, the segment kept."""
     rejected = path.with_suffix(".rejected")
     reasons: Counter[str] = Counter()
     for rows, reason in refused:
@@ -113,15 +133,19 @@ def _set_aside(path: Path, schema: pa.Schema, refused: list[tuple[pa.Table, str]
     except OSError as unwritten:
         log.warning("spool segment %s: cannot write why it is set aside (%s); the reasons are: %s",
                     path.name, unwritten.strerror or unwritten, text.strip())
-    if whole:
-        os.replace(path, rejected)
-    else:
-        partial = rejected.with_name(rejected.name + ".tmp")
-        with pa.OSFile(str(partial), "wb") as sink, pa.ipc.new_stream(sink, schema) as writer:
-            for rows, _ in refused:
-                writer.write_table(rows.cast(schema))
-        os.replace(partial, rejected)
-        path.unlink()
+    try:
+        if whole:
+            os.replace(path, rejected)
+            lakefs.fsync_dir(path.parent)
+        else:
+            stream = pa.BufferOutputStream()
+            with pa.ipc.new_stream(stream, schema) as writer:
+                for rows, _ in refused:
+                    writer.write_table(rows.cast(schema))
+            lakefs.write_file_atomically(rejected, stream.getvalue().to_pybytes(), 0o640)
+            path.unlink()
+    except OSError as exc:
+        raise LakeWriteError(exc.errno, f"cannot set aside the refused rows of spool segment {path} "
+                                        f"({exc.strerror or exc}); kept for a retry") from exc
     log.error("spool segment %s: %d rows cannot go into the lake (%s); set aside as %s", path.name,
               sum(reasons.values()), "; ".join(reasons), rejected.name)
-

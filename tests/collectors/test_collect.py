@@ -373,37 +373,6 @@ def test_a_segment_whose_host_cannot_name_a_folder_is_set_aside_and_the_spool_go
     assert len(lake_rows(lake)) == 5
 
 
-def test_one_bad_value_in_an_older_collectors_segment_sets_aside_that_row_alone(tmp_path, lake):
-    """A segment an older collector left (its own column types, a column it did not have) with
-    one value today's schema refuses (a GPU index past int16): the conversion failed for the
-    whole segment, and its 999 good readings were set aside with the bad one."""
-    import datetime as dt
-
-    import pyarrow as pa
-
-    spool_dir = tmp_path / "spool"
-    spool_dir.mkdir()
-    start = dt.datetime(2026, 3, 2, tzinfo=dt.timezone.utc)
-    rows = [{"sampled_at": start + dt.timedelta(seconds=i), "host": "node-01", "gpu_index": 0, "gpu_uuid": "GPU-a",
-             "power_w": 300.0 + i % 7, "mem_used_mib": 1024, "source": "nvml"} for i in range(1000)]
-    rows[417]["gpu_index"] = 70_000
-    old_schema = pa.schema([("sampled_at", pa.timestamp("us", "UTC")), ("host", pa.string()), ("gpu_index", pa.int64()),
-                            ("gpu_uuid", pa.string()), ("power_w", pa.float64()), ("mem_used_mib", pa.int64()),
-                            ("source", pa.string())])
-    segment = spool_dir / "gpu_samples-00000000000000000001-0ld5e9me.arrows"
-    with pa.OSFile(str(segment), "wb") as sink, pa.ipc.new_stream(sink, old_schema) as writer:
-        writer.write_table(pa.Table.from_pylist(rows, schema=old_schema), max_chunksize=300)
-
-    recover(spool_dir, lake)
-    landed = lake_rows(lake)
-    assert len(landed) == 999 and start + dt.timedelta(seconds=417) not in {r["sampled_at"] for r in landed}
-    rejected = segment.with_suffix(".rejected")
-    [kept] = spool_module.read_segment(rejected).to_pylist()
-    assert kept["gpu_index"] == 70_000 and kept["sampled_at"] == start + dt.timedelta(seconds=417)
-    assert "1 row: gpu_samples.gpu_index: cannot store int64 as int16" in segment.with_suffix(".rejected.reason").read_text()
-    assert not segment.exists()
-
-
 def test_a_segment_set_aside_on_a_full_disk_does_not_stop_the_start(tmp_path, lake, monkeypatch, caplog):
     """The reason was written after the rename, and on a full disk its ENOSPC crashed the start
     (the collector is meant to hold rows in memory there) and left an empty reason (review,

@@ -47,7 +47,7 @@ def fetch_config(location: str, timeout_s: float = 10.0, max_bytes: int = MAX_CO
             regular_file(location, "config file", ConfigFetchError)
         try:
             # checked again on what was opened: a FIFO swapped in after the check above
-            with open(open_regular(location, "config file", ConfigFetchError), "rb") as fh:
+            with open(open_regular(location, "config file", ConfigFetchError, missing_raises=True), "rb") as fh:
                 _check_size(location, os.fstat(fh.fileno()).st_size, max_bytes)
                 return _read_at_most(location, fh.read, max_bytes)
         except FileNotFoundError:

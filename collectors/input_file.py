@@ -47,15 +47,19 @@ def regular_file(path: str | Path, what: str, error: type[Exception] = InputFile
     return path
 
 
-def open_regular(path: str | Path, what: str, error: type[Exception] = InputFileError) -> int:
+def open_regular(path: str | Path, what: str, error: type[Exception] = InputFileError, *,
+                 missing_raises: bool = False) -> int:
     """A blocking descriptor of `path` opened read-only, refused unread (`error`) unless what was
     opened is a regular file. Opened without blocking: a FIFO put at the path after `regular_file`
     looked would block a plain open until someone writes to it, and a terminal would become the
-    process's own."""
+    process's own. A missing file is `error` too (removed since it was checked), or, with
+    `missing_raises`, FileNotFoundError for a caller to whom absence is an answer."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY)
     except FileNotFoundError:
-        raise
+        if missing_raises:
+            raise
+        raise error(f"{what} {path} does not exist") from None
     except OSError as exc:
         raise error(f"cannot open {what} {path}: {exc.strerror or exc}") from None
     try:

@@ -105,3 +105,30 @@ def test_a_fifo_swapped_in_after_the_check_is_refused_not_waited_on(tmp_path, mo
     _fifo_after_the_check(monkeypatch, module, path)
     raised = _within(5, read)
     assert raised is not None and "not a regular file (replaced while it was opened)" in str(raised)
+
+
+@pytest.mark.parametrize("reader", ["price file", "grid file", "sweep file"])
+def test_a_file_removed_after_the_check_is_the_readers_one_line_error(tmp_path, monkeypatch, reader):
+    """The non-blocking open passed FileNotFoundError on as it was (for the agent's fetch, to
+    which a missing file is an answer): the price, grid and sweep readers then ended their command
+    with a traceback (review, helper-99)."""
+    from joulehouse.models import sweeps
+    from joulehouse.reports.accounts import grid, prices
+
+    path = tmp_path / "input.csv"
+    path.write_text("a,b\n1,2\n", encoding="utf-8")
+    module, read, error = {
+        "price file": (prices, lambda: prices.load_pjm_lmp_csv(path, "PJM-RTO"), prices.PriceFileError),
+        "grid file": (grid, lambda: grid._read_csv(path), grid.GridFileError),
+        "sweep file": (sweeps, lambda: sweeps.load_sweeps(path), sweeps.SweepError),
+    }[reader]
+    real_check = module.regular_file
+
+    def check_then_remove(*args, **kwargs):
+        checked = real_check(*args, **kwargs)
+        path.unlink()
+        return checked
+
+    monkeypatch.setattr(module, "regular_file", check_then_remove)
+    with pytest.raises(error, match="does not exist"):
+        read()

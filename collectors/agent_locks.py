@@ -33,7 +33,8 @@ from typing import Any
 
 from joulehouse.collectors import lakefs
 from joulehouse.collectors.agent_audit import GpuOutcome
-from joulehouse.collectors.agent_replay import ReplayStateError, check_private_folder
+from joulehouse.collectors.agent_replay import MAX_STATE_BYTES, ReplayStateError, check_private_folder
+from joulehouse.collectors.input_file import open_regular
 
 log = logging.getLogger(__name__)
 
@@ -62,12 +63,15 @@ class ClockLockRecord:
         cannot be trusted: an update then replaces it whatever it holds."""
         try:
             check_private_folder(self.path.parent)
-            with open(self.path, "rb") as fh:
+            with open(open_regular(self.path, "clock-lock record", ReplayStateError, missing_raises=True), "rb") as fh:
                 st = os.fstat(fh.fileno())
                 if st.st_uid not in (0, os.geteuid()) or st.st_mode & 0o022:
                     raise ReplayStateError(f"it can be written by another user (owner uid {st.st_uid}, "
                                            f"mode {st.st_mode & 0o777:o})")
-                text = fh.read().decode("utf-8")
+                data = fh.read(MAX_STATE_BYTES + 1)
+            if len(data) > MAX_STATE_BYTES:
+                raise ReplayStateError(f"it is larger than {MAX_STATE_BYTES} bytes")
+            text = data.decode("utf-8")
         except FileNotFoundError:
             return {}  # nothing recorded yet (or a state folder not made yet): every lock unknown
         except (OSError, UnicodeDecodeError, ReplayStateError) as exc:
@@ -76,7 +80,7 @@ class ClockLockRecord:
             return None
         try:
             return _parse(json.loads(text))
-        except (ValueError, KeyError, TypeError, AttributeError) as exc:
+        except (ValueError, KeyError, TypeError, AttributeError, RecursionError) as exc:
             log.warning("clock-lock record %s is not the agent's (%s: %s); every GPU's SM clock lock is read as "
                         "unknown", self.path, type(exc).__name__, exc)
             return None

@@ -38,6 +38,7 @@ from pathlib import Path
 
 from joulehouse.collectors import lakefs
 from joulehouse.collectors.config_contract import ConfigError, RecommendedConfig, format_utc
+from joulehouse.collectors.input_file import open_regular
 
 
 class ReplayedConfig(ConfigError):
@@ -64,6 +65,21 @@ class ReplayStateError(ConfigError):
     """The agent's replay state file cannot be read or is not what the agent wrote."""
 
 
+# The agent's state files hold a few lines per site or GPU; anything larger is not the agent's.
+MAX_STATE_BYTES = 1 << 20
+
+
+def read_state_text(path: Path) -> str:
+    """A state file's text: opened without blocking (a FIFO there held every apply, the agent's
+    locks with it), at most MAX_STATE_BYTES read. FileNotFoundError where there is none;
+    ReplayStateError for what is no regular file or too large."""
+    with open(open_regular(path, "agent state", ReplayStateError, missing_raises=True), "rb") as fh:
+        data = fh.read(MAX_STATE_BYTES + 1)
+    if len(data) > MAX_STATE_BYTES:
+        raise ReplayStateError(f"it is larger than {MAX_STATE_BYTES} bytes")
+    return data.decode("utf-8")
+
+
 class ReplayGuard:
     """The newest config accepted per site, kept in the JSON file `path`; `site`: the node's own
     site, whose configs alone it accepts ("": any site the key signs)."""
@@ -74,10 +90,10 @@ class ReplayGuard:
 
     def _sites(self) -> dict[str, dict]:
         try:
-            text = self.path.read_text(encoding="utf-8")
+            text = read_state_text(self.path)
         except FileNotFoundError:
             return {}
-        except (OSError, UnicodeDecodeError) as exc:
+        except (OSError, UnicodeDecodeError, ReplayStateError) as exc:
             raise ReplayStateError(f"agent state {self.path} cannot be read ({exc}); no config is applied "
                                    "until it can (remove it to accept older configs again)") from None
         try:
@@ -89,7 +105,7 @@ class ReplayGuard:
                         _parse_utc(last[optional])
                 if not isinstance(last["config_sha256"], str):
                     raise TypeError(f"config_sha256 {last['config_sha256']!r} is not text")
-        except (ValueError, KeyError, TypeError, AttributeError) as exc:
+        except (ValueError, KeyError, TypeError, AttributeError, RecursionError) as exc:
             raise ReplayStateError(f"agent state {self.path} is not the agent's ({type(exc).__name__}: {exc}); "
                                    "no config is applied until it is fixed or removed") from None
         return sites

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import os
 
 import pytest
 
@@ -50,6 +51,36 @@ def guard(tmp_path):
 
 def at(hours):
     return NOW + dt.timedelta(hours=hours)
+
+
+def _within(seconds, call):
+    """call()'s result, run in a daemon thread; still blocked after `seconds` fails the test."""
+    import threading
+
+    outcome = []
+    worker = threading.Thread(target=lambda: outcome.append(call()), daemon=True)
+    worker.start()
+    worker.join(seconds)
+    assert outcome, f"still blocked after {seconds} s"
+    return outcome[0]
+
+
+def test_a_fifo_for_the_replay_record_is_a_refusal_not_a_wait(keys, lake, guard):
+    """The replay record was read with a plain open: a FIFO there held every apply for good."""
+    from joulehouse.collectors.agent_replay import ReplayStateError
+
+    guard.path.parent.mkdir(mode=0o700)
+    os.mkfifo(guard.path)
+    kw = dict(public_key=keys[1], host=HOST, nvml=driver(), lake=lake, replay_guard=guard)
+
+    def apply():
+        try:
+            apply_config(config(keys[0], None, 0), now=at(1), **kw)
+        except ReplayStateError as refused:
+            return refused
+        return None
+
+    assert "not a regular file" in str(_within(10, apply))
 
 
 def test_a_forged_rollback_row_in_the_lake_does_not_keep_a_lock_on(keys, lake, guard, tmp_path):
@@ -109,7 +140,8 @@ def test_an_apply_killed_after_locking_leaves_the_lock_unknown_not_unlocked(keys
     assert "SM clocks reset to their default (a lock left before is not known)" in outcome.reason
 
 
-@pytest.mark.parametrize("tamper", ["not json", "group-writable", "not a range"])
+@pytest.mark.parametrize("tamper", ["not json", "group-writable", "not a range", "nested past recursion",
+                                    "larger than a megabyte", "a FIFO"])
 def test_a_record_that_is_not_the_agents_reads_every_lock_as_unknown(keys, lake, guard, tamper):
     """A record that cannot be trusted never reads as 'unlocked': the clocks are reset."""
     from joulehouse.collectors.agent_locks import ClockLockRecord
@@ -125,9 +157,16 @@ def test_a_record_that_is_not_the_agents_reads_every_lock_as_unknown(keys, lake,
     elif tamper == "group-writable":
         record.path.write_text(unlocked)
         record.path.chmod(0o664)
-    else:
+    elif tamper == "nested past recursion":  # raised RecursionError out of the apply (review, helper-99)
+        record.path.write_text("[" * 100_000 + "]" * 100_000)
+    elif tamper == "larger than a megabyte":  # read whole before (review, helper-99)
+        record.path.write_text(unlocked + " " * (1 << 20))
+    elif tamper == "not a range":
         record.path.write_text(json.dumps({"locked_sm_clocks_mhz": {GPU: [LOCK_MHZ[1], LOCK_MHZ[0]]}}))
-    [outcome] = apply_config(config(keys[0], None, 1), now=at(2), **kw).outcomes
+    else:  # a plain open waited on it for good, holding both of the agent's locks (review, helper-99)
+        record.path.unlink()
+        os.mkfifo(record.path)
+    [outcome] = _within(10, lambda: apply_config(config(keys[0], None, 1), now=at(2), **kw)).outcomes
     assert nvml.locked_clocks() == {}
     assert "SM clocks reset to their default" in outcome.reason
     assert record.read() == {GPU: None}, "the apply writes back a record of its own"

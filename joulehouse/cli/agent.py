@@ -114,20 +114,26 @@ def _echo_notes(*notes: str | None) -> None:
             typer.echo(note, err=True)
 
 
-def _replay_guard(state: Path | None, lake: Path | None, settings_file: Path | None = None):
+def _replay_guard(state: Path | None, lake: Path | None, settings_file: Path | None = None, *,
+                  settings_may_fail: bool = False):
     """The node's guard (collectors.agent_replay), for [agent] site where set. Where the agent keeps
     the newest config accepted per site: --state, else [agent] state_path
     when set (file or JOULEHOUSE_AGENT__STATE_PATH), else the service's for the node's own lake
     (/var/lib/joulehouse-agent/), else beside the lake given (<lake>/../state/), else the relative
     default of [agent] state_path (_state_note names it). A folder another user can write is refused
-    when the record is written (collectors.agent_replay)."""
+    when the record is written (collectors.agent_replay). `settings_may_fail`: settings that cannot
+    be read are said and the [agent] defaults taken (a rollback must not be refused over a setting
+    of another section it never uses)."""
     from joulehouse.collectors.agent_replay import ReplayGuard
     from joulehouse.collectors.settings import AgentSettings, SettingsError, load_node_settings
 
     try:
         agent = load_node_settings(settings_file).agent
     except SettingsError as exc:
-        fail(str(exc), 2)
+        if not settings_may_fail:
+            fail(str(exc), 2)
+        typer.echo(f"warning: the settings cannot be read ({exc}); going on with the agent's default state", err=True)
+        agent = AgentSettings()
     if state is None:
         default = AgentSettings().state_path
         name = Path(default).name
@@ -316,7 +322,7 @@ def rollback_command(
 
     node_lake = _node_lake(lake)
     audit_lake, audit_note = _audit_lake(lake, node_lake)
-    clock_locks = ClockLockRecord.beside(_replay_guard(state, node_lake, settings_file).path)
+    clock_locks = ClockLockRecord.beside(_replay_guard(state, node_lake, settings_file, settings_may_fail=True).path)
     nvml = _nvml_usable_or_exit("a rollback needs the GPUs' driver: run it on the node, as root")
     try:
         result = rollback(host=host or socket.gethostname(), nvml=nvml, lake=audit_lake,

@@ -48,3 +48,21 @@ def test_an_operators_rollback_is_recorded_so_the_next_apply_does_not_claim_to_u
     rows = ds.dataset(tmp_path / "lake" / "agent_audit", format="parquet", partitioning="hive").to_table().to_pylist()
     last = max(rows, key=lambda r: r["audited_at"])
     assert (last["action"], last["reason"]) == ("apply", "set 300.0 W"), "the GPU's clocks were not locked any more"
+
+
+def test_a_rollback_is_not_refused_over_a_setting_it_never_uses(app, tmp_path, nvml_stub, monkeypatch):
+    """The rollback began reading the settings to find the lock record, and exited 2 on a bad value
+    of another section (a stale JOULEHOUSE_COLLECTOR__ variable in a root shell): the emergency
+    undo left every GPU capped and locked (review, helper-99)."""
+    nvml_stub.write([GpuState.a100(0)])
+    assert runner.invoke(app, ["keys", "generate", "--out", str(tmp_path / "keys")]).exit_code == 0
+    node = ["--host", "node-01", "--lake", str(tmp_path / "lake"), "--state", str(tmp_path / "agent" / "applied.json")]
+    key = ["--public-key", str(tmp_path / "keys" / "joulehouse-ed25519.pub.pem")]
+    locked = config_file(tmp_path, "locked.json", (900, 1200), 2)
+    assert runner.invoke(app, ["agent", "apply", str(locked), *key, *node]).exit_code == 0
+    monkeypatch.setenv("JOULEHOUSE_COLLECTOR__INTERVAL_S", "0")
+    rolled_back = runner.invoke(app, ["agent", "rollback", *node])
+    assert rolled_back.exit_code == 0, rolled_back.output
+    assert "the settings cannot be read" in rolled_back.output and "interval_s" in rolled_back.output
+    state = nvml_stub.read()
+    assert state["gpu0.locked_sm_clock_max_mhz"] == "0" and state["gpu0.power_limit_mw"] == "400000"  # the default

@@ -35,6 +35,7 @@ from pathlib import Path
 
 import duckdb
 
+from joulehouse.collectors.lakefs import write_file_atomically
 from joulehouse.warehouse.db import WarehouseError, connect
 
 WRITER_FOLDER = ".writer"
@@ -65,19 +66,20 @@ def _refuse_without_extension(db_path: Path) -> None:
 def _claim_home(db_path: Path) -> None:
     """Refuse a warehouse file whose home folder is not its own: `wh.duckdb` and a copy `wh.bak`
     share `wh/`, and a build of the copy deleted the readings of the other as not its own. The
-    first writer notes its file's name in the folder. Called under the writer lock (which the two
-    files share, as it lives in the folder) and created exclusively: two first writers that both
-    found no note each wrote theirs, and the one that wrote first went on as the owner while the
-    note named the other."""
+    first writer notes its file's name in the folder. Called under the writer lock, which the two
+    files share (it lives in the folder): a copy's build that waited and gave up had already named
+    itself the owner. The note is written whole or not at all (a writer killed between creating it
+    and writing it left an empty note that refused every later build), and an empty one is no claim."""
     home = home_folder(db_path)
     owner = home / OWNER_NAME
     home.mkdir(parents=True, exist_ok=True)
     try:
-        with open(owner, "x", encoding="utf-8") as note:
-            note.write(db_path.name + "\n")
-        return
-    except FileExistsError:
         named = owner.read_text(encoding="utf-8").strip()
+    except FileNotFoundError:
+        named = ""
+    if not named:
+        write_file_atomically(owner, (db_path.name + "\n").encode("utf-8"), 0o644)
+        return
     if named != db_path.name:
         raise WarehouseError(f"warehouse {db_path}: the folder {home} beside it holds the readings of {named}; two "
                              "warehouse files named alike but for their extension cannot share it (rename one; or, if this file "

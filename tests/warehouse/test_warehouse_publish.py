@@ -248,3 +248,16 @@ def test_a_writer_that_never_got_the_lock_does_not_claim_the_folder(tmp_path):
         con.execute("INSERT INTO t VALUES (2)")
     assert _rows(db) == [1, 2]
     assert (home_folder(db) / OWNER_NAME).read_text(encoding="utf-8").strip() == db.name
+
+
+def test_a_writer_killed_while_noting_the_owner_does_not_lock_the_warehouse_for_good(tmp_path):
+    """The note was created, then written: a writer killed (or a disk full) in between left an
+    empty note, and every later build was refused as 'the readings of ' nobody (review, helper-100)."""
+    from joulehouse.warehouse.publish import OWNER_NAME, home_folder
+
+    db = _published_table(tmp_path)
+    (home_folder(db) / OWNER_NAME).write_text("", encoding="utf-8")  # what the kill left
+    with published_connection(db, None) as con:
+        con.execute("INSERT INTO t VALUES (2)")
+    assert _rows(db) == [1, 2]
+    assert (home_folder(db) / OWNER_NAME).read_text(encoding="utf-8") == db.name + "\n"

@@ -35,7 +35,7 @@ import subprocess
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timezone
 
 import pyarrow as pa
 
@@ -223,6 +223,7 @@ class IpmiSource:
         runner: CommandRunner = run_command,
         clock: Callable[[], datetime] = lambda: datetime.now(timezone.utc),
         sleep: Callable[[float], None] = time.sleep,
+        monotonic: Callable[[], float] = time.monotonic,
         dcmi_silent_polls: int = 3,
         dcmi_retry_interval_s: float = 300.0,
     ):
@@ -243,12 +244,14 @@ class IpmiSource:
         self._run = runner
         self._clock = clock
         self._sleep = sleep
+        # the back-off's time: the wall clock stamps rows, and stepped back 8 h it held DCMI unasked for 8 h
+        self._monotonic = monotonic
         self.dcmi_supported: bool | None = None
         self.dcmi_silent_polls = dcmi_silent_polls
         self.dcmi_retry_interval_s = dcmi_retry_interval_s
         self._dcmi_absent_reason: str | None = None
         self._dcmi_unanswered_polls = 0  # in a row, with the SDR answering
-        self._dcmi_retry_at: datetime | None = None  # set while DCMI is backed off
+        self._dcmi_retry_at: float | None = None  # monotonic s; set while DCMI is backed off
         self._dcmi_deactivated = False
 
     @classmethod
@@ -292,7 +295,7 @@ class IpmiSource:
         if self.dcmi_supported is False:
             return DcmiOutcome(None, self._dcmi_absent_reason)
         backed_off = self._dcmi_retry_at is not None
-        if backed_off and self._clock() < self._dcmi_retry_at:
+        if backed_off and self._monotonic() < self._dcmi_retry_at:
             return DcmiOutcome(None, f"dcmi not asked: no answer to {self.dcmi_silent_polls} polls in a row while "
                                      f"the SDR answered; asked again every {self.dcmi_retry_interval_s:g} s")
         try:
@@ -332,7 +335,7 @@ class IpmiSource:
             log.warning("ipmi: BMC %s:%d gave no answer to DCMI power reading %d polls in a row while its SDR answered; "
                         "power_w stays NULL (the SDR is still read) and DCMI is asked again every %g s",
                         self.bmc_host, self.port, self._dcmi_unanswered_polls, self.dcmi_retry_interval_s)
-        self._dcmi_retry_at = self._clock() + timedelta(seconds=self.dcmi_retry_interval_s)
+        self._dcmi_retry_at = self._monotonic() + self.dcmi_retry_interval_s
 
     def read(self) -> pa.Table:
         """One node_samples row sampled now. A BMC that does not answer yields a row with NULL
@@ -362,6 +365,7 @@ class IpmiSource:
             else:
                 reasons[ERROR_COLUMN] = f"sdr elist failed: {sdr.stderr.strip() or sdr.stdout.strip()}"
         except BmcUnreachable as exc:
+            self._dcmi_unanswered_polls = 0  # the BMC, not its DCMI, was away: the row of silent polls ends
             if dcmi.no_session is not None:
                 exc = BmcUnreachable(f"{dcmi.no_session}; nor to 'ipmitool sdr elist' (1 attempt)")
             log.error("ipmi: %s", exc)

@@ -245,10 +245,12 @@ class FakeTime:
 
     def __init__(self, replay: Replay):
         self.now = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)
+        self.elapsed_s = 0.0  # the monotonic clock: steps of the wall clock do not move it
         self.replay = replay
 
     def advance(self, seconds: float) -> None:
         self.now += dt.timedelta(seconds=seconds)
+        self.elapsed_s += seconds
 
     def runner(self, argv, timeout_s, env):
         result = self.replay(argv, timeout_s, env)
@@ -256,7 +258,8 @@ class FakeTime:
         return result
 
     def source(self, **kw) -> IpmiSource:
-        return IpmiSource("node-02", runner=self.runner, clock=lambda: self.now, sleep=self.advance, **kw)
+        return IpmiSource("node-02", runner=self.runner, clock=lambda: self.now, sleep=self.advance,
+                          monotonic=lambda: self.elapsed_s, **kw)
 
 
 def _dcmi_calls(replay: Replay) -> int:
@@ -289,6 +292,37 @@ def test_a_bmc_whose_dcmi_never_answers_keeps_its_sdr_readings_and_is_asked_dcmi
     fake.advance(300)
     back = [source.read().to_pylist()[0] for _ in range(2)]
     assert [(r["power_w"], r["power_w_null_reason"]) for r in back] == [(1150.0, None), (1150.0, None)]
+
+
+def test_a_wall_clock_stepped_back_does_not_hold_dcmi_unasked(caplog):
+    """The back-off ran on the wall clock: stepped back 8 h (chrony fixing an RTC kept in local
+    time), DCMI stayed unasked for 8 h, 5,760 rows of NULL power (review, helper-100)."""
+    timeout = CommandResult(-1, "", "no answer within 5 s", timed_out=True)
+    replay = Replay({"dcmi power reading": [timeout], "sdr elist": [CommandResult(0, SDR_SIM, "")]})
+    fake = FakeTime(replay)
+    source = fake.source(retries=0, dcmi_silent_polls=2, dcmi_retry_interval_s=300)
+    assert [source.read().to_pylist()[0]["power_w_null_reason"].split(":")[0] for _ in range(3)] == [
+        "dcmi no answer", "dcmi no answer", "dcmi not asked"]
+    fake.now -= dt.timedelta(hours=8)
+    replay.answers["dcmi power reading"] = [CommandResult(0, DCMI_OK, "")]
+    fake.advance(300)
+    assert source.read().to_pylist()[0]["power_w"] == 1150.0
+
+
+def test_polls_with_the_whole_bmc_down_end_a_row_of_silent_dcmi_polls():
+    """One silent DCMI, a BMC reset (every call unanswered), then two silent polls: the count ran
+    on over the reset and backed DCMI off one poll early (review, helper-100)."""
+    timeout = CommandResult(-1, "", "no answer within 5 s", timed_out=True)
+    sdr = CommandResult(0, SDR_SIM, "")
+    replay = Replay({"dcmi power reading": [timeout], "sdr elist": [sdr]})
+    source = FakeTime(replay).source(retries=0, dcmi_silent_polls=3)
+    source.read()
+    replay.answers["sdr elist"] = [timeout]
+    for _ in range(5):
+        source.read()
+    replay.answers["sdr elist"] = [sdr]
+    reasons = [source.read().to_pylist()[0]["power_w_null_reason"].split(":")[0] for _ in range(3)]
+    assert reasons == ["dcmi no answer", "dcmi no answer", "dcmi no answer"]
 
 
 def test_ipmitools_own_no_response_to_dcmi_counts_as_no_answer():

@@ -267,9 +267,14 @@ def _files(n: int) -> str:
 
 def _folder_change(day: dt.date, change: FolderChange) -> str:
     built, now = change.built, change.now
-    across = "" if change.partition_date == day else "; its readings across midnight"
-    return (f"{change.dataset} date={change.partition_date}: {_files(built['n_files'])} when built, "
-            f"{_files(now['n_files'])} now ({built['size_bytes']:,} -> {now['size_bytes']:,} bytes{across})")
+    if change.partition_date == day:
+        rows = lambda r: "unreadable" if r["n_rows"] is None else f"{r['n_rows']:,}"  # noqa: E731
+        what = f"{rows(built)} readings when built, {rows(now)} now"
+    else:
+        hosts = lambda r: r["hosts"].replace(",", ", ") or "none"  # noqa: E731
+        what = f"hosts reaching across midnight when built: {hosts(built)}; now: {hosts(now)}"
+    return (f"{change.dataset} date={change.partition_date}: {what} ({_files(built['n_files'])} when built, "
+            f"{_files(now['n_files'])} now)")
 
 
 def lake_files_result(con: duckdb.DuckDBPyConnection, day: dt.date) -> CheckResult | None:
@@ -287,7 +292,7 @@ def lake_files_result(con: duckdb.DuckDBPyConnection, day: dt.date) -> CheckResu
     else:
         observed = f"the lake holds the files as the build of {day} read them ({_files(n_files)}, {size_bytes:,} bytes)"
     details = {"element_count": len(built), "unexpected_count": len(changes), "files_read": n_files,
-               "validated": {"by": CHECKED_BY, "frame": LAKE_FILES, "column": "files_md5"}}
+               "validated": {"by": CHECKED_BY, "frame": LAKE_FILES, "column": "n_rows, hosts"}}
     return CheckResult(suite=LAKE_FILES, expectation="expect_lake_files_to_be_those_the_build_read",
                        severity=REBUILD, success=not changes, observed_value=observed,
                        details=json.dumps(details, default=str))

@@ -4,13 +4,21 @@ The daily build of day D reads D's date= folder and, for the readings that bridg
 neighbouring days' files whose readings reach into D's margin. A node that ships after D was built,
 or the next day's first files arriving after it (they bridge D's last minutes), change what a build
 of D would read: D's facts are then stale, not wrong. So the build records, per dataset and date=
-folder, the files it read: how many, their bytes and an md5 over each one's (path, size, mtime)
-(fct_warehouse_build_lake_files). The gate lists the lake again and compares (`lake_changes`):
-a folder that differs is a reason to re-run that day, which takes the change in.
+folder, what it read (fct_warehouse_build_lake_files), and the gate lists the lake again and
+compares (`lake_changes`): a folder that differs is a reason to re-run that day.
+
+What is compared must survive a compaction, which rewrites a host's files of a day into one with
+the same rows (warehouse/lake_compact.py; the DAG compacts day D+1 after D was built, and a
+comparison of files, paths, sizes and times called every day stale): the readings of D's own
+folder, from the files' footers, and, of a neighbouring folder, which hosts have files reaching
+into D. Files and bytes are kept beside them to say what changed. Not seen: a file replaced by
+one with as many readings, and a host that already had files reaching into D shipping more of
+them (its first minutes after a late start).
 
 Cost: a listing and a stat per file (read_blob without its content opens no file), and the footers
-of the neighbouring days' files (their time range), which the build opens anyway; the gate reads
-the same again for each built day it checks.
+of the files read, which the build opens anyway (the lake contract's check); the gate reads the
+same again for each built day it checks. A footer that cannot be read is found by halving the
+list, not one query per file.
 """
 
 from __future__ import annotations
@@ -30,7 +38,7 @@ BUILD_SQL = SqlFiles("joulehouse.warehouse", "build_sql")
 # listed the lake, before it read a row (a file changed while it read is then seen as changed).
 FINGERPRINT_TABLE = "jh_build_lake_fingerprint"
 RELATION = "fct_warehouse_build_lake_files"
-COMPARED = ("n_files", "size_bytes", "files_md5")
+COMPARED = ("n_rows", "hosts")
 
 
 @dataclass(frozen=True)
@@ -51,43 +59,48 @@ def build_window(day: dt.date, margin_s: float) -> tuple[dt.datetime, dt.datetim
 
 
 def files_read(con: duckdb.DuckDBPyConnection, day: dt.date, listed: Mapping[str, list[str]],
-               window: tuple[dt.datetime, dt.datetime]) -> list[str]:
-    """Of `listed` (dataset -> files of the day's and its neighbours' date= folders), those a build
+               window: tuple[dt.datetime, dt.datetime]) -> tuple[list[str], dict[str, int | None]]:
+    """(of `listed` (dataset -> files of the day's and its neighbours' date= folders), those a build
     of `day` takes readings from: all of the day's own, and each neighbour's whose footer's time
-    range reaches into `window` (or says nothing of it). The next day's folder grows all day; its
-    files of later hours change nothing of `day`."""
+    range reaches into `window` (or says nothing of it); {file: its rows, None where its footer
+    cannot be read}). The next day's folder grows all day; its files of later hours change nothing
+    of `day`."""
     own_folder = f"/date={day.isoformat()}/"
     every = [f for files in listed.values() for f in files]
-    neighbours = [f for f in every if own_folder not in f]
     start, end = window
-    reaching = {f for f, first, last in _time_ranges(con, neighbours)
-                if first is None or last is None or (first <= end and last >= start)}
-    return sorted(f for f in every if own_folder in f or f in reaching)
+    footers = _footers(con, every)
+    read = sorted(f for f in every if own_folder in f or _reaches(footers[f], start, end))
+    return read, {f: footers[f][2] for f in read}
 
 
-def _time_ranges(con: duckdb.DuckDBPyConnection, files: list[str]) -> list[tuple]:
-    """(file, first_at, last_at) from the footers; a file whose footer cannot be read (a truncated
-    file that came after the build) has no range, so it counts, instead of stopping the caller."""
+def _reaches(footer: tuple, start: dt.datetime, end: dt.datetime) -> bool:
+    first, last, _ = footer
+    return first is None or last is None or (first <= end and last >= start)
+
+
+def _footers(con: duckdb.DuckDBPyConnection, files: list[str]) -> dict[str, tuple]:
+    """{file: (first_at, last_at, n_rows)} from the footers; (None, None, None) for a file whose
+    footer cannot be read (a truncated file that came after the build), found by halving the list:
+    one such file among thousands cost a query per file."""
     if not files:
-        return []
-    params = {"time_columns": TIME_COLUMN}
+        return {}
     try:
-        return BUILD_SQL.execute(con, "file_time_ranges", {**params, "files": files}).fetchall()
+        rows = BUILD_SQL.execute(con, "file_time_ranges", {"time_columns": TIME_COLUMN, "files": files}).fetchall()
     except duckdb.Error:
-        ranges = []
-        for f in files:
-            try:
-                ranges += BUILD_SQL.execute(con, "file_time_ranges", {**params, "files": [f]}).fetchall()
-            except duckdb.Error:
-                ranges.append((f, None, None))
-        return ranges
+        if len(files) == 1:
+            return {files[0]: (None, None, None)}
+        half = len(files) // 2
+        return {**_footers(con, files[:half]), **_footers(con, files[half:])}
+    return {f: (first, last, n_rows) for f, first, last, n_rows in rows}
 
 
 def _fingerprint_params(con: duckdb.DuckDBPyConnection, day: dt.date, listed: Mapping[str, list[str]],
                         window: tuple[dt.datetime, dt.datetime]) -> dict:
     (lake,) = con.execute("SELECT getvariable('jh_lake')").fetchone()
-    return {"lake": str(lake or ""), "files": files_read(con, day, listed, window), "datasets": sorted(listed),
-            "dates": build_dates(day), "window_start_at": window[0], "window_end_at": window[1]}
+    read, rows = files_read(con, day, listed, window)
+    return {"lake": str(lake or ""), "day": day, "files": read, "counted_files": list(rows),
+            "counted_rows": list(rows.values()), "datasets": sorted(listed), "dates": build_dates(day),
+            "window_start_at": window[0], "window_end_at": window[1]}
 
 
 def record_fingerprint(con: duckdb.DuckDBPyConnection, day: dt.date, listed: Mapping[str, list[str]],

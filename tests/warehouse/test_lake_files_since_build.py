@@ -36,7 +36,7 @@ def test_a_node_that_ships_between_build_and_gate_does_not_fail_a_good_day(lake,
     assert lost.observed_value.startswith("600 raw rows")
     ok, said = _rebuild_results(con)[DAY]
     assert not ok
-    assert f"gpu_samples date={DAY}: 1 file when built, 2 files now" in said
+    assert f"gpu_samples date={DAY}: 600 readings when built, 1,200 now (1 file when built, 2 files now)" in said
     assert f"joulehouse run --date {DAY}" in said
 
 
@@ -78,9 +78,9 @@ def test_the_next_days_folder_arriving_late_makes_the_day_before_stale(lake, war
     results = _rebuild_results(con)
     assert results[NEXT_DAY][0]
     ok, said = results[DAY]
-    assert not ok and f"gpu_samples date={DAY}: 1 file when built, 2 files now" in said
-    assert f"gpu_samples date={NEXT_DAY}: 0 files when built, 1 file now" in said
-    assert "across midnight" in said
+    assert not ok and f"gpu_samples date={DAY}: 8,610 readings when built, 8,640 now" in said
+    assert (f"gpu_samples date={NEXT_DAY}: hosts reaching across midnight when built: none; now: node-01 "
+            "(0 files when built, 1 file now)") in said
 
 
 def test_the_next_days_files_of_later_hours_do_not_make_the_day_stale(lake, warehouse):
@@ -114,4 +114,47 @@ def test_an_unreadable_late_file_is_a_changed_file_not_a_failed_gate(lake, wareh
     gate = run_gate(con, DAY, WarehouseSettings())
     assert not gate.failed_blocking
     ok, said = _rebuild_results(con)[DAY]
-    assert not ok and f"gpu_samples date={NEXT_DAY}: 0 files when built, 1 file now" in said
+    assert not ok and f"gpu_samples date={NEXT_DAY}: hosts reaching across midnight when built: none; now: node-01" in said
+
+
+def test_compacting_the_next_day_after_the_build_leaves_the_day_as_read(lake, warehouse):
+    """The DAG compacts day D+1 after D was built: the D+1 files D's build read near midnight were
+    replaced by one file of the same readings, and every day was reported stale, every day (review,
+    helper-100). Compaction leaves the readings and the hosts reaching across midnight as they were."""
+    from joulehouse.warehouse.lake_compact import compact_host_day
+
+    for start in range(0, 86400 + 3 * 3600, 1800):  # 30-minute collector files, into the next day
+        write(lake, gpu_rows(range(start, start + 1800, 10), 100.0))
+    warehouse(DAY)
+    compact_host_day(lake, NEXT_DAY, "node-01")
+    assert len(list((lake / "gpu_samples" / f"date={NEXT_DAY}" / "host=node-01").glob("*.parquet"))) == 1
+    con = warehouse(NEXT_DAY)
+    run_gate(con, NEXT_DAY, WarehouseSettings())
+    ok, said = _rebuild_results(con)[DAY]
+    assert ok, said
+
+
+def test_a_next_day_file_without_time_statistics_from_a_host_already_read_changes_nothing(lake, warehouse):
+    """A file whose footer has no time statistics (Spark's INT96 timestamps, statistics off) counts
+    as reaching into the day, whatever its hours: a 06:00 file from such a writer made the day
+    stale. The host already reached across midnight; its readings of 06:00 change nothing of DAY."""
+    write(lake, gpu_rows(range(0, 86400 + 600, 10), 100.0))
+    warehouse(DAY)
+    later = pa.Table.from_pylist(gpu_rows(range(86400 + 6 * 3600, 86400 + 7 * 3600, 10), 100.0))
+    folder = lake / "gpu_samples" / f"date={NEXT_DAY}" / "host=node-01"
+    pq.write_table(later, folder / "part-spark-0000.parquet", write_statistics=False)
+    con = warehouse(NEXT_DAY)
+    run_gate(con, NEXT_DAY, WarehouseSettings())
+    assert _rebuild_results(con)[DAY][0]
+
+
+def test_an_unreadable_file_of_a_host_already_read_across_midnight_is_a_change(lake, warehouse):
+    """The host already reached across midnight, so its host list was unchanged: a truncated late
+    file there (readings of any hour, none can tell) passed as the lake the build read."""
+    write(lake, gpu_rows(range(0, 86400 + 600, 10), 100.0))
+    con = warehouse()
+    broken = lake / "gpu_samples" / f"date={NEXT_DAY}" / "host=node-01" / "part-0-broken.parquet"
+    broken.write_bytes(b"PAR1" + b"\0" * 100)
+    run_gate(con, DAY, WarehouseSettings())
+    ok, said = _rebuild_results(con)[DAY]
+    assert not ok and "when built: node-01; now: node-01, node-01 (a file unreadable)" in said

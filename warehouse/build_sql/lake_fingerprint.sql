@@ -1,28 +1,41 @@
--- lake_fingerprint: per dataset and date= folder, what a list of lake files is: how many, their
--- bytes, and a hash over each one's (path under the lake, size, modification time). A listing and
--- each file's size and time only (read_blob without its content): no file is opened.
+-- lake_fingerprint: per dataset and date= folder, what a list of lake files holds, in terms that a
+-- compaction (the same rows rewritten into one file per host) leaves as they are: the readings of
+-- the day's own folder (from the footers), and the hosts whose files reach into the day from a
+-- neighbouring folder. Also the files themselves (count, bytes, a hash over each one's path, size
+-- and modification time), to say what changed; no file is opened but through its footer.
 -- Not a warehouse relation: read by warehouse.lake_fingerprint, for a build (what it read) and for
--- the gate (what the lake holds now); the two compare equal when no file came, went or changed.
--- parameters: $lake [text] the lake's root; $files [text[]] the files; $datasets [text[]],
---   $dates [DATE[]] every (dataset, date) to describe (a row with 0 files where none is listed);
---   $window_start_at, $window_end_at [TIMESTAMPTZ] the window the neighbouring days' files were
---   chosen by (warehouse.lake_fingerprint.files_read), kept beside the fingerprint
+-- the gate (what the lake holds now); the two compare equal when no reading came or went.
+-- parameters: $lake [text] the lake's root; $day [DATE] the day built; $files [text[]] the files;
+--   $counted_files [text[]], $counted_rows [BIGINT[]] each file's rows by its footer (NULL: not
+--   readable); $datasets [text[]], $dates [DATE[]] every (dataset, date) to describe (a row with 0
+--   files where none is listed); $window_start_at, $window_end_at [TIMESTAMPTZ] the window the
+--   neighbouring days' files were chosen by (warehouse.lake_fingerprint.files_read), kept beside it
 -- columns: dataset [text], partition_date [DATE], n_files [count], size_bytes [bytes],
 --   files_md5 [text] md5 of the sorted lines "<path under the lake> <size> <mtime, us since epoch>"
 --   (the md5 of the empty text when there is no file), last_modified_at [TIMESTAMPTZ, UTC] newest mtime,
+--   n_rows [count] the day's own folder: its files' rows (NULL: a footer could not be read; NULL for
+--   a neighbouring folder), hosts [text] the hosts of the files, sorted, comma-separated ('' none;
+--   "<host> (a file unreadable)" for a host with a file whose footer cannot be read),
 --   window_start_at, window_end_at [TIMESTAMPTZ, UTC] as bound
 WITH files AS (
-    SELECT CASE WHEN starts_with(filename, $lake || '/') THEN substr(filename, length($lake) + 2) ELSE filename END
+    SELECT filename AS full_path,
+           CASE WHEN starts_with(filename, $lake || '/') THEN substr(filename, length($lake) + 2) ELSE filename END
                AS path,
            size AS size_bytes,
            last_modified AS modified_at
     FROM read_blob(CAST($files AS VARCHAR[]))
 ),
+counted AS (
+    SELECT unnest(CAST($counted_files AS VARCHAR[])) AS full_path, unnest(CAST($counted_rows AS BIGINT[])) AS n_rows
+),
 placed AS (
-    SELECT *,
-           split_part(path, '/', 1) AS dataset,
-           TRY_CAST(regexp_extract(path, '/date=([^/]*)/', 1) AS DATE) AS partition_date
-    FROM files
+    SELECT f.*,
+           c.n_rows,
+           split_part(f.path, '/', 1) AS dataset,
+           TRY_CAST(regexp_extract(f.path, '/date=([^/]*)/', 1) AS DATE) AS partition_date,
+           regexp_extract(f.path, '/host=([^/]*)/', 1) AS host
+    FROM files AS f
+    LEFT JOIN counted AS c USING (full_path)
 ),
 wanted AS (
     SELECT d.dataset, p.partition_date
@@ -36,6 +49,11 @@ SELECT w.dataset,
        md5(coalesce(string_agg(f.path || ' ' || f.size_bytes || ' ' || epoch_us(f.modified_at), chr(10)
                                ORDER BY f.path), '')) AS files_md5,
        max(f.modified_at) AS last_modified_at,
+       CASE WHEN w.partition_date = $day::DATE AND count(f.path) = count(f.n_rows)
+            THEN coalesce(sum(f.n_rows), 0) END::BIGINT AS n_rows,
+       -- a file whose footer cannot be read may hold anything: its host is named apart
+       coalesce(string_agg(DISTINCT f.host || CASE WHEN f.n_rows IS NULL THEN ' (a file unreadable)' ELSE '' END, ','
+                           ORDER BY f.host || CASE WHEN f.n_rows IS NULL THEN ' (a file unreadable)' ELSE '' END), '') AS hosts,
        $window_start_at::TIMESTAMPTZ AS window_start_at,
        $window_end_at::TIMESTAMPTZ AS window_end_at
 FROM wanted AS w

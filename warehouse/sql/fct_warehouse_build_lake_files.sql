@@ -1,8 +1,10 @@
 -- fct_warehouse_build_lake_files: what each day's build read from the lake, per dataset and date=
 -- folder: the day's own files, and the neighbouring days' files whose readings reach across
 -- midnight into the day. The gate of a later day lists the lake again and compares (severity
--- 'rebuild' in fct_check_results): a file that came, went or changed since says that the day's
--- facts stand on the lake as it was, and that a re-run of that day takes the change in.
+-- 'rebuild' in fct_check_results) the own folder's readings and the hosts reaching in from a
+-- neighbouring one (what a compaction leaves as it was; warehouse/lake_fingerprint.py): readings
+-- that came or went since say that the day's facts stand on the lake as it was, and that a re-run
+-- of that day takes the change in.
 -- kind: day
 -- grain: one row per (day built, dataset, date= folder read: the day before, the day, the day after)
 -- columns:
@@ -14,6 +16,9 @@
 --   size_bytes [bytes] their total size
 --   files_md5 [text] md5 of the sorted lines "<path under the lake> <size> <mtime, us since epoch>"
 --   last_modified_at [TIMESTAMPTZ, UTC] the newest file's modification time (NULL: no file)
+--   n_rows [count] the day's own folder: the readings of its files, by their footers (NULL for a
+--     neighbouring folder)
+--   hosts [text] the hosts of the files read from the folder, sorted, comma-separated ('' none)
 --   window_start_at [TIMESTAMPTZ, UTC] a neighbouring day's file counts when its footer's time range
 --     reaches into [window_start_at, window_end_at] (the day and the margin its energy bridges
 --     across midnight), or when its footer does not say; the day's own files all count
@@ -27,6 +32,8 @@ SELECT
     f.size_bytes,
     f.files_md5,
     f.last_modified_at,
+    f.n_rows,
+    f.hosts,
     f.window_start_at,
     f.window_end_at
 FROM jh_build_lake_fingerprint AS f

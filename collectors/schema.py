@@ -264,6 +264,9 @@ def conform(dataset: str, table: pa.Table) -> pa.Table:
         schema = DATASETS[dataset]
     except KeyError:
         raise SchemaError(f"unknown dataset {dataset!r}; expected one of {sorted(DATASETS)}") from None
+    twice = sorted({n for n in table.column_names if table.column_names.count(n) > 1})
+    if twice:  # table.column(name) raised KeyError for them, which no caller expects of a schema
+        raise SchemaError(f"{dataset}: column(s) {', '.join(twice)} named more than once")
     steps = STORAGE_STEP_BY_DATASET.get(dataset, {})
     columns, fields = [], []
     for f in schema:

@@ -104,3 +104,17 @@ def test_an_extra_column_parquet_cannot_hold_sets_the_segment_aside_instead_of_f
     recover(segment.parent, lake)
     assert _lake_rows(lake) == [] and read_segment(segment.with_suffix(".rejected")).num_rows == 100
     assert "100 rows: gpu_samples: a column Parquet cannot store" in segment.with_suffix(".rejected.reason").read_text()
+
+
+def test_a_segment_naming_a_column_twice_is_set_aside_instead_of_failing_every_start(tmp_path, lake):
+    """An Arrow stream may name a field twice; conform's lookup raised KeyError, which no one
+    caught: every start died on the segment (review, helper-102)."""
+    schema = OLD_SCHEMA.append(pa.field("power_w", pa.float64()))
+    segment = _old_segment(tmp_path / "spool", 10, set(), OLD_SCHEMA)
+    table = read_segment(segment)
+    doubled = pa.Table.from_arrays(table.columns + [table.column("power_w")], schema=schema)
+    with pa.OSFile(str(segment), "wb") as sink, pa.ipc.new_stream(sink, schema) as writer:
+        writer.write_table(doubled)
+    recover(segment.parent, lake)
+    assert _lake_rows(lake) == [] and read_segment(segment.with_suffix(".rejected")).num_rows == 10
+    assert "gpu_samples: column(s) power_w named more than once" in segment.with_suffix(".rejected.reason").read_text()

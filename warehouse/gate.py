@@ -267,14 +267,18 @@ def _files(n: int) -> str:
 
 def _folder_change(day: dt.date, change: FolderChange) -> str:
     built, now = change.built, change.now
-    if change.partition_date == day:
+    said = []
+    if built["n_rows"] != now["n_rows"]:
         rows = lambda r: "unreadable" if r["n_rows"] is None else f"{r['n_rows']:,}"  # noqa: E731
-        what = f"{rows(built)} readings when built, {rows(now)} now"
-    else:
+        said.append(f"{rows(built)} readings when built, {rows(now)} now")
+    if built["hosts"] != now["hosts"]:
         hosts = lambda r: r["hosts"].replace(",", ", ") or "none"  # noqa: E731
-        what = f"hosts reaching across midnight when built: {hosts(built)}; now: {hosts(now)}"
-    return (f"{change.dataset} date={change.partition_date}: {what} ({_files(built['n_files'])} when built, "
-            f"{_files(now['n_files'])} now)")
+        said.append(f"hosts reaching across midnight when built: {hosts(built)}; now: {hosts(now)}"
+                    if change.partition_date != day else f"hosts when built: {hosts(built)}; now: {hosts(now)}")
+    if not said:  # as many readings, the same hosts: only the files say it
+        said.append("files changed, not by a compaction: " + ", ".join(change.rewritten))
+    return (f"{change.dataset} date={change.partition_date}: {'; '.join(said)} ({_files(built['n_files'])} when "
+            f"built, {_files(now['n_files'])} now)")
 
 
 def lake_files_result(con: duckdb.DuckDBPyConnection, day: dt.date) -> CheckResult | None:

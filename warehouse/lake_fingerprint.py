@@ -8,27 +8,34 @@ folder, what it read (fct_warehouse_build_lake_files), and the gate lists the la
 compares (`lake_changes`): a folder that differs is a reason to re-run that day.
 
 What is compared must survive a compaction, which rewrites a host's files of a day into one with
-the same rows (warehouse/lake_compact.py; the DAG compacts day D+1 after D was built, and a
-comparison of files, paths, sizes and times called every day stale): the readings of D's own
-folder, from the files' footers, and, of a neighbouring folder, which hosts have files reaching
-into D. Files and bytes are kept beside them to say what changed. Not seen: a file replaced by
-one with as many readings, and a host that already had files reaching into D shipping more of
-them (its first minutes after a late start).
+the same rows (warehouse/lake_compact.py; the DAG compacts day D+1 after D was built, and a plain
+comparison of files called every day stale): the readings of D's own folder (the files' footers),
+of a neighbouring folder the hosts with files reaching into D, and the files themselves, where a
+change is excused when every file that went is in its partition's compaction ledger (with its
+size) and every file that came is what they were merged into. A file rewritten under its own name
+(a re-import with corrected readings, as many as before) is a change. Not seen: a late file that
+a compaction merged before the gate looked, whose host already reached across midnight.
 
 Cost: a listing and a stat per file (read_blob without its content opens no file), and the footers
 of the files read, which the build opens anyway (the lake contract's check); the gate reads the
 same again for each built day it checks. A footer that cannot be read is found by halving the
-list, not one query per file.
+list, not one query per file; a file whose footer has no time statistics has its times read. A
+gate that lists a partition while it is being compacted can see files half replaced: its 'rebuild'
+result may then say so until the next gate looks again.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import json
+import posixpath
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 
 import duckdb
 
+from joulehouse.collectors import lakefs
 from joulehouse.collectors.schema import DATASETS, TIME_COLUMN
 from joulehouse.warehouse.lake_contract import build_dates, day_files
 from joulehouse.warehouse.sqlio import SqlFiles, relation_exists
@@ -43,12 +50,14 @@ COMPARED = ("n_rows", "hosts")
 
 @dataclass(frozen=True)
 class FolderChange:
-    """One date= folder of one dataset whose files differ from those the build read."""
+    """One date= folder of one dataset whose files differ from those the build read; `rewritten`:
+    files of the build's that changed otherwise than by a compaction (the first few)."""
 
     dataset: str
     partition_date: dt.date
     built: dict
     now: dict
+    rewritten: tuple[str, ...] = ()
 
 
 def build_window(day: dt.date, margin_s: float) -> tuple[dt.datetime, dt.datetime]:
@@ -61,9 +70,9 @@ def build_window(day: dt.date, margin_s: float) -> tuple[dt.datetime, dt.datetim
 def files_read(con: duckdb.DuckDBPyConnection, day: dt.date, listed: Mapping[str, list[str]],
                window: tuple[dt.datetime, dt.datetime]) -> tuple[list[str], dict[str, int | None]]:
     """(of `listed` (dataset -> files of the day's and its neighbours' date= folders), those a build
-    of `day` takes readings from: all of the day's own, and each neighbour's whose footer's time
-    range reaches into `window` (or says nothing of it); {file: its rows, None where its footer
-    cannot be read}). The next day's folder grows all day; its files of later hours change nothing
+    of `day` takes readings from: all of the day's own, and each neighbour's whose time range
+    reaches into `window` (its footer's, else its rows'; a file that cannot be read counts); {file:
+    its rows, None where its footer cannot be read}). The next day's folder grows all day; its files of later hours change nothing
     of `day`."""
     own_folder = f"/date={day.isoformat()}/"
     every = [f for files in listed.values() for f in files]
@@ -91,7 +100,21 @@ def _footers(con: duckdb.DuckDBPyConnection, files: list[str]) -> dict[str, tupl
             return {files[0]: (None, None, None)}
         half = len(files) // 2
         return {**_footers(con, files[:half]), **_footers(con, files[half:])}
-    return {f: (first, last, n_rows) for f, first, last, n_rows in rows}
+    found = {f: (first, last, n_rows) for f, first, last, n_rows in rows}
+    for f, (first, last, n_rows) in found.items():
+        if n_rows and (first is None or last is None):  # a footer without statistics: read the times
+            try:
+                first, last = BUILD_SQL.execute(con, "file_time_range_read", {
+                    "file": f, "time_column": TIME_COLUMN[_dataset_of(f)]}).fetchone()
+            except (duckdb.Error, KeyError):
+                continue
+            found[f] = (first, last, n_rows)
+    return found
+
+
+def _dataset_of(path: str) -> str:
+    """The dataset of a lake file: the folder above its date= folder."""
+    return posixpath.basename(posixpath.dirname(posixpath.dirname(posixpath.dirname(path))))
 
 
 def _fingerprint_params(con: duckdb.DuckDBPyConnection, day: dt.date, listed: Mapping[str, list[str]],
@@ -126,10 +149,73 @@ def lake_changes(con: duckdb.DuckDBPyConnection, day: dt.date) -> tuple[list[Fol
     window = (built[0]["window_start_at"], built[0]["window_end_at"])
     now = {(r["dataset"], r["partition_date"]): r
            for r in BUILD_SQL.records(con, "lake_fingerprint", _fingerprint_params(con, day, listed, window))}
+    (lake,) = con.execute("SELECT getvariable('jh_lake')").fetchone()
     changes = []
     for row in built:
         key = (row["dataset"], row["partition_date"])
         current = now.get(key)
-        if current is not None and any(row[c] != current[c] for c in COMPARED):
-            changes.append(FolderChange(row["dataset"], row["partition_date"], row, current))
+        if current is None:
+            continue
+        rewritten = _not_compacted(lake, row["files"], current["files"])
+        if rewritten or any(row[c] != current[c] for c in COMPARED):
+            changes.append(FolderChange(row["dataset"], row["partition_date"], row, current, tuple(rewritten[:3])))
     return changes, built
+
+
+def _not_compacted(lake: str, built: list[dict], now: list[dict]) -> list[str]:
+    """The files of `built` (as the build read them) that are gone or changed otherwise than by a
+    compaction, then the files of `now` no compaction of them made; [] when the difference is
+    compactions alone. Only a local lake keeps ledgers (an object store is not compacted)."""
+    stamp = lambda f: (f["size_bytes"], f["modified_at"])  # noqa: E731
+    before, after = {f["path"]: stamp(f) for f in built}, {f["path"]: stamp(f) for f in now}
+    gone = [p for p in before if after.get(p) != before[p]]
+    came = [p for p in after if before.get(p) != after[p]]
+    if not gone and not came:
+        return []
+    if lakefs.is_url(lake):
+        return gone + came
+    merged_into, unexplained = set(), []
+    for path in gone:
+        into = None if path in after else _merged_into(Path(lake), path, before[path][0], after)
+        if into is None:
+            unexplained.append(path)
+        else:
+            merged_into.add(into)
+    return list(dict.fromkeys(unexplained + [p for p in came if p not in merged_into]))  # a rewrite: gone and came
+
+
+def _merged_into(lake: Path, path: str, size_bytes: int, present: Mapping[str, object]) -> str | None:
+    """The file of `present` that `path` (under the lake, `size_bytes` as read) was merged into,
+    following its partition's ledger (and later compactions of the result); None where the ledger
+    does not say so."""
+    folder = posixpath.dirname(path)
+    ledger = _ledger(lake / folder / lakefs.COMPACTED_LEDGER_NAME)
+    entry = ledger.get(posixpath.basename(path))
+    if entry is None or entry.get("bytes") != size_bytes:
+        return None
+    for _ in range(8):  # a compacted file compacted again: a short chain, never a cycle
+        into = f"{folder}/{entry.get('into')}"
+        if into in present:
+            return into
+        entry = ledger.get(posixpath.basename(into))
+        if entry is None:
+            return None
+    return None
+
+
+def _ledger(path: Path) -> dict[str, dict]:
+    """{file name: its ledger entry} of a partition's compaction ledger; {} without one. A line
+    cut short (a crash while appending) or not JSON is skipped: it excuses nothing."""
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return {}
+    entries = {}
+    for line in text.splitlines():
+        try:
+            entry = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(entry, dict) and isinstance(entry.get("name"), str):
+            entries[entry["name"]] = entry
+    return entries

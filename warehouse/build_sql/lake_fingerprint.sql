@@ -16,6 +16,7 @@
 --   n_rows [count] the day's own folder: its files' rows (NULL: a footer could not be read; NULL for
 --   a neighbouring folder), hosts [text] the hosts of the files, sorted, comma-separated ('' none;
 --   "<host> (a file unreadable)" for a host with a file whose footer cannot be read),
+--   files [list of {path, size_bytes, modified_at}] the files themselves, by path,
 --   window_start_at, window_end_at [TIMESTAMPTZ, UTC] as bound
 WITH files AS (
     SELECT filename AS full_path,
@@ -54,6 +55,8 @@ SELECT w.dataset,
        -- a file whose footer cannot be read may hold anything: its host is named apart
        coalesce(string_agg(DISTINCT f.host || CASE WHEN f.n_rows IS NULL THEN ' (a file unreadable)' ELSE '' END, ','
                            ORDER BY f.host || CASE WHEN f.n_rows IS NULL THEN ' (a file unreadable)' ELSE '' END), '') AS hosts,
+       coalesce(list({'path': f.path, 'size_bytes': f.size_bytes, 'modified_at': f.modified_at} ORDER BY f.path)
+                    FILTER (WHERE f.path IS NOT NULL), []) AS files,
        $window_start_at::TIMESTAMPTZ AS window_start_at,
        $window_end_at::TIMESTAMPTZ AS window_end_at
 FROM wanted AS w

@@ -1,10 +1,10 @@
 -- fct_warehouse_build_lake_files: what each day's build read from the lake, per dataset and date=
 -- folder: the day's own files, and the neighbouring days' files whose readings reach across
 -- midnight into the day. The gate of a later day lists the lake again and compares (severity
--- 'rebuild' in fct_check_results) the own folder's readings and the hosts reaching in from a
--- neighbouring one (what a compaction leaves as it was; warehouse/lake_fingerprint.py): readings
--- that came or went since say that the day's facts stand on the lake as it was, and that a re-run
--- of that day takes the change in.
+-- 'rebuild' in fct_check_results) the own folder's readings, the hosts reaching in from a
+-- neighbouring one, and the files, a change of files excused where the partition's compaction
+-- ledger says they were merged (warehouse/lake_fingerprint.py): a change says that the day's facts
+-- stand on the lake as it was, and that a re-run of that day takes the change in.
 -- kind: day
 -- grain: one row per (day built, dataset, date= folder read: the day before, the day, the day after)
 -- columns:
@@ -19,6 +19,8 @@
 --   n_rows [count] the day's own folder: the readings of its files, by their footers (NULL for a
 --     neighbouring folder)
 --   hosts [text] the hosts of the files read from the folder, sorted, comma-separated ('' none)
+--   files [list of {path [text] under the lake, size_bytes [bytes], modified_at [TIMESTAMPTZ, UTC]}]
+--     the files read from the folder
 --   window_start_at [TIMESTAMPTZ, UTC] a neighbouring day's file counts when its footer's time range
 --     reaches into [window_start_at, window_end_at] (the day and the margin its energy bridges
 --     across midnight), or when its footer does not say; the day's own files all count
@@ -34,6 +36,7 @@ SELECT
     f.last_modified_at,
     f.n_rows,
     f.hosts,
+    f.files,
     f.window_start_at,
     f.window_end_at
 FROM jh_build_lake_fingerprint AS f

@@ -349,8 +349,10 @@ def recover(spool_dir: Path, lake: Path, left: dict[str, list[Path]] | None = No
     """Roll every segment a previous process left in `spool_dir` into the lake. A segment that
     cannot be read or written now (an I/O error, a full or unwritable lake) stays in place, is
     logged, and is added to `left[dataset]` for the caller to retry; the others are still rolled.
-    First, the temporary files writers killed mid-write left in the lake are removed."""
+    First, the temporary files writers killed mid-write left in the lake and the spool are removed."""
     remove_orphan_temporaries(lake)
+    for partial in Path(spool_dir).glob(".*.rejected.*.tmp"):  # a set-aside cut short: its segment is still there
+        partial.unlink(missing_ok=True)
     written = []
     for path in sorted(Path(spool_dir).glob(f"*{SEGMENT_SUFFIX}")):
         dataset = path.name.split("-", 1)[0]

@@ -152,3 +152,14 @@ def test_a_segment_naming_a_column_twice_is_set_aside_instead_of_failing_every_s
     recover(segment.parent, lake)
     assert _lake_rows(lake) == [] and read_segment(segment.with_suffix(".rejected")).num_rows == 10
     assert "gpu_samples: column(s) power_w named more than once" in segment.with_suffix(".rejected.reason").read_text()
+
+
+def test_a_set_aside_cut_short_leaves_no_temporary_file_behind(tmp_path, lake):
+    """A kill while the refused rows were written left `.<segment>.rejected.*.tmp` in the spool for
+    good: nothing removed it (review, helper-102). The segment itself was still there: the next
+    start sets the rows aside again and removes the leftover."""
+    segment = _old_segment(tmp_path / "spool", 100, {7})
+    leftover = segment.parent / f".{segment.with_suffix('.rejected').name}.abc123.tmp"
+    leftover.write_bytes(b"half a stream")
+    recover(segment.parent, lake)
+    assert not leftover.exists() and read_segment(segment.with_suffix(".rejected")).num_rows == 1

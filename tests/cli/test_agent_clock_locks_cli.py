@@ -32,13 +32,20 @@ def config_file(tmp_path, name, lock, generated_hours_ago):
     return path
 
 
-def test_an_operators_rollback_is_recorded_so_the_next_apply_does_not_claim_to_unlock(app, tmp_path, nvml_stub):
+def _locked_by_an_apply(app, tmp_path, nvml_stub) -> tuple[list[str], list[str]]:
+    """A node with one A100 that `agent apply` capped at 300 W and locked at 900-1200 MHz; returns
+    the node's options and the public key's."""
     nvml_stub.write([GpuState.a100(0)])
     assert runner.invoke(app, ["keys", "generate", "--out", str(tmp_path / "keys")]).exit_code == 0
     node = ["--host", "node-01", "--lake", str(tmp_path / "lake"), "--state", str(tmp_path / "agent" / "applied.json")]
     key = ["--public-key", str(tmp_path / "keys" / "joulehouse-ed25519.pub.pem")]
     locked = config_file(tmp_path, "locked.json", (900, 1200), 2)
     assert runner.invoke(app, ["agent", "apply", str(locked), *key, *node]).exit_code == 0
+    return node, key
+
+
+def test_an_operators_rollback_is_recorded_so_the_next_apply_does_not_claim_to_unlock(app, tmp_path, nvml_stub):
+    node, key = _locked_by_an_apply(app, tmp_path, nvml_stub)
     assert nvml_stub.read()["gpu0.locked_sm_clock_max_mhz"] == "1200"
     rolled_back = runner.invoke(app, ["agent", "rollback", *node])
     assert rolled_back.exit_code == 0, rolled_back.output
@@ -54,12 +61,7 @@ def test_a_rollback_is_not_refused_over_a_setting_it_never_uses(app, tmp_path, n
     """The rollback began reading the settings to find the lock record, and exited 2 on a bad value
     of another section (a stale JOULEHOUSE_COLLECTOR__ variable in a root shell): the emergency
     undo left every GPU capped and locked (review, helper-99)."""
-    nvml_stub.write([GpuState.a100(0)])
-    assert runner.invoke(app, ["keys", "generate", "--out", str(tmp_path / "keys")]).exit_code == 0
-    node = ["--host", "node-01", "--lake", str(tmp_path / "lake"), "--state", str(tmp_path / "agent" / "applied.json")]
-    key = ["--public-key", str(tmp_path / "keys" / "joulehouse-ed25519.pub.pem")]
-    locked = config_file(tmp_path, "locked.json", (900, 1200), 2)
-    assert runner.invoke(app, ["agent", "apply", str(locked), *key, *node]).exit_code == 0
+    node, _ = _locked_by_an_apply(app, tmp_path, nvml_stub)
     monkeypatch.setenv("JOULEHOUSE_COLLECTOR__INTERVAL_S", "0")
     rolled_back = runner.invoke(app, ["agent", "rollback", *node])
     assert rolled_back.exit_code == 0, rolled_back.output

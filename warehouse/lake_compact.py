@@ -24,7 +24,7 @@ listed old files still as read; new file absent -> nothing happened, drop the in
 the new file landing and the old ones going, a reader can see both (the build would quarantine
 the copies as duplicate_key); the DAG compacts before it builds, so its own build never does.
 
-Each file removed is first written, with its size and sha256, to the partition's ledger
+Each file removed is first written, with its size, modification time and sha256, to the partition's ledger
 (`_compacted.jsonl`): ship finds there a file it would send again (a crash cut its manifest
 line short) whose rows are already in the compacted file, and records it instead of sending it.
 Compact only the central lake the nodes ship to, never a node's own lake: ship would see the
@@ -232,7 +232,8 @@ def _remove_replaced(folder: Path, replaces: list[dict], new: str) -> list[str]:
             continue
         going.append(path)
     # The ledger reaches the disk before the files go: ship then knows their rows are in `new`.
-    lines = [json.dumps({"name": e["name"], "bytes": e["stamp"][0], "sha256": e.get("sha256"), "into": new})
+    lines = [json.dumps({"name": e["name"], "bytes": e["stamp"][0], "mtime_ns": e["stamp"][1], "sha256": e.get("sha256"),
+                         "into": new})
              for e in replaces if folder / e["name"] in going]
     if lines:
         with open(folder / lakefs.COMPACTED_LEDGER_NAME, "a") as fh:

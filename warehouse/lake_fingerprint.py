@@ -36,9 +36,10 @@ from pathlib import Path
 import duckdb
 
 from joulehouse.collectors import lakefs
+from joulehouse.collectors.input_file import open_regular
 from joulehouse.collectors.schema import DATASETS, TIME_COLUMN
 from joulehouse.warehouse.lake_contract import build_dates, day_files
-from joulehouse.warehouse.sqlio import SqlFiles, relation_exists
+from joulehouse.warehouse.sqlio import SqlFiles, columns_of, relation_exists
 
 BUILD_SQL = SqlFiles("joulehouse.warehouse", "build_sql")
 # The temp table fct_warehouse_build_lake_files.sql reads: the fingerprint taken when the build
@@ -46,6 +47,8 @@ BUILD_SQL = SqlFiles("joulehouse.warehouse", "build_sql")
 FINGERPRINT_TABLE = "jh_build_lake_fingerprint"
 RELATION = "fct_warehouse_build_lake_files"
 COMPARED = ("n_rows", "hosts")
+# A partition's ledger holds a line per file compacted away: 288 a day at the collector's roll.
+MAX_LEDGER_BYTES = 16 << 20
 
 
 @dataclass(frozen=True)
@@ -131,6 +134,10 @@ def record_fingerprint(con: duckdb.DuckDBPyConnection, day: dt.date, listed: Map
     """The temp table FINGERPRINT_TABLE: what a build of `day` reads of `listed` (per dataset and
     date= folder), for the build to store as fct_warehouse_build_lake_files."""
     BUILD_SQL.temp_table(con, FINGERPRINT_TABLE, "lake_fingerprint", _fingerprint_params(con, day, listed, window))
+    if relation_exists(con, RELATION, temporary=False) and "files" not in columns_of(con, RELATION):
+        # a record from before the file lists were kept cannot take this day's rows: its days read
+        # from now on as built before the record existed (no 'rebuild' check), not as a failed build
+        con.execute(f"DROP TABLE {RELATION}")
 
 
 def lake_changes(con: duckdb.DuckDBPyConnection, day: dt.date) -> tuple[list[FolderChange], list[dict]] | None:
@@ -156,7 +163,7 @@ def lake_changes(con: duckdb.DuckDBPyConnection, day: dt.date) -> tuple[list[Fol
         current = now.get(key)
         if current is None:
             continue
-        rewritten = _not_compacted(lake, row["files"], current["files"])
+        rewritten = [] if row.get("files") is None else _not_compacted(lake, row["files"], current["files"])
         if rewritten or any(row[c] != current[c] for c in COMPARED):
             changes.append(FolderChange(row["dataset"], row["partition_date"], row, current, tuple(rewritten[:3])))
     return changes, built
@@ -176,7 +183,7 @@ def _not_compacted(lake: str, built: list[dict], now: list[dict]) -> list[str]:
         return gone + came
     merged_into, unexplained = set(), []
     for path in gone:
-        into = None if path in after else _merged_into(Path(lake), path, before[path][0], after)
+        into = None if path in after else _merged_into(Path(lake), path, *before[path], after)
         if into is None:
             unexplained.append(path)
         else:
@@ -184,14 +191,22 @@ def _not_compacted(lake: str, built: list[dict], now: list[dict]) -> list[str]:
     return list(dict.fromkeys(unexplained + [p for p in came if p not in merged_into]))  # a rewrite: gone and came
 
 
-def _merged_into(lake: Path, path: str, size_bytes: int, present: Mapping[str, object]) -> str | None:
-    """The file of `present` that `path` (under the lake, `size_bytes` as read) was merged into,
+def _epoch_us(at: dt.datetime) -> int:
+    return (at - dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)) // dt.timedelta(microseconds=1)
+
+
+def _merged_into(lake: Path, path: str, size_bytes: int, modified_at: dt.datetime,
+                 present: Mapping[str, object]) -> str | None:
+    """The file of `present` that `path` (under the lake, as the build read it) was merged into,
     following its partition's ledger (and later compactions of the result); None where the ledger
     does not say so."""
     folder = posixpath.dirname(path)
     ledger = _ledger(lake / folder / lakefs.COMPACTED_LEDGER_NAME)
     entry = ledger.get(posixpath.basename(path))
-    if entry is None or entry.get("bytes") != size_bytes:
+    # the very file the build read: its size and modification time (a rewrite in place of as many
+    # bytes, then compacted, passed on the size alone); a ledger line without the time excuses nothing
+    if entry is None or entry.get("bytes") != size_bytes or entry.get("mtime_ns") is None \
+            or entry["mtime_ns"] // 1000 != _epoch_us(modified_at):
         return None
     for _ in range(8):  # a compacted file compacted again: a short chain, never a cycle
         into = f"{folder}/{entry.get('into')}"
@@ -206,8 +221,9 @@ def _merged_into(lake: Path, path: str, size_bytes: int, present: Mapping[str, o
 def _ledger(path: Path) -> dict[str, dict]:
     """{file name: its ledger entry} of a partition's compaction ledger; {} without one. A line
     cut short (a crash while appending) or not JSON is skipped: it excuses nothing."""
-    try:
-        text = path.read_text(encoding="utf-8", errors="replace")
+    try:  # the lake is hostile input: a FIFO there would hold the gate, a huge file its memory
+        with open(open_regular(path, "compaction ledger", OSError), "rb") as fh:
+            text = fh.read(MAX_LEDGER_BYTES).decode("utf-8", errors="replace")
     except OSError:
         return {}
     entries = {}

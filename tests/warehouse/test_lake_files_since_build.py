@@ -202,3 +202,38 @@ def test_a_late_file_beside_a_compaction_is_still_a_change(lake, warehouse):
     run_gate(con, DAY, WarehouseSettings())
     ok, said = _rebuild_results(con)[DAY]
     assert not ok and "4,320 readings when built, 4,680 now" in said
+
+
+def test_a_file_rewritten_in_place_then_compacted_is_still_a_change(lake, warehouse):
+    """The ledger excused a file the build read by its name and size alone: rewritten in place with
+    as many bytes (corrected readings), then compacted, it passed as unchanged (2.40 kWh stood for
+    4.80; review, helper-103). The ledger now says the time of the file merged, and only the very
+    file the build read is excused."""
+    from joulehouse.collectors.writer import write_parquet_atomic
+    from joulehouse.warehouse.lake_compact import compact_host_day
+
+    for start in (0, 43200):
+        write(lake, gpu_rows(range(start, start + 43200, 10), 100.0))
+    con = warehouse()
+    path = sorted((lake / "gpu_samples" / f"date={DAY}" / "host=node-01").glob("*.parquet"))[0]
+    table = pq.read_table(path)
+    size = path.stat().st_size
+    write_parquet_atomic(table.set_column(table.schema.get_field_index("power_w"), "power_w",
+                                          pa.array([300.0] * table.num_rows, table.schema.field("power_w").type)), path)
+    assert path.stat().st_size == size
+    compact_host_day(lake, DAY, "node-01")
+    run_gate(con, DAY, WarehouseSettings())
+    ok, said = _rebuild_results(con)[DAY]
+    assert not ok and "files changed, not by a compaction" in said
+
+
+def test_a_record_from_before_the_file_lists_does_not_stop_the_next_build(lake, warehouse):
+    """A warehouse whose record of the lake files lacks the file lists failed every later build
+    with a binder error, and its gate with a KeyError (review, helper-103)."""
+    write(lake, gpu_rows(range(0, 86400 + 600, 10), 100.0))
+    con = warehouse()
+    con.execute("ALTER TABLE fct_warehouse_build_lake_files DROP COLUMN files")
+    con = warehouse(NEXT_DAY)
+    run_gate(con, NEXT_DAY, WarehouseSettings())
+    results = _rebuild_results(con)
+    assert results[NEXT_DAY][0] and DAY not in results  # the day before: built before the record

@@ -23,18 +23,15 @@ back a record the other has changed meanwhile.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import json
 import logging
-import os
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
 from joulehouse.collectors import lakefs
 from joulehouse.collectors.agent_audit import GpuOutcome
-from joulehouse.collectors.agent_replay import MAX_STATE_BYTES, ReplayStateError, check_private_folder
-from joulehouse.collectors.input_file import open_regular
+from joulehouse.collectors.agent_replay import ReplayStateError, check_private_folder, held_state_lock, read_state_text
 
 log = logging.getLogger(__name__)
 
@@ -63,15 +60,7 @@ class ClockLockRecord:
         cannot be trusted: an update then replaces it whatever it holds."""
         try:
             check_private_folder(self.path.parent)
-            with open(open_regular(self.path, "clock-lock record", ReplayStateError, missing_raises=True), "rb") as fh:
-                st = os.fstat(fh.fileno())
-                if st.st_uid not in (0, os.geteuid()) or st.st_mode & 0o022:
-                    raise ReplayStateError(f"it can be written by another user (owner uid {st.st_uid}, "
-                                           f"mode {st.st_mode & 0o777:o})")
-                data = fh.read(MAX_STATE_BYTES + 1)
-            if len(data) > MAX_STATE_BYTES:
-                raise ReplayStateError(f"it is larger than {MAX_STATE_BYTES} bytes")
-            text = data.decode("utf-8")
+            text = read_state_text(self.path, owned=True)
         except FileNotFoundError:
             return {}  # nothing recorded yet (or a state folder not made yet): every lock unknown
         except (OSError, UnicodeDecodeError, ReplayStateError) as exc:
@@ -93,18 +82,10 @@ class ClockLockRecord:
                                              for uuid, lock in sorted(locks.items())}}
         lakefs.write_file_atomically(self.path, json.dumps(document, indent=2).encode(), 0o600)
 
-    @contextlib.contextmanager
-    def held(self) -> Iterator[None]:
+    def held(self) -> contextlib.AbstractContextManager[None]:
         """This agent alone reads and changes the record, and the devices it records, while the
         block runs (an exclusive flock on `<record>.lock`; another agent of the node waits)."""
-        lakefs.makedirs_durably(self.path.parent)
-        check_private_folder(self.path.parent)
-        fd = os.open(self.path.with_name(self.path.name + ".lock"), os.O_RDWR | os.O_CREAT, 0o600)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
-            yield
-        finally:
-            os.close(fd)  # closing releases the lock
+        return held_state_lock(self.path)
 
 
 def _parse(document: Any) -> dict[str, Lock]:

@@ -69,15 +69,37 @@ class ReplayStateError(ConfigError):
 MAX_STATE_BYTES = 1 << 20
 
 
-def read_state_text(path: Path) -> str:
+def read_state_text(path: Path, *, owned: bool = False) -> str:
     """A state file's text: opened without blocking (a FIFO there held every apply, the agent's
-    locks with it), at most MAX_STATE_BYTES read. FileNotFoundError where there is none;
-    ReplayStateError for what is no regular file or too large."""
+    locks with it), at most MAX_STATE_BYTES read; `owned`: refused unless root or this user owns
+    it and no one else can write it. FileNotFoundError where there is none; ReplayStateError for
+    what is no regular file, too large or not owned."""
     with open(open_regular(path, "agent state", ReplayStateError, missing_raises=True), "rb") as fh:
+        st = os.fstat(fh.fileno())
+        if owned and (st.st_uid not in (0, os.geteuid()) or st.st_mode & 0o022):
+            raise ReplayStateError(f"it can be written by another user (owner uid {st.st_uid}, "
+                                   f"mode {st.st_mode & 0o777:o})")
         data = fh.read(MAX_STATE_BYTES + 1)
     if len(data) > MAX_STATE_BYTES:
         raise ReplayStateError(f"it is larger than {MAX_STATE_BYTES} bytes")
     return data.decode("utf-8")
+
+
+@contextlib.contextmanager
+def held_state_lock(path: Path) -> Iterator[None]:
+    """An exclusive flock on `<path>.lock` in the agent's private folder for the block (another
+    agent of the node waits for it); ReplayStateError when the lock file cannot be opened."""
+    lakefs.makedirs_durably(path.parent)
+    check_private_folder(path.parent)
+    try:
+        fd = os.open(path.with_name(path.name + ".lock"), os.O_RDWR | os.O_CREAT, 0o600)
+    except OSError as exc:
+        raise ReplayStateError(f"agent state lock beside {path} cannot be opened ({exc})") from None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # closing releases the lock
 
 
 class ReplayGuard:
@@ -171,21 +193,10 @@ class ReplayGuard:
             self._write(sites)
         return bool(marked)
 
-    @contextlib.contextmanager
-    def held(self) -> Iterator[None]:
+    def held(self) -> contextlib.AbstractContextManager[None]:
         """This agent alone reads and changes the record, and applies, while the block runs (an
         exclusive flock on `<state>.lock`; another agent of the node waits for it)."""
-        lakefs.makedirs_durably(self.path.parent)
-        check_private_folder(self.path.parent)
-        try:
-            fd = os.open(self.path.with_name(self.path.name + ".lock"), os.O_RDWR | os.O_CREAT, 0o600)
-        except OSError as exc:
-            raise ReplayStateError(f"agent state lock beside {self.path} cannot be opened ({exc})") from None
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
-            yield
-        finally:
-            os.close(fd)  # closing releases the lock
+        return held_state_lock(self.path)
 
     def _write(self, sites: dict[str, dict]) -> None:
         lakefs.makedirs_durably(self.path.parent)

@@ -10,6 +10,7 @@ only when a URL lake is used, so a node writing to a local folder never needs it
 
 from __future__ import annotations
 
+import json
 import os
 import posixpath
 import tempfile
@@ -18,9 +19,25 @@ from typing import Any
 
 
 # In a central lake's partition folder: one JSON line per file that compaction merged into
-# another and removed ({"name", "bytes", "sha256", "into"}; warehouse/lake_compact.py). Ship reads
-# it, so a file sent again after its rows were compacted is not put back beside them.
+# another and removed ({"name", "bytes", "mtime_ns", "sha256", "into"}; warehouse/lake_compact.py).
+# Ship reads it, so a file sent again after its rows were compacted is not put back beside them; the
+# gate, so a compaction after a day was built is not a change of what the build read.
 COMPACTED_LEDGER_NAME = "_compacted.jsonl"
+
+
+def parse_compaction_ledger(text: str) -> dict[str, dict]:
+    """{file name: its entry} of a compaction ledger's text. A line a crash cut short, or one that
+    is not a JSON object naming a file, is skipped: that file was not removed yet, and a reader
+    takes nothing from it."""
+    entries = {}
+    for line in text.splitlines():
+        try:
+            entry = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(entry, dict) and isinstance(entry.get("name"), str):
+            entries[entry["name"]] = entry
+    return entries
 
 
 def is_url(lake: str | Path) -> bool:

@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import datetime as dt
 import hashlib
-import json
 import logging
 import os
 from collections.abc import Callable
@@ -237,14 +236,7 @@ class Shipper:
             raise ShipError(f"ship to {self.dest}: cannot read the destination's compaction ledger {ledger}: "
                             f"{_one_line(exc)}; expected a destination this node can reach, read and write "
                             "(its credentials and endpoint)") from exc
-        entries = {}
-        for line in text.splitlines():
-            try:
-                entry = json.loads(line)
-            except json.JSONDecodeError:
-                continue  # a line a crash cut short: that file was not removed yet
-            entries[entry.get("name")] = entry
-        return entries
+        return lakefs.parse_compaction_ledger(text)
 
     def ship_file(self, path: Path, rel: str) -> ManifestEntry:
         """Copy one file to `<root>/<rel>` (atomically, see the module docstring); check its size."""

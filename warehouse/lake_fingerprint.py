@@ -27,7 +27,6 @@ result may then say so until the next gate looks again.
 from __future__ import annotations
 
 import datetime as dt
-import json
 import posixpath
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -181,9 +180,12 @@ def _not_compacted(lake: str, built: list[dict], now: list[dict]) -> list[str]:
         return []
     if lakefs.is_url(lake):
         return gone + came
-    merged_into, unexplained = set(), []
+    merged_into, unexplained, ledgers = set(), [], {}
     for path in gone:
-        into = None if path in after else _merged_into(Path(lake), path, *before[path], after)
+        folder = posixpath.dirname(path)
+        if folder not in ledgers:  # a compacted host-day has hundreds of files gone, one ledger
+            ledgers[folder] = _ledger(Path(lake) / folder / lakefs.COMPACTED_LEDGER_NAME)
+        into = None if path in after else _merged_into(ledgers[folder], path, *before[path], after)
         if into is None:
             unexplained.append(path)
         else:
@@ -195,13 +197,12 @@ def _epoch_us(at: dt.datetime) -> int:
     return (at - dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)) // dt.timedelta(microseconds=1)
 
 
-def _merged_into(lake: Path, path: str, size_bytes: int, modified_at: dt.datetime,
+def _merged_into(ledger: Mapping[str, dict], path: str, size_bytes: int, modified_at: dt.datetime,
                  present: Mapping[str, object]) -> str | None:
     """The file of `present` that `path` (under the lake, as the build read it) was merged into,
-    following its partition's ledger (and later compactions of the result); None where the ledger
-    does not say so."""
+    following its partition's `ledger` (and later compactions of the result); None where the
+    ledger does not say so."""
     folder = posixpath.dirname(path)
-    ledger = _ledger(lake / folder / lakefs.COMPACTED_LEDGER_NAME)
     entry = ledger.get(posixpath.basename(path))
     # the very file the build read: its size and modification time (a rewrite in place of as many
     # bytes, then compacted, passed on the size alone); a ledger line without the time excuses nothing
@@ -219,19 +220,10 @@ def _merged_into(lake: Path, path: str, size_bytes: int, modified_at: dt.datetim
 
 
 def _ledger(path: Path) -> dict[str, dict]:
-    """{file name: its ledger entry} of a partition's compaction ledger; {} without one. A line
-    cut short (a crash while appending) or not JSON is skipped: it excuses nothing."""
+    """{file name: its ledger entry} of a partition's compaction ledger; {} without one."""
     try:  # the lake is hostile input: a FIFO there would hold the gate, a huge file its memory
         with open(open_regular(path, "compaction ledger", OSError), "rb") as fh:
             text = fh.read(MAX_LEDGER_BYTES).decode("utf-8", errors="replace")
     except OSError:
         return {}
-    entries = {}
-    for line in text.splitlines():
-        try:
-            entry = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(entry, dict) and isinstance(entry.get("name"), str):
-            entries[entry["name"]] = entry
-    return entries
+    return lakefs.parse_compaction_ledger(text)

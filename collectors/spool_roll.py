@@ -31,7 +31,7 @@ import pyarrow.parquet as pq
 from joulehouse.collectors import lakefs
 from joulehouse.collectors.schema import (DATASETS, PARTITION_HOST_COLUMN, SORT_KEYS, TIME_COLUMN, SchemaError, conform,
                                          signed_integer_bounds)
-from joulehouse.collectors.writer import LakeWriteError, WrittenFile, partition_dir, write_parquet_atomic
+from joulehouse.collectors.writer import LakeWriteError, WrittenFile, check_host_name, partition_dir, write_parquet_atomic
 
 log = logging.getLogger(__name__)
 MAX_CONVERSIONS = 65_536
@@ -75,14 +75,14 @@ def roll_or_set_aside(path: Path, lake: Path, dataset: str, table: pa.Table, seg
     except ValueError as every_row:  # a required column missing, a type none of whose values convert
         _set_aside(path, table.schema, [(table, str(every_row))], whole=True)
         return []
-    known, rest = _refused_by_cause(table, _causes(lake, dataset, table))
+    known, rest = _refused_by_cause(table, _causes(dataset, table))
     taken, refused = split_refused(rest, lambda rows: _partitioned(lake, dataset, rows))
     written = roll_to_lake(lake, dataset, taken, segment_id) if taken.num_rows else []
     _set_aside(path, table.schema, known + refused, whole=not taken.num_rows)
     return written
 
 
-def _causes(lake: Path, dataset: str, table: pa.Table) -> list[tuple[pa.ChunkedArray, str]]:
+def _causes(dataset: str, table: pa.Table) -> list[tuple[pa.ChunkedArray, str]]:
     """(mask, reason) of the rows each known cause refuses, found by looking at the values as
     conform would store them, not by halving (a segment of 500,000 rows with one bad GPU of eight
     took a million conversions, and its start 44 s): hosts that cannot name a folder, NULLs in a
@@ -100,7 +100,7 @@ def _causes(lake: Path, dataset: str, table: pa.Table) -> list[tuple[pa.ChunkedA
             if not f.nullable and column.null_count:
                 causes.append((pc.is_null(column), f"{dataset}.{f.name}: NULL values in a required column"))
             if f.name == host_column:
-                causes += _bad_hosts(lake, dataset, pc.cast(column, pa.string()))
+                causes += _bad_hosts(pc.cast(column, pa.string()))
             if f.name in bounds and pa.types.is_integer(column.type) and column.type != f.type:
                 low, high = bounds[f.name]
                 past = pc.greater(column, high) if pa.types.is_unsigned_integer(column.type) \
@@ -112,14 +112,14 @@ def _causes(lake: Path, dataset: str, table: pa.Table) -> list[tuple[pa.ChunkedA
     return causes
 
 
-def _bad_hosts(lake: Path, dataset: str, hosts: pa.ChunkedArray) -> list[tuple[pa.ChunkedArray, str]]:
+def _bad_hosts(hosts: pa.ChunkedArray) -> list[tuple[pa.ChunkedArray, str]]:
     """(mask, reason) per host that cannot name a partition folder (the writer's own check)."""
     causes = []
     for host in pc.unique(hosts).to_pylist():
         if host is None:
             continue  # the required column's NULL mask
         try:
-            partition_dir(lake, dataset, "2000-01-01", host)
+            check_host_name(host)
         except ValueError as exc:
             causes.append((pc.fill_null(pc.equal(hosts, host), False), str(exc)))
     return causes
@@ -130,7 +130,7 @@ def _refused_by_cause(table: pa.Table,
     """([(rows a cause refuses, its reason)], the other rows); a row goes with the first cause
     that takes it."""
     refused = []
-    left = pa.chunked_array([pa.array([True] * table.num_rows, pa.bool_())])
+    left = pa.chunked_array([pa.repeat(pa.scalar(True), table.num_rows)])
     for mask, reason in causes:
         mine = pc.and_(mask, left)
         rows = table.filter(mine)

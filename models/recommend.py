@@ -111,7 +111,6 @@ DAYS_PER_MONTH = 365.25 / 12
 CAP_PREFERENCE = 0.5
 # Readings of the day below which a GPU's profile (busy hours, activity) says nothing: no setting.
 MIN_PROFILE_READINGS = 30
-# The activity a fit of each feature set reads (power_feature_choice.sql), as gpu_activity_samples names it.
 
 
 def slowdown_bound_pct(workload_class: str, settings: RecommendSettings) -> float:

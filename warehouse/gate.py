@@ -50,6 +50,8 @@ CHECKS_SQL = SqlFiles("joulehouse.warehouse", "checks_sql")
 STG_SUMMARY = "stg_gpu_samples_summary"
 CHECKED_BY = "sql_gate"
 
+log = logging.getLogger(__name__)
+
 
 class BlockingCheckFailed(RuntimeError):
     """A blocking data check failed for the day; results are already in fct_check_results."""
@@ -315,7 +317,7 @@ def run_gate(con: duckdb.DuckDBPyConnection, day: dt.date, settings: WarehouseSe
     for built_day, result in rebuild:
         store_check_results(con, built_day, [result], REBUILD)
         if not result.success:
-            logging.getLogger(__name__).warning("%s: %s", built_day, result.observed_value)
+            log.warning("%s: %s", built_day, result.observed_value)
     if summary.failed_blocking:
         failed = "; ".join(f"{r.suite}: {r.expectation}: {r.observed_value}" for r in summary.failed_blocking)
         raise BlockingCheckFailed(f"{day}: {len(summary.failed_blocking)} blocking data check(s) failed: {failed}")

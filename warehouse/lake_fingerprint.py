@@ -16,9 +16,10 @@ size) and every file that came is what they were merged into. A file rewritten u
 (a re-import with corrected readings, as many as before) is a change. Not seen: a late file that
 a compaction merged before the gate looked, whose host already reached across midnight.
 
-Cost: a listing and a stat per file (read_blob without its content opens no file), and the footers
-of the files read, which the build opens anyway (the lake contract's check); the gate reads the
-same again for each built day it checks. A footer that cannot be read is found by halving the
+Cost: a listing and a stat per file (read_blob without its content opens no file), and one more
+read of each file's footer (the lake contract's check reads their schemas apart): 0.04 s of a
+256-GPU build, 1.4 s on an uncompacted lake of 6,912 files. The gate lists and reads the same
+again for each built day it checks (three a gate: the days whose builds read its folder). A footer that cannot be read is found by halving the
 list, not one query per file; a file whose footer has no time statistics has its times read. A
 gate that lists a partition while it is being compacted can see files half replaced: its 'rebuild'
 result may then say so until the next gate looks again.

@@ -283,10 +283,11 @@ def _folder_change(day: dt.date, change: FolderChange) -> str:
             f"built, {_files(now['n_files'])} now)")
 
 
-def lake_files_result(con: duckdb.DuckDBPyConnection, day: dt.date) -> CheckResult | None:
+def lake_files_result(con: duckdb.DuckDBPyConnection, day: dt.date,
+                      footers: dict[str, tuple] | None = None) -> CheckResult | None:
     """Whether the lake still holds the files `day`'s build read ('rebuild' severity); None when the
     build recorded none (never built, built before the record was kept) or there is no lake."""
-    compared = lake_changes(con, day)
+    compared = lake_changes(con, day, footers)
     if compared is None:
         return None
     changes, built = compared
@@ -311,7 +312,8 @@ def run_gate(con: duckdb.DuckDBPyConnection, day: dt.date, settings: WarehouseSe
     refused before anything is stored (readings.ReadingsPastRetention). Also stores, never raising,
     the 'rebuild' result of each built day whose build read `day`'s folder (lake_files_result)."""
     refuse_pruned_day(con, day, "the blocking data checks")
-    rebuild = tuple((d, r) for d in build_dates(day) if (r := lake_files_result(con, d)) is not None)
+    footers: dict[str, tuple] = {}  # the three days' folders overlap: each footer is read once
+    rebuild = tuple((d, r) for d in build_dates(day) if (r := lake_files_result(con, d, footers)) is not None)
     summary = CheckSummary(day=day, results=tuple(evaluate_gate(con, day, settings)), rebuild=rebuild)
     store_check_results(con, day, list(summary.results), BLOCKING)
     for built_day, result in rebuild:

@@ -71,16 +71,18 @@ def build_window(day: dt.date, margin_s: float) -> tuple[dt.datetime, dt.datetim
 
 
 def files_read(con: duckdb.DuckDBPyConnection, day: dt.date, listed: Mapping[str, list[str]],
-               window: tuple[dt.datetime, dt.datetime]) -> tuple[list[str], dict[str, int | None]]:
+               window: tuple[dt.datetime, dt.datetime],
+               footers: dict[str, tuple] | None = None) -> tuple[list[str], dict[str, int | None]]:
     """(of `listed` (dataset -> files of the day's and its neighbours' date= folders), those a build
     of `day` takes readings from: all of the day's own, and each neighbour's whose time range
     reaches into `window` (its footer's, else its rows'; a file that cannot be read counts); {file:
-    its rows, None where its footer cannot be read}). The next day's folder grows all day; its files of later hours change nothing
-    of `day`."""
+    its rows, None where its footer cannot be read}). The next day's folder grows all day; its
+    files of later hours change nothing of `day`. `footers`: those read before in the same check
+    (one gate checks three days, whose folders overlap), added to."""
     own_folder = f"/date={day.isoformat()}/"
     every = [f for files in listed.values() for f in files]
     start, end = window
-    footers = _footers(con, every)
+    footers = _footers(con, every, {} if footers is None else footers)
     read = sorted(f for f in every if own_folder in f or _reaches(footers[f], start, end))
     return read, {f: footers[f][2] for f in read}
 
@@ -90,7 +92,15 @@ def _reaches(footer: tuple, start: dt.datetime, end: dt.datetime) -> bool:
     return first is None or last is None or (first <= end and last >= start)
 
 
-def _footers(con: duckdb.DuckDBPyConnection, files: list[str]) -> dict[str, tuple]:
+def _footers(con: duckdb.DuckDBPyConnection, files: list[str], known: dict[str, tuple]) -> dict[str, tuple]:
+    """{file: (first_at, last_at, n_rows)} of `files`, those not in `known` read from their
+    footers and added to it; (None, None, None) for a file whose footer cannot be read."""
+    missing = [f for f in files if f not in known]
+    known.update(_read_footers(con, missing))
+    return {f: known[f] for f in files}
+
+
+def _read_footers(con: duckdb.DuckDBPyConnection, files: list[str]) -> dict[str, tuple]:
     """{file: (first_at, last_at, n_rows)} from the footers; (None, None, None) for a file whose
     footer cannot be read (a truncated file that came after the build), found by halving the list:
     one such file among thousands cost a query per file."""
@@ -102,7 +112,7 @@ def _footers(con: duckdb.DuckDBPyConnection, files: list[str]) -> dict[str, tupl
         if len(files) == 1:
             return {files[0]: (None, None, None)}
         half = len(files) // 2
-        return {**_footers(con, files[:half]), **_footers(con, files[half:])}
+        return {**_read_footers(con, files[:half]), **_read_footers(con, files[half:])}
     found = {f: (first, last, n_rows) for f, first, last, n_rows in rows}
     for f, (first, last, n_rows) in found.items():
         if n_rows and (first is None or last is None):  # a footer without statistics: read the times
@@ -121,9 +131,9 @@ def _dataset_of(path: str) -> str:
 
 
 def _fingerprint_params(con: duckdb.DuckDBPyConnection, day: dt.date, listed: Mapping[str, list[str]],
-                        window: tuple[dt.datetime, dt.datetime]) -> dict:
+                        window: tuple[dt.datetime, dt.datetime], footers: dict[str, tuple] | None = None) -> dict:
     (lake,) = con.execute("SELECT getvariable('jh_lake')").fetchone()
-    read, rows = files_read(con, day, listed, window)
+    read, rows = files_read(con, day, listed, window, footers)
     return {"lake": str(lake or ""), "day": day, "files": read, "counted_files": list(rows),
             "counted_rows": list(rows.values()), "datasets": sorted(listed), "dates": build_dates(day),
             "window_start_at": window[0], "window_end_at": window[1]}
@@ -140,7 +150,8 @@ def record_fingerprint(con: duckdb.DuckDBPyConnection, day: dt.date, listed: Map
         con.execute(f"DROP TABLE {RELATION}")
 
 
-def lake_changes(con: duckdb.DuckDBPyConnection, day: dt.date) -> tuple[list[FolderChange], list[dict]] | None:
+def lake_changes(con: duckdb.DuckDBPyConnection, day: dt.date,
+                 footers: dict[str, tuple] | None = None) -> tuple[list[FolderChange], list[dict]] | None:
     """(the folders whose files differ from those `day`'s build read, what it read), from a new
     listing of the lake; None when the day's build recorded nothing (not built, built before the
     record existed) or the session has no lake to list."""
@@ -155,7 +166,7 @@ def lake_changes(con: duckdb.DuckDBPyConnection, day: dt.date) -> tuple[list[Fol
     listed = {d: day_files(con, d, build_dates(day)) for d in datasets}
     window = (built[0]["window_start_at"], built[0]["window_end_at"])
     now = {(r["dataset"], r["partition_date"]): r
-           for r in BUILD_SQL.records(con, "lake_fingerprint", _fingerprint_params(con, day, listed, window))}
+           for r in BUILD_SQL.records(con, "lake_fingerprint", _fingerprint_params(con, day, listed, window, footers))}
     (lake,) = con.execute("SELECT getvariable('jh_lake')").fetchone()
     changes = []
     for row in built:

@@ -237,3 +237,29 @@ def test_a_record_from_before_the_file_lists_does_not_stop_the_next_build(lake, 
     run_gate(con, NEXT_DAY, WarehouseSettings())
     results = _rebuild_results(con)
     assert results[NEXT_DAY][0] and DAY not in results  # the day before: built before the record
+
+
+def test_a_gate_reads_each_lake_footer_once_for_the_three_days_it_checks(lake, warehouse, monkeypatch):
+    """The gate checks the three built days whose builds read its day's folder; their folders
+    overlap, and each check read every footer again: three reads of a day's footers a gate, one
+    query per file on an uncompacted lake (review, helper-104)."""
+    from collections import Counter
+
+    from joulehouse.warehouse import lake_fingerprint
+
+    write(lake, gpu_rows(range(-600, 2 * 86400 + 600, 10), 100.0))
+    warehouse(DAY - dt.timedelta(days=1))
+    warehouse(DAY)
+    con = warehouse(NEXT_DAY)
+    read = Counter()
+    real = lake_fingerprint._read_footers
+
+    def counting(con, files):
+        read.update(files)
+        return real(con, files)
+
+    monkeypatch.setattr(lake_fingerprint, "_read_footers", counting)
+    run_gate(con, DAY, WarehouseSettings())
+    results = _rebuild_results(con)
+    assert all(results[d][0] for d in (DAY - dt.timedelta(days=1), DAY, NEXT_DAY))
+    assert read and max(read.values()) == 1, read

@@ -31,7 +31,9 @@ from typing import Any
 
 from joulehouse.collectors import lakefs
 from joulehouse.collectors.agent_audit import GpuOutcome
-from joulehouse.collectors.agent_replay import ReplayStateError, check_private_folder, held_state_lock, read_state_text
+from joulehouse.collectors.agent_replay import (
+    ReplayGuard, ReplayStateError, check_private_folder, held_state_lock, read_state_text,
+)
 
 log = logging.getLogger(__name__)
 
@@ -51,8 +53,7 @@ class ClockLockRecord:
     @classmethod
     def beside(cls, state_path: str | Path) -> ClockLockRecord:
         """The record kept beside the replay guard's state file `state_path`."""
-        state = Path(state_path)
-        return cls(state.with_name(state.stem + ".clock-locks.json"))
+        return cls(ReplayGuard(state_path).clock_locks_path)
 
     def read(self) -> dict[str, Lock] | None:
         """{gpu_uuid: (min, max) MHz, or None for unlocked}; a GPU not in it is an unknown lock.

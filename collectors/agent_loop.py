@@ -83,6 +83,23 @@ class AgentState:
         self.config_refusals[name] = self.config_refusals.get(name, 0) + 1
 
 
+@dataclass(frozen=True)
+class _Poll:
+    """What one poll acts on: the node (its host name and NVML), the lake its audits go to, the
+    poll's time, and the replay guard of the agent's state (None: no replay protection, no record
+    of the clock locks the agent left)."""
+
+    host: str
+    nvml: Any
+    lake: str | Path | None
+    now: dt.datetime
+    replay_guard: ReplayGuard | None
+
+    @property
+    def clock_locks(self) -> ClockLockRecord | None:
+        return None if self.replay_guard is None else ClockLockRecord(self.replay_guard.clock_locks_path)
+
+
 def poll_once(
     state: AgentState, location: str, *, public_key: Any, host: str, nvml: Any, lake: str | Path | None,
     now: dt.datetime, replay_guard: ReplayGuard | None = None,
@@ -91,36 +108,30 @@ def poll_once(
     refuses a config older than the newest one accepted (collectors.agent_replay). Rollbacks owed
     by earlier polls that this one did not settle are tried again after its own work."""
     owed_before = dict(state.rollbacks_owed)
-    # the clock locks the agent left are kept beside its replay record (collectors.agent_locks)
-    clock_locks = None if replay_guard is None else ClockLockRecord.beside(replay_guard.path)
-    message = _poll(state, location, public_key=public_key, host=host, nvml=nvml, lake=lake, now=now,
-                    replay_guard=replay_guard, clock_locks=clock_locks)
-    return message + _retry_owed(state, owed_before, host, nvml, lake, clock_locks, now)
+    poll = _Poll(host, nvml, lake, now, replay_guard)
+    return _act_on_location(state, location, public_key, poll) + _retry_owed(state, owed_before, poll)
 
 
-def _poll(
-    state: AgentState, location: str, *, public_key: Any, host: str, nvml: Any, lake: str | Path | None,
-    now: dt.datetime, replay_guard: ReplayGuard | None, clock_locks: ClockLockRecord | None,
-) -> str:
+def _act_on_location(state: AgentState, location: str, public_key: Any, poll: _Poll) -> str:
     try:
         data = fetch_config(location)
     except ConfigFetchError as exc:
         state.poll_failures += 1
         # the config in force still expires: a config server down past valid_until kept its caps on
         message = f"fetch failed, keeping current settings: {exc}" + _recorded_in_force(
-            state, replay_guard, host, nvml, lake, clock_locks, now, f"the config location cannot be read: {exc}")
-        return _expire_if_due(state, host, nvml, lake, clock_locks, now, message)
+            state, poll, f"the config location cannot be read: {exc}")
+        return _expire_if_due(state, poll, message)
     if data is None:
         state.seen_sha256 = None
         if state.in_force_sha256 is None:
             return "no config published; nothing in force" + _ensure_defaults(
-                state, host, nvml, lake, clock_locks, now, f"no config published at {location}")
-        result = _roll_back(state, host, nvml, lake, clock_locks, now,
-                            f"config revoked: {location} no longer serves one", config_sha256=state.in_force_sha256)
-        if replay_guard is not None:
+                state, poll, f"no config published at {location}")
+        result = _roll_back(state, poll, f"config revoked: {location} no longer serves one",
+                            config_sha256=state.in_force_sha256)
+        if poll.replay_guard is not None:
             # the same bytes served again (a stale mirror or cache) are refused, not applied again
-            with replay_guard.held():
-                replay_guard.withdraw(state.in_force_sha256, now)
+            with poll.replay_guard.held():
+                poll.replay_guard.withdraw(state.in_force_sha256, poll.now)
         _nothing_in_force(state)
         return "revoked: " + result.summary() + _owed_note(state)
     digest = hashlib.sha256(data).hexdigest()
@@ -129,14 +140,13 @@ def _poll(
         state.seen_sha256 = digest
         try:
             result: ApplyResult = state.counted(apply_config(
-                data, public_key=public_key, host=host, nvml=nvml, lake=lake, now=now, replay_guard=replay_guard,
-                host_may_be_absent=True, trust_recorded_locks=state.defaults_ensured))
+                data, public_key=public_key, host=poll.host, nvml=poll.nvml, lake=poll.lake, now=poll.now,
+                replay_guard=poll.replay_guard, host_may_be_absent=True, trust_recorded_locks=state.defaults_ensured))
         except NotYetValid as exc:
             state.refused(exc)
             state.seen_sha256 = None  # check the same bytes again next poll: it becomes valid
             message = f"new config not valid yet ({exc}); keeping current settings, checking again next poll" + \
-                _recorded_in_force(state, replay_guard, host, nvml, lake, clock_locks, now,
-                                   f"the config published is not valid yet: {exc}")
+                _recorded_in_force(state, poll, f"the config published is not valid yet: {exc}")
         except ReplayedConfig as exc:
             state.refused(exc)
             message = f"new config refused ({type(exc).__name__}: {exc}); keeping current settings"
@@ -156,7 +166,7 @@ def _poll(
                 why = ("the config published is expired" if isinstance(exc, ExpiredConfig)
                        else f"the config published was refused ({type(exc).__name__})")
                 message = (f"config refused ({type(exc).__name__}: {exc})"
-                           + _ensure_defaults(state, host, nvml, lake, clock_locks, now, f"{why}: {exc}"))
+                           + _ensure_defaults(state, poll, f"{why}: {exc}"))
         except OSError as exc:  # the audit could not be written (disk full): try the whole apply again
             state.poll_failures += 1
             state.seen_sha256 = None
@@ -164,7 +174,7 @@ def _poll(
         except Exception:
             state.seen_sha256 = None  # not seen through: the next poll tries the same document again
             # a document that fails in a way no check foresaw must not keep an expired cap on
-            _expire_if_due(state, host, nvml, lake, clock_locks, now, "")
+            _expire_if_due(state, poll, "")
             raise
         else:
             if result.nvml_unavailable:
@@ -175,7 +185,7 @@ def _poll(
                 state.in_force_sha256, state.in_force_until = result.config_sha256, result.valid_until
                 state.in_force_valid_from = result.valid_from
                 try:
-                    note = _release_dropped(state, result, host, nvml, lake, clock_locks, now)
+                    note = _release_dropped(state, result, poll)
                 except Exception:
                     # A rollback that failed (audit not written): the same document is applied
                     # again next poll ('unchanged' where it holds) and the release retried.
@@ -183,24 +193,20 @@ def _poll(
                     raise
                 message = "applied: " + result.summary() + note
                 state.defaults_ensured = True  # a valid config now says what every listed GPU holds
-    return _expire_if_due(state, host, nvml, lake, clock_locks, now, message)
+    return _expire_if_due(state, poll, message)
 
 
-def _expire_if_due(state: AgentState, host: str, nvml: Any, lake: str | Path | None,
-                   clock_locks: ClockLockRecord | None, now: dt.datetime, message: str) -> str:
+def _expire_if_due(state: AgentState, poll: _Poll, message: str) -> str:
     """Roll back the config in force once its valid_until has passed; `message` otherwise."""
-    if state.in_force_until is not None and now >= state.in_force_until:
-        result = _roll_back(state, host, nvml, lake, clock_locks, now,
-                            f"config expired at {state.in_force_until.isoformat()}",
+    if state.in_force_until is not None and poll.now >= state.in_force_until:
+        result = _roll_back(state, poll, f"config expired at {state.in_force_until.isoformat()}",
                             config_sha256=state.in_force_sha256)
         _nothing_in_force(state)
         return "expired: " + result.summary() + _owed_note(state)
     return message
 
 
-def _recorded_in_force(state: AgentState, replay_guard: ReplayGuard | None, host: str, nvml: Any,
-                       lake: str | Path | None, clock_locks: ClockLockRecord | None, now: dt.datetime,
-                       reason: str) -> str:
+def _recorded_in_force(state: AgentState, poll: _Poll, reason: str) -> str:
     """With nothing known in force (after a restart) and no config to apply this poll: the replay
     guard's record names the newest config applied here, which is in force until its valid_until
     (and then expires); without one, every GPU goes back to its default. A restart must not let a
@@ -210,22 +216,21 @@ def _recorded_in_force(state: AgentState, replay_guard: ReplayGuard | None, host
     if state.in_force_sha256 is not None:
         return ""
     try:
-        newest = None if replay_guard is None else replay_guard.newest_in_force()
+        newest = None if poll.replay_guard is None else poll.replay_guard.newest_in_force()
     except ConfigError as exc:  # the record is unreadable: nothing known in force
         newest, reason = None, f"{reason}; {exc}"
-    if newest is None or newest[1] <= now:  # ended: defaults once per process, not a rollback a poll
-        return _ensure_defaults(state, host, nvml, lake, clock_locks, now, reason)
+    if newest is None or newest[1] <= poll.now:  # ended: defaults once per process, not a rollback a poll
+        return _ensure_defaults(state, poll, reason)
     state.in_force_sha256, state.in_force_until = newest
     return f"; the newest config applied here ({newest[0][:12]}) is in force until {format_utc(newest[1])}"
 
 
-def _ensure_defaults(state: AgentState, host: str, nvml: Any, lake: str | Path | None,
-                     clock_locks: ClockLockRecord | None, now: dt.datetime, reason: str) -> str:
+def _ensure_defaults(state: AgentState, poll: _Poll, reason: str) -> str:
     """Once per process, with no valid config in force: every GPU back to its default (audited;
     'unchanged' where it already is). Returns a note for the log ('' after the first time)."""
     if state.defaults_ensured:
         return ""
-    result = _roll_back(state, host, nvml, lake, clock_locks, now, reason, config_sha256=None)
+    result = _roll_back(state, poll, reason, config_sha256=None)
     state.defaults_ensured = True  # what did not go back is owed, and retried
     return ("; GPUs set to their defaults (nothing known in force since the agent started): " + result.summary()
             + _owed_note(state))
@@ -236,8 +241,7 @@ def _nothing_in_force(state: AgentState) -> None:
     state.in_force_gpus = frozenset()
 
 
-def _release_dropped(state: AgentState, result: ApplyResult, host: str, nvml: Any, lake: str | Path | None,
-                     clock_locks: ClockLockRecord | None, now: dt.datetime) -> str:
+def _release_dropped(state: AgentState, result: ApplyResult, poll: _Poll) -> str:
     """Roll back the GPUs the config in force set that `result`'s config does not set (not listed,
     or its setting refused: the older config is no longer in force), and make `result`'s applied
     GPUs the ones in force; returns a note for the log ('' when none)."""
@@ -250,15 +254,14 @@ def _release_dropped(state: AgentState, result: ApplyResult, host: str, nvml: An
     if not state.defaults_ensured:
         # The first config since the agent started: what it left before a restart is unknown, so
         # every GPU this config does not set goes back to its default ('unchanged' where it is).
-        back = _roll_back(state, host, nvml, lake, clock_locks, now,
-                          "not set by the first config since the agent started: back to the default",
+        back = _roll_back(state, poll, "not set by the first config since the agent started: back to the default",
                           config_sha256=result.config_sha256, keep=in_force)
         state.in_force_gpus = in_force
         return ("; GPUs the config does not set returned to their defaults: " + back.summary() + _owed_note(state)
                 if back.outcomes else "")
     dropped = sorted(state.in_force_gpus - in_force)
     if dropped:
-        back = _roll_back(state, host, nvml, lake, clock_locks, now, "not set by the new config: back to the default",
+        back = _roll_back(state, poll, "not set by the new config: back to the default",
                           config_sha256=result.config_sha256, gpu_uuids=dropped)
     # Only once the rollback returned: one that raised (its audit not written) is done again with
     # the same document; one a GPU refused is owed.
@@ -267,9 +270,9 @@ def _release_dropped(state: AgentState, result: ApplyResult, host: str, nvml: An
             if dropped else "")
 
 
-def _roll_back(state: AgentState, host: str, nvml: Any, lake: str | Path | None, clock_locks: ClockLockRecord | None,
-               now: dt.datetime, reason: str, *, config_sha256: str | None, gpu_uuids: list[str] | None = None,
-               keep: frozenset[str] = frozenset(), owed_since: dt.datetime | None = None) -> ApplyResult:
+def _roll_back(state: AgentState, poll: _Poll, reason: str, *, config_sha256: str | None,
+               gpu_uuids: list[str] | None = None, keep: frozenset[str] = frozenset(),
+               owed_since: dt.datetime | None = None) -> ApplyResult:
     """`rollback` (every GPU but `keep`, or `gpu_uuids`), counted, and what it did not do owed:
     a GPU whose outcome is not OK (or an unreadable one with no UUID) is tried again at the next
     poll; a GPU that went back is settled. A rollback of every GPU covers the GPUs known to hold a
@@ -278,9 +281,9 @@ def _roll_back(state: AgentState, host: str, nvml: Any, lake: str | Path | None,
     expected = (state.in_force_gpus | {u for u in state.rollbacks_owed if u is not None}) - keep
     audit_reason = reason if owed_since is None else (
         f"{reason}; tried again: not done since {owed_since.isoformat(timespec='seconds')}")
-    result = state.counted(rollback(host=host, nvml=nvml, lake=lake, now=now, reason=audit_reason,
+    result = state.counted(rollback(host=poll.host, nvml=poll.nvml, lake=poll.lake, now=poll.now, reason=audit_reason,
                                     gpu_uuids=gpu_uuids, config_sha256=config_sha256, keep=keep, expected=expected,
-                                    clock_locks=clock_locks))
+                                    clock_locks=poll.clock_locks))
     if gpu_uuids is None:
         state.rollbacks_owed.pop(None, None)  # every GPU was tried: an unreadable one is owed again below
     for o in result.outcomes:
@@ -288,12 +291,11 @@ def _roll_back(state: AgentState, host: str, nvml: Any, lake: str | Path | None,
             state.rollbacks_owed.pop(o.gpu_uuid, None)
         else:
             before = state.rollbacks_owed.get(o.gpu_uuid)
-            state.rollbacks_owed[o.gpu_uuid] = OwedRollback(reason, config_sha256, before.since if before else now)
+            state.rollbacks_owed[o.gpu_uuid] = OwedRollback(reason, config_sha256, before.since if before else poll.now)
     return result
 
 
-def _retry_owed(state: AgentState, owed_before: dict[str | None, OwedRollback], host: str, nvml: Any,
-                lake: str | Path | None, clock_locks: ClockLockRecord | None, now: dt.datetime) -> str:
+def _retry_owed(state: AgentState, owed_before: dict[str | None, OwedRollback], poll: _Poll) -> str:
     """Try again the rollbacks earlier polls left owed that this poll neither tried nor made moot
     (a config in force now sets the GPU); a note for the log ('' when there were none)."""
     due = {key: owed for key, owed in owed_before.items()
@@ -309,12 +311,11 @@ def _retry_owed(state: AgentState, owed_before: dict[str | None, OwedRollback], 
         for (reason, sha), keys in sorted(groups.items(), key=lambda group: None in group[1]):
             since = min(due[k].since for k in keys)
             if None in keys:
-                result = _roll_back(state, host, nvml, lake, clock_locks, now, reason, config_sha256=sha,
-                                    keep=state.in_force_gpus | tried, owed_since=since)
+                result = _roll_back(state, poll, reason, config_sha256=sha, keep=state.in_force_gpus | tried,
+                                    owed_since=since)
             else:
                 uuids = sorted(k for k in keys if k is not None)
-                result = _roll_back(state, host, nvml, lake, clock_locks, now, reason, config_sha256=sha,
-                                    gpu_uuids=uuids, owed_since=since)
+                result = _roll_back(state, poll, reason, config_sha256=sha, gpu_uuids=uuids, owed_since=since)
                 tried.update(uuids)
             notes.append(result.summary())
     except Exception as exc:  # noqa: BLE001 - NVML gone, audit not written: still owed, tried next poll

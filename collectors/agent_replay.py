@@ -193,6 +193,12 @@ class ReplayGuard:
             self._write(sites)
         return bool(marked)
 
+    @property
+    def clock_locks_path(self) -> Path:
+        """Where the agent records the SM clock locks it left (collectors.agent_locks): beside this
+        state file, in the same folder only the agent's user writes."""
+        return self.path.with_name(self.path.stem + ".clock-locks.json")
+
     def held(self) -> contextlib.AbstractContextManager[None]:
         """This agent alone reads and changes the record, and applies, while the block runs (an
         exclusive flock on `<state>.lock`; another agent of the node waits for it)."""

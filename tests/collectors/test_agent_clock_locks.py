@@ -184,3 +184,12 @@ def test_a_rollback_records_the_gpus_it_unlocked(keys, lake, guard):
     poll_once(state, str(location), now=at(1), **kw)
     assert "expired" in poll_once(state, str(location), now=at(49), **kw)
     assert nvml.locked_clocks() == {} and ClockLockRecord.beside(guard.path).read() == {GPU: None}
+
+
+def test_the_record_is_the_file_the_settings_name_beside_the_replay_state(guard):
+    """An operator looks for (or removes) `<state stem>.clock-locks.json`, as `[agent] state_path`'s
+    help says; the loop, `agent apply` and `agent rollback` all find the record there."""
+    from joulehouse.collectors.agent_locks import ClockLockRecord
+
+    assert guard.clock_locks_path == guard.path.parent / "agent-applied.clock-locks.json"
+    assert ClockLockRecord.beside(guard.path).path == guard.clock_locks_path

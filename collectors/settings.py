@@ -142,6 +142,9 @@ Backoff = Annotated[float, Field(ge=0, le=3600, allow_inf_nan=False)]
 # settings had taken it, and its unit restarted every 5 s), at most an hour.
 WholeSeconds = Annotated[float, Field(ge=1, le=3600, multiple_of=1, allow_inf_nan=False)]
 Retries = Annotated[int, Field(ge=0, le=100)]
+# How often the IPMI source asks a backed-off DCMI again: at most a day (a longer one is a typo, and
+# its power_w would stay NULL that long after the BMC answered again).
+DcmiRetryInterval = Annotated[float, Field(gt=0, le=86400, allow_inf_nan=False)]
 # The least time a collector loop waits between reads or flushes: NVML refreshes a GPU's power
 # reading every 20 ms or so, and `collect --interval 0.0001ms` (taken before) re-read it in a
 # busy loop, against the unit's CPUQuota.
@@ -195,6 +198,13 @@ class CollectorSettings:
     prometheus_step_s: WholeSeconds = Field(30.0, description="Step of the DCGM range queries, s.")
     ipmi_backoff_s: Backoff = Field(
         0.5, description="Pause between IPMI retries (doubles each time), s; the BMC is slow, not the network.")
+    ipmi_dcmi_silent_polls: Count = Field(
+        3, description="A DCMI power reading that gets no answer while the SDR answers (older BMCs), or is refused\n"
+                       "(not \"Invalid command\", which is no DCMI: not asked again), this many polls in a row is then\n"
+                       "asked only every ipmi_dcmi_retry_interval_s; the SDR is still read every poll.")
+    ipmi_dcmi_retry_interval_s: DcmiRetryInterval = Field(
+        300.0, description="How often a backed-off DCMI power reading is asked again, s (never given up: a refusal in\n"
+                           "the BMC's present state may clear).")
     prometheus_timeout_s: Timeout = Field(
         10.0, description="Prometheus: one query's HTTP timeout, s; bounded retries with doubling backoff.")
     prometheus_retries: Retries = 3

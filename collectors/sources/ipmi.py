@@ -15,12 +15,14 @@ SDR. Every row whose `power_w` is NULL says why in its own column `power_w_null_
 kind before the colon): `dcmi deactivated` (the BMC says its power measurement is off: a state,
 not an error), `dcmi absent` (it answered "Invalid command": not asked again), `dcmi no answer`
 (timed out, or ipmitool got no response), `dcmi not asked` (backed off, below), `dcmi failed`
-(any other refusal, asked again next poll), `dcmi unreadable` (an answer without a reading).
-A BMC whose DCMI gives no answer `dcmi_silent_polls` polls in a row while its SDR answers, as
-many older BMCs do, is asked DCMI once every `dcmi_retry_interval_s` from then on (said once in
-the log), so each poll's time goes to the SDR and not to a request that will time out. The
-column is IPMI's own, beside `error`: the warehouse's raw views read the dataset's columns and
-leave it out, and a file without it (written before it existed) reads as before.
+(any other refusal: said in the log when it starts or its words change), `dcmi unreadable` (an
+answer without a reading). A BMC whose DCMI gives no answer (while its SDR answers, as many older
+BMCs do) or refuses `dcmi_silent_polls` polls in a row is asked DCMI once every
+`dcmi_retry_interval_s` from then on (ipmi_dcmi.py; `[collector] ipmi_dcmi_silent_polls`,
+`ipmi_dcmi_retry_interval_s`), so each poll's time goes to the SDR and not to a request that will
+time out, and the log holds no warning per poll. The column is IPMI's own, beside `error`: the
+warehouse's raw views read the dataset's columns and leave it out, and a file without it (written
+before it existed) reads as before.
 
 The password reaches ipmitool through the IPMI_PASSWORD environment variable (`-E`), not the
 command line, where every local user could read it in the process list.
@@ -42,6 +44,7 @@ import pyarrow as pa
 from joulehouse.collectors.schema import NODE_SAMPLES
 from joulehouse.collectors.settings import CollectorSettings
 from joulehouse.collectors.sources.base import ERROR_COLUMN
+from joulehouse.collectors.sources.ipmi_dcmi import DcmiBackoff
 
 log = logging.getLogger(__name__)
 
@@ -137,7 +140,7 @@ _TOTAL_POWER = re.compile(r"pwr\s*consumption|total\s*power|sys(tem)?\s*power|no
 # as the server's total, the first supply's alone was half the power of a server with two.
 _SUPPLY_INPUT = re.compile(r"^\s*(ps|psu|pws|power\s*supply)\s*_?\d+\b.*\b(input|in)\b.*\bpower\b", re.I)
 # A DCMI refusal that holds only for now ("Command not supported in present state (d5)"): asked again
-# next poll. Any other refusal ("Invalid command (c1)") means the BMC has no DCMI.
+# (ipmi_dcmi.py says how often). "Invalid command (c1)" and its kin mean the BMC has no DCMI.
 _DCMI_FOR_NOW = re.compile(r"present state|\(d5\)", re.I)
 _INLET = re.compile(r"inlet|intake|ambient|front\s*panel\s*temp", re.I)
 _EXHAUST = re.compile(r"exhaust|outlet", re.I)
@@ -229,9 +232,6 @@ class IpmiSource:
     ):
         if retries < 0 or timeout_s <= 0:
             raise ValueError(f"retries={retries!r}, timeout_s={timeout_s!r}: expected retries >= 0 and timeout_s > 0")
-        if dcmi_silent_polls < 1 or not dcmi_retry_interval_s > 0:
-            raise ValueError(f"dcmi_silent_polls={dcmi_silent_polls!r}, dcmi_retry_interval_s={dcmi_retry_interval_s!r}: "
-                             "expected at least 1 poll and an interval above 0 s")
         self.host = host
         self.bmc_host = bmc_host
         self.port = port
@@ -244,14 +244,10 @@ class IpmiSource:
         self._run = runner
         self._clock = clock
         self._sleep = sleep
-        # the back-off's time: the wall clock stamps rows, and stepped back 8 h it held DCMI unasked for 8 h
-        self._monotonic = monotonic
         self.dcmi_supported: bool | None = None
-        self.dcmi_silent_polls = dcmi_silent_polls
-        self.dcmi_retry_interval_s = dcmi_retry_interval_s
+        # monotonic: the wall clock stamps rows, and stepped back 8 h it held DCMI unasked for 8 h
+        self._dcmi_backoff = DcmiBackoff(f"{bmc_host}:{port}", dcmi_silent_polls, dcmi_retry_interval_s, monotonic)
         self._dcmi_absent_reason: str | None = None
-        self._dcmi_unanswered_polls = 0  # in a row, with the SDR answering
-        self._dcmi_retry_at: float | None = None  # monotonic s; set while DCMI is backed off
         self._dcmi_deactivated = False
 
     @classmethod
@@ -259,7 +255,8 @@ class IpmiSource:
         kwargs: dict[str, object] = dict(
             bmc_host=settings.ipmi_host, port=settings.ipmi_port, user=settings.ipmi_user,
             password=settings.ipmi_password, timeout_s=settings.ipmi_timeout_s,
-            retries=settings.ipmi_retries, backoff_s=settings.ipmi_backoff_s)
+            retries=settings.ipmi_retries, backoff_s=settings.ipmi_backoff_s,
+            dcmi_silent_polls=settings.ipmi_dcmi_silent_polls, dcmi_retry_interval_s=settings.ipmi_dcmi_retry_interval_s)
         kwargs.update(overrides)
         return cls(host, **kwargs)  # type: ignore[arg-type]
 
@@ -294,21 +291,16 @@ class IpmiSource:
     def _dcmi(self) -> DcmiOutcome:
         if self.dcmi_supported is False:
             return DcmiOutcome(None, self._dcmi_absent_reason)
-        backed_off = self._dcmi_retry_at is not None
-        if backed_off and self._monotonic() < self._dcmi_retry_at:
-            return DcmiOutcome(None, f"dcmi not asked: no answer to {self.dcmi_silent_polls} polls in a row while "
-                                     f"the SDR answered; asked again every {self.dcmi_retry_interval_s:g} s")
+        if not self._dcmi_backoff.due():
+            return DcmiOutcome(None, self._dcmi_backoff.not_asked_reason())
         try:
             # backed off, one try: the retries were spent on the polls that led here
-            result = self._call("dcmi", "power", "reading", retries=0 if backed_off else None)
+            result = self._call("dcmi", "power", "reading", retries=0 if self._dcmi_backoff.backed_off else None)
         except BmcUnreachable as exc:
             return DcmiOutcome(None, f"dcmi no answer: {exc}", unanswered=True, no_session=str(exc))
         text = (result.stdout + result.stderr).strip()
         if result.returncode != 0 and _DCMI_NO_RESPONSE.search(text):
             return DcmiOutcome(None, f"dcmi no answer: ipmitool: {text}", unanswered=True)
-        if self._dcmi_retry_at is not None:
-            log.info("ipmi: BMC %s:%d answers DCMI power reading again", self.bmc_host, self.port)
-        self._dcmi_retry_at, self._dcmi_unanswered_polls = None, 0
         if result.returncode != 0:
             if not _DCMI_FOR_NOW.search(text) and re.search(r"invalid command|not supported|unrecognized", text, re.I):
                 log.info("ipmi: BMC %s:%d does not answer DCMI power reading; power_w stays NULL",
@@ -316,8 +308,9 @@ class IpmiSource:
                 self.dcmi_supported = False
                 self._dcmi_absent_reason = f"dcmi absent: the BMC answered {text!r}; not asked again"
                 return DcmiOutcome(None, self._dcmi_absent_reason)
-            log.warning("ipmi: DCMI power reading failed on %s:%d: %s", self.bmc_host, self.port, text)
+            self._dcmi_backoff.refused(text)
             return DcmiOutcome(None, f"dcmi failed: {text}")
+        self._dcmi_backoff.answered()
         self.dcmi_supported = True
         power_w, reason = parse_dcmi_reading(result.stdout)
         if (reason == DCMI_DEACTIVATED) != self._dcmi_deactivated:
@@ -325,17 +318,6 @@ class IpmiSource:
             log.warning("ipmi: BMC %s:%d reports its DCMI power measurement %s", self.bmc_host, self.port,
                         "deactivated; power_w stays NULL while it is" if self._dcmi_deactivated else "active again")
         return DcmiOutcome(power_w, reason)
-
-    def _dcmi_unanswered_while_sdr_answered(self) -> None:
-        """Count a poll whose DCMI gave no answer though the BMC answered the SDR; back off at the limit."""
-        self._dcmi_unanswered_polls += 1
-        if self._dcmi_retry_at is None and self._dcmi_unanswered_polls < self.dcmi_silent_polls:
-            return
-        if self._dcmi_retry_at is None:
-            log.warning("ipmi: BMC %s:%d gave no answer to DCMI power reading %d polls in a row while its SDR answered; "
-                        "power_w stays NULL (the SDR is still read) and DCMI is asked again every %g s",
-                        self.bmc_host, self.port, self._dcmi_unanswered_polls, self.dcmi_retry_interval_s)
-        self._dcmi_retry_at = self._monotonic() + self.dcmi_retry_interval_s
 
     def read(self) -> pa.Table:
         """One node_samples row sampled now. A BMC that does not answer yields a row with NULL
@@ -359,13 +341,13 @@ class IpmiSource:
             # of the SDR tells a silent DCMI from a BMC that is down, at the cost of one timeout.
             sdr = self._call("sdr", "elist", retries=0 if dcmi.no_session is not None else None)
             if dcmi.unanswered:
-                self._dcmi_unanswered_while_sdr_answered()
+                self._dcmi_backoff.unanswered_while_sdr_answered()
             if sdr.returncode == 0:
                 row.update(pick_readings(parse_sdr_elist(sdr.stdout)))
             else:
                 reasons[ERROR_COLUMN] = f"sdr elist failed: {sdr.stderr.strip() or sdr.stdout.strip()}"
         except BmcUnreachable as exc:
-            self._dcmi_unanswered_polls = 0  # the BMC, not its DCMI, was away: the row of silent polls ends
+            self._dcmi_backoff.bmc_away()
             if dcmi.no_session is not None:
                 exc = BmcUnreachable(f"{dcmi.no_session}; nor to 'ipmitool sdr elist' (1 attempt)")
             log.error("ipmi: %s", exc)

@@ -205,3 +205,35 @@ def test_a_deactivated_power_measurement_is_said_in_its_row_and_lands_in_the_lak
     # the warehouse shows why: the reason where a row has one, NULL for the older file without it
     assert con.execute("SELECT power_w_null_reason FROM raw_node_samples ORDER BY sampled_at").fetchall() == [
         (None,), (DCMI_DEACTIVATED,)]
+
+
+def test_a_dcmi_refusal_is_said_once_and_backed_off_with_the_settings_given(bmc, caplog):
+    """The real BMC refusing DCMI (no meter file: completion code 0xCB, "Requested sensor, data, or
+    record not found (cb)"): before, a warning and a DCMI request at every poll, for ever. Now, with
+    the back-off given as [collector] settings: one line, DCMI asked twice, then every 300 s."""
+    from joulehouse.collectors.settings import load_node_settings
+    from joulehouse.collectors.sources.ipmi import run_command
+
+    env = {"JOULEHOUSE_COLLECTOR__IPMI_PORT": str(bmc.port), "JOULEHOUSE_COLLECTOR__IPMI_USER": USER,
+           "JOULEHOUSE_COLLECTOR__IPMI_PASSWORD": PASSWORD, "JOULEHOUSE_COLLECTOR__IPMI_DCMI_SILENT_POLLS": "2",
+           "JOULEHOUSE_COLLECTOR__IPMI_DCMI_RETRY_INTERVAL_S": "300"}
+    elapsed_s, dcmi_calls = [0.0], []
+
+    def runner(argv, timeout_s, extra_env):
+        dcmi_calls.extend(["dcmi"] if "dcmi" in argv else [])
+        return run_command(argv, timeout_s, extra_env)
+
+    source = IpmiSource.from_settings("node-01", load_node_settings(env=env).collector, runner=runner,
+                                      monotonic=lambda: elapsed_s[0])
+    caplog.set_level("INFO", logger="joulehouse.collectors.sources")
+    (bmc.state / "dcmi_w").unlink()
+    try:
+        refused = [source.read().to_pylist()[0] for _ in range(6)]
+    finally:
+        bmc.set(dcmi_w=INITIAL["dcmi_w"])
+    assert all(r["power_w"] is None and "(cb)" in r["power_w_null_reason"] and r["error"] is None for r in refused)
+    assert [r["power_w_null_reason"].split(":")[0] for r in refused] == ["dcmi failed"] * 2 + ["dcmi not asked"] * 4
+    assert len(dcmi_calls) == 2 and len(caplog.records) == 1 and "(cb)" in caplog.records[0].getMessage()
+    elapsed_s[0] += 300
+    assert source.read().to_pylist()[0]["power_w"] == 1150.0
+    assert len(caplog.records) == 2 and "answers DCMI power reading again" in caplog.records[1].getMessage()

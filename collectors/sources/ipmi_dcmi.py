@@ -20,7 +20,8 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 
-log = logging.getLogger(__name__)
+# the IPMI source's own logger: an operator filtering on it sees the DCMI lines too
+log = logging.getLogger(__name__.removesuffix("_dcmi"))
 
 
 class DcmiBackoff:

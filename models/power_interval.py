@@ -42,9 +42,10 @@ from joulehouse.models.cap_scoring import activity_bins, score_limits
 from joulehouse.models.caps import PCIE_LINK_GBPS, WorkloadProfile, energy_vs_limit
 from joulehouse.models.coefficients import PowerCoefficients
 from joulehouse.models.power import coefficients_of
-from joulehouse.models.recommend import device_limits_w, gpu_profile, slowdown_bound_pct, workload_class_of
-from joulehouse.models.recommend_inputs import (ACTIVITY_KIND_OF_FEATURE_SET, fit_activity_models, gpu_day_profiles,
-                                               gpu_workload_classes, latest_fits)
+from joulehouse.models.recommend import device_limits_w, slowdown_bound_pct, workload_class_of
+from joulehouse.models.recommend_inputs import (ACTIVITY_KIND_OF_FEATURE_SET, PROFILE_MEASURES, MissingMeasure,
+                                               fit_activity_models, gpu_day_profiles, gpu_profile, gpu_workload_classes,
+                                               latest_fits, with_stand_ins)
 from joulehouse.models.settings import RecommendSettings
 from joulehouse.models.sql import load_sql
 from joulehouse.warehouse.sqlio import records, replace_day_rows
@@ -209,9 +210,18 @@ def _mix_interval(day: dt.date, model: str, coef: PowerCoefficients, feature_set
     GPU's weighted by its busy hours); None when none was busy."""
     bins, busy_h = [], 0.0
     for g in gpus:
-        hours = float(g["busy_hours"] or 0.0)
+        if g["busy_hours"] is None or g["busy_hours"] <= 0:
+            continue  # no activity reading (how busy is unknown) or idle: nothing to score
+        if g.get(PROFILE_MEASURES[feature_set][0]) is None:
+            continue  # busy without the fit's activity: unscorable, not idle (logged with the model's unread samples)
+        try:
+            g, _ = with_stand_ins(g, feature_set, coef)  # the recommender's reasons say what stood in
+        except MissingMeasure as exc:
+            log.warning("%s on %s: GPU %s left out of the %s mix: %s", model, day, g["gpu_uuid"], workload_class, exc)
+            continue
+        hours = float(g["busy_hours"])
         profile = gpu_profile(g, feature_set)
-        if hours <= 0 or profile.activity_ratio <= 0:
+        if profile.activity_ratio <= 0:
             continue
         bins += [(b, w * hours) for b, w in activity_bins(g, profile, coef.f_max_mhz)]
         busy_h += hours
@@ -224,7 +234,7 @@ def _mix_interval(day: dt.date, model: str, coef: PowerCoefficients, feature_set
     times = np.array([1 + m.slowdown_pct / 100 for m in scored]) / (1 + at_default.slowdown_pct / 100)
     heavy = np.array([1 + m.heavy_slowdown_pct / 100 for m in scored]) / (1 + at_default.heavy_slowdown_pct / 100)
     choice = interval_on_curve(limits, energy, heavy, max_slowdown_pct=bound, floor_w=floor_w, tolerance=tolerance)
-    model_busy_h = sum(float(g["busy_hours"] or 0.0) for g in model_gpus)
+    model_busy_h = sum(float(g["busy_hours"]) for g in model_gpus if g["busy_hours"] is not None)
     return PowerInterval(
         day=day, gpu_model=model, bottleneck=MIX, workload_class=workload_class, max_slowdown_pct=float(bound),
         busy_share=busy_h / model_busy_h if model_busy_h > 0 else None,

@@ -49,7 +49,10 @@ clock lock saves: a cap follows the load (it slows only the heavy phases) and is
 device's power management prescribes. When the GPU never draws the chosen cap (decode-style loads, light data
 preparation), the cap would do nothing: a locked SM clock range is suggested instead (the
 cheapest clock within the slowdown bound as the maximum). Skipped, with the reason written: GPUs
-in do_not_touch (by UUID or host), GPU models without a fit or whose fit failed its gate.
+in do_not_touch (by UUID or host), GPU models without a fit or whose fit failed its gate, busy GPUs
+without the activity their model's fit reads, or without a memory, PCIe or temperature reading that
+the fit weighs and no GPU of their model read that day; where others did, their busy mean of the
+day stands in and the reason says so (models.recommend_inputs.with_stand_ins).
 
 expected_saving_pct is the saving in energy per unit of work (energy-to-solution) on the busy
 hours, expected_slowdown_pct the run-time increase of the mean busy profile, both from the run the
@@ -68,16 +71,16 @@ import numpy as np
 import pyarrow as pa
 
 from joulehouse.models.settings import RecommendSettings
-from joulehouse.models.caps import MIN_CLOCK_RATIO, WorkloadProfile
-from joulehouse.models.bandwidth import pcie_link_gbps
+from joulehouse.models.caps import MIN_CLOCK_RATIO
 from joulehouse.models.power import coefficients_of
 from joulehouse.warehouse.sqlio import relation_exists, replace_day_rows
 from joulehouse.models.cap_scoring import MixSetting, activity_bins, relative_to, score_clocks, score_limits
 from joulehouse.models import gpu_catalogue
 from joulehouse.models.sql import load_sql
 from joulehouse.models.recommend_controls import hold_out_controls
-from joulehouse.models.recommend_inputs import (ACTIVITY_KIND_OF_FEATURE_SET, gpu_day_profiles, gpu_energy_prices,
-                                                gpu_workload_classes, latest_fits)
+from joulehouse.models.recommend_inputs import (PROFILE_MEASURES, MissingMeasure, gpu_day_profiles,
+                                                gpu_energy_prices, gpu_profile, gpu_workload_classes, latest_fits,
+                                                with_stand_ins)
 
 
 @cache  # asked once per GPU of the day; the catalogue's pattern match is the same every time
@@ -143,22 +146,6 @@ def device_limits_w(gpu_model: str, max_seen_limit_w: float | None) -> tuple[flo
             f"recommendations), min = {UNKNOWN_MIN_RATIO:.0%} of it")
 
 
-def gpu_profile(row: dict, feature_set: str) -> WorkloadProfile:
-    """The GPU's busy means in the measures a fit of `feature_set` reads. Raises ValueError where the
-    row's tenths are of another activity measure: scored by that fit, they misstate the saving."""
-    kind = row.get("deciles_activity_kind")
-    if row.get("activity_deciles") and kind is not None and kind != ACTIVITY_KIND_OF_FEATURE_SET[feature_set]:
-        raise ValueError(f"GPU {row.get('gpu_uuid')}: its activity tenths are of {kind}, but the {row.get('gpu_model')} "
-                         f"power model ({feature_set}) reads {ACTIVITY_KIND_OF_FEATURE_SET[feature_set]}")
-    if feature_set == "dcgm":
-        activity, memory = row["sm_active_ratio"], row["dram_ratio"]
-    else:
-        activity, memory = row["util_gpu_ratio"], row["util_mem_ratio"]
-    return WorkloadProfile(activity_ratio=float(activity or 0.0), memory_ratio=float(memory or 0.0),
-                           pcie_gbps=float(row["pcie_gbps"] or 0.0), temp_c=float(row["temp_c"] or 60.0),
-                           pcie_link_gbps=pcie_link_gbps(row.get("gpu_model")))
-
-
 def recommend_gpu(row: dict, workload_class: str, fit: dict | None, settings: RecommendSettings, *,
                   price_usd_per_kwh: float, carbon_gco2e_per_kwh: float, carbon_price_usd_per_tco2e: float,
                   pue: float, p95_power_w: Callable[[], float | None] | None = None,
@@ -203,17 +190,25 @@ def recommend_gpu(row: dict, workload_class: str, fit: dict | None, settings: Re
         return out | {"reason": f"{n_readings} reading(s) of the day, fewer than the {MIN_PROFILE_READINGS} a profile "
                                 "needs to say how it runs: not recommended"}
     # No activity reading is no evidence of idleness: such a GPU gets no setting, and says why.
-    measure = "sm_active_ratio" if fit["feature_set"] == "dcgm" else "util_gpu_ratio"
+    measure = PROFILE_MEASURES[fit["feature_set"]][0]
     if row["busy_hours"] is None:
         return out | {"reason": "no activity reading all day: how busy it was is unknown; not recommended"}
     busy_hours = float(row["busy_hours"])
     if busy_hours > 0 and row.get(measure) is None:
         return out | {"reason": f"busy {busy_hours:.1f} h, but without the {measure.removesuffix('_ratio')} readings "
                                 f"the {row['gpu_model']} power model reads: not recommended"}
+    idle = {"power_limit_w": default_w, "expected_saving_pct": 0.0, "expected_energy_saving_kwh_per_day": 0.0,
+            "expected_slowdown_pct": 0.0, "reason": "idle all day: nothing for a cap to save"}
+    if busy_hours <= 0:
+        return out | idle
+    try:
+        row, stand_ins = with_stand_ins(row, fit["feature_set"], coef)
+    except MissingMeasure as exc:
+        return out | {"reason": f"busy {busy_hours:.1f} h, but {exc}: not recommended"}
+    note = "; ".join([*stand_ins, *([note] if note else [])]) or None
     profile = gpu_profile(row, fit["feature_set"])
-    if busy_hours <= 0 or profile.activity_ratio <= 0:
-        return out | {"power_limit_w": default_w, "expected_saving_pct": 0.0, "expected_energy_saving_kwh_per_day": 0.0,
-                      "expected_slowdown_pct": 0.0, "reason": "idle all day: nothing for a cap to save"}
+    if profile.activity_ratio <= 0:
+        return out | idle
     bound = slowdown_bound_pct(workload_class, settings)
     usd_per_kwh = price_usd_per_kwh * pue + carbon_gco2e_per_kwh * pue * carbon_price_usd_per_tco2e / 1e6
     bins = activity_bins(row, profile, coef.f_max_mhz)

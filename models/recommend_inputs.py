@@ -1,6 +1,14 @@
 """What the recommender reads of a day: each GPU's activity profile (in the activity measure its
 model's power fit reads), the latest fits, the prices and intensities its energy was charged at,
-and the workload class of the jobs it ran. models.recommend and models.power_interval score them."""
+and the workload class of the jobs it ran. models.recommend and models.power_interval score them.
+
+A GPU that read no DRAM / memory activity, PCIe traffic or temperature all day (an NVML-only GPU
+without util_mem_pct, a host without PCIe counters) is scored with its model's busy mean of the
+day in that measure (`with_stand_ins`), and its reason says so. Taken as 0 (and 60 C), the
+simulated fleet's fit moved the cap of 12 of its 16 GPUs by 25-50 W for memory alone, and
+expected savings by up to 2.7 points (memory) and 7 points (temperature); its model's mean gave
+the true cap on 15 of 16 (tests/models/conftest.py's fleet, one GPU's measure blanked at a time).
+"""
 
 from __future__ import annotations
 
@@ -8,6 +16,9 @@ import datetime as dt
 
 import duckdb
 
+from joulehouse.models.bandwidth import pcie_link_gbps
+from joulehouse.models.caps import WorkloadProfile
+from joulehouse.models.coefficients import PowerCoefficients
 from joulehouse.models.activity import create_activity_view
 from joulehouse.models.day_jobs import jobs_relation
 from joulehouse.models.power import load_fit
@@ -16,6 +27,66 @@ from joulehouse.warehouse.sqlio import quoted_relation, records, relation_exists
 
 # The activity measure a power fit's feature set reads (models/sql/recommend_gpu_profile.sql's kinds).
 ACTIVITY_KIND_OF_FEATURE_SET = {"dcgm": "sm_active", "nvml": "util_gpu"}
+# The profile row's busy means the fit of a feature set reads: activity, then memory activity.
+PROFILE_MEASURES = {"dcgm": ("sm_active_ratio", "dram_ratio"), "nvml": ("util_gpu_ratio", "util_mem_ratio")}
+# The other measures the fit weighs (its coefficient) besides activity: how the reason names each, its unit.
+SIDE_MEASURES = {"dram_ratio": ("DRAM activity", "", "mem_w"), "util_mem_ratio": ("memory utilisation", "", "mem_w"),
+                 "pcie_gbps": ("PCIe traffic", " GB/s", "pcie_w_per_gbps"), "temp_c": ("temperature", " C", "temp_w_per_c")}
+# Where the fit gives a measure no weight and no GPU of the model read it: the value at which it weighs
+# nothing in the slowdown either (no DRAM or PCIe load: judged compute-bound, the larger slowdown),
+# and the fit's reference temperature (coefficients.py: static_w is at 25 C).
+UNWEIGHED_VALUE = {"dram_ratio": 0.0, "util_mem_ratio": 0.0, "pcie_gbps": 0.0, "temp_c": 25.0}
+
+
+class MissingMeasure(ValueError):
+    """A GPU lacks a measure its model's power fit weighs, and nothing can stand in for it."""
+
+
+def with_stand_ins(row: dict, feature_set: str, coef: PowerCoefficients) -> tuple[dict, list[str]]:
+    """The profile row with each side measure it did not read (memory activity, PCIe, temperature)
+    taken from its model's busy mean of the day (recommend_gpu_profile.sql's model_* columns), and
+    a note per measure put in. Raises MissingMeasure where no GPU of the model read a measure its
+    fit weighs; one that the fit does not weigh takes UNWEIGHED_VALUE."""
+    filled, notes = dict(row), []
+    for column in (PROFILE_MEASURES[feature_set][1], "pcie_gbps", "temp_c"):
+        if row.get(column) is not None:
+            continue
+        name, unit, coefficient = SIDE_MEASURES[column]
+        stand_in = row.get(f"model_{column}")
+        if stand_in is not None:
+            filled[column] = float(stand_in)
+            notes.append(f"no {name} read: the {row.get('gpu_model')} GPUs' busy mean of the day "
+                         f"({stand_in:.3g}{unit}) stands in")
+        elif getattr(coef, coefficient) == 0:
+            filled[column] = UNWEIGHED_VALUE[column]
+            notes.append(f"no {name} read on any {row.get('gpu_model')} GPU that day; its power model gives it no "
+                         f"weight, so it is taken as {UNWEIGHED_VALUE[column]:g}{unit}")
+        else:
+            raise MissingMeasure(f"no {name} read on this GPU or any other {row.get('gpu_model')} GPU that day, "
+                                 f"and its power model weighs it ({coefficient} = {getattr(coef, coefficient):.3g})")
+    return filled, notes
+
+
+def gpu_profile(row: dict, feature_set: str) -> WorkloadProfile:
+    """The GPU's busy means in the measures a fit of `feature_set` reads. Its side measures are
+    filled first (with_stand_ins: a stand-in, said, or a refusal where the fit weighs the measure);
+    one still missing here takes UNWEIGHED_VALUE. Raises ValueError where the fit's activity is
+    missing (no reading is no evidence of idleness: scored as 0, a busy GPU read as idle), or where
+    the row's tenths are of another activity measure: scored by that fit, they misstate the saving."""
+    kind = row.get("deciles_activity_kind")
+    if row.get("activity_deciles") and kind is not None and kind != ACTIVITY_KIND_OF_FEATURE_SET[feature_set]:
+        raise ValueError(f"GPU {row.get('gpu_uuid')}: its activity tenths are of {kind}, but the {row.get('gpu_model')} "
+                         f"power model ({feature_set}) reads {ACTIVITY_KIND_OF_FEATURE_SET[feature_set]}")
+    activity, memory = PROFILE_MEASURES[feature_set]
+    if row.get(activity) is None:
+        raise ValueError(f"GPU {row.get('gpu_uuid')}: no busy mean of {activity.removesuffix('_ratio')}, the activity "
+                         f"the {row.get('gpu_model')} power model ({feature_set}) reads: how busy it was is unknown")
+
+    def side(column: str) -> float:
+        return float(UNWEIGHED_VALUE[column] if row.get(column) is None else row[column])
+
+    return WorkloadProfile(activity_ratio=float(row[activity]), memory_ratio=side(memory), pcie_gbps=side("pcie_gbps"),
+                           temp_c=side("temp_c"), pcie_link_gbps=pcie_link_gbps(row.get("gpu_model")))
 
 
 def gpu_energy_prices(con: duckdb.DuckDBPyConnection, day: dt.date) -> dict[str, dict]:

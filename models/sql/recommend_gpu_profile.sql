@@ -16,7 +16,10 @@
 --   locked_share_deciles (0..1, per tenth: share of its samples whose SM
 --   clocks an application lock held, clock event reason bit 0x2), locked_clock_mhz_deciles (MHz, per
 --   tenth: mean SM clock of those locked samples; NULL when none), dram_ratio, util_mem_ratio (0..1, means over busy samples), pcie_gbps (GB/s, busy
---   mean), temp_c (C, busy mean), busy_power_w (W, busy mean), max_power_limit_w (W). The 95th
+--   mean), temp_c (C, busy mean), busy_power_w (W, busy mean), max_power_limit_w (W);
+--   model_dram_ratio, model_util_mem_ratio, model_pcie_gbps, model_temp_c: the same busy means over
+--   every GPU of the GPU's model that day (over the busy samples that read each; NULL where none
+--   did, or the model is not named), what models.recommend puts in for a GPU that read none. The 95th
 --   percentile of power is recommend_gpu_peak_power, run only when a reason needs it.
 -- The tenths come from a histogram of activity per GPU (bins 0.002 wide, each with its count, sum
 -- and locked samples), not from sorting the day's rows: a tenth takes whole bins, and of the bins
@@ -67,6 +70,17 @@ per_gpu AS (
         max(max_power_limit_w) AS max_power_limit_w
     FROM per_gpu_and_busy
     GROUP BY host, gpu_uuid
+),
+per_model AS (
+    SELECT
+        gpu_model,
+        sum(dram_sum) / sum(dram_n) AS model_dram_ratio,
+        sum(util_mem_pct_sum) / sum(util_mem_n) / 100.0 AS model_util_mem_ratio,
+        sum(pcie_gb_per_s_sum) / sum(pcie_n) AS model_pcie_gbps,
+        sum(temp_c_sum) / sum(temp_n) AS model_temp_c
+    FROM per_gpu_and_busy
+    WHERE busy AND gpu_model IS NOT NULL
+    GROUP BY gpu_model
 ),
 fit_kinds AS (
     SELECT unnest(CAST($sm_active_models AS VARCHAR[])) AS gpu_model, 'sm_active' AS kind
@@ -131,7 +145,9 @@ SELECT
     g.busy_ratio * g.covered_hours AS busy_hours,
     g.activity_ratio, t.activity_deciles, t.deciles_activity_kind, t.locked_share_deciles, t.locked_clock_mhz_deciles,
     g.sm_active_ratio, g.util_gpu_ratio, g.dram_ratio, g.util_mem_ratio, g.pcie_gbps, g.temp_c,
-    g.busy_power_w, g.max_power_limit_w
+    g.busy_power_w, g.max_power_limit_w,
+    m.model_dram_ratio, m.model_util_mem_ratio, m.model_pcie_gbps, m.model_temp_c
 FROM per_gpu AS g
 LEFT JOIN tenths AS t USING (gpu_uuid)
+LEFT JOIN per_model AS m ON m.gpu_model = g.gpu_model
 ORDER BY g.host, g.gpu_uuid

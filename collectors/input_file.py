@@ -8,7 +8,8 @@ in between the check and the open would otherwise hold the reader for good.
 A regular file is read line by line with a bound on each line, so a log of any length streams,
 while a file without newlines (a binary, a log cut into one line) is refused at the bound, in one
 line naming the file and the line, rather than read whole. Small documents (a key, a tariff) are
-read whole up to a byte bound.
+read whole up to a byte bound. A reader that parses the file itself (a CSV) reads it in `reading`,
+where an OSError or the parser's own error becomes the reader's one line naming the file.
 
 Each reader passes its own error class (`error`): the message becomes that class's one-line error,
 which its command already reports.
@@ -72,15 +73,30 @@ def open_regular(path: str | Path, what: str, error: type[Exception] = InputFile
     return fd
 
 
+@contextmanager
+def reading(path: Path, what: str, error: type[Exception] = InputFileError, *,
+            parse_errors: tuple[type[Exception], ...] = (), expected: str = "", **text: str) -> Iterator[IO]:
+    """`path` (which `regular_file` passed) opened as `open_regular` opens it, binary (text given
+    open's `encoding`, `errors` or `newline`), for a block that reads it: an OSError meanwhile, or
+    one of the parser's `parse_errors` (the file is not `expected`), becomes `error`, one line
+    naming the file."""
+    try:
+        with open(open_regular(path, what, error), "r" if text else "rb", **text) as fh:
+            yield fh
+    except error:
+        raise
+    except OSError as exc:
+        raise error(f"cannot read {what} {path}: {exc.strerror or exc}") from None
+    except parse_errors as exc:
+        raise error(f"{what} {path} is not {expected}: {' '.join(str(exc).split())[:200]}") from None
+
+
 def read_bytes_at_most(path: str | Path, what: str, max_bytes: int, error: type[Exception] = InputFileError) -> bytes:
     """A small document's bytes (a key, a JSON tariff): a regular file of at most `max_bytes`,
     never more than that read even if the file grows meanwhile."""
     path = regular_file(path, what, error, max_bytes)
-    try:
-        with open(open_regular(path, what, error), "rb") as fh:
-            data = fh.read(max_bytes + 1)
-    except OSError as exc:
-        raise error(f"cannot read {what} {path}: {exc.strerror or exc}") from None
+    with reading(path, what, error) as fh:
+        data = fh.read(max_bytes + 1)
     if len(data) > max_bytes:
         raise error(f"{what} {path} is more than {_size_text(max_bytes)}; expected at most that")
     return data

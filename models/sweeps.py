@@ -27,7 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
-from joulehouse.collectors.input_file import open_regular, regular_file
+from joulehouse.collectors.input_file import reading, regular_file
 
 OBJECTIVES = ("energy", "cost", "time")
 SETTINGS = ("sm_clock_mhz", "power_limit_w")
@@ -124,16 +124,14 @@ def _rows(path: Path) -> list[tuple[int, dict[str, str]]]:
     """(line number in the file where the row ends, row) for each CSV row; DictReader skips blank
     lines and a quoted field may span lines, so the number is the reader's, not a count."""
     rows = []
-    try:
-        with open(open_regular(path, "sweep file", SweepError), newline="") as fh:
-            reader = csv.DictReader(fh)
-            for row in reader:
-                if None in row:  # DictReader files the fields past the header under the key None
-                    raise SweepError(f"sweep file {path}, line {reader.line_num}: {len(reader.fieldnames or [])} "
-                                     f"columns in the header, more fields in this row: not a sweep CSV")
-                rows.append((reader.line_num, {k.strip(): (v or "").strip() for k, v in row.items()}))
-    except (UnicodeDecodeError, csv.Error) as exc:
-        raise SweepError(f"sweep file {path} is not a readable CSV: {exc}") from None
+    with reading(path, "sweep file", SweepError, parse_errors=(UnicodeDecodeError, csv.Error),
+                 expected="a readable CSV", newline="") as fh:
+        reader = csv.DictReader(fh)
+        for row in reader:
+            if None in row:  # DictReader files the fields past the header under the key None
+                raise SweepError(f"sweep file {path}, line {reader.line_num}: {len(reader.fieldnames or [])} "
+                                 f"columns in the header, more fields in this row: not a sweep CSV")
+            rows.append((reader.line_num, {k.strip(): (v or "").strip() for k, v in row.items()}))
     return rows
 
 

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import polars as pl
 
-from joulehouse.collectors.input_file import open_regular, regular_file
+from joulehouse.collectors.input_file import reading, regular_file
 from joulehouse.reports.accounts.csv_cells import number, parsed, utc_time
 from joulehouse.reports.accounts.settings import MAX_GCO2E_PER_KWH
 
@@ -98,7 +98,9 @@ def _to_hourly(frame: pl.DataFrame) -> pl.DataFrame:
 
 def _read_csv(path: Path) -> pl.DataFrame:
     path = regular_file(path, "grid intensity file", GridFileError)
-    with open(open_regular(path, "grid intensity file", GridFileError), "rb") as fh:
+    # a ragged row, an open quote, an empty or non-UTF-8 file: polars' error named no file
+    with reading(path, "grid intensity file", GridFileError, expected="a CSV file that can be read",
+                 parse_errors=(pl.exceptions.PolarsError, UnicodeDecodeError)) as fh:
         return pl.read_csv(fh, infer_schema=False)
 
 

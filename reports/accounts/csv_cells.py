@@ -1,12 +1,34 @@
-"""Text cells of a reference CSV (grid intensities, prices) parsed into numbers and UTC times, with
-one line naming the file, its line, the column and the value where a cell does not parse: polars'
-own cast error names none of them."""
+"""Reference CSVs (grid intensities, prices): read within a size bound, every cell as text, and the
+cells parsed into numbers and UTC times, with one line naming the file, its line, the column and
+the value where a cell does not parse: polars' own errors name none of them."""
 
 from __future__ import annotations
 
+import io
 from pathlib import Path
 
 import polars as pl
+
+from joulehouse.collectors.input_file import reading, regular_file
+
+# A reference CSV is a year of one region's hours or five-minute steps (the shared ones: 0.9 to 4
+# MB); one past this is not one (a whole market's nodes, a wrong file), and read whole as text it
+# would take several times its size in memory.
+MAX_REFERENCE_CSV_BYTES = 256 * 1024 * 1024
+
+
+def text_csv(path: str | Path, what: str, error: type[Exception]) -> pl.DataFrame:
+    """A regular CSV file of at most MAX_REFERENCE_CSV_BYTES (never more read, even if it grows meanwhile),
+    every cell as text; a ragged row, an open quote, an empty or non-UTF-8 file raises `error`
+    naming the file (polars' own error names none)."""
+    max_bytes = MAX_REFERENCE_CSV_BYTES
+    path = regular_file(path, what, error, max_bytes)
+    with reading(path, what, error, expected="a CSV file that can be read",
+                 parse_errors=(pl.exceptions.PolarsError, UnicodeDecodeError)) as fh:
+        data = fh.read(max_bytes + 1)
+        if len(data) > max_bytes:
+            raise error(f"{what} {path} grew past {max_bytes} bytes while it was read; expected at most that")
+        return pl.read_csv(io.BytesIO(data), infer_schema=False)
 
 
 def number(column: str) -> pl.Expr:

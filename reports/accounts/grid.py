@@ -21,8 +21,8 @@ from pathlib import Path
 
 import polars as pl
 
-from joulehouse.collectors.input_file import reading, regular_file
-from joulehouse.reports.accounts.csv_cells import number, parsed, utc_time
+from joulehouse.collectors.input_file import regular_file
+from joulehouse.reports.accounts.csv_cells import number, parsed, text_csv, utc_time
 from joulehouse.reports.accounts.settings import MAX_GCO2E_PER_KWH
 
 # 1 lb = 453.59237 g, 1 MWh = 1000 kWh.
@@ -97,11 +97,7 @@ def _to_hourly(frame: pl.DataFrame) -> pl.DataFrame:
 
 
 def _read_csv(path: Path) -> pl.DataFrame:
-    path = regular_file(path, "grid intensity file", GridFileError)
-    # a ragged row, an open quote, an empty or non-UTF-8 file: polars' error named no file
-    with reading(path, "grid intensity file", GridFileError, expected="a CSV file that can be read",
-                 parse_errors=(pl.exceptions.PolarsError, UnicodeDecodeError)) as fh:
-        return pl.read_csv(fh, infer_schema=False)
+    return text_csv(path, "grid intensity file", GridFileError)
 
 
 def load_electricitymaps_csv(path: Path, basis: str = "direct") -> pl.DataFrame:

@@ -17,8 +17,8 @@ from zoneinfo import ZoneInfo
 
 import polars as pl
 
-from joulehouse.collectors.input_file import read_bytes_at_most, reading, regular_file
-from joulehouse.reports.accounts.csv_cells import number, parsed, utc_time
+from joulehouse.collectors.input_file import read_bytes_at_most
+from joulehouse.reports.accounts.csv_cells import number, parsed, text_csv, utc_time
 from joulehouse.reports.accounts.settings import MAX_PRICE_USD_PER_MWH
 
 DEFAULT_PRICE_FILE = "prices/pjm_rto_da_hourly_lmp_2025.csv"
@@ -39,11 +39,7 @@ def usd_per_mwh_to_usd_per_kwh(price_usd_per_mwh: float) -> float:
 def load_pjm_lmp_csv(path: Path, node: str) -> pl.DataFrame:
     """PJM hourly LMP export (Data Miner 2), day-ahead (`total_lmp_da`) or real-time
     (`total_lmp_rt`), for one pricing node. Returns hour_at (UTC), node, price_usd_per_mwh."""
-    path = regular_file(path, "price file", PriceFileError)
-    # a ragged row, an open quote, an empty or non-UTF-8 file: a traceback naming no file before
-    with reading(path, "price file", PriceFileError, expected="a CSV file that can be read",
-                 parse_errors=(pl.exceptions.PolarsError, UnicodeDecodeError)) as fh:
-        raw = pl.read_csv(fh, infer_schema=False)
+    raw = text_csv(path, "price file", PriceFileError)
     price_col = next((c for c in ("total_lmp_da", "total_lmp_rt") if c in raw.columns), None)
     if price_col is None or "datetime_beginning_utc" not in raw.columns or "pnode_name" not in raw.columns:
         raise PriceFileError(

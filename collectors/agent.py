@@ -302,7 +302,7 @@ def _apply_config(
     else:
         if replay_guard is not None and not dry_run:
             replay_guard.record(config, now)  # before the devices: see collectors.agent_replay
-        record = None if dry_run or replay_guard is None else ClockLockRecord.beside(replay_guard.path)
+        record = None if dry_run or replay_guard is None else ClockLockRecord(replay_guard.clock_locks_path)
         with record.held() if record is not None else contextlib.nullcontext():
             _set_devices(nvml, config, result, record, trust_recorded_locks)
     if judged:

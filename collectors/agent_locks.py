@@ -32,7 +32,7 @@ from typing import Any
 from joulehouse.collectors import lakefs
 from joulehouse.collectors.agent_audit import GpuOutcome
 from joulehouse.collectors.agent_replay import (
-    ReplayGuard, ReplayStateError, check_private_folder, held_state_lock, read_state_text,
+    ReplayStateError, check_private_folder, held_state_lock, read_state_text,
 )
 
 log = logging.getLogger(__name__)
@@ -49,11 +49,6 @@ class ClockLockRecord:
 
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
-
-    @classmethod
-    def beside(cls, state_path: str | Path) -> ClockLockRecord:
-        """The record kept beside the replay guard's state file `state_path`."""
-        return cls(ReplayGuard(state_path).clock_locks_path)
 
     def read(self) -> dict[str, Lock] | None:
         """{gpu_uuid: (min, max) MHz, or None for unlocked}; a GPU not in it is an unknown lock.

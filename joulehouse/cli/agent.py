@@ -322,7 +322,7 @@ def rollback_command(
 
     node_lake = _node_lake(lake)
     audit_lake, audit_note = _audit_lake(lake, node_lake)
-    clock_locks = ClockLockRecord.beside(_replay_guard(state, node_lake, settings_file, settings_may_fail=True).path)
+    clock_locks = ClockLockRecord(_replay_guard(state, node_lake, settings_file, settings_may_fail=True).clock_locks_path)
     nvml = _nvml_usable_or_exit("a rollback needs the GPUs' driver: run it on the node, as root")
     try:
         result = rollback(host=host or socket.gethostname(), nvml=nvml, lake=audit_lake,

@@ -149,7 +149,7 @@ def test_a_record_that_is_not_the_agents_reads_every_lock_as_unknown(keys, lake,
     nvml = driver()
     kw = dict(public_key=keys[1], host=HOST, nvml=nvml, lake=lake, replay_guard=guard)
     apply_config(config(keys[0], LOCK_MHZ, 0), now=at(1), **kw)
-    record = ClockLockRecord.beside(guard.path)
+    record = ClockLockRecord(guard.clock_locks_path)
     assert record.read() == {GPU: LOCK_MHZ}
     unlocked = json.dumps({"locked_sm_clocks_mhz": {GPU: None}})
     if tamper == "not json":
@@ -183,13 +183,10 @@ def test_a_rollback_records_the_gpus_it_unlocked(keys, lake, guard):
     location.write_bytes(dump_config(config(keys[0], LOCK_MHZ, 0)))
     poll_once(state, str(location), now=at(1), **kw)
     assert "expired" in poll_once(state, str(location), now=at(49), **kw)
-    assert nvml.locked_clocks() == {} and ClockLockRecord.beside(guard.path).read() == {GPU: None}
+    assert nvml.locked_clocks() == {} and ClockLockRecord(guard.clock_locks_path).read() == {GPU: None}
 
 
 def test_the_record_is_the_file_the_settings_name_beside_the_replay_state(guard):
     """An operator looks for (or removes) `<state stem>.clock-locks.json`, as `[agent] state_path`'s
     help says; the loop, `agent apply` and `agent rollback` all find the record there."""
-    from joulehouse.collectors.agent_locks import ClockLockRecord
-
     assert guard.clock_locks_path == guard.path.parent / "agent-applied.clock-locks.json"
-    assert ClockLockRecord.beside(guard.path).path == guard.clock_locks_path

@@ -5,6 +5,12 @@ count the GPU's time twice and, in the fit's feature choice, let NVML's 1 Hz row
 models/sql/gpu_activity_streams.sql chooses one stream per GPU and day (and says why);
 `create_activity_view` puts models/sql/gpu_activity_samples.sql (the readings of those streams,
 with activity and memory activity as ratios) over a samples relation as a temporary view.
+
+Which measure a reading's activity is read in is written once, as two SQL macros that
+`create_activity_macros` creates: activity_of_kind.sql (the ratio of a kind: DCGM's SM / DRAM
+activity or NVML's utilisations / 100) and fit_activity_kind.sql (the kind a GPU model's power fit
+reads, else the stream's). The view and every file that scores activity with a fit
+(power_interval_profiles.sql, recommend_gpu_profile.sql) call them, so none can read another measure.
 """
 
 from __future__ import annotations
@@ -13,11 +19,12 @@ import datetime as dt
 
 import duckdb
 
-from joulehouse.models.sql import load_sql
+from joulehouse.models.sql import SQL, load_sql
 from joulehouse.warehouse.sqlio import quoted_relation, relation_exists
 
 ACTIVITY_VIEW = "gpu_activity_samples"
 STREAMS_TABLE = "gpu_activity_streams"
+ACTIVITY_MACROS = ("activity_of_kind", "fit_activity_kind")
 # A relation from elsewhere (an import, a test frame) may lack a source's columns: NULL, as the lake has them.
 OPTIONAL_COLUMNS = (("host", "VARCHAR"), ("source", "VARCHAR"), ("gpu_model", "VARCHAR"), ("sm_active_ratio", "FLOAT"),
                     ("dram_active_ratio", "FLOAT"), ("util_gpu_pct", "FLOAT"), ("util_mem_pct", "FLOAT"))
@@ -54,5 +61,13 @@ def create_activity_view(con: duckdb.DuckDBPyConnection, first_day: dt.date, las
     one day) of `samples_relation`; returns its name. Other days' readings are not in it."""
     choose_streams(con, samples_relation, first_day, last_day or first_day)
     samples_view(con, "activity_input_samples", quoted_relation(samples_relation))
+    create_activity_macros(con)  # before the view: DuckDB binds a view's macros when it is created
     con.execute(f"CREATE OR REPLACE TEMP VIEW {ACTIVITY_VIEW} AS {load_sql('gpu_activity_samples')}")
     return ACTIVITY_VIEW
+
+
+def create_activity_macros(con: duckdb.DuckDBPyConnection) -> None:
+    """(Re)create the temp macros activity_of_kind and fit_activity_kind (models/sql) on `con`:
+    create_activity_view does; a query that reads these files over a relation of its own calls it."""
+    for macro in ACTIVITY_MACROS:
+        SQL.execute(con, macro)

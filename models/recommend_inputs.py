@@ -121,7 +121,8 @@ def gpu_day_profiles(con: duckdb.DuckDBPyConnection, day: dt.date, samples_relat
 
 def fit_activity_models(fits: dict[str, dict | None]) -> dict[str, list[str]]:
     """The SQL parameters $sm_active_models and $util_gpu_models: the GPU models whose fit in `fits`
-    reads each activity measure (a model without a fit is in neither)."""
+    reads each activity measure (a model without a fit is in neither), as the macro
+    models/sql/fit_activity_kind.sql takes them."""
     feature_sets = {m: f["feature_set"] for m, f in fits.items() if f}
     return {f"{kind}_models": sorted(m for m, s in feature_sets.items() if s == feature_set)
             for feature_set, kind in ACTIVITY_KIND_OF_FEATURE_SET.items()}

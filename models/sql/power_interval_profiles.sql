@@ -8,7 +8,8 @@
 --   models the catalogue knows), $pcie_link_gbps (GB/s, tx + rx) for the others.
 -- Parameters: $day DATE, $pcie_link_gbps DOUBLE; $sm_active_models, $util_gpu_models VARCHAR[]: the
 --   GPU models whose power fit reads DCGM's SM and DRAM activity (feature set 'dcgm') and NVML's
---   utilisation and memory utilisation / 100 ('nvml'); a model in neither is read in its streams' measure.
+--   utilisation and memory utilisation / 100 ('nvml'); a model in neither is read in its streams' measure
+--   (fit_activity_kind.sql and activity_of_kind.sql: macros models.activity creates).
 -- Why the fit's measure and not the stream's: the curves are the fit's predictions, and a GPU read
 --   by DCGM carries both. An A100 fitted on NVML utilisation whose DCGM samples were half SM 0.8 /
 --   DRAM 0.3, half SM 0.3 / DRAM 0.7 (NVML: 100% / 50% throughout) got a compute-bound row at 255 W
@@ -20,27 +21,23 @@
 --   pcie_gbps (GB/s mean, tx + rx, over the samples that read both; NULL where none did), temp_c
 --   (C mean), max_power_limit_w (W); heavy_activity_ratio, heavy_memory_ratio, heavy_pcie_gbps, heavy_temp_c: the same means over the heavier half of the
 --   samples (activity at or above the group's median), where models.recommend applies the slowdown bound.
-WITH fit_kinds AS (
-    SELECT unnest(CAST($sm_active_models AS VARCHAR[])) AS gpu_model, 'sm_active' AS kind
-    UNION ALL
-    SELECT unnest(CAST($util_gpu_models AS VARCHAR[])), 'util_gpu'
+WITH busy_samples AS (
+    SELECT *, fit_activity_kind(gpu_model, activity_kind, $sm_active_models, $util_gpu_models) AS fit_kind
+    FROM gpu_activity_samples
+    WHERE day = $day AND power_w IS NOT NULL AND activity_ratio > 0.05
 ),
 busy AS (
     SELECT
         s.gpu_model,
-        CASE coalesce(f.kind, s.activity_kind) WHEN 'sm_active' THEN CAST(s.sm_active_ratio AS DOUBLE)
-                                               ELSE s.util_gpu_pct / 100.0 END AS activity_ratio,
+        activity_of_kind(s.fit_kind, s.sm_active_ratio, s.util_gpu_pct) AS activity_ratio,
         -- NULL where not read (PCIe: either direction missing; tx without rx is no reading, not
         -- rx = 0): the means skip it, and the bottleneck is the busiest of what was read
-        CASE coalesce(f.kind, s.activity_kind) WHEN 'sm_active' THEN CAST(s.dram_active_ratio AS DOUBLE)
-                                               ELSE s.util_mem_pct / 100.0 END AS memory_ratio,
+        activity_of_kind(s.fit_kind, s.dram_active_ratio, s.util_mem_pct) AS memory_ratio,
         (s.pcie_tx_bytes_per_s + s.pcie_rx_bytes_per_s) / 1e9 AS pcie_gbps,
         coalesce(2 * l.pcie_capacity_bytes_per_s / 1e9, $pcie_link_gbps) AS pcie_link_gbps,
         s.temp_c, s.power_limit_w
-    FROM gpu_activity_samples AS s
-    LEFT JOIN fit_kinds AS f ON f.gpu_model = s.gpu_model
+    FROM busy_samples AS s
     LEFT JOIN link_capacity_by_model AS l ON l.gpu_model = s.gpu_model
-    WHERE s.day = $day AND s.power_w IS NOT NULL AND s.activity_ratio > 0.05
 ),
 classified AS (
     SELECT

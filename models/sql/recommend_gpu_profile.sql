@@ -2,7 +2,8 @@
 -- Grain: gpu_uuid, rows of `reco_input_samples` (temp view over gpu_activity_samples: one activity
 --   stream per GPU and day) with day = $day.
 -- Parameters: $day DATE; $sm_active_models, $util_gpu_models VARCHAR[]: the GPU models whose power
---   fit reads DCGM's SM activity (feature set 'dcgm') and NVML's utilisation ('nvml').
+--   fit reads DCGM's SM activity (feature set 'dcgm') and NVML's utilisation ('nvml')
+--   (fit_activity_kind.sql and activity_of_kind.sql: macros models.activity creates).
 -- Columns: host, gpu_uuid, gpu_model, n_samples, busy_ratio (0..1, share of the samples with an
 --   activity reading whose activity is above 5%; NULL: no reading), busy_hours (h: busy_ratio x the
 --   hours the day's samples cover),
@@ -82,20 +83,13 @@ per_model AS (
     WHERE busy AND gpu_model IS NOT NULL
     GROUP BY gpu_model
 ),
-fit_kinds AS (
-    SELECT unnest(CAST($sm_active_models AS VARCHAR[])) AS gpu_model, 'sm_active' AS kind
-    UNION ALL
-    SELECT unnest(CAST($util_gpu_models AS VARCHAR[])), 'util_gpu'
-),
 deciles_rows AS NOT MATERIALIZED (
     -- The busy samples (busy by the stream's activity, as busy_ratio counts them), each with the
     -- activity its model's fit reads (the stream's where the model has none) as deciles_activity.
-    SELECT d.gpu_uuid, d.clock_event_reasons, d.sm_clock_mhz, coalesce(f.kind, d.activity_kind) AS kind,
-           CASE coalesce(f.kind, d.activity_kind) WHEN 'sm_active' THEN CAST(d.sm_active_ratio AS DOUBLE)
-                                                  ELSE d.util_gpu_pct / 100.0 END AS deciles_activity
-    FROM day_rows AS d
-    LEFT JOIN fit_kinds AS f ON f.gpu_model = d.gpu_model
-    WHERE d.activity > 0.05
+    SELECT gpu_uuid, clock_event_reasons, sm_clock_mhz, kind,
+           activity_of_kind(kind, sm_active_ratio, util_gpu_pct) AS deciles_activity
+    FROM (SELECT *, fit_activity_kind(gpu_model, activity_kind, $sm_active_models, $util_gpu_models) AS kind
+          FROM day_rows WHERE activity > 0.05)
 ),
 histogram AS (
     -- least(): unchecked input (NaN, ratios above 1) shares the top bin rather than overflow the index.

@@ -106,10 +106,12 @@ def test_a_busy_samples_unread_memory_or_pcie_is_left_out_of_its_groups_means():
 
     import duckdb
 
+    from joulehouse.models.activity import create_activity_macros
     from joulehouse.models.sql import load_sql
 
     day = dt.date(2026, 3, 2)
     con = duckdb.connect()
+    create_activity_macros(con)
     con.execute("CREATE TABLE link_capacity_by_model (gpu_model VARCHAR, pcie_capacity_bytes_per_s DOUBLE)")
     con.execute("""CREATE TABLE gpu_activity_samples AS SELECT
         'NVIDIA A100-SXM4-80GB' AS gpu_model, DATE '2026-03-02' AS day, 300.0 AS power_w, 'sm_active' AS activity_kind,

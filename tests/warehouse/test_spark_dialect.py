@@ -12,6 +12,7 @@ import sqlglot
 import pytest
 from sqlglot import exp
 
+from joulehouse.models.activity import ACTIVITY_MACROS
 from joulehouse.models.settings import ModelSettings
 from joulehouse.warehouse import spark_engine
 from joulehouse.warehouse.spark_dialect import Macro, SparkDialectError, SparkStatements, parameters, spark_sql
@@ -19,6 +20,7 @@ from joulehouse.warehouse.sqlio import SqlFiles, used_parameters
 
 WAREHOUSE_SQL = SqlFiles("joulehouse.warehouse", "sql")
 MODELS_SQL = SqlFiles("joulehouse.models", "sql")
+MODELS_MACROS = ("power_dynamic_ratio", *ACTIVITY_MACROS)  # models/sql's macro files, inlined where called
 DUCKDB_ONLY = {"EPOCH", "EPOCH_US", "TO_SECONDS", "ISFINITE", "BITSTRING_AGG", "READ_CSV", "GETVARIABLE",
                "POWER_DYNAMIC_RATIO", "UNNEST", "RANGE", "LIST_CONTAINS"}
 
@@ -81,13 +83,23 @@ def test_any_warehouse_or_models_file_renders_or_names_what_has_no_translation(f
     # a new or rewritten DuckDB file flows to Spark once it renders; until then the error says why
     files = WAREHOUSE_SQL if folder == "warehouse" else MODELS_SQL
     statements = SparkStatements(files, views={"read_csv": "inventory_csv", "read_parquet": "lake_files"},
-                                 macros=("power_dynamic_ratio",) if folder == "models" else ())
+                                 macros=MODELS_MACROS if folder == "models" else ())
     try:
         text = statements.text(name)
     except SparkDialectError as exc:
         assert str(exc).startswith(f"sql/{name}.sql: ")
     else:
         assert sqlglot.parse_one(text, read="spark") is not None
+
+
+@pytest.mark.parametrize("name", ["gpu_activity_samples", "power_interval_profiles", "recommend_gpu_profile"])
+def test_the_files_that_read_activity_in_a_fits_measure_render_with_the_rule_inlined(name):
+    # the rule lives in two DuckDB macros (models/sql/activity_of_kind.sql, fit_activity_kind.sql);
+    # Spark has none, so each call becomes the macro's expression and the files still render
+    text = SparkStatements(MODELS_SQL, macros=MODELS_MACROS).text(name)
+    assert not _functions(text) & (DUCKDB_ONLY | {"ACTIVITY_OF_KIND", "FIT_ACTIVITY_KIND"})
+    assert "'sm_active'" in text and "/ 100.0" in text
+    assert set(parameters(text)) == set(used_parameters(MODELS_SQL.text(name)))
 
 
 def test_epoch_keeps_the_fraction_of_a_second():

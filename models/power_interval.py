@@ -4,7 +4,9 @@ range of power limits within the class's slowdown bound.
 For each GPU model with a fit that passed its gate, and each bottleneck its busy samples showed
 that day (models/sql/power_interval_profiles.sql: activity and memory activity in the measures the
 fit reads, SM and DRAM activity or NVML's utilisations, whichever the GPU's stream is; busy samples
-without the fit's activity are in no bottleneck's curve, and logged), the cap model (models.caps:
+without the fit's activity are in no bottleneck's curve, and logged; a memory, PCIe or temperature
+mean a bottleneck's samples never read is its model's busy mean of the day, as the recommender
+fills a GPU's, or, where none exists and the fit weighs it, no curve), the cap model (models.caps:
 the clock under a limit from the fitted power model, the slowdown from the bottleneck) predicts
 energy per unit of work and run time at every limit from the device minimum to its default, in
 `step_w` steps (the curve, fct_energy_vs_limit, which the report draws). The interval is chosen
@@ -104,11 +106,26 @@ def interval_on_curve(limits_w: np.ndarray, energy: np.ndarray, times: np.ndarra
     return CurveInterval(best=int(best), low_w=float(near.min()), high_w=float(near.max()))
 
 
-def _group_mean(*means: float | None) -> float:
-    """The first known memory or PCIe mean of a profile group. A group none of whose samples read
-    the term is drawn without it: its model's fit had no such readings either (power_feature_choice:
-    has_memory and has_pcie need half the samples), so the term's coefficient is 0."""
-    return next((float(m) for m in means if m is not None), 0.0)
+def _group_side_measures(group: dict, model_gpus: list[dict], feature_set: str, coef: PowerCoefficients) -> dict:
+    """A bottleneck group's memory activity, PCIe traffic (GB/s) and temperature (C) means in the
+    fit's measures, a measure none of its samples read filled as models.recommend fills a GPU's
+    (with_stand_ins: the model's busy mean of the day, else the value at which an unweighed term
+    weighs nothing). Raises MissingMeasure where neither can stand in: taken as 0 or 60 C, the
+    group was drawn at an operating point nobody measured."""
+    memory = PROFILE_MEASURES[feature_set][1]
+    model_means = next(iter(model_gpus), {})  # the model_* columns: the same on each GPU of the model
+    filled, notes = with_stand_ins(
+        {"gpu_model": group["gpu_model"], memory: group["memory_ratio"], "pcie_gbps": group["pcie_gbps"],
+         "temp_c": group["temp_c"]} | {f"model_{c}": model_means.get(f"model_{c}") for c in (memory, "pcie_gbps", "temp_c")},
+        feature_set, coef)
+    for note in notes:
+        log.info("%s, %s samples: %s", group["gpu_model"], group["bottleneck"], note)
+    return {"memory_ratio": filled[memory], "pcie_gbps": filled["pcie_gbps"], "temp_c": filled["temp_c"]}
+
+
+def _heavy_or_group(heavy: float | None, group: float) -> float:
+    """The heavier half's mean of a measure, or the whole group's where the heavier half read none."""
+    return float(group if heavy is None else heavy)
 
 
 def power_interval_day(con: duckdb.DuckDBPyConnection, day: dt.date, settings: RecommendSettings | None = None, *,
@@ -162,9 +179,13 @@ def power_interval_day(con: duckdb.DuckDBPyConnection, day: dt.date, settings: R
             if mix is not None:
                 intervals.append(mix)
         for p in rows:
-            profile = WorkloadProfile(activity_ratio=float(p["activity_ratio"]),
-                                      memory_ratio=_group_mean(p["memory_ratio"]),
-                                      pcie_gbps=_group_mean(p["pcie_gbps"]), temp_c=float(p["temp_c"] or 60.0),
+            try:
+                side = _group_side_measures(p, mine, fit["feature_set"], coef)
+            except MissingMeasure as exc:
+                log.warning("%s on %s: no %s curve: %s", model, day, p["bottleneck"], exc)
+                continue
+            profile = WorkloadProfile(activity_ratio=float(p["activity_ratio"]), memory_ratio=side["memory_ratio"],
+                                      pcie_gbps=side["pcie_gbps"], temp_c=side["temp_c"],
                                       pcie_link_gbps=pcie_link_gbps(model))
             curve = energy_vs_limit(coef, profile, limits)
             at_default = curve[-1]
@@ -174,10 +195,10 @@ def power_interval_day(con: duckdb.DuckDBPyConnection, day: dt.date, settings: R
             # The bound holds for the heavier half of the work, as models.recommend applies it: a
             # cap bites in the heavy phases, and the jobs it slows most must stay within it too.
             heavy = WorkloadProfile(
-                activity_ratio=float(p["heavy_activity_ratio"] or p["activity_ratio"]),
-                memory_ratio=_group_mean(p["heavy_memory_ratio"], p["memory_ratio"]),
-                pcie_gbps=_group_mean(p["heavy_pcie_gbps"], p["pcie_gbps"]), temp_c=float(p["heavy_temp_c"] or profile.temp_c),
-                pcie_link_gbps=profile.pcie_link_gbps)
+                activity_ratio=_heavy_or_group(p["heavy_activity_ratio"], profile.activity_ratio),
+                memory_ratio=_heavy_or_group(p["heavy_memory_ratio"], profile.memory_ratio),
+                pcie_gbps=_heavy_or_group(p["heavy_pcie_gbps"], profile.pcie_gbps),
+                temp_c=_heavy_or_group(p["heavy_temp_c"], profile.temp_c), pcie_link_gbps=profile.pcie_link_gbps)
             heavy_curve = energy_vs_limit(coef, heavy, limits)
             heavy_times = (np.array([1.0 + o.slowdown_pct / 100.0 for o in heavy_curve])
                            / (1.0 + heavy_curve[-1].slowdown_pct / 100.0))

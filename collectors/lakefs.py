@@ -19,9 +19,11 @@ from typing import Any
 
 
 # In a central lake's partition folder: one JSON line per file that compaction merged into
-# another and removed ({"name", "bytes", "mtime_ns", "sha256", "into"}; warehouse/lake_compact.py).
-# Ship reads it, so a file sent again after its rows were compacted is not put back beside them; the
-# gate, so a compaction after a day was built is not a change of what the build read.
+# another and removed ({"name", "bytes", "mtime_ns", "sha256", "first_at", "last_at", "into"}: its
+# first and last reading, ISO 8601 UTC; null where no reading has a time, absent from lines written
+# before they were kept; warehouse/lake_compact.py). Ship reads it, so a file sent again after its rows were compacted is
+# not put back beside them; the gate, so a compaction after a day was built is not a change of what
+# the build read, unless it merged in a file the build did not read whose readings reach that day.
 COMPACTED_LEDGER_NAME = "_compacted.jsonl"
 
 

@@ -15,7 +15,8 @@ fct_warehouse_build_lake_files), not on the lake at gate time: a node that ships
 had made the nothing-lost rule stop a good day. A file that came, went or changed since a build
 is no error of that day's facts but a reason to re-run it: the gate says so with severity
 'rebuild', for each built day whose build read the checked day's folder (the day before, the day,
-the day after), and never stops the run for it.
+the day after), and never stops the run for it. A folder found changed while a compaction was
+half done there is looked at again once it ends (warehouse/lake_fingerprint.py says what is left).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import logging
+import posixpath
 import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, nullcontext
@@ -32,7 +34,7 @@ from pathlib import Path
 import duckdb
 
 from joulehouse.warehouse.lake_contract import build_dates, narrowed, reading_own_day, stand_in_files
-from joulehouse.warehouse.lake_fingerprint import RELATION as LAKE_FILES, FolderChange, lake_changes
+from joulehouse.warehouse.lake_fingerprint import RELATION as LAKE_FILES, FolderChange, LakeLook, lake_changes
 from joulehouse.warehouse.readings import refuse_pruned_day
 from joulehouse.warehouse.settings import WarehouseSettings
 from joulehouse.warehouse.sqlio import SqlFiles, columns_of, records, relation_exists, replace_day_rows, used_parameters
@@ -277,17 +279,26 @@ def _folder_change(day: dt.date, change: FolderChange) -> str:
         hosts = lambda r: r["hosts"].replace(",", ", ") or "none"  # noqa: E731
         said.append(f"hosts reaching across midnight when built: {hosts(built)}; now: {hosts(now)}"
                     if change.partition_date != day else f"hosts when built: {hosts(built)}; now: {hosts(now)}")
-    if not said:  # as many readings, the same hosts: only the files say it
+    if change.rewritten and not said:  # as many readings, the same hosts: only the files say it
         said.append("files changed, not by a compaction: " + ", ".join(change.rewritten))
+    if change.merged_in:
+        said.append("a compaction merged in what the build did not read, with readings inside its window "
+                    "(or of times its ledger does not say): " + ", ".join(change.merged_in))
+    if change.compacting:
+        folders = ", ".join(dict.fromkeys(posixpath.dirname(p) for p in change.compacting))
+        said.append(f"a compaction of {folders} was under way or cut short when the gate looked: its old and new "
+                    f"files stand side by side until it ends (the next gate looks again; joulehouse compact --lake "
+                    f"LAKE --date {change.partition_date} finishes one cut short)")
     return (f"{change.dataset} date={change.partition_date}: {'; '.join(said)} ({_files(built['n_files'])} when "
             f"built, {_files(now['n_files'])} now)")
 
 
 def lake_files_result(con: duckdb.DuckDBPyConnection, day: dt.date,
-                      footers: dict[str, tuple] | None = None) -> CheckResult | None:
+                      look: LakeLook | None = None) -> CheckResult | None:
     """Whether the lake still holds the files `day`'s build read ('rebuild' severity); None when the
-    build recorded none (never built, built before the record was kept) or there is no lake."""
-    compared = lake_changes(con, day, footers)
+    build recorded none (never built, built before the record was kept) or there is no lake.
+    `look`: what this gate listed and read of the lake before, added to."""
+    compared = lake_changes(con, day, look)
     if compared is None:
         return None
     changes, built = compared
@@ -312,8 +323,8 @@ def run_gate(con: duckdb.DuckDBPyConnection, day: dt.date, settings: WarehouseSe
     refused before anything is stored (readings.ReadingsPastRetention). Also stores, never raising,
     the 'rebuild' result of each built day whose build read `day`'s folder (lake_files_result)."""
     refuse_pruned_day(con, day, "the blocking data checks")
-    footers: dict[str, tuple] = {}  # the three days' folders overlap: each footer is read once
-    rebuild = tuple((d, r) for d in build_dates(day) if (r := lake_files_result(con, d, footers)) is not None)
+    look = LakeLook()  # the three days' folders overlap: each is listed once, each footer read once
+    rebuild = tuple((d, r) for d in build_dates(day) if (r := lake_files_result(con, d, look)) is not None)
     summary = CheckSummary(day=day, results=tuple(evaluate_gate(con, day, settings)), rebuild=rebuild)
     store_check_results(con, day, list(summary.results), BLOCKING)
     for built_day, result in rebuild:

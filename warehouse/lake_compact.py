@@ -22,11 +22,14 @@ name. The new file is written atomically; the old files are removed; the intent 
 A compaction that died part-way is finished by the next one: new file present -> remove the
 listed old files still as read; new file absent -> nothing happened, drop the intent. Between
 the new file landing and the old ones going, a reader can see both (the build would quarantine
-the copies as duplicate_key); the DAG compacts before it builds, so its own build never does.
+the copies as duplicate_key); the DAG compacts before it builds, so its own build never does, and
+the gate waits for an intent to go before it believes a change (warehouse/lake_fingerprint.py).
 
-Each file removed is first written, with its size, modification time and sha256, to the partition's ledger
-(`_compacted.jsonl`): ship finds there a file it would send again (a crash cut its manifest
-line short) whose rows are already in the compacted file, and records it instead of sending it.
+Each file removed is first written, with its size, modification time, sha256 and first and last
+reading time, to the partition's ledger (`_compacted.jsonl`): ship finds there a file it would
+send again (a crash cut its manifest line short) whose rows are already in the compacted file,
+and records it instead of sending it; the gate, which files a compaction merged beside those a
+day's build read, and whether their readings reach into that day.
 Compact only the central lake the nodes ship to, never a node's own lake: ship would see the
 compacted file as new and send the rows again.
 """
@@ -45,10 +48,11 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from joulehouse.collectors import lakefs
-from joulehouse.collectors.schema import DATASETS, REQUIRED_ONE_OF, SORT_KEYS
+from joulehouse.collectors.schema import DATASETS, REQUIRED_ONE_OF, SORT_KEYS, TIME_COLUMN
 from joulehouse.collectors.writer import lake_file_name, partition_dir, write_bytes_atomic, write_parquet_atomic
 from joulehouse.warehouse.lake_partitions import day_hosts, host_datasets
 
@@ -138,7 +142,7 @@ def _compact_locked(folder: Path, day: dt.date, host: str, dataset: str, finishe
             left.append(f"{path.name}: replaced while it was read; compacted next time")
         else:
             tables.append(table)
-            readable.append((path, stamp, hashlib.sha256(data).hexdigest()))
+            readable.append((path, stamp, hashlib.sha256(data).hexdigest(), _time_range(table, dataset)))
     rows = sum(t.num_rows for t in tables)
     if len(readable) < 2:
         return CompactionReport(dataset, day.isoformat(), host, len(files), len(files), rows,
@@ -151,7 +155,8 @@ def _compact_locked(folder: Path, day: dt.date, host: str, dataset: str, finishe
     target = folder / lake_file_name(dataset, table)
     intent = folder / f"_compaction-{uuid.uuid4().hex[:12]}.json"
     plan = {"new": target.name,
-            "replaces": [{"name": p.name, "stamp": st, "sha256": digest} for p, st, digest in readable]}
+            "replaces": [{"name": p.name, "stamp": st, "sha256": digest, "first_at": first, "last_at": last}
+                         for p, st, digest, (first, last) in readable]}
     write_bytes_atomic(intent, json.dumps(plan).encode())
     try:
         written = write_parquet_atomic(table, target)
@@ -167,7 +172,7 @@ def _compact_locked(folder: Path, day: dt.date, host: str, dataset: str, finishe
         raise CompactionError(f"{folder}: the compacted file held {landed} rows, not {rows}; the originals are kept")
     kept = _remove_replaced(folder, plan["replaces"], target.name)
     intent.unlink()
-    replaced_bytes = sum(st[0] for p, st, _ in readable if p.name not in kept)
+    replaced_bytes = sum(st[0] for p, st, _, _ in readable if p.name not in kept)
     left += [f"{name}: changed while being compacted (its rows are also in {target.name})" for name in kept]
     return CompactionReport(dataset, day.isoformat(), host, len(files), len(files) - len(readable) + 1 + len(kept),
                             rows, bytes_before, bytes_before - replaced_bytes + written.bytes, left, finished)
@@ -209,6 +214,23 @@ def _in_dataset_order(table: pa.Table, dataset: str) -> pa.Table:
                         + [c for c in table.column_names if c not in known])
 
 
+def _time_range(table: pa.Table, dataset: str) -> tuple[str | None, str | None]:
+    """(first, last) reading time of a file's rows (ISO 8601, UTC), for the ledger: the gate tells
+    by it whether a file merged beside those a build read could hold readings of that build's day.
+    (None, None) where no row has a time."""
+    column = TIME_COLUMN[dataset]
+    if column not in table.column_names:
+        return None, None
+    bounds = pc.min_max(table.column(column))
+    try:
+        first, last = bounds["min"].as_py(), bounds["max"].as_py()
+    except (OverflowError, ValueError):  # a time past Python's year 9999: the gate takes it as unknown
+        return None, None
+    if first is None or last is None:
+        return None, None
+    return first.isoformat(), last.isoformat()
+
+
 def _stamp(path: Path) -> list[int]:
     st = path.stat()
     return [st.st_size, st.st_mtime_ns, st.st_ino]
@@ -216,11 +238,11 @@ def _stamp(path: Path) -> list[int]:
 
 def _remove_replaced(folder: Path, replaces: list[dict], new: str) -> list[str]:
     """Remove the replaced files that are still the ones read, each first written to the ledger
-    (lakefs.COMPACTED_LEDGER_NAME) with its size and sha256; returns the names kept because they changed
-    since (ship re-sent a file with other bytes): their new rows must not go. A file written again
-    with the very bytes that were merged (a resumed ship re-copying what it had copied before its
-    manifest line) goes too: kept, its rows stood twice in the lake, and the next compaction merged
-    both copies for good."""
+    (lakefs.COMPACTED_LEDGER_NAME) with its size, sha256 and first and last reading; returns the
+    names kept because they changed since (ship re-sent a file with other bytes): their new rows
+    must not go. A file written again with the very bytes that were merged (a resumed ship
+    re-copying what it had copied before its manifest line) goes too: kept, its rows stood twice in
+    the lake, and the next compaction merged both copies for good."""
     kept, going = [], []
     for entry in replaces:
         path = folder / entry["name"]
@@ -233,7 +255,7 @@ def _remove_replaced(folder: Path, replaces: list[dict], new: str) -> list[str]:
         going.append(path)
     # The ledger reaches the disk before the files go: ship then knows their rows are in `new`.
     lines = [json.dumps({"name": e["name"], "bytes": e["stamp"][0], "mtime_ns": e["stamp"][1], "sha256": e.get("sha256"),
-                         "into": new})
+                         "first_at": e.get("first_at"), "last_at": e.get("last_at"), "into": new})
              for e in replaces if folder / e["name"] in going]
     if lines:
         with open(folder / lakefs.COMPACTED_LEDGER_NAME, "a") as fh:

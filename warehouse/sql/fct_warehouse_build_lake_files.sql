@@ -2,9 +2,11 @@
 -- folder: the day's own files, and the neighbouring days' files whose readings reach across
 -- midnight into the day. The gate of a later day lists the lake again and compares (severity
 -- 'rebuild' in fct_check_results) the own folder's readings, the hosts reaching in from a
--- neighbouring one, and the files, a change of files excused where the partition's compaction
--- ledger says they were merged (warehouse/lake_fingerprint.py): a change says that the day's facts
--- stand on the lake as it was, and that a re-run of that day takes the change in.
+-- neighbouring one, and the files. A change of files is excused only where the partition's
+-- compaction ledger says the files read were merged into those there now and that nothing merged
+-- in with them could reach the day (none from its own folder, none with readings in the window,
+-- none of times the ledger does not say: warehouse/lake_fingerprint.py). A change says that the
+-- day's facts stand on the lake as it was, and that a re-run of that day takes the change in.
 -- kind: day
 -- grain: one row per (day built, dataset, date= folder read: the day before, the day, the day after)
 -- columns:

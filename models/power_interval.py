@@ -230,6 +230,9 @@ def _mix_interval(day: dt.date, model: str, coef: PowerCoefficients, feature_set
     """The class's GPUs of one model scored together on their day (models.recommend's bins, each
     GPU's weighted by its busy hours); None when none was busy."""
     bins, busy_h = [], 0.0
+    # A measure no GPU of the model read leaves every busy GPU out for the same reason: one line per
+    # reason, not one per GPU (a fleet of 1000 A100s without temperature wrote 1000 a day).
+    left_out: dict[str, list[str]] = {}
     for g in gpus:
         if g["busy_hours"] is None or g["busy_hours"] <= 0:
             continue  # no activity reading (how busy is unknown) or idle: nothing to score
@@ -238,7 +241,7 @@ def _mix_interval(day: dt.date, model: str, coef: PowerCoefficients, feature_set
         try:
             g, _ = with_stand_ins(g, feature_set, coef)  # the recommender's reasons say what stood in
         except MissingMeasure as exc:
-            log.warning("%s on %s: GPU %s left out of the %s mix: %s", model, day, g["gpu_uuid"], workload_class, exc)
+            left_out.setdefault(str(exc), []).append(g["gpu_uuid"])
             continue
         hours = float(g["busy_hours"])
         profile = gpu_profile(g, feature_set)
@@ -246,6 +249,9 @@ def _mix_interval(day: dt.date, model: str, coef: PowerCoefficients, feature_set
             continue
         bins += [(b, w * hours) for b, w in activity_bins(g, profile, coef.f_max_mhz)]
         busy_h += hours
+    for why, uuids in left_out.items():
+        log.warning("%s on %s: %d GPU(s) left out of the %s mix (%s%s): %s", model, day, len(uuids), workload_class,
+                    ", ".join(uuids[:3]), ", ..." if len(uuids) > 3 else "", why)
     if not bins:
         return None
     scored = score_limits(coef, [(b, w / busy_h) for b, w in bins], limits)

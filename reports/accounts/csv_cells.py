@@ -27,7 +27,7 @@ def text_csv(path: str | Path, what: str, error: type[Exception]) -> pl.DataFram
                  parse_errors=(pl.exceptions.PolarsError, UnicodeDecodeError)) as fh:
         data = fh.read(max_bytes + 1)
         if len(data) > max_bytes:
-            raise error(f"{what} {path} grew past {max_bytes} bytes while it was read; expected at most that")
+            raise error(f"{what} {path} grew past {max_bytes / 2**20:g} MiB while it was read; expected at most that")
         return pl.read_csv(io.BytesIO(data), infer_schema=False)
 
 

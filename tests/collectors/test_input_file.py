@@ -91,15 +91,15 @@ def test_a_fifo_swapped_in_after_the_check_is_refused_not_waited_on(tmp_path, mo
     command on its open until someone wrote to it (for good, under a timer)."""
     from joulehouse.collectors import input_file
     from joulehouse.models import sweeps
-    from joulehouse.reports.accounts import grid, prices
+    from joulehouse.reports.accounts import csv_cells, grid, prices
 
     path = tmp_path / "input.csv"
     path.write_text("a,b\n1,2\n", encoding="utf-8")
-    module, read = {
+    module, read = {  # the module whose check the reader calls (grid and price files: csv_cells.text_csv)
         "document": (input_file, lambda: read_bytes_at_most(path, "key", 1000)),
         "lines": (input_file, lambda: list(text_lines(path, "log", 100).__enter__())),
-        "price file": (prices, lambda: prices.load_pjm_lmp_csv(path, "PJM-RTO")),
-        "grid file": (grid, lambda: grid._read_csv(path)),
+        "price file": (csv_cells, lambda: prices.load_pjm_lmp_csv(path, "PJM-RTO")),
+        "grid file": (csv_cells, lambda: grid._read_csv(path)),
         "sweep file": (sweeps, lambda: sweeps.load_sweeps(path)),
     }[reader]
     _fifo_after_the_check(monkeypatch, module, path)
@@ -113,13 +113,13 @@ def test_a_file_removed_after_the_check_is_the_readers_one_line_error(tmp_path, 
     which a missing file is an answer): the price, grid and sweep readers then ended their command
     with a traceback (review, helper-99)."""
     from joulehouse.models import sweeps
-    from joulehouse.reports.accounts import grid, prices
+    from joulehouse.reports.accounts import csv_cells, grid, prices
 
     path = tmp_path / "input.csv"
     path.write_text("a,b\n1,2\n", encoding="utf-8")
-    module, read, error = {
-        "price file": (prices, lambda: prices.load_pjm_lmp_csv(path, "PJM-RTO"), prices.PriceFileError),
-        "grid file": (grid, lambda: grid._read_csv(path), grid.GridFileError),
+    module, read, error = {  # the module whose check the reader calls
+        "price file": (csv_cells, lambda: prices.load_pjm_lmp_csv(path, "PJM-RTO"), prices.PriceFileError),
+        "grid file": (csv_cells, lambda: grid._read_csv(path), grid.GridFileError),
         "sweep file": (sweeps, lambda: sweeps.load_sweeps(path), sweeps.SweepError),
     }[reader]
     real_check = module.regular_file

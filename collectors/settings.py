@@ -5,14 +5,15 @@ joulehouse.warehouse.settings, joulehouse.models.settings, joulehouse.reports.ac
 and joulehouse.reports.export.settings the analytics'; joulehouse.settings assembles them all.
 The node reads only its own (`load_node_settings`) and imports no analytics package.
 
-What every section shares lives here too: the `section` decorator (a frozen pydantic
-dataclass that refuses unknown keys), the range types (`Seconds`, `Ratio`, `PUE`, ...) and
-`SettingsRoot.load`, which reads the TOML file, then the `JOULEHOUSE_<SECTION>__<FIELD>`
-environment overrides (pydantic-settings' TOML and environment sources), and checks every value
-when it is read: a bad one is a SettingsError naming the setting, the value and where it came
-from. Nothing is read at import time; a root built in code (`Settings(lake=...)`) reads neither
-file nor environment. A number setting refuses a boolean (pydantic would take TOML's `true` as 1),
-and a relative path in a location setting of the file is the file's folder's (`RelativeToFile`).
+What every section shares is here too: the `section` decorator (a frozen pydantic dataclass that
+refuses unknown keys) and the range types (`Seconds`, `Ratio`, `PUE`, ...), declared in
+collectors.settings_fields and re-exported here, and `SettingsRoot.load`, which reads the TOML
+file, then the `JOULEHOUSE_<SECTION>__<FIELD>` environment overrides (pydantic-settings' TOML and
+environment sources), and checks every value when it is read: a bad one is a SettingsError naming
+the setting, the value and where it came from. Nothing is read at import time; a root built in
+code (`Settings(lake=...)`) reads neither file nor environment. A number setting refuses a boolean
+(pydantic would take TOML's `true` as 1), and a relative path in a location setting of the file is
+the file's folder's (`RelativeToFile`).
 """
 
 from __future__ import annotations
@@ -22,20 +23,22 @@ import math
 import os
 import re
 import tomllib
-import typing
 from contextvars import ContextVar
 from pathlib import Path
-from types import UnionType
 from typing import Annotated, Any, ClassVar, Mapping, Self
 
-import pydantic
-from pydantic import BeforeValidator, ConfigDict, Field, ValidationError, model_validator
-from pydantic_settings import (BaseSettings, EnvSettingsSource, NoDecode, PydanticBaseSettingsSource, SettingsConfigDict,
+from pydantic import Field, ValidationError, model_validator
+from pydantic_settings import (BaseSettings, EnvSettingsSource, PydanticBaseSettingsSource, SettingsConfigDict,
                                TomlConfigSettingsSource)
 
 from joulehouse.collectors.input_file import read_bytes_at_most, regular_file
 from joulehouse.collectors.settings_env import (ENV_DELIMITER, ENV_PREFIX, describe_errors, setting_source,
                                                 unknown_variables)
+# Re-exported: the analytics' settings modules declare their sections with these.
+from joulehouse.collectors.settings_fields import (MAX_PUE, PUE, Count, Finite, Location, LocationOrNone, Names,
+                                                   NonNegative, NonNegativeInt, NonNegativeList, Percent, Positive,
+                                                   Ratio, RelativeToFile, Seconds, Text, relative_to_file, section)
+
 # A settings file is a page of text; anything larger is a mistake (or an attack), refused unread.
 MAX_FILE_BYTES = 1 << 20
 
@@ -45,94 +48,6 @@ class SettingsError(ValueError):
     wrong type or out of its range; the message names the setting and where it came from."""
 
 
-def section(cls: type) -> type:
-    """A settings section: a frozen pydantic dataclass whose fields are checked on construction
-    (`dataclasses.replace` checks again) and which refuses keys it does not declare. Its numbers
-    refuse booleans: pydantic's lax mode took TOML's `interval_s = true` as 1 s. Done here once for
-    every section's int and float fields (strict types would refuse the environment's text "5")."""
-    hints = typing.get_type_hints(cls, include_extras=True)  # text under `from __future__ import annotations`
-    cls.__annotations__ = {name: _refusing_booleans(hints[name]) for name in cls.__annotations__}
-    return pydantic.dataclasses.dataclass(frozen=True, config=ConfigDict(extra="forbid"))(cls)
-
-
-def _not_a_boolean(value: Any) -> Any:
-    if isinstance(value, bool):
-        raise ValueError(f"input should be a number, not the boolean {str(value).lower()}")
-    return value
-
-
-def _refusing_booleans(hint: Any) -> Any:
-    """`hint` with each int and float in it (under Annotated, in a tuple or a union) refusing a bool."""
-    if hint is int or hint is float:
-        return Annotated[hint, BeforeValidator(_not_a_boolean)]
-    origin, args = typing.get_origin(hint), typing.get_args(hint)
-    if origin is Annotated:
-        inner = _refusing_booleans(args[0])
-        return hint if inner is args[0] else Annotated[(inner, *hint.__metadata__)]
-    if origin not in (tuple, typing.Union, UnionType):
-        return hint
-    new = tuple(a if a is Ellipsis else _refusing_booleans(a) for a in args)
-    if all(n is a for n, a in zip(new, args)):
-        return hint
-    return tuple[new] if origin is tuple else typing.Union[new]
-
-
-class RelativeToFile:
-    """Marks a setting naming a local file or folder (or a URL, left as it is): a relative path
-    read from a settings file is the file's folder's (`--config /etc/joulehouse/site.toml` with
-    [lake] path = "lake" is /etc/joulehouse/lake, wherever the command runs); from the environment,
-    a flag or code, the working directory's, as in a shell. With a `separator`, the setting is a
-    list of entries "KEY<separator>PATH" (or "PATH")."""
-
-    def __init__(self, separator: str = "") -> None:
-        self.separator = separator
-
-    def resolve(self, value: Any, folder: Path) -> Any:
-        """`value` with each relative path in it made `folder`'s; anything else as it is (the field's
-        own check says what is wrong with it)."""
-        if not self.separator:
-            return self._entry(value, folder)
-        try:
-            entries = _listed(value)  # a TOML list, or text as the environment gives it
-        except ValueError:
-            return value
-        return [self._entry(v, folder) for v in entries] if isinstance(entries, (list, tuple)) else value
-
-    def _entry(self, value: Any, folder: Path) -> Any:
-        if not isinstance(value, str):
-            return value
-        key, sep, path = value.partition(self.separator) if self.separator else ("", "", value)
-        key, path = (key, path.strip()) if sep else ("", value.strip())
-        if not path or "://" in path or os.path.isabs(path):
-            return value  # "" is none; a URL or an absolute path is meant as written
-        if path.startswith("~"):  # the user's home, as a shell reads it (it was <folder>/~/lake)
-            return f"{key}{sep}{os.path.expanduser(path)}"
-        return f"{key}{sep}{folder / path}"
-
-
-Location = Annotated[str, Field(min_length=1), RelativeToFile()]
-LocationOrNone = Annotated[str, RelativeToFile()]  # "" for none
-
-
-def _relative_to_file(field: Any) -> RelativeToFile | None:
-    """The RelativeToFile marker of a section's field (its FieldInfo), if it names a file or folder."""
-    return next((m for m in field.metadata if isinstance(m, RelativeToFile)), None)
-
-
-def _listed(value: Any) -> Any:
-    """A list from the environment: comma-separated text (or a JSON list); TOML lists pass as they are."""
-    if isinstance(value, str):
-        text = value.strip()
-        if text.startswith("["):
-            return pydantic.TypeAdapter(list).validate_json(text)
-        return [v.strip() for v in text.split(",") if v.strip()]
-    return value
-
-
-Finite = Annotated[float, Field(allow_inf_nan=False)]
-Positive = Annotated[float, Field(gt=0, allow_inf_nan=False)]
-NonNegative = Annotated[float, Field(ge=0, allow_inf_nan=False)]
-Seconds = Positive  # a duration or interval: more than 0 s and finite
 # A call's timeout or a pause between retries: at most an hour. Larger ones are typos, and past
 # about 1e9 s the libraries that wait on them raise OverflowError mid-poll (ipmi_timeout_s =
 # 1e308 lost the BMC's row of every poll, the collector exiting 0).
@@ -159,16 +74,7 @@ RollInterval = Annotated[float, Field(ge=MIN_POLL_INTERVAL_S, le=86400, allow_in
 # stay on the GPUs until the next poll).
 AGENT_POLL_MIN_S, AGENT_POLL_MAX_S = 1.0, 86400.0
 AgentPollInterval = Annotated[float, Field(ge=AGENT_POLL_MIN_S, le=AGENT_POLL_MAX_S, allow_inf_nan=False)]
-Ratio = Annotated[float, Field(ge=0, le=1, allow_inf_nan=False)]
-Percent = Annotated[float, Field(ge=0, le=100, allow_inf_nan=False)]
-MAX_PUE = 10  # no facility spends 10x its IT power
-PUE = Annotated[float, Field(ge=1, le=MAX_PUE, allow_inf_nan=False)]  # facility / IT power: never below 1
-Count = Annotated[int, Field(ge=1)]
-NonNegativeInt = Annotated[int, Field(ge=0)]
 Port = Annotated[int, Field(ge=1, le=65535)]
-Text = Annotated[str, Field(min_length=1)]
-Names = Annotated[tuple[str, ...], NoDecode, BeforeValidator(_listed)]
-NonNegativeList = Annotated[tuple[NonNegative, ...], NoDecode, BeforeValidator(_listed)]
 
 
 @section
@@ -199,12 +105,14 @@ class CollectorSettings:
     ipmi_backoff_s: Backoff = Field(
         0.5, description="Pause between IPMI retries (doubles each time), s; the BMC is slow, not the network.")
     ipmi_dcmi_silent_polls: Count = Field(
-        3, description="A DCMI power reading that gets no answer while the SDR answers (older BMCs), or is refused\n"
-                       "(not \"Invalid command\", which is no DCMI: not asked again), this many polls in a row is then\n"
-                       "asked only every ipmi_dcmi_retry_interval_s; the SDR is still read every poll.")
+        3,
+        description="A DCMI power reading that gets no answer while the SDR answers (older BMCs), or is refused\n"
+                    "(not \"Invalid command\", which is no DCMI: not asked again), this many polls in a row is then\n"
+                    "asked only every ipmi_dcmi_retry_interval_s; the SDR is still read every poll.")
     ipmi_dcmi_retry_interval_s: DcmiRetryInterval = Field(
-        300.0, description="How often a backed-off DCMI power reading is asked again, s (never given up: a refusal in\n"
-                           "the BMC's present state may clear).")
+        300.0,
+        description="How often a backed-off DCMI power reading is asked again, s (never given up: a refusal in\n"
+                    "the BMC's present state may clear).")
     prometheus_timeout_s: Timeout = Field(
         10.0, description="Prometheus: one query's HTTP timeout, s; bounded retries with doubling backoff.")
     prometheus_retries: Retries = 3
@@ -276,7 +184,7 @@ class _TomlFile(TomlConfigSettingsSource):
         for name, info in self._root.model_fields.items():
             values = data.get(name)
             for key, field in getattr(info.annotation, "__pydantic_fields__", {}).items():
-                if isinstance(values, dict) and key in values and (marker := _relative_to_file(field)) is not None:
+                if isinstance(values, dict) and key in values and (marker := relative_to_file(field)) is not None:
                     values[key] = marker.resolve(values[key], folder)
         return data
 
@@ -414,7 +322,7 @@ def absolute_locations(values: Any, folder: Path) -> dict[str, Any]:
     out = {}
     for key, field in type(values).__pydantic_fields__.items():
         value = getattr(values, key)
-        out[key] = marker.resolve(value, folder) if (marker := _relative_to_file(field)) is not None else value
+        out[key] = marker.resolve(value, folder) if (marker := relative_to_file(field)) is not None else value
     return out
 
 
@@ -447,4 +355,7 @@ __all__ = [
     "AgentSettings", "CollectorSettings", "LakeSettings", "NodeSettings", "SettingsError", "SettingsRoot",
     "load_node_settings", "replace_fields", "replace_section", "section", "setting_source", "settings_to_toml",
     "toml_value", "write_settings_file",
+    # the shared field types (collectors.settings_fields)
+    "MAX_PUE", "PUE", "Count", "Finite", "Location", "LocationOrNone", "Names", "NonNegative", "NonNegativeInt",
+    "NonNegativeList", "Percent", "Positive", "Ratio", "RelativeToFile", "Seconds", "Text",
 ]

@@ -44,7 +44,7 @@ import pyarrow as pa
 from joulehouse.collectors.schema import NODE_SAMPLES
 from joulehouse.collectors.settings import CollectorSettings
 from joulehouse.collectors.sources.base import ERROR_COLUMN
-from joulehouse.collectors.sources.ipmi_dcmi import DcmiBackoff
+from joulehouse.collectors.sources.ipmi_dcmi import DCMI_RETRY_INTERVAL_S, DCMI_SILENT_POLLS, DcmiBackoff
 
 log = logging.getLogger(__name__)
 
@@ -227,8 +227,8 @@ class IpmiSource:
         clock: Callable[[], datetime] = lambda: datetime.now(timezone.utc),
         sleep: Callable[[float], None] = time.sleep,
         monotonic: Callable[[], float] = time.monotonic,
-        dcmi_silent_polls: int = 3,
-        dcmi_retry_interval_s: float = 300.0,
+        dcmi_silent_polls: int = DCMI_SILENT_POLLS,
+        dcmi_retry_interval_s: float = DCMI_RETRY_INTERVAL_S,
     ):
         if retries < 0 or timeout_s <= 0:
             raise ValueError(f"retries={retries!r}, timeout_s={timeout_s!r}: expected retries >= 0 and timeout_s > 0")

@@ -10,7 +10,10 @@ Which measure a reading's activity is read in is written once, as two SQL macros
 `create_activity_macros` creates: activity_of_kind.sql (the ratio of a kind: DCGM's SM / DRAM
 activity or NVML's utilisations / 100) and fit_activity_kind.sql (the kind a GPU model's power fit
 reads, else the stream's). The view and every file that scores activity with a fit
-(power_interval_profiles.sql, recommend_gpu_profile.sql) call them, so none can read another measure.
+(power_interval_profiles.sql, recommend_gpu_profile.sql) call them, and the fit's own features
+(power_feature_rows.sql, fct_power_fit_sums_hourly.sql) call activity_of_kind in the kind of the
+feature set they chose, so none can read another measure. Spark has no macros:
+warehouse.spark_engine names these files among those it inlines.
 """
 
 from __future__ import annotations

@@ -23,7 +23,7 @@ import hashlib
 
 import duckdb
 
-from joulehouse.models.activity import choose_streams, samples_view
+from joulehouse.models.activity import choose_streams, create_activity_macros, samples_view
 from joulehouse.models.settings import ModelSettings
 from joulehouse.models.sql import SQL
 from joulehouse.warehouse.sqlio import (alias_view, columns_of, ensure_columns, quoted_relation, records,
@@ -31,6 +31,8 @@ from joulehouse.warehouse.sqlio import (alias_view, columns_of, ensure_columns, 
 
 SUMS_TABLE = "fct_power_fit_sums_hourly"
 STREAM_COLUMNS = ("host", "gpu_uuid", "source")
+# The SQL whose text decides a day's stored sums: the sums' file and the macro it reads activity by.
+SUMS_RULES_FILES = ("fct_power_fit_sums_hourly", "activity_of_kind")
 
 
 def input_view(con: duckdb.DuckDBPyConnection, samples_relation: str, first_day: dt.date, last_day: dt.date) -> None:
@@ -54,6 +56,7 @@ def input_view(con: duckdb.DuckDBPyConnection, samples_relation: str, first_day:
         samples_view(con, "power_input_base", quoted_relation(base))
         SQL.temp_table(con, "power_input_samples", "power_input_paired")
     SQL.execute(con, "power_dynamic_ratio")
+    create_activity_macros(con)  # the features and the sums read activity in their feature set's measure
 
 
 def _build_ids_view(con: duckdb.DuckDBPyConnection, samples_relation: str) -> None:
@@ -68,10 +71,10 @@ def _build_ids_view(con: duckdb.DuckDBPyConnection, samples_relation: str) -> No
 
 
 def sums_rules() -> str:
-    """The SHA-256 of the SQL that sums a day: sums stored under other rules are summed again (a
-    fix to the sums, such as PCIe tx without rx no longer read as rx = 0, reached only the days
-    after it, the days before kept their old sums for the whole window)."""
-    return hashlib.sha256(SQL.text("fct_power_fit_sums_hourly").encode()).hexdigest()
+    """The SHA-256 of the SQL that sums a day, with the macro it reads activity by: sums stored under
+    other rules are summed again (a fix to the sums, such as PCIe tx without rx no longer read as
+    rx = 0, reached only the days after it, the days before kept their old sums for the whole window)."""
+    return hashlib.sha256("".join(SQL.text(name) for name in SUMS_RULES_FILES).encode()).hexdigest()
 
 
 def _ensure_suffstats_table(con: duckdb.DuckDBPyConnection, samples_relation: str) -> None:

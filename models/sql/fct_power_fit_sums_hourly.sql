@@ -3,12 +3,15 @@
 -- kind: day
 -- grain: one row per (source_relation, day, hour_at, gpu_model, sm_clock_mhz) of the clean GPU samples
 -- (rows with power_w and gpu_model). The feature set and which features count are chosen per
--- (day, gpu_model) with the rules of models/sql/power_feature_choice.sql; a fit uses a day's rows only
+-- (day, gpu_model) with the rules of models/sql/power_feature_choice.sql, and activity and memory read
+-- in that feature set's measure by the macro activity_of_kind.sql (the rule of every file that reads
+-- activity; models.activity.create_activity_macros creates it); a fit uses a day's rows only
 -- where that choice equals its window's (else it re-reads that day's samples). Sums cover rows not
 -- power limited and with every feature but the clock present (the clock is the group key, so the
 -- fit scales them by (sm_clock_mhz / f_max_mhz)^alpha for any window's f_max and any alpha).
 -- Written by models.power.fit_day (delete-then-insert per day). Parameters: $days DATE[], $source VARCHAR,
--- $rules VARCHAR (the SHA-256 of this file's text: sums stored under other rules are summed again);
+-- $rules VARCHAR (the SHA-256 of this file's text and activity_of_kind.sql's, models.power_features.sums_rules:
+-- sums stored under other rules are summed again);
 -- power_sums_build_ids (temp view: day, build_id) names the warehouse build of each day's rows.
 -- columns:
 --   source_relation [text] the samples relation the statistics were computed from
@@ -87,18 +90,17 @@ features AS (
         w.pcie_tx_bytes_per_s + w.pcie_rx_bytes_per_s AS pcie_bytes_per_s,
         CAST(w.power_w AS DOUBLE) AS y,
         CASE WHEN c.has_temp THEN w.temp_c - 25.0 ELSE 0.0 END AS x1,
-        CASE WHEN NOT c.has_activity THEN 0.0
-             WHEN c.feature_set = 'dcgm' THEN CAST(w.sm_active_ratio AS DOUBLE)
-             ELSE w.util_gpu_pct / 100.0 END AS xa,
-        CASE WHEN NOT c.has_memory THEN 0.0
-             WHEN c.feature_set = 'dcgm' THEN CAST(w.dram_active_ratio AS DOUBLE)
-             ELSE w.util_mem_pct / 100.0 END AS x3,
+        CASE WHEN c.has_activity THEN activity_of_kind(c.activity_kind, w.sm_active_ratio, w.util_gpu_pct)
+             ELSE 0.0 END AS xa,
+        CASE WHEN c.has_memory THEN activity_of_kind(c.activity_kind, w.dram_active_ratio, w.util_mem_pct)
+             ELSE 0.0 END AS x3,
         CASE WHEN c.has_pcie THEN (w.pcie_tx_bytes_per_s + w.pcie_rx_bytes_per_s) / 1e9
              ELSE 0.0 END AS x4,
         (coalesce(w.clock_event_reasons, 0) & 4) <> 0
             OR (w.power_limit_w IS NOT NULL AND w.power_w >= 0.99 * w.power_limit_w) AS is_power_limited
     FROM day_rows AS w
-    JOIN day_choice AS c USING (day, gpu_model)
+    JOIN (SELECT *, CASE WHEN feature_set = 'dcgm' THEN 'sm_active' ELSE 'util_gpu' END AS activity_kind
+          FROM day_choice) AS c USING (day, gpu_model)
 ),
 usable AS (
     -- features of rows the fit may use, NULL elsewhere (sums skip NULLs)

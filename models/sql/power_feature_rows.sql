@@ -6,7 +6,11 @@
 -- fitted day's (for its residuals): earlier training rows are summed in fct_power_fit_sums_hourly
 -- already (power_features_rows_from_day: the earliest such day, so the scan skips whole days).
 -- Variables and columns: as power_features.sql, without prior_busy_activity_ratio and
--- since_busy_s, plus model_has_clock (the model's clock varies: no decay term).
+-- since_busy_s, plus model_has_clock (the model's clock varies: no decay term). Activity and memory
+-- are read in the measure of the feature set chosen from the data ('dcgm': DCGM's SM and DRAM
+-- activity, kind 'sm_active'; 'nvml': NVML's utilisations, 'util_gpu') by the macro
+-- activity_of_kind.sql, the rule every file that reads activity calls (models.activity creates it;
+-- for Spark, warehouse/spark_dialect.py inlines it).
 SELECT
     w.gpu_model,
     c.feature_set,
@@ -20,13 +24,11 @@ SELECT
     CAST(w.power_limit_w AS DOUBLE) AS power_limit_w,
     CAST(w.temp_c AS DOUBLE) AS temp_c,
     CASE WHEN c.has_temp THEN w.temp_c - 25.0 ELSE 0.0 END AS temp_delta_c,
-    CASE WHEN NOT c.has_activity THEN 0.0
-         WHEN c.feature_set = 'dcgm' THEN CAST(w.sm_active_ratio AS DOUBLE)
-         ELSE w.util_gpu_pct / 100.0 END AS activity_ratio,
+    CASE WHEN c.has_activity THEN activity_of_kind(c.activity_kind, w.sm_active_ratio, w.util_gpu_pct)
+         ELSE 0.0 END AS activity_ratio,
     CASE WHEN c.has_clock THEN w.sm_clock_mhz / c.f_max_mhz ELSE 1.0 END AS clock_ratio,
-    CASE WHEN NOT c.has_memory THEN 0.0
-         WHEN c.feature_set = 'dcgm' THEN CAST(w.dram_active_ratio AS DOUBLE)
-         ELSE w.util_mem_pct / 100.0 END AS memory_ratio,
+    CASE WHEN c.has_memory THEN activity_of_kind(c.activity_kind, w.dram_active_ratio, w.util_mem_pct)
+         ELSE 0.0 END AS memory_ratio,
     CASE WHEN c.has_pcie THEN (w.pcie_tx_bytes_per_s + w.pcie_rx_bytes_per_s) / 1e9
          ELSE 0.0 END AS pcie_gbps,
     CAST(c.f_max_mhz AS DOUBLE) AS f_max_mhz,
@@ -36,7 +38,8 @@ SELECT
     epoch(w.sampled_at) < c.stored_until_epoch_s AS is_stored,
     c.has_clock AS model_has_clock
 FROM power_input_samples AS w
-JOIN power_feature_choice AS c USING (gpu_model)
+JOIN (SELECT *, CASE WHEN feature_set = 'dcgm' THEN 'sm_active' ELSE 'util_gpu' END AS activity_kind
+      FROM power_feature_choice) AS c USING (gpu_model)
 WHERE w.day <= getvariable('power_features_day')
   AND w.day > getvariable('power_features_day') - CAST(getvariable('power_features_history_days') AS INTEGER)
   AND w.day >= getvariable('power_features_rows_from_day')

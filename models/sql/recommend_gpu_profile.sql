@@ -18,9 +18,10 @@
 --   clocks an application lock held, clock event reason bit 0x2), locked_clock_mhz_deciles (MHz, per
 --   tenth: mean SM clock of those locked samples; NULL when none), dram_ratio, util_mem_ratio (0..1, means over busy samples), pcie_gbps (GB/s, busy
 --   mean), temp_c (C, busy mean), busy_power_w (W, busy mean), max_power_limit_w (W);
---   model_dram_ratio, model_util_mem_ratio, model_pcie_gbps, model_temp_c: the same busy means over
---   every GPU of the GPU's model that day (over the busy samples that read each; NULL where none
---   did, or the model is not named), what models.recommend puts in for a GPU that read none. The 95th
+--   model_dram_ratio, model_util_mem_ratio, model_pcie_gbps, model_temp_c: the mean of those busy
+--   means over the GPUs of the GPU's model that read each that day, each GPU weighing the same
+--   whatever its sampling rate or busy hours (the stand-in describes a GPU of the model; NULL where
+--   none read it, or the model is not named), what models.recommend puts in for a GPU that read none. The 95th
 --   percentile of power is recommend_gpu_peak_power, run only when a reason needs it.
 -- The tenths come from a histogram of activity per GPU (bins 0.002 wide, each with its count, sum
 -- and locked samples), not from sorting the day's rows: a tenth takes whole bins, and of the bins
@@ -73,14 +74,16 @@ per_gpu AS (
     GROUP BY host, gpu_uuid
 ),
 per_model AS (
+    -- Each GPU's busy mean counts once (avg skips a GPU that read none): pooling samples made a
+    -- GPU read at 1 Hz count 15 times one read every 15 s, so the stand-in told sampling rates apart.
     SELECT
         gpu_model,
-        sum(dram_sum) / sum(dram_n) AS model_dram_ratio,
-        sum(util_mem_pct_sum) / sum(util_mem_n) / 100.0 AS model_util_mem_ratio,
-        sum(pcie_gb_per_s_sum) / sum(pcie_n) AS model_pcie_gbps,
-        sum(temp_c_sum) / sum(temp_n) AS model_temp_c
-    FROM per_gpu_and_busy
-    WHERE busy AND gpu_model IS NOT NULL
+        avg(dram_ratio) AS model_dram_ratio,
+        avg(util_mem_ratio) AS model_util_mem_ratio,
+        avg(pcie_gbps) AS model_pcie_gbps,
+        avg(temp_c) AS model_temp_c
+    FROM per_gpu
+    WHERE gpu_model IS NOT NULL
     GROUP BY gpu_model
 ),
 deciles_rows AS NOT MATERIALIZED (

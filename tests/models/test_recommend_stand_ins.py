@@ -88,15 +88,16 @@ def test_a_missing_activity_is_no_profile_of_an_idle_gpu():
 
 
 def test_the_days_profile_carries_the_models_busy_mean_for_a_gpu_without_dram_readings():
-    """Through the warehouse: one GPU's DRAM activity unread all day; its reason names the busy
-    mean of the other GPUs' busy samples (SM activity above 5%), computed here by hand."""
+    """Through the warehouse: one GPU's DRAM activity unread all day; its reason names the mean of
+    the other GPUs' busy means (over their samples with SM activity above 5%), computed here by hand."""
     con = duckdb.connect()
     load_samples(con, synthetic_samples(seed=21, n_gpus=3, capped_limit_w=None))
     fit_day(con, DAY, ModelSettings())
     uuid = con.execute("SELECT min(gpu_uuid) FROM stg_gpu_samples").fetchone()[0]
     con.execute("UPDATE stg_gpu_samples SET dram_active_ratio = NULL WHERE gpu_uuid = ?", [uuid])
-    (expected,) = con.execute("SELECT avg(dram_active_ratio) FROM stg_gpu_samples WHERE day = ? AND power_w IS NOT NULL "
-                              "AND sm_active_ratio > 0.05", [DAY]).fetchone()
+    (expected,) = con.execute("SELECT avg(busy_dram) FROM (SELECT avg(dram_active_ratio) AS busy_dram FROM stg_gpu_samples "
+                              "WHERE day = ? AND power_w IS NOT NULL AND sm_active_ratio > 0.05 GROUP BY gpu_uuid)",
+                              [DAY]).fetchone()
     recommend_day(con, DAY, RecommendSettings(holdout_share=0.0))
     (reason,) = con.execute("SELECT reason FROM fct_recommendation WHERE gpu_uuid = ?", [uuid]).fetchone()
     model = con.execute("SELECT any_value(gpu_model) FROM stg_gpu_samples WHERE gpu_uuid = ?", [uuid]).fetchone()[0]

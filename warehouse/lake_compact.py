@@ -23,7 +23,8 @@ A compaction that died part-way is finished by the next one: new file present ->
 listed old files still as read; new file absent -> nothing happened, drop the intent. Between
 the new file landing and the old ones going, a reader can see both (the build would quarantine
 the copies as duplicate_key); the DAG compacts before it builds, so its own build never does, and
-the gate waits for an intent to go before it believes a change (warehouse/lake_fingerprint.py).
+the gate waits for an intent to go before it believes a change
+(warehouse/lake_compactions_seen.py).
 
 Each file removed is first written, with its size, modification time, sha256 and first and last
 reading time, to the partition's ledger (`_compacted.jsonl`): ship finds there a file it would

@@ -12,7 +12,7 @@ import pytest
 from warehouse_lakes import DAY, at, gpu_rows, write
 
 from joulehouse.settings import WarehouseSettings
-from joulehouse.warehouse import lake_compact, lake_fingerprint
+from joulehouse.warehouse import lake_compact, lake_compactions_seen, lake_fingerprint
 from joulehouse.warehouse.gate import run_gate
 from joulehouse.warehouse.lake_compact import compact_host_day, compact_partition
 
@@ -157,7 +157,7 @@ def test_a_gate_that_looks_while_a_compaction_is_under_way_waits_for_it(lake, wa
         waited.append(seconds)
         lake_compact.finish_interrupted(folder)
 
-    monkeypatch.setattr(lake_fingerprint, "_sleep", compaction_goes_on, raising=False)
+    monkeypatch.setattr(lake_compactions_seen, "_sleep", compaction_goes_on)
     run_gate(con, DAY, WarehouseSettings())
     ok, said = _rebuild_results(con)[DAY]
     assert ok, said
@@ -171,14 +171,14 @@ def test_a_compaction_that_ends_between_the_gates_listing_and_its_verdict_is_no_
     warehouse(DAY)
     folder = _compaction_stopped_after_its_new_file(monkeypatch, lake, NEXT_DAY)
     con = warehouse(NEXT_DAY)
-    real = lake_fingerprint._not_compacted
+    real = lake_compactions_seen.not_compacted
 
     def compaction_ends_after_the_listing(*args, **kwargs):
         lake_compact.finish_interrupted(folder)
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(lake_fingerprint, "_not_compacted", compaction_ends_after_the_listing)
-    monkeypatch.setattr(lake_fingerprint, "_sleep", lambda seconds: pytest.fail("waited"), raising=False)
+    monkeypatch.setattr(lake_compactions_seen, "not_compacted", compaction_ends_after_the_listing)
+    monkeypatch.setattr(lake_compactions_seen, "_sleep", lambda seconds: pytest.fail("waited"))
     run_gate(con, NEXT_DAY, WarehouseSettings())
     ok, said = _rebuild_results(con)[DAY]
     assert ok, said
@@ -196,7 +196,7 @@ def test_a_compaction_cut_short_long_ago_is_named_and_not_waited_for(lake, wareh
     [intent] = folder.glob("_compaction-*.json")
     an_hour_ago = intent.stat().st_mtime - 3600
     os.utime(intent, (an_hour_ago, an_hour_ago))
-    monkeypatch.setattr(lake_fingerprint, "_sleep", lambda seconds: pytest.fail("waited"), raising=False)
+    monkeypatch.setattr(lake_compactions_seen, "_sleep", lambda seconds: pytest.fail("waited"))
     run_gate(con, DAY, WarehouseSettings())
     ok, said = _rebuild_results(con)[DAY]
     assert not ok and f"gpu_samples date={DAY}: 8,640 readings when built, 17,280 now" in said

@@ -16,7 +16,7 @@ had made the nothing-lost rule stop a good day. A file that came, went or change
 is no error of that day's facts but a reason to re-run it: the gate says so with severity
 'rebuild', for each built day whose build read the checked day's folder (the day before, the day,
 the day after), and never stops the run for it. A folder found changed while a compaction was
-half done there is looked at again once it ends (warehouse/lake_fingerprint.py says what is left).
+half done there is looked at again once it ends (warehouse/lake_compactions_seen.py says what is left).
 """
 
 from __future__ import annotations

@@ -221,16 +221,12 @@ def carbon_day(con, day: dt.date, settings: CarbonSettings, data_dir: Path | Non
     ctx, rule_counts, sources = attach_intensity(
         with_pue, settings.grid_file, data_dir, settings.grid_intensity_basis, settings.default_grid_gco2e_per_kwh,
         settings.region)
-    unmetered = prepared.unmetered_hours
-    if not ctx.height and unmetered is not None and unmetered.height:
-        notes.append(f"no metered GPU-hours on {day}: embodied carbon of the fleet's hours only")
-    if ctx.height or (unmetered is not None and unmetered.height):
-        rows, by_gpu = account_carbon_by_gpu(ctx, jobs, settings, unmetered, prepared.energy_shares)
+    if prepared.has_hours_to_account(ctx, "embodied carbon"):
+        rows, by_gpu = account_carbon_by_gpu(ctx, jobs, settings, prepared.unmetered_hours, prepared.energy_shares)
     else:
         rows = label_basis(with_range(empty_account(CARBON_AMOUNTS), settings)).with_columns(
             pl.lit(None, pl.String).alias("market_basis"))
         by_gpu = empty_by_gpu(BY_GPU_AMOUNTS)
-        notes.append(f"no metered GPU-hours on {day}: nothing to account")
     written = replace_report_day(con, "rpt_carbon_daily", day, rows, together={"rpt_carbon_by_gpu_daily": by_gpu})
     site_hours, _ = attach_pue(day_site_hours(ctx, day), inputs.pue, settings.default_pue)
     site_hours, _, _ = attach_intensity(

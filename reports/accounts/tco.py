@@ -235,13 +235,9 @@ def tco_day(con, day: dt.date, settings: TcoSettings, data_dir: Path | None, *,
                      "to restate the month")
     highest = peaks["peak_kw"].max() if peaks.height else 0.0
     peak_kw = float(highest) if highest is not None else None  # no hour's demand known
-    unmetered = prepared.unmetered_hours
-    if not ctx.height and unmetered is not None and unmetered.height:
-        notes.append(f"no metered GPU-hours on {day}: capital and operations of the fleet's hours only")
-    if ctx.height or (unmetered is not None and unmetered.height):
-        rows, by_gpu = account_cost_by_gpu(ctx, jobs, settings, peaks, unmetered, prepared.energy_shares)
+    if prepared.has_hours_to_account(ctx, "capital and operations"):
+        rows, by_gpu = account_cost_by_gpu(ctx, jobs, settings, peaks, prepared.unmetered_hours, prepared.energy_shares)
     else:
-        notes.append(f"no metered GPU-hours on {day}: nothing to account")
         rows = with_cost_range(with_unit_costs(empty_account(TCO_AMOUNTS)), settings)
         by_gpu = empty_by_gpu(BY_GPU_AMOUNTS)
     written = replace_report_day(con, "rpt_tco_daily", day, rows, together={"rpt_tco_by_gpu_daily": by_gpu})

@@ -207,6 +207,20 @@ class PreparedDay:
     def energy_shares(self) -> pl.DataFrame | None:
         return self.inputs.energy_shares
 
+    def has_hours_to_account(self, metered: pl.DataFrame, calendar_amounts: str) -> bool:
+        """True when the day has GPU-hours to account: `metered` (the GPU-hours read, with their
+        context) or the fleet's unread ones. A note says when only the unread hours are, carrying
+        `calendar_amounts` (what an hour in the fleet costs whatever it drew), or when none is."""
+        unread = self.unmetered_hours is not None and self.unmetered_hours.height > 0
+        if metered.height:
+            return True
+        day = self.inputs.day
+        if unread:
+            self.notes.append(f"no metered GPU-hours on {day}: {calendar_amounts} of the fleet's hours only")
+            return True
+        self.notes.append(f"no metered GPU-hours on {day}: nothing to account")
+        return False
+
 
 def prepare_day(con, day: dt.date, settings, job_max_days: int = JOB_MAX_DAYS) -> PreparedDay:
     """read_day_inputs, then set invalid jobs aside and attach PUE, saying in notes what was done.

@@ -75,7 +75,9 @@ def plan_shifts(usage: pl.DataFrame, idle: pl.DataFrame, values: pl.DataFrame, w
     if window_hours < 0:
         raise ValueError(f"shift window_hours={window_hours}: expected 0 (whole day) or a positive number of hours")
     to_us = lambda frame: frame.with_columns(pl.col("hour_at").cast(HOUR).dt.epoch("us").alias("_h"))  # noqa: E731
-    usage, idle, values = to_us(usage), to_us(idle), to_us(values)
+    # Every float sum below in one order whatever order the query gave the rows in: a re-run of a
+    # day gave the plans' savings other last bits (10-19 of 55 rows)
+    usage, idle, values = (to_us(f).sort(f.columns, nulls_last=True) for f in (usage, idle, values))
     rows = []
     for site in sorted(usage["site"].unique().to_list()):
         value = {h: v for h, v in values.filter(pl.col("site") == site).select("_h", "value_per_kwh").iter_rows()}
@@ -87,7 +89,8 @@ def plan_shifts(usage: pl.DataFrame, idle: pl.DataFrame, values: pl.DataFrame, w
                        pl.col("gpu_hours").sum(),
                        pl.col("gpu_hours").filter(pl.col("energy_kwh").is_not_null()).sum().alias("_measured_gpu_hours"),
                        # NULL where none of the hour's GPUs was measured (polars' sum of NULLs is 0)
-                       pl.when(pl.col("energy_kwh").is_not_null().any()).then(pl.col("energy_kwh").sum())))
+                       pl.when(pl.col("energy_kwh").is_not_null().any()).then(pl.col("energy_kwh").sum()))
+                   .sort("job_id", "team", "_h", nulls_last=True))
         order = (per_job.group_by("job_id", "team").agg(pl.col("energy_kwh").sum().alias("_e"))
                  .sort(["_e", "job_id"], descending=[True, False]))
         for job_id, team, _ in order.iter_rows():

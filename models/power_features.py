@@ -31,8 +31,9 @@ from joulehouse.warehouse.sqlio import (alias_view, columns_of, ensure_columns, 
 
 SUMS_TABLE = "fct_power_fit_sums_hourly"
 STREAM_COLUMNS = ("host", "gpu_uuid", "source")
-# The SQL whose text decides a day's stored sums: the sums' file and the macro it reads activity by.
-SUMS_RULES_FILES = ("fct_power_fit_sums_hourly", "activity_of_kind")
+# The SQL whose text decides a day's stored sums: the sums' file and the macros it calls (the feature
+# choice, the measure it reads activity by).
+SUMS_RULES_FILES = ("fct_power_fit_sums_hourly", "fit_feature_choice", "activity_of_kind")
 
 
 def input_view(con: duckdb.DuckDBPyConnection, samples_relation: str, first_day: dt.date, last_day: dt.date) -> None:
@@ -56,6 +57,7 @@ def input_view(con: duckdb.DuckDBPyConnection, samples_relation: str, first_day:
         samples_view(con, "power_input_base", quoted_relation(base))
         SQL.temp_table(con, "power_input_samples", "power_input_paired")
     SQL.execute(con, "power_dynamic_ratio")
+    SQL.execute(con, "fit_feature_choice")  # the window's and each day's choice of features: one rule
     create_activity_macros(con)  # the features and the sums read activity in their feature set's measure
 
 
@@ -71,9 +73,10 @@ def _build_ids_view(con: duckdb.DuckDBPyConnection, samples_relation: str) -> No
 
 
 def sums_rules() -> str:
-    """The SHA-256 of the SQL that sums a day, with the macro it reads activity by: sums stored under
-    other rules are summed again (a fix to the sums, such as PCIe tx without rx no longer read as
-    rx = 0, reached only the days after it, the days before kept their old sums for the whole window)."""
+    """The SHA-256 of the SQL that sums a day, with the macros it chooses features and reads activity
+    by: sums stored under other rules are summed again (a fix to the sums, such as PCIe tx without rx
+    no longer read as rx = 0, reached only the days after it, the days before kept their old sums for
+    the whole window)."""
     return hashlib.sha256("".join(SQL.text(name) for name in SUMS_RULES_FILES).encode()).hexdigest()
 
 

@@ -25,7 +25,9 @@ from joulehouse.models.power import load_fit
 from joulehouse.models.sql import load_sql
 from joulehouse.warehouse.sqlio import quoted_relation, records, relation_exists
 
-# The activity measure a power fit's feature set reads (models/sql/recommend_gpu_profile.sql's kinds).
+# The activity measure a power fit's feature set reads (models/sql/recommend_gpu_profile.sql's kinds):
+# the pairing the fit itself chooses by (models/sql/fit_feature_choice.sql), for Python readers of a
+# stored fit; tests/models/test_power_fit_feature_choice.py holds the two equal.
 ACTIVITY_KIND_OF_FEATURE_SET = {"dcgm": "sm_active", "nvml": "util_gpu"}
 # The profile row's busy means the fit of a feature set reads: activity, then memory activity.
 PROFILE_MEASURES = {"dcgm": ("sm_active_ratio", "dram_ratio"), "nvml": ("util_gpu_ratio", "util_mem_ratio")}

@@ -46,13 +46,15 @@ from joulehouse.warehouse.sqlio import SqlFiles
 GENERATED_RELATIONS = ("int_inventory", "int_gpu_samples_checked", "stg_gpu_samples", "fct_gpu_energy_hourly")
 GENERATED = SparkStatements(SqlFiles("joulehouse.warehouse", "sql"), views={"read_csv": "inventory_csv"})
 # The power fit's relations Spark runs, rendered from models/sql in the order power_suffstats creates
-# them, with every call of models/sql's macro files inlined (the dynamic term; the measure activity is
-# read in, models.activity.ACTIVITY_MACROS: named, not imported, as warehouse/ loads no models' DuckDB
-# code; tests/warehouse/test_spark_dialect.py checks the list names every macro file).
+# them, with every call of models/sql's macro files inlined (the dynamic term; the fit's feature
+# choice; the measure activity is read in, models.activity.ACTIVITY_MACROS: named, not imported, as
+# warehouse/ loads no models' DuckDB code; tests/warehouse/test_spark_dialect.py checks the list names
+# every macro file).
 GENERATED_MODEL_RELATIONS = ("gpu_activity_streams", "power_input_chosen", "power_feature_choice",
                              "power_feature_rows", "power_features", "power_suffstats")
 GENERATED_MODELS = SparkStatements(SqlFiles("joulehouse.models", "sql"),
-                                   macros=("power_dynamic_ratio", "activity_of_kind", "fit_activity_kind"))
+                                   macros=("power_dynamic_ratio", "fit_feature_choice", "activity_of_kind",
+                                           "fit_activity_kind"))
 # The columns of power_stored_hours that power_suffstats.sql reads (fct_power_fit_sums_hourly's):
 # the reference path Spark runs stores no sums, so the view is empty.
 STORED_HOURS_SCHEMA = ("gpu_model string, sm_clock_mhz int, n bigint, "

@@ -2,16 +2,17 @@
 -- per day so a fit over a window of days sums this small table instead of re-reading its rows.
 -- kind: day
 -- grain: one row per (source_relation, day, hour_at, gpu_model, sm_clock_mhz) of the clean GPU samples
--- (rows with power_w and gpu_model). The feature set and which features count are chosen per
--- (day, gpu_model) with the rules of models/sql/power_feature_choice.sql, and activity and memory read
--- in that feature set's measure by the macro activity_of_kind.sql (the rule of every file that reads
--- activity; models.activity.create_activity_macros creates it); a fit uses a day's rows only
--- where that choice equals its window's (else it re-reads that day's samples). Sums cover rows not
--- power limited and with every feature but the clock present (the clock is the group key, so the
--- fit scales them by (sm_clock_mhz / f_max_mhz)^alpha for any window's f_max and any alpha).
+-- (rows with power_w and gpu_model). The feature set, its activity measure and which features count
+-- are chosen per (day, gpu_model) by the macro fit_feature_choice.sql, the rule of the window's choice
+-- (power_feature_choice.sql, power_window_choice.sql), and activity and memory read in that measure
+-- by the macro activity_of_kind.sql (the rule of every file that reads activity; models.activity
+-- .create_activity_macros creates it); a fit uses a day's rows only where that choice equals its
+-- window's (else it re-reads that day's samples). Sums cover rows not power limited and with every
+-- feature but the clock present (the clock is the group key, so the fit scales them by
+-- (sm_clock_mhz / f_max_mhz)^alpha for any window's f_max and any alpha).
 -- Written by models.power.fit_day (delete-then-insert per day). Parameters: $days DATE[], $source VARCHAR,
--- $rules VARCHAR (the SHA-256 of this file's text and activity_of_kind.sql's, models.power_features.sums_rules:
--- sums stored under other rules are summed again);
+-- $rules VARCHAR (the SHA-256 of this file's text and of the macros it calls, fit_feature_choice.sql and
+-- activity_of_kind.sql: models.power_features.sums_rules; sums stored under other rules are summed again);
 -- power_sums_build_ids (temp view: day, build_id) names the warehouse build of each day's rows.
 -- columns:
 --   source_relation [text] the samples relation the statistics were computed from
@@ -69,16 +70,14 @@ WITH day_rows AS NOT MATERIALIZED (
       AND gpu_model IS NOT NULL
 ),
 day_choice AS (
-    -- the rules of power_feature_choice.sql, over one day
+    -- the window's rule (power_feature_choice.sql's), over one day: power_window_choice.sql compares the two
     SELECT
         day,
         gpu_model,
-        CASE WHEN count(sm_active_ratio) / count(*) >= 0.5 THEN 'dcgm' ELSE 'nvml' END AS feature_set,
-        count(sm_active_ratio) / count(*) >= 0.5 OR count(util_gpu_pct) / count(*) >= 0.5 AS has_activity,
-        count(temp_c) / count(*) >= 0.5 AS has_temp,
-        CASE WHEN count(sm_active_ratio) / count(*) >= 0.5 THEN count(dram_active_ratio)
-             ELSE count(util_mem_pct) END / count(*) >= 0.5 AS has_memory,
-        count(pcie_tx_bytes_per_s + pcie_rx_bytes_per_s) / count(*) >= 0.5 AS has_pcie
+        fit_feature_choice(count(*), count(sm_active_ratio), count(dram_active_ratio), count(util_gpu_pct),
+                           count(util_mem_pct), count(temp_c), count(sm_clock_mhz),
+                           count(pcie_tx_bytes_per_s + pcie_rx_bytes_per_s), min(sm_clock_mhz), max(sm_clock_mhz))
+            AS chosen
     FROM day_rows
     GROUP BY day, gpu_model
 ),
@@ -99,8 +98,7 @@ features AS (
         (coalesce(w.clock_event_reasons, 0) & 4) <> 0
             OR (w.power_limit_w IS NOT NULL AND w.power_w >= 0.99 * w.power_limit_w) AS is_power_limited
     FROM day_rows AS w
-    JOIN (SELECT *, CASE WHEN feature_set = 'dcgm' THEN 'sm_active' ELSE 'util_gpu' END AS activity_kind
-          FROM day_choice) AS c USING (day, gpu_model)
+    JOIN (SELECT day, gpu_model, chosen.* FROM day_choice) AS c USING (day, gpu_model)
 ),
 usable AS (
     -- features of rows the fit may use, NULL elsewhere (sums skip NULLs)

@@ -2,14 +2,17 @@
 -- read from the samples of the window themselves (the reference path; models.power.fit_day uses
 -- power_window_choice.sql, the same rules over fct_power_fit_sums_hourly).
 -- Grain: gpu_model, days in ($day - $history_days, $day] of `power_input_samples` (one stream of readings
---   per GPU and day, models/sql/gpu_activity_streams.sql: the shares below count that stream's rows).
+--   per GPU and day, models/sql/gpu_activity_streams.sql: the counts below are of that stream's rows).
 -- Parameters: $day DATE, $history_days INTEGER, $holdout_fraction DOUBLE (0..1),
 --   $holdout_max_days DOUBLE (held-out time: the last holdout_fraction of the window, at most this many days).
--- Columns: gpu_model, feature_set ('dcgm' | 'nvml'), has_activity, has_temp, has_clock (clock read in
---   most rows), has_memory, has_pcie, f_max_mhz (MHz, highest SM clock), holdout_from_epoch_s (s since
---   1970: samples at or after it are held out), clock_varies (the clock ratio varies, so alpha is
---   identifiable), stored_until_epoch_s (s since 1970: training rows before it come from stored
---   statistics; -1e18 here: none do).
+-- Which features: the macro fit_feature_choice.sql over the window's rows, the rule each day's stored
+--   sums choose by too (fct_power_fit_sums_hourly.sql).
+-- Columns: gpu_model, feature_set ('dcgm' | 'nvml'), activity_kind ('sm_active' | 'util_gpu': the
+--   measure activity_of_kind.sql reads that set's activity in), has_activity, has_temp, has_clock
+--   (clock read in most rows), has_memory, has_pcie, clock_varies (the clock ratio varies, so alpha
+--   is identifiable), f_max_mhz (MHz, highest SM clock), holdout_from_epoch_s (s since 1970: samples
+--   at or after it are held out), stored_until_epoch_s (s since 1970: training rows before it come
+--   from stored statistics; -1e18 here: none do).
 WITH window_rows AS (
     SELECT *
     FROM power_input_samples
@@ -21,15 +24,11 @@ WITH window_rows AS (
 availability AS (
     SELECT
         gpu_model,
-        count(sm_active_ratio) / count(*) AS sm_active_share,
-        count(dram_active_ratio) / count(*) AS dram_active_share,
-        count(util_gpu_pct) / count(*) AS util_gpu_share,
-        count(util_mem_pct) / count(*) AS util_mem_share,
-        count(temp_c) / count(*) AS temp_share,
-        count(sm_clock_mhz) / count(*) AS clock_share,
-        count(pcie_tx_bytes_per_s + pcie_rx_bytes_per_s) / count(*) AS pcie_share,
+        fit_feature_choice(count(*), count(sm_active_ratio), count(dram_active_ratio), count(util_gpu_pct),
+                           count(util_mem_pct), count(temp_c), count(sm_clock_mhz),
+                           count(pcie_tx_bytes_per_s + pcie_rx_bytes_per_s), min(sm_clock_mhz), max(sm_clock_mhz))
+            AS chosen,
         max(sm_clock_mhz) AS f_max_mhz,
-        min(sm_clock_mhz) AS f_min_mhz,
         min(epoch(sampled_at)) AS first_epoch_s,
         max(epoch(sampled_at)) AS last_epoch_s
     FROM window_rows
@@ -37,17 +36,9 @@ availability AS (
 )
 SELECT
     gpu_model,
-    CASE WHEN sm_active_share >= 0.5 THEN 'dcgm' ELSE 'nvml' END AS feature_set,
-    -- A model with no activity readings at all (a log of power and temperature only) gets a
-    -- static-only fit instead of none.
-    sm_active_share >= 0.5 OR util_gpu_share >= 0.5 AS has_activity,
-    temp_share >= 0.5 AS has_temp,
-    clock_share >= 0.5 AND f_max_mhz > 0 AS has_clock,
-    CASE WHEN sm_active_share >= 0.5 THEN dram_active_share ELSE util_mem_share END >= 0.5 AS has_memory,
-    pcie_share >= 0.5 AS has_pcie,
+    chosen.*,
     f_max_mhz,
     greatest(first_epoch_s + (last_epoch_s - first_epoch_s) * (1 - $holdout_fraction),
              last_epoch_s - $holdout_max_days * 86400) AS holdout_from_epoch_s,
-    clock_share >= 0.5 AND f_max_mhz > 0 AND f_min_mhz < f_max_mhz AS clock_varies,
     -1e18 AS stored_until_epoch_s
 FROM availability

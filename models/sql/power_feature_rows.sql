@@ -7,10 +7,10 @@
 -- already (power_features_rows_from_day: the earliest such day, so the scan skips whole days).
 -- Variables and columns: as power_features.sql, without prior_busy_activity_ratio and
 -- since_busy_s, plus model_has_clock (the model's clock varies: no decay term). Activity and memory
--- are read in the measure of the feature set chosen from the data ('dcgm': DCGM's SM and DRAM
--- activity, kind 'sm_active'; 'nvml': NVML's utilisations, 'util_gpu') by the macro
--- activity_of_kind.sql, the rule every file that reads activity calls (models.activity creates it;
--- for Spark, warehouse/spark_dialect.py inlines it).
+-- are read in the measure of the feature set chosen from the data (power_feature_choice.activity_kind,
+-- fit_feature_choice.sql's pairing: 'dcgm' DCGM's SM and DRAM activity, kind 'sm_active'; 'nvml'
+-- NVML's utilisations, 'util_gpu') by the macro activity_of_kind.sql, the rule every file that reads
+-- activity calls (models.activity creates it; for Spark, warehouse/spark_dialect.py inlines it).
 SELECT
     w.gpu_model,
     c.feature_set,
@@ -38,8 +38,7 @@ SELECT
     epoch(w.sampled_at) < c.stored_until_epoch_s AS is_stored,
     c.has_clock AS model_has_clock
 FROM power_input_samples AS w
-JOIN (SELECT *, CASE WHEN feature_set = 'dcgm' THEN 'sm_active' ELSE 'util_gpu' END AS activity_kind
-      FROM power_feature_choice) AS c USING (gpu_model)
+JOIN power_feature_choice AS c USING (gpu_model)
 WHERE w.day <= getvariable('power_features_day')
   AND w.day > getvariable('power_features_day') - CAST(getvariable('power_features_history_days') AS INTEGER)
   AND w.day >= getvariable('power_features_rows_from_day')

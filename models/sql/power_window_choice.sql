@@ -4,6 +4,8 @@
 -- Grain: gpu_model, days in ($day - $history_days, $day] with statistics of $source.
 -- Parameters: $day DATE, $history_days INTEGER, $holdout_fraction DOUBLE (0..1),
 --   $holdout_max_days DOUBLE (held-out time: the last holdout_fraction of the window, at most this many days), $source VARCHAR.
+-- Which features: the macro fit_feature_choice.sql, as power_feature_choice.sql chooses, over the
+--   counts stored per day (each day's choice, which first_mismatch compares, is the same macro's).
 -- Columns: as power_feature_choice.sql; stored_until_epoch_s (s since 1970) is, for a model whose
 --   clock varies, the earlier of: the start of the hour holding the held-out boundary, and the first
 --   hour whose day chose other features than the window did (the fitted day's own rows, which feed
@@ -19,15 +21,10 @@ WITH stored AS (
 availability AS (
     SELECT
         gpu_model,
-        sum(n_sm_active) / sum(n_rows) AS sm_active_share,
-        sum(n_dram_active) / sum(n_rows) AS dram_active_share,
-        sum(n_util_gpu) / sum(n_rows) AS util_gpu_share,
-        sum(n_util_mem) / sum(n_rows) AS util_mem_share,
-        sum(n_temp) / sum(n_rows) AS temp_share,
-        coalesce(sum(n_rows) FILTER (WHERE sm_clock_mhz IS NOT NULL), 0) / sum(n_rows) AS clock_share,
-        sum(n_pcie) / sum(n_rows) AS pcie_share,
+        fit_feature_choice(sum(n_rows), sum(n_sm_active), sum(n_dram_active), sum(n_util_gpu), sum(n_util_mem),
+                           sum(n_temp), coalesce(sum(n_rows) FILTER (WHERE sm_clock_mhz IS NOT NULL), 0),
+                           sum(n_pcie), min(sm_clock_mhz), max(sm_clock_mhz)) AS chosen,
         max(sm_clock_mhz) AS f_max_mhz,
-        min(sm_clock_mhz) AS f_min_mhz,
         min(epoch(first_sampled_at)) AS first_epoch_s,
         max(epoch(last_sampled_at)) AS last_epoch_s
     FROM stored
@@ -36,16 +33,10 @@ availability AS (
 choice AS (
     SELECT
         gpu_model,
-        CASE WHEN sm_active_share >= 0.5 THEN 'dcgm' ELSE 'nvml' END AS feature_set,
-        sm_active_share >= 0.5 OR util_gpu_share >= 0.5 AS has_activity,
-        temp_share >= 0.5 AS has_temp,
-        clock_share >= 0.5 AND f_max_mhz > 0 AS has_clock,
-        CASE WHEN sm_active_share >= 0.5 THEN dram_active_share ELSE util_mem_share END >= 0.5 AS has_memory,
-        pcie_share >= 0.5 AS has_pcie,
+        chosen.*,
         f_max_mhz,
         greatest(first_epoch_s + (last_epoch_s - first_epoch_s) * (1 - $holdout_fraction),
-                 last_epoch_s - $holdout_max_days * 86400) AS holdout_from_epoch_s,
-        clock_share >= 0.5 AND f_max_mhz > 0 AND f_min_mhz < f_max_mhz AS clock_varies
+                 last_epoch_s - $holdout_max_days * 86400) AS holdout_from_epoch_s
     FROM availability
 ),
 first_mismatch AS (

@@ -24,7 +24,8 @@ MODELS_SQL = SqlFiles("joulehouse.models", "sql")
 # the macro files production's renderer inlines: a test with a list of its own could pass while Spark fails
 MODELS_MACROS = spark_engine.GENERATED_MODELS.macro_files
 DUCKDB_ONLY = {"EPOCH", "EPOCH_US", "TO_SECONDS", "ISFINITE", "BITSTRING_AGG", "READ_CSV", "GETVARIABLE",
-               "POWER_DYNAMIC_RATIO", "ACTIVITY_OF_KIND", "FIT_ACTIVITY_KIND", "UNNEST", "RANGE", "LIST_CONTAINS"}
+               "POWER_DYNAMIC_RATIO", "FIT_FEATURE_CHOICE", "ACTIVITY_OF_KIND", "FIT_ACTIVITY_KIND", "UNNEST", "RANGE",
+               "LIST_CONTAINS"}
 
 
 def _functions(spark_text: str) -> set[str]:

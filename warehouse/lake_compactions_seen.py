@@ -16,11 +16,11 @@ store is not compacted).
 A compaction is not atomic to a reader: from its new file landing until its ledger line is written
 a folder holds every reading twice, and until its old files are removed some twice. A gate that
 finds a local folder changed looks at it once more (warehouse/lake_fingerprint.py), after waiting
-for the compactions under way there (their intent files, younger than COMPACTION_WAIT_S) to end, so
-one caught half done, or one that ended between the listing and the verdict, is no change. Left
-open: a compaction of the same folder that starts and ends within that second look (a false
-'rebuild', said again or not by the next gate); one cut short, or still running after the wait, is
-named in the result (`compaction_intents`).
+for the compactions under way there (their intent files, younger than COMPACTION_WAIT_S) to end,
+COMPACTION_WAIT_S a gate in all, so one caught half done, or one that ended between the listing and
+the verdict, is no change. Left open: a compaction of the same folder that starts and ends within
+that second look (a false 'rebuild', said again or not by the next gate); one cut short, or still
+running after the wait, is named in the result (`compaction_intents`).
 """
 
 from __future__ import annotations
@@ -42,6 +42,7 @@ MAX_LEDGER_BYTES = 16 << 20
 COMPACTION_WAIT_S = 60.0
 COMPACTION_POLL_S = 0.5
 _sleep = time.sleep  # a test lets a compaction go on while the gate waits
+_clock = time.monotonic  # and counts the time it waited
 
 
 def reaches(times: tuple, start: dt.datetime, end: dt.datetime) -> bool:
@@ -59,16 +60,23 @@ def compaction_intents(lake: str, folders: set[tuple[str, dt.date]]) -> list[str
                   for p in root.glob(f"{dataset}/date={date.isoformat()}/*/{INTENT_GLOB}"))
 
 
-def wait_for_compactions(lake: str, folders: set[tuple[str, dt.date]]) -> None:
-    """Return once no compaction in `folders` is under way, or after COMPACTION_WAIT_S. An intent
-    older than that is a compaction cut short (it stays until the partition's next compaction):
-    no reason to wait."""
-    for _ in range(int(COMPACTION_WAIT_S / COMPACTION_POLL_S)):
+def wait_ends_s() -> float:
+    """When a wait for compactions that begins now ends, on `_clock` (s)."""
+    return _clock() + COMPACTION_WAIT_S
+
+
+def wait_for_compactions(lake: str, folders: set[tuple[str, dt.date]], until_s: float) -> None:
+    """Return once no compaction in `folders` is under way, or at `until_s` (on `_clock`, from
+    `wait_ends_s`): a gate passes the same end to each of its three days' waits, which each took
+    COMPACTION_WAIT_S of their own (3 minutes a gate holding the warehouse's writer lock, for an
+    intent that stayed young). An intent older than COMPACTION_WAIT_S is a compaction cut short (it
+    stays until the partition's next compaction): no reason to wait."""
+    while _clock() < until_s:
         oldest_live = time.time() - COMPACTION_WAIT_S
         live = [p for p in compaction_intents(lake, folders) if _modified_s(Path(lake) / p) > oldest_live]
         if not live:
             return
-        _sleep(COMPACTION_POLL_S)
+        _sleep(max(0.0, min(COMPACTION_POLL_S, until_s - _clock())))
 
 
 def _modified_s(path: Path) -> float:

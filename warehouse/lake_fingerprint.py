@@ -78,6 +78,8 @@ class LakeLook:
     def __init__(self) -> None:
         self.listed: dict[tuple[str, dt.date], list[str]] = {}
         self.footers: dict[str, tuple] = {}
+        # when this gate stops waiting for compactions (compactions.wait_ends_s), set by its first wait
+        self.compaction_wait_ends_s: float | None = None
 
     def files(self, con: duckdb.DuckDBPyConnection, dataset: str, dates: list[dt.date]) -> list[str]:
         """The Parquet files of `dataset` in the date= partitions `dates`, sorted; those not
@@ -190,7 +192,8 @@ def lake_changes(con: duckdb.DuckDBPyConnection, day: dt.date,
     listing of the lake (`look`: what this gate listed and read before, added to); None when the
     day's build recorded nothing (not built, built before the record existed) or the session has no
     lake to list. A local lake's folders that differ are looked at once more, after the compactions
-    under way in them (compactions.COMPACTION_WAIT_S at most): one caught half done is no change."""
+    under way in them (compactions.COMPACTION_WAIT_S at most, for all the days `look` serves): one
+    caught half done is no change."""
     if not relation_exists(con, RELATION, temporary=False):
         return None
     (lake,) = con.execute("SELECT getvariable('jh_lake')").fetchone()
@@ -204,7 +207,9 @@ def lake_changes(con: duckdb.DuckDBPyConnection, day: dt.date,
     if not changes or lakefs.is_url(lake):
         return changes, built
     changed = {(c.dataset, c.partition_date) for c in changes}
-    compactions.wait_for_compactions(lake, changed)
+    if look.compaction_wait_ends_s is None:
+        look.compaction_wait_ends_s = compactions.wait_ends_s()
+    compactions.wait_for_compactions(lake, changed, look.compaction_wait_ends_s)
     for dataset, date in changed:
         look.forget(dataset, date)
     changes = _compared(con, day, lake, built, look)

@@ -221,3 +221,31 @@ def test_a_file_with_a_reading_past_year_9999_still_compacts_and_its_times_are_u
     assert report.rows == 61 and report.files_after == 1
     entries = {e["name"]: e for e in map(json.loads, (folder / "_compacted.jsonl").read_text().splitlines())}
     assert entries["part-far.parquet"]["first_at"] is None and entries[good.name]["first_at"].startswith(f"{DAY}T00:00:00")
+
+
+def test_one_gate_waits_for_compactions_once_however_many_of_its_days_changed(lake, warehouse, monkeypatch):
+    """A late host's file in the day's folder changes all three built days the gate checks, and an
+    intent there stays young (its compaction's clock is ahead, or one host's compaction follows
+    another): each day's check waited the full minute, 3 minutes a gate holding the warehouse's
+    writer lock. The gate waits one minute in all, then says the change and names the intent."""
+    import os
+    import time
+
+    write(lake, gpu_rows(range(-NEXT_MIDNIGHT_S - 600, 2 * NEXT_MIDNIGHT_S + 600, 10), 100.0))
+    built_days = (DAY - dt.timedelta(days=1), DAY, NEXT_DAY)
+    for day in built_days:
+        con = warehouse(day)
+    write(lake, gpu_rows(range(-300, NEXT_MIDNIGHT_S + 300, 10), 100.0, host="node-02", uuid="GPU-9"))
+    intent = lake / "gpu_samples" / f"date={DAY}" / "host=node-01" / "_compaction-0123456789ab.json"
+    intent.write_text(json.dumps({"new": "part-new.parquet", "replaces": []}))
+    an_hour_ahead = time.time() + 3600
+    os.utime(intent, (an_hour_ahead, an_hour_ahead))
+    clock_s = [1000.0]
+    monkeypatch.setattr(lake_compactions_seen, "_clock", lambda: clock_s[0])
+    monkeypatch.setattr(lake_compactions_seen, "_sleep", lambda seconds: clock_s.__setitem__(0, clock_s[0] + seconds))
+    run_gate(con, DAY, WarehouseSettings())
+    assert clock_s[0] - 1000.0 <= lake_compactions_seen.COMPACTION_WAIT_S, clock_s
+    results = _rebuild_results(con)
+    assert all(not results[d][0] and "node-02" in results[d][1] for d in built_days), results
+    assert f"a compaction of gpu_samples/date={DAY}/host=node-01 was under way or cut short" in results[DAY][1]
+

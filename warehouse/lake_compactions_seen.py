@@ -153,7 +153,9 @@ def _ledger_times(entry: Mapping[str, object]) -> tuple:
         first, last = (dt.datetime.fromisoformat(entry[k]) for k in ("first_at", "last_at"))
     except (KeyError, TypeError, ValueError):
         return None, None, None
-    if first.tzinfo is None or last.tzinfo is None:
+    # readings that end before they begin are no file's (a corrupt or hand-made line): read as a
+    # range, year 9999 to year 1 reached no window and excused a late file's readings of the day
+    if first.tzinfo is None or last.tzinfo is None or first > last:
         return None, None, None
     return first, last, None
 

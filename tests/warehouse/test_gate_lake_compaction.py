@@ -249,3 +249,24 @@ def test_one_gate_waits_for_compactions_once_however_many_of_its_days_changed(la
     assert all(not results[d][0] and "node-02" in results[d][1] for d in built_days), results
     assert f"a compaction of gpu_samples/date={DAY}/host=node-01 was under way or cut short" in results[DAY][1]
 
+
+def test_a_ledger_line_whose_first_reading_comes_after_its_last_is_a_change(lake, warehouse):
+    """A ledger line whose first reading is after its last is no file's (a corrupt or hand-made
+    line): read as a range, year 9999 to year 1 reached no window and excused the late file's
+    readings of DAY's margin."""
+    _day_and_next_mornings_file(lake)
+    warehouse(DAY)
+    write(lake, gpu_rows(range(NEXT_MIDNIGHT_S, NEXT_MIDNIGHT_S + 600, 10), 100.0))
+    compact_host_day(lake, NEXT_DAY, "node-01")
+    ledger = _next_day_folder(lake) / "_compacted.jsonl"
+    late = f"part-{int(at(NEXT_MIDNIGHT_S).timestamp()) * 10**6:016d}-"
+    entries = [json.loads(line) for line in ledger.read_text().splitlines()]
+    assert sum(e["name"].startswith(late) for e in entries) == 1
+    backwards = {"first_at": "9999-12-31T00:00:00+00:00", "last_at": "0001-01-01T00:00:00+00:00"}
+    ledger.write_text("".join(json.dumps({**e, **backwards} if e["name"].startswith(late) else e) + "\n"
+                              for e in entries))
+    con = warehouse(NEXT_DAY)
+    run_gate(con, NEXT_DAY, WarehouseSettings())
+    ok, said = _rebuild_results(con)[DAY]
+    assert not ok and "a compaction merged in what the build did not read" in said and late in said, said
+

@@ -115,26 +115,32 @@ def not_compacted(lake: str, built: list[dict], now: list[dict], window: tuple[d
     # The files a compaction took in beside those the build read: a late file of a host that already
     # reached across midnight, merged before any gate listed it, changed no host list and no file
     # the build read, and passed (review). Only its readings, kept in the ledger, can excuse it.
-    merged_in = [path for into in sorted(merged_into)
-                 for path, entry in _merged_inputs(ledgers[posixpath.dirname(into)], into, before)
-                 if path not in unexplained and (own_folder or reaches(_ledger_times(entry), *window))]
+    intos_by_folder: dict[str, list[str]] = {}
+    for into in sorted(merged_into):
+        intos_by_folder.setdefault(posixpath.dirname(into), []).append(into)
+    not_excused = set(unexplained)
+    merged_in = [path for folder, intos in intos_by_folder.items()
+                 for path, entry in _merged_inputs(ledgers[folder], intos, before)
+                 if path not in not_excused and (own_folder or reaches(_ledger_times(entry), *window))]
     return list(dict.fromkeys(unexplained + [p for p in came if p not in merged_into])), merged_in
 
 
-def _merged_inputs(ledger: Mapping[str, dict], into: str, read: Mapping[str, tuple]) -> list[tuple[str, dict]]:
-    """(path, ledger entry) of each file merged into `into` (a path under the lake), through earlier
-    compactions of its inputs, that is not one of `read` (path -> (size, mtime) as a build read
-    it): files the build never read."""
-    folder = posixpath.dirname(into)
+def _merged_inputs(ledger: Mapping[str, dict], intos: list[str], read: Mapping[str, tuple]) -> list[tuple[str, dict]]:
+    """(path, ledger entry) of each file merged into one of `intos` (paths under the lake, in the
+    folder of `ledger`), through earlier compactions of their inputs, that is not one of `read`
+    (path -> (size, mtime) as a build read it): files the build never read. One walk of the
+    ledger for all of `intos`: a walk per file merged into (a ledger naming each of 288 files read
+    merged into its own) took 13 s a look at 16 MiB."""
+    folder = posixpath.dirname(intos[0])
     inputs: dict[str, list[dict]] = {}
     for entry in ledger.values():
         inputs.setdefault(str(entry.get("into")), []).append(entry)
-    found, seen, todo = [], set(), [posixpath.basename(into)]
+    found, seen, todo = [], set(), [posixpath.basename(into) for into in intos]
     while todo:
         for entry in inputs.get(todo.pop(), []):
             name = entry["name"]
             path = f"{folder}/{name}"
-            if name in seen:  # a cycle in a hostile ledger
+            if name in seen:  # a cycle in a hostile ledger, or an input of two intos reached before
                 continue
             seen.add(name)
             if path in read and _as_read(entry, *read[path]):

@@ -270,3 +270,31 @@ def test_a_ledger_line_whose_first_reading_comes_after_its_last_is_a_change(lake
     ok, said = _rebuild_results(con)[DAY]
     assert not ok and "a compaction merged in what the build did not read" in said and late in said, said
 
+
+class _CountedLedger(dict):
+    """A compaction ledger that counts how often it is walked whole."""
+
+    walks = 0
+
+    def values(self):
+        type(self).walks += 1
+        return super().values()
+
+
+def test_a_ledger_is_walked_once_however_many_files_the_build_read_were_merged(tmp_path, monkeypatch):
+    """A 16 MiB ledger (67,000 lines) naming each of 288 files a build read as merged into a file
+    of its own was walked once per such file: 13 s for one look at one folder, and a gate looks up
+    to six times. Each folder's ledger is walked once a look."""
+    folder = f"gpu_samples/date={NEXT_DAY}/host=node-01"
+    (tmp_path / folder).mkdir(parents=True)
+    modified_at = at(NEXT_MIDNIGHT_S + 43200)
+    built = [{"path": f"{folder}/read-{i}.parquet", "size_bytes": 1000, "modified_at": modified_at} for i in range(288)]
+    now = [{"path": f"{folder}/into-{i}.parquet", "size_bytes": 9, "modified_at": modified_at} for i in range(288)]
+    ledger = _CountedLedger({f"read-{i}.parquet": {
+        "name": f"read-{i}.parquet", "bytes": 1000, "mtime_ns": int(modified_at.timestamp()) * 10**9,
+        "first_at": at(NEXT_MIDNIGHT_S + 3600).isoformat(), "last_at": at(NEXT_MIDNIGHT_S + 7200).isoformat(),
+        "into": f"into-{i}.parquet"} for i in range(288)})
+    monkeypatch.setattr(lake_compactions_seen, "_ledger", lambda path: ledger)
+    window = (at(-900), at(NEXT_MIDNIGHT_S + 900))
+    assert lake_compactions_seen.not_compacted(str(tmp_path), built, now, window, own_folder=False) == ([], [])
+    assert _CountedLedger.walks == 1

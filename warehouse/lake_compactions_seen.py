@@ -70,10 +70,13 @@ def wait_for_compactions(lake: str, folders: set[tuple[str, dt.date]], until_s: 
     `wait_ends_s`): a gate passes the same end to each of its three days' waits, which each took
     COMPACTION_WAIT_S of their own (3 minutes a gate holding the warehouse's writer lock, for an
     intent that stayed young). An intent older than COMPACTION_WAIT_S is a compaction cut short (it
-    stays until the partition's next compaction): no reason to wait."""
+    stays until the partition's next compaction): no reason to wait; so is one dated more than that
+    ahead (a clock set wrong, a lake restored with its times), which looked young to every gate
+    for as long."""
     while _clock() < until_s:
-        oldest_live = time.time() - COMPACTION_WAIT_S
-        live = [p for p in compaction_intents(lake, folders) if _modified_s(Path(lake) / p) > oldest_live]
+        now_s = time.time()
+        live = [p for p in compaction_intents(lake, folders)
+                if now_s - COMPACTION_WAIT_S < _modified_s(Path(lake) / p) < now_s + COMPACTION_WAIT_S]
         if not live:
             return
         _sleep(max(0.0, min(COMPACTION_POLL_S, until_s - _clock())))

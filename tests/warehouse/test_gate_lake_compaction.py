@@ -225,11 +225,10 @@ def test_a_file_with_a_reading_past_year_9999_still_compacts_and_its_times_are_u
 
 def test_one_gate_waits_for_compactions_once_however_many_of_its_days_changed(lake, warehouse, monkeypatch):
     """A late host's file in the day's folder changes all three built days the gate checks, and an
-    intent there stays young (its compaction's clock is ahead, or one host's compaction follows
-    another): each day's check waited the full minute, 3 minutes a gate holding the warehouse's
-    writer lock. The gate waits one minute in all, then says the change and names the intent."""
+    intent there stays young (one host's compaction follows another): each day's check waited the
+    full minute, 3 minutes a gate holding the warehouse's writer lock. The gate waits one minute in
+    all, then says the change and names the intent."""
     import os
-    import time
 
     write(lake, gpu_rows(range(-NEXT_MIDNIGHT_S - 600, 2 * NEXT_MIDNIGHT_S + 600, 10), 100.0))
     built_days = (DAY - dt.timedelta(days=1), DAY, NEXT_DAY)
@@ -238,11 +237,14 @@ def test_one_gate_waits_for_compactions_once_however_many_of_its_days_changed(la
     write(lake, gpu_rows(range(-300, NEXT_MIDNIGHT_S + 300, 10), 100.0, host="node-02", uuid="GPU-9"))
     intent = lake / "gpu_samples" / f"date={DAY}" / "host=node-01" / "_compaction-0123456789ab.json"
     intent.write_text(json.dumps({"new": "part-new.parquet", "replaces": []}))
-    an_hour_ahead = time.time() + 3600
-    os.utime(intent, (an_hour_ahead, an_hour_ahead))
     clock_s = [1000.0]
+
+    def next_hosts_compaction_begins(seconds):
+        clock_s[0] += seconds
+        os.utime(intent)
+
     monkeypatch.setattr(lake_compactions_seen, "_clock", lambda: clock_s[0])
-    monkeypatch.setattr(lake_compactions_seen, "_sleep", lambda seconds: clock_s.__setitem__(0, clock_s[0] + seconds))
+    monkeypatch.setattr(lake_compactions_seen, "_sleep", next_hosts_compaction_begins)
     run_gate(con, DAY, WarehouseSettings())
     assert clock_s[0] - 1000.0 <= lake_compactions_seen.COMPACTION_WAIT_S, clock_s
     results = _rebuild_results(con)
@@ -298,3 +300,25 @@ def test_a_ledger_is_walked_once_however_many_files_the_build_read_were_merged(t
     window = (at(-900), at(NEXT_MIDNIGHT_S + 900))
     assert lake_compactions_seen.not_compacted(str(tmp_path), built, now, window, own_folder=False) == ([], [])
     assert _CountedLedger.walks == 1
+
+
+def test_an_intent_dated_ahead_of_the_gates_clock_is_named_and_not_waited_for(lake, warehouse, monkeypatch):
+    """An intent dated an hour ahead (a clock set wrong, a lake restored with its times) looked
+    young for an hour: every gate in that hour waited its full minute for a compaction nobody ran
+    (a `joulehouse run` of 30 days, 30 minutes). No live compaction's intent is dated more than
+    COMPACTION_WAIT_S ahead: it is one cut short, said with the change."""
+    import os
+    import time
+
+    for start in range(0, NEXT_MIDNIGHT_S, 3600):
+        write(lake, gpu_rows(range(start, start + 3600, 10), 100.0))
+    con = warehouse()
+    folder = _compaction_stopped_after_its_new_file(monkeypatch, lake, DAY)
+    [intent] = folder.glob("_compaction-*.json")
+    an_hour_ahead = time.time() + 3600
+    os.utime(intent, (an_hour_ahead, an_hour_ahead))
+    monkeypatch.setattr(lake_compactions_seen, "_sleep", lambda seconds: pytest.fail("waited"))
+    run_gate(con, DAY, WarehouseSettings())
+    ok, said = _rebuild_results(con)[DAY]
+    assert not ok and f"gpu_samples date={DAY}: 8,640 readings when built, 17,280 now" in said
+    assert f"a compaction of gpu_samples/date={DAY}/host=node-01 was under way or cut short" in said

@@ -269,6 +269,12 @@ def _files(n: int) -> str:
     return f"{n:,} file" if n == 1 else f"{n:,} files"
 
 
+def _some(names: tuple[str, ...] | list[str], shown: int = 3) -> str:
+    """The first `shown` names, and how many more: a compaction of hundreds of files is one line."""
+    more = len(names) - shown
+    return ", ".join(names[:shown]) + (f" and {more:,} more" if more > 0 else "")
+
+
 def _folder_change(day: dt.date, change: FolderChange) -> str:
     built, now = change.built, change.now
     said = []
@@ -280,12 +286,12 @@ def _folder_change(day: dt.date, change: FolderChange) -> str:
         said.append(f"hosts reaching across midnight when built: {hosts(built)}; now: {hosts(now)}"
                     if change.partition_date != day else f"hosts when built: {hosts(built)}; now: {hosts(now)}")
     if change.rewritten and not said:  # as many readings, the same hosts: only the files say it
-        said.append("files changed, not by a compaction: " + ", ".join(change.rewritten))
+        said.append("files changed, not by a compaction: " + _some(change.rewritten))
     if change.merged_in:
         said.append("a compaction merged in what the build did not read, with readings inside its window "
-                    "(or of times its ledger does not say): " + ", ".join(change.merged_in))
+                    "(or of times its ledger does not say): " + _some(change.merged_in))
     if change.compacting:
-        folders = ", ".join(dict.fromkeys(posixpath.dirname(p) for p in change.compacting))
+        folders = _some(list(dict.fromkeys(posixpath.dirname(p) for p in change.compacting)))
         said.append(f"a compaction of {folders} was under way or cut short when the gate looked: its old and new "
                     f"files stand side by side until it ends (the next gate looks again; joulehouse compact --lake "
                     f"LAKE --date {change.partition_date} finishes one cut short)")

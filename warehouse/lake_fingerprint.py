@@ -56,9 +56,9 @@ COMPARED = ("n_rows", "hosts")
 @dataclass(frozen=True)
 class FolderChange:
     """One date= folder of one dataset whose files differ from those the build read; `rewritten`:
-    files of the build's that changed otherwise than by a compaction (the first few); `merged_in`:
-    files the build did not read that a compaction merged with those it read, whose readings
-    reach into its window or are not known (the first few); `compacting`: the intents of the
+    files of the build's that changed otherwise than by a compaction; `merged_in`: files the build
+    did not read that a compaction merged with those it read, whose readings reach into its
+    window or are not known (the gate names a few and counts the rest); `compacting`: the intents of the
     compactions under way or cut short in the folder when the gate looked again."""
 
     dataset: str
@@ -234,5 +234,5 @@ def _compared(con: duckdb.DuckDBPyConnection, day: dt.date, lake: str, built: li
             lake, row["files"], current["files"], window, own_folder=row["partition_date"] == day)
         if rewritten or merged_in or any(row[c] != current[c] for c in COMPARED):
             changes.append(FolderChange(row["dataset"], row["partition_date"], row, current,
-                                        tuple(rewritten[:3]), tuple(merged_in[:3])))
+                                        tuple(rewritten), tuple(merged_in)))
     return changes

@@ -100,12 +100,12 @@ def _read_csv(path: Path) -> pl.DataFrame:
     return text_csv(path, "grid intensity file", GridFileError)
 
 
-def load_electricitymaps_csv(path: Path, basis: str = "direct") -> pl.DataFrame:
+def load_electricitymaps_csv(path: Path, basis: str = "direct", *, raw: pl.DataFrame | None = None) -> pl.DataFrame:
     """Electricity Maps hourly export (`Datetime (UTC)` as dd/mm/yyyy HH:MM, gCO2eq/kWh)."""
     columns = {"direct": "Carbon Intensity gCO2eq/kWh (direct)", "lca": "Carbon Intensity gCO2eq/kWh (LCA)"}
     if basis not in columns:
         raise GridFileError(f"grid_intensity_basis {basis!r}: expected 'direct' or 'lca'")
-    raw = _read_csv(path)
+    raw = _read_csv(path) if raw is None else raw
     needed = ["Datetime (UTC)", "Zone Id", columns[basis], "Renewable Percentage"]
     missing = [c for c in needed if c not in raw.columns]
     if missing:
@@ -119,10 +119,10 @@ def load_electricitymaps_csv(path: Path, basis: str = "direct") -> pl.DataFrame:
     return _to_hourly(frame)
 
 
-def load_watttime_moer_csv(path: Path, region: str = "CAISO_NORTH") -> pl.DataFrame:
+def load_watttime_moer_csv(path: Path, region: str = "CAISO_NORTH", *, raw: pl.DataFrame | None = None) -> pl.DataFrame:
     """WattTime MOER export (`point_time`, `value` in lbs CO2/MWh, 5-minute), converted to
     gCO2e/kWh and averaged to the hour. The file carries no region: the caller names it."""
-    raw = _read_csv(path)
+    raw = _read_csv(path) if raw is None else raw
     if not {"point_time", "value"} <= set(raw.columns):
         raise GridFileError(f"{path}: expected WattTime columns point_time,value; got {raw.columns}")
     frame = parsed(path, raw, {
@@ -134,10 +134,10 @@ def load_watttime_moer_csv(path: Path, region: str = "CAISO_NORTH") -> pl.DataFr
     return _to_hourly(frame)
 
 
-def load_watttime_historical_csv(path: Path) -> pl.DataFrame:
+def load_watttime_historical_csv(path: Path, *, raw: pl.DataFrame | None = None) -> pl.DataFrame:
     """WattTime historical MOER as stored by Zeus (`location,timestamp,duration,value`): units
     are not stated in the file; WattTime's MOER unit is lbs/MWh, which we assume and convert."""
-    raw = _read_csv(path)
+    raw = _read_csv(path) if raw is None else raw
     if not {"location", "timestamp", "value"} <= set(raw.columns):
         raise GridFileError(f"{path}: expected columns location,timestamp,value; got {raw.columns}")
     frame = parsed(path, raw, {
@@ -149,9 +149,9 @@ def load_watttime_historical_csv(path: Path) -> pl.DataFrame:
     return _to_hourly(frame)
 
 
-def load_user_intensity_csv(path: Path) -> pl.DataFrame:
+def load_user_intensity_csv(path: Path, *, raw: pl.DataFrame | None = None) -> pl.DataFrame:
     """The documented format (module docstring): at,region,gco2e_per_kwh[,renewable_pct]."""
-    raw = _read_csv(path)
+    raw = _read_csv(path) if raw is None else raw
     if not {"at", "region", "gco2e_per_kwh"} <= set(raw.columns):
         raise GridFileError(
             f"{path}: expected header at,region,gco2e_per_kwh[,renewable_pct]; got {raw.columns}"
@@ -170,14 +170,15 @@ def load_user_intensity_csv(path: Path) -> pl.DataFrame:
 def load_intensity_file(path: Path, region: str | None = None, basis: str = "direct") -> pl.DataFrame:
     """Pick the loader from the file's header; `region` names files that carry none (WattTime)."""
     path = Path(path)
-    header = _read_csv(path).columns
+    raw = _read_csv(path)  # once: the header picks the loader, which parses these same cells
+    header = raw.columns
     if "Datetime (UTC)" in header:
-        return load_electricitymaps_csv(path, basis)
+        return load_electricitymaps_csv(path, basis, raw=raw)
     if "point_time" in header:
-        return load_watttime_moer_csv(path, region or "CAISO_NORTH")
+        return load_watttime_moer_csv(path, region or "CAISO_NORTH", raw=raw)
     if "location" in header and "timestamp" in header:
-        return load_watttime_historical_csv(path)
-    return load_user_intensity_csv(path)
+        return load_watttime_historical_csv(path, raw=raw)
+    return load_user_intensity_csv(path, raw=raw)
 
 
 def intensity_for_region(

@@ -34,3 +34,16 @@ def test_a_file_past_the_bound_is_refused_naming_it(tmp_path, monkeypatch, name,
         load(path)
     message = str(caught.value)
     assert str(path) in message and "expected at most" in message and "\n" not in message
+
+
+def test_a_grid_file_is_read_once_to_pick_its_loader_and_parse_it(tmp_path, monkeypatch):
+    """The header picked the loader from one whole read and the loader read the file again: a file
+    near the bound cost twice its reading and twice its memory."""
+    from joulehouse.reports.accounts import grid
+
+    (tmp_path / "grid.csv").write_text(GRID)
+    reads = []
+    real = grid._read_csv
+    monkeypatch.setattr(grid, "_read_csv", lambda path: reads.append(path) or real(path))
+    assert grid.load_intensity_file(tmp_path / "grid.csv").height == 24
+    assert len(reads) == 1

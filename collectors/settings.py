@@ -38,7 +38,6 @@ from joulehouse.collectors.settings_env import (ENV_DELIMITER, ENV_PREFIX, descr
 from joulehouse.collectors.settings_fields import (MAX_PUE, PUE, Count, Finite, Location, LocationOrNone, Names,
                                                    NonNegative, NonNegativeInt, NonNegativeList, Percent, Positive,
                                                    Ratio, RelativeToFile, Seconds, Text, relative_to_file, section)
-from joulehouse.collectors.sources.ipmi_dcmi import DCMI_RETRY_INTERVAL_S, DCMI_SILENT_POLLS
 
 # A settings file is a page of text; anything larger is a mistake (or an attack), refused unread.
 MAX_FILE_BYTES = 1 << 20
@@ -106,12 +105,12 @@ class CollectorSettings:
     ipmi_backoff_s: Backoff = Field(
         0.5, description="Pause between IPMI retries (doubles each time), s; the BMC is slow, not the network.")
     ipmi_dcmi_silent_polls: Count = Field(
-        DCMI_SILENT_POLLS,
+        3,
         description="A DCMI power reading that gets no answer while the SDR answers (older BMCs), or is refused\n"
                     "(not \"Invalid command\", which is no DCMI: not asked again), this many polls in a row is then\n"
                     "asked only every ipmi_dcmi_retry_interval_s; the SDR is still read every poll.")
     ipmi_dcmi_retry_interval_s: DcmiRetryInterval = Field(
-        DCMI_RETRY_INTERVAL_S,
+        300.0,
         description="How often a backed-off DCMI power reading is asked again, s (never given up: a refusal in\n"
                     "the BMC's present state may clear).")
     prometheus_timeout_s: Timeout = Field(

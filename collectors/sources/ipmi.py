@@ -44,7 +44,7 @@ import pyarrow as pa
 from joulehouse.collectors.schema import NODE_SAMPLES
 from joulehouse.collectors.settings import CollectorSettings
 from joulehouse.collectors.sources.base import ERROR_COLUMN
-from joulehouse.collectors.sources.ipmi_dcmi import DCMI_RETRY_INTERVAL_S, DCMI_SILENT_POLLS, DcmiBackoff
+from joulehouse.collectors.sources.ipmi_dcmi import DcmiBackoff
 
 log = logging.getLogger(__name__)
 
@@ -206,6 +206,11 @@ class DcmiOutcome:
     no_session: str | None = None
 
 
+# A source built in code (tests, the simulator, a script) talks to the BMC as `collect` with no
+# settings file does: the [collector] settings are the one place these defaults are written.
+_DEFAULTS = CollectorSettings()
+
+
 class IpmiSource:
     """node_samples for one server, read from its BMC with ipmitool (source tag 'ipmi')."""
 
@@ -215,20 +220,20 @@ class IpmiSource:
         self,
         host: str,
         *,
-        bmc_host: str = "127.0.0.1",
-        port: int = 623,
-        user: str = "admin",
+        bmc_host: str = _DEFAULTS.ipmi_host,
+        port: int = _DEFAULTS.ipmi_port,
+        user: str = _DEFAULTS.ipmi_user,
         password: str = "",
-        timeout_s: float = 5.0,
-        retries: int = 2,
-        backoff_s: float = 0.5,
+        timeout_s: float = _DEFAULTS.ipmi_timeout_s,
+        retries: int = _DEFAULTS.ipmi_retries,
+        backoff_s: float = _DEFAULTS.ipmi_backoff_s,
         ipmitool: str = "ipmitool",
         runner: CommandRunner = run_command,
         clock: Callable[[], datetime] = lambda: datetime.now(timezone.utc),
         sleep: Callable[[float], None] = time.sleep,
         monotonic: Callable[[], float] = time.monotonic,
-        dcmi_silent_polls: int = DCMI_SILENT_POLLS,
-        dcmi_retry_interval_s: float = DCMI_RETRY_INTERVAL_S,
+        dcmi_silent_polls: int = _DEFAULTS.ipmi_dcmi_silent_polls,
+        dcmi_retry_interval_s: float = _DEFAULTS.ipmi_dcmi_retry_interval_s,
     ):
         if retries < 0 or timeout_s <= 0:
             raise ValueError(f"retries={retries!r}, timeout_s={timeout_s!r}: expected retries >= 0 and timeout_s > 0")

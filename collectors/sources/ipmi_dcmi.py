@@ -23,11 +23,6 @@ from collections.abc import Callable
 # the IPMI source's own logger: an operator filtering on it sees the DCMI lines too
 log = logging.getLogger(__name__.removesuffix("_dcmi"))
 
-# The back-off's defaults, written once: [collector] ipmi_dcmi_silent_polls and
-# ipmi_dcmi_retry_interval_s (collectors.settings) and IpmiSource's own are these.
-DCMI_SILENT_POLLS = 3
-DCMI_RETRY_INTERVAL_S = 300.0
-
 
 class DcmiBackoff:
     """Whether DCMI is due this poll, given how the polls before it went."""

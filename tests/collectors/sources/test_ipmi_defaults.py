@@ -1,6 +1,7 @@
-"""An IpmiSource built in code (tests, the simulator, a script) backs DCMI off as the [collector]
-defaults say: the two numbers were written twice, in the settings and in the constructor, and one
-edited alone would make a source built in code behave unlike `collect` with no settings file."""
+"""An IpmiSource built in code (tests, the simulator, a script) reaches its BMC and backs DCMI off as
+the [collector] defaults say: the numbers were written twice, in the settings and in the
+constructor, and one edited alone would make a source built in code behave unlike `collect` with no
+settings file."""
 
 from __future__ import annotations
 
@@ -41,3 +42,21 @@ def test_a_source_built_in_code_backs_off_as_the_default_settings_do():
     assert kinds[:silent] == ["dcmi no answer"] * silent and kinds[silent] == "dcmi not asked"
     assert f"backed off after {silent} polls" in reasons[silent]
     assert f"asked again every {defaults.ipmi_dcmi_retry_interval_s:g} s" in reasons[silent]
+
+
+def test_a_source_built_in_code_calls_ipmitool_as_the_default_settings_do():
+    """Same BMC, port, user, timeouts and retries: the argv and the retry schedule of one call."""
+    calls: dict[str, list] = {"in_code": [], "from_defaults": []}
+    sleeps: dict[str, list] = {"in_code": [], "from_defaults": []}
+
+    def runner_for(name: str):
+        def runner(argv, timeout_s, env):
+            calls[name].append((list(argv), timeout_s, dict(env)))
+            return TIMEOUT
+        return runner
+
+    IpmiSource("node-02", runner=runner_for("in_code"), sleep=sleeps["in_code"].append).read()
+    IpmiSource.from_settings("node-02", load_node_settings(env={}).collector, runner=runner_for("from_defaults"),
+                             sleep=sleeps["from_defaults"].append).read()
+    assert calls["in_code"] and calls["in_code"] == calls["from_defaults"]
+    assert sleeps["in_code"] and sleeps["in_code"] == sleeps["from_defaults"]

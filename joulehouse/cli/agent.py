@@ -5,6 +5,7 @@ dry run: would refuse), or (verify) a good file outside its validity window; 2 t
 was refused (tampered, expired, unsigned, other host, older than the one applied, over 16 MiB...)
 or unreadable, or nothing was applied for want of a writable audit; 3 NVML is not usable on this
 machine; 4 (apply, rollback) the GPUs were set as the table shows but their audit could not be written.
+Its input checks live in cli.agent_preflight, its audit rules in cli.agent_audit, its table in cli.agent_output.
 """
 
 from __future__ import annotations
@@ -18,9 +19,11 @@ import typer
 
 from joulehouse.cli.agent_audit import fail_apply_write, refuse_unaudited_apply
 from joulehouse.cli.agent_output import print_result
-from joulehouse.cli.options import (
-    METRICS_ADDRESS_HELP, METRICS_TEXTFILE_HELP, expose_metrics, fail, node_lake, parse_duration,
+from joulehouse.cli.agent_preflight import (
+    fetch_export, nvml_for_dry_run, nvml_usable_or_exit, parse_at, parse_poll_interval_s, public_key_or_exit,
+    refuse_unsupported_scheme,
 )
+from joulehouse.cli.options import METRICS_ADDRESS_HELP, METRICS_TEXTFILE_HELP, expose_metrics, fail, node_lake
 
 # Where the systemd units keep the node's data (the collector's unit owns it): the agent service
 # audits into <NODE_DATA>/lake and keeps its replay state in its own root-only folder beside it,
@@ -32,44 +35,9 @@ NODE_DATA = Path("/var/lib/joulehouse")
 
 def agent_state_dir() -> Path:
     return NODE_DATA.with_name(NODE_DATA.name + "-agent")
-# The schemes `fetch_config` reads and the export publishes to ([export] publish_url); urllib
-# would also try ftp://, which nothing here publishes to.
-EXPORT_SCHEMES = ("http", "https", "file", "s3", "gs", "gcs", "az", "abfs", "abfss")
 AGENT_METRICS_PORT_HELP = "Serve Prometheus /metrics on this port (0: off), e.g. 9403 (the collector's is 9402)."
 
 agent_app = typer.Typer(no_args_is_help=True, help="Apply signed recommended configs to this node's GPUs.")
-
-
-def _public_key(path: Path):
-    from joulehouse.collectors.config_contract import load_public_key
-
-    try:
-        return load_public_key(path)
-    except (OSError, ValueError) as exc:
-        fail(str(exc), 2)
-
-
-def _refuse_unsupported_scheme(location: str, what: str = "EXPORT") -> None:
-    """Fail (exit 2) before any network for a URL whose scheme no export is published on."""
-    if "://" not in location:
-        return
-    scheme = location.split("://", 1)[0].lower()
-    if scheme not in EXPORT_SCHEMES:
-        fail(f"{what} {location}: {scheme}:// is not supported; give a path or an http(s), file, s3, gs or az URL", 2)
-
-
-def _fetch(config: str) -> bytes:
-    """The config document's bytes from a path or URL, or fail (exit 2) saying why."""
-    from joulehouse.collectors.agent_loop import ConfigFetchError, fetch_config
-
-    _refuse_unsupported_scheme(config)
-    try:
-        data = fetch_config(config)
-    except ConfigFetchError as exc:
-        fail(str(exc), 2)
-    if data is None:
-        fail(f"no config at {config}", 2)
-    return data
 
 
 def _node_lake(lake: Path | None) -> Path | None:
@@ -143,31 +111,6 @@ def _replay_guard(state: Path | None, lake: Path | None, settings_file: Path | N
     return ReplayGuard(state, site=agent.site)
 
 
-def _nvml_for_dry_run():
-    """pynvml when NVML answers here (a dry run then checks each setting against its device), else
-    None: the config is still verified, and each row says its device was not consulted."""
-    import pynvml
-
-    try:
-        pynvml.nvmlInit()
-        pynvml.nvmlShutdown()
-    except pynvml.NVMLError:
-        return None
-    return pynvml
-
-
-def _nvml_usable_or_exit(hint: str = ""):
-    """pynvml, or fail (exit 3) saying NVML does not answer; `hint`: what the user can do instead."""
-    import pynvml
-
-    try:
-        pynvml.nvmlInit()
-        pynvml.nvmlShutdown()
-    except pynvml.NVMLError as exc:
-        fail(f"NVML is not usable on this machine ({exc}){'; ' + hint if hint else ''}", 3)
-    return pynvml
-
-
 EXPORT_HELP = "The signed export (recommended-config.json): a path or an http(s), file or s3/gs/az URL."
 def _lake_option(value: str | None) -> Path | None:
     """--lake as a local folder; a URL refused in one line (the audit is written locally and shipped)."""
@@ -181,21 +124,6 @@ STATE_HELP = ("Replay state: the newest config accepted per site (default: \\[ag
 
 
 AT_HELP = "Check the validity window at this UTC time (ISO 8601) instead of now"
-
-
-def _parse_at(at: str | None):
-    """--at as an aware datetime (None without it), or fail naming it."""
-    import datetime as dt
-
-    if at is None:
-        return None
-    try:
-        when = dt.datetime.fromisoformat(at.replace("Z", "+00:00"))
-    except ValueError:
-        fail(f"--at {at!r} is not an ISO 8601 time (e.g. 2026-06-12T00:00:00Z)", 2)
-    if when.tzinfo is None:
-        fail(f"--at {at!r} has no time zone; add Z for UTC", 2)
-    return when
 
 
 @agent_app.command("apply")
@@ -226,17 +154,17 @@ def apply_command(
     from joulehouse.collectors.agent import apply_config
     from joulehouse.collectors.config_contract import ConfigError, ExpiredConfig, NotYetValid
 
-    when = _parse_at(at)
+    when = parse_at(at)
     if when is not None and not dry_run:
         fail("--at is for a --dry-run: a config is applied now or not at all", 2)
-    key = _public_key(public_key)
+    key = public_key_or_exit(public_key)
     node_lake = _node_lake(lake)
     guard = _replay_guard(state, node_lake, settings_file)
     audit_lake, audit_note = _audit_lake(lake, node_lake)
-    data = _fetch(export)
+    data = fetch_export(export)
     if not dry_run:
         refuse_unaudited_apply(audit_lake, audit_note, NODE_DATA / "lake")
-    nvml = _nvml_for_dry_run() if dry_run else _nvml_usable_or_exit("use --dry-run to check a config without a GPU")
+    nvml = nvml_for_dry_run() if dry_run else nvml_usable_or_exit("use --dry-run to check a config without a GPU")
     try:
         # judged at --at, audited at the time it ran (an audit trail carries the real time)
         result = apply_config(data, public_key=key, host=host or socket.gethostname(), nvml=nvml,
@@ -276,9 +204,9 @@ def verify_command(
 
     from joulehouse.collectors.config_contract import ConfigError, format_utc, load_config_document, verify_signature
 
-    key = _public_key(public_key)
-    when = _parse_at(at) or dt.datetime.now(dt.timezone.utc)
-    data = _fetch(export)
+    key = public_key_or_exit(public_key)
+    when = parse_at(at) or dt.datetime.now(dt.timezone.utc)
+    data = fetch_export(export)
     try:
         checked = verify_signature(load_config_document(data), key)
     except ConfigError as exc:
@@ -323,7 +251,7 @@ def rollback_command(
     node_lake = _node_lake(lake)
     audit_lake, audit_note = _audit_lake(lake, node_lake)
     clock_locks = ClockLockRecord(_replay_guard(state, node_lake, settings_file, settings_may_fail=True).clock_locks_path)
-    nvml = _nvml_usable_or_exit("a rollback needs the GPUs' driver: run it on the node, as root")
+    nvml = nvml_usable_or_exit("a rollback needs the GPUs' driver: run it on the node, as root")
     try:
         result = rollback(host=host or socket.gethostname(), nvml=nvml, lake=audit_lake,
                           reason="rolled back by the operator", clock_locks=clock_locks)
@@ -335,24 +263,6 @@ def rollback_command(
     _echo_notes(audit_note)
     if not result.ok:
         raise typer.Exit(1)
-
-
-def _poll_interval_s(interval: str | None, interval_s: float | None) -> float | None:
-    """--interval (a duration), else the hidden --interval-s (seconds), in seconds; None when neither
-    is given. Outside [agent] poll_interval_s's range, fail naming the option and the range: 0.0001ms
-    was a busy loop on NVML and the config endpoint, --interval-s 0 quietly meant the default and
-    -1 crashed the loop's sleep after the first poll."""
-    from joulehouse.collectors.settings import AGENT_POLL_MAX_S, AGENT_POLL_MIN_S
-
-    if interval is not None:
-        option, text, value = "--interval", interval, parse_duration(interval, "--interval")
-    elif interval_s is not None:
-        option, text, value = "--interval-s", f"{interval_s:g}", interval_s
-    else:
-        return None
-    if not AGENT_POLL_MIN_S <= value <= AGENT_POLL_MAX_S:  # NaN fails this too
-        fail(f"{option} {text}: expected {AGENT_POLL_MIN_S:g} s to {AGENT_POLL_MAX_S:,.0f} s (a day) between polls", 2)
-    return value
 
 
 @agent_app.command("run")
@@ -381,7 +291,7 @@ def run_command(
     from joulehouse.collectors.agent_loop import run_agent
     from joulehouse.collectors.settings import SettingsError, load_node_settings
 
-    interval_s = _poll_interval_s(interval, interval_s)
+    interval_s = parse_poll_interval_s(interval, interval_s)
     try:
         agent = load_node_settings(settings_file).agent
     except SettingsError as exc:
@@ -389,14 +299,14 @@ def run_command(
     location = export_url or config_url or agent.config_url
     if not location:
         fail("no export location: pass --export-url or set [agent] config_url", 2)
-    _refuse_unsupported_scheme(location, "export location")
+    refuse_unsupported_scheme(location, "export location")
     from joulehouse.collectors.agent_loop import AgentState
 
-    key = _public_key(public_key or Path(agent.public_key_path))
+    key = public_key_or_exit(public_key or Path(agent.public_key_path))
     node_lake = _node_lake(lake)
     audit_lake, audit_note = _audit_lake(lake, node_lake)
     refuse_unaudited_apply(audit_lake, audit_note, NODE_DATA / "lake")  # the loop applies and rolls back
-    nvml, guard, loop_state = _nvml_usable_or_exit(), _replay_guard(state, node_lake, settings_file), AgentState()
+    nvml, guard, loop_state = nvml_usable_or_exit(), _replay_guard(state, node_lake, settings_file), AgentState()
     _echo_notes(audit_note, _state_note(guard))
     from joulehouse.collectors.metrics import AgentStateMetrics
 

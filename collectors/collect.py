@@ -14,11 +14,11 @@ can be written (StorageError otherwise: read-only, no permission), and recovers 
 segments a previous process left.
 
 Slow sources (IPMI: one ipmitool call can wait seconds for a BMC; DCGM: a Prometheus range
-query, retried with backoff) run as `Scheduled(..., background=True)`: each in its own thread
-at its own interval, handing rows to the loop through a bounded queue, so a stalled BMC never
-delays a GPU sample. A source marked `required` (NVML) that cannot be read on the first poll
-stops the collector with SourceStartError: a node without a working driver should say so
-once, not log the same failure every second.
+query, retried with backoff) run as `Scheduled(..., background=True)` (collectors/collect_schedule.py):
+each in its own thread at its own interval, handing rows to the loop through a bounded queue, so
+a stalled BMC never delays a GPU sample. A source marked `required` (NVML) that cannot be read on
+the first poll stops the collector with SourceStartError: a node without a working driver should
+say so once, not log the same failure every second.
 """
 
 from __future__ import annotations
@@ -31,12 +31,14 @@ import queue
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import pyarrow as pa
 
 from joulehouse.collectors import lakefs
+from joulehouse.collectors.collect_schedule import Scheduled, check_intervals
+from joulehouse.collectors.collect_schedule import parse_duration_s  # noqa: F401 - the CLI imports it from here
+from joulehouse.collectors.collect_stats import CollectStats
 from joulehouse.collectors.lake_locks import source_locks
 from joulehouse.collectors.settings import CollectorSettings
 from joulehouse.collectors.sources.base import Source, SourceError, read_failure
@@ -58,51 +60,6 @@ class StorageError(RuntimeError):
     collector does not start; segments already in the spool stay for the next start."""
 
 
-@dataclass
-class CollectStats:
-    polls: int = 0
-    rows: int = 0
-    reads_ok: int = 0
-    source_errors: int = 0
-    files_written: int = 0
-    disk_full_events: int = 0
-    background_dropped_tables: int = 0
-    late_polls: int = 0  # polls that overran the interval (the missed ticks are skipped, not fired at once)
-    roll_failures: int = 0  # tries to roll a closed segment into the lake that failed (it is kept and retried)
-    write_errors: int = 0  # spool writes that failed for another reason than a full disk (read-only, I/O error)
-    # At stop: rows read but never written (the disk was full or unwritable to the end, or the
-    # memory bound dropped them), and segments left in the spool for the next start to roll.
-    rows_not_kept: int = 0
-    segments_left: int = 0
-    # For the metrics (collectors.metrics): rows per (source, dataset), errors per source, and the
-    # Unix time a Parquet file last went into the lake.
-    rows_by_source: dict[tuple[str, str], int] = field(default_factory=dict)
-    errors_by_source: dict[str, int] = field(default_factory=dict)
-    last_lake_write_at_s: float | None = None
-
-
-@dataclass
-class Scheduled:
-    """A source with its own read interval (seconds; None: the loop's interval_s). `background`
-    reads it in its own thread; `required` stops the collector if its first read fails."""
-
-    source: Source
-    interval_s: float | None = None
-    background: bool = False
-    required: bool = False
-    next_at: float = field(default=float("-inf"), repr=False)
-    started: bool = field(default=False, repr=False)
-
-    @property
-    def name(self) -> str:
-        return type(self.source).__name__
-
-    @property
-    def label(self) -> str:
-        """The source as the metrics name it: NvmlSource -> nvml, GpuProcessSource -> gpuprocess."""
-        return self.name.removesuffix("Source").lower()
-
-
 class Collector:
     """Polls `sources` into spools under `spool_dir` and rolls them into `lake`."""
 
@@ -113,7 +70,7 @@ class Collector:
         is set) pace the loop; tests inject both to run it without the machine's speed mattering.
         Raises ValueError naming an interval that is not a finite number of seconds above zero."""
         self.scheduled = [s if isinstance(s, Scheduled) else Scheduled(s) for s in sources]
-        _check_intervals(settings, self.scheduled)
+        check_intervals(settings, self.scheduled)
         self.sources = [s.source for s in self.scheduled]
         self.lake = Path(lake)
         self.settings = settings
@@ -354,19 +311,6 @@ class Collector:
             self._take(label, dataset, table)
 
 
-def _check_intervals(settings: CollectorSettings, scheduled: Sequence[Scheduled]) -> None:
-    """Refuse an interval that is not a finite number of seconds above zero: NaN compares false
-    with everything, so the loop would poll without pause (about 2,000 polls a second); infinity
-    overflows the wait; zero divides the catch-up step."""
-    intervals = {name: getattr(settings, name) for name in (
-        "interval_s", "spool_flush_interval_s", "roll_interval_s", "ipmi_interval_s", "dcgm_sync_interval_s",
-        "process_map_interval_s")}
-    intervals.update({f"{entry.name} interval_s": entry.interval_s for entry in scheduled if entry.interval_s is not None})
-    for name, value in intervals.items():
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
-            raise ValueError(f"collector {name} = {value!r}: expected a finite number of seconds above zero")
-
-
 def _check_writable(folder: Path, what: str) -> None:
     """Create `folder` if needed and a file in it, or raise StorageError naming it and why. A full
     disk is not refused here: the loop holds rows in memory until space comes back."""
@@ -384,21 +328,3 @@ def _check_writable(folder: Path, what: str) -> None:
         raise StorageError(f"{what} {folder} is not writable ({exc.strerror or exc}): the collector "
                            f"cannot start{left}") from None
 
-
-def parse_duration_s(text: str, name: str = "duration") -> float:
-    """'1s', '500ms', '2m', '1.5' (seconds) -> seconds; `name` (the option it came from) leads the
-    error so a command line with several durations says which one is wrong."""
-    text = text.strip().lower()
-    for suffix, scale in (("ms", 0.001), ("s", 1.0), ("m", 60.0), ("h", 3600.0)):
-        if text.endswith(suffix):
-            number = text[: -len(suffix)]
-            break
-    else:
-        number, scale = text, 1.0
-    try:
-        value = float(number) * scale
-    except ValueError:
-        raise ValueError(f"{name} {text!r}: expected a number with ms, s, m or h (e.g. '1s')") from None
-    if not math.isfinite(value) or value <= 0:
-        raise ValueError(f"{name} {text!r}: expected a finite time above zero")
-    return value

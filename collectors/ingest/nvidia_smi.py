@@ -2,7 +2,8 @@
 
 What real logs look like, and what is done about it:
 - headers carry units in brackets and leading spaces (" power.draw [W]"): the field name is the
-  part before the bracket; the bracketed unit must be the one the field is stored in.
+  part before the bracket; the bracketed unit must be the one the field is stored in
+  (collectors/ingest/nvidia_smi_header.py).
 - values carry units as text ("20.13 W", "195 MHz", "0 MiB", "0 %", "P8"); "[N/A]", "N/A" and
   "[Not Supported]" are NULL, never 0. A value whose unit is not the field's unit is rejected, and
   so is one written without its unit where the log's rows write it (or with it where they do not)
@@ -57,7 +58,6 @@ from __future__ import annotations
 
 import csv
 import itertools
-import re
 import sys
 import uuid
 from collections.abc import Callable, Iterator
@@ -74,8 +74,10 @@ from joulehouse.collectors.ingest.local_time import LogClock, check_plausible
 from joulehouse.collectors.input_file import text_lines
 from joulehouse.collectors.ingest.lake_import import RejectedRow, record_landing
 from joulehouse.collectors.ingest.lake_stream import LandedImport, LogLanding
-from joulehouse.collectors.ingest.nvidia_smi_values import (BOM, NUMERIC, encoding_problem, field_name, identity_text,
-                                                            is_naive, parse_row, printable, read_fields)
+from joulehouse.collectors.ingest.nvidia_smi_header import (NvidiaSmiError, glued_header, gpu_index_columns,
+                                                            header_names, header_notes)
+from joulehouse.collectors.ingest.nvidia_smi_values import (BOM, encoding_problem, field_name, identity_text, is_naive,
+                                                            parse_row, printable, read_fields)
 from joulehouse.collectors.schema import GPU_SAMPLES, conform
 from joulehouse.collectors.writer import WrittenFile
 
@@ -92,10 +94,6 @@ DUPLICATE_WINDOW_S = 7200
 # The rows whose timestamps tell interleaved GPUs (interleaved.py): bursts repeat every sweep, so
 # the first 100,000 rows show them as well as the whole log (the Llama-2 log has 42,962).
 INTERLEAVED_PROBE_ROWS = 100_000
-
-
-class NvidiaSmiError(ValueError):
-    """The file as a whole cannot be read as an nvidia-smi CSV log (the message says why)."""
 
 
 @dataclass
@@ -134,34 +132,6 @@ def synthetic_gpu_uuid(host: str, gpu_index: int) -> str:
     return f"synthetic-{uuid.uuid5(_SYNTHETIC_NS, f'{host}/{gpu_index}')}"
 
 
-def _header_names(header: list[str], path: Path, line_no: int = 1) -> list[str]:
-    """The field names of a header line, whose units must be the ones the fields are stored in."""
-    fields = [field_name(h) for h in header]
-    names = [n for n, _ in fields]
-    if any(not c.isprintable() or "\udc80" <= c <= "\udcff" for h in header for c in h):
-        raise NvidiaSmiError(f"{path} is not a text CSV: its first line holds bytes that are not UTF-8 text; "
-                             "expected an `nvidia-smi --query-gpu=... --format=csv` log")
-    if "timestamp" not in names:
-        shown = [h if len(h) <= 40 else h[:40] + "..." for h in header[:6]]
-        more = f" and {len(header) - 6} more" if len(header) > 6 else ""
-        raise NvidiaSmiError(f"{path}: no 'timestamp' column in header {shown}{more}; "
-                             "log with --query-gpu=timestamp,...")
-    if len(set(names)) != len(names):
-        twice = sorted({n for n in names if names.count(n) > 1})
-        raise NvidiaSmiError(f"{path}: line {line_no}: the header names {twice} twice")
-    for name, unit in fields:
-        if name in NUMERIC and unit and unit != NUMERIC[name][1]:
-            raise NvidiaSmiError(f"{path}: line {line_no}: column {name!r} is in [{unit}], "
-                                 f"expected [{NUMERIC[name][1]}]")
-    return names
-
-
-def _id_columns(path: Path, names: list[str], index_column: str | None) -> list[str]:
-    if index_column is not None and index_column not in names:
-        raise NvidiaSmiError(f"{path}: index_column {index_column!r} is not a column of {names}")
-    return [c for c in ("index", "gpu") if c in names]
-
-
 def read_nvidia_smi_csv(path: str | Path, *, host: str, gpu_model: str | None = None,
                         assume_tz: str = "UTC", index_column: str | None = None,
                         now: datetime | None = None) -> IngestResult:
@@ -181,7 +151,7 @@ def _read_chunks(path: Path, *, host: str, gpu_model: str | None, assume_tz: str
                  now: datetime | None, chunk_rows: int, reject: Callable[[RejectedRow], None],
                  notes: list[str]) -> Iterator[pa.Table]:
     """The log's good rows, `chunk_rows` at a time (gpu_samples tables, in the log's order); each
-    rejected row goes to `reject` as it is read, and `notes` fills as `_notes` and the end say.
+    rejected row goes to `reject` as it is read, and `notes` fills as `header_notes` and the end say.
     NvidiaSmiError, at any point, refuses the whole log."""
     now = now or datetime.now(timezone.utc)
     try:
@@ -199,11 +169,11 @@ def _read_chunks(path: Path, *, host: str, gpu_model: str | None, assume_tz: str
             header = next(rows)
         except StopIteration:
             raise NvidiaSmiError(f"{path} is empty; expected an nvidia-smi CSV header line") from None
-        names = _header_names(header, path)
-        notes += _notes(path, names, host, gpu_model, assume_tz, index_column)
+        names = header_names(header, path)
+        notes += header_notes(path, names, host, gpu_model, assume_tz, index_column)
         if has_bom:
             notes.append("the file opens with a UTF-8 byte-order mark: skipped")
-        id_columns, stored = _id_columns(path, names, index_column), read_fields(tuple(names))
+        id_columns, stored = gpu_index_columns(path, names, index_column), read_fields(tuple(names))
         columns: dict[str, list] = {n: [] for n in GPU_SAMPLES.names}
         recent = RecentReadings(DUPLICATE_WINDOW_S)
         probe: list[float] | None = []  # timestamps of rows no column gives a GPU; None once checked
@@ -230,7 +200,7 @@ def _read_chunks(path: Path, *, host: str, gpu_model: str | None, assume_tz: str
             if bad_bytes:
                 reject(RejectedRow(line_no, bad_bytes, printable(line)))
                 continue
-            if (glued := _glued_header(values, path, line_no)) is not None:
+            if (glued := glued_header(values, path, line_no)) is not None:
                 # nvidia-smi restarted on the same file mid-line: the cut row, then its new header
                 reject(RejectedRow(line_no, "cut short: a header follows on the same line (nvidia-smi restarted)",
                                    printable(line)))
@@ -238,12 +208,12 @@ def _read_chunks(path: Path, *, host: str, gpu_model: str | None, assume_tz: str
             if "timestamp" in line.lower() and "timestamp" in (field_name(v)[0] for v in values):
                 # Logs concatenated, or nvidia-smi restarted with other --query-gpu fields: the rows
                 # below follow this header; read by the first one, a value lands in another's column.
-                again = _header_names(values, path, line_no)
+                again = header_names(values, path, line_no)
                 headers_again += 1
                 units = {}  # a restart may write them otherwise (csv or csv,nounits)
                 if again != names:
                     notes.append(f"line {line_no}: a new header; the rows after it are read by its columns")
-                    names, id_columns = again, _id_columns(path, again, index_column)
+                    names, id_columns = again, gpu_index_columns(path, again, index_column)
                     stored = read_fields(tuple(names))
                 continue
             if len(values) != len(names):
@@ -308,30 +278,6 @@ def _read_chunks(path: Path, *, host: str, gpu_model: str | None, assume_tz: str
                      "quarantines a second reading of a GPU at one instant (duplicate_key)")
 
 
-_QUERY_NAME = re.compile(r"[a-z_]+(\.[a-z_]+)*")
-
-
-def _glued_header(values: list[str], path: Path, line_no: int) -> list[str] | None:
-    """The header a row holds after a cut field ('..., 30timestamp, index, power.draw [W]'), or None."""
-    for i, value in enumerate(values):
-        name = value.strip().lower()
-        cut_in_value = name.endswith("timestamp") and name != "timestamp"
-        # or cut where a field ended ('..., 250.00 W,timestamp, index'), unless what comes before
-        # is a header's names too ('index, timestamp, ...' is a header of its own)
-        cut_at_field = name == "timestamp" and i > 0 and not all(_QUERY_NAME.fullmatch(field_name(v)[0])
-                                                                  for v in values[:i])
-        if (cut_in_value or cut_at_field) and i + 1 < len(values):
-            tail = ["timestamp", *values[i + 1:]]
-            if not all(_QUERY_NAME.fullmatch(field_name(v)[0]) for v in tail):
-                return None  # a value, not nvidia-smi's lower-case dotted query names
-            try:
-                _header_names(tail, path, line_no)
-            except NvidiaSmiError:
-                return None
-            return tail
-    return None
-
-
 def _samples_table(columns: dict[str, list]) -> pa.Table:
     return conform("gpu_samples", pa.Table.from_pydict(columns, schema=GPU_SAMPLES))
 
@@ -366,30 +312,6 @@ def _csv_rows(reader, path: Path):
     except csv.Error as exc:
         raise NvidiaSmiError(f"nvidia-smi log {path}: line {reader.line_num} is not CSV ({exc}); "
                              "expected an `nvidia-smi --query-gpu=... --format=csv` log") from None
-
-
-def _notes(path: Path, names: list[str], host: str, gpu_model: str | None, assume_tz: str,
-           index_column: str | None) -> list[str]:
-    known = set(NUMERIC) | {"timestamp", "index", "gpu", "name", "uuid", "pstate",
-                             "clocks_event_reasons.active", "clocks_throttle_reasons.active"}
-    notes = []
-    if "uuid" not in names:
-        notes.append(f"no uuid column: GPU UUIDs are synthetic, derived from host {host!r} and the GPU index")
-    if "name" not in names:
-        notes.append(f"no name column: gpu_model is {gpu_model!r}" if gpu_model else
-                     "no name column and no --gpu-model: gpu_model is NULL")
-    elif gpu_model:
-        notes.append(f"the log names its GPUs: --gpu-model {gpu_model!r} is used only where the name is empty")
-    if not {"index", "gpu"} & set(names):
-        notes.append("no index column: every row is GPU 0")
-    if index_column:
-        other = {"index": "gpu", "gpu": "index"}[index_column]
-        if other in names:
-            notes.append(f"GPU index taken from column {index_column!r}; column {other!r} ignored")
-    ignored = [n for n in names if n not in known or (n in NUMERIC and n not in read_fields(tuple(names)))]
-    if ignored:
-        notes.append(f"columns not stored: {', '.join(ignored)}")
-    return notes
 
 
 def ingest_nvidia_smi(path: str | Path, *, lake: str | Path, host: str, gpu_model: str | None = None,

@@ -38,7 +38,8 @@ What real logs look like, and what is done about it:
   warehouse build quarantines a second reading of a GPU at one instant (duplicate_key).
 - bytes: a UTF-8 byte-order mark opening the file (spreadsheets write one) is skipped and noted; a
   row holding a byte that is not UTF-8, or a byte-order mark (logs concatenated), is rejected with
-  that reason, never the whole file. A path that is not a regular file, or a line longer than
+  that reason, never the whole file; a header line holding one refuses the log, naming its line
+  (rejected as a row, its log's later rows were read by the old header's columns). A path that is not a regular file, or a line longer than
   MAX_LINE_CHARS (no newline: not a text log), refuses the file (collectors/input_file.py).
 - values too large for their column (an int32 clock of 9,999,999,999 MHz, a float32 above 3.4e38)
   and timestamps no nvidia-smi log can hold (before 2010, when a clock was never set and reads
@@ -198,6 +199,9 @@ def _read_chunks(path: Path, *, host: str, gpu_model: str | None, assume_tz: str
                 notes.append(f"line {line_no}: a byte-order mark before a header (logs concatenated): skipped")
             bad_bytes = encoding_problem(values)
             if bad_bytes:
+                if "timestamp" in (field_name(v)[0] for v in values):
+                    # a header: rejected as a row, the rows below it were read by the old header's columns
+                    header_names(values, path, line_no)  # refuses the log, naming the line
                 reject(RejectedRow(line_no, bad_bytes, printable(line)))
                 continue
             if (glued := glued_header(values, path, line_no)) is not None:

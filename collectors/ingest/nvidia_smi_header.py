@@ -23,8 +23,13 @@ def header_names(header: list[str], path: Path, line_no: int = 1) -> list[str]:
     """The field names of a header line, whose units must be the ones the fields are stored in."""
     fields = [field_name(h) for h in header]
     names = [n for n, _ in fields]
-    if any(not c.isprintable() or "\udc80" <= c <= "\udcff" for h in header for c in h):
-        raise NvidiaSmiError(f"{path} is not a text CSV: its first line holds bytes that are not UTF-8 text; "
+    odd = [c for h in header for c in h if not c.isprintable()]
+    if odd:
+        # a header says which column each value lands in: one misread refuses the log, as the first
+        what = ("bytes that are not UTF-8 text" if any("\udc80" <= c <= "\udcff" for c in odd)
+                else f"a character that is not printable ({ascii(odd[0])})")
+        where = "its first line" if line_no == 1 else f"line {line_no}, a header,"
+        raise NvidiaSmiError(f"{path} is not a text CSV: {where} holds {what}; "
                              "expected an `nvidia-smi --query-gpu=... --format=csv` log")
     if "timestamp" not in names:
         shown = [h if len(h) <= 40 else h[:40] + "..." for h in header[:6]]

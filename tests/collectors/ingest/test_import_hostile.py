@@ -167,6 +167,21 @@ def test_a_file_of_random_bytes_is_called_not_text_in_one_short_line(tmp_path, l
     assert not list(lake.rglob("*.parquet"))
 
 
+@pytest.mark.parametrize("odd, said", [("\x07", "a character that is not printable ('\\x07')"),
+                                       ("\udcff", "bytes that are not UTF-8 text")])
+def test_a_later_header_with_an_odd_character_is_named_by_its_line(tmp_path, odd, said):
+    """A BEL in the header of line 3 refused the log as 'its first line holds bytes that are not
+    UTF-8 text': the wrong line, and BEL is UTF-8. The header still refuses the log (its rows would
+    be read by the wrong columns), in words that say where and what."""
+    log = tmp_path / "gpu.csv"
+    text = ("timestamp, index, power.draw [W]\n2026/01/02 00:00:00.000, 0, 100 W\n"
+            f"timestamp, index, power.draw [W]{odd}\n2026/01/02 00:00:01.000, 0, 101 W\n")
+    log.write_bytes(text.encode("utf-8", "surrogateescape"))
+    with pytest.raises(ValueError) as refused:
+        read_nvidia_smi_csv(log, host="h", now=NOW)
+    assert str(refused.value).startswith(f"{log} is not a text CSV: line 3, a header, holds {said}; ")
+
+
 def test_a_text_file_without_the_timestamp_column_shows_a_short_header(tmp_path, lake):
     wide = _log(tmp_path / "wide.csv", "1,2", header=",".join(f"column_{i}_" + "x" * 60 for i in range(50)) + "\n")
     with pytest.raises(Exception, match=r"no 'timestamp' column in header \['column_0_x{31}\.\.\.', .* and 44 more") as caught:

@@ -202,7 +202,7 @@ def _simulate_host_day(seed, day, host, host_gpus, jobs: list[Job], limits, n, i
     _apply_clock_locks(traces, host_gpus, locks)
     stack = lambda name: np.stack([getattr(t, name) for t in traces])  # noqa: E731
     busy = stack("job_slot") >= 0
-    act, dram, tensor = stack("sm_active"), stack("dram_active"), stack("tensor_active")
+    act, dram = stack("sm_active"), stack("dram_active")
     rx, tx = stack("pcie_rx_bytes_per_s"), stack("pcie_tx_bytes_per_s")
     target = np.where(busy, stack("target_clock_ratio"), spec.f_idle_mhz / spec.f_max_mhz)
     inlet_host = host_inlet_c(seed, host, day, outdoor, interval_s)

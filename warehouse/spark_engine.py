@@ -13,7 +13,8 @@ accounting, reports) does not know which engine ran.
 Spark is an optional extra (`pip install joulehouse[spark]`, Java 17): pyspark is imported only
 inside these functions. The lake is read with partition discovery (`basePath`), so the typed
 `date` column prunes files exactly as DuckDB's `hive_partitioning` does. The session runs in UTC
-and timestamps leave Spark as integer microseconds, so no time zone can shift an hour.
+and timestamps leave Spark as integer microseconds, so no time zone can shift an hour (both in
+warehouse/spark_session.py, with the one-line errors).
 Which engine runs is `WarehouseSettings.engine` ("duckdb" | "spark"); see warehouse/SCALING.md.
 """
 
@@ -21,12 +22,8 @@ from __future__ import annotations
 
 import csv
 import datetime as dt
-import os
-import shutil
 import tempfile
-import warnings
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -39,6 +36,14 @@ from joulehouse.warehouse.build import build_parameters
 from joulehouse.warehouse.inventory import INVENTORY_COLUMNS, OPTIONAL_INVENTORY_COLUMNS, inventory_file
 from joulehouse.warehouse.settings import WarehouseSettings
 from joulehouse.warehouse.spark_dialect import SparkDialectError, SparkStatements, parameters
+# spark_session and spark_task_session are imported from here too (joulehouse.daily, the tests)
+from joulehouse.warehouse.spark_session import (
+    SparkEngineError,
+    _frame,
+    _one_line_errors,
+    spark_session,
+    spark_task_session,
+)
 from joulehouse.warehouse.sqlio import SqlFiles
 
 # The DuckDB relations Spark runs, rendered from warehouse/sql; the file reader of int_inventory
@@ -62,11 +67,6 @@ STORED_HOURS_SCHEMA = ("gpu_model string, sm_clock_mhz int, n bigint, "
                                                             "sa3", "sa4", "s33", "s34", "s44", "sy", "s1y", "say",
                                                             "s3y", "s4y", "syy")))
 SPARK_SQL = SqlFiles("joulehouse.warehouse", "spark_sql")
-_PANDAS_WARNING = "PySpark does not yet fully support pandas"  # pyspark 4.3 with pandas 3; we never use pandas
-
-
-class SparkEngineError(RuntimeError):
-    """Spark could not run a step; the message names the step, the day and the cause."""
 
 
 @dataclass(frozen=True)
@@ -88,45 +88,6 @@ def load_spark_sql(name: str) -> str:
         return GENERATED_MODELS.text(name) if name in GENERATED_MODEL_RELATIONS else SPARK_SQL.body(name)
     except (FileNotFoundError, SparkDialectError) as exc:
         raise SparkEngineError(str(exc)) from None
-
-
-@contextmanager
-def _quiet_pandas_warning() -> Iterator[None]:
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message=_PANDAS_WARNING, category=FutureWarning)
-        yield
-
-
-def spark_session(master: str = "local[2]", app_name: str = "joulehouse") -> Any:
-    """A SparkSession in UTC with a small shuffle width (one machine's cores unless a cluster).
-
-    Needs pyspark (the [spark] extra) and Java 17; SPARK_LOCAL_IP defaults to 127.0.0.1 for a
-    local master so a machine without a resolvable host name still starts."""
-    try:
-        with _quiet_pandas_warning():
-            from pyspark.sql import SparkSession
-    except ImportError as exc:
-        raise SparkEngineError(f"engine = 'spark' needs pyspark: pip install 'joulehouse[spark]' ({exc})") from None
-    if master.startswith("local"):
-        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    with _quiet_pandas_warning():
-        return (
-            SparkSession.builder.master(master).appName(app_name)
-            .config("spark.sql.session.timeZone", "UTC")
-            .config("spark.ui.enabled", "false")
-            .config("spark.ui.showConsoleProgress", "false")
-            .config("spark.sql.shuffle.partitions", "4" if master.startswith("local") else "200")
-            .config("spark.sql.sources.partitionColumnTypeInference.enabled", "true")
-            # An overflow or a bad cast is an error, as in DuckDB, whatever the cluster's defaults
-            # say: without ANSI mode a DECIMAL that overflows becomes NULL and sum() skips it.
-            .config("spark.sql.ansi.enabled", "true")
-            # The quarantine rules' CASE over every column, its IS NULL tests of the join keys and
-            # the relation's self-joins made the optimizer's constraint propagation grow past the
-            # driver's heap (OutOfMemoryError planning int_gpu_samples_checked; 13 minutes before
-            # the key_missing rule): the constraints it infers prune nothing these plans need.
-            .config("spark.sql.constraintPropagation.enabled", "false")
-            .getOrCreate()
-        )
 
 
 def register_lake(spark: Any, lake: str | Path) -> None:
@@ -177,22 +138,6 @@ def _view(spark: Any, name: str, params: Mapping[str, Any], view: str | None = N
     frame = spark.sql(text, args={p: params[p] for p in wanted})
     frame.createOrReplaceTempView(view or name)
     return frame
-
-
-def _frame(spark_frame: Any, order: list[str]) -> pl.DataFrame:
-    # Timestamps leave Spark as microseconds: collect() would turn them into naive datetimes in
-    # the Python process's local time zone.
-    with _quiet_pandas_warning():
-        from pyspark.sql import functions as F
-        from pyspark.sql.types import TimestampType
-    stamps = [f.name for f in spark_frame.schema.fields if isinstance(f.dataType, TimestampType)]
-    selected = spark_frame.select([F.unix_micros(F.col(c)).alias(c) if c in stamps else F.col(c)
-                                   for c in spark_frame.columns])
-    rows = [tuple(r) for r in selected.collect()]
-    frame = pl.DataFrame(rows, schema=spark_frame.columns, orient="row", infer_schema_length=None)
-    frame = frame.with_columns(pl.col(c).cast(pl.Int64).cast(pl.Datetime("us")).dt.replace_time_zone("UTC")
-                               for c in stamps)
-    return frame.sort(order, nulls_last=True) if rows else frame
 
 
 def check_samples(spark: Any, day: dt.date, settings: WarehouseSettings, now: dt.datetime | None = None) -> Any:
@@ -306,25 +251,6 @@ def run_day(spark: Any, lake: str | Path, day: dt.date, warehouse: WarehouseSett
     return SparkDayResult(gpu_energy_hourly=hourly, power_suffstats=stats, gpu_energy_daily=daily)
 
 
-@contextmanager
-def _one_line_errors(day: dt.date, lake: str | Path) -> Iterator[None]:
-    """Spark's analysis and execution errors (py4j exceptions, pages long) as one SparkEngineError line."""
-    try:
-        yield
-    except SparkEngineError:
-        raise
-    except Exception as exc:
-        raise SparkEngineError(f"Spark failed on {day} over {lake}: {_first_line(exc)}") from exc
-
-
-def _first_line(exc: Exception) -> str:
-    # py4j's own first line ("An error occurred while calling o37.sql.") says nothing; the
-    # Java exception's message follows it
-    lines = [line.strip(": ") for line in str(exc).splitlines()
-             if line.strip() and not line.startswith("An error occurred while calling")]
-    return lines[0] if lines else type(exc).__name__
-
-
 # --- The DAG's build task with engine = "spark" -------------------------------------------------
 
 ENGINES = ("duckdb", "spark")
@@ -344,32 +270,6 @@ def check_engine(engine: str) -> str:
     if engine not in ENGINES:
         raise ValueError(f"warehouse.engine = {engine!r}; expected one of {', '.join(map(repr, ENGINES))}")
     return engine
-
-
-def _check_java() -> None:
-    # Without Java, pyspark waits for a gateway that never starts and ends in a long traceback.
-    java_home = os.environ.get("JAVA_HOME")
-    if shutil.which("java") is None and not (java_home and (Path(java_home) / "bin" / "java").exists()):
-        raise SparkEngineError("engine = 'spark' needs Java 17: no `java` on PATH and no JAVA_HOME/bin/java")
-
-
-@contextmanager
-def spark_task_session(master: str, app_name: str = "joulehouse") -> Iterator[Any]:
-    """One SparkSession for one DAG task, stopped when the task's block ends (JVM start costs
-    seconds, so a task makes one and reuses it). Raises SparkEngineError in one line when pyspark
-    or Java is missing or the session does not start."""
-    _check_java()
-    try:
-        spark = spark_session(master, app_name)
-    except SparkEngineError:
-        raise
-    except Exception as exc:  # py4j / gateway errors: one line naming the master
-        raise SparkEngineError(f"Spark did not start on master {master!r}: {str(exc).splitlines()[0]}") from None
-    try:
-        yield spark
-    finally:
-        with _quiet_pandas_warning():
-            spark.stop()
 
 
 def as_duckdb_gpu_energy_hourly(frame: pl.DataFrame) -> pl.DataFrame:

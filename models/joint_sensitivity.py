@@ -11,6 +11,8 @@ power comes with 0.04 more of that quantity):
 - bandwidth part, d BW_util / d ln E: the network occupancy of the GPU-hour (the fullest of its
   NVLink, PCIe and host network ports, joint_sensitivity_gpu_hours.sql) on ln(energy), within GPU model.
 Beside them, energy_elasticity_to_network_bandwidth (d ln E / d ln BW_util, utilisation held fixed).
+The GPU parts and the elasticity are fitted in models/joint_sensitivity_gpu_parts.py; this module
+reads the inputs, fits the PUE part, and puts S together per day and per window.
 Intervals: the GPU parts from a bootstrap over GPUs (as models.sensitivity), the PUE part t-based;
 S's interval adds their variances (the two come from different data); in the hourly windows the
 idle and bandwidth parts' OLS errors are added as if independent (they share the regressor, so
@@ -24,22 +26,23 @@ against training-dense, latency-sensitive against inference serving.
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import duckdb
 import numpy as np
 from scipy import stats
 
-from joulehouse.models.sensitivity_fit import (
-    BOOTSTRAP_REPS,
-    MIN_ACTIVITY_RATIO,
-    MIN_COVERAGE_RATIO,
-    MIN_GPUS_FOR_BOOTSTRAP,
-    Sensitivity,
-    _ols,
-    _within_model_solution,
+# _elasticity_stats, _ResampledSums and _semi_slopes are imported from here too (the tests)
+from joulehouse.models.joint_sensitivity_gpu_parts import (
+    MIN_GPU_HOURS,
+    _elasticity_stats,
+    _ols_slope,
+    _ResampledSums,
+    _semi_slopes,
+    gpu_parts,
 )
+from joulehouse.models.sensitivity_fit import BOOTSTRAP_REPS, MIN_COVERAGE_RATIO, Sensitivity, _ols
 from joulehouse.models.settings import SensitivitySettings
 from joulehouse.models.sql import load_sql
 from joulehouse.warehouse.lake_contract import reading_partitions
@@ -50,7 +53,6 @@ CLASS_REFERENCE = {"throughput": "training-dense", "latency-sensitive": "inferen
 PART_QUANTITIES = ("joint_part_pue", "joint_part_idle_share", "joint_part_network_bandwidth")
 PART_UNITS = ("d PUE / d ln(power)", "d (1 - utilization) / d ln(power)", "d occupancy / d ln(power)")
 S_UNIT = "dPUE/dlnE + w1 d(1-util)/dlnE + w2 dBW/dlnE"
-MIN_GPU_HOURS = 8
 MIN_SITE_HOURS = 4
 # intercept, load and temperature with at least two degrees of freedom left
 MIN_HOURS_WITH_TEMPERATURE = 5
@@ -88,151 +90,6 @@ def read_gpu_hours(con: duckdb.DuckDBPyConnection, day: dt.date) -> list[dict]:
         cursor = con.execute(load_sql("joint_sensitivity_gpu_hours"), {"day": day, "min_coverage_ratio": MIN_COVERAGE_RATIO})
         names = [d[0] for d in cursor.description]
         return [dict(zip(names, r)) for r in cursor.fetchall()]
-
-
-def _semi_slopes(rows: Sequence[dict]) -> np.ndarray | None:
-    """[d(1-u)/d lnE, d BW/d lnE] within GPU model, or None when ln E does not vary within models."""
-    sums: dict[str, np.ndarray] = {}
-    for r in rows:
-        x, u, b = np.log(r["energy_kwh"]), 1.0 - r["activity_ratio"], r["network_occupancy_ratio"]
-        sums[r["gpu_model"]] = sums.get(r["gpu_model"], 0.0) + np.array([1.0, x, u, b, x * x, x * u, x * b])
-    return _slopes_within_models(sums.values())
-
-
-def _slopes_within_models(model_sums: Iterable[np.ndarray]) -> np.ndarray | None:
-    """[d(1-u)/d lnE, d BW/d lnE] from each GPU model's sums [n, sx, su, sb, sxx, sxu, sxb],
-    centred within its model; None when ln E does not vary within models."""
-    sxx = sxu = sxb = 0.0
-    for n, sx, su, sb, s_xx, s_xu, s_xb in model_sums:
-        sxx += s_xx - sx * sx / n
-        sxu += s_xu - sx * su / n
-        sxb += s_xb - sx * sb / n
-    if sxx <= 1e-12:
-        return None
-    return np.array([sxu / sxx, sxb / sxx])
-
-
-def _elasticity_stats(rows: Sequence[dict]) -> list[dict]:
-    """Per-GPU sums for ln E on [ln activity, ln occupancy] (models.sensitivity's format)."""
-    by_gpu: dict[str, dict] = {}
-    for r in rows:
-        if r["activity_ratio"] < MIN_ACTIVITY_RATIO or r["network_occupancy_ratio"] <= 0:
-            continue
-        x1, x2, y = np.log(r["activity_ratio"]), np.log(r["network_occupancy_ratio"]), np.log(r["energy_kwh"])
-        s = by_gpu.setdefault(r["gpu_uuid"], {"gpu_model": r["gpu_model"], **dict.fromkeys(
-            ("n", "s_1", "s_2", "s_y", "s_11", "s_12", "s_22", "s_1y", "s_2y", "s_yy"), 0.0)})
-        for key, value in (("n", 1.0), ("s_1", x1), ("s_2", x2), ("s_y", y), ("s_11", x1 * x1), ("s_12", x1 * x2),
-                           ("s_22", x2 * x2), ("s_1y", x1 * y), ("s_2y", x2 * y), ("s_yy", y * y)):
-            s[key] += value
-    return list(by_gpu.values())
-
-
-SEMI_KEYS = 7  # n, sum x, sum u, sum b, sum x^2, sum xu, sum xb (x = ln E, u = 1 - activity, b = occupancy)
-ELASTICITY_KEYS = ("n", "s_1", "s_2", "s_y", "s_11", "s_12", "s_22", "s_1y", "s_2y", "s_yy")
-
-
-def _semi_terms(r: dict) -> list:
-    x, u, b = np.log(r["energy_kwh"]), 1.0 - r["activity_ratio"], r["network_occupancy_ratio"]
-    return [1.0, x, u, b, x * x, x * u, x * b]
-
-
-def _elasticity_terms(r: dict) -> list | None:
-    if r["activity_ratio"] < MIN_ACTIVITY_RATIO or r["network_occupancy_ratio"] <= 0:
-        return None
-    x1, x2, y = np.log(r["activity_ratio"]), np.log(r["network_occupancy_ratio"]), np.log(r["energy_kwh"])
-    return [1.0, x1, x2, y, x1 * x1, x1 * x2, x2 * x2, x1 * y, x2 * y, y * y]
-
-
-class _ResampledSums:
-    """_semi_slopes and _elasticity_stats of a bootstrap sample of whole GPUs, from each GPU's
-    terms computed once: the bootstrap recomputed every row's logs and sums per draw (3 s of the
-    daily fit at 32 GPUs). The sums are taken in the sample's row order, one addition after the
-    other from 0.0 (np.cumsum is sequential), so each draw is the same to the last bit."""
-
-    def __init__(self, gpus: Sequence[Sequence[dict]]):
-        self.models = [g[0]["gpu_model"] for g in gpus]
-        self.semi = [np.array([_semi_terms(r) for r in g], float) for g in gpus]
-        self.elasticity = []
-        for g in gpus:
-            terms = [t for t in map(_elasticity_terms, g) if t is not None]
-            self.elasticity.append(np.array(terms, float).reshape(len(terms), len(ELASTICITY_KEYS)))
-
-    @staticmethod
-    def applies(gpus: Sequence[Sequence[dict]]) -> bool:
-        """Each GPU's rows are of one model (the per-model sums then follow whole GPUs)."""
-        return all(len({r["gpu_model"] for r in g}) == 1 for g in gpus)
-
-    @staticmethod
-    def _sequential_sum(blocks: list[np.ndarray], width: int) -> np.ndarray:
-        return np.cumsum(np.concatenate([np.zeros((1, width)), *blocks]), axis=0)[-1]
-
-    def semi_slopes(self, picks: Sequence[int]) -> np.ndarray | None:
-        """_semi_slopes of the rows of GPUs `picks`, in that order."""
-        by_model: dict[str, list[np.ndarray]] = {}
-        for i in picks:
-            by_model.setdefault(self.models[i], []).append(self.semi[i])
-        return _slopes_within_models(self._sequential_sum(blocks, SEMI_KEYS) for blocks in by_model.values())
-
-    def elasticity_stats(self, picks: Sequence[int]) -> list[dict]:
-        """_elasticity_stats of the rows of GPUs `picks`: a GPU drawn k times sums its rows k times."""
-        drawn: dict[int, int] = {}
-        for i in picks:
-            if len(self.elasticity[i]):
-                drawn[int(i)] = drawn.get(int(i), 0) + 1
-        return [{"gpu_model": self.models[i],
-                 **dict(zip(ELASTICITY_KEYS, self._sequential_sum([self.elasticity[i]] * k, len(ELASTICITY_KEYS))))}
-                for i, k in drawn.items()]
-
-
-def gpu_parts(rows: Sequence[dict], *, reps: int, seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, str, int] | None:
-    """(point [idle, bw, elasticity], their standard errors, draws of [idle, bw] (reps x 2), method,
-    GPUs) over one scope's GPU-hours; None with too few hours. With enough GPUs the errors come
-    from a bootstrap that resamples whole GPUs, else from the within-model OLS (no elasticity then)."""
-    if len(rows) < MIN_GPU_HOURS:
-        return None
-    by_gpu: dict[str, list[dict]] = {}
-    for r in rows:
-        by_gpu.setdefault(r["gpu_uuid"], []).append(r)
-
-    def fit(sample: Sequence[dict]) -> np.ndarray | None:
-        semi = _semi_slopes(sample)
-        solution = _within_model_solution(_elasticity_stats(sample))
-        if semi is None:
-            return None
-        return np.array([semi[0], semi[1], solution[0][1] if solution is not None else np.nan])
-
-    point = fit(rows)
-    if point is None:
-        return None
-
-    def ols_fe() -> tuple[np.ndarray, np.ndarray, np.ndarray, str, int] | None:
-        fitted = _ols_slope(rows)
-        if fitted is None:
-            return None
-        se = fitted[1]
-        draws = np.random.default_rng(seed).normal(point[:2], se, size=(max(reps, 2), 2))
-        return np.array([point[0], point[1], np.nan]), np.array([se[0], se[1], np.nan]), draws, "ols-fe", len(by_gpu)
-
-    if len(by_gpu) < MIN_GPUS_FOR_BOOTSTRAP:
-        return ols_fe()
-    rng = np.random.default_rng(seed)
-    gpus = list(by_gpu.values())
-    resampled = _ResampledSums(gpus) if _ResampledSums.applies(gpus) else None
-    draws = []
-    for _ in range(reps):
-        picks = rng.integers(0, len(gpus), len(gpus))
-        if resampled is not None:
-            semi, stats_rows = resampled.semi_slopes(picks), resampled.elasticity_stats(picks)
-            solution = _within_model_solution(stats_rows)
-            d = None if semi is None else np.array([semi[0], semi[1], solution[0][1] if solution is not None else np.nan])
-        else:
-            d = fit([r for i in picks for r in gpus[i]])
-        if d is not None:
-            draws.append(d)
-    if len(draws) < 2:  # every resample singular (few GPUs whose activity varies): no spread to read
-        return ols_fe()
-    draws = np.array(draws)
-    return point, np.nanstd(draws, axis=0, ddof=1), draws[:, :2], "ols-fe+gpu-bootstrap", len(gpus)
 
 
 def site_pue_parts(con: duckdb.DuckDBPyConnection, day: dt.date, hours: Sequence[dt.datetime] | None = None
@@ -339,28 +196,6 @@ def joint_sensitivities(con: duckdb.DuckDBPyConnection, day: dt.date, weights: W
         out.append(_row(day, "joint_sensitivity_s", scope, s_value, s_se, len(scope_rows), n_gpus,
                         f"pue-ols+{method}", S_UNIT, weights, s_typical))
     return out
-
-
-def _ols_slope(rows: Sequence[dict]) -> tuple[np.ndarray, np.ndarray] | None:
-    """Window estimate of [idle, bw] parts and their OLS standard errors (within-model demeaning)."""
-    semi = _semi_slopes(rows)
-    if semi is None:
-        return None
-    models = {r["gpu_model"] for r in rows}
-    df = len(rows) - 1 - len(models)
-    if df < 1:
-        return None
-    by_model: dict[str, list[dict]] = {}
-    for r in rows:
-        by_model.setdefault(r["gpu_model"], []).append(r)
-    sxx, sse = 0.0, np.zeros(2)
-    for group in by_model.values():
-        x = np.log([r["energy_kwh"] for r in group])
-        ys = np.array([[1.0 - r["activity_ratio"], r["network_occupancy_ratio"]] for r in group])
-        xd, yd = x - x.mean(), ys - ys.mean(axis=0)
-        sxx += float(xd @ xd)
-        sse += ((yd - np.outer(xd, semi)) ** 2).sum(axis=0)
-    return semi, np.sqrt(sse / df / sxx)
 
 
 def sliding_window_day(con: duckdb.DuckDBPyConnection, day: dt.date, weights: Weights, window_hours: int, *,

@@ -14,7 +14,9 @@ DCMI is the server's power; the SDR is everything else, so a DCMI that fails nev
 SDR. Every row whose `power_w` is NULL says why in its own column `power_w_null_reason` (the
 kind before the colon): `dcmi deactivated` (the BMC says its power measurement is off: a state,
 not an error), `dcmi absent` (it answered "Invalid command": not asked again), `dcmi no answer`
-(timed out, or ipmitool got no response), `dcmi not asked` (backed off, below), `dcmi failed`
+(timed out, or ipmitool got no response), `dcmi session refused` (the BMC answered, at once, that
+it opens no session for this user: most often a wrong ipmi_user or ipmi_password; not retried
+within the poll, and not taken for a BMC that is away), `dcmi not asked` (backed off, below), `dcmi failed`
 (any other refusal: said in the log when it starts or its words change), `dcmi unreadable` (an
 answer without a reading). A BMC whose DCMI gives no answer (while its SDR answers, as many older
 BMCs do) or refuses `dcmi_silent_polls` polls in a row is asked DCMI once every
@@ -45,6 +47,7 @@ from joulehouse.collectors.schema import NODE_SAMPLES
 from joulehouse.collectors.settings import CollectorSettings
 from joulehouse.collectors.sources.base import ERROR_COLUMN
 from joulehouse.collectors.sources.ipmi_dcmi import DcmiBackoff
+from joulehouse.collectors.sources.ipmi_sdr import SensorReading, parse_sdr_elist, pick_readings
 
 log = logging.getLogger(__name__)
 
@@ -81,7 +84,6 @@ def run_command(argv: Sequence[str], timeout_s: float, env: Mapping[str, str]) -
     return CommandResult(done.returncode, done.stdout, done.stderr)
 
 
-_NUMBER = re.compile(r"^\s*(-?\d+(?:\.\d+)?)\s*(.*?)\s*$")
 _DCMI_POWER = re.compile(r"Instantaneous power reading:\s*(-?\d+(?:\.\d+)?)\s*Watts", re.IGNORECASE)
 _DCMI_STATE = re.compile(r"Power reading state is:\s*(\w+)", re.IGNORECASE)
 # ipmitool's words when a DCMI request got no response inside a session it opened: the BMC is there
@@ -90,31 +92,6 @@ _DCMI_NO_RESPONSE = re.compile(r"unable to get dcmi information", re.IGNORECASE)
 # The extra column (IPMI's own, like `error`): why `power_w` is NULL on this row, NULL where it has a reading.
 POWER_NULL_REASON_COLUMN = "power_w_null_reason"
 DCMI_DEACTIVATED = "dcmi deactivated: the BMC reports its power measurement deactivated"
-
-
-@dataclass(frozen=True)
-class SensorReading:
-    name: str
-    status: str
-    value: float | None
-    unit: str
-
-
-def parse_sdr_elist(text: str) -> list[SensorReading]:
-    """Parse `ipmitool sdr elist` lines `name | id | status | entity | reading [unit]`.
-    A reading without a number ("no reading", "disabled", "Not Readable") becomes None."""
-    sensors = []
-    for line in text.splitlines():
-        parts = [p.strip() for p in line.split("|")]
-        if len(parts) < 5 or not parts[0]:
-            continue
-        name, status, reading = parts[0], parts[2].lower(), parts[4]
-        match = _NUMBER.match(reading)
-        if match is None or status in ("ns", "na", "disabled"):
-            sensors.append(SensorReading(name, status, None, ""))
-            continue
-        sensors.append(SensorReading(name, status, float(match.group(1)), match.group(2).lower()))
-    return sensors
 
 
 def parse_dcmi_reading(text: str) -> tuple[float | None, str | None]:
@@ -135,64 +112,21 @@ def parse_dcmi_power(text: str) -> float | None:
     return parse_dcmi_reading(text)[0]
 
 
-_TOTAL_POWER = re.compile(r"pwr\s*consumption|total\s*power|sys(tem)?\s*power|node\s*power|power\s*meter|input\s*power", re.I)
-# One power supply's input ("PS1 Input Power", "PSU2 Input Power"): the server draws their sum. Taken
-# as the server's total, the first supply's alone was half the power of a server with two.
-_SUPPLY_INPUT = re.compile(r"^\s*(ps|psu|pws|power\s*supply)\s*_?\d+\b.*\b(input|in)\b.*\bpower\b", re.I)
 # A DCMI refusal that holds only for now ("Command not supported in present state (d5)"): asked again
 # (ipmi_dcmi.py says how often). "Invalid command (c1)" and its kin mean the BMC has no DCMI.
 _DCMI_FOR_NOW = re.compile(r"present state|\(d5\)", re.I)
-_INLET = re.compile(r"inlet|intake|ambient|front\s*panel\s*temp", re.I)
-_EXHAUST = re.compile(r"exhaust|outlet", re.I)
-# A part of the server named first ("GPU Total Power", "PSU1 Inlet Temp", "CPU1 VR Outlet Temp"): its
-# own reading, not the server's. Taken first in SDR order, a GPU board's 2,400 W stood for the
-# server's 4,100 W, and a supply's 41 C for the air coming in.
-_COMPONENT = re.compile(r"^\s*(cpu|gpu|psu?|pws|vr|dimm|mem|nic|hba|pch|p\d|ps\d|riser|m\.?2|nvme|ssd|hdd|bp)"
-                        r"(?![a-z])", re.I)
-
-
-def _the_one(sensors: list[SensorReading]) -> float | None:
-    """The value of the one sensor of the server among `sensors` (parts' sensors left out); None
-    when none is left or the others disagree (two candidates: which is the server's is unknown)."""
-    server = [s for s in sensors if not _COMPONENT.search(s.name)]
-    values = {s.value for s in server}
-    return server[0].value if len(values) == 1 else None
-
-
-def pick_readings(sensors: Sequence[SensorReading]) -> dict[str, float | None]:
-    """Choose the node readings among the SDR sensors by name and unit (units decide: a sensor
-    named 'Inlet' that reads in Watts is not a temperature)."""
-    readable = [s for s in sensors if s.value is not None]
-    watts = [s for s in readable if s.unit.startswith("watt")]
-    supplies = [s for s in sensors if _SUPPLY_INPUT.search(s.name)]
-    # a total named but not read this poll leaves the server's power unknown: the one other Watts
-    # sensor is then a component (a CPU's 180 W stood for a 1,240 W server)
-    named_total = [s for s in sensors if _TOTAL_POWER.search(s.name) and s not in supplies
-                   and (s.value is None or s.unit.startswith("watt"))]
-    total = [s for s in named_total if s in watts]
-    if named_total:
-        sdr_power = _the_one(total) if total else None
-    elif supplies:
-        # the supplies' inputs summed; one not read leaves the server's total unknown (NULL), not lower
-        read = [s for s in supplies if s.value is not None and s.unit.startswith("watt")]
-        sdr_power = sum(s.value for s in read) if len(read) == len(supplies) else None
-    else:
-        sdr_power = watts[0].value if len(watts) == 1 else None
-    temps = [s for s in readable if s.unit.startswith("degrees c")]
-    # several of the server's own (Inlet Temp 1, 2): the coolest air in, the hottest out
-    inlet = min((s.value for s in temps if _INLET.search(s.name) and not _COMPONENT.search(s.name)), default=None)
-    exhaust = max((s.value for s in temps if _EXHAUST.search(s.name) and not _COMPONENT.search(s.name)), default=None)
-    fans = [s.value for s in readable if s.unit.startswith("rpm")]
-    return {
-        "sdr_power_w": sdr_power,
-        "inlet_temp_c": inlet,
-        "exhaust_temp_c": exhaust,
-        "fan_rpm_avg": sum(fans) / len(fans) if fans else None,
-    }
-
-
 class BmcUnreachable(RuntimeError):
     """ipmitool got no answer from the BMC within the bounded retries."""
+
+
+class BmcRefusedSession(BmcUnreachable):
+    """The BMC answered, before any of ipmitool's timeouts, that it opens no session: wrong
+    credentials most often. A BmcUnreachable for the row (no reading), but never retried."""
+
+
+# What ipmitool says for both a BMC that is away and one that refuses the session; only the time
+# it took tells them apart: an away BMC is given up after ipmitool's whole session timeout (-N).
+_NO_SESSION = re.compile(r"unable to establish", re.I)
 
 
 @dataclass(frozen=True)
@@ -249,6 +183,7 @@ class IpmiSource:
         self._run = runner
         self._clock = clock
         self._sleep = sleep
+        self._monotonic = monotonic
         self.dcmi_supported: bool | None = None
         # monotonic: the wall clock stamps rows, and stepped back 8 h it held DCMI unasked for 8 h
         self._dcmi_backoff = DcmiBackoff(f"{bmc_host}:{port}", dcmi_silent_polls, dcmi_retry_interval_s, monotonic)
@@ -265,23 +200,34 @@ class IpmiSource:
         kwargs.update(overrides)
         return cls(host, **kwargs)  # type: ignore[arg-type]
 
-    def _argv(self, *command: str) -> list[str]:
+    @property
+    def _session_timeout_s(self) -> int:
         # ipmitool's own session timeout (-N) and retries (-R) stay inside our timeout.
-        session_timeout = max(1, int(self.timeout_s / 2))
+        return max(1, int(self.timeout_s / 2))
+
+    def _argv(self, *command: str) -> list[str]:
         return [self.ipmitool, "-I", "lanplus", "-H", self.bmc_host, "-p", str(self.port),
-                "-U", self.user, "-E", "-C", "3", "-N", str(session_timeout), "-R", "1", *command]
+                "-U", self.user, "-E", "-C", "3", "-N", str(self._session_timeout_s), "-R", "1", *command]
 
     def _call(self, *command: str, retries: int | None = None) -> CommandResult:
         """Run one ipmitool command; retry what looks like an unreachable BMC (timeout, no
         session), not what the BMC answered (an unsupported command is an answer)."""
         attempts = (self.retries if retries is None else retries) + 1
         for attempt in range(1, attempts + 1):
+            started_s = self._monotonic()
             result = self._run(self._argv(*command), self.timeout_s, self._env)
             unreachable = result.timed_out or (
                 result.returncode != 0 and re.search(r"unable to establish|no response|timeout|session",
                                                      result.stderr, re.I))
             if not unreachable:
                 return result
+            took_s = self._monotonic() - started_s
+            if not result.timed_out and _NO_SESSION.search(result.stderr) and took_s < self._session_timeout_s:
+                # a wrong password was taken for a BMC away: retried, and said as "gave no answer"
+                raise BmcRefusedSession(
+                    f"BMC {self.bmc_host}:{self.port} refused the session for 'ipmitool {' '.join(command)}' "
+                    f"(it answered in {took_s:.2f} s): most often a wrong [collector] ipmi_user or ipmi_password, "
+                    f"or a user not allowed in over lanplus with cipher suite 3; ipmitool: {result.stderr.strip()}")
             if attempt == attempts:
                 raise BmcUnreachable(
                     f"BMC {self.bmc_host}:{self.port} gave no answer to 'ipmitool {' '.join(command)}' "
@@ -301,6 +247,8 @@ class IpmiSource:
         try:
             # backed off, one try: the retries were spent on the polls that led here
             result = self._call("dcmi", "power", "reading", retries=0 if self._dcmi_backoff.backed_off else None)
+        except BmcRefusedSession as exc:
+            return DcmiOutcome(None, f"dcmi session refused: {exc}", no_session=str(exc))
         except BmcUnreachable as exc:
             return DcmiOutcome(None, f"dcmi no answer: {exc}", unanswered=True, no_session=str(exc))
         text = (result.stdout + result.stderr).strip()
@@ -353,7 +301,9 @@ class IpmiSource:
                 reasons[ERROR_COLUMN] = f"sdr elist failed: {sdr.stderr.strip() or sdr.stdout.strip()}"
         except BmcUnreachable as exc:
             self._dcmi_backoff.bmc_away()
-            if dcmi.no_session is not None:
+            if isinstance(exc, BmcRefusedSession) and dcmi.no_session is not None:
+                exc = BmcRefusedSession(f"{dcmi.no_session}; and for 'ipmitool sdr elist'")
+            elif dcmi.no_session is not None:
                 exc = BmcUnreachable(f"{dcmi.no_session}; nor to 'ipmitool sdr elist' (1 attempt)")
             log.error("ipmi: %s", exc)
             # Readings taken before the BMC went silent are still true readings: keep them.
@@ -377,5 +327,5 @@ class IpmiSource:
         """Nothing is held between polls (each ipmitool call opens and closes its session)."""
 
 
-__all__ = ["BmcUnreachable", "CommandResult", "DcmiOutcome", "IpmiSource", "POWER_NULL_REASON_COLUMN",
-           "parse_dcmi_power", "parse_dcmi_reading", "parse_sdr_elist", "pick_readings", "run_command"]
+__all__ = ["BmcRefusedSession", "BmcUnreachable", "CommandResult", "DcmiOutcome", "IpmiSource", "POWER_NULL_REASON_COLUMN",
+           "SensorReading", "parse_dcmi_power", "parse_dcmi_reading", "parse_sdr_elist", "pick_readings", "run_command"]

@@ -54,7 +54,10 @@ def fake_ipmitool(tmp_path, monkeypatch):
     def install(dead: bool = False) -> None:
         script = bin_dir / "ipmitool"
         if dead:
-            script.write_text("#!/bin/sh\necho 'Error: Unable to establish IPMI v2 / RMCP+ session' >&2\nexit 1\n")
+            # given up after ipmitool's session timeout (-N 1 with ipmi_timeout_s 2), as a BMC away
+            # is; the same words at once are a BMC refusing the session (test_ipmi_session_refused.py)
+            script.write_text("#!/bin/sh\nsleep 1.2\necho 'Error: Unable to establish IPMI v2 / RMCP+ session' >&2\n"
+                              "exit 1\n")
         else:
             script.write_text("#!/bin/sh\ncase \"$*\" in\n"
                               f"  *'dcmi power reading'*) cat <<'EOF'\n{DCMI_OUTPUT}EOF\n;;\n"
@@ -64,6 +67,7 @@ def fake_ipmitool(tmp_path, monkeypatch):
 
     monkeypatch.setenv("PATH", f"{bin_dir}:{__import__('os').environ['PATH']}")
     monkeypatch.setenv("JOULEHOUSE_COLLECTOR__IPMI_RETRIES", "0")
+    monkeypatch.setenv("JOULEHOUSE_COLLECTOR__IPMI_TIMEOUT_S", "2")
     monkeypatch.setenv("JOULEHOUSE_COLLECTOR__IPMI_PASSWORD", "s3cret")
     return install
 

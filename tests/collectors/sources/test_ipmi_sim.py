@@ -22,7 +22,7 @@ import pyarrow as pa
 import pyarrow.dataset as ds
 import pytest
 
-from joulehouse.collectors.sources.ipmi import DCMI_DEACTIVATED, IpmiSource
+from joulehouse.collectors.sources.ipmi import DCMI_DEACTIVATED, IpmiSource, run_command
 from joulehouse.collectors.writer import write_dataset
 from joulehouse.warehouse.build import ensure_views
 from joulehouse.warehouse.db import connect
@@ -153,6 +153,28 @@ def test_a_bmc_that_does_not_answer_is_marked_after_bounded_retries(tmp_path):
     # two DCMI attempts, then one of the SDR: a DCMI that gives no answer is not yet a BMC that gives none
     assert "nor to 'ipmitool sdr elist'" in row["error"]
     assert elapsed < 3 * 2 + 1, f"bounded retries took {elapsed:.1f} s"
+
+
+@pytest.mark.parametrize("user, password", [(USER, "not-the-password"), ("nobody", PASSWORD)])
+def test_wrong_credentials_are_said_as_a_refused_session_not_as_a_bmc_away(bmc, user, password):
+    """A wrong password read as "BMC gave no answer ... after 3 attempts" and "dcmi no answer": the
+    operator looked at the network. The BMC answers at once that it opens no session; ipmitool's
+    own words are the same as for a BMC away, so only the time it took tells them apart."""
+    calls: list[list[str]] = []
+
+    def counted(argv, timeout_s, env):
+        calls.append(list(argv))
+        return run_command(argv, timeout_s, env)
+
+    source = IpmiSource("node-01", bmc_host="127.0.0.1", port=bmc.port, user=user, password=password,
+                        timeout_s=4, retries=2, backoff_s=0.5, runner=counted, sleep=pytest.fail)
+    row = source.read().to_pylist()[0]
+    assert row["power_w_null_reason"].startswith("dcmi session refused: BMC 127.0.0.1:")
+    assert "refused the session for 'ipmitool dcmi power reading'" in row["error"]
+    assert "ipmi_user or ipmi_password" in row["error"] and "and for 'ipmitool sdr elist'" in row["error"]
+    assert "gave no answer" not in row["error"]
+    assert [argv[-1] for argv in calls] == ["reading", "elist"], "one try each: a refusal is not retried"
+    assert row["sdr_power_w"] is None and row["inlet_temp_c"] is None
 
 
 def test_a_bmc_whose_dcmi_never_answers_still_has_its_sdr_read_and_dcmi_is_backed_off(bmc):

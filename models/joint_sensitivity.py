@@ -13,10 +13,14 @@ power comes with 0.04 more of that quantity):
 Beside them, energy_elasticity_to_network_bandwidth (d ln E / d ln BW_util, utilisation held fixed).
 The GPU parts and the elasticity are fitted in models/joint_sensitivity_gpu_parts.py; this module
 reads the inputs, fits the PUE part, and puts S together per day and per window.
-Intervals: the GPU parts from a bootstrap over GPUs (as models.sensitivity), the PUE part t-based;
-S's interval adds their variances (the two come from different data); in the hourly windows the
-idle and bandwidth parts' OLS errors are added as if independent (they share the regressor, so
-that interval is approximate). The weights are the
+Intervals: the GPU parts from a bootstrap over GPUs (as models.sensitivity), the PUE part t-based
+on its sites' residual degrees of freedom; S's interval adds their variances (the two come from
+different data), its t quantile from the Welch-Satterthwaite degrees of freedom of that sum. In the
+hourly windows the idle and bandwidth parts are t-based on the window's own degrees of freedom
+(GPU-hours - 1 - GPU models), and their OLS errors are added as if independent (they share the
+regressor, so that interval is approximate). A fixed quantile made the intervals of small windows
+and sites too narrow: t(30) for a window of 8 GPU-hours (6 degrees of freedom) is 17% short, and
+the normal's for a site of 5 hours with temperature (2) is 54% short. The weights are the
 settings' (`[sensitivity]`), normalised to sum to 1, and stated in every row of S.
 The source's typical values (training-dense 0.18, -0.62, 0.41; inference serving 0.12, -0.33,
 0.57 for PUE, utilisation, bandwidth) are put beside the classes that match them: throughput work
@@ -81,6 +85,19 @@ class Estimate:
     std_error: float
     n_obs: int
     n_groups: int
+    df: float  # the residual degrees of freedom its std_error was read with (inf: none to correct for)
+
+
+def t95(df: float) -> float:
+    """The two-sided 95% quantile for an error read with `df` degrees of freedom (the normal's at inf)."""
+    return Z95 if not np.isfinite(df) else float(stats.t.ppf(0.975, df))
+
+
+def sum_df(terms: Sequence[tuple[float, float]]) -> float:
+    """Welch-Satterthwaite degrees of freedom of a sum of independent terms given as (variance, df)."""
+    total = sum(v for v, _ in terms)
+    spread = sum(v * v / df for v, df in terms if np.isfinite(df) and v > 0)
+    return float("inf") if spread <= 0 else total * total / spread
 
 
 def read_gpu_hours(con: duckdb.DuckDBPyConnection, day: dt.date) -> list[dict]:
@@ -124,7 +141,7 @@ def site_pue_parts(con: duckdb.DuckDBPyConnection, day: dt.date, hours: Sequence
         beta, se, df = _ols(np.column_stack(columns), pue)
         if df < 1 or not np.isfinite(se[1]):
             continue
-        out[site] = Estimate(float(beta[1]), float(se[1]), len(site_rows), 1)
+        out[site] = Estimate(float(beta[1]), float(se[1]), len(site_rows), 1, float(df))
     return out
 
 
@@ -139,8 +156,9 @@ def class_pue_part(rows: Sequence[dict], sites: dict[str, Estimate]) -> Estimate
         return None
     weights = {s: e / total for s, e in energy.items()}
     value = sum(w * sites[s].value for s, w in weights.items())
-    se = float(np.sqrt(sum((w * sites[s].std_error) ** 2 for s, w in weights.items())))
-    return Estimate(value, se, sum(sites[s].n_obs for s in weights), len(weights))
+    terms = [((w * sites[s].std_error) ** 2, sites[s].df) for s, w in weights.items()]
+    se = float(np.sqrt(sum(v for v, _ in terms)))
+    return Estimate(value, se, sum(sites[s].n_obs for s in weights), len(weights), sum_df(terms))
 
 
 def _scopes(rows: Sequence[dict]) -> dict[str, list[dict]]:
@@ -151,9 +169,11 @@ def _scopes(rows: Sequence[dict]) -> dict[str, list[dict]]:
     return scopes
 
 
-def _row(day, quantity, scope, value, se, n_obs, n_groups, method, unit, weights=None, typical=None) -> Sensitivity:
+def _row(day, quantity, scope, value, se, n_obs, n_groups, method, unit, weights=None, typical=None,
+         df: float = float("inf")) -> Sensitivity:
     reference = CLASS_REFERENCE.get(scope)
-    return Sensitivity(day, quantity, scope, float(value), float(value - Z95 * se), float(value + Z95 * se), float(se),
+    q = t95(df)
+    return Sensitivity(day, quantity, scope, float(value), float(value - q * se), float(value + q * se), float(se),
                        int(n_obs), int(n_groups), method, unit,
                        weight_utilization=weights.utilization if weights else None,
                        weight_network_bandwidth=weights.network_bandwidth if weights else None,
@@ -187,14 +207,15 @@ def joint_sensitivities(con: duckdb.DuckDBPyConnection, day: dt.date, weights: W
         if pue is None:
             continue
         out.append(_row(day, PART_QUANTITIES[0], scope, pue.value, pue.std_error, pue.n_obs, pue.n_groups, "ols",
-                        PART_UNITS[0], typical=typical[0] if typical else None))
+                        PART_UNITS[0], typical=typical[0] if typical else None, df=pue.df))
         combined = weights.utilization * draws[:, 0] + weights.network_bandwidth * draws[:, 1]
         s_value = pue.value + weights.utilization * point[0] + weights.network_bandwidth * point[1]
-        s_se = float(np.sqrt(pue.std_error ** 2 + np.var(combined, ddof=1)))
+        s_terms = [(pue.std_error ** 2, pue.df), (float(np.var(combined, ddof=1)), float("inf"))]
+        s_se = float(np.sqrt(sum(v for v, _ in s_terms)))
         s_typical = (typical[0] + weights.utilization * typical[1] + weights.network_bandwidth * typical[2]
                      if typical else None)
         out.append(_row(day, "joint_sensitivity_s", scope, s_value, s_se, len(scope_rows), n_gpus,
-                        f"pue-ols+{method}", S_UNIT, weights, s_typical))
+                        f"pue-ols+{method}", S_UNIT, weights, s_typical, df=sum_df(s_terms)))
     return out
 
 
@@ -208,7 +229,6 @@ def sliding_window_day(con: duckdb.DuckDBPyConnection, day: dt.date, weights: We
     rows = read_gpu_hours(con, day) if gpu_hours is None else gpu_hours
     hours = sorted({r["hour_at"] for r in rows})
     out: list[dict] = []
-    t = stats.t.ppf(0.975, 30)  # the windows are small: a t quantile, not the normal's
     for end in hours:
         start = end - dt.timedelta(hours=window_hours - 1)
         in_window = [r for r in rows if start <= r["hour_at"] <= end]
@@ -220,20 +240,22 @@ def sliding_window_day(con: duckdb.DuckDBPyConnection, day: dt.date, weights: We
             fitted = _ols_slope(scope_rows)
             if fitted is None:
                 continue
-            (idle, bw), (idle_se, bw_se) = fitted
+            (idle, bw), (idle_se, bw_se), df = fitted
             pue = class_pue_part(scope_rows, sites)
             base = {"day": day, "hour_at": end, "window_hours": len(window), "scope": scope,
                     "n_obs": len(scope_rows), "weight_utilization": None, "weight_network_bandwidth": None}
-            values = [(PART_QUANTITIES[1], idle, idle_se), (PART_QUANTITIES[2], bw, bw_se)]
+            values = [(PART_QUANTITIES[1], idle, idle_se, df), (PART_QUANTITIES[2], bw, bw_se, df)]
             if pue is not None:
-                values.append((PART_QUANTITIES[0], pue.value, pue.std_error))
-                s_se = float(np.sqrt(pue.std_error ** 2 + (weights.utilization * idle_se) ** 2
-                                     + (weights.network_bandwidth * bw_se) ** 2))
+                values.append((PART_QUANTITIES[0], pue.value, pue.std_error, pue.df))
+                s_terms = [(pue.std_error ** 2, pue.df), ((weights.utilization * idle_se) ** 2, df),
+                           ((weights.network_bandwidth * bw_se) ** 2, df)]
                 values.append(("joint_sensitivity_s", pue.value + weights.utilization * idle
-                               + weights.network_bandwidth * bw, s_se))
-            for quantity, value, se in values:
-                row = {**base, "quantity": quantity, "estimate": float(value), "ci_low": float(value - t * se),
-                       "ci_high": float(value + t * se)}
+                               + weights.network_bandwidth * bw, float(np.sqrt(sum(v for v, _ in s_terms))),
+                               sum_df(s_terms)))
+            for quantity, value, se, value_df in values:
+                q = t95(value_df)
+                row = {**base, "quantity": quantity, "estimate": float(value), "ci_low": float(value - q * se),
+                       "ci_high": float(value + q * se)}
                 if quantity == "joint_sensitivity_s":
                     row.update(weight_utilization=weights.utilization, weight_network_bandwidth=weights.network_bandwidth)
                 out.append(row)

@@ -163,8 +163,9 @@ def gpu_parts(rows: Sequence[dict], *, reps: int, seed: int) -> tuple[np.ndarray
     return point, np.nanstd(draws, axis=0, ddof=1), draws[:, :2], "ols-fe+gpu-bootstrap", len(gpus)
 
 
-def _ols_slope(rows: Sequence[dict]) -> tuple[np.ndarray, np.ndarray] | None:
-    """Window estimate of [idle, bw] parts and their OLS standard errors (within-model demeaning)."""
+def _ols_slope(rows: Sequence[dict]) -> tuple[np.ndarray, np.ndarray, int] | None:
+    """Window estimate of [idle, bw] parts, their OLS standard errors (within-model demeaning) and
+    the residual degrees of freedom the errors were read with (rows - 1 - GPU models)."""
     semi = _semi_slopes(rows)
     if semi is None:
         return None
@@ -182,4 +183,4 @@ def _ols_slope(rows: Sequence[dict]) -> tuple[np.ndarray, np.ndarray] | None:
         xd, yd = x - x.mean(), ys - ys.mean(axis=0)
         sxx += float(xd @ xd)
         sse += ((yd - np.outer(xd, semi)) ** 2).sum(axis=0)
-    return semi, np.sqrt(sse / df / sxx)
+    return semi, np.sqrt(sse / df / sxx), df

@@ -109,12 +109,21 @@ def read_gpu_hours(con: duckdb.DuckDBPyConnection, day: dt.date) -> list[dict]:
         return [dict(zip(names, r)) for r in cursor.fetchall()]
 
 
+def read_site_pue_hours(con: duckdb.DuckDBPyConnection, day: dt.date) -> list[tuple]:
+    """The day's site-hours the PUE part is fitted from (sensitivity_pue_hourly.sql); none without PUE."""
+    if not (relation_exists(con, "fct_pue_hourly") and relation_exists(con, "raw_facility_samples")):
+        return []
+    return con.execute(load_sql("sensitivity_pue_hourly"), {"day": day, "min_coverage_ratio": MIN_COVERAGE_RATIO}).fetchall()
+
+
 def site_pue_parts(con: duckdb.DuckDBPyConnection, day: dt.date, hours: Sequence[dt.datetime] | None = None
                    ) -> dict[str, Estimate]:
     """Per site: d PUE / d ln(IT load), outdoor temperature held fixed where it varied (OLS)."""
-    if not (relation_exists(con, "fct_pue_hourly") and relation_exists(con, "raw_facility_samples")):
-        return {}
-    rows = con.execute(load_sql("sensitivity_pue_hourly"), {"day": day, "min_coverage_ratio": MIN_COVERAGE_RATIO}).fetchall()
+    return fit_site_pue_parts(read_site_pue_hours(con, day), hours)
+
+
+def fit_site_pue_parts(rows: Sequence[tuple], hours: Sequence[dt.datetime] | None = None) -> dict[str, Estimate]:
+    """site_pue_parts over site-hours already read (read_site_pue_hours), those of `hours` when given."""
     if hours is not None:
         wanted = set(hours)
         rows = [r for r in rows if r[1] in wanted]
@@ -228,12 +237,13 @@ def sliding_window_day(con: duckdb.DuckDBPyConnection, day: dt.date, weights: We
         return []
     rows = read_gpu_hours(con, day) if gpu_hours is None else gpu_hours
     hours = sorted({r["hour_at"] for r in rows})
+    site_hours = read_site_pue_hours(con, day)  # once: each window fits its own hours of them
     out: list[dict] = []
     for end in hours:
         start = end - dt.timedelta(hours=window_hours - 1)
         in_window = [r for r in rows if start <= r["hour_at"] <= end]
         window = [h for h in hours if start <= h <= end]
-        sites = site_pue_parts(con, day, window)
+        sites = fit_site_pue_parts(site_hours, window)
         for scope, scope_rows in _scopes(in_window).items():
             if len(scope_rows) < MIN_GPU_HOURS:
                 continue

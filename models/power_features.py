@@ -58,6 +58,7 @@ def input_view(con: duckdb.DuckDBPyConnection, samples_relation: str, first_day:
         SQL.temp_table(con, "power_input_samples", "power_input_paired")
     SQL.execute(con, "power_dynamic_ratio")
     SQL.execute(con, "fit_feature_choice")  # the window's and each day's choice of features: one rule
+    SQL.execute(con, "holdout_from_epoch_s")  # and where the window's held-out time starts
     create_activity_macros(con)  # the features and the sums read activity in their feature set's measure
 
 

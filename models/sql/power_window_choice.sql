@@ -35,8 +35,7 @@ choice AS (
         gpu_model,
         chosen.*,
         f_max_mhz,
-        greatest(first_epoch_s + (last_epoch_s - first_epoch_s) * (1 - $holdout_fraction),
-                 last_epoch_s - $holdout_max_days * 86400) AS holdout_from_epoch_s
+        holdout_from_epoch_s(first_epoch_s, last_epoch_s, $holdout_fraction, $holdout_max_days) AS holdout_from_epoch_s
     FROM availability
 ),
 first_mismatch AS (

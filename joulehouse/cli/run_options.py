@@ -159,8 +159,13 @@ def catalogue_model(gpu_model: Optional[str]):
         return lookup(gpu_model)
     except CatalogueError as exc:
         # A short name ("H100", "A100") names a family: one member is the answer, several a question.
-        word = re.compile(rf"(?<![a-z0-9]){re.escape(' '.join(gpu_model.split()).casefold())}(?![a-z0-9])")
-        family = [spec for spec in catalogue() if word.search(spec.gpu_model.casefold())]
+        # Failing a whole word, the start of one ("A100-SXM" of A100-SXM4-40GB and -80GB): it was
+        # refused as unknown, with a list of names that did not say which two it meant.
+        name = re.escape(" ".join(gpu_model.split()).casefold())
+        family = []
+        for ending in (r"(?![a-z0-9])", ""):
+            word = re.compile(rf"(?<![a-z0-9]){name}{ending}")
+            family = family or [spec for spec in catalogue() if word.search(spec.gpu_model.casefold())]
         if len(family) == 1:
             return family[0]
         if family:

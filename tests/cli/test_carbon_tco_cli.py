@@ -111,6 +111,9 @@ def test_the_sites_grid_file_is_its_own_regions_and_an_unknown_hour_is_no_zero(a
     (["--gpu-hours", "10"], "--avg-power-w W, or --gpu-model NAME"),
     (["--gpu-model", "H100", "--gpus", "8", "--days", "30"], "could be 'NVIDIA H100 PCIe', 'NVIDIA H100 80GB HBM3'"),
     (["--gpu-model", "B300", "--gpus", "8", "--days", "30"], "not in the catalogue"),
+    # the start of a name: refused as unknown, with no word of the two models it could be
+    (["--gpu-model", "A100-SXM", "--gpus", "8", "--days", "30"],
+     "could be 'NVIDIA A100-SXM4-40GB', 'NVIDIA A100-SXM4-80GB': say which"),
     (["--gpu-model", "H200", "--gpus", "8", "--days", "30", "--hours", "3"], "--hours or --days, not both"),
     (["--gpu-hours", "10", "--avg-power-w", "300", "--pue", "0.9", "--grid-gco2e-per-kwh", "1"], "pue"),
     (["--gpu-hours", "10", "--avg-power-w", "300", "--region", "FR"], "--start"),
@@ -375,3 +378,10 @@ def test_with_start_the_settings_files_are_the_default_and_a_bad_date_is_named_f
     assert bad.exit_code == 2 and "--start '2026-02-30'" in bad.output, bad.output
     missing = CliRunner().invoke(app, ["tco", "estimate", *size, "--start", "2026-05-04T00:00Z"])
     assert missing.exit_code == 2 and "give --price-file, --data-dir, or [tco] price_file" in missing.output
+
+
+def test_the_start_of_one_models_name_is_that_model(app):
+    """'A100-SXM4-80' starts one catalogue name only: taken as it, as 'H100-SXM' is by its pattern."""
+    by_start = run(app, "carbon", "estimate", "--gpu-model", "A100-SXM4-80", "--gpus", "8", "--days", "30")
+    by_name = run(app, "carbon", "estimate", "--gpu-model", "NVIDIA A100-SXM4-80GB", "--gpus", "8", "--days", "30")
+    assert by_start == by_name

@@ -139,7 +139,8 @@ def _spark_computed(the_day: dt.date, settings: Settings, now: dt.datetime) -> d
     """The day's heavy relations computed on Spark over the same lake (one session, stopped here)."""
     from joulehouse.warehouse.spark_engine import computed_relations, spark_task_session
 
-    with spark_task_session(settings.warehouse.spark_master, app_name=f"joulehouse-build-{the_day}") as spark:
+    with spark_task_session(settings.warehouse.spark_master, app_name=f"joulehouse-build-{the_day}",
+                            driver_memory=settings.warehouse.spark_driver_memory) as spark:
         return computed_relations(spark, settings.lake.path, the_day, settings.warehouse, now)
 
 
@@ -149,7 +150,8 @@ def _spark_fit_suffstats(the_day: dt.date, settings: Settings) -> list[dict]:
     engines only for a day still being written."""
     from joulehouse.warehouse.spark_engine import fit_suffstats, spark_task_session
 
-    with spark_task_session(settings.warehouse.spark_master, app_name=f"joulehouse-fit-{the_day}") as spark:
+    with spark_task_session(settings.warehouse.spark_master, app_name=f"joulehouse-fit-{the_day}",
+                            driver_memory=settings.warehouse.spark_driver_memory) as spark:
         return fit_suffstats(spark, settings.lake.path, the_day, settings.warehouse, settings.models,
                              dt.datetime.now(dt.timezone.utc))
 

@@ -54,6 +54,15 @@ def size_bytes(text: str) -> float:
 MemorySize = Annotated[str, AfterValidator(lambda text: _size(text, MIN_MEMORY_BYTES, "memory"))]
 DiskSize = Annotated[str, AfterValidator(lambda text: _size(text, 1e6, "disk"))]
 Threads = Annotated[int, Field(ge=1, le=1024)]
+# Spark's own notation (a JVM heap: 4g, 4096m), checked here: Spark read a typo only once the DAG's
+# task started the JVM, and failed there in a long Java trace.
+SparkMemory = Annotated[str, AfterValidator(lambda text: _spark_memory(text))]
+
+
+def _spark_memory(text: str) -> str:
+    if not re.fullmatch(r"[1-9][0-9]*[kmgt]", text):
+        raise ValueError("expected Spark's notation: a whole number and k, m, g or t (4g, 4096m)")
+    return text
 
 
 @section
@@ -104,6 +113,10 @@ class WarehouseSettings:
                               "\"duckdb\" (one machine, the default) or \"spark\" (the optional [spark] extra; warehouse/SCALING.md).")
     spark_master: Text = Field(
         "local[2]", description="Spark master URL when engine = \"spark\" (local[N] on one machine, spark://host:7077 on a cluster).")
+    spark_driver_memory: SparkMemory = Field(
+        "4g", description="The Spark driver's JVM heap when engine = \"spark\" (spark.driver.memory; Spark's notation: 4g,\n"
+                          "4096m). On a local[N] master the driver does all the work: at Spark's own 1g the demo's\n"
+                          "32-GPU day stopped with SparkOutOfMemoryError.")
     readings_retention_days: NonNegativeInt = Field(
         35, description="Days of clean readings (stg_gpu_samples) the warehouse keeps, counted back from the\n"
                         "newest day built; older days' readings files are deleted by a later build (the lake keeps\n"

@@ -37,8 +37,10 @@ def _quiet_pandas_warning() -> Iterator[None]:
         yield
 
 
-def spark_session(master: str = "local[2]", app_name: str = "joulehouse") -> Any:
-    """A SparkSession in UTC with a small shuffle width (one machine's cores unless a cluster).
+def spark_session(master: str = "local[2]", app_name: str = "joulehouse", driver_memory: str | None = None) -> Any:
+    """A SparkSession in UTC with a small shuffle width (one machine's cores unless a cluster) and
+    a driver heap of `driver_memory` (Spark's notation, [warehouse] spark_driver_memory; None:
+    Spark's own). The heap holds only where this call starts the JVM.
 
     Needs pyspark (the [spark] extra) and Java 17; SPARK_LOCAL_IP defaults to 127.0.0.1 for a
     local master so a machine without a resolvable host name still starts."""
@@ -49,9 +51,12 @@ def spark_session(master: str = "local[2]", app_name: str = "joulehouse") -> Any
         raise SparkEngineError(f"engine = 'spark' needs pyspark: pip install 'joulehouse[spark]' ({exc})") from None
     if master.startswith("local"):
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    builder = SparkSession.builder.master(master).appName(app_name)
+    if driver_memory is not None:
+        builder = builder.config("spark.driver.memory", driver_memory)
     with _quiet_pandas_warning():
         return (
-            SparkSession.builder.master(master).appName(app_name)
+            builder
             .config("spark.sql.session.timeZone", "UTC")
             .config("spark.ui.enabled", "false")
             .config("spark.ui.showConsoleProgress", "false")
@@ -77,13 +82,13 @@ def _check_java() -> None:
 
 
 @contextmanager
-def spark_task_session(master: str, app_name: str = "joulehouse") -> Iterator[Any]:
+def spark_task_session(master: str, app_name: str = "joulehouse", driver_memory: str | None = None) -> Iterator[Any]:
     """One SparkSession for one DAG task, stopped when the task's block ends (JVM start costs
     seconds, so a task makes one and reuses it). Raises SparkEngineError in one line when pyspark
     or Java is missing or the session does not start."""
     _check_java()
     try:
-        spark = spark_session(master, app_name)
+        spark = spark_session(master, app_name, driver_memory)
     except SparkEngineError:
         raise
     except Exception as exc:  # py4j / gateway errors: one line naming the master

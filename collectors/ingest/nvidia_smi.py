@@ -171,7 +171,7 @@ def _read_chunks(path: Path, *, host: str, gpu_model: str | None, assume_tz: str
         except StopIteration:
             raise NvidiaSmiError(f"{path} is empty; expected an nvidia-smi CSV header line") from None
         names = header_names(header, path)
-        notes += header_notes(path, names, host, gpu_model, assume_tz, index_column)
+        notes += header_notes(names, host, gpu_model, index_column)
         if has_bom:
             notes.append("the file opens with a UTF-8 byte-order mark: skipped")
         id_columns, stored = gpu_index_columns(path, names, index_column), read_fields(tuple(names))

@@ -76,8 +76,9 @@ def glued_header(values: list[str], path: Path, line_no: int) -> list[str] | Non
     return None
 
 
-def header_notes(path: Path, names: list[str], host: str, gpu_model: str | None, assume_tz: str,
-                 index_column: str | None) -> list[str]:
+def header_notes(names: list[str], host: str, gpu_model: str | None, index_column: str | None) -> list[str]:
+    """What the import says of a header: the columns it lacks, the one it reads the GPU index from,
+    and the ones it does not store."""
     known = set(NUMERIC) | {"timestamp", "index", "gpu", "name", "uuid", "pstate",
                              "clocks_event_reasons.active", "clocks_throttle_reasons.active"}
     notes = []

@@ -13,7 +13,8 @@ power comes with 0.04 more of that quantity):
 Beside them, energy_elasticity_to_network_bandwidth (d ln E / d ln BW_util, utilisation held fixed).
 The GPU parts and the elasticity are fitted in models/joint_sensitivity_gpu_parts.py; this module
 reads the inputs, fits the PUE part, and puts S together per day and per window.
-Intervals: the GPU parts from a bootstrap over GPUs (as models.sensitivity), the PUE part t-based
+Intervals: the GPU parts from a bootstrap over GPUs (as models.sensitivity; with too few GPUs
+the within-model OLS errors, t-based on their residual degrees of freedom), the PUE part t-based
 on its sites' residual degrees of freedom; S's interval adds their variances (the two come from
 different data), its t quantile from the Welch-Satterthwaite degrees of freedom of that sum. In the
 hourly windows the idle and bandwidth parts are t-based on the window's own degrees of freedom
@@ -203,7 +204,7 @@ def joint_sensitivities(con: duckdb.DuckDBPyConnection, day: dt.date, weights: W
         fitted = gpu_parts(scope_rows, reps=bootstrap_reps, seed=seed)
         if fitted is None:
             continue
-        point, se, draws, method, n_gpus = fitted
+        point, se, draws, method, n_gpus, parts_df = fitted
         typical = TYPICAL_PARTS.get(CLASS_REFERENCE.get(scope, ""))
         if np.isfinite(point[2]):
             out.append(_row(day, "energy_elasticity_to_network_bandwidth", scope, point[2], se[2], len(scope_rows),
@@ -212,14 +213,14 @@ def joint_sensitivities(con: duckdb.DuckDBPyConnection, day: dt.date, weights: W
         parts = [(PART_QUANTITIES[1], point[0], se[0]), (PART_QUANTITIES[2], point[1], se[1])]
         for (quantity, value, s), unit, k in zip(parts, PART_UNITS[1:], (1, 2)):
             out.append(_row(day, quantity, scope, value, s, len(scope_rows), n_gpus, method, unit,
-                            typical=typical[k] if typical else None))
+                            typical=typical[k] if typical else None, df=parts_df))
         if pue is None:
             continue
         out.append(_row(day, PART_QUANTITIES[0], scope, pue.value, pue.std_error, pue.n_obs, pue.n_groups, "ols",
                         PART_UNITS[0], typical=typical[0] if typical else None, df=pue.df))
         combined = weights.utilization * draws[:, 0] + weights.network_bandwidth * draws[:, 1]
         s_value = pue.value + weights.utilization * point[0] + weights.network_bandwidth * point[1]
-        s_terms = [(pue.std_error ** 2, pue.df), (float(np.var(combined, ddof=1)), float("inf"))]
+        s_terms = [(pue.std_error ** 2, pue.df), (float(np.var(combined, ddof=1)), parts_df)]
         s_se = float(np.sqrt(sum(v for v, _ in s_terms)))
         s_typical = (typical[0] + weights.utilization * typical[1] + weights.network_bandwidth * typical[2]
                      if typical else None)

@@ -111,7 +111,7 @@ def test_gpu_parts_without_two_solvable_resamples_fall_back_to_the_ols_errors():
             activity = float(rng.uniform(0.2, 0.9)) if g == 0 else 0.5
             rows.append({"gpu_uuid": f"GPU-{g}", "gpu_model": "H100", "energy_kwh": 0.2 + 0.4 * activity,
                          "activity_ratio": activity, "network_occupancy_ratio": 0.1 + 0.2 * activity})
-    point, se, draws, method, n_gpus = gpu_parts(rows, reps=1, seed=0)
+    point, se, draws, method, n_gpus, _ = gpu_parts(rows, reps=1, seed=0)
     assert method == "ols-fe" and n_gpus == 5
     assert np.all(np.isfinite(se[:2])) and draws.shape[1] == 2
     assert point[0] < 0 < point[1]  # more energy, less idle time and more bandwidth

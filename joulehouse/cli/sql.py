@@ -6,6 +6,7 @@ import csv
 import json
 import math
 import re
+import shutil
 import sys
 from enum import Enum
 from importlib import resources
@@ -270,8 +271,8 @@ def register(app: typer.Typer) -> None:
             db = db if db is not None else Path(settings.db_path)  # the warehouse the site's DAG builds
             with signals_stop_the_query() as stopped:
                 con = open_read_only(db, settings)
+                (spill,) = con.execute("SELECT current_setting('temp_directory')").fetchone()
                 try:
-                    (spill,) = con.execute("SELECT current_setting('temp_directory')").fetchone()
                     with data_capped(settings.query_memory_limit), \
                             hard_deadline(settings.query_timeout_s, timeout_message(settings.query_timeout_s), spill):
                         if _print(run_query(con, sql, params), output) == 0:
@@ -282,6 +283,8 @@ def register(app: typer.Typer) -> None:
                     raise
                 finally:
                     con.close()
+                    # now, not when the connection is collected: an exit that ran no finalizer left it
+                    shutil.rmtree(spill, ignore_errors=True)
         except SettingsError as exc:
             typer.echo(f"error: {exc}{config_origin(config)}", err=True)
             raise typer.Exit(2) from None

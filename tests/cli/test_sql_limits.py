@@ -78,6 +78,21 @@ def test_a_query_past_its_disk_is_stopped_and_names_the_setting(warehouse):
     con.close()
 
 
+@pytest.mark.parametrize("query", ["SELECT 1 AS one", "SELECT * FROM no_such_relation"])
+def test_the_cli_deletes_its_spill_folder_when_its_query_ends(warehouse, tmp_path, monkeypatch, query):
+    """The folder went only when the connection was collected: a full test run left 75 behind in
+    /tmp, its exit running no finalizer. The command now deletes it as it closes the connection."""
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    was_enabled = gc.isenabled()
+    gc.disable()  # what a process whose finalizers never run sees
+    try:
+        CliRunner().invoke(app, ["sql", query, "--db", str(warehouse)])
+        assert not list(tmp_path.glob("jh-sql-spill-*"))
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
 def test_the_spill_folder_goes_with_the_connection(warehouse, tmp_path, monkeypatch):
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     con = open_read_only(warehouse)

@@ -13,7 +13,8 @@ from collections.abc import Iterable, Sequence
 
 import numpy as np
 
-from joulehouse.models.sensitivity_fit import MIN_ACTIVITY_RATIO, MIN_GPUS_FOR_BOOTSTRAP, _within_model_solution
+from joulehouse.models.sensitivity_fit import (MIN_ACTIVITY_RATIO, MIN_GPUS_FOR_BOOTSTRAP, _within_model_solution,
+                                               gpu_bootstrap_error)
 
 MIN_GPU_HOURS = 8
 
@@ -116,9 +117,10 @@ GpuParts = tuple[np.ndarray, np.ndarray, np.ndarray, str, int, float]
 
 
 def gpu_parts(rows: Sequence[dict], *, reps: int, seed: int) -> GpuParts | None:
-    """(point [idle, bw, elasticity], their standard errors, draws of [idle, bw] (reps x 2), method,
-    GPUs, degrees of freedom of the errors) over one scope's GPU-hours; None with too few hours.
-    With enough GPUs the errors come from a bootstrap that resamples whole GPUs (df inf), else
+    """(point [idle, bw, elasticity], their standard errors, draws of [idle, bw] (reps x 2, spread
+    as their errors), method, GPUs, degrees of freedom of the errors) over one scope's GPU-hours; None with too few hours.
+    With enough GPUs the errors come from a bootstrap that resamples whole GPUs (read as a
+    cluster-robust error of G GPUs, G - 1 df: sensitivity_fit.gpu_bootstrap_error), else
     from the within-model OLS (no elasticity then; df its residual degrees of freedom: read with
     the normal's 1.96, 9 GPU-hours' intervals held the truth 90.7% of the time)."""
     if len(rows) < MIN_GPU_HOURS:
@@ -166,7 +168,10 @@ def gpu_parts(rows: Sequence[dict], *, reps: int, seed: int) -> GpuParts | None:
     if len(draws) < 2:  # every resample singular (few GPUs whose activity varies): no spread to read
         return ols_fe()
     draws = np.array(draws)
-    return point, np.nanstd(draws, axis=0, ddof=1), draws[:, :2], "ols-fe+gpu-bootstrap", len(gpus), float("inf")
+    se, df = gpu_bootstrap_error(draws, len(gpus))
+    # S adds the parts' variance from the draws: spread as the errors are
+    spread = point[:2] + (draws[:, :2] - draws[:, :2].mean(axis=0)) * np.sqrt(len(gpus) / (len(gpus) - 1))
+    return point, se, spread, "ols-fe+gpu-bootstrap", len(gpus), df
 
 
 def _ols_slope(rows: Sequence[dict]) -> tuple[np.ndarray, np.ndarray, int] | None:

@@ -5,8 +5,9 @@ The seed formula S = dPUE/dE + w1 d(1-util)/dE + w2 dBW/dE needs its parts measu
   regression ln E = a_model + e_util ln(activity) + e_dram ln(DRAM activity) over busy GPU-hours,
   with one intercept per GPU model (a fixed effect: an H100 hour is not an A100 hour). SQL sums
   the sufficient statistics per GPU (models/sql/sensitivity_energy_gpu_stats.sql); numpy solves it,
-  and the interval comes from a bootstrap over GPUs (hours of one GPU are correlated, GPUs much
-  less so, so resampling whole GPUs does not overstate the evidence as per-hour OLS errors would);
+  and the error comes from a bootstrap over GPUs (hours of one GPU are correlated, GPUs much
+  less so, so resampling whole GPUs does not overstate the evidence as per-hour OLS errors would),
+  read as a cluster-robust error of that many GPUs (sensitivity_fit.gpu_bootstrap_error);
 - PUE against outdoor temperature (1/C) and IT load (elasticity), per site: OLS on the day's
   site-hours of fct_pue_hourly, t-based intervals.
 Each is an association over one day's variation, not an experiment: a day whose outdoor
@@ -25,7 +26,8 @@ from scipy import stats
 from joulehouse.models.activity import create_activity_view
 from joulehouse.models.joint_sensitivity import Weights, joint_sensitivities, read_gpu_hours, sliding_window_day
 from joulehouse.models.sensitivity_fit import (BOOTSTRAP_REPS, MIN_ACTIVITY_RATIO, MIN_COVERAGE_RATIO,
-                                               MIN_GPUS_FOR_BOOTSTRAP, Sensitivity, _ols, _within_model_solution)
+                                               MIN_GPUS_FOR_BOOTSTRAP, Sensitivity, _ols, _within_model_solution,
+                                               gpu_bootstrap_error)
 from joulehouse.models.settings import SensitivitySettings
 from joulehouse.models.sql import load_sql
 from joulehouse.warehouse.sqlio import relation_exists, replace_day_rows
@@ -38,7 +40,13 @@ def energy_elasticities(con: duckdb.DuckDBPyConnection, day: dt.date, *, bootstr
                        {"day": day, "min_coverage_ratio": MIN_COVERAGE_RATIO,
                         "min_activity_ratio": MIN_ACTIVITY_RATIO}).fetchall()
     names = ("gpu_uuid", "gpu_model", "n", "s_1", "s_2", "s_y", "s_11", "s_12", "s_22", "s_1y", "s_2y", "s_yy")
-    gpus = [dict(zip(names, r)) for r in rows]
+    return elasticities_from_gpu_stats(day, [dict(zip(names, r)) for r in rows], bootstrap_reps=bootstrap_reps,
+                                       seed=seed)
+
+
+def elasticities_from_gpu_stats(day: dt.date, gpus: list[dict], *, bootstrap_reps: int = BOOTSTRAP_REPS,
+                                seed: int = 0) -> list[Sensitivity]:
+    """energy_elasticities from the per-GPU sums of sensitivity_energy_gpu_stats.sql (one dict a GPU)."""
     solution = _within_model_solution(gpus)
     if solution is None:
         return []
@@ -57,13 +65,12 @@ def energy_elasticities(con: duckdb.DuckDBPyConnection, day: dt.date, *, bootstr
                 draws.append(s[0])
     # fewer than two resamples that could be solved (few GPUs whose activity varies): the OLS interval
     if len(draws) >= 2:
-        draws = np.array(draws)
-        low, high = np.percentile(draws, [2.5, 97.5], axis=0)
-        se = draws.std(axis=0, ddof=1)
+        se, df = gpu_bootstrap_error(np.array(draws), len(gpus))
         method = "ols-fe+gpu-bootstrap"
     else:
-        t = stats.t.ppf(0.975, df)
-        low, high, se, method = beta - t * ols_se, beta + t * ols_se, ols_se, "ols-fe"
+        se, method = ols_se, "ols-fe"
+    t = stats.t.ppf(0.975, df)
+    low, high = beta - t * se, beta + t * se
     quantities = ("energy_elasticity_to_utilization", "energy_elasticity_to_memory_bandwidth")
     return [Sensitivity(day, q, "fleet", float(beta[i]), float(low[i]), float(high[i]), float(se[i]), n, len(gpus),
                         method, "d ln(energy) / d ln(ratio)") for i, q in enumerate(quantities)]

@@ -60,6 +60,15 @@ def _within_model_solution(stats_rows: list[dict]) -> tuple[np.ndarray, np.ndarr
     return beta, inverse, max(float(yty - beta @ xty), 0.0), n, len(by_model)
 
 
+def gpu_bootstrap_error(draws: np.ndarray, n_gpus: int) -> tuple[np.ndarray, float]:
+    """(standard errors, degrees of freedom) of a fit from its `draws` (reps x quantities) over
+    resamples of `n_gpus` whole GPUs: the draws' spread scaled by sqrt(G / (G - 1)), read with
+    t(G - 1), as a cluster-robust error of G clusters is. The bootstrap's own variance is (G - 1) / G
+    of that error's, and its percentiles or 1.96 stand for a normal the few GPUs do not give:
+    4 GPUs' percentile intervals held a drawn truth 77-85% of the time, 10 GPUs' 86-91%."""
+    return np.nanstd(draws, axis=0, ddof=1) * np.sqrt(n_gpus / (n_gpus - 1)), float(n_gpus - 1)
+
+
 def _ols(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:
     """(beta, standard errors, residual degrees of freedom) of y on [1, x]."""
     design = np.column_stack([np.ones(len(y)), x])

@@ -10,7 +10,9 @@
  * Two more states, as older BMCs show them:
  *   "<watts> deactivated"  a reading whose state says the power measurement is deactivated;
  *   "silent"               no answer at all (the response is dropped), while every other
- *                          command, the SDR included, is still answered.
+ *                          command, the SDR included, is still answered;
+ *   "busy"                 completion code 0xD5 ("command not supported in present state"),
+ *                          a refusal that holds only for now (a BMC still starting its meter).
  *
  * Build: gcc -shared -fPIC -I/usr/include -o dcmi_power.so dcmi_power.c
  * (symbols such as check_msg_length resolve against the ipmi_sim executable at load time).
@@ -26,6 +28,7 @@
 #define DCMI_GROUP 0xDC
 #define DCMI_CMD_GET_POWER_READING 0x02
 #define CC_DATA_NOT_PRESENT 0xCB
+#define CC_NOT_IN_PRESENT_STATE 0xD5
 
 static char power_file[512];
 static sys_data_t *sim_sys;
@@ -80,6 +83,13 @@ static void handle_dcmi(lmc_data_t *mc, msg_t *msg, unsigned char *rdata,
             fclose(f);
             drop_next_answer = 1;
             handle_invalid_cmd(mc, rdata, rdata_len);  /* built, then dropped */
+            return;
+        }
+        if (strcmp(state, "busy") == 0) {
+            fclose(f);
+            rdata[0] = CC_NOT_IN_PRESENT_STATE;
+            rdata[1] = DCMI_GROUP;
+            *rdata_len = 2;
             return;
         }
         rewind(f);

@@ -4,7 +4,8 @@ The BMC is configured from infra/ipmi_sim/ (LAN config, emulator commands with f
 records) and extended with infra/ipmi_sim/dcmi_power.c, built here with gcc, so that
 `ipmitool dcmi power reading` has something to read. Sensor values live in files the
 emulator polls every second; the test rewrites them while the source polls. The DCMI file
-also takes "silent" (no answer, as many older BMCs) and "<W> deactivated"."""
+also takes "silent" (no answer, as many older BMCs), "busy" (refused for now: 0xD5) and
+"<W> deactivated"."""
 
 from __future__ import annotations
 
@@ -259,3 +260,20 @@ def test_a_dcmi_refusal_is_said_once_and_backed_off_with_the_settings_given(bmc,
     elapsed_s[0] += 300
     assert source.read().to_pylist()[0]["power_w"] == 1150.0
     assert len(caplog.records) == 2 and "answers DCMI power reading again" in caplog.records[1].getMessage()
+
+
+def test_a_dcmi_refused_in_its_present_state_is_asked_again_not_taken_for_no_dcmi(bmc):
+    """The real ipmitool's words for completion code 0xD5 hold "not supported", which alone marks a
+    BMC without DCMI (never asked again). Only the fake runner had said them; here the BMC does."""
+    elapsed_s = [0.0]
+    source = bmc.source(dcmi_silent_polls=2, dcmi_retry_interval_s=60, monotonic=lambda: elapsed_s[0])
+    bmc.set(dcmi_w="busy")
+    try:
+        refused = [source.read().to_pylist()[0] for _ in range(3)]
+    finally:
+        bmc.set(dcmi_w=INITIAL["dcmi_w"])
+    assert "not supported in present state (d5)" in refused[0]["power_w_null_reason"].lower()
+    assert [r["power_w_null_reason"].split(":")[0] for r in refused] == ["dcmi failed", "dcmi failed", "dcmi not asked"]
+    assert source.dcmi_supported is not False and all(r["sdr_power_w"] == INITIAL["power_w"] for r in refused)
+    elapsed_s[0] += 60
+    assert source.read().to_pylist()[0]["power_w"] == INITIAL["dcmi_w"]

@@ -23,7 +23,10 @@
 --   std_error [as unit] standard error of the estimate
 --   n_obs [count] GPU-hours or site-hours
 --   n_groups [count] GPUs (or 1)
---   method [text] 'ols-fe+gpu-bootstrap' | 'ols'
+--   method [text] how the estimate and its interval were made: 'ols-fe+gpu-bootstrap' (within-model OLS, a
+--     bootstrap over whole GPUs read with t(GPUs - 1)), 'ols-fe' (the same OLS with too few GPUs to resample:
+--     its own errors, t on their residual degrees of freedom), 'ols' (a site's OLS, t likewise), or for S
+--     'pue-ols+' and its GPU parts' method
 --   unit [text] unit of estimate, ci_low, ci_high and std_error
 --   weight_utilization [0..1] S's w1, normalised with w2 to sum to 1 (NULL on other rows)
 --   weight_network_bandwidth [0..1] S's w2 (NULL on other rows)

@@ -1,8 +1,9 @@
 """Split per-GPU-hour quantities among the jobs that held the GPU in that hour (frame in, frame out).
 
 Rule: a job's share of a GPU-hour is the seconds its [started_at, ended_at) interval overlaps
-the hour, divided by 3600 (or by the sum of all jobs' seconds when jobs on one GPU overlap each
-other, so that no GPU-hour is counted twice). Amounts that follow the energy (energy, operational
+the hour, divided by 3600. Jobs that overlap each other on one GPU share the seconds any of them
+held it (the union of their intervals in the hour) in proportion to their own seconds, so that no
+GPU-hour is counted twice and the time none of them held stays unallocated. Amounts that follow the energy (energy, operational
 carbon, energy cost, demand charge) are split instead by the jobs' measured shares of the hour's
 energy where the models measured them (fct_job_energy_hourly: the energy the GPU's readings drew
 inside each job's window, from the readings the hour's energy came from), so a job that ran the GPU at 700 W for half an hour of 60 W idle pays
@@ -126,6 +127,20 @@ def _with_measured_shares(pairs: pl.DataFrame, energy_shares: pl.DataFrame | Non
             .with_columns(pl.col("_job_energy_share").is_not_null().all().over(keys).alias("_measured")))
 
 
+def _with_union_s(pairs: pl.DataFrame) -> pl.DataFrame:
+    """Add `union_s` to (GPU-hour, job) pairs (hour_at, _hour_end, gpu_uuid, started_at, ended_at):
+    the seconds of the hour that any job held the GPU, the union of their intervals in the hour."""
+    keys = ["hour_at", "gpu_uuid"]
+    clipped = pairs.with_columns(
+        ((pl.max_horizontal("started_at", "hour_at") - pl.col("hour_at")).dt.total_microseconds() / 1e6).alias("_from_s"),
+        ((pl.min_horizontal("ended_at", "_hour_end") - pl.col("hour_at")).dt.total_microseconds() / 1e6).alias("_to_s"),
+    ).sort([*keys, "_from_s"])
+    # taken in order of start, each interval adds what reaches past the furthest end before it
+    reach_s = pl.col("_to_s").cum_max().shift(1).over(keys)
+    added_s = (pl.col("_to_s") - pl.max_horizontal("_from_s", reach_s)).clip(lower_bound=0.0)
+    return clipped.with_columns(added_s.sum().over(keys).alias("union_s")).drop("_from_s", "_to_s")
+
+
 def attribute_gpu_hours(gpu_hours: pl.DataFrame, jobs: pl.DataFrame, additive_cols: list[str],
                         energy_shares: pl.DataFrame | None = None, time_cols: tuple[str, ...] = ()) -> pl.DataFrame:
     """Per (GPU-hour, job) rows, plus one `unallocated` row per GPU-hour not fully held.
@@ -150,8 +165,11 @@ def attribute_gpu_hours(gpu_hours: pl.DataFrame, jobs: pl.DataFrame, additive_co
         .filter((pl.col("started_at") < pl.col("_hour_end")) & (pl.col("ended_at") > pl.col("hour_at")))
         .with_columns(overlap_s.alias("overlap_s"), job_s.alias("job_s"))
         .with_columns(pl.col("overlap_s").sum().over(["hour_at", "gpu_uuid"]).alias("held_s"))
+        .pipe(_with_union_s)
         .with_columns(
-            (pl.col("overlap_s") / pl.max_horizontal(pl.col("held_s"), pl.lit(HOUR_S))).alias("gpu_hours"),
+            # by the sum of seconds alone, two jobs sharing a GPU for the hour's first half held it
+            # 0.5 + 0.5 GPU-hours and the idle second half left the unallocated line
+            (pl.col("overlap_s") / pl.col("held_s") * pl.col("union_s") / HOUR_S).alias("gpu_hours"),
             (pl.col("flops_total") * pl.col("overlap_s") / pl.col("job_s")).alias("flops_total"),
         )
     )

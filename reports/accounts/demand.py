@@ -22,7 +22,9 @@ Site demand per hour: the facility meter's average power over the part of the ho
 (fct_pue_hourly) when it covered at least `min_meter_coverage_ratio` of the hour, else the
 GPU-hours' energy at the meter (IT x PUE) summed (NULL where none of it was measured: such an
 hour's demand is unknown, never 0, and a day whose every hour is unknown has no peak and no
-charge, NULL). Demand is taken on hourly averages; utilities bill 15- or 30-minute intervals,
+charge, NULL). An hour the meter covered at a site-day with GPU-hours counts even where no GPU
+was read in it (the collectors were down, the bill was not): its charge falls on the fleet's
+unread GPU-hours of that hour, equally (reports.accounts.tco). Demand is taken on hourly averages; utilities bill 15- or 30-minute intervals,
 whose peaks are higher, so the charge is a lower bound.
 
 Taken by the UTC month, a peak in a month's first UTC hours that were still the month before where
@@ -63,13 +65,22 @@ def day_billing_months(day: dt.date, timezone: str) -> list[dt.date]:
 
 def site_hour_kw(gpu_hours: pl.DataFrame, meter: pl.DataFrame, min_meter_coverage_ratio: float,
                  timezone: str = "UTC") -> pl.DataFrame:
-    """(day, site, hour_at, billing_month, site_kw, peak_basis) for every site-hour with GPU-hours:
-    the meter's kW where it covered enough of the hour, else the GPU-hours' facility_energy_kwh
-    summed; billing_month the hour's local month in `timezone`."""
+    """(day, site, hour_at, billing_month, site_kw, peak_basis) for every site-hour with GPU-hours,
+    and every hour the meter covered enough of at a site-day with GPU-hours: the meter's kW where it
+    did, else the GPU-hours' facility_energy_kwh summed; billing_month the hour's local month in
+    `timezone`."""
     gpu = gpu_hours.group_by(["day", "site", "hour_at"]).agg(sum_known("facility_energy_kwh").alias("_gpu_kw"))
-    usable = meter.filter(pl.col("facility_kw").is_not_null() & (pl.col("coverage_ratio") >= min_meter_coverage_ratio))
-    joined = gpu.join(usable.select("site", "hour_at", "facility_kw").unique(["site", "hour_at"]),
-                      on=["site", "hour_at"], how="left")
+    usable = (meter.filter(pl.col("facility_kw").is_not_null() & (pl.col("coverage_ratio") >= min_meter_coverage_ratio))
+              .select("site", pl.col("hour_at").cast(pl.Datetime("us", "UTC")), "facility_kw").unique(["site", "hour_at"])
+              .with_columns(pl.col("hour_at").dt.date().alias("day")))
+    # a metered hour of a site-day without a GPU reading (the collectors were down) is still on the
+    # bill: left out, a 200 kW hour the meter saw lost to a 100 kW hour the GPUs were read in
+    metered_only = usable.join(gpu.select("day", "site").unique(), on=["day", "site"], how="semi")
+    hours = pl.concat([gpu.select("day", "site", pl.col("hour_at").cast(pl.Datetime("us", "UTC"))),
+                       metered_only.select("day", "site", "hour_at")]).unique()
+    joined = (hours.join(gpu.with_columns(pl.col("hour_at").cast(pl.Datetime("us", "UTC"))),
+                         on=["day", "site", "hour_at"], how="left")
+              .join(usable.drop("day"), on=["site", "hour_at"], how="left"))
     return joined.select(
         "day", "site", "hour_at", billing_month(pl.col("hour_at"), timezone).alias("billing_month"),
         pl.coalesce("facility_kw", "_gpu_kw").alias("site_kw"),

@@ -121,11 +121,22 @@ def cost_per_gpu_hour(gpu_hours: pl.DataFrame, settings: TcoSettings, peaks: pl.
         (pl.col("facility_energy_kwh") * pl.col("price_usd_per_kwh").filter(pl.struct("day", "hour_at").is_first_distinct())
          .mean().over("day")).alias("static_energy_cost_usd"),
     )
+    # the unread hours share the demand charge too: a peak the meter saw while no GPU was read
+    # (reports.accounts.demand.site_hour_kw) falls on them, and nowhere else
+    unread = unmetered if unmetered is not None and unmetered.height else None
+    both = base if unread is None else pl.concat(
+        [base.with_columns(pl.lit(False).alias("_unread")), unread.with_columns(pl.lit(True).alias("_unread"))],
+        how="diagonal_relaxed")
     if peaks is None:
-        base, _ = allocated_demand_charge(base, NO_METER, 1.0, {}, settings.demand_charge_usd_per_kw_month,
+        both, _ = allocated_demand_charge(both, NO_METER, 1.0, {}, settings.demand_charge_usd_per_kw_month,
                                           settings.tariff_timezone)
     else:
-        base = allocate(base, peaks, settings.tariff_timezone)
+        both = allocate(both, peaks, settings.tariff_timezone)
+    if unread is not None:
+        base = both.filter(~pl.col("_unread")).select(*base.columns, "demand_charge_usd")
+        unread = both.filter(pl.col("_unread")).select(*unread.columns, "demand_charge_usd")
+    else:
+        base = both
     density = density_surcharge_ratio(settings.rack_kw, settings)
     energy_cost, demand = pl.col("energy_cost_usd"), pl.col("demand_charge_usd")
     metered = with_calendar_costs(base, settings).with_columns(
@@ -144,9 +155,13 @@ def cost_per_gpu_hour(gpu_hours: pl.DataFrame, settings: TcoSettings, peaks: pl.
         # as an hour without a reading does: the row's energy amounts leave it out
         pl.col("energy_kwh").is_null().cast(pl.Float64).alias("unmetered_gpu_hours"),
     )
-    if unmetered is None or unmetered.height == 0:
+    if unread is None:
         return metered
-    unread = with_calendar_costs(unmetered, settings).with_columns(pl.lit(1.0).alias("unmetered_gpu_hours"))
+    unread = with_calendar_costs(unread, settings).with_columns(
+        pl.lit(1.0).alias("unmetered_gpu_hours"),
+        # the demand charge of a peak hour without readings carries its surcharge (no energy cost)
+        pl.when(pl.col("demand_charge_usd").fill_null(0.0) != 0)
+        .then(density * pl.col("demand_charge_usd").clip(lower_bound=0.0)).alias("density_surcharge_usd"))
     return pl.concat([metered, unread], how="diagonal_relaxed")
 
 

@@ -335,6 +335,14 @@ class DcgmSource:
         now_s = min(now_s, server_s)
         self._resolve_selector()
         state = self.state.load()
+        if state.get("watermark_at") and _epoch(state["watermark_at"]) > server_s + CLOCK_AHEAD_TOLERANCE_S:
+            # Waiting for it wrote nothing, and said nothing, until Prometheus' time passed it; the
+            # samples between now and it were then never read.
+            raise SourceError(
+                f"dcgm state file {self.state.path}: watermark_at {state['watermark_at']} is "
+                f"{_epoch(state['watermark_at']) - server_s:.0f} s ahead of Prometheus' time at {self.url} "
+                f"({_iso(server_s)}); nothing after it would be read until then. Set it to the last instant "
+                "written to the lake, or remove the file (removing it re-reads the initial lookback)")
         written: list[WrittenFile] = []
         while True:
             pending = state.get("pending")

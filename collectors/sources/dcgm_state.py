@@ -38,6 +38,22 @@ class WatermarkState:
         if data.get("state_version") != STATE_VERSION:
             raise SourceError(f"dcgm state file {self.path} has state_version "
                               f"{data.get('state_version')!r}; expected {STATE_VERSION}")
+        # A hand-edited or damaged value raised ValueError/TypeError deep in the sync (a traceback
+        # every poll); one without a UTC offset was read in the node's local time.
+        pending = data.get("pending")
+        instants = {"watermark_at": data.get("watermark_at")}
+        if pending is not None:
+            if not isinstance(pending, dict):
+                raise SourceError(f"dcgm state file {self.path}: pending is {pending!r}, expected null or "
+                                  "an object with start_at and end_at")
+            instants.update({f"pending.{k}": pending.get(k) for k in ("start_at", "end_at")})
+        for name, value in instants.items():
+            if value is None and name == "watermark_at":
+                continue
+            if _aware_instant(value) is None:
+                raise SourceError(f"dcgm state file {self.path}: {name} is {value!r}, expected an ISO 8601 "
+                                  "time with its UTC offset; fix or remove the file (removing it re-reads the "
+                                  "initial lookback)")
         return data
 
     def save(self, data: dict[str, Any]) -> None:
@@ -59,6 +75,17 @@ class WatermarkState:
             with contextlib.suppress(OSError):
                 tmp.unlink(missing_ok=True)
             raise SourceError(f"dcgm state file {self.path} cannot be written: {exc.strerror or exc}") from None
+
+
+def _aware_instant(value: object) -> datetime | None:
+    """`value` as a timezone-aware datetime, or None when it is not an ISO 8601 text with an offset."""
+    if not isinstance(value, str):
+        return None
+    try:
+        instant = datetime.fromisoformat(value)
+    except ValueError:
+        return None
+    return instant if instant.utcoffset() is not None else None
 
 
 def iso_utc(ts: float) -> str:

@@ -16,6 +16,7 @@ from typing import Any
 import pyarrow as pa
 
 from joulehouse.collectors.schema import GPU_SAMPLES, signed_integer_bounds
+from joulehouse.collectors.sources.dcgm_targets import one_target_per_gpu
 from joulehouse.collectors.sources.dcgm_values import convert_value, drop_unreported_memory_temps
 from joulehouse.collectors.writer import check_host_name
 
@@ -121,12 +122,19 @@ def series_key(labels: dict[str, str]) -> SeriesKey | str:
     return SeriesKey(host=host, gpu_index=index, gpu_uuid=uuid, gpu_model=labels.get("modelName"))
 
 
+def _gpu_of(labels: dict[str, str]) -> str | None:
+    """The GPU a series reads (its host and UUID, MIG instances as their GPU), None if unkeyed."""
+    key = series_key({k: v for k, v in labels.items() if k not in MIG_LABELS})
+    return None if isinstance(key, str) else f"{key.gpu_uuid} on {key.host}"
+
+
 def pivot_range_result(result: Iterable[dict[str, Any]]) -> tuple[pa.Table, list[str]]:
     """Turn a matrix (one entry per series: raw samples or query_range's) into gpu_samples rows:
-    one row per (GPU, timestamp), a column per field, NULL where a GPU has no sample for a field.
+    one row per (GPU, timestamp), a column per field, NULL where a GPU has no sample for a field;
+    a GPU scraped under several targets at once is read from one (dcgm_targets).
     Returns the table and a list of the series that were set aside, each with its reason."""
     rows: dict[tuple[SeriesKey, float], dict[str, Any]] = {}
-    rejected: list[str] = []
+    result, rejected = one_target_per_gpu(list(result), _gpu_of)
     for series in result:
         labels = series.get("metric", {})
         name = labels.get("__name__", "")

@@ -44,7 +44,8 @@ from joulehouse.models.cap_scoring import activity_bins, score_limits
 from joulehouse.models.caps import PCIE_LINK_GBPS, WorkloadProfile, energy_vs_limit
 from joulehouse.models.coefficients import PowerCoefficients
 from joulehouse.models.power import coefficients_of
-from joulehouse.models.recommend import device_limits_w, slowdown_bound_pct, workload_class_of
+from joulehouse.models.recommend import (device_limits_w, earlier_default_limits_w, limit_seen_w, slowdown_bound_pct,
+                                         workload_class_of)
 from joulehouse.models.recommend_inputs import (ACTIVITY_KIND_OF_FEATURE_SET, PROFILE_MEASURES, MissingMeasure,
                                                fit_activity_models, gpu_day_profiles, gpu_profile, gpu_workload_classes,
                                                latest_fits, with_stand_ins)
@@ -143,6 +144,7 @@ def power_interval_day(con: duckdb.DuckDBPyConnection, day: dt.date, settings: R
     # In the measures each model's fit reads, as the recommender's tenths are: the stream's may be another.
     profiles = records(con.execute(load_sql("power_interval_profiles"), {"day": day, "pcie_link_gbps": PCIE_LINK_GBPS}
                                    | fit_activity_models(fits)))
+    earlier = earlier_default_limits_w(con, day)
     intervals: list[PowerInterval] = []
     curve_rows: list[dict] = []
     # A GPU whose log names no model has no device limits to sweep: it gets no curve.
@@ -161,7 +163,12 @@ def power_interval_day(con: duckdb.DuckDBPyConnection, day: dt.date, settings: R
             continue
         dominant = max(rows, key=lambda p: p["n_samples"])["bottleneck"]
         try:
-            default_w, min_w, _, _ = device_limits_w(model, rows[0]["max_power_limit_w"])
+            # The highest limit of all the model's samples, and for a model of unknown limits the
+            # default earlier days found, as the recommender takes it: the first bottleneck's
+            # samples alone, under the caps the agent applied, made a 400 W model's curve end at its 250 W cap.
+            seen_w = max((p["max_power_limit_w"] for p in profiles if p["gpu_model"] == model
+                          and p["max_power_limit_w"] is not None), default=None)
+            default_w, min_w, _, _ = device_limits_w(model, limit_seen_w(model, seen_w, earlier))
         except ValueError as exc:
             # No limits to sweep (an imported log of an unlisted model without power.limit): no
             # curve for this model, as models.recommend gives its GPUs no setting; the day goes on.

@@ -146,6 +146,22 @@ def device_limits_w(gpu_model: str, max_seen_limit_w: float | None) -> tuple[flo
             f"recommendations), min = {UNKNOWN_MIN_RATIO:.0%} of it")
 
 
+def earlier_default_limits_w(con: duckdb.DuckDBPyConnection, day: dt.date) -> dict[str, float]:
+    """Per GPU model, the highest default limit (W) earlier days' recommendations used; {} before any."""
+    if not relation_exists(con, "fct_recommendation"):
+        return {}
+    return dict(con.execute(load_sql("recommend_earlier_defaults"), {"day": day}).fetchall())
+
+
+def limit_seen_w(gpu_model: str | None, seen_w: float | None, earlier: dict[str, float]) -> float | None:
+    """The highest limit (W) to take device_limits_w's default from: for a model of unknown limits
+    also the default an earlier day found (after a cap, its readings show only the cap, and the
+    default and floor would follow the caps down)."""
+    if catalogue_limits_w(gpu_model) is not None or earlier.get(gpu_model) is None:
+        return seen_w
+    return max(w for w in (seen_w, earlier[gpu_model]) if w is not None)
+
+
 def recommend_gpu(row: dict, workload_class: str, fit: dict | None, settings: RecommendSettings, *,
                   price_usd_per_kwh: float, carbon_gco2e_per_kwh: float, carbon_price_usd_per_tco2e: float,
                   pue: float, p95_power_w: Callable[[], float | None] | None = None,
@@ -317,17 +333,13 @@ def recommend_day(con: duckdb.DuckDBPyConnection, day: dt.date, settings: Recomm
     fits = latest_fits(con, day)
     profiles = gpu_day_profiles(con, day, samples_relation, fits)
     classes, job_groups = gpu_workload_classes(con, day)
-    earlier = ({m: w for m, w in con.execute(load_sql("recommend_earlier_defaults"), {"day": day}).fetchall()}
-               if relation_exists(con, "fct_recommendation") else {})
+    earlier = earlier_default_limits_w(con, day)
     overhead = ({h: w for h, w, _ in con.execute(load_sql("recommend_host_overhead"),
                                                  {"day": day, "min_coverage": HOST_OVERHEAD_MIN_COVERAGE}).fetchall()}
                 if relation_exists(con, "fct_node_reconciliation_hourly") else {})
-    # an unknown model keeps the default an earlier day found (after a cap, its readings show only
-    # the cap); a known one reads its own GPU's readings only, since boards of one NVML name may
-    # differ (a model-wide 500 W would exceed a 400 W board's maximum)
-    profiles = [p if catalogue_limits_w(p["gpu_model"]) is not None or earlier.get(p["gpu_model"]) is None
-                else p | {"max_power_limit_w": max(w for w in (p["max_power_limit_w"], earlier[p["gpu_model"]])
-                                                   if w is not None)}
+    # a known model reads its own GPU's readings only, since boards of one NVML name may differ (a
+    # model-wide 500 W would exceed a 400 W board's maximum)
+    profiles = [p | {"max_power_limit_w": limit_seen_w(p["gpu_model"], p["max_power_limit_w"], earlier)}
                 for p in profiles]
     peaks: dict[tuple[str, str], float | None] = {}
 

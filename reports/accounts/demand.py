@@ -119,7 +119,9 @@ def day_peaks(site_hours: pl.DataFrame, month_peak_before_kw: dict[tuple[str, dt
 def allocate(gpu_hours: pl.DataFrame, peaks: pl.DataFrame, timezone: str = "UTC") -> pl.DataFrame:
     """gpu_hours with demand_charge_usd: each site-day's charge (per billing month, in `timezone`)
     on its peak hour's GPU-hours, pro rata by facility_energy_kwh (0 elsewhere; NULL on every hour
-    of a site-day's billing month whose charge is unknown).
+    of a site-day's billing month whose charge is unknown); and demand_charge_other_month_usd, the
+    part of it billed in a month other than the UTC day's (the hour's local month is another: the
+    UTC day of a month's turn), so that a monthly roll-up bills each row's own hours in their month.
 
     Where the peak hour's GPU-hours have no measured energy, or it sums to 0 (the facility meter
     set the peak while the GPUs' readings were too sparse to give their energy), the charge is
@@ -141,6 +143,9 @@ def allocate(gpu_hours: pl.DataFrame, peaks: pl.DataFrame, timezone: str = "UTC"
             .with_columns(pl.when(pl.col("_site_usd").is_null()).then(None)
                           .when(pl.col("hour_at") == pl.col("peak_hour_at")).then(pl.col("_site_usd") * share)
                           .otherwise(0.0).alias("demand_charge_usd"))
+            .with_columns((pl.col("demand_charge_usd")
+                           * (pl.col("_billing_month") != pl.col("day").dt.truncate("1mo")).cast(pl.Float64))
+                          .alias("demand_charge_other_month_usd"))
             .drop("peak_hour_at", "_site_usd", "_billing_month"))
 
 

@@ -57,7 +57,7 @@ FLOP_PER_TFLOP_HOUR = 1e12 * 3600.0
 COST_COMPONENTS = ["energy_cost_usd", "demand_charge_usd", "green_premium_usd", "density_surcharge_usd",
                    "capital_usd", "operations_usd"]
 TCO_AMOUNTS = ["energy_kwh", "facility_energy_kwh", *COST_COMPONENTS, "static_energy_cost_usd", *BASIS_AMOUNTS,
-               "unmetered_gpu_hours"]
+               "unmetered_gpu_hours", "demand_charge_other_month_usd"]
 PRICE_DRIVEN = ["energy_cost_usd", "green_premium_usd", "density_surcharge_usd"]
 # amounts of calendar time in the fleet, split among jobs by time held (the others follow the energy)
 CALENDAR_AMOUNTS = ("capital_usd", "operations_usd", "unmetered_gpu_hours")
@@ -133,8 +133,9 @@ def cost_per_gpu_hour(gpu_hours: pl.DataFrame, settings: TcoSettings, peaks: pl.
     else:
         both = allocate(both, peaks, settings.tariff_timezone)
     if unread is not None:
-        base = both.filter(~pl.col("_unread")).select(*base.columns, "demand_charge_usd")
-        unread = both.filter(pl.col("_unread")).select(*unread.columns, "demand_charge_usd")
+        demand_columns = ["demand_charge_usd", "demand_charge_other_month_usd"]
+        base = both.filter(~pl.col("_unread")).select(*base.columns, *demand_columns)
+        unread = both.filter(pl.col("_unread")).select(*unread.columns, *demand_columns)
     else:
         base = both
     density = density_surcharge_ratio(settings.rack_kw, settings)

@@ -38,6 +38,10 @@
 --   unmetered_gpu_hours [GPU-hours] the part of gpu_hours without measured energy: hours of GPUs in
 --     the fleet without a reading (reports/accounts/fleet_hours.py), or whose readings were too few
 --     to measure it (fct_gpu_energy_hourly.energy_kwh NULL), charged capital and operations and no energy
+--   demand_charge_other_month_usd [USD] the part of demand_charge_usd billed in a month other than the
+--     UTC day's (its peak hours' local month in [tco] tariff_timezone: the UTC day of a month's turn),
+--     so that rpt_tco_monthly bills the row's own hours there; 0 on other days; NULL where
+--     demand_charge_usd is, and in rows written before it was kept
 CREATE TABLE IF NOT EXISTS rpt_tco_daily (
     day DATE NOT NULL,
     team VARCHAR NOT NULL,
@@ -71,4 +75,6 @@ ALTER TABLE rpt_tco_daily ADD COLUMN IF NOT EXISTS it_energy_basis VARCHAR;
 ALTER TABLE rpt_tco_daily ADD COLUMN IF NOT EXISTS total_cost_low_usd DOUBLE;
 ALTER TABLE rpt_tco_daily ADD COLUMN IF NOT EXISTS total_cost_high_usd DOUBLE;
 -- Every hour of a GPU in the fleet is charged, read or not; the unread ones are counted apart.
-ALTER TABLE rpt_tco_daily ADD COLUMN IF NOT EXISTS unmetered_gpu_hours DOUBLE
+ALTER TABLE rpt_tco_daily ADD COLUMN IF NOT EXISTS unmetered_gpu_hours DOUBLE;
+-- The part of a row's demand charge billed in the other month of a turn's UTC day (rpt_tco_monthly).
+ALTER TABLE rpt_tco_daily ADD COLUMN IF NOT EXISTS demand_charge_other_month_usd DOUBLE

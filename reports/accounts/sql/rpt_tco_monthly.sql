@@ -4,10 +4,12 @@
 -- Low/high add up (fully correlated price error). demand_charge_usd adds up to rate x the month's
 -- peak site kW (each day pays what it added to the month's peak: rpt_demand_peak_daily), exact
 -- when the month's days were accounted in date order. The demand charge is the tariff's billing
--- month's ([tco] tariff_timezone): on the UTC day that holds a local month's turn, the part billed
--- in the other month (rpt_demand_peak_daily.billing_month) is counted there, with the totals (in
--- the UTC month, New York's March peak of 31 March 03:00 UTC had been billed in April). Every
--- other amount is its UTC day's month's.
+-- month's ([tco] tariff_timezone): on the UTC day that holds a local month's turn, the part of a
+-- row's charge its own peak hours added to the other month (rpt_tco_daily.demand_charge_other_month_usd)
+-- is counted there, with the totals (in the UTC month, New York's March peak of 31 March 03:00 UTC
+-- had been billed in April). Rows written before that column was kept move the day's share of the
+-- other month's bill: right for the month, not for a team (a team that drew only after the turn
+-- paid part of the month before). Every other amount is its UTC day's month's.
 -- columns:
 --   month_start [DATE] first day of the UTC month (of the billing month, for the demand charge)
 --   team [text] team ('unallocated' for the idle line)
@@ -42,33 +44,34 @@ demand_months AS (
     FROM rpt_demand_peak_daily
     GROUP BY day, coalesce(billing_month, date_trunc('month', day)::DATE)
 ),
-elsewhere AS (
-    -- the billing months other than a row's UTC month, and the share of its demand charge each holds
-    SELECT d.day, d.job_id, d.team, d.stage, d.demand_charge_usd, m.billing_month, m.share
-    FROM daily AS d
-    JOIN demand_months AS m ON m.day = d.day AND m.billing_month <> d.month_start AND m.share > 0
+other_month AS (
+    -- a turn's UTC day holds one billing month besides its own (no UTC offset spans two turns)
+    SELECT day, billing_month, share FROM demand_months
+    WHERE billing_month <> date_trunc('month', day)::DATE AND share > 0
 ),
-moved AS (
-    SELECT day, job_id, team, stage, sum(demand_charge_usd * share) AS moved_usd FROM elsewhere GROUP BY ALL
+split AS (
+    SELECT d.*, o.billing_month AS other_billing_month,
+           CASE WHEN o.billing_month IS NULL THEN 0.0
+                ELSE coalesce(d.demand_charge_other_month_usd, d.demand_charge_usd * o.share) END AS moved_usd
+    FROM daily AS d
+    LEFT JOIN other_month AS o ON o.day = d.day
 ),
 months AS (
-    SELECT d.month_start, d.team, d.stage, d.job_id, d.gpu_hours, d.unmetered_gpu_hours, d.energy_kwh,
-           d.gpu_energy_kwh, d.node_ipmi_energy_kwh, d.facility_energy_kwh, d.energy_cost_usd,
-           d.demand_charge_usd - coalesce(v.moved_usd, 0) AS demand_charge_usd, d.green_premium_usd,
-           d.density_surcharge_usd, d.capital_usd, d.operations_usd,
-           d.total_cost_usd - coalesce(v.moved_usd, 0) AS total_cost_usd,
-           d.total_cost_low_usd - coalesce(v.moved_usd, 0) AS total_cost_low_usd,
-           d.total_cost_high_usd - coalesce(v.moved_usd, 0) AS total_cost_high_usd,
-           d.static_energy_cost_usd
-    FROM daily AS d
-    LEFT JOIN moved AS v
-      ON v.day = d.day AND v.job_id IS NOT DISTINCT FROM d.job_id AND v.team IS NOT DISTINCT FROM d.team
-     AND v.stage IS NOT DISTINCT FROM d.stage
+    SELECT month_start, team, stage, job_id, gpu_hours, unmetered_gpu_hours, energy_kwh,
+           gpu_energy_kwh, node_ipmi_energy_kwh, facility_energy_kwh, energy_cost_usd,
+           demand_charge_usd - coalesce(moved_usd, 0) AS demand_charge_usd, green_premium_usd,
+           density_surcharge_usd, capital_usd, operations_usd,
+           total_cost_usd - coalesce(moved_usd, 0) AS total_cost_usd,
+           total_cost_low_usd - coalesce(moved_usd, 0) AS total_cost_low_usd,
+           total_cost_high_usd - coalesce(moved_usd, 0) AS total_cost_high_usd,
+           static_energy_cost_usd
+    FROM split
     UNION ALL
     -- the demand charge billed in another month: that month's, with no job, hours or energy of its own
-    SELECT billing_month, team, stage, NULL, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, demand_charge_usd * share, 0.0, 0.0,
-           0.0, 0.0, demand_charge_usd * share, demand_charge_usd * share, demand_charge_usd * share, 0.0
-    FROM elsewhere
+    SELECT other_billing_month, team, stage, NULL, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, moved_usd, 0.0, 0.0,
+           0.0, 0.0, moved_usd, moved_usd, moved_usd, 0.0
+    FROM split
+    WHERE moved_usd <> 0
 )
 SELECT month_start, team, stage,
        count(DISTINCT job_id) AS jobs_n,

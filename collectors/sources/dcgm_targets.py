@@ -8,7 +8,8 @@ Per GPU and range, the target with the most samples is read; another target's sa
 where no sample already read lies within one scrape interval of it (an exporter that took over from
 another, or filled its gap). The interval is the median spacing of the read target's samples. A
 handover closer than one interval can lose that one sample; a duplicate at a range's edge cannot
-slip through.
+slip through. links.py applies the rule to each link's quantity (its range query puts both targets'
+values on the same instants, where the last listed overwrote the other's unreported).
 """
 
 from __future__ import annotations
@@ -33,10 +34,11 @@ def _median_spacing_s(times: list[float]) -> float | None:
 
 
 def one_target_per_gpu(result: list[dict[str, Any]], gpu_of: Callable[[dict[str, str]], Hashable | None],
-                       ) -> tuple[list[dict[str, Any]], list[str]]:
+                       what: str = "GPU") -> tuple[list[dict[str, Any]], list[str]]:
     """`result` (a matrix) with each GPU's samples from one scrape target where several scraped it at
     once; `gpu_of(labels)` names a series' GPU (None: not a GPU's series, left as it is). Returns the
-    series kept (some with fewer samples) and, per series thinned, why."""
+    series kept (some with fewer samples) and, per series thinned, why. `what` is the noun the
+    reasons give the key (links.py keys a link's quantity, not a GPU)."""
     by_gpu: dict[Hashable, dict[tuple[str, ...], list[int]]] = defaultdict(lambda: defaultdict(list))
     for index, series in enumerate(result):
         labels = series.get("metric", {})
@@ -63,7 +65,7 @@ def one_target_per_gpu(result: list[dict[str, Any]], gpu_of: Callable[[dict[str,
                 if dropped := len(values) - len(kept[i]["values"]):
                     labels = result[i].get("metric", {})
                     set_aside.append(
-                        f"{labels.get('__name__', '')} {labels}: {dropped} samples set aside: GPU {gpu} "
+                        f"{labels.get('__name__', '')} {labels}: {dropped} samples set aside: {what} {gpu} "
                         f"is also scraped as {dict(zip(TARGET_LABELS, order[0]))}, whose samples are read")
             read = sorted(read + list(accepted))
     return kept, set_aside

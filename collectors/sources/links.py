@@ -13,7 +13,9 @@ Series read, and their units:
   same collector (/sys/class/infiniband) and land the same way.
 
 The host of a node_exporter series is its `Hostname`/`hostname`/`nodename` label, else the
-`instance` without its port (as for dcgm-exporter). Everything else -- the watermark, pending
+`instance` without its port (as for dcgm-exporter). A link's quantity scraped under two targets at
+once (two jobs over one exporter) is read from one target, the other's samples set aside with their
+reason (dcgm_targets' rule, per link and quantity). Everything else -- the watermark, pending
 ranges redone after a crash, files named by their range, retries -- is DcgmSource's, with its own
 state file (`links-watermark.json` beside the DCGM one).
 """
@@ -31,6 +33,7 @@ from joulehouse.collectors.schema import LINK_SAMPLES
 from joulehouse.collectors.settings import CollectorSettings
 from joulehouse.collectors.sources.dcgm import DcgmSource
 from joulehouse.collectors.sources.dcgm_series import host_name_problem, series_key
+from joulehouse.collectors.sources.dcgm_targets import one_target_per_gpu
 from joulehouse.collectors.sources.dcgm_values import convert_value
 
 
@@ -101,12 +104,23 @@ def _row_key(labels: dict[str, str]) -> tuple[tuple[str, str, str], dict[str, An
     return (host, "infiniband", f"{device}/{port}"), {"gpu_index": None, "gpu_model": None}, column
 
 
+def _link_quantity(labels: dict[str, str]) -> str | None:
+    """The link and quantity a series reads, None if it cannot be keyed (set aside by the pivot)."""
+    keyed = _row_key(labels)
+    if isinstance(keyed, str):
+        return None
+    (host, link_kind, device), _, column = keyed
+    return f"{link_kind} {device} on {host} ({column})"
+
+
 def pivot_link_result(result: Iterable[dict[str, Any]]) -> tuple[pa.Table, list[str]]:
     """A `query_range` matrix -> link_samples rows, one per (link, instant); NULL where a link has
     no value for a quantity. Returns the table and the series set aside, each with its reason."""
     rows: dict[tuple[tuple[str, str, str], float], dict[str, Any]] = {}
     identity: dict[tuple[str, str, str], dict[str, Any]] = {}
-    rejected: list[str] = []
+    # Two targets' values of a quantity fall on the same step-aligned instant, so rows do not double
+    # as raw samples do; but the one Prometheus lists last overwrote the other's, unreported.
+    result, rejected = one_target_per_gpu(list(result), _link_quantity, what="link")
     for series in result:
         labels = series.get("metric", {})
         keyed = _row_key(labels)

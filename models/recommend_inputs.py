@@ -114,9 +114,13 @@ def latest_fits(con: duckdb.DuckDBPyConnection, day: dt.date) -> dict[str, dict]
 def gpu_day_profiles(con: duckdb.DuckDBPyConnection, day: dt.date, samples_relation: str = "stg_gpu_samples",
                      fits: dict[str, dict | None] | None = None) -> list[dict]:
     """What each GPU did on `day` (models/sql/recommend_gpu_profile.sql: busy hours, activity tenths, means),
-    its tenths in the activity measure of its model's fit in `fits` (default: latest_fits)."""
+    its tenths in the activity measure of its model's fit in `fits` (default: latest_fits). Busy hours
+    count no more than the warehouse's energy covered (fct_gpu_coverage_daily, where built)."""
     activity = create_activity_view(con, day, samples_relation=samples_relation)
     con.execute(f"CREATE OR REPLACE TEMP VIEW reco_input_samples AS SELECT * FROM {activity}")
+    con.execute("CREATE OR REPLACE TEMP VIEW reco_input_coverage AS " + (
+        "SELECT day, gpu_uuid, covered_s FROM fct_gpu_coverage_daily" if relation_exists(con, "fct_gpu_coverage_daily")
+        else "SELECT CAST(NULL AS DATE) AS day, CAST(NULL AS VARCHAR) AS gpu_uuid, CAST(NULL AS DOUBLE) AS covered_s WHERE false"))
     return records(con.execute(load_sql("recommend_gpu_profile"),
                                {"day": day} | fit_activity_models(latest_fits(con, day) if fits is None else fits)))
 

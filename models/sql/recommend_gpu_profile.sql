@@ -4,8 +4,8 @@
 -- Parameters: $day DATE; $sm_active_models, $util_gpu_models VARCHAR[]: the GPU models whose power
 --   fit reads DCGM's SM activity (feature set 'dcgm') and NVML's utilisation ('nvml')
 --   (fit_activity_kind.sql and activity_of_kind.sql: macros models.activity creates).
---   `reco_input_coverage` (temp view: day, gpu_uuid, covered_s from fct_gpu_coverage_daily, empty
---   without it).
+-- Input besides: `reco_input_coverage` (temp view: day, gpu_uuid, covered_s [s] from
+--   fct_gpu_coverage_daily, empty without it).
 -- Columns: host, gpu_uuid, gpu_model, n_samples, busy_ratio (0..1, share of the samples with an
 --   activity reading whose activity is above 5%; NULL: no reading), busy_hours (h: busy_ratio x the
 --   hours the day's samples cover: from the first reading to the last, or the seconds the

@@ -17,12 +17,12 @@ Units as dcgm-exporter gives them: power W, energy mJ (a counter since boot), cl
 temperatures C, GPU/memory-copy utilisation %, DCGM_FI_PROF_* activity ratios 0..1, PCIe
 bytes per second, framebuffer used MiB.
 
-Exactly once: Prometheus is this source's spool. A small JSON state file holds the watermark
-(the last timestamp written) and, while a range is being written, that range ("pending"). A
-range's rows land in files whose names are fixed by the range, so a range redone after a crash
-replaces its own files instead of adding rows; the watermark advances only after the files are
-written. Range bounds are aligned to multiples of the step and a range holds the samples in
-(previous bound, its end], so every run asks for the same windows and a sample lands in one only.
+Exactly once: Prometheus is this source's spool. A JSON state file holds the watermark (the last
+timestamp written) and, while a range is being written, that range ("pending"). A range's rows land
+in files named by the range, so a range redone after a crash replaces its own files; the watermark
+advances only after they are written. A state file lost or older than the lake goes on from the
+lake's newest range (dcgm_resume). Range bounds are multiples of the step and a range holds the
+samples in (previous bound, its end], so every run asks for the same windows, a sample in one only.
 """
 
 from __future__ import annotations
@@ -42,8 +42,8 @@ from joulehouse.collectors.schema import DATASETS, GPU_SAMPLES, SORT_KEYS, confo
 from joulehouse.collectors.settings import CollectorSettings
 from joulehouse.collectors.sources.base import SourceError
 from joulehouse.collectors.sources.dcgm_pods import PodJobs, pod_holdings
-from joulehouse.collectors.sources.dcgm_state import STATE_VERSION, WatermarkState
-from joulehouse.collectors.sources.dcgm_state import epoch_s as _epoch, iso_utc as _iso
+from joulehouse.collectors.sources.dcgm_resume import range_file_name, resumed_state
+from joulehouse.collectors.sources.dcgm_state import STATE_VERSION, WatermarkState, epoch_s as _epoch, iso_utc as _iso
 from joulehouse.collectors.sources.dcgm_series import (  # noqa: F401  (importable from here)
     COLUMNS, FIELD_ALIASES, FIELDS, SOURCE_TAG, WIDE_COLUMNS, SeriesKey, fields_query, pivot_range_result,
     series_key)
@@ -68,12 +68,12 @@ def write_range(lake: str | Path, table: pa.Table, start_s: float, end_s: float,
     table = conform(dataset, table)
     dates = pc.strftime(table.column("sampled_at"), format="%Y-%m-%d", locale="C")
     keys = sorted(set(zip(dates.to_pylist(), table.column("host").to_pylist())))
-    name = f"part-{int(start_s * 1e6):016d}-{tag}-{int(end_s * 1e6):016d}.parquet"
     written = []
     for date, host in keys:
         mask = pc.and_(pc.equal(dates, date), pc.equal(table.column("host"), host))
         part = table.filter(mask).sort_by(SORT_KEYS[dataset])
-        written.append(write_parquet_atomic(part, partition_dir(Path(lake), dataset, date, host) / name))
+        written.append(write_parquet_atomic(part, partition_dir(Path(lake), dataset, date, host)
+                                            / range_file_name(start_s, tag, end_s)))
     return written
 
 
@@ -342,7 +342,9 @@ class DcgmSource:
                 f"dcgm state file {self.state.path}: watermark_at {state['watermark_at']} is "
                 f"{_epoch(state['watermark_at']) - server_s:.0f} s ahead of Prometheus' time at {self.url} "
                 f"({_iso(server_s)}); nothing after it would be read until then. Set it to the last instant "
-                "written to the lake, or remove the file (removing it re-reads the initial lookback)")
+                "written to the lake, or remove the file (the sync then goes on from the lake's newest range)")
+        if state != self.state.saved and (resumed := resumed_state(state, self.lake, self.dataset, self.source_tag, self.step_s)):
+            self.state.save(state := resumed)  # lost or older than the lake: never a range written twice
         written: list[WrittenFile] = []
         while True:
             pending = state.get("pending")

@@ -17,10 +17,12 @@ STATE_VERSION = 1
 
 class WatermarkState:
     """The JSON state file: `watermark_at` (last instant written, UTC) and `pending` (the range
-    being written, redone first after a crash). Written atomically (temp file, fsync, rename)."""
+    being written, redone first after a crash). Written atomically (temp file, fsync, rename).
+    Lost, or older than the lake, it is put back from the lake's newest range (dcgm_resume)."""
 
     def __init__(self, path: str | Path):
         self.path = Path(path)
+        self.saved: dict[str, Any] | None = None  # what this process last wrote: a load that differs was changed under it
 
     def load(self) -> dict[str, Any]:
         try:
@@ -29,12 +31,12 @@ class WatermarkState:
             return {"state_version": STATE_VERSION, "watermark_at": None, "pending": None}
         except (json.JSONDecodeError, UnicodeDecodeError) as exc:
             raise SourceError(f"dcgm state file {self.path} is not valid JSON ({exc}); "
-                              "fix or remove it (removing it re-reads the initial lookback)") from None
+                              "fix or remove it (the sync then goes on from the lake's newest range)") from None
         except OSError as exc:  # a folder, no permission, a failing disk: one line, not a traceback every poll
             raise SourceError(f"dcgm state file {self.path} cannot be read: {exc.strerror or exc}") from None
         if not isinstance(data, dict):
             raise SourceError(f"dcgm state file {self.path} holds a JSON {type(data).__name__}, not the state's object; "
-                              "fix or remove it (removing it re-reads the initial lookback)")
+                              "fix or remove it (the sync then goes on from the lake's newest range)")
         if data.get("state_version") != STATE_VERSION:
             raise SourceError(f"dcgm state file {self.path} has state_version "
                               f"{data.get('state_version')!r}; expected {STATE_VERSION}")
@@ -52,8 +54,8 @@ class WatermarkState:
                 continue
             if _aware_instant(value) is None:
                 raise SourceError(f"dcgm state file {self.path}: {name} is {value!r}, expected an ISO 8601 "
-                                  "time with its UTC offset; fix or remove the file (removing it re-reads the "
-                                  "initial lookback)")
+                                  "time with its UTC offset; fix or remove the file (the sync then goes on from "
+                                  "the lake's newest range)")
         return data
 
     def save(self, data: dict[str, Any]) -> None:
@@ -65,6 +67,7 @@ class WatermarkState:
                 fh.flush()
                 os.fsync(fh.fileno())
             os.replace(tmp, self.path)
+            self.saved = json.loads(json.dumps(data))
             dir_fd = os.open(self.path.parent, os.O_RDONLY)
             try:
                 os.fsync(dir_fd)

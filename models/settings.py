@@ -73,7 +73,10 @@ class ModelSettings:
 class RecommendSettings:
     """Choosing power limits and clocks per workload class."""
 
-    max_slowdown_latency_pct: NonNegative = Field(2.0, description="The slowdown a setting may cost each workload class, %.")
+    max_slowdown_latency_pct: NonNegative = Field(
+        2.0, description="The slowdown a setting may cost each workload class, %. The daily recommendations leave\n"
+                         "latency-sensitive GPUs at their default limit whatever this says; it bounds that class in the\n"
+                         "power interval (fct_power_interval_daily) and `joulehouse caps` only.")
     max_slowdown_throughput_pct: NonNegative = 10.0
     max_slowdown_background_pct: NonNegative = 25.0
     value_of_time_usd_per_gpu_hour: NonNegative = Field(

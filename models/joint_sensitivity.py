@@ -36,7 +36,6 @@ from dataclasses import dataclass
 
 import duckdb
 import numpy as np
-from scipy import stats
 
 # _elasticity_stats, _ResampledSums and _semi_slopes are imported from here too (the tests)
 from joulehouse.models.joint_sensitivity_gpu_parts import (
@@ -47,7 +46,7 @@ from joulehouse.models.joint_sensitivity_gpu_parts import (
     _semi_slopes,
     gpu_parts,
 )
-from joulehouse.models.sensitivity_fit import BOOTSTRAP_REPS, MIN_COVERAGE_RATIO, Sensitivity, _ols
+from joulehouse.models.sensitivity_fit import BOOTSTRAP_REPS, MIN_COVERAGE_RATIO, Sensitivity, _ols, t95
 from joulehouse.models.settings import SensitivitySettings
 from joulehouse.models.sql import load_sql
 from joulehouse.warehouse.lake_contract import reading_partitions
@@ -61,7 +60,6 @@ S_UNIT = "dPUE/dlnE + w1 d(1-util)/dlnE + w2 dBW/dlnE"
 MIN_SITE_HOURS = 4
 # intercept, load and temperature with at least two degrees of freedom left
 MIN_HOURS_WITH_TEMPERATURE = 5
-Z95 = 1.959964
 
 
 @dataclass(frozen=True)
@@ -87,11 +85,6 @@ class Estimate:
     n_obs: int
     n_groups: int
     df: float  # the residual degrees of freedom its std_error was read with (inf: none to correct for)
-
-
-def t95(df: float) -> float:
-    """The two-sided 95% quantile for an error read with `df` degrees of freedom (the normal's at inf)."""
-    return Z95 if not np.isfinite(df) else float(stats.t.ppf(0.975, df))
 
 
 def sum_df(terms: Sequence[tuple[float, float]]) -> float:

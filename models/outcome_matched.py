@@ -28,9 +28,9 @@ from collections import defaultdict
 
 import duckdb
 import numpy as np
-from scipy import stats
 
 from joulehouse.models.limit_change import Change
+from joulehouse.models.sensitivity_fit import t95
 from joulehouse.warehouse.sqlio import records, relation_exists
 
 
@@ -52,7 +52,7 @@ def saving_interval(delta: float, se: float | None, df: float | None) -> tuple[f
     """(low, high) saving % of a log-ratio delta with standard error `se` (95%, t with `df`)."""
     if se is None or df is None or not np.isfinite(se) or df < 1:
         return None, None
-    q = float(stats.t.ppf(0.975, df))
+    q = t95(df)
     return 100 * (1 - math.exp(delta + q * se)), 100 * (1 - math.exp(delta - q * se))
 
 

@@ -21,13 +21,12 @@ import dataclasses
 
 import duckdb
 import numpy as np
-from scipy import stats
 
 from joulehouse.models.activity import create_activity_view
 from joulehouse.models.joint_sensitivity import Weights, joint_sensitivities, read_gpu_hours, sliding_window_day
 from joulehouse.models.sensitivity_fit import (BOOTSTRAP_REPS, MIN_ACTIVITY_RATIO, MIN_COVERAGE_RATIO,
                                                MIN_GPUS_FOR_BOOTSTRAP, Sensitivity, _ols, _within_model_solution,
-                                               gpu_bootstrap_error)
+                                               gpu_bootstrap_error, t95)
 from joulehouse.models.settings import SensitivitySettings
 from joulehouse.models.sql import load_sql
 from joulehouse.warehouse.sqlio import relation_exists, replace_day_rows
@@ -69,7 +68,7 @@ def elasticities_from_gpu_stats(day: dt.date, gpus: list[dict], *, bootstrap_rep
         method = "ols-fe+gpu-bootstrap"
     else:
         se, method = ols_se, "ols-fe"
-    t = stats.t.ppf(0.975, df)
+    t = t95(df)
     low, high = beta - t * se, beta + t * se
     quantities = ("energy_elasticity_to_utilization", "energy_elasticity_to_memory_bandwidth")
     return [Sensitivity(day, q, "fleet", float(beta[i]), float(low[i]), float(high[i]), float(se[i]), n, len(gpus),
@@ -93,7 +92,7 @@ def pue_sensitivities(con: duckdb.DuckDBPyConnection, day: dt.date) -> list[Sens
         if len(regressors) < 2:
             continue  # nothing varied: no slope to measure
         beta, se, df = _ols(np.column_stack([temp, load]), pue)
-        t = stats.t.ppf(0.975, df)
+        t = t95(df)
         scale = load.mean() / pue.mean()  # slope (1/kW) -> elasticity at the day's mean point
         for quantity, b, s, k, unit in (("pue_per_outdoor_c", beta[1], se[1], 1.0, "1/C"),
                                         ("pue_elasticity_to_it_load", beta[2], se[2], scale, "d ln(PUE) / d ln(IT kW)")):

@@ -8,6 +8,7 @@ import datetime as dt
 from dataclasses import dataclass
 
 import numpy as np
+from scipy import stats
 
 MIN_COVERAGE_RATIO = 0.9  # hours the meters covered less than this are left out
 MIN_ACTIVITY_RATIO = 0.02  # idle hours: ln(activity) says nothing about working ones
@@ -58,6 +59,12 @@ def _within_model_solution(stats_rows: list[dict]) -> tuple[np.ndarray, np.ndarr
     inverse = np.linalg.inv(xtx)
     beta = inverse @ xty
     return beta, inverse, max(float(yty - beta @ xty), 0.0), n, len(by_model)
+
+
+def t95(df: float) -> float:
+    """The two-sided 95% quantile for an error read with `df` degrees of freedom (the normal's at inf):
+    every interval of the sensitivities and of the measured savings is read with it."""
+    return 1.959964 if not np.isfinite(df) else float(stats.t.ppf(0.975, df))
 
 
 def gpu_bootstrap_error(draws: np.ndarray, n_gpus: int) -> tuple[np.ndarray, float]:

@@ -31,7 +31,7 @@ import numpy as np
 
 from joulehouse.models.activity import create_activity_view
 from joulehouse.models.power import load_fit
-from joulehouse.models.recommend_inputs import create_covered_hours_view
+from joulehouse.models.recommend_inputs import create_covered_hours_inputs
 from joulehouse.models.sql import load_sql
 from joulehouse.warehouse.sqlio import records, relation_exists, replace_day_rows
 
@@ -133,7 +133,7 @@ def recommend_placement(con: duckdb.DuckDBPyConnection, day: dt.date, *, parking
     Needs stg_gpu_samples for `day`; thermal placement also fct_thermal_gpu (models.thermal). Busy
     hours count no more than the warehouse's energy covered (fct_gpu_coverage_daily, where built)."""
     create_activity_view(con, day)
-    create_covered_hours_view(con)
+    create_covered_hours_inputs(con)
     gpus = records(con.execute(load_sql("placement_gpu_day"), {"day": day}))
     minutes = records(con.execute(load_sql("placement_activity_minutely"), {"day": day}))
     rows = [r | {"kind": "consolidation"} for r in consolidation(gpus, minutes, parking=parking)]

@@ -38,7 +38,6 @@ SIDE_MEASURES = {"dram_ratio": ("DRAM activity", "", "mem_w"), "util_mem_ratio":
 # nothing in the slowdown either (no DRAM or PCIe load: judged compute-bound, the larger slowdown),
 # and the fit's reference temperature (coefficients.py: static_w is at 25 C).
 UNWEIGHED_VALUE = {"dram_ratio": 0.0, "util_mem_ratio": 0.0, "pcie_gbps": 0.0, "temp_c": 25.0}
-COVERED_HOURS_VIEW = "gpu_day_covered_hours"
 
 
 class MissingMeasure(ValueError):
@@ -112,15 +111,14 @@ def latest_fits(con: duckdb.DuckDBPyConnection, day: dt.date) -> dict[str, dict]
     return {m: load_fit(con, m, day) for (m,) in con.execute(load_sql("recommend_fitted_models"), {"day": day}).fetchall()}
 
 
-def create_covered_hours_view(con: duckdb.DuckDBPyConnection) -> str:
-    """(Re)create the temp view gpu_day_covered_hours (models/sql/gpu_day_covered_hours.sql: the
-    hours each GPU's readings cover, busy hours' base) over gpu_activity_samples (create_activity_view
-    first) and fct_gpu_coverage_daily where built; returns its name."""
+def create_covered_hours_inputs(con: duckdb.DuckDBPyConnection) -> None:
+    """(Re)create the macro covered_hours (models/sql/covered_hours.sql: the hours each GPU's
+    readings cover, busy hours' base) and the temp view covered_hours_input_coverage it is given
+    its covered_s from (fct_gpu_coverage_daily where built, else empty)."""
     con.execute("CREATE OR REPLACE TEMP VIEW covered_hours_input_coverage AS " + (
         "SELECT day, gpu_uuid, covered_s FROM fct_gpu_coverage_daily" if relation_exists(con, "fct_gpu_coverage_daily")
         else "SELECT CAST(NULL AS DATE) AS day, CAST(NULL AS VARCHAR) AS gpu_uuid, CAST(NULL AS DOUBLE) AS covered_s WHERE false"))
-    con.execute(f"CREATE OR REPLACE TEMP VIEW {COVERED_HOURS_VIEW} AS {load_sql('gpu_day_covered_hours')}")
-    return COVERED_HOURS_VIEW
+    con.execute(load_sql("covered_hours"))
 
 
 def gpu_day_profiles(con: duckdb.DuckDBPyConnection, day: dt.date, samples_relation: str = "stg_gpu_samples",
@@ -130,7 +128,7 @@ def gpu_day_profiles(con: duckdb.DuckDBPyConnection, day: dt.date, samples_relat
     count no more than the warehouse's energy covered (fct_gpu_coverage_daily, where built)."""
     activity = create_activity_view(con, day, samples_relation=samples_relation)
     con.execute(f"CREATE OR REPLACE TEMP VIEW reco_input_samples AS SELECT * FROM {activity}")
-    create_covered_hours_view(con)
+    create_covered_hours_inputs(con)
     return records(con.execute(load_sql("recommend_gpu_profile"),
                                {"day": day} | fit_activity_models(latest_fits(con, day) if fits is None else fits)))
 

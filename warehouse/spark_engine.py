@@ -59,7 +59,7 @@ GENERATED_MODEL_RELATIONS = ("gpu_activity_streams", "power_input_chosen", "powe
                              "power_feature_rows", "power_features", "power_suffstats")
 GENERATED_MODELS = SparkStatements(SqlFiles("joulehouse.models", "sql"),
                                    macros=("power_dynamic_ratio", "fit_feature_choice", "activity_of_kind",
-                                           "fit_activity_kind", "holdout_from_epoch_s"))
+                                           "fit_activity_kind", "holdout_from_epoch_s", "covered_hours"))
 # The columns of power_stored_hours that power_suffstats.sql reads (fct_power_fit_sums_hourly's):
 # the reference path Spark runs stores no sums, so the view is empty.
 STORED_HOURS_SCHEMA = ("gpu_model string, sm_clock_mhz int, n bigint, "

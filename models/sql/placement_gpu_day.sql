@@ -1,7 +1,7 @@
 -- placement_gpu_day: what each GPU did on $day, for consolidation and thermal placement.
 -- grain: one row per gpu_uuid with clean readings on $day (gpu_activity_samples: one stream per GPU).
--- input besides: `gpu_day_covered_hours` (temp view, gpu_day_covered_hours.sql: the hours each
---   GPU's readings cover; models.recommend_inputs.create_covered_hours_view).
+-- input besides: the macro covered_hours (covered_hours.sql: the hours each GPU's readings cover)
+--   and its temp view covered_hours_input_coverage (models.recommend_inputs.create_covered_hours_inputs).
 -- columns: host, gpu_uuid, gpu_model [text]; mean_activity_ratio [0..1] over the day (SM active,
 --   else utilisation: the stream's activity_kind); busy_hours [h] with activity above 5%: that
 --   share of the hours the readings cover (the recommender's rule; by the span from the first
@@ -18,10 +18,11 @@ WITH day_rows AS (
 SELECT d.host, d.gpu_uuid, any_value(d.gpu_model) AS gpu_model,
        avg(d.activity) AS mean_activity_ratio,
        avg(CASE WHEN d.activity > 0.05 THEN 1.0 WHEN d.activity IS NOT NULL THEN 0.0 END)  -- unread: unknown, not idle
-           * any_value(h.covered_hours) AS busy_hours,
+           * covered_hours(min(d.sampled_at) FILTER (WHERE d.power_w IS NOT NULL),
+                           max(d.sampled_at) FILTER (WHERE d.power_w IS NOT NULL), any_value(c.covered_s)) AS busy_hours,
        avg(d.power_w) FILTER (WHERE d.activity > 0.05) AS busy_power_w,
        median(d.power_w) FILTER (WHERE d.activity <= 0.05) AS idle_power_w
 FROM day_rows AS d
-LEFT JOIN gpu_day_covered_hours AS h ON h.day = $day::DATE AND h.gpu_uuid = d.gpu_uuid
+LEFT JOIN covered_hours_input_coverage AS c ON c.day = $day::DATE AND c.gpu_uuid = d.gpu_uuid
 GROUP BY d.host, d.gpu_uuid
 ORDER BY d.host, d.gpu_uuid

@@ -4,11 +4,11 @@
 -- Parameters: $day DATE; $sm_active_models, $util_gpu_models VARCHAR[]: the GPU models whose power
 --   fit reads DCGM's SM activity (feature set 'dcgm') and NVML's utilisation ('nvml')
 --   (fit_activity_kind.sql and activity_of_kind.sql: macros models.activity creates).
--- Input besides: `gpu_day_covered_hours` (temp view, gpu_day_covered_hours.sql: the hours each
---   GPU's readings cover; models.recommend_inputs.create_covered_hours_view).
+-- Input besides: the macro covered_hours (covered_hours.sql) and its temp view
+--   covered_hours_input_coverage (models.recommend_inputs.create_covered_hours_inputs).
 -- Columns: host, gpu_uuid, gpu_model, n_samples, busy_ratio (0..1, share of the samples with an
 --   activity reading whose activity is above 5%; NULL: no reading), busy_hours (h: busy_ratio x the
---   hours the day's samples cover, gpu_day_covered_hours.covered_hours: from the first reading
+--   hours the day's samples cover, covered_hours.sql: from the first reading
 --   to the last, or the seconds the warehouse's energy covered where fct_gpu_coverage_daily says
 --   fewer; a GPU read 00:00-01:00 and 23:00-24:00 was busy 15.5 h by the span where its readings
 --   held 1.3 h, and its kWh saving was 12x what they support),
@@ -43,7 +43,7 @@ per_gpu_and_busy AS (
     -- Sums and counts with busy as a key: one grouping, no FILTER per aggregate (3x cheaper).
     SELECT
         host, gpu_uuid, activity > 0.05 AS busy, any_value(gpu_model) AS gpu_model,  -- busy NULL: no activity reading
-        count(*) AS n,
+        count(*) AS n, min(sampled_at) AS first_at, max(sampled_at) AS last_at,
         sum(activity) AS activity_sum, count(activity) AS activity_n,
         sum(sm_active_ratio) AS sm_active_sum, count(sm_active_ratio) AS sm_active_n,
         sum(util_gpu_pct) AS util_gpu_pct_sum, count(util_gpu_pct) AS util_gpu_n,
@@ -60,7 +60,7 @@ per_gpu_and_busy AS (
 per_gpu AS (
     SELECT
         host, gpu_uuid, any_value(gpu_model) AS gpu_model,
-        sum(n) AS n_samples,
+        sum(n) AS n_samples, min(first_at) AS first_at, max(last_at) AS last_at,
         -- of the samples with an activity reading: a sample without one is unknown, not idle (a
         -- profiler holding DCGM's SM activity for 45% of a busy day made its GPU 'background',
         -- busy 2.3 h instead of 4.8 h, and capped it for the 25% bound); NULL where none has one
@@ -143,7 +143,7 @@ tenths AS (
 )
 SELECT
     g.host, g.gpu_uuid, g.gpu_model, g.n_samples, g.busy_ratio,
-    g.busy_ratio * h.covered_hours AS busy_hours,
+    g.busy_ratio * covered_hours(g.first_at, g.last_at, c.covered_s) AS busy_hours,
     g.activity_ratio, t.activity_deciles, t.deciles_activity_kind, t.locked_share_deciles, t.locked_clock_mhz_deciles,
     g.sm_active_ratio, g.util_gpu_ratio, g.dram_ratio, g.util_mem_ratio, g.pcie_gbps, g.temp_c,
     g.busy_power_w, g.max_power_limit_w,
@@ -151,5 +151,5 @@ SELECT
 FROM per_gpu AS g
 LEFT JOIN tenths AS t USING (gpu_uuid)
 LEFT JOIN per_model AS m ON m.gpu_model = g.gpu_model
-LEFT JOIN gpu_day_covered_hours AS h ON h.day = $day AND h.gpu_uuid = g.gpu_uuid
+LEFT JOIN covered_hours_input_coverage AS c ON c.day = $day AND c.gpu_uuid = g.gpu_uuid
 ORDER BY g.host, g.gpu_uuid

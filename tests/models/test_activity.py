@@ -11,7 +11,7 @@ import pyarrow as pa
 import pytest
 
 from joulehouse.models.activity import create_activity_view
-from joulehouse.models.recommend_inputs import create_covered_hours_view
+from joulehouse.models.recommend_inputs import create_covered_hours_inputs
 from joulehouse.models.sql import load_sql
 from joulehouse.warehouse.sqlio import records
 
@@ -93,7 +93,7 @@ def test_busy_hours_and_mean_activity_count_the_gpus_time_once():
     # by row, the day's mean activity was (3600 x 0.9 + 240 x 0.5) / 3840 = 0.875 over 3840 "samples".
     con = _con(_stream("GPU-a", "nvml", 1, util_pct=90.0, sm_active=None),
                _stream("GPU-a", "dcgm", 15, util_pct=90.0, sm_active=0.5))
-    create_covered_hours_view(con)  # no fct_gpu_coverage_daily here: the span of the readings
+    create_covered_hours_inputs(con)  # no fct_gpu_coverage_daily here: the span of the readings
     (busy_hours, mean_activity), = con.execute(
         f"SELECT busy_hours, mean_activity_ratio FROM ({load_sql('placement_gpu_day')})", {"day": DAY}).fetchall()
     assert busy_hours == pytest.approx(3585 / 3600)  # DCGM's readings span 0..3585 s
@@ -141,7 +141,7 @@ def test_samples_without_an_activity_reading_are_not_idle_hours():
     rows = [r | {"sm_active_ratio": None} if r["sampled_at"] >= START + dt.timedelta(seconds=2400) else r for r in rows]
     con = _con(rows)
     span_h = 3599 / 3600
-    create_covered_hours_view(con)
+    create_covered_hours_inputs(con)
     (busy_hours,), = con.execute(f"SELECT busy_hours FROM ({load_sql('placement_gpu_day')})", {"day": DAY}).fetchall()
     assert busy_hours == pytest.approx(span_h)
     from joulehouse.models.outcome import EMPTY_JOBS

@@ -1,6 +1,6 @@
 """Thermal placement weighs each GPU's work as busy power x busy hours; busy hours count the hours
 its readings cover (fct_gpu_coverage_daily), not the span from its first reading to its last
-across a silence: the recommender's rule (models/sql/gpu_day_covered_hours.sql)."""
+across a silence: the recommender's rule (models/sql/covered_hours.sql)."""
 
 from __future__ import annotations
 

@@ -3,7 +3,10 @@
 Consolidation (task aggregation): on each host, the GPUs that sat mostly idle (mean activity
 under `max_mean_activity` over the day) carry light work that could share fewer GPUs. Their
 per-minute activities are summed; the work fits on ceil(p99 of that sum / `target_activity`)
-GPUs. The others are freed, least busy first. Moving work keeps its busy energy (it runs
+GPUs. The others are freed, least busy first. Only GPUs whose readings cover at least
+`MIN_COVERED_DAY_RATIO` of the day are packed: the minutes a GPU was not read say nothing of its
+work, and read as idle they made a GPU read for 2 h look light, packed, and parked with 24 h of
+idle draw saved. Moving work keeps its busy energy (it runs
 elsewhere), so the saving is only the idle power of the freed GPU, and only if something parks
 it: with `[placement] parking = "power-off"` (the scheduler drains it, from the placement-advice
 file, and the node powers it down) a freed GPU saves idle_power_w x 24 h; with "none" it would
@@ -40,6 +43,9 @@ TARGET_ACTIVITY = 0.8
 # W of leakage per C near operating temperature (A100/H100 static ~50-70 W rising ~10%/10 C).
 DEFAULT_TEMP_W_PER_C = 0.5
 HOURS_PER_DAY = 24.0
+# The share of the day a GPU's readings must cover to be packed (the 90% the recommender asks of an
+# hour whose server overhead it measures).
+MIN_COVERED_DAY_RATIO = 0.9
 PARKING = ("power-off", "none")
 
 
@@ -64,7 +70,8 @@ def consolidation(gpus: list[dict], minutes: list[dict], *, max_mean_activity: f
         activity[m["gpu_uuid"]][m["minute_at"]] = m["activity_ratio"] or 0.0
     by_host: dict[str, list[dict]] = defaultdict(list)
     for g in gpus:
-        if g["mean_activity_ratio"] is not None and g["mean_activity_ratio"] < max_mean_activity:
+        covered = g["covered_hours"] is not None and g["covered_hours"] >= MIN_COVERED_DAY_RATIO * HOURS_PER_DAY - 1e-9
+        if covered and g["mean_activity_ratio"] is not None and g["mean_activity_ratio"] < max_mean_activity:
             by_host[g["host"]].append(g)
     for host, light in sorted(by_host.items()):
         if len(light) < 2:

@@ -7,6 +7,8 @@
 --   share of the hours the readings cover (the recommender's rule; by the span from the first
 --   reading to the last, a GPU read 00:00-01:00 and 23:00-24:00 was busy 24 h, and thermal
 --   placement moved a GPU's all-day work for its 2 h, promising 0.048 kWh/day);
+--   covered_hours [h] the hours its readings cover (the same rule: consolidation packs only GPUs
+--   read for most of the day, the minutes it was not read saying nothing of its work);
 --   busy_power_w [W] mean power when busy;
 --   idle_power_w [W] median power when not busy (NULL: never idle)
 WITH day_rows AS (
@@ -17,9 +19,10 @@ WITH day_rows AS (
 )
 SELECT d.host, d.gpu_uuid, any_value(d.gpu_model) AS gpu_model,
        avg(d.activity) AS mean_activity_ratio,
+       covered_hours(min(d.sampled_at) FILTER (WHERE d.power_w IS NOT NULL),
+                     max(d.sampled_at) FILTER (WHERE d.power_w IS NOT NULL), any_value(c.covered_s)) AS covered_hours,
        avg(CASE WHEN d.activity > 0.05 THEN 1.0 WHEN d.activity IS NOT NULL THEN 0.0 END)  -- unread: unknown, not idle
-           * covered_hours(min(d.sampled_at) FILTER (WHERE d.power_w IS NOT NULL),
-                           max(d.sampled_at) FILTER (WHERE d.power_w IS NOT NULL), any_value(c.covered_s)) AS busy_hours,
+           * covered_hours AS busy_hours,
        avg(d.power_w) FILTER (WHERE d.activity > 0.05) AS busy_power_w,
        median(d.power_w) FILTER (WHERE d.activity <= 0.05) AS idle_power_w
 FROM day_rows AS d

@@ -16,7 +16,8 @@ MODEL = "NVIDIA A100-SXM4-80GB"
 
 
 def _samples(con, gpus):
-    """gpus: {uuid: (activity function of minute, busy power W, idle power W)}; one sample a minute."""
+    """gpus: {uuid: (activity function of minute, busy power W, idle power W)}; one sample a minute,
+    none in a minute whose activity is None (the GPU unread)."""
     con.execute("CREATE OR REPLACE TABLE stg_gpu_samples (day DATE, host VARCHAR, gpu_uuid VARCHAR, gpu_model VARCHAR, "
                 "sampled_at TIMESTAMPTZ, power_w FLOAT, sm_active_ratio FLOAT, util_gpu_pct FLOAT)")
     start = dt.datetime(2026, 3, 2, tzinfo=dt.timezone.utc)
@@ -24,6 +25,8 @@ def _samples(con, gpus):
     for uuid, (act, busy_w, idle_w) in gpus.items():
         for m in range(1440):
             a = act(m)
+            if a is None:
+                continue
             rows.append((DAY, "node-01", uuid, MODEL, start + dt.timedelta(minutes=m), busy_w if a > 0.05 else idle_w, a, None))
     table = pa.Table.from_pylist([dict(zip(("day", "host", "gpu_uuid", "gpu_model", "sampled_at", "power_w",
                                             "sm_active_ratio", "util_gpu_pct"), r)) for r in rows])
@@ -82,6 +85,20 @@ def test_idle_gpus_tied_at_zero_name_a_gpu_that_stays_on_as_where_the_work_goes(
     assert len(freed) == 3
     (kept,) = {f"GPU-{i}" for i in range(4)} - set(freed)
     assert all(f"to {kept} and park it" in detail for _, detail in freed.values())
+
+
+def test_a_gpu_read_two_hours_is_not_packed_as_idle_for_the_day():
+    """GPU-gappy's collector was down after 02:00. Its unread 22 h counted as idle minutes: it was
+    packed and parked with 24 h of idle draw saved (1.2 kWh/day), though nothing says it was idle."""
+    con = duckdb.connect()
+    _samples(con, {"GPU-a": (lambda m: 0.25 if m < 720 else 0.0, 120.0, 50.0),
+                   "GPU-b": (lambda m: 0.25 if m >= 720 else 0.0, 120.0, 52.0),
+                   "GPU-gappy": (lambda m: 0.0 if m < 120 else None, 120.0, 50.0)})
+    recommend_placement(con, DAY)
+    freed = _extra(con, "consolidation")
+    assert "GPU-gappy" not in freed and "GPU-gappy" not in " ".join(d for _, d in freed.values())
+    assert set(freed) == {"GPU-b"}, "the two GPUs read all day still share one"
+    assert "2 GPUs on node-01" in freed["GPU-b"][1]
 
 
 def test_thermal_placement_leaves_out_the_gpus_consolidation_frees():

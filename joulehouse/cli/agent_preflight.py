@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from joulehouse.cli.options import fail, parse_duration
+from joulehouse.cli.options import fail, parse_duration, quoted
 
 # The schemes `fetch_config` reads and the export publishes to ([export] publish_url); urllib
 # would also try ftp://, which nothing here publishes to.
@@ -80,9 +80,9 @@ def parse_at(at: str | None):
     try:
         when = dt.datetime.fromisoformat(at.replace("Z", "+00:00"))
     except ValueError:
-        fail(f"--at {at!r} is not an ISO 8601 time (e.g. 2026-06-12T00:00:00Z)", 2)
+        fail(f"--at {quoted(at)} is not an ISO 8601 time (e.g. 2026-06-12T00:00:00Z)", 2)
     if when.tzinfo is None:
-        fail(f"--at {at!r} has no time zone; add Z for UTC", 2)
+        fail(f"--at {quoted(at)} has no time zone; add Z for UTC", 2)
     return when
 
 

@@ -7,7 +7,7 @@ from typing import Optional
 
 import typer
 
-from joulehouse.cli.options import config_origin, fail, settings_file
+from joulehouse.cli.options import config_origin, fail, quoted, settings_file
 from joulehouse.cli.output import FORMAT_HELP, OutputFormat, emit
 
 
@@ -69,7 +69,7 @@ def register(app: typer.Typer) -> None:
         from joulehouse.models.sweeps import SweepError, choose_setting, load_sweeps
 
         if workload_class not in CLASSES:
-            fail(f"--workload-class {workload_class!r}: expected one of {', '.join(CLASSES)}")
+            fail(f"--workload-class {quoted(workload_class)}: expected one of {', '.join(CLASSES)}")
         bound, bound_from = max_slowdown_pct, "--max-slowdown-pct"
         if bound is None and objective == "energy":
             try:
@@ -85,7 +85,7 @@ def register(app: typer.Typer) -> None:
             sweeps = load_sweeps(file)
             if workload is not None:
                 if workload not in sweeps:
-                    raise SweepError(f"{file} has no workload {workload!r}; it has {sorted(sweeps)[:5]}")
+                    raise SweepError(f"{file} has no workload {quoted(workload)}; it has {sorted(sweeps)[:5]}")
                 sweeps = {workload: sweeps[workload]}
             choices = [choose_setting(s, objective, eta=eta, max_slowdown_pct=bound, max_power_w=max_power_w)
                        for s in sweeps.values()]

@@ -14,7 +14,7 @@ from typing import Optional
 import typer
 
 from joulehouse.cli.estimate_command import estimate_command
-from joulehouse.cli.options import fail
+from joulehouse.cli.options import fail, quoted
 from joulehouse.cli.run_options import (DEFAULT_DATA_DIR, DataDir, GpusPerServer, LifetimeYears, Start, parse_start,
                                         run_hourly_mean, within)
 
@@ -82,7 +82,7 @@ def estimate(
         except GridFileError as exc:
             fail(f"{exc} (give --grid-file, --data-dir, or [carbon] grid_file in --config)")
         if series.height == 0:
-            fail(f"no hourly intensity for region {region!r}: give --grid-file or --grid-gco2e-per-kwh")
+            fail(f"no hourly intensity for region {quoted(region)}: give --grid-file or --grid-gco2e-per-kwh")
         intensity, counts = run_hourly_mean(series, "intensity_gco2e_per_kwh", started, run.hours, sentence)
         source = f"hourly mean {intensity:.2f} gCO2e/kWh from {sentence}, year-mapped"
         extra["intensity_rule_counts"] = counts

@@ -24,7 +24,7 @@ from typing import List, Optional
 import typer
 
 from joulehouse.cli.options import (METRICS_ADDRESS_HELP, METRICS_PORT_HELP, METRICS_TEXTFILE_HELP, expose_metrics, fail,
-                                    node_lake)
+                                    node_lake, quoted)
 
 SOURCES = ("nvml", "dcgm", "links", "ipmi", "sim")
 
@@ -61,7 +61,7 @@ def collect_command(
     lake = node_lake(lake_option)
     unknown = [name for name in source if name not in SOURCES]
     if unknown:
-        fail(f"--source {unknown[0]!r}: expected one of {', '.join(SOURCES)}", 2)
+        fail(f"--source {quoted(unknown[0])}: expected one of {', '.join(SOURCES)}", 2)
     try:
         settings = load_node_settings(settings_file).collector
     except (SettingsError, ValueError) as exc:
@@ -75,7 +75,7 @@ def collect_command(
         try:
             settings = replace_fields(settings, **{name: parse_duration_s(text, option)})
         except SettingsError as exc:  # named by the option given, not the settings class behind it
-            fail(f"{option} {text!r}: {str(exc).split(': ', 1)[-1]} (s)", 2)
+            fail(f"{option} {quoted(text)}: {str(exc).split(': ', 1)[-1]} (s)", 2)
         except ValueError as exc:
             fail(str(exc), 2)
     given_host, host = host is not None, host if host is not None else socket.gethostname()

@@ -13,6 +13,8 @@ from typing import Optional
 
 import typer
 
+from joulehouse.cli.options import fail, quoted
+
 ingest_app = typer.Typer(no_args_is_help=True, help="Import existing telemetry logs into the lake.")
 
 
@@ -31,18 +33,15 @@ def nvidia_smi_command(
     from joulehouse.collectors.ingest.nvidia_smi import NvidiaSmiError, ingest_nvidia_smi
 
     if index_column not in (None, "gpu", "index"):
-        typer.echo(f"error: --index-column must be 'gpu' or 'index', got {index_column!r}", err=True)
-        raise typer.Exit(2)
+        fail(f"--index-column must be 'gpu' or 'index', got {quoted(index_column)}")
     _check_zone(assume_tz, "Asia/Shanghai")
     try:
         result = ingest_nvidia_smi(file, lake=lake, host=host, gpu_model=gpu_model, assume_tz=assume_tz,
                                    index_column=index_column)
     except (NvidiaSmiError, ValueError) as exc:
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(2)
+        fail(str(exc))
     except OSError as exc:  # the lake cannot be written (read-only, full, no permission)
-        typer.echo(f"error: cannot write the import of {file} into the lake {lake}: {exc}", err=True)
-        raise typer.Exit(2)
+        fail(f"cannot write the import of {file} into the lake {lake}: {exc}")
     _print_result(file, result)
 
 
@@ -63,11 +62,9 @@ def slurm_command(
     try:
         result, skipped = ingest_slurm(file, lake=lake, assume_tz=assume_tz)
     except SlurmError as exc:
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(2)
+        fail(str(exc))
     except OSError as exc:
-        typer.echo(f"error: cannot write the import of {file} into the lake {lake}: {exc}", err=True)
-        raise typer.Exit(2)
+        fail(f"cannot write the import of {file} into the lake {lake}: {exc}")
     rules: dict[str, int] = {}
     for rule in result.table.column("gpu_assignment").to_pylist():
         rules[rule] = rules.get(rule, 0) + 1
@@ -108,6 +105,5 @@ def _check_zone(zone: str, example: str) -> None:
 
     try:
         ZoneInfo(zone)
-    except (ZoneInfoNotFoundError, ValueError):
-        typer.echo(f"error: --assume-tz {zone!r} is not an IANA time zone such as 'UTC' or {example!r}", err=True)
-        raise typer.Exit(2) from None
+    except (ZoneInfoNotFoundError, ValueError, OSError):  # OSError: a name too long for a file name
+        fail(f"--assume-tz {quoted(zone)} is not an IANA time zone such as 'UTC' or {example!r}")

@@ -1,5 +1,6 @@
 """How every command refuses bad input: one line on stderr, `error: ...` (or `refused: ...`), exit code 2
-(or the command's own)."""
+(or the command's own). The line is bounded and printable: a value it quotes is cut to about 80
+characters (`quoted`), control characters and ANSI escapes are shown as escapes."""
 
 from __future__ import annotations
 
@@ -11,11 +12,45 @@ from typing import NoReturn
 import typer
 
 
+# A value an error quotes is cut to this many characters, and a whole error line to MESSAGE_CHARS
+# (the cause's text may quote input whole): a 100 kB --gpu-model came back whole on the terminal.
+QUOTED_CHARS = 80
+MESSAGE_CHARS = 1000
+
+
+def quoted(value: str) -> str:
+    """`value` as an error quotes it: its repr (newlines, ANSI escapes and other control characters
+    written as escapes, not sent to the terminal), cut to about QUOTED_CHARS with its length said."""
+    shown = repr(value)
+    if len(shown) <= QUOTED_CHARS:
+        return shown
+    return f"{shown[:QUOTED_CHARS - 4]}...{shown[-1]} ({len(value):,} characters)"
+
+
+def printable_line(text: str) -> str:
+    """`text` as one line a terminal shows as written: each run of whitespace one space, any other
+    control character (an ANSI escape) its Python escape, and the middle cut past MESSAGE_CHARS
+    (the start names the option, the end says what was expected)."""
+    line = "".join(c if c.isprintable() else repr(c)[1:-1] for c in " ".join(text.split()))
+    if len(line) <= MESSAGE_CHARS:
+        return line
+    half = MESSAGE_CHARS // 2
+    return f"{line[:half]} ... [{len(line) - 2 * half:,} characters cut] ... {line[-half:]}"
+
+
 def fail(message: str, code: int = 2, label: str = "error") -> NoReturn:
-    """Print `label: message` on one line to stderr (whatever the cause's text holds) and exit
-    with `code`."""
-    typer.echo(f"{label}: {' '.join(message.split())}", err=True)
+    """Print `label: message` on one bounded, printable line to stderr (whatever the cause's text
+    holds) and exit with `code`."""
+    typer.echo(f"{label}: {printable_line(message)}", err=True)
     raise typer.Exit(code)
+
+
+def refuse_empty(param: typer.CallbackParam, value: str | None) -> str | None:
+    """An option's callback: an empty or blank value refused, naming the option. A command that
+    reads `value or default` took '' as not given (`agent apply --host ''` took this machine's name)."""
+    if value is not None and not value.strip():
+        fail(f"{param.opts[0]} {quoted(value)}: expected a value, not an empty one (leave the option out for its default)")
+    return value
 
 
 def settings_file(config: str | Path | None) -> Path | None:
@@ -57,7 +92,7 @@ def parse_day(value: str, option: str) -> dt.date:
     try:
         day = dt.date.fromisoformat(value)
     except ValueError:
-        fail(f"{option} {value!r} is not a date (YYYY-MM-DD)")
+        fail(f"{option} {quoted(value)} is not a date (YYYY-MM-DD)")
     if not DAY_RANGE[0] <= day <= DAY_RANGE[1]:
         fail(f"{option} {value}: expected a day from {DAY_RANGE[0]} to {DAY_RANGE[1]}")
     return day

@@ -12,7 +12,7 @@ from typing import Annotated, Optional
 import typer
 
 from joulehouse.cli import SHARED_DATA
-from joulehouse.cli.options import config_origin, fail, settings_file
+from joulehouse.cli.options import config_origin, fail, quoted, settings_file
 from joulehouse.collectors.settings import MAX_PUE
 
 DEFAULT_DATA_DIR = SHARED_DATA
@@ -107,12 +107,12 @@ def parse_start(start: str) -> dt.datetime:
     try:
         value = dt.datetime.fromisoformat(start)
     except ValueError:
-        fail(f"--start {start!r}: expected an ISO-8601 time such as 2026-03-02T00:00Z")
+        fail(f"--start {quoted(start)}: expected an ISO-8601 time such as 2026-03-02T00:00Z")
     value = value if value.tzinfo else value.replace(tzinfo=dt.timezone.utc)
     try:  # a run as long as the longest taken, and the week either side the year mapping reads
         value + dt.timedelta(days=MAX_DAYS + 8), value - dt.timedelta(days=8)
     except OverflowError:
-        fail(f"--start {start!r}: a run from then ends outside the calendar (years 1 to 9999); "
+        fail(f"--start {quoted(start)}: a run from then ends outside the calendar (years 1 to 9999); "
              "expected a time such as 2026-03-02T00:00Z")
     return value
 
@@ -155,9 +155,13 @@ def catalogue_model(gpu_model: Optional[str]):
 
     from joulehouse.models.gpu_catalogue import CatalogueError, catalogue, lookup
 
+    if not gpu_model.strip():
+        # an empty name is the start of every name: it was the family of all the catalogue's models
+        fail(f"--gpu-model {quoted(gpu_model)}: expected a GPU model name (H100-SXM, H200, A100-SXM4-80GB, L40S...)")
+
     try:
         return lookup(gpu_model)
-    except CatalogueError as exc:
+    except CatalogueError:
         # A short name ("H100", "A100") names a family: one member is the answer, several a question.
         # Failing a whole word, the start of one ("A100-SXM" of A100-SXM4-40GB and -80GB): it was
         # refused as unknown, with a list of names that did not say which two it meant.
@@ -169,8 +173,9 @@ def catalogue_model(gpu_model: Optional[str]):
         if len(family) == 1:
             return family[0]
         if family:
-            fail(f"--gpu-model {gpu_model!r} could be {', '.join(repr(s.gpu_model) for s in family)}: say which")
-        fail(f"--gpu-model: {exc}")
+            fail(f"--gpu-model {quoted(gpu_model)} could be {', '.join(repr(s.gpu_model) for s in family)}: say which")
+        fail(f"--gpu-model {quoted(gpu_model)} is not in the catalogue (models/gpu_catalogue.csv); known: "
+             f"{', '.join(s.gpu_model for s in catalogue())}")
 
 
 def run_hours(hours: Optional[float], days: Optional[float]) -> Optional[float]:

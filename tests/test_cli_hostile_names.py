@@ -5,12 +5,17 @@ terminal as written)."""
 
 from __future__ import annotations
 
+import datetime as dt
 import re
 
 import pytest
 from typer.testing import CliRunner
 
 from joulehouse.cli.main import app
+from nvml_stub.fixture import nvml_stub, nvml_stub_library  # noqa: F401
+
+from agent_cli import off_a_node  # noqa: F401  (fixture)
+
 HUGE = "A" * 100_000
 # clears the screen, sets the window title, rings the bell, then a second line
 ESCAPES = "\x1b[2J\x1b]0;pwned\x07H100\nsecond line"
@@ -80,3 +85,43 @@ def test_control_characters_in_a_name_are_shown_escaped_not_sent_to_the_terminal
     line = _refused([a.replace("{}", ESCAPES) for a in args])
     assert not any(c in line for c in "\x1b\x07"), repr(line)
     assert "\\x1b[2J" in line  # the reader still sees what was typed
+
+
+def test_an_empty_price_node_is_refused_not_priced_by_the_default_node():
+    line = _refused(["tco", "estimate", "--gpu-model", "H100-SXM", *RUN, "--start", "2026-03-02", "--price-node", ""])
+    assert "pricing node ''" in line
+
+
+@pytest.fixture()
+def signed_export(tmp_path):
+    """An export signed for node-01, valid now, and its public key."""
+    from joulehouse.collectors.config_contract import dump_config, generate_keypair, load_private_key, sign_config
+
+    private, public = generate_keypair(tmp_path / "keys")
+    now = dt.datetime.now(dt.timezone.utc).replace(microsecond=0)
+    body = {"schema_version": 1, "generated_at": f"{now:%Y-%m-%dT%H:%M:%SZ}",
+            "valid_from": f"{now - dt.timedelta(days=1):%Y-%m-%dT%H:%M:%SZ}",
+            "valid_until": f"{now + dt.timedelta(days=1):%Y-%m-%dT%H:%M:%SZ}", "site": "site-a",
+            "hosts": {"node-01": {"GPU-1": {"gpu_model": "NVIDIA H200", "workload_class": "background",
+                                            "power_limit_w": 500.0, "expected_saving_pct": 18.0,
+                                            "expected_slowdown_pct": 12.0}}},
+            "excluded_gpu_models": []}
+    export = tmp_path / "export.json"
+    export.write_bytes(dump_config(sign_config(body, load_private_key(private))))
+    return export, public
+
+
+def test_an_empty_agent_host_is_refused_not_taken_for_this_machine(signed_export, nvml_stub, monkeypatch):  # noqa: F811
+    nvml_stub.write([], errors={"nvmlInitWithFlags": "DRIVER_NOT_LOADED"})
+    monkeypatch.setattr("socket.gethostname", lambda: "node-01")
+    export, public = signed_export
+    line = _refused(["agent", "apply", str(export), "--public-key", str(public), "--dry-run", "--host", ""])
+    assert "--host ''" in line  # it checked node-01's settings, this machine's, and exited 0
+
+
+def test_an_empty_export_url_is_refused_not_replaced_by_the_settings_one(signed_export, tmp_path):
+    export, public = signed_export
+    settings = tmp_path / "joulehouse.toml"
+    settings.write_text(f'[agent]\nconfig_url = "{export.as_uri()}"\npublic_key_path = "{tmp_path / "absent.pem"}"\n')
+    line = _refused(["agent", "run", "--config", str(settings), "--export-url", ""])
+    assert "--export-url ''" in line

@@ -23,7 +23,8 @@ from joulehouse.cli.agent_preflight import (
     fetch_export, nvml_for_dry_run, nvml_usable_or_exit, parse_at, parse_poll_interval_s, public_key_or_exit,
     refuse_unsupported_scheme,
 )
-from joulehouse.cli.options import METRICS_ADDRESS_HELP, METRICS_TEXTFILE_HELP, expose_metrics, fail, node_lake
+from joulehouse.cli.options import (METRICS_ADDRESS_HELP, METRICS_TEXTFILE_HELP, expose_metrics, fail, node_lake,
+                                    refuse_empty)
 
 # Where the systemd units keep the node's data (the collector's unit owns it): the agent service
 # audits into <NODE_DATA>/lake and keeps its replay state in its own root-only folder beside it,
@@ -131,7 +132,8 @@ def apply_command(
     export: str = typer.Argument(..., metavar="EXPORT", help=EXPORT_HELP),
     public_key: Path = typer.Option(..., "--public-key", help="PEM ed25519 public key the config must be signed with"),
     dry_run: bool = typer.Option(False, "--dry-run", help="Verify and print what would be set; touch no device"),
-    host: Optional[str] = typer.Option(None, "--host", help="Host name to take entries for (default: this machine)"),
+    host: Optional[str] = typer.Option(None, "--host", help="Host name to take entries for (default: this machine)",
+                                        callback=refuse_empty),
     lake: Optional[str] = typer.Option(None, "--lake", help=LAKE_HELP, callback=_lake_option),
     state: Optional[Path] = typer.Option(None, "--state", help=STATE_HELP),
     settings_file: Optional[Path] = typer.Option(None, "--config", help="joulehouse TOML settings (\\[agent] section)"),
@@ -231,7 +233,8 @@ def verify_command(
 
 @agent_app.command("rollback")
 def rollback_command(
-    host: Optional[str] = typer.Option(None, "--host", help="Host name for the audit (default: this machine)"),
+    host: Optional[str] = typer.Option(None, "--host", help="Host name for the audit (default: this machine)",
+                                        callback=refuse_empty),
     lake: Optional[str] = typer.Option(None, "--lake", help=LAKE_HELP, callback=_lake_option),
     state: Optional[Path] = typer.Option(None, "--state", help=STATE_HELP),
     settings_file: Optional[Path] = typer.Option(None, "--config", help="joulehouse TOML settings (\\[agent] section)"),
@@ -268,11 +271,12 @@ def rollback_command(
 @agent_app.command("run")
 def run_command(
     settings_file: Optional[Path] = typer.Option(None, "--config", help="joulehouse TOML settings (\\[agent] section)"),
-    export_url: Optional[str] = typer.Option(None, "--export-url",
+    export_url: Optional[str] = typer.Option(None, "--export-url", callback=refuse_empty,
                                              help="Where the signed export is published: a path or URL "
                                                   "(default: \\[agent] config_url)"),
     public_key: Optional[Path] = typer.Option(None, "--public-key", help="PEM ed25519 public key"),
-    host: Optional[str] = typer.Option(None, "--host", help="Host name (default: this machine)"),
+    host: Optional[str] = typer.Option(None, "--host", help="Host name (default: this machine)",
+                                        callback=refuse_empty),
     lake: Optional[str] = typer.Option(None, "--lake", help=LAKE_HELP, callback=_lake_option),
     interval: Optional[str] = typer.Option(None, "--interval", metavar="DURATION",
                                            help="Time between polls: 30s, 5m; 1s to 24h (default: \\[agent] poll_interval_s, 300 s)"),

@@ -63,7 +63,7 @@ def estimate(
     lifetime_years = within("--lifetime-years", lifetime_years, Lifetime)
     operations_ratio = within("--operations-ratio", operations_ratio, Uplift)
 
-    node = price_node or tco.price_node
+    node = tco.price_node if price_node is None else price_node  # "" is a node the file lacks, not the default
     started = parse_start(start) if start is not None else None  # a bad date before any file is opened
     if price_usd_per_mwh is not None and (price_file is not None or start is not None):
         fail("give either --price-usd-per-mwh or --start (with an optional --price-file), not both")

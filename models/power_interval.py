@@ -163,11 +163,12 @@ def power_interval_day(con: duckdb.DuckDBPyConnection, day: dt.date, settings: R
             continue
         dominant = max(rows, key=lambda p: p["n_samples"])["bottleneck"]
         try:
-            # The highest limit of all the model's samples, and for a model of unknown limits the
-            # default earlier days found, as the recommender takes it: the first bottleneck's
-            # samples alone, under the caps the agent applied, made a 400 W model's curve end at its 250 W cap.
-            seen_w = max((p["max_power_limit_w"] for p in profiles if p["gpu_model"] == model
-                          and p["max_power_limit_w"] is not None), default=None)
+            # The highest limit the model's GPUs held, and for a model of unknown limits the default
+            # earlier days found, as the recommender takes it: the first bottleneck's samples alone,
+            # under the caps the agent applied, made a 400 W model's curve end at its 250 W cap; the
+            # highest busy reading of any GPU made one mistyped 4000 W reading every curve's default.
+            seen_w = max((g["max_power_limit_w"] for g in gpus if g["gpu_model"] == model
+                          and g["max_power_limit_w"] is not None), default=None)
             default_w, min_w, _, _ = device_limits_w(model, limit_seen_w(model, seen_w, earlier))
         except ValueError as exc:
             # No limits to sweep (an imported log of an unlisted model without power.limit): no

@@ -126,7 +126,9 @@ def device_limits_w(gpu_model: str, max_seen_limit_w: float | None) -> tuple[flo
     """(default, min, max) W for the model, and a note when they were estimated. A known model
     whose readings show a limit above its catalogue default (an A100-SXM4-80GB on a 500 W HGX board
     has the 400 W board's NVML name) takes that limit as its default: at 400 W its "keep the
-    default" was a cap slowing it 6.7%, and its savings were counted from the wrong run."""
+    default" was a cap slowing it 6.7%, and its savings were counted from the wrong run.
+    `max_seen_limit_w` is the highest limit the GPU held a while (recommend_gpu_profile.sql's
+    max_power_limit_w), not its highest reading: one stray reading is not a board built for more."""
     known = catalogue_limits_w(gpu_model)
     if known is not None:
         default_w, min_w, max_w = known
@@ -144,6 +146,16 @@ def device_limits_w(gpu_model: str, max_seen_limit_w: float | None) -> tuple[flo
     return (max_seen_limit_w, UNKNOWN_MIN_RATIO * max_seen_limit_w, max_seen_limit_w,
             f"limits of GPU model {name} unknown: default = highest limit seen (this day or in earlier days' "
             f"recommendations), min = {UNKNOWN_MIN_RATIO:.0%} of it")
+
+
+def stray_limit_note(row: dict) -> str | None:
+    """What the GPU's profile set aside as stray limit readings (recommend_gpu_profile.sql: a limit
+    read too rarely to be the GPU's, a corrupt or mistyped reading), or None where none was."""
+    stray_w = row.get("stray_max_power_limit_w")
+    if stray_w is None or stray_w <= row["max_power_limit_w"]:
+        return None  # none, or below the default an earlier day found (a model of unknown limits)
+    return (f"{row['n_stray_power_limit_readings']} of its {row['n_samples']} readings showed a limit above "
+            f"{row['max_power_limit_w']:.0f} W (up to {stray_w:.0f} W), too few to be its limit: set aside")
 
 
 def earlier_default_limits_w(con: duckdb.DuckDBPyConnection, day: dt.date) -> dict[str, float]:
@@ -171,6 +183,7 @@ def recommend_gpu(row: dict, workload_class: str, fit: dict | None, settings: Re
     called only when a clock lock's reason needs it."""
     try:
         default_w, min_w, max_w, note = device_limits_w(row["gpu_model"], row["max_power_limit_w"])
+        note = "; ".join(n for n in (note, stray_limit_note(row)) if n) or None
     except ValueError as exc:
         # A GPU whose limits nobody knows (an imported log without power.limit) gets no setting,
         # and the row says why rather than failing the whole day.

@@ -19,7 +19,7 @@
 --   the NULL bottleneck included), activity_ratio, memory_ratio (0..1 means in the fit's measure;
 --   memory over the samples that read it, NULL where none did),
 --   pcie_gbps (GB/s mean, tx + rx, over the samples that read both; NULL where none did), temp_c
---   (C mean), max_power_limit_w (W); heavy_activity_ratio, heavy_memory_ratio, heavy_pcie_gbps, heavy_temp_c: the same means over the heavier half of the
+--   (C mean); heavy_activity_ratio, heavy_memory_ratio, heavy_pcie_gbps, heavy_temp_c: the same means over the heavier half of the
 --   samples (activity at or above the group's median), where models.recommend applies the slowdown bound.
 WITH busy_samples AS (
     SELECT *, fit_activity_kind(gpu_model, activity_kind, $sm_active_models, $util_gpu_models) AS fit_kind
@@ -35,7 +35,7 @@ busy AS (
         activity_of_kind(s.fit_kind, s.dram_active_ratio, s.util_mem_pct) AS memory_ratio,
         (s.pcie_tx_bytes_per_s + s.pcie_rx_bytes_per_s) / 1e9 AS pcie_gbps,
         coalesce(2 * l.pcie_capacity_bytes_per_s / 1e9, $pcie_link_gbps) AS pcie_link_gbps,
-        s.temp_c, s.power_limit_w
+        s.temp_c
     FROM busy_samples AS s
     LEFT JOIN link_capacity_by_model AS l ON l.gpu_model = s.gpu_model
 ),
@@ -65,7 +65,6 @@ SELECT
     avg(memory_ratio) AS memory_ratio,
     avg(pcie_gbps) AS pcie_gbps,
     avg(temp_c) AS temp_c,
-    max(power_limit_w) AS max_power_limit_w,
     avg(activity_ratio) FILTER (WHERE is_heavy) AS heavy_activity_ratio,
     avg(memory_ratio) FILTER (WHERE is_heavy) AS heavy_memory_ratio,
     avg(pcie_gbps) FILTER (WHERE is_heavy) AS heavy_pcie_gbps,

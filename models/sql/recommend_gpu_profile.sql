@@ -22,7 +22,16 @@
 --   locked_share_deciles (0..1, per tenth: share of its samples whose SM
 --   clocks an application lock held, clock event reason bit 0x2), locked_clock_mhz_deciles (MHz, per
 --   tenth: mean SM clock of those locked samples; NULL when none), dram_ratio, util_mem_ratio (0..1, means over busy samples), pcie_gbps (GB/s, busy
---   mean), temp_c (C, busy mean), busy_power_w (W, busy mean), max_power_limit_w (W);
+--   mean), temp_c (C, busy mean), busy_power_w (W, busy mean), max_power_limit_w (W: the highest
+--   positive limit the GPU was read at in at least 1% of its readings with one and in at least 5 of
+--   them, or its most-read limit where none was read that often; NULL: no positive limit read. 1% is
+--   15 minutes of a day read throughout: a board's own limit held until the agent set a cap still
+--   counts, a few corrupt readings do not. Its
+--   highest reading became its default and maximum: one mistyped 4000 W among an imported log's
+--   2,160 readings made an A100's "keep the default" 4000 W, its cap floor 2000 W, and its saving
+--   was counted from a run without a limit), stray_max_power_limit_w (W: the highest limit read above
+--   max_power_limit_w, set aside as too rarely read; NULL: none), n_stray_power_limit_readings (the
+--   readings of limits above max_power_limit_w, set aside; 0: none);
 --   model_dram_ratio, model_util_mem_ratio, model_pcie_gbps, model_temp_c: the mean of those busy
 --   means over the GPUs of the GPU's model that read each that day, each GPU weighing the same
 --   whatever its sampling rate or busy hours (the stand-in describes a GPU of the model; NULL where
@@ -42,7 +51,8 @@ WITH day_rows AS NOT MATERIALIZED (
 per_gpu_and_busy AS (
     -- Sums and counts with busy as a key: one grouping, no FILTER per aggregate (3x cheaper).
     SELECT
-        host, gpu_uuid, activity > 0.05 AS busy, any_value(gpu_model) AS gpu_model,  -- busy NULL: no activity reading
+        host, gpu_uuid, activity > 0.05 AS busy, power_limit_w,  -- busy NULL: no activity reading
+        any_value(gpu_model) AS gpu_model,
         count(*) AS n, min(sampled_at) AS first_at, max(sampled_at) AS last_at,
         sum(activity) AS activity_sum, count(activity) AS activity_n,
         sum(sm_active_ratio) AS sm_active_sum, count(sm_active_ratio) AS sm_active_n,
@@ -52,10 +62,36 @@ per_gpu_and_busy AS (
         sum((pcie_tx_bytes_per_s + pcie_rx_bytes_per_s) / 1e9) AS pcie_gb_per_s_sum,
         count(pcie_tx_bytes_per_s + pcie_rx_bytes_per_s) AS pcie_n,  -- tx without rx is no reading, not rx = 0
         sum(temp_c) AS temp_c_sum, count(temp_c) AS temp_n,
-        sum(power_w) AS power_w_sum, count(power_w) AS power_n,
-        max(power_limit_w) AS max_power_limit_w
+        sum(power_w) AS power_w_sum, count(power_w) AS power_n
     FROM day_rows
-    GROUP BY host, gpu_uuid, busy
+    -- the limit as a key too: a GPU holds one or two limits a day, so the groups stay few and the
+    -- day's rows are read once for the limits' counts as well
+    GROUP BY host, gpu_uuid, busy, power_limit_w
+),
+limit_counts AS (
+    SELECT gpu_uuid, power_limit_w, sum(n) AS n_readings,
+           sum(sum(n)) OVER (PARTITION BY gpu_uuid) AS n_limit_readings,
+           max(sum(n)) OVER (PARTITION BY gpu_uuid) AS n_most_read
+    FROM per_gpu_and_busy
+    WHERE power_limit_w > 0  -- 0 or below: the warehouse's "no limit known"
+    GROUP BY gpu_uuid, power_limit_w
+),
+held_limits AS (
+    -- A limit is the GPU's when it held it a while: a board built for more (a 500 W HGX A100 with the
+    -- 400 W board's NVML name) reads its own limit all day, a corrupt reading once.
+    SELECT gpu_uuid,
+           max(power_limit_w) FILTER (
+               WHERE n_readings >= least(n_most_read, greatest(0.01 * n_limit_readings, 5))) AS max_power_limit_w
+    FROM limit_counts
+    GROUP BY gpu_uuid
+),
+limits AS (
+    SELECT h.gpu_uuid, h.max_power_limit_w,
+           max(c.power_limit_w) FILTER (WHERE c.power_limit_w > h.max_power_limit_w) AS stray_max_power_limit_w,
+           coalesce(sum(c.n_readings) FILTER (WHERE c.power_limit_w > h.max_power_limit_w), 0) AS n_stray_power_limit_readings
+    FROM held_limits AS h
+    JOIN limit_counts AS c USING (gpu_uuid)
+    GROUP BY h.gpu_uuid, h.max_power_limit_w
 ),
 per_gpu AS (
     SELECT
@@ -72,8 +108,7 @@ per_gpu AS (
         sum(util_mem_pct_sum) FILTER (WHERE busy) / sum(util_mem_n) FILTER (WHERE busy) / 100.0 AS util_mem_ratio,
         sum(pcie_gb_per_s_sum) FILTER (WHERE busy) / sum(pcie_n) FILTER (WHERE busy) AS pcie_gbps,
         sum(temp_c_sum) FILTER (WHERE busy) / sum(temp_n) FILTER (WHERE busy) AS temp_c,
-        sum(power_w_sum) FILTER (WHERE busy) / sum(power_n) FILTER (WHERE busy) AS busy_power_w,
-        max(max_power_limit_w) AS max_power_limit_w
+        sum(power_w_sum) FILTER (WHERE busy) / sum(power_n) FILTER (WHERE busy) AS busy_power_w
     FROM per_gpu_and_busy
     GROUP BY host, gpu_uuid
 ),
@@ -146,10 +181,12 @@ SELECT
     g.busy_ratio * covered_hours(g.first_at, g.last_at, c.covered_s) AS busy_hours,
     g.activity_ratio, t.activity_deciles, t.deciles_activity_kind, t.locked_share_deciles, t.locked_clock_mhz_deciles,
     g.sm_active_ratio, g.util_gpu_ratio, g.dram_ratio, g.util_mem_ratio, g.pcie_gbps, g.temp_c,
-    g.busy_power_w, g.max_power_limit_w,
+    g.busy_power_w, l.max_power_limit_w, l.stray_max_power_limit_w,
+    coalesce(l.n_stray_power_limit_readings, 0) AS n_stray_power_limit_readings,
     m.model_dram_ratio, m.model_util_mem_ratio, m.model_pcie_gbps, m.model_temp_c
 FROM per_gpu AS g
 LEFT JOIN tenths AS t USING (gpu_uuid)
+LEFT JOIN limits AS l USING (gpu_uuid)
 LEFT JOIN per_model AS m ON m.gpu_model = g.gpu_model
 LEFT JOIN covered_hours_input_coverage AS c ON c.day = $day AND c.gpu_uuid = g.gpu_uuid
 ORDER BY g.host, g.gpu_uuid

@@ -125,3 +125,26 @@ def test_an_empty_export_url_is_refused_not_replaced_by_the_settings_one(signed_
     settings.write_text(f'[agent]\nconfig_url = "{export.as_uri()}"\npublic_key_path = "{tmp_path / "absent.pem"}"\n')
     line = _refused(["agent", "run", "--config", str(settings), "--export-url", ""])
     assert "--export-url ''" in line
+
+
+@pytest.fixture()
+def tiny_warehouse(tmp_path):
+    import duckdb
+
+    path = tmp_path / "w.duckdb"
+    with duckdb.connect(str(path)) as con:
+        con.execute("CREATE TABLE t AS SELECT 1 AS a")
+    return path
+
+
+@pytest.mark.parametrize("args", [
+    pytest.param(["SELECT * FROM " + "x" * 100_000], id="a 100 kB table name DuckDB quotes whole"),
+    pytest.param(["--saved", HUGE], id="a 100 kB saved-query name"),
+    pytest.param(["SELECT '" + ESCAPES.replace("\n", " ") + "'::INT"], id="a string of escapes DuckDB quotes raw"),
+])
+def test_a_sql_error_comes_back_bounded_and_printable(args, tiny_warehouse):
+    result = CliRunner().invoke(app, ["sql", *args, "--db", str(tiny_warehouse)])
+    assert result.exit_code == 2 and result.stderr.startswith("error: ")
+    assert len(result.stderr) < 1_500, f"{len(result.stderr):,} bytes of error"
+    assert "\x1b" not in result.stderr and "\x07" not in result.stderr
+

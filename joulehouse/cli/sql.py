@@ -15,7 +15,7 @@ from typing import Optional
 
 import typer
 
-from joulehouse.cli.options import config_origin, settings_file
+from joulehouse.cli.options import config_origin, printable_line, settings_file
 
 
 RELATIONS_MD = Path(str(resources.files("joulehouse.warehouse") / "RELATIONS.md"))
@@ -294,7 +294,7 @@ def register(app: typer.Typer) -> None:
             typer.echo(f"error: cannot write the result: {exc.strerror or exc}", err=True)
             raise typer.Exit(2) from None
         except (QueryError, WarehouseError) as exc:
-            typer.echo(f"error: {exc}", err=True)
+            typer.echo(f"error: {printable_line(str(exc))}", err=True)
             raise typer.Exit(2) from None
         except MemoryError:
             typer.echo("error: the result needs more memory than [warehouse] query_memory_limit allows; "

@@ -126,12 +126,21 @@ def _act_on_location(state: AgentState, location: str, public_key: Any, poll: _P
         if state.in_force_sha256 is None:
             return "no config published; nothing in force" + _ensure_defaults(
                 state, poll, f"no config published at {location}")
+        # Marked withdrawn before the rollback: the same bytes served again (a stale mirror or
+        # cache) are refused, not applied again. Marked after it, an agent killed between the two
+        # applied them again at its restart. A mark that cannot be written does not hold the
+        # rollback back; the poll then fails, and the next one tries both again.
+        not_marked = None
+        if poll.replay_guard is not None:
+            try:
+                with poll.replay_guard.held():
+                    poll.replay_guard.withdraw(state.in_force_sha256, poll.now)
+            except (OSError, ConfigError) as exc:
+                not_marked = exc
         result = _roll_back(state, poll, f"config revoked: {location} no longer serves one",
                             config_sha256=state.in_force_sha256)
-        if poll.replay_guard is not None:
-            # the same bytes served again (a stale mirror or cache) are refused, not applied again
-            with poll.replay_guard.held():
-                poll.replay_guard.withdraw(state.in_force_sha256, poll.now)
+        if not_marked is not None:
+            raise not_marked
         _nothing_in_force(state)
         return "revoked: " + result.summary() + _owed_note(state)
     digest = hashlib.sha256(data).hexdigest()

@@ -22,8 +22,12 @@ unit of different work is the job mix, not the setting (+-100 points on the simu
 
 Energy per unit of work: jobs' energy (fct_job_efficiency) per FLOP where every job reports
 FLOPs, else per sample or request, else the busy hours' GPU energy per active hour (the slowdown is
-then unknown; the whole day's energy, idle hours included, made a day of less work read as a loss). Predicted figures are fct_recommendation's for the limit applied, rebased on the
-limit before the change where that was not the default (models.outcome_matched.predicted_saving).
+then unknown; the whole day's energy, idle hours included, made a day of less work read as a loss).
+Predicted figures are fct_recommendation's for the limit applied, rebased on the limit before the
+change where that was not the default (models.outcome_matched.predicted_saving), on the measured
+basis: GPU energy only on both sides (the recommender weighs the server's overhead to choose a
+setting, but the saving it stores is the GPU's), per unit of work, or per active hour the power
+saving the prediction implies (models.outcome_matched.power_saving).
 """
 
 from __future__ import annotations

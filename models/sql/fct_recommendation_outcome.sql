@@ -28,11 +28,14 @@
 --   n_days_after [count] days after the change, per treated GPU (max)
 --   energy_j_per_unit_before [J per outcome_unit] treated GPUs before, ratio of sums
 --   energy_j_per_unit_after [J per outcome_unit] treated GPUs after, ratio of sums
---   realised_saving_pct [%] of energy per unit of work, net of the controls' change
+--   realised_saving_pct [%] of the GPU's energy (the server's overhead not counted) per outcome_unit, net of
+--     the controls' change; per 'active_hour' that is its mean busy power
 --   saving_ci_low_pct [%] lower end of its 95% interval (NULL with fewer than 2 matched jobs on a side)
 --   saving_ci_high_pct [%] upper end of its 95% interval (NULL with fewer than 2 matched jobs on a side)
 --   predicted_saving_pct [%] fct_recommendation's expected saving for this limit, against the limit
---     before the change (rebased where that was a cap; NULL: no recommendation gave these limits)
+--     before the change (rebased where that was a cap; NULL: no recommendation gave these limits), on
+--     realised_saving_pct's basis: GPU energy per unit of work, or per 'active_hour' the power saving it
+--     implies, 1 - (1 - saving) / (1 + predicted slowdown)
 --   realised_slowdown_pct [%] loss of work per active hour, net of the controls (NULL for active_hour)
 --   predicted_slowdown_pct [%] fct_recommendation's expected slowdown for this limit, rebased likewise (NULL: none)
 --   note [text] what limits the estimate

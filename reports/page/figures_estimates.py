@@ -12,6 +12,7 @@ import polars as pl
 from plotly.subplots import make_subplots
 
 from joulehouse.reports.page.figures import LAYOUT, _figure
+from joulehouse.reports.page.relations import saving_basis
 
 MAX_OUTCOME_ROWS = 30
 EFFICIENCY_METRICS = (
@@ -69,13 +70,13 @@ def outcome_label(rows: pl.DataFrame) -> pl.Expr:
 
 
 def outcome_saving(outcome: pl.DataFrame) -> go.Figure:
-    """Realised saving (% of energy per unit of work, 95% CI as error bars) next to the predicted
+    """Realised saving (% of energy per unit of work, or of busy power: saving_basis; 95% CI as error bars) next to the predicted
     saving, per recommendation that took effect; pooled model/setting rows first.
     Columns: scope, host, gpu_uuid, gpu_model, power_limit_w_before/after, n_treated_gpus,
     realised_saving_pct, saving_ci_low_pct, saving_ci_high_pct, predicted_saving_pct."""
     rows = (outcome.with_columns(outcome_label(outcome).alias("label"), (pl.col("scope") == "gpu").alias("per_gpu"))
             .sort(["per_gpu", "gpu_model", "label"]).head(MAX_OUTCOME_ROWS))
-    fig = _figure("What the recommendations saved: realised vs predicted", "saving (% of energy per unit of work)", None,
+    fig = _figure("What the recommendations saved: realised vs predicted", f"saving (% of {saving_basis(outcome)})", None,
                   height=200 + 34 * rows.height, margin=dict(l=330, r=30, t=70, b=60))
     fig.add_trace(go.Scatter(x=rows["realised_saving_pct"].to_list(), y=rows["label"].to_list(), mode="markers",
                              marker=dict(size=10, color="#2f855a"), name="realised (95% CI)",

@@ -67,6 +67,18 @@ def total(frame: pl.DataFrame | None, col: str) -> float | None:
 BIDI_CONTROLS = "[\u200e\u200f\u202a-\u202e\u2066-\u2069]"
 
 
+def saving_basis(outcome: pl.DataFrame) -> str:
+    """What the outcome rows' saving percentages are of (fct_recommendation_outcome.outcome_unit): a
+    setting measured where no job reported work is measured per active hour, a saving of power while
+    busy, not of energy per unit of work; the report called both the latter."""
+    units = set(outcome["outcome_unit"].drop_nulls().to_list()) if "outcome_unit" in outcome.columns else set()
+    if units == {"active_hour"}:
+        return "power while busy"
+    if "active_hour" in units:
+        return "energy per unit of work (power while busy where no job reported work)"
+    return "energy per unit of work"
+
+
 def to_utc(frame: pl.DataFrame) -> pl.DataFrame:
     """Zoned timestamp columns shown in UTC whatever the session time zone was, and text without
     direction controls."""

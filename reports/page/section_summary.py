@@ -13,7 +13,7 @@ from typing import Any
 import polars as pl
 
 from joulehouse.models.outcome import LOST_SETTING_NOTE
-from joulehouse.reports.page.relations import ReportData, has, total
+from joulehouse.reports.page.relations import ReportData, has, saving_basis, total
 from markupsafe import Markup
 
 from joulehouse.reports.page.blocks import (Section, bullets, card, cards, paragraph, fmt_kg, fmt_kwh, fmt_number, fmt_usd,
@@ -238,7 +238,7 @@ def realised_sentence(data: ReportData) -> str:
     lost_words = (f" {which} the agent applied and that went back without it, not a recommendation taken."
                   if lost else "")
     return (f"{_plural(pooled.height, 'setting')} measured{gpus}, {_less_or_more(means['realised_saving_pct'])} "
-            f"energy per unit of work on average{how}, where {_less_or_more(means['predicted_saving_pct'])} was "
+            f"{saving_basis(pooled)} on average{how}, where {_less_or_more(means['predicted_saving_pct'])} was "
             f"predicted{left_out} (each with its 95% interval under Recommendations).{lost_words}")
 
 

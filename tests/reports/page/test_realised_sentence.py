@@ -83,3 +83,23 @@ def test_a_shifting_saving_the_carbon_account_did_not_compute_is_not_a_saving_of
     assert "kgCO2e" not in note
     (action,) = shift_action(data)
     assert "3.50 USD in the cheapest hours (carbon not computed)" in action.text and "kgCO2e" not in action.text
+
+
+def test_settings_measured_per_active_hour_are_called_a_saving_of_busy_power():
+    """Where no job reports work the outcome measures energy per active hour: a saving of power while
+    busy (14.3% for a 400 -> 300 W cap that slowed the work 10%), not of energy per unit of work."""
+    sentence = realised_sentence(_outcome(outcome_unit=["active_hour", "active_hour", "active_hour"]))
+    assert "less power while busy on average" in sentence and "per unit of work" not in sentence
+    mixed = realised_sentence(_outcome(outcome_unit=["flop", "active_hour", "active_hour"]))
+    assert "energy per unit of work (power while busy where no job reported work)" in mixed
+    assert "less energy per unit of work on average" in realised_sentence(_outcome(outcome_unit=["flop", "sample", "flop"]))
+
+
+def test_the_outcome_figures_axis_names_what_its_percentages_are_of():
+    from joulehouse.reports.page.figures_estimates import outcome_saving
+
+    rows = pl.DataFrame({"scope": ["model_setting"], "host": [None], "gpu_uuid": [None], "gpu_model": ["NVIDIA A100-SXM4-80GB"],
+                         "power_limit_w_before": [400.0], "power_limit_w_after": [300.0], "n_treated_gpus": [2],
+                         "realised_saving_pct": [14.3], "saving_ci_low_pct": [10.0], "saving_ci_high_pct": [18.0],
+                         "predicted_saving_pct": [14.3], "outcome_unit": ["active_hour"]})
+    assert outcome_saving(rows).layout.xaxis.title.text == "saving (% of power while busy)"

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from joulehouse.collectors.agent_audit import OK_ACTIONS, ApplyResult, AuditNotWritten, GpuOutcome, audit
+from joulehouse.collectors.agent_journal import LimitJournal
 from joulehouse.collectors.agent_locks import (
     UNKNOWN_LOCK, ClockLockRecord, Lock, after_outcomes, before_locking, record_after,
 )
@@ -176,8 +177,7 @@ def _apply_one(nvml: Any, handle: Any, s: GpuSetting, previous_lock: Any = UNKNO
     if after_mw != requested_mw:
         return _undo(nvml, handle, s, before_mw, previous_lock, common,
                      f"set {requested_mw} mW but the device reads back {after_mw} mW")
-    wanted_lock = ((s.locked_sm_clock_min_mhz, s.locked_sm_clock_max_mhz)
-                   if s.locked_sm_clock_max_mhz is not None else None)
+    wanted_lock = _lock_of(s)
     if before_mw == requested_mw and wanted_lock is not None and previous_lock != wanted_lock:
         was = ("unknown: not in the agent's clock-lock record" if previous_lock is UNKNOWN
                else "unlocked" if previous_lock is None else f"{previous_lock[0]}-{previous_lock[1]} MHz")
@@ -262,7 +262,9 @@ def apply_config(
     being refused (config_contract.verify_config).
     The clock locks the settings leave are kept beside the replay guard's state
     (collectors.agent_locks), and each GPU's lock is judged from there; without a guard nothing is
-    kept and every lock is unknown, so a setting without a lock resets the clocks.
+    kept and every lock is unknown, so a setting without a lock resets the clocks. The limits about
+    to be set are kept there too until their audit is written (collectors.agent_journal): the rows
+    of an apply killed before its audit are written by the next apply or rollback.
     `trust_recorded_locks`: False reads every lock as unknown all the same (the agent loop's first
     apply since it started: nothing it knew before a restart is taken on trust)."""
     with replay_guard.held() if replay_guard is not None and not dry_run else contextlib.nullcontext():
@@ -297,35 +299,40 @@ def _apply_config(
         raise
     result = ApplyResult(host, config.config_sha256, dry_run, valid_until=config.valid_until,
                           valid_from=config.valid_from)
-    if dry_run and nvml is None:
-        result.outcomes = [_dry_run_without_device(s) for s in config.settings]
-    else:
-        if replay_guard is not None and not dry_run:
-            replay_guard.record(config, now)  # before the devices: see collectors.agent_replay
-        record = None if dry_run or replay_guard is None else ClockLockRecord(replay_guard.clock_locks_path)
-        with record.held() if record is not None else contextlib.nullcontext():
-            _set_devices(nvml, config, result, record, trust_recorded_locks)
-    if judged:
-        result.outcomes = [replace(o, reason=f"{o.reason or ''}{judged}".lstrip()) for o in result.outcomes]
-    audit(lake, result, audited_at)
+    # the limits about to be set, kept until their audit is written (collectors.agent_journal)
+    journal = None if dry_run or replay_guard is None else LimitJournal(
+        replay_guard.clock_locks_path, lake=lake, host=host, config_sha256=config.config_sha256, at=audited_at,
+        action="apply", required=True)
+    with journal if journal is not None else contextlib.nullcontext():
+        if dry_run and nvml is None:
+            result.outcomes = [_dry_run_without_device(s) for s in config.settings]
+        else:
+            if replay_guard is not None and not dry_run:
+                replay_guard.record(config, now)  # before the devices: see collectors.agent_replay
+            record = None if dry_run or replay_guard is None else ClockLockRecord(replay_guard.clock_locks_path)
+            with record.held() if record is not None else contextlib.nullcontext():
+                _set_devices(nvml, config, result, record, trust_recorded_locks, journal)
+        if judged:
+            result.outcomes = [replace(o, reason=f"{o.reason or ''}{judged}".lstrip()) for o in result.outcomes]
+        audit(lake, result, audited_at)
     return result
 
 
 def _set_devices(nvml: Any, config: RecommendedConfig, result: ApplyResult, record: ClockLockRecord | None,
-                 trust_recorded_locks: bool) -> None:
+                 trust_recorded_locks: bool, journal: LimitJournal | None = None) -> None:
     """`result`'s outcomes for `config` (a dry run's where `result` is one), and the clock locks
     they leave in `record` (held by the caller): a GPU about to get another lock is dropped from it
     first (collectors.agent_locks)."""
     read = {} if record is None else record.read()
     recorded = read or {}  # None: a file not trusted, every lock unknown
-    wanted: dict[str, Lock] = {s.gpu_uuid: None if s.locked_sm_clock_max_mhz is None
-                               else (s.locked_sm_clock_min_mhz, s.locked_sm_clock_max_mhz) for s in config.settings}
+    wanted: dict[str, Lock] = {s.gpu_uuid: _lock_of(s) for s in config.settings}
     written = before_locking(recorded, wanted)
     if record is not None and (read is None or written != recorded):
         record.write(written)  # an OSError here: nothing was set
     locks = recorded if trust_recorded_locks else {}
     try:
-        result.outcomes = with_nvml(nvml, lambda n: _apply_all(n, config, locks, dry_run=result.dry_run))
+        result.outcomes = with_nvml(nvml, lambda n: _apply_all(n, config, locks, dry_run=result.dry_run,
+                                                               journal=journal))
     except Exception as exc:  # NVML itself unusable (driver not loaded, init failed): nothing was set
         if not is_nvml_error(exc):
             raise
@@ -335,6 +342,10 @@ def _set_devices(nvml: Any, config: RecommendedConfig, result: ApplyResult, reco
                            for s in config.settings]
     if record is not None:
         record_after(record, written, after_outcomes(recorded, result.outcomes, wanted))
+
+
+def _lock_of(s: GpuSetting) -> Lock:
+    return None if s.locked_sm_clock_max_mhz is None else (s.locked_sm_clock_min_mhz, s.locked_sm_clock_max_mhz)
 
 
 def _dry_run_without_device(s: GpuSetting) -> GpuOutcome:
@@ -354,11 +365,15 @@ def _describe(s: GpuSetting) -> str:
 
 
 def _apply_all(nvml: Any, config: RecommendedConfig, locks: Mapping[str, Lock], *,
-               dry_run: bool = False) -> list[GpuOutcome]:
+               dry_run: bool = False, journal: LimitJournal | None = None) -> list[GpuOutcome]:
     """Apply each setting (or, `dry_run`, say what applying it would do); `locks` as
-    ClockLockRecord.read returns (a GPU it does not name: its lock is unknown)."""
+    ClockLockRecord.read returns (a GPU it does not name: its lock is unknown); `journal`: where
+    the limits about to be set are written first."""
     unreadable: list[str] = []
     handles = gpus_by_uuid(nvml, unreadable)
+    if journal is not None:
+        journal.begin(nvml, handles, {s.gpu_uuid: (int(round(s.power_limit_w * 1000)), _lock_of(s))
+                                      for s in config.settings if s.gpu_uuid in handles and not implausible_setting(s)})
     outcomes = []
     for s in config.settings:
         handle = handles.get(s.gpu_uuid)

@@ -121,10 +121,10 @@ class ReplayGuard:
         try:
             sites = dict(json.loads(text)["sites"])
             for last in sites.values():
-                _parse_utc(last["generated_at"])
+                parse_utc(last["generated_at"])
                 for optional in ("valid_until", "withdrawn_at"):
                     if last.get(optional) is not None:
-                        _parse_utc(last[optional])
+                        parse_utc(last[optional])
                 if not isinstance(last["config_sha256"], str):
                     raise TypeError(f"config_sha256 {last['config_sha256']!r} is not text")
         except (ValueError, KeyError, TypeError, AttributeError, RecursionError) as exc:
@@ -135,7 +135,7 @@ class ReplayGuard:
     def last_accepted(self, site: str) -> tuple[dt.datetime, str] | None:
         """(generated_at, config_sha256) of the newest config accepted for `site`, or None."""
         last = self._sites().get(site)
-        return None if last is None else (_parse_utc(last["generated_at"]), last["config_sha256"])
+        return None if last is None else (parse_utc(last["generated_at"]), last["config_sha256"])
 
     def newest_in_force(self) -> tuple[str, dt.datetime] | None:
         """(config_sha256, valid_until) of the newest config applied here and not withdrawn (of the
@@ -146,8 +146,8 @@ class ReplayGuard:
         live = [r for r in records if r.get("withdrawn_at") is None and r.get("valid_until") is not None]
         if not live:
             return None
-        newest = max(live, key=lambda r: _parse_utc(r["generated_at"]))
-        return newest["config_sha256"], _parse_utc(newest["valid_until"])
+        newest = max(live, key=lambda r: parse_utc(r["generated_at"]))
+        return newest["config_sha256"], parse_utc(newest["valid_until"])
 
     def check(self, config: RecommendedConfig) -> None:
         """Raise WrongSite when `config` is for another site than the node's, ReplayedConfig when it
@@ -158,7 +158,7 @@ class ReplayGuard:
         last = self._sites().get(config.site)
         if last is None:
             return
-        generated_at, sha256 = _parse_utc(last["generated_at"]), last["config_sha256"]
+        generated_at, sha256 = parse_utc(last["generated_at"]), last["config_sha256"]
         if config.config_sha256 == sha256 and last.get("withdrawn_at") is not None:
             raise WithdrawnConfig(
                 f"config for site {config.site!r} generated at {format_utc(config.generated_at)} (sha256 {sha256[:12]}) "
@@ -171,7 +171,7 @@ class ReplayGuard:
                 f"config for site {config.site!r} generated at {format_utc(config.generated_at)} is not newer than "
                 f"the one this agent already accepted (generated at {format_utc(generated_at)}, sha256 {sha256[:12]}); "
                 f"a replayed config is refused (state: {self.path})",
-                newest_sha256=sha256, newest_valid_until=None if until is None else _parse_utc(until))
+                newest_sha256=sha256, newest_valid_until=None if until is None else parse_utc(until))
 
     def record(self, config: RecommendedConfig, accepted_at: dt.datetime) -> None:
         """Make `config` the newest accepted for its site, durably (see the module docstring);
@@ -220,7 +220,8 @@ def check_private_folder(folder: Path) -> None:
             f"{st.st_mode & 0o777:o}): whoever can replace the agent's state can replay old configs; keep it in a "
             "folder only the agent's user writes (the agent service: --state /var/lib/joulehouse-agent/...)")
 
-def _parse_utc(text: str) -> dt.datetime:
+def parse_utc(text: str) -> dt.datetime:
+    """An ISO 8601 instant of the agent's state, in UTC; ValueError without a time zone."""
     moment = dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
     if moment.utcoffset() is None:
         raise ValueError(f"{text!r} has no time zone")

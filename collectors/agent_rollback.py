@@ -21,6 +21,9 @@ Given the agent's clock-lock record (collectors.agent_locks), the rollback holds
 and records the GPUs it unlocked. A record it cannot hold is said in the log and left as it is:
 a rollback only unlocks, so the record it leaves errs on the safe side, and a rollback is never
 refused for it.
+The limits it is about to reset are kept beside that record until its audit is written
+(collectors.agent_journal): the rows of a rollback killed before its audit are written by the
+next apply or rollback; one that cannot be kept is said in the log, the rollback goes on.
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from joulehouse.collectors.agent_audit import ApplyResult, GpuOutcome, audit, read_host_audit
+from joulehouse.collectors.agent_journal import LimitJournal
 from joulehouse.collectors.agent_locks import ClockLockRecord, after_outcomes, hold_if_possible, record_after
 from joulehouse.collectors.agent_nvml import gpus_by_uuid, nvml_error_text, unlock_clocks, watts_from_mw, with_nvml
 
@@ -103,6 +107,8 @@ def rollback(
             wanted = sorted(set(handles) - keep | _named_missing(handles, unreadable, expected, keep, lake, host))
         else:
             wanted = list(gpu_uuids)
+        if journal is not None:  # back to the default: (None, unlocked)
+            journal.begin(n, handles, {u: (None, None) for u in wanted if u in handles})
         lost = f" (unreadable: {'; '.join(unreadable)})" if unreadable else ""
         outcomes = [
             _rollback_one(n, u, handles[u], reason) if u in handles
@@ -119,13 +125,17 @@ def rollback(
                          for what in unreadable]
         return outcomes
 
-    with contextlib.ExitStack() as held:
-        record = hold_if_possible(clock_locks, held)
-        recorded = None if record is None else record.read()
-        result = ApplyResult(host, config_sha256, False, with_nvml(nvml, work))
-        if record is not None:
-            record_after(record, recorded, after_outcomes(recorded or {}, result.outcomes))
-    audit(lake, result, now)
+    # the limits about to be reset, kept until their audit is written (collectors.agent_journal)
+    journal = None if clock_locks is None else LimitJournal(
+        clock_locks.path, lake=lake, host=host, config_sha256=config_sha256, at=now, action="rollback", required=False)
+    with journal if journal is not None else contextlib.nullcontext():
+        with contextlib.ExitStack() as held:
+            record = hold_if_possible(clock_locks, held)
+            recorded = None if record is None else record.read()
+            result = ApplyResult(host, config_sha256, False, with_nvml(nvml, work))
+            if record is not None:
+                record_after(record, recorded, after_outcomes(recorded or {}, result.outcomes))
+        audit(lake, result, now)
     return result
 
 

@@ -19,6 +19,8 @@ import pyarrow.dataset as ds
 import pynvml
 import pytest
 
+from joulehouse.collectors.agent import apply_config, rollback
+from joulehouse.collectors.agent_locks import ClockLockRecord
 from joulehouse.collectors.agent_loop import AgentState, poll_once
 from joulehouse.collectors.agent_replay import ReplayGuard
 from joulehouse.collectors.config_contract import dump_config, sign_config
@@ -161,6 +163,75 @@ def node(nvml_stub, key_files, lake, tmp_path):
 
 
 @pytest.mark.slow  # a child process per test (about a second)
+@pytest.mark.parametrize("crash", [{"crash_at": "limit-set", "crash_after_sets": 2}, {"crash_at": "apply-audit"}],
+                         ids=["between-gpus", "before-the-audit"])
+def test_a_cap_set_by_an_apply_killed_before_its_audit_gets_its_apply_row_at_the_next_start(
+        nvml_stub, lake, node, crash):
+    """Killed after capping GPUs 0 and 1 (or all four) and before its audit: no row said those GPUs
+    went 400 -> 300 W. The restarted agent found them at the cap and audited them 'unchanged'
+    (before = 300 W), so the lake read the cap as set outside the agent."""
+    spec, location, guard, poll_kw = node
+    run_killed(nvml_stub, {**spec, **crash})
+    capped_by_the_killed_agent = [i for i, w in enumerate(limits_w(nvml_stub, 4)) if w == CAP_W]
+    assert capped_by_the_killed_agent and audit_rows(lake) == []
+    message = poll_once(AgentState(), str(location), now=NOW + dt.timedelta(minutes=5), replay_guard=guard, **poll_kw)
+    assert limits_w(nvml_stub, 4) == [CAP_W] * 4, message
+    rows = audit_rows(lake)
+    for i in range(4):
+        assert changes_of(rows, uuid(i)) == [("apply", DEFAULT_W, CAP_W)], (i, rows)
+    recovered = [r for r in rows if r["gpu_uuid"] == uuid(capped_by_the_killed_agent[0]) and r["action"] == "apply"]
+    assert recovered[0]["audited_at"] == NOW and "stopped before its audit" in recovered[0]["reason"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("crash", [{"crash_at": "limit-set", "crash_after_sets": 1}, {"crash_at": "rollback-audit"}],
+                         ids=["between-gpus", "before-the-audit"])
+def test_a_default_restored_by_a_rollback_killed_before_its_audit_gets_its_rollback_row(nvml_stub, lake, node, crash):
+    """An operator's `agent rollback` killed after resetting GPU 0 (or all): no row said GPU 0 went
+    back 300 -> 400 W, and the next rollback found it at its default ('unchanged'): the lake read
+    the capped GPU's return to 400 W as a setting lost outside the agent."""
+    spec, location, guard, poll_kw = node
+    assert poll_once(AgentState(), str(location), now=NOW, replay_guard=guard, **poll_kw).startswith("applied")
+    run_killed(nvml_stub, {**spec, "do": "rollback", **crash})
+    assert limits_w(nvml_stub, 4)[0] == DEFAULT_W
+    rollback(host=HOST, nvml=pynvml, lake=lake, reason="rolled back by the operator",
+             clock_locks=ClockLockRecord(guard.clock_locks_path))
+    assert limits_w(nvml_stub, 4) == [DEFAULT_W] * 4
+    rows = audit_rows(lake)
+    for i in range(4):
+        assert changes_of(rows, uuid(i)) == [("apply", DEFAULT_W, CAP_W), ("rollback", CAP_W, DEFAULT_W)], (i, rows)
+
+
+@pytest.mark.slow
+def test_a_gpu_left_unchanged_by_a_killed_apply_gets_no_apply_row(nvml_stub, lake, node):
+    """The journal names what the agent was about to set; a GPU the killed agent never reached is
+    not audited as set (its own apply, at the next start, audits it)."""
+    spec, location, guard, poll_kw = node
+    run_killed(nvml_stub, {**spec, "crash_at": "limit-set", "crash_after_sets": 1})
+    assert limits_w(nvml_stub, 4) == [CAP_W, DEFAULT_W, DEFAULT_W, DEFAULT_W]
+    rollback(host=HOST, nvml=pynvml, lake=lake, reason="rolled back by the operator",
+             clock_locks=ClockLockRecord(guard.clock_locks_path))
+    rows = audit_rows(lake)
+    assert changes_of(rows, uuid(0)) == [("apply", DEFAULT_W, CAP_W), ("rollback", CAP_W, DEFAULT_W)]
+    assert all(changes_of(rows, uuid(i)) == [] for i in (1, 2, 3)), rows
+
+
+@pytest.mark.slow
+def test_a_rollback_killed_after_its_audit_is_not_audited_twice(nvml_stub, lake, node):
+    """Killed after its audit rows were written (before it could say so in its own state): the
+    next start must not write a second 'rollback' for the same change."""
+    spec, location, guard, poll_kw = node
+    apply_config(location.read_bytes(), now=NOW, replay_guard=guard, **poll_kw)
+    run_killed(nvml_stub, {**spec, "do": "rollback", "crash_at": "after-rollback-audit"})
+    for _ in range(2):
+        rollback(host=HOST, nvml=pynvml, lake=lake, reason="rolled back by the operator",
+                 clock_locks=ClockLockRecord(guard.clock_locks_path))
+    rows = audit_rows(lake)
+    assert [changes_of(rows, uuid(i)) for i in range(4)] == [[("apply", DEFAULT_W, CAP_W),
+                                                             ("rollback", CAP_W, DEFAULT_W)]] * 4, rows
+
+
+@pytest.mark.slow
 @pytest.mark.parametrize("crash_at", ["after-revocation-rollback", "after-withdraw"])
 def test_a_revocation_killed_part_way_does_not_let_the_config_back(nvml_stub, lake, node, crash_at):
     """The location stopped serving the config; the agent rolled the GPUs back and was killed

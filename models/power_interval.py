@@ -44,8 +44,8 @@ from joulehouse.models.cap_scoring import activity_bins, score_limits
 from joulehouse.models.caps import PCIE_LINK_GBPS, WorkloadProfile, energy_vs_limit
 from joulehouse.models.coefficients import PowerCoefficients
 from joulehouse.models.power import coefficients_of
-from joulehouse.models.recommend import (device_limits_w, earlier_default_limits_w, limit_seen_w, slowdown_bound_pct,
-                                         workload_class_of)
+from joulehouse.models.device_limits import device_limits_w, earlier_default_limits_w, limit_seen_w
+from joulehouse.models.recommend import slowdown_bound_pct, workload_class_of
 from joulehouse.models.recommend_inputs import (ACTIVITY_KIND_OF_FEATURE_SET, PROFILE_MEASURES, MissingMeasure,
                                                fit_activity_models, gpu_day_profiles, gpu_profile, gpu_workload_classes,
                                                latest_fits, with_stand_ins)

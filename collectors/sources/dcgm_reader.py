@@ -4,6 +4,13 @@ The client (prometheus-api-client, its own retries off), the bounded retries wit
 the choice among candidate selectors of the one that finds series, the raw samples of a range (an
 instant query of `{fields}[window]` at the range's end), or an expression's values at the steps
 (`query_range`), and Prometheus' own clock (`time()`).
+
+prometheus-api-client's custom_query / custom_query_range return the answer's `data.result` alone;
+the session it is given keeps the rest (`data.resultType`, `warnings`) for the range reads to judge.
+A range answered as an instant vector, a scalar or a string (a selector setting that is no range,
+e.g. with a `#` that comments out the `[window]`), or with warnings (a remote read or store that
+failed: perhaps part of the range), is a SourceError that keeps the range pending: read as a matrix
+or as whole, it moved the watermark past readings never read again.
 """
 
 from __future__ import annotations
@@ -12,7 +19,7 @@ import logging
 import math
 from collections.abc import Callable, Sequence
 from datetime import datetime, timezone
-from typing import Any
+from typing import Any, NamedTuple
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -28,6 +35,22 @@ log = logging.getLogger(__name__)
 
 class DcgmClientMissing(SourceError):
     """The Prometheus client library is not installed: said once per read, never retried."""
+
+
+class DcgmAnswerNotARange(SourceError):
+    """Prometheus answered a range read with an instant vector, a scalar or a string, not a matrix:
+    the query is not a range (a setting it was built from), which no retry mends."""
+
+
+class PartialAnswer(Exception):
+    """Prometheus answered with warnings: what it returned may be part of the range only."""
+
+
+class PrometheusAnswer(NamedTuple):
+    """What prometheus-api-client drops of an answer: `data.resultType` and `warnings`."""
+
+    result_type: str
+    warnings: tuple[str, ...]
 
 
 class DcgmReader:
@@ -78,12 +101,14 @@ class DcgmReader:
         self.initial_lookback_s = initial_lookback_s
         self._sleep = sleep
         self._client = client
+        self._answer: PrometheusAnswer | None = None  # of the last request, kept by _keep_answer
         self.rejected_series: list[str] = []
         self.pod_holdings: list = []
 
     def _prometheus(self) -> Any:
         if self._client is None:
             try:
+                import requests
                 from prometheus_api_client import PrometheusConnect
                 from urllib3.util.retry import Retry
             except ImportError as exc:  # not a Prometheus that is down: retrying cannot help
@@ -91,10 +116,44 @@ class DcgmReader:
                     f"{self.source_tag}: prometheus-api-client is not installed ({exc}); "
                     "install the node role: pip install 'joulehouse[node]'") from None
 
+            session = requests.Session()
+            session.hooks["response"].append(self._keep_answer)
             # The client's own retries are switched off so that the bound and the log are ours.
             self._client = PrometheusConnect(url=self.url, retry=Retry(total=0, raise_on_status=False),
-                                             timeout=self.timeout_s)
+                                             timeout=self.timeout_s, session=session)
         return self._client
+
+    def _keep_answer(self, response: Any, *args: Any, **kwargs: Any) -> None:
+        """requests' response hook: the answer's result type and warnings into `_answer`, None when
+        the body is not Prometheus' JSON (the client then raises on its own)."""
+        try:
+            body = response.json()
+        except ValueError:
+            body = None
+        data = body.get("data") if isinstance(body, dict) else None
+        if not isinstance(data, dict):
+            self._answer = None
+            return
+        self._answer = PrometheusAnswer(str(data.get("resultType")), tuple(str(w) for w in body.get("warnings") or ()))
+
+    def _matrix(self, what: str, query: str, ask: Callable[[], Any]) -> list[dict[str, Any]]:
+        """`ask()`'s matrix, retried as _with_retries. An answer with warnings counts as a failed one
+        (retried, then SourceError with their text), so the range stays pending and is read again; a
+        result that is not a matrix raises DcgmAnswerNotARange at once. A client given to the
+        constructor keeps no answer: its result is taken as it comes."""
+        def asked() -> Any:
+            self._answer = None
+            result = ask()
+            if self._answer is not None and self._answer.result_type != "matrix":
+                raise DcgmAnswerNotARange(
+                    f"{self.source_tag}: Prometheus at {self.url} answered {what} with a {self._answer.result_type}, "
+                    f"not the matrix a range read needs: the query is not a range ({query}); check the selector "
+                    "setting it was built from (dcgm_selector). Nothing was written; the range stays pending")
+            if self._answer is not None and self._answer.warnings:
+                raise PartialAnswer("Prometheus answered with warnings, so perhaps with part of the range only "
+                                    "(nothing written; the range stays pending): " + "; ".join(self._answer.warnings))
+            return result
+        return self._with_retries(what, asked)
 
     def _use_selector(self, selector: str) -> None:
         """Read the series `selector` matches (a subclass whose query is an expression rebuilds it)."""
@@ -157,11 +216,10 @@ class DcgmReader:
             # from the watermark itself: after a change of step_s (30 -> 60 s, watermark at 570 s),
             # start - step was 600 s and the samples of (570, 600] were never read
             low_s = min(low_s, self._read_from_s)
-        window_s = int(math.ceil(end_s - low_s))
-        result = self._with_retries(
-            f"the samples query for {_iso(low_s)}..{_iso(end_s)}",
-            lambda: self._prometheus().custom_query(f"{self.query}[{window_s}s]", params={"time": end_s},
-                                                    timeout=self.timeout_s))
+        query = f"{self.query}[{int(math.ceil(end_s - low_s))}s]"
+        result = self._matrix(
+            f"the samples query for {_iso(low_s)}..{_iso(end_s)}", query,
+            lambda: self._prometheus().custom_query(query, params={"time": end_s}, timeout=self.timeout_s))
         # Prometheus 2.x range selectors include their left end (3.x do not): a sample at low_s was
         # the range before's last.
         return [{**series, "values": [v for v in series.get("values", []) if float(v[0]) > low_s]}
@@ -177,8 +235,8 @@ class DcgmReader:
         if self.reads_raw_samples:
             result = self._raw_samples(start_s, end_s)
         else:
-            result = self._with_retries(
-                f"query_range for {start.isoformat()}..{end.isoformat()}",
+            result = self._matrix(
+                f"query_range for {start.isoformat()}..{end.isoformat()}", self.query,
                 lambda: self._prometheus().custom_query_range(
                     self.query, start_time=start, end_time=end, step=str(self.step_s), timeout=self.timeout_s))
         table, rejected = self.pivot(result)
@@ -199,7 +257,7 @@ class DcgmReader:
         for attempt in range(1, attempts + 1):
             try:
                 return query()
-            except DcgmClientMissing:
+            except (DcgmClientMissing, DcgmAnswerNotARange):
                 raise
             except Exception as exc:  # requests' and the client's errors: all mean "not now"
                 if attempt == attempts:

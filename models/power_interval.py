@@ -163,13 +163,14 @@ def power_interval_day(con: duckdb.DuckDBPyConnection, day: dt.date, settings: R
             continue
         dominant = max(rows, key=lambda p: p["n_samples"])["bottleneck"]
         try:
-            # The highest limit the model's GPUs held, and for a model of unknown limits the default
-            # earlier days found, as the recommender takes it: the first bottleneck's samples alone,
-            # under the caps the agent applied, made a 400 W model's curve end at its 250 W cap; the
-            # highest busy reading of any GPU made one mistyped 4000 W reading every curve's default.
-            seen_w = max((g["max_power_limit_w"] for g in gpus if g["gpu_model"] == model
-                          and g["max_power_limit_w"] is not None), default=None)
-            default_w, min_w, _, _ = device_limits_w(model, limit_seen_w(model, seen_w, earlier))
+            # The highest of the model's GPUs' own limits, each taken as the recommender takes it
+            # (from before the agent's caps): the first bottleneck's samples alone, under the caps,
+            # made a 400 W model's curve end at its 250 W cap, and a 500 W board's next-day curves
+            # ended at the catalogue's 400 W; the highest busy reading of any GPU made one mistyped
+            # 4000 W reading every curve's default.
+            held_w = [limit_seen_w(g["gpu_uuid"], model, g["max_power_limit_w"], earlier)[0]
+                      for g in gpus if g["gpu_model"] == model]
+            default_w, min_w, _, _ = device_limits_w(model, max((w for w in held_w if w is not None), default=None))
         except ValueError as exc:
             # No limits to sweep (an imported log of an unlisted model without power.limit): no
             # curve for this model, as models.recommend gives its GPUs no setting; the day goes on.

@@ -3,7 +3,8 @@
 For each GPU seen on `day`: its workload class is the class of the jobs it ran longest that day
 (jobs relation), or, without jobs, 'throughput' when it was busy (activity > 5%) at least half of
 the day's samples and 'background' otherwise. Latency-sensitive GPUs keep their clocks (default
-limit). For the others, each candidate limit from the device default down to its minimum or
+limit). For the others, each candidate limit from the device default (the GPU's own, kept from
+before the agent's caps: models.device_limits) down to its minimum or
 `min_limit_share_of_default` of the default, whichever is higher (in `limit_step_w` steps; never
 above the default), and each locked SM clock ceiling, is scored with
 the fitted power model and the performance-under-cap model (models.caps).
@@ -74,7 +75,7 @@ from joulehouse.models.caps import MIN_CLOCK_RATIO
 from joulehouse.models.power import coefficients_of
 from joulehouse.warehouse.sqlio import relation_exists, replace_day_rows
 from joulehouse.models.cap_scoring import MixSetting, activity_bins, relative_to, score_clocks, score_limits
-from joulehouse.models.device_limits import (DEVICE_LIMITS_W, device_limits_w,  # noqa: F401 (its callers)
+from joulehouse.models.device_limits import (DEVICE_LIMITS_W, FROM_READINGS, device_limits_w,  # noqa: F401 (its callers)
                                              earlier_default_limits_w, limit_seen_w, stray_limit_note)
 from joulehouse.models.sql import load_sql
 from joulehouse.models.recommend_controls import hold_out_controls
@@ -113,7 +114,8 @@ def recommend_gpu(row: dict, workload_class: str, fit: dict | None, settings: Re
     percentile of power (W) is row["p95_power_w"], or where the row lacks it `p95_power_w()`,
     called only when a clock lock's reason needs it."""
     try:
-        default_w, min_w, max_w, note = device_limits_w(row["gpu_model"], row["max_power_limit_w"])
+        default_w, min_w, max_w, note = device_limits_w(row["gpu_model"], row["max_power_limit_w"],
+                                                        row.get("limit_source", FROM_READINGS))
         note = "; ".join(n for n in (note, stray_limit_note(row)) if n) or None
     except ValueError as exc:
         # A GPU whose limits nobody knows (an imported log without power.limit) gets no setting,
@@ -281,9 +283,10 @@ def recommend_day(con: duckdb.DuckDBPyConnection, day: dt.date, settings: Recomm
     overhead = ({h: w for h, w, _ in con.execute(load_sql("recommend_host_overhead"),
                                                  {"day": day, "min_coverage": HOST_OVERHEAD_MIN_COVERAGE}).fetchall()}
                 if relation_exists(con, "fct_node_reconciliation_hourly") else {})
-    # a known model reads its own GPU's readings only, since boards of one NVML name may differ (a
-    # model-wide 500 W would exceed a 400 W board's maximum)
-    profiles = [p | {"max_power_limit_w": limit_seen_w(p["gpu_model"], p["max_power_limit_w"], earlier)}
+    # each GPU's own limit, since boards of one NVML name may differ (a model-wide 500 W would exceed
+    # a 400 W board's maximum), and from before a cap where the day's readings show only the cap
+    profiles = [p | dict(zip(("max_power_limit_w", "limit_source"),
+                             limit_seen_w(p["gpu_uuid"], p["gpu_model"], p["max_power_limit_w"], earlier)))
                 for p in profiles]
     peaks: dict[tuple[str, str], float | None] = {}
 

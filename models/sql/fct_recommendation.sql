@@ -9,7 +9,8 @@
 --   gpu_model [text] NVML name
 --   workload_class [text] latency-sensitive | throughput | background
 --   power_limit_w [W] recommended limit (NULL when the GPU is skipped)
---   default_limit_w [W] the GPU model's default limit
+--   default_limit_w [W] the GPU's default limit: its model's (the GPU catalogue), or a higher one its board held
+--     (models.device_limits: the readings, the agent's audit before its first setting, earlier days)
 --   locked_sm_clock_min_mhz [MHz] lower end of a suggested SM clock range (set instead of a cap)
 --   locked_sm_clock_max_mhz [MHz] upper end of that range
 --   expected_saving_pct [%] of the GPU's busy energy

@@ -192,9 +192,29 @@ def _rows_for_group(con, day: dt.date, group: list[Change], panel: dict[str, lis
             base = {"method": "gpu_day", "day": day, "gpu_model": c.gpu_model, "effective_day": c.effective_day,
                     "power_limit_w_before": c.limit_before_w, "power_limit_w_after": c.limit_after_w,
                     "n_control_gpus": len(controls)}
-            rows.append(treated_gpu_row(con, c, base, audited)[0] | {"note": unbound[c.gpu_uuid]})
+            rows.append(treated_gpu_row(con, c, base, audited) | {"note": unbound[c.gpu_uuid]})
     bound = [c for c in group if c.gpu_uuid not in unbound]
-    return rows + (_estimated_rows(con, day, bound, panel, controls, audited) if bound else [])
+    rows += _estimated_rows(con, day, bound, panel, controls, audited) if bound else []
+    _note_pooled_coverage(rows)
+    return rows
+
+
+def _note_pooled_coverage(rows: list[dict]) -> None:
+    """Say on the pooled row of one setting's `rows` which GPUs its realised and predicted savings
+    are of, where not all of the setting's GPUs were estimated, and why it has no prediction where
+    some estimated GPU had none (in place)."""
+    gpus = [r for r in rows if r["scope"] == "gpu"]
+    estimated = [r for r in gpus if r.get("realised_saving_pct") is not None]
+    unpredicted = sum(r["predicted_saving_pct"] is None for r in estimated)
+    said = []
+    if len(estimated) < len(gpus):
+        said.append(f"realised and predicted savings over the {len(estimated)} of the {len(gpus)} GPUs that were "
+                    "estimated")
+    if unpredicted:
+        said.append(f"no recommendation predicted {unpredicted} of them: no prediction pooled")
+    for r in rows:
+        if r["scope"] == "model_setting" and said:
+            r["note"] = "; ".join(said + ([r["note"]] if r.get("note") else []))
 
 
 def _estimated_rows(con, day: dt.date, group: list[Change], panel: dict[str, list[dict]], controls: list[str],
@@ -236,11 +256,9 @@ def _estimated_rows(con, day: dt.date, group: list[Change], panel: dict[str, lis
             "power_limit_w_before": first.limit_before_w, "power_limit_w_after": first.limit_after_w,
             "n_control_gpus": n_c}
     note_ctrl = "" if n_c >= 2 else f"only {n_c} control GPU(s) of {first.gpu_model}: no interval"
-    predicted = []
     for c in group:
         x = per_gpu[c.gpu_uuid]
-        row, pred = treated_gpu_row(con, c, base, audited)
-        predicted.append(pred)
+        row = treated_gpu_row(con, c, base, audited)
         if x is None or c.gpu_uuid not in r_map or n_c == 0:
             out.append(row | {"note": "no work measured before or after, or no control GPU: not estimated"})
             continue
@@ -277,7 +295,7 @@ def _estimated_rows(con, day: dt.date, group: list[Change], panel: dict[str, lis
         low, high = saving_interval(delta, se, df)
         slow = (100 * (math.exp(-(float(np.mean(speeds)) - float(s_c.mean()))) - 1)) if speeds and len(s_c) else None
         ok = [r for r in out if r.get("realised_saving_pct") is not None]
-        out.append(pooled_row(base, out, ok, predicted, len(deltas)) | {
+        out.append(pooled_row(base, out, ok) | {
             "realised_saving_pct": 100 * (1 - math.exp(delta)), "saving_ci_low_pct": low, "saving_ci_high_pct": high,
             "realised_slowdown_pct": slow, "note": note_ctrl or None})
     return out

@@ -222,10 +222,10 @@ def power_saving(saving_pct: float | None, slowdown_pct: float | None) -> float 
     return 100 * (1 - (1 - saving_pct / 100) / (1 + slowdown_pct / 100))
 
 
-def treated_gpu_row(con, c: Change, base: dict, audited: set) -> tuple[dict, tuple]:
-    """The start of a treated GPU's outcome row (identity, evidence, what was predicted), which
-    both estimators fill in, and the prediction itself (saving %, slowdown %) on the basis of the
-    row's outcome_unit: per active hour, the power saving the prediction implies."""
+def treated_gpu_row(con, c: Change, base: dict, audited: set) -> dict:
+    """The start of a treated GPU's outcome row (identity, evidence, what was predicted: saving %,
+    slowdown %), which both estimators fill in; the prediction is on the basis of the row's
+    outcome_unit: per active hour, the power saving the prediction implies."""
     pred = predicted_saving(con, c)
     if base.get("outcome_unit") == "active_hour":
         # measured per active hour, the realised saving is one of mean busy power: set beside the
@@ -236,22 +236,29 @@ def treated_gpu_row(con, c: Change, base: dict, audited: set) -> tuple[dict, tup
                   "evidence": "agent_audit+samples" if (c.gpu_uuid, round(c.limit_after_w, 1)) in audited else "samples",
                   "n_days_before": len(c.before_days), "n_days_after": len(c.after_days),
                   "predicted_saving_pct": pred[0], "predicted_slowdown_pct": pred[1]}
-    return row, pred
+    return row
 
 
-def pooled_row(base: dict, out: list[dict], ok: list[dict], predicted: list[tuple], n_treated: int) -> dict:
+def pooled_row(base: dict, out: list[dict], ok: list[dict]) -> dict:
     """The start of the pooled (model, setting) row both estimators fill in: evidence, days,
-    energy per unit before and after (mean of the estimated GPUs `ok`), what was predicted."""
-    known = [p for p in predicted if p[0] is not None]
-    slowdowns = [p[1] for p in known if p[1] is not None]
+    energy per unit before and after, and what was predicted, each over the estimated GPUs `ok`
+    (those its realised saving is the mean of), the prediction NULL unless each of them has one."""
+    # Over every treated GPU (those not estimated too), a setting measured on one GPU at 4.76%
+    # read "where 12.4% was predicted": the other GPU's 20% was in the mean, its saving was not.
     return base | {
-        "scope": "model_setting", "host": None, "gpu_uuid": None, "n_treated_gpus": n_treated,
+        "scope": "model_setting", "host": None, "gpu_uuid": None, "n_treated_gpus": len(ok),
         "evidence": "agent_audit+samples" if all(r["evidence"] != "samples" for r in out) else "samples",
         "n_days_before": max(r["n_days_before"] for r in ok), "n_days_after": max(r["n_days_after"] for r in ok),
         "energy_j_per_unit_before": _mean_known([r["energy_j_per_unit_before"] for r in ok]),
         "energy_j_per_unit_after": _mean_known([r["energy_j_per_unit_after"] for r in ok]),
-        "predicted_saving_pct": float(np.mean([p[0] for p in known])) if known else None,
-        "predicted_slowdown_pct": float(np.mean(slowdowns)) if slowdowns else None}
+        "predicted_saving_pct": _mean_of_all([r["predicted_saving_pct"] for r in ok]),
+        "predicted_slowdown_pct": _mean_of_all([r["predicted_slowdown_pct"] for r in ok])}
+
+
+def _mean_of_all(values: list[float | None]) -> float | None:
+    """The mean where every value is known, else None: a mean over the known part would stand for
+    GPUs other than those the row measured."""
+    return float(np.mean(values)) if values and all(v is not None for v in values) else None
 
 
 def _mean_known(values: list[float | None]) -> float | None:
@@ -263,10 +270,9 @@ def _mean_known(values: list[float | None]) -> float | None:
 def matched_rows(con, group: list[Change], audited: set, base: dict, energy: dict, speed: dict, panel: dict,
                   columns: tuple) -> list[dict]:
     """Outcome rows from matched jobs: per treated GPU and pooled (jobs as the units)."""
-    out, predicted = [], []
+    out = []
     for c in group:
-        row, pred = treated_gpu_row(con, c, base, audited)
-        predicted.append(pred)
+        row = treated_gpu_row(con, c, base, audited)
         b, a = split_by_side(energy, c.gpu_uuid)
         if not b or not a:
             out.append(row | {"note": "no job shared with a control GPU before and after the change: not estimated"})
@@ -279,7 +285,7 @@ def matched_rows(con, group: list[Change], audited: set, base: dict, energy: dic
     per_gpu = ([_did(*split_by_side(energy, r["gpu_uuid"])) for r in ok],
                [_did(*split_by_side(speed, r["gpu_uuid"]))[0] for r in ok if all(split_by_side(speed, r["gpu_uuid"]))])
     if b and a and ok:
-        out.append(pooled_row(base, out, ok, predicted, len(ok))
+        out.append(pooled_row(base, out, ok)
             | {k: v for k, v in _estimate(b, a, *split_by_side(speed, None), None, None, columns, per_gpu).items()
                if not k.startswith("energy_j")})
     if isinstance(speed, Speeds) and speed.in_step:

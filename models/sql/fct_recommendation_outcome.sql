@@ -22,12 +22,14 @@
 --   power_limit_w_before [W] limit before the change
 --   power_limit_w_after [W] limit after the change
 --   outcome_unit [text] 'flop' | 'sample' | 'request' | 'active_hour': the unit of work energy is divided by
---   n_treated_gpus [count] treated GPUs
+--   n_treated_gpus [count] treated GPUs (model_setting rows: those estimated, whose realised and
+--     predicted figures the row averages; the note says where the setting had more)
 --   n_control_gpus [count] control GPUs that shared jobs with the treated ones
 --   n_days_before [count] days before the change, per treated GPU (max)
 --   n_days_after [count] days after the change, per treated GPU (max)
---   energy_j_per_unit_before [J per outcome_unit] treated GPUs before, ratio of sums
---   energy_j_per_unit_after [J per outcome_unit] treated GPUs after, ratio of sums
+--   energy_j_per_unit_before [J per outcome_unit] treated GPU before, ratio of its days' sums (model_setting:
+--     the mean of the estimated GPUs' own)
+--   energy_j_per_unit_after [J per outcome_unit] likewise after
 --   realised_saving_pct [%] of the GPU's energy (the server's overhead not counted) per outcome_unit, net of
 --     the controls' change; per 'active_hour' that is its mean busy power
 --   saving_ci_low_pct [%] lower end of its 95% interval (NULL with fewer than 2 matched jobs on a side)
@@ -35,9 +37,11 @@
 --   predicted_saving_pct [%] fct_recommendation's expected saving for this limit, against the limit
 --     before the change (rebased where that was a cap; NULL: no recommendation gave these limits), on
 --     realised_saving_pct's basis: GPU energy per unit of work, or per 'active_hour' the power saving it
---     implies, 1 - (1 - saving) / (1 + predicted slowdown)
+--     implies, 1 - (1 - saving) / (1 + predicted slowdown); model_setting: the mean over the estimated GPUs,
+--     NULL unless each has one
 --   realised_slowdown_pct [%] loss of work per active hour, net of the controls (NULL for active_hour)
---   predicted_slowdown_pct [%] fct_recommendation's expected slowdown for this limit, rebased likewise (NULL: none)
+--   predicted_slowdown_pct [%] fct_recommendation's expected slowdown for this limit, rebased likewise (NULL: none;
+--     model_setting: as predicted_saving_pct)
 --   note [text] what limits the estimate
 CREATE TABLE IF NOT EXISTS fct_recommendation_outcome (
     day DATE NOT NULL,

@@ -544,3 +544,19 @@ def test_a_gpus_pcie_mean_counts_only_samples_that_read_both_directions():
     assert rx_missing.keys() == both_missing.keys() and len(rx_missing) == 3
     for uuid, gbps in both_missing.items():
         assert rx_missing[uuid] == pytest.approx(gbps, rel=1e-12)
+
+
+def test_the_reason_says_what_the_gpus_saving_leaves_at_the_wall_beside_the_servers_overhead():
+    """The saving columns are the GPU's (what the outcome measures); the server's overhead per GPU
+    stays on for the longer run. The reason said only "the server's 300 W per GPU counted over the
+    longer run", which read as if the columns were the wall's: here the wall keeps a fraction."""
+    row = _one_gpu("background", price=0.10, demand=0.0)
+    saving, slowdown = row["expected_saving_pct"] / 100, row["expected_slowdown_pct"] / 100
+    assert slowdown > 0
+    default_w = row["expected_energy_saving_kwh_per_day"] * 1000 / (20.0 * saving)  # busy 20 h
+    power_w = default_w * (1 - saving) / (1 + slowdown)
+    wall = 1 - (power_w + 300.0) * (1 + slowdown) / (default_w + 300.0)
+    wall_kwh = 20.0 * ((default_w + 300.0) - (power_w + 300.0) * (1 + slowdown)) / 1000
+    assert 0 < wall < saving
+    assert f"at the wall it saves {100 * wall:.1f}% ({wall_kwh:.3f} kWh/day)" in row["reason"]
+    assert "at the wall" not in _one_gpu("background", price=0.10, demand=0.0, overhead_w=0.0)["reason"]

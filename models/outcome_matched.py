@@ -321,7 +321,9 @@ def _estimate(b: list[float], a: list[float], sb: list[float], sa: list[float], 
     speed = _did(sb, sa)[0] if sb and sa else None
     if per_gpu:
         delta, se, df = pool_estimates(per_gpu[0])
-        speed = float(np.mean(per_gpu[1])) if per_gpu[1] else speed
+        # the pace of the same GPUs as the saving, or none: the jobs' pooled pace fell back to a GPU
+        # not estimated after the change against another before it (25% read, the true one unknown)
+        speed = float(np.mean(per_gpu[1])) if per_gpu[1] else None
     low, high = saving_interval(delta, se, df)
     slow = 100 * (math.exp(-speed) - 1) if speed is not None else None
     x = log_ratio(rows, set(change.before_days), set(change.after_days), *columns) if rows else None

@@ -39,7 +39,8 @@
 --     realised_saving_pct's basis: GPU energy per unit of work, or per 'active_hour' the power saving it
 --     implies, 1 - (1 - saving) / (1 + predicted slowdown); model_setting: the mean over the estimated GPUs,
 --     NULL unless each has one
---   realised_slowdown_pct [%] loss of work per active hour, net of the controls (NULL for active_hour)
+--   realised_slowdown_pct [%] loss of work per active hour, net of the controls (NULL for active_hour;
+--     model_setting: of the estimated GPUs with a pace of their own, NULL where none has one)
 --   predicted_slowdown_pct [%] fct_recommendation's expected slowdown for this limit, rebased likewise (NULL: none;
 --     model_setting: as predicted_saving_pct)
 --   note [text] what limits the estimate

@@ -97,3 +97,22 @@ def test_a_pooled_prediction_missing_for_a_measured_gpu_is_no_prediction(tmp_pat
     assert pooled["predicted_saving_pct"] is None and pooled["predicted_slowdown_pct"] is None
     assert "no recommendation predicted 1 of them" in pooled["note"]
 
+
+def test_the_pooled_slowdown_is_of_the_gpus_the_pooled_saving_measured(tmp_path):
+    """T shares a job with C1 every day and, capped, does exactly C1's work (in step: no pace of its
+    own after the change). U runs alone before the change and with C2 after, at 0.8 of C2's work:
+    not estimated (no job shared with a control before). The pooled row's slowdown read 25%, U's
+    pace after set against T's before, while T's own row said its slowdown is unknown."""
+    def flops(gpu, day):
+        return {"GPU-T": 0.9e18, "GPU-C1": 0.9e18, "GPU-U": 0.8e18}.get(gpu, 1e18) if day >= 2 else 1e18
+
+    jobs = ([_job(f"pair-{d}", g, d, flops_total=flops(g, d)) for d in range(4) for g in ("GPU-T", "GPU-C1")]
+            + [_job(f"solo-{g}-{d}", g, d, flops_total=flops(g, d)) for d in range(2) for g in ("GPU-U", "GPU-C2")]
+            + [_job(f"pair-u-{d}", g, d, flops_total=flops(g, d)) for d in range(2, 4) for g in ("GPU-U", "GPU-C2")])
+    rows = _by_gpu(_measured(tmp_path, _profile, jobs, [_audit(2, "apply", 400.0, 300.0, gpu=g) for g in TREATED]))
+    t, u, pooled = rows["GPU-T"], rows["GPU-U"], rows["pooled"]
+    assert {r["method"] for r in rows.values()} == {"matched_jobs"}
+    assert u["realised_saving_pct"] is None and pooled["n_treated_gpus"] == 1
+    assert t["realised_slowdown_pct"] is None and "ran their GPUs in step" in t["note"]
+    assert pooled["realised_saving_pct"] == pytest.approx(t["realised_saving_pct"], abs=1e-9)
+    assert pooled["realised_slowdown_pct"] is None and "ran their GPUs in step" in pooled["note"]

@@ -7,7 +7,7 @@ from typing import Optional
 
 import typer
 
-from joulehouse.cli.options import config_origin, fail, quoted, settings_file
+from joulehouse.cli.options import CONFIG_DEFAULT, config_origin, fail, quoted, settings_file
 from joulehouse.cli.output import FORMAT_HELP, OutputFormat, emit
 
 
@@ -51,7 +51,7 @@ def register(app: typer.Typer) -> None:
         eta: float = typer.Option(0.5, help="Zeus cost weight: eta x energy + (1 - eta) x max_power x time."),
         max_power_w: Optional[float] = typer.Option(None, help="max_power in the cost, W (default: highest limit in the sweep)."),
         workload: Optional[str] = typer.Option(None, help="One workload of a multi-workload file (default: all)."),
-        config: Optional[Path] = typer.Option(None, "--config", help="Settings file (TOML) for the class bounds."),
+        config: Optional[Path] = typer.Option(None, "--config", help=f"Settings file (TOML) for the class bounds ({CONFIG_DEFAULT})."),
         output: Optional[OutputFormat] = typer.Option(None, "--format", help=FORMAT_HELP),
     ) -> None:
         """Choose per workload the measured clock or power limit that minimises the objective.

@@ -28,7 +28,8 @@ CARBON_ROWS = (("gpu_hours", "GPU-hours", "GPU-h"), ("avg_power_w", "average pow
                ("total_tco2e", "total carbon", "tCO2e"))
 
 
-@estimate_command(carbon_app, "carbon", "carbon", CARBON_ROWS)
+@estimate_command(carbon_app, "carbon", "carbon", CARBON_ROWS,
+                  gpu_model_default_of="--embodied-kgco2e-per-gpu (its manufacturing footprint)")
 def estimate(
     carbon, run, spec, extra: dict, /,
     grid_gco2e_per_kwh: Optional[float] = typer.Option(

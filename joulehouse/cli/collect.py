@@ -35,7 +35,7 @@ def collect_command(
     interval: Optional[str] = typer.Option(None, "--interval", help="GPU sampling interval, e.g. 1s, 100ms (default: settings, 1s)."),
     host: Optional[str] = typer.Option(None, "--host", help="Host name in the lake (default: this machine's)."),
     settings_file: Optional[Path] = typer.Option(None, "--config", help="joulehouse TOML settings (\\[collector] section)."),
-    spool_dir: Optional[Path] = typer.Option(None, "--spool-dir", help="Spool folder (default: [collector] spool_dir, else <lake>/../spool)."),
+    spool_dir: Optional[Path] = typer.Option(None, "--spool-dir", help="Spool folder (default: \\[collector] spool_dir, else <lake>/../spool)."),
     flush_interval: Optional[str] = typer.Option(None, "--flush-interval", help="Spool fsync interval (default 2s)."),
     roll_interval: Optional[str] = typer.Option(None, "--roll-interval", help="Parquet roll interval (default 300s)."),
     ipmi_interval: Optional[str] = typer.Option(None, "--ipmi-interval", help="BMC read interval (default 5s)."),

@@ -11,7 +11,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from joulehouse.cli import SHARED_DATA
-from joulehouse.cli.options import config_origin, output_folder, parse_day, settings_file
+from joulehouse.cli.options import CONFIG_DEFAULT, config_origin, output_folder, parse_day, settings_file
 
 console = Console()
 
@@ -47,7 +47,7 @@ def register(app: typer.Typer) -> None:
         through: Annotated[Optional[str], typer.Option(
             "--through", help="Run every day from --date to this one, in date order (a backfill, or restating "
                               "the days built after an earlier day was rebuilt).")] = None,
-        config: Annotated[Optional[Path], typer.Option("--config", help="Settings TOML file.")] = None,
+        config: Annotated[Optional[Path], typer.Option("--config", help=f"Settings file (TOML); {CONFIG_DEFAULT}.")] = None,
         airflow_home: Annotated[Optional[Path], typer.Option(help="Airflow home (SQLite metadata DB); default: beside the warehouse.")] = None,
     ) -> None:
         """Run the daily DAG for one day through Airflow; print the report's path and the headline.

@@ -53,6 +53,11 @@ def refuse_empty(param: typer.CallbackParam, value: str | None) -> str | None:
     return value
 
 
+# How each --config read through settings_file says its default: "default: built-in" and "none, the
+# built-in defaults" hid that an exported JOULEHOUSE_CONFIG is read.
+CONFIG_DEFAULT = "default: the file JOULEHOUSE_CONFIG names, else the built-in defaults"
+
+
 def settings_file(config: str | Path | None) -> Path | None:
     """--config, else the file JOULEHOUSE_CONFIG names (what the daily DAG reads, and the README has
     the analytics host export), else None: the built-in defaults. Without it, `joulehouse run` wrote

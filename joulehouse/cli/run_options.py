@@ -12,7 +12,7 @@ from typing import Annotated, Optional
 import typer
 
 from joulehouse.cli import SHARED_DATA
-from joulehouse.cli.options import config_origin, fail, quoted, settings_file
+from joulehouse.cli.options import CONFIG_DEFAULT, config_origin, fail, quoted, settings_file
 from joulehouse.collectors.settings import MAX_PUE
 
 DEFAULT_DATA_DIR = SHARED_DATA
@@ -117,12 +117,20 @@ def parse_start(start: str) -> dt.datetime:
     return value
 
 
-GpuModel = Annotated[Optional[str], typer.Option(
-    "--gpu-model", help="A GPU model of the catalogue (H100-SXM, H200, A100-SXM4-80GB, L40S...): its TDP is the default "
-                        "--avg-power-w (an upper bound: a busy GPU draws less), its model the embodied default.")]
+
+
+def gpu_model_option(also_default_of: str = ""):
+    """The --gpu-model option of an estimate; `also_default_of` names what else it is the default of
+    (carbon: the embodied footprint; the cost's help had said so too, where it prices nothing)."""
+    also = f", and the default {also_default_of}" if also_default_of else ""
+    return Annotated[Optional[str], typer.Option(
+        "--gpu-model", help="A GPU model of the catalogue (H100-SXM, H200, A100-SXM4-80GB, L40S...): its TDP is the "
+                            f"default --avg-power-w (an upper bound: a busy GPU draws less){also}.")]
+
+
 Days = Annotated[Optional[float], typer.Option(help=f"Wall-clock days of the run (instead of --hours; at most {MAX_DAYS:,}: {HORIZON}).")]
 Config = Annotated[Optional[Path], typer.Option(
-    "--config", help="Settings file (TOML): the defaults for grid, PUE, prices, capital and lifetime (default: built-in).")]
+    "--config", help=f"Settings file (TOML): the defaults for grid, PUE, prices, capital and lifetime ({CONFIG_DEFAULT}).")]
 
 
 def account_settings(config: Optional[Path]):

@@ -21,7 +21,7 @@ import annotated_types
 import typer
 from pydantic.fields import FieldInfo
 
-from joulehouse.cli.options import config_origin, settings_file
+from joulehouse.cli.options import CONFIG_DEFAULT, config_origin, settings_file
 from joulehouse.collectors.settings import SettingsError, SettingsRoot, absolute_locations, toml_value
 
 HEADER = """\
@@ -74,7 +74,7 @@ def commented_toml(settings: SettingsRoot, paths_from: Path | None = None) -> st
 
 
 def settings_command(
-    config: Optional[str] = typer.Option(None, "--config", help="Settings file (TOML); default: none, the built-in defaults."),
+    config: Optional[str] = typer.Option(None, "--config", help=f"Settings file (TOML); {CONFIG_DEFAULT}."),
 ) -> None:
     """Print every setting with its value and what it means (a commented TOML file).
 

@@ -15,7 +15,7 @@ from typing import Optional
 
 import typer
 
-from joulehouse.cli.options import config_origin, printable_line, settings_file
+from joulehouse.cli.options import CONFIG_DEFAULT, config_origin, printable_line, settings_file
 
 
 RELATIONS_MD = Path(str(resources.files("joulehouse.warehouse") / "RELATIONS.md"))
@@ -229,7 +229,7 @@ def register(app: typer.Typer) -> None:
     def sql_command(
         query: Optional[str] = typer.Argument(
             None, help="SQL to run ('-': read it from standard input), or with --describe a relation name."),
-        db: Optional[Path] = typer.Option(None, "--db", help="Warehouse DuckDB file (default: the settings' [warehouse] db_path)."),
+        db: Optional[Path] = typer.Option(None, "--db", help="Warehouse DuckDB file (default: the settings' \\[warehouse] db_path)."),
         output: OutputFormat = typer.Option(OutputFormat.table, "--format",
                                             help="Output format: table (its first 10,000 rows), csv or json (every row)."),
         param: list[str] = typer.Option([], "--param", help="Bound parameter name=value ($name in the SQL)."),
@@ -238,7 +238,7 @@ def register(app: typer.Typer) -> None:
         saved: Optional[str] = typer.Option(None, "--saved", help="Run a saved query by name (warehouse/queries)."),
         config: Optional[Path] = typer.Option(
             None, "--config", help="Settings file (TOML): the warehouse (\\[warehouse] db_path, unless --db) and a query's "
-                                   "memory, spill and time limits (\\[warehouse] query_*)."),
+                                   "memory, spill and time limits (\\[warehouse] query_*); " + CONFIG_DEFAULT + "."),
     ) -> None:
         """Query the warehouse read-only: `joulehouse sql "SELECT ..." --db FILE`.
 

@@ -158,8 +158,8 @@ class DcgmSource(DcgmReader):
         if now_s > server_s + CLOCK_AHEAD_TOLERANCE_S:
             # A node clock ahead (NTP not yet synced, an RTC glitch) would move the watermark past
             # instants Prometheus has not scraped yet, and they would never be read.
-            log.warning("dcgm: this node's clock is %.0f s ahead of Prometheus at %s; syncing up to "
-                        "Prometheus' own time", now_s - server_s, self.url)
+            log.warning("%s: this node's clock is %.0f s ahead of Prometheus at %s; syncing up to "
+                        "Prometheus' own time", self.source_tag, now_s - server_s, self.url)
         # never past Prometheus' own time, said or not: a settle time under the tolerance (10 s) and
         # a node 25 s ahead skipped 10 s of readings for good
         now_s = min(now_s, server_s)
@@ -169,7 +169,7 @@ class DcgmSource(DcgmReader):
             # Waiting for it wrote nothing, and said nothing, until Prometheus' time passed it; the
             # samples between now and it were then never read.
             raise SourceError(
-                f"dcgm state file {self.state.path}: watermark_at {state['watermark_at']} is "
+                f"{self.source_tag} state file {self.state.path}: watermark_at {state['watermark_at']} is "
                 f"{_epoch(state['watermark_at']) - server_s:.0f} s ahead of Prometheus' time at {self.url} "
                 f"({_iso(server_s)}); nothing after it would be read until then. Set it to the last instant "
                 "written to the lake, or remove the file (the sync then goes on from the lake's newest range)")
@@ -180,7 +180,7 @@ class DcgmSource(DcgmReader):
             pending = state.get("pending")
             if pending:
                 start, end = _epoch(pending["start_at"]), _epoch(pending["end_at"])
-                log.info("dcgm: redoing range %s..%s left pending by an earlier run",
+                log.info("%s: redoing range %s..%s left pending by an earlier run", self.source_tag,
                          pending["start_at"], pending["end_at"])
             else:
                 span = self._next_range(state, now_s)
@@ -204,7 +204,7 @@ class DcgmSource(DcgmReader):
             self.files_written_total += len(written) - before
             state = {"state_version": STATE_VERSION, "watermark_at": _iso(end), "pending": None}
             self.state.save(state)
-            log.info("dcgm: wrote %d rows for %s..%s", table.num_rows, _iso(start), _iso(end))
+            log.info("%s: wrote %d rows for %s..%s", self.source_tag, table.num_rows, _iso(start), _iso(end))
 
     def read(self) -> pa.Table:
         """Protocol entry for the collect loop: sync to the lake, return no rows (see class doc)."""

@@ -262,10 +262,10 @@ class DcgmReader:
             except Exception as exc:  # requests' and the client's errors: all mean "not now"
                 if attempt == attempts:
                     raise SourceError(
-                        f"dcgm: Prometheus at {self.url} did not answer {what} after {attempts} attempts: "
+                        f"{self.source_tag}: Prometheus at {self.url} did not answer {what} after {attempts} attempts: "
                         f"{type(exc).__name__}: {exc}") from exc
                 delay = self.backoff_s * 2 ** (attempt - 1)
-                log.warning("dcgm: Prometheus at %s failed (attempt %d/%d: %s: %s); retrying in %.1f s",
+                log.warning("%s: Prometheus at %s failed (attempt %d/%d: %s: %s); retrying in %.1f s", self.source_tag,
                             self.url, attempt, attempts, type(exc).__name__, exc, delay)
                 self._sleep(delay)
         raise AssertionError("unreachable")
@@ -278,4 +278,4 @@ class DcgmReader:
         try:
             return float(result[1])
         except (TypeError, ValueError, IndexError) as exc:
-            raise SourceError(f"dcgm: Prometheus at {self.url} answered time() with {result!r}") from exc
+            raise SourceError(f"{self.source_tag}: Prometheus at {self.url} answered time() with {result!r}") from exc

@@ -399,3 +399,18 @@ def test_a_watermark_that_cannot_be_written_is_a_source_error_and_leaves_no_temp
     with pytest.raises(SourceError, match="cannot be written"):
         WatermarkState(tmp_path / "state.json").save({"state_version": 1})
     assert [p.name for p in tmp_path.iterdir()] == ["state.json"]
+
+
+def test_the_links_source_names_itself_in_its_errors_and_logs(tmp_path, caplog):
+    """The links source shares DCGM's reader: its errors and logs said `dcgm:`, which sent an operator
+    whose link collector failed to look at the DCGM one."""
+    from joulehouse.collectors.sources.links import SOURCE_TAG, PrometheusLinkSource
+
+    client = FakePrometheus()
+    client.fail = 10
+    src = PrometheusLinkSource(tmp_path / "lake", step_s=10, state_path=tmp_path / "links.json", client=client,
+                               initial_lookback_s=100, sleep=lambda s: None, settle_s=0, retries=1)
+    with caplog.at_level("WARNING"), pytest.raises(SourceError) as refused:
+        src.sync(now_s=1_700_000_000)
+    assert str(refused.value).startswith(f"{SOURCE_TAG}: Prometheus at ")
+    assert caplog.messages and all(m.startswith(f"{SOURCE_TAG}: ") for m in caplog.messages)

@@ -1,11 +1,13 @@
 """What `joulehouse run` and `joulehouse demo` print about a day: its headline numbers (energy,
 carbon, cost, checks, settings recommended) and, where settings took effect, what they saved,
-as rich tables and sentences."""
+on how many of their GPUs that was measured, and which GPU's setting broke its promise (the
+daily report's sentences, reports.page.outcome_checks), as rich tables and sentences."""
 
 from __future__ import annotations
 
 import datetime as dt
 from pathlib import Path
+from typing import NamedTuple
 
 from rich.console import Console
 from rich.markup import escape
@@ -29,16 +31,32 @@ OUTCOME_SQL = ("SELECT gpu_model, power_limit_w_before, power_limit_w_after, n_t
                "WHERE day = ? AND scope = 'model_setting' ORDER BY ALL")
 
 
+class DayOutcomes(NamedTuple):
+    """What the day's outcome says: the pooled rows (OUTCOME_SQL's columns), the per-GPU rows with
+    their class and bound (reports.page.outcome_checks.gpu_outcomes, None without), and the basis
+    of the savings (reports.page.relations.saving_basis)."""
+    pooled: list[tuple]
+    gpus: object
+    basis: str
+
+    def __bool__(self) -> bool:
+        return bool(self.pooled) or self.gpus is not None
+
+
 def plural(n: int, word: str) -> str:
     """'1 GPU', '32 GPUs'."""
     return f"{n:,} {word}{'' if n == 1 else 's'}"
 
 
-def day_headline(db_path: str, lake: str, day: dt.date) -> tuple[dict, list[tuple]]:
-    """({quantity: value or None}, outcome rows) of `day` from the warehouse, read-only; a
-    relation the day's run did not build gives None."""
+def day_headline(db_path: str, lake: str, day: dt.date) -> tuple[dict, DayOutcomes]:
+    """({quantity: value or None}, the day's outcomes) of `day` from the warehouse, read-only; a
+    relation the day's run did not build gives None. numbers["cost_parts_usd"] holds the cost by
+    component ({rpt_tco_daily column: USD or None}), empty where unknown."""
     import duckdb
 
+    from joulehouse.reports.page.outcome_checks import gpu_outcomes
+    from joulehouse.reports.page.relations import SQL, applied_setting_bounds, saving_basis
+    from joulehouse.reports.warehouse_tables import read_day
     from joulehouse.warehouse.db import connect
     from joulehouse.warehouse.sqlio import relation_exists
 
@@ -51,8 +69,18 @@ def day_headline(db_path: str, lake: str, day: dt.date) -> tuple[dict, list[tupl
                 numbers[name] = con.execute(sql, [day]).fetchone()[0] if relation_exists(con, relation) else None
             except duckdb.BinderException:  # a relation an older version wrote, without the column: not computed
                 numbers[name] = None
+        try:
+            numbers["cost_parts_usd"] = (SQL.records(con, "cost_parts_of_day", {"day": day})[0]
+                                         if relation_exists(con, "rpt_tco_daily") else {})
+        except duckdb.BinderException:  # an older rpt_tco_daily without the components: the label says less
+            numbers["cost_parts_usd"] = {}
         numbers["gpus_to_cap"] = _gpus_to_cap(con, day) if relation_exists(con, "fct_recommendation") else None
-        outcomes = con.execute(OUTCOME_SQL, [day]).fetchall() if relation_exists(con, "fct_recommendation_outcome") else []
+        outcomes = DayOutcomes([], None, "")
+        if relation_exists(con, "fct_recommendation_outcome"):
+            rows, _ = read_day(con, "fct_recommendation_outcome", day)
+            gpus = gpu_outcomes(rows, applied_setting_bounds(con, day)) if rows is not None and rows.height else None
+            outcomes = DayOutcomes(con.execute(OUTCOME_SQL, [day]).fetchall(), gpus,
+                                   saving_basis(rows) if rows is not None else "")
     finally:
         con.close()
     return numbers, outcomes
@@ -88,6 +116,7 @@ def headline_table(day: dt.date, numbers: dict, title: str) -> Table:
     # the page's formats (reports.page.blocks), so the terminal and the page say the same: a fixed
     # one decimal printed 1.1 Wh as "0.0 kWh" and 3.5e-5 USD as "0.00 USD"
     from joulehouse.reports.page.blocks import fmt_kg, fmt_kwh, fmt_usd
+    from joulehouse.reports.page.section_summary import cost_label
 
     table.add_row(f"GPU energy ({plural(numbers['gpus'] or 0, 'GPU')}, board)",
                   _or_not_computed(energy, fmt_kwh(energy)))
@@ -97,7 +126,7 @@ def headline_table(day: dt.date, numbers: dict, title: str) -> Table:
                   _or_not_computed(carbon, fmt_kg(carbon * 1000 if carbon is not None else None)))
     if carbon is not None and embodied is not None:
         table.add_row("  of which embodied (manufacturing)", fmt_kg(embodied * 1000))
-    table.add_row("cost (energy, demand, capital, operations)", _or_not_computed(cost, fmt_usd(cost)))
+    table.add_row(cost_label(numbers.get("cost_parts_usd") or {}), _or_not_computed(cost, fmt_usd(cost)))
     table.add_row("  of which energy", _or_not_computed(energy_cost, fmt_usd(energy_cost)))
     table.add_row("data checks failed (blocking)",
                   _or_not_computed(numbers["checks_failed"], f"{numbers['checks_failed'] or 0}"))
@@ -107,9 +136,9 @@ def headline_table(day: dt.date, numbers: dict, title: str) -> Table:
     return table
 
 
-def outcome_table(outcomes: list[tuple]) -> Table:
-    table = Table(title="What the applied settings saved (energy per unit of work, against GPUs that kept theirs)",
-                  title_justify="left")
+def outcome_table(outcomes: list[tuple], basis: str = "energy per unit of work") -> Table:
+    table = Table(title=f"What the applied settings saved ({basis or 'energy per unit of work'}, against GPUs that "
+                        "kept theirs)", title_justify="left")
     for col, justify in (("GPU model", "left"), ("power limit", "left"), ("GPUs", "right"), ("predicted", "right"),
                          ("realised [95% interval]", "right")):
         table.add_column(col, justify=justify)
@@ -121,10 +150,23 @@ def outcome_table(outcomes: list[tuple]) -> Table:
     return table
 
 
+def print_outcomes(console: Console, outcomes: DayOutcomes) -> None:
+    """The pooled savings' table, on how many GPUs they were measured, and each broken promise."""
+    from joulehouse.reports.page.outcome_checks import broken_promises, coverage_sentence
+
+    if outcomes.pooled:
+        console.print(outcome_table(outcomes.pooled, outcomes.basis))
+    coverage = coverage_sentence(outcomes.gpus)
+    if coverage:
+        console.print(escape(coverage))
+    for promise in broken_promises(outcomes.gpus):
+        console.print("[yellow]check this setting:[/yellow]", escape(promise))
+
+
 def print_day(console: Console, db_path: str, lake: str, day: dt.date, report: Path, title: str) -> None:
     """The day's headline table, what applied settings saved (if any), and where its report is."""
     numbers, outcomes = day_headline(db_path, lake, day)
     console.print(headline_table(day, numbers, title))
     if outcomes:
-        console.print(outcome_table(outcomes))
+        print_outcomes(console, outcomes)
     console.print(f"report: {escape(str(report))}")

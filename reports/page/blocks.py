@@ -50,6 +50,11 @@ def _macro(name: str):
     return getattr(_templates().get_template("blocks.html.j2").module, name)
 
 
+def plural(n: int, word: str) -> str:
+    """'1 GPU', '1,200 GPUs'."""
+    return f"{n:,} {word}{'' if n == 1 else 's'}"
+
+
 def fmt_number(value: object, digits: int = 2) -> str:
     """Readable numbers: thousands separators, `digits` decimals, '-' for NULL/NaN."""
     if value is None or (isinstance(value, float) and math.isnan(value)):

@@ -14,7 +14,25 @@ import polars as pl
 
 from joulehouse.reports.accounts.attribution import sum_known
 from joulehouse.reports.export.selection import export_verdicts, held_back_models, settings_to_apply
-from joulehouse.reports.warehouse_tables import count_day_by, read_day
+from joulehouse.reports.page.outcome_checks import gpu_outcomes
+from joulehouse.warehouse.sqlio import SqlFiles
+from joulehouse.reports.warehouse_tables import count_day_by, read_day, relation_columns
+
+SQL = SqlFiles("joulehouse.reports.page", "sql")
+# The columns each of the page's own queries (sql/) reads, per relation: a warehouse an older
+# version wrote (or a site's partial one) without them gets no answer, not a failed report.
+QUERY_INPUTS = {
+    "applied_setting_bounds": {
+        "fct_recommendation_outcome": {"day", "scope", "gpu_uuid", "effective_day", "power_limit_w_after"},
+        "fct_recommendation": {"day", "gpu_uuid", "power_limit_w", "workload_class"},
+        "fct_power_interval": {"day", "workload_class", "max_slowdown_pct"}},
+    "demand_peak_set_on": {
+        "rpt_demand_peak_daily": {"day", "site", "billing_month", "peak_kw", "month_peak_before_kw", "charged_kw"}},
+}
+
+
+def _answerable(con, query: str) -> bool:
+    return all(needed <= set(relation_columns(con, name)) for name, needed in QUERY_INPUTS[query].items())
 
 # Where a relation's input comes from, so a missing one names what the site lacks.
 NEEDS = {
@@ -34,6 +52,22 @@ NEEDS = {
     "fct_power_interval": "the power-interval step (models.power_interval)",
     "fct_job_energy_prediction": "jobs run on two GPU models with the same profile",
 }
+
+
+def applied_setting_bounds(con, day: dt.date) -> pl.DataFrame | None:
+    """(gpu_uuid, effective_day, workload_class, max_slowdown_pct) of each GPU the day's outcome
+    measures (sql/applied_setting_bounds.sql), or None where a relation it reads is missing."""
+    if not _answerable(con, "applied_setting_bounds"):
+        return None
+    return con.sql(SQL.text("applied_setting_bounds"), params={"day": day}).pl()
+
+
+def demand_peak_set_on(con, day: dt.date) -> list[dict]:
+    """Per site whose demand charge is 0 on `day`: the earlier day that set its month's peak
+    (sql/demand_peak_set_on.sql); [] without the relation or such a site."""
+    if not _answerable(con, "demand_peak_set_on"):
+        return []
+    return SQL.records(con, "demand_peak_set_on", {"day": day})
 
 
 def as_frame(value: Any) -> pl.DataFrame | None:
@@ -115,6 +149,8 @@ class ReportData:
             setattr(self, f"{attr}_why", why)
         # An outcome table that exists but is empty for the day means nothing has taken effect yet.
         self.outcome_exists = not self.outcome_why.startswith("relation ")
+        self.outcome_gpus = gpu_outcomes(self.outcome, applied_setting_bounds(con, day))
+        self.demand_peak_set_on = demand_peak_set_on(con, day)
         self.quarantine, self.quarantine_why = usable(*count_day_by(con, "quarantine_gpu_samples", day, "reason"),
                                                       "quarantine_gpu_samples", day)
         context = as_frame(notes.get("hourly_context"))

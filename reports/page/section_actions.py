@@ -8,8 +8,9 @@ import polars as pl
 
 from joulehouse.reports.export.selection import AT_DEFAULT
 from joulehouse.reports.page.figures_estimates import efficiency_by_setting, outcome_label, outcome_saving, whole_text
+from joulehouse.reports.page.outcome_checks import broken_promises, coverage_sentence
 from joulehouse.reports.page.relations import ReportData, has, total
-from joulehouse.reports.page.blocks import FigureWriter, Section, details, fmt_number, table
+from joulehouse.reports.page.blocks import FigureWriter, Section, details, fmt_number, plural, table
 
 REC_COLUMNS = ("host", "gpu_uuid", "gpu_model", "workload_class", "power_limit_w", "default_limit_w",
                "locked_sm_clock_min_mhz", "locked_sm_clock_max_mhz", "expected_saving_pct", "saving_kwh_per_day",
@@ -131,6 +132,15 @@ def _outcome(data: ReportData, figs: FigureWriter, s: Section) -> None:
                    f"realised {fmt_number(r['realised_saving_pct'], 1)}%{ci}, "
                    + (f"predicted {fmt_number(r['predicted_saving_pct'], 1)}%." if r["predicted_saving_pct"] is not None
                       else "no prediction (no recommendation gave this limit)."))
+    coverage = coverage_sentence(data.outcome_gpus)
+    if coverage:
+        s.note(coverage)
+    promises = broken_promises(data.outcome_gpus)
+    if promises:
+        s.warn(f"{plural(len(promises), 'setting')} to check: a realised slowdown beyond its workload class's bound "
+               "([recommend] max_slowdown_*_pct, as the recommendation was made), or a predicted saving outside the "
+               "realised 95% interval:")
+        s.bullets(promises)
     needed = ("scope", "host", "gpu_uuid", "gpu_model", "power_limit_w_before", "power_limit_w_after", "n_treated_gpus",
               "saving_ci_low_pct", "saving_ci_high_pct")
     if all(c in rows.columns for c in needed):

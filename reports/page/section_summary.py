@@ -16,7 +16,7 @@ from joulehouse.models.outcome import LOST_SETTING_NOTE
 from joulehouse.reports.page.relations import ReportData, has, saving_basis, total
 from markupsafe import Markup
 
-from joulehouse.reports.page.blocks import (Section, bullets, card, cards, paragraph, fmt_kg, fmt_kwh, fmt_number, fmt_usd,
+from joulehouse.reports.page.blocks import (Section, bullets, card, cards, paragraph, plural, fmt_kg, fmt_kwh, fmt_number, fmt_usd,
                                             todo_list)
 
 TOP_ACTIONS = 3
@@ -28,10 +28,6 @@ class Action:
 
     text: str
     saving_kwh_per_day: float
-
-
-def _plural(n: int, word: str) -> str:
-    return f"{n} {word}{'' if n == 1 else 's'}"
 
 
 def setting_actions(data: ReportData) -> list[Action]:
@@ -54,7 +50,7 @@ def setting_actions(data: ReportData) -> list[Action]:
                .sort("saving_kwh_per_day", "gpu_model", descending=[True, False], nulls_last=True))
     actions = []
     for g in grouped.iter_rows(named=True):
-        gpus = f"{_plural(g['n'], g['gpu_model'] + ' GPU')} running {g['workload']} work"
+        gpus = f"{plural(g['n'], g['gpu_model'] + ' GPU')} running {g['workload']} work"
         if g["kind"] == "clock" and g["clock_max"] is not None:
             what = f"Lock SM clocks at or below {fmt_number(float(g['clock_max']), 0)} MHz on {gpus}"
         else:
@@ -81,13 +77,13 @@ def placement_actions(data: ReportData) -> list[Action]:
         if kwh <= 0:
             continue
         if g["kind"] == "consolidation":
-            text = (f"Consolidate: free {_plural(g['n'], 'mostly idle GPU')} on {_plural(g['hosts'], 'host')} by moving their "
+            text = (f"Consolidate: free {plural(g['n'], 'mostly idle GPU')} on {plural(g['hosts'], 'host')} by moving their "
                     f"light work onto the hosts' other idle GPUs: saves about {fmt_number(kwh, 1)} kWh/day of idle power.")
         elif g["kind"] == "thermal_placement":
-            text = (f"Thermal placement: give the hottest work to the best-cooled GPUs ({_plural(g['n'], 'GPU')} on "
-                    f"{_plural(g['hosts'], 'host')}): saves about {fmt_number(kwh, 1)} kWh/day of leakage power.")
+            text = (f"Thermal placement: give the hottest work to the best-cooled GPUs ({plural(g['n'], 'GPU')} on "
+                    f"{plural(g['hosts'], 'host')}): saves about {fmt_number(kwh, 1)} kWh/day of leakage power.")
         else:
-            text = f"{g['kind']} ({_plural(g['n'], 'GPU')}): saves about {fmt_number(kwh, 1)} kWh/day."
+            text = f"{g['kind']} ({plural(g['n'], 'GPU')}): saves about {fmt_number(kwh, 1)} kWh/day."
         actions.append(Action(text, kwh))
     return actions
 
@@ -115,13 +111,30 @@ COST_PARTS = (("energy", "energy_cost_usd"), ("demand charge", "demand_charge_us
               ("capital (depreciation)", "capital_usd"), ("operations", "operations_usd"))
 
 
+def cost_label(amounts_usd: dict[str, float | None]) -> str:
+    """'cost (energy, green premium, capital, operations)': the components (COST_PARTS, by column)
+    that add to the day's total, so the label does not name a demand charge the day was not billed
+    or leave out a premium it was; 'cost of the day (TCO)' where none is known."""
+    named = [name.split(" (")[0] for name, col in COST_PARTS if amounts_usd.get(col)]
+    return f"cost ({', '.join(named)})" if named else "cost of the day (TCO)"
+
+
+def _demand_charge_at_zero(data: ReportData) -> str:
+    """The cost card's demand-charge line on a day that added nothing to its month's peak: dropped,
+    it read as if the site paid none."""
+    days = sorted({f"{r['peak_day']:%m-%d}" for r in data.demand_peak_set_on})
+    if not days:
+        return "0"
+    return f"0 today, the month's peak was set on {', '.join(days)}"
+
+
 def _energy_card(data: ReportData) -> Markup:
     energy = total(data.energy, "energy_kwh")
     if energy is None:
         return card("fleet GPU energy", "-", data.energy_why)
     n_gpus = data.energy["gpu_uuid"].n_unique()
     it_kwh, meter_kwh = total(data.carbon, "energy_kwh"), total(data.carbon, "facility_energy_kwh")
-    parts = [(f"{_plural(n_gpus, 'GPU')}, board energy", fmt_kwh(energy))]
+    parts = [(f"{plural(n_gpus, 'GPU')}, board energy", fmt_kwh(energy))]
     if it_kwh is not None:
         parts.append(("IT (servers)", fmt_kwh(it_kwh)))
     if meter_kwh is not None:
@@ -178,8 +191,9 @@ def _cost_card(data: ReportData) -> Markup:
     cost = total(data.tco, "total_cost_usd")
     if cost is None:
         return card("cost", "-", data.tco_why)
-    parts = [(name, fmt_usd(amount)) for name, col in COST_PARTS
-             if (amount := total(data.tco, col)) is not None and (amount != 0 or col == "energy_cost_usd")]
+    parts = [(name, fmt_usd(amount) if amount != 0 or col == "energy_cost_usd" else _demand_charge_at_zero(data))
+             for name, col in COST_PARTS if (amount := total(data.tco, col)) is not None
+             and (amount != 0 or col in ("energy_cost_usd", "demand_charge_usd"))]
     low, high = total(data.tco, "total_cost_low_usd"), total(data.tco, "total_cost_high_usd")
     energy = total(data.tco, "energy_cost_usd")  # None when unknown: no share ("0% of it" said it was free)
     share = f"energy is {energy / cost:.0%} of it; " if cost > 0 and energy is not None else ""
@@ -220,7 +234,7 @@ def realised_sentence(data: ReportData) -> str:
         return ""
     # the terminal's table lists every measured setting: say how many the means leave out
     unpredicted = measured.height - pooled.height
-    left_out = f" ({_plural(unpredicted, 'more setting')} measured with no prediction)" if unpredicted else ""
+    left_out = f" ({plural(unpredicted, 'more setting')} measured with no prediction)" if unpredicted else ""
     weighted = "n_treated_gpus" in pooled.columns and pooled["n_treated_gpus"].drop_nulls().len() == pooled.height
     columns = ("realised_saving_pct", "predicted_saving_pct")
     if weighted:
@@ -229,7 +243,7 @@ def realised_sentence(data: ReportData) -> str:
     else:
         means = pooled.select(pl.col(c).mean() for c in columns).row(0, named=True)
     # say which mean: the GPU-weighted one differs from the plain mean of the rows a reader sees
-    gpus = f" on {_plural(int(pooled['n_treated_gpus'].sum()), 'GPU')}" if weighted else ""
+    gpus = f" on {plural(int(pooled['n_treated_gpus'].sum()), 'GPU')}" if weighted else ""
     how = " (weighted by GPUs)" if weighted and pooled.height > 1 else ""
     lost = (pooled.filter(pl.col("note").fill_null("").str.starts_with(LOST_SETTING_NOTE)).height
             if "note" in pooled.columns else 0)
@@ -237,7 +251,7 @@ def realised_sentence(data: ReportData) -> str:
                                                             else f"{lost} of them were settings")
     lost_words = (f" {which} the agent applied and that went back without it, not a recommendation taken."
                   if lost else "")
-    return (f"{_plural(pooled.height, 'setting')} measured{gpus}, {_less_or_more(means['realised_saving_pct'])} "
+    return (f"{plural(pooled.height, 'setting')} measured{gpus}, {_less_or_more(means['realised_saving_pct'])} "
             f"{saving_basis(pooled)} on average{how}, where {_less_or_more(means['predicted_saving_pct'])} was "
             f"predicted{left_out} (each with its 95% interval under Recommendations).{lost_words}")
 

@@ -4,7 +4,8 @@
 -- accounts' own, summed GPU-hour by GPU-hour (rpt_carbon_by_gpu_daily, rpt_tco_by_gpu_daily): a
 -- GPU's carbon and cost stay its own, whatever its IT energy basis (a server's BMC overhead is
 -- never charged to another server's GPUs). 'unallocated' stays a team, never a model or a site.
--- A GPU outside the inventory has no site: 'not in inventory'; a GPU without a model: 'unknown model'.
+-- A GPU outside the inventory has no site: 'not in inventory'; a GPU without a model: 'GPU model not
+-- reported' (the daily report's words, reports.warehouse_tables.UNKNOWN_GPU_MODEL).
 -- Days accounted before those tables were kept (a day absent from them) fall back to an
 -- approximation: a job's rows split over the GPU models and sites it ran on by its GPU board energy
 -- there (fct_job_efficiency, dim_gpu), the idle line by the board energy no job held on each model
@@ -65,7 +66,7 @@ costed_days AS (SELECT DISTINCT day FROM rpt_tco_daily),
 approx AS (
     -- days without the accounts' own split: by GPU board energy share (see the header)
     SELECT c.day, c.job_id,
-           CASE WHEN s.job_id IS NULL THEN 'unallocated' ELSE coalesce(s.gpu_model, 'unknown model') END AS gpu_model,
+           CASE WHEN s.job_id IS NULL THEN 'unallocated' ELSE coalesce(s.gpu_model, 'GPU model not reported') END AS gpu_model,
            CASE WHEN s.job_id IS NULL THEN 'unallocated' ELSE coalesce(s.site, 'not in inventory') END AS site,
            coalesce(s.share, 1.0) AS share,
            c.location_gco2e, c.market_gco2e, c.market_missing, c.embodied_gco2e, c.energy_kwh AS it_energy_kwh,
@@ -84,12 +85,12 @@ amounts AS (
     SELECT day, job_id, gpu_model, site, NULL, NULL, false, NULL, NULL, share * total_cost_usd, cost_missing
     FROM approx WHERE day NOT IN (SELECT day FROM exact_cost_days)
     UNION ALL
-    SELECT day, job_id, coalesce(gpu_model, 'unknown model'), coalesce(site, 'not in inventory'),
+    SELECT day, job_id, coalesce(gpu_model, 'GPU model not reported'), coalesce(site, 'not in inventory'),
            location_gco2e, market_gco2e, market_gco2e IS NULL AND energy_kwh IS NOT NULL, embodied_gco2e, energy_kwh, 0.0,
            false
     FROM rpt_carbon_by_gpu_daily
     UNION ALL
-    SELECT day, job_id, coalesce(gpu_model, 'unknown model'), coalesce(site, 'not in inventory'),
+    SELECT day, job_id, coalesce(gpu_model, 'GPU model not reported'), coalesce(site, 'not in inventory'),
            NULL, NULL, false, NULL, NULL, total_cost_usd, false
     FROM rpt_tco_by_gpu_daily
 ),

@@ -38,7 +38,8 @@ HEADLINE = {
                                       "total_gco2e", ("rpt_carbon_daily",)),
     "joulehouse_daily_carbon_market_gco2e": ("Carbon, market-based (operational + embodied), gCO2e.", "headline_carbon",
                                              "total_market_gco2e", ("rpt_carbon_daily",)),
-    "joulehouse_daily_cost_usd": ("Cost of the day, every component (capital, energy, demand, operations), USD.",
+    "joulehouse_daily_cost_usd": ("Cost of the day, every component of rpt_tco_daily.total_cost_usd (energy, demand, green "
+                                  "premium, density surcharge, capital, operations), USD.",
                                   "headline_cost", "total_cost_usd", ("rpt_tco_daily",)),
     "joulehouse_daily_energy_cost_usd": ("Energy cost of the day at hourly prices, USD.", "headline_cost",
                                          "energy_cost_usd", ("rpt_tco_daily",)),

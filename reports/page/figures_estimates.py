@@ -60,11 +60,13 @@ def whole_text(column: str, missing: str | None = "-") -> pl.Expr:
 
 
 def outcome_label(rows: pl.DataFrame) -> pl.Expr:
-    """'GPU model: 400->300 W (all 4 GPUs)' for pooled rows, 'host UUID-prefix: 400->300 W' per GPU."""
+    """'GPU model: 400->300 W (4 GPUs measured)' for pooled rows, 'host UUID-prefix: 400->300 W' per GPU."""
     change = whole_text("power_limit_w_before") + "→" + whole_text("power_limit_w_after") + " W"
     per_gpu = pl.col("host").fill_null("") + " " + pl.col("gpu_uuid").fill_null("").str.slice(0, 12) + ": " + change
-    gpus = pl.when(pl.col("n_treated_gpus") == 1).then(pl.lit("the one GPU")).otherwise(
-        "all " + pl.col("n_treated_gpus").cast(pl.String) + " GPUs")
+    # n_treated_gpus of a pooled row counts the GPUs estimated, not all that took the setting (the
+    # row's note says how many did): "all 2 GPUs" named a setting three GPUs took
+    gpus = pl.when(pl.col("n_treated_gpus") == 1).then(pl.lit("1 GPU measured")).otherwise(
+        pl.col("n_treated_gpus").cast(pl.String) + " GPUs measured")
     pooled = pl.col("gpu_model") + ": " + change + " (" + gpus + ")"
     return pl.when(pl.col("scope") == "gpu").then(per_gpu).otherwise(pooled)
 

@@ -9,7 +9,7 @@ import polars as pl
 from joulehouse.reports.export.selection import AT_DEFAULT
 from joulehouse.reports.page.figures_estimates import efficiency_by_setting, outcome_label, outcome_saving, whole_text
 from joulehouse.reports.page.outcome_checks import broken_promises, coverage_sentence
-from joulehouse.reports.page.relations import ReportData, has, total
+from joulehouse.reports.page.relations import ReportData, has, saving_basis, total
 from joulehouse.reports.page.blocks import FigureWriter, Section, details, fmt_number, plural, table
 
 REC_COLUMNS = ("host", "gpu_uuid", "gpu_model", "workload_class", "power_limit_w", "default_limit_w",
@@ -121,7 +121,7 @@ def _outcome(data: ReportData, figs: FigureWriter, s: Section) -> None:
         return
     pooled = rows.filter(pl.col("scope") != "gpu") if "scope" in rows.columns else rows
     methods = sorted(rows["method"].drop_nulls().unique().to_list()) if "method" in rows.columns else []
-    s.note("Energy per unit of work before vs after each setting took effect, against same-model GPUs that kept theirs "
+    s.note(f"{saving_basis(rows).capitalize()} before vs after each setting took effect, against same-model GPUs that kept theirs "
            "(difference in differences); bars are 95% confidence intervals, diamonds the saving predicted"
            + (f". Method: {', '.join(methods)}" if methods else "") + ".")
     if has(pooled, "realised_saving_pct", "predicted_saving_pct"):

@@ -378,7 +378,9 @@ def test_an_outcome_pooled_over_one_gpu_says_so_in_words():
                              power_limit_w_before=[700.0, 700.0], power_limit_w_after=[600.0, 600.0],
                              host=["n1", "n1"], gpu_uuid=["GPU-1", "GPU-2"]))
     assert rows.select(outcome_label(rows)).to_series().to_list() == [
-        "H200: 700→600 W (the one GPU)", "H200: 700→600 W (all 4 GPUs)"]  # not "(all 1 GPUs)"
+        # not "(all 1 GPUs)"; nor "all": a pooled row counts the GPUs measured, and a setting that
+        # three GPUs took with two measured read "(all 2 GPUs)"
+        "H200: 700→600 W (1 GPU measured)", "H200: 700→600 W (4 GPUs measured)"]
 
 
 def test_unknown_energy_and_cost_are_drawn_and_said_as_unknown_not_zero(tmp_path):

@@ -103,3 +103,20 @@ def test_the_outcome_figures_axis_names_what_its_percentages_are_of():
                          "realised_saving_pct": [14.3], "saving_ci_low_pct": [10.0], "saving_ci_high_pct": [18.0],
                          "predicted_saving_pct": [14.3], "outcome_unit": ["active_hour"]})
     assert outcome_saving(rows).layout.xaxis.title.text == "saving (% of power while busy)"
+
+
+
+def test_the_recommendations_section_says_what_its_savings_are_of():
+    """The section's note began "Energy per unit of work before vs after" over rows measured per
+    active hour, whose savings are of power while busy."""
+    from joulehouse.reports.page.blocks import Section
+    from joulehouse.reports.page.section_actions import _outcome
+
+    data = SimpleNamespace(outcome=pl.DataFrame({"scope": ["model_setting"], "gpu_model": ["NVIDIA H200"],
+                                                 "outcome_unit": ["active_hour"], "realised_saving_pct": [14.3],
+                                                 "predicted_saving_pct": [14.3]}),
+                           outcome_gpus=None)
+    section = Section("recommendations", "Recommendations")
+    _outcome(data, None, section)
+    text = " ".join(str(b) for b in section.blocks)
+    assert "Power while busy before vs after each setting took effect" in text and "unit of work" not in text

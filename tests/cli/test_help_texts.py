@@ -8,21 +8,12 @@ import re
 from collections import Counter
 
 import pytest
-import typer
 from typer.testing import CliRunner
 
 from joulehouse.cli.main import app
+from test_help import COMMANDS  # every command, as test_help walks them
 
 
-def _commands(group, path=()):
-    for name, command in sorted(getattr(group, "commands", {}).items()):
-        if getattr(command, "commands", None):
-            yield from _commands(command, (*path, name))
-        else:
-            yield (*path, name), command
-
-
-COMMANDS = list(_commands(typer.main.get_command(app)))
 # a settings section as the source writes it in a help string: `\\[tco]` (escaped) or `[tco]`
 SECTION = re.compile(r"\\?\[([a-z_]+)\]")
 

@@ -347,7 +347,7 @@ def test_the_servers_own_draw_over_a_longer_run_counts_against_a_cap():
         b, a = before[u], after[u]
         assert a["expected_slowdown_pct"] <= b["expected_slowdown_pct"] + 1e-9, "no deeper cut once the server counts"
         if a["expected_slowdown_pct"] > 0:
-            assert "the server's 400 W per GPU counted" in a["reason"]
+            assert "the server's 400 W per GPU stays on for the" in a["reason"]
     assert any(a["expected_slowdown_pct"] < b["expected_slowdown_pct"] - 1e-6 for a, b in
                ((after[u], before[u]) for u in uuids)), "the overhead changed at least one choice"
 

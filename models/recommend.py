@@ -37,9 +37,10 @@ passed only where the site pays one (recommend_day's demand_charge_usd_per_kw_mo
 A cap bites only in a GPU's heavy phases, so each setting is scored on the day's mix of activity
 (the mean activity of each tenth of the busy samples, from a histogram: within 0.002 of sorting
 them; in the activity the model's fit reads, NVML utilisation or SM activity, whichever the day's
-stream has), not on the mean: energy and slowdown of the mix, and the slowdown bound applied to the
-heavier half of the busy time (the jobs a cap slows most must stay within it too). Samples whose
-SM clocks an application locked (clock event reason 0x2; ~30% of jobs on the simulator) are
+stream has; each tenth with its own memory activity, PCIe traffic and temperature, so a memory-bound
+phase is not slowed as a compute-bound one), not on the mean: energy and slowdown of the mix, and
+the slowdown bound applied to the heavier half of the busy time (the jobs a cap slows most must
+stay within it too). Samples whose SM clocks an application locked (clock event reason 0x2; ~30% of jobs on the simulator) are
 scored at their locked clock, where a cap above their power saves nothing: scoring them at f_max
 predicted savings that never came (+4..+8 points on such GPUs,
 tests/models/test_recommend_calibration.py). The bound is judged on the unlocked samples where

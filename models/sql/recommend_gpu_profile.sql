@@ -21,7 +21,13 @@
 --   measure; the stream's activity_kind for a model without a fit; NULL without tenths),
 --   locked_share_deciles (0..1, per tenth: share of its samples whose SM
 --   clocks an application lock held, clock event reason bit 0x2), locked_clock_mhz_deciles (MHz, per
---   tenth: mean SM clock of those locked samples; NULL when none), dram_ratio, util_mem_ratio (0..1, means over busy samples), pcie_gbps (GB/s, busy
+--   tenth: mean SM clock of those locked samples; NULL when none), memory_deciles (0..1, per tenth:
+--   mean memory activity in the measure paired with the tenths' activity, DRAM activity for SM
+--   activity, NVML memory utilisation for utilisation), pcie_gbps_deciles (GB/s), temp_c_deciles (C)
+--   (each the mean of the tenth's samples that read it; NULL where none did: a phase's own
+--   bottleneck decides what a cap costs it, and at the day's means an H200's memory-bound tenths
+--   read as compute-bound: 350 W promised 7.8% and 2.9% slower where its samples give 12.6% and
+--   2.1%), dram_ratio, util_mem_ratio (0..1, means over busy samples), pcie_gbps (GB/s, busy
 --   mean), temp_c (C, busy mean), busy_power_w (W, busy mean), max_power_limit_w (W: the highest
 --   positive limit the GPU was read at in at least 1% of its readings with one and in at least 5 of
 --   them, or its most-read limit where none was read that often; NULL: no positive limit read. 1% is
@@ -129,7 +135,9 @@ deciles_rows AS NOT MATERIALIZED (
     -- The busy samples (busy by the stream's activity, as busy_ratio counts them), each with the
     -- activity its model's fit reads (the stream's where the model has none) as deciles_activity.
     SELECT gpu_uuid, clock_event_reasons, sm_clock_mhz, kind,
-           activity_of_kind(kind, sm_active_ratio, util_gpu_pct) AS deciles_activity
+           activity_of_kind(kind, sm_active_ratio, util_gpu_pct) AS deciles_activity,
+           activity_of_kind(kind, dram_active_ratio, util_mem_pct) AS memory,
+           (pcie_tx_bytes_per_s + pcie_rx_bytes_per_s) / 1e9 AS pcie_gbps, temp_c
     FROM (SELECT *, fit_activity_kind(gpu_model, activity_kind, $sm_active_models, $util_gpu_models) AS kind
           FROM day_rows WHERE activity > 0.05)
 ),
@@ -139,7 +147,9 @@ histogram AS (
            any_value(kind) AS kind, count(*) AS n, sum(deciles_activity) AS activity_sum,
            -- CASE, not FILTER: DuckDB's filtered aggregates cost ~2x here.
            sum(CASE WHEN (clock_event_reasons & 2) <> 0 AND sm_clock_mhz IS NOT NULL THEN 1 ELSE 0 END) AS n_locked,
-           sum(CASE WHEN (clock_event_reasons & 2) <> 0 THEN sm_clock_mhz END) AS locked_clock_mhz_sum
+           sum(CASE WHEN (clock_event_reasons & 2) <> 0 THEN sm_clock_mhz END) AS locked_clock_mhz_sum,
+           sum(memory) AS memory_sum, count(memory) AS memory_n, sum(pcie_gbps) AS pcie_gbps_sum,
+           count(pcie_gbps) AS pcie_n, sum(temp_c) AS temp_c_sum, count(temp_c) AS temp_n
     FROM deciles_rows WHERE deciles_activity IS NOT NULL
     GROUP BY gpu_uuid, bin
 ),
@@ -157,7 +167,8 @@ tenth_edges AS (
 ),
 pieces AS (
     -- The part of each bin inside each tenth: k of its n samples, taken at the bin's means.
-    SELECT e.gpu_uuid, e.tenth, r.kind, r.n, r.activity_sum, r.n_locked, r.locked_clock_mhz_sum,
+    SELECT e.gpu_uuid, e.tenth, r.kind, r.n, r.activity_sum, r.n_locked, r.locked_clock_mhz_sum, r.memory_sum,
+           r.memory_n, r.pcie_gbps_sum, r.pcie_n, r.temp_c_sum, r.temp_n,
            least(r.first_rank + r.n, e.end_rank) - greatest(r.first_rank, e.first_rank) AS k
     FROM tenth_edges AS e
     JOIN ranked AS r ON r.gpu_uuid = e.gpu_uuid
@@ -167,19 +178,25 @@ per_tenth AS (
     SELECT gpu_uuid, tenth, any_value(kind) AS kind,
            sum(k * activity_sum / n) / sum(k) AS activity,
            sum(k * n_locked / n) / sum(k) AS locked_share,
-           sum(k * locked_clock_mhz_sum / n) / nullif(sum(k * n_locked / n), 0) AS locked_clock_mhz
+           sum(k * locked_clock_mhz_sum / n) / nullif(sum(k * n_locked / n), 0) AS locked_clock_mhz,
+           sum(k * memory_sum / n) / nullif(sum(k * memory_n / n), 0) AS memory,
+           sum(k * pcie_gbps_sum / n) / nullif(sum(k * pcie_n / n), 0) AS pcie_gbps,
+           sum(k * temp_c_sum / n) / nullif(sum(k * temp_n / n), 0) AS temp_c
     FROM pieces GROUP BY gpu_uuid, tenth
 ),
 tenths AS (
     SELECT gpu_uuid, list(activity ORDER BY tenth) AS activity_deciles, any_value(kind) AS deciles_activity_kind,
            list(locked_share ORDER BY tenth) AS locked_share_deciles,
-           list(locked_clock_mhz ORDER BY tenth) AS locked_clock_mhz_deciles
+           list(locked_clock_mhz ORDER BY tenth) AS locked_clock_mhz_deciles,
+           list(memory ORDER BY tenth) AS memory_deciles, list(pcie_gbps ORDER BY tenth) AS pcie_gbps_deciles,
+           list(temp_c ORDER BY tenth) AS temp_c_deciles
     FROM per_tenth GROUP BY gpu_uuid HAVING count(*) = 10
 )
 SELECT
     g.host, g.gpu_uuid, g.gpu_model, g.n_samples, g.busy_ratio,
     g.busy_ratio * covered_hours(g.first_at, g.last_at, c.covered_s) AS busy_hours,
     g.activity_ratio, t.activity_deciles, t.deciles_activity_kind, t.locked_share_deciles, t.locked_clock_mhz_deciles,
+    t.memory_deciles, t.pcie_gbps_deciles, t.temp_c_deciles,
     g.sm_active_ratio, g.util_gpu_ratio, g.dram_ratio, g.util_mem_ratio, g.pcie_gbps, g.temp_c,
     g.busy_power_w, l.max_power_limit_w, l.stray_max_power_limit_w,
     coalesce(l.n_stray_power_limit_readings, 0) AS n_stray_power_limit_readings,

@@ -33,6 +33,9 @@ COLLECTOR_METRICS = {
     "joulehouse_collector_readings_written_total": "Rows each source handed to the spool, by source and dataset.",
     "joulehouse_collector_source_errors_total": "Polls on which a source could not be read at all (it failed, or every "
                                                 "row it gave carries an error), by source.",
+    "joulehouse_collector_readings_lost_past_retention_seconds_total": "Seconds of readings a source catching up found "
+                                                                       "older than its store keeps (DCGM: Prometheus' "
+                                                                       "retention): lost to the lake, by source.",
     "joulehouse_collector_spool_backlog_rows": "Rows held in memory, not yet in a spool segment (a full disk keeps them here).",
     "joulehouse_collector_spool_backlog_segments": "Closed spool segments waiting to be rolled into the lake.",
     "joulehouse_collector_lake_files_written_total": "Parquet files rolled into the node's lake.",
@@ -101,6 +104,13 @@ class CollectorStatsMetrics(Collector):
         for source, count in sorted(dict(stats.errors_by_source).items()):
             errors.add_metric([source], count)
         yield errors
+        lost = _counter("joulehouse_collector_readings_lost_past_retention_seconds_total", ["source"])
+        for entry in self._collector.scheduled:
+            # Only a source that catches up from a store of its own (DCGM: Prometheus) can find readings gone.
+            seconds = getattr(entry.source, "lost_past_retention_s_total", None)
+            if seconds is not None:
+                lost.add_metric([entry.label], seconds)
+        yield lost
         spools = list(self._collector.spools())
         yield _gauge("joulehouse_collector_spool_backlog_rows", sum(s.buffered_rows for s in spools))
         yield _gauge("joulehouse_collector_spool_backlog_segments", sum(len(s.pending) for s in spools))

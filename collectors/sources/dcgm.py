@@ -25,6 +25,13 @@ in files named by the range, so a range redone after a crash replaces its own fi
 advances only after they are written. A state file lost or older than the lake goes on from the
 lake's newest range (dcgm_resume). Range bounds are multiples of the step and a range holds the
 samples in (previous bound, its end], so every run asks for the same windows, a sample in one only.
+
+Past retention: after a stop longer than Prometheus' retention (15 d by default), or a first start
+whose initial lookback is longer, the oldest ranges are gone from Prometheus. The sync still reads
+them (what a block not yet deleted keeps is written) and goes on, since they cannot be read again
+and waiting would stall it for nothing; but it says so first: one warning naming the span (UTC,
+hours) and its seconds in `lost_past_retention_s_total` (the collector's
+joulehouse_collector_readings_lost_past_retention_seconds_total), so a hole in the lake has a reason.
 """
 
 from __future__ import annotations
@@ -120,6 +127,9 @@ class DcgmSource(DcgmReader):
         # Rows this source wrote to the lake itself (read() hands the loop none): for the metrics.
         self.rows_written_total = 0
         self.files_written_total = 0  # with rows_written_total: what this source wrote itself, for the collector's totals
+        self.lost_past_retention_s_total = 0.0
+        # A sync that failed inside a lost span is retried from the same watermark: count its seconds once.
+        self._lost_said_until_s = -math.inf
 
     @classmethod
     def from_settings(cls, lake: str | Path, settings: CollectorSettings, **overrides: Any) -> DcgmSource:
@@ -175,6 +185,7 @@ class DcgmSource(DcgmReader):
                 "written to the lake, or remove the file (the sync then goes on from the lake's newest range)")
         if state != self.state.saved and (resumed := resumed_state(state, self.lake, self.dataset, self.source_tag, self.step_s)):
             self.state.save(state := resumed)  # lost or older than the lake: never a range written twice
+        self._say_what_retention_lost(state, now_s, server_s)
         written: list[WrittenFile] = []
         while True:
             pending = state.get("pending")
@@ -206,6 +217,31 @@ class DcgmSource(DcgmReader):
             self.state.save(state)
             log.info("%s: wrote %d rows for %s..%s", self.source_tag, table.num_rows, _iso(start), _iso(end))
 
+    def _say_what_retention_lost(self, state: dict[str, Any], now_s: float, server_s: float) -> None:
+        """Warn once, and count in `lost_past_retention_s_total`, the readings this sync should read that
+        are older than Prometheus keeps (its time `server_s` less its retention); silent where Prometheus
+        does not say its retention."""
+        if state.get("watermark_at"):
+            first_s = _epoch(state["watermark_at"])
+        elif state.get("pending"):
+            first_s = _epoch(state["pending"]["start_at"])
+        elif span := self._next_range(state, now_s):
+            first_s = span[0]
+        else:
+            return
+        first_s = max(first_s, self._lost_said_until_s)
+        if (retention_s := self.retention_s()) is None:
+            return
+        kept_from_s = server_s - retention_s
+        if first_s >= kept_from_s:
+            return
+        self._lost_said_until_s = kept_from_s
+        self.lost_past_retention_s_total += kept_from_s - first_s
+        log.warning("%s: the readings of %s..%s (%.1f h) are older than Prometheus at %s keeps (its retention: "
+                    "%.1f h): they are lost for good and the lake will miss them; reading on (stopped longer than "
+                    "the retention, or an initial lookback longer than it)", self.source_tag, _iso(first_s),
+                    _iso(kept_from_s), (kept_from_s - first_s) / 3600, self.url, retention_s / 3600)
+
     def read(self) -> pa.Table:
         """Protocol entry for the collect loop: sync to the lake, return no rows (see class doc)."""
         self.sync()
@@ -214,7 +250,7 @@ class DcgmSource(DcgmReader):
     def close(self) -> None:
         if self._client is not None and hasattr(self._client, "close"):
             self._client.close()
-        self._client = None
+        self._client = self._session = None
 
 
 def _with_rows_of(table: pa.Table, more: pa.Table) -> pa.Table:

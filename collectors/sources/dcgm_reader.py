@@ -11,12 +11,18 @@ A range answered as an instant vector, a scalar or a string (a selector setting 
 e.g. with a `#` that comments out the `[window]`), or with warnings (a remote read or store that
 failed: perhaps part of the range), is a SourceError that keeps the range pending: read as a matrix
 or as whole, it moved the watermark past readings never read again.
+
+How long Prometheus keeps samples (`retention_s`: the time part of /api/v1/status/runtimeinfo's
+`storageRetention`, asked with the same session) lets DcgmSource say which readings a catch-up can
+no longer find. A Prometheus that cannot say (no such endpoint before 2.15, refused, a retention by
+size alone) is None: nothing is said, the sync goes on as it would.
 """
 
 from __future__ import annotations
 
 import logging
 import math
+import re
 from collections.abc import Callable, Sequence
 from datetime import datetime, timezone
 from typing import Any, NamedTuple
@@ -31,6 +37,20 @@ from joulehouse.collectors.sources.dcgm_series import (
 from joulehouse.collectors.sources.dcgm_state import iso_utc as _iso
 
 log = logging.getLogger(__name__)
+
+# Prometheus' duration text (model.Duration: "15d", "1d12h", "2w", "1m30s"), each unit in seconds.
+_DURATION = re.compile(r"(?:(\d+)y)?(?:(\d+)w)?(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?(?:(\d+)ms)?")
+_DURATION_UNITS_S = (365 * 86400, 7 * 86400, 86400, 3600, 60, 1, 0.001)
+
+
+def storage_retention_s(storage_retention: str) -> float | None:
+    """The time part of runtimeinfo's `storageRetention` ("15d", "1d12h or 1GiB"), seconds; None for a
+    retention by size alone ("1GiB": how far back that reaches depends on the data) or no duration."""
+    for part in storage_retention.split(" or "):
+        match = _DURATION.fullmatch(part.strip())
+        if match and any(match.groups()):
+            return sum(int(count) * unit_s for count, unit_s in zip(match.groups(), _DURATION_UNITS_S) if count)
+    return None
 
 
 class DcgmClientMissing(SourceError):
@@ -101,6 +121,7 @@ class DcgmReader:
         self.initial_lookback_s = initial_lookback_s
         self._sleep = sleep
         self._client = client
+        self._session: Any = None  # the client's, when this reader built it: asks what the client has no call for
         self._answer: PrometheusAnswer | None = None  # of the last request, kept by _keep_answer
         self.rejected_series: list[str] = []
         self.pod_holdings: list = []
@@ -116,7 +137,7 @@ class DcgmReader:
                     f"{self.source_tag}: prometheus-api-client is not installed ({exc}); "
                     "install the node role: pip install 'joulehouse[node]'") from None
 
-            session = requests.Session()
+            session = self._session = requests.Session()
             session.hooks["response"].append(self._keep_answer)
             # The client's own retries are switched off so that the bound and the log are ours.
             self._client = PrometheusConnect(url=self.url, retry=Retry(total=0, raise_on_status=False),
@@ -269,6 +290,23 @@ class DcgmReader:
                             self.url, attempt, attempts, type(exc).__name__, exc, delay)
                 self._sleep(delay)
         raise AssertionError("unreachable")
+
+    def retention_s(self) -> float | None:
+        """How long Prometheus keeps samples, s (runtimeinfo's storageRetention), or None where it cannot
+        say. One request, without retries or a warning: an old Prometheus, a proxy refusing the status
+        endpoints or a client given to the constructor (no session of ours) reads as today."""
+        self._prometheus()
+        if self._session is None:
+            return None
+        try:
+            response = self._session.get(f"{self.url}/api/v1/status/runtimeinfo", timeout=self.timeout_s)
+            response.raise_for_status()
+            text = response.json()["data"]["storageRetention"]
+        except (OSError, ValueError, KeyError, TypeError) as exc:  # requests' errors are OSErrors
+            log.debug("%s: Prometheus at %s does not say its retention: %s: %s", self.source_tag, self.url,
+                      type(exc).__name__, exc)
+            return None
+        return storage_retention_s(text) if isinstance(text, str) else None
 
     def _server_now_s(self) -> float:
         """Prometheus' own clock (the instant query `time()`), epoch seconds. Asked with the same

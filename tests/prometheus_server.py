@@ -37,10 +37,11 @@ def wait_for(condition: Callable[[], bool], timeout_s: float, what: str) -> None
 class PrometheusServer:
     """Scrapes every second `targets`: one port (job dcgm-exporter), or {job name: [ports]}; and
     each of `node_targets` ({port: instance label}, e.g. {9100: "node-01:9100"}) as job node, under
-    the instance label a real node_exporter target carries."""
+    the instance label a real node_exporter target carries; `flags` go to the prometheus command line
+    (e.g. a short --storage.tsdb.retention.time)."""
 
     def __init__(self, folder: Path, targets: int | Mapping[str, Sequence[int]],
-                 node_targets: Mapping[int, str] | None = None) -> None:
+                 node_targets: Mapping[int, str] | None = None, flags: Sequence[str] = ()) -> None:
         folder.mkdir(parents=True, exist_ok=True)
         jobs = {"dcgm-exporter": [targets]} if isinstance(targets, int) else targets
         self.port = free_port()
@@ -57,7 +58,7 @@ class PrometheusServer:
         self.log = open(folder / "prometheus.log", "wb")
         self.process = subprocess.Popen(
             [PROMETHEUS, f"--config.file={config}", f"--storage.tsdb.path={folder / 'data'}",
-             f"--web.listen-address=127.0.0.1:{self.port}"],
+             f"--web.listen-address=127.0.0.1:{self.port}", *flags],
             stdout=self.log, stderr=subprocess.STDOUT)
         wait_for(lambda: requests.get(f"{self.url}/-/ready", timeout=1).status_code == 200, 20,
                  "Prometheus /-/ready")

@@ -25,7 +25,6 @@ import requests
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-import prometheus_server
 from joulehouse.collectors.collect import Collector
 from joulehouse.collectors.metrics import CollectorStatsMetrics
 from joulehouse.collectors.settings import CollectorSettings
@@ -48,15 +47,8 @@ DAY_S = 86400
 
 @contextmanager
 def prometheus_with(folder: Path, exporter_port: int, *flags: str) -> Iterator[PrometheusServer]:
-    """The tests' Prometheus started with `flags` too: PrometheusServer runs the program its module
-    names, here a launcher that adds them (it has no argument for flags)."""
-    folder.mkdir(parents=True, exist_ok=True)
-    launcher = folder / "prometheus-with-flags"
-    launcher.write_text(f'#!/bin/sh\nexec {PROMETHEUS} {" ".join(flags)} "$@"\n')
-    launcher.chmod(0o755)
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(prometheus_server, "PROMETHEUS", str(launcher))
-        server = PrometheusServer(folder / "server", exporter_port)
+    """The tests' Prometheus started with `flags` too."""
+    server = PrometheusServer(folder / "server", exporter_port, flags=flags)
     try:
         wait_for(lambda: server.series_count("count(DCGM_FI_DEV_POWER_USAGE)") == 1, 30, "the first scrape")
         server.first_scrape_s = server.series_count("min(timestamp(DCGM_FI_DEV_POWER_USAGE))")

@@ -11,7 +11,8 @@ in the month. A day's account carries the part of that bill the day added:
 
 so the days of a month, accounted in date order, add up to exactly rate x the month's peak, and
 the day that set or raised the peak pays for it. The month is the utility's: the local calendar
-month of the tariff's time zone (`[tco] tariff_timezone`) that each hour starts in, so the UTC day
+month of the site's time zone (its `[tco] site_prices` entry's, else `[tco] tariff_timezone`: the
+`timezone` argument, which reports.accounts.tco gives per price source) that each hour starts in, so the UTC day
 that holds a month's turn where the site is has one row for each of its two months. The earlier
 days' peaks are read from rpt_demand_peak_daily (one row per day, site and billing month, written
 here). A day accounted again after later days of its month were accounted leaves their charges

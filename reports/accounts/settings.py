@@ -10,15 +10,18 @@ declared once, in AccountSettings, and each section carries its own copy of them
 from __future__ import annotations
 
 import calendar
+import dataclasses
 import datetime as dt
 import math
 import zoneinfo
 from dataclasses import dataclass
-from typing import Annotated, Literal
+from pathlib import Path
+from typing import Annotated, Any, Literal
 
 from pydantic import Field, field_validator
 
 from joulehouse.collectors.settings import PUE, Count, LocationOrNone, Names, NonNegativeInt, Percent, Positive, Ratio, section
+from joulehouse.collectors.settings_fields import RelativeToFile
 
 # Upper bounds of what a site can mean: past them a value is a typo (or hostile), and multiplied by a
 # large fleet's energy it would leave the float range, so that a figure read `Infinity` or NaN
@@ -111,6 +114,86 @@ def parse_contracts(entries: tuple[str, ...]) -> list[Contract]:
     return out
 
 
+def known_time_zone(name: str) -> str:
+    """`name` if it is an IANA time zone, else ValueError naming it."""
+    try:
+        zoneinfo.ZoneInfo(name)
+    except (zoneinfo.ZoneInfoNotFoundError, ValueError):
+        raise ValueError(f"{name!r} is not an IANA time zone (e.g. America/New_York)") from None
+    return name
+
+
+SITE_PRICE_FORMATS = ("'site|flat|USD_PER_MWH|ZONE', 'site|market|NODE|ZONE[|PRICE_FILE]' or "
+                      "'site|tariff|TARIFF_FILE|ZONE[|TIER]'")
+# where each kind of site_prices entry names a file (0-based field), resolved as [tco] tariff_file is
+_SITE_PRICE_FILE_FIELD = {"market": 4, "tariff": 2}
+
+
+@dataclass(frozen=True)
+class SitePrice:
+    """A site's own price source ([tco] site_prices): a flat price, a market node or a tariff, in
+    the site's time zone (its tariff's wall clock and its demand charge's billing months)."""
+
+    site: str
+    kind: Literal["flat", "market", "tariff"]
+    timezone: str
+    flat_price_usd_per_mwh: float | None = None
+    price_node: str = ""
+    price_file: str = ""  # market: "" is the fleet's price file
+    tariff_file: str = ""
+    tariff_tier: int = -1
+
+
+def _site_price(entry: str) -> SitePrice:
+    parts = [p.strip() for p in entry.split("|")]
+    if len(parts) < 4 or not parts[0] or not parts[2]:
+        raise ValueError
+    site, kind, source, zone, extra = parts[0], parts[1], parts[2], known_time_zone(parts[3]), parts[4:]
+    if kind == "flat" and not extra:
+        return SitePrice(site, "flat", zone, flat_price_usd_per_mwh=_bounded(source, MAX_PRICE_USD_PER_MWH))
+    if kind == "market" and len(extra) <= 1:
+        return SitePrice(site, "market", zone, price_node=source, price_file=extra[0] if extra else "")
+    if kind == "tariff" and len(extra) <= 1:
+        tier = int(extra[0]) if extra else -1
+        if not -1 <= tier <= 99:
+            raise ValueError
+        return SitePrice(site, "tariff", zone, tariff_file=source, tariff_tier=tier)
+    raise ValueError
+
+
+def parse_site_prices(entries: tuple[str, ...]) -> dict[str, SitePrice]:
+    """[tco] site_prices entries (SITE_PRICE_FORMATS) -> {site: its price source}; errors name the
+    bad entry (a site given twice is one: which of its prices would be charged is not said)."""
+    out: dict[str, SitePrice] = {}
+    for entry in entries:
+        try:
+            price = _site_price(entry)
+        except ValueError as exc:
+            zone = f" ({exc})" if "time zone" in str(exc) else ""
+            raise ValueError(f"site price {entry!r}: expected {SITE_PRICE_FORMATS}{zone}; a flat price 0 to "
+                             f"{MAX_PRICE_USD_PER_MWH:,} USD/MWh, a tier -1 (the last) to 99") from None
+        if price.site in out:
+            raise ValueError(f"site price {entry!r}: site {price.site!r} has an earlier entry; give each site one")
+        out[price.site] = price
+    return out
+
+
+class SitePriceFiles(RelativeToFile):
+    """Marks [tco] site_prices: the file an entry names (a tariff's, a market's price file) is read
+    from a settings file as [tco] tariff_file is, relative to the file's folder."""
+
+    def __init__(self) -> None:
+        super().__init__(separator="|")
+
+    def _entry(self, value: Any, folder: Path) -> Any:
+        parts = value.split("|") if isinstance(value, str) else []
+        index = _SITE_PRICE_FILE_FIELD.get(parts[1].strip()) if len(parts) > 1 else None
+        if index is None or index >= len(parts):
+            return value
+        parts[index] = RelativeToFile().resolve(parts[index].strip(), folder)
+        return "|".join(parts)
+
+
 @section
 class AccountSettings:
     """What the carbon and the cost accounts share."""
@@ -195,16 +278,48 @@ class TcoSettings(AccountSettings):
     operations_ratio_of_capex_per_year: Uplift = Field(0.1, description="Operations per year, as a share of capital.")
     tariff_timezone: str = Field(
         "America/New_York", description="Time-of-use tariffs are written in the utility's local wall-clock time; the\n"
-                                        "demand charge's billing months are this zone's too, tariff or not: set it to the site's.")
+                                        "demand charge's billing months are this zone's too, tariff or not: set it to the site's (a site\n"
+                                        "elsewhere: the zone of its site_prices entry).")
     price_uncertainty_pct: Percent = Field(
         20.0, description="Relative uncertainty of the hourly price (+/-, %) for the cost range: an assumption (a\n"
                           "day-ahead price against the real-time one it stands for), not a measurement.")
 
+    site_prices: Annotated[Names, SitePriceFiles()] = Field(
+        (), description="Sites that buy power elsewhere, each with its own price source in place of the ones above:\n"
+                        "\"site|flat|USD_PER_MWH|ZONE\", \"site|market|NODE|ZONE[|PRICE_FILE]\" (a PJM LMP file; none: price_file's)\n"
+                        "or \"site|tariff|TARIFF_FILE|ZONE[|TIER]\" (URDB JSON; tier as tariff_tier, none: -1). ZONE is the site's\n"
+                        "IANA time zone: its tariff's wall clock and its demand charge's billing months. A site without\n"
+                        "an entry keeps the fleet's source and tariff_timezone.")
+
     @field_validator("tariff_timezone")
     @classmethod
     def _known_time_zone(cls, name: str) -> str:
-        try:
-            zoneinfo.ZoneInfo(name)
-        except (zoneinfo.ZoneInfoNotFoundError, ValueError):
-            raise ValueError(f"{name!r} is not an IANA time zone (e.g. America/New_York)") from None
-        return name
+        return known_time_zone(name)
+
+    @field_validator("site_prices")
+    @classmethod
+    def _site_prices_parse(cls, entries: tuple[str, ...]) -> tuple[str, ...]:
+        parse_site_prices(entries)  # refused when the settings are read, not at the day's cost step
+        return entries
+
+
+def site_price_settings(settings: TcoSettings, site: str, data_dir: Path | None) -> tuple[TcoSettings, Path | None]:
+    """The settings and reference-data folder that price `site`: its [tco] site_prices entry's
+    source in place of the fleet's (a flat entry reads no price file, so no data folder), else
+    the fleet's own. The rest of the settings (demand rate, uplifts, capital) are the fleet's."""
+    own = parse_site_prices(settings.site_prices).get(site)
+    if own is None:
+        return settings, data_dir
+    source: dict[str, Any] = {"tariff_file": own.tariff_file, "tariff_tier": own.tariff_tier,
+                              "tariff_timezone": own.timezone, "site_prices": ()}
+    if own.kind == "flat":
+        return dataclasses.replace(settings, price_file="", flat_price_usd_per_mwh=own.flat_price_usd_per_mwh,
+                                   **source), None
+    if own.kind == "market":
+        if not (own.price_file or settings.price_file or data_dir is not None):
+            # hourly_prices would price the site at the fleet's flat price, unsaid
+            raise ValueError(f"[tco] site_prices: site {site!r} is priced at market node {own.price_node!r} but no "
+                             "price file is named (the entry's PRICE_FILE, [tco] price_file or the reference data)")
+        return dataclasses.replace(settings, price_file=own.price_file or settings.price_file,
+                                   price_node=own.price_node, **source), data_dir
+    return dataclasses.replace(settings, **source), data_dir

@@ -1,11 +1,14 @@
 """Cost accounts of one day (total cost of ownership), attributed to jobs, users, teams, stages.
 
 Per metered GPU-hour, USD:
-    energy_cost       = energy_kwh x PUE x price(hour)   (negative prices and spikes kept)
+    energy_cost       = energy_kwh x PUE x price(site, hour)   (negative prices and spikes kept; the
+                        site's own [tco] site_prices source where it has one, else the fleet's:
+                        reports.accounts.site_prices)
     demand_charge     = rate x what the day adds to the month's peak site kW (reports/accounts/demand.py:
                         the month's days add up to rate x the month's peak), on the GPU-hours of
                         the day's peak hour pro rata by their meter energy (the coincident-peak
-                        rule: who draws at the peak pays for it)
+                        rule: who draws at the peak pays for it); the billing month is the local
+                        one of the site's time zone (its site_prices entry's, else tariff_timezone)
     green_premium     = ratio x max(energy_cost, 0) when the region's renewable share in that
                         hour is below the threshold (no premium where the share is unknown;
                         NULL where the energy cost is)
@@ -21,7 +24,8 @@ counts in unmetered_gpu_hours, as does an hour whose readings were too few to me
 measured hours, NULL where none was measured (reports.accounts.attribution.sum_known).
 static_energy_cost prices the same energy at the flat average of the day's metered hours (the
 unweighted mean of their hourly prices: on a full day, the day's mean; on a day the fleet's data
-covers in part, the mean of the hours it covers), for the static-vs-dynamic comparison.
+covers in part, the mean of the hours it covers; a site with its own price source, its own
+mean), for the static-vs-dynamic comparison.
 energy_kwh is the IT energy of reports.accounts.it_energy_basis (BMC energy where usable, else GPU board).
 Range: total_cost_low/high_usd = total -/+ u_price x |energy cost + green premium + density
 surcharge| (the components that move with the price; u_price = price_uncertainty_pct / 100);
@@ -48,6 +52,7 @@ from joulehouse.reports.accounts.it_energy_basis import BASIS_AMOUNTS, label_bas
 from joulehouse.reports.accounts.prices import DEFAULT_PRICE_FILE, load_pjm_lmp_csv, load_urdb_tariff, tariff_prices
 from joulehouse.reports.accounts.settings import TcoSettings
 from joulehouse.reports.accounts.shift import cost_shift_rows
+from joulehouse.reports.accounts.site_prices import PriceSource, added_counts, per_source, price_sources
 from joulehouse.reports.accounts.site_hours import day_site_hours, price_context
 from joulehouse.models.settings import JOB_MAX_DAYS
 from joulehouse.reports.accounts.warehouse_io import day_bounds, prepare_day, replace_report_day
@@ -188,11 +193,21 @@ def with_cost_range(rows: pl.DataFrame, settings: TcoSettings) -> pl.DataFrame:
 def account_cost_by_gpu(gpu_hours: pl.DataFrame, jobs: pl.DataFrame, settings: TcoSettings,
                         peaks: pl.DataFrame | None = None,
                         unmetered: pl.DataFrame | None = None,
-                        energy_shares: pl.DataFrame | None = None) -> tuple[pl.DataFrame, pl.DataFrame]:
+                        energy_shares: pl.DataFrame | None = None,
+                        sources: list[PriceSource] | None = None) -> tuple[pl.DataFrame, pl.DataFrame]:
     """Pure: GPU-hours with context and jobs -> (rpt_tco_daily rows, day x team x user x job x
     stage; the same amounts at (day, job_id, gpu_model, site): the rows of rpt_tco_by_gpu_daily,
-    reports.accounts.attribution.account_by_gpu)."""
-    per_hour = cost_per_gpu_hour(gpu_hours, settings, peaks, unmetered)
+    reports.accounts.attribution.account_by_gpu). `sources`: the sites' price sources
+    (reports.accounts.site_prices), whose time zones bill the demand charge; None: `settings`' alone."""
+    several = sources is not None and len(sources) > 1
+
+    def priced(part: pl.DataFrame, source: PriceSource) -> pl.DataFrame:
+        # the plain mean price (static_energy_cost_usd) and the billing months are each source's own
+        own_unmetered = unmetered.filter(pl.col("site").is_in(list(source.sites))) if several and unmetered is not None \
+            else unmetered
+        return cost_per_gpu_hour(part, source.settings, peaks, own_unmetered)
+
+    per_hour = per_source(gpu_hours, sources or [PriceSource((), settings, None)], priced)
     grouped, by_gpu = account_by_gpu(per_hour, jobs, TCO_AMOUNTS, settings.idle_policy, energy_shares,
                                      CALENDAR_AMOUNTS)
     by_gpu = by_gpu.with_columns(pl.sum_horizontal(COST_COMPONENTS).alias("total_cost_usd"))
@@ -237,22 +252,33 @@ def tco_day(con, day: dt.date, settings: TcoSettings, data_dir: Path | None, *,
     start, _ = day_bounds(day)
     day_hours = pl.Series("hour_at", [start + dt.timedelta(hours=h) for h in range(24)], dtype=pl.Datetime("us", "UTC"))
     hours = pl.concat([day_hours, ctx["hour_at"].cast(pl.Datetime("us", "UTC"))]).unique().sort()
-    prices, price_counts, price_source = hourly_prices(hours, settings, data_dir)
-    ctx = ctx.join(prices, on="hour_at", how="left")
-    site_kw = site_hour_kw(with_facility_energy(ctx), inputs.pue, settings.node_energy_min_coverage_ratio,
-                           settings.tariff_timezone)
-    peaks = day_peaks(site_kw, month_peak_before(con, day, settings.tariff_timezone),
-                      settings.demand_charge_usd_per_kw_month)
+    unread = prepared.unmetered_hours
+    day_sites = pl.concat([ctx["site"], *([unread["site"]] if unread is not None else [])]).unique().to_list()
+    sources, source_notes = price_sources(settings, data_dir, day_sites)
+    notes.extend(source_notes)
+    # each source's (hour_at, price_usd_per_kwh), rule counts and sentence, by its site ("" the fleet's)
+    priced = {source.site: hourly_prices(hours, source.settings, source.data_dir) for source in sources}
+    ctx = per_source(ctx, sources, lambda part, source: part.join(priced[source.site][0], on="hour_at", how="left"))
+    site_kw = per_source(with_facility_energy(ctx), sources, lambda part, source: site_hour_kw(
+        part, inputs.pue, settings.node_energy_min_coverage_ratio, source.settings.tariff_timezone))
+    peak_before: dict[tuple[str, dt.date], float] = {}
+    later: set[dt.date] = set()
+    for source in sources:  # each source's billing months, in its time zone
+        zone = source.settings.tariff_timezone
+        peak_before.update({key: kw for key, kw in month_peak_before(con, day, zone).items()
+                            if len(sources) == 1 or key[0] in source.sites})
+        later.update(later_days_accounted(con, day, zone))
+    peaks = day_peaks(site_kw, peak_before, settings.demand_charge_usd_per_kw_month)
     store_peaks(con, day, peaks)
-    later = later_days_accounted(con, day, settings.tariff_timezone)
     if later:
-        notes.append(f"{len(later)} later day(s) of this month were accounted before this one ({later[0]} to "
-                     f"{later[-1]}): their demand charges assumed this day's earlier peak; re-run them in order "
+        first, last = min(later), max(later)
+        notes.append(f"{len(later)} later day(s) of this month were accounted before this one ({first} to "
+                     f"{last}): their demand charges assumed this day's earlier peak; re-run them in order "
                      "to restate the month")
     highest = peaks["peak_kw"].max() if peaks.height else 0.0
     peak_kw = float(highest) if highest is not None else None  # no hour's demand known
     if prepared.has_hours_to_account(ctx, "capital and operations"):
-        rows, by_gpu = account_cost_by_gpu(ctx, jobs, settings, peaks, prepared.unmetered_hours, prepared.energy_shares)
+        rows, by_gpu = account_cost_by_gpu(ctx, jobs, settings, peaks, unread, prepared.energy_shares, sources)
     else:
         rows = with_cost_range(with_unit_costs(empty_account(TCO_AMOUNTS)), settings)
         by_gpu = empty_by_gpu(BY_GPU_AMOUNTS)
@@ -260,11 +286,16 @@ def tco_day(con, day: dt.date, settings: TcoSettings, data_dir: Path | None, *,
     site_hours, _ = attach_pue(day_site_hours(ctx, day), inputs.pue, settings.default_pue)
     site_hours, _, _ = attach_intensity(site_hours, settings.grid_file, data_dir, "direct", 0.0,
                                         settings.region)  # the renewable share
-    replace_report_day(con, "rpt_context_price_hourly", day,
-                       price_context(site_hours, prices, ", ".join(k for k, n in sorted(price_counts.items()) if n), ctx,
-                                     settings.green_premium_below_renewable_pct))
-    shift = cost_shift_rows(ctx, jobs, site_hours.select("site", "hour_at", "pue"), prices, settings.shift_window_hours,
-                            prepared.energy_shares)
+    replace_report_day(con, "rpt_context_price_hourly", day, per_source(site_hours, sources, lambda part, source: price_context(
+        part, priced[source.site][0], ", ".join(k for k, n in sorted(priced[source.site][1].items()) if n), ctx,
+        settings.green_premium_below_renewable_pct)))
+    # the cheapest hours of a site are its own source's (shift plans are per site)
+    shift = per_source(ctx, sources, lambda part, source: cost_shift_rows(
+        part, jobs, site_hours.select("site", "hour_at", "pue"), priced[source.site][0], settings.shift_window_hours,
+        prepared.energy_shares))
+    price_counts = added_counts([priced[source.site][1] for source in sources])
+    price_source = "; ".join(f"{source.site}: {priced[source.site][2]}" if source.site else priced[source.site][2]
+                             for source in sources)
     replace_report_day(con, "rpt_shift_cost_daily", day, shift)
 
     def total(col: str) -> float | None:

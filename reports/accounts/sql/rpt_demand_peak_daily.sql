@@ -2,14 +2,15 @@
 -- charge the day added (reports/accounts/demand.py).
 -- kind: day
 -- grain: one row per (day, site, billing_month): one billing month a day, two on the UTC day that
---   holds a month's turn in the tariff's time zone
+--   holds a month's turn in the site's time zone
 -- Written by reports.accounts.tco.tco_day; a day's rows are replaced as a whole when it is re-run.
 -- Summed over a month's days (accounted in date order), demand_charge_usd is rate x the month's peak.
 -- columns:
 --   day [DATE] UTC day
 --   site [text] site
---   billing_month [DATE] first day of the utility's local month ([tco] tariff_timezone) the row's
---     hours fall in (NULL in rows written before it was kept: their UTC day's month)
+--   billing_month [DATE] first day of the utility's local month (the site's [tco] site_prices zone, else
+--     [tco] tariff_timezone) the row's hours fall in (NULL in rows written before it was kept: their
+--     UTC day's month)
 --   peak_hour_at [TIMESTAMPTZ, UTC] the hour of the day's highest demand (the earliest of equal ones)
 --   peak_kw [kW] the site's average power in that hour
 --   peak_basis [text] 'facility_meter' (fct_pue_hourly, the meter covered enough of the hour) or

@@ -39,7 +39,8 @@
 --     the fleet without a reading (reports/accounts/fleet_hours.py), or whose readings were too few
 --     to measure it (fct_gpu_energy_hourly.energy_kwh NULL), charged capital and operations and no energy
 --   demand_charge_other_month_usd [USD] the part of demand_charge_usd billed in a month other than the
---     UTC day's (its peak hours' local month in [tco] tariff_timezone: the UTC day of a month's turn),
+--     UTC day's (its peak hours' local month in the site's zone, [tco] site_prices else tariff_timezone:
+--     the UTC day of a month's turn),
 --     so that rpt_tco_monthly bills the row's own hours there; 0 on other days; NULL where
 --     demand_charge_usd is, and in rows written before it was kept
 CREATE TABLE IF NOT EXISTS rpt_tco_daily (

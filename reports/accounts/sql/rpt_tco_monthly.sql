@@ -4,11 +4,12 @@
 -- Low/high add up (fully correlated price error). demand_charge_usd adds up to rate x the month's
 -- peak site kW (each day pays what it added to the month's peak: rpt_demand_peak_daily), exact
 -- when the month's days were accounted in date order. The demand charge is the tariff's billing
--- month's ([tco] tariff_timezone): on the UTC day that holds a local month's turn, the part of a
--- row's charge its own peak hours added to the other month (rpt_tco_daily.demand_charge_other_month_usd)
--- is counted there, with the totals (in the UTC month, New York's March peak of 31 March 03:00 UTC
--- had been billed in April). Rows written before that column was kept move the day's share of the
--- other month's bill: right for the month, not for a team (a team that drew only after the turn
+-- month's (the site's zone: [tco] site_prices, else tariff_timezone): on the UTC day that holds a
+-- local month's turn, the part of a row's charge its own peak hours added to the other month
+-- (rpt_tco_daily.demand_charge_other_month_usd) is counted there, with the totals (in the UTC
+-- month, New York's March peak of 31 March 03:00 UTC had been billed in April). Rows written
+-- before that column was kept move the day's share of the other month's bill: right for the
+-- month, not for a team (a team that drew only after the turn
 -- paid part of the month before). Every other amount is its UTC day's month's.
 -- columns:
 --   month_start [DATE] first day of the UTC month (of the billing month, for the demand charge)

@@ -7,6 +7,10 @@ day-ahead market timeline). So when the configured price file is a day-ahead fil
 its cheapest hours are read from those prices, not guessed from day D's. A time-of-use tariff is
 published in advance, so D+1's hours come from the tariff itself (a Friday's are not a Saturday's).
 
+Each site's next day is read from its own price source: a site with a `[tco] site_prices` entry
+from its flat price, market node or tariff (in its time zone), the others from the fleet's
+(reports.accounts.settings.site_price_settings, as the day's own costs were priced).
+
 Persistence (day D's prices a day later) stays where the next day is not known: a real-time file
 (prices settle after the hour), a flat price, a file without D+1 (a file from another year is
 year-mapped for accounting, but that is not a forecast of the next day), or an advice made before
@@ -24,7 +28,7 @@ import polars as pl
 
 from joulehouse.reports.accounts.prices import (DEFAULT_PRICE_FILE, KWH_PER_MWH, load_pjm_lmp_csv, load_urdb_tariff,
                                                 tariff_prices)
-from joulehouse.reports.accounts.settings import TcoSettings
+from joulehouse.reports.accounts.settings import TcoSettings, site_price_settings
 
 DAY_AHEAD_PRICE_COLUMN = "total_lmp_da"
 # PJM's day-ahead market results for the next operating day: about 13:30 Eastern (prevailing time).
@@ -66,11 +70,14 @@ def _is_day_ahead(path: Path) -> bool:
 
 
 def next_day_prices(day: dt.date, now: dt.datetime, settings: TcoSettings | None,
-                    data_dir: Path | None = None) -> NextDayPrices:
-    """The prices of day + 1 as known at `now`, per the module doc (prices None where they are not)."""
+                    data_dir: Path | None = None, site: str | None = None) -> NextDayPrices:
+    """The prices of day + 1 as known at `now`, per the module doc (prices None where they are not);
+    `site`: priced at its own [tco] site_prices source where it has one (None: the fleet's source)."""
     target = day + dt.timedelta(days=1)
     if settings is None:
         return NextDayPrices(None, "no price settings given to the advice")
+    if site is not None:
+        settings, data_dir = site_price_settings(settings, site, data_dir)
     if settings.tariff_file:
         tariff = load_urdb_tariff(Path(settings.tariff_file), settings.tariff_tier)
         frame = tariff_prices(tariff, _hours(target), settings.tariff_timezone).select(

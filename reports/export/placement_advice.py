@@ -19,9 +19,10 @@ Body (`schema_version` 1, `kind` "joulehouse-placement-advice"):
 Preference: the thermal ranking within the GPU model (rank 1, the best cooled per watt, 100; the
 worst 0; no thermal fit, or a GPU alone in its model, 50); 'park' (0) for a GPU the consolidation plan frees, 'avoid' for a thermal
 outlier above its model's median, 'prefer' for the best-cooled third. A node's preference is the mean
-of its GPUs' that are not parked. The next day's cheapest hours come from its own prices where
-they are known the day before (reports.export.day_ahead: a day-ahead market file holding the
-next day, after the market cleared, or a time-of-use tariff); otherwise, and for the cleanest
+of its GPUs' that are not parked. A site's cheapest hours of the next day come from that day's
+prices at the site's own price source ([tco] site_prices, else the fleet's) where they are known
+the day before (reports.export.day_ahead: a day-ahead market file holding the next day, after the
+market cleared, or a time-of-use tariff); otherwise, and for the cleanest
 hours always (grid intensity has no day-ahead market), a persistence forecast: the pipeline day's
 hourly price and grid intensity per site (rpt_context_hourly) a day later. `forecast_basis` says
 which; the saving is what the pipeline day's deferrable jobs would have saved in its cheapest /
@@ -33,6 +34,7 @@ from __future__ import annotations
 import datetime as dt
 import fcntl
 import math
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -107,21 +109,21 @@ def _hosts(prefs: dict[tuple[str, str], dict[str, Any]], extra: pl.DataFrame | N
 
 
 def _sites(context: pl.DataFrame | None, shift: pl.DataFrame | None, day: dt.date, window_hours: int,
-           known: NextDayPrices) -> dict[str, Any]:
+           known_at: Callable[[str], NextDayPrices]) -> dict[str, Any]:
+    """known_at(site): the next day's prices at the site's own price source."""
     sites: dict[str, Any] = {}
     if context is None:
         return sites
     persistence = f"persistence: the hours of {day.isoformat()} one day later"
-    if known.prices is not None:
-        # one price file (or tariff) prices every site, as in the day's own accounting
-        basis = f"cheapest hours: {known.basis}; cleanest hours: {persistence}"
-        cheapest = [format_utc(t) for t in known.prices.sort("price_usd_per_mwh", "hour_at").head(window_hours)["hour_at"]]
-    else:
-        basis = f"{persistence} (prices: {known.basis})"
     for site in sorted(context["site"].unique().to_list()):
         hours = context.filter(pl.col("site") == site)
         ahead = lambda frame: [format_utc(t + dt.timedelta(days=1)) for t in frame["hour_at"].to_list()]  # noqa: E731
-        if known.prices is None:
+        known = known_at(site)
+        if known.prices is not None:
+            basis = f"cheapest hours: {known.basis}; cleanest hours: {persistence}"
+            cheapest = [format_utc(t) for t in known.prices.sort("price_usd_per_mwh", "hour_at").head(window_hours)["hour_at"]]
+        else:
+            basis = f"{persistence} (prices: {known.basis})"
             cheapest = ahead(hours.drop_nulls("price_usd_per_mwh").sort("price_usd_per_mwh", "hour_at").head(window_hours))
         entry: dict[str, Any] = {
             "forecast_basis": basis,
@@ -160,7 +162,8 @@ def build_advice(con, day: dt.date, *, site: str, now: dt.datetime, validity_hou
         "valid_until": format_utc(valid_from + dt.timedelta(hours=validity_hours)),
         "site": site, "day": day.isoformat(), "advice_for_day": (day + dt.timedelta(days=1)).isoformat(),
         "hosts": _hosts(_preferences(thermal, energy), extra),
-        "sites": _sites(context, shift, day, window_hours, next_day_prices(day, valid_from, tco, data_dir)),
+        "sites": _sites(context, shift, day, window_hours,
+                        lambda site: next_day_prices(day, valid_from, tco, data_dir, site)),
     }
 
 

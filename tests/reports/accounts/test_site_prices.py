@@ -1,7 +1,8 @@
 """[tco] site_prices: a fleet on two sites that buy power from two utilities. Each site's energy is
-priced at its own source and its demand charge billed in its own time zone's months. The fleet
-had one price source: site-b's energy was priced at site-a's flat price, tariff or market node,
-and its billing months were site-a's."""
+priced at its own source, its demand charge billed in its own time zone's months, and the
+placement advice lists each site's own cheapest hours. The fleet had one price source: site-b's
+energy was priced at site-a's flat price, tariff or market node, its billing months were
+site-a's, and the advice gave every site the same cheapest hours."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import pytest
 from accounting_world import DAY, build_world
 from joulehouse.reports.accounts.attribution import UNALLOCATED
 from joulehouse.reports.accounts.tco import tco_day
+from joulehouse.reports.export.placement_advice import build_advice
 from joulehouse.settings import TcoSettings, load_settings
 
 VIRGINIA_TOU = "prices/openei_urdb_tou_rate_virginia.json"
@@ -141,6 +143,23 @@ def test_a_sites_demand_charge_is_billed_in_its_own_time_zones_month():
                 "1000.0, 1.0, 'counter')", [dt.datetime.combine(next_day, dt.time(5), dt.timezone.utc), next_day])
     summary = tco_day(con, next_day, settings, None)
     assert summary.components_usd["demand_charge_usd"] == 0.0
+
+
+def test_the_placement_advice_lists_each_sites_own_cheapest_hours(shared_data):
+    con = two_site_world()
+    settings = TcoSettings(flat_price_usd_per_mwh=50.0,
+                           site_prices=(f"site-b|tariff|{shared_data / VIRGINIA_TOU}|America/New_York",))
+    tco_day(con, DAY, settings, None)
+    advice = build_advice(con, DAY, site="fleet", now=dt.datetime(2026, 3, 3, tzinfo=dt.timezone.utc),
+                          validity_hours=24.0, window_hours=6, tco=settings, data_dir=None)
+    sites = advice["sites"]
+    # site-a, a flat price: no hour is cheaper, the persistence forecast's first six hours
+    assert sites["site-a"]["cheapest_hours_utc"] == [f"2026-03-03T0{h}:00:00Z" for h in range(6)]
+    # site-b, its tariff on Tuesday 3 March (New York, UTC-5): off-peak local 01-04 (06-09 UTC),
+    # then the earliest shoulder hours, local 22-23 of Monday (03-04 UTC)
+    assert sites["site-b"]["cheapest_hours_utc"] == [f"2026-03-03T0{h}:00:00Z" for h in (3, 4, 6, 7, 8, 9)]
+    assert "time-of-use tariff" in sites["site-b"]["forecast_basis"]
+    assert "flat price" in sites["site-a"]["forecast_basis"]
 
 
 def test_an_entry_for_a_site_the_fleet_does_not_have_is_said():

@@ -26,7 +26,8 @@ market cleared, or a time-of-use tariff); otherwise, and for the cleanest
 hours always (grid intensity has no day-ahead market), a persistence forecast: the pipeline day's
 hourly price and grid intensity per site (rpt_context_hourly) a day later. `forecast_basis` says
 which; the saving is what the pipeline day's deferrable jobs would have saved in its cheapest /
-cleanest hours (rpt_shift_opportunity_daily).
+cleanest hours (rpt_shift_opportunity_daily). Only hours below the day's highest are listed: under a
+flat price or one grid intensity all day none is (lowest_hours), and `forecast_basis` says so.
 """
 
 from __future__ import annotations
@@ -108,6 +109,16 @@ def _hosts(prefs: dict[tuple[str, str], dict[str, Any]], extra: pl.DataFrame | N
     return hosts
 
 
+def lowest_hours(hours: pl.DataFrame, column: str, n: int) -> pl.DataFrame:
+    """The `n` hours lowest in `column`, only those below the day's highest: under a flat price (or
+    one grid intensity all day) no hour is cheaper, and the first six of the day were listed as the
+    cheapest, for a scheduler to move work into for nothing."""
+    known = hours.drop_nulls(column)
+    if known.is_empty():
+        return known
+    return known.filter(pl.col(column) < known[column].max()).sort(column, "hour_at").head(n)
+
+
 def _sites(context: pl.DataFrame | None, shift: pl.DataFrame | None, day: dt.date, window_hours: int,
            known_at: Callable[[str], NextDayPrices]) -> dict[str, Any]:
     """known_at(site): the next day's prices at the site's own price source."""
@@ -121,15 +132,18 @@ def _sites(context: pl.DataFrame | None, shift: pl.DataFrame | None, day: dt.dat
         known = known_at(site)
         if known.prices is not None:
             basis = f"cheapest hours: {known.basis}; cleanest hours: {persistence}"
-            cheapest = [format_utc(t) for t in known.prices.sort("price_usd_per_mwh", "hour_at").head(window_hours)["hour_at"]]
+            cheapest = [format_utc(t) for t in lowest_hours(known.prices, "price_usd_per_mwh", window_hours)["hour_at"]]
         else:
             basis = f"{persistence} (prices: {known.basis})"
-            cheapest = ahead(hours.drop_nulls("price_usd_per_mwh").sort("price_usd_per_mwh", "hour_at").head(window_hours))
+            cheapest = ahead(lowest_hours(hours, "price_usd_per_mwh", window_hours))
+        cleanest = ahead(lowest_hours(hours, "intensity_gco2e_per_kwh", window_hours))
+        unmoved = [what for what, listed in (("price", cheapest), ("grid intensity", cleanest)) if not listed]
+        if unmoved:
+            basis += f"; no hour lower than the others in {' or '.join(unmoved)}: none listed"
         entry: dict[str, Any] = {
             "forecast_basis": basis,
             "cheapest_hours_utc": sorted(cheapest),
-            "cleanest_hours_utc": sorted(ahead(hours.drop_nulls("intensity_gco2e_per_kwh")
-                                               .sort("intensity_gco2e_per_kwh", "hour_at").head(window_hours))),
+            "cleanest_hours_utc": sorted(cleanest),
             "deferrable_energy_kwh": 0.0, "deferrable_gpu_hours": 0.0,
             "expected_cost_saving_usd": 0.0, "expected_carbon_saving_kgco2e": 0.0,
         }

@@ -153,8 +153,9 @@ def test_the_placement_advice_lists_each_sites_own_cheapest_hours(shared_data):
     advice = build_advice(con, DAY, site="fleet", now=dt.datetime(2026, 3, 3, tzinfo=dt.timezone.utc),
                           validity_hours=24.0, window_hours=6, tco=settings, data_dir=None)
     sites = advice["sites"]
-    # site-a, a flat price: no hour is cheaper, the persistence forecast's first six hours
-    assert sites["site-a"]["cheapest_hours_utc"] == [f"2026-03-03T0{h}:00:00Z" for h in range(6)]
+    # site-a, a flat price: no hour is cheaper, so none is listed (the first six of the day were)
+    assert sites["site-a"]["cheapest_hours_utc"] == []
+    assert "no hour lower than the others in price" in sites["site-a"]["forecast_basis"]
     # site-b, its tariff on Tuesday 3 March (New York, UTC-5): off-peak local 01-04 (06-09 UTC),
     # then the earliest shoulder hours, local 22-23 of Monday (03-04 UTC)
     assert sites["site-b"]["cheapest_hours_utc"] == [f"2026-03-03T0{h}:00:00Z" for h in (3, 4, 6, 7, 8, 9)]

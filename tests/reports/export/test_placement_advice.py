@@ -253,3 +253,18 @@ def test_a_nan_figure_is_written_as_unknown_and_the_advice_still_signs(con, tmp_
     gpus = {u: g for host in body["hosts"].values() for u, g in host["gpus"].items()}
     assert gpus["GPU-2"]["theta_c_per_w"] is None and gpus["GPU-3"]["expected_saving_kwh_per_day"] is None
     assert gpus["GPU-3"]["action"] == "park"
+
+
+def test_hours_no_lower_than_the_rest_of_the_day_are_not_listed_as_the_lowest():
+    """Under a flat price (or one grid intensity all day) the advice listed the day's first six
+    hours as the cheapest (cleanest), for a scheduler to move deferrable work into for nothing."""
+    import polars as pl
+
+    from joulehouse.reports.export.placement_advice import lowest_hours
+
+    start = dt.datetime(2026, 3, 3, tzinfo=dt.timezone.utc)
+    hours = [start + dt.timedelta(hours=h) for h in range(24)]
+    flat = pl.DataFrame({"hour_at": hours, "price_usd_per_mwh": [80.0] * 24})
+    assert lowest_hours(flat, "price_usd_per_mwh", 6).is_empty()
+    two_tier = pl.DataFrame({"hour_at": hours, "price_usd_per_mwh": [40.0 if h < 4 else 90.0 for h in range(24)]})
+    assert lowest_hours(two_tier, "price_usd_per_mwh", 6)["hour_at"].to_list() == hours[:4]  # not 4 + 2 dear ones

@@ -312,7 +312,8 @@ def recommend_power_limits(day: str, config: str | None) -> dict:
                           fallback_price_usd_per_kwh=settings.tco.flat_price_usd_per_mwh / 1000.0,
                           fallback_carbon_gco2e_per_kwh=settings.carbon.default_grid_gco2e_per_kwh,
                           fallback_pue=settings.carbon.default_pue)
-        placements = recommend_placement(con, the_day, parking=settings.placement.parking)
+        placements = recommend_placement(con, the_day, parking=settings.placement.parking,
+                                         warehouse=settings.warehouse)
     return {"recommendations": n, "consolidation_and_placement": placements}
 
 

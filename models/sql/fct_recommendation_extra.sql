@@ -12,7 +12,8 @@
 --   expected_saving_kwh_per_day [kWh/day] expected saving (consolidation: only the idle power something
 --     parks, `[placement] parking`)
 --   latency_risk [text] consolidation: 'low' | 'medium' | 'high' (models.placement.latency_risk); NULL otherwise
---   saturated_minutes_ratio [0..1] consolidation: share of minutes the packed work would queue
+--   saturated_minutes_ratio [0..1] consolidation: share of the minutes every light GPU of the host was
+--     read in which the packed work would queue
 CREATE TABLE IF NOT EXISTS fct_recommendation_extra (
     day DATE NOT NULL,
     kind VARCHAR NOT NULL,

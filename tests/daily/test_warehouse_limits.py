@@ -63,3 +63,20 @@ def test_the_jobs_shares_weigh_readings_by_the_gaps_the_day_was_built_with(tmp_p
                       "max_gap_s = 60\n")
     daily.measure_efficiency_and_outcomes("2026-06-12", str(config))
     assert seen["warehouse"].max_gap_s == 60
+
+
+def test_consolidation_weighs_readings_by_the_gaps_the_day_was_built_with(tmp_path, monkeypatch):
+    """Consolidation counts a reading for the time the warehouse bridged after it ([warehouse]
+    max_gap_s); the run called recommend_placement without the settings, so a site importing logs
+    read every 300 s with max_gap_s = 300 had its light GPUs judged by the 10 s default."""
+    import joulehouse.models.placement as placement
+    import joulehouse.models.recommend as recommend
+
+    seen = {}
+    monkeypatch.setattr(recommend, "recommend_day", lambda con, day, settings, **kw: 0)
+    monkeypatch.setattr(placement, "recommend_placement", lambda con, day, **kw: seen.update(kw) or 0)
+    config = tmp_path / "site.toml"
+    config.write_text(f'[lake]\npath = "{tmp_path / "lake"}"\n[warehouse]\ndb_path = "{tmp_path / "w.duckdb"}"\n'
+                      "max_gap_s = 300\n")
+    daily.recommend_power_limits("2026-06-12", str(config))
+    assert seen["warehouse"].max_gap_s == 300

@@ -154,3 +154,11 @@ def test_a_boolean_for_a_number_is_refused_in_code_too():
 
     with pytest.raises(SettingsError, match=r"^CollectorSettings.roll_max_rows = True: input should be a number"):
         replace_fields(CollectorSettings(), roll_max_rows=True)
+
+
+def test_a_time_zone_too_long_for_a_file_name_is_refused_not_a_traceback():
+    """zoneinfo looks a zone up as a file: a 300-character name raised OSError, a traceback from
+    every command that reads the settings, where 'Mars/Olympus' got its one-line refusal."""
+    with pytest.raises(SettingsError) as caught:
+        load_settings(env={"JOULEHOUSE_TCO__TARIFF_TIMEZONE": "x" * 300})
+    assert "[tco].tariff_timezone" in str(caught.value) and "is not an IANA time zone" in str(caught.value)

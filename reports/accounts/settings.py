@@ -118,8 +118,9 @@ def known_time_zone(name: str) -> str:
     """`name` if it is an IANA time zone, else ValueError naming it."""
     try:
         zoneinfo.ZoneInfo(name)
-    except (zoneinfo.ZoneInfoNotFoundError, ValueError):
-        raise ValueError(f"{name!r} is not an IANA time zone (e.g. America/New_York)") from None
+    except (zoneinfo.ZoneInfoNotFoundError, ValueError, OSError):  # OSError: a name too long for a file name
+        raise ValueError(f"{name[:80]!r}{'...' if len(name) > 80 else ''} is not an IANA time zone "
+                         "(e.g. America/New_York)") from None
     return name
 
 

@@ -27,7 +27,8 @@ QUERY_INPUTS = {
         "fct_recommendation": {"day", "gpu_uuid", "power_limit_w", "workload_class"},
         "fct_power_interval": {"day", "workload_class", "max_slowdown_pct"}},
     "demand_peak_set_on": {
-        "rpt_demand_peak_daily": {"day", "site", "billing_month", "peak_kw", "month_peak_before_kw", "charged_kw"}},
+        "rpt_demand_peak_daily": {"day", "site", "billing_month", "peak_kw", "month_peak_before_kw", "charged_kw",
+                                  "demand_charge_usd"}},
 }
 
 
@@ -63,8 +64,8 @@ def applied_setting_bounds(con, day: dt.date) -> pl.DataFrame | None:
 
 
 def demand_peak_set_on(con, day: dt.date) -> list[dict]:
-    """Per site whose demand charge is 0 on `day`: the earlier day that set its month's peak
-    (sql/demand_peak_set_on.sql); [] without the relation or such a site."""
+    """Per site of `day`: whether its month was billed a demand charge, and where the day's was 0,
+    the earlier day that set the month's peak (sql/demand_peak_set_on.sql); [] without the relation."""
     if not _answerable(con, "demand_peak_set_on"):
         return []
     return SQL.records(con, "demand_peak_set_on", {"day": day})

@@ -119,12 +119,17 @@ def cost_label(amounts_usd: dict[str, float | None]) -> str:
     return f"cost ({', '.join(named)})" if named else "cost of the day (TCO)"
 
 
-def _demand_charge_at_zero(data: ReportData) -> str:
-    """The cost card's demand-charge line on a day that added nothing to its month's peak: dropped,
-    it read as if the site paid none."""
-    days = sorted({f"{r['peak_day']:%m-%d}" for r in data.demand_peak_set_on})
-    if not days:
+def _demand_charge_at_zero(data: ReportData) -> str | None:
+    """The cost card's demand-charge line on a day that added nothing to its month's peak (dropped,
+    it read as if the site paid none); None where no site's month was billed one (a fleet without a
+    demand charge read "0 today, the month's peak was set on 06-01" every day)."""
+    sites = data.demand_peak_set_on
+    if sites and not any(r["billed"] for r in sites):
+        return None
+    set_on = sorted({(r["site"], f"{r['peak_day']:%m-%d}") for r in sites if r["billed"] and r["peak_day"] is not None})
+    if not set_on:
         return "0"
+    days = [day if len({s for s, _ in set_on}) == 1 else f"{site} {day}" for site, day in set_on]
     return f"0 today, the month's peak was set on {', '.join(days)}"
 
 
@@ -191,9 +196,10 @@ def _cost_card(data: ReportData) -> Markup:
     cost = total(data.tco, "total_cost_usd")
     if cost is None:
         return card("cost", "-", data.tco_why)
-    parts = [(name, fmt_usd(amount) if amount != 0 or col == "energy_cost_usd" else _demand_charge_at_zero(data))
+    zero_demand = _demand_charge_at_zero(data)
+    parts = [(name, fmt_usd(amount) if amount != 0 or col == "energy_cost_usd" else zero_demand)
              for name, col in COST_PARTS if (amount := total(data.tco, col)) is not None
-             and (amount != 0 or col in ("energy_cost_usd", "demand_charge_usd"))]
+             and (amount != 0 or col == "energy_cost_usd" or (col == "demand_charge_usd" and zero_demand is not None))]
     low, high = total(data.tco, "total_cost_low_usd"), total(data.tco, "total_cost_high_usd")
     energy = total(data.tco, "energy_cost_usd")  # None when unknown: no share ("0% of it" said it was free)
     share = f"energy is {energy / cost:.0%} of it; " if cost > 0 and energy is not None else ""

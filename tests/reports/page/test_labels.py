@@ -77,6 +77,29 @@ def test_the_cost_card_says_why_the_demand_charge_is_0_on_a_day_below_the_months
     assert "demand charge 0 today, the month's peak was set on 06-10" in text
 
 
+def test_a_fleet_without_a_demand_charge_is_not_told_when_its_peak_was_set(tmp_path):
+    """[tco] demand_charge_usd_per_kw_month = 0: the peaks are still kept, each day billed 0, and the
+    card read "demand charge 0 today, the month's peak was set on 06-10" every day of the month."""
+    con = duckdb.connect()
+    _tco_day(con, demand_charge_usd=0.0, green_premium_usd=0.0)
+    _demand_peaks(con, [(dt.date(2026, 6, 10), "2026-06-10 13:00+00", 19.4, None, 19.4, 0.0),
+                        (DAY, "2026-06-12 17:00+00", 18.0, 19.4, 0.0, 0.0)])
+    text = page_text(render_report(con, DAY, tmp_path / "r.html"))
+    card = text[text.index("cost of the day (TCO)"):]
+    assert "demand charge" not in card[:400] and "peak was set" not in text
+
+
+def test_two_sites_peaks_are_named_by_site():
+    from types import SimpleNamespace
+
+    from joulehouse.reports.page.section_summary import _demand_charge_at_zero
+
+    sites = [{"site": "site-a", "billed": True, "peak_day": dt.date(2026, 6, 10)},
+             {"site": "site-b", "billed": True, "peak_day": dt.date(2026, 6, 3)}]
+    assert _demand_charge_at_zero(SimpleNamespace(demand_peak_set_on=sites)) == (
+        "0 today, the month's peak was set on site-a 06-10, site-b 06-03")
+
+
 def test_the_cost_card_shows_a_demand_charge_of_0_without_peak_data(tmp_path):
     con = duckdb.connect()
     _tco_day(con, demand_charge_usd=0.0, green_premium_usd=0.0)

@@ -109,14 +109,21 @@ def _hosts(prefs: dict[tuple[str, str], dict[str, Any]], extra: pl.DataFrame | N
     return hosts
 
 
+# An hour is listed as cheaper (cleaner) when it is at least this share below the day's highest:
+# smaller differences are inside any forecast's error and move work for nothing.
+LOWER_BY_RATIO = 0.02
+
+
 def lowest_hours(hours: pl.DataFrame, column: str, n: int) -> pl.DataFrame:
-    """The `n` hours lowest in `column`, only those below the day's highest: under a flat price (or
-    one grid intensity all day) no hour is cheaper, and the first six of the day were listed as the
-    cheapest, for a scheduler to move work into for nothing."""
+    """The `n` hours lowest in `column`, only those at least LOWER_BY_RATIO below the day's highest:
+    under a flat price (or one grid intensity all day) no hour is cheaper, and the first six of the
+    day were listed as the cheapest, for a scheduler to move work into for nothing; one hour at
+    80.01 USD/MWh among 23 at 80.00 is as flat."""
     known = hours.drop_nulls(column)
     if known.is_empty():
         return known
-    return known.filter(pl.col(column) < known[column].max()).sort(column, "hour_at").head(n)
+    highest = known[column].max()
+    return known.filter(pl.col(column) <= highest - LOWER_BY_RATIO * abs(highest)).sort(column, "hour_at").head(n)
 
 
 def _sites(context: pl.DataFrame | None, shift: pl.DataFrame | None, day: dt.date, window_hours: int,

@@ -266,5 +266,7 @@ def test_hours_no_lower_than_the_rest_of_the_day_are_not_listed_as_the_lowest():
     hours = [start + dt.timedelta(hours=h) for h in range(24)]
     flat = pl.DataFrame({"hour_at": hours, "price_usd_per_mwh": [80.0] * 24})
     assert lowest_hours(flat, "price_usd_per_mwh", 6).is_empty()
+    nearly = pl.DataFrame({"hour_at": hours, "price_usd_per_mwh": [80.0] * 23 + [80.01]})
+    assert lowest_hours(nearly, "price_usd_per_mwh", 6).is_empty()  # 00-05 were listed below 80.01
     two_tier = pl.DataFrame({"hour_at": hours, "price_usd_per_mwh": [40.0 if h < 4 else 90.0 for h in range(24)]})
     assert lowest_hours(two_tier, "price_usd_per_mwh", 6)["hour_at"].to_list() == hours[:4]  # not 4 + 2 dear ones

@@ -42,10 +42,11 @@ import numpy as np
 from joulehouse.models.activity import create_activity_view
 from joulehouse.models.limit_change import LOOKBACK_DAYS, MAX_AFTER_DAYS, Change, find_changes
 from joulehouse.models.outcome_matched import (log_ratio, matched_differences, matched_rows, pooled_row, records,
-                                    saving_interval, split_by_side, treated_gpu_row)
+                                    saving_interval, setting_of, split_by_side, treated_gpu_row)
+from joulehouse.models.outcome_reprediction import add_repredictions
 from joulehouse.models.sql import load_sql
 from joulehouse.warehouse.lake_contract import reading_partitions
-from joulehouse.warehouse.sqlio import columns_of, relation_exists, replace_day_rows
+from joulehouse.warehouse.sqlio import columns_of, ensure_columns, relation_exists, replace_day_rows
 
 # A unit of work counts only where every job of every GPU-day reports it: a training job's samples
 # and an inference job's requests summed as one count would charge the inference energy to samples.
@@ -87,10 +88,6 @@ def _set_by_agent(con: duckdb.DuckDBPyConnection, first: dt.date, day: dt.date) 
 LOST_SETTING_NOTE = "every GPU here lost a setting the agent applied"
 
 
-def _setting(row: dict) -> tuple:
-    return row["gpu_model"], row["effective_day"], row["power_limit_w_before"], row["power_limit_w_after"]
-
-
 def _reverted_note(row: dict, applied: set, by_agent: set) -> str | None:
     """A GPU's limit that left a setting the agent had `applied`, to one the agent never set
     (`by_agent`: its applies and rollbacks): the setting was lost (a reboot, a driver reload,
@@ -116,9 +113,9 @@ def _note_lost_settings(rows: list[dict], applied: set, by_agent: set) -> None:
         if note:
             prefix(r, note)
         if r["scope"] == "gpu":
-            lost[_setting(r)].append(note is not None)
+            lost[setting_of(r)].append(note is not None)
     for r in rows:
-        if r["scope"] == "model_setting" and all(lost.get(_setting(r), [False])):
+        if r["scope"] == "model_setting" and all(lost.get(setting_of(r), [False])):
             prefix(r, f"{LOST_SETTING_NOTE} (undone outside it): not a recommendation taken")
 
 
@@ -132,12 +129,12 @@ def _note_rollbacks(rows: list[dict], rolled_back: set) -> None:
     for r in rows:
         if r["scope"] == "gpu":
             rolled = (r["gpu_uuid"], round(r["power_limit_w_after"], 1)) in rolled_back
-            back[_setting(r)].append(rolled)
+            back[setting_of(r)].append(rolled)
             if rolled:
                 r["evidence"] = "agent_audit+samples"
                 r["note"] = note.format("this GPU") + (f"; {r['note']}" if r.get("note") else "")
     for r in rows:
-        if r["scope"] == "model_setting" and all(back.get(_setting(r), [False])):
+        if r["scope"] == "model_setting" and all(back.get(setting_of(r), [False])):
             r["evidence"] = "agent_audit+samples"
             r["note"] = note.format("every GPU here") + (f"; {r['note']}" if r.get("note") else "")
 
@@ -344,7 +341,11 @@ def _measure(con: duckdb.DuckDBPyConnection, day: dt.date, first: dt.date, lookb
     _note_lost_settings(rows, audited, _set_by_agent(con, first, day))
     # a rollback whose clocks would not unlock is audited 'verify-failed': the agent's, as _set_by_agent reads it
     _note_rollbacks(rows, _audited(con, first, day, actions=("rollback", "verify-failed")))
+    # last: the after days' profiles replace the temp views the estimates above read
+    add_repredictions(con, rows, changes)
     con.execute(load_sql("fct_recommendation_outcome"))
+    ensure_columns(con, "fct_recommendation_outcome",  # a table from before the re-prediction
+                   {"predicted_on_mix_saving_pct": "DOUBLE", "predicted_on_mix_slowdown_pct": "DOUBLE"})
     replace_day_rows(con, day, {"fct_recommendation_outcome": [
         {k: float(v) if isinstance(v, np.floating) else v for k, v in r.items()} for r in rows]})
     return len(rows)

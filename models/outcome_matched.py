@@ -33,6 +33,7 @@ import numpy as np
 
 from joulehouse.models.limit_change import Change
 from joulehouse.models.sensitivity_fit import t95
+from joulehouse.models.sql import SQL
 from joulehouse.warehouse.sqlio import records, relation_exists
 
 
@@ -58,13 +59,21 @@ def saving_interval(delta: float, se: float | None, df: float | None) -> tuple[f
     return 100 * (1 - math.exp(delta + q * se)), 100 * (1 - math.exp(delta - q * se))
 
 
+def recommendation_of(con: duckdb.DuckDBPyConnection, change: Change, limit_w: float) -> dict | None:
+    """fct_recommendation's latest row for the GPU before the change that recommended `limit_w`
+    (models/sql/outcome_recommendation.sql: its day, saving %, slowdown %, default limit W, clock
+    lock MHz); None without one (or without the relation)."""
+    if not relation_exists(con, "fct_recommendation"):
+        return None
+    rows = SQL.records(con, "outcome_recommendation", {"gpu_uuid": change.gpu_uuid,
+                                                       "effective_day": change.effective_day, "limit_w": limit_w})
+    return rows[0] if rows else None
+
+
 def _recommended(con: duckdb.DuckDBPyConnection, change: Change, limit_w: float) -> tuple | None:
-    """(saving %, slowdown %, default limit W) of fct_recommendation's latest row for the GPU
-    before the change that recommended `limit_w`; None without one."""
-    return con.execute(
-        "SELECT expected_saving_pct, expected_slowdown_pct, default_limit_w FROM fct_recommendation "
-        "WHERE gpu_uuid = ? AND day < ? AND abs(power_limit_w - ?) < 0.5 ORDER BY day DESC LIMIT 1",
-        [change.gpu_uuid, change.effective_day, limit_w]).fetchone()
+    """(saving %, slowdown %, default limit W) of recommendation_of's row; None without one."""
+    row = recommendation_of(con, change, limit_w)
+    return None if row is None else (row["expected_saving_pct"], row["expected_slowdown_pct"], row["default_limit_w"])
 
 
 def predicted_saving(con: duckdb.DuckDBPyConnection, change: Change) -> tuple[float | None, float | None]:
@@ -251,11 +260,16 @@ def pooled_row(base: dict, out: list[dict], ok: list[dict]) -> dict:
         "n_days_before": max(r["n_days_before"] for r in ok), "n_days_after": max(r["n_days_after"] for r in ok),
         "energy_j_per_unit_before": _mean_known([r["energy_j_per_unit_before"] for r in ok]),
         "energy_j_per_unit_after": _mean_known([r["energy_j_per_unit_after"] for r in ok]),
-        "predicted_saving_pct": _mean_of_all([r["predicted_saving_pct"] for r in ok]),
-        "predicted_slowdown_pct": _mean_of_all([r["predicted_slowdown_pct"] for r in ok])}
+        "predicted_saving_pct": mean_of_all([r["predicted_saving_pct"] for r in ok]),
+        "predicted_slowdown_pct": mean_of_all([r["predicted_slowdown_pct"] for r in ok])}
 
 
-def _mean_of_all(values: list[float | None]) -> float | None:
+def setting_of(row: dict) -> tuple:
+    """The (model, setting) an outcome row is of: its pooled row's key."""
+    return row["gpu_model"], row["effective_day"], row["power_limit_w_before"], row["power_limit_w_after"]
+
+
+def mean_of_all(values: list[float | None]) -> float | None:
     """The mean where every value is known, else None: a mean over the known part would stand for
     GPUs other than those the row measured."""
     return float(np.mean(values)) if values and all(v is not None for v in values) else None

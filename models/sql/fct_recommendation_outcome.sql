@@ -34,7 +34,8 @@
 --     the controls' change; per 'active_hour' that is its mean busy power
 --   saving_ci_low_pct [%] lower end of its 95% interval (NULL with fewer than 2 matched jobs on a side)
 --   saving_ci_high_pct [%] upper end of its 95% interval (NULL with fewer than 2 matched jobs on a side)
---   predicted_saving_pct [%] fct_recommendation's expected saving for this limit, against the limit
+--   predicted_saving_pct [%] fct_recommendation's expected saving for this limit (what was promised, on the
+--     recommendation day's work), against the limit
 --     before the change (rebased where that was a cap; NULL: no recommendation gave these limits), on
 --     realised_saving_pct's basis: GPU energy per unit of work, or per 'active_hour' the power saving it
 --     implies, 1 - (1 - saving) / (1 + predicted slowdown); model_setting: the mean over the estimated GPUs,
@@ -44,6 +45,14 @@
 --   predicted_slowdown_pct [%] fct_recommendation's expected slowdown for this limit, rebased likewise (NULL: none;
 --     model_setting: as predicted_saving_pct)
 --   note [text] what limits the estimate
+--   predicted_on_mix_saving_pct [%] the setting re-predicted on the work that ran after the change: the
+--     recommender's scoring (the fit as of the recommendation, its clock lock if any) of the limit before ->
+--     the limit after on each after day's activity profile, the days weighted by their busy hours, on
+--     predicted_saving_pct's basis (models.outcome_reprediction); where it and not predicted_saving_pct
+--     matches the realised saving, the work changed, not the model (NULL: no fit, or a day's work not
+--     scorable, which a measured GPU's note says; model_setting: the mean over the estimated GPUs, NULL
+--     unless each has one)
+--   predicted_on_mix_slowdown_pct [%] the slowdown likewise re-predicted (model_setting: as above)
 CREATE TABLE IF NOT EXISTS fct_recommendation_outcome (
     day DATE NOT NULL,
     scope VARCHAR NOT NULL,
@@ -68,5 +77,7 @@ CREATE TABLE IF NOT EXISTS fct_recommendation_outcome (
     predicted_saving_pct DOUBLE,
     realised_slowdown_pct DOUBLE,
     predicted_slowdown_pct DOUBLE,
-    note VARCHAR
+    note VARCHAR,
+    predicted_on_mix_saving_pct DOUBLE,
+    predicted_on_mix_slowdown_pct DOUBLE
 )

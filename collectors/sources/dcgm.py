@@ -60,6 +60,9 @@ from joulehouse.collectors.sources.dcgm_series import (  # noqa: F401  (importab
 from joulehouse.collectors.writer import WrittenFile, partition_dir, write_parquet_atomic
 
 log = logging.getLogger(__name__)
+# A catch-up shorter than this cannot reach past what Prometheus keeps (it holds its head block, 2-3 h,
+# however short its retention), so its retention is not asked: one more request every sync, before.
+RETENTION_ASKED_PAST_S = 3600.0
 
 # Prometheus refuses a range query with more than 11,000 points per series.
 MAX_POINTS_PER_QUERY = 10_000
@@ -230,6 +233,8 @@ class DcgmSource(DcgmReader):
         else:
             return
         first_s = max(first_s, self._lost_said_until_s)
+        if server_s - first_s < RETENTION_ASKED_PAST_S:
+            return  # Prometheus keeps its head block's 2-3 h whatever its retention: nothing to ask each minute
         if (retention_s := self.retention_s()) is None:
             return
         kept_from_s = server_s - retention_s

@@ -228,3 +228,16 @@ def test_a_prometheus_that_does_not_say_its_retention_is_read_as_before(one_hour
 ])
 def test_the_retention_prometheus_says_reads_as_seconds(said, retention_s):
     assert storage_retention_s(said) == retention_s
+
+
+def test_a_sync_that_catches_up_less_than_an_hour_does_not_ask_the_retention(one_hour, tmp_path, caplog):
+    """A minute's catch-up cannot reach past what Prometheus keeps: the retention was asked on every
+    sync, one more request a minute per node."""
+    proxy = QueriesOnly(one_hour.url)
+    try:
+        stopped_since(tmp_path, int(time.time()) - 1800)
+        source(tmp_path, proxy.url).sync()
+    finally:
+        proxy.stop()
+    assert proxy.refused == []
+    assert set(lake_power_w(tmp_path)) == {250.5}

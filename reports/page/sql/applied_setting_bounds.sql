@@ -3,7 +3,8 @@
 -- its new limit (the latest before the change with that limit, the row models.outcome_matched
 -- takes its prediction from), and the bound that day's recommender kept within
 -- (fct_power_interval.max_slowdown_pct, [recommend] max_slowdown_*_pct as the day ran).
--- workload_class or max_slowdown_pct is NULL where no such row was kept.
+-- recommended_day is that recommendation's day (its prediction is of that day's work); workload_class,
+-- max_slowdown_pct or recommended_day is NULL where no such row was kept.
 -- params: $day [DATE] the day measured up to
 WITH measured AS (
     SELECT gpu_uuid, effective_day, power_limit_w_after
@@ -22,7 +23,7 @@ bounds AS (
     FROM fct_power_interval
     GROUP BY day, workload_class
 )
-SELECT a.gpu_uuid, a.effective_day, a.workload_class, b.max_slowdown_pct
+SELECT a.gpu_uuid, a.effective_day, a.workload_class, b.max_slowdown_pct, a.recommended_day
 FROM applied AS a
 LEFT JOIN bounds AS b ON b.day = a.recommended_day AND b.workload_class = a.workload_class
 ORDER BY a.gpu_uuid, a.effective_day

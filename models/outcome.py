@@ -183,15 +183,16 @@ def _rows_for_group(con, day: dt.date, group: list[Change], panel: dict[str, lis
     """Per-GPU and pooled outcome rows of the changes of one model made effective on one day; a
     change whose limit never bound (_never_bound) gets its row without an estimate."""
     unbound = {c.gpu_uuid: why for c in group if (why := _never_bound(panel[c.gpu_uuid], c))}
-    rows = []
-    for c in group:
-        if c.gpu_uuid in unbound:
-            base = {"method": "gpu_day", "day": day, "gpu_model": c.gpu_model, "effective_day": c.effective_day,
-                    "power_limit_w_before": c.limit_before_w, "power_limit_w_after": c.limit_after_w,
-                    "n_control_gpus": len(controls)}
-            rows.append(treated_gpu_row(con, c, base, audited) | {"note": unbound[c.gpu_uuid]})
     bound = [c for c in group if c.gpu_uuid not in unbound]
-    rows += _estimated_rows(con, day, bound, panel, controls, audited) if bound else []
+    estimated = _estimated_rows(con, day, bound, panel, controls, audited) if bound else []
+    # the unbound GPUs' predictions on the basis of their setting's measured rows: per active hour
+    # they stood as energy-per-work savings beside power savings, with no unit of their own
+    unit = next((r["outcome_unit"] for r in estimated if r.get("outcome_unit")), None)
+    rows = [treated_gpu_row(con, c, {"method": "gpu_day", "day": day, "gpu_model": c.gpu_model,
+                                     "effective_day": c.effective_day, "power_limit_w_before": c.limit_before_w,
+                                     "power_limit_w_after": c.limit_after_w, "n_control_gpus": len(controls),
+                                     "outcome_unit": unit}, audited) | {"note": unbound[c.gpu_uuid]}
+            for c in group if c.gpu_uuid in unbound] + estimated
     _note_pooled_coverage(rows)
     return rows
 

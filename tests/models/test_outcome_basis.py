@@ -71,3 +71,29 @@ def test_the_recommendations_saving_counts_the_gpus_energy_only_as_the_outcome_m
     assert without["power_limit_w"] == with_overhead["power_limit_w"] == 300.0
     assert with_overhead["expected_saving_pct"] == pytest.approx(without["expected_saving_pct"], abs=1e-12)
     assert with_overhead["expected_saving_pct"] > 9.0
+
+
+def test_a_gpu_whose_new_limit_never_bound_is_predicted_on_its_settings_basis(tmp_path):
+    """GPU-C3 took the same 300 W cap but never drew over 250 W: no estimate, its row still shows
+    what was predicted. In a setting measured per active hour, it stood as an energy-per-work
+    saving (5.71%) with no unit beside GPU-T's power savings (14.29%)."""
+    energy_per_work_saving_pct = 100 * (1 - AFTER_W / BEFORE_W * 1.10)
+    _recommended(tmp_path, energy_per_work_saving_pct, 10.0)
+    con = duckdb.connect(str(tmp_path / "w.duckdb"))
+    con.execute("INSERT INTO fct_recommendation (day, host, gpu_uuid, gpu_model, power_limit_w, default_limit_w, "
+                "expected_saving_pct, expected_slowdown_pct) VALUES (?, 'node-01', 'GPU-C3', 'NVIDIA A100-SXM4-80GB', "
+                "300, 400, ?, 10.0)", [D0 + dt.timedelta(days=1), energy_per_work_saving_pct])
+    con.close()
+
+    def profile(gpu, day, minute):
+        if gpu == "GPU-C3":
+            return (200.0, 60.0, 300.0 if day >= 2 else 400.0)
+        return _profile(gpu, day, minute)
+
+    jobs = [_job(f"j-{g}-{d}", g, d) for d in range(4) for g in GPUS]
+    rows = _measured(tmp_path, profile, jobs, [_audit(2, "apply", 400.0, 300.0),
+                                               _audit(2, "apply", 400.0, 300.0, gpu="GPU-C3")])
+    [c3] = [r for r in rows if r["gpu_uuid"] == "GPU-C3"]
+    assert c3["realised_saving_pct"] is None and c3["note"].startswith("the new limit never bound")
+    assert c3["outcome_unit"] == "active_hour"
+    assert c3["predicted_saving_pct"] == pytest.approx(100 * (1 - AFTER_W / BEFORE_W), abs=1e-9)

@@ -56,8 +56,8 @@ NEEDS = {
 
 
 def applied_setting_bounds(con, day: dt.date) -> pl.DataFrame | None:
-    """(gpu_uuid, effective_day, workload_class, max_slowdown_pct) of each GPU the day's outcome
-    measures (sql/applied_setting_bounds.sql), or None where a relation it reads is missing."""
+    """(gpu_uuid, effective_day, recommended_day, workload_class, max_slowdown_pct) of each GPU the
+    day's outcome measures (sql/applied_setting_bounds.sql), or None where a relation it reads is missing."""
     if not _answerable(con, "applied_setting_bounds"):
         return None
     return con.sql(SQL.text("applied_setting_bounds"), params={"day": day}).pl()

@@ -138,8 +138,9 @@ def _outcome(data: ReportData, figs: FigureWriter, s: Section) -> None:
     promises = broken_promises(data.outcome_gpus)
     if promises:
         s.warn(f"{plural(len(promises), 'setting')} to check: a realised slowdown beyond its workload class's bound "
-               "([recommend] max_slowdown_*_pct, as the recommendation was made), or a predicted saving outside the "
-               "realised 95% interval:")
+               "([recommend] max_slowdown_*_pct, as the recommendation was made) that the work that ran does not "
+               "need, or a realised 95% interval that leaves out the saving predicted on the work that ran (where "
+               "it could be re-predicted; else the recommendation's):")
         s.bullets(promises)
     needed = ("scope", "host", "gpu_uuid", "gpu_model", "power_limit_w_before", "power_limit_w_after", "n_treated_gpus",
               "saving_ci_low_pct", "saving_ci_high_pct")
@@ -149,7 +150,8 @@ def _outcome(data: ReportData, figs: FigureWriter, s: Section) -> None:
     else:
         shown = rows.with_columns(pl.lit(False).alias("per_gpu"))
     cols = [c for c in ("recommendation", "method", "outcome_unit", "n_control_gpus", "realised_saving_pct", "saving_ci_low_pct",
-                        "saving_ci_high_pct", "predicted_saving_pct", "realised_slowdown_pct", "predicted_slowdown_pct", "note")
+                        "saving_ci_high_pct", "predicted_saving_pct", "predicted_on_mix_saving_pct", "realised_slowdown_pct",
+                        "predicted_slowdown_pct", "predicted_on_mix_slowdown_pct", "note")
             if c in shown.columns]
     s.add(table(shown.sort("per_gpu").select(cols), digits={c: 1 for c in cols if c.endswith("_pct")}, max_rows=12,
                 source="fct_recommendation_outcome"))

@@ -120,3 +120,19 @@ def test_the_recommendations_section_says_what_its_savings_are_of():
     _outcome(data, None, section)
     text = " ".join(str(b) for b in section.blocks)
     assert "Power while busy before vs after each setting took effect" in text and "unit of work" not in text
+
+
+def test_the_outcome_table_shows_the_saving_re_predicted_on_the_work_that_ran():
+    """The report's flag weighs the realised saving against the re-prediction on the work that ran
+    (models.outcome_reprediction), but its table showed only the recommendation's prediction."""
+    from joulehouse.reports.page.blocks import Section
+    from joulehouse.reports.page.section_actions import _outcome
+
+    data = SimpleNamespace(outcome=pl.DataFrame({
+        "scope": ["gpu"], "gpu_model": ["NVIDIA H200"], "outcome_unit": ["flop"], "realised_saving_pct": [25.9],
+        "predicted_saving_pct": [11.4], "predicted_on_mix_saving_pct": [24.6], "realised_slowdown_pct": [10.9],
+        "predicted_slowdown_pct": [1.4], "predicted_on_mix_slowdown_pct": [10.0]}), outcome_gpus=None)
+    section = Section("recommendations", "Recommendations")
+    _outcome(data, None, section)
+    text = " ".join(str(b) for b in section.blocks)
+    assert "predicted_on_mix_saving_pct" in text and "24.6" in text and "predicted_on_mix_slowdown_pct" in text

@@ -12,16 +12,26 @@ Series read, and their units:
   link rate (e.g. 25e9 for HDR 200 Gb/s), the capacity per direction. RoCE ports are listed by the
   same collector (/sys/class/infiniband) and land the same way.
 
-The host of a node_exporter series is its `Hostname`/`hostname`/`nodename` label, else the
-`instance` without its port (as for dcgm-exporter). A link's quantity scraped under two targets at
-once (two jobs over one exporter) is read from one target, the other's samples set aside with their
-reason (dcgm_targets' rule, per link and quantity). Everything else -- the watermark, pending
-ranges redone after a crash, files named by their range, retries -- is DcgmSource's, with its own
-state file (`links-watermark.json` beside the DCGM one).
+node_exporter's infiniband series carry no host label, and Prometheus usually scrapes it by IP
+(`instance="10.0.0.5:9100"`) while dcgm-exporter names the node (`Hostname="node-01"`): keyed by
+instance, a node's ports and its GPUs fell under two hosts the warehouse's per-host joins never
+matched. So the query joins each port series to its node's `node_uname_info{nodename}` on
+`instance` (whichever job scraped node_uname_info: the shipped config keeps it in job
+node-exporter, not in job node), and the host is that `nodename` (a `Hostname`/`hostname` label
+first, as for dcgm-exporter). A series whose instance has no node_uname_info (the uname collector
+off, or dropped by a relabel rule) keeps the `instance` without its port as host, as before, and a
+warning names the instance: dropping it would lose every port reading of a deployment that scrapes
+by DNS name, where the instance already names the node. A link's quantity scraped under two targets
+at once (two jobs over one exporter, or one node under its IP and its DNS name, now one host) is
+read from one target, the other's samples set aside with their reason (dcgm_targets' rule, per
+link and quantity). Everything else -- the watermark, pending ranges redone after a crash, files
+named by their range, retries -- is DcgmSource's, with its own state file (`links-watermark.json`
+beside the DCGM one).
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable
 from datetime import datetime, timezone
 from pathlib import Path
@@ -47,6 +57,9 @@ QUANTITY_LABEL = "jh_quantity"
 # Counters need two scrapes inside the window; 4x a 15-30 s scrape interval is Prometheus' advice.
 DEFAULT_RATE_WINDOW_S = 120
 STATE_FILE_NAME = "links-watermark.json"
+NODE_NAME_SERIES = "node_uname_info"
+
+log = logging.getLogger(__name__)
 
 
 def _matchers(selector: str) -> str:
@@ -54,29 +67,51 @@ def _matchers(selector: str) -> str:
     return ", " + extra if extra else ""
 
 
-def _fresh(selector: str, column: str, step_s: int) -> str:
-    """A gauge's value at each step only where it was scraped in the two steps before, labelled
-    with its column. Bare, a range query repeats a gauge's last sample for Prometheus' 5-minute
-    lookback, so readings went on through an outage of the scrapes; last_over_time bounds that to
-    two steps (a step can fall between two scrapes of a scrape interval as long as the step)."""
-    return f'label_replace(last_over_time({selector}[{2 * int(step_s)}s]), "{QUANTITY_LABEL}", "{column}", "", "")'
+def _labelled(expr: str, column: str) -> str:
+    return f'label_replace({expr}, "{QUANTITY_LABEL}", "{column}", "", "")'
+
+
+def _fresh(selector: str, step_s: int) -> str:
+    """A gauge's value at each step only where it was scraped in the two steps before. Bare, a range
+    query repeats a gauge's last sample for Prometheus' 5-minute lookback, so readings went on
+    through an outage of the scrapes; last_over_time bounds that to two steps (a step can fall
+    between two scrapes of a scrape interval as long as the step)."""
+    return f"last_over_time({selector}[{2 * int(step_s)}s])"
+
+
+def _named_by_node(expr: str, window_s: int) -> str:
+    """`expr` (node_exporter series, `instance` kept) with its node's `nodename` label; a series
+    whose instance has no node_uname_info comes through without it."""
+    # Looked back as far as `expr` looks, so a port read at a step has its name there too (a bare
+    # node_uname_info ends at the staleness marker of a failed scrape while a rate() goes on).
+    # Over that window a reboot into a new kernel leaves two series (release differs) and a rename
+    # two nodenames: one per instance, or group_left fails the whole range query.
+    names = (f"topk by (instance) (1, max by (instance, nodename) "
+             f"(last_over_time({NODE_NAME_SERIES}[{int(window_s)}s])))")
+    return f"(({expr}) * on(instance) group_left(nodename) {names} or ({expr}) unless on(instance) {names})"
 
 
 def links_queries(dcgm_selector: str = "", node_selector: str = "", rate_window_s: int = DEFAULT_RATE_WINDOW_S,
                   step_s: int = 30) -> str:
-    """One PromQL expression for every link series: NVLink gauges, IB port rates and IB counter rates."""
+    """One PromQL expression for every link series: NVLink gauges, IB port rates and IB counter
+    rates, the IB series with their node's `nodename` where node_uname_info gives it."""
     node = _matchers(node_selector).removeprefix(", ")
-    parts = [_fresh(field + "{" + _matchers(dcgm_selector).removeprefix(", ") + "}", column, step_s)
+    parts = [_labelled(_fresh(field + "{" + _matchers(dcgm_selector).removeprefix(", ") + "}", step_s), column)
              for field, column in NVLINK_FIELDS.items()]
-    parts.append(_fresh(IB_RATE + "{" + node + "}", "capacity_bytes_per_s", step_s))
+    parts.append(_labelled(_named_by_node(_fresh(IB_RATE + "{" + node + "}", step_s), 2 * int(step_s)),
+                           "capacity_bytes_per_s"))
     for total, column in ((IB_TX_TOTAL, "tx_bytes_per_s"), (IB_RX_TOTAL, "rx_bytes_per_s")):
-        parts.append(f'label_replace(rate({total}{{{node}}}[{int(rate_window_s)}s]), '
-                     f'"{QUANTITY_LABEL}", "{column}", "", "")')
+        parts.append(_labelled(_named_by_node(f"rate({total}{{{node}}}[{int(rate_window_s)}s])", rate_window_s),
+                               column))
     return " or ".join(parts)
 
 
+def _named_host(labels: dict[str, str]) -> str | None:
+    return labels.get("Hostname") or labels.get("hostname") or labels.get("nodename")
+
+
 def _node_host(labels: dict[str, str]) -> str:
-    host = labels.get("Hostname") or labels.get("hostname") or labels.get("nodename")
+    host = _named_host(labels)
     if not host:
         instance = labels.get("instance", "")
         host = instance.rsplit(":", 1)[0] if instance else ""
@@ -121,6 +156,7 @@ def pivot_link_result(result: Iterable[dict[str, Any]]) -> tuple[pa.Table, list[
     # Two targets' values of a quantity fall on the same step-aligned instant, so rows do not double
     # as raw samples do; but the one Prometheus lists last overwrote the other's, unreported.
     result, rejected = one_target_per_gpu(list(result), _link_quantity, what="link")
+    hosted_by_instance: set[str] = set()
     for series in result:
         labels = series.get("metric", {})
         keyed = _row_key(labels)
@@ -129,6 +165,8 @@ def pivot_link_result(result: Iterable[dict[str, Any]]) -> tuple[pa.Table, list[
             continue
         key, ident, column = keyed
         identity[key] = ident
+        if key[1] == "infiniband" and not _named_host(labels):
+            hosted_by_instance.add(labels.get("instance", ""))
         for ts, raw in series.get("values", []):
             try:
                 value = convert_value(raw, float, wide=True)
@@ -139,6 +177,11 @@ def pivot_link_result(result: Iterable[dict[str, Any]]) -> tuple[pa.Table, list[
                 rejected.append(f"{labels} at {ts}: negative rate {value}")
                 continue
             rows.setdefault((key, float(ts)), {})[column] = value
+    if hosted_by_instance:
+        log.warning("%s: no %s{nodename} for instance %s: its ports are kept under the instance without its "
+                    "port, which meets its GPUs' rows (keyed by node name) only where the instance is the node's "
+                    "name; keep node_exporter's uname series for that instance", SOURCE_TAG, NODE_NAME_SERIES,
+                    ", ".join(sorted(hosted_by_instance)))
     ordered = sorted(rows.items(), key=lambda kv: (kv[0][0], kv[0][1]))
     data: dict[str, list[Any]] = {
         "sampled_at": [datetime.fromtimestamp(ts, tz=timezone.utc) for (_, ts), _ in ordered],

@@ -6,7 +6,7 @@ Every hour a GPU is in the fleet carries this amount, busy or idle, read or not:
 ages, and was paid for, either way, until its lifetime is over: from purchased_on + lifetime_years (the inventory's;
 lifetime_years x 8760 hours, the same hours the rate divides by) the footprint and the capital
 are paid off and an hour carries none of either (`amortised_share`; the hour the lifetime ends
-in, its share). A GPU without a purchase date is amortised without end. Idle hours' share therefore lands on the `unallocated` line (or is spread over
+in, its share); nor does an hour before purchased_on (a GPU read before its inventory date). A GPU without a purchase date is amortised without end. Idle hours' share therefore lands on the `unallocated` line (or is spread over
 the jobs, by `idle_policy`): a lightly used fleet shows a large idle embodied line, which is
 the point. Hours with no telemetry row are counted too (reports.accounts.fleet_hours: the
 inventory says which GPUs are in the fleet on a day): charging only the hours a collector recorded
@@ -68,8 +68,10 @@ def capital_usd_per_gpu_hour(gpu_usd: float, server_usd: float, gpus_per_server:
 def amortised_share(lifetime_years: pl.Expr) -> pl.Expr:
     """Per GPU-hour (columns hour_at, purchased_on): the share of the hour inside the GPU's
     amortisation, purchased_on (00:00 UTC) to lifetime_years x 8760 hours later; 1 without a
-    purchase date."""
-    end = (pl.col("purchased_on").cast(pl.Datetime("us", "UTC"))
-           + pl.duration(hours=lifetime_years * HOURS_PER_YEAR))
-    left_s = (end - pl.col("hour_at")).dt.total_microseconds() / 3.6e9
-    return pl.when(pl.col("purchased_on").is_null()).then(1.0).otherwise(left_s.clip(0.0, 1.0))
+    purchase date. An hour before the purchase is outside it (0): a GPU read before its inventory
+    date was charged those hours on top of the whole lifetime's, more than its footprint."""
+    start = pl.col("purchased_on").cast(pl.Datetime("us", "UTC"))
+    end = start + pl.duration(hours=lifetime_years * HOURS_PER_YEAR)
+    hour_end = pl.col("hour_at") + pl.duration(hours=1)
+    inside_us = (pl.min_horizontal(end, hour_end) - pl.max_horizontal(start, pl.col("hour_at"))).dt.total_microseconds()
+    return pl.when(pl.col("purchased_on").is_null()).then(1.0).otherwise((inside_us / 3.6e9).clip(0.0, 1.0))

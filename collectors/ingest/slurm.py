@@ -21,8 +21,9 @@ Which GPUs a job held (the extra column `gpu_assignment` says, per row, how it w
   process on it is taken by the next rule). The map knows a job by the id in its cgroup, which for
   an array task (JobID `123_4`) is its JobIDRaw: add JobIDRaw to --format and it is used.
 - `lowest-free-index`: part of a node and no process map: the lowest-indexed GPUs of the node
-  not held by a job imported before it (jobs taken in start order) at that time, which is how
-  Slurm's cons_tres selection hands out GPUs on a node. A holding the lake's jobs already place
+  not held by a job imported before it (jobs taken in start order) at that time, nor seen in the
+  process map in use by another job of the export while it ran (one that started later too),
+  which is how Slurm's cons_tres selection hands out GPUs on a node. A holding the lake's jobs already place
   (an earlier, overlapping export: a daily `sacct -S <day>` of a job across midnight) keeps the
   GPUs it was given there, so its two copies are one. It keeps each job's GPU-hours exact
   (N GPUs for its duration), so per-account GPU-hours and energy are right on whole-node and
@@ -44,6 +45,7 @@ hour a zone repeats is read as that hour's second pass, the only one after the S
 from __future__ import annotations
 
 import re
+from bisect import bisect_left
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -238,6 +240,7 @@ def _place(jobs: list[_Job], lake: LakeGpus, oversized: list[str] | None = None)
     rejected: list[RejectedRow] = []
     # per host: (ended_at, GPU UUIDs) of the jobs placed by the lowest-free-index rule so far
     held: dict[str, list[tuple[datetime, set[str]]]] = {}
+    seen_beside = _SeenBeside(jobs, lake)
     for job in sorted(jobs, key=lambda j: (j.started_at, j.line)):
         days = _days(job)
         placed: list[tuple[str, str, str]] = []
@@ -252,7 +255,7 @@ def _place(jobs: list[_Job], lake: LakeGpus, oversized: list[str] | None = None)
                 oversized.append(f"job {job.job_id}: {job.gpus} GPUs on {', '.join(nodes)}, which have "
                                  f"{sum(len(g) for g in nodes.values())}")
             for (host, node_gpus), count in zip(nodes.items(), counts):
-                placed += _node_gpus(job, host, node_gpus, count, days, lake, held)
+                placed += _node_gpus(job, host, node_gpus, count, days, lake, held, seen_beside)
         except ValueError as exc:
             rejected.append(RejectedRow(job.line, str(exc), job.text[:2000]))
             continue
@@ -288,8 +291,36 @@ def _per_node(gpus: int, capacities: list[int]) -> list[int]:
     return counts
 
 
+class _SeenBeside:
+    """Per host, the export's jobs the process map saw there, by start: which GPUs other jobs were
+    seen on while a job ran (those were not its own)."""
+
+    def __init__(self, jobs: list[_Job], lake: LakeGpus):
+        found: dict[str, list[tuple[datetime, datetime, int, set[str]]]] = {}
+        for job in jobs:
+            for host in job.hosts:
+                seen = lake.job_gpus(host, _days(job), job.cgroup_id)
+                if seen:
+                    found.setdefault(host, []).append((job.started_at, job.ended_at, job.line, seen))
+        self._by_host = {host: sorted(holdings, key=lambda h: (h[0], h[2])) for host, holdings in found.items()}
+        self._starts = {host: [h[0] for h in holdings] for host, holdings in self._by_host.items()}
+        self._longest = {host: max(h[1] - h[0] for h in holdings) for host, holdings in self._by_host.items()}
+
+    def gpus(self, job: _Job, host: str) -> set[str]:
+        """The GPUs of `host` the map saw other jobs on while `job` held its GPUs there."""
+        if host not in self._by_host:
+            return set()
+        starts = self._starts[host]
+        # only a holding started within the host's longest one before this job can overlap it
+        first = bisect_left(starts, job.started_at - self._longest[host])
+        last = bisect_left(starts, job.ended_at)
+        return set().union(*(seen for _, ended_at, line, seen in self._by_host[host][first:last]
+                             if line != job.line and ended_at > job.started_at))
+
+
 def _node_gpus(job: _Job, host: str, node_gpus: list[tuple[int, str]], count: int, days: list[str],
-               lake: LakeGpus, held: dict[str, list[tuple[datetime, set[str]]]]) -> list[tuple[str, str, str]]:
+               lake: LakeGpus, held: dict[str, list[tuple[datetime, set[str]]]],
+               seen_beside: _SeenBeside) -> list[tuple[str, str, str]]:
     """The `count` GPUs the job held on `host`, each with the rule that chose it (module docstring)."""
     if count >= len(node_gpus):
         return [(host, uuid, "whole-node") for _, uuid in node_gpus]
@@ -300,7 +331,10 @@ def _node_gpus(job: _Job, host: str, node_gpus: list[tuple[int, str]], count: in
         return [(host, uuid, before[uuid] or "lowest-free-index") for _, uuid in node_gpus if uuid in before]
     # Jobs come in start order: a holding that ended before this start never matters again.
     held[host] = [(ended_at, uuids) for ended_at, uuids in held.get(host, []) if ended_at > job.started_at]
-    busy = set().union(*(uuids for _, uuids in held[host]))
+    # A GPU the map saw another job on while this one ran was not this one's, even where that job
+    # started later: a job without a map was put on the GPU the map showed the next job on, both
+    # were charged half of it, and the GPU it held was counted idle.
+    busy = set().union(*(uuids for _, uuids in held[host])) | seen_beside.gpus(job, host)
     seen = lake.job_gpus(host, days, job.cgroup_id) or set()
     mapped = [uuid for _, uuid in node_gpus if uuid in seen][:count]
     # the map says which GPUs, the allocation how many: a GPU held without a process on it had

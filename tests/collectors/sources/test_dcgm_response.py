@@ -120,3 +120,18 @@ def test_a_scalar_answer_to_the_samples_query_is_a_source_error_naming_it(tmp_pa
         assert scalar.state.load()["watermark_at"] is None
     finally:
         endpoint.stop()
+
+
+def test_an_answer_is_decoded_once_for_the_check_and_the_client(tmp_path):
+    """The hook that keeps resultType and warnings parsed each answer, then prometheus-api-client
+    parsed it again: an hour's raw samples of 136 series at 1 s (11 MB) took 0.56-0.71 s instead of
+    0.28-0.34 s, on every window of a catch-up."""
+    from joulehouse.collectors.sources.dcgm import DcgmSource
+
+    src = DcgmSource(tmp_path / "lake", url="http://127.0.0.1:9", step_s=1, state_path=tmp_path / "state.json")
+    answer = requests.Response()
+    answer._content = json.dumps({"status": "success", "data": {"resultType": "matrix", "result": []}}).encode()
+    answer.status_code, answer.encoding = 200, "utf-8"
+    src._keep_answer(answer)
+    assert src._answer.result_type == "matrix"
+    assert answer.json() is answer.json(), "the client's json() is the hook's parse, not a second one"

@@ -7,7 +7,7 @@ averaged into that hour).
 The documented format for users' own files (`CarbonSettings.grid_file`): CSV with a header row
     at,region,gco2e_per_kwh[,renewable_pct]
 `at` an ISO-8601 timestamp with offset or `Z` (UTC), the start of an interval of one hour or
-less; `gco2e_per_kwh` grams CO2e per kWh consumed. Finer intervals are averaged to the hour.
+less (a time without either is refused: read as UTC, a local export lands an hour or two off); `gco2e_per_kwh` grams CO2e per kWh consumed. Finer intervals are averaged to the hour.
 
 Electricity Maps gives two intensities: `direct` (combustion only) and `lca` (life cycle, with
 upstream fuel and plant construction). We use `direct` by default because GHG Protocol scope 2
@@ -41,6 +41,8 @@ class GridFileError(ValueError):
 
 
 HOUR_US = 3_600_000_000
+# the end of an ISO-8601 time of day that says its offset from UTC: Z, +HH, +HHMM or +HH:MM
+UTC_OFFSET_AT_END = r"(?i)[T ]\d{2}(:\d{2}){0,2}(\.\d+)?\s*(Z|[+-]\d{2}(:?\d{2})?)$"
 
 
 def _to_hourly(frame: pl.DataFrame) -> pl.DataFrame:
@@ -158,6 +160,12 @@ def load_user_intensity_csv(path: Path, *, raw: pl.DataFrame | None = None) -> p
         )
     renewable = ("renewable_pct", number("renewable_pct")) if "renewable_pct" in raw.columns else (
         None, pl.lit(None, dtype=pl.Float64))
+    # a wall-clock time without an offset would be read as UTC: a local export lands 1-2 h off
+    zoneless = (raw["at"].is_not_null() & ~raw["at"].str.strip_chars().str.contains(UTC_OFFSET_AT_END)).arg_true()
+    if len(zoneless):
+        row = int(zoneless[0])
+        raise GridFileError(f"{path} line {row + 2}: at = {raw['at'][row]!r} has no UTC offset; expected ISO-8601 "
+                            "ending in Z or +HH:MM (a local time without one cannot be put on its UTC hour)")
     frame = parsed(path, raw, {
         "at": ("at", utc_time("at")),
         "region": (None, pl.col("region")),

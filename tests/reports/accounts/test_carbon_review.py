@@ -50,3 +50,25 @@ def test_embodied_carbon_from_the_purchase_day_is_the_amortised_rate():
     """The purchase day itself carries the full rate: 24 x 11.2728 = 270.55 g."""
     rows = carbon_per_gpu_hour(gpu_hours(24, purchased_on=DAY), settings())
     assert rows["embodied_gco2e"].sum() == pytest.approx(24 * H100_GCO2E_PER_HOUR)
+
+
+def test_a_users_grid_file_of_wall_clock_times_without_an_offset_is_refused_naming_the_line(tmp_path):
+    """The documented format asks for `at` with Z or an offset. A Paris export written in local
+    time without one ("2026-07-01T12:00", 12:00 CEST = 10:00 UTC) was read as 12:00 UTC: every
+    hour's intensity landed two hours late (one hour in winter), with nothing said. It is refused,
+    naming the line, instead of being guessed."""
+    from joulehouse.reports.accounts.grid import GridFileError, load_intensity_file
+    local = tmp_path / "paris-local.csv"
+    local.write_text("at,region,gco2e_per_kwh\n2026-07-01T11:00Z,FR,40\n2026-07-01T12:00,FR,50\n")
+    with pytest.raises(GridFileError, match=r"line 3: at = '2026-07-01T12:00' has no UTC offset"):
+        load_intensity_file(local)
+
+
+def test_a_users_grid_file_with_offsets_lands_on_the_utc_hours(tmp_path):
+    """12:00+02:00 is 10:00 UTC: the value 50 is 10:00 UTC's, not 12:00's."""
+    from joulehouse.reports.accounts.grid import load_intensity_file
+    own = tmp_path / "paris.csv"
+    own.write_text("at,region,gco2e_per_kwh\n2026-07-01T12:00+02:00,FR,50\n")
+    frame = load_intensity_file(own)
+    assert frame.select("hour_at", "intensity_gco2e_per_kwh").rows() == [
+        (dt.datetime(2026, 7, 1, 10, tzinfo=dt.timezone.utc), 50.0)]

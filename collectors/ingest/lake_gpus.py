@@ -39,7 +39,7 @@ class LakeGpus:
         if key not in self._cache:
             parts = []
             for path in partition_files(self.lake, dataset, day, host):
-                parts.append(_read_columns(path, columns))
+                parts.append(read_columns(path, columns))
             self._cache[key] = pa.concat_tables(parts, promote_options="permissive") if parts else pa.table(
                 {c: pa.array([], pa.string()) for c in columns})
         return self._cache[key]
@@ -83,7 +83,7 @@ class LakeGpus:
                 if row["started_at"] == started_at and row["gpu_uuid"] is not None}
 
 
-def _read_columns(path: Path | str, columns: list[str]) -> pa.Table:
+def read_columns(path: Path | str, columns: list[str]) -> pa.Table:
     """`columns` of one lake file; a column the file lacks comes back NULL (files of other tools)."""
     if isinstance(path, Path):
         schema = pq.read_schema(path)

@@ -9,7 +9,10 @@ the user the user; JobName, Partition and State are kept as extra columns (`job_
 Times: sacct prints local time without a zone (`2026-11-30T08:00:00`): read in `assume_tz`
 (UTC by default; the notes say which), stored in UTC. An End of `Unknown`, `None` or empty is a
 job still running: its `ended_at` is the import time and its `state` says RUNNING, so importing
-the export again later (the same file, grown) replaces the row with the real end. A job that
+the export again later (the same file, grown) replaces the row with the real end. Importing a file
+again replaces the rows it gave for the jobs it names and keeps those of jobs it no longer names:
+a sacct export is a window (`sacct -S <day> > jobs.txt` each day), and the next day's export
+under the same name had deleted the day before's jobs. A job that
 never started (Start `Unknown`/`None`, NodeList `None assigned`), holds no GPU (no `gres/gpu`
 in AllocTRES) or ended as it started held no GPU time: it is counted, not stored.
 
@@ -52,16 +55,20 @@ from pathlib import Path
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from joulehouse.collectors.ingest.hostlist import HostListError, expand_hostlist, gpus_in_tres
-from joulehouse.collectors.ingest.lake_gpus import LakeGpus
-from joulehouse.collectors.ingest.lake_import import RejectedRow, record_landing
+from joulehouse.collectors import lakefs
+from joulehouse.collectors.ingest.lake_gpus import LakeGpus, read_columns
+from joulehouse.collectors.ingest.lake_import import (LOG_ID_COLUMN, RejectedRow, ledger_partitions, log_id, read_json,
+                                                      record_landing)
 from joulehouse.collectors.ingest.lake_stream import land_log
 from joulehouse.collectors.input_file import text_lines
 from joulehouse.collectors.ingest.local_time import (SkippedLocalTime, check_plausible, in_repeated_hour, local_timestamp,
                                                      second_pass)
 from joulehouse.collectors.ingest.nvidia_smi import IngestResult
 from joulehouse.collectors.schema import JOBS, conform
+from joulehouse.collectors.writer import partition_files
 
 SOURCE = "slurm"
 # The identity under which an export is known (lake_import.log_id): one accounting, many hosts.
@@ -348,8 +355,35 @@ def ingest_slurm(path: str | Path, *, lake: str | Path, assume_tz: str = "UTC",
                  now: datetime | None = None) -> tuple[IngestResult, dict[str, int]]:
     """Read a sacct export and land its jobs in `<lake>/jobs` (one file per start day and host),
     its rejected lines in `<lake>/_quarantine/slurm/`. Importing the same file again replaces the
-    rows it gave before (lake_import)."""
+    rows it gave before for the jobs it names, and keeps the others (module docstring)."""
     result, skipped = read_sacct(path, lake=lake, assume_tz=assume_tz, now=now)
-    record_landing(result, land_log(lake, result.table, result.rejected, source=SOURCE, host=LOG_HOST,
-                                    path=result.path, dataset="jobs"))
+    kept = _jobs_no_longer_named(lake, result.path, result.table)
+    record_landing(result, land_log(lake, pa.concat_tables([result.table, kept]), result.rejected, source=SOURCE,
+                                    host=LOG_HOST, path=result.path, dataset="jobs"))
+    if kept.num_rows:
+        jobs = pc.count_distinct(kept.column("job_id")).as_py()
+        result.notes.append(f"{jobs} job(s) an earlier import of this file gave are not in it now (an export of "
+                            "another window under the same name): kept as they were, not removed")
     return result, skipped
+
+
+def _jobs_no_longer_named(lake: str | Path, path: Path, table: pa.Table) -> pa.Table:
+    """The rows an earlier import of the export at `path` gave for jobs `table` does not name.
+
+    Landing replaces all of a file's earlier rows; a sacct export is a window of the accounting
+    (`sacct -S <day> > jobs.txt` each day, as the CLI's example has it), not a log that only grows:
+    the next day's export under the same name deleted every job of the day before that did not run
+    into the new one, and with them its team's GPU-hours. A job the export names again is replaced
+    whole (its real end, another --assume-tz)."""
+    identity = log_id(SOURCE, LOG_HOST, path)
+    root = lakefs.lake_root(lake)
+    ledger = read_json(lakefs.join(root, "_imports", SOURCE, f"{identity}.json"))
+    named = pa.array(sorted(set(table.column("job_id").to_pylist())), pa.string())
+    kept = [table.schema.empty_table()]
+    for day, host in sorted(ledger_partitions(ledger, LOG_HOST)):
+        for file in partition_files(root, "jobs", day, host):
+            rows = read_columns(file, [*table.schema.names, LOG_ID_COLUMN])
+            earlier = pc.and_(pc.equal(rows.column(LOG_ID_COLUMN), identity),
+                              pc.invert(pc.is_in(rows.column("job_id"), value_set=named)))
+            kept.append(rows.filter(pc.fill_null(earlier, False)).drop_columns([LOG_ID_COLUMN]).cast(table.schema))
+    return pa.concat_tables(kept)

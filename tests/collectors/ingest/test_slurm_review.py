@@ -5,10 +5,11 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pyarrow as pa
+import pyarrow.dataset  # noqa: F401  (pa.dataset)
 
-from joulehouse.collectors.ingest.slurm import read_sacct
+from joulehouse.collectors.ingest.slurm import ingest_slurm, read_sacct
 from joulehouse.collectors.writer import write_dataset
-from test_slurm import DAY, NOW, by_job, export, gpu_uuid, write_gpu_lake
+from test_slurm import DAY, HEADER, NOW, by_job, export, gpu_uuid, write_gpu_lake
 
 
 def seen_by_process_map(lake, host: str, job_id: str, index: int, at) -> None:
@@ -36,3 +37,44 @@ def test_a_job_without_a_process_map_is_not_put_on_the_gpu_the_map_shows_a_later
     assert [(r["gpu_uuid"], r["gpu_assignment"]) for r in jobs["900"]] == [(gpu_uuid("n01", 1), "lowest-free-index")]
     assert [(r["gpu_uuid"], r["gpu_assignment"]) for r in jobs["901"]] == [(gpu_uuid("n01", 0), "process-map")]
     assert [r["gpu_uuid"] for r in jobs["902"]] == [gpu_uuid("n01", 0)]
+
+
+def lake_jobs(lake) -> dict[str, list[dict]]:
+    return by_job(pa.dataset.dataset(lake / "jobs", partitioning="hive").to_table())
+
+
+def test_a_daily_export_into_one_file_keeps_the_days_before(tmp_path):
+    """The CLI's own example, `sacct -S <day> > jobs.txt` then `ingest slurm jobs.txt`, run each
+    day: the second day's import replaced every row the file had given, and job 1 (8 GPUs, 2 h:
+    16 of team vision's GPU-hours on 30 November) was gone from the lake."""
+    lake = tmp_path / "lake"
+    write_gpu_lake(lake, {"n01": 8})
+    write_gpu_lake(lake, {"n01": 8}, day=DAY + timedelta(days=1))
+    jobs_txt = tmp_path / "jobs.txt"
+    jobs_txt.write_text(HEADER + "\n"
+                        "1|a|alice|vision|gpu|COMPLETED|2026-11-30T01:00:00|2026-11-30T03:00:00|n01|gres/gpu=8\n"
+                        "3|c|cy|nlp|gpu|RUNNING|2026-11-30T20:00:00|Unknown|n01|gres/gpu=8\n")
+    ingest_slurm(jobs_txt, lake=lake, now=DAY + timedelta(hours=23))
+    # the next day's window: job 3 named again with its real end, job 1 not
+    jobs_txt.write_text(HEADER + "\n"
+                        "3|c|cy|nlp|gpu|COMPLETED|2026-11-30T20:00:00|2026-12-01T02:00:00|n01|gres/gpu=8\n"
+                        "2|b|bob|nlp|gpu|COMPLETED|2026-12-01T04:00:00|2026-12-01T05:00:00|n01|gres/gpu=8\n")
+    result, _ = ingest_slurm(jobs_txt, lake=lake, now=DAY + timedelta(days=1, hours=23))
+    jobs = lake_jobs(lake)
+    gpu_hours = {job: sum((r["ended_at"] - r["started_at"]).total_seconds() / 3600 for r in rows)
+                 for job, rows in jobs.items()}
+    assert gpu_hours == {"1": 16.0, "2": 8.0, "3": 48.0}  # job 3 once, to its real end: 8 GPUs x 6 h
+    assert any("1 job(s) an earlier import of this file gave are not in it now" in note for note in result.notes)
+
+
+def test_importing_a_file_again_never_doubles_its_jobs(tmp_path):
+    """Replay: the same export imported twice, and again read in another zone, holds each job's
+    GPUs once (the second reading of the zone replaces the first, it does not add to it)."""
+    lake = tmp_path / "lake"
+    write_gpu_lake(lake, {"n01": 8})
+    path = export(tmp_path, "1|a|alice|vision|gpu|COMPLETED|2026-11-30T03:00:00|2026-11-30T05:00:00|n01|gres/gpu=2")
+    ingest_slurm(path, lake=lake, now=NOW)
+    ingest_slurm(path, lake=lake, now=NOW)
+    ingest_slurm(path, lake=lake, now=NOW, assume_tz="Europe/Berlin")
+    [(job, rows)] = lake_jobs(lake).items()
+    assert [(r["gpu_uuid"], r["started_at"].hour) for r in rows] == [(gpu_uuid("n01", 0), 2), (gpu_uuid("n01", 1), 2)]

@@ -62,6 +62,16 @@ def contract_for_site_day(settings: CarbonSettings, site: str, day: dt.date) -> 
     return total, (sum(v * i for v, i in volumes) / total if total > 0 else 0.0)
 
 
+def unmatched_contract_notes(settings: CarbonSettings, day: dt.date, day_sites: set[str]) -> list[str]:
+    """A note for each contract with volume on `day` for a site no GPU of the day's fleet is at (a
+    typo, a site gone): it covers nothing, and the market-based figure would say nothing of why."""
+    unmatched = sorted({c.site for c in parse_contracts(settings.market_contracts)
+                        if c.kwh_on(day) > 0 and c.site not in day_sites})
+    return [f"[carbon] market_contracts names {', '.join(map(repr, unmatched))}, which no GPU of the day's fleet "
+            f"is at (its sites: {', '.join(sorted(day_sites)) or 'none'}): "
+            f"{'that contract' if len(unmatched) == 1 else 'those contracts'} covered nothing"] if unmatched else []
+
+
 def residual_mixes(gpu_hours: pl.DataFrame, settings: CarbonSettings) -> dict[tuple[dt.date, str], ResidualMix]:
     """The residual mix of each (day, region) of the GPU-hours: the table's, or the setting's."""
     out = {}
@@ -221,6 +231,9 @@ def carbon_day(con, day: dt.date, settings: CarbonSettings, data_dir: Path | Non
     ctx, rule_counts, sources = attach_intensity(
         with_pue, settings.grid_file, data_dir, settings.grid_intensity_basis, settings.default_grid_gco2e_per_kwh,
         settings.region)
+    day_sites = {site for frame in (ctx, prepared.unmetered_hours) if frame is not None and frame.height
+                 for site in frame["site"].drop_nulls().to_list()}
+    notes.extend(unmatched_contract_notes(settings, day, day_sites))
     if prepared.has_hours_to_account(ctx, "embodied carbon"):
         rows, by_gpu = account_carbon_by_gpu(ctx, jobs, settings, prepared.unmetered_hours, prepared.energy_shares)
     else:

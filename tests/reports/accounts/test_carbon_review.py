@@ -72,3 +72,18 @@ def test_a_users_grid_file_with_offsets_lands_on_the_utc_hours(tmp_path):
     frame = load_intensity_file(own)
     assert frame.select("hour_at", "intensity_gco2e_per_kwh").rows() == [
         (dt.datetime(2026, 7, 1, 10, tzinfo=dt.timezone.utc), 50.0)]
+
+
+def test_a_contract_for_a_site_the_fleet_is_not_at_is_said_not_dropped(shared_data):
+    """The world's GPUs are at "site-a". A REC bought for "site-A" (a typo) covered nothing: the
+    market-based figure stayed at the residual mix (facility kWh x 500 g) and nothing said why.
+    The contract still covers nothing (it is not this site's), but the day's notes name it and
+    the fleet's sites; the one for "site-a" is applied (1e6 kWh / 31 days covers the day: 0 g)."""
+    from accounting_world import DAY as WORLD_DAY, build_world
+    from joulehouse.reports.accounts.carbon import carbon_day
+    typo = carbon_day(build_world(), WORLD_DAY, settings(market_contracts=("site-A|2026-03|1e6|0",)), shared_data)
+    assert typo.market_gco2e == pytest.approx(typo.facility_energy_kwh * 500.0)
+    assert any("'site-A'" in note and "site-a" in note and "covered nothing" in note for note in typo.notes)
+    right = carbon_day(build_world(), WORLD_DAY, settings(market_contracts=("site-a|2026-03|1e6|0",)), shared_data)
+    assert right.market_gco2e == pytest.approx(0.0, abs=1e-9)
+    assert not any("covered nothing" in note for note in right.notes)

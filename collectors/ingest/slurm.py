@@ -8,8 +8,12 @@ the user the user; JobName, Partition and State are kept as extra columns (`job_
 
 Times: sacct prints local time without a zone (`2026-11-30T08:00:00`): read in `assume_tz`
 (UTC by default; the notes say which), stored in UTC. An End of `Unknown`, `None` or empty is a
-job still running: its `ended_at` is the import time and its `state` says RUNNING, so importing
-the export again later (the same file, grown) replaces the row with the real end. Importing a file
+job still running: its `ended_at` is the time of the export (its file's modification time, the
+import time where that is earlier: a copy without its times) and its `state` says RUNNING, so
+importing the export again later (the same file, grown) replaces the row with the real end. The
+import time was taken before: a month-old export imported today held its running jobs' GPUs for
+the month after it, and outlasted the real end another export gave (the readers keep a holding's
+latest end). Importing a file
 again replaces the rows it gave for the jobs it names and keeps those of jobs it no longer names:
 a sacct export is a window (`sacct -S <day> > jobs.txt` each day), and the next day's export
 under the same name had deleted the day before's jobs. A job that
@@ -116,6 +120,7 @@ def read_sacct(path: str | Path, *, lake: str | Path, assume_tz: str = "UTC",
     `table`, rejected lines) and the jobs counted but not stored, by why."""
     path = Path(path)
     now = now or datetime.now(timezone.utc)
+    exported_at = _exported_at(path, now)
     try:
         zone = ZoneInfo(assume_tz)
     except (ValueError, ZoneInfoNotFoundError):
@@ -141,7 +146,7 @@ def read_sacct(path: str | Path, *, lake: str | Path, assume_tz: str = "UTC",
             if not line.strip():
                 continue
             try:
-                job = _parse_line(line, header, number, zone, now)
+                job = _parse_line(line, header, number, zone, now, exported_at)
             except _Skip as skip:
                 skipped[str(skip)] = skipped.get(str(skip), 0) + 1
                 continue
@@ -173,7 +178,8 @@ def read_sacct(path: str | Path, *, lake: str | Path, assume_tz: str = "UTC",
                      "the Start as its second (export with TZ=UTC to be exact)")
     running = sum(1 for j in jobs if j.state.upper().startswith("RUNNING"))
     if running:
-        notes.append(f"{running} jobs still running: ended_at is the import time ({now.isoformat(timespec='seconds')})")
+        notes.append(f"{running} jobs still running: ended_at is the export's time "
+                     f"({exported_at.isoformat(timespec='seconds')}, its file's modification time or the import's)")
     return IngestResult(path=path, table=table, rejected=rejected, notes=notes), skipped
 
 
@@ -181,7 +187,17 @@ class _Skip(Exception):
     """A job that held no GPU time: counted by the reason, not stored, not a bad line."""
 
 
-def _parse_line(line: str, header: list[str], number: int, zone: ZoneInfo, now: datetime) -> _Job:
+def _exported_at(path: Path, now: datetime) -> datetime:
+    """When sacct wrote the export: its file's modification time, or `now` where that is earlier."""
+    try:
+        modified_at = datetime.fromtimestamp(path.stat().st_mtime, timezone.utc)
+    except (OSError, OverflowError, ValueError):
+        return now
+    return min(modified_at, now)
+
+
+def _parse_line(line: str, header: list[str], number: int, zone: ZoneInfo, now: datetime,
+                exported_at: datetime) -> _Job:
     if _NOT_UTF8.search(line):
         raise ValueError("bytes that are not UTF-8")
     values = line.split("|")
@@ -206,7 +222,8 @@ def _parse_line(line: str, header: list[str], number: int, zone: ZoneInfo, now: 
         raise _Skip("no GPU in AllocTRES")
     started_at = _time("Start", start_text, zone, now)
     if end_text.lower() in _NOT_SET:
-        ended_at, state = now, state or "RUNNING"
+        # a Start after the file's time: that time is not the export's (a clock off), the import's is
+        ended_at, state = (exported_at if exported_at > started_at else now), state or "RUNNING"
     else:
         ended_at = _time("End", end_text, zone, now)
         if ended_at <= started_at and in_repeated_hour(ended_at, zone):

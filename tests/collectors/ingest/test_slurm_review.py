@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from datetime import timedelta
 
 import pyarrow as pa
@@ -78,3 +79,22 @@ def test_importing_a_file_again_never_doubles_its_jobs(tmp_path):
     ingest_slurm(path, lake=lake, now=NOW, assume_tz="Europe/Berlin")
     [(job, rows)] = lake_jobs(lake).items()
     assert [(r["gpu_uuid"], r["started_at"].hour) for r in rows] == [(gpu_uuid("n01", 0), 2), (gpu_uuid("n01", 1), 2)]
+
+
+def test_a_running_job_ends_when_the_export_was_written_not_when_it_was_imported(tmp_path):
+    """An export written at 12:00 on 30 November, job 5 running since 10:00 on 8 GPUs, imported a
+    week later: its end was the import time, 8 GPUs x 170 h where the export knows of 8 x 2 h, and
+    that end outlasted the real one (13:00) a later export gave, since the readers keep a holding's
+    latest end."""
+    lake = tmp_path / "lake"
+    write_gpu_lake(lake, {"n01": 8})
+    path = export(tmp_path, "5|a|alice|vision|gpu|RUNNING|2026-11-30T10:00:00|Unknown|n01|gres/gpu=8")
+    written_at = DAY + timedelta(hours=12)
+    os.utime(path, (written_at.timestamp(), written_at.timestamp()))
+    result, _ = read_sacct(path, lake=lake, now=DAY + timedelta(days=7))
+    assert {(r["ended_at"], r["state"]) for r in result.table.to_pylist()} == {(written_at, "RUNNING")}
+    assert any(f"ended_at is the export's time ({written_at.isoformat()}" in note for note in result.notes)
+    # a file copied without its times is younger than its export: still never later than the import
+    os.utime(path, ((DAY + timedelta(days=9)).timestamp(),) * 2)
+    result, _ = read_sacct(path, lake=lake, now=NOW)
+    assert {r["ended_at"] for r in result.table.to_pylist()} == {NOW}

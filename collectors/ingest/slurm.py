@@ -10,13 +10,12 @@ Times: sacct prints local time without a zone (`2026-11-30T08:00:00`): read in `
 (UTC by default; the notes say which), stored in UTC. An End of `Unknown`, `None` or empty is a
 job still running: its `ended_at` is the time of the export (its file's modification time, the
 import time where that is earlier: a copy without its times) and its `state` says RUNNING, so
-importing the export again later (the same file, grown) replaces the row with the real end. The
-import time was taken before: a month-old export imported today held its running jobs' GPUs for
-the month after it, and outlasted the real end another export gave (the readers keep a holding's
-latest end). Importing a file
-again replaces the rows it gave for the jobs it names and keeps those of jobs it no longer names:
-a sacct export is a window (`sacct -S <day> > jobs.txt` each day), and the next day's export
-under the same name had deleted the day before's jobs. A job that
+importing the export again later (the same file, grown) replaces the row with the real end. (The
+import time gave a month-old export's running jobs the month after it, and outlasted the real end
+another export gave: the readers keep a holding's latest end.) Importing a file again replaces
+the rows it gave for the jobs it names and keeps those of jobs it no longer names: a sacct export
+is a window (`sacct -S <day> > jobs.txt` each day), and the next day's export under the same name
+had deleted the day before's jobs. A job that
 never started (Start `Unknown`/`None`, NodeList `None assigned`), holds no GPU (no `gres/gpu`
 in AllocTRES) or ended as it started held no GPU time: it is counted, not stored.
 

@@ -31,6 +31,7 @@ beside the DCGM one).
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Iterable
 from datetime import datetime, timezone
@@ -79,30 +80,44 @@ def _fresh(selector: str, step_s: int) -> str:
     return f"last_over_time({selector}[{2 * int(step_s)}s])"
 
 
-def _named_by_node(expr: str, window_s: int) -> str:
+def _named_by_node(expr: str, window_s: int, node_name: str = "", unnamed: str | None = None) -> str:
     """`expr` (node_exporter series, `instance` kept) with its node's `nodename` label; a series
-    whose instance has no node_uname_info comes through without it."""
+    whose instance has no node_uname_info comes through without it. With `node_name`, only the
+    series of the node so named, and of those without a name only `unnamed`'s (`expr` narrowed by
+    the instance, as before the join)."""
     # Looked back as far as `expr` looks, so a port read at a step has its name there too (a bare
     # node_uname_info ends at the staleness marker of a failed scrape while a rate() goes on).
     # Over that window a reboot into a new kernel leaves two series (release differs) and a rename
     # two nodenames: one per instance, or group_left fails the whole range query.
-    names = (f"topk by (instance) (1, max by (instance, nodename) "
-             f"(last_over_time({NODE_NAME_SERIES}[{int(window_s)}s])))")
-    return f"(({expr}) * on(instance) group_left(nodename) {names} or ({expr}) unless on(instance) {names})"
+    def names(matchers: str) -> str:
+        return (f"topk by (instance) (1, max by (instance, nodename) "
+                f"(last_over_time({NODE_NAME_SERIES}{matchers}[{int(window_s)}s])))")
+    # a node's own collector picks its node by the name the join gives: by instance it matched
+    # nothing where Prometheus scrapes node_exporter by IP
+    own = names("{nodename=" + json.dumps(node_name) + "}") if node_name else names("")
+    return (f"(({expr}) * on(instance) group_left(nodename) {own} "
+            f"or ({unnamed or expr}) unless on(instance) {names('')})")
 
 
 def links_queries(dcgm_selector: str = "", node_selector: str = "", rate_window_s: int = DEFAULT_RATE_WINDOW_S,
-                  step_s: int = 30) -> str:
+                  step_s: int = 30, node_name: str = "") -> str:
     """One PromQL expression for every link series: NVLink gauges, IB port rates and IB counter
-    rates, the IB series with their node's `nodename` where node_uname_info gives it."""
+    rates, the IB series with their node's `nodename` where node_uname_info gives it. `node_name`:
+    only the IB series of the node so named (node_uname_info), and of nodes without a name those
+    `node_selector` picks."""
     node = _matchers(node_selector).removeprefix(", ")
+    picked = "" if node_name else node  # named, a node is picked by its name, the selector for the rest
+
+    def ib(series: str) -> str:
+        return series.replace("{SELECTOR}", "{" + picked + "}"), series.replace("{SELECTOR}", "{" + node + "}")
+
     parts = [_labelled(_fresh(field + "{" + _matchers(dcgm_selector).removeprefix(", ") + "}", step_s), column)
              for field, column in NVLINK_FIELDS.items()]
-    parts.append(_labelled(_named_by_node(_fresh(IB_RATE + "{" + node + "}", step_s), 2 * int(step_s)),
-                           "capacity_bytes_per_s"))
+    named, unnamed = ib(_fresh(IB_RATE + "{SELECTOR}", step_s))
+    parts.append(_labelled(_named_by_node(named, 2 * int(step_s), node_name, unnamed), "capacity_bytes_per_s"))
     for total, column in ((IB_TX_TOTAL, "tx_bytes_per_s"), (IB_RX_TOTAL, "rx_bytes_per_s")):
-        parts.append(_labelled(_named_by_node(f"rate({total}{{{node}}}[{int(rate_window_s)}s])", rate_window_s),
-                               column))
+        named, unnamed = ib(f"rate({total}{{SELECTOR}}[{int(rate_window_s)}s])")
+        parts.append(_labelled(_named_by_node(named, rate_window_s, node_name, unnamed), column))
     return " or ".join(parts)
 
 
@@ -206,16 +221,16 @@ class PrometheusLinkSource(DcgmSource):
     pivot = staticmethod(pivot_link_result)
     pods_as_jobs = False  # the DCGM source already turns these pods into jobs
 
-    def __init__(self, lake: str | Path, *, node_selector: str = "",
+    def __init__(self, lake: str | Path, *, node_selector: str = "", node_name: str = "",
                  rate_window_s: int = DEFAULT_RATE_WINDOW_S, **kwargs: Any):
-        self._node_selector, self._rate_window_s = node_selector, rate_window_s
+        self._node_selector, self._node_name, self._rate_window_s = node_selector, node_name, rate_window_s
         super().__init__(lake, **kwargs)
         if rate_window_s < 2 * self.step_s:
             raise ValueError(f"rate_window_s={rate_window_s!r}: expected at least two steps ({2 * self.step_s} s)")
 
     def _use_selector(self, selector: str) -> None:
         super()._use_selector(selector)
-        self.query = links_queries(selector, self._node_selector, self._rate_window_s, self.step_s)
+        self.query = links_queries(selector, self._node_selector, self._rate_window_s, self.step_s, self._node_name)
 
     @classmethod
     def from_settings(cls, lake: str | Path, settings: CollectorSettings, **overrides: Any) -> PrometheusLinkSource:

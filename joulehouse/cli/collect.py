@@ -167,9 +167,11 @@ def _build_sources(names, host, lake, settings, sim_gpus, defaults):
             if settings.dcgm_state_path == defaults.dcgm_state_path:
                 overrides["state_path"] = lake.parent / "state" / STATE_FILE_NAME
             if not settings.dcgm_selector:
-                # this host's series only: dcgm-exporter labels them, node_exporter's instance names it
+                # this host's series only: dcgm-exporter labels them, node_exporter's by the node's name
+                # (node_uname_info), or where it has none by the instance naming it
                 overrides["selector_candidates"] = _host_selectors(host)
                 overrides["node_selector"] = f'instance=~"{promql_regex_literal(host)}(:[0-9]+)?"'
+                overrides["node_name"] = host
             links = PrometheusLinkSource.from_settings(lake, settings, **overrides)
             log.info("links: reading %s at %s every %.0f s", links.query, links.url, settings.dcgm_sync_interval_s)
             sources.append(Scheduled(links, interval_s=settings.dcgm_sync_interval_s, background=True))

@@ -136,3 +136,21 @@ def test_a_node_rebooted_into_a_new_kernel_keeps_its_name_and_the_query_its_answ
     port_rows = [r for r in rows if r["link_kind"] == "infiniband" and r["host"] in ("node-04", "10.0.0.8")]
     assert Counter(r["host"] for r in port_rows) == {"node-04": 3}
     assert all(r["rx_bytes_per_s"] == pytest.approx(PORT_RATES["node-04"][1], rel=0.02) for r in port_rows)
+
+
+def test_a_nodes_own_collector_reads_its_ports_where_prometheus_scrapes_it_by_ip(prometheus, tmp_path):
+    """`joulehouse collect --source links` on node-01 picked its node_exporter series by
+    instance=~"node-01(:port)?", which matches nothing where Prometheus scrapes by IP: a node-local
+    collector read no InfiniBand port at all. It picks them by the node's name now, and a node
+    without node_uname_info still by its instance."""
+    from joulehouse.cli.collect import _build_sources
+    from joulehouse.collectors.settings import CollectorSettings
+
+    settings = CollectorSettings(prometheus_url=prometheus.url, prometheus_step_s=1,
+                                 dcgm_state_path=str(tmp_path / "dcgm.json"))
+    start = prometheus.first_scrape_s + 6
+    wait_for(lambda: time.time() > start + 3, 15, "a rate window of scrapes")
+    for host, instance in (("node-01", "10.0.0.5"), ("10.0.0.7", "10.0.0.7")):
+        [scheduled] = _build_sources(["links"], host, tmp_path / host / "lake", settings, 0, CollectorSettings())
+        ports = [r for r in scheduled.source.read_range(start, start + 2).to_pylist() if r["link_kind"] == "infiniband"]
+        assert {r["host"] for r in ports} == {host} and len(ports) == 3, (host, sorted({r["host"] for r in ports}))

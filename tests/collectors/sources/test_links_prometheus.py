@@ -12,7 +12,8 @@ import pyarrow.dataset as ds
 import pytest
 from prometheus_server import PROMETHEUS, PrometheusServer, TextEndpoint, wait_for
 
-from joulehouse.collectors.sources.links import IB_RATE, IB_RX_TOTAL, IB_TX_TOTAL, NVLINK_FIELDS, PrometheusLinkSource
+from joulehouse.collectors.sources.links import (IB_RATE, IB_RX_TOTAL, IB_TX_TOTAL, NODE_NAME_SERIES, NVLINK_FIELDS,
+                                                PrometheusLinkSource)
 
 pytestmark = [pytest.mark.integration]
 if not Path(PROMETHEUS).exists():
@@ -141,7 +142,9 @@ def test_the_shipped_configs_export_and_keep_every_link_series():
     config = (repo / "infra" / "prometheus" / "prometheus.yml").read_text()
     assert all(f"{name}," in counters for name in NVLINK_FIELDS)
     keeps = re.findall(r'regex: "([^"]+)"', config)
-    for name in [*NVLINK_FIELDS, IB_TX_TOTAL, IB_RX_TOTAL, IB_RATE]:
+    # node_uname_info too: its nodename names the host of the ports (the node job's instance may be
+    # an IP), and the node job dropped it
+    for name in [*NVLINK_FIELDS, IB_TX_TOTAL, IB_RX_TOTAL, IB_RATE, NODE_NAME_SERIES]:
         assert any(re.fullmatch(keep, name) for keep in keeps), name
 
 

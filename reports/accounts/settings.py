@@ -220,7 +220,8 @@ class CarbonSettings(AccountSettings):
     """Carbon accounting (GHG Protocol scope 2, both methods, plus embodied)."""
 
     default_grid_gco2e_per_kwh: GramsPerKwh = Field(400.0, description="Grid intensity where the grid file has no value, gCO2e/kWh.")
-    market_contract_kwh_per_day: ContractKwh = Field(0.0, description="A site-wide contract (PPA/REC) volume per day, kWh ...")
+    market_contract_kwh_per_day: ContractKwh = Field(0.0, description="A contract (PPA/REC) volume per day that EACH site holds, kWh ...\n"
+                                                                          "(one contract for the whole fleet: market_contracts, per site)")
     market_contract_gco2e_per_kwh: GramsPerKwh = Field(0.0, description="... at this intensity, gCO2e/kWh.")
     residual_mix_from: Literal["table", "setting"] = Field(
         "table", description="Market-based, what no contract covers: the region's published residual mix\n"

@@ -15,7 +15,8 @@ Per metered GPU-hour, USD:
     density_surcharge = ratio(rack kW) x max(energy_cost + demand_charge, 0); ratio 0 below
                         25 kW, 0.12 at 25-35 kW, 0.28 above, on the provisioned TcoSettings.rack_kw
     capital           = (GPU price + server price / gpus_per_server) / lifetime hours, none
-                        once the lifetime is over (reports.accounts.embodied.amortised_share)
+                        before purchased_on or once the lifetime is over
+                        (reports.accounts.embodied.amortised_share)
     operations        = that capital base x operations_ratio_of_capex_per_year / 8760
 Capital and operations are charged on every hour of the day of every GPU in the fleet, read or
 not (reports.accounts.fleet_hours): an hour without a reading carries them and no energy, and

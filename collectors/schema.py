@@ -1,8 +1,8 @@
 """The lake's datasets and their Arrow schemas: the contract between node and warehouse.
 
 Every column carries its unit in its name. Timestamps are UTC (`timestamp[us, UTC]`). A reading
-a source does not have is NULL, never 0. Extra columns are allowed in files (NVML adds the
-device's limits, running PIDs and a read error); these are the ones the warehouse relies on, and
+a source does not have is NULL, never 0. Extra columns are allowed in files (NVML adds running
+PIDs and a read error); these are the ones the warehouse relies on, and
 its raw_* views read exactly these, by name. The types follow what the sources give: NVML power is integer mW, so
 `power_w` as float32 holds it to better than 0.1 mW; counters are int64.
 
@@ -51,6 +51,12 @@ GPU_SAMPLES = pa.schema(
         # NVML clocks-event (throttle) reasons bitmask, nvmlClocksEventReason* constants.
         pa.field("clock_event_reasons", pa.int64()),
         pa.field("source", pa.string(), nullable=False),
+        # The device's own power-limit range and default, W (NVML's management-limit constraints and
+        # default limit, read once per GPU): what a limit may be set to, whatever a cap holds now.
+        # NULL where the source has none (DCGM, nvidia-smi logs, older files).
+        pa.field("power_limit_min_w", pa.float32()),
+        pa.field("power_limit_max_w", pa.float32()),
+        pa.field("power_limit_default_w", pa.float32()),
     ]
 )
 

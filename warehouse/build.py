@@ -321,13 +321,17 @@ def earlier_coverage_view(con: duckdb.DuckDBPyConnection) -> None:
     a gap that began before the day's margin; empty before the first build (the table the SQL
     would read does not exist yet). Tables from before the column hold last_sampled_at instead."""
     if relation_exists(con, "fct_gpu_coverage_daily", temporary=False):
-        ensure_columns(con, "fct_gpu_coverage_daily", {"last_energy_reading_at": "TIMESTAMPTZ", "gpu_index": "SMALLINT"})
+        ensure_columns(con, "fct_gpu_coverage_daily", {"last_energy_reading_at": "TIMESTAMPTZ", "gpu_index": "SMALLINT",
+                                                        **{c: "FLOAT" for c in DEVICE_LIMIT_COLUMNS}})
         body = ("SELECT gpu_uuid, day, coalesce(last_energy_reading_at, last_sampled_at) AS last_reading_at "
                 "FROM fct_gpu_coverage_daily")
     else:
         body = "SELECT NULL::VARCHAR AS gpu_uuid, NULL::DATE AS day, NULL::TIMESTAMPTZ AS last_reading_at WHERE false"
     con.execute(f"CREATE OR REPLACE TEMP VIEW earlier_gpu_coverage AS {body}")
 
+
+# The device's own limits (W) fct_gpu_coverage_daily carries per GPU-day, added after its first rows.
+DEVICE_LIMIT_COLUMNS = ("power_limit_default_w", "power_limit_min_w", "power_limit_max_w")
 
 # Columns of fct_warehouse_build_daily added after the first warehouses were built.
 BUILD_DAILY_LATER_COLUMNS = {"readings_pruned_at": "TIMESTAMPTZ", "completed_at": "TIMESTAMPTZ",

@@ -31,6 +31,7 @@ from typing import Any
 import polars as pl
 
 from joulehouse.collectors import lakefs
+from joulehouse.collectors.schema import DATASETS
 from joulehouse.models.settings import ModelSettings
 from joulehouse.warehouse.build import build_parameters
 from joulehouse.warehouse.inventory import INVENTORY_COLUMNS, OPTIONAL_INVENTORY_COLUMNS, inventory_file
@@ -60,6 +61,9 @@ GENERATED_MODEL_RELATIONS = ("gpu_activity_streams", "power_input_chosen", "powe
 GENERATED_MODELS = SparkStatements(SqlFiles("joulehouse.models", "sql"),
                                    macros=("power_dynamic_ratio", "fit_feature_choice", "activity_of_kind",
                                            "fit_activity_kind", "holdout_from_epoch_s", "covered_hours"))
+# Spark's type of each Arrow type of the lake's schemas (collectors/schema.py), for a column no file has.
+SPARK_TYPES = {"timestamp[us, tz=UTC]": "timestamp", "string": "string", "int8": "tinyint", "int16": "smallint",
+               "int32": "int", "int64": "bigint", "float": "float", "double": "double", "bool": "boolean"}
 # The columns of power_stored_hours that power_suffstats.sql reads (fct_power_fit_sums_hourly's):
 # the reference path Spark runs stores no sums, so the view is empty.
 STORED_HOURS_SCHEMA = ("gpu_model string, sm_clock_mhz int, n bigint, "
@@ -103,6 +107,13 @@ def register_lake(spark: Any, lake: str | Path) -> None:
         frame = spark.read.option("basePath", path).parquet(path)
     except Exception as exc:  # py4j/analysis errors: name the lake
         raise SparkEngineError(f"Spark cannot read the lake's gpu_samples at {path}: {exc}") from None
+    # a documented column no file has is NULL, as the DuckDB build's lake contract reads it: the
+    # relations name the optional columns (stg_gpu_samples excludes the device's limits by name)
+    absent = [f for f in DATASETS["gpu_samples"] if f.name not in frame.columns]
+    if absent:
+        from pyspark.sql import functions as spark_functions
+
+        frame = frame.withColumns({f.name: spark_functions.lit(None).cast(SPARK_TYPES[str(f.type)]) for f in absent})
     frame.createOrReplaceTempView("raw_gpu_samples")
 
 

@@ -85,6 +85,10 @@ def gpu_day_table(seed: int, day: dt.date, gpus: Sequence[SimGpu], traces: Seque
             "pstate": pa.array(np.where(busy, PSTATE_BUSY, PSTATE_IDLE).astype(np.int8)),
             "clock_event_reasons": pa.array(reasons.astype(np.int64)),
             "source": pa.repeat(SOURCE, n),
+            # what NVML reports of the device, whatever limit the day's cap holds
+            "power_limit_min_w": pa.repeat(pa.scalar(g.spec.min_limit_w, pa.float32()), n),
+            "power_limit_max_w": pa.repeat(pa.scalar(g.spec.max_limit_w, pa.float32()), n),
+            "power_limit_default_w": pa.repeat(pa.scalar(g.spec.default_limit_w, pa.float32()), n),
         }
         tables.append(pa.table(columns, schema=GPU_SAMPLES))
     return pa.concat_tables(tables)

@@ -18,8 +18,8 @@ from 47.1-48.1 to 22.0-22.2 ms (medians of three runs each). A poll of 8 GPUs sh
 about one window plus the other readings instead of 16 windows in a row (about 340 ms); only one
 GPU was lent to measure it.
 
-Extra columns: `power_limit_min_w` / `power_limit_max_w` / `power_limit_default_w` (W, read once
-per GPU when it is first seen), `running_pids` (list of PIDs of compute processes, for job
+`power_limit_min_w` / `power_limit_max_w` / `power_limit_default_w` (W) are read once per GPU when it
+is first seen. Extra columns: `running_pids` (list of PIDs of compute processes, for job
 attribution; `take_processes()` hands the full list, with each process's memory, to the process
 map in collectors/sources/gpu_processes.py) and `error` (NULL on a good row; else which NVML calls failed and why).
 
@@ -86,9 +86,6 @@ class NvmlUnavailable(SourceError):
 
 _SCHEMA_FIELDS = {f.name: f for f in GPU_SAMPLES}
 _EXTRA_FIELDS = [
-    pa.field("power_limit_min_w", pa.float32()),
-    pa.field("power_limit_max_w", pa.float32()),
-    pa.field("power_limit_default_w", pa.float32()),
     pa.field("running_pids", pa.list_(pa.int64())),
     pa.field(ERROR_COLUMN, pa.string()),
 ]
@@ -96,6 +93,7 @@ _COLUMNS = [
     "sampled_at", "host", "gpu_index", "gpu_uuid", "gpu_model", "power_w", "energy_mj_total", "temp_c",
     "mem_temp_c", "sm_clock_mhz", "mem_clock_mhz", "util_gpu_pct", "util_mem_pct", "mem_used_mib",
     "power_limit_w", "pcie_tx_bytes_per_s", "pcie_rx_bytes_per_s", "pstate", "clock_event_reasons", "source",
+    "power_limit_min_w", "power_limit_max_w", "power_limit_default_w",
 ]
 ROW_SCHEMA = pa.schema([_SCHEMA_FIELDS[c] for c in _COLUMNS] + _EXTRA_FIELDS)
 # Integer readings -> the (lowest, highest) value their column holds. NVML answers unsigned

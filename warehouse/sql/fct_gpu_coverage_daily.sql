@@ -25,6 +25,11 @@
 --     counted on neither day
 --   longest_gap_s [s] longest such interval (NULL when none)
 --   staleness_s [s] from the last clean reading to the end of the day (or to build time, if earlier)
+--   power_limit_default_w [W] the default power limit the device itself reports (NVML), the
+--     highest of the day's clean readings; NULL where none reported one (DCGM, nvidia-smi logs).
+--     Unlike power_limit_w it stays the board's own while a cap holds
+--   power_limit_min_w [W] the lowest limit the device accepts, as it reports it (highest of the day's; NULL: none)
+--   power_limit_max_w [W] the highest limit the device accepts, as it reports it (highest of the day's; NULL: none)
 WITH day_rows AS (
     SELECT * FROM int_gpu_samples_checked WHERE day = $day::DATE
 ),
@@ -40,7 +45,12 @@ per_gpu AS (
         min(sampled_at) FILTER (WHERE reason IS NULL) AS first_sampled_at,
         max(sampled_at) FILTER (WHERE reason IS NULL) AS last_sampled_at,
         max(sampled_at) FILTER (WHERE reason IS NULL AND (power_w IS NOT NULL OR energy_mj_total IS NOT NULL))
-            AS last_energy_reading_at
+            AS last_energy_reading_at,
+        -- the device's own limits, in the pass over the day's readings this aggregate makes
+        -- anyway: a query of their own would read the day's rows a second time
+        max(power_limit_default_w) FILTER (WHERE reason IS NULL) AS power_limit_default_w,
+        max(power_limit_min_w) FILTER (WHERE reason IS NULL) AS power_limit_min_w,
+        max(power_limit_max_w) FILTER (WHERE reason IS NULL) AS power_limit_max_w
     FROM day_rows
     GROUP BY gpu_uuid
 ),
@@ -140,7 +150,10 @@ SELECT
         0,
         epoch(least(($day::DATE + 1)::TIMESTAMPTZ, $now::TIMESTAMPTZ))
         - epoch(coalesce(p.last_sampled_at, $day::TIMESTAMPTZ))
-    ) AS staleness_s
+    ) AS staleness_s,
+    p.power_limit_default_w,
+    p.power_limit_min_w,
+    p.power_limit_max_w
 FROM per_gpu AS p
 LEFT JOIN energy AS e USING (gpu_uuid)
 LEFT JOIN gaps AS g USING (gpu_uuid)

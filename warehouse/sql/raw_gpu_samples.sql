@@ -11,5 +11,6 @@ SELECT
     "util_gpu_pct", "util_mem_pct", "sm_active_ratio", "sm_occupancy_ratio",
     "tensor_active_ratio", "dram_active_ratio", "pcie_tx_bytes_per_s",
     "pcie_rx_bytes_per_s", "power_limit_w", "mem_used_mib", "pstate",
-    "clock_event_reasons", "source", date
+    "clock_event_reasons", "source", "power_limit_min_w", "power_limit_max_w",
+    "power_limit_default_w", date
 FROM jh_lake_gpu_samples

@@ -1,4 +1,9 @@
-"""A GPU's power limits (default, min, max W): the catalogue's, and the GPU's own default across days.
+"""A GPU's power limits (default, min, max W): the device's own, else the catalogue's and the GPU's
+own default across days.
+
+What the device reports of itself (NVML's default limit and limit constraints, which the NVML
+collector writes beside each reading and fct_gpu_coverage_daily keeps per GPU-day) is the truth
+wherever it was reported, capped or not; the rules below fill only what it did not report.
 
 The default is where "keep the default", a rollback and every saving are counted from. A known
 model takes the catalogue's (models/gpu_catalogue.csv) unless the GPU's own default is higher (an
@@ -16,6 +21,8 @@ and a model-wide 500 W would exceed a 400 W board's maximum.
 from __future__ import annotations
 
 import datetime as dt
+import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cache
 
@@ -33,6 +40,9 @@ FROM_READINGS = "its readings show"
 FROM_AUDIT = "the agent's audit shows that before its first setting it held"
 FROM_GPU_EARLIER = "on earlier days it held"
 FROM_MODEL_EARLIER = "on earlier days its model's GPUs held"
+FROM_DEVICE = "limits as the device reports them (NVML)"
+# The profile's columns (recommend_gpu_profile.sql) holding the device's own (default, min, max) W.
+REPORTED_LIMIT_COLUMNS = ("power_limit_default_w", "power_limit_min_w", "power_limit_max_w")
 
 
 @cache  # asked once per GPU of the day; the catalogue's pattern match is the same every time
@@ -51,8 +61,47 @@ DEVICE_LIMITS_W = {s.gpu_model: limits for s in gpu_catalogue.catalogue()
                    if (limits := catalogue_limits_w(s.gpu_model)) is not None}
 
 
-def device_limits_w(gpu_model: str, max_seen_limit_w: float | None,
-                    limit_source: str = FROM_READINGS) -> tuple[float, float, float, str | None]:
+def reported_limits_w(row: Mapping) -> tuple[float | None, float | None, float | None]:
+    """The (default, min, max) W the device reported of itself in a GPU's profile row, each None
+    where it reported none (NULL; a value not above 0 W or not finite is no report either)."""
+    return tuple(float(w) if w is not None and math.isfinite(w) and w > 0 else None
+                 for w in (row.get(c) for c in REPORTED_LIMIT_COLUMNS))
+
+
+def device_limits_w(gpu_model: str, max_seen_limit_w: float | None, limit_source: str = FROM_READINGS,
+                    reported_w: tuple[float | None, float | None, float | None] = (None, None, None),
+                    ) -> tuple[float, float, float, str | None]:
+    """(default, min, max) W of the GPU, and a note where they are not the catalogue's.
+    `reported_w` (reported_limits_w) is what the device reported: each figure it gives stands,
+    whatever the GPU's readings or the catalogue say (after a cap its readings show only the cap;
+    an unknown model's minimum is no longer guessed); the rest come from the rules below, its
+    reported default standing in for the highest limit held. Raises ValueError where the figures
+    cannot all be known, or where the device's minimum lies above its own default or maximum."""
+    default_r, min_r, max_r = reported_w
+    if default_r is None and min_r is None and max_r is None:
+        return _limits_by_rule_w(gpu_model, max_seen_limit_w, limit_source)
+    name = repr(gpu_model) if gpu_model else "(not reported)"
+    above = [f"{label} {w:.0f} W" for label, w in (("default", default_r), ("maximum", max_r))
+             if w is not None and min_r is not None and min_r > w]
+    if above:
+        raise ValueError(f"GPU model {name}: the device reports a {min_r:.0f} W minimum limit above its "
+                         f"{' and '.join(above)}")
+    if default_r is None:
+        by_rule = _limits_by_rule_w(gpu_model, max_seen_limit_w, limit_source)
+    else:
+        by_rule = _limits_by_rule_w(gpu_model, default_r, FROM_DEVICE)
+    limits = tuple(r if r is not None else w for r, w in zip(reported_w, by_rule[:3]))
+    if limits == by_rule[:3] and by_rule[3] is None:
+        return (*limits, None)  # the catalogue's own figures: nothing to say
+    said = ", ".join(f"{label} {w:.0f} W" for label, w in zip(("default", "min", "max"), reported_w) if w is not None)
+    note = f"{FROM_DEVICE}: {said}"
+    if None in reported_w and by_rule[3] is not None:
+        note += f"; the rest: {by_rule[3]}"
+    return (*limits, note)
+
+
+def _limits_by_rule_w(gpu_model: str, max_seen_limit_w: float | None,
+                      limit_source: str = FROM_READINGS) -> tuple[float, float, float, str | None]:
     """(default, min, max) W for the model, and a note when they were estimated. A known model
     whose GPU held a limit above its catalogue default (an A100-SXM4-80GB on a 500 W HGX board
     has the 400 W board's NVML name) takes that limit as its default: at 400 W its "keep the

@@ -77,7 +77,8 @@ from joulehouse.models.power import coefficients_of
 from joulehouse.warehouse.sqlio import relation_exists, replace_day_rows
 from joulehouse.models.cap_scoring import MixSetting, activity_bins, relative_to, score_clocks, score_limits
 from joulehouse.models.device_limits import (DEVICE_LIMITS_W, FROM_READINGS, device_limits_w,  # noqa: F401 (its callers)
-                                             earlier_default_limits_w, limit_seen_w, stray_limit_note)
+                                             earlier_default_limits_w, limit_seen_w, reported_limits_w,
+                                             stray_limit_note)
 from joulehouse.models.sql import load_sql
 from joulehouse.models.recommend_controls import hold_out_controls
 from joulehouse.models.recommend_inputs import (PROFILE_MEASURES, MissingMeasure, gpu_day_profiles,
@@ -116,7 +117,7 @@ def recommend_gpu(row: dict, workload_class: str, fit: dict | None, settings: Re
     called only when a clock lock's reason needs it."""
     try:
         default_w, min_w, max_w, note = device_limits_w(row["gpu_model"], row["max_power_limit_w"],
-                                                        row.get("limit_source", FROM_READINGS))
+                                                        row.get("limit_source", FROM_READINGS), reported_limits_w(row))
         note = "; ".join(n for n in (note, stray_limit_note(row)) if n) or None
     except ValueError as exc:
         # A GPU whose limits nobody knows (an imported log without power.limit) gets no setting,

@@ -23,7 +23,8 @@ from joulehouse.models.activity import create_activity_view
 from joulehouse.models.day_jobs import jobs_relation
 from joulehouse.models.power import load_fit
 from joulehouse.models.sql import load_sql
-from joulehouse.warehouse.sqlio import quoted_relation, records, relation_exists
+from joulehouse.warehouse.build import DEVICE_LIMIT_COLUMNS
+from joulehouse.warehouse.sqlio import columns_of, quoted_relation, records, relation_exists
 
 # The activity measure a power fit's feature set reads (models/sql/recommend_gpu_profile.sql's kinds):
 # the pairing the fit itself chooses by (models/sql/fit_feature_choice.sql), for Python readers of a
@@ -114,10 +115,17 @@ def latest_fits(con: duckdb.DuckDBPyConnection, day: dt.date) -> dict[str, dict]
 def create_covered_hours_inputs(con: duckdb.DuckDBPyConnection) -> None:
     """(Re)create the macro covered_hours (models/sql/covered_hours.sql: the hours each GPU's
     readings cover, busy hours' base) and the temp view covered_hours_input_coverage it is given
-    its covered_s from (fct_gpu_coverage_daily where built, else empty)."""
-    con.execute("CREATE OR REPLACE TEMP VIEW covered_hours_input_coverage AS " + (
-        "SELECT day, gpu_uuid, covered_s FROM fct_gpu_coverage_daily" if relation_exists(con, "fct_gpu_coverage_daily")
-        else "SELECT CAST(NULL AS DATE) AS day, CAST(NULL AS VARCHAR) AS gpu_uuid, CAST(NULL AS DOUBLE) AS covered_s WHERE false"))
+    its covered_s from (fct_gpu_coverage_daily where built, else empty), with the limits (W) the
+    device reported that day (NULL in a table built before it carried them)."""
+    if relation_exists(con, "fct_gpu_coverage_daily"):
+        present = set(columns_of(con, "fct_gpu_coverage_daily"))
+        limits = ", ".join(c if c in present else f"CAST(NULL AS FLOAT) AS {c}" for c in DEVICE_LIMIT_COLUMNS)
+        body = f"SELECT day, gpu_uuid, covered_s, {limits} FROM fct_gpu_coverage_daily"
+    else:
+        limits = ", ".join(f"CAST(NULL AS FLOAT) AS {c}" for c in DEVICE_LIMIT_COLUMNS)
+        body = (f"SELECT CAST(NULL AS DATE) AS day, CAST(NULL AS VARCHAR) AS gpu_uuid, CAST(NULL AS DOUBLE) AS covered_s, "
+                f"{limits} WHERE false")
+    con.execute(f"CREATE OR REPLACE TEMP VIEW covered_hours_input_coverage AS {body}")
     con.execute(load_sql("covered_hours"))
 
 

@@ -38,6 +38,8 @@
 --   was counted from a run without a limit), stray_max_power_limit_w (W: the highest limit read above
 --   max_power_limit_w, set aside as too rarely read; NULL: none), n_stray_power_limit_readings (the
 --   readings of limits above max_power_limit_w, set aside; 0: none);
+--   power_limit_default_w, power_limit_min_w, power_limit_max_w (W: the limits the device itself
+--   reported that day, fct_gpu_coverage_daily's; NULL: none reported, or no coverage built);
 --   model_dram_ratio, model_util_mem_ratio, model_pcie_gbps, model_temp_c: the mean of those busy
 --   means over the GPUs of the GPU's model that read each that day, each GPU weighing the same
 --   whatever its sampling rate or busy hours (the stand-in describes a GPU of the model; NULL where
@@ -200,7 +202,8 @@ SELECT
     g.sm_active_ratio, g.util_gpu_ratio, g.dram_ratio, g.util_mem_ratio, g.pcie_gbps, g.temp_c,
     g.busy_power_w, l.max_power_limit_w, l.stray_max_power_limit_w,
     coalesce(l.n_stray_power_limit_readings, 0) AS n_stray_power_limit_readings,
-    m.model_dram_ratio, m.model_util_mem_ratio, m.model_pcie_gbps, m.model_temp_c
+    m.model_dram_ratio, m.model_util_mem_ratio, m.model_pcie_gbps, m.model_temp_c,
+    c.power_limit_default_w, c.power_limit_min_w, c.power_limit_max_w
 FROM per_gpu AS g
 LEFT JOIN tenths AS t USING (gpu_uuid)
 LEFT JOIN limits AS l USING (gpu_uuid)

@@ -43,12 +43,14 @@ WITH window_rows AS NOT MATERIALIZED (
     -- range is a filter inside the neighbours' Parquet scan instead of one over all their rows.
     -- NOT MATERIALIZED: with three readers (the per-stream seconds, the duplicate keys, the rules)
     -- DuckDB would first copy every wide row into a temporary result; scanned three times, each
-    -- reader decodes only its columns (3.6 -> 2.2 s per batch of 3.1 M readings, SCALING.md)
-    SELECT r.* EXCLUDE (date), r.date AS day
+    -- reader decodes only its columns (3.6 -> 2.2 s per batch of 3.1 M readings, SCALING.md).
+    -- The device's own limits are one value per GPU: fct_gpu_coverage_daily reads them on their own
+    -- (carried through the pairing's sort with every reading, +3% of the build)
+    SELECT r.* EXCLUDE (date, power_limit_default_w, power_limit_min_w, power_limit_max_w), r.date AS day
     FROM raw_gpu_samples AS r
     WHERE r.date = $day::DATE AND list_contains($hosts::VARCHAR[], coalesce(r.host, ''))
     UNION ALL
-    SELECT r.* EXCLUDE (date), r.date AS day
+    SELECT r.* EXCLUDE (date, power_limit_default_w, power_limit_min_w, power_limit_max_w), r.date AS day
     FROM raw_gpu_samples AS r
     -- the typed partition column first: DuckDB opens only the neighbouring days' files
     WHERE (r.date = $day::DATE - 1 OR r.date = $day::DATE + 1)

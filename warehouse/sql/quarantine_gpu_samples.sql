@@ -9,8 +9,7 @@
 --   in_inventory [bool] the GPU is in the site inventory
 --   reason [text] the first rule the row broke (see int_gpu_samples_checked.sql for the list)
 WITH day_rows AS (
-    SELECT * EXCLUDE (next_sampled_at, next_power_w, next_energy_mj_total, next_power_limit_w,
-                      power_limit_default_w, power_limit_min_w, power_limit_max_w)
+    SELECT * EXCLUDE (next_sampled_at, next_power_w, next_energy_mj_total, next_power_limit_w)
     FROM int_gpu_samples_checked
     WHERE day = $day::DATE AND reason IS NOT NULL
 )

@@ -16,8 +16,7 @@
 --     and for a reading with neither power nor counter
 WITH day_rows AS (
     SELECT
-        * EXCLUDE (reason, next_sampled_at, next_power_w, next_energy_mj_total, next_power_limit_w,
-                   power_limit_default_w, power_limit_min_w, power_limit_max_w),
+        * EXCLUDE (reason, next_sampled_at, next_power_w, next_energy_mj_total, next_power_limit_w),
         epoch(next_sampled_at) - epoch(sampled_at) AS interval_s
     FROM int_gpu_samples_checked
     WHERE day = $day::DATE AND reason IS NULL

@@ -8,7 +8,8 @@ import signal
 import socket
 import subprocess
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 
 import requests
@@ -96,19 +97,35 @@ class PrometheusServer:
         self.log.close()
 
 
-class TextEndpoint:
-    """A local HTTP endpoint serving Prometheus' text format: `text()` at every GET (an exporter
-    stand-in whose values and labels a test changes while Prometheus scrapes it)."""
+@contextmanager
+def scraped(server: PrometheusServer, ready: Callable[[], bool], first_scrape_query: str,
+            endpoints: Sequence[HttpStub] = ()) -> Iterator[PrometheusServer]:
+    """`server` once `ready()` holds (the first scrapes are queryable about 5 s after start),
+    `first_scrape_s` the first whole second after the instant `first_scrape_query` gives (range
+    queries evaluate at whole seconds); the server and `endpoints` stopped after."""
+    try:
+        wait_for(ready, 30, "the first scrapes")
+        server.first_scrape_s = server.series_count(first_scrape_query) + 1
+        yield server
+    finally:
+        server.stop()
+        for endpoint in endpoints:
+            endpoint.stop()
 
-    def __init__(self, text: Callable[[], str]) -> None:
+
+class HttpStub:
+    """A local HTTP server answering every GET with `answer(path)` -> (status, body, content type):
+    an exporter or a proxy a test stands in for."""
+
+    def __init__(self, answer: Callable[[str], tuple[int, bytes, str]]) -> None:
         from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
         import threading
 
         class Handler(BaseHTTPRequestHandler):
             def do_GET(self) -> None:  # noqa: N802 (http.server's name)
-                body = text().encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
+                status, body, content_type = answer(self.path)
+                self.send_response(status)
+                self.send_header("Content-Type", content_type)
                 self.send_header("Content-Length", str(len(body)))
                 self.end_headers()
                 self.wfile.write(body)
@@ -118,8 +135,17 @@ class TextEndpoint:
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.port = self.server.server_address[1]
+        self.url = f"http://127.0.0.1:{self.port}"
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
 
     def stop(self) -> None:
         self.server.shutdown()
         self.server.server_close()
+
+
+class TextEndpoint(HttpStub):
+    """A local HTTP endpoint serving Prometheus' text format: `text()` at every GET (an exporter
+    stand-in whose values and labels a test changes while Prometheus scrapes it)."""
+
+    def __init__(self, text: Callable[[], str]) -> None:
+        super().__init__(lambda path: (200, text().encode(), "text/plain; version=0.0.4; charset=utf-8"))

@@ -11,12 +11,10 @@ from __future__ import annotations
 import json
 import logging
 import re
-import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import datetime
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pyarrow.dataset as ds
@@ -31,7 +29,7 @@ from joulehouse.collectors.settings import CollectorSettings
 from joulehouse.collectors.sources.dcgm import DcgmSource
 from joulehouse.collectors.sources.dcgm_reader import storage_retention_s
 from joulehouse.collectors.sources.dcgm_state import iso_utc
-from prometheus_server import PROMETHEUS, PrometheusServer, TextEndpoint, wait_for
+from prometheus_server import PROMETHEUS, HttpStub, PrometheusServer, TextEndpoint, wait_for
 
 pytestmark = [pytest.mark.integration]
 
@@ -171,37 +169,21 @@ def test_a_retention_by_size_alone_says_nothing_it_cannot_know(exporter, tmp_pat
     assert set(lake_power_w(tmp_path)) == {250.5}  # read as before
 
 
-class QueriesOnly:
+class QueriesOnly(HttpStub):
     """A stand-in for a Prometheus that does not say its retention (before 2.15, or behind a proxy
     passing queries only): forwards /api/v1/query to `upstream`, answers anything else 404."""
 
     def __init__(self, upstream: str) -> None:
         self.refused: list[str] = []
-        refused = self.refused
+        self.upstream = upstream
+        super().__init__(self._answer)
 
-        class Handler(BaseHTTPRequestHandler):
-            def do_GET(self) -> None:  # noqa: N802 (http.server's name)
-                if self.path.startswith("/api/v1/query?"):
-                    answer = requests.get(upstream + self.path, timeout=10)
-                    status, body = answer.status_code, answer.content
-                else:
-                    refused.append(self.path)
-                    status, body = 404, b"404 page not found\n"
-                self.send_response(status)
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            def log_message(self, *args: object) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-    def stop(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+    def _answer(self, path: str) -> tuple[int, bytes, str]:
+        if path.startswith("/api/v1/query?"):
+            answer = requests.get(self.upstream + path, timeout=10)
+            return answer.status_code, answer.content, answer.headers.get("Content-Type", "application/json")
+        self.refused.append(path)
+        return 404, b"404 page not found\n", "text/plain"
 
 
 def test_a_prometheus_that_does_not_say_its_retention_is_read_as_before(one_hour, tmp_path, caplog):

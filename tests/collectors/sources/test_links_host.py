@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from prometheus_server import PROMETHEUS, PrometheusServer, TextEndpoint, wait_for
+from prometheus_server import PROMETHEUS, PrometheusServer, TextEndpoint, scraped, wait_for
 
 from joulehouse.collectors.sources.links import PrometheusLinkSource
 
@@ -68,16 +68,11 @@ def prometheus(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PrometheusS
     server = PrometheusServer(tmp_path_factory.mktemp("prometheus-link-hosts"), dcgm.port, node_targets={
         node_01.port: "10.0.0.5:9100", node_02.port: "10.0.0.6:9100", node_02_by_name.port: "node-02:9100",
         node_03.port: "10.0.0.7:9100", node_04.port: "10.0.0.8:9100"})
-    try:
-        wait_for(lambda: server.series_count("count(node_infiniband_rate_bytes_per_second)") == 5
+    with scraped(server, lambda: server.series_count("count(node_infiniband_rate_bytes_per_second)") == 5
                  and server.series_count("count(node_uname_info)") == 4
-                 and server.series_count("count(DCGM_FI_PROF_NVLINK_TX_BYTES)") == 2, 30, "the first scrapes")
-        server.first_scrape_s = server.series_count("max(timestamp(node_infiniband_rate_bytes_per_second))") + 1
+                 and server.series_count("count(DCGM_FI_PROF_NVLINK_TX_BYTES)") == 2,
+                 "max(timestamp(node_infiniband_rate_bytes_per_second))", endpoints):
         yield server
-    finally:
-        server.stop()
-        for endpoint in endpoints:
-            endpoint.stop()
 
 
 def read_rows(prometheus: PrometheusServer, tmp_path: Path) -> tuple[list[dict], list[str]]:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pyarrow.dataset as ds
 import pytest
-from prometheus_server import PROMETHEUS, PrometheusServer, TextEndpoint, wait_for
+from prometheus_server import PROMETHEUS, PrometheusServer, TextEndpoint, scraped, wait_for
 
 from joulehouse.collectors.sources.links import (IB_RATE, IB_RX_TOTAL, IB_TX_TOTAL, NODE_NAME_SERIES, NVLINK_FIELDS,
                                                 PrometheusLinkSource)
@@ -78,15 +78,10 @@ def prometheus(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PrometheusS
                  TextEndpoint(lambda: node_text("node-02"))]
     server = PrometheusServer(tmp_path_factory.mktemp("prometheus-links"), endpoints[0].port,
                               node_targets={endpoints[1].port: "node-01:9100", endpoints[2].port: "node-02:9100"})
-    try:
-        wait_for(lambda: server.series_count("count(node_infiniband_rate_bytes_per_second)") == 3
-                 and server.series_count("count(DCGM_FI_PROF_NVLINK_TX_BYTES)") == 3, 30, "the first scrapes")
-        server.first_scrape_s = server.series_count("max(timestamp(node_infiniband_rate_bytes_per_second))") + 1
+    with scraped(server, lambda: server.series_count("count(node_infiniband_rate_bytes_per_second)") == 3
+                 and server.series_count("count(DCGM_FI_PROF_NVLINK_TX_BYTES)") == 3,
+                 "max(timestamp(node_infiniband_rate_bytes_per_second))", endpoints):
         yield server
-    finally:
-        server.stop()
-        for endpoint in endpoints:
-            endpoint.stop()
 
 
 def source(prometheus: PrometheusServer, tmp_path: Path, **kw: object) -> PrometheusLinkSource:

@@ -23,7 +23,7 @@ from joulehouse.collectors.settings import (AgentSettings, CollectorSettings, La
                                             write_settings_file)
 from joulehouse.models.settings import (OUTCOME_READING_DAYS, ModelSettings, PlacementSettings, RecommendSettings,
                                         SensitivitySettings)
-from joulehouse.reports.accounts.settings import CarbonSettings, TcoSettings
+from joulehouse.reports.accounts.settings import CarbonSettings, TcoSettings, parse_site_prices
 from joulehouse.reports.export.settings import ExportSettings
 from joulehouse.warehouse.settings import WarehouseSettings
 
@@ -70,6 +70,8 @@ def _input_files(settings: Settings, signing_key: bool) -> Iterator[tuple[tuple[
     yield ("tco", "grid_file"), settings.tco.grid_file
     yield ("tco", "price_file"), settings.tco.price_file
     yield ("tco", "tariff_file"), settings.tco.tariff_file
+    for own in parse_site_prices(settings.tco.site_prices).values():  # a site's own tariff or price file
+        yield ("tco", "site_prices"), own.tariff_file or own.price_file
     for entry in settings.models.clock_sweep_files:  # "PATTERN|PATH" (models.clock_exponent)
         yield ("models", "clock_sweep_files"), entry.partition("|")[2].strip() or entry
 
@@ -100,7 +102,7 @@ def input_file_problems(settings: Settings, path: str | Path | None = None,
             problem = "is a folder; expected a file" if stat.S_ISDIR(mode) else "is not a regular file"
         if field == "private_key_path":
             fix = f"create one with `joulehouse keys generate --out {Path(file).parent}`, or fix the path"
-        elif field == "clock_sweep_files":
+        elif field in ("clock_sweep_files", "site_prices"):
             fix = "fix the path or drop the entry"
         else:
             fix = f'fix the path, or {field} = "" for none'

@@ -143,3 +143,14 @@ def test_a_range_runs_every_day_in_order_and_a_day_without_readings_stops_it_bef
     assert started == [[DAY, DAY + dt.timedelta(days=1), after]]
     assert [line.split(":")[0] for line in result.output.splitlines() if "success" in line] == [
         f"joulehouse_daily {d}" for d in started[0]]
+
+
+def test_a_missing_file_a_sites_own_price_entry_names_is_said_before_any_work(tmp_path):
+    """[tco] site_prices names a tariff or price file per site: a missing one passed the settings
+    check and failed at the cost step, minutes into a run, where [tco] tariff_file is said at once."""
+    config = tmp_path / "site.toml"
+    config.write_text('[tco]\nsite_prices = ["site-b|tariff|tou.json|America/Chicago"]\n')
+    line = _one_line(CliRunner().invoke(app, ["settings", "--config", str(config)], env={}))
+    assert line.startswith(f"error: [tco].site_prices {tmp_path / 'tou.json'}") and "does not exist" in line, line
+    (tmp_path / "tou.json").write_text("{}")
+    assert CliRunner().invoke(app, ["settings", "--config", str(config)], env={}).exit_code == 0

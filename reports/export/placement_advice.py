@@ -20,7 +20,8 @@ Preference: the thermal ranking within the GPU model (rank 1, the best cooled pe
 worst 0; no thermal fit, or a GPU alone in its model, 50); 'park' (0) for a GPU the consolidation plan frees, 'avoid' for a thermal
 outlier above its model's median, 'prefer' for the best-cooled third. A node's preference is the mean
 of its GPUs' that are not parked. A site's cheapest hours of the next day come from that day's
-prices at the site's own price source ([tco] site_prices, else the fleet's) where they are known
+prices at the site's own price source ([tco] site_prices, else the fleet's; each source read once
+however many sites share it) where they are known
 the day before (reports.export.day_ahead: a day-ahead market file holding the next day, after the
 market cleared, or a time-of-use tariff); otherwise, and for the cleanest
 hours always (grid intensity has no day-ahead market), a persistence forecast: the pipeline day's
@@ -34,6 +35,7 @@ from __future__ import annotations
 
 import datetime as dt
 import fcntl
+import functools
 import math
 from collections.abc import Callable
 from pathlib import Path
@@ -45,7 +47,7 @@ from joulehouse.collectors.config_contract import (
     ConfigError, dump_config, format_utc, load_config_document, load_private_key, sign_document, verify_document,
 )
 from joulehouse.collectors.writer import write_bytes_atomic
-from joulehouse.reports.accounts.settings import TcoSettings
+from joulehouse.reports.accounts.settings import TcoSettings, site_price_settings
 from joulehouse.reports.export.day_ahead import NextDayPrices, next_day_prices
 from joulehouse.reports.export.settings import ExportSettings
 from joulehouse.reports.warehouse_tables import read_day
@@ -183,9 +185,20 @@ def build_advice(con, day: dt.date, *, site: str, now: dt.datetime, validity_hou
         "valid_until": format_utc(valid_from + dt.timedelta(hours=validity_hours)),
         "site": site, "day": day.isoformat(), "advice_for_day": (day + dt.timedelta(days=1)).isoformat(),
         "hosts": _hosts(_preferences(thermal, energy), extra),
-        "sites": _sites(context, shift, day, window_hours,
-                        lambda site: next_day_prices(day, valid_from, tco, data_dir, site)),
+        "sites": _sites(context, shift, day, window_hours, next_day_prices_by_source(day, valid_from, tco, data_dir)),
     }
+
+
+def next_day_prices_by_source(day: dt.date, now: dt.datetime, tco: TcoSettings | None,
+                              data_dir: Path | None) -> Callable[[str], NextDayPrices]:
+    """known_at(site): the next day's prices at the site's own price source
+    (reports.export.day_ahead.next_day_prices), each source read once however many sites share it:
+    every site of a fleet on one price file or tariff had re-read and re-parsed it (50 sites, 50
+    parses of the file)."""
+    if tco is None:
+        return lambda site: next_day_prices(day, now, None)
+    read_once = functools.cache(lambda settings, folder: next_day_prices(day, now, settings, folder))
+    return lambda site: read_once(*site_price_settings(tco, site, data_dir))
 
 
 def export_placement_advice(con, day: dt.date, settings: ExportSettings, *, window_hours: int,

@@ -8,6 +8,9 @@ What real logs look like, and what is done about it:
   "[Not Supported]" are NULL, never 0. A value whose unit is not the field's unit is rejected, and
   so is one written without its unit where the log's rows write it (or with it where they do not)
   and a last line without a line end: a line cut short ('300.00 W' cut to '3').
+- the device's own power limits (power.default_limit, power.min_limit, power.max_limit) land in
+  power_limit_default_w / _min_w / _max_w as the NVML collector writes them: the recommender takes
+  them before the catalogue's guesses (models/device_limits.py).
 - timestamps come as "2026/06/11 15:24:31.269" (nvidia-smi's own, local time without a zone: read
   in `assume_tz`, UTC by default, and said so in the notes) or ISO 8601 with an offset
   ("2025-09-08T17:26:50+08:00", converted exactly). Stored in UTC. Across a daylight-saving change

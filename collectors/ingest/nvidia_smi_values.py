@@ -20,12 +20,18 @@ from joulehouse.collectors.schema import GPU_SAMPLES
 
 NULLS = {"", "[n/a]", "n/a", "[not supported]", "not supported", "[unknown error]", "[gpu is lost]"}
 
-# nvidia-smi field -> (gpu_samples column, unit nvidia-smi writes, scale to the column's unit)
+# nvidia-smi field -> (gpu_samples column, unit nvidia-smi writes, scale to the column's unit); of
+# fields for one column the first a header has is stored (read_fields)
 NUMERIC = {
     "power.draw": ("power_w", "W", 1.0),
     "power.draw.instant": ("power_w", "W", 1.0),
     "enforced.power.limit": ("power_limit_w", "W", 1.0),
     "power.limit": ("power_limit_w", "W", 1.0),
+    # the device's own limits, as the NVML collector writes them: the recommender takes these
+    # before the catalogue's guesses (models/device_limits.py)
+    "power.default_limit": ("power_limit_default_w", "W", 1.0),
+    "power.min_limit": ("power_limit_min_w", "W", 1.0),
+    "power.max_limit": ("power_limit_max_w", "W", 1.0),
     "temperature.gpu": ("temp_c", "", 1.0),
     "temperature.memory": ("mem_temp_c", "", 1.0),
     "clocks.current.sm": ("sm_clock_mhz", "MHz", 1.0),

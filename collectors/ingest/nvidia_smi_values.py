@@ -25,6 +25,10 @@ NULLS = {"", "[n/a]", "n/a", "[not supported]", "not supported", "[unknown error
 NUMERIC = {
     "power.draw": ("power_w", "W", 1.0),
     "power.draw.instant": ("power_w", "W", 1.0),
+    # The 1 s average is [N/A] on every row of an A100 (GA100) or older GPU (nvidia-smi
+    # --help-query-gpu): ranked first, it would leave an A100's log of both without any power.
+    # So it is stored where a log has neither power.draw nor power.draw.instant.
+    "power.draw.average": ("power_w", "W", 1.0),
     "enforced.power.limit": ("power_limit_w", "W", 1.0),
     "power.limit": ("power_limit_w", "W", 1.0),
     # the device's own limits, as the NVML collector writes them: the recommender takes these
@@ -48,9 +52,9 @@ _INTEGER_COLUMNS = {"sm_clock_mhz", "mem_clock_mhz", "mem_used_mib"}
 @functools.lru_cache(maxsize=64)
 def read_fields(names: tuple[str, ...]) -> frozenset[str]:
     """The fields of a header whose values are stored: of two for one column, the first in NUMERIC
-    (power.draw, the average, over power.draw.instant) for the whole log. Row by row, the first
-    not empty was taken, so [N/A] averages were filled with instant readings: two quantities mixed
-    in one column, unsaid."""
+    (power.draw, the average on Ampere and newer, over power.draw.instant, then power.draw.average)
+    for the whole log. Row by row, the first not empty was taken, so [N/A] averages were filled
+    with instant readings: two quantities mixed in one column, unsaid."""
     chosen: dict[str, str] = {}
     for name in NUMERIC:
         if name in names:

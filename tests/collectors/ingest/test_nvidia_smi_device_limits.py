@@ -23,7 +23,8 @@ HEADER = "timestamp, index, uuid, power.draw [W], power.default_limit [W], power
 
 
 def _lake_rows(result, columns: list[str]) -> list[dict]:
-    rows = [r for w in result.written for r in pq.read_table(w.path, columns=["gpu_index", "sampled_at", *columns]).to_pylist()]
+    columns = ["gpu_index", "sampled_at", *columns]
+    rows = [r for w in result.written for r in pq.read_table(w.path, columns=columns).to_pylist()]
     return sorted(rows, key=lambda r: (r["gpu_index"], r["sampled_at"]))
 
 
@@ -81,3 +82,23 @@ def test_a_limit_header_in_another_unit_refuses_the_log(tmp_path):
                    "2026/01/05 10:00:00.000, 0, 300.00 W, 500000 mW\n")
     with pytest.raises(NvidiaSmiError, match=r"column 'power.max_limit' is in \[mW\], expected \[W\]"):
         read_nvidia_smi_csv(log, host="h", now=NOW)
+
+
+def test_a_log_of_power_draw_average_alone_has_its_power_and_an_a100s_log_keeps_the_instant(tmp_path):
+    """power.draw.average (the 1 s average, Ampere and newer) was not stored: a log of it alone had
+    no power on any row ('columns not stored: power.draw.average'). Beside power.draw.instant the
+    instant stays the power stored: an A100 (GA100) writes [N/A] for the average on every row."""
+    alone = tmp_path / "average.csv"
+    alone.write_text("timestamp, index, power.draw.average [W]\n"
+                     "2026/01/05 10:00:00.000, 0, 95.50 W\n"
+                     "2026/01/05 10:00:01.000, 0, [N/A]\n")
+    res = read_nvidia_smi_csv(alone, host="h", now=NOW)
+    assert res.table.column("power_w").to_pylist() == [95.5, None]  # unknown: NULL, not 0
+    assert not any("power.draw.average" in n for n in res.notes)
+    a100 = tmp_path / "a100.csv"
+    a100.write_text("timestamp, index, power.draw.average [W], power.draw.instant [W]\n"
+                    "2026/01/05 10:00:00.000, 0, [N/A], 355.70 W\n"
+                    "2026/01/05 10:00:01.000, 0, [N/A], 270.10 W\n")
+    res = read_nvidia_smi_csv(a100, host="h", now=NOW)
+    assert res.table.column("power_w").to_pylist() == pytest.approx([355.7, 270.1], abs=1e-4)
+    assert any("columns not stored: power.draw.average" in n for n in res.notes)

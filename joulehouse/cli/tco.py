@@ -4,9 +4,11 @@ A table on a terminal, JSON when piped (or `--format json|csv`): energy_kwh (at 
 energy_cost_usd, demand_charge_usd, capital_usd, operations_usd, total_cost_usd,
 cost_per_gpu_hour_usd, method. `--gpu-model NAME --gpus N --days D` is enough: power from the GPU
 catalogue, price, PUE, capital and lifetime from the settings. The price, as the daily accounts
-take it: a flag (--price-usd-per-mwh, or --price-file with --start), else the site's [tco] tariff
-over the run's hours (from --start), else with --start the hourly price file, else the flat price.
-Exit code 2 on bad input.
+take it: a flag (--price-usd-per-mwh, or --price-file with --start), else the [tco] tariff over the
+run's hours (from --start), else with --start the hourly price file, else the flat price; with
+--site, the site's own [tco] site_prices entry stands for the fleet's source, as the daily accounts
+resolve it (reports.accounts.settings.site_price_settings), and its time zone bills the demand
+charge. Exit code 2 on bad input.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from typing import Optional
 import typer
 
 from joulehouse.cli.estimate_command import estimate_command
-from joulehouse.cli.options import fail
+from joulehouse.cli.options import fail, refuse_empty
 from joulehouse.cli.run_options import (DEFAULT_DATA_DIR, DataDir, GpusPerServer, LifetimeYears, Start, parse_start,
                                         run_hourly_mean, within)
 
@@ -37,6 +39,10 @@ def estimate(
         None, help="Flat energy price, USD/MWh (default: \\[tco] flat_price_usd_per_mwh)."),
     price_file: Optional[Path] = typer.Option(None, help="PJM hourly LMP file (with --start), USD/MWh."),
     price_node: Optional[str] = typer.Option(None, help="Pricing node in the price file (default: \\[tco] price_node)."),
+    site: Optional[str] = typer.Option(
+        None, callback=refuse_empty,
+        help="The site the run is at: its \\[tco] site_prices entry prices it and its time zone bills the demand "
+             "charge, as in the daily accounts (default: the fleet's price source)."),
     start: Start = None,
     data_dir: DataDir = None,
     demand_charge_usd_per_kw_month: Optional[float] = typer.Option(
@@ -53,7 +59,8 @@ def estimate(
     """
     from joulehouse.reports.accounts.estimate import estimate_cost
     from joulehouse.reports.accounts.prices import DEFAULT_PRICE_FILE, PriceFileError, load_pjm_lmp_csv
-    from joulehouse.reports.accounts.settings import CapexUsd, DemandCharge, LifetimeYears as Lifetime, PricePerMwh, Uplift
+    from joulehouse.reports.accounts.settings import (CapexUsd, DemandCharge, LifetimeYears as Lifetime, PricePerMwh,
+                                                      Uplift, parse_site_prices, site_price_settings)
 
     price_usd_per_mwh = within("--price-usd-per-mwh", price_usd_per_mwh, PricePerMwh)
     demand_charge_usd_per_kw_month = within("--demand-charge-usd-per-kw-month", demand_charge_usd_per_kw_month,
@@ -63,6 +70,12 @@ def estimate(
     lifetime_years = within("--lifetime-years", lifetime_years, Lifetime)
     operations_ratio = within("--operations-ratio", operations_ratio, Uplift)
 
+    # the site's source as the daily accounts resolve it: its site_prices entry, else the fleet's
+    # (the estimate had no site, so a site on its own 150 USD/MWh was priced at the fleet's 50); a
+    # flat entry reads no price file, so no reference folder either
+    entry = parse_site_prices(tco.site_prices).get(site) if site is not None else None
+    tco, reference_dir = site_price_settings(tco, site, data_dir or DEFAULT_DATA_DIR) if site is not None \
+        else (tco, data_dir or DEFAULT_DATA_DIR)
     node = tco.price_node if price_node is None else price_node  # "" is a node the file lacks, not the default
     started = parse_start(start) if start is not None else None  # a bad date before any file is opened
     if price_usd_per_mwh is not None and (price_file is not None or start is not None):
@@ -70,6 +83,15 @@ def estimate(
     if start is None and (price_file is not None or price_node is not None):
         # they price the run's own hours: without --start they were dropped without a word
         fail("--price-file and --price-node price the run's hours: give --start too")
+    own_flat = entry is not None and entry.kind == "flat"
+    if own_flat and price_file is None and (price_node is not None or data_dir is not None):
+        fail(f"--price-node and --data-dir choose a market price file; site {site!r} is priced by its [tco] "
+             f"site_prices entry at a flat {entry.flat_price_usd_per_mwh:g} USD/MWh: give --price-file (with --start) "
+             "to price by a market file instead")
+    # the flag, else the site's [tco] price_file (what the daily accounts price with), else the
+    # reference file under --data-dir; none for a site on its own flat price
+    market_file = price_file or (Path(tco.price_file) if tco.price_file and data_dir is None
+                                 else reference_dir / DEFAULT_PRICE_FILE if reference_dir is not None else None)
     if price_usd_per_mwh is not None:
         price, source = price_usd_per_mwh, f"flat {price_usd_per_mwh:g} USD/MWh"
     elif price_file is None and tco.tariff_file:
@@ -78,13 +100,10 @@ def estimate(
             fail("--price-node and --data-dir choose a market price file; the site's [tco] tariff_file prices this "
                  "run: give --price-file (with --start) to price by a market file instead")
         price, source = _tariff_mean(tco, run.hours, started, fail)
-    elif start is not None:
+    elif start is not None and market_file is not None:
         if run.hours is None:
             fail("--start needs --hours or --days (the run's wall-clock time)")
-        # the flag, else the site's [tco] price_file (what the daily accounts price with), else the
-        # reference file under --data-dir
-        path = price_file or (Path(tco.price_file) if tco.price_file and data_dir is None
-                              else (data_dir or DEFAULT_DATA_DIR) / DEFAULT_PRICE_FILE)
+        path = market_file
         try:
             lmp = load_pjm_lmp_csv(path, node)
         except PriceFileError as exc:
@@ -94,7 +113,10 @@ def estimate(
         extra["price_rule_counts"] = counts
     else:
         price = tco.flat_price_usd_per_mwh
-        source = f"flat {price:g} USD/MWh, [tco] flat_price_usd_per_mwh"
+        source = f"flat {price:g} USD/MWh" + ("" if own_flat else ", [tco] flat_price_usd_per_mwh")
+    if site is not None and price_usd_per_mwh is None:
+        source += (f"; site {site!r}: its [tco] site_prices entry ({entry.kind}, {entry.timezone})" if entry is not None
+                   else f"; site {site!r} has no [tco] site_prices entry: the fleet's price source")
 
     def given(value, default):
         return default if value is None else value

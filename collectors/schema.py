@@ -53,7 +53,8 @@ GPU_SAMPLES = pa.schema(
         pa.field("source", pa.string(), nullable=False),
         # The device's own power-limit range and default, W (NVML's management-limit constraints and
         # default limit, read once per GPU): what a limit may be set to, whatever a cap holds now.
-        # NULL where the source has none (DCGM, nvidia-smi logs, older files).
+        # NULL where the source has none (DCGM, older files, nvidia-smi logs without
+        # power.default_limit, power.min_limit and power.max_limit).
         pa.field("power_limit_min_w", pa.float32()),
         pa.field("power_limit_max_w", pa.float32()),
         pa.field("power_limit_default_w", pa.float32()),

@@ -26,7 +26,7 @@
 --   longest_gap_s [s] longest such interval (NULL when none)
 --   staleness_s [s] from the last clean reading to the end of the day (or to build time, if earlier)
 --   power_limit_default_w [W] the default power limit the device itself reports (NVML), the
---     highest of the day's readings; NULL where none reported one (DCGM, nvidia-smi logs).
+--     highest of the day's readings; NULL where none reported one (DCGM, nvidia-smi logs without power.default_limit).
 --     Unlike power_limit_w it stays the board's own while a cap holds
 --   power_limit_min_w [W] the lowest limit the device accepts, as it reports it (highest of the day's; NULL: none)
 --   power_limit_max_w [W] the highest limit the device accepts, as it reports it (highest of the day's; NULL: none)

@@ -9,7 +9,9 @@ mean a bottleneck's samples never read is its model's busy mean of the day, as t
 fills a GPU's, or, where none exists and the fit weighs it, no curve), the cap model (models.caps:
 the clock under a limit from the fitted power model, the slowdown from the bottleneck) predicts
 energy per unit of work and run time at every limit from the device minimum to its default, in
-`step_w` steps (the curve, fct_energy_vs_limit, which the report draws). The interval is chosen
+`step_w` steps (the curve, fct_energy_vs_limit, which the report draws). Those limits are the ones
+models.recommend sets each GPU's cap within (models.device_limits: what the device reports of
+itself first), of the model's GPU with the highest default. The interval is chosen
 as models.recommend chooses a cap, so the two agree: among the limits the recommender may set (from the default down
 to `min_limit_share_of_default` of it) whose slowdown stays within the class's bound
 ([recommend].max_slowdown_*_pct; throughput and background, the classes that get caps; judged on
@@ -44,7 +46,8 @@ from joulehouse.models.cap_scoring import activity_bins, score_limits
 from joulehouse.models.caps import PCIE_LINK_GBPS, WorkloadProfile, energy_vs_limit
 from joulehouse.models.coefficients import PowerCoefficients
 from joulehouse.models.power import coefficients_of
-from joulehouse.models.device_limits import device_limits_w, earlier_default_limits_w, limit_seen_w
+from joulehouse.models.device_limits import (EarlierDefaults, device_limits_w, earlier_default_limits_w, limit_seen_w,
+                                             reported_limits_w)
 from joulehouse.models.recommend import slowdown_bound_pct, workload_class_of
 from joulehouse.models.recommend_inputs import (ACTIVITY_KIND_OF_FEATURE_SET, PROFILE_MEASURES, MissingMeasure,
                                                fit_activity_models, gpu_day_profiles, gpu_profile, gpu_workload_classes,
@@ -163,14 +166,7 @@ def power_interval_day(con: duckdb.DuckDBPyConnection, day: dt.date, settings: R
             continue
         dominant = max(rows, key=lambda p: p["n_samples"])["bottleneck"]
         try:
-            # The highest of the model's GPUs' own limits, each taken as the recommender takes it
-            # (from before the agent's caps): the first bottleneck's samples alone, under the caps,
-            # made a 400 W model's curve end at its 250 W cap, and a 500 W board's next-day curves
-            # ended at the catalogue's 400 W; the highest busy reading of any GPU made one mistyped
-            # 4000 W reading every curve's default.
-            held_w = [limit_seen_w(g["gpu_uuid"], model, g["max_power_limit_w"], earlier)[0]
-                      for g in gpus if g["gpu_model"] == model]
-            default_w, min_w, _, _ = device_limits_w(model, max((w for w in held_w if w is not None), default=None))
+            default_w, min_w = _model_limits_w(model, [g for g in gpus if g["gpu_model"] == model], earlier, day)
         except ValueError as exc:
             # No limits to sweep (an imported log of an unlisted model without power.limit): no
             # curve for this model, as models.recommend gives its GPUs no setting; the day goes on.
@@ -231,6 +227,31 @@ def power_interval_day(con: duckdb.DuckDBPyConnection, day: dt.date, settings: R
                                    "energy_kwh": float(o.power_w * t / 1000.0)})
     _store(con, day, intervals, curve_rows)
     return intervals, curve_rows
+
+
+def _model_limits_w(model: str, model_gpus: list[dict], earlier: EarlierDefaults, day: dt.date) -> tuple[float, float]:
+    """The (default, min) W a model's curve sweeps: those of its GPU with the highest default (the
+    highest minimum among such GPUs), each GPU's limits taken as models.recommend takes them (the
+    device's own reports first, then its limit from before the agent's caps, then the catalogue).
+    Drawn from the catalogue and the readings alone, a 500 W board capped at 300 W had a curve
+    ending at 400 W, and an unknown model reporting a 150 W minimum one starting at a guessed
+    200 W, where the recommender capped it at 175 W; from the first bottleneck's samples, under the
+    caps, a 400 W model's curve ended at its 250 W cap; from the highest busy reading, one mistyped
+    4000 W reading was every curve's default. Raises ValueError where no GPU's are known."""
+    limits_w, left_out = [], {}
+    for g in model_gpus:
+        seen_w, source = limit_seen_w(g["gpu_uuid"], model, g["max_power_limit_w"], earlier)
+        try:
+            limits_w.append(device_limits_w(model, seen_w, source, reported_limits_w(g))[:2])
+        except ValueError as exc:
+            left_out.setdefault(str(exc), []).append(g["gpu_uuid"])
+    if not limits_w:
+        raise ValueError("; ".join(left_out) or f"no GPU of {model} profiled that day")
+    for why, uuids in left_out.items():  # as models.recommend gives them no setting
+        log.warning("%s on %s: %d GPU(s) left out of the curve's limits (%s%s): %s", model, day, len(uuids),
+                    ", ".join(uuids[:3]), ", ..." if len(uuids) > 3 else "", why)
+    # One curve per model: a lower default's curve leaves the higher boards' limits above it unscored.
+    return max(limits_w)
 
 
 def _mix_interval(day: dt.date, model: str, coef: PowerCoefficients, feature_set: str, gpus: list[dict],

@@ -17,7 +17,8 @@
 --     at or above the lowest limit recommended (min_limit_share_of_default of the default)
 --   best_limit_w_low [W] lowest limit whose energy per work is within $tolerance of the best
 --   best_limit_w_high [W] highest such limit (low..high: the near-optimal interval)
---   default_limit_w [W] the model's default limit
+--   default_limit_w [W] the default the gains are counted from: the highest of the model's GPUs' defaults, each
+--     as the recommender takes it (the device's own report first, models/device_limits.py)
 --   perf_per_watt_gain_pct [%] work per joule at best_limit_w over that at the default limit, minus 100
 --   slowdown_at_best_pct [%] run time at best_limit_w over that at the default limit, minus 100
 --   heavy_slowdown_at_best_pct [%] the same for the heavier half of the busy samples (what the bound holds)

@@ -1,12 +1,18 @@
 """Thermal resistance theta (C/W) and time constant tau (s) per GPU, ranked within its model.
 
 T_chip relaxes towards T_inlet + theta*P with time constant tau. Sampled every dt, that is the
-regression y_t = b0 + b1*y_prev + b2*P_t + b3*P_prev (models/sql/thermal_suffstats.sql sums it in
-SQL: the power over the step, bracketed by its two ends), so theta = (b2 + b3)/(1 - b1) and
-tau = -dt/ln(b1) come from one 4x4 solve per GPU, without needing steady state. A GPU with fewer
-than MIN_STEPS steps gets none: 14 steps of whole-degree readings gave theta 0.057 to 0.107 for
-0.100, ranked best-cooled or flagged an outlier. A power that moves more than once between two
-readings (20 s steps read every 30 s) is not seen by them: theta then reads low (0.065 for 0.100).
+regression y_t = b0 + b1*y_prev + b2*P_a + b3*P_b (models/sql/thermal_suffstats.sql sums it in
+SQL), so theta = (b2 + b3)/(1 - b1) and tau = -dt/ln(b1) come from one 4x4 solve per GPU, without
+needing steady state. The power over the step is the energy counter's rise over it where the
+readings carry the counter (P_a, with the step's end reading as P_b): two instant readings miss
+what the power did between them, and on training steps of a few seconds read every 10-60 s they
+gave tau 2-3x the truth and theta 2-5% low (the counter: tau -24% to +4%, theta -1%). tau needs
+the power to move within minutes: a clock-locked GPU whose power only drifted (24 W spread over
+the day) read tau 2-4x with its theta right. Without a counter the step is bracketed by its
+two ends (P_t, P_prev): a power that moves more than once between two readings (20 s steps read
+every 30 s) is then not seen, and theta reads low (0.065 for 0.100). A GPU with fewer than
+MIN_STEPS steps gets none: 14 steps of whole-degree readings gave theta 0.057 to 0.107 for 0.100,
+ranked best-cooled or flagged an outlier.
 Inlet air: the host's node_samples.inlet_temp_c when present (y = T - T_inlet); otherwise the
 inlet is taken as constant over the day and estimated per GPU as b0/(1 - b1)
 (inlet_source 'estimated': diurnal inlet swings then leak into theta, so compare such GPUs with
@@ -21,7 +27,7 @@ import datetime as dt
 import duckdb
 import numpy as np
 
-from joulehouse.warehouse.sqlio import quoted_relation, records, relation_exists, replace_day_rows
+from joulehouse.warehouse.sqlio import columns_of, quoted_relation, records, relation_exists, replace_day_rows
 from joulehouse.models.sql import load_sql
 
 # An inlet reading older than this (s) says nothing of the air now: the BMC stopped answering.
@@ -66,7 +72,10 @@ def fit_thermal_day(con: duckdb.DuckDBPyConnection, day: dt.date, *, samples_rel
     quoted = quoted_relation(samples_relation)
     if not relation_exists(con, samples_relation):
         raise ValueError(f"samples relation {samples_relation!r} does not exist in the warehouse")
-    con.execute(f"CREATE OR REPLACE TEMP VIEW thermal_input_samples AS SELECT * FROM {quoted}")
+    # a relation without the energy counter (an nvidia-smi log) is fitted from its instant readings
+    counter = "" if "energy_mj_total" in columns_of(con, samples_relation) else \
+        ", CAST(NULL AS DOUBLE) AS energy_mj_total"
+    con.execute(f"CREATE OR REPLACE TEMP VIEW thermal_input_samples AS SELECT *{counter} FROM {quoted}")
     node = next((name for name in NODE_RELATIONS if relation_exists(con, name)), None)
     if node is not None:  # the lake as written: pandas' NaN for a missing inlet, one of which lost the host
         con.execute("CREATE OR REPLACE TEMP VIEW thermal_input_inlet AS SELECT host, sampled_at, "

@@ -12,7 +12,8 @@ task reads and writes one day and can be re-run with the same result.
   the day just begun.) A backfill rebuilds the days from --from-date up to the day before
   --to-date (a run's logical date is 01:00 of its day). `dag_run.conf["day"]` overrides the day
   (what `joulehouse run --date` passes); `dag_run.conf["config"]`, else JOULEHOUSE_CONFIG, names
-  the settings file. Catchup only where JOULEHOUSE_START_DATE names the first day to build
+  the settings file; a malformed value fails the run at once, saying which key and what it takes
+  (joulehouse.daily_conf). Catchup only where JOULEHOUSE_START_DATE names the first day to build
   (dag_env.catchup): otherwise the scheduler starts from the latest day.
 - Data checks: `check_data` is the blocking gate, SQL only (warehouse.gate); `validate_data` runs
   Great Expectations' suites (the warning rules) beside the models, off the critical path, and the
@@ -80,10 +81,15 @@ DEFAULT_ARGS = {
 
 
 def _day_and_config() -> tuple[str, str | None]:
+    from joulehouse.daily_conf import RunConfError, run_config, run_day
+
     context = get_current_context()
     conf = (context["dag_run"].conf or {}) if context.get("dag_run") else {}
-    day = conf.get("day") or context["data_interval_start"].date().isoformat()
-    return day, conf.get("config") or os.environ.get("JOULEHOUSE_CONFIG")
+    try:
+        return run_day(conf, context.get("data_interval_start")), run_config(conf, os.environ)
+    except RunConfError as exc:
+        # a malformed dag_run.conf is the same on every try: fail the run now, saying which key
+        raise AirflowFailException(str(exc)) from exc
 
 
 @dag(

@@ -126,6 +126,15 @@ def inspect_and_compact_lake_partition(day: str, config: str | None, host: str) 
         try:
             result["compacted"] = [r.as_dict() for r in compact_host_day(settings.lake.path, the_day, host)]
         except (CompactionError, ValueError) as exc:
+            # (a ValueError is a host folder our writer would not name: never compacted, nothing cut short)
+            cut_short = _compactions_cut_short(settings.lake.path, the_day, host) if isinstance(exc, CompactionError) else []
+            if cut_short:
+                # The compacted file lies beside files it replaces: the build would read those rows
+                # twice (quarantined as duplicate_key, 40% of a host's day when one of three files
+                # went). A retry of this task finishes the compaction before the build runs.
+                raise CompactionError(f"{exc}; a compaction cut short in {', '.join(cut_short)} (its compacted "
+                                      "file beside files it replaces) would be read twice by the build; "
+                                      "a retry finishes it") from exc
             # Compaction saves bytes and time; the day's numbers do not depend on it, so the run goes
             # on (ValueError: a host folder another writer named, such as host=fd00%3A%3A7, that
             # our writer would not name a partition)
@@ -133,6 +142,16 @@ def inspect_and_compact_lake_partition(day: str, config: str | None, host: str) 
             result["compacted"] = [r.as_dict() for r in getattr(exc, "reports", [])]
             result["compaction_error"] = str(exc)
     return result
+
+
+def _compactions_cut_short(lake: str, day: dt.date, host: str) -> list[str]:
+    """The host's partition folders of `day` that hold an unfinished compaction's intent file."""
+    from joulehouse.collectors.writer import partition_dir
+    from joulehouse.warehouse.lake_compact import INTENT_GLOB
+    from joulehouse.warehouse.lake_partitions import host_datasets
+
+    folders = [Path(partition_dir(lake, dataset, day.isoformat(), host)) for dataset in host_datasets(lake, day, host)]
+    return [str(folder) for folder in folders if any(folder.glob(INTENT_GLOB))]
 
 
 def _spark_computed(the_day: dt.date, settings: Settings, now: dt.datetime) -> dict:

@@ -9,7 +9,8 @@
 --   gpu_model [text] NVML name
 --   n_samples [count] readings used
 --   theta_c_per_w [C/W] chip temperature rise per W above inlet
---   tau_s [s] first-order time constant
+--   tau_s [s] first-order time constant as seen at the GPU's reading interval: a real card read every
+--     1, 10 and 30 s gave 2, 19 and 107 s (theta 0.056 C/W each time), so compare GPUs read alike
 --   inlet_c [C] mean measured inlet, or the fit's constant-inlet estimate
 --   inlet_source [text] 'node_samples' | 'estimated'
 --   rank_in_model [rank] 1 = coolest-running per W within its GPU model

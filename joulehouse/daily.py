@@ -180,6 +180,7 @@ def build_warehouse(day: str, config: str | None) -> dict:
 
     With `warehouse.engine = "spark"` the hourly GPU energy is computed on Spark
     (warehouse.spark_engine) and loaded in place of its DuckDB SQL; the rest stays on DuckDB."""
+    from joulehouse.daily_order import earlier_days_not_built
     from joulehouse.warehouse.build import build_day
     from joulehouse.warehouse.spark_engine import check_engine
 
@@ -190,7 +191,10 @@ def build_warehouse(day: str, config: str | None) -> dict:
     computed = _spark_computed(the_day, settings, now) if engine == "spark" else None
     with _warehouse(settings) as con:
         summary = build_day(con, the_day, settings.warehouse, now=now, computed=computed)
-    result = {**_summary(summary), "engine": engine, "spark_relations": sorted(computed or {})}
+        earlier = earlier_days_not_built(con, settings.lake.path, the_day, settings.models.history_days)
+    result = {**_summary(summary), "engine": engine, "spark_relations": sorted(computed or {}),
+              "earlier_days_not_built": [d.isoformat() for d in earlier],
+              "history_days": settings.models.history_days}
     for warning in day_warnings(the_day, {"build_warehouse": result}):
         logging.getLogger(__name__).warning("%s", warning)
     return result
@@ -198,11 +202,16 @@ def build_warehouse(day: str, config: str | None) -> dict:
 
 def day_warnings(day: dt.date | str, summaries: dict[str, dict]) -> list[str]:
     """What a person must act on, from the day's task summaries ({task id: its returned dict}): the
-    later days a rebuild did not reach (the accounts' own note of it, in their summary and log, is
+    earlier days of the lake the day was built without (joulehouse.daily_order), the later days a rebuild did not reach (the accounts' own note of it, in their summary and log, is
     the same act), and the built days whose lake files changed since (the gate's 'rebuild' rows). Said by the task's log and, after a `joulehouse run`, on the terminal: its
     Airflow child logs no warning, so a run of an earlier day had said nothing of them."""
+    from joulehouse.daily_order import earlier_days_warning
+
     said = []
-    later = (summaries.get("build_warehouse") or {}).get("later_days_built") or []
+    built = summaries.get("build_warehouse") or {}
+    if built.get("earlier_days_not_built"):
+        said.append(earlier_days_warning(day, built["earlier_days_not_built"], built.get("history_days")))
+    later = built.get("later_days_built") or []
     if later:
         said.append(f"{day} was built after {len(later)} later day(s) ({later[0]} to {later[-1]}): their power "
                     "models, recommendations, exports, demand charges and first-day baselines did not see it; "

@@ -67,3 +67,19 @@ def test_a_lake_file_landing_after_its_day_was_built_is_said_with_the_rebuild_th
     assert said.endswith("joulehouse run --date 2026-04-01")
     daily.build_warehouse(DAY.isoformat(), config)  # the rebuild takes node-02 in
     assert daily.check_data(DAY.isoformat(), config)["days_to_rebuild"] == []
+
+
+def test_a_day_built_before_the_earlier_days_the_lake_holds_says_which_and_how_to_build_them(tmp_path):
+    """Day 3 built first fits, measures outcomes and charges the month without days 1 and 2 the lake
+    holds; before, its run said nothing (only day 1's later build asked to restate day 3)."""
+    config = _site(tmp_path)
+    last = DAY + dt.timedelta(days=2)
+    built = daily.build_warehouse(last.isoformat(), config)
+    assert built["earlier_days_not_built"] == ["2026-04-01", "2026-04-02"]
+    [said] = daily.day_warnings(last, {"build_warehouse": built})
+    assert said.startswith("2026-04-03 was built before 2 earlier day(s) the lake holds readings for "
+                           "(2026-04-01 to 2026-04-02), which this warehouse has not built")
+    assert "a 28-day window" in said and said.endswith("joulehouse run --date 2026-04-01 --through 2026-04-03")
+    # built in date order as it says, no day is missing any more
+    assert [daily.build_warehouse(d.isoformat(), config)["earlier_days_not_built"]
+            for d in (DAY, DAY + dt.timedelta(days=1), last)] == [[], [], []]

@@ -18,6 +18,7 @@ import pyarrow as pa
 from joulehouse.collectors.schema import GPU_SAMPLES, signed_integer_bounds
 from joulehouse.collectors.sources.dcgm_targets import one_target_per_gpu
 from joulehouse.collectors.sources.dcgm_values import convert_value, drop_unreported_memory_temps
+from joulehouse.collectors.sources.host_names import canonical_host, warn_of_merged_servers
 from joulehouse.collectors.writer import check_host_name
 
 log = logging.getLogger(__name__)
@@ -97,12 +98,20 @@ def host_name_problem(host: str) -> str | None:
     return None
 
 
-def series_key(labels: dict[str, str]) -> SeriesKey | str:
-    """Map dcgm-exporter labels onto the lake keys, or return why the series cannot be keyed."""
+def label_host(labels: dict[str, str]) -> str:
+    """The server a series names, as its labels spell it: `Hostname`/`hostname`, else the
+    `instance` without its port ('' when none)."""
     host = labels.get("Hostname") or labels.get("hostname")
     if not host:
         instance = labels.get("instance", "")
         host = instance.rsplit(":", 1)[0] if instance else ""
+    return host
+
+
+def series_key(labels: dict[str, str]) -> SeriesKey | str:
+    """Map dcgm-exporter labels onto the lake keys, or return why the series cannot be keyed. The
+    host is the name every source gives the server (collectors.sources.host_names)."""
+    host = canonical_host(label_host(labels))
     uuid = labels.get("UUID") or labels.get("uuid")
     gpu = labels.get("gpu")
     if labels.get("GPU_I_ID"):
@@ -135,6 +144,7 @@ def pivot_range_result(result: Iterable[dict[str, Any]]) -> tuple[pa.Table, list
     Returns the table and a list of the series that were set aside, each with its reason."""
     rows: dict[tuple[SeriesKey, float], dict[str, Any]] = {}
     result, rejected = one_target_per_gpu(list(result), _gpu_of)
+    warn_of_merged_servers((label_host(series.get("metric", {})) for series in result), SOURCE_TAG)
     for series in result:
         labels = series.get("metric", {})
         name = labels.get("__name__", "")

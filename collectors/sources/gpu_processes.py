@@ -27,6 +27,7 @@ import pyarrow as pa
 
 from joulehouse.collectors.schema import GPU_PROCESSES
 from joulehouse.collectors.sources.base import SourceError
+from joulehouse.collectors.sources.host_names import canonical_host
 
 MAX_CGROUP_BYTES = 64 * 1024
 MIB = 1024 * 1024
@@ -57,7 +58,7 @@ class GpuProcessSource:
 
     def __init__(self, host: str, nvml: Any, *, proc_root: str | Path = "/proc",
                  clock: Callable[[], float] = time.time):
-        self.host = host
+        self.host = canonical_host(host)  # as every source names this server (host_names)
         self._nvml = nvml
         self.proc_root = Path(proc_root)
         self._clock = clock

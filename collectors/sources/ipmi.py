@@ -46,6 +46,7 @@ import pyarrow as pa
 from joulehouse.collectors.schema import NODE_SAMPLES
 from joulehouse.collectors.settings import CollectorSettings
 from joulehouse.collectors.sources.base import ERROR_COLUMN
+from joulehouse.collectors.sources.host_names import canonical_host
 from joulehouse.collectors.sources.ipmi_dcmi import DcmiBackoff
 from joulehouse.collectors.sources.ipmi_sdr import SensorReading, parse_sdr_elist, pick_readings
 
@@ -171,7 +172,7 @@ class IpmiSource:
     ):
         if retries < 0 or timeout_s <= 0:
             raise ValueError(f"retries={retries!r}, timeout_s={timeout_s!r}: expected retries >= 0 and timeout_s > 0")
-        self.host = host
+        self.host = canonical_host(host)  # as every source names this server (host_names)
         self.bmc_host = bmc_host
         self.port = port
         self.user = user

@@ -18,7 +18,8 @@ instance, a node's ports and its GPUs fell under two hosts the warehouse's per-h
 matched. So the query joins each port series to its node's `node_uname_info{nodename}` on
 `instance` (whichever job scraped node_uname_info: the shipped config keeps it in job
 node-exporter, not in job node), and the host is that `nodename` (a `Hostname`/`hostname` label
-first, as for dcgm-exporter). A series whose instance has no node_uname_info (the uname collector
+first, as for dcgm-exporter), by the rule every source names a server with (lowercase short name:
+collectors.sources.host_names). A series whose instance has no node_uname_info (the uname collector
 off, or dropped by a relabel rule) keeps the `instance` without its port as host, as before, and a
 warning names the instance: dropping it would lose every port reading of a deployment that scrapes
 by DNS name, where the instance already names the node. A link's quantity scraped under two targets
@@ -46,6 +47,7 @@ from joulehouse.collectors.sources.dcgm import DcgmSource
 from joulehouse.collectors.sources.dcgm_series import host_name_problem, series_key
 from joulehouse.collectors.sources.dcgm_targets import one_target_per_gpu
 from joulehouse.collectors.sources.dcgm_values import convert_value
+from joulehouse.collectors.sources.host_names import canonical_host, host_name_regex, warn_of_merged_servers
 
 
 SOURCE_TAG = "prometheus-links"
@@ -92,9 +94,10 @@ def _named_by_node(expr: str, window_s: int, node_name: str = "", unnamed: str |
     def names(matchers: str) -> str:
         return (f"topk by (instance) (1, max by (instance, nodename) "
                 f"(last_over_time({NODE_NAME_SERIES}{matchers}[{int(window_s)}s])))")
-    # a node's own collector picks its node by the name the join gives: by instance it matched
-    # nothing where Prometheus scrapes node_exporter by IP
-    own = names("{nodename=" + json.dumps(node_name) + "}") if node_name else names("")
+    # a node's own collector picks its node by the name the join gives (by instance it matched
+    # nothing where Prometheus scrapes node_exporter by IP), any spelling of it host_names maps to
+    # its host: by nodename="node-01" it read no port where uname says node-01.cluster.example.com
+    own = names("{nodename=~" + json.dumps(host_name_regex(node_name)) + "}") if node_name else names("")
     return (f"(({expr}) * on(instance) group_left(nodename) {own} "
             f"or ({unnamed or expr}) unless on(instance) {names('')})")
 
@@ -126,6 +129,7 @@ def _named_host(labels: dict[str, str]) -> str | None:
 
 
 def _node_host(labels: dict[str, str]) -> str:
+    """The server a node_exporter series names, as its labels spell it ('' when none)."""
     host = _named_host(labels)
     if not host:
         instance = labels.get("instance", "")
@@ -146,7 +150,7 @@ def _row_key(labels: dict[str, str]) -> tuple[tuple[str, str, str], dict[str, An
                 NVLINK_FIELDS.get(name, column))
     if column is None:
         return "not a link series this source reads"
-    host, device, port = _node_host(labels), labels.get("device"), labels.get("port")
+    host, device, port = canonical_host(_node_host(labels)), labels.get("device"), labels.get("port")
     if not host or not device or not port:
         return "needs device and port labels and a host (Hostname/hostname/nodename or instance)"
     if (bad_host := host_name_problem(host)) is not None:
@@ -171,6 +175,7 @@ def pivot_link_result(result: Iterable[dict[str, Any]]) -> tuple[pa.Table, list[
     # Two targets' values of a quantity fall on the same step-aligned instant, so rows do not double
     # as raw samples do; but the one Prometheus lists last overwrote the other's, unreported.
     result, rejected = one_target_per_gpu(list(result), _link_quantity, what="link")
+    warn_of_merged_servers((_node_host(series.get("metric", {})) for series in result), SOURCE_TAG)
     hosted_by_instance: set[str] = set()
     for series in result:
         labels = series.get("metric", {})

@@ -51,6 +51,7 @@ import pyarrow as pa
 
 from joulehouse.collectors.schema import GPU_SAMPLES, signed_integer_bounds
 from joulehouse.collectors.sources.base import ERROR_COLUMN, SourceError
+from joulehouse.collectors.sources.host_names import canonical_host
 
 log = logging.getLogger(__name__)
 
@@ -129,7 +130,7 @@ class NvmlSource:
     dataset = "gpu_samples"
 
     def __init__(self, host: str, *, nvml: ModuleType | None = None, clock: Callable[[], float] = time.time):
-        self.host = host
+        self.host = canonical_host(host)  # as every source names this server (host_names)
         self._nvml = nvml
         self._clock = clock
         self._gpus: list[_Gpu] | None = None

@@ -13,6 +13,7 @@ import numpy as np
 import pyarrow as pa
 
 from joulehouse.collectors.sim.fleet import build_fleet
+from joulehouse.collectors.sources.host_names import canonical_host
 
 
 class SimSource:
@@ -21,8 +22,8 @@ class SimSource:
     dataset = "gpu_samples"
 
     def __init__(self, host: str, *, gpus: int = 8, seed: int = 0, clock: Callable[[], float] = time.time):
-        self.host = host
-        self._fleet = [g for g in build_fleet(gpus, seed, hosts=[host])]
+        self.host = canonical_host(host)  # as every source names this server (host_names)
+        self._fleet = [g for g in build_fleet(gpus, seed, hosts=[self.host])]
         self._clock = clock
         self._rng = np.random.default_rng(seed)
         self._energy_mj = np.zeros(len(self._fleet))

@@ -19,14 +19,26 @@ here). A day accounted again after later days of its month were accounted leaves
 computed against the old peak; `tco_day` says so and names them (re-run them, in order, to
 restate).
 
-Site demand per hour: the facility meter's average power over the part of the hour it covered
-(fct_pue_hourly) when it covered at least `min_meter_coverage_ratio` of the hour, else the
-GPU-hours' energy at the meter (IT x PUE) summed (NULL where none of it was measured: such an
-hour's demand is unknown, never 0, and a day whose every hour is unknown has no peak and no
-charge, NULL). An hour the meter covered at a site-day with GPU-hours counts even where no GPU
-was read in it (the collectors were down, the bill was not): its charge falls on the fleet's
-unread GPU-hours of that hour, equally (reports.accounts.tco). Demand is taken on hourly averages; utilities bill 15- or 30-minute intervals,
-whose peaks are higher, so the charge is a lower bound.
+Demand is billed on the utility's interval, `[tco] demand_interval_minutes` (15 or 30, a divisor
+of 60): the month's peak is the highest average power over one such interval, above the highest
+hourly average wherever the site's power swings within the hour (training jobs start, checkpoint,
+stop: the demo's simulated fleet peaked at 19.86 kW over 15 minutes against 19.36 kW hourly, two
+real 8xH200 servers at 11.63 against 11.20 kW). Site demand per interval: the facility meter's
+energy over the part of the interval it covered / that time (acct_meter_interval_kw: the rule
+fct_pue_hourly integrates the meter by) when it covered at least `min_meter_coverage_ratio` of the
+interval, in an hour whose PUE the accounts take (acct_pue_hours); any other interval takes its
+hour's demand: the meter's average power over the part of the hour it covered (fct_pue_hourly)
+when it covered at least `min_meter_coverage_ratio` of the hour, else the GPU-hours' energy at the
+meter (IT x PUE) summed (NULL where none of it was measured: unknown, never 0; a day whose every
+hour is unknown has no peak and no charge, NULL). An hour's demand is its highest interval's, and
+the coincident-peak rule charges the GPU-hours of the hour that holds the day's peak interval. At
+60 minutes, or where the meter's readings are gone (raw_facility_samples absent: said in a note),
+demand is the hourly average, whose peak is a lower bound of the bill's; so is an hour without a
+meter, whose power within the hour nothing measured. An hour the meter covered at a site-day with
+GPU-hours counts even where no GPU was read in it (the collectors were down, the bill was not):
+its charge falls on the fleet's unread GPU-hours of that hour, equally (reports.accounts.tco). The
+month's days must be accounted at one interval: a day re-run at another compares its peak with
+the earlier days' peaks taken at theirs (re-run the month to restate it).
 
 Taken by the UTC month, a peak in a month's first UTC hours that were still the month before where
 the site is (00:00-04:00 UTC on the 1st in New York) raised the wrong month: in a review's case
@@ -43,13 +55,17 @@ import duckdb
 import polars as pl
 
 from joulehouse.reports.accounts.attribution import sum_known
-from joulehouse.reports.accounts.warehouse_io import replace_report_day
+from joulehouse.reports.accounts.warehouse_io import HOUR, _to_utc, load_sql, replace_report_day
+from joulehouse.warehouse.settings import WarehouseSettings
 from joulehouse.warehouse.sqlio import ensure_columns, relation_exists
 
 PEAK_TABLE = "rpt_demand_peak_daily"
 # No facility meter: site demand is the GPU-hours' energy at the meter (IT x PUE).
 NO_METER = pl.DataFrame(schema={"site": pl.String, "hour_at": pl.Datetime("us", "UTC"), "facility_kw": pl.Float64,
                                  "coverage_ratio": pl.Float64})
+# No meter readings per demand interval (60 minutes, no raw_facility_samples): hourly demand.
+NO_INTERVALS = pl.DataFrame(schema={"site": pl.String, "interval_at": HOUR, "hour_at": HOUR, "facility_kw": pl.Float64,
+                                    "coverage_ratio": pl.Float64})
 
 
 def billing_month(hour_at: pl.Expr, timezone: str) -> pl.Expr:
@@ -64,28 +80,58 @@ def day_billing_months(day: dt.date, timezone: str) -> list[dt.date]:
     return sorted({(start + dt.timedelta(hours=h)).astimezone(zone).date().replace(day=1) for h in (0, 23)})
 
 
+def read_meter_intervals(con: duckdb.DuckDBPyConnection, day: dt.date, meter: pl.DataFrame, interval_minutes: int,
+                         max_meter_gap_s: float | None, notes: list[str]) -> pl.DataFrame:
+    """The facility meter's kW per `interval_minutes` of `day` (acct_meter_interval_kw) for
+    site_hour_kw; NO_INTERVALS at 60 minutes or where `meter` (acct_pue_hours) read no power.
+    `max_meter_gap_s`: the build's [warehouse] max_meter_gap_s (None: its default), so that the
+    intervals bridge the gaps fct_pue_hourly bridged. Appends to `notes` where the readings are gone."""
+    if interval_minutes == 60 or meter.filter(pl.col("facility_kw").is_not_null()).is_empty():
+        return NO_INTERVALS
+    if not relation_exists(con, "raw_facility_samples"):
+        notes.append(f"raw_facility_samples absent: the demand charge takes the facility meter's hourly averages, "
+                     f"not its {interval_minutes}-minute ones (the bill's peak is higher)")
+        return NO_INTERVALS
+    gap_s = WarehouseSettings().max_meter_gap_s if max_meter_gap_s is None else max_meter_gap_s
+    rows = con.sql(load_sql("acct_meter_interval_kw"),
+                   params={"day": day, "interval_s": interval_minutes * 60, "max_meter_gap_s": float(gap_s)}).pl()
+    return _to_utc(rows, ["interval_at", "hour_at"]).select(NO_INTERVALS.columns)
+
+
 def site_hour_kw(gpu_hours: pl.DataFrame, meter: pl.DataFrame, min_meter_coverage_ratio: float,
-                 timezone: str = "UTC") -> pl.DataFrame:
+                 timezone: str = "UTC", meter_intervals: pl.DataFrame = NO_INTERVALS) -> pl.DataFrame:
     """(day, site, hour_at, billing_month, site_kw, peak_basis) for every site-hour with GPU-hours,
-    and every hour the meter covered enough of at a site-day with GPU-hours: the meter's kW where it
-    did, else the GPU-hours' facility_energy_kwh summed; billing_month the hour's local month in
-    `timezone`."""
+    and every hour the meter covered enough of (the hour, or one of its `meter_intervals`) at a
+    site-day with GPU-hours: site_kw the hour's highest demand interval's kW (see the module
+    docstring; the hour's where `meter_intervals` has none), peak_basis what measured it;
+    billing_month the hour's local month in `timezone`."""
+    hour = pl.col("hour_at").cast(HOUR)
     gpu = gpu_hours.group_by(["day", "site", "hour_at"]).agg(sum_known("facility_energy_kwh").alias("_gpu_kw"))
     usable = (meter.filter(pl.col("facility_kw").is_not_null() & (pl.col("coverage_ratio") >= min_meter_coverage_ratio))
-              .select("site", pl.col("hour_at").cast(pl.Datetime("us", "UTC")), "facility_kw").unique(["site", "hour_at"])
+              .select("site", hour, "facility_kw").unique(["site", "hour_at"])
               .with_columns(pl.col("hour_at").dt.date().alias("day")))
+    # only in hours whose PUE the accounts take: acct_pue_hours leaves out a meter that read less
+    # than the IT load (a feed it does not see), and the hour's demand falls back to IT x PUE
+    intervals = (meter_intervals.filter(pl.col("facility_kw").is_not_null()
+                                        & (pl.col("coverage_ratio") >= min_meter_coverage_ratio))
+                 .join(meter.select("site", hour), on=["site", "hour_at"], how="semi")
+                 .group_by("site", "hour_at").agg(pl.col("facility_kw").max().alias("_interval_kw"))
+                 .with_columns(pl.col("hour_at").dt.date().alias("day")))
     # a metered hour of a site-day without a GPU reading (the collectors were down) is still on the
     # bill: left out, a 200 kW hour the meter saw lost to a 100 kW hour the GPUs were read in
-    metered_only = usable.join(gpu.select("day", "site").unique(), on=["day", "site"], how="semi")
-    hours = pl.concat([gpu.select("day", "site", pl.col("hour_at").cast(pl.Datetime("us", "UTC"))),
-                       metered_only.select("day", "site", "hour_at")]).unique()
-    joined = (hours.join(gpu.with_columns(pl.col("hour_at").cast(pl.Datetime("us", "UTC"))),
-                         on=["day", "site", "hour_at"], how="left")
-              .join(usable.drop("day"), on=["site", "hour_at"], how="left"))
+    metered = pl.concat([usable.select("day", "site", "hour_at"), intervals.select("day", "site", "hour_at")])
+    metered_only = metered.join(gpu.select("day", "site").unique(), on=["day", "site"], how="semi")
+    hours = pl.concat([gpu.select("day", "site", hour), metered_only]).unique()
+    joined = (hours.join(gpu.with_columns(hour), on=["day", "site", "hour_at"], how="left")
+              .join(usable.drop("day"), on=["site", "hour_at"], how="left")
+              .join(intervals.drop("day"), on=["site", "hour_at"], how="left"))
+    hour_kw = pl.coalesce("facility_kw", "_gpu_kw")
+    # an interval the meter did not cover takes the hour's demand: the hour's peak is the higher
+    interval_sets_it = pl.col("_interval_kw").is_not_null() & (hour_kw.is_null() | (pl.col("_interval_kw") >= hour_kw))
     return joined.select(
         "day", "site", "hour_at", billing_month(pl.col("hour_at"), timezone).alias("billing_month"),
-        pl.coalesce("facility_kw", "_gpu_kw").alias("site_kw"),
-        pl.when(pl.col("facility_kw").is_not_null()).then(pl.lit("facility_meter"))
+        pl.max_horizontal("_interval_kw", hour_kw).alias("site_kw"),
+        pl.when(pl.col("facility_kw").is_not_null() | interval_sets_it).then(pl.lit("facility_meter"))
         .otherwise(pl.lit("gpu_it_x_pue")).alias("peak_basis"),
     )
 

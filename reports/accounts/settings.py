@@ -269,6 +269,10 @@ class TcoSettings(AccountSettings):
                                       "a data centre's monthly volume lies.")
     flat_price_usd_per_mwh: PricePerMwh = Field(80.0, description="Price of every hour without a price file or tariff, USD/MWh.")
     demand_charge_usd_per_kw_month: DemandCharge = Field(15.0, description="Rate x the month's highest site demand, USD/kW-month.")
+    demand_interval_minutes: int = Field(
+        15, description="The interval the utility averages demand over, minutes (a divisor of 60: 5, 15, 30, 60): the\n"
+                        "month's peak is its highest such average of the facility meter's power; 60 bills hourly averages,\n"
+                        "whose peak is lower.")
     green_premium_ratio: Uplift = Field(
         0.18, description="Uplift on energy cost in hours whose renewable share is below green_premium_below_renewable_pct.")
     green_premium_below_renewable_pct: Percent = 30.0
@@ -297,6 +301,14 @@ class TcoSettings(AccountSettings):
     @classmethod
     def _known_time_zone(cls, name: str) -> str:
         return known_time_zone(name)
+
+    @field_validator("demand_interval_minutes")
+    @classmethod
+    def _divides_the_hour(cls, minutes: int) -> int:
+        # an interval that straddles an hour could not be charged to the GPU-hours of one hour
+        if not 1 <= minutes <= 60 or 60 % minutes:
+            raise ValueError(f"{minutes}: expected a divisor of 60 minutes (1, 2, 3, 4, 5, 6, 10, 12, 15, 20, 30, 60)")
+        return minutes
 
     @field_validator("site_prices")
     @classmethod

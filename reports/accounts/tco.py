@@ -46,7 +46,7 @@ import polars as pl
 from joulehouse.reports.accounts.attribution import (GPU_KEYS, UNALLOCATED, account_by_gpu, account_total,
                                                      empty_account, empty_by_gpu)
 from joulehouse.reports.accounts.demand import (NO_METER, allocate, allocated_demand_charge, day_peaks, later_days_accounted,
-                                                month_peak_before, site_hour_kw, store_peaks)
+                                                month_peak_before, read_meter_intervals, site_hour_kw, store_peaks)
 from joulehouse.reports.accounts.embodied import HOURS_PER_YEAR, amortised_share, capital_usd_per_gpu_hour
 from joulehouse.reports.accounts.hour_factors import attach_intensity, attach_pue
 from joulehouse.reports.accounts.it_energy_basis import BASIS_AMOUNTS, label_basis, with_facility_energy
@@ -242,8 +242,9 @@ class TcoSummary:
 
 
 def tco_day(con, day: dt.date, settings: TcoSettings, data_dir: Path | None, *,
-            job_max_days: int = JOB_MAX_DAYS) -> TcoSummary:
-    """Account one day's cost: read the warehouse, compute, replace the day in rpt_tco_daily."""
+            job_max_days: int = JOB_MAX_DAYS, max_meter_gap_s: float | None = None) -> TcoSummary:
+    """Account one day's cost: read the warehouse, compute, replace the day in rpt_tco_daily.
+    `max_meter_gap_s`: the build's [warehouse] max_meter_gap_s (None: its default), for the demand intervals."""
     prepared = prepare_day(con, day, settings, job_max_days)  # models.job_max_days, as the efficiency step
     inputs, jobs, ctx, notes = prepared.inputs, prepared.jobs, prepared.gpu_hours, prepared.notes
     ctx, _, grid_sources = attach_intensity(ctx, settings.grid_file, data_dir, "direct", 0.0, settings.region)
@@ -260,8 +261,9 @@ def tco_day(con, day: dt.date, settings: TcoSettings, data_dir: Path | None, *,
     # each source's (hour_at, price_usd_per_kwh), rule counts and sentence, by its site ("" the fleet's)
     priced = {source.site: hourly_prices(hours, source.settings, source.data_dir) for source in sources}
     ctx = per_source(ctx, sources, lambda part, source: part.join(priced[source.site][0], on="hour_at", how="left"))
+    meter_intervals = read_meter_intervals(con, day, inputs.pue, settings.demand_interval_minutes, max_meter_gap_s, notes)
     site_kw = per_source(with_facility_energy(ctx), sources, lambda part, source: site_hour_kw(
-        part, inputs.pue, settings.node_energy_min_coverage_ratio, source.settings.tariff_timezone))
+        part, inputs.pue, settings.node_energy_min_coverage_ratio, source.settings.tariff_timezone, meter_intervals))
     peak_before: dict[tuple[str, dt.date], float] = {}
     later: set[dt.date] = set()
     for source in sources:  # each source's billing months, in its time zone
@@ -305,9 +307,10 @@ def tco_day(con, day: dt.date, settings: TcoSettings, data_dir: Path | None, *,
     gpu_h = total("gpu_hours")
     method = (
         f"energy at the meter (IT x PUE) priced hour by hour ({price_source}); demand charge "
-        f"{settings.demand_charge_usd_per_kw_month} $/kW-month on what the day adds to the month's peak kW (hourly "
-        f"averages; the facility meter where it covered >= {settings.node_energy_min_coverage_ratio} of the hour, "
-        f"else IT x PUE), coincident-peak allocation; green premium {settings.green_premium_ratio:.0%} below {settings.green_premium_below_renewable_pct}% "
+        f"{settings.demand_charge_usd_per_kw_month} $/kW-month on what the day adds to the month's peak kW "
+        f"({settings.demand_interval_minutes}-minute averages; the facility meter where it covered >= "
+        f"{settings.node_energy_min_coverage_ratio} of the interval, else the hour's, else IT x PUE), coincident-peak "
+        f"allocation; green premium {settings.green_premium_ratio:.0%} below {settings.green_premium_below_renewable_pct}% "
         f"renewable ({'; '.join(grid_sources) or 'no renewable data'}); density surcharge at {settings.rack_kw} kW/rack; "
         f"capital straight-line over {settings.lifetime_years} years, per hour of calendar time in the fleet (read or "
         f"not); operations "

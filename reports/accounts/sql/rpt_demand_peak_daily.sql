@@ -11,10 +11,12 @@
 --   billing_month [DATE] first day of the utility's local month (the site's [tco] site_prices zone, else
 --     [tco] tariff_timezone) the row's hours fall in (NULL in rows written before it was kept: their
 --     UTC day's month)
---   peak_hour_at [TIMESTAMPTZ, UTC] the hour of the day's highest demand (the earliest of equal ones)
---   peak_kw [kW] the site's average power in that hour
---   peak_basis [text] 'facility_meter' (fct_pue_hourly, the meter covered enough of the hour) or
---     'gpu_it_x_pue' (the GPU-hours' IT energy x PUE)
+--   peak_hour_at [TIMESTAMPTZ, UTC] the hour that holds the day's highest demand interval (the earliest of
+--     equal ones): its GPU-hours pay the charge
+--   peak_kw [kW] the site's average power over that interval ([tco] demand_interval_minutes, the
+--     utility's; an interval the meter did not cover takes its hour's average)
+--   peak_basis [text] 'facility_meter' (the meter covered enough of the interval, acct_meter_interval_kw,
+--     or of its hour, fct_pue_hourly) or 'gpu_it_x_pue' (the GPU-hours' IT energy x PUE)
 --   month_peak_before_kw [kW] the highest peak_kw of the billing month's earlier days (NULL: none accounted)
 --   charged_kw [kW] max(0, peak_kw - month_peak_before_kw): what the day adds to the month's peak
 --   demand_charge_usd [USD] charged_kw x demand_charge_usd_per_kw_month

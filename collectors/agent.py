@@ -25,6 +25,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, Mapping
 
+from joulehouse.collectors.sources.host_names import canonical_host
 from joulehouse.collectors.agent_audit import OK_ACTIONS, ApplyResult, AuditNotWritten, GpuOutcome, audit
 from joulehouse.collectors.agent_journal import LimitJournal
 from joulehouse.collectors.agent_locks import (
@@ -278,7 +279,7 @@ def _apply_config(
     dry_run: bool, lake: str | Path | None, now: dt.datetime | None, replay_guard: ReplayGuard | None,
     audited_at: dt.datetime | None, host_may_be_absent: bool, trust_recorded_locks: bool,
 ) -> ApplyResult:
-    host = host or socket.gethostname()
+    host = canonical_host(host or socket.gethostname())  # as the lake and the config name it
     now = now or _utc_now()
     judged = "" if audited_at is None else f" (judged at {format_utc(now)})"
     audited_at = audited_at or now

@@ -34,6 +34,7 @@ import socket
 from pathlib import Path
 from typing import Any, Iterable
 
+from joulehouse.collectors.sources.host_names import canonical_host
 from joulehouse.collectors.agent_audit import ApplyResult, GpuOutcome, audit, read_host_audit
 from joulehouse.collectors.agent_journal import LimitJournal
 from joulehouse.collectors.agent_locks import ClockLockRecord, after_outcomes, hold_if_possible, record_after
@@ -97,7 +98,7 @@ def rollback(
     `expected`: GPUs known to hold a setting (the config in force's, rollbacks owed), covered by a
     rollback of all GPUs even where the driver cannot read them, so that each gets its failed row.
     `clock_locks`: the agent's record of the locks it left, updated with what was unlocked."""
-    host = host or socket.gethostname()
+    host = canonical_host(host or socket.gethostname())  # as the lake and the config name it
     now = now or dt.datetime.now(dt.timezone.utc)
 
     def work(n: Any) -> list[GpuOutcome]:

@@ -45,6 +45,7 @@ from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
 from joulehouse.collectors.input_file import read_bytes_at_most
+from joulehouse.collectors.sources.host_names import canonical_host
 # The keys live in their own module; these names stay importable from here, where callers found them.
 from joulehouse.collectors.signing_keys import (  # noqa: F401
     MAX_KEY_BYTES, PRIVATE_KEY_NAME, PUBLIC_KEY_NAME, generate_keypair, key_id, load_private_key, load_public_key)
@@ -127,7 +128,11 @@ class RecommendedConfig:
     key_id: str
 
     def for_host(self, host: str) -> tuple[GpuSetting, ...]:
-        return tuple(s for s in self.settings if s.host == host)
+        # Both sides as the lake names a server (collectors.sources.host_names): the warehouse keys a
+        # setting by its short lowercase host, while a node whose uname is an FQDN or has capitals
+        # asked by its own spelling and found no entry (HostNotInConfig: no cap applied)
+        host = canonical_host(host)
+        return tuple(s for s in self.settings if canonical_host(s.host) == host)
 
 
 # ---- canonical form and signing ---------------------------------------------------------------

@@ -61,6 +61,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from joulehouse.collectors.ingest.hostlist import HostListError, expand_hostlist, gpus_in_tres
+from joulehouse.collectors.sources.host_names import canonical_host
 from joulehouse.collectors import lakefs
 from joulehouse.collectors.ingest.lake_gpus import LakeGpus, read_columns
 from joulehouse.collectors.ingest.lake_import import (LOG_ID_COLUMN, RejectedRow, ledger_partitions, log_id, read_json,
@@ -235,7 +236,7 @@ def _parse_line(line: str, header: list[str], number: int, zone: ZoneInfo, now: 
         raise ValueError(f"End: {ended_at.isoformat()} is before Start {started_at.isoformat()}")
     return _Job(number, line, job_id, row["JobName"], row["User"].strip() or None, row["Account"].strip() or None,
                 row["Partition"].strip() or None, state, started_at, ended_at,
-                expand_hostlist(row["NodeList"]), gpus, (row.get("JobIDRaw") or "").strip() or job_id)
+                list(dict.fromkeys(map(canonical_host, expand_hostlist(row["NodeList"])))), gpus, (row.get("JobIDRaw") or "").strip() or job_id)
 
 
 def _time(field: str, text: str, zone: ZoneInfo, now: datetime) -> datetime:

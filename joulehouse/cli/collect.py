@@ -17,6 +17,7 @@ source could be read at all.
 
 from __future__ import annotations
 
+import json
 import socket
 from pathlib import Path
 from typing import List, Optional
@@ -170,7 +171,7 @@ def _build_sources(names, host, lake, settings, sim_gpus, defaults):
                 # this host's series only: dcgm-exporter labels them, node_exporter's by the node's name
                 # (node_uname_info), or where it has none by the instance naming it
                 overrides["selector_candidates"] = _host_selectors(host)
-                overrides["node_selector"] = f'instance=~"{promql_regex_literal(host)}(:[0-9]+)?"'
+                overrides["node_selector"] = _host_selectors(host)[-1]
                 overrides["node_name"] = host
             links = PrometheusLinkSource.from_settings(lake, settings, **overrides)
             log.info("links: reading %s at %s every %.0f s", links.query, links.url, settings.dcgm_sync_interval_s)
@@ -181,17 +182,12 @@ def _build_sources(names, host, lake, settings, sim_gpus, defaults):
 def _host_selectors(host: str) -> tuple[str, ...]:
     """This host's dcgm-exporter series, by the label its deployment names the host with (the
     source takes the first that finds series: collectors.sources.dcgm)."""
-    return (f'Hostname="{host}"', f'hostname="{host}"', f'instance=~"{promql_regex_literal(host)}(:[0-9]+)?"')
+    from joulehouse.collectors.sources.host_names import host_name_regex
 
-
-def promql_regex_literal(text: str) -> str:
-    """`text` matched literally in a PromQL regex, inside its "..." string. PromQL strings follow
-    Go's escapes, which refuse Python's re.escape of '-' ('unknown escape sequence'): Prometheus
-    answered 400 for every host named with '-' or '.', and no link or DCGM reading was ever
-    read. Only regex metacharacters are escaped, and each backslash doubled for the string."""
-    import re
-
-    return re.sub(r"([.^$*+?()\[\]{}|\\])", r"\\\\\1", text)
+    # any spelling the lake names this host by (collectors.sources.host_names): by Hostname="NODE-01"
+    # a node read none of the series a lowercasing kubelet's dcgm-exporter labelled node-01
+    name = json.dumps(host_name_regex(host))  # a PromQL string: Go's escapes, which JSON's are
+    return (f"Hostname=~{name}", f"hostname=~{name}", f"instance=~{name[:-1]}(:[0-9]+)?\"")
 
 
 def register(app: typer.Typer) -> None:

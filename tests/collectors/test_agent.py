@@ -486,3 +486,18 @@ def test_a_number_json_cannot_hold_is_refused_and_audited(keys, lake, number):
     with pytest.raises(MalformedConfig):
         apply_config(body, public_key=keys[1], host=HOST, nvml=pynvml, lake=lake, now=NOW)
     assert [r["action"] for r in audit_rows(lake)] == ["refuse"]
+
+
+def test_a_node_whose_own_name_has_capitals_and_a_domain_applies_the_entries_the_warehouse_keyed_by_its_short_name(
+        nvml_stub, keys, lake):
+    """The warehouse keys a setting by the lake's name of the server, its lowercase short name
+    (collectors.sources.host_names); the agent asked for its own uname (NODE-01.cluster.example.com),
+    found no entry and capped nothing. Its audit rows then name the server as the lake does."""
+    nvml_stub.write(fleet(2))
+    doc = signed(keys[0], {uuid(0): entry(300)})
+    result = apply_config(doc, public_key=keys[1], host="NODE-01.cluster.example.com", nvml=pynvml, lake=lake, now=NOW)
+    assert result.ok and result.count("apply") == 1 and limit_mw(nvml_stub, 0) == 300_000
+    assert {r["host"] for r in audit_rows(lake)} == {HOST}
+    back = rollback(host="Node-01", nvml=pynvml, lake=lake, now=NOW + dt.timedelta(hours=1))
+    assert back.count("rollback") == 1 and limit_mw(nvml_stub, 0) == 400_000
+    assert {r["host"] for r in audit_rows(lake)} == {HOST}

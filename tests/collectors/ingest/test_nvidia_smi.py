@@ -89,6 +89,17 @@ def test_reimport_replaces_rather_than_doubles(telemetry, lake):
     assert sum(pq.read_metadata(f).num_rows for f in files) == 2619
 
 
+def test_a_log_imported_under_a_capitalised_fqdn_lands_under_the_lakes_name_for_the_server(telemetry, lake):
+    """`--host LAB-02.example.org` put the log's GPUs under a host of that spelling, apart from
+    what the node's collectors and Slurm name lab-02 (collectors.sources.host_names): its jobs
+    and BMC energy met none of its GPUs."""
+    path = telemetry / "vlm_optimization_gpu_log_rtx4090_1hz.csv"
+    ingest_nvidia_smi(path, lake=lake, host="LAB-02.example.org")
+    folders = {f.parent.name for f in (lake / "gpu_samples").rglob("*.parquet")}
+    hosts = {h for f in (lake / "gpu_samples").rglob("*.parquet") for h in pq.read_table(f).column("host").to_pylist()}
+    assert folders == {"host=lab-02"} and hosts == {"lab-02"}
+
+
 def test_bad_values_are_rejected_with_line_and_reason(tmp_path):
     log = tmp_path / "smi.csv"
     log.write_text(

@@ -321,3 +321,16 @@ def test_an_end_beyond_any_date_rejects_its_row_not_the_export(tmp_path):
                           assume_tz="America/New_York")
     assert list(jobs) == ["8"] and [r.line for r in result.rejected] == [2]
     assert result.rejected[0].reason.startswith("End: ")
+
+
+def test_nodes_slurm_names_with_capitals_or_a_domain_are_the_lakes_servers(tmp_path):
+    """Slurm names a node as its slurm.conf does (NodeName=GPU-NODE-01, or an FQDN); the lake names
+    the server by its lowercase short name (collectors.sources.host_names). Taken as written, the
+    job's node had 'no GPUs in the lake' and the job was rejected: its team's energy unallocated."""
+    result, jobs = placed(tmp_path, {"gpu-node-01": 2, "gpu-node-02": 2},
+                          "201|train|alice|vision|gpu|COMPLETED|2026-11-30T01:00:00|2026-11-30T02:00:00|"
+                          "GPU-NODE-01,gpu-node-02.cluster.example.com|cpu=8,gres/gpu=4,node=2")
+    assert result.rejected == []
+    assert sorted(r["gpu_uuid"] for r in jobs["201"]) == sorted(gpu_uuid(h, i) for h in ("gpu-node-01", "gpu-node-02")
+                                                                for i in range(2))
+    assert {r["host"] for r in jobs["201"]} == {"gpu-node-01", "gpu-node-02"}

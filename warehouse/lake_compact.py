@@ -120,7 +120,11 @@ def compact_partition(lake: str | Path, day: dt.date, host: str, dataset: str) -
             finished = finish_interrupted(folder)
             return _compact_locked(folder, day, host, dataset, finished)
     except OSError as exc:  # a full or read-only lake: one line naming the partition, the others go on
-        raise CompactionError(f"{folder}: {exc.strerror or exc}; nothing of this partition was removed") from None
+        # Cut short after its file landed, some replaced files may be gone already: its intent is
+        # kept, and the next compaction of the partition finishes it (finish_interrupted)
+        done = ("the compaction is half done (its intent file is kept): compact the partition again to finish it"
+                if any(folder.glob(INTENT_GLOB)) else "nothing of this partition was removed")
+        raise CompactionError(f"{folder}: {exc.strerror or exc}; {done}") from None
 
 
 def _compact_locked(folder: Path, day: dt.date, host: str, dataset: str, finished: int) -> CompactionReport:

@@ -149,7 +149,8 @@ def pipeline(lake: Path, day: dt.date) -> dict:
         step("run_gate", lambda: run_gate(con, day, ws))
         fits = step("fit_day", lambda: fit_day(con, day, settings.models))
         step("carbon_day", lambda: carbon_day(con, day, settings.carbon, data_dir))
-        step("tco_day", lambda: tco_day(con, day, settings.tco, data_dir))
+        step("tco_day", lambda: tco_day(con, day, settings.tco, data_dir,
+                                        max_meter_gap_s=settings.warehouse.max_meter_gap_s))
         step("recommend_day", lambda: recommend_day(
             con, day, settings.recommend, carbon_price_usd_per_tco2e=settings.carbon.carbon_price_usd_per_tco2e))
         total = time.perf_counter() - started

@@ -317,7 +317,8 @@ def account_carbon_and_cost(day: str, config: str | None) -> dict:
         # jobs found as the efficiency step found them: the same models.job_max_days (models.day_jobs)
         max_days = settings.models.job_max_days
         carbon = carbon_day(con, the_day, settings.carbon, _data_dir(settings.carbon.grid_file), job_max_days=max_days)
-        cost = tco_day(con, the_day, settings.tco, _data_dir(settings.tco.price_file), job_max_days=max_days)
+        cost = tco_day(con, the_day, settings.tco, _data_dir(settings.tco.price_file), job_max_days=max_days,
+                       max_meter_gap_s=settings.warehouse.max_meter_gap_s)
         per_tflops_hour = compute_cost_day(con, the_day)
     for account, result in (("carbon", carbon), ("cost", cost)):
         for note in getattr(result, "notes", None) or ():

@@ -77,6 +77,7 @@ def build_parameters(day: dt.date, settings: WarehouseSettings, now: dt.datetime
         "max_gap_s": float(settings.max_gap_s),
         "max_counter_gap_s": float(settings.max_counter_gap_s),
         "max_meter_gap_s": float(settings.max_meter_gap_s),
+        "meter_bucket_s": 3600,  # fct_pue_hourly's hours (the demand charge reads its rule per quarter-hour)
         "max_clock_skew_s": float(settings.max_clock_skew_s),
         "max_power_over_limit_ratio": float(settings.max_power_over_limit_ratio),
         "max_power_abs_w": float(settings.max_power_abs_w),

@@ -24,8 +24,8 @@ of 60): the month's peak is the highest average power over one such interval, ab
 hourly average wherever the site's power swings within the hour (training jobs start, checkpoint,
 stop: the demo's simulated fleet peaked at 19.86 kW over 15 minutes against 19.36 kW hourly, two
 real 8xH200 servers at 11.63 against 11.20 kW). Site demand per interval: the facility meter's
-energy over the part of the interval it covered / that time (acct_meter_interval_kw: the rule
-fct_pue_hourly integrates the meter by) when it covered at least `min_meter_coverage_ratio` of the
+energy over the part of the interval it covered / that time (fct_pue_hourly's own SQL run per
+interval: one integration of the meter for the hour's energy and the bill's peak) when it covered at least `min_meter_coverage_ratio` of the
 interval, in an hour whose PUE the accounts take (acct_pue_hours); any other interval takes its
 hour's demand: the meter's average power over the part of the hour it covered (fct_pue_hourly)
 when it covered at least `min_meter_coverage_ratio` of the hour, else the GPU-hours' energy at the
@@ -55,9 +55,11 @@ import duckdb
 import polars as pl
 
 from joulehouse.reports.accounts.attribution import sum_known
-from joulehouse.reports.accounts.warehouse_io import HOUR, _to_utc, load_sql, replace_report_day
+from joulehouse.reports.accounts.warehouse_io import HOUR, _to_utc, replace_report_day
 from joulehouse.warehouse.settings import WarehouseSettings
-from joulehouse.warehouse.sqlio import ensure_columns, relation_exists
+from joulehouse.warehouse.sqlio import SqlFiles, ensure_columns, relation_exists
+
+WAREHOUSE_SQL = SqlFiles("joulehouse.warehouse", "sql")
 
 PEAK_TABLE = "rpt_demand_peak_daily"
 # No facility meter: site demand is the GPU-hours' energy at the meter (IT x PUE).
@@ -82,7 +84,7 @@ def day_billing_months(day: dt.date, timezone: str) -> list[dt.date]:
 
 def read_meter_intervals(con: duckdb.DuckDBPyConnection, day: dt.date, meter: pl.DataFrame, interval_minutes: int,
                          max_meter_gap_s: float | None, notes: list[str]) -> pl.DataFrame:
-    """The facility meter's kW per `interval_minutes` of `day` (acct_meter_interval_kw) for
+    """The facility meter's kW per `interval_minutes` of `day` (fct_pue_hourly's rule per interval) for
     site_hour_kw; NO_INTERVALS at 60 minutes or where `meter` (acct_pue_hours) read no power.
     `max_meter_gap_s`: the build's [warehouse] max_meter_gap_s (None: its default), so that the
     intervals bridge the gaps fct_pue_hourly bridged. Appends to `notes` where the readings are gone."""
@@ -93,8 +95,14 @@ def read_meter_intervals(con: duckdb.DuckDBPyConnection, day: dt.date, meter: pl
                      f"not its {interval_minutes}-minute ones (the bill's peak is higher)")
         return NO_INTERVALS
     gap_s = WarehouseSettings().max_meter_gap_s if max_meter_gap_s is None else max_meter_gap_s
-    rows = con.sql(load_sql("acct_meter_interval_kw"),
-                   params={"day": day, "interval_s": interval_minutes * 60, "max_meter_gap_s": float(gap_s)}).pl()
+    interval_s = interval_minutes * 60
+    rows = con.sql(WAREHOUSE_SQL.body("fct_pue_hourly"), params={
+        "day": day, "margin_s": float(gap_s), "max_meter_gap_s": float(gap_s), "meter_bucket_s": interval_s}).pl()
+    covered_s = pl.col("coverage_ratio") * interval_s
+    rows = rows.select(
+        "site", pl.col("hour_at").alias("interval_at"), pl.col("hour_at").dt.truncate("1h").alias("hour_at"),
+        pl.when(covered_s > 0).then(pl.col("facility_energy_kwh") * 3600 / covered_s).alias("facility_kw"),
+        "coverage_ratio")
     return _to_utc(rows, ["interval_at", "hour_at"]).select(NO_INTERVALS.columns)
 
 

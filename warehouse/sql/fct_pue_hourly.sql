@@ -13,6 +13,9 @@
 --   coverage_ratio [0..1] share of the hour covered by intervals <= max_meter_gap_s with both readings
 --   n_samples [count] readings in the hour
 -- Only intervals where both meters read at both ends count, so the ratio compares like with like.
+-- $meter_bucket_s is 3600 in this table (hours); the demand charge (reports/accounts/demand.py) reads the
+-- same rule per demand interval (900: quarter-hours, each row then one quarter-hour), so that the
+-- bill's peak and the hour's energy come from one integration of the meter.
 WITH readings AS (
     SELECT
         site, epoch_us(sampled_at) AS t_us,
@@ -36,27 +39,31 @@ intervals AS (
     WINDOW w AS (PARTITION BY site ORDER BY t_us)
 ),
 bridged AS (
-    SELECT *, t0_us // 3600000000 AS first_hour, (t1_us - 1) // 3600000000 AS last_hour
+    SELECT
+        *,
+        t0_us // ($meter_bucket_s::BIGINT * 1000000) AS first_bucket,
+        (t1_us - 1) // ($meter_bucket_s::BIGINT * 1000000) AS last_bucket
     FROM intervals
     WHERE t0_us IS NOT NULL AND (t1_us - t0_us) / 1e6 <= $max_meter_gap_s
 ),
-hour_spans AS (
-    SELECT *, unnest(range(first_hour, last_hour + 1)) AS hour_index FROM bridged
+bucket_spans AS (
+    SELECT *, unnest(range(first_bucket, last_bucket + 1)) AS bucket_index FROM bridged
 ),
 pieces AS (
     SELECT
         *,
-        greatest(t0_us, hour_index * 3600000000) AS a_us,
-        least(t1_us, (hour_index + 1) * 3600000000) AS b_us,
-        ((greatest(t0_us, hour_index * 3600000000) - t0_us)
-         + (least(t1_us, (hour_index + 1) * 3600000000) - t0_us)) / (t1_us - t0_us) AS mid_fraction_x2
-    FROM hour_spans
-    WHERE hour_index >= epoch($day::TIMESTAMPTZ)::BIGINT // 3600
-      AND hour_index < epoch(($day::DATE + 1)::TIMESTAMPTZ)::BIGINT // 3600
+        greatest(t0_us, bucket_index * ($meter_bucket_s::BIGINT * 1000000)) AS a_us,
+        least(t1_us, (bucket_index + 1) * ($meter_bucket_s::BIGINT * 1000000)) AS b_us,
+        ((greatest(t0_us, bucket_index * ($meter_bucket_s::BIGINT * 1000000)) - t0_us)
+         + (least(t1_us, (bucket_index + 1) * ($meter_bucket_s::BIGINT * 1000000)) - t0_us))
+            / (t1_us - t0_us) AS mid_fraction_x2
+    FROM bucket_spans
+    WHERE bucket_index >= epoch($day::TIMESTAMPTZ)::BIGINT // $meter_bucket_s
+      AND bucket_index < epoch(($day::DATE + 1)::TIMESTAMPTZ)::BIGINT // $meter_bucket_s
 ),
-site_hours AS (
+site_buckets AS (
     SELECT
-        site, hour_index,
+        site, bucket_index,
         -- exact sums (micro-joules as DECIMAL, whole microseconds): the same bits on a re-run;
         -- 38 digits: a meter misread in mW on a 10 MW site still fits (18 would stop the build)
         sum(((2 * f0_w + (f1_w - f0_w) * mid_fraction_x2) / 2 * (b_us - a_us) / 1e6)::DECIMAL(38, 6))::DOUBLE
@@ -68,19 +75,19 @@ site_hours AS (
     GROUP BY ALL
 ),
 site_samples AS (
-    SELECT site, t_us // 3600000000 AS hour_index, count(*) AS n_samples
+    SELECT site, t_us // ($meter_bucket_s::BIGINT * 1000000) AS bucket_index, count(*) AS n_samples
     FROM readings
     WHERE t_us >= epoch_us($day::TIMESTAMPTZ) AND t_us < epoch_us(($day::DATE + 1)::TIMESTAMPTZ)
     GROUP BY ALL
 )
 SELECT
-    to_timestamp(hour_index * 3600) AS hour_at,
+    to_timestamp(bucket_index * $meter_bucket_s) AS hour_at,
     $day::DATE AS day,
     site,
     CASE WHEN it_j > 0 THEN facility_j / it_j END AS pue,
     CASE WHEN covered_s > 0 THEN it_j / 3.6e6 END AS it_energy_kwh,
     CASE WHEN covered_s > 0 THEN facility_j / 3.6e6 END AS facility_energy_kwh,
-    coalesce(covered_s, 0) / 3600 AS coverage_ratio,
+    coalesce(covered_s, 0) / $meter_bucket_s AS coverage_ratio,
     coalesce(n_samples, 0) AS n_samples
-FROM site_hours
-FULL OUTER JOIN site_samples USING (site, hour_index)
+FROM site_buckets
+FULL OUTER JOIN site_samples USING (site, bucket_index)

@@ -15,7 +15,7 @@
 --     equal ones): its GPU-hours pay the charge
 --   peak_kw [kW] the site's average power over that interval ([tco] demand_interval_minutes, the
 --     utility's; an interval the meter did not cover takes its hour's average)
---   peak_basis [text] 'facility_meter' (the meter covered enough of the interval, acct_meter_interval_kw,
+--   peak_basis [text] 'facility_meter' (the meter covered enough of the interval, fct_pue_hourly's rule per interval,
 --     or of its hour, fct_pue_hourly) or 'gpu_it_x_pue' (the GPU-hours' IT energy x PUE)
 --   month_peak_before_kw [kW] the highest peak_kw of the billing month's earlier days (NULL: none accounted)
 --   charged_kw [kW] max(0, peak_kw - month_peak_before_kw): what the day adds to the month's peak

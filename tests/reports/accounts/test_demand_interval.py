@@ -12,7 +12,6 @@ import pytest
 
 from accounting_world import DAY, at, build_world
 from joulehouse.reports.accounts.tco import tco_day
-from joulehouse.reports.accounts.warehouse_io import load_sql
 from joulehouse.settings import TcoSettings
 from joulehouse.warehouse.sqlio import SqlFiles
 
@@ -41,7 +40,7 @@ def add_meter(con: duckdb.DuckDBPyConnection, facility_w, day: dt.date = DAY, mi
                     [(t, facility_w(t), IT_W, t.date()) for t in times if t not in set(missing)])
     con.execute("INSERT INTO fct_pue_hourly SELECT hour_at, site, pue, it_energy_kwh, facility_energy_kwh, coverage_ratio "
                 f"FROM ({WAREHOUSE_SQL.body('fct_pue_hourly')})",
-                {"day": day, "margin_s": GAP_S, "max_meter_gap_s": GAP_S})
+                {"day": day, "margin_s": GAP_S, "max_meter_gap_s": GAP_S, "meter_bucket_s": 3600})
 
 
 def peak_row(con, day: dt.date = DAY) -> tuple:
@@ -135,9 +134,14 @@ def test_the_months_days_add_up_to_rate_times_its_highest_interval():
     assert demand_usd(con, DAY) + demand_usd(con, later) == pytest.approx(RATE * 9.0)
 
 
-def test_the_interval_sql_at_an_hour_is_fct_pue_hourly():
-    """acct_meter_interval_kw repeats fct_pue_hourly's rule in other buckets: at 3600 s the two
-    agree on every hour, with duplicate readings, a bad one, a gap and the day's edges in them."""
+def test_the_quarter_hours_hold_the_energy_of_their_hour():
+    """The bill's intervals and the hour's energy are one integration of the meter (fct_pue_hourly's
+    SQL per interval): with duplicate readings, a bad one, a gap and the day's edges, each hour's
+    facility energy is the sum of its quarter-hours', and its coverage their mean."""
+    import polars as pl
+
+    from joulehouse.reports.accounts.demand import read_meter_intervals
+
     con = build_world()
     ramp = lambda t: 1000.0 + 3.0 * (t - at(0)).total_seconds() / 60  # noqa: E731
     gap = [at(13) + dt.timedelta(minutes=m) for m in range(5)]
@@ -146,13 +150,17 @@ def test_the_interval_sql_at_an_hour_is_fct_pue_hourly():
                 "(?, 'site-a', -5.0, ?, NULL, 'meter', ?)", [at(4), IT_W, DAY, at(6.5), IT_W, DAY])
     con.execute("DELETE FROM fct_pue_hourly")
     con.execute("INSERT INTO fct_pue_hourly SELECT hour_at, site, pue, it_energy_kwh, facility_energy_kwh, coverage_ratio "
-                f"FROM ({WAREHOUSE_SQL.body('fct_pue_hourly')})", {"day": DAY, "margin_s": GAP_S, "max_meter_gap_s": GAP_S})
-    hourly = con.execute("SELECT hour_at, facility_energy_kwh / coverage_ratio, coverage_ratio FROM fct_pue_hourly "
-                         "ORDER BY 1").fetchall()
-    intervals = con.execute(f"SELECT hour_at, facility_kw, coverage_ratio FROM ({load_sql('acct_meter_interval_kw')}) "
-                            "ORDER BY 1", {"day": DAY, "interval_s": 3600, "max_meter_gap_s": GAP_S}).fetchall()
-    assert len(intervals) == 24 and [r[0] for r in intervals] == [r[0] for r in hourly]
-    assert [r[1:] for r in intervals] == [pytest.approx(r[1:], rel=1e-12) for r in hourly]
+                f"FROM ({WAREHOUSE_SQL.body('fct_pue_hourly')})",
+                {"day": DAY, "margin_s": GAP_S, "max_meter_gap_s": GAP_S, "meter_bucket_s": 3600})
+    hourly = con.execute("SELECT hour_at, facility_energy_kwh, coverage_ratio FROM fct_pue_hourly ORDER BY 1").fetchall()
+    meter = pl.DataFrame({"site": ["site-a"], "hour_at": [at(0)], "facility_kw": [1.0], "coverage_ratio": [1.0]})
+    quarters = read_meter_intervals(con, DAY, meter, 15, GAP_S, [])
+    summed = (quarters.with_columns(kwh=pl.col("facility_kw") * pl.col("coverage_ratio") / 4)
+              .group_by("hour_at").agg(pl.col("kwh").sum(), pl.col("coverage_ratio").mean(), pl.len()).sort("hour_at"))
+    assert quarters.height == 96 and summed["len"].to_list() == [4] * 24
+    assert [h[0] for h in hourly] == summed["hour_at"].to_list()
+    assert summed["kwh"].to_list() == pytest.approx([h[1] for h in hourly], rel=1e-12)
+    assert summed["coverage_ratio"].to_list() == pytest.approx([h[2] for h in hourly], rel=1e-12)
     assert hourly[13][2] == pytest.approx(55 / 60), "12:59 to 13:05 is not bridged"
 
 

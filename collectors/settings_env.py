@@ -25,6 +25,8 @@ ENV_DELIMITER = "__"
 # a systemd EnvironmentFile, a test's), so a load lets them through by name. Each says who reads it.
 NOT_SETTINGS: Mapping[str, str] = {
     "JOULEHOUSE_CONFIG": "the settings file the DAGs load (dags/joulehouse_daily.py, dags/joulehouse_publish.py)",
+    "JOULEHOUSE_CONFIG_DIRS": "the folders a triggered DAG run's dag_run.conf['config'] may name a file in "
+                              "(joulehouse/daily_conf.py; `joulehouse run` sets its --config's)",
     "JOULEHOUSE_START_DATE": "the daily DAG's start_date (dags/joulehouse_daily.py; `joulehouse run` sets it)",
     "JOULEHOUSE_DAG_RETRIES": "the DAGs' task retries (`joulehouse run` sets 0 for its Airflow child)",
     "JOULEHOUSE_FAILURE_LOG": "where a failed DAG task writes its one line for `joulehouse run` (cli/dagrun.py)",

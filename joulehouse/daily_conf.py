@@ -11,10 +11,13 @@ the DAG fails the run on it at once. Stdlib only: the DAG file calls it in every
 from __future__ import annotations
 
 import datetime as dt
+import os
 import re
 from collections.abc import Mapping
+from pathlib import Path
 
 DAY_FORMAT = re.compile(r"\d{4}-\d{2}-\d{2}")
+CONFIG_FOLDERS_ENV = "JOULEHOUSE_CONFIG_DIRS"
 
 
 class RunConfError(ValueError):
@@ -41,10 +44,32 @@ def run_day(conf: Mapping, data_interval_start: dt.datetime | None) -> str:
 
 def run_config(conf: Mapping, environ: Mapping[str, str]) -> str | None:
     """The settings file: `conf["config"]`, else the one JOULEHOUSE_CONFIG names, else None (the
-    built-in defaults). A blank JOULEHOUSE_CONFIG names none, as for the CLI (cli.options)."""
+    built-in defaults). A blank JOULEHOUSE_CONFIG names none, as for the CLI (cli.options).
+
+    `conf["config"]` must lie in a folder the deployment allows (allowed_config_folders): the
+    settings choose the warehouse file, the export folder, the signing key and where the signed
+    config is published, and whoever may trigger a run could otherwise point them at any TOML
+    file the worker can read."""
     raw = conf.get("config")
     if raw is None or raw == "":
         return environ.get("JOULEHOUSE_CONFIG", "").strip() or None
     if not isinstance(raw, str) or not raw.strip():
-        raise RunConfError(f"dag_run.conf['config']={raw!r}: must be the path of a settings file (TOML)")
-    return raw
+        raise RunConfError(f"dag_run.conf['config']={raw[:200] if isinstance(raw, str) else raw!r}: "
+                           "must be the path of a settings file (TOML)")
+    folders = allowed_config_folders(environ)
+    path = Path(raw).expanduser().resolve()  # a link inside an allowed folder to a file outside is outside
+    if not any(path.is_relative_to(folder) for folder in folders):
+        allowed = ", ".join(map(str, folders)) or "none"
+        raise RunConfError(f"dag_run.conf['config']={raw[:200]!r}: not in a folder this deployment takes settings "
+                           f"files from ({allowed}); list the folders in {CONFIG_FOLDERS_ENV} "
+                           f"(separated by {os.pathsep!r})")
+    return str(path)
+
+
+def allowed_config_folders(environ: Mapping[str, str]) -> list[Path]:
+    """The folders a run's `conf["config"]` may name a file in: those JOULEHOUSE_CONFIG_DIRS lists,
+    else the folder of the file JOULEHOUSE_CONFIG names; none where neither is set."""
+    listed = [p.strip() for p in environ.get(CONFIG_FOLDERS_ENV, "").split(os.pathsep) if p.strip()]
+    if not listed and environ.get("JOULEHOUSE_CONFIG", "").strip():
+        listed = [str(Path(environ["JOULEHOUSE_CONFIG"].strip()).expanduser().resolve().parent)]
+    return [Path(p).expanduser().resolve() for p in listed]

@@ -30,6 +30,7 @@ from pathlib import Path
 
 from joulehouse.cli.run_lock import (  # noqa: F401  (DagRunFailed, DayBeingBuilt: importable from here)
     DagRunFailed, DayBeingBuilt, one_run_at_a_time, spawn_holding_lock, stop_when_parent_dies)
+from joulehouse.daily_conf import CONFIG_FOLDERS_ENV
 
 DAG_ID = "joulehouse_daily"
 
@@ -171,6 +172,8 @@ class DagSession:
         self.run_log.parent.mkdir(parents=True, exist_ok=True)
         self.failures.unlink(missing_ok=True)
         env["JOULEHOUSE_FAILURE_LOG"] = str(self.failures)
+        # The settings file this run was given is the one its DAG runs may take (joulehouse.daily_conf)
+        env[CONFIG_FOLDERS_ENV] = str(self.config.resolve().parent)
         # The DAG starts on JOULEHOUSE_START_DATE and Airflow runs no task for a day before its start:
         # a one-off run of an earlier day (a backfill of old logs) moves it back to that day.
         first = self.days[0]

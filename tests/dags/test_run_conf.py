@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -76,3 +77,23 @@ def test_the_config_is_the_confs_else_joulehouse_config():
     assert run_config({}, {"JOULEHOUSE_CONFIG": "  "}) is None  # blank names no file, as for the CLI
     with pytest.raises(RunConfError, match=r"dag_run.conf\['config'\]=\['a'\]: must be the path of a settings file"):
         run_config({"config": ["a"]}, {})
+
+
+def test_a_triggered_run_takes_settings_only_from_the_folders_the_deployment_allows(tmp_path):
+    """The settings choose the warehouse file, the export folder, the signing key and where the
+    signed config is published: whoever could trigger a run could point them at any TOML file the
+    worker reads (another fleet's settings, a file they dropped in /tmp)."""
+    site, elsewhere = tmp_path / "etc", tmp_path / "tmp"
+    site.mkdir(), elsewhere.mkdir()
+    (elsewhere / "evil.toml").write_text("", encoding="utf-8")
+    (site / "link.toml").symlink_to(elsewhere / "evil.toml")
+    deployed = {"JOULEHOUSE_CONFIG": str(site / "a.toml")}
+    assert run_config({"config": str(site / "b.toml")}, deployed) == str(site / "b.toml")
+    for outside in (elsewhere / "evil.toml", site / "link.toml", site / ".." / "tmp" / "evil.toml"):
+        with pytest.raises(RunConfError, match=r"not in a folder this deployment takes settings files from .*"
+                                               r"JOULEHOUSE_CONFIG_DIRS"):
+            run_config({"config": str(outside)}, deployed)
+    with pytest.raises(RunConfError, match=r"from \(none\)"):
+        run_config({"config": str(site / "b.toml")}, {})
+    listed = {"JOULEHOUSE_CONFIG_DIRS": f"{site}{os.pathsep}{elsewhere}"}
+    assert run_config({"config": str(elsewhere / "evil.toml")}, listed) == str(elsewhere / "evil.toml")

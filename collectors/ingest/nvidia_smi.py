@@ -84,7 +84,7 @@ from joulehouse.collectors.ingest.nvidia_smi_values import (BOM, encoding_proble
                                                             parse_row, printable, read_fields)
 from joulehouse.collectors.schema import GPU_SAMPLES, conform
 from joulehouse.collectors.sources.host_names import canonical_host
-from joulehouse.collectors.writer import WrittenFile
+from joulehouse.collectors.writer import WrittenFile, check_host_name
 
 SOURCE = "nvidia-smi"
 _SYNTHETIC_NS = uuid.UUID("6f1c2a8e-4b7d-5e0f-9a3c-1d2e3f405162")
@@ -145,7 +145,7 @@ def read_nvidia_smi_csv(path: str | Path, *, host: str, gpu_model: str | None = 
     column; `assume_tz` is the zone of timestamps written without an offset; `index_column` ("index"
     or "gpu") names the column to trust when both disagree; `now` (UTC, default the clock) bounds
     the timestamps accepted (local_time.check_plausible)."""
-    path, rejected, notes, host = Path(path), [], [], canonical_host(host)
+    path, rejected, notes, host = Path(path), [], [], canonical_host(check_host_name(host))
     chunks = list(_read_chunks(path, host=host, gpu_model=gpu_model, assume_tz=assume_tz, index_column=index_column,
                                now=now, chunk_rows=CHUNK_ROWS, reject=rejected.append, notes=notes))
     table = pa.concat_tables(chunks) if chunks else _samples_table({n: [] for n in GPU_SAMPLES.names})
@@ -332,7 +332,8 @@ def ingest_nvidia_smi(path: str | Path, *, lake: str | Path, host: str, gpu_mode
     them), and no other log's rows are touched. A log refused part-way leaves the lake as it was."""
     # the lake's one name for the server (collectors.sources.host_names): `--host NODE-07` or an
     # FQDN put the log's GPUs beside, not with, what the node's collectors and Slurm name node-07
-    path, notes, host = Path(path), [], canonical_host(host)
+    # (checked as typed first: a refusal shows the name given, not its lowercased short form)
+    path, notes, host = Path(path), [], canonical_host(check_host_name(host))
     with LogLanding(lake, source=SOURCE, host=host, path=path) as landing:
         for chunk in _read_chunks(path, host=host, gpu_model=gpu_model, assume_tz=assume_tz,
                                   index_column=index_column, now=now, chunk_rows=chunk_rows or CHUNK_ROWS,

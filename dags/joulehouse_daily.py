@@ -29,7 +29,9 @@ task reads and writes one day and can be re-run with the same result.
 - Outlets: the warehouse day (once its data checks passed) and the signed export are Assets, so a
   downstream DAG (e.g. joulehouse_publish, which puts the export where node agents fetch it) runs
   on fresh data; each event's extra says which day (`{"day": "YYYY-MM-DD"}`), as a backfill
-  updates older days.
+  updates older days; the export's also says which settings file wrote it (`"config"`: the file
+  `dag_run.conf` named, resolved, or null for JOULEHOUSE_CONFIG's), which joulehouse_publish
+  publishes with.
 """
 
 from __future__ import annotations
@@ -175,10 +177,16 @@ def joulehouse_daily():
     @task(outlets=[RECOMMENDED_CONFIG])
     def export_recommended_config() -> dict:
         from joulehouse import daily
+        from joulehouse.daily_conf import config_named_by_conf
 
         day, config = _day_and_config()
         result = daily.export_recommended_config(day, config)
-        get_current_context()["outlet_events"][RECOMMENDED_CONFIG].extra = {"day": day}
+        context = get_current_context()
+        # joulehouse_publish publishes with the settings file the export was written with: a run
+        # given another fleet's (dag_run.conf["config"]) wrote into that fleet's out_dir, and
+        # without it the publish copied JOULEHOUSE_CONFIG's. None: JOULEHOUSE_CONFIG's, as before.
+        named = config_named_by_conf(context["dag_run"].conf or {}, os.environ)
+        context["outlet_events"][RECOMMENDED_CONFIG].extra = {"day": day, "config": named}
         return result
 
     @task

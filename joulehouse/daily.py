@@ -409,5 +409,6 @@ def publish_recommended_config(config: str | None) -> dict:
 
     settings = load_settings(config)
     if not settings.export.publish_url:
-        return {"published": None, "why": "export.publish_url is empty: agents fetch the export folder itself"}
-    return {"published": publish_config(settings.export.out_dir, settings.export.publish_url)}
+        return {"config": config, "published": None,
+                "why": "export.publish_url is empty: agents fetch the export folder itself"}
+    return {"config": config, "published": publish_config(settings.export.out_dir, settings.export.publish_url)}

@@ -34,6 +34,7 @@ import datetime as dt
 import hashlib
 import logging
 import os
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -48,6 +49,10 @@ CHUNK_BYTES = 8 * 1024 * 1024
 # Object stores: no rename (a "move" is copy + delete), but one PUT is all or nothing.
 OBJECT_STORE_PROTOCOLS = frozenset({"s3", "s3a", "gs", "gcs", "abfs", "abfss", "az", "adl", "oss", "oci", "r2"})
 TMP_SUFFIX = ".ship.tmp"
+# systemd's EnvironmentFile keeps a `# comment` written after a value as part of it, and the unit
+# passes `--to ${JOULEHOUSE_SHIP_TO}` whole: `/srv/lake   # the NFS mount` shipped into a new folder
+# of that name. A '#' between blanks names such a comment.
+COMMENT_IN_VALUE = re.compile(r"\s#(\s|$)")
 
 
 @dataclass
@@ -85,6 +90,10 @@ def open_destination(dest: str) -> tuple[Any, str]:
     """(fsspec filesystem, root path) for a folder or an fsspec URL."""
     import fsspec
 
+    if COMMENT_IN_VALUE.search(dest) and not Path(dest).is_dir():
+        raise ShipError(f"--to {dest!r}: holds a comment (' # ...'); systemd's EnvironmentFile keeps text after "
+                        "a value on its line, so write the comment on a line of its own above "
+                        "JOULEHOUSE_SHIP_TO (a folder so named is taken once it exists)")
     try:
         fs, root = fsspec.core.url_to_fs(dest)
     except (ValueError, ImportError) as exc:

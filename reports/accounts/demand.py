@@ -12,12 +12,17 @@ in the month. A day's account carries the part of that bill the day added:
 so the days of a month, accounted in date order, add up to exactly rate x the month's peak, and
 the day that set or raised the peak pays for it. The month is the utility's: the local calendar
 month of the site's time zone (its `[tco] site_prices` entry's, else `[tco] tariff_timezone`: the
-`timezone` argument, which reports.accounts.tco gives per price source) that each hour starts in, so the UTC day
-that holds a month's turn where the site is has one row for each of its two months. The earlier
-days' peaks are read from rpt_demand_peak_daily (one row per day, site and billing month, written
-here). A day accounted again after later days of its month were accounted leaves their charges
-computed against the old peak; `tco_day` says so and names them (re-run them, in order, to
-restate).
+`timezone` argument, which reports.accounts.tco gives per price source) that each demand interval
+starts in (each hour, where demand is hourly), so the UTC day that holds a month's turn where the
+site is has one row for each of its two months. In a zone off the hour (Asia/Kolkata +05:30,
+Nepal +05:45, Adelaide +09:30) the turn falls inside a UTC hour: its quarter-hours after the turn
+are the new month's peak, not the old one's (a 9 kW quarter-hour at 00:00 on 1 April in Kolkata,
+18:30 UTC, had raised March to 9 kW and left April at 3), and that hour's GPU-hours pay both
+months' peaks where both lie in it; an interval that itself holds the turn (30 minutes in Nepal:
+the meter's intervals are UTC's) counts in the month it starts in. The earlier days' peaks are
+read from rpt_demand_peak_daily (one row per day, site and billing month, written here). A day
+accounted again after later days of its month were accounted leaves their charges computed against
+the old peak; `tco_day` says so and names them (re-run them, in order, to restate).
 
 Demand is billed on the utility's interval, `[tco] demand_interval_minutes` (15 or 30, a divisor
 of 60): the month's peak is the highest average power over one such interval, above the highest
@@ -34,7 +39,9 @@ hour is unknown has no peak and no charge, NULL). An hour's demand is its highes
 the coincident-peak rule charges the GPU-hours of the hour that holds the day's peak interval. At
 60 minutes, or where the meter's readings are gone (raw_facility_samples absent: said in a note),
 demand is the hourly average, whose peak is a lower bound of the bill's; so is an hour without a
-meter, whose power within the hour nothing measured. An hour the meter covered at a site-day with
+meter, whose power within the hour nothing measured; an hour's demand stands in for its intervals
+the meter did not cover, not for a part of the hour in one month whose intervals it read whole (the
+hour's average holds the other month's power). An hour the meter covered at a site-day with
 GPU-hours counts even where no GPU was read in it (the collectors were down, the bill was not):
 its charge falls on the fleet's unread GPU-hours of that hour, equally (reports.accounts.tco). The
 month's days must be accounted at one interval: a day re-run at another compares its peak with
@@ -55,7 +62,7 @@ import duckdb
 import polars as pl
 
 from joulehouse.reports.accounts.attribution import sum_known
-from joulehouse.reports.accounts.warehouse_io import HOUR, _to_utc, replace_report_day
+from joulehouse.reports.accounts.warehouse_io import HOUR, _to_utc, day_bounds, replace_report_day
 from joulehouse.warehouse.settings import WarehouseSettings
 from joulehouse.warehouse.sqlio import SqlFiles, ensure_columns, relation_exists
 
@@ -85,7 +92,8 @@ def day_billing_months(day: dt.date, timezone: str) -> list[dt.date]:
 def read_meter_intervals(con: duckdb.DuckDBPyConnection, day: dt.date, meter: pl.DataFrame, interval_minutes: int,
                          max_meter_gap_s: float | None, notes: list[str]) -> pl.DataFrame:
     """The facility meter's kW per `interval_minutes` of `day` (fct_pue_hourly's rule per interval) for
-    site_hour_kw; NO_INTERVALS at 60 minutes or where `meter` (acct_pue_hours) read no power.
+    site_hour_kw, every interval of the day at each site it read (facility_kw NULL and coverage_ratio 0
+    where it has no reading); NO_INTERVALS at 60 minutes or where `meter` (acct_pue_hours) read no power.
     `max_meter_gap_s`: the build's [warehouse] max_meter_gap_s (None: its default), so that the
     intervals bridge the gaps fct_pue_hourly bridged. Appends to `notes` where the readings are gone."""
     if interval_minutes == 60 or meter.filter(pl.col("facility_kw").is_not_null()).is_empty():
@@ -99,11 +107,19 @@ def read_meter_intervals(con: duckdb.DuckDBPyConnection, day: dt.date, meter: pl
     rows = con.sql(WAREHOUSE_SQL.body("fct_pue_hourly"), params={
         "day": day, "margin_s": float(gap_s), "max_meter_gap_s": float(gap_s), "meter_bucket_s": interval_s}).pl()
     covered_s = pl.col("coverage_ratio") * interval_s
-    rows = rows.select(
-        "site", pl.col("hour_at").alias("interval_at"), pl.col("hour_at").dt.truncate("1h").alias("hour_at"),
+    rows = _to_utc(rows.select(
+        "site", pl.col("hour_at").alias("interval_at"),
         pl.when(covered_s > 0).then(pl.col("facility_energy_kwh") * 3600 / covered_s).alias("facility_kw"),
-        "coverage_ratio")
-    return _to_utc(rows, ["interval_at", "hour_at"]).select(NO_INTERVALS.columns)
+        "coverage_ratio"), ["interval_at"])
+    # the SQL has no row for an interval without a reading: site_hour_kw counts an hour's unread
+    # intervals (they take the hour's demand), so each site gets every interval of the day
+    start, end = day_bounds(day)
+    grid = pl.datetime_range(start, end, dt.timedelta(minutes=interval_minutes), closed="left", time_unit="us",
+                             time_zone="UTC", eager=True).alias("interval_at").to_frame()
+    return (rows.select("site").unique().join(grid, how="cross").join(rows, on=["site", "interval_at"], how="left")
+            .with_columns(pl.col("interval_at").dt.truncate("1h").alias("hour_at"),
+                          pl.col("coverage_ratio").fill_null(0.0))  # nothing read: none of it covered
+            .select(NO_INTERVALS.columns))
 
 
 def site_hour_kw(gpu_hours: pl.DataFrame, meter: pl.DataFrame, min_meter_coverage_ratio: float,
@@ -112,34 +128,46 @@ def site_hour_kw(gpu_hours: pl.DataFrame, meter: pl.DataFrame, min_meter_coverag
     and every hour the meter covered enough of (the hour, or one of its `meter_intervals`) at a
     site-day with GPU-hours: site_kw the hour's highest demand interval's kW (see the module
     docstring; the hour's where `meter_intervals` has none), peak_basis what measured it;
-    billing_month the hour's local month in `timezone`."""
+    billing_month the local month in `timezone` the hour starts in, or, for the part of an hour
+    whose intervals start in another month (a zone off the hour: +05:30, +05:45, +09:30), a second
+    row of that month's intervals. `meter_intervals`: every interval of the hours it holds
+    (read_meter_intervals)."""
     hour = pl.col("hour_at").cast(HOUR)
+    hour_month = billing_month(pl.col("hour_at"), timezone).alias("billing_month")
     gpu = gpu_hours.group_by(["day", "site", "hour_at"]).agg(sum_known("facility_energy_kwh").alias("_gpu_kw"))
     usable = (meter.filter(pl.col("facility_kw").is_not_null() & (pl.col("coverage_ratio") >= min_meter_coverage_ratio))
               .select("site", hour, "facility_kw").unique(["site", "hour_at"])
               .with_columns(pl.col("hour_at").dt.date().alias("day")))
+    read = pl.col("facility_kw").is_not_null() & (pl.col("coverage_ratio") >= min_meter_coverage_ratio)
     # only in hours whose PUE the accounts take: acct_pue_hours leaves out a meter that read less
     # than the IT load (a feed it does not see), and the hour's demand falls back to IT x PUE
-    intervals = (meter_intervals.filter(pl.col("facility_kw").is_not_null()
-                                        & (pl.col("coverage_ratio") >= min_meter_coverage_ratio))
-                 .join(meter.select("site", hour), on=["site", "hour_at"], how="semi")
-                 .group_by("site", "hour_at").agg(pl.col("facility_kw").max().alias("_interval_kw"))
-                 .with_columns(pl.col("hour_at").dt.date().alias("day")))
+    parts = (meter_intervals.join(meter.select("site", hour), on=["site", "hour_at"], how="semi")
+             .with_columns(billing_month(pl.col("interval_at"), timezone).alias("billing_month"), read.alias("_read"))
+             .group_by("site", "hour_at", "billing_month")
+             .agg(pl.col("facility_kw").filter("_read").max().alias("_interval_kw"),
+                  pl.col("_read").all().alias("_all_read"))
+             .filter(pl.col("_interval_kw").is_not_null())
+             .with_columns(pl.col("hour_at").dt.date().alias("day")))
     # a metered hour of a site-day without a GPU reading (the collectors were down) is still on the
     # bill: left out, a 200 kW hour the meter saw lost to a 100 kW hour the GPUs were read in
-    metered = pl.concat([usable.select("day", "site", "hour_at"), intervals.select("day", "site", "hour_at")])
+    metered = pl.concat([usable.select("day", "site", "hour_at", hour_month),
+                         parts.select("day", "site", "hour_at", "billing_month")])
     metered_only = metered.join(gpu.select("day", "site").unique(), on=["day", "site"], how="semi")
-    hours = pl.concat([gpu.select("day", "site", hour), metered_only]).unique()
-    joined = (hours.join(gpu.with_columns(hour), on=["day", "site", "hour_at"], how="left")
+    rows = pl.concat([gpu.select("day", "site", hour).with_columns(hour_month), metered_only]).unique()
+    joined = (rows.join(gpu.with_columns(hour), on=["day", "site", "hour_at"], how="left")
               .join(usable.drop("day"), on=["site", "hour_at"], how="left")
-              .join(intervals.drop("day"), on=["site", "hour_at"], how="left"))
+              .join(parts.drop("day"), on=["site", "hour_at", "billing_month"], how="left"))
     hour_kw = pl.coalesce("facility_kw", "_gpu_kw")
-    # an interval the meter did not cover takes the hour's demand: the hour's peak is the higher
+    # an interval the meter did not cover takes the hour's demand: the part's peak is the higher.
+    # A part read whole does not: in an hour split between two months the hour's average is
+    # partly the other month's power
+    all_read = pl.col("_all_read").fill_null(False)
     interval_sets_it = pl.col("_interval_kw").is_not_null() & (hour_kw.is_null() | (pl.col("_interval_kw") >= hour_kw))
     return joined.select(
-        "day", "site", "hour_at", billing_month(pl.col("hour_at"), timezone).alias("billing_month"),
-        pl.max_horizontal("_interval_kw", hour_kw).alias("site_kw"),
-        pl.when(pl.col("facility_kw").is_not_null() | interval_sets_it).then(pl.lit("facility_meter"))
+        "day", "site", "hour_at", "billing_month",
+        pl.when(all_read).then(pl.col("_interval_kw")).otherwise(pl.max_horizontal("_interval_kw", hour_kw))
+        .alias("site_kw"),
+        pl.when(all_read | pl.col("facility_kw").is_not_null() | interval_sets_it).then(pl.lit("facility_meter"))
         .otherwise(pl.lit("gpu_it_x_pue")).alias("peak_basis"),
     )
 
@@ -175,8 +203,9 @@ def allocate(gpu_hours: pl.DataFrame, peaks: pl.DataFrame, timezone: str = "UTC"
     """gpu_hours with demand_charge_usd: each site-day's charge (per billing month, in `timezone`)
     on its peak hour's GPU-hours, pro rata by facility_energy_kwh (0 elsewhere; NULL on every hour
     of a site-day's billing month whose charge is unknown); and demand_charge_other_month_usd, the
-    part of it billed in a month other than the UTC day's (the hour's local month is another: the
+    part of it billed in a month other than the UTC day's (the peak's local month is another: the
     UTC day of a month's turn), so that a monthly roll-up bills each row's own hours in their month.
+    An hour that holds two months' peaks (a zone off the hour) charges its GPU-hours both.
 
     Where the peak hour's GPU-hours have no measured energy, or it sums to 0 (the facility meter
     set the peak while the GPUs' readings were too sparse to give their energy), the charge is
@@ -190,18 +219,24 @@ def allocate(gpu_hours: pl.DataFrame, peaks: pl.DataFrame, timezone: str = "UTC"
     hour_kwh = energy.sum().over(hour)
     share = (pl.when(hour_kwh > 0).then(energy.fill_null(0.0) / hour_kwh)
              .otherwise(1.0 / pl.len().over(hour)))
-    return (gpu_hours.with_columns(billing_month(pl.col("hour_at"), timezone).alias("_billing_month"))
-            .join(peaks.select("day", "site", pl.col("billing_month").alias("_billing_month"), "peak_hour_at",
-                               pl.col("demand_charge_usd").alias("_site_usd")),
-                  on=["day", "site", "_billing_month"], how="left")
-            # a site-day whose charge is unknown (no hour's demand known) charges NULL, not 0
-            .with_columns(pl.when(pl.col("_site_usd").is_null()).then(None)
-                          .when(pl.col("hour_at") == pl.col("peak_hour_at")).then(pl.col("_site_usd") * share)
-                          .otherwise(0.0).alias("demand_charge_usd"))
-            .with_columns((pl.col("demand_charge_usd")
-                           * (pl.col("_billing_month") != pl.col("day").dt.truncate("1mo")).cast(pl.Float64))
-                          .alias("demand_charge_other_month_usd"))
-            .drop("peak_hour_at", "_site_usd", "_billing_month"))
+    usd = pl.col("demand_charge_usd")
+    # by the peak's hour, whatever month the hour starts in: in a zone off the hour (+05:30) a
+    # peak interval after the month's turn is the next month's, in an hour that starts in this one
+    other_month = pl.col("billing_month") != pl.col("day").dt.truncate("1mo")
+    charges = (peaks.filter(usd.is_not_null())
+               .select("day", "site", pl.col("peak_hour_at").cast(gpu_hours.schema["hour_at"]).alias("hour_at"),
+                       usd.alias("_site_usd"), pl.when(other_month).then(usd).otherwise(0.0).alias("_other_month_usd"))
+               .group_by(hour).agg(pl.col("_site_usd", "_other_month_usd").sum()))
+    # a site-day whose charge is unknown (no hour's demand known) charges NULL, not 0
+    known = peaks.select("day", "site", pl.col("billing_month").alias("_billing_month"),
+                         usd.is_not_null().alias("_known"))
+    charged = (gpu_hours.with_columns(billing_month(pl.col("hour_at"), timezone).alias("_billing_month"))
+               .join(known, on=["day", "site", "_billing_month"], how="left")
+               .join(charges, on=hour, how="left"))
+    parts = {"demand_charge_usd": "_site_usd", "demand_charge_other_month_usd": "_other_month_usd"}
+    return (charged.with_columns(pl.when(pl.col("_known").fill_null(False)).then(pl.col(part).fill_null(0.0) * share)
+                                 .alias(name) for name, part in parts.items())
+            .drop("_billing_month", "_known", *parts.values()))
 
 
 def allocated_demand_charge(gpu_hours: pl.DataFrame, meter: pl.DataFrame, min_meter_coverage_ratio: float,

@@ -9,8 +9,8 @@
 --   day [DATE] UTC day
 --   site [text] site
 --   billing_month [DATE] first day of the utility's local month (the site's [tco] site_prices zone, else
---     [tco] tariff_timezone) the row's hours fall in (NULL in rows written before it was kept: their
---     UTC day's month)
+--     [tco] tariff_timezone) the row's demand intervals start in (in a zone off the hour, +05:30, the hour
+--     of the turn has intervals in both) (NULL in rows written before it was kept: their UTC day's month)
 --   peak_hour_at [TIMESTAMPTZ, UTC] the hour that holds the day's highest demand interval (the earliest of
 --     equal ones): its GPU-hours pay the charge
 --   peak_kw [kW] the site's average power over that interval ([tco] demand_interval_minutes, the

@@ -43,9 +43,16 @@ meter, whose power within the hour nothing measured; an hour's demand stands in 
 the meter did not cover, not for a part of the hour in one month whose intervals it read whole (the
 hour's average holds the other month's power). An hour the meter covered at a site-day with
 GPU-hours counts even where no GPU was read in it (the collectors were down, the bill was not):
-its charge falls on the fleet's unread GPU-hours of that hour, equally (reports.accounts.tco). The
-month's days must be accounted at one interval: a day re-run at another compares its peak with
-the earlier days' peaks taken at theirs (re-run the month to restate it).
+its charge falls on the fleet's unread GPU-hours of that hour, equally (reports.accounts.tco).
+
+Each row records the interval it was taken over (demand_interval_minutes: 60 at a site whose meter
+was not read per interval). A day whose billing month holds earlier days taken over another
+interval (the setting changed within the month, a day re-run) is compared with their peaks all the
+same, since they are the month's only ones (restating them would mean accounting those days again,
+from readings that may be gone), and its account's notes name those days: the month's charges then
+add up to rate x the highest of peaks of mixed intervals, which is neither bill (a day hourly at
+4.6 kW, the next at 15 minutes at 6 kW: 69 + 21 = 90 USD, where the 15-minute bill is 135 and the
+hourly one 69). Re-running the month from its first day, in order, at one interval restates it.
 
 Taken by the UTC month, a peak in a month's first UTC hours that were still the month before where
 the site is (00:00-04:00 UTC on the 1st in New York) raised the wrong month: in a review's case
@@ -252,11 +259,20 @@ def allocated_demand_charge(gpu_hours: pl.DataFrame, meter: pl.DataFrame, min_me
     return allocate(gpu_hours, peaks, timezone), peaks
 
 
+def with_interval_minutes(peaks: pl.DataFrame, meter_intervals: pl.DataFrame, interval_minutes: int) -> pl.DataFrame:
+    """`peaks` with demand_interval_minutes, the interval each site's demand was taken over:
+    `interval_minutes` at a site whose meter `meter_intervals` read, else 60 (its hourly averages)."""
+    read_sites = meter_intervals.filter(pl.col("facility_kw").is_not_null())["site"].unique().to_list()
+    return peaks.with_columns(pl.when(pl.col("site").is_in(read_sites)).then(pl.lit(interval_minutes))
+                              .otherwise(pl.lit(60)).cast(pl.Int32).alias("demand_interval_minutes"))
+
+
 def month_peak_before(con: duckdb.DuckDBPyConnection, day: dt.date, timezone: str = "UTC",
                       ) -> dict[tuple[str, dt.date], float]:
     """{(site, billing month): the highest peak kW of the days before `day` in each billing month
-    of `day`} from rpt_demand_peak_daily."""
-    if not _ensure_billing_month(con):
+    of `day`} from rpt_demand_peak_daily, whatever interval each was taken over (the module
+    docstring)."""
+    if not _ensure_columns(con):
         return {}
     rows = con.execute(f"SELECT site, {_BILLING_MONTH}, max(peak_kw) FROM {PEAK_TABLE} WHERE day < ? "
                        f"AND {_BILLING_MONTH} IN (SELECT unnest(?::DATE[])) GROUP BY ALL",
@@ -267,7 +283,7 @@ def month_peak_before(con: duckdb.DuckDBPyConnection, day: dt.date, timezone: st
 def later_days_accounted(con: duckdb.DuckDBPyConnection, day: dt.date, timezone: str = "UTC") -> list[dt.date]:
     """Days after `day` in its billing months that already have demand rows (their charges assumed
     this day's old peak)."""
-    if not _ensure_billing_month(con):
+    if not _ensure_columns(con):
         return []
     rows = con.execute(f"SELECT DISTINCT day FROM {PEAK_TABLE} WHERE day > ? "
                        f"AND {_BILLING_MONTH} IN (SELECT unnest(?::DATE[])) ORDER BY day",
@@ -275,18 +291,44 @@ def later_days_accounted(con: duckdb.DuckDBPyConnection, day: dt.date, timezone:
     return [r[0] for r in rows]
 
 
+def other_interval_notes(con: duckdb.DuckDBPyConnection, day: dt.date) -> list[str]:
+    """A note where `day`'s stored rows share a billing month with earlier days' rows taken over
+    another interval (or one not recorded): their peaks were compared all the same."""
+    if not _ensure_columns(con):
+        return []
+    rows = con.execute(f"WITH kept AS (SELECT site, day, {_BILLING_MONTH} AS month, demand_interval_minutes AS minutes "
+                       f"FROM {PEAK_TABLE}) SELECT DISTINCT earlier.day, earlier.site, earlier.minutes, this.minutes "
+                       "FROM kept AS this JOIN kept AS earlier USING (site, month) WHERE this.day = ? "
+                       "AND earlier.day < this.day AND earlier.minutes IS DISTINCT FROM this.minutes ORDER BY ALL",
+                       [day]).fetchall()
+    if not rows:
+        return []
+
+    def taken(minutes: int | None) -> str:
+        return "not recorded (written before it was kept)" if minutes is None else f"{minutes}-minute"
+
+    now = "; ".join(sorted({f"{site}: {taken(minutes)}" for _, site, _, minutes in rows}))
+    earlier = "; ".join(f"{earlier_day} at {site}: {taken(minutes)}" for earlier_day, site, minutes, _ in rows)
+    return [f"demand interval: this day's peaks ({now}) were compared with those of earlier days of their billing "
+            f"month taken over another interval ({earlier}): the month's charges add up to rate x the highest of "
+            "peaks of mixed intervals, not to its bill at one; re-run the month from its first day, in order, at "
+            "one [tco] demand_interval_minutes to restate it"]
+
+
 # A row's billing month; rows from before the column was kept are their UTC day's month.
 _BILLING_MONTH = "coalesce(billing_month, date_trunc('month', day))::DATE"
 
 
-def _ensure_billing_month(con: duckdb.DuckDBPyConnection) -> bool:
-    """Whether rpt_demand_peak_daily exists; a table from before billing_month gets the column."""
+def _ensure_columns(con: duckdb.DuckDBPyConnection) -> bool:
+    """Whether rpt_demand_peak_daily exists; a table from before billing_month or
+    demand_interval_minutes gets the column (NULL in its rows)."""
     if not relation_exists(con, PEAK_TABLE):
         return False
-    ensure_columns(con, PEAK_TABLE, {"billing_month": "DATE"})
+    ensure_columns(con, PEAK_TABLE, {"billing_month": "DATE", "demand_interval_minutes": "INTEGER"})
     return True
 
 
 def store_peaks(con: duckdb.DuckDBPyConnection, day: dt.date, peaks: pl.DataFrame) -> int:
-    _ensure_billing_month(con)  # an older table kept every column but the billing month
+    """Replace `day`'s rows of rpt_demand_peak_daily by `peaks` (with_interval_minutes's)."""
+    _ensure_columns(con)  # an older table kept every column but the newer ones
     return replace_report_day(con, PEAK_TABLE, day, peaks)

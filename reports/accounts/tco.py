@@ -46,7 +46,8 @@ import polars as pl
 from joulehouse.reports.accounts.attribution import (GPU_KEYS, UNALLOCATED, account_by_gpu, account_total,
                                                      empty_account, empty_by_gpu)
 from joulehouse.reports.accounts.demand import (NO_METER, allocate, allocated_demand_charge, day_peaks, later_days_accounted,
-                                                month_peak_before, read_meter_intervals, site_hour_kw, store_peaks)
+                                                month_peak_before, other_interval_notes, read_meter_intervals,
+                                                site_hour_kw, store_peaks, with_interval_minutes)
 from joulehouse.reports.accounts.embodied import HOURS_PER_YEAR, amortised_share, capital_usd_per_gpu_hour
 from joulehouse.reports.accounts.hour_factors import attach_intensity, attach_pue
 from joulehouse.reports.accounts.it_energy_basis import BASIS_AMOUNTS, label_basis, with_facility_energy
@@ -271,8 +272,10 @@ def tco_day(con, day: dt.date, settings: TcoSettings, data_dir: Path | None, *,
         peak_before.update({key: kw for key, kw in month_peak_before(con, day, zone).items()
                             if len(sources) == 1 or key[0] in source.sites})
         later.update(later_days_accounted(con, day, zone))
-    peaks = day_peaks(site_kw, peak_before, settings.demand_charge_usd_per_kw_month)
+    peaks = with_interval_minutes(day_peaks(site_kw, peak_before, settings.demand_charge_usd_per_kw_month),
+                                  meter_intervals, settings.demand_interval_minutes)
     store_peaks(con, day, peaks)
+    notes.extend(other_interval_notes(con, day))
     if later:
         first, last = min(later), max(later)
         notes.append(f"{len(later)} later day(s) of this month were accounted before this one ({first} to "

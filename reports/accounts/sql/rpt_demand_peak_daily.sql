@@ -13,8 +13,12 @@
 --     of the turn has intervals in both) (NULL in rows written before it was kept: their UTC day's month)
 --   peak_hour_at [TIMESTAMPTZ, UTC] the hour that holds the day's highest demand interval (the earliest of
 --     equal ones): its GPU-hours pay the charge
---   peak_kw [kW] the site's average power over that interval ([tco] demand_interval_minutes, the
---     utility's; an interval the meter did not cover takes its hour's average)
+--   peak_kw [kW] the site's average power over that interval (demand_interval_minutes; an interval the
+--     meter did not cover takes its hour's average)
+--   demand_interval_minutes [min] the interval the site's demand was taken over that day: [tco]
+--     demand_interval_minutes (the utility's), 60 where the meter's readings per interval were not there
+--     (hourly averages); a day is compared with its month's earlier days whatever their interval, and its
+--     account's notes name those taken over another (NULL in rows written before it was kept)
 --   peak_basis [text] 'facility_meter' (the meter covered enough of the interval, fct_pue_hourly's rule per interval,
 --     or of its hour, fct_pue_hourly) or 'gpu_it_x_pue' (the GPU-hours' IT energy x PUE)
 --   month_peak_before_kw [kW] the highest peak_kw of the billing month's earlier days (NULL: none accounted)
@@ -26,6 +30,7 @@ CREATE TABLE IF NOT EXISTS rpt_demand_peak_daily (
     billing_month DATE,
     peak_hour_at TIMESTAMPTZ NOT NULL,
     peak_kw DOUBLE,
+    demand_interval_minutes INTEGER,
     peak_basis VARCHAR,
     month_peak_before_kw DOUBLE,
     charged_kw DOUBLE,

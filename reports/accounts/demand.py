@@ -54,6 +54,12 @@ add up to rate x the highest of peaks of mixed intervals, which is neither bill 
 4.6 kW, the next at 15 minutes at 6 kW: 69 + 21 = 90 USD, where the 15-minute bill is 135 and the
 hourly one 69). Re-running the month from its first day, in order, at one interval restates it.
 
+The coincident-peak rule charges by the GPU-hours' energy over the whole hour that holds the peak
+interval: it approximates each GPU's draw in that interval by its hour's average, exact where the
+GPUs draw steadily through the hour. The accounts hold GPU-hours, not minutes, so a GPU that drew
+only in the peak quarter-hour pays less than its part: 4 kW in a 6 kW quarter-hour beside a GPU at
+a steady 2 kW (1 and 2 kWh in the hour) pays a third of the charge, not two thirds.
+
 Taken by the UTC month, a peak in a month's first UTC hours that were still the month before where
 the site is (00:00-04:00 UTC on the 1st in New York) raised the wrong month: in a review's case
 19.50 + 195 USD were charged for a bill of 195 + 195. Rows written before the billing month was

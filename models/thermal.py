@@ -8,9 +8,11 @@ readings carry the counter (P_a, with the step's end reading as P_b): two instan
 what the power did between them, and on training steps of a few seconds read every 10-60 s they
 gave tau 2-3x the truth and theta 2-5% low (the counter: tau -24% to +4%, theta -1%). tau needs
 the power to move within minutes: a clock-locked GPU whose power only drifted (24 W spread over
-the day) read tau 2-4x with its theta right. Without a counter the step is bracketed by its
-two ends (P_t, P_prev): a power that moves more than once between two readings (20 s steps read
-every 30 s) is then not seen, and theta reads low (0.065 for 0.100). A GPU with fewer than
+the day) read tau 2-4x with its theta right, so tau is published only where the chip's temperature
+strayed far enough from where its power would hold it (MIN_TRANSIENT_SD_C), else NULL with theta
+kept; the fit's own standard error of tau does not tell the two apart (below). Without a counter
+the step is bracketed by its two ends (P_t, P_prev): a power that moves more than once between two
+readings (20 s steps read every 30 s) is then not seen, and theta reads low (0.065 for 0.100). A GPU with fewer than
 MIN_STEPS steps gets none: 14 steps of whole-degree readings gave theta 0.057 to 0.107 for 0.100,
 ranked best-cooled or flagged an outlier.
 Inlet air: the host's node_samples.inlet_temp_c when present (y = T - T_inlet); otherwise the
@@ -23,11 +25,14 @@ each other on the same host rather than across sites). GPUs whose theta is more 
 from __future__ import annotations
 
 import datetime as dt
+import math
+from dataclasses import dataclass
 
 import duckdb
 import numpy as np
 
-from joulehouse.warehouse.sqlio import columns_of, quoted_relation, records, relation_exists, replace_day_rows
+from joulehouse.warehouse.sqlio import (columns_of, ensure_columns, quoted_relation, records, relation_exists,
+                                        replace_day_rows)
 from joulehouse.models.sql import load_sql
 
 # An inlet reading older than this (s) says nothing of the air now: the BMC stopped answering.
@@ -42,11 +47,39 @@ OUTLIER_PCT = 25.0
 MIN_POWER_SD_W = 20.0
 # Steps (one sampling interval each) a GPU needs for a theta: half an hour at DCGM's 30 s.
 MIN_STEPS = 60
+# tau is timed from how far a step's starting temperature lies from where the step's power would
+# hold the chip: the standard deviation of y_prev that the step's power does not explain
+# (transient_sd_c, 1/sqrt([(X'X)^-1]_11 / n) of the fit's own sums). Below a whole-degree
+# reading's step, the reading's rounding and slow drifts (an estimated inlet's) stand in for the
+# transient and pull b1 towards 1: tau reads long. 526 fits of simulated A100s (3 seeds x 8
+# GPUs, clocks free or locked at 850-1200 MHz, read every 10, 30 or 60 s, inlet measured or not):
+# under 0.55 C tau read 1.01-4.4x the truth, 0.55-1 C 0.84-2.3x, from 1 C on 0.75-1.34x (the
+# 60 s reading's own -25%; 0.88-1.32x at 10-30 s). Theta was within -4%..+4% from 1 C on and
+# -0.1%..+13% under 0.55 C (an estimated inlet; within 3% where measured): theta is kept.
+# tau's standard error from the residual variance (tau_rel_se) is noise only, and the bias is
+# not noise: 0.4-2.8% where tau was kept, 2.4-6.9% where it read up to 4.4x, and shrinking as
+# readings accumulate while the bias does not, so no bound on it separates the two.
+MIN_TRANSIENT_SD_C = 1.0
+# fct_thermal_gpu's columns newer than the table's first version
+ADDED_COLUMNS = {"tau_rel_se": "DOUBLE", "transient_sd_c": "DOUBLE"}
 
 
-def solve_thermal(row: dict) -> tuple[float, float, float] | None:
-    """(theta C/W, tau s, inlet intercept C) from one GPU's sums; None if not identifiable (too
-    few rows, power spread below MIN_POWER_SD_W, a singular or unphysical solution)."""
+@dataclass(frozen=True)
+class ThermalFit:
+    """One GPU-day's solve: theta (C/W), tau (s; None where the data cannot time it), the
+    constant-inlet intercept (C), tau's relative standard error and the transient it is timed from (C)."""
+
+    theta_c_per_w: float
+    tau_s: float | None
+    intercept_c: float
+    tau_rel_se: float
+    transient_sd_c: float
+
+
+def solve_thermal(row: dict) -> ThermalFit | None:
+    """One GPU's fit from its sums; None if theta is not identifiable (too few rows, power spread
+    below MIN_POWER_SD_W, a singular or unphysical solution). tau_s is None where the transient is
+    under MIN_TRANSIENT_SD_C."""
     n = row["n"]
     if not n or n < MIN_STEPS:
         return None
@@ -57,13 +90,22 @@ def solve_thermal(row: dict) -> tuple[float, float, float] | None:
     a = np.array([[s(i, j) for j in range(4)] for i in range(4)], dtype=float)
     b = np.array([row["s_0_y"], row["s_1_y"], row["s_2_y"], row["s_3_y"]], dtype=float)
     try:
-        b0, b1, b2, b3 = np.linalg.solve(a, b)
+        coef = np.linalg.solve(a, b)
+        a_inv = np.linalg.inv(a)
     except np.linalg.LinAlgError:
         return None
+    b0, b1, b2, b3 = coef
     if not 0.0 < b1 < 1.0 or b2 + b3 <= 0:
         return None
-    tau = -float(row["interval_s"]) / np.log(b1)
-    return float((b2 + b3) / (1 - b1)), float(tau), float(b0 / (1 - b1))
+    tau = -float(row["interval_s"]) / math.log(b1)
+    residual_var_c2 = max(float(row["s_y_y"] - coef @ b), 0.0) / (n - len(coef))
+    # delta method: d(tau)/tau = d(b1) / (b1 |ln b1|)
+    b1_var_share = max(float(a_inv[1, 1]), 0.0)  # [(X'X)^-1]_11: > 0 unless y_prev is the power's wholly
+    tau_rel_se = math.sqrt(residual_var_c2 * b1_var_share) / (b1 * -math.log(b1))
+    transient_sd_c = 1.0 / math.sqrt(n * b1_var_share) if b1_var_share > 0 else 0.0
+    return ThermalFit(theta_c_per_w=float((b2 + b3) / (1 - b1)),
+                      tau_s=tau if transient_sd_c >= MIN_TRANSIENT_SD_C else None,
+                      intercept_c=float(b0 / (1 - b1)), tau_rel_se=tau_rel_se, transient_sd_c=transient_sd_c)
 
 
 def fit_thermal_day(con: duckdb.DuckDBPyConnection, day: dt.date, *, samples_relation: str = "stg_gpu_samples",
@@ -86,14 +128,14 @@ def fit_thermal_day(con: duckdb.DuckDBPyConnection, day: dt.date, *, samples_rel
                                                                   "max_inlet_age_s": MAX_INLET_AGE_S}))
     rows = []
     for s in stats:
-        solved = solve_thermal(s)
-        if solved is None:
+        fit = solve_thermal(s)
+        if fit is None:
             continue
-        theta, tau, intercept = solved
         measured = bool(s["inlet_measured"])
         rows.append({"day": day, "host": s["host"], "gpu_uuid": s["gpu_uuid"], "gpu_model": s["gpu_model"],
-                     "n_samples": s["n"], "theta_c_per_w": theta, "tau_s": tau,
-                     "inlet_c": s["mean_inlet_c"] if measured else intercept,
+                     "n_samples": s["n"], "theta_c_per_w": fit.theta_c_per_w, "tau_s": fit.tau_s,
+                     "tau_rel_se": fit.tau_rel_se, "transient_sd_c": fit.transient_sd_c,
+                     "inlet_c": s["mean_inlet_c"] if measured else fit.intercept_c,
                      "inlet_source": "node_samples" if measured else "estimated"})
     for model in {r["gpu_model"] for r in rows}:
         group = sorted((r for r in rows if r["gpu_model"] == model), key=lambda r: r["theta_c_per_w"])
@@ -103,5 +145,6 @@ def fit_thermal_day(con: duckdb.DuckDBPyConnection, day: dt.date, *, samples_rel
             r.update(rank_in_model=rank, model_median_theta_c_per_w=median, theta_vs_model_pct=pct,
                      is_outlier=abs(pct) > outlier_pct)
     con.execute(load_sql("fct_thermal_gpu"))
+    ensure_columns(con, "fct_thermal_gpu", ADDED_COLUMNS)  # a table stored before them: NULL on its earlier rows
     replace_day_rows(con, day, {"fct_thermal_gpu": rows})
     return len(rows)

@@ -28,7 +28,8 @@
 -- reset); its steps without one are then left out, never mixed with the two-reading form.
 -- Columns: host, gpu_uuid, gpu_model, n, inlet_measured (bool), on_energy_counter (bool),
 --   interval_s (s, median gap), mean_inlet_c (C, NULL when not measured), mean_power_w (W),
---   s_* sums of products of x (above) and y.
+--   s_* sums of products of x (above) and y; s_y_y (C^2) the sum of y^2, for the residual variance
+--   that tau's standard error takes.
 WITH sample_times AS (
     SELECT DISTINCT host, sampled_at AS at FROM thermal_input_samples
     WHERE day = $day
@@ -113,7 +114,8 @@ SELECT
     sum(y_prev) AS s_0_1, sum(p2) AS s_0_2, sum(p3) AS s_0_3,
     sum(y_prev * y_prev) AS s_1_1, sum(y_prev * p2) AS s_1_2, sum(y_prev * p3) AS s_1_3,
     sum(p2 * p2) AS s_2_2, sum(p2 * p3) AS s_2_3, sum(p3 * p3) AS s_3_3,
-    sum(y) AS s_0_y, sum(y_prev * y) AS s_1_y, sum(p2 * y) AS s_2_y, sum(p3 * y) AS s_3_y
+    sum(y) AS s_0_y, sum(y_prev * y) AS s_1_y, sum(p2 * y) AS s_2_y, sum(p3 * y) AS s_3_y,
+    sum(y * y) AS s_y_y
 FROM regressors
 GROUP BY host, gpu_uuid
 ORDER BY host, gpu_uuid

@@ -114,6 +114,8 @@ class Collector:
         segment that cannot be rolled now is retried at every flush, as a full disk's are."""
         left: dict[str, list[Path]] = {}
         written = recover(self.spool_dir, self.lake, left)
+        self.stats.rows_recovered += sum(f.rows for f in written)
+        self.stats.files_recovered += len(written)
         for dataset, paths in left.items():
             self._spool(dataset).pending.extend(paths)
         self._wrote(len(written))

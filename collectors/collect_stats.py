@@ -22,6 +22,10 @@ class CollectStats:
     # memory bound dropped them), and segments left in the spool for the next start to roll.
     rows_not_kept: int = 0
     segments_left: int = 0
+    # At start: what a stopped collector left in the spool, rolled into the lake (not in `rows`,
+    # which this run read; in `files_written`).
+    rows_recovered: int = 0
+    files_recovered: int = 0
     # For the metrics (collectors.metrics): rows per (source, dataset), errors per source, and the
     # Unix time a Parquet file last went into the lake.
     rows_by_source: dict[tuple[str, str], int] = field(default_factory=dict)

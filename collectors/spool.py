@@ -357,11 +357,12 @@ def recover(spool_dir: Path, lake: Path, left: dict[str, list[Path]] | None = No
     for path in sorted(Path(spool_dir).glob(f"*{SEGMENT_SUFFIX}")):
         dataset = path.name.split("-", 1)[0]
         try:
-            written += roll_segment_file(path, lake, dataset)
+            rolled = roll_segment_file(path, lake, dataset)
         except (SegmentReadError, LakeWriteError, DiskFullError) as exc:
             log.error("spool segment %s kept for a retry: %s", path.name, exc)
             if left is not None:
                 left.setdefault(dataset, []).append(path)
             continue
-        log.info("recovered spool segment %s", path.name)
+        written += rolled
+        log.info("recovered spool segment %s: %d rows into the lake", path.name, sum(f.rows for f in rolled))
     return written

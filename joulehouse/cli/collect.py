@@ -95,6 +95,7 @@ def collect_command(
     from joulehouse.collectors.metrics import CollectorStatsMetrics
 
     exposure = expose_metrics(CollectorStatsMetrics(collector), metrics_port, metrics_address, metrics_textfile)
+    _log_start(collector, host)
     try:
         stats = collector.run(stop, max_polls=max_polls)
     except (SpoolInUseError, SourceInUseError, StorageError) as exc:
@@ -107,8 +108,12 @@ def collect_command(
     if stats.polls and stats.reads_ok == 0 and stats.source_errors:
         fail("no source could be read (see the log above)", 3)
     rows, files = collector.written_totals()
-    typer.echo(f"stopped: {stats.polls} polls, {rows} rows, {files} files, "
-               f"{stats.source_errors} source errors, {stats.disk_full_events} disk-full events")
+    # the rows a stopped collector left are said apart, so that both add up to what the lake gained
+    recovered = (f"; also recovered {stats.rows_recovered} rows in {stats.files_recovered} "
+                 f"file{'' if stats.files_recovered == 1 else 's'} a stopped collector left in the spool"
+                 if stats.files_recovered else "")
+    typer.echo(f"stopped: {stats.polls} polls, {rows} rows, {files - stats.files_recovered} files, "
+               f"{stats.source_errors} source errors, {stats.disk_full_events} disk-full events{recovered}")
     if stats.rows_not_kept:
         why = "its disk was full" if stats.disk_full_events else "it took no writes"
         fail(f"{stats.rows_not_kept} of {stats.rows} rows could not be kept and are lost: the spool {collector.spool_dir} could "
@@ -116,6 +121,20 @@ def collect_command(
     if stats.segments_left:
         typer.echo(f"{stats.segments_left} spool segments could not be rolled into the lake yet; the next start "
                    "rolls them")
+
+
+def _log_start(collector, host: str) -> None:
+    """One line in the journal as the collector starts: what it reads, how often, for which host
+    (as the lake names it) and where it writes; until then `journalctl -f` showed nothing."""
+    import logging
+
+    from joulehouse.collectors.sources.host_names import canonical_host
+
+    paces = ", ".join(f"{entry.label} every {entry.interval_s or collector.settings.interval_s:g} s"
+                      for entry in collector.scheduled)
+    logging.getLogger("joulehouse.collect").info(
+        "collecting %s for host %r into %s (spool %s; a file rolled every %g s)", paces, canonical_host(host),
+        collector.lake, collector.spool_dir, collector.settings.roll_interval_s)
 
 
 def _build_sources(names, host, lake, settings, sim_gpus, defaults):

@@ -56,7 +56,8 @@ def test_the_parser_keeps_a_trailing_comment_as_systemd_does():
 def test_every_environment_file_of_the_readme_reads_as_its_values_alone():
     files = readme_environment_files()
     assert {"/etc/joulehouse/collect.env", "/etc/joulehouse/ship.env", "/etc/joulehouse/agent.env"} <= set(files)
-    assert {"JOULEHOUSE_COLLECTOR__IPMI_HOST", "JOULEHOUSE_COLLECTOR__IPMI_USER"} <= set(files["/etc/joulehouse/collect.env"])
+    collect_env = files["/etc/joulehouse/collect.env"]
+    assert {"JOULEHOUSE_COLLECTOR__IPMI_HOST", "JOULEHOUSE_COLLECTOR__IPMI_USER"} <= set(collect_env)
     assert "JOULEHOUSE_SHIP_TO" in files["/etc/joulehouse/ship.env"]
     # a host, a user name, a URL, a key: none of them holds a blank or a comment
     carried = {f"{path}: {key}": value for path, variables in files.items() for key, value in variables.items()

@@ -1,7 +1,9 @@
 """The site inventory CSV as the build reads it: found (a path or an object-store URL), its
 header checked, optional columns it lacks added empty, and every typed value checked, so that a
 wrong one fails the day with one line naming the file, the line and the column (DuckDB's cast in
-int_inventory.sql named only the value). Used by the DuckDB build and the Spark engine alike."""
+int_inventory.sql named only the value), and every host named as the lake names a server
+(collectors/sources/host_names.py: an operator writes `NODE-01.cluster.example.com` where every
+source writes `node-01`). Used by the DuckDB build and the Spark engine alike."""
 
 from __future__ import annotations
 
@@ -11,6 +13,7 @@ from pathlib import Path
 import duckdb
 
 from joulehouse.collectors import lakefs
+from joulehouse.collectors.sources.host_names import canonical_host, warn_of_merged_servers
 from joulehouse.warehouse.host_batches import BUILD_SQL
 
 INVENTORY_COLUMNS = (
@@ -63,21 +66,29 @@ def inventory_file(path: str, scratch: Path) -> tuple[str, bool]:
                 f"{', '.join(INVENTORY_COLUMNS)}"
             )
         _check_values(rows, header, configured)
-        return _with_optional_columns(path, rows, header, scratch), True
+        return _as_read(rows, header, scratch, configured), True
     empty = scratch / "inventory-empty.csv"
     empty.write_text(",".join(INVENTORY_COLUMNS + OPTIONAL_INVENTORY_COLUMNS) + "\n")
     return str(empty), False
 
 
-def _with_optional_columns(path: str, rows: list[list[str]], header: list[str], scratch: Path) -> str:
-    """`path`, or a copy in `scratch` with the optional columns it lacks added empty, so the SQL
-    (DuckDB's and Spark's alike) names them whatever the file's age."""
+def _as_read(rows: list[list[str]], header: list[str], scratch: Path, configured: str) -> str:
+    """A copy of the inventory in `scratch` that both engines' SQL reads: each host as
+    canonical_host names it (dim_gpu takes the inventory's host over the lake's, and the accounts
+    join a GPU's unread hours to its server's BMC energy by it: `NODE-01.cluster.example.com` put
+    them on no server), and the optional columns it lacks added empty, whatever the file's age."""
     lacking = [c for c in OPTIONAL_INVENTORY_COLUMNS if c not in header]
-    if not lacking:
-        return path
-    copy = scratch / "inventory-completed.csv"
+    host = header.index("host")
+    written = [line[host] for line in rows[1:] if host < len(line)]
+    warn_of_merged_servers(written, f"inventory file {configured}")
+    copy = scratch / "inventory-as-read.csv"
     with open(copy, "w", newline="", encoding="utf-8") as dst:
-        csv.writer(dst).writerows(row + (lacking if i == 0 else [""] * len(lacking)) for i, row in enumerate(rows))
+        out = csv.writer(dst)
+        out.writerow(rows[0] + lacking)
+        for line in rows[1:]:
+            if host < len(line):
+                line = line[:host] + [canonical_host(line[host])] + line[host + 1:]
+            out.writerow(line + [""] * len(lacking))
     return str(copy)
 
 

@@ -3,7 +3,8 @@
 -- grain: one row per GPU listed in the inventory CSV
 -- columns: the CSV's header row must name (order free, extra columns ignored):
 --   gpu_uuid [text] NVML UUID
---   host [text] server
+--   host [text] server, in any spelling: read as the lake names it (lowercase short name, an IP
+--     address whole: collectors/sources/host_names.py), warehouse/inventory.py rewrites it
 --   gpu_index [int] index on the host
 --   gpu_model [text] NVML name
 --   rack [text] rack

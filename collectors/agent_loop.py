@@ -144,7 +144,10 @@ def _act_on_location(state: AgentState, location: str, public_key: Any, poll: _P
         _nothing_in_force(state)
         return "revoked: " + result.summary() + _owed_note(state)
     digest = hashlib.sha256(data).hexdigest()
-    message = "config unchanged"
+    # after an expiry (or a refusal) the same bytes stay served: "config unchanged" alone read as
+    # if its caps were still on
+    message = "config unchanged" if state.in_force_sha256 is not None else \
+        "config unchanged, not in force (it expired or was refused): the GPUs stay at their defaults"
     if digest != state.seen_sha256:
         state.seen_sha256 = digest
         try:

@@ -184,6 +184,9 @@ def test_agent_loop_applies_on_change_and_rolls_back_on_expiry_and_revocation(nv
     assert limit_mw(nvml_stub, 0) == 300_000
     assert poll_once(state, str(location), now=NOW + dt.timedelta(hours=2), **kw).startswith("expired")
     assert limit_mw(nvml_stub, 0) == 400_000
+    # the expired bytes still served: said as not in force, not as "config unchanged"
+    assert poll_once(state, str(location), now=NOW + dt.timedelta(hours=2, minutes=5), **kw).startswith(
+        "config unchanged, not in force")
     location.write_bytes(dump_config(signed(keys[0], {uuid(1): entry(250)}, hours=48)))
     poll_once(state, str(location), now=NOW + dt.timedelta(hours=3), **kw)
     assert limit_mw(nvml_stub, 1) == 250_000
@@ -454,7 +457,7 @@ def test_a_restarted_agent_does_not_leave_an_expired_configs_caps_in_place(nvml_
     message = poll_once(restarted, str(location), now=NOW + dt.timedelta(hours=30), **kw)
     assert "ExpiredConfig" in message and "GPUs set to their defaults" in message
     assert limit_mw(nvml_stub, 0) == 400_000
-    assert poll_once(restarted, str(location), now=NOW + dt.timedelta(hours=31), **kw) == "config unchanged"
+    assert poll_once(restarted, str(location), now=NOW + dt.timedelta(hours=31), **kw) .startswith("config unchanged, not in force")
     location.unlink()
     gone = AgentState()
     assert "GPUs set to their defaults" in poll_once(gone, str(location), now=NOW + dt.timedelta(hours=32), **kw)

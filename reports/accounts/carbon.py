@@ -10,7 +10,9 @@ Per metered GPU-hour (all in gCO2e unless named otherwise):
         where c = min(1, contract kWh for the site-day / site facility kWh of the day): contracts
         (PPA/REC) are applied first, pro rata over the day's hours, the region's residual mix
         (reports.accounts.residual_mix: AIB's published table) covers the rest; NULL where that
-        mix is not available. market_basis says which contracts and mix were used.
+        mix is not available. market_basis says which contracts and mix were used. A GPU at no
+        site (reports.accounts.fleet_hours.unplaced) holds no contract (c = 0); its region is
+        [carbon] region where the inventory gives none, and a note names those GPUs.
     embodied_gco2e      = amortised GPU + server share (reports.accounts.embodied), idle hours included.
 Every hour of the day of every GPU in the fleet carries its embodied carbon, read or not: an hour
 without a reading (reports.accounts.fleet_hours) has no energy and no operational carbon (NULL),
@@ -35,6 +37,8 @@ import polars as pl
 
 from joulehouse.reports.accounts.attribution import (GPU_KEYS, UNALLOCATED, account_by_gpu, account_total,
                                                      empty_account, empty_by_gpu)
+from joulehouse.reports.accounts.fleet_hours import (known_sites, siteless_fleet_note, unplaced, unplaced_gpus,
+                                                     unplaced_note)
 from joulehouse.reports.accounts.embodied import amortised_share, default_gpu_embodied_kgco2e, embodied_gco2e_per_gpu_hour
 from joulehouse.reports.accounts.hour_factors import attach_intensity, attach_pue
 from joulehouse.reports.accounts.residual_mix import ResidualMix, residual_mix_for
@@ -92,7 +96,10 @@ def market_basis(gpu_hours: pl.DataFrame, settings: CarbonSettings) -> str:
 
 def market_based(gpu_hours: pl.DataFrame, settings: CarbonSettings) -> pl.DataFrame:
     """Add `contract_covered_ratio` and `market_gco2e` (needs day, site, region, facility_energy_kwh):
-    NULL where the residual mix is not available and a contract does not cover all the energy."""
+    NULL where the residual mix is not available and a contract does not cover all the energy.
+    A GPU-hour `at_no_site` (reports.accounts.fleet_hours.unplaced; the column where carbon_day
+    marks them) holds no contract: contracts are a site's, and "unknown" is none (given each
+    site's market_contract_kwh_per_day, it covered energy no contract bought)."""
     site_days = gpu_hours.group_by(["day", "site"]).agg(pl.col("facility_energy_kwh").sum().alias("_site_kwh"))
     rows = []
     for day, site, site_kwh in site_days.iter_rows():
@@ -104,9 +111,12 @@ def market_based(gpu_hours: pl.DataFrame, settings: CarbonSettings) -> pl.DataFr
     mixes = pl.DataFrame([(d, r, m.gco2e_per_kwh) for (d, r), m in residual_mixes(gpu_hours, settings).items()],
                          schema={"day": pl.Date, "region": pl.String, "_residual_gco2e_per_kwh": pl.Float64}, orient="row")
     uncovered = 1.0 - pl.col("contract_covered_ratio")
+    at_no_site = pl.col("at_no_site").fill_null(False) if "at_no_site" in gpu_hours.columns else pl.lit(False)
     return (
         gpu_hours.join(cover, on=["day", "site"], how="left")
         .join(mixes, on=["day", "region"], how="left", nulls_equal=True)
+        .with_columns(pl.when(at_no_site).then(0.0).otherwise(pl.col("contract_covered_ratio"))
+                      .alias("contract_covered_ratio"))
         .with_columns(
             (pl.col("facility_energy_kwh") * (
                 pl.col("contract_covered_ratio") * pl.col("_contract_gco2e_per_kwh")
@@ -131,6 +141,18 @@ def embodied_per_gpu_hour(gpu_hours: pl.DataFrame, settings: CarbonSettings) -> 
     rates = pl.DataFrame(rows, schema={"gpu_uuid": pl.String, "embodied_gco2e": pl.Float64}, orient="row")
     share = amortised_share(pl.col("lifetime_years").fill_null(settings.lifetime_years))
     return gpu_hours.join(rates, on="gpu_uuid", how="left").with_columns(pl.col("embodied_gco2e") * share)
+
+
+def unplaced_carbon_sentence(hours: pl.DataFrame, gpus: pl.DataFrame, settings: CarbonSettings) -> str:
+    """What the carbon account assumed for the GPUs placed at no site: `hours` their read GPU-hours
+    (with region), `gpus` fleet_hours.unplaced_gpus's rows."""
+    regions = ", ".join(sorted(map(repr, hours["region"].drop_nulls().unique().to_list()))) or "none (never read)"
+    defaulted = gpus.filter(pl.col("embodied_kgco2e").is_null()).height
+    undated = gpus.filter(pl.col("purchased_on").is_null()).height
+    return (f"carbon at grid region {regions} ([carbon] region {settings.region!r} where the inventory gives "
+            "none), with no energy contract (a contract is a site's: the residual mix covers their energy); embodied "
+            f"carbon at the GPU model's default for the {defaulted} without embodied_kgco2e, {undated} without a "
+            "purchase date amortised without end")
 
 
 def carbon_per_gpu_hour(gpu_hours: pl.DataFrame, settings: CarbonSettings,
@@ -231,9 +253,15 @@ def carbon_day(con, day: dt.date, settings: CarbonSettings, data_dir: Path | Non
     ctx, rule_counts, sources = attach_intensity(
         with_pue, settings.grid_file, data_dir, settings.grid_intensity_basis, settings.default_grid_gco2e_per_kwh,
         settings.region)
+    sites = known_sites(inputs.pue["site"].unique().to_list(), [ctx, prepared.unmetered_hours])
+    ctx = ctx.with_columns(unplaced(sites).alias("at_no_site"))
     day_sites = {site for frame in (ctx, prepared.unmetered_hours) if frame is not None and frame.height
-                 for site in frame["site"].drop_nulls().to_list()}
+                 for site in frame.filter(~unplaced(sites))["site"].drop_nulls().to_list()}
     notes.extend(unmatched_contract_notes(settings, day, day_sites))
+    notes.extend(siteless_fleet_note(sites, [ctx, prepared.unmetered_hours]))
+    unplaced_hours = unplaced_gpus([ctx, prepared.unmetered_hours], sites)
+    notes.extend(unplaced_note(unplaced_hours, unplaced_carbon_sentence(ctx.filter(pl.col("at_no_site")),
+                                                                        unplaced_hours, settings)))
     if prepared.has_hours_to_account(ctx, "embodied carbon"):
         rows, by_gpu = account_carbon_by_gpu(ctx, jobs, settings, prepared.unmetered_hours, prepared.energy_shares)
     else:

@@ -54,6 +54,10 @@ add up to rate x the highest of peaks of mixed intervals, which is neither bill 
 4.6 kW, the next at 15 minutes at 6 kW: 69 + 21 = 90 USD, where the 15-minute bill is 135 and the
 hourly one 69). Re-running the month from its first day, in order, at one interval restates it.
 
+A GPU at no site ("unknown" beside known sites: reports.accounts.fleet_hours.unplaced) is on no
+utility's meter: reports.accounts.tco leaves its GPU-hours out of site_hour_kw, so "unknown" has no
+demand row, and `allocate` gives them a NULL charge (unknown, not 0; the day's notes name them).
+
 The coincident-peak rule charges by the GPU-hours' energy over the whole hour that holds the peak
 interval: it approximates each GPU's draw in that interval by its hour's average, exact where the
 GPUs draw steadily through the hour. The accounts hold GPU-hours, not minutes, so a GPU that drew

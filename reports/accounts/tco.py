@@ -8,7 +8,10 @@ Per metered GPU-hour, USD:
                         the month's days add up to rate x the month's peak), on the GPU-hours of
                         the day's peak hour pro rata by their meter energy (the coincident-peak
                         rule: who draws at the peak pays for it); the billing month is the local
-                        one of the site's time zone (its site_prices entry's, else tariff_timezone)
+                        one of the site's time zone (its site_prices entry's, else tariff_timezone).
+                        None (NULL) for a GPU at no site ("unknown": reports.accounts.fleet_hours.
+                        unplaced): no utility meters it; its energy is priced at the fleet's
+                        source all the same, and a note names those GPUs
     green_premium     = ratio x max(energy_cost, 0) when the region's renewable share in that
                         hour is below the threshold (no premium where the share is unknown;
                         NULL where the energy cost is)
@@ -48,6 +51,8 @@ from joulehouse.reports.accounts.attribution import (GPU_KEYS, UNALLOCATED, acco
 from joulehouse.reports.accounts.demand import (NO_METER, allocate, allocated_demand_charge, day_peaks, later_days_accounted,
                                                 month_peak_before, other_interval_notes, read_meter_intervals,
                                                 site_hour_kw, store_peaks, with_interval_minutes)
+from joulehouse.reports.accounts.fleet_hours import (known_sites, siteless_fleet_note, unplaced, unplaced_gpus,
+                                                     unplaced_note)
 from joulehouse.reports.accounts.embodied import HOURS_PER_YEAR, amortised_share, capital_usd_per_gpu_hour
 from joulehouse.reports.accounts.hour_factors import attach_intensity, attach_pue
 from joulehouse.reports.accounts.it_energy_basis import BASIS_AMOUNTS, label_basis, with_facility_energy
@@ -112,6 +117,17 @@ def with_calendar_costs(gpu_hours: pl.DataFrame, settings: TcoSettings) -> pl.Da
         (capex_per_gpu / (lifetime * HOURS_PER_YEAR) * amortised_share(lifetime)).alias("capital_usd"),
         (capex_per_gpu * settings.operations_ratio_of_capex_per_year / HOURS_PER_YEAR).alias("operations_usd"),
     )
+
+
+def unplaced_cost_sentence(gpus: pl.DataFrame, price_source: str, settings: TcoSettings) -> str:
+    """What the cost account assumed for the GPUs placed at no site (fleet_hours.unplaced_gpus)."""
+    unpriced = gpus.filter(pl.col("purchase_price_usd").is_null()).height
+    undated = gpus.filter(pl.col("purchased_on").is_null()).height
+    return (f"energy priced at the fleet's source ({price_source}); capital at [tco] gpu_capex_usd "
+            f"{settings.gpu_capex_usd:g} USD for the {unpriced} without a purchase price, {undated} without a purchase "
+            "date amortised without end; no demand charge (NULL): no utility meters a site that is not one, so their "
+            "energy at the meter is in no site's demand peak (where they stand at a site billed by IT x PUE, that "
+            "site's bill is higher than its charge)")
 
 
 def cost_per_gpu_hour(gpu_hours: pl.DataFrame, settings: TcoSettings, peaks: pl.DataFrame | None = None,
@@ -263,7 +279,13 @@ def tco_day(con, day: dt.date, settings: TcoSettings, data_dir: Path | None, *,
     priced = {source.site: hourly_prices(hours, source.settings, source.data_dir) for source in sources}
     ctx = per_source(ctx, sources, lambda part, source: part.join(priced[source.site][0], on="hour_at", how="left"))
     meter_intervals = read_meter_intervals(con, day, inputs.pue, settings.demand_interval_minutes, max_meter_gap_s, notes)
-    site_kw = per_source(with_facility_energy(ctx), sources, lambda part, source: site_hour_kw(
+    # no utility meters a GPU at no site: no demand row, and its GPU-hours' demand charge NULL (allocate)
+    sites = known_sites(inputs.pue["site"].unique().to_list(), [ctx, unread])
+    unplaced_hours = unplaced_gpus([ctx, unread], sites)
+    notes.extend(siteless_fleet_note(sites, [ctx, unread]))
+    fleet_price = priced[""][2] if "" in priced else "[tco] site_prices' entry for it"
+    notes.extend(unplaced_note(unplaced_hours, unplaced_cost_sentence(unplaced_hours, fleet_price, settings)))
+    site_kw = per_source(with_facility_energy(ctx.filter(~unplaced(sites))), sources, lambda part, source: site_hour_kw(
         part, inputs.pue, settings.node_energy_min_coverage_ratio, source.settings.tariff_timezone, meter_intervals))
     peak_before: dict[tuple[str, dt.date], float] = {}
     later: set[dt.date] = set()
@@ -281,7 +303,7 @@ def tco_day(con, day: dt.date, settings: TcoSettings, data_dir: Path | None, *,
         notes.append(f"{len(later)} later day(s) of this month were accounted before this one ({first} to "
                      f"{last}): their demand charges assumed this day's earlier peak; re-run them in order "
                      "to restate the month")
-    highest = peaks["peak_kw"].max() if peaks.height else 0.0
+    highest = peaks["peak_kw"].max() if peaks.height else (None if unplaced_hours.height else 0.0)
     peak_kw = float(highest) if highest is not None else None  # no hour's demand known
     if prepared.has_hours_to_account(ctx, "capital and operations"):
         rows, by_gpu = account_cost_by_gpu(ctx, jobs, settings, peaks, unread, prepared.energy_shares, sources)

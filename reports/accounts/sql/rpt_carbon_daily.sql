@@ -20,7 +20,8 @@
 --   facility_energy_kwh [kWh] energy at the meter = IT x PUE
 --   location_gco2e [gCO2e] operational, location-based (grid intensity of the region and hour)
 --   market_gco2e [gCO2e] operational, market-based: contracts, then the region's residual mix (NULL for
---     the whole day when some energy has neither: see market_basis)
+--     the whole day when some energy has neither: see market_basis); no contract covers a GPU the
+--     inventory places at no site ('unknown' beside known sites)
 --   embodied_gco2e [gCO2e] amortised manufacturing footprint
 --   total_gco2e [gCO2e] location + embodied
 --   total_market_gco2e [gCO2e] market + embodied

@@ -2,7 +2,9 @@
 -- charge the day added (reports/accounts/demand.py).
 -- kind: day
 -- grain: one row per (day, site, billing_month): one billing month a day, two on the UTC day that
---   holds a month's turn in the site's time zone
+--   holds a month's turn in the site's time zone; none for 'unknown', where the accounts put GPUs the
+--   inventory places at no site, beside a day's known sites (no utility meters it: their demand charge
+--   is NULL in rpt_tco_daily); a fleet that knows no site at all is one, 'unknown'
 -- Written by reports.accounts.tco.tco_day; a day's rows are replaced as a whole when it is re-run.
 -- Summed over a month's days (accounted in date order), demand_charge_usd is rate x the month's peak.
 -- columns:

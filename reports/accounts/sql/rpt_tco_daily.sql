@@ -19,7 +19,8 @@
 --   facility_energy_kwh [kWh] energy at the meter = IT x PUE
 --   energy_cost_usd [USD] facility energy x hourly price (negative prices kept)
 --   demand_charge_usd [USD] what the day added to the month's peak-kW charge (rpt_demand_peak_daily),
---     on the peak hour's GPU-hours by their energy (equally where none of it was measured)
+--     on the peak hour's GPU-hours by their energy (equally where none of it was measured); NULL for
+--     GPU-hours of GPUs the inventory places at no site ('unknown' beside known sites: no utility meters it)
 --   green_premium_usd [USD] uplift when renewables are scarce (NULL where energy_cost_usd is)
 --   density_surcharge_usd [USD] uplift by rack kW
 --   capital_usd [USD] straight-line depreciation

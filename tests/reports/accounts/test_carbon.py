@@ -186,8 +186,10 @@ def test_without_optional_relations_everything_is_unallocated_at_defaults(shared
     summary = carbon_day(con, DAY, CarbonSettings(default_pue=1.5), shared_data)
     assert summary.facility_energy_kwh == pytest.approx(1.5 * metered_kwh(con))
     assert summary.unallocated_energy_kwh == pytest.approx(metered_kwh(con))
-    # BMC energy, PUE, dim_gpu, jobs absent + the defaulted PUE hours
-    assert len(summary.notes) == 5 and any("gpu_only" in n for n in summary.notes)
+    # BMC energy, PUE, dim_gpu, jobs absent + the defaulted PUE hours + a fleet that knows no site
+    # (no inventory, no meter: taken as one, "unknown")
+    assert len(summary.notes) == 6 and any("gpu_only" in n for n in summary.notes)
+    assert any("no GPU of the day's fleet has a site" in n for n in summary.notes)
     assert report_sum(con, "node_ipmi_energy_kwh") == 0.0
     assert con.execute("SELECT DISTINCT it_energy_basis FROM rpt_carbon_daily").fetchall() == [("gpu_only",)]
 

@@ -15,7 +15,8 @@ pytestmark = [pytest.mark.slow, pytest.mark.integration,
 def test_the_spark_engine_reads_every_inventory_host_as_canonical_host_names_it(tmp_path):
     from joulehouse.warehouse import spark_engine
 
-    hosts = {f"GPU-{i}": name for i, name in enumerate(SPELLINGS)}
+    # an empty cell: NULL on both engines, so that dim_gpu takes the lake's host (Spark's rows held '')
+    hosts = {f"GPU-{i}": name for i, name in enumerate(SPELLINGS)} | {"GPU-empty": ""}
     settings = _inventory(tmp_path / "inventory.csv", hosts)
     spark = spark_engine.spark_session("local[1]")
     try:
@@ -23,4 +24,4 @@ def test_the_spark_engine_reads_every_inventory_host_as_canonical_host_names_it(
         got = {r["gpu_uuid"]: r["host"] for r in spark.sql("SELECT gpu_uuid, host FROM int_inventory").collect()}
     finally:
         spark.stop()
-    assert got == {uuid: canonical_host(name) for uuid, name in hosts.items()}
+    assert got == {uuid: canonical_host(name) or None for uuid, name in hosts.items()}

@@ -23,9 +23,9 @@ WITH csv_rows AS (
 )
 SELECT
     trim(gpu_uuid) AS gpu_uuid,
-    trim(host) AS host,
+    nullif(trim(host), '') AS host,  -- empty: the lake's host (dim_gpu), on Spark too, whose CSV rows hold ''
     CAST(nullif(trim(gpu_index), '') AS SMALLINT) AS gpu_index,
-    trim(gpu_model) AS gpu_model,
+    nullif(trim(gpu_model), '') AS gpu_model,
     nullif(trim(rack), '') AS rack,
     nullif(trim(site), '') AS site,
     nullif(trim(region), '') AS region,

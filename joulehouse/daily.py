@@ -180,7 +180,7 @@ def build_warehouse(day: str, config: str | None) -> dict:
 
     With `warehouse.engine = "spark"` the hourly GPU energy is computed on Spark
     (warehouse.spark_engine) and loaded in place of its DuckDB SQL; the rest stays on DuckDB."""
-    from joulehouse.daily_order import earlier_days_not_built
+    from joulehouse.daily_order import day_warnings, earlier_days_not_built
     from joulehouse.warehouse.build import build_day
     from joulehouse.warehouse.spark_engine import check_engine
 
@@ -198,29 +198,6 @@ def build_warehouse(day: str, config: str | None) -> dict:
     for warning in day_warnings(the_day, {"build_warehouse": result}):
         logging.getLogger(__name__).warning("%s", warning)
     return result
-
-
-def day_warnings(day: dt.date | str, summaries: dict[str, dict]) -> list[str]:
-    """What a person must act on, from the day's task summaries ({task id: its returned dict}): the
-    earlier days of the lake the day was built without (joulehouse.daily_order), the later days a rebuild did not reach (the accounts' own note of it, in their summary and log, is
-    the same act), and the built days whose lake files changed since (the gate's 'rebuild' rows). Said by the task's log and, after a `joulehouse run`, on the terminal: its
-    Airflow child logs no warning, so a run of an earlier day had said nothing of them."""
-    from joulehouse.daily_order import earlier_days_warning
-
-    said = []
-    built = summaries.get("build_warehouse") or {}
-    if built.get("earlier_days_not_built"):
-        said.append(earlier_days_warning(day, built["earlier_days_not_built"], built.get("history_days")))
-    later = built.get("later_days_built") or []
-    if later:
-        said.append(f"{day} was built after {len(later)} later day(s) ({later[0]} to {later[-1]}): their power "
-                    "models, recommendations, exports, demand charges and first-day baselines did not see it; "
-                    f"restate them in date order: joulehouse run --date {later[0]} --through {later[-1]}")
-    for stale in (summaries.get("check_data") or {}).get("days_to_rebuild") or []:
-        said.append(f"lake files of {stale} came, went or changed since it was built (fct_check_results, severity "
-                    f"'rebuild', says which): its facts stand for what its build read; to take them in: "
-                    f"joulehouse run --date {stale}")
-    return said
 
 
 def check_data(day: str, config: str | None) -> dict:

@@ -1,5 +1,6 @@
-"""The earlier days a day's run leans on that the warehouse has not built: a day run before its
-predecessors (by hand, out of order, or the first day of a warehouse over a lake with history).
+"""The order of the days built, and what a person must do about it (day_warnings): the earlier
+days a day's run leans on that the warehouse has not built, a day run before its predecessors (by
+hand, out of order, or the first day of a warehouse over a lake with history).
 
 The power fit reads `models.history_days` days ending on the day, the outcomes measure
 yesterday's recommendations against the day, the demand charge is the month's peak so far. Built
@@ -41,3 +42,26 @@ def earlier_days_warning(day: dt.date | str, earlier: list[str], history_days: i
             f"{earlier[-1]}), which this warehouse has not built: its power models ({window}), outcomes of the "
             "day before and the month's demand charge did not see them; build them first, in date order: "
             f"joulehouse run --date {earlier[0]} --through {day}")
+
+
+def day_warnings(day: dt.date | str, summaries: dict[str, dict]) -> list[str]:
+    """What a person must act on, from the day's task summaries ({task id: its returned dict}): the
+    earlier days of the lake the day was built without (above), the later days a rebuild did not
+    reach (the accounts' own note of it, in their summary and log, is the same act), and the built
+    days whose lake files changed since (the gate's 'rebuild' rows). Said by the task's log and,
+    after a `joulehouse run`, on the terminal: its Airflow child logs no warning, so a run of an
+    earlier day had said nothing of them."""
+    said = []
+    built = summaries.get("build_warehouse") or {}
+    if built.get("earlier_days_not_built"):
+        said.append(earlier_days_warning(day, built["earlier_days_not_built"], built.get("history_days")))
+    later = built.get("later_days_built") or []
+    if later:
+        said.append(f"{day} was built after {len(later)} later day(s) ({later[0]} to {later[-1]}): their power "
+                    "models, recommendations, exports, demand charges and first-day baselines did not see it; "
+                    f"restate them in date order: joulehouse run --date {later[0]} --through {later[-1]}")
+    for stale in (summaries.get("check_data") or {}).get("days_to_rebuild") or []:
+        said.append(f"lake files of {stale} came, went or changed since it was built (fct_check_results, severity "
+                    f"'rebuild', says which): its facts stand for what its build read; to take them in: "
+                    f"joulehouse run --date {stale}")
+    return said

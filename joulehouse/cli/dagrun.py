@@ -349,12 +349,12 @@ def _run_one(dag, day: str, config: str) -> dict:
 
 
 def _warnings(run, day: str) -> list[str]:
-    """The day's warnings (joulehouse.daily.day_warnings) from the tasks' returned summaries: this
+    """The day's warnings (joulehouse.daily_order.day_warnings) from the tasks' returned summaries: this
     child's logging is off (Airflow's own warnings would fill the run's log)."""
     from airflow.models.xcom import XComModel
     from airflow.utils.session import create_session
 
-    from joulehouse.daily import day_warnings
+    from joulehouse.daily_order import day_warnings
 
     try:
         with create_session() as session:

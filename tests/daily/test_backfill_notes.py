@@ -9,7 +9,7 @@ import logging
 
 import pyarrow as pa
 
-from joulehouse import daily
+from joulehouse import daily, daily_order
 from joulehouse.collectors.writer import write_dataset
 from joulehouse.settings import LakeSettings, Settings, TcoSettings, WarehouseSettings, settings_to_toml
 
@@ -62,7 +62,7 @@ def test_a_lake_file_landing_after_its_day_was_built_is_said_with_the_rebuild_th
     daily.build_warehouse(next_day.isoformat(), config)
     checked = daily.check_data(next_day.isoformat(), config)
     assert checked["failed_blocking"] == 0 and checked["days_to_rebuild"] == ["2026-04-01"]
-    [said] = daily.day_warnings(next_day, {"check_data": checked})
+    [said] = daily_order.day_warnings(next_day, {"check_data": checked})
     assert said.startswith("lake files of 2026-04-01 came, went or changed since it was built")
     assert said.endswith("joulehouse run --date 2026-04-01")
     daily.build_warehouse(DAY.isoformat(), config)  # the rebuild takes node-02 in
@@ -76,7 +76,7 @@ def test_a_day_built_before_the_earlier_days_the_lake_holds_says_which_and_how_t
     last = DAY + dt.timedelta(days=2)
     built = daily.build_warehouse(last.isoformat(), config)
     assert built["earlier_days_not_built"] == ["2026-04-01", "2026-04-02"]
-    [said] = daily.day_warnings(last, {"build_warehouse": built})
+    [said] = daily_order.day_warnings(last, {"build_warehouse": built})
     assert said.startswith("2026-04-03 was built before 2 earlier day(s) the lake holds readings for "
                            "(2026-04-01 to 2026-04-02), which this warehouse has not built")
     assert "a 28-day window" in said and said.endswith("joulehouse run --date 2026-04-01 --through 2026-04-03")

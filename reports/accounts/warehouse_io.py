@@ -143,6 +143,12 @@ def read_day_inputs(con, day: dt.date, fallback_region: str, min_node_coverage_r
         ).drop("inventory_gpu_model")
 
     gpu_hours, unmetered = with_inventory(gpu_hours), with_inventory(unmetered)
+    assumed = sorted(set(gpu_hours.filter(pl.col("inventory_site").is_null())["gpu_uuid"].to_list())) \
+        if default_site != "unknown" else []
+    if assumed:  # its demand charge, contracts and price are then that site's: say it was assumed
+        notes.append(f"{len(assumed)} GPU(s) the inventory places at no site ({', '.join(assumed[:3])}"
+                     f"{', ...' if len(assumed) > 3 else ''}) taken to be at {default_site}, the only site with a "
+                     "facility meter that day: its demand charge, contracts and prices are theirs")
     if unmetered.height:
         notes.append(f"{unmetered.height} GPU-hours of GPUs in the fleet had no reading: charged capital, operations "
                      "and embodied carbon (calendar time in the fleet), no energy (unmetered_gpu_hours)")

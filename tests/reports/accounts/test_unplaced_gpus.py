@@ -105,3 +105,15 @@ def test_a_fleet_that_knows_no_site_is_one_site_and_is_told_so():
     assert summary.peak_site_kw == pytest.approx(peak_hour_kwh * TcoSettings().default_pue)
     assert any("no GPU of the day's fleet has a site" in n and "one site" in n for n in summary.notes)
     assert not any("places at no site" in n for n in summary.notes)
+
+
+def test_an_unlisted_gpu_taken_to_be_at_the_one_metered_site_is_said_to_be_assumed_there():
+    """With one metered site, a GPU the inventory does not list is taken to be there, and pays its
+    demand charge under its contracts and prices; nothing said it was an assumption."""
+    con = build_world()
+    con.executemany("INSERT INTO fct_gpu_energy_hourly VALUES (?, ?, 'node-99', ?, 'NVIDIA H100 80GB HBM3', ?, ?, 1.0, "
+                    "'counter')", [(at(h), DAY, UNLISTED, 0.1, 100.0) for h in range(24)])
+    summary = tco_day(con, DAY, tco_settings(), None)
+    [note] = [n for n in summary.notes if "taken to be at site-a" in n]
+    assert f"1 GPU(s) the inventory places at no site ({UNLISTED})" in note
+    assert not any("taken to be at" in n for n in tco_day(build_world(), DAY, tco_settings(), None).notes)

@@ -8,7 +8,6 @@ the same energy."""
 
 from __future__ import annotations
 
-import datetime as dt
 import json
 
 import pytest
@@ -16,6 +15,7 @@ import typer
 from typer.testing import CliRunner
 
 from accounting_world import DAY, build_world
+from test_site_prices import price_file
 from joulehouse.cli.tco import register
 from joulehouse.reports.accounts.tco import tco_day
 from joulehouse.settings import load_settings
@@ -86,20 +86,8 @@ def test_a_site_on_its_own_tariff_is_estimated_at_the_tariffs_hours_the_daily_ac
     assert out["price_usd_per_mwh"] == pytest.approx(sum(hourly) / 24, abs=1e-4)
 
 
-def pjm_day_ahead(path, prices_by_node: dict[str, float]):
-    """A PJM day-ahead file with one flat price per node over 24 Feb - 9 Mar 2025 (the year rule maps
-    Monday 2 March 2026 onto Monday 3 March 2025)."""
-    lines = ["datetime_beginning_utc,pnode_name,total_lmp_da"]
-    start = dt.datetime(2025, 2, 24)
-    for h in range(14 * 24):
-        t = start + dt.timedelta(hours=h)
-        lines += [f"{t:%m/%d/%Y %I:%M:%S %p},{node},{price}" for node, price in prices_by_node.items()]
-    path.write_text("\n".join(lines) + "\n")
-    return path
-
-
 def test_a_site_at_its_own_market_node_is_estimated_at_that_nodes_price(app, tmp_path):
-    prices = pjm_day_ahead(tmp_path / "da.csv", {"PJM-RTO": 20.0, "DOMINION": 200.0})
+    prices = price_file(tmp_path / "da.csv", {"PJM-RTO": 20.0, "DOMINION": 200.0})
     config = settings_file(tmp_path, f'price_file = "{prices}"',
                            'site_prices = ["site-b|market|DOMINION|America/New_York"]')
     daily = accounted_sites(config)

@@ -32,12 +32,13 @@ def lake(tmp_path_factory):
     return lake, summary
 
 
-def _connect(lake) -> duckdb.DuckDBPyConnection:
+def readings_every(lake, every_s: int = READ_EVERY_S) -> duckdb.DuckDBPyConnection:
+    """The simulated lake's readings as a collector reading every `every_s` seconds stores them."""
     con = duckdb.connect()
     con.execute("SET TimeZone = 'UTC'")
     con.execute("CREATE TABLE stg_gpu_samples AS SELECT *, CAST(sampled_at AS DATE) AS day "
                 "FROM read_parquet(? || '/gpu_samples/**/*.parquet', hive_partitioning = true) "
-                "WHERE epoch(sampled_at) % ? = 0", [str(lake), READ_EVERY_S])
+                "WHERE epoch(sampled_at) % ? = 0", [str(lake), every_s])
     con.execute("CREATE TABLE stg_node_samples AS SELECT * "
                 "FROM read_parquet(? || '/node_samples/**/*.parquet', hive_partitioning = true)", [str(lake)])
     return con
@@ -46,7 +47,7 @@ def _connect(lake) -> duckdb.DuckDBPyConnection:
 @pytest.fixture(scope="module")
 def fitted(lake):
     path, summary = lake
-    con = _connect(path)
+    con = readings_every(path)
     assert fit_thermal_day(con, DAY) == len(LOCK_MHZ)
     cursor = con.execute("SELECT * FROM fct_thermal_gpu")
     names = [d[0] for d in cursor.description]
@@ -89,7 +90,7 @@ def test_a_table_stored_before_the_uncertainty_columns_takes_them(lake):
     """A fct_thermal_gpu written before tau_rel_se and transient_sd_c existed gets them (NULL on its
     old rows) rather than failing the day's fit."""
     path, summary = lake
-    con = _connect(path)
+    con = readings_every(path)
     con.execute("CREATE TABLE fct_thermal_gpu (day DATE NOT NULL, host VARCHAR NOT NULL, gpu_uuid VARCHAR NOT NULL, "
                 "gpu_model VARCHAR, n_samples BIGINT, theta_c_per_w DOUBLE, tau_s DOUBLE, inlet_c DOUBLE, "
                 "inlet_source VARCHAR, rank_in_model INTEGER, model_median_theta_c_per_w DOUBLE, "

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import datetime as dt
 
-import duckdb
 import pytest
+
+from test_thermal_slow_power import readings_every
 
 from joulehouse.collectors.sim import simulate_fleet
 from joulehouse.models.thermal import fit_thermal_day
@@ -20,14 +21,7 @@ def fleet_read_every_30_s(tmp_path_factory):
     """8 A100s simulated every 2 s (training steps of a few seconds), one reading in 15 kept."""
     lake = tmp_path_factory.mktemp("thermal_sparse") / "lake"
     summary = simulate_fleet(lake, gpus=8, days=1, start=DAY, seed=11, interval_s=2)
-    con = duckdb.connect()
-    con.execute("SET TimeZone = 'UTC'")
-    con.execute("CREATE TABLE stg_gpu_samples AS SELECT *, CAST(sampled_at AS DATE) AS day "
-                "FROM read_parquet(? || '/gpu_samples/**/*.parquet', hive_partitioning = true) "
-                "WHERE epoch(sampled_at) % ? = 0", [str(lake), READ_EVERY_S])
-    con.execute("CREATE TABLE stg_node_samples AS SELECT * "
-                "FROM read_parquet(? || '/node_samples/**/*.parquet', hive_partitioning = true)", [str(lake)])
-    return con, summary
+    return readings_every(lake, READ_EVERY_S), summary
 
 
 @pytest.mark.slow

@@ -29,7 +29,8 @@ from joulehouse.collectors.sources.host_names import canonical_host
 from joulehouse.collectors.agent_audit import OK_ACTIONS, ApplyResult, AuditNotWritten, GpuOutcome, audit
 from joulehouse.collectors.agent_journal import LimitJournal
 from joulehouse.collectors.agent_locks import (
-    UNKNOWN_LOCK, ClockLockRecord, Lock, after_outcomes, before_locking, record_after,
+    UNKNOWN_LOCK, ClockLockRecord, Lock, UnknownLock, after_outcomes, before_locking, describe_lock, judged_locks,
+    record_after,
 )
 from joulehouse.collectors.agent_nvml import (
     gpus_by_uuid, is_nvml_error, nvml_error_text, unlock_clocks, watts_from_mw, with_nvml,
@@ -131,8 +132,8 @@ def _dry_run_one(nvml: Any, handle: Any, s: GpuSetting) -> GpuOutcome:
 
 def _apply_one(nvml: Any, handle: Any, s: GpuSetting, previous_lock: Any = UNKNOWN) -> GpuOutcome:
     """Set one GPU's limit (and lock); `previous_lock` is the range the agent's record says it left
-    (None: unlocked, UNKNOWN: not known), so a lock-only change is audited 'apply' and a repeated
-    one 'unchanged'."""
+    (None: unlocked, an UnknownLock: not known, and why), so a lock-only change is audited 'apply'
+    and a repeated one 'unchanged'."""
     requested_mw = int(round(s.power_limit_w * 1000))
     refusal, before_mw = _device_check(nvml, handle, s)
     if refusal is not None:
@@ -180,8 +181,8 @@ def _apply_one(nvml: Any, handle: Any, s: GpuSetting, previous_lock: Any = UNKNO
                      f"set {requested_mw} mW but the device reads back {after_mw} mW")
     wanted_lock = _lock_of(s)
     if before_mw == requested_mw and wanted_lock is not None and previous_lock != wanted_lock:
-        was = ("unknown: not in the agent's clock-lock record" if previous_lock is UNKNOWN
-               else "unlocked" if previous_lock is None else f"{previous_lock[0]}-{previous_lock[1]} MHz")
+        was = (f"unknown: {previous_lock.why}" if isinstance(previous_lock, UnknownLock)
+               else describe_lock(previous_lock))
         return GpuOutcome(s.gpu_uuid, "apply", f"{clocks[2:]} (was {was}); limit already at {s.power_limit_w:.1f} W",
                           power_limit_w_after=watts_from_mw(after_mw), **common)
     released = ""
@@ -191,7 +192,7 @@ def _apply_one(nvml: Any, handle: Any, s: GpuSetting, previous_lock: Any = UNKNO
             return GpuOutcome(s.gpu_uuid, "apply", f"{released[2:]}; limit already at {s.power_limit_w:.1f} W",
                               power_limit_w_after=watts_from_mw(after_mw), **common)
     elif unlock:
-        released = ", SM clocks reset to their default (a lock left before is not known)"
+        released = f", SM clocks reset to their default (a lock left before is not known: {previous_lock.why})"
     if before_mw == requested_mw:
         return GpuOutcome(s.gpu_uuid, "unchanged", f"already at {s.power_limit_w:.1f} W{clocks}{released}",
                           power_limit_w_after=watts_from_mw(after_mw), **common)
@@ -267,7 +268,8 @@ def apply_config(
     to be set are kept there too until their audit is written (collectors.agent_journal): the rows
     of an apply killed before its audit are written by the next apply or rollback.
     `trust_recorded_locks`: False reads every lock as unknown all the same (the agent loop's first
-    apply since it started: nothing it knew before a restart is taken on trust)."""
+    apply since it started: nothing it knew before a restart is taken on trust); its audit says
+    what the record held and that it was not trusted (agent_locks.judged_locks)."""
     with replay_guard.held() if replay_guard is not None and not dry_run else contextlib.nullcontext():
         return _apply_config(doc_or_path, public_key=public_key, host=host, nvml=nvml, dry_run=dry_run, lake=lake,
                              now=now, replay_guard=replay_guard, audited_at=audited_at,
@@ -330,7 +332,7 @@ def _set_devices(nvml: Any, config: RecommendedConfig, result: ApplyResult, reco
     written = before_locking(recorded, wanted)
     if record is not None and (read is None or written != recorded):
         record.write(written)  # an OSError here: nothing was set
-    locks = recorded if trust_recorded_locks else {}
+    locks = judged_locks(read, wanted, trusted=trust_recorded_locks)
     try:
         result.outcomes = with_nvml(nvml, lambda n: _apply_all(n, config, locks, dry_run=result.dry_run,
                                                                journal=journal))
@@ -365,10 +367,10 @@ def _describe(s: GpuSetting) -> str:
     return f"{format_watts(s.power_limit_w)} W{clocks} ({s.gpu_model}, {s.workload_class})"
 
 
-def _apply_all(nvml: Any, config: RecommendedConfig, locks: Mapping[str, Lock], *,
+def _apply_all(nvml: Any, config: RecommendedConfig, locks: Mapping[str, Lock | UnknownLock], *,
                dry_run: bool = False, journal: LimitJournal | None = None) -> list[GpuOutcome]:
     """Apply each setting (or, `dry_run`, say what applying it would do); `locks` as
-    ClockLockRecord.read returns (a GPU it does not name: its lock is unknown); `journal`: where
+    agent_locks.judged_locks returns (a GPU it does not name: its lock is unknown); `journal`: where
     the limits about to be set are written first."""
     unreadable: list[str] = []
     handles = gpus_by_uuid(nvml, unreadable)

@@ -10,10 +10,12 @@ So the agent keeps it in a JSON file beside its replay record (`[agent] state_pa
 record is (a temporary file, fsynced, renamed over the old one, the folder fsynced). The audit
 stays the human record of what was done.
 
-What the record does not vouch for is an unknown lock (UNKNOWN_LOCK), never "unlocked": a GPU it
-does not name, a file that cannot be read or is not what the agent wrote, a file or folder
-another user can write. A setting without a lock then resets the GPU's clocks (the safe side:
-resetting clocks that are not locked changes nothing). A GPU is dropped from the record (made
+What the record does not vouch for is an unknown lock (an UnknownLock, whose `why` the audit
+says), never "unlocked": a GPU it does not name, a file that cannot be read or is not what the
+agent wrote, a file or folder another user can write, and every GPU at the agent loop's first
+apply since it started, which trusts no lock recorded before it (`judged_locks`). A setting
+without a lock then resets the GPU's clocks (the safe side: resetting clocks that are not locked
+changes nothing). A GPU is dropped from the record (made
 unknown), durably, before the agent sets a lock on it: an agent killed between the set and the
 record's update leaves it unknown, not unlocked. Each update happens under `held()` with the
 device work it records, so an operator's `agent apply` and the service's rollback cannot write
@@ -26,6 +28,7 @@ import contextlib
 import json
 import logging
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -37,11 +40,44 @@ from joulehouse.collectors.agent_replay import (
 
 log = logging.getLogger(__name__)
 
-# A GPU's lock the record does not vouch for (see the module docstring).
-UNKNOWN_LOCK = object()
-
 # (min, max) MHz of a lock, or None: unlocked.
 Lock = tuple[int, int] | None
+
+
+@dataclass(frozen=True)
+class UnknownLock:
+    """A GPU's lock the record does not vouch for (see the module docstring); `why`, for the audit."""
+
+    why: str
+
+
+UNKNOWN_LOCK = UnknownLock("not in the agent's clock-lock record")
+RECORD_NOT_TRUSTED = UnknownLock("the agent's clock-lock record is not trusted (the agent's log says why)")
+
+
+def describe_lock(lock: Lock) -> str:
+    return "unlocked" if lock is None else f"{lock[0]}-{lock[1]} MHz"
+
+
+def judged_locks(read: Mapping[str, Lock] | None, gpu_uuids: Iterable[str], *,
+                 trusted: bool) -> dict[str, Lock | UnknownLock]:
+    """Each of `gpu_uuids`' lock as an apply judges it, from `read` (ClockLockRecord.read: None, a
+    file not trusted). Not `trusted` (the agent loop's first apply since it started), a lock the
+    record names is unknown all the same: one set outside the record (another state folder,
+    nvidia-smi) is not in it, and that apply is the one that clears what a restart left behind.
+    Its audit then says what the record holds and that it was not trusted, not that it is silent."""
+    if read is None:
+        return dict.fromkeys(gpu_uuids, RECORD_NOT_TRUSTED)
+    judged: dict[str, Lock | UnknownLock] = {}
+    for uuid in gpu_uuids:
+        if uuid not in read:
+            judged[uuid] = UNKNOWN_LOCK
+        elif trusted:
+            judged[uuid] = read[uuid]
+        else:
+            judged[uuid] = UnknownLock(f"the agent's clock-lock record says {describe_lock(read[uuid])}, but the first "
+                                       "apply since the agent started takes no recorded lock on trust")
+    return judged
 
 
 class ClockLockRecord:

@@ -114,6 +114,40 @@ def test_a_clock_stepped_back_does_not_make_an_older_audit_row_hide_the_lock(key
         "apply", f"SM clocks unlocked (were {LOCK_MHZ[0]}-{LOCK_MHZ[1]} MHz); limit already at {CAP_W:.1f} W")
 
 
+def _audit_reasons_at(lake, when):
+    from joulehouse.collectors.agent_audit import read_host_audit
+
+    rows = read_host_audit(lake, HOST, ["audited_at", "gpu_uuid", "action", "reason"]).to_pylist()
+    return [(r["action"], r["reason"]) for r in rows if r["audited_at"] == when and r["gpu_uuid"] == GPU]
+
+
+@pytest.mark.parametrize("lock_of_the_loops_config", [LOCK_MHZ, None])
+def test_the_loops_first_apply_after_a_start_says_the_record_was_not_trusted_not_that_it_is_silent(
+        keys, lake, guard, tmp_path, lock_of_the_loops_config):
+    """An operator's `agent apply` locked GPU 0 (the record says so); a freshly started `agent run`
+    applies a config. Its first apply does not trust the record (a lock set outside it would
+    stay on), but the audit said the lock was "not in the agent's clock-lock record", which the
+    operator could see was false. It now says what the record holds and why it was not trusted;
+    the devices end as the config says."""
+    nvml, location = driver(), tmp_path / "recommended-config.json"
+    kw = dict(public_key=keys[1], host=HOST, nvml=nvml, lake=lake, replay_guard=guard)
+    apply_config(config(keys[0], LOCK_MHZ, 0), now=at(1), **kw)
+    location.write_bytes(dump_config(config(keys[0], lock_of_the_loops_config, 1)))
+    poll_once(AgentState(), str(location), now=at(2), **kw)
+    [(action, reason)] = _audit_reasons_at(lake, at(2))
+    assert "not in the agent's clock-lock record" not in reason
+    record_said = (f"the agent's clock-lock record says {LOCK_MHZ[0]}-{LOCK_MHZ[1]} MHz, but the first apply since "
+                   "the agent started takes no recorded lock on trust")
+    if lock_of_the_loops_config is None:
+        assert nvml.locked_clocks() == {}
+        assert (action, reason) == ("unchanged", f"already at {CAP_W:.1f} W, SM clocks reset to their default (a lock "
+                                                 f"left before is not known: {record_said})")
+    else:
+        assert nvml.locked_clocks() == {GPU: LOCK_MHZ}
+        assert (action, reason) == ("apply", f"SM clocks locked to {LOCK_MHZ[0]}-{LOCK_MHZ[1]} MHz (was unknown: "
+                                             f"{record_said}); limit already at {CAP_W:.1f} W")
+
+
 class KilledAfterLocking(BaseException):
     """The agent dies right after NVML locked the clocks (SIGKILL, OOM), before anything is written."""
 
@@ -137,7 +171,8 @@ def test_an_apply_killed_after_locking_leaves_the_lock_unknown_not_unlocked(keys
     assert nvml.locked_clocks() == {GPU: LOCK_MHZ}
     [outcome] = apply_config(config(keys[0], None, 2), now=at(3), **kw).outcomes
     assert nvml.locked_clocks() == {}, outcome.reason
-    assert "SM clocks reset to their default (a lock left before is not known)" in outcome.reason
+    assert ("SM clocks reset to their default (a lock left before is not known: not in the agent's clock-lock "
+            "record)") in outcome.reason
 
 
 @pytest.mark.parametrize("tamper", ["not json", "group-writable", "not a range", "nested past recursion",
@@ -168,7 +203,8 @@ def test_a_record_that_is_not_the_agents_reads_every_lock_as_unknown(keys, lake,
         os.mkfifo(record.path)
     [outcome] = _within(10, lambda: apply_config(config(keys[0], None, 1), now=at(2), **kw)).outcomes
     assert nvml.locked_clocks() == {}
-    assert "SM clocks reset to their default" in outcome.reason
+    assert ("SM clocks reset to their default (a lock left before is not known: the agent's clock-lock record is "
+            "not trusted (the agent's log says why))") in outcome.reason
     assert record.read() == {GPU: None}, "the apply writes back a record of its own"
 
 

@@ -274,7 +274,9 @@ def test_a_lock_an_agent_killed_before_its_audit_left_is_reset_by_the_first_appl
     assert nvml.locked_clocks() == {} and limit_w(nvml, 0) == CAP_W, message
     [row] = rows_at(lake, hour(1))
     assert (row["action"], row["reason"]) == (
-        "unchanged", f"already at {CAP_W:.1f} W, SM clocks reset to their default (a lock left before is not known)")
+        "unchanged", f"already at {CAP_W:.1f} W, SM clocks reset to their default (a lock left before is not known: "
+        "the agent's clock-lock record says unlocked, but the first apply since the agent started takes no recorded "
+        "lock on trust)")
     # the same process trusts its own record afterwards: a second poll of a new document sets nothing
     state = AgentState(defaults_ensured=True)
     location.write_bytes(dump_config(signed_at(keys[0], {"GPU-sim-0000": entry(CAP_W)}, 1)))

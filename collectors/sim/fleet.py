@@ -28,6 +28,7 @@ STREAM_COUNTER = 5
 STREAM_HOST = 6
 STREAM_SITE = 7
 STREAM_LINKS = 8
+STREAM_LIVE_LOAD = 9
 
 INVENTORY_COLUMNS = (
     "gpu_uuid", "host", "gpu_index", "gpu_model", "rack", "site", "region", "purchased_on",

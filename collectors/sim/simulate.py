@@ -21,7 +21,8 @@ import pyarrow.parquet as pq
 
 from joulehouse.collectors import lakefs
 from joulehouse.collectors.sim.constants import SITE, PowerTruth
-from joulehouse.collectors.sim.fleet import STREAM_COUNTER, SimGpu, build_fleet, rng_for, stable_key, write_inventory_csv
+from joulehouse.collectors.sim.energy_counter import COUNTER_EPOCH, driver_load_offset_mj
+from joulehouse.collectors.sim.fleet import SimGpu, build_fleet, write_inventory_csv
 from joulehouse.collectors.sim.links import link_day_table
 from joulehouse.collectors.sim.records import gpu_day_table, jobs_table, node_table, facility_table
 from joulehouse.collectors.sim.site import host_inlet_c, outdoor_temp_c, simulate_facility, simulate_node
@@ -29,7 +30,6 @@ from joulehouse.collectors.sim.physics import energy_counter_mj, simulate_block
 from joulehouse.collectors.sim.workload import CROSS_MODEL_SPECS, DAY_S, Job, plan_host_day, render_traces
 from joulehouse.collectors.writer import WrittenFile, partition_files, replace_partition
 
-COUNTER_EPOCH = dt.date(2024, 1, 1)
 # A host's day is simulated whole in memory (every GPU's traces, thermal state and tables at once):
 # about 0.7 KB per GPU reading, 8 GPUs a host. At 250 ms a host-day peaks at 2.2 GB; 1 ms would
 # take about 500 GB, so a shorter interval is refused rather than simulated in pieces (the physics
@@ -180,8 +180,8 @@ def _counter_start(seed: int, gpu: SimGpu, day: dt.date, carried: dict[str, int]
     if gpu.uuid in lake_end:
         return lake_end[gpu.uuid]
     # Nothing before: a driver loaded long ago, idling since COUNTER_EPOCH.
-    offset = int(rng_for(seed, stable_key(gpu.uuid), STREAM_COUNTER).integers(10**9, 2 * 10**11))
-    return offset + max(0, (day - COUNTER_EPOCH).days) * int(gpu.spec.idle_w * DAY_S * 1000)
+    idle_since_epoch_mj = max(0, (day - COUNTER_EPOCH).days) * int(gpu.spec.idle_w * DAY_S * 1000)
+    return driver_load_offset_mj(seed, gpu.uuid) + idle_since_epoch_mj
 
 
 def _cross_model_hosts(fleet: Sequence[SimGpu]) -> list[str]:

@@ -1,18 +1,24 @@
 """A live stand-in source for hosts without GPUs: the simulator's fleet (same UUIDs and models),
-idle-to-busy power with noise and an energy counter that is the integral of that power.
+load that follows the wall clock, and an energy counter that behaves like NVML's: mJ since the
+simulated driver loaded, the exact integral of that power (collectors/sim/energy_counter.py). A
+collector restart therefore continues the counter instead of resetting it, and a seed and a clock
+give the same readings in any process.
 
-Units as the lake: power_w W, energy_mj_total mJ, temp_c C, sm_clock_mhz MHz.
+Units as the lake: power_w W, energy_mj_total mJ, util_gpu_pct %, power_limit_w W.
 """
 
 from __future__ import annotations
 
+import datetime as dt
 import time
 from collections.abc import Callable
 
 import numpy as np
 import pyarrow as pa
 
+from joulehouse.collectors.sim.energy_counter import COUNTER_EPOCH, COUNTER_EPOCH_S, LiveGpuLoad
 from joulehouse.collectors.sim.fleet import build_fleet
+from joulehouse.collectors.sources.base import SourceError
 from joulehouse.collectors.sources.host_names import canonical_host
 
 
@@ -23,22 +29,24 @@ class SimSource:
 
     def __init__(self, host: str, *, gpus: int = 8, seed: int = 0, clock: Callable[[], float] = time.time):
         self.host = canonical_host(host)  # as every source names this server (host_names)
-        self._fleet = [g for g in build_fleet(gpus, seed, hosts=[self.host])]
+        self._fleet = build_fleet(gpus, seed, hosts=[self.host])
+        self._load = LiveGpuLoad(self._fleet, seed)
         self._clock = clock
-        self._rng = np.random.default_rng(seed)
-        self._energy_mj = np.zeros(len(self._fleet))
-        self._last_s: float | None = None
+        self._counter_mj: np.ndarray | None = None
 
     def read(self) -> pa.Table:
         now = self._clock()
+        since_epoch_s = now - COUNTER_EPOCH_S
+        if since_epoch_s < 0:
+            at = dt.datetime.fromtimestamp(now, dt.timezone.utc).isoformat()
+            raise SourceError(f"sim: the clock reads {at}, before the simulated driver loaded "
+                              f"({COUNTER_EPOCH} 00:00 UTC, where its energy counters start)")
         n = len(self._fleet)
-        limit_w = np.array([g.spec.default_limit_w for g in self._fleet], dtype=float)
-        idle_w = np.array([g.spec.idle_w for g in self._fleet], dtype=float)
-        util = np.clip(self._rng.normal(0.5, 0.3, n), 0.0, 1.0)
-        power_w = idle_w + util * (limit_w - idle_w) * 0.9
-        if self._last_s is not None:
-            self._energy_mj += power_w * max(now - self._last_s, 0.0) * 1000.0
-        self._last_s = now
+        util = self._load.utilisation(since_epoch_s)
+        power_w = self._load.power_w(since_epoch_s)
+        counter_mj = self._load.energy_mj_total(since_epoch_s)
+        # A wall clock stepped back (NTP) must not take the counter with it: a driver's never falls.
+        self._counter_mj = counter_mj if self._counter_mj is None else np.maximum(self._counter_mj, counter_mj)
         return pa.table({
             "sampled_at": pa.array([int(now * 1e6)] * n, pa.timestamp("us", tz="UTC")),
             "host": [self.host] * n,
@@ -46,9 +54,9 @@ class SimSource:
             "gpu_uuid": [g.uuid for g in self._fleet],
             "gpu_model": [g.model for g in self._fleet],
             "power_w": pa.array(power_w, pa.float32()),
-            "energy_mj_total": pa.array(self._energy_mj.astype(np.int64)),
+            "energy_mj_total": pa.array(self._counter_mj),
             "util_gpu_pct": pa.array(util * 100.0, pa.float32()),
-            "power_limit_w": pa.array(limit_w, pa.float32()),
+            "power_limit_w": pa.array(self._load.limit_w, pa.float32()),
             "source": ["sim"] * n,
         })
 

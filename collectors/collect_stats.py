@@ -23,11 +23,12 @@ class CollectStats:
     rows_not_kept: int = 0
     segments_left: int = 0
     # At start: what a stopped collector left in the spool, rolled into the lake (not in `rows`,
-    # which this run read; in `files_written`).
+    # which this run read; in `files_written`). Exported as joulehouse_collector_spool_rows_recovered_total.
     rows_recovered: int = 0
     files_recovered: int = 0
-    # For the metrics (collectors.metrics): rows per (source, dataset), errors per source, and the
-    # Unix time a Parquet file last went into the lake.
+    # For the metrics (collectors.metrics): rows handed to the spool per (source, dataset)
+    # (joulehouse_collector_readings_spooled_total: they reach the lake as segments roll), errors
+    # per source, and the Unix time a Parquet file last went into the lake.
     rows_by_source: dict[tuple[str, str], int] = field(default_factory=dict)
     errors_by_source: dict[str, int] = field(default_factory=dict)
     last_lake_write_at_s: float | None = None

@@ -30,7 +30,11 @@ from prometheus_client.registry import Collector
 TEXTFILE_INTERVAL_S = 15.0
 
 COLLECTOR_METRICS = {
-    "joulehouse_collector_readings_written_total": "Rows each source handed to the spool, by source and dataset.",
+    "joulehouse_collector_readings_spooled_total": "Rows each source handed to the spool, by source and dataset (DCGM "
+                                                   "and links, whose spool is Prometheus: rows they wrote into the "
+                                                   "lake). Spooled rows reach the lake as segments roll.",
+    "joulehouse_collector_spool_rows_recovered_total": "Rows this process, at its start, rolled into the lake from "
+                                                       "spool segments a stopped or killed collector left.",
     "joulehouse_collector_source_errors_total": "Polls on which a source could not be read at all (it failed, or every "
                                                 "row it gave carries an error), by source.",
     "joulehouse_collector_readings_lost_past_retention_seconds_total": "Seconds of readings a source catching up found "
@@ -89,7 +93,7 @@ class CollectorStatsMetrics(Collector):
 
     def collect(self) -> Iterator[Any]:
         stats = self._collector.stats
-        readings = _counter("joulehouse_collector_readings_written_total", ["source", "dataset"])
+        readings = _counter("joulehouse_collector_readings_spooled_total", ["source", "dataset"])
         counts = dict(stats.rows_by_source)
         for entry in self._collector.scheduled:
             # A source that writes its own files (DCGM: Prometheus is its spool) counts them itself.
@@ -115,6 +119,7 @@ class CollectorStatsMetrics(Collector):
         yield _gauge("joulehouse_collector_spool_backlog_rows", sum(s.buffered_rows for s in spools))
         yield _gauge("joulehouse_collector_spool_backlog_segments", sum(len(s.pending) for s in spools))
         for name, value in (("joulehouse_collector_lake_files_written_total", stats.files_written),
+                            ("joulehouse_collector_spool_rows_recovered_total", stats.rows_recovered),
                             ("joulehouse_collector_disk_full_events_total", stats.disk_full_events),
                             ("joulehouse_collector_write_errors_total", stats.write_errors),
                             ("joulehouse_collector_polls_total", stats.polls),

@@ -68,7 +68,7 @@ def test_collector_metrics_say_what_each_source_wrote_and_what_waits(tmp_path, l
         collector.poll()
         clock.t += 1.0
     before = scrape(registry)
-    assert before[("joulehouse_collector_readings_written_total", (("dataset", "gpu_samples"), ("source", "sim")))] == 24
+    assert before[("joulehouse_collector_readings_spooled_total", (("dataset", "gpu_samples"), ("source", "sim")))] == 24
     assert before[("joulehouse_collector_source_errors_total", (("source", "broken"),))] == 6
     assert before[("joulehouse_collector_spool_backlog_rows", ())] == 24
     assert before[("joulehouse_collector_lake_files_written_total", ())] == 0
@@ -95,7 +95,7 @@ def test_the_textfile_holds_the_same_metrics_and_is_replaced_whole(tmp_path, lak
     collector.poll()
     exposure.stop()  # writes a last time
     written = samples(textfile.read_text())
-    assert written[("joulehouse_collector_readings_written_total", (("dataset", "gpu_samples"), ("source", "sim")))] == 2
+    assert written[("joulehouse_collector_readings_spooled_total", (("dataset", "gpu_samples"), ("source", "sim")))] == 2
     assert [p.name for p in textfile.parent.iterdir()] == ["joulehouse_collect.prom"]  # no temporary left
 
 

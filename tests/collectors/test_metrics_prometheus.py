@@ -89,7 +89,7 @@ def value(prometheus: PrometheusServer, query: str) -> float | None:
 
 
 def test_prometheus_reads_back_what_the_collector_process_wrote(fleet):
-    query = 'joulehouse_collector_readings_written_total{job="joulehouse-collect",source="sim",dataset="gpu_samples"}'
+    query = 'joulehouse_collector_readings_spooled_total{job="joulehouse-collect",source="sim",dataset="gpu_samples"}'
     wait_for(lambda: (value(fleet, query) or 0) > 0, 30, "the collector's readings in Prometheus")
     first = value(fleet, query)
     assert first % 2 == 0  # two GPUs a poll
@@ -124,7 +124,7 @@ def dashboard_answers(fleet: PrometheusServer) -> dict[str, bool]:
 def test_every_dashboard_query_runs_on_prometheus(fleet):
     # The panels over what these endpoints export get data (rates and increases need two
     # scrapes; DCGM and daily panels need their own sources).
-    wanted = ("Spool backlog (rows in memory)", "Since the last Parquet file", "Readings written per source",
+    wanted = ("Spool backlog (rows in memory)", "Since the last Parquet file", "Readings spooled per source",
               "Files left to ship", "Config age", "Configs refused (1 d)", "GPU actions (1 d)")
     wait_for(lambda: all(dashboard_answers(fleet)[title] for title in wanted), 40,
              f"data in the panels {wanted}")

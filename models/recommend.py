@@ -32,7 +32,9 @@ dearer kWh (price or carbon) pulls the choice toward the least energy, a dearer 
 peaks, where the two part (memory-bound work, the server's overhead over a longer run). The
 heaviest tenth's power is what a GPU adds to the site's peak if its heavy phases meet the site's
 peak hour: an upper bound on the saving (the accounts bill the coincident peak), so the rate is
-passed only where the site pays one (recommend_day's demand_charge_usd_per_kw_month, default 0).
+passed only where the site pays one (recommend_day's demand_charge_usd_per_kw_month, default 0), and
+not for a GPU the inventory places at no site beside known ones: the cost accounts bill it no demand
+charge (no utility meters 'unknown'), so a cap chosen for that peak would save nothing they show.
 
 A cap bites only in a GPU's heavy phases, so each setting is scored on the day's mix of activity
 (the mean activity of each tenth of the busy samples, from a histogram: within 0.002 of sorting
@@ -100,6 +102,8 @@ DAYS_PER_MONTH = 365.25 / 12
 CAP_PREFERENCE = 0.5
 # Readings of the day below which a GPU's profile (busy hours, activity) says nothing: no setting.
 MIN_PROFILE_READINGS = 30
+AT_NO_SITE_NOTE = ("no demand charge priced: the inventory places this GPU at no site, and the cost accounts bill "
+                   "'unknown' none (no utility meters it)")
 
 
 def slowdown_bound_pct(workload_class: str, settings: RecommendSettings) -> float:
@@ -274,7 +278,8 @@ def recommend_day(con: duckdb.DuckDBPyConnection, day: dt.date, settings: Recomm
     Each GPU's energy is priced at the hours it drew it: the price, grid intensity and PUE of
     rpt_context_hourly (what the cost and carbon accounts charged), weighted by its energy per hour,
     and carbon at `carbon_price_usd_per_tco2e` ([carbon] settings); the site's demand charge
-    (`demand_charge_usd_per_kw_month`, [tco]) prices what each GPU's heaviest phase adds to the peak. A value passed here
+    (`demand_charge_usd_per_kw_month`, [tco]) prices what each GPU's heaviest phase adds to the peak, except
+    for a GPU at no site (recommend_gpu_energy_prices.sql's at_no_site: its rate is 0, said in its reason). A value passed here
     (price_usd_per_kwh, carbon_gco2e_per_kwh, pue) replaces the hourly one for every GPU (a what-if);
     a GPU without hourly context gets the fallback_* values (the settings' flat price, default grid
     intensity and default PUE, as the accounts use them). The row records what it was priced at."""
@@ -315,15 +320,20 @@ def recommend_day(con: duckdb.DuckDBPyConnection, day: dt.date, settings: Recomm
     for p in profiles:
         workload_class = workload_class_of(p, classes)
         price, intensity, gpu_pue, basis = priced(p["gpu_uuid"])
+        at_no_site = demand_charge_usd_per_kw_month > 0 and hourly.get(p["gpu_uuid"], {}).get("at_no_site")
+        demand = 0.0 if at_no_site else demand_charge_usd_per_kw_month
         prices = {"price_usd_per_kwh": price, "grid_gco2e_per_kwh": intensity, "pue": gpu_pue,
                   "carbon_price_usd_per_tco2e": carbon_price_usd_per_tco2e, "energy_price_basis": basis,
-                  "demand_charge_usd_per_kw_month": demand_charge_usd_per_kw_month}
-        rows.append({"day": day} | prices | recommend_gpu(p, workload_class, fits.get(p["gpu_model"]), settings,
-                                                 price_usd_per_kwh=price, carbon_gco2e_per_kwh=intensity,
-                                                 carbon_price_usd_per_tco2e=carbon_price_usd_per_tco2e, pue=gpu_pue,
-                                                 p95_power_w=lambda p=p: p95_power_w(p["host"], p["gpu_uuid"]),
-                                                 host_overhead_w=overhead.get(p["host"], settings.host_overhead_w_per_gpu),
-                                                 demand_charge_usd_per_kw_month=demand_charge_usd_per_kw_month))
+                  "demand_charge_usd_per_kw_month": demand}
+        row = {"day": day} | prices | recommend_gpu(p, workload_class, fits.get(p["gpu_model"]), settings,
+                                            price_usd_per_kwh=price, carbon_gco2e_per_kwh=intensity,
+                                            carbon_price_usd_per_tco2e=carbon_price_usd_per_tco2e, pue=gpu_pue,
+                                            p95_power_w=lambda p=p: p95_power_w(p["host"], p["gpu_uuid"]),
+                                            host_overhead_w=overhead.get(p["host"], settings.host_overhead_w_per_gpu),
+                                            demand_charge_usd_per_kw_month=demand)
+        if at_no_site:
+            row["reason"] = "; ".join(filter(None, [row.get("reason"), AT_NO_SITE_NOTE]))
+        rows.append(row)
     rows = hold_out_controls(rows, settings.holdout_share, job_groups)
     con.execute(load_sql("fct_recommendation"))
     for column, kind in (("price_usd_per_kwh", "DOUBLE"), ("grid_gco2e_per_kwh", "DOUBLE"), ("pue", "DOUBLE"),

@@ -16,6 +16,7 @@ import datetime as dt
 
 import duckdb
 
+from joulehouse.collectors.settings import MAX_PUE
 from joulehouse.models.bandwidth import pcie_link_gbps
 from joulehouse.models.caps import WorkloadProfile
 from joulehouse.models.coefficients import PowerCoefficients
@@ -94,15 +95,22 @@ def gpu_profile(row: dict, feature_set: str) -> WorkloadProfile:
 
 def gpu_energy_prices(con: duckdb.DuckDBPyConnection, day: dt.date) -> dict[str, dict]:
     """Per GPU, the day's price (USD/kWh), grid intensity (gCO2e/kWh) and PUE, each weighted by the
-    GPU's energy per hour, from rpt_context_hourly (the accounts' hourly context); {} without it."""
+    GPU's energy per hour, from rpt_context_hourly (the accounts' hourly context), the site it was
+    priced at, and at_no_site (placed at no site beside known ones: the accounts bill it no demand
+    charge; models/sql/recommend_gpu_energy_prices.sql); {} without the context."""
     if not (relation_exists(con, "rpt_context_hourly") and relation_exists(con, "fct_gpu_energy_hourly")):
         return {}
-    has_sites = relation_exists(con, "dim_gpu") and con.execute(
-        "SELECT count(*) FROM duckdb_columns() WHERE table_name = 'dim_gpu' AND column_name = 'site'").fetchone()[0]
+    has_sites = relation_exists(con, "dim_gpu") and "site" in columns_of(con, "dim_gpu")
     con.execute("CREATE OR REPLACE TEMP VIEW reco_input_gpu_sites AS " + (
         "SELECT gpu_uuid, site FROM dim_gpu WHERE site IS NOT NULL" if has_sites
         else "SELECT CAST(NULL AS VARCHAR) AS gpu_uuid, CAST(NULL AS VARCHAR) AS site WHERE false"))
-    return {r["gpu_uuid"]: r for r in records(con.execute(load_sql("recommend_gpu_energy_prices"), {"day": day}))}
+    con.execute("CREATE OR REPLACE TEMP VIEW reco_input_pue_hours AS " + (
+        "SELECT hour_at, site, pue FROM fct_pue_hourly" if relation_exists(con, "fct_pue_hourly")
+        else "SELECT CAST(NULL AS TIMESTAMPTZ) AS hour_at, CAST(NULL AS VARCHAR) AS site, CAST(NULL AS DOUBLE) AS pue "
+             "WHERE false"))
+    start = dt.datetime(day.year, day.month, day.day, tzinfo=dt.timezone.utc)
+    params = {"day": day, "day_start": start, "day_end": start + dt.timedelta(days=1), "max_pue": MAX_PUE}
+    return {r["gpu_uuid"]: r for r in records(con.execute(load_sql("recommend_gpu_energy_prices"), params))}
 
 
 def latest_fits(con: duckdb.DuckDBPyConnection, day: dt.date) -> dict[str, dict]:

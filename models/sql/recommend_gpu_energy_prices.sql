@@ -1,28 +1,53 @@
 -- recommend_gpu_energy_prices: what a kWh of each GPU's energy cost on $day, from the hourly context
 -- the carbon and cost accounts wrote (rpt_context_hourly: price, grid intensity, PUE per site-hour).
--- Grain: gpu_uuid. Parameters: $day DATE.
+-- Grain: gpu_uuid. Parameters: $day DATE, $day_start and $day_end (its UTC bounds), $max_pue
+-- (collectors.settings.MAX_PUE).
 -- Inputs: fct_gpu_energy_hourly (the GPU's energy per hour), reco_input_gpu_sites (temp view:
---   gpu_uuid, site from the inventory; empty without one), rpt_context_hourly. A GPU the inventory
---   does not place is at the day's only site, else at 'unknown', as the accounts place it.
--- Columns: gpu_uuid, price_usd_per_kwh (USD/kWh at the IT meter's side: the hour's price, before
---   PUE), grid_gco2e_per_kwh (gCO2e/kWh), pue (ratio), each weighted by the GPU's energy over the
---   hours that have it (NULL where none does), n_hours (hours with context and energy).
+--   gpu_uuid, site from the inventory; empty without one), reco_input_pue_hours (temp view: hour_at,
+--   site, pue of fct_pue_hourly; empty without it), rpt_context_hourly.
+-- A GPU the inventory does not place is where the accounts put it (reports/accounts/warehouse_io.py):
+-- at the context's only site, where every GPU-hour of the day was accounted, else at the day's only
+-- metered site (its PUE hours between 1 and $max_pue, as acct_pue_hours.sql reads them), else at
+-- 'unknown'. Taken from the context's sites alone, a fleet listed at two sites with one meter left
+-- such a GPU at 'unknown', which has no context then: it was priced at the defaults, not at the
+-- site whose price and PUE the accounts gave it.
+-- Columns: gpu_uuid, site (where it was priced), at_no_site (it is at 'unknown' beside the day's known
+--   sites, metered or in the context: no utility meters it, and the cost accounts bill it no demand
+--   charge, reports/accounts/fleet_hours.py), price_usd_per_kwh (USD/kWh at the IT meter's side: the
+--   hour's price, before PUE), grid_gco2e_per_kwh (gCO2e/kWh), pue (ratio), each weighted by the
+--   GPU's energy over the hours that have it (NULL where none does), n_hours (hours with context and
+--   energy).
 WITH context AS (
     SELECT hour_at, site, price_usd_per_mwh / 1000.0 AS price_usd_per_kwh, intensity_gco2e_per_kwh, pue
     FROM rpt_context_hourly
     WHERE day = $day
 ),
-only_site AS (
-    SELECT CASE WHEN count(DISTINCT site) = 1 THEN any_value(site) ELSE 'unknown' END AS site FROM context
+metered_sites AS (
+    SELECT DISTINCT site
+    FROM reco_input_pue_hours
+    WHERE hour_at >= $day_start AND hour_at < $day_end AND pue BETWEEN 1 AND $max_pue
+),
+context_sites AS (
+    SELECT DISTINCT site FROM context
+),
+placement AS (
+    SELECT CASE WHEN (SELECT count(*) FROM context_sites) = 1 THEN (SELECT any_value(site) FROM context_sites)
+                WHEN count(*) = 1 THEN any_value(site) ELSE 'unknown' END AS site,
+           count(*) > 1 OR EXISTS (SELECT 1 FROM context_sites WHERE site <> 'unknown') AS known_sites
+    FROM metered_sites
 ),
 gpu_hours AS (
-    SELECT e.hour_at, e.gpu_uuid, e.energy_kwh, coalesce(s.site, (SELECT site FROM only_site)) AS site
+    SELECT e.hour_at, e.gpu_uuid, e.energy_kwh, coalesce(s.site, p.site) AS site,
+           s.site IS NULL AND p.site = 'unknown' AND p.known_sites AS at_no_site
     FROM fct_gpu_energy_hourly AS e
     LEFT JOIN reco_input_gpu_sites AS s USING (gpu_uuid)
+    CROSS JOIN placement AS p
     WHERE e.day = $day AND e.energy_kwh > 0
 )
 SELECT
     g.gpu_uuid,
+    any_value(g.site) AS site,
+    bool_or(g.at_no_site) AS at_no_site,
     sum(g.energy_kwh * c.price_usd_per_kwh) / nullif(sum(g.energy_kwh) FILTER (WHERE c.price_usd_per_kwh IS NOT NULL), 0)
         AS price_usd_per_kwh,
     sum(g.energy_kwh * c.intensity_gco2e_per_kwh)

@@ -101,9 +101,12 @@ def gpu_energy_prices(con: duckdb.DuckDBPyConnection, day: dt.date) -> dict[str,
     if not (relation_exists(con, "rpt_context_hourly") and relation_exists(con, "fct_gpu_energy_hourly")):
         return {}
     has_sites = relation_exists(con, "dim_gpu") and "site" in columns_of(con, "dim_gpu")
+    has_regions = has_sites and "region" in columns_of(con, "dim_gpu")
     con.execute("CREATE OR REPLACE TEMP VIEW reco_input_gpu_sites AS " + (
-        "SELECT gpu_uuid, site FROM dim_gpu WHERE site IS NOT NULL" if has_sites
-        else "SELECT CAST(NULL AS VARCHAR) AS gpu_uuid, CAST(NULL AS VARCHAR) AS site WHERE false"))
+        f"SELECT gpu_uuid, site, {'region' if has_regions else 'CAST(NULL AS VARCHAR) AS region'} FROM dim_gpu "
+        "WHERE site IS NOT NULL" if has_sites
+        else "SELECT CAST(NULL AS VARCHAR) AS gpu_uuid, CAST(NULL AS VARCHAR) AS site, CAST(NULL AS VARCHAR) AS region "
+             "WHERE false"))
     con.execute("CREATE OR REPLACE TEMP VIEW reco_input_pue_hours AS " + (
         "SELECT hour_at, site, pue FROM fct_pue_hourly" if relation_exists(con, "fct_pue_hourly")
         else "SELECT CAST(NULL AS TIMESTAMPTZ) AS hour_at, CAST(NULL AS VARCHAR) AS site, CAST(NULL AS DOUBLE) AS pue "

@@ -100,3 +100,18 @@ def test_a_fleet_that_knows_no_site_is_one_site_and_its_demand_charge_is_priced(
     rows = _recommended(con, RATE_USD_PER_KW_MONTH)
     assert {u: r["demand_charge_usd_per_kw_month"] for u, r in rows.items()} == dict.fromkeys(uuids, RATE_USD_PER_KW_MONTH)
     assert all(AT_NO_SITE_NOTE not in (r["reason"] or "") for r in rows.values())
+
+
+def test_each_gpu_is_priced_at_its_own_regions_grid_where_an_unlisted_gpu_brings_another_to_its_site():
+    """One meter at site-a: the unlisted GPU is accounted there under the fallback [carbon] region
+    (DE, 450 g), beside the listed GPUs' FR rows (50 g). Matched by hour and site alone, every GPU
+    of site-a read the two regions' mean, 250 g, over 48 'hours'."""
+    con, (a, b, unlisted) = _fleet()
+    _warehouse(con, {a: "site-a", b: "site-a"}, metered=["site-a"], context_sites=["site-a"])
+    con.execute("UPDATE rpt_context_hourly SET intensity_gco2e_per_kwh = 50.0")
+    con.executemany("INSERT INTO rpt_context_hourly VALUES (?, ?, 'site-a', 'DE', 450.0, ?, ?)",
+                    [[h, DAY, *SITE_CONTEXT["site-a"]] for h in HOURS])
+    prices = gpu_energy_prices(con, DAY)
+    assert prices[a]["grid_gco2e_per_kwh"] == pytest.approx(50.0) and prices[a]["n_hours"] == 24
+    assert prices[unlisted]["grid_gco2e_per_kwh"] == pytest.approx(450.0) and prices[unlisted]["n_hours"] == 24
+    assert prices[b]["price_usd_per_kwh"] == pytest.approx(0.120)

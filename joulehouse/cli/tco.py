@@ -19,7 +19,7 @@ from typing import Optional
 import typer
 
 from joulehouse.cli.estimate_command import estimate_command
-from joulehouse.cli.options import fail, refuse_empty
+from joulehouse.cli.options import fail, quoted, refuse_empty
 from joulehouse.cli.run_options import (DEFAULT_DATA_DIR, DataDir, GpusPerServer, LifetimeYears, Start, parse_start,
                                         run_hourly_mean, within)
 
@@ -85,7 +85,7 @@ def estimate(
         fail("--price-file and --price-node price the run's hours: give --start too")
     own_flat = entry is not None and entry.kind == "flat"
     if own_flat and price_file is None and (price_node is not None or data_dir is not None):
-        fail(f"--price-node and --data-dir choose a market price file; site {site!r} is priced by its [tco] "
+        fail(f"--price-node and --data-dir choose a market price file; site {quoted(site)} is priced by its [tco] "
              f"site_prices entry at a flat {entry.flat_price_usd_per_mwh:g} USD/MWh: give --price-file (with --start) "
              "to price by a market file instead")
     # the flag, else the site's [tco] price_file (what the daily accounts price with), else the
@@ -115,8 +115,9 @@ def estimate(
         price = tco.flat_price_usd_per_mwh
         source = f"flat {price:g} USD/MWh" + ("" if own_flat else ", [tco] flat_price_usd_per_mwh")
     if site is not None and price_usd_per_mwh is None:
-        source += (f"; site {site!r}: its [tco] site_prices entry ({entry.kind}, {entry.timezone})" if entry is not None
-                   else f"; site {site!r} has no [tco] site_prices entry: the fleet's price source")
+        # a site no entry names is echoed cut short: a 100 kB --site came back whole in the JSON
+        source += (f"; site {quoted(site)}: its [tco] site_prices entry ({entry.kind}, {entry.timezone})"
+                   if entry is not None else f"; site {quoted(site)} has no [tco] site_prices entry: the fleet's price source")
 
     def given(value, default):
         return default if value is None else value

@@ -123,3 +123,10 @@ def test_options_that_would_price_nothing_are_refused(app, tmp_path, args, says)
     config = settings_file(tmp_path, 'site_prices = ["site-b|flat|150|UTC"]')
     result = CliRunner().invoke(app, ["tco", "estimate", *same_energy(1.0), *args, "--config", str(config)])
     assert result.exit_code == 2 and says in result.output, result.output
+
+
+def test_a_huge_site_name_no_entry_names_is_echoed_cut_short(app, tmp_path):
+    """The method named the site whole: a 100,000-character --site came back in the JSON whole."""
+    config = settings_file(tmp_path, 'site_prices = ["site-b|flat|150|UTC"]')
+    out = estimate(app, *same_energy(1.0), "--site", "A" * 100_000, "--config", str(config))
+    assert "(100,000 characters) has no [tco] site_prices entry" in out["method"] and len(out["method"]) < 2_000
